@@ -1,0 +1,1 @@
+//! cert-agent library.
