@@ -1,1 +1,11 @@
-//! cert-agent library.
+//! cert-agent: a certificate agent for web servers that orders, validates, installs and renews
+//! certificates through a reseller's Partner API v1.
+//!
+//! Layering (an arrow means "may call"): `cli → renew → {api, dcv, install, store, bundle,
+//! crypto, config}`; `api`, `crypto`, `bundle` and `config` depend on nothing else of ours.
+
+pub mod api;
+pub mod bundle;
+pub mod cli;
+pub mod config;
+pub mod crypto;

@@ -1,0 +1,1 @@
+//! Command-line interface: clap definitions, command handlers and output formatting.

@@ -1,0 +1,1 @@
+//! Configuration: the TOML contract, defaults, and validation with precise errors.

@@ -1,0 +1,1 @@
+//! Keys, CSRs, PEM/DER helpers and CSR hashes for domain control validation.
