@@ -567,15 +567,50 @@ fn whole_seconds(t: OffsetDateTime) -> OffsetDateTime {
         .unwrap_or(t)
 }
 
-/// The DER of the one `CERTIFICATE` block in `pem`.
-fn single_cert_der(pem: &str) -> Result<Vec<u8>, String> {
+/// The DER of every `CERTIFICATE` block in `pem`, in order; text around blocks is ignored.
+pub fn certs_from_pem(pem: &str) -> Result<Vec<Vec<u8>>, String> {
+    let mut certs = Vec::new();
     for block in x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes()) {
         let block = block.map_err(|e| format!("malformed PEM: {e}"))?;
         if block.label == "CERTIFICATE" {
-            return Ok(block.contents);
+            certs.push(block.contents);
         }
     }
-    Err("no CERTIFICATE block".to_string())
+    Ok(certs)
+}
+
+/// The DER of the first `CERTIFICATE` block in `pem`.
+fn single_cert_der(pem: &str) -> Result<Vec<u8>, String> {
+    certs_from_pem(pem)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| "no CERTIFICATE block".to_string())
+}
+
+/// PEM text of `der` under `label`: base64 in 64-column lines, LF line ends.
+pub fn pem_encode(label: &str, der: &[u8]) -> String {
+    const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut b64 = Vec::with_capacity(der.len().div_ceil(3) * 4);
+    for chunk in der.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            b64.push(if i <= chunk.len() {
+                B64[(n >> (18 - 6 * i) & 63) as usize]
+            } else {
+                b'='
+            });
+        }
+    }
+    let mut out = format!("-----BEGIN {label}-----\n");
+    for line in b64.chunks(64) {
+        out.extend(line.iter().map(|&b| char::from(b)));
+        out.push('\n');
+    }
+    out.push_str(&format!("-----END {label}-----\n"));
+    out
 }
 
 fn issue_err(e: impl std::fmt::Display) -> CaError {
@@ -714,6 +749,27 @@ pub(crate) mod tests {
 
     fn at(unix: i64) -> OffsetDateTime {
         OffsetDateTime::from_unix_timestamp(unix).expect("timestamp")
+    }
+
+    #[test]
+    fn pem_encode_matches_rcgen() {
+        let key = KeyPair::generate().expect("key");
+        let cert = CertificateParams::default()
+            .self_signed(&key)
+            .expect("self-signed");
+        assert_eq!(pem_encode("CERTIFICATE", cert.der()), cert.pem());
+        assert_eq!(
+            certs_from_pem(&[cert.pem(), cert.pem()].concat()).expect("parse"),
+            [cert.der().to_vec(), cert.der().to_vec()]
+        );
+        for len in 0..5 {
+            let der = vec![0xA5u8; len];
+            let pem = pem_encode("X", &der);
+            let block = x509_parser::pem::parse_x509_pem(pem.as_bytes())
+                .expect("pem")
+                .1;
+            assert_eq!(block.contents, der);
+        }
     }
 
     #[test]
@@ -1032,31 +1088,6 @@ pub(crate) mod tests {
             let err = parse_csr(garbage).expect_err(garbage);
             assert!(matches!(err, CaError::InvalidCsr(_)), "{err}");
         }
-    }
-
-    pub(crate) fn pem_encode(label: &str, der: &[u8]) -> String {
-        use std::fmt::Write as _;
-        const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let mut b64 = String::new();
-        for chunk in der.chunks(3) {
-            let n = chunk
-                .iter()
-                .enumerate()
-                .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-            for i in 0..4 {
-                if i <= chunk.len() {
-                    b64.push(char::from(B64[(n >> (18 - 6 * i) & 63) as usize]));
-                } else {
-                    b64.push('=');
-                }
-            }
-        }
-        let mut out = format!("-----BEGIN {label}-----\n");
-        for line in b64.as_bytes().chunks(64) {
-            let _ = writeln!(out, "{}", String::from_utf8_lossy(line));
-        }
-        let _ = writeln!(out, "-----END {label}-----");
-        out
     }
 
     #[test]
