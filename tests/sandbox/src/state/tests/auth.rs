@@ -1,0 +1,530 @@
+//! Routing, authentication, tokens, roles, the 404 bodies, balance, ancillary endpoints.
+
+use bytes::Bytes;
+use http::Method;
+use serde_json::json;
+
+use super::*;
+use crate::state::AccountSpec;
+
+fn signin_form(env: &mut Env, pairs: &[(&str, &str)]) -> ApiResponse {
+    let body = serde_urlencoded::to_string(pairs).unwrap();
+    env.call(&request(
+        Method::POST,
+        "/api/v1/users/signin",
+        &[],
+        &[("content-type", "application/x-www-form-urlencoded")],
+        body,
+    ))
+}
+
+fn get_with(
+    env: &mut Env,
+    path: &str,
+    query: &[(&str, &str)],
+    headers: &[(&str, &str)],
+) -> ApiResponse {
+    env.call(&request(Method::GET, path, query, headers, Bytes::new()))
+}
+
+#[test]
+fn signin_accepts_form_fields_and_json() {
+    let mut env = Env::new();
+    let resp = signin_form(&mut env, &[("login", PARTNER), ("password", "sandbox")]);
+    assert_eq!(resp.status, 200);
+    let body = json_of(&resp);
+    assert!(body["id"].as_u64().is_some());
+    assert!(body["auth_token"].as_str().is_some_and(|t| t.len() >= 32));
+    assert_eq!(resp.account.as_deref(), Some(PARTNER));
+    let token = env.signin(PARTNER);
+    assert_eq!(
+        body["auth_token"],
+        token.as_str(),
+        "same token within 12 hours"
+    );
+}
+
+#[test]
+fn signin_reports_every_missing_parameter() {
+    let mut env = Env::new();
+    let resp = signin_form(&mut env, &[]);
+    assert_eq!(resp.status, 400);
+    assert_eq!(
+        json_of(&resp),
+        json!({ "error": "login is missing, password is missing" })
+    );
+    let resp = signin_form(&mut env, &[("login", PARTNER)]);
+    assert_eq!(json_of(&resp), json!({ "error": "password is missing" }));
+    let resp = signin_form(&mut env, &[("login", ""), ("password", "x")]);
+    assert_eq!(json_of(&resp), json!({ "error": "login is missing" }));
+    // JSON body, password of the wrong type counts as missing.
+    let resp = env.call(&request(
+        Method::POST,
+        "/api/v1/users/signin",
+        &[],
+        &[("content-type", "application/json")],
+        r#"{"login":"partner@sandbox.test","password":5}"#,
+    ));
+    assert_eq!(resp.status, 400);
+    // Query parameters are not the payload.
+    let resp = env.call(&request(
+        Method::POST,
+        "/api/v1/users/signin",
+        &[("login", PARTNER), ("password", "sandbox")],
+        &[],
+        Bytes::new(),
+    ));
+    assert_eq!(resp.status, 400);
+}
+
+#[test]
+fn signin_refuses_wrong_credentials() {
+    let mut env = Env::new();
+    for (login, password) in [
+        (PARTNER, "wrong"),
+        ("nobody@sandbox.test", "sandbox"),
+        ("PARTNER@sandbox.test", "sandbox"),
+    ] {
+        let resp = signin_form(&mut env, &[("login", login), ("password", password)]);
+        assert_eq!(resp.status, 401);
+        assert_eq!(
+            json_of(&resp),
+            json!({ "error": "Invalid login or password" })
+        );
+        assert_eq!(resp.account, None);
+    }
+}
+
+#[test]
+fn token_is_kept_for_12_hours_then_replaced_and_the_old_one_stops_working() {
+    let mut env = Env::new();
+    let first = env.signin(PARTNER);
+    env.advance(11 * 3600);
+    assert_eq!(env.signin(PARTNER), first);
+    assert_eq!(env.get(PARTNER, "/api/v1/billing/balance").status, 200);
+    env.advance(3600);
+    let second = env.signin(PARTNER);
+    assert_ne!(second, first);
+    let old = get_with(
+        &mut env,
+        "/api/v1/billing/balance",
+        &[],
+        &[("x-auth-token", &first)],
+    );
+    assert_eq!(old.status, 401);
+    assert_eq!(
+        json_of(&old),
+        json!({ "error": "Invalid X-AUTH-TOKEN or auth_token" })
+    );
+    // The new token counts as a change of the record: the next 12 hours keep it.
+    env.advance(6 * 3600);
+    assert_eq!(env.signin(PARTNER), second);
+}
+
+#[test]
+fn missing_and_invalid_tokens_answer_401() {
+    let mut env = Env::new();
+    let resp = get_with(&mut env, "/api/v1/billing/balance", &[], &[]);
+    assert_eq!(resp.status, 401);
+    assert_eq!(
+        json_of(&resp),
+        json!({ "error": "Undefined X-AUTH-TOKEN or auth_token" })
+    );
+    let resp = get_with(
+        &mut env,
+        "/api/v1/ssl_certificates",
+        &[],
+        &[("x-auth-token", "nope")],
+    );
+    assert_eq!(
+        json_of(&resp),
+        json!({ "error": "Invalid X-AUTH-TOKEN or auth_token" })
+    );
+    // A header takes precedence over the query parameter.
+    let token = env.signin(PARTNER);
+    let resp = get_with(
+        &mut env,
+        "/api/v1/ssl_certificates",
+        &[("auth_token", &token)],
+        &[("x-auth-token", "nope")],
+    );
+    assert_eq!(resp.status, 401);
+    // Every authenticated endpoint checks.
+    for (method, path) in [
+        (Method::POST, "/api/v1/order"),
+        (Method::POST, "/api/v1/dcv_emails"),
+        (Method::GET, "/api/v1/ssl_certificates/1/status"),
+        (Method::POST, "/api/v1/ssl_certificates/1/cancel"),
+        (Method::GET, "/api/v1/users/1/our_ssl_certificates"),
+    ] {
+        let resp = env.call(&request(method, path, &[], &[], Bytes::new()));
+        assert_eq!(resp.status, 401, "{path}");
+    }
+}
+
+#[test]
+fn deprecated_auth_token_query_parameter_is_accepted() {
+    let mut env = Env::new();
+    let token = env.signin(PARTNER);
+    let resp = get_with(
+        &mut env,
+        "/api/v1/billing/balance",
+        &[("auth_token", &token)],
+        &[],
+    );
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.account.as_deref(), Some(PARTNER));
+}
+
+#[test]
+fn rotated_token_is_refused_and_a_signin_returns_the_new_one() {
+    let mut env = Env::new();
+    let old = env.signin(PARTNER);
+    env.state.rotate_token(PARTNER).unwrap();
+    let resp = get_with(
+        &mut env,
+        "/api/v1/billing/balance",
+        &[],
+        &[("x-auth-token", &old)],
+    );
+    assert_eq!(resp.status, 401);
+    let new = env.signin(PARTNER);
+    assert_ne!(new, old);
+    assert!(env.state.rotate_token("nobody").is_err());
+}
+
+#[test]
+fn products_accept_public_token_and_name_it_when_no_token_is_sent() {
+    let mut env = Env::new();
+    let public = env
+        .state
+        .accounts()
+        .into_iter()
+        .find(|a| a.login == PARTNER)
+        .unwrap()
+        .public_token;
+    let resp = get_with(
+        &mut env,
+        "/api/v1/products",
+        &[],
+        &[("x-public-token", &public)],
+    );
+    assert_eq!(resp.status, 200);
+    let resp = get_with(
+        &mut env,
+        "/api/v1/products",
+        &[("public_token", &public)],
+        &[],
+    );
+    assert_eq!(resp.status, 200);
+    let resp = get_with(&mut env, "/api/v1/products", &[], &[]);
+    assert_eq!(resp.status, 401);
+    let msg = json_of(&resp)["error"].as_str().unwrap().to_string();
+    assert!(
+        msg.contains("X-PUBLIC-TOKEN") && msg.contains("public_token"),
+        "{msg}"
+    );
+    let resp = get_with(
+        &mut env,
+        "/api/v1/products",
+        &[],
+        &[("x-public-token", "bad")],
+    );
+    assert_eq!(resp.status, 401);
+    // The public token is only for products.
+    let resp = get_with(
+        &mut env,
+        "/api/v1/ssl_certificates",
+        &[],
+        &[("x-public-token", &public)],
+    );
+    assert_eq!(resp.status, 401);
+    // And it is returned by signin.
+    let resp = signin_form(&mut env, &[("login", PARTNER), ("password", "sandbox")]);
+    assert_eq!(json_of(&resp)["public_token"], public.as_str());
+}
+
+#[test]
+fn products_need_a_partner_account() {
+    let mut env = Env::new();
+    let resp = env.get(RETAIL, "/api/v1/products");
+    assert_eq!(resp.status, 403);
+    assert_eq!(
+        json_of(&resp),
+        json!({ "error": "Not authorized for partnership" })
+    );
+    for login in [PARTNER, BILLING, OTHER, NEW] {
+        assert_eq!(env.get(login, "/api/v1/products").status, 200, "{login}");
+    }
+    // A retail account cannot order either.
+    let (pem, _) = csr(&["www.example.com"]);
+    let resp = env.order(RETAIL, &[item(p::S_DV, "www.example.com", &pem)]);
+    assert_eq!(resp.status, 403);
+    assert_eq!(json_of(&resp)["error"], "Not authorized for partnership");
+}
+
+#[test]
+fn restricted_role_may_read_but_not_change() {
+    let mut env = Env::new();
+    let (pem, _) = csr(&["www.example.com"]);
+    let resp = env.order(BILLING, &[item(p::S_DV, "www.example.com", &pem)]);
+    assert_eq!(resp.status, 403);
+    assert_eq!(
+        json_of(&resp),
+        json!({ "error": "You do not have permission for this action" })
+    );
+    assert_eq!(resp.account.as_deref(), Some(BILLING));
+    for action in ["change_dcv", "resend_dcv", "reissue", "cancel", "prolong"] {
+        let resp = env.post_form(
+            BILLING,
+            &Env::cert_path(123_456, action),
+            &[("email", "HTTP_CSR_HASH")],
+        );
+        assert_eq!(resp.status, 403, "{action}");
+        assert_eq!(
+            json_of(&resp)["error"],
+            "You do not have permission for this action"
+        );
+    }
+    assert_eq!(env.get(BILLING, "/api/v1/billing/balance").status, 200);
+    assert_eq!(env.get(BILLING, "/api/v1/ssl_certificates").status, 200);
+    assert_eq!(
+        env.state
+            .billed_orders()
+            .iter()
+            .map(|(_, n)| n)
+            .sum::<u64>(),
+        0
+    );
+}
+
+#[test]
+fn unknown_paths_and_methods_answer_404_text() {
+    let mut env = Env::new();
+    let token = env.signin(PARTNER);
+    for (method, path) in [
+        (Method::GET, "/api/v1/nothing"),
+        (Method::GET, "/api/v2/products"),
+        (Method::GET, "/api/v1/products/"),
+        (Method::POST, "/api/v1/products"),
+        (Method::GET, "/api/v1/order"),
+        (Method::GET, "/api/v1/users/signin"),
+        (Method::DELETE, "/api/v1/ssl_certificates/1"),
+        (Method::GET, "/api/v1/ssl_certificates/1/cancel"),
+        (Method::GET, "/api/v1/ssl_certificates/1/unknown"),
+        (Method::GET, "/"),
+    ] {
+        let resp = env.call(&request(
+            method,
+            path,
+            &[],
+            &[("x-auth-token", &token)],
+            Bytes::new(),
+        ));
+        assert_eq!(resp.status, 404, "{path}");
+        assert!(matches!(resp.body, ResponseBody::Text(_)), "{path}");
+    }
+}
+
+#[test]
+fn alternate_list_path_checks_the_user_id() {
+    let mut env = Env::new();
+    let resp = signin_form(&mut env, &[("login", PARTNER), ("password", "sandbox")]);
+    let id = json_of(&resp)["id"].as_u64().unwrap();
+    let resp = env.get(PARTNER, &format!("/api/v1/users/{id}/our_ssl_certificates"));
+    assert_eq!(resp.status, 200);
+    assert_eq!(json_of(&resp), json!([]));
+    for other in [(id + 1).to_string(), "abc".to_string()] {
+        let resp = env.get(
+            PARTNER,
+            &format!("/api/v1/users/{other}/our_ssl_certificates"),
+        );
+        assert_eq!(resp.status, 401);
+        assert_eq!(json_of(&resp), json!({ "error": "Invalid user_id" }));
+    }
+}
+
+#[test]
+fn certificates_of_another_account_answer_404_with_each_endpoints_body() {
+    let mut env = Env::new();
+    let (pem, _) = csr(&["www.example.com"]);
+    let id = env.place(PARTNER, item(p::S_DV, "www.example.com", &pem));
+    for missing in [id, 1, 999_999_999] {
+        let login = if missing == id { OTHER } else { PARTNER };
+        let resp = env.get(login, &Env::cert_path(missing, "status"));
+        assert_eq!(
+            (resp.status, json_of(&resp)),
+            (404, json!({ "error": "not found" }))
+        );
+        let resp = env.get(login, &Env::cert_path(missing, ""));
+        assert_eq!(resp.status, 404);
+        assert_eq!(json_of(&resp)["id"], serde_json::Value::Null);
+        assert!(
+            json_of(&resp)["error"]
+                .as_str()
+                .unwrap()
+                .contains("Invalid certificate ID")
+        );
+        let resp = env.get(login, &Env::cert_path(missing, "download_bundle"));
+        assert_eq!(
+            (resp.status, json_of(&resp)),
+            (404, json!({ "errors": "Certificate not found" }))
+        );
+        for action in ["download", "dcv"] {
+            let resp = env.get(login, &Env::cert_path(missing, action));
+            assert_eq!(resp.status, 404);
+            assert!(matches!(resp.body, ResponseBody::Text(_)));
+        }
+        for action in ["change_dcv", "resend_dcv", "reissue", "cancel", "prolong"] {
+            let resp = env.post_form(
+                login,
+                &Env::cert_path(missing, action),
+                &[("email", "HTTP_CSR_HASH")],
+            );
+            assert_eq!(resp.status, 404, "{action}");
+            assert!(matches!(resp.body, ResponseBody::Text(_)));
+        }
+    }
+    let resp = env.get(PARTNER, "/api/v1/ssl_certificates/abc/status");
+    assert_eq!(resp.status, 404);
+    // The other account's list does not show it.
+    assert_eq!(
+        json_of(&env.get(OTHER, "/api/v1/ssl_certificates")),
+        json!([])
+    );
+}
+
+#[test]
+fn balance_has_five_members_and_is_zero_in_eur_without_agreement() {
+    let mut env = Env::new();
+    let body = json_of(&env.get(PARTNER, "/api/v1/billing/balance"));
+    for member in ["balance", "reserved", "common", "prepayment", "available"] {
+        assert!(body[member]["sum"].is_number(), "{member}");
+        assert_eq!(body[member]["currency"], "USD", "{member}");
+    }
+    assert_eq!(body["balance"]["sum"], 5000.0);
+    assert_eq!(body["reserved"]["sum"], 0.0);
+    let body = json_of(&env.get(NEW, "/api/v1/billing/balance"));
+    for member in ["balance", "reserved", "common", "prepayment", "available"] {
+        assert_eq!(
+            body[member],
+            json!({ "sum": 0.0, "currency": "EUR" }),
+            "{member}"
+        );
+    }
+    let resp = get_with(&mut env, "/api/v1/billing/balance", &[], &[]);
+    assert_eq!(resp.status, 401);
+    assert!(json_of(&resp)["error"].is_string());
+}
+
+#[test]
+fn ancillary_endpoints_need_no_token() {
+    let mut env = Env::new();
+    let resp = get_with(&mut env, "/api/v1/countries", &[], &[]);
+    assert_eq!(resp.status, 200);
+    let countries = json_of(&resp);
+    assert!(
+        countries
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["code"] == "DE" && c["id"].is_u64())
+    );
+    let user = env.state.accounts()[0].id;
+    for (product, ids) in [
+        (p::S_DV, vec![3, 37, 180, 181, 34]),
+        (p::S2_UCC, vec![3, 37, 180, 181, 34]),
+        (p::D_DV, vec![41, 56, 38, 182, 183, 39]),
+        (p::C_DV, vec![186, 187, 188]),
+    ] {
+        let path = format!("/api/v1/users/{user}/nomenclatures/{product}/ssl_server_softwares");
+        let resp = get_with(&mut env, &path, &[], &[]);
+        assert_eq!(resp.status, 200);
+        let list = json_of(&resp);
+        let got: Vec<u64> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_u64().unwrap())
+            .collect();
+        assert_eq!(got, ids);
+        for e in list.as_array().unwrap() {
+            assert!(e["code"].is_string() && e["name"].is_string() && e["issuer"].is_string());
+        }
+    }
+    let resp = get_with(
+        &mut env,
+        &format!("/api/v1/users/{user}/nomenclatures/9/ssl_server_softwares"),
+        &[],
+        &[],
+    );
+    assert_eq!(resp.status, 404);
+    let resp = get_with(
+        &mut env,
+        &format!(
+            "/api/v1/users/1/nomenclatures/{}/ssl_server_softwares",
+            p::S_DV
+        ),
+        &[],
+        &[],
+    );
+    assert_eq!(resp.status, 404);
+}
+
+#[test]
+fn custom_accounts_replace_the_defaults() {
+    let config = crate::state::StateConfig {
+        accounts: Some(vec![AccountSpec {
+            login: "ops@example.com".into(),
+            password: "s3cret".into(),
+            role: "partner".into(),
+        }]),
+        ..Default::default()
+    };
+    let mut env = Env::with_config(config);
+    let resp = signin_form(
+        &mut env,
+        &[("login", "ops@example.com"), ("password", "s3cret")],
+    );
+    assert_eq!(resp.status, 200);
+    let resp = signin_form(&mut env, &[("login", PARTNER), ("password", "sandbox")]);
+    assert_eq!(resp.status, 401);
+    assert!(
+        AccountSpec::validate(&[AccountSpec {
+            login: "a".into(),
+            password: "b".into(),
+            role: "boss".into()
+        }])
+        .is_err()
+    );
+    assert!(AccountSpec::validate(&AccountSpec::defaults()).is_ok());
+}
+
+#[test]
+fn ids_and_tokens_follow_the_seed() {
+    let run = |seed| {
+        let mut env = Env::with_config(crate::state::StateConfig {
+            seed,
+            ..Default::default()
+        });
+        let token = env.signin(PARTNER);
+        let (pem, _) = csr(&["www.example.com"]);
+        let id = env.place(PARTNER, item(p::S_DV, "www.example.com", &pem));
+        (token, id)
+    };
+    assert_eq!(run(5), run(5));
+    assert_ne!(run(5), run(6));
+}
+
+#[test]
+fn state_round_trips_through_json() {
+    let mut env = Env::new();
+    let (pem, _) = csr(&["www.example.com"]);
+    let id = env.place(PARTNER, item(p::S_DV, "www.example.com", &pem));
+    let saved = serde_json::to_string(&env.state).unwrap();
+    let restored: State = serde_json::from_str(&saved).unwrap();
+    assert_eq!(restored.inspect(id), env.state.inspect(id));
+    assert_eq!(restored.billed_orders(), env.state.billed_orders());
+    env.state = restored;
+    assert_eq!(env.status(PARTNER, id), "new");
+}
