@@ -1,1 +1,24 @@
 //! Partner API v1 client: one async function per endpoint, typed models, `ApiError`.
+//!
+//! - [`Client`] (in `client.rs`) holds the HTTPS connection pool and the session, and has one
+//!   `async fn` per endpoint of `partner-api-v1.md`.
+//! - [`types`] holds the wire models, each tested against the shapes of the document.
+//! - [`ApiError`] (in `error.rs`) says which call failed, why, and whether repeating it is safe.
+//! - `auth.rs` loads the password and caches the auth token in `state_dir/token` (0600, atomic).
+//!
+//! This module depends on nothing else of ours.
+
+mod auth;
+mod client;
+mod error;
+mod secret;
+pub mod types;
+
+pub use auth::{PASSWORD_CREDENTIAL, PasswordSource, TOKEN_FILE};
+pub use client::{
+    Client, ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, MAX_JSON_BYTES, MAX_ZIP_BYTES,
+    PAGE_SIZE, RetryPolicy, normalize_base_url, user_agent,
+};
+pub use error::{ApiError, Call, ErrorBody, TransportKind};
+pub use secret::{MASK, Secret};
+pub use types::*;
