@@ -1046,6 +1046,9 @@ pub(crate) mod tests {
         assert!(info.dns_names.is_empty());
         assert_eq!(info.public_key_der, spki_of_key(dir));
 
+        let crlf = parse_csr(&pem.replace('\n', "\r\n")).expect("parse CRLF");
+        assert_eq!(crlf.der, info.der);
+
         let new_marker = pem.replace("CERTIFICATE REQUEST", "NEW CERTIFICATE REQUEST");
         let info_new = parse_csr(&format!("text before\n{new_marker}\ntext after\n"))
             .expect("parse NEW marker");
@@ -1227,7 +1230,15 @@ pub(crate) mod tests {
         assert_eq!(again.ca_pem, id.ca_pem);
         assert_eq!(again.cert_chain, id.cert_chain);
 
-        fs::write(dir.join("server.pem"), "x").expect("x");
+        // A damaged server certificate is replaced under the same CA.
+        fs::write(dir.join("api-tls/server.pem"), "x").expect("damage");
+        let replaced = api_tls_identity(Some(dir)).expect("replace");
+        assert_eq!(replaced.ca_pem, id.ca_pem);
+        assert_ne!(replaced.cert_chain, id.cert_chain);
+        let cert = parse_cert(&replaced.cert_chain[0]);
+        cert.verify_signature(Some(ca_cert.public_key()))
+            .expect("replacement signed by API CA");
+
         let ephemeral = api_tls_identity(None).expect("in memory");
         assert_ne!(ephemeral.ca_pem, id.ca_pem);
     }
