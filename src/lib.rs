@@ -6,6 +6,6 @@
 
 pub mod api;
 pub mod bundle;
-pub mod cli;
 pub mod config;
 pub mod crypto;
+pub mod fsutil;
