@@ -8,4 +8,6 @@ pub mod api;
 pub mod bundle;
 pub mod config;
 pub mod crypto;
+pub mod dcv;
 pub mod fsutil;
+pub mod install;
