@@ -3,6 +3,8 @@
 
 mod auth;
 mod catalogue;
+mod dcv;
+mod lifecycle;
 mod orders;
 
 use std::sync::OnceLock;
@@ -13,9 +15,12 @@ use rcgen::{CertificateParams, DnType, KeyPair};
 use serde_json::{Value, json};
 use time::{Duration, OffsetDateTime};
 
+use md5::Md5;
+use sha2::{Digest, Sha256};
+
 use super::{State, StateConfig};
 use crate::ca::Authority;
-use crate::wire::{ApiRequest, ApiResponse, ResponseBody};
+use crate::wire::{ApiRequest, ApiResponse, DcvCheck, ResponseBody};
 
 pub(super) const PARTNER: &str = "partner@sandbox.test";
 pub(super) const BILLING: &str = "billing@sandbox.test";
@@ -297,4 +302,164 @@ impl Env {
     pub(super) fn inspect(&self, id: u64) -> Value {
         self.state.inspect(id).expect("certificate")
     }
+}
+
+/// DER of a PEM CSR.
+pub(super) fn csr_der(pem: &str) -> Vec<u8> {
+    x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes())
+        .next()
+        .expect("pem block")
+        .expect("pem")
+        .contents
+}
+
+/// The CA domain of a family, as the document's DCV content names it.
+pub(super) fn ca_domain_of(product: u64) -> &'static str {
+    match product / 1000 {
+        1 => "ca-s.sandbox.test",
+        2 => "ca-d.sandbox.test",
+        _ => "ca-c.sandbox.test",
+    }
+}
+
+/// What the validator should fetch for a certificate, computed independently of the state:
+/// the path from the MD5 of the CSR DER, the content from its SHA-256, the family's CA domain
+/// and the unique value.
+pub(super) fn expected_file(csr_pem: &str, product: u64, unique_value: &str) -> (String, String) {
+    let der = csr_der(csr_pem);
+    let path = format!(
+        "/.well-known/pki-validation/{}.txt",
+        hex::encode_upper(Md5::digest(&der))
+    );
+    let content = format!(
+        "{}\n{}\n{}",
+        hex::encode_upper(Sha256::digest(&der)),
+        ca_domain_of(product),
+        unique_value
+    );
+    (path, content)
+}
+
+/// Upper-case hex MD5 and SHA-256 of a CSR's DER.
+pub(super) fn csr_hashes(csr_pem: &str) -> (String, String) {
+    let der = csr_der(csr_pem);
+    (
+        hex::encode_upper(Md5::digest(&der)),
+        hex::encode_upper(Sha256::digest(&der)),
+    )
+}
+
+/// A parsed leaf: serial (upper hex), SPKI DER, DNS names, validity (unix), issuer CN.
+#[derive(Debug)]
+pub(super) struct LeafFacts {
+    pub serial: String,
+    pub spki: Vec<u8>,
+    pub names: Vec<String>,
+    pub common_name: String,
+    pub not_before: i64,
+    pub not_after: i64,
+    pub issuer_cn: String,
+}
+
+pub(super) fn leaf_facts(pem: &str) -> LeafFacts {
+    use x509_parser::extensions::{GeneralName, ParsedExtension};
+    let block = x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes())
+        .next()
+        .expect("block")
+        .expect("pem");
+    let (_, cert) = x509_parser::parse_x509_certificate(&block.contents).expect("x509");
+    let mut names = Vec::new();
+    for ext in cert.extensions() {
+        if let ParsedExtension::SubjectAlternativeName(san) = ext.parsed_extension() {
+            for n in &san.general_names {
+                if let GeneralName::DNSName(d) = n {
+                    names.push((*d).to_string());
+                }
+            }
+        }
+    }
+    let cn = |name: &x509_parser::x509::X509Name<'_>| {
+        name.iter_common_name()
+            .next()
+            .and_then(|c| c.as_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+    LeafFacts {
+        serial: hex::encode_upper(cert.raw_serial()),
+        spki: cert.public_key().raw.to_vec(),
+        names,
+        common_name: cn(cert.subject()),
+        not_before: cert.validity().not_before.timestamp(),
+        not_after: cert.validity().not_after.timestamp(),
+        issuer_cn: cn(cert.issuer()),
+    }
+}
+
+impl Env {
+    /// The unique value the state uses for a certificate.
+    pub(super) fn unique_value(&self, id: u64) -> String {
+        self.inspect(id)["unique_value"]
+            .as_str()
+            .expect("unique value")
+            .to_string()
+    }
+
+    /// The checks due now for one certificate.
+    pub(super) fn due_for(&mut self, id: u64) -> Vec<DcvCheck> {
+        self.state
+            .due_dcv_checks(self.now)
+            .into_iter()
+            .filter(|c| c.certificate_id == id)
+            .collect()
+    }
+
+    pub(super) fn fetch(&mut self, check: &DcvCheck, body: Result<Vec<u8>, String>) {
+        self.state.record_dcv_fetch(check, body, self.now, ca());
+    }
+
+    /// Serves the right file for every due check of `id` (the CSR given), advancing the clock
+    /// minute by minute until the checks come, at most `limit` seconds.
+    pub(super) fn pass_http(&mut self, id: u64, csr_pem: &str, product: u64, limit: i64) {
+        let mut waited = 0;
+        loop {
+            let checks = self.due_for(id);
+            if !checks.is_empty() {
+                let (path, content) = expected_file(csr_pem, product, &self.unique_value(id));
+                for check in checks {
+                    assert_eq!(check.path, path);
+                    self.fetch(&check, Ok(content.clone().into_bytes()));
+                }
+                return;
+            }
+            assert!(waited < limit, "no DCV check came within {limit} s");
+            self.advance(10);
+            waited += 10;
+        }
+    }
+
+    /// Places an HTTP-validated order and drives it to issued; returns the certificate ID.
+    pub(super) fn issued(&mut self, login: &str, item: Value, csr_pem: &str) -> u64 {
+        let product = item["nomenclature_id"].as_u64().expect("product");
+        let id = self.place(login, item);
+        self.pass_http(id, csr_pem, product, 1200);
+        for _ in 0..40 {
+            if self.status(login, id) == "issued" {
+                return id;
+            }
+            self.advance(30);
+        }
+        panic!("certificate {id} was not issued: {}", self.inspect(id));
+    }
+
+    /// The current leaf of a certificate (from the state's record).
+    pub(super) fn leaf(&self, id: u64) -> LeafFacts {
+        leaf_facts(self.inspect(id)["leaf"]["pem"].as_str().expect("leaf"))
+    }
+}
+
+/// SubjectPublicKeyInfo DER of a key.
+pub(super) fn spki(key: &KeyPair) -> Vec<u8> {
+    use rcgen::PublicKeyData;
+    key.subject_public_key_info()
 }
