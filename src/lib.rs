@@ -11,3 +11,4 @@ pub mod crypto;
 pub mod dcv;
 pub mod fsutil;
 pub mod install;
+pub mod store;

@@ -1,0 +1,437 @@
+//! On-disk state: one record per configured certificate, the billing journal, pending keys,
+//! and the run lock.
+//!
+//! Layout under `state_dir` (0700):
+//! - `lock` — held with `flock` for a whole run; holds the PID of the holder.
+//! - `certs/NAME.json` — the record of certificate NAME (0600, replaced atomically).
+//! - `keys/NAME/*.key` — private keys whose certificate is not installed yet (0600).
+//! - `journal.log` — append-only audit trail of every billed or billing-relevant step
+//!   (JSON lines, fsynced).
+//!
+//! Billing safety rests on the record: the order *intent* is written and fsynced before
+//! `POST /order` is sent, and the order and certificate IDs right after the answer. An intent
+//! without IDs means the outcome is unknown and must be reconciled before any new order.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::fsutil;
+
+/// Version of the record format.
+pub const RECORD_VERSION: u32 = 1;
+
+/// Errors of the state store; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("could not create the state directory {}: {source}", path.display())]
+    CreateDir { path: PathBuf, source: io::Error },
+    #[error("could not read {}: {source}", path.display())]
+    Read { path: PathBuf, source: io::Error },
+    #[error("could not write {}: {source}", path.display())]
+    Write { path: PathBuf, source: io::Error },
+    #[error("{} is damaged ({message}); move it aside to start this certificate's state afresh", path.display())]
+    Corrupt { path: PathBuf, message: String },
+    #[error("another cert-agent run holds {} (PID {pid}); try again when it has finished", path.display())]
+    Locked { path: PathBuf, pid: String },
+    #[error("could not lock {}: {source}", path.display())]
+    Lock { path: PathBuf, source: io::Error },
+    #[error("certificate name '{0}' cannot be used as a file name")]
+    BadName(String),
+}
+
+/// A billed order about to be sent, or sent without a known answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderIntent {
+    /// Upper-case hex SHA-256 of the CSR's DER: identifies the order when reconciling.
+    pub csr_sha256: String,
+    /// Common name ordered (the `q` of the reconciling list call).
+    pub common_name: String,
+    /// When the intent was recorded (before the request was sent).
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// Product ordered.
+    pub product_id: u64,
+    /// Price of the product for the period at the time of the order, as the API gave it.
+    pub price: Option<String>,
+}
+
+/// The order this certificate belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderRef {
+    pub certificate_id: u64,
+    pub order_id: Option<u64>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub placed_at: OffsetDateTime,
+    /// True when the order was found by reconciliation or adopted, not from our own answer.
+    #[serde(default)]
+    pub adopted: bool,
+}
+
+/// A key and CSR generated locally whose certificate is not installed yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingKey {
+    /// The private key (0600) under `keys/NAME/`.
+    pub key_file: PathBuf,
+    pub csr_pem: String,
+    /// Upper-case hex MD5 of the CSR DER (names the DCV file).
+    pub csr_md5: String,
+    /// Upper-case hex SHA-256 of the CSR DER.
+    pub csr_sha256: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// What is installed for this certificate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Installed {
+    /// Upper-case hex serial of the installed leaf.
+    pub serial: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub not_before: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub not_after: OffsetDateTime,
+    /// Certificate ID it was downloaded from.
+    pub certificate_id: u64,
+    /// Files written (certificate, chain, key...).
+    pub files: Vec<PathBuf>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub installed_at: OffsetDateTime,
+}
+
+/// Validation files or records published for a pending certificate, so that a later run can
+/// remove them even after a crash.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublishedDcv {
+    /// Files written into web roots.
+    #[serde(default)]
+    pub files: Vec<PathBuf>,
+    /// Directories created for them (removed when empty).
+    #[serde(default)]
+    pub dirs: Vec<PathBuf>,
+    /// DNS records added through the hook: (name, type, value).
+    #[serde(default)]
+    pub dns_records: Vec<(String, String, String)>,
+}
+
+impl PublishedDcv {
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.dirs.is_empty() && self.dns_records.is_empty()
+    }
+}
+
+/// Everything cert-agent remembers about one configured certificate.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CertRecord {
+    pub version: u32,
+    pub name: String,
+    /// Set before `POST /order`, cleared once the answer (or a reconciliation) is recorded.
+    pub intent: Option<OrderIntent>,
+    pub order: Option<OrderRef>,
+    pub pending_key: Option<PendingKey>,
+    pub installed: Option<Installed>,
+    #[serde(default)]
+    pub dcv: PublishedDcv,
+    /// Last status-type call for this certificate (polling discipline across runs).
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub last_poll: Option<OffsetDateTime>,
+    /// Last state the API reported.
+    pub last_state: Option<String>,
+    /// Last failure, for `status`.
+    pub last_error: Option<String>,
+}
+
+impl CertRecord {
+    fn new(name: &str) -> Self {
+        Self {
+            version: RECORD_VERSION,
+            name: name.to_owned(),
+            ..Self::default()
+        }
+    }
+}
+
+/// The state directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+/// Held for a whole run; released on drop.
+#[derive(Debug)]
+pub struct RunLock {
+    _lock: Flock<File>,
+}
+
+impl Store {
+    /// Opens (and creates, 0700) the state directory.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        for d in [dir.to_path_buf(), dir.join("certs"), dir.join("keys")] {
+            if !d.is_dir() {
+                fsutil::ensure_private_dir(&d, 0o700).map_err(|source| StoreError::CreateDir {
+                    path: d.clone(),
+                    source,
+                })?;
+            }
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Takes the run lock without waiting; a second run gets [`StoreError::Locked`] naming the
+    /// PID that holds it.
+    pub fn lock(&self) -> Result<RunLock, StoreError> {
+        let path = self.dir.join("lock");
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|source| StoreError::Lock {
+                path: path.clone(),
+                source,
+            })?;
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(mut lock) => {
+                let pid = std::process::id().to_string();
+                let written = lock
+                    .set_len(0)
+                    .and_then(|()| lock.rewind())
+                    .and_then(|()| lock.write_all(pid.as_bytes()))
+                    .and_then(|()| lock.sync_data());
+                written.map_err(|source| StoreError::Lock {
+                    path: path.clone(),
+                    source,
+                })?;
+                Ok(RunLock { _lock: lock })
+            }
+            Err((mut file, errno)) if errno == nix::errno::Errno::EWOULDBLOCK => {
+                let mut pid = String::new();
+                let _ = file.read_to_string(&mut pid);
+                let pid = pid.trim();
+                Err(StoreError::Locked {
+                    path,
+                    pid: if pid.is_empty() {
+                        "unknown".to_owned()
+                    } else {
+                        pid.to_owned()
+                    },
+                })
+            }
+            Err((_, errno)) => Err(StoreError::Lock {
+                path,
+                source: io::Error::from(errno),
+            }),
+        }
+    }
+
+    fn record_path(&self, name: &str) -> Result<PathBuf, StoreError> {
+        check_name(name)?;
+        Ok(self.dir.join("certs").join(format!("{name}.json")))
+    }
+
+    /// The record of certificate `name` (a fresh one when none exists).
+    pub fn load(&self, name: &str) -> Result<CertRecord, StoreError> {
+        let path = self.record_path(name)?;
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(CertRecord::new(name)),
+            Err(source) => return Err(StoreError::Read { path, source }),
+        };
+        let record: CertRecord = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        if record.name != name {
+            return Err(StoreError::Corrupt {
+                path,
+                message: format!("it belongs to certificate '{}'", record.name),
+            });
+        }
+        Ok(record)
+    }
+
+    /// Replaces the record of `record.name` atomically and durably (0600).
+    pub fn save(&self, record: &CertRecord) -> Result<(), StoreError> {
+        let path = self.record_path(&record.name)?;
+        let mut record = record.clone();
+        record.version = RECORD_VERSION;
+        let text = serde_json::to_vec_pretty(&record).map_err(|e| StoreError::Write {
+            path: path.clone(),
+            source: io::Error::other(e),
+        })?;
+        fsutil::write_atomic(&path, &text, 0o600)
+            .map_err(|source| StoreError::Write { path, source })
+    }
+
+    /// Names of every stored record.
+    pub fn names(&self) -> Result<Vec<String>, StoreError> {
+        let dir = self.dir.join("certs");
+        let entries = fs::read_dir(&dir).map_err(|source| StoreError::Read {
+            path: dir.clone(),
+            source,
+        })?;
+        let mut names: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.strip_suffix(".json").map(str::to_owned)
+            })
+            .filter(|n| check_name(n).is_ok())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Directory for pending keys of certificate `name` (created 0700).
+    pub fn key_dir(&self, name: &str) -> Result<PathBuf, StoreError> {
+        check_name(name)?;
+        let dir = self.dir.join("keys").join(name);
+        if !dir.is_dir() {
+            fsutil::ensure_private_dir(&dir, 0o700).map_err(|source| StoreError::CreateDir {
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        Ok(dir)
+    }
+
+    /// Appends one event to `journal.log` and fsyncs it. `event` must hold no secret.
+    pub fn journal(
+        &self,
+        name: &str,
+        event: &str,
+        detail: serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let path = self.dir.join("journal.log");
+        let now = OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default();
+        let line = serde_json::json!({ "time": now, "certificate": name, "event": event, "detail": detail });
+        let mut text = line.to_string();
+        text.push('\n');
+        let result = (|| {
+            let mut f = OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .open(&path)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_data()
+        })();
+        result.map_err(|source| StoreError::Write { path, source })
+    }
+}
+
+/// Certificate names become file names: letters, digits, `.`, `_`, `-`; not starting with `.`.
+pub fn check_name(name: &str) -> Result<(), StoreError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::BadName(name.to_owned()))
+    }
+}
+
+/// Mode bits of a path (for checks and tests).
+pub fn mode_of(path: &Path) -> io::Result<u32> {
+    Ok(fs::metadata(path)?.permissions().mode() & 0o7777)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap()
+    }
+
+    #[test]
+    fn record_round_trip_is_private_and_atomic() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state")).unwrap();
+        assert_eq!(mode_of(store.dir()).unwrap(), 0o700);
+        let mut rec = store.load("www").unwrap();
+        assert_eq!(rec, CertRecord::new("www"));
+        rec.intent = Some(OrderIntent {
+            csr_sha256: "AB".repeat(32),
+            common_name: "www.example.com".into(),
+            created_at: now(),
+            product_id: 101,
+            price: Some("10.00".into()),
+        });
+        store.save(&rec).unwrap();
+        let path = store.dir().join("certs/www.json");
+        assert_eq!(mode_of(&path).unwrap(), 0o600);
+        assert_eq!(store.load("www").unwrap().intent, rec.intent);
+        assert_eq!(store.names().unwrap(), vec!["www".to_owned()]);
+    }
+
+    #[test]
+    fn damaged_record_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        fs::write(dir.path().join("certs/www.json"), b"{not json").unwrap();
+        let err = store.load("www").unwrap_err().to_string();
+        assert!(
+            err.contains("certs/www.json") && err.contains("damaged"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn names_that_are_not_file_names_are_refused() {
+        for bad in ["", "../x", "a/b", ".hidden", "a b", "ä"] {
+            assert!(check_name(bad).is_err(), "{bad:?} accepted");
+        }
+        for good in ["www", "shop.example.com", "a_b-1"] {
+            assert!(check_name(good).is_ok(), "{good:?} refused");
+        }
+    }
+
+    #[test]
+    fn second_lock_fails_and_names_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let held = store.lock().unwrap();
+        let err = store.lock().unwrap_err();
+        match &err {
+            StoreError::Locked { pid, .. } => assert_eq!(pid, &std::process::id().to_string()),
+            other => panic!("unexpected {other:?}"),
+        }
+        drop(held);
+        store.lock().unwrap();
+    }
+
+    #[test]
+    fn journal_appends_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store
+            .journal("www", "intent", serde_json::json!({"csr_sha256": "AA"}))
+            .unwrap();
+        store
+            .journal("www", "ordered", serde_json::json!({"certificate_id": 7}))
+            .unwrap();
+        let text = fs::read_to_string(dir.path().join("journal.log")).unwrap();
+        assert_eq!(text.lines().count(), 2);
+        assert_eq!(mode_of(&dir.path().join("journal.log")).unwrap(), 0o600);
+    }
+}
