@@ -65,7 +65,7 @@ fn plan(cert: &Cert, fields: &Fields) -> Result<Plan, String> {
     let product = cert.product();
     let family = product.family();
 
-    let new_csr = match fields.non_blank("csr") {
+    let new_csr = match fields.text("csr").filter(|s| !s.trim().is_empty()) {
         Some(pem) => Some((pem, check_csr(pem, "csr").map_err(|errs| errs.join("; "))?)),
         None => None,
     };

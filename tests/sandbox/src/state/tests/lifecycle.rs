@@ -18,15 +18,20 @@ fn zip_names(data: &[u8]) -> Vec<String> {
 fn zip_entry(data: &[u8], name: &str) -> String {
     let mut zip = zip::ZipArchive::new(std::io::Cursor::new(data)).expect("zip");
     let mut out = String::new();
-    zip.by_name(name).expect(name).read_to_string(&mut out).expect("read");
+    zip.by_name(name)
+        .expect(name)
+        .read_to_string(&mut out)
+        .expect("read");
     out
 }
 
 fn bytes_of(resp: &ApiResponse) -> (String, Option<String>, Vec<u8>) {
     match &resp.body {
-        ResponseBody::Bytes { content_type, filename, data } => {
-            (content_type.clone(), filename.clone(), data.to_vec())
-        }
+        ResponseBody::Bytes {
+            content_type,
+            filename,
+            data,
+        } => (content_type.clone(), filename.clone(), data.to_vec()),
         other => panic!("expected bytes, got {other:?} ({})", resp.status),
     }
 }
@@ -39,16 +44,26 @@ fn family_s_life_cycle_with_http_file_check() {
     let id = env.place(PARTNER, item(p::S_UCC, "www.example.com", &pem));
     assert_eq!(env.status(PARTNER, id), "new");
     assert_eq!(env.details(PARTNER, id)["external_number"], Value::Null);
-    assert!(env.due_for(id).is_empty(), "no check before the CA has the order");
+    assert!(
+        env.due_for(id).is_empty(),
+        "no check before the CA has the order"
+    );
     let dcv = env.get(PARTNER, &Env::cert_path(id, "dcv"));
     assert_eq!(dcv.status, 422);
     assert_eq!(json_of(&dcv)["certificate_status"], "new");
 
     env.advance(20);
     assert_eq!(env.status(PARTNER, id), "in_progress");
-    let ext = env.details(PARTNER, id)["external_number"].as_str().unwrap().to_string();
+    let ext = env.details(PARTNER, id)["external_number"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let list = json_of(&env.get(PARTNER, "/api/v1/ssl_certificates"));
-    assert_eq!(list[0]["external_number"].as_u64().unwrap().to_string(), ext, "integer in the list, string in details");
+    assert_eq!(
+        list[0]["external_number"].as_u64().unwrap().to_string(),
+        ext,
+        "integer in the list, string in details"
+    );
     // First minute: family S does not report the method yet.
     let status = json_of(&env.get(PARTNER, &Env::cert_path(id, "dcv")));
     assert_eq!(status["dcv"]["www.example.com"]["dcv_method"], Value::Null);
@@ -75,7 +90,12 @@ fn family_s_life_cycle_with_http_file_check() {
     env.fetch(&checks[1], Ok(crlf.into_bytes()));
     assert_eq!(env.status(PARTNER, id), "in_progress");
     let rec = env.inspect(id);
-    assert!(rec["domains"][0]["last_result"].as_str().unwrap().contains("unexpected file content"));
+    assert!(
+        rec["domains"][0]["last_result"]
+            .as_str()
+            .unwrap()
+            .contains("unexpected file content")
+    );
     assert_eq!(rec["domains"][1]["valid"], true);
     // Retry 60 s later.
     env.advance(59);
@@ -83,9 +103,15 @@ fn family_s_life_cycle_with_http_file_check() {
     env.advance(1);
     let checks = env.due_for(id);
     assert_eq!(checks.len(), 1);
-    assert_eq!(checks[0].domain, env.inspect(id)["domains"][0]["domain"].as_str().unwrap());
+    assert_eq!(
+        checks[0].domain,
+        env.inspect(id)["domains"][0]["domain"].as_str().unwrap()
+    );
     let status = json_of(&env.get(PARTNER, &Env::cert_path(id, "dcv")));
-    assert_eq!(status["dcv"]["www.example.com"]["dcv_method"], "HTTP_CSR_HASH");
+    assert_eq!(
+        status["dcv"]["www.example.com"]["dcv_method"],
+        "HTTP_CSR_HASH"
+    );
     assert_eq!(status["dcv"]["www.example.com"]["api"], true);
     env.fetch(&checks[0], Ok(content.clone().into_bytes()));
 
@@ -98,10 +124,17 @@ fn family_s_life_cycle_with_http_file_check() {
     assert_eq!(leaf.issuer_cn, crate::ca::intermediate_common_name("s-one"));
     let issued_at = env.now.unix_timestamp();
     assert_eq!(leaf.not_before, issued_at);
-    assert_eq!(leaf.not_after, issued_at + 199 * 86_400, "at most max_cert_days");
+    assert_eq!(
+        leaf.not_after,
+        issued_at + 199 * 86_400,
+        "at most max_cert_days"
+    );
     let d = env.details(PARTNER, id);
     assert_eq!(d["status"]["certificate"], "issued");
-    assert_eq!(d["status"]["client"], json!({ "status": "new", "description": "" }));
+    assert_eq!(
+        d["status"]["client"],
+        json!({ "status": "new", "description": "" })
+    );
     assert!(d["valid_from"].is_string() && d["valid_to"].is_string());
     assert_eq!(d["subscription_duration"], Value::Null, "one-year order");
     assert!(d["subscription_valid_to"].is_string());
@@ -121,11 +154,14 @@ fn family_s_life_cycle_with_http_file_check() {
 fn family_d_life_cycle_treats_https_as_http() {
     let mut env = Env::new();
     let (pem, key) = csr(&["www.example.com"]);
-    let id = env.place(PARTNER, json!({
-        "nomenclature_id": p::D_DV, "days": 365, "ssl_server_software_id": 41,
-        "dcv_type": "HTTPS_CSR_HASH", "domain_name": "www.example.com", "csr": pem,
-        "country_name": "DE", "region_name": "Berlin", "city_name": "Berlin",
-    }));
+    let id = env.place(
+        PARTNER,
+        json!({
+            "nomenclature_id": p::D_DV, "days": 365, "ssl_server_software_id": 41,
+            "dcv_type": "HTTPS_CSR_HASH", "domain_name": "www.example.com", "csr": pem,
+            "country_name": "DE", "region_name": "Berlin", "city_name": "Berlin",
+        }),
+    );
     env.advance(50);
     let checks = env.due_for(id);
     assert_eq!(checks.len(), 1);
@@ -152,7 +188,10 @@ fn family_s_https_method_is_fetched_over_tls() {
     let (_, content) = expected_file(&pem, p::S2_DV, &env.unique_value(id));
     env.fetch(&checks[0], Ok(content.into_bytes()));
     assert_eq!(env.status(PARTNER, id), "issued");
-    assert_eq!(env.leaf(id).issuer_cn, crate::ca::intermediate_common_name("s-two"));
+    assert_eq!(
+        env.leaf(id).issuer_cn,
+        crate::ca::intermediate_common_name("s-two")
+    );
 }
 
 #[test]
@@ -168,7 +207,11 @@ fn family_c_changes_state_only_on_the_pickup_cycle() {
     assert_eq!(env.status(PARTNER, id), "in_progress");
     let status = json_of(&env.get(PARTNER, &Env::cert_path(id, "dcv")));
     let entry = &status["dcv"]["www.example.com"];
-    assert_eq!(entry["method"], Value::Null, "family C does not report the method");
+    assert_eq!(
+        entry["method"],
+        Value::Null,
+        "family C does not report the method"
+    );
     assert!(entry.get("hashes").is_none() && entry.get("dcv_method").is_none());
     assert!(status.get("unique_value").is_none());
     env.advance(30);
@@ -183,7 +226,10 @@ fn family_c_changes_state_only_on_the_pickup_cycle() {
     assert_eq!(env.status(PARTNER, id), "in_progress");
     env.advance(1);
     assert_eq!(env.status(PARTNER, id), "issued");
-    assert_eq!(env.leaf(id).not_before, (t0() + time::Duration::seconds(600)).unix_timestamp());
+    assert_eq!(
+        env.leaf(id).not_before,
+        (t0() + time::Duration::seconds(600)).unix_timestamp()
+    );
 }
 
 #[test]
@@ -202,7 +248,12 @@ fn fetch_failures_retry_then_slow_down_and_lost_checks_come_back() {
             env.advance(1);
         }
     }
-    assert!(env.inspect(id)["domains"][0]["last_result"].as_str().unwrap().contains("connection refused"));
+    assert!(
+        env.inspect(id)["domains"][0]["last_result"]
+            .as_str()
+            .unwrap()
+            .contains("connection refused")
+    );
     // After ten failures: every 300 s.
     env.advance(299);
     assert!(env.due_for(id).is_empty());
@@ -218,7 +269,10 @@ fn fetch_failures_retry_then_slow_down_and_lost_checks_come_back() {
     // Resend makes the check due at once.
     env.fetch(&checks[0], Err("timeout".to_string()));
     let resp = env.post_form(PARTNER, &Env::cert_path(id, "resend_dcv"), &[]);
-    assert_eq!(json_of(&resp), json!({ "success": true, "result": "DCV email has been re-sent/ Alt DCV retried" }));
+    assert_eq!(
+        json_of(&resp),
+        json!({ "success": true, "result": "DCV email has been re-sent/ Alt DCV retried" })
+    );
     assert_eq!(env.due_for(id).len(), 1);
 }
 
@@ -253,7 +307,11 @@ fn instant_mode_skips_every_wait() {
     for product in [p::S_DV, p::D_DV, p::C_DV] {
         let (pem, _) = csr(&["www.example.com"]);
         let id = env.place(PARTNER, item(product, "www.example.com", &pem));
-        assert_eq!(env.status(PARTNER, id), "in_progress", "reaches the CA at once");
+        assert_eq!(
+            env.status(PARTNER, id),
+            "in_progress",
+            "reaches the CA at once"
+        );
         let checks = env.due_for(id);
         assert_eq!(checks.len(), 1);
         env.fetch(&checks[0], Ok(b"nope".to_vec()));
@@ -261,7 +319,11 @@ fn instant_mode_skips_every_wait() {
         assert_eq!(checks.len(), 1, "retried without waiting");
         let (_, content) = expected_file(&pem, product, &env.unique_value(id));
         env.fetch(&checks[0], Ok(content.into_bytes()));
-        assert_eq!(env.status(PARTNER, id), "issued", "{product}: no pickup wait");
+        assert_eq!(
+            env.status(PARTNER, id),
+            "issued",
+            "{product}: no pickup wait"
+        );
     }
     // Cancellation is processed at once too.
     let (pem, _) = csr(&["www.example.com"]);
@@ -273,7 +335,10 @@ fn instant_mode_skips_every_wait() {
 
 #[test]
 fn validity_is_capped_by_the_subscription_and_max_cert_days() {
-    let mut env = Env::with_config(StateConfig { max_cert_days: 30, ..Default::default() });
+    let mut env = Env::with_config(StateConfig {
+        max_cert_days: 30,
+        ..Default::default()
+    });
     let (pem, _) = csr(&["www.example.com"]);
     let id = env.issued(PARTNER, item(p::D_DV, "www.example.com", &pem), &pem);
     let leaf = env.leaf(id);
@@ -284,7 +349,11 @@ fn validity_is_capped_by_the_subscription_and_max_cert_days() {
     it["days"] = json!(60);
     let id = env.issued(PARTNER, it, &pem);
     let leaf = env.leaf(id);
-    assert_eq!(leaf.not_after - leaf.not_before, 60 * 86_400, "subscription of 60 days");
+    assert_eq!(
+        leaf.not_after - leaf.not_before,
+        60 * 86_400,
+        "subscription of 60 days"
+    );
     let d = env.details(PARTNER, id);
     assert_eq!(d["valid_to"], d["subscription_valid_to"]);
 }
@@ -303,7 +372,10 @@ fn multi_year_subscription_fields() {
     assert_eq!(list[0]["duration_in_years"], 2);
     let leaf = env.leaf(id);
     let start = env.inspect(id)["first_issued_at"].as_i64().unwrap();
-    assert_eq!(env.inspect(id)["subscription_end"].as_i64().unwrap(), start + 730 * 86_400);
+    assert_eq!(
+        env.inspect(id)["subscription_end"].as_i64().unwrap(),
+        start + 730 * 86_400
+    );
     assert_eq!(leaf.not_after - leaf.not_before, 199 * 86_400);
     // Family D: multi-year, but no subscription_duration.
     let mut dd = item(p::D_DV, "www.example.com", &pem);
@@ -337,12 +409,26 @@ fn downloads_serve_zips_once_issued() {
     let id = env.place(PARTNER, item(p::S_DV, "www.example.com", &pem));
     let resp = env.get(PARTNER, &Env::cert_path(id, "download"));
     assert_eq!(resp.status, 422);
-    assert!(json_of(&resp)["errors"].as_str().unwrap().contains("not issued"));
+    assert!(
+        json_of(&resp)["errors"]
+            .as_str()
+            .unwrap()
+            .contains("not issued")
+    );
     let resp = env.get(PARTNER, &Env::cert_path(id, "download_bundle"));
-    assert_eq!((resp.status, json_of(&resp)), (422, json!({ "errors": "Certificate PEM data is not available" })));
+    assert_eq!(
+        (resp.status, json_of(&resp)),
+        (
+            422,
+            json!({ "errors": "Certificate PEM data is not available" })
+        )
+    );
     env.pass_http(id, &pem, p::S_DV, 600);
     assert_eq!(env.status(PARTNER, id), "issued");
-    let ext = env.details(PARTNER, id)["external_number"].as_str().unwrap().to_string();
+    let ext = env.details(PARTNER, id)["external_number"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let serial = env.leaf(id).serial;
 
     let resp = env.get(PARTNER, &Env::cert_path(id, "download"));
@@ -351,7 +437,10 @@ fn downloads_serve_zips_once_issued() {
     assert_eq!(ct, "application/zip");
     assert_eq!(name, Some(format!("{ext}.zip")));
     let entries = zip_names(&data);
-    let leaf_entry = entries.iter().find(|n| n.starts_with("www.example.com")).expect("leaf file");
+    let leaf_entry = entries
+        .iter()
+        .find(|n| n.starts_with("www.example.com"))
+        .expect("leaf file");
     assert_eq!(leaf_facts(&zip_entry(&data, leaf_entry)).serial, serial);
 
     let resp = env.get(PARTNER, &Env::cert_path(id, "download_bundle"));
@@ -359,10 +448,24 @@ fn downloads_serve_zips_once_issued() {
     assert_eq!(ct, "application/zip");
     assert_eq!(name, Some(format!("partner_OSC-{id}.zip")));
     let entries = zip_names(&data);
-    for needed in ["README.txt", "nginx/fullchain.crt", "apache/certificate.crt", "apache/ca_bundle.crt", "iis/certificate.p7b", "pem/www.example.com.pem", "pem/root.pem"] {
-        assert!(entries.iter().any(|e| e == needed), "{needed} in {entries:?}");
+    for needed in [
+        "README.txt",
+        "nginx/fullchain.crt",
+        "apache/certificate.crt",
+        "apache/ca_bundle.crt",
+        "iis/certificate.p7b",
+        "pem/www.example.com.pem",
+        "pem/root.pem",
+    ] {
+        assert!(
+            entries.iter().any(|e| e == needed),
+            "{needed} in {entries:?}"
+        );
     }
-    assert_eq!(leaf_facts(&zip_entry(&data, "nginx/fullchain.crt")).serial, serial);
+    assert_eq!(
+        leaf_facts(&zip_entry(&data, "nginx/fullchain.crt")).serial,
+        serial
+    );
     // A restricted login of the same account could read; another account cannot.
     assert_eq!(env.get(OTHER, &Env::cert_path(id, "download")).status, 404);
 }
@@ -407,7 +510,11 @@ fn age_certificate_resigns_the_leaf_with_the_same_key_and_names() {
     assert!(env.state.age_certificate(1, 5, env.now, ca()).is_err());
     let (pem2, _) = csr(&["www.example.com"]);
     let pending = env.place(PARTNER, item(p::S_DV, "www.example.com", &pem2));
-    assert!(env.state.age_certificate(pending, 5, env.now, ca()).is_err());
+    assert!(
+        env.state
+            .age_certificate(pending, 5, env.now, ca())
+            .is_err()
+    );
 }
 
 #[test]
@@ -429,7 +536,10 @@ fn force_status_sets_the_rare_states() {
     assert_eq!(env.status(PARTNER, id), "new", "held");
     env.state.force_status(id, "in_progress").unwrap();
     assert_eq!(env.status(PARTNER, id), "in_progress");
-    assert!(env.state.force_status(id, "issued").is_err(), "nothing issued yet");
+    assert!(
+        env.state.force_status(id, "issued").is_err(),
+        "nothing issued yet"
+    );
     assert!(env.state.force_status(id, "bogus").is_err());
     assert!(env.state.force_status(1, "other").is_err());
     env.state.force_status(id, "annulled").unwrap();

@@ -2,10 +2,13 @@
 //! a real authority, and a virtual clock driven by the test.
 
 mod auth;
+mod cancel_prolong;
 mod catalogue;
 mod dcv;
 mod lifecycle;
+mod list;
 mod orders;
+mod reissue;
 
 use std::sync::OnceLock;
 
@@ -62,6 +65,7 @@ pub(super) fn csr_with(key: &KeyPair, cn: Option<&str>, sans: &[&str]) -> String
     let mut params =
         CertificateParams::new(sans.iter().map(|s| (*s).to_string()).collect::<Vec<_>>())
             .expect("params");
+    params.distinguished_name = rcgen::DistinguishedName::new();
     if let Some(cn) = cn {
         params.distinguished_name.push(DnType::CommonName, cn);
     }
@@ -163,7 +167,6 @@ impl Env {
     }
 
     /// Same as `new` with instant validation and issuance.
-    #[allow(dead_code)]
     pub(super) fn instant() -> Self {
         let mut env = Self::new();
         env.state.set_instant(true);
@@ -176,7 +179,6 @@ impl Env {
         self.state.tick(self.now, ca());
     }
 
-    #[allow(dead_code)]
     pub(super) fn advance_days(&mut self, days: i64) {
         self.advance(days * 86_400);
     }
