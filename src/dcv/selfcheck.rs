@@ -1,0 +1,259 @@
+//! Self-check before waiting for the CA: fetch `http://<domain>/.well-known/pki-validation/<name>`
+//! as the CA would (plain HTTP, no redirects followed, short timeout) and classify the answer,
+//! so that a failure is reported with its likely cause instead of after hours of waiting.
+//!
+//! The body is compared the way validators do: CRLF and LF are the same, trailing whitespace
+//! of each line and trailing empty lines do not count.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::{DcvError, ValidationFile, quote};
+
+/// Most bytes of the answer read.
+const MAX_BODY: usize = 8 * 1024;
+
+/// What the fetch saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SelfCheckOutcome {
+    /// 200 with the expected content.
+    Ok,
+    /// 200 with other content; an escaped excerpt of what came back.
+    WrongContent(String),
+    /// 3xx; the `Location` (escaped), empty when absent.
+    Redirect(String),
+    /// Any other status code.
+    Status(u16),
+    /// No HTTP answer: DNS, connection, timeout; the reason.
+    Unreachable(String),
+}
+
+impl SelfCheckOutcome {
+    /// The file is served as the CA expects.
+    pub fn is_ok(&self) -> bool {
+        matches!(self, Self::Ok)
+    }
+
+    /// The likely cause of a failure, for the operator; `None` for [`Ok`](Self::Ok).
+    pub fn likely_cause(&self) -> Option<String> {
+        Some(match self {
+            Self::Ok => return None,
+            Self::WrongContent(_) => "another virtual host or server answers for this domain \
+                (wrong vhost or webroot), or a cache or proxy serves an old copy"
+                .to_owned(),
+            Self::Redirect(location) if location.trim_matches('"').starts_with("https:") => {
+                "the web server redirects HTTP to HTTPS; the CA fetches over plain HTTP, so \
+                 exempt /.well-known/pki-validation/ from the redirect"
+                    .to_owned()
+            }
+            Self::Redirect(_) => "the web server redirects this path; serve \
+                /.well-known/pki-validation/ directly"
+                .to_owned(),
+            Self::Status(401 | 403) => "authentication or an access rule protects the path; \
+                allow /.well-known/pki-validation/ without authentication"
+                .to_owned(),
+            Self::Status(404 | 410) => "the file is not served from this webroot: the \
+                domain's virtual host uses another document root (wrong vhost or webroot), or \
+                a rewrite rule catches the path"
+                .to_owned(),
+            Self::Status(code) if *code >= 500 => {
+                "the web server or an application in front of it failed".to_owned()
+            }
+            Self::Status(_) => "the web server does not serve the file as a static file".to_owned(),
+            Self::Unreachable(_) => "port 80 is not reachable for this domain from here: DNS, \
+                firewall, or no web server listening"
+                .to_owned(),
+        })
+    }
+
+    /// A warning naming the URL, what was seen and the likely cause; `None` when Ok.
+    pub fn warning(&self, url: &str) -> Option<String> {
+        let cause = self.likely_cause()?;
+        Some(format!(
+            "self-check of {url}: {self}; likely cause: {cause}"
+        ))
+    }
+}
+
+impl fmt::Display for SelfCheckOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Ok => write!(f, "the expected content is served"),
+            Self::WrongContent(excerpt) => write!(f, "other content is served: {excerpt}"),
+            Self::Redirect(location) => write!(f, "redirected to {location}"),
+            Self::Status(code) => write!(f, "status {code}"),
+            Self::Unreachable(reason) => write!(f, "unreachable: {reason}"),
+        }
+    }
+}
+
+/// How to fetch.
+#[derive(Debug, Clone)]
+pub struct SelfCheck {
+    /// Limit for the whole fetch.
+    pub timeout: Duration,
+    /// Connect here instead of resolving the domain (the `Host` header stays the domain).
+    /// The port of the address is used; port 0 means 80.
+    pub address: Option<SocketAddr>,
+}
+
+impl Default for SelfCheck {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(10),
+            address: None,
+        }
+    }
+}
+
+impl SelfCheck {
+    /// The URL fetched for `domain` and `file`.
+    pub fn url(domain: &str, file: &ValidationFile) -> String {
+        format!("http://{domain}{}", file.url_path())
+    }
+
+    /// Fetches the file for `domain` and classifies the answer. Errors only when the check
+    /// cannot be made at all (bad domain, HTTP client setup).
+    pub async fn check(
+        &self,
+        domain: &str,
+        file: &ValidationFile,
+    ) -> Result<SelfCheckOutcome, DcvError> {
+        let url = Self::url(domain, file);
+        let fail = |reason: String| DcvError::SelfCheck {
+            url: quote(&url),
+            reason,
+        };
+        let valid_host = !domain.is_empty()
+            && domain.len() <= 253
+            && domain
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_');
+        if !valid_host {
+            return Err(fail(
+                "not a host name (wildcards cannot use HTTP validation)".into(),
+            ));
+        }
+        let mut builder = reqwest::Client::builder()
+            .user_agent(concat!("cert-agent-selfcheck/", env!("CARGO_PKG_VERSION")))
+            .redirect(reqwest::redirect::Policy::none())
+            .retry(reqwest::retry::never())
+            .no_proxy()
+            .http1_only()
+            .referer(false)
+            .connect_timeout(self.timeout)
+            .timeout(self.timeout);
+        if let Some(addr) = self.address {
+            builder = builder.resolve(domain, addr);
+        }
+        let client = builder.build().map_err(|e| fail(error_chain(&e)))?;
+        let mut response = match client.get(&url).send().await {
+            Ok(r) => r,
+            Err(e) => return Ok(SelfCheckOutcome::Unreachable(error_chain(&e))),
+        };
+        let status = response.status();
+        if status.is_redirection() {
+            let location = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .map(|v| quote(&String::from_utf8_lossy(v.as_bytes())))
+                .unwrap_or_default();
+            return Ok(SelfCheckOutcome::Redirect(location));
+        }
+        if status != reqwest::StatusCode::OK {
+            return Ok(SelfCheckOutcome::Status(status.as_u16()));
+        }
+        let mut body = Vec::new();
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    let room = MAX_BODY.saturating_sub(body.len());
+                    body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                    if body.len() >= MAX_BODY {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => return Ok(SelfCheckOutcome::Unreachable(error_chain(&e))),
+            }
+        }
+        if content_matches(&body, file.content()) {
+            Ok(SelfCheckOutcome::Ok)
+        } else {
+            Ok(SelfCheckOutcome::WrongContent(quote(
+                &String::from_utf8_lossy(&body),
+            )))
+        }
+    }
+}
+
+/// Equal after turning CRLF into LF, removing trailing whitespace of every line and trailing
+/// empty lines.
+fn content_matches(body: &[u8], expected: &str) -> bool {
+    let Ok(text) = std::str::from_utf8(body) else {
+        return false;
+    };
+    normalise(text) == normalise(expected)
+}
+
+fn normalise(text: &str) -> Vec<&str> {
+    let mut lines: Vec<&str> = text.split('\n').map(str::trim_end).collect();
+    while lines.last().is_some_and(|l| l.is_empty()) {
+        lines.pop();
+    }
+    lines
+}
+
+/// An error with its sources, escaped.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text.chars().filter(|c| !c.is_control()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_comparison_ignores_line_ends_and_trailing_space() {
+        let expected = "ABC\nsectigo.com\nuv1";
+        assert!(content_matches(
+            b"ABC\r\nsectigo.com \r\nuv1\r\n\r\n",
+            expected
+        ));
+        assert!(content_matches(b"ABC\nsectigo.com\nuv1", expected));
+        assert!(!content_matches(b"ABC\nsectigo.com", expected));
+        assert!(!content_matches(b" ABC\nsectigo.com\nuv1", expected));
+        assert!(!content_matches(&[0xff], expected));
+    }
+
+    #[test]
+    fn causes_are_named() {
+        let https = SelfCheckOutcome::Redirect("\"https://www.example.com/x\"".into());
+        assert!(https.likely_cause().unwrap().contains("HTTPS"));
+        assert!(
+            SelfCheckOutcome::Status(401)
+                .likely_cause()
+                .unwrap()
+                .contains("authentication")
+        );
+        assert!(
+            SelfCheckOutcome::Status(404)
+                .likely_cause()
+                .unwrap()
+                .contains("wrong vhost")
+        );
+        assert!(SelfCheckOutcome::Ok.warning("http://x/").is_none());
+        let w = SelfCheckOutcome::WrongContent("\"x\"".into())
+            .warning("http://www.example.com/.well-known/pki-validation/A.txt")
+            .unwrap();
+        assert!(w.contains("www.example.com") && w.contains("vhost"), "{w}");
+    }
+}

@@ -1,0 +1,306 @@
+//! Standalone mode: a built-in HTTP/1.1 server (hyper) that answers `GET` and `HEAD` of exactly
+//! the published validation files (`text/plain`) and `404` for everything else.
+//!
+//! Request paths are compared byte for byte with `/.well-known/pki-validation/<MD5>.txt`:
+//! nothing is decoded or normalised, so `..`, `%2e%2e`, `//` and the like never match; a query
+//! string is ignored on a published path (as a static file server does) and a request for
+//! anything else is `404`. There is no file system behind the server.
+//!
+//! Limits: a request's headers must arrive within [`ServerOptions::header_read_timeout`]
+//! (slowloris), a connection lives at most [`ServerOptions::connection_timeout`], one request per
+//! connection (no keep-alive), request heads of at most 16 KiB, and at most
+//! [`ServerOptions::max_connections`] connections at a time. When the cap is reached the server
+//! stops accepting: further connections wait in the kernel's listen queue and are served, in
+//! order, as soon as a slot frees (a CA's validator then sees a slow answer rather than a reset).
+//!
+//! Binding a port below 1024 needs privileges: bind first (as root), drop privileges, then hand
+//! the bound socket to [`StandaloneServer::from_listener`].
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::{JoinHandle, JoinSet};
+
+use super::{DcvError, ValidationFile};
+
+/// Largest request head accepted (hyper's minimum buffer is 8 KiB).
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// Most request headers accepted.
+const MAX_HEADERS: usize = 32;
+
+/// Limits of the standalone server.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Time a client has to send a complete request head.
+    pub header_read_timeout: Duration,
+    /// Longest life of a connection, whatever it does.
+    pub connection_timeout: Duration,
+    /// Connections served at the same time; more wait in the listen queue.
+    pub max_connections: usize,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            connection_timeout: Duration::from_secs(30),
+            max_connections: 64,
+        }
+    }
+}
+
+/// URL path → content of the files being served.
+type Files = Arc<RwLock<HashMap<String, Bytes>>>;
+
+/// A running standalone DCV server. Dropping it stops the server too; [`shutdown`] waits
+/// for the stop.
+///
+/// [`shutdown`]: StandaloneServer::shutdown
+#[derive(Debug)]
+pub struct StandaloneServer {
+    local_addr: SocketAddr,
+    files: Files,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl StandaloneServer {
+    /// Binds `listen_addr` and starts serving (no files yet) with default limits.
+    pub async fn start(listen_addr: SocketAddr) -> Result<Self, DcvError> {
+        Self::start_with(listen_addr, ServerOptions::default()).await
+    }
+
+    /// Binds `listen_addr` and starts serving with `options`.
+    pub async fn start_with(
+        listen_addr: SocketAddr,
+        options: ServerOptions,
+    ) -> Result<Self, DcvError> {
+        let listener = TcpListener::bind(listen_addr)
+            .await
+            .map_err(|source| DcvError::Listen {
+                addr: listen_addr,
+                source,
+            })?;
+        Self::serve(listener, options, listen_addr)
+    }
+
+    /// Serves on a socket bound elsewhere, e.g. as root before privileges are dropped. Must be
+    /// called from within a Tokio runtime.
+    pub fn from_listener(
+        listener: std::net::TcpListener,
+        options: ServerOptions,
+    ) -> Result<Self, DcvError> {
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let listener = listener
+            .set_nonblocking(true)
+            .and_then(|()| TcpListener::from_std(listener))
+            .map_err(|source| DcvError::Listen { addr, source })?;
+        Self::serve(listener, options, addr)
+    }
+
+    fn serve(
+        listener: TcpListener,
+        options: ServerOptions,
+        addr: SocketAddr,
+    ) -> Result<Self, DcvError> {
+        let local_addr = listener
+            .local_addr()
+            .map_err(|source| DcvError::Listen { addr, source })?;
+        let files: Files = Arc::default();
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(accept_loop(listener, files.clone(), options, stopped));
+        tracing::debug!("standalone DCV server listening on {local_addr}");
+        Ok(Self {
+            local_addr,
+            files,
+            stop,
+            task: Some(task),
+        })
+    }
+
+    /// The address the server listens on (with the real port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Serves exactly `files` from now on (replacing the previous set).
+    pub fn set_files<'a>(&self, files: impl IntoIterator<Item = &'a ValidationFile>) {
+        let new: HashMap<String, Bytes> = files
+            .into_iter()
+            .map(|f| (f.url_path(), Bytes::copy_from_slice(f.content().as_bytes())))
+            .collect();
+        *self.files.write().unwrap_or_else(PoisonError::into_inner) = new;
+    }
+
+    /// Adds (or replaces) one file.
+    pub fn add_file(&self, file: &ValidationFile) {
+        self.files
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                file.url_path(),
+                Bytes::copy_from_slice(file.content().as_bytes()),
+            );
+    }
+
+    /// Stops serving the file named `name` (`<MD5>.txt`).
+    pub fn remove_file(&self, name: &str) {
+        let path = format!("{}/{name}", super::DCV_URL_DIR);
+        self.files
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&path);
+    }
+
+    /// The URL paths being served, sorted.
+    pub fn paths(&self) -> Vec<String> {
+        let mut paths: Vec<String> = self
+            .files
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        paths.sort();
+        paths
+    }
+
+    /// Stops accepting, closes every connection and waits until the server is gone.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take()
+            && let Err(e) = task.await
+            && e.is_panic()
+        {
+            tracing::warn!("standalone DCV server task panicked");
+        }
+    }
+}
+
+impl Drop for StandaloneServer {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    files: Files,
+    options: ServerOptions,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(options.header_read_timeout)
+        .keep_alive(false)
+        .max_buf_size(MAX_HEAD_BYTES)
+        .max_headers(MAX_HEADERS);
+    let builder = Arc::new(builder);
+    let mut conns = JoinSet::new();
+    loop {
+        while conns.try_join_next().is_some() {}
+        // Take a slot before accepting: at the cap, new connections wait in the listen queue.
+        let slot = tokio::select! {
+            _ = stopped.changed() => break,
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+        };
+        let (stream, peer) = tokio::select! {
+            _ = stopped.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // E.g. out of file descriptors: do not spin.
+                    tracing::warn!("standalone DCV server: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let files = files.clone();
+        let builder = builder.clone();
+        let limit = options.connection_timeout;
+        conns.spawn(async move {
+            let _slot = slot;
+            serve_connection(&builder, stream, peer, files, limit).await;
+        });
+    }
+    conns.shutdown().await;
+}
+
+async fn serve_connection(
+    builder: &http1::Builder,
+    stream: TcpStream,
+    peer: SocketAddr,
+    files: Files,
+    limit: Duration,
+) {
+    let service = service_fn(move |req: Request<Incoming>| {
+        let response = respond(&files, &req, peer);
+        async move { Ok::<_, Infallible>(response) }
+    });
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    match tokio::time::timeout(limit, conn).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!("standalone DCV server: connection from {peer}: {e}"),
+        Err(_) => tracing::debug!("standalone DCV server: connection from {peer} cut off"),
+    }
+}
+
+fn respond(files: &Files, req: &Request<Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {
+    let method = req.method();
+    let path = req.uri().path();
+    let found = if method == Method::GET || method == Method::HEAD {
+        files
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(path)
+            .cloned()
+    } else {
+        None
+    };
+    tracing::debug!(
+        "standalone DCV server: {peer} {method} {} -> {}",
+        super::quote(path),
+        if found.is_some() { 200 } else { 404 }
+    );
+    let (status, content) = match found {
+        Some(content) => (StatusCode::OK, content),
+        None => (StatusCode::NOT_FOUND, Bytes::from_static(b"not found\n")),
+    };
+    let len = content.len();
+    let body = if method == Method::HEAD {
+        Bytes::new()
+    } else {
+        content
+    };
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
