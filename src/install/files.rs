@@ -1,0 +1,627 @@
+//! The install transaction: every file of a certificate is first written in full beside its
+//! target (`.NAME.cert-agent-new`, owner and mode set before any content, fsynced), then the
+//! live files are switched by `rename`, keeping each previous version as a hard link
+//! `.NAME.cert-agent-prev` so that a rollback restores it byte for byte, with its inode, owner
+//! and mode. A live file is only ever replaced by a rename, so a full disk or a write error
+//! never leaves it truncated.
+//!
+//! Switch order (see [`InstallTx::apply`]): all previous versions are linked aside first; then
+//! the key is renamed into place, immediately followed by the certificate files — nothing but
+//! renames happens between them, so a reader sees a new key with an old certificate for at most
+//! the time of those renames. Web servers read the files only when reloaded, which the install
+//! flow does after all renames and a passing config test.
+
+use std::ffi::OsString;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::error::InstallError;
+use super::paths::InstallPaths;
+
+/// Mode of new certificate files.
+pub const CERT_MODE: u32 = 0o644;
+/// Mode of new key files.
+pub const KEY_MODE: u32 = 0o600;
+/// Mode of new key files when a group is configured.
+pub const KEY_MODE_GROUP: u32 = 0o640;
+/// Mode of directories created for install paths.
+pub const DIR_MODE: u32 = 0o755;
+/// Mode of a directory created to hold only keys.
+pub const KEY_DIR_MODE: u32 = 0o700;
+
+const NEW_SUFFIX: &str = ".cert-agent-new";
+const PREV_SUFFIX: &str = ".cert-agent-prev";
+
+/// A user or group, by numeric id or by name (resolved with the system's user database).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// A numeric uid or gid.
+    Id(u32),
+    /// A user or group name.
+    Name(String),
+}
+
+impl Principal {
+    /// Reads a configured value: all digits is an id, anything else a name.
+    pub fn parse(value: &str) -> Self {
+        match value.parse::<u32>() {
+            Ok(id) if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                Principal::Id(id)
+            }
+            _ => Principal::Name(value.to_string()),
+        }
+    }
+
+    fn uid(&self) -> Result<u32, InstallError> {
+        match self {
+            Principal::Id(id) => Ok(*id),
+            Principal::Name(name) => match nix::unistd::User::from_name(name) {
+                Ok(Some(user)) => Ok(user.uid.as_raw()),
+                Ok(None) => Err(InstallError::UnknownUser { name: name.clone() }),
+                Err(source) => Err(InstallError::Lookup {
+                    name: name.clone(),
+                    source,
+                }),
+            },
+        }
+    }
+
+    fn gid(&self) -> Result<u32, InstallError> {
+        match self {
+            Principal::Id(id) => Ok(*id),
+            Principal::Name(name) => match nix::unistd::Group::from_name(name) {
+                Ok(Some(group)) => Ok(group.gid.as_raw()),
+                Ok(None) => Err(InstallError::UnknownGroup { name: name.clone() }),
+                Err(source) => Err(InstallError::Lookup {
+                    name: name.clone(),
+                    source,
+                }),
+            },
+        }
+    }
+}
+
+/// Configured ownership and permissions of installed files (`owner`, `group`, `mode`). Anything
+/// not configured is kept from the file being replaced, or, for a new file, defaults to the
+/// agent's user and group with [`CERT_MODE`] / [`KEY_MODE`] ([`KEY_MODE_GROUP`] when a group
+/// is configured).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ownership {
+    /// Owner of every installed file.
+    pub owner: Option<Principal>,
+    /// Group of every installed file.
+    pub group: Option<Principal>,
+    /// Permission bits of certificate files.
+    pub cert_mode: Option<u32>,
+    /// Permission bits of the key file.
+    pub key_mode: Option<u32>,
+}
+
+/// Whether a file holds public certificates or the private key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileRole {
+    /// Certificates (leaf, chain or fullchain): world-readable by default.
+    Certificate,
+    /// The private key: owner-only by default.
+    Key,
+}
+
+/// The PEM content installed for one certificate. `Debug` never shows the key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CertMaterial {
+    /// The leaf certificate.
+    pub leaf_pem: Vec<u8>,
+    /// The intermediates, leaf excluded.
+    pub chain_pem: Vec<u8>,
+    /// Leaf followed by the intermediates.
+    pub fullchain_pem: Vec<u8>,
+    /// The private key.
+    pub key_pem: Vec<u8>,
+}
+
+impl CertMaterial {
+    /// Builds the material from leaf, chain and key; the fullchain is leaf + chain.
+    pub fn new(leaf_pem: Vec<u8>, chain_pem: Vec<u8>, key_pem: Vec<u8>) -> Self {
+        let mut fullchain_pem = leaf_pem.clone();
+        if !fullchain_pem.is_empty() && !fullchain_pem.ends_with(b"\n") {
+            fullchain_pem.push(b'\n');
+        }
+        fullchain_pem.extend_from_slice(&chain_pem);
+        CertMaterial {
+            leaf_pem,
+            chain_pem,
+            fullchain_pem,
+            key_pem,
+        }
+    }
+}
+
+impl std::fmt::Debug for CertMaterial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertMaterial")
+            .field("leaf_pem", &format_args!("{} bytes", self.leaf_pem.len()))
+            .field("chain_pem", &format_args!("{} bytes", self.chain_pem.len()))
+            .field(
+                "fullchain_pem",
+                &format_args!("{} bytes", self.fullchain_pem.len()),
+            )
+            .field("key_pem", &"<redacted>")
+            .finish()
+    }
+}
+
+#[derive(Debug)]
+struct TxFile {
+    target: PathBuf,
+    role: FileRole,
+    staged: PathBuf,
+    backup: Option<PathBuf>,
+    switched: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Staging,
+    Applied,
+    Finished,
+}
+
+/// A set of file replacements that undoes itself unless committed.
+///
+/// Life cycle: [`stage_file`](Self::stage_file) / [`stage_certificate`](Self::stage_certificate)
+/// (new content written beside each target; nothing live changes) → [`apply`](Self::apply)
+/// (previous versions kept, new versions renamed into place) → [`commit`](Self::commit)
+/// (previous versions removed) or [`rollback`](Self::rollback) (previous versions renamed back,
+/// files that did not exist removed, directories created by the transaction removed when
+/// empty). Dropping an uncommitted transaction rolls it back.
+#[derive(Debug)]
+pub struct InstallTx {
+    files: Vec<TxFile>,
+    created_dirs: Vec<PathBuf>,
+    state: State,
+}
+
+impl Default for InstallTx {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl InstallTx {
+    /// An empty transaction.
+    pub fn new() -> Self {
+        InstallTx {
+            files: Vec::new(),
+            created_dirs: Vec::new(),
+            state: State::Staging,
+        }
+    }
+
+    /// The install paths staged so far, in staging order.
+    pub fn targets(&self) -> impl Iterator<Item = &Path> {
+        self.files.iter().map(|f| f.target.as_path())
+    }
+
+    /// Stages every file of one certificate: the key and each certificate path that is set.
+    /// The key's directory is created [`KEY_DIR_MODE`] when it holds no certificate file.
+    pub fn stage_certificate(
+        &mut self,
+        paths: &InstallPaths,
+        material: &CertMaterial,
+        ownership: &Ownership,
+    ) -> Result<(), InstallError> {
+        let key_dir = parent_dir(&paths.key);
+        let key_only_dir = paths.certificate_paths().all(|p| parent_dir(p) != key_dir);
+        let key_dir_mode = if !key_only_dir {
+            DIR_MODE
+        } else if ownership.group.is_some() {
+            0o750
+        } else {
+            KEY_DIR_MODE
+        };
+        self.stage(
+            &paths.key,
+            &material.key_pem,
+            FileRole::Key,
+            ownership,
+            key_dir_mode,
+        )?;
+        let certs = [
+            (&paths.fullchain, &material.fullchain_pem),
+            (&paths.cert, &material.leaf_pem),
+            (&paths.chain, &material.chain_pem),
+        ];
+        for (path, data) in certs {
+            if let Some(path) = path {
+                self.stage(path, data, FileRole::Certificate, ownership, DIR_MODE)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stages one file: checks the target and its directories, creates missing directories
+    /// ([`DIR_MODE`]), and writes `data` in full to `.NAME.cert-agent-new` beside `target`
+    /// with its final owner and mode set before the first byte.
+    pub fn stage_file(
+        &mut self,
+        target: &Path,
+        data: &[u8],
+        role: FileRole,
+        ownership: &Ownership,
+    ) -> Result<(), InstallError> {
+        self.stage(target, data, role, ownership, DIR_MODE)
+    }
+
+    fn stage(
+        &mut self,
+        target: &Path,
+        data: &[u8],
+        role: FileRole,
+        ownership: &Ownership,
+        dir_mode: u32,
+    ) -> Result<(), InstallError> {
+        debug_assert_eq!(self.state, State::Staging, "stage after apply");
+        if self.files.iter().any(|f| f.target == target) {
+            return Err(InstallError::DuplicatePath {
+                path: target.to_path_buf(),
+            });
+        }
+        let uid = ownership.owner.as_ref().map(Principal::uid).transpose()?;
+        let gid = ownership.group.as_ref().map(Principal::gid).transpose()?;
+        let dir = parent_dir(target);
+        self.ensure_dir(&dir, dir_mode, gid)?;
+        let existing = inspect_target(target)?;
+
+        let mode = match role {
+            FileRole::Certificate => ownership.cert_mode,
+            FileRole::Key => ownership.key_mode,
+        }
+        .or(existing.as_ref().map(|m| m.mode() & 0o7777))
+        .unwrap_or(match role {
+            FileRole::Certificate => CERT_MODE,
+            FileRole::Key if ownership.group.is_some() => KEY_MODE_GROUP,
+            FileRole::Key => KEY_MODE,
+        });
+        let uid = uid.or(existing.as_ref().map(|m| m.uid()));
+        let gid = gid.or(existing.as_ref().map(|m| m.gid()));
+        if role == FileRole::Key && mode & 0o004 != 0 {
+            tracing::warn!(path = %target.display(), "key file mode {mode:04o} is world-readable");
+        }
+
+        let staged = sibling(target, NEW_SUFFIX);
+        remove_if_exists(&staged).map_err(|e| InstallError::Write {
+            path: target.to_path_buf(),
+            source: Arc::new(e),
+        })?;
+        if let Err(err) = write_staged(&staged, data, uid, gid, mode) {
+            let _ = fs::remove_file(&staged);
+            return Err(match err {
+                StageError::Chown(e) => InstallError::Chown {
+                    path: target.to_path_buf(),
+                    source: Arc::new(e),
+                },
+                StageError::Write(e) => InstallError::Write {
+                    path: target.to_path_buf(),
+                    source: Arc::new(e),
+                },
+            });
+        }
+        self.files.push(TxFile {
+            target: target.to_path_buf(),
+            role,
+            staged,
+            backup: None,
+            switched: false,
+        });
+        Ok(())
+    }
+
+    /// Checks every existing directory from `dir` up to `/`, and creates the missing ones.
+    fn ensure_dir(&mut self, dir: &Path, mode: u32, gid: Option<u32>) -> Result<(), InstallError> {
+        let mut missing = Vec::new();
+        let mut cur = Some(dir);
+        while let Some(d) = cur {
+            match fs::metadata(d) {
+                Ok(meta) => {
+                    check_ancestors(d, meta)?;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => missing.push(d.to_path_buf()),
+                Err(e) => {
+                    return Err(InstallError::Inspect {
+                        path: d.to_path_buf(),
+                        source: Arc::new(e),
+                    });
+                }
+            }
+            cur = d.parent().filter(|p| !p.as_os_str().is_empty());
+        }
+        for d in missing.iter().rev() {
+            // Only the innermost directory gets the restricted mode; directories on the way
+            // are plain 0755 so that sibling paths stay reachable.
+            let this_mode = if d == dir { mode } else { DIR_MODE };
+            let created = (|| {
+                fs::create_dir(d)?;
+                self.created_dirs.push(d.clone());
+                if d == dir && this_mode != DIR_MODE && gid.is_some() {
+                    std::os::unix::fs::chown(d, None, gid)?;
+                }
+                fs::set_permissions(d, fs::Permissions::from_mode(this_mode))
+            })();
+            created.map_err(|e| InstallError::CreateDir {
+                path: d.clone(),
+                source: Arc::new(e),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Switches every staged file into place: previous versions are hard-linked (or, where
+    /// links are impossible, copied) to `.NAME.cert-agent-prev`, then the new versions are
+    /// renamed over the targets, keys first and certificates right after, and the directories
+    /// are fsynced. On error everything already switched is restored before returning.
+    pub fn apply(&mut self) -> Result<(), InstallError> {
+        debug_assert_eq!(self.state, State::Staging, "apply twice");
+        self.state = State::Applied;
+        let result = self.switch();
+        if let Err(err) = result {
+            return Err(match self.undo() {
+                Ok(()) => err,
+                Err(restore) => InstallError::RestoreFailed {
+                    first: Box::new(err),
+                    restore: Box::new(restore),
+                },
+            });
+        }
+        Ok(())
+    }
+
+    fn switch(&mut self) -> Result<(), InstallError> {
+        for f in &mut self.files {
+            if let Some(meta) = inspect_target(&f.target)? {
+                let prev = sibling(&f.target, PREV_SUFFIX);
+                keep_previous(&f.target, &prev, &meta).map_err(|e| InstallError::Backup {
+                    path: f.target.clone(),
+                    source: Arc::new(e),
+                })?;
+                f.backup = Some(prev);
+            }
+        }
+        let mut order: Vec<usize> = (0..self.files.len()).collect();
+        order.sort_by_key(|&i| self.files[i].role != FileRole::Key);
+        for i in order {
+            let f = &mut self.files[i];
+            fs::rename(&f.staged, &f.target).map_err(|e| InstallError::Replace {
+                path: f.target.clone(),
+                source: Arc::new(e),
+            })?;
+            f.switched = true;
+        }
+        self.sync_dirs().map_err(|(path, e)| InstallError::Replace {
+            path,
+            source: Arc::new(e),
+        })
+    }
+
+    /// Makes the switch permanent: removes the kept previous versions.
+    pub fn commit(mut self) -> Result<(), InstallError> {
+        self.state = State::Finished;
+        let mut first = None;
+        for f in &mut self.files {
+            if !f.switched {
+                let _ = fs::remove_file(&f.staged);
+            }
+            if let Some(prev) = f.backup.take() {
+                if let Err(e) = fs::remove_file(&prev) {
+                    first.get_or_insert(InstallError::Cleanup {
+                        path: prev,
+                        source: Arc::new(e),
+                    });
+                }
+            }
+        }
+        let _ = self.sync_dirs();
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Undoes the transaction: every switched file gets its previous version back (byte
+    /// identical, same inode) or is removed if it did not exist; staged files are removed.
+    /// Returns the first error, after trying every file.
+    pub fn rollback(mut self) -> Result<(), InstallError> {
+        self.undo()
+    }
+
+    fn undo(&mut self) -> Result<(), InstallError> {
+        self.state = State::Finished;
+        let mut first: Option<InstallError> = None;
+        for f in self.files.iter_mut().rev() {
+            let result = if f.switched {
+                match f.backup.take() {
+                    Some(prev) => fs::rename(&prev, &f.target),
+                    None => remove_if_exists(&f.target),
+                }
+            } else {
+                let r = remove_if_exists(&f.staged);
+                match f.backup.take() {
+                    Some(prev) => r.and(remove_if_exists(&prev)),
+                    None => r,
+                }
+            };
+            if let Err(e) = result {
+                first.get_or_insert(InstallError::Restore {
+                    path: f.target.clone(),
+                    source: Arc::new(e),
+                });
+            } else {
+                f.switched = false;
+            }
+        }
+        if let Err((path, e)) = self.sync_dirs() {
+            first.get_or_insert(InstallError::Restore {
+                path,
+                source: Arc::new(e),
+            });
+        }
+        for d in self.created_dirs.drain(..).rev() {
+            let _ = fs::remove_dir(&d);
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    fn sync_dirs(&self) -> Result<(), (PathBuf, io::Error)> {
+        let mut dirs: Vec<PathBuf> = self.files.iter().map(|f| parent_dir(&f.target)).collect();
+        dirs.sort();
+        dirs.dedup();
+        for d in dirs {
+            if d.exists() {
+                crate::fsutil::sync_dir(&d).map_err(|e| (d.clone(), e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for InstallTx {
+    fn drop(&mut self) {
+        if self.state != State::Finished {
+            if let Err(err) = self.undo() {
+                tracing::error!("rolling back an unfinished install: {err}");
+            }
+        }
+    }
+}
+
+enum StageError {
+    Chown(io::Error),
+    Write(io::Error),
+}
+
+/// Creates `staged` owner-only, sets owner and mode, then writes and fsyncs the content.
+fn write_staged(
+    staged: &Path,
+    data: &[u8],
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: u32,
+) -> Result<(), StageError> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(staged)
+        .map_err(StageError::Write)?;
+    let meta = file.metadata().map_err(StageError::Write)?;
+    let uid = uid.filter(|&u| u != meta.uid());
+    let gid = gid.filter(|&g| g != meta.gid());
+    if uid.is_some() || gid.is_some() {
+        std::os::unix::fs::fchown(&file, uid, gid).map_err(StageError::Chown)?;
+    }
+    // Explicit bits after the owner change: the umask does not apply, and chown may clear
+    // set-id bits.
+    file.set_permissions(fs::Permissions::from_mode(mode))
+        .map_err(StageError::Write)?;
+    file.write_all(data).map_err(StageError::Write)?;
+    file.sync_all().map_err(StageError::Write)
+}
+
+/// Keeps the live file's current version at `prev`: a hard link (same inode, so owner, mode
+/// and content are exactly preserved) or, where links are impossible, a copy with the same
+/// mode and owner.
+fn keep_previous(target: &Path, prev: &Path, meta: &fs::Metadata) -> io::Result<()> {
+    remove_if_exists(prev)?;
+    match fs::hard_link(target, prev) {
+        Ok(()) => Ok(()),
+        Err(link_err) => {
+            tracing::debug!(path = %target.display(), "hard link failed ({link_err}), copying");
+            let data = fs::read(target)?;
+            let result = (|| {
+                let mut file = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(prev)?;
+                let _ = std::os::unix::fs::fchown(&file, Some(meta.uid()), Some(meta.gid()));
+                file.set_permissions(fs::Permissions::from_mode(meta.mode() & 0o7777))?;
+                file.write_all(&data)?;
+                file.sync_all()
+            })();
+            if result.is_err() {
+                let _ = fs::remove_file(prev);
+            }
+            result
+        }
+    }
+}
+
+/// `Some(metadata)` for an existing regular file, `None` when absent; a symlink or any other
+/// kind of file is refused.
+fn inspect_target(target: &Path) -> Result<Option<fs::Metadata>, InstallError> {
+    match fs::symlink_metadata(target) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(InstallError::SymlinkTarget {
+            path: target.to_path_buf(),
+        }),
+        Ok(meta) if !meta.file_type().is_file() => Err(InstallError::NotAFile {
+            path: target.to_path_buf(),
+        }),
+        Ok(meta) => Ok(Some(meta)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(InstallError::Inspect {
+            path: target.to_path_buf(),
+            source: Arc::new(e),
+        }),
+    }
+}
+
+/// Refuses `dir` or any ancestor that group or others may write, unless it is sticky and
+/// owned by root (like `/tmp`).
+fn check_ancestors(dir: &Path, meta: fs::Metadata) -> Result<(), InstallError> {
+    check_dir(dir, &meta)?;
+    let mut cur = dir.parent();
+    while let Some(d) = cur.filter(|p| !p.as_os_str().is_empty()) {
+        let meta = fs::metadata(d).map_err(|e| InstallError::Inspect {
+            path: d.to_path_buf(),
+            source: Arc::new(e),
+        })?;
+        check_dir(d, &meta)?;
+        cur = d.parent();
+    }
+    Ok(())
+}
+
+fn check_dir(dir: &Path, meta: &fs::Metadata) -> Result<(), InstallError> {
+    let mode = meta.mode() & 0o7777;
+    let sticky_root = mode & 0o1000 != 0 && meta.uid() == 0;
+    if mode & 0o022 != 0 && !sticky_root {
+        return Err(InstallError::InsecureDirectory {
+            path: dir.to_path_buf(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+fn remove_if_exists(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// `dir/.NAME<suffix>` for `dir/NAME`.
+fn sibling(target: &Path, suffix: &str) -> PathBuf {
+    let mut name = OsString::from(".");
+    name.push(target.file_name().unwrap_or(target.as_os_str()));
+    name.push(suffix);
+    parent_dir(target).join(name)
+}
+
+pub(crate) fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}

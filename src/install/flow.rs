@@ -1,0 +1,269 @@
+//! The install flow run once per agent run: stage every certificate, switch the files, test
+//! and reload each web server once, verify what is served, roll back what failed, commit the
+//! rest, and run the deploy hooks.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use super::error::InstallError;
+use super::files::{CertMaterial, InstallTx, Ownership};
+use super::paths::InstallPaths;
+use super::server::{ServerCommands, run_command};
+use super::verify::{VerifyTarget, serial_of_pem, verify_served};
+
+/// Everything needed to install one certificate.
+#[derive(Debug, Clone)]
+pub struct CertInstall {
+    /// The certificate's configured name (`CERT_AGENT_NAME` for the hook, messages).
+    pub name: String,
+    /// Its domains, common name first (`CERT_AGENT_DOMAINS`).
+    pub domains: Vec<String>,
+    /// Where its files go.
+    pub paths: InstallPaths,
+    /// Owner, group and modes of its files.
+    pub ownership: Ownership,
+    /// The PEM content.
+    pub material: CertMaterial,
+    /// The web server's config test and reload; certificates with equal commands share one
+    /// test and one reload.
+    pub commands: ServerCommands,
+    /// Where to check the served certificate after the reload; `None` skips the check.
+    pub verify: Option<VerifyTarget>,
+    /// Program run after a successful install (argv, no shell).
+    pub deploy_hook: Option<Vec<String>>,
+}
+
+/// The result of installing one certificate.
+#[derive(Debug)]
+pub struct CertOutcome {
+    /// The certificate's configured name.
+    pub name: String,
+    /// The new certificate's serial (hex) when its files are now live.
+    pub installed_serial: Option<String>,
+    /// `Ok` when installed (and its hook succeeded). An error other than
+    /// [`InstallError::DeployHook`] means the previous files are in place.
+    pub result: Result<(), InstallError>,
+}
+
+impl CertOutcome {
+    /// Whether the new files are live (true also when only the deploy hook failed).
+    pub fn installed(&self) -> bool {
+        self.installed_serial.is_some()
+    }
+}
+
+struct Pending {
+    idx: usize,
+    tx: InstallTx,
+    serial: Vec<u8>,
+}
+
+/// Installs every certificate of this run:
+/// 1. stage all files (new versions written beside the targets; nothing live changes);
+/// 2. switch them into place, keeping the previous versions;
+/// 3. per web server (certificates with equal [`ServerCommands`]): config test once — on
+///    failure restore that server's files and report; reload once — on failure restore and
+///    reload again;
+/// 4. verify each certificate's served serial — on mismatch restore its files, test and reload
+///    the server again, and fail it;
+/// 5. commit the rest and run their deploy hooks.
+///
+/// One certificate's failure does not stop the others; one outcome per input, in order.
+pub async fn install_all(certs: &[CertInstall]) -> Vec<CertOutcome> {
+    let mut outcomes: Vec<CertOutcome> = certs
+        .iter()
+        .map(|c| CertOutcome {
+            name: c.name.clone(),
+            installed_serial: None,
+            result: Ok(()),
+        })
+        .collect();
+
+    let mut seen: HashSet<PathBuf> = HashSet::new();
+    let mut staged = Vec::new();
+    for (idx, cert) in certs.iter().enumerate() {
+        match stage(cert, &mut seen) {
+            Ok((tx, serial)) => staged.push(Pending { idx, tx, serial }),
+            Err(e) => outcomes[idx].result = Err(e),
+        }
+    }
+
+    let mut groups: Vec<(&ServerCommands, Vec<Pending>)> = Vec::new();
+    for mut p in staged {
+        if let Err(e) = p.tx.apply() {
+            outcomes[p.idx].result = Err(e);
+            continue;
+        }
+        let commands = &certs[p.idx].commands;
+        match groups.iter_mut().find(|(c, _)| *c == commands) {
+            Some((_, members)) => members.push(p),
+            None => groups.push((commands, vec![p])),
+        }
+    }
+
+    for (commands, members) in groups {
+        let committed = run_server(commands, members, certs, &mut outcomes).await;
+        for p in committed {
+            let cert = &certs[p.idx];
+            outcomes[p.idx].installed_serial = Some(hex::encode(&p.serial));
+            if let Some(hook) = &cert.deploy_hook {
+                if let Err(e) = run_deploy_hook(cert, hook, commands).await {
+                    outcomes[p.idx].result = Err(InstallError::DeployHook {
+                        source: Box::new(e),
+                    });
+                }
+            }
+        }
+    }
+    outcomes
+}
+
+fn stage(
+    cert: &CertInstall,
+    seen: &mut HashSet<PathBuf>,
+) -> Result<(InstallTx, Vec<u8>), InstallError> {
+    let serial =
+        serial_of_pem(&cert.material.leaf_pem).map_err(|reason| InstallError::BadCertificate {
+            name: cert.name.clone(),
+            reason,
+        })?;
+    let paths: Vec<PathBuf> = std::iter::once(cert.paths.key.as_path())
+        .chain(cert.paths.certificate_paths())
+        .map(PathBuf::from)
+        .collect();
+    for (i, p) in paths.iter().enumerate() {
+        if seen.contains(p) || paths[..i].contains(p) {
+            return Err(InstallError::DuplicatePath { path: p.clone() });
+        }
+    }
+    let mut tx = InstallTx::new();
+    tx.stage_certificate(&cert.paths, &cert.material, &cert.ownership)?;
+    seen.extend(paths);
+    Ok((tx, serial))
+}
+
+/// Config test, reload and verification for the certificates of one server; returns the
+/// committed ones and records failures in `outcomes`.
+async fn run_server(
+    commands: &ServerCommands,
+    members: Vec<Pending>,
+    certs: &[CertInstall],
+    outcomes: &mut [CertOutcome],
+) -> Vec<Pending> {
+    if let Err(e) = commands.config_test().await {
+        for p in members {
+            let restore = p.tx.rollback().err();
+            outcomes[p.idx].result = Err(failure(
+                InstallError::ConfigTest {
+                    source: Box::new(e.clone()),
+                },
+                restore,
+            ));
+        }
+        return Vec::new();
+    }
+
+    if let Err(e) = commands.reload().await {
+        let mut restore = None;
+        let mut failed = Vec::new();
+        for p in members {
+            if let Err(r) = p.tx.rollback() {
+                restore.get_or_insert(r);
+            }
+            failed.push(p.idx);
+        }
+        // The server may have half-applied the reload: make it load the restored files.
+        if restore.is_none() {
+            restore = commands.reload().await.err();
+        }
+        for idx in failed {
+            outcomes[idx].result = Err(failure(
+                InstallError::Reload {
+                    source: Box::new(e.clone()),
+                },
+                restore.clone(),
+            ));
+        }
+        return Vec::new();
+    }
+
+    let mut good = Vec::new();
+    let mut bad = Vec::new();
+    for p in members {
+        match &certs[p.idx].verify {
+            Some(target) => match verify_served(target, &p.serial).await {
+                Ok(()) => good.push(p),
+                Err(e) => bad.push((p, e)),
+            },
+            None => good.push(p),
+        }
+    }
+    if !bad.is_empty() {
+        let mut restore = None;
+        let mut failed = Vec::new();
+        for (p, e) in bad {
+            if let Err(r) = p.tx.rollback() {
+                restore.get_or_insert(r);
+            }
+            failed.push((p.idx, e));
+        }
+        let reloaded = async {
+            commands.config_test().await?;
+            commands.reload().await
+        }
+        .await;
+        let restore = restore.or(reloaded.err());
+        for (idx, e) in failed {
+            outcomes[idx].result = Err(failure(
+                InstallError::Verify {
+                    source: Box::new(e),
+                },
+                restore.clone(),
+            ));
+        }
+    }
+
+    let mut committed = Vec::new();
+    for mut p in good {
+        let tx = std::mem::take(&mut p.tx);
+        if let Err(e) = tx.commit() {
+            // The new files are live; only a kept previous version is left behind.
+            tracing::warn!(certificate = %certs[p.idx].name, "{e}");
+        }
+        committed.push(p);
+    }
+    committed
+}
+
+fn failure(err: InstallError, restore: Option<InstallError>) -> InstallError {
+    match restore {
+        None => err,
+        Some(restore) => InstallError::RestoreFailed {
+            first: Box::new(err),
+            restore: Box::new(restore),
+        },
+    }
+}
+
+async fn run_deploy_hook(
+    cert: &CertInstall,
+    hook: &[String],
+    commands: &ServerCommands,
+) -> Result<(), InstallError> {
+    let path = |p: Option<&std::path::Path>| p.map(OsString::from).unwrap_or_default();
+    let env = [
+        ("CERT_AGENT_NAME", OsString::from(&cert.name)),
+        ("CERT_AGENT_DOMAINS", OsString::from(cert.domains.join(" "))),
+        ("CERT_AGENT_CERT_PATH", path(cert.paths.cert.as_deref())),
+        ("CERT_AGENT_KEY_PATH", path(Some(&cert.paths.key))),
+        ("CERT_AGENT_CHAIN_PATH", path(cert.paths.chain.as_deref())),
+        (
+            "CERT_AGENT_FULLCHAIN_PATH",
+            path(cert.paths.fullchain.as_deref()),
+        ),
+    ];
+    run_command("deploy hook", hook, &env, commands.timeout)
+        .await
+        .map(drop)
+}

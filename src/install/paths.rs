@@ -1,0 +1,146 @@
+//! Where certificate files go: the default layout per web-server kind and certificate name,
+//! with every path overridable to match an existing vhost.
+
+use std::path::{Path, PathBuf};
+
+/// The directory under which default install paths live: `DEFAULT_BASE_DIR/NAME/...`.
+pub const DEFAULT_BASE_DIR: &str = "/etc/ssl/cert-agent";
+
+/// The kind of web server a certificate is installed for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ServerKind {
+    /// nginx: `fullchain.pem` + `privkey.pem`.
+    Nginx,
+    /// Apache httpd: `certificate.crt` + `ca_bundle.crt` + `private.key`.
+    Apache,
+    /// No web server: `cert.pem`, `chain.pem`, `fullchain.pem`, `privkey.pem`; no config test
+    /// or reload unless commands are configured.
+    None,
+}
+
+/// Paths configured for one certificate (`cert_path`, `chain_path`, `fullchain_path`,
+/// `key_path`); `None` means "use the default for the server kind".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PathOverrides {
+    /// `cert_path`: the leaf certificate alone.
+    pub cert: Option<PathBuf>,
+    /// `chain_path`: the intermediates alone.
+    pub chain: Option<PathBuf>,
+    /// `fullchain_path`: leaf followed by the intermediates.
+    pub fullchain: Option<PathBuf>,
+    /// `key_path`: the private key.
+    pub key: Option<PathBuf>,
+}
+
+/// The files written for one certificate. `key` is always written; each certificate file is
+/// written when its path is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstallPaths {
+    /// The leaf certificate alone.
+    pub cert: Option<PathBuf>,
+    /// The intermediates alone.
+    pub chain: Option<PathBuf>,
+    /// Leaf followed by the intermediates.
+    pub fullchain: Option<PathBuf>,
+    /// The private key.
+    pub key: PathBuf,
+}
+
+impl InstallPaths {
+    /// The paths for certificate `name` on a server of `kind` under `base` (normally
+    /// [`DEFAULT_BASE_DIR`]): the server's default files, each replaced by its override, plus
+    /// any file the server does not use by default but that has a configured path.
+    pub fn resolve(kind: ServerKind, base: &Path, name: &str, overrides: &PathOverrides) -> Self {
+        let dir = base.join(name);
+        let (cert, chain, fullchain, key) = match kind {
+            ServerKind::Nginx => (None, None, Some("fullchain.pem"), "privkey.pem"),
+            ServerKind::Apache => (
+                Some("certificate.crt"),
+                Some("ca_bundle.crt"),
+                None,
+                "private.key",
+            ),
+            ServerKind::None => (
+                Some("cert.pem"),
+                Some("chain.pem"),
+                Some("fullchain.pem"),
+                "privkey.pem",
+            ),
+        };
+        let pick = |over: &Option<PathBuf>, default: Option<&str>| {
+            over.clone().or_else(|| default.map(|f| dir.join(f)))
+        };
+        InstallPaths {
+            cert: pick(&overrides.cert, cert),
+            chain: pick(&overrides.chain, chain),
+            fullchain: pick(&overrides.fullchain, fullchain),
+            key: overrides.key.clone().unwrap_or_else(|| dir.join(key)),
+        }
+    }
+
+    /// The default paths for `name` on a server of `kind` under [`DEFAULT_BASE_DIR`].
+    pub fn defaults(kind: ServerKind, name: &str) -> Self {
+        Self::resolve(
+            kind,
+            Path::new(DEFAULT_BASE_DIR),
+            name,
+            &PathOverrides::default(),
+        )
+    }
+
+    /// Every certificate path that is set (leaf, chain, fullchain order), without the key.
+    pub fn certificate_paths(&self) -> impl Iterator<Item = &Path> {
+        [&self.cert, &self.chain, &self.fullchain]
+            .into_iter()
+            .filter_map(|p| p.as_deref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_per_server_kind() {
+        let n = InstallPaths::defaults(ServerKind::Nginx, "www");
+        assert_eq!(n.cert, None);
+        assert_eq!(n.chain, None);
+        assert_eq!(
+            n.fullchain.as_deref(),
+            Some(Path::new("/etc/ssl/cert-agent/www/fullchain.pem"))
+        );
+        assert_eq!(n.key, Path::new("/etc/ssl/cert-agent/www/privkey.pem"));
+
+        let a = InstallPaths::defaults(ServerKind::Apache, "www");
+        assert_eq!(
+            a.cert.as_deref(),
+            Some(Path::new("/etc/ssl/cert-agent/www/certificate.crt"))
+        );
+        assert_eq!(
+            a.chain.as_deref(),
+            Some(Path::new("/etc/ssl/cert-agent/www/ca_bundle.crt"))
+        );
+        assert_eq!(a.fullchain, None);
+        assert_eq!(a.key, Path::new("/etc/ssl/cert-agent/www/private.key"));
+
+        let none = InstallPaths::defaults(ServerKind::None, "x");
+        assert_eq!(none.certificate_paths().count(), 3);
+        assert_eq!(none.key, Path::new("/etc/ssl/cert-agent/x/privkey.pem"));
+    }
+
+    #[test]
+    fn overrides_replace_and_add_files() {
+        let over = PathOverrides {
+            cert: Some("/srv/tls/leaf.pem".into()),
+            key: Some("/srv/keys/site.key".into()),
+            ..Default::default()
+        };
+        let n = InstallPaths::resolve(ServerKind::Nginx, Path::new("/b"), "www", &over);
+        assert_eq!(n.cert.as_deref(), Some(Path::new("/srv/tls/leaf.pem")));
+        assert_eq!(
+            n.fullchain.as_deref(),
+            Some(Path::new("/b/www/fullchain.pem"))
+        );
+        assert_eq!(n.key, Path::new("/srv/keys/site.key"));
+    }
+}

@@ -1,0 +1,206 @@
+//! Verification of the served certificate: a TLS handshake to the configured address with SNI
+//! set to the common name, accepting whatever chain is presented (the handshake signature is
+//! still checked against the presented leaf), and a comparison of the served leaf's serial with
+//! the one just installed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustls::DigitallySignedStruct;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+
+use super::error::InstallError;
+
+/// Default address for the post-reload handshake.
+pub const DEFAULT_VERIFY_ADDRESS: &str = "127.0.0.1:443";
+/// Default time a reloaded server gets to present the new certificate.
+pub const DEFAULT_VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Limit for one connection attempt and handshake.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Pause between attempts while a reload settles.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// Where and how to check the served certificate after a reload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyTarget {
+    /// `host:port` to connect to (`verify_address`).
+    pub address: String,
+    /// SNI sent: the certificate's common name.
+    pub server_name: String,
+    /// How long a reloaded server may keep serving the old certificate (reloads are
+    /// asynchronous: old workers finish while new ones start).
+    pub timeout: Duration,
+}
+
+impl VerifyTarget {
+    /// A target at `address` for `server_name` with [`DEFAULT_VERIFY_TIMEOUT`].
+    pub fn new(address: impl Into<String>, server_name: impl Into<String>) -> Self {
+        VerifyTarget {
+            address: address.into(),
+            server_name: server_name.into(),
+            timeout: DEFAULT_VERIFY_TIMEOUT,
+        }
+    }
+}
+
+/// Accepts any certificate chain: we only want to know which leaf is served. The handshake
+/// signature is still verified with the presented leaf's key.
+#[derive(Debug)]
+struct AcceptAnyChain {
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl ServerCertVerifier for AcceptAnyChain {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+fn client_config() -> Result<rustls::ClientConfig, rustls::Error> {
+    let provider: CryptoProvider = rustls::crypto::aws_lc_rs::default_provider();
+    let verifier = Arc::new(AcceptAnyChain {
+        algorithms: provider.signature_verification_algorithms,
+    });
+    Ok(
+        rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+            .with_safe_default_protocol_versions()?
+            .dangerous()
+            .with_custom_certificate_verifier(verifier)
+            .with_no_client_auth(),
+    )
+}
+
+/// Connects to `address`, handshakes with SNI `server_name`, and returns the DER of the leaf
+/// the server presents.
+pub async fn served_leaf(
+    address: &str,
+    server_name: &str,
+    timeout: Duration,
+) -> Result<Vec<u8>, InstallError> {
+    let fail = |reason: String| InstallError::Handshake {
+        address: address.to_string(),
+        server_name: server_name.to_string(),
+        reason,
+    };
+    let config = client_config().map_err(|e| fail(e.to_string()))?;
+    let name = ServerName::try_from(server_name.to_string())
+        .map_err(|e| fail(format!("invalid server name: {e}")))?;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let handshake = async {
+        let tcp = tokio::net::TcpStream::connect(address)
+            .await
+            .map_err(|e| fail(format!("connect: {e}")))?;
+        let tls = connector
+            .connect(name, tcp)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        let (_, conn) = tls.get_ref();
+        conn.peer_certificates()
+            .and_then(|c| c.first())
+            .map(|c| c.as_ref().to_vec())
+            .ok_or_else(|| fail("the server presented no certificate".into()))
+    };
+    tokio::time::timeout(timeout, handshake)
+        .await
+        .map_err(|_| fail(format!("no answer within {} s", timeout.as_secs_f32())))?
+}
+
+/// The serial of the leaf served at `address` for `server_name`, big-endian without leading
+/// zero bytes.
+pub async fn served_serial(
+    address: &str,
+    server_name: &str,
+    timeout: Duration,
+) -> Result<Vec<u8>, InstallError> {
+    let der = served_leaf(address, server_name, timeout).await?;
+    serial_of_der(&der).map_err(|reason| InstallError::Handshake {
+        address: address.to_string(),
+        server_name: server_name.to_string(),
+        reason: format!("unreadable certificate: {reason}"),
+    })
+}
+
+/// Waits until `target` serves the certificate with serial `expected` (reloads settle
+/// asynchronously) and fails with the last observation when `target.timeout` runs out.
+pub async fn verify_served(target: &VerifyTarget, expected: &[u8]) -> Result<(), InstallError> {
+    let expected = trim_serial(expected);
+    let deadline = Instant::now() + target.timeout;
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let attempt = served_serial(
+            &target.address,
+            &target.server_name,
+            remaining.clamp(Duration::from_millis(500), ATTEMPT_TIMEOUT),
+        )
+        .await;
+        let err = match attempt {
+            Ok(served) if served == expected => return Ok(()),
+            Ok(served) => InstallError::SerialMismatch {
+                address: target.address.clone(),
+                server_name: target.server_name.clone(),
+                served: hex::encode(served),
+                expected: hex::encode(expected),
+            },
+            Err(e) => e,
+        };
+        if Instant::now() + RETRY_PAUSE >= deadline {
+            return Err(err);
+        }
+        tracing::debug!("waiting for the new certificate to be served: {err}");
+        tokio::time::sleep(RETRY_PAUSE).await;
+    }
+}
+
+/// The serial of the first certificate in `pem`, big-endian without leading zero bytes.
+pub fn serial_of_pem(pem: &[u8]) -> Result<Vec<u8>, String> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem).map_err(|e| e.to_string())?;
+    if pem.label != "CERTIFICATE" {
+        return Err(format!("expected a CERTIFICATE, found {}", pem.label));
+    }
+    serial_of_der(&pem.contents)
+}
+
+/// The serial of a DER certificate, big-endian without leading zero bytes.
+pub fn serial_of_der(der: &[u8]) -> Result<Vec<u8>, String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| e.to_string())?;
+    Ok(trim_serial(cert.raw_serial()).to_vec())
+}
+
+fn trim_serial(serial: &[u8]) -> &[u8] {
+    let start = serial
+        .iter()
+        .position(|&b| b != 0)
+        .unwrap_or(serial.len().saturating_sub(1));
+    &serial[start..]
+}
