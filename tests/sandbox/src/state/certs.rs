@@ -216,7 +216,7 @@ impl State {
             .collect();
         let total = filtered.len();
         let total_pages = total.div_ceil(PAGE_SIZE);
-        let offset = (page - 1) * PAGE_SIZE;
+        let offset = (page - 1).saturating_mul(PAGE_SIZE);
         let items: Vec<Value> = filtered
             .iter()
             .skip(offset)

@@ -7,6 +7,19 @@ use super::lifecycle::{DAY, odt};
 use super::model::{Base, Leaf};
 use crate::ca::{Authority, IssueRequest};
 
+/// Longest shift the control methods accept, in days (keeps the arithmetic far from overflow).
+const MAX_CONTROL_DAYS: i64 = 100_000;
+
+fn check_days(days: i64) -> Result<(), String> {
+    if days.unsigned_abs() > MAX_CONTROL_DAYS.unsigned_abs() {
+        Err(format!(
+            "days {days} out of range (at most {MAX_CONTROL_DAYS} either way)"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 impl State {
     /// Re-signs the current leaf for the same key and names with a fresh serial so that it
     /// expires `days_left` days after `now`; it keeps its original lifetime where possible
@@ -18,6 +31,7 @@ impl State {
         now: i64,
         ca: &Authority,
     ) -> Result<(), String> {
+        check_days(days_left)?;
         let cert = self
             .certs
             .get(&id)
@@ -61,6 +75,7 @@ impl State {
     }
 
     pub(super) fn shorten(&mut self, id: u64, days_left: i64, now: i64) -> Result<(), String> {
+        check_days(days_left)?;
         let cert = self
             .certs
             .get_mut(&id)

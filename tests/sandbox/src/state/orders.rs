@@ -1,7 +1,7 @@
 //! Endpoint 5: validation of OrderRequest / OrderItem (every rule of the document, every
 //! problem reported at once) and placement of the billed order.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 use x509_parser::oid_registry::{
@@ -416,16 +416,16 @@ fn validate_item(item: &Map<String, Value>, errs: &mut Vec<String>) -> Option<Pl
                 );
             } else {
                 additional_input = list.to_string();
-                let mut duplicates = Vec::new();
+                let mut seen = BTreeSet::new();
+                let mut duplicates = BTreeSet::new();
                 for raw in list.split([',', '\n']) {
                     let name = raw.trim().to_ascii_lowercase();
                     if name.is_empty() || Some(&name) == common_name.as_ref() {
                         continue; // rule 4: the common name itself adds nothing
                     }
-                    if additional.contains(&name) {
-                        if !duplicates.contains(&name) {
+                    if !seen.insert(name.clone()) {
+                        if duplicates.insert(name.clone()) {
                             errs.push(format!("Additional domains list {name} more than once"));
-                            duplicates.push(name);
                         }
                     } else {
                         additional.push(name);
@@ -447,8 +447,9 @@ fn validate_item(item: &Map<String, Value>, errs: &mut Vec<String>) -> Option<Pl
                     .as_deref()
                     .map(|c| c.trim().to_ascii_lowercase());
                 if csr_cn.as_ref() == Some(cn) || lower.contains(cn) {
+                    let mut seen = BTreeSet::from([cn.clone()]);
                     for name in lower {
-                        if &name != cn && !additional.contains(&name) {
+                        if seen.insert(name.clone()) {
                             additional.push(name);
                         }
                     }

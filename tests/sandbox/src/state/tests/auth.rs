@@ -528,3 +528,129 @@ fn state_round_trips_through_json() {
     env.state = restored;
     assert_eq!(env.status(PARTNER, id), "new");
 }
+
+/// Odd input never panics and never answers 5xx.
+#[test]
+fn hostile_requests_get_client_errors() {
+    let mut env = Env::new();
+    let (pem, _) = csr(&["www.example.com"]);
+    let id = env.place(PARTNER, item(p::S_UCC, "www.example.com", &pem));
+    let token = env.signin(PARTNER);
+    let weird = [
+        json!(null),
+        json!(true),
+        json!(1.5),
+        json!(-1),
+        json!(u64::MAX),
+        json!(i64::MIN),
+        json!("x".repeat(5000)),
+        json!([1, [2]]),
+        json!({ "a": { "b": [] } }),
+        json!(""),
+    ];
+    let fields = [
+        "nomenclature_id",
+        "days",
+        "ssl_server_software_id",
+        "dcv_type",
+        "dcv_email",
+        "domain_name",
+        "csr",
+        "country_name",
+        "region_name",
+        "city_name",
+        "organization_name",
+        "organizational_unit",
+        "zip_code",
+        "address_1",
+        "address_2",
+        "additional_domains",
+        "additional_validation_emails",
+        "unique_value",
+    ];
+    let base = item(p::S_UCC, "www.example.com", &pem);
+    for field in fields {
+        for w in &weird {
+            let mut it = base.clone();
+            it[field] = w.clone();
+            let resp = env.order(PARTNER, &[it]);
+            assert!(
+                matches!(resp.status, 200 | 422),
+                "{field}={w}: {}",
+                resp.status
+            );
+        }
+    }
+    for w in &weird {
+        let resp = env.post_json(
+            PARTNER,
+            "/api/v1/order",
+            &json!({ "order": { "items": w, "country_id": w, "fax": w, "email": w } }),
+        );
+        assert!(matches!(resp.status, 400 | 422), "{w}");
+    }
+    let paths = [
+        "/api/v1/users/signin".to_string(),
+        "/api/v1/dcv_emails".to_string(),
+        Env::cert_path(id, "change_dcv"),
+        Env::cert_path(id, "reissue"),
+        Env::cert_path(id, "resend_dcv"),
+        Env::cert_path(id, "cancel"),
+        Env::cert_path(id, "prolong"),
+    ];
+    let bodies: [(&str, &[u8]); 6] = [
+        ("application/json", b"{"),
+        ("application/json", b"[]"),
+        (
+            "application/json",
+            br#"{"csr": 5, "email": [], "domain_name": {}, "validation_emails": [1]}"#,
+        ),
+        ("application/x-www-form-urlencoded", b"%%%&&&==="),
+        (
+            "application/x-www-form-urlencoded",
+            b"validation_emails=x&validation_emails[=y&email=&csr=abc",
+        ),
+        ("multipart/form-data; boundary=x", b"--x--"),
+    ];
+    for path in &paths {
+        for (ct, body) in bodies {
+            let resp = env.call(&request(
+                Method::POST,
+                path,
+                &[],
+                &[("x-auth-token", &token), ("content-type", ct)],
+                Bytes::from_static(body),
+            ));
+            assert!(resp.status < 500, "{path} {ct}: {}", resp.status);
+        }
+    }
+    for (k, v) in [
+        ("page", "18446744073709551615"),
+        ("page", "99999999999999999999999"),
+        ("scope", "x"),
+        ("q", "%"),
+    ] {
+        let resp = get_with(
+            &mut env,
+            "/api/v1/ssl_certificates",
+            &[("page", "1"), (k, v)],
+            &[("x-auth-token", &token)],
+        );
+        assert!(resp.status < 500);
+    }
+    let resp = get_with(
+        &mut env,
+        "/api/v1/ssl_certificates",
+        &[("page", "18446744073709551615")],
+        &[("x-auth-token", &token)],
+    );
+    assert_eq!(resp.status, 200);
+    assert_eq!(json_of(&resp), json!([]));
+    let resp = get_with(
+        &mut env,
+        "/api/v1/ssl_certificates/18446744073709551616",
+        &[],
+        &[("x-auth-token", &token)],
+    );
+    assert_eq!(resp.status, 404);
+}

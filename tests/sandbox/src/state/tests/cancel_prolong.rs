@@ -199,3 +199,51 @@ fn completing_a_renewal_creates_a_billed_order_that_points_back() {
     // The renewed certificate keeps answering with its token.
     assert_eq!(prolong(&mut env, id), token.as_str());
 }
+
+#[test]
+fn balance_moves_with_orders_issuance_and_cancellation() {
+    let mut env = Env::new();
+    let sums = |env: &mut Env| {
+        let b = json_of(&env.get(PARTNER, "/api/v1/billing/balance"));
+        ["balance", "reserved", "common", "prepayment", "available"]
+            .map(|m| b[m]["sum"].as_f64().unwrap())
+    };
+    assert_eq!(sums(&mut env), [5000.0, 0.0, 5000.0, 0.0, 5000.0]);
+    let (pem, _) = csr(&["www.example.com"]);
+    let id = env.place(PARTNER, item(p::S_DV, "www.example.com", &pem));
+    assert_eq!(
+        sums(&mut env),
+        [5000.0, 8.8, 4991.2, 0.0, 5000.0],
+        "reserved on order"
+    );
+    env.pass_http(id, &pem, p::S_DV, 600);
+    assert_eq!(env.status(PARTNER, id), "issued");
+    assert_eq!(
+        sums(&mut env),
+        [4991.2, 8.8, 4982.4, 0.0, 5000.0],
+        "delivered, still reserved until paid"
+    );
+    cancel(&mut env, id);
+    env.advance(3600);
+    assert_eq!(sums(&mut env), [5000.0, 0.0, 5000.0, 0.0, 5000.0], "voided");
+    // Another account's balance is its own.
+    let other = json_of(&env.get(OTHER, "/api/v1/billing/balance"));
+    assert_eq!(other["reserved"]["sum"], 0.0);
+}
+
+#[test]
+fn control_methods_refuse_absurd_shifts() {
+    let mut env = Env::new();
+    let (pem, _) = csr(&["www.example.com"]);
+    let id = env.issued(PARTNER, item(p::S_DV, "www.example.com", &pem), &pem);
+    assert!(
+        env.state
+            .age_certificate(id, i64::MAX, env.now, ca())
+            .is_err()
+    );
+    assert!(
+        env.state
+            .shorten_subscription(id, i64::MIN, env.now)
+            .is_err()
+    );
+}
