@@ -1128,6 +1128,30 @@ mod tests {
     }
 
     #[test]
+    fn redirects_are_errors_naming_the_location() {
+        let req = Request::new(Method::POST, "/api/v1/order", Kind::Order, 10);
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::LOCATION,
+            HeaderValue::from_static("https://elsewhere.example/api/v1/order"),
+        );
+        let raw = Raw {
+            status: 301,
+            headers,
+            body: Vec::new(),
+        };
+        let Err(e) = check_status(&req, raw) else {
+            panic!("a redirect was accepted");
+        };
+        assert_eq!(
+            e.to_string(),
+            "POST /api/v1/order: HTTP 301: redirect to \"https://elsewhere.example/api/v1/order\" \
+             not followed (check api.base_url)"
+        );
+        assert!(!e.is_retryable());
+    }
+
+    #[test]
     fn backoff_is_capped_and_jittered() {
         let p = RetryPolicy {
             max_attempts: 10,
