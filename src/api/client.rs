@@ -730,12 +730,8 @@ impl Client {
         let r: SignInResponse = decode(&req, &raw)?;
         if r.auth_token.is_empty() {
             return Err(ApiError::Decode {
-                call: Call {
-                    method: "POST",
-                    path: "/api/v1/users/signin".into(),
-                    idempotent: true,
-                },
-                status: 200,
+                call: req.call(),
+                status: raw.status,
                 message: "empty auth_token".into(),
             });
         }
