@@ -21,3 +21,6 @@ pub use flow::{CertInstall, CertOutcome, install_all};
 pub use paths::{DEFAULT_BASE_DIR, InstallPaths, PathOverrides, ServerKind};
 pub use server::{DEFAULT_COMMAND_TIMEOUT, ServerCommands};
 pub use verify::{DEFAULT_VERIFY_ADDRESS, DEFAULT_VERIFY_TIMEOUT, VerifyTarget};
+
+#[cfg(test)]
+mod tests;
