@@ -1,1 +1,702 @@
-//! Command-line interface: clap definitions, command handlers and output formatting.
+//! Command-line interface: runs each `cert-agent` command and formats its output (aligned
+//! tables for people, `--json` for programs). Errors carry context naming what failed; `main`
+//! prints the whole chain and maps it to the documented exit codes.
+
+mod args;
+mod table;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use serde::Serialize;
+
+use crate::api::{self, ApiError, Client};
+use crate::config::Config;
+use crate::fsutil;
+
+pub use args::{Cli, Command, ConfigCommand, DcvCommand, ListArgs, Scope};
+use table::{Table, terminal_width};
+
+/// Exit codes of DESIGN.md.
+pub mod exit {
+    /// Done, nothing left to do.
+    pub const OK: u8 = 0;
+    /// An error.
+    pub const ERROR: u8 = 1;
+    /// Usage or configuration error.
+    pub const USAGE: u8 = 2;
+    /// Some certificates failed, others succeeded.
+    pub const PARTIAL: u8 = 3;
+    /// Work is pending at the CA; the next run continues.
+    pub const PENDING: u8 = 75;
+}
+
+/// A usage or configuration error: exits with code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose, cli.quiet);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: could not start the async runtime: {e}");
+            return ExitCode::from(exit::ERROR);
+        }
+    };
+    match runtime.block_on(run(&cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(exit_code_for(&err))
+        }
+    }
+}
+
+fn exit_code_for(err: &anyhow::Error) -> u8 {
+    for cause in err.chain() {
+        if cause.downcast_ref::<UsageError>().is_some()
+            || cause.downcast_ref::<crate::config::ConfigError>().is_some()
+        {
+            return exit::USAGE;
+        }
+    }
+    exit::ERROR
+}
+
+fn init_logging(verbose: u8, quiet: bool) {
+    let level = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "debug",
+        (false, _) => "trace",
+    };
+    // Our own crate at the chosen level; dependencies one step quieter so that -vv stays
+    // readable and never shows wire dumps.
+    let filter = format!("warn,cert_agent={level}");
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .try_init();
+}
+
+/// Runs one command; returns the exit code for outcomes that are not errors.
+pub async fn run(cli: &Cli) -> Result<u8> {
+    let out = Output { json: cli.json };
+    match &cli.command {
+        Command::Config(ConfigCommand::Check) => config_check(&cli.config, &out),
+        command => {
+            let config = load_config(&cli.config)?;
+            let client = client_for(&config)?;
+            run_api_command(command, &config, &client, &out).await
+        }
+    }
+}
+
+fn load_config(path: &Path) -> Result<Config> {
+    let config = Config::load(path)?;
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
+    Ok(config)
+}
+
+/// The API client as the configuration describes it.
+pub fn client_for(config: &Config) -> Result<Client> {
+    let options = config.client_options();
+    Client::new(options).context("could not set up the Partner API client")
+}
+
+fn config_check(path: &Path, out: &Output) -> Result<u8> {
+    let config = Config::load(path)?;
+    for warning in &config.warnings {
+        eprintln!("warning: {warning}");
+    }
+    if out.json {
+        out.print_json(&config)?;
+    } else {
+        print!("{}", config.render());
+    }
+    Ok(exit::OK)
+}
+
+struct Output {
+    json: bool,
+}
+
+impl Output {
+    fn print_json<T: Serialize + ?Sized>(&self, value: &T) -> Result<()> {
+        let text = serde_json::to_string_pretty(value).context("could not encode JSON output")?;
+        println!("{text}");
+        Ok(())
+    }
+
+    fn table(&self, table: &Table) {
+        print!("{}", table.render(terminal_width()));
+    }
+}
+
+async fn run_api_command(
+    command: &Command,
+    config: &Config,
+    client: &Client,
+    out: &Output,
+) -> Result<u8> {
+    match command {
+        Command::Products { eu_prices } => products(client, *eu_prices, out).await,
+        Command::Balance => balance(client, out).await,
+        Command::List(args) => list(client, args, out).await,
+        Command::Show { id } => show(client, *id, out).await,
+        Command::Status { id } => status(client, *id, out).await,
+        Command::Software { product_id } => software(client, *product_id, out).await,
+        Command::Countries => countries(client, out).await,
+        Command::Dcv(cmd) => dcv(client, cmd, out).await,
+        Command::Cancel { id, yes } => cancel(client, *id, *yes, out).await,
+        Command::Prolong { id, show_token } => prolong(client, config, *id, *show_token, out).await,
+        Command::Download { id, bundle, output } => {
+            download(client, *id, *bundle, output.as_deref()).await
+        }
+        Command::Config(_) => unreachable_config(),
+    }
+}
+
+fn unreachable_config() -> Result<u8> {
+    bail!("internal: config commands are handled before the API client is built")
+}
+
+fn or_dash(v: Option<impl ToString>) -> String {
+    v.map(|s| s.to_string()).unwrap_or_else(|| "-".to_owned())
+}
+
+async fn products(client: &Client, eu_prices: bool, out: &Output) -> Result<u8> {
+    let products = client.products(eu_prices).await?;
+    if out.json {
+        out.print_json(&products)?;
+        return Ok(exit::OK);
+    }
+    // Prices are net, in the account currency (EUR with --eu-prices); the balance call is the
+    // only one that names the account currency.
+    let currency = if eu_prices {
+        Some("EUR".to_owned())
+    } else {
+        client.balance().await.ok().map(|b| b.balance.currency)
+    };
+    let mut sorted = products;
+    sorted.sort_by(|a, b| b.prio.cmp(&a.prio).then(a.id.cmp(&b.id)));
+    let mut t = Table::new(&[
+        "ID",
+        "PRODUCT",
+        "BRAND",
+        "VALIDATION",
+        "TYPE",
+        "ISSUER",
+        "PRICES",
+    ])
+    .right(0)
+    .flex(1);
+    for p in &sorted {
+        let mut prices: Vec<String> = p
+            .prices
+            .iter()
+            .filter_map(|pr| {
+                let value = pr.value.as_ref()?;
+                Some(match pr.period {
+                    Some(y) => format!("{y}y {value}"),
+                    None => value.to_string(),
+                })
+            })
+            .collect();
+        if let (Some(cur), false) = (&currency, prices.is_empty()) {
+            prices.push(cur.clone());
+        }
+        t.row([
+            p.id.to_string(),
+            or_dash(p.name.as_deref()),
+            or_dash(p.brand.as_deref()),
+            or_dash(p.validation_type.as_deref()),
+            or_dash(p.product_type.as_ref().map(|t| t.as_str().to_owned())),
+            or_dash(p.issuer.as_deref()),
+            prices.join(", "),
+        ]);
+    }
+    out.table(&t);
+    if !eu_prices {
+        println!("\nPrices are net per period (years); VAT is added on the invoice.");
+    }
+    Ok(exit::OK)
+}
+
+async fn balance(client: &Client, out: &Output) -> Result<u8> {
+    let b = client.balance().await?;
+    if out.json {
+        out.print_json(&b)?;
+        return Ok(exit::OK);
+    }
+    let mut t = Table::new(&["", "AMOUNT", "CURRENCY"]).right(1);
+    for (name, amount, _) in [
+        ("balance", &b.balance, ""),
+        ("reserved", &b.reserved, ""),
+        ("common", &b.common, ""),
+        ("prepayment", &b.prepayment, ""),
+        ("available", &b.available, ""),
+    ] {
+        t.row([
+            name.to_owned(),
+            amount.sum.to_string(),
+            amount.currency.clone(),
+        ]);
+    }
+    out.table(&t);
+    Ok(exit::OK)
+}
+
+async fn list(client: &Client, args: &ListArgs, out: &Output) -> Result<u8> {
+    let scope = args.scope.map(list_scope);
+    let q = args.q.as_deref();
+    let (certs, pagination) = if args.all {
+        (client.list_all(scope, q).await?, None)
+    } else if args.page.is_some() || scope.is_some() || q.is_some() {
+        let page = client.list(args.page.unwrap_or(1), scope, q).await?;
+        (page.certificates, page.pagination)
+    } else {
+        (client.list_unpaged().await?, None)
+    };
+    if out.json {
+        #[derive(Serialize)]
+        struct ListOut<'a> {
+            certificates: &'a [api::Certificate],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            pagination: Option<&'a api::Pagination>,
+        }
+        out.print_json(&ListOut {
+            certificates: &certs,
+            pagination: pagination.as_ref(),
+        })?;
+        return Ok(exit::OK);
+    }
+    let mut t = Table::new(&[
+        "ID",
+        "STATE",
+        "DOMAIN",
+        "PRODUCT",
+        "VALID TO",
+        "SUBSCRIPTION TO",
+        "PRICE",
+    ])
+    .right(0)
+    .right(6)
+    .flex(3);
+    for c in &certs {
+        let state = c
+            .status
+            .code
+            .as_ref()
+            .map(|s| s.as_str().to_owned())
+            .or_else(|| c.status.description.clone());
+        let mut domain = or_dash(c.domain_name.as_deref());
+        let extra = c.domain_names.as_ref().map_or(0, Vec::len);
+        if extra > 0 {
+            domain.push_str(&format!(" (+{extra})"));
+        }
+        let price = match (&c.price, &c.currency) {
+            (Some(p), Some(cur)) => format!("{p} {cur}"),
+            (Some(p), None) => p.to_string(),
+            _ => "-".to_owned(),
+        };
+        t.row([
+            c.internal_number.to_string(),
+            or_dash(state),
+            domain,
+            c.name.clone(),
+            or_dash(c.valid_to.as_deref()),
+            or_dash(c.subscription_valid_to.as_deref()),
+            price,
+        ]);
+    }
+    if t.is_empty() {
+        println!("no certificates");
+    } else {
+        out.table(&t);
+    }
+    if let Some(p) = &pagination {
+        println!(
+            "\npage {} of {} ({} certificates){}",
+            args.page.unwrap_or(1),
+            or_dash(p.total_pages),
+            or_dash(p.total),
+            p.next_page
+                .map(|n| format!("; next: --page {n}"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(exit::OK)
+}
+
+fn list_scope(scope: Scope) -> api::ListScope {
+    match scope {
+        Scope::Issued => api::ListScope::ApiIssued,
+        Scope::InProgress => api::ListScope::ApiInProgress,
+        Scope::Annulled => api::ListScope::ApiAnnulled,
+    }
+}
+
+async fn show(client: &Client, id: u64, out: &Output) -> Result<u8> {
+    let d = client.details(id).await?;
+    if out.json {
+        out.print_json(&d)?;
+        return Ok(exit::OK);
+    }
+    let state = d.status.certificate.as_ref().map(|s| s.as_str().to_owned());
+    let mut rows: Vec<(&str, String)> = vec![
+        ("certificate", d.id.to_string()),
+        ("state", or_dash(state)),
+        ("product", format!("{} (ID {})", d.name, d.nomenclature_id)),
+        ("common name", d.common_name.clone()),
+        ("domains", d.all_domains.join(", ")),
+        ("CA order", or_dash(d.external_number.as_deref())),
+        (
+            "valid",
+            format!(
+                "{} .. {}",
+                or_dash(d.valid_from.as_deref()),
+                or_dash(d.valid_to.as_deref())
+            ),
+        ),
+    ];
+    if d.subscription_valid_from.is_some() || d.subscription_valid_to.is_some() {
+        rows.push((
+            "subscription",
+            format!(
+                "{} .. {}{}",
+                or_dash(d.subscription_valid_from.as_deref()),
+                or_dash(d.subscription_valid_to.as_deref()),
+                d.subscription_duration
+                    .map(|n| format!(" ({n} days)"))
+                    .unwrap_or_default()
+            ),
+        ));
+    }
+    if let Some(r) = d.replacement_id {
+        rows.push(("replaced by", r.to_string()));
+    }
+    if let Some(p) = d.prolonged_id {
+        rows.push(("renews", p.to_string()));
+    }
+    rows.push(("DCV method", d.dcv_method.clone()));
+    if !d.validation_email.is_empty() && d.validation_email != d.dcv_method {
+        rows.push(("validation email", d.validation_email.clone()));
+    }
+    for (domain, email) in &d.additional_validation_emails {
+        rows.push(("", format!("{domain}: {email}")));
+    }
+    let price = match &d.price {
+        Some(p) => format!(
+            "{p} {}{}",
+            d.currency,
+            if d.price_includes_vat {
+                " (incl. VAT)"
+            } else {
+                ""
+            }
+        ),
+        None => "-".to_owned(),
+    };
+    rows.push(("price", price));
+    rows.push(("payment", d.payment_status.clone()));
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (k, v) in rows {
+        if k.is_empty() {
+            println!("{:width$}  {v}", "");
+        } else {
+            println!("{k:width$}  {v}");
+        }
+    }
+    if let Some(content) = &d.dcv_content {
+        println!("\nDCV content:\n{content}");
+    }
+    Ok(exit::OK)
+}
+
+async fn status(client: &Client, id: u64, out: &Output) -> Result<u8> {
+    let s = client.status(id).await?;
+    if out.json {
+        out.print_json(&s)?;
+        return Ok(exit::OK);
+    }
+    println!(
+        "certificate {id}: {}",
+        or_dash(s.certificate.as_ref().map(|c| c.as_str().to_owned()))
+    );
+    Ok(exit::OK)
+}
+
+async fn software(client: &Client, product_id: u64, out: &Output) -> Result<u8> {
+    let list = client.ssl_server_softwares(product_id).await?;
+    if out.json {
+        out.print_json(&list)?;
+        return Ok(exit::OK);
+    }
+    let mut t = Table::new(&["ID", "CODE", "NAME", "ISSUER"])
+        .right(0)
+        .flex(2);
+    for s in &list {
+        t.row([
+            s.id.to_string(),
+            or_dash(s.code.as_deref()),
+            or_dash(s.name.as_deref()),
+            or_dash(s.issuer.as_deref()),
+        ]);
+    }
+    out.table(&t);
+    println!(
+        "\nSet `ssl_server_software_id` in a [[certificate]] to one of these IDs (0: the CA's default)."
+    );
+    Ok(exit::OK)
+}
+
+async fn countries(client: &Client, out: &Output) -> Result<u8> {
+    let list = client.countries().await?;
+    if out.json {
+        out.print_json(&list)?;
+        return Ok(exit::OK);
+    }
+    let mut t = Table::new(&["ID", "CODE", "NAME"]).right(0).flex(2);
+    for c in &list {
+        t.row([
+            or_dash(c.id),
+            or_dash(c.code.as_deref()),
+            or_dash(c.name.as_deref()),
+        ]);
+    }
+    out.table(&t);
+    Ok(exit::OK)
+}
+
+async fn dcv(client: &Client, cmd: &DcvCommand, out: &Output) -> Result<u8> {
+    match cmd {
+        DcvCommand::Emails { domain, provider } => {
+            let emails = client.dcv_emails(domain, provider.as_deref()).await?;
+            if out.json {
+                out.print_json(&emails)?;
+                return Ok(exit::OK);
+            }
+            let all = emails.all();
+            if all.is_empty() {
+                println!("the CA reports no validation addresses for {domain}");
+            }
+            for (group, list) in [
+                ("whois", &emails.whois),
+                ("level 2", &emails.level_2),
+                ("level 3", &emails.level_3),
+            ] {
+                if let Some(list) = list.as_ref().filter(|l| !l.is_empty()) {
+                    println!("{group}:");
+                    for e in list {
+                        println!("  {e}");
+                    }
+                }
+            }
+            if let Some(v) = &emails.random_value {
+                println!("DNS TXT value: {v}");
+            }
+            Ok(exit::OK)
+        }
+        DcvCommand::Status { id } => {
+            let s = client.dcv_status(*id).await?;
+            if out.json {
+                out.print_json(&s)?;
+                return Ok(exit::OK);
+            }
+            let mut t = Table::new(&["DOMAIN", "VALID", "SENT", "METHOD", "STATUS"]).flex(3);
+            for (domain, d) in &s.domains {
+                let yes_no = |b: Option<bool>| match b {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "-",
+                };
+                t.row([
+                    domain.clone(),
+                    yes_no(d.valid).to_owned(),
+                    yes_no(d.sent).to_owned(),
+                    or_dash(d.method.as_deref().or(d.dcv_method.as_deref())),
+                    or_dash(d.status.as_deref()),
+                ]);
+            }
+            out.table(&t);
+            for (domain, d) in &s.domains {
+                if let Some(h) = &d.hashes {
+                    println!(
+                        "{domain}: CSR MD5 {} SHA-256 {}",
+                        or_dash(h.md5.as_deref()),
+                        or_dash(h.sha1.as_deref())
+                    );
+                }
+            }
+            if let Some(u) = &s.unique_value {
+                println!("unique value: {u}");
+            }
+            Ok(exit::OK)
+        }
+        DcvCommand::Change { id, target, domain } => {
+            let r = client.change_dcv(*id, target, domain.as_deref()).await?;
+            action_done(&r, out)
+        }
+        DcvCommand::Resend { id } => {
+            let r = client.resend_dcv(*id).await?;
+            action_done(&r, out)
+        }
+    }
+}
+
+fn action_done(r: &api::ActionResult, out: &Output) -> Result<u8> {
+    if out.json {
+        out.print_json(r)?;
+    } else {
+        println!("{}", r.result.as_deref().unwrap_or("done"));
+    }
+    Ok(exit::OK)
+}
+
+async fn cancel(client: &Client, id: u64, yes: bool, out: &Output) -> Result<u8> {
+    if !yes {
+        return Err(UsageError(format!(
+            "cancelling certificate {id} needs --yes. A cancellation is a request to the \
+             service's staff and cannot be taken back; it is possible for any certificate not \
+             yet issued, and for an issued one only within 28 days of its issuance."
+        ))
+        .into());
+    }
+    let r = client.cancel(id).await?;
+    action_done(&r, out)
+}
+
+/// Base of the order site where renewal orders are completed (`api.order_site_url`).
+fn order_site_url(config: &Config) -> Option<&str> {
+    let _ = config;
+    None
+}
+
+/// Where the prolongation token of certificate `id` is stored.
+pub fn prolongation_token_path(state_dir: &Path, id: u64) -> PathBuf {
+    state_dir.join("prolongation").join(format!("{id}.token"))
+}
+
+async fn prolong(
+    client: &Client,
+    config: &Config,
+    id: u64,
+    show_token: bool,
+    out: &Output,
+) -> Result<u8> {
+    let p = client.prolong(id).await?;
+    let Some(token) = p.prolongation_token else {
+        if out.json {
+            out.print_json(&serde_json::json!({ "certificate": id, "prepared": false }))?;
+        } else {
+            println!(
+                "no renewal order can be prepared for certificate {id}: it was already renewed \
+                 or replaced by a reissue, there is no order to renew, or its multi-year \
+                 subscription ends more than 3 months from now (reissue instead)"
+            );
+        }
+        return Ok(exit::OK);
+    };
+    let state_dir = config.agent.state_dir.as_path();
+    let path = prolongation_token_path(state_dir, id);
+    let parent = path.parent().unwrap_or(state_dir);
+    fsutil::ensure_private_dir(state_dir, 0o700)
+        .and_then(|()| fsutil::ensure_private_dir(parent, 0o700))
+        .and_then(|()| fsutil::write_atomic(&path, token.expose().as_bytes(), 0o600))
+        .with_context(|| format!("could not store the renewal token in {}", path.display()))?;
+    let link = order_site_url(config).map(|base| {
+        format!(
+            "{}/lead/continue_order/{}",
+            base.trim_end_matches('/'),
+            token.expose()
+        )
+    });
+    if out.json {
+        let mut v = serde_json::json!({
+            "certificate": id,
+            "prepared": true,
+            "token_file": path,
+        });
+        if show_token {
+            v["prolongation_token"] = serde_json::Value::String(token.expose().to_owned());
+            if let Some(link) = &link {
+                v["link"] = serde_json::Value::String(link.clone());
+            }
+        }
+        out.print_json(&v)?;
+        return Ok(exit::OK);
+    }
+    println!(
+        "a renewal order is prepared for certificate {id}; nothing is billed until it is \
+         completed on the order site."
+    );
+    println!("token stored in {} (mode 0600)", path.display());
+    if show_token {
+        match &link {
+            Some(link) => println!("complete it at: {link}"),
+            None => println!(
+                "token: {} (complete it at <order site>/lead/continue_order/<token>; set \
+                 api.order_site_url to get the link)",
+                token.expose()
+            ),
+        }
+        println!("the link signs in as your partner account: do not share it");
+    } else {
+        println!("run again with --show-token to print the completion link");
+    }
+    Ok(exit::OK)
+}
+
+async fn download(client: &Client, id: u64, bundle: bool, output: Option<&Path>) -> Result<u8> {
+    let d = if bundle {
+        client.download_bundle(id).await?
+    } else {
+        client.download(id).await?
+    };
+    match output {
+        Some(p) if p == Path::new("-") => {
+            let mut stdout = std::io::stdout().lock();
+            stdout
+                .write_all(&d.bytes)
+                .and_then(|()| stdout.flush())
+                .context("could not write the archive to stdout")?;
+            return Ok(exit::OK);
+        }
+        _ => {}
+    }
+    let path = match output {
+        Some(p) => p.to_path_buf(),
+        None => PathBuf::from(d.filename.clone().unwrap_or_else(|| {
+            if bundle {
+                format!("bundle-{id}.zip")
+            } else {
+                format!("certificate-{id}.zip")
+            }
+        })),
+    };
+    fsutil::write_atomic(&path, &d.bytes, 0o644)
+        .with_context(|| format!("could not write {}", path.display()))?;
+    eprintln!("wrote {} ({} bytes)", path.display(), d.bytes.len());
+    Ok(exit::OK)
+}
+
+/// True when `err` is (or wraps) an [`ApiError`] answered with HTTP `status`.
+pub fn api_status(err: &anyhow::Error) -> Option<u16> {
+    err.chain()
+        .find_map(|c| c.downcast_ref::<ApiError>())
+        .and_then(ApiError::status)
+}

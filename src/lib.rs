@@ -4,11 +4,15 @@
 //! Layering (an arrow means "may call"): `cli → renew → {api, dcv, install, store, bundle,
 //! crypto, config}`; `api`, `crypto`, `bundle` and `config` depend on nothing else of ours.
 
+#![cfg_attr(not(test), warn(clippy::unwrap_used))]
+
 pub mod api;
 pub mod bundle;
+pub mod cli;
 pub mod config;
 pub mod crypto;
 pub mod dcv;
 pub mod fsutil;
 pub mod install;
+pub mod renew;
 pub mod store;

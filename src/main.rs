@@ -1,4 +1,10 @@
 //! `cert-agent` binary: parse the command line, run the command, map the outcome to the
 //! documented exit codes.
 
-fn main() {}
+#![cfg_attr(not(test), warn(clippy::unwrap_used))]
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    cert_agent::cli::main()
+}

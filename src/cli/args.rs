@@ -1,0 +1,214 @@
+//! The command-line grammar of `cert-agent` (clap derive). Help texts here are the user's first
+//! documentation: they say what a command does, what it costs and what it needs.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const AFTER_HELP: &str = "\
+Configuration: --config PATH, or $CERT_AGENT_CONFIG, or /etc/cert-agent/config.toml.
+Exit codes: 0 done, 1 error, 2 usage or configuration error, 3 some certificates failed,
+75 work is pending at the CA (the next run continues).
+Documentation: docs/commands.md and docs/configuration.md.";
+
+/// Certificate agent for a reseller's Partner API: orders, validates, installs and renews
+/// certificates for nginx and apache.
+#[derive(Debug, Parser)]
+#[command(name = "cert-agent", version, about, long_about = None, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// Configuration file.
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        env = "CERT_AGENT_CONFIG",
+        default_value = "/etc/cert-agent/config.toml"
+    )]
+    pub config: PathBuf,
+
+    /// More log output on stderr (-v: debug, -vv: trace). Secrets are never logged.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// Only errors on stderr.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// Machine-readable JSON on stdout instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the products you can order, with your prices per period.
+    ///
+    /// The ID is what `product_id` in a [[certificate]] section refers to.
+    Products {
+        /// Show recommended end-user prices in EUR instead of your partner prices.
+        #[arg(long)]
+        eu_prices: bool,
+    },
+
+    /// Show the account balance (balance, reserved, common, prepayment, available).
+    Balance,
+
+    /// List the certificates of the account, newest first.
+    ///
+    /// Without --page, --scope or --q the API returns every certificate in one answer.
+    List(ListArgs),
+
+    /// Show the details of one certificate: state, domains, validity, subscription, DCV.
+    Show {
+        /// Certificate ID (internal number).
+        id: u64,
+    },
+
+    /// Show the state of one certificate as the status call reports it.
+    ///
+    /// The API asks for at most one status call every 5 minutes per certificate.
+    Status {
+        /// Certificate ID (internal number).
+        id: u64,
+    },
+
+    /// List the server software entries for a product (the ssl_server_software_id values).
+    Software {
+        /// Product ID from `cert-agent products`.
+        product_id: u64,
+    },
+
+    /// List the countries the API knows, with their numeric IDs and codes.
+    Countries,
+
+    /// Domain control validation: addresses, state, change of method, resend.
+    #[command(subcommand)]
+    Dcv(DcvCommand),
+
+    /// Request the cancellation of a certificate (staff-processed, not instant).
+    ///
+    /// Allowed for any certificate not yet issued, and for an issued one within 28 days of
+    /// its issuance. Needs --yes.
+    Cancel {
+        /// Certificate ID (internal number).
+        id: u64,
+        /// Confirm the cancellation request.
+        #[arg(long)]
+        yes: bool,
+    },
+
+    /// Prepare the renewal order of a certificate and store its token.
+    ///
+    /// Nothing is ordered or billed until the order is completed on the order site. The token
+    /// is a credential (the link signs the visitor in as your account): it is stored with mode
+    /// 0600 in the state directory and printed only with --show-token.
+    Prolong {
+        /// Certificate ID (internal number).
+        id: u64,
+        /// Print the token and the completion link.
+        #[arg(long)]
+        show_token: bool,
+    },
+
+    /// Download the CA archive (or, with --bundle, the per-server bundle) of an issued
+    /// certificate as a ZIP file.
+    Download {
+        /// Certificate ID (internal number).
+        id: u64,
+        /// The per-server bundle (nginx/, apache/, iis/, pem/, exchange/) instead of the CA archive.
+        #[arg(long)]
+        bundle: bool,
+        /// Where to write the ZIP (default: the name the API gives, in the current directory).
+        /// `-` writes to stdout.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+
+    /// Configuration commands.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Page number (50 certificates a page).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub page: Option<u32>,
+    /// Only certificates in this state group.
+    #[arg(long, value_enum)]
+    pub scope: Option<Scope>,
+    /// Text searched in domain names and organisation names.
+    #[arg(long, value_name = "TEXT")]
+    pub q: Option<String>,
+    /// Fetch every page (with --scope/--q: all matches).
+    #[arg(long, conflicts_with = "page")]
+    pub all: bool,
+}
+
+/// The list call's `scope` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scope {
+    /// Issued certificates.
+    Issued,
+    /// Certificates being issued.
+    InProgress,
+    /// Cancelled, rejected or revoked certificates.
+    Annulled,
+}
+
+impl Scope {
+    /// The value the API expects.
+    pub fn api_value(self) -> &'static str {
+        match self {
+            Scope::Issued => "api_issued",
+            Scope::InProgress => "api_in_progress",
+            Scope::Annulled => "api_annulled",
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DcvCommand {
+    /// List the email addresses the CA accepts for validating a domain.
+    Emails {
+        /// Domain name.
+        domain: String,
+        /// Ask for the addresses of another CA family (the API's legacy provider identifier).
+        #[arg(long, value_name = "PROVIDER")]
+        provider: Option<String>,
+    },
+    /// Show the validation state of each domain of a certificate in progress.
+    Status {
+        /// Certificate ID (internal number).
+        id: u64,
+    },
+    /// Change the validation method of a certificate in progress.
+    ///
+    /// TARGET is an email address (from `dcv emails` or `dcv status`) or one of
+    /// HTTP_CSR_HASH, HTTPS_CSR_HASH (family S only), CNAME_CSR_HASH.
+    Change {
+        /// Certificate ID (internal number).
+        id: u64,
+        /// New validation email address or method.
+        #[arg(value_name = "EMAIL|METHOD")]
+        target: String,
+        /// The domain to change (required for multi-domain certificates).
+        #[arg(long)]
+        domain: Option<String>,
+    },
+    /// Ask the CA to resend the validation email or retry the current method.
+    Resend {
+        /// Certificate ID (internal number).
+        id: u64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate the configuration file and print the effective configuration (defaults
+    /// applied, secrets masked). Makes no API call.
+    Check,
+}
