@@ -110,7 +110,7 @@ impl State {
     }
 
     /// Endpoint 14.
-    pub(super) fn details(&self, id: u64, _now: i64) -> ApiResponse {
+    pub(super) fn details(&self, id: u64) -> ApiResponse {
         let cert = self.cert(id);
         let leaf = cert.leaf.as_ref();
         let payment_status = self.payment_status(&cert.account, cert.bill_of);

@@ -211,7 +211,7 @@ impl State {
             }),
             ["ssl_certificates", id] if get => {
                 self.cert_call(req, id, false, NotFound::Details, |s, _, cert| {
-                    s.details(cert, now)
+                    s.details(cert)
                 })
             }
             ["ssl_certificates", id, "status"] if get => {

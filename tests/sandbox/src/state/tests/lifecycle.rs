@@ -325,11 +325,16 @@ fn instant_mode_skips_every_wait() {
             "{product}: no pickup wait"
         );
     }
-    // Cancellation is processed at once too.
+    // Staff are people: a cancellation still takes its hour.
     let (pem, _) = csr(&["www.example.com"]);
     let id = env.place(PARTNER, item(p::C_DV, "www.example.com", &pem));
     let resp = env.post_form(PARTNER, &Env::cert_path(id, "cancel"), &[]);
     assert_eq!(json_of(&resp)["success"], true);
+    assert_eq!(
+        env.details(PARTNER, id)["status"]["certificate"],
+        "in_progress_pending_cancel"
+    );
+    env.advance(3600);
     assert_eq!(env.status(PARTNER, id), "annulled");
 }
 
