@@ -302,6 +302,13 @@ async fn server_from_a_listener_bound_elsewhere() {
     server.shutdown().await;
 }
 
+#[test]
+fn a_listener_outside_a_runtime_is_an_error_not_a_panic() {
+    let listener = std::net::TcpListener::bind(localhost()).unwrap();
+    let err = StandaloneServer::from_listener(listener, ServerOptions::default()).unwrap_err();
+    assert!(matches!(err, DcvError::Listen { .. }), "{err}");
+}
+
 #[tokio::test]
 async fn binding_a_busy_port_names_the_address() {
     let taken = std::net::TcpListener::bind(localhost()).unwrap();
@@ -323,6 +330,8 @@ async fn self_check_against_the_standalone_server() {
     let server = server(ServerOptions::default()).await;
     let check = check_at(server.local_addr());
     let outcome = check.check("www.example.test", &file()).await.unwrap();
+    assert_eq!(outcome, SelfCheckOutcome::Ok);
+    let outcome = check.check("WWW.Example.TEST", &file()).await.unwrap();
     assert_eq!(outcome, SelfCheckOutcome::Ok);
 
     let stale = ValidationFile::from_parts(NAME, "stale content").unwrap();

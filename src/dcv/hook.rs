@@ -305,7 +305,7 @@ pub async fn run(
                 program: program.clone(),
                 action: action.as_str(),
                 record: what,
-                secs: hook.timeout.as_secs(),
+                timeout: hook.timeout,
             });
         }
     };

@@ -220,12 +220,12 @@ pub enum DcvError {
     },
 
     /// The DNS hook program did not finish in time (it was killed).
-    #[error("dns_hook '{program}' to {action} {record} did not finish within {secs} s; killed")]
+    #[error("dns_hook '{program}' to {action} {record} did not finish within {timeout:?}; killed")]
     HookTimeout {
         program: String,
         action: &'static str,
         record: String,
-        secs: u64,
+        timeout: std::time::Duration,
     },
 
     /// The DNS hook program failed.

@@ -120,6 +120,9 @@ impl SelfCheck {
         domain: &str,
         file: &ValidationFile,
     ) -> Result<SelfCheckOutcome, DcvError> {
+        // URLs carry host names in lower case; the address override must use the same.
+        let domain = domain.to_ascii_lowercase();
+        let domain = domain.as_str();
         let url = Self::url(domain, file);
         let fail = |reason: String| DcvError::SelfCheck {
             url: quote(&url),

@@ -4,7 +4,8 @@
 //! Request paths are compared byte for byte with `/.well-known/pki-validation/<MD5>.txt`:
 //! nothing is decoded or normalised, so `..`, `%2e%2e`, `//` and the like never match; a query
 //! string is ignored on a published path (as a static file server does) and a request for
-//! anything else is `404`. There is no file system behind the server.
+//! anything else is `404`. The `Host` header is not consulted: one server answers for every
+//! domain of the certificates it serves. There is no file system behind the server.
 //!
 //! Limits: a request's headers must arrive within [`ServerOptions::header_read_timeout`]
 //! (slowloris), a connection lives at most [`ServerOptions::connection_timeout`], one request per
@@ -97,8 +98,9 @@ impl StandaloneServer {
         Self::serve(listener, options, listen_addr)
     }
 
-    /// Serves on a socket bound elsewhere, e.g. as root before privileges are dropped. Must be
-    /// called from within a Tokio runtime.
+    /// Serves on a socket bound elsewhere, e.g. as root before privileges are dropped: the
+    /// seam for ports below 1024. Must be called from within a Tokio runtime (an error
+    /// otherwise).
     pub fn from_listener(
         listener: std::net::TcpListener,
         options: ServerOptions,
@@ -106,6 +108,11 @@ impl StandaloneServer {
         let addr = listener
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        // Registering the socket needs the runtime's reactor.
+        tokio::runtime::Handle::try_current().map_err(|e| DcvError::Listen {
+            addr,
+            source: std::io::Error::other(e),
+        })?;
         let listener = listener
             .set_nonblocking(true)
             .and_then(|()| TcpListener::from_std(listener))
@@ -121,9 +128,13 @@ impl StandaloneServer {
         let local_addr = listener
             .local_addr()
             .map_err(|source| DcvError::Listen { addr, source })?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|e| DcvError::Listen {
+            addr,
+            source: std::io::Error::other(e),
+        })?;
         let files: Files = Arc::default();
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(accept_loop(listener, files.clone(), options, stopped));
+        let task = runtime.spawn(accept_loop(listener, files.clone(), options, stopped));
         tracing::debug!("standalone DCV server listening on {local_addr}");
         Ok(Self {
             local_addr,

@@ -18,6 +18,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat, renameat};
@@ -341,7 +342,9 @@ fn not_dir_error(
 
 /// Writes the file atomically into the directory `dir` (whose path is `path`'s parent).
 fn write_at(dir: &OwnedFd, file: &ValidationFile, path: &Path) -> Result<(), DcvError> {
-    let tmp = format!(".{}.tmp{}", file.name(), std::process::id());
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let tmp = format!(".{}.tmp{}-{seq}", file.name(), std::process::id());
     let _ = unlinkat(dir, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
     let result = (|| {
         let fd = openat(
