@@ -1,0 +1,3 @@
+//! Shared helpers for integration tests: `mod support;` in a test file brings them in.
+
+pub mod webserver;
