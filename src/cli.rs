@@ -17,7 +17,7 @@ use crate::api::{self, ApiError, Client};
 use crate::config::Config;
 use crate::fsutil;
 
-pub use args::{Cli, Command, ConfigCommand, DcvCommand, ListArgs, Scope};
+pub use args::{Cli, Command, ConfigCommand, DcvCommand, IssueArgs, ListArgs, RenewArgs, Scope};
 use table::{Table, terminal_width};
 
 /// Exit codes of DESIGN.md.
@@ -83,11 +83,17 @@ fn init_logging(verbose: u8, quiet: bool) {
     // Our own crate at the chosen level; dependencies one step quieter so that -vv stays
     // readable and never shows wire dumps.
     let filter = format!("warn,cert_agent={level}");
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .try_init();
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter));
+    // Timestamps only when asked for detail: the journal and cron add their own.
+    let _ = if verbose > 0 {
+        builder.try_init()
+    } else {
+        builder.without_time().try_init()
+    };
 }
 
 /// Runs one command; returns the exit code for outcomes that are not errors.
@@ -95,6 +101,32 @@ pub async fn run(cli: &Cli) -> Result<u8> {
     let out = Output { json: cli.json };
     match &cli.command {
         Command::Config(ConfigCommand::Check) => config_check(&cli.config, &out),
+        Command::Renew(args) => {
+            let config = load_config(&cli.config)?;
+            let client = client_for(&config)?;
+            let opts = crate::renew::run::RunOptions {
+                names: args.names.clone(),
+                dry_run: args.dry_run,
+                force: args.force,
+                wait: std::time::Duration::from_secs(args.wait),
+                allow_orders: config.agent.allow_orders,
+                clear_intent: false,
+            };
+            renew(&config, &client, &opts, &out).await
+        }
+        Command::Issue(args) => {
+            let config = load_config(&cli.config)?;
+            let client = client_for(&config)?;
+            let opts = crate::renew::run::RunOptions {
+                names: vec![args.name.clone()],
+                dry_run: false,
+                force: false,
+                wait: std::time::Duration::from_secs(args.wait),
+                allow_orders: args.yes || config.agent.allow_orders,
+                clear_intent: args.clear_intent,
+            };
+            renew(&config, &client, &opts, &out).await
+        }
         command => {
             let config = load_config(&cli.config)?;
             let client = client_for(&config)?;
@@ -166,12 +198,57 @@ async fn run_api_command(
         Command::Download { id, bundle, output } => {
             download(client, *id, *bundle, output.as_deref()).await
         }
-        Command::Config(_) => unreachable_config(),
+        Command::Config(_) | Command::Renew(_) | Command::Issue(_) => unreachable_config(),
     }
 }
 
 fn unreachable_config() -> Result<u8> {
-    bail!("internal: config commands are handled before the API client is built")
+    bail!("internal: this command is handled before the account commands")
+}
+
+async fn renew(
+    config: &Config,
+    client: &Client,
+    opts: &crate::renew::run::RunOptions,
+    out: &Output,
+) -> Result<u8> {
+    use crate::renew::run::Outcome;
+    let report = match crate::renew::run::run(config, client, opts).await {
+        Ok(r) => r,
+        Err(e) => {
+            if let Some(crate::store::StoreError::Locked { .. }) =
+                e.downcast_ref::<crate::store::StoreError>()
+            {
+                eprintln!("{e:#}");
+                return Ok(exit::PENDING);
+            }
+            return Err(e);
+        }
+    };
+    if out.json {
+        out.print_json(&report)?;
+        return Ok(report.exit_code());
+    }
+    for c in &report.certificates {
+        match &c.outcome {
+            Outcome::Unchanged { reason } => println!("{}: nothing to do ({reason})", c.name),
+            Outcome::Installed {
+                certificate_id,
+                serial,
+                not_after,
+            } => println!(
+                "{}: installed certificate {certificate_id}, serial {serial}, valid until {}",
+                c.name,
+                not_after
+                    .format(&time::format_description::well_known::Rfc3339)
+                    .unwrap_or_default()
+            ),
+            Outcome::Pending { reason } => println!("{}: pending: {reason}", c.name),
+            Outcome::Planned { action } => println!("{}: would {action}", c.name),
+            Outcome::Failed { error } => eprintln!("{}: error: {error}", c.name),
+        }
+    }
+    Ok(report.exit_code())
 }
 
 fn or_dash(v: Option<impl ToString>) -> String {

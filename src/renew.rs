@@ -4,3 +4,4 @@
 
 pub mod keys;
 pub mod order;
+pub mod run;

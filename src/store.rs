@@ -117,6 +117,9 @@ pub struct PublishedDcv {
     /// DNS records added through the hook: (name, type, value).
     #[serde(default)]
     pub dns_records: Vec<(String, String, String)>,
+    /// The certificate domain each of `dns_records` validates (same order).
+    #[serde(default)]
+    pub dns_domains: Vec<String>,
 }
 
 impl PublishedDcv {

@@ -44,6 +44,21 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Bring every configured certificate up to date: continue pending orders (validation,
+    /// issuance, download, install) and place first orders where `allow_orders = true`.
+    ///
+    /// Safe to run often (systemd timer, cron): when nothing is due it makes no API call.
+    /// Exits 75 when work is pending at the CA; the next run carries on where this one stopped.
+    Renew(RenewArgs),
+
+    /// Order a configured certificate that has no order yet (billed), then validate, install
+    /// and reload as `renew` does.
+    ///
+    /// Needs --yes (or `allow_orders = true`) and respects `max_order_price`. The order is
+    /// placed at most once: an order whose answer was lost is found again in the certificate
+    /// list on the next run instead of being repeated.
+    Issue(IssueArgs),
+
     /// List the products you can order, with your prices per period.
     ///
     /// The ID is what `product_id` in a [[certificate]] section refers to.
@@ -130,6 +145,38 @@ pub enum Command {
     /// Configuration commands.
     #[command(subcommand)]
     Config(ConfigCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct RenewArgs {
+    /// Only this certificate (repeatable).
+    #[arg(long = "name", value_name = "NAME")]
+    pub names: Vec<String>,
+    /// Print what would be done; place no order, change no file.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Work on the selected certificates even when nothing is due.
+    #[arg(long)]
+    pub force: bool,
+    /// Seconds to wait for validation and issuance before leaving the rest to the next run.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub wait: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct IssueArgs {
+    /// The [[certificate]] to order.
+    pub name: String,
+    /// Confirm the billed order.
+    #[arg(long)]
+    pub yes: bool,
+    /// Forget an order whose outcome is unknown and that reconciliation could not find. Use
+    /// only when `cert-agent list` proves that nothing was ordered.
+    #[arg(long)]
+    pub clear_intent: bool,
+    /// Seconds to wait for validation and issuance before leaving the rest to the next run.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub wait: u64,
 }
 
 #[derive(Debug, Args)]
