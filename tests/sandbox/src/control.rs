@@ -1,0 +1,439 @@
+//! The control surface for tests: operations on the shared world (used directly by
+//! [`crate::SandboxHandle`]) and their HTTP form under `/_sandbox/` (used by the binary's users;
+//! loopback peers only). Nothing here is part of the partner API.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use crate::faults::Fault;
+use crate::state::{AccountInfo, DnsRecord};
+use crate::world::{CallRecord, Shared, guarded};
+
+/// Prefix of every control path.
+pub const PREFIX: &str = "/_sandbox";
+
+// ---- operations ----
+
+pub(crate) fn now(shared: &Shared) -> OffsetDateTime {
+    shared.lock().clock.now()
+}
+
+pub(crate) fn time_scale(shared: &Shared) -> f64 {
+    shared.lock().clock.scale()
+}
+
+/// Moves the clock forward and lets the state catch up; returns the new `now`.
+pub(crate) fn advance(shared: &Shared, by: time::Duration) -> OffsetDateTime {
+    let now = {
+        let mut w = shared.lock();
+        w.clock.advance(by);
+        let now = w.clock.now();
+        w.tick(now);
+        now
+    };
+    shared.persist(true);
+    now
+}
+
+/// Runs a state operation under the lock after a tick, then persists.
+fn mutate<T>(
+    shared: &Shared,
+    op: impl FnOnce(&mut crate::world::World, OffsetDateTime) -> Result<T, String>,
+) -> Result<T, String> {
+    let out = {
+        let mut w = shared.lock();
+        let now = w.clock.now();
+        w.tick(now);
+        guarded(|| op(&mut w, now))
+            .map_err(|p| format!("sandbox internal error: {p}"))
+            .and_then(|r| r)
+    };
+    shared.persist(false);
+    out
+}
+
+pub(crate) fn set_instant(shared: &Shared, instant: bool) -> Result<(), String> {
+    mutate(shared, |w, _| {
+        w.state.set_instant(instant);
+        Ok(())
+    })
+}
+
+pub(crate) fn set_dns_record(shared: &Shared, record: DnsRecord) -> Result<(), String> {
+    mutate(shared, |w, _| {
+        w.state.set_dns_record(record);
+        Ok(())
+    })
+}
+
+pub(crate) fn remove_dns_record(shared: &Shared, name: &str, rtype: &str) -> Result<(), String> {
+    mutate(shared, |w, _| {
+        w.state.remove_dns_record(name, rtype);
+        Ok(())
+    })
+}
+
+pub(crate) fn approve_email(
+    shared: &Shared,
+    certificate_id: u64,
+    domain: Option<&str>,
+) -> Result<(), String> {
+    mutate(shared, |w, _| w.state.approve_email(certificate_id, domain))
+}
+
+pub(crate) fn age_certificate(
+    shared: &Shared,
+    certificate_id: u64,
+    days_left: i64,
+) -> Result<(), String> {
+    mutate(shared, |w, now| {
+        let (state, ca) = (&mut w.state, &w.ca);
+        state.age_certificate(certificate_id, days_left, now, ca)
+    })
+}
+
+pub(crate) fn shorten_subscription(
+    shared: &Shared,
+    certificate_id: u64,
+    days_left: i64,
+) -> Result<(), String> {
+    mutate(shared, |w, now| {
+        w.state.shorten_subscription(certificate_id, days_left, now)
+    })
+}
+
+pub(crate) fn force_status(
+    shared: &Shared,
+    certificate_id: u64,
+    status: &str,
+) -> Result<(), String> {
+    mutate(shared, |w, _| w.state.force_status(certificate_id, status))
+}
+
+pub(crate) fn rotate_token(shared: &Shared, login: &str) -> Result<(), String> {
+    mutate(shared, |w, _| w.state.rotate_token(login))
+}
+
+/// Completes a prepared renewal order as the order site would (billed); returns the new
+/// certificate ID.
+pub(crate) fn complete_renewal(shared: &Shared, prolongation_token: &str) -> Result<u64, String> {
+    mutate(shared, |w, now| {
+        w.state.complete_renewal(prolongation_token, now)
+    })
+}
+
+pub(crate) fn accounts(shared: &Shared) -> Vec<AccountInfo> {
+    let w = shared.lock();
+    guarded(|| w.state.accounts()).unwrap_or_else(|e| {
+        tracing::error!("accounts failed: {e}");
+        Vec::new()
+    })
+}
+
+pub(crate) fn dns_records(shared: &Shared) -> Vec<DnsRecord> {
+    let w = shared.lock();
+    guarded(|| w.state.dns_records().to_vec()).unwrap_or_default()
+}
+
+pub(crate) fn billed_orders(shared: &Shared) -> Vec<(String, u64)> {
+    let w = shared.lock();
+    guarded(|| w.state.billed_orders()).unwrap_or_else(|e| {
+        tracing::error!("billed_orders failed: {e}");
+        Vec::new()
+    })
+}
+
+pub(crate) fn calls(shared: &Shared) -> Vec<CallRecord> {
+    shared.lock().calls.clone()
+}
+
+pub(crate) fn clear_calls(shared: &Shared) {
+    shared.lock().calls.clear();
+}
+
+pub(crate) fn inject(shared: &Shared, fault: Fault) -> Result<(), String> {
+    fault.validate()?;
+    shared.lock().faults.add(fault);
+    Ok(())
+}
+
+pub(crate) fn faults(shared: &Shared) -> Vec<Fault> {
+    shared.lock().faults.list()
+}
+
+pub(crate) fn clear_faults(shared: &Shared) {
+    shared.lock().faults.clear();
+}
+
+pub(crate) fn inspect(shared: &Shared, certificate_id: u64) -> Option<Value> {
+    let mut w = shared.lock();
+    let now = w.clock.now();
+    w.tick(now);
+    guarded(|| w.state.inspect(certificate_id)).unwrap_or_else(|e| {
+        tracing::error!("inspect failed: {e}");
+        None
+    })
+}
+
+pub(crate) fn set_dcv_ports(shared: &Shared, http: u16, https: u16) {
+    let mut w = shared.lock();
+    w.dcv_http_port = http;
+    w.dcv_https_port = https;
+}
+
+pub(crate) fn dcv_ports(shared: &Shared) -> (u16, u16) {
+    let w = shared.lock();
+    (w.dcv_http_port, w.dcv_https_port)
+}
+
+// ---- HTTP form ----
+
+/// The routes, for `GET /_sandbox/` and the README.
+const ROUTES: &[&str] = &[
+    "GET  /_sandbox/accounts",
+    "GET  /_sandbox/clock",
+    "POST /_sandbox/clock/advance            {\"days\":N,\"hours\":N,\"minutes\":N,\"seconds\":N}",
+    "POST /_sandbox/instant                  {\"instant\":true}",
+    "GET  /_sandbox/dns",
+    "POST /_sandbox/dns                      {\"name\":\"...\",\"rtype\":\"TXT|CNAME\",\"value\":\"...\"}",
+    "POST /_sandbox/dns/remove               {\"name\":\"...\",\"rtype\":\"TXT|CNAME\"}",
+    "GET  /_sandbox/certificates/ID",
+    "POST /_sandbox/certificates/ID/approve_email  {\"domain\":\"...\"} (optional)",
+    "POST /_sandbox/certificates/ID/age            {\"days_left\":N}",
+    "POST /_sandbox/certificates/ID/subscription   {\"days_left\":N}",
+    "POST /_sandbox/certificates/ID/status         {\"status\":\"annulled\"}",
+    "POST /_sandbox/rotate_token             {\"login\":\"...\"}",
+    "POST /_sandbox/renewals/complete        {\"prolongation_token\":\"...\"}",
+    "GET  /_sandbox/billed",
+    "GET  /_sandbox/calls",
+    "POST /_sandbox/calls/clear",
+    "GET  /_sandbox/faults",
+    "POST /_sandbox/faults                   a fault object or an array of them",
+    "POST /_sandbox/faults/clear",
+    "GET  /_sandbox/dcv_ports",
+    "POST /_sandbox/dcv_ports                {\"http\":N,\"https\":N}",
+];
+
+/// Answers one control request: `(status, JSON body)`.
+pub(crate) fn handle_http(shared: &Shared, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
+    let rest = path.strip_prefix(PREFIX).unwrap_or(path);
+    let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    let post = method == "POST";
+    let get = method == "GET";
+    match (segs.as_slice(), get, post) {
+        ([], true, _) => (200, json!({ "routes": ROUTES })),
+        (["accounts"], true, _) => (200, json!(accounts(shared))),
+        (["clock"], true, _) => (200, clock_json(shared)),
+        (["clock", "advance"], _, true) => with_body(body, |a: Advance| {
+            let secs = a
+                .days
+                .saturating_mul(86_400)
+                .saturating_add(a.hours.saturating_mul(3_600))
+                .saturating_add(a.minutes.saturating_mul(60))
+                .saturating_add(a.seconds);
+            if secs < 0 {
+                return Err((400, "the clock only moves forward".to_owned()));
+            }
+            advance(shared, time::Duration::seconds(secs));
+            Ok(clock_json(shared))
+        }),
+        (["instant"], _, true) => with_body(body, |a: Instant| {
+            set_instant(shared, a.instant).map_err(unprocessable)?;
+            Ok(json!({ "ok": true, "instant": a.instant }))
+        }),
+        (["dns"], true, _) => (200, json!(dns_records(shared))),
+        (["dns"], _, true) => with_body(body, |r: DnsRecord| {
+            set_dns_record(shared, r).map_err(unprocessable)?;
+            Ok(json!({ "ok": true }))
+        }),
+        (["dns", "remove"], _, true) => with_body(body, |r: DnsKey| {
+            remove_dns_record(shared, &r.name, &r.rtype).map_err(unprocessable)?;
+            Ok(json!({ "ok": true }))
+        }),
+        (["certificates", id], true, _) => {
+            match id.parse::<u64>().ok().and_then(|id| inspect(shared, id)) {
+                Some(v) => (200, v),
+                None => (404, json!({ "error": format!("no certificate '{id}'") })),
+            }
+        }
+        (["certificates", id, action], _, true) => {
+            let Ok(id) = id.parse::<u64>() else {
+                return (404, json!({ "error": format!("no certificate '{id}'") }));
+            };
+            match *action {
+                "approve_email" => with_body(body, |a: Approve| {
+                    approve_email(shared, id, a.domain.as_deref()).map_err(unprocessable)?;
+                    Ok(json!({ "ok": true }))
+                }),
+                "age" => with_body(body, |a: DaysLeft| {
+                    age_certificate(shared, id, a.days_left).map_err(unprocessable)?;
+                    Ok(json!({ "ok": true }))
+                }),
+                "subscription" => with_body(body, |a: DaysLeft| {
+                    shorten_subscription(shared, id, a.days_left).map_err(unprocessable)?;
+                    Ok(json!({ "ok": true }))
+                }),
+                "status" => with_body(body, |a: Status| {
+                    force_status(shared, id, &a.status).map_err(unprocessable)?;
+                    Ok(json!({ "ok": true }))
+                }),
+                _ => not_found(method, path),
+            }
+        }
+        (["rotate_token"], _, true) => with_body(body, |a: Login| {
+            rotate_token(shared, &a.login).map_err(unprocessable)?;
+            Ok(json!({ "ok": true }))
+        }),
+        (["renewals", "complete"], _, true) => with_body(body, |r: Renewal| {
+            let id = complete_renewal(shared, &r.prolongation_token).map_err(unprocessable)?;
+            Ok(json!({ "ok": true, "certificate": id }))
+        }),
+        (["billed"], true, _) => {
+            let map: serde_json::Map<String, Value> = billed_orders(shared)
+                .into_iter()
+                .map(|(login, n)| (login, json!(n)))
+                .collect();
+            (200, Value::Object(map))
+        }
+        (["calls"], true, _) => (200, json!(calls(shared))),
+        (["calls", "clear"], _, true) => {
+            clear_calls(shared);
+            (200, json!({ "ok": true }))
+        }
+        (["faults"], true, _) => (200, json!(faults(shared))),
+        (["faults"], _, true) => with_body(body, |f: OneOrMany| {
+            let list = match f {
+                OneOrMany::One(f) => vec![f],
+                OneOrMany::Many(v) => v,
+            };
+            for f in &list {
+                f.validate().map_err(|e| (400, e))?;
+            }
+            let n = list.len();
+            for f in list {
+                inject(shared, f).map_err(|e| (400, e))?;
+            }
+            Ok(json!({ "ok": true, "added": n }))
+        }),
+        (["faults", "clear"], _, true) => {
+            clear_faults(shared);
+            (200, json!({ "ok": true }))
+        }
+        (["dcv_ports"], true, _) => {
+            let (http, https) = dcv_ports(shared);
+            (200, json!({ "http": http, "https": https }))
+        }
+        (["dcv_ports"], _, true) => with_body(body, |p: Ports| {
+            let (http, https) = dcv_ports(shared);
+            let (http, https) = (p.http.unwrap_or(http), p.https.unwrap_or(https));
+            set_dcv_ports(shared, http, https);
+            Ok(json!({ "http": http, "https": https }))
+        }),
+        _ => not_found(method, path),
+    }
+}
+
+fn clock_json(shared: &Shared) -> Value {
+    let now = now(shared);
+    json!({
+        "now": crate::clock::rfc3339(now),
+        "unix": now.unix_timestamp(),
+        "time_scale": time_scale(shared),
+    })
+}
+
+fn not_found(method: &str, path: &str) -> (u16, Value) {
+    (
+        404,
+        json!({ "error": format!("no control route {method} {path}; GET {PREFIX}/ lists them") }),
+    )
+}
+
+fn unprocessable(e: String) -> (u16, String) {
+    (422, e)
+}
+
+/// Parses the JSON body (an empty body counts as `{}`) and runs `f`.
+fn with_body<T: for<'de> Deserialize<'de>>(
+    body: &[u8],
+    f: impl FnOnce(T) -> Result<Value, (u16, String)>,
+) -> (u16, Value) {
+    let body = if body.iter().all(u8::is_ascii_whitespace) {
+        &b"{}"[..]
+    } else {
+        body
+    };
+    let parsed = match serde_json::from_slice::<T>(body) {
+        Ok(v) => v,
+        Err(e) => return (400, json!({ "error": format!("invalid JSON body: {e}") })),
+    };
+    match f(parsed) {
+        Ok(v) => (200, v),
+        Err((status, e)) => (status, json!({ "error": e })),
+    }
+}
+
+#[derive(Deserialize)]
+struct Advance {
+    #[serde(default)]
+    days: i64,
+    #[serde(default)]
+    hours: i64,
+    #[serde(default)]
+    minutes: i64,
+    #[serde(default)]
+    seconds: i64,
+}
+
+#[derive(Deserialize)]
+struct Instant {
+    instant: bool,
+}
+
+#[derive(Deserialize)]
+struct DnsKey {
+    name: String,
+    rtype: String,
+}
+
+#[derive(Deserialize)]
+struct Approve {
+    #[serde(default)]
+    domain: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct DaysLeft {
+    days_left: i64,
+}
+
+#[derive(Deserialize)]
+struct Status {
+    status: String,
+}
+
+#[derive(Deserialize)]
+struct Renewal {
+    prolongation_token: String,
+}
+
+#[derive(Deserialize)]
+struct Login {
+    login: String,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(Fault),
+    Many(Vec<Fault>),
+}
+
+#[derive(Deserialize)]
+struct Ports {
+    #[serde(default)]
+    http: Option<u16>,
+    #[serde(default)]
+    https: Option<u16>,
+}
