@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::fsutil;
 
 pub use args::{Cli, Command, ConfigCommand, DcvCommand, IssueArgs, ListArgs, RenewArgs, Scope};
-use table::{Table, terminal_width};
+use table::{Table, money, terminal_width};
 
 /// Exit codes of DESIGN.md.
 pub mod exit {
@@ -184,6 +184,36 @@ async fn run_api_command(
     client: &Client,
     out: &Output,
 ) -> Result<u8> {
+    let result = api_command(command, config, client, out).await;
+    match (result, certificate_arg(command)) {
+        (Err(e), Some(id)) if api_status(&e) == Some(404) => Err(e.context(format!(
+            "certificate {id} was not found: it does not exist or belongs to another account"
+        ))),
+        (other, _) => other,
+    }
+}
+
+/// The certificate ID a command names, if any.
+fn certificate_arg(command: &Command) -> Option<u64> {
+    match command {
+        Command::Show { id }
+        | Command::Status { id }
+        | Command::Cancel { id, .. }
+        | Command::Prolong { id, .. }
+        | Command::Download { id, .. }
+        | Command::Dcv(
+            DcvCommand::Status { id } | DcvCommand::Change { id, .. } | DcvCommand::Resend { id },
+        ) => Some(*id),
+        _ => None,
+    }
+}
+
+async fn api_command(
+    command: &Command,
+    config: &Config,
+    client: &Client,
+    out: &Output,
+) -> Result<u8> {
     match command {
         Command::Products { eu_prices } => products(client, *eu_prices, out).await,
         Command::Balance => balance(client, out).await,
@@ -288,8 +318,8 @@ async fn products(client: &Client, eu_prices: bool, out: &Output) -> Result<u8> 
             .filter_map(|pr| {
                 let value = pr.value.as_ref()?;
                 Some(match pr.period {
-                    Some(y) => format!("{y}y {value}"),
-                    None => value.to_string(),
+                    Some(y) => format!("{y}y {}", money(value.as_str())),
+                    None => money(value.as_str()),
                 })
             })
             .collect();
@@ -320,16 +350,16 @@ async fn balance(client: &Client, out: &Output) -> Result<u8> {
         return Ok(exit::OK);
     }
     let mut t = Table::new(&["", "AMOUNT", "CURRENCY"]).right(1);
-    for (name, amount, _) in [
-        ("balance", &b.balance, ""),
-        ("reserved", &b.reserved, ""),
-        ("common", &b.common, ""),
-        ("prepayment", &b.prepayment, ""),
-        ("available", &b.available, ""),
+    for (name, amount) in [
+        ("balance", &b.balance),
+        ("reserved", &b.reserved),
+        ("common", &b.common),
+        ("prepayment", &b.prepayment),
+        ("available", &b.available),
     ] {
         t.row([
             name.to_owned(),
-            amount.sum.to_string(),
+            money(amount.sum.as_str()),
             amount.currency.clone(),
         ]);
     }
@@ -386,8 +416,8 @@ async fn list(client: &Client, args: &ListArgs, out: &Output) -> Result<u8> {
             domain.push_str(&format!(" (+{extra})"));
         }
         let price = match (&c.price, &c.currency) {
-            (Some(p), Some(cur)) => format!("{p} {cur}"),
-            (Some(p), None) => p.to_string(),
+            (Some(p), Some(cur)) => format!("{} {cur}", money(p.as_str())),
+            (Some(p), None) => money(p.as_str()),
             _ => "-".to_owned(),
         };
         t.row([

@@ -122,13 +122,37 @@ fn fit(s: &str, width: usize) -> String {
     out
 }
 
-/// The terminal width: `$COLUMNS` when set and sane, otherwise 100.
+/// The width to fit: unlimited when stdout is not a terminal (pipes and files get whole
+/// cells); on a terminal `$COLUMNS` when set and sane, otherwise 120.
 pub fn terminal_width() -> usize {
+    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return usize::MAX;
+    }
     std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.trim().parse::<usize>().ok())
         .filter(|c| (20..=1000).contains(c))
-        .unwrap_or(100)
+        .unwrap_or(120)
+}
+
+/// A decimal amount with exactly two decimals when it has fewer (`5000` → `5000.00`,
+/// `7.5` → `7.50`); other text is returned as it is.
+pub fn money(amount: &str) -> String {
+    let t = amount.trim();
+    let valid = !t.is_empty()
+        && t.trim_start_matches('-')
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '.')
+        && t.matches('.').count() <= 1;
+    if !valid {
+        return t.to_owned();
+    }
+    match t.split_once('.') {
+        None => format!("{t}.00"),
+        Some((_, frac)) if frac.is_empty() => format!("{t}00"),
+        Some((_, frac)) if frac.len() == 1 => format!("{t}0"),
+        Some(_) => t.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -147,6 +171,15 @@ mod tests {
             "1234  X           7.5 EUR",
         ];
         assert_eq!(out.lines().collect::<Vec<_>>(), expected);
+    }
+
+    #[test]
+    fn money_has_two_decimals() {
+        assert_eq!(money("5000"), "5000.00");
+        assert_eq!(money("7.5"), "7.50");
+        assert_eq!(money("10.00"), "10.00");
+        assert_eq!(money("-3"), "-3.00");
+        assert_eq!(money("n/a"), "n/a");
     }
 
     #[test]
