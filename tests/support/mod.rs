@@ -1,3 +1,4 @@
 //! Shared helpers for integration tests: `mod support;` in a test file brings them in.
 
+pub mod env;
 pub mod webserver;
