@@ -4,4 +4,5 @@
 
 pub mod keys;
 pub mod order;
+pub mod plan;
 pub mod run;

@@ -102,6 +102,59 @@ pub struct Installed {
     pub files: Vec<PathBuf>,
     #[serde(with = "time::serde::rfc3339")]
     pub installed_at: OffsetDateTime,
+    /// The file holding the leaf (fullchain or certificate) and its stamp when written, so a
+    /// later run sees a changed file without parsing it.
+    #[serde(default)]
+    pub leaf_file: Option<PathBuf>,
+    #[serde(default)]
+    pub leaf_stamp: Option<FileStamp>,
+}
+
+/// Size, modification time and inode of a file: equal stamps mean an unchanged file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileStamp {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ino: u64,
+}
+
+impl FileStamp {
+    /// The stamp of `path`, or `None` when it cannot be read.
+    pub fn of(path: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let m = fs::metadata(path).ok()?;
+        Some(Self {
+            size: m.size(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            ino: m.ino(),
+        })
+    }
+}
+
+/// A reissue requested for this certificate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReissueState {
+    /// The certificate ID the reissue was sent for.
+    pub certificate_id: u64,
+    /// SHA-256 of the CSR sent (upper-case hex).
+    pub csr_sha256: String,
+    /// Serial of the certificate installed when the reissue was requested.
+    pub previous_serial: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub requested_at: OffsetDateTime,
+    /// False between "about to send" and the API's answer: after a crash the next run checks
+    /// the certificate's details before sending again.
+    pub confirmed: bool,
+}
+
+/// What the API said about the subscription, recorded at install time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subscription {
+    /// End of the paid subscription (the certificate's own end when the API reports none).
+    #[serde(with = "time::serde::rfc3339")]
+    pub ends: OffsetDateTime,
+    /// True when the API reported a multi-year subscription end.
+    pub multi_year: bool,
 }
 
 /// Validation files or records published for a pending certificate, so that a later run can
@@ -147,6 +200,26 @@ pub struct CertRecord {
     pub last_state: Option<String>,
     /// Last failure, for `status`.
     pub last_error: Option<String>,
+    /// Consecutive failed runs; drives the backoff.
+    #[serde(default)]
+    pub failures: u32,
+    /// No new attempt before this time (after failures), unless forced.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub retry_after: Option<OffsetDateTime>,
+    /// A reissue in flight.
+    #[serde(default)]
+    pub reissue: Option<ReissueState>,
+    /// The subscription of the current order.
+    #[serde(default)]
+    pub subscription: Option<Subscription>,
+    /// The certificate ID this order renews (a billed order placed when the previous
+    /// subscription ended).
+    #[serde(default)]
+    pub renews: Option<u64>,
+    /// When a renewal order was last prepared with `prolong` (the token file is beside the
+    /// record), to prepare it at most once a day.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub prolong_prepared_at: Option<OffsetDateTime>,
 }
 
 impl CertRecord {

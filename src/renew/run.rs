@@ -787,6 +787,8 @@ fn finish_install(store: &Store, name: &str, r: &Ready) -> Result<Outcome> {
         certificate_id: r.certificate_id,
         files,
         installed_at: now(),
+        leaf_file: None,
+        leaf_stamp: None,
     });
     if let Some(p) = rec.pending_key.take() {
         keys::discard_key_file(&p.key_file);

@@ -1,0 +1,575 @@
+//! The planner: for one configured certificate, the next action, decided from the stored
+//! record, what the installed files look like, the configuration's knobs and `now`. It is a
+//! pure function — no clock, no I/O — so every branch is tested with a table.
+//!
+//! Timing rules:
+//! - a certificate is *due* when less than `renew_before_days` are left, or less than a third
+//!   of its lifetime, whichever comes first (so 47-day certificates renew with 15+ days left);
+//! - each certificate renews at a stable pseudo-random moment inside a window before that
+//!   (hash of name and serial), so a fleet does not reissue all at once;
+//! - a reissue is not possible in the last 30 days of the subscription (document, Limits:
+//!   "reissue blackout: last 30 days of the subscription"), so a certificate that would fall
+//!   due inside the blackout is reissued before it starts;
+//! - when no reissue can extend coverage (the certificate already reaches the end of the
+//!   subscription, or the blackout has begun), the subscription itself must be renewed: a
+//!   renewal order is prepared (`prolong`), or a new billed order is placed where allowed.
+
+use sha2::{Digest, Sha256};
+use time::{Duration, OffsetDateTime};
+
+use crate::store::CertRecord;
+
+/// The CA families of the document (reissue and validation rules differ).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Family {
+    S,
+    D,
+    /// Every reissue needs a new key.
+    C,
+}
+
+/// The installed leaf as found on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Disk {
+    /// Unchanged since cert-agent wrote it (or changed but holds the recorded serial).
+    AsInstalled,
+    /// Holds another certificate (serial), or cannot be read as one (`None`).
+    Differs(Option<String>),
+    /// The file is gone.
+    Missing,
+}
+
+/// Everything the decision depends on.
+#[derive(Debug, Clone)]
+pub struct Inputs<'a> {
+    pub now: OffsetDateTime,
+    pub record: &'a CertRecord,
+    pub disk: Disk,
+    pub renew_before_days: u32,
+    pub allow_orders: bool,
+    /// `--force`: reissue now (within what the rules allow).
+    pub force: bool,
+    pub reuse_key: bool,
+    pub family: Option<Family>,
+}
+
+/// The next action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing to do before `next`; `warning` when the subscription ends soon.
+    Idle {
+        next: Option<OffsetDateTime>,
+        warning: Option<String>,
+    },
+    /// No order yet, and orders are not allowed.
+    NeedsOrder,
+    /// Place the first order (billed).
+    Order,
+    /// An order was sent without a known answer: find it in the list before anything else.
+    Reconcile,
+    /// An order or reissue is pending at the CA: validate, poll, download, install.
+    Continue,
+    /// The installed files are missing or hold another certificate: install the issued one
+    /// again.
+    Reinstall,
+    /// Reissue (free); `new_key` unless the key is kept.
+    Reissue { new_key: bool, reason: String },
+    /// The subscription ends and no reissue can extend coverage: prepare the renewal order,
+    /// or place a new billed order when `order` (orders allowed).
+    RenewSubscription { order: bool, reason: String },
+    /// Failed recently; no attempt before `until`.
+    Backoff { until: OffsetDateTime },
+}
+
+/// Days before the end of the subscription in which no reissue is possible.
+pub const REISSUE_BLACKOUT_DAYS: i64 = 30;
+/// Days before the end of the subscription from which every run warns.
+pub const SUBSCRIPTION_WARNING_DAYS: i64 = 60;
+/// Longest spread window before the due moment.
+pub const MAX_SPREAD: Duration = Duration::days(7);
+
+/// Decides the next action for one certificate.
+pub fn decide(i: &Inputs<'_>) -> Action {
+    let r = i.record;
+    if r.intent.is_some() {
+        return Action::Reconcile;
+    }
+    if !i.force
+        && let Some(until) = r.retry_after
+        && until > i.now
+    {
+        return Action::Backoff { until };
+    }
+    if r.order.is_none() {
+        return if i.allow_orders {
+            Action::Order
+        } else {
+            Action::NeedsOrder
+        };
+    }
+    if r.pending_key.is_some() || r.reissue.is_some() {
+        return Action::Continue;
+    }
+    let new_key = !i.reuse_key || i.family == Some(Family::C);
+    let Some(inst) = &r.installed else {
+        // An order without a local key (adopted, or its key was lost): only a reissue with a
+        // key made on this host can give a certificate this host can serve.
+        return Action::Reissue {
+            new_key: true,
+            reason: "the order has no certificate with a key kept on this host".into(),
+        };
+    };
+    if i.disk != Disk::AsInstalled {
+        return Action::Reinstall;
+    }
+
+    let ends = r
+        .subscription
+        .as_ref()
+        .map_or(inst.not_after, |s| s.ends.max(inst.not_after));
+    let blackout = ends - Duration::days(REISSUE_BLACKOUT_DAYS);
+    // A reissue can extend coverage only if the certificate ends before the subscription.
+    let reissue_extends = inst.not_after < ends - Duration::days(1);
+    let mut renew_at = renewal_time(
+        &r.name,
+        &inst.serial,
+        inst.not_before,
+        inst.not_after,
+        i.renew_before_days,
+    );
+    if reissue_extends && renew_at >= blackout {
+        renew_at = blackout - Duration::days(1);
+    }
+    let days_left = (ends - i.now).whole_days();
+    let warning = (i.now >= ends - Duration::days(SUBSCRIPTION_WARNING_DAYS)).then(|| {
+        format!(
+            "the subscription ends on {} ({days_left} days); {}",
+            ends.date(),
+            if r.prolong_prepared_at.is_some() {
+                "a renewal order is prepared: complete it on the order site"
+            } else if i.allow_orders {
+                "a new order will be placed when the certificate falls due"
+            } else {
+                "a renewal order will be prepared when the certificate falls due"
+            }
+        )
+    });
+
+    if !i.force && i.now < renew_at {
+        return Action::Idle {
+            next: Some(renew_at),
+            warning,
+        };
+    }
+    if reissue_extends && i.now < blackout {
+        let reason = if i.force {
+            "reissue requested (--force)".to_owned()
+        } else {
+            format!(
+                "the certificate ends on {} ({} days left)",
+                inst.not_after.date(),
+                (inst.not_after - i.now).whole_days()
+            )
+        };
+        return Action::Reissue { new_key, reason };
+    }
+    if !i.allow_orders
+        && let Some(at) = r.prolong_prepared_at
+        && i.now - at < Duration::days(1)
+    {
+        return Action::Idle {
+            next: Some(at + Duration::days(1)),
+            warning,
+        };
+    }
+    let reason = if reissue_extends {
+        format!(
+            "the subscription ends on {} and its last {REISSUE_BLACKOUT_DAYS} days allow no reissue",
+            ends.date()
+        )
+    } else {
+        format!(
+            "the certificate already reaches the end of the subscription ({}); only a renewal \
+             order extends it",
+            ends.date()
+        )
+    };
+    Action::RenewSubscription {
+        order: i.allow_orders,
+        reason,
+    }
+}
+
+/// When a certificate valid from `not_before` to `not_after` is renewed: the earlier of
+/// "`renew_before_days` left" and "a third of the lifetime left", moved earlier by a stable
+/// pseudo-random part of a window (a twelfth of the lifetime, at most 7 days).
+pub fn renewal_time(
+    name: &str,
+    serial: &str,
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
+    renew_before_days: u32,
+) -> OffsetDateTime {
+    let lifetime = (not_after - not_before).max(Duration::ZERO);
+    let by_days = not_after - Duration::days(i64::from(renew_before_days));
+    let by_third = not_after - lifetime / 3i32;
+    let due = by_days.min(by_third);
+    let window: Duration = (lifetime / 12i32).min(MAX_SPREAD);
+    due - window * stable_fraction(name, serial)
+}
+
+/// A number in [0, 1) that depends only on `name` and `serial`.
+fn stable_fraction(name: &str, serial: &str) -> f64 {
+    let mut h = Sha256::new();
+    h.update(name.as_bytes());
+    h.update([0]);
+    h.update(serial.as_bytes());
+    let d = h.finalize();
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&d[..8]);
+    (u64::from_be_bytes(b) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Backoff after `failures` consecutive failed runs: 1 h, doubling, at most 24 h.
+pub fn backoff(failures: u32) -> Duration {
+    let hours = 1i64 << failures.saturating_sub(1).min(5);
+    Duration::hours(hours.min(24))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Installed, OrderIntent, OrderRef, PendingKey, ReissueState, Subscription};
+    use std::path::PathBuf;
+
+    fn t(days: i64) -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap() + Duration::days(days)
+    }
+
+    /// A record with an order and a certificate installed from day 0 to day `life`, in a
+    /// subscription ending on day `sub`.
+    fn installed(life: i64, sub: Option<i64>) -> CertRecord {
+        CertRecord {
+            name: "www".into(),
+            order: Some(OrderRef {
+                certificate_id: 7,
+                order_id: Some(1),
+                placed_at: t(0),
+                adopted: false,
+            }),
+            installed: Some(Installed {
+                serial: "0A".into(),
+                not_before: t(0),
+                not_after: t(life),
+                certificate_id: 7,
+                files: vec![],
+                installed_at: t(0),
+                leaf_file: None,
+                leaf_stamp: None,
+            }),
+            subscription: sub.map(|d| Subscription {
+                ends: t(d),
+                multi_year: true,
+            }),
+            ..CertRecord::default()
+        }
+    }
+
+    fn inputs(record: &CertRecord, now: OffsetDateTime) -> Inputs<'_> {
+        Inputs {
+            now,
+            record,
+            disk: Disk::AsInstalled,
+            renew_before_days: 30,
+            allow_orders: false,
+            force: false,
+            reuse_key: false,
+            family: None,
+        }
+    }
+
+    fn pending_key() -> PendingKey {
+        PendingKey {
+            key_file: PathBuf::from("/k"),
+            csr_pem: String::new(),
+            csr_md5: String::new(),
+            csr_sha256: String::new(),
+            created_at: t(0),
+        }
+    }
+
+    #[test]
+    fn every_branch() {
+        let mut no_order = CertRecord::default();
+        no_order.name = "www".into();
+        let mut with_intent = no_order.clone();
+        with_intent.intent = Some(OrderIntent {
+            csr_sha256: "AA".into(),
+            common_name: "www.example.com".into(),
+            created_at: t(0),
+            product_id: 1,
+            price: None,
+        });
+        let mut pending = installed(200, Some(1825));
+        pending.installed = None;
+        pending.pending_key = Some(pending_key());
+        let mut reissuing = installed(200, Some(1825));
+        reissuing.reissue = Some(ReissueState {
+            certificate_id: 7,
+            csr_sha256: "BB".into(),
+            previous_serial: Some("0A".into()),
+            requested_at: t(100),
+            confirmed: true,
+        });
+        let mut adopted = installed(200, None);
+        adopted.installed = None;
+        let mut failing = installed(200, Some(1825));
+        failing.retry_after = Some(t(10) + Duration::hours(2));
+
+        let multi = installed(200, Some(1825));
+        let single = installed(365, Some(365));
+
+        struct Case<'a> {
+            what: &'a str,
+            record: &'a CertRecord,
+            now: OffsetDateTime,
+            allow: bool,
+            disk: Disk,
+            expect: fn(&Action) -> bool,
+        }
+        let cases = [
+            Case {
+                what: "intent first",
+                record: &with_intent,
+                now: t(0),
+                allow: true,
+                disk: Disk::AsInstalled,
+                expect: |a| *a == Action::Reconcile,
+            },
+            Case {
+                what: "no order, not allowed",
+                record: &no_order,
+                now: t(0),
+                allow: false,
+                disk: Disk::AsInstalled,
+                expect: |a| *a == Action::NeedsOrder,
+            },
+            Case {
+                what: "no order, allowed",
+                record: &no_order,
+                now: t(0),
+                allow: true,
+                disk: Disk::AsInstalled,
+                expect: |a| *a == Action::Order,
+            },
+            Case {
+                what: "order pending",
+                record: &pending,
+                now: t(0),
+                allow: false,
+                disk: Disk::Missing,
+                expect: |a| *a == Action::Continue,
+            },
+            Case {
+                what: "reissue pending",
+                record: &reissuing,
+                now: t(150),
+                allow: false,
+                disk: Disk::AsInstalled,
+                expect: |a| *a == Action::Continue,
+            },
+            Case {
+                what: "adopted order without local key",
+                record: &adopted,
+                now: t(1),
+                allow: false,
+                disk: Disk::Missing,
+                expect: |a| matches!(a, Action::Reissue { new_key: true, .. }),
+            },
+            Case {
+                what: "backoff",
+                record: &failing,
+                now: t(10),
+                allow: false,
+                disk: Disk::AsInstalled,
+                expect: |a| matches!(a, Action::Backoff { .. }),
+            },
+            Case {
+                what: "file missing",
+                record: &multi,
+                now: t(10),
+                allow: false,
+                disk: Disk::Missing,
+                expect: |a| *a == Action::Reinstall,
+            },
+            Case {
+                what: "file differs",
+                record: &multi,
+                now: t(10),
+                allow: false,
+                disk: Disk::Differs(Some("0B".into())),
+                expect: |a| *a == Action::Reinstall,
+            },
+            Case {
+                what: "not due",
+                record: &multi,
+                now: t(100),
+                allow: false,
+                disk: Disk::AsInstalled,
+                expect: |a| matches!(a, Action::Idle { warning: None, .. }),
+            },
+            Case {
+                what: "due inside multi-year subscription",
+                record: &multi,
+                now: t(140),
+                allow: false,
+                disk: Disk::AsInstalled,
+                expect: |a| matches!(a, Action::Reissue { new_key: true, .. }),
+            },
+            Case {
+                what: "single year, due: prepare renewal",
+                record: &single,
+                now: t(300),
+                allow: false,
+                disk: Disk::AsInstalled,
+                expect: |a| matches!(a, Action::RenewSubscription { order: false, .. }),
+            },
+            Case {
+                what: "single year, due, orders allowed",
+                record: &single,
+                now: t(300),
+                allow: true,
+                disk: Disk::AsInstalled,
+                expect: |a| matches!(a, Action::RenewSubscription { order: true, .. }),
+            },
+            Case {
+                what: "warning 60 days before the end",
+                record: &single,
+                now: t(310),
+                allow: false,
+                disk: Disk::AsInstalled,
+                expect: |a| matches!(a, Action::RenewSubscription { .. }),
+            },
+        ];
+        for c in cases {
+            let mut i = inputs(c.record, c.now);
+            i.allow_orders = c.allow;
+            i.disk = c.disk.clone();
+            let a = decide(&i);
+            assert!((c.expect)(&a), "{}: got {a:?}", c.what);
+        }
+    }
+
+    #[test]
+    fn due_is_the_earlier_of_days_left_and_a_third_of_the_lifetime() {
+        // 200-day certificate: a third (66.7 days) comes before 30 days.
+        let at = renewal_time("a", "01", t(0), t(200), 30);
+        assert!(
+            at <= t(200) - Duration::days(66) && at >= t(200) - Duration::days(74),
+            "{at}"
+        );
+        // 47-day certificate: 30 days left comes before a third (15.7 days).
+        let at = renewal_time("a", "01", t(0), t(47), 30);
+        assert!(at <= t(17) && at >= t(17) - Duration::days(4), "{at}");
+    }
+
+    #[test]
+    fn spread_is_stable_and_differs_between_certificates() {
+        let a1 = renewal_time("a", "01", t(0), t(200), 30);
+        let a2 = renewal_time("a", "01", t(0), t(200), 30);
+        let b = renewal_time("b", "01", t(0), t(200), 30);
+        assert_eq!(a1, a2);
+        assert_ne!(a1, b);
+        let f = stable_fraction("x", "y");
+        assert!((0.0..1.0).contains(&f));
+    }
+
+    #[test]
+    fn subscription_warning_starts_60_days_before_the_end() {
+        let rec = installed(200, Some(400));
+        // Certificate 2 (reissued) covers to day 400; not due yet on day 320 with a 200-day
+        // life from day 200, but the subscription warning shows.
+        let mut rec2 = rec.clone();
+        if let Some(inst) = rec2.installed.as_mut() {
+            inst.not_before = t(200);
+            inst.not_after = t(400);
+        }
+        let a = decide(&inputs(&rec2, t(250)));
+        assert!(matches!(a, Action::Idle { warning: None, .. }), "{a:?}");
+        let a = decide(&inputs(&rec2, t(345)));
+        match a {
+            Action::Idle {
+                warning: Some(w), ..
+            }
+            | Action::RenewSubscription { reason: w, .. } => {
+                assert!(w.contains("subscription") || w.contains("renewal"), "{w}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn reissue_moves_before_the_blackout_and_none_inside_it() {
+        // Subscription ends on day 220, certificate ends on day 210 with renew_before 5 days:
+        // due on day ~205 falls inside the blackout (from day 190), so it moves before.
+        let rec = installed(210, Some(220));
+        let mut i = inputs(&rec, t(188));
+        i.renew_before_days = 5;
+        assert!(
+            matches!(decide(&i), Action::Reissue { .. }),
+            "{:?}",
+            decide(&i)
+        );
+        // Inside the blackout no reissue is possible: the subscription must be renewed.
+        let i = Inputs { now: t(195), ..i };
+        assert!(
+            matches!(decide(&i), Action::RenewSubscription { .. }),
+            "{:?}",
+            decide(&i)
+        );
+    }
+
+    #[test]
+    fn family_c_always_gets_a_new_key() {
+        let rec = installed(200, Some(1825));
+        let mut i = inputs(&rec, t(150));
+        i.reuse_key = true;
+        assert!(matches!(decide(&i), Action::Reissue { new_key: false, .. }));
+        i.family = Some(Family::C);
+        assert!(matches!(decide(&i), Action::Reissue { new_key: true, .. }));
+    }
+
+    #[test]
+    fn force_reissues_now_but_not_in_the_blackout() {
+        let rec = installed(200, Some(1825));
+        let mut i = inputs(&rec, t(10));
+        i.force = true;
+        assert!(matches!(decide(&i), Action::Reissue { .. }));
+        let rec = installed(200, Some(210));
+        let mut i = inputs(&rec, t(185));
+        i.force = true;
+        assert!(matches!(decide(&i), Action::RenewSubscription { .. }));
+    }
+
+    #[test]
+    fn prolong_is_prepared_at_most_once_a_day() {
+        let mut rec = installed(365, Some(365));
+        rec.prolong_prepared_at = Some(t(300));
+        let a = decide(&inputs(&rec, t(300) + Duration::hours(5)));
+        assert!(matches!(a, Action::Idle { .. }), "{a:?}");
+        let a = decide(&inputs(&rec, t(301) + Duration::hours(1)));
+        assert!(
+            matches!(a, Action::RenewSubscription { order: false, .. }),
+            "{a:?}"
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_to_a_day() {
+        assert_eq!(backoff(1), Duration::hours(1));
+        assert_eq!(backoff(2), Duration::hours(2));
+        assert_eq!(backoff(5), Duration::hours(16));
+        assert_eq!(backoff(6), Duration::hours(24));
+        assert_eq!(backoff(60), Duration::hours(24));
+    }
+}
