@@ -97,6 +97,10 @@ pub struct ApiConfig {
     /// Extra trust anchor (PEM), in addition to the system roots.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,
+    /// The partner order site, where prepared renewal orders are completed
+    /// (`{order_site_url}/lead/continue_order/{token}`); https only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub order_site_url: Option<String>,
     /// Default 10.
     pub connect_timeout_secs: u64,
     /// Total time of one request; default 60.
@@ -186,6 +190,14 @@ impl DcvMethod {
     pub fn is_dns(self) -> bool {
         matches!(self, Self::Cname | Self::DnsTxt)
     }
+}
+
+/// `family`: the CA family of the document (S, D, C).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Family {
+    S,
+    D,
+    C,
 }
 
 /// `server`: the web server whose layout the install follows.
@@ -279,6 +291,10 @@ pub struct CertificateConfig {
     pub verify_address: Option<String>,
     /// Reissue with the current key instead of a new one (never for family C).
     pub reuse_key: bool,
+    /// The CA family of the product (`S`, `D` or `C`, from the issuer shown by `cert-agent
+    /// products`); decides the reissue rules that differ (family C: always a new key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub family: Option<Family>,
     /// ISO 3166-1 alpha-2 (`country_name` of the order item).
     pub country: String,
     pub region: String,
@@ -465,6 +481,7 @@ const API_KEYS: &[&str] = &[
     "password_file",
     "password",
     "ca_file",
+    "order_site_url",
     "connect_timeout_secs",
     "timeout_secs",
     "retries",
@@ -507,6 +524,7 @@ const SHARED_KEYS: &[&str] = &[
     "deploy_hook",
     "verify_address",
     "reuse_key",
+    "family",
     "country",
     "region",
     "city",
@@ -1057,6 +1075,13 @@ impl<'a> Checker<'a> {
             }
         }
         let ca_file = self.path(&s, "ca_file");
+        let order_site_url = self.string(&s, "order_site_url");
+        if let (Some(u), Some(f)) = (&order_site_url, s.get("order_site_url"))
+            && let Err(e) = api::normalize_base_url(u)
+        {
+            self.bad(&s, &f, e);
+        }
+        let order_site_url = order_site_url.map(|u| u.trim_end_matches('/').to_owned());
         let connect_timeout_secs = self
             .uint(&s, "connect_timeout_secs", 1, 600)
             .unwrap_or(api::DEFAULT_CONNECT_TIMEOUT.as_secs());
@@ -1070,6 +1095,7 @@ impl<'a> Checker<'a> {
             password_file,
             password,
             ca_file,
+            order_site_url,
             connect_timeout_secs,
             timeout_secs,
             retries,
@@ -1381,6 +1407,21 @@ impl<'a> Checker<'a> {
             },
         };
         let reuse_key = self.boolean(&s, "reuse_key").unwrap_or(false);
+        let family = self.choice(
+            &s,
+            "family",
+            &[("S", Family::S), ("D", Family::D), ("C", Family::C)],
+        );
+        if reuse_key
+            && family == Some(Family::C)
+            && let Some(f) = s.get("reuse_key")
+        {
+            self.bad(
+                &s,
+                &f,
+                "family C needs a new key for every reissue (document, Reissue rule 4);                  remove `reuse_key` or set it to false",
+            );
+        }
 
         // Order item data.
         let country = self.text(&s, "country");
@@ -1446,6 +1487,7 @@ impl<'a> Checker<'a> {
             deploy_hook,
             verify_address,
             reuse_key,
+            family,
             country: country?,
             region: region?,
             city: city?,

@@ -19,14 +19,7 @@ use time::{Duration, OffsetDateTime};
 
 use crate::store::CertRecord;
 
-/// The CA families of the document (reissue and validation rules differ).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Family {
-    S,
-    D,
-    /// Every reissue needs a new key.
-    C,
-}
+pub use crate::config::Family;
 
 /// The installed leaf as found on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
