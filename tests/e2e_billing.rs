@@ -1,0 +1,215 @@
+//! Billing safety end to end: every `POST /api/v1/order` is billed, so a lost answer, a crash
+//! between intent and answer, a refused order, a missing permission, a price limit and two
+//! overlapping runs must each end with exactly the orders the operator asked for.
+
+mod support;
+
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use partner_sandbox::{Fault, FaultKind};
+use support::env::{ORDER_PATH, TestEnv, wait_until};
+
+fn standalone_env(domain: &str) -> TestEnv {
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &[domain]);
+    env.certs.push(spec);
+    env
+}
+
+/// Guards reconciliation of a lost answer: the sandbox bills the order and drops the
+/// connection; the run fails and keeps the intent; the next run finds the order in the list
+/// by its CSR, adopts it and installs it, without a second order.
+#[test]
+fn lost_order_answer_is_adopted_not_repeated() {
+    let env = standalone_env("lost.e2e-billing.test");
+    env.sandbox.inject(
+        Fault::new(FaultKind::DropAfterApply)
+            .method("POST")
+            .path(ORDER_PATH),
+    );
+
+    let first = env.renew();
+    first.expect_failure();
+    assert_eq!(env.billed(), 1, "the order was billed");
+    let rec = env.record("www").expect("record");
+    assert!(!rec["intent"].is_null(), "intent kept: {rec:#}");
+    assert!(rec["order"].is_null(), "no order known yet: {rec:#}");
+
+    let second = env.renew();
+    second.expect_code(0);
+    second.installed_serial("www");
+    assert_eq!(env.billed(), 1, "no second order");
+    assert_eq!(env.order_posts(), 1, "POST /order sent once in total");
+    let rec = env.record("www").unwrap();
+    assert_eq!(rec["order"]["adopted"], true, "{rec:#}");
+    assert!(rec["intent"].is_null(), "{rec:#}");
+}
+
+/// Guards the crash window: the agent is killed after the order was applied but before its
+/// answer arrived; the next run adopts that order and installs it.
+#[test]
+fn agent_killed_between_intent_and_answer_is_reconciled() {
+    let env = standalone_env("killed.e2e-billing.test");
+    env.sandbox.inject(
+        Fault::new(FaultKind::Delay { ms: 10_000 })
+            .method("POST")
+            .path(ORDER_PATH),
+    );
+    let mut child = env.agent(["renew", "--wait", "30"]).spawn();
+    let intent_and_billed = wait_until(Duration::from_secs(20), || {
+        env.record("www").is_some_and(|r| !r["intent"].is_null()) && env.billed() == 1
+    });
+    let running = child.try_wait().unwrap().is_none();
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
+    child.wait().unwrap();
+    assert!(
+        intent_and_billed,
+        "intent recorded and order applied: {:?}",
+        env.record("www")
+    );
+    assert!(
+        running,
+        "the agent was still waiting for the answer when killed"
+    );
+    assert!(env.record("www").unwrap()["order"].is_null());
+
+    let again = env.renew();
+    again.expect_code(0);
+    again.installed_serial("www");
+    assert_eq!(env.billed(), 1, "no second order");
+    assert_eq!(env.order_posts(), 1);
+    assert_eq!(env.record("www").unwrap()["order"]["adopted"], true);
+}
+
+/// Guards the other side of the crash window: an order that never reached the CA (503 before
+/// it was applied) leaves an intent that the list cannot resolve; further runs refuse to order
+/// until the operator clears it, and then exactly one order is placed.
+#[test]
+fn unresolved_intent_blocks_orders_until_cleared() {
+    let env = standalone_env("unresolved.e2e-billing.test");
+    env.sandbox.inject(
+        Fault::new(FaultKind::Status { status: 503 })
+            .method("POST")
+            .path(ORDER_PATH),
+    );
+    env.renew().expect_failure();
+    assert_eq!(env.billed(), 0);
+    assert!(!env.record("www").unwrap()["intent"].is_null());
+
+    let blocked = env.renew();
+    blocked.expect_failure();
+    assert!(
+        blocked.text().contains("--clear-intent"),
+        "the refusal says how to resolve it\n{}",
+        blocked.describe()
+    );
+    assert_eq!(env.order_posts(), 1, "no new order while unresolved");
+    assert_eq!(env.billed(), 0);
+
+    let cleared = env
+        .agent([
+            "--json",
+            "issue",
+            "www",
+            "--yes",
+            "--clear-intent",
+            "--wait",
+            "30",
+        ])
+        .run();
+    cleared.expect_code(0);
+    cleared.installed_serial("www");
+    assert_eq!(env.billed(), 1);
+    assert_eq!(env.order_posts(), 2);
+}
+
+/// Guards 422 handling: the API's errors are all shown, nothing is billed, the intent is
+/// cleared, and the next run may try again (and is refused again, still unbilled).
+#[test]
+fn refused_order_lists_api_errors_and_clears_intent() {
+    // Syntactically fine for the configuration, internal for the API.
+    let env = standalone_env("www.e2e-billing.local");
+    let out = env.renew();
+    out.expect_code(1);
+    let text = out.text();
+    assert!(
+        text.contains("is an internal name") && text.contains("contains the internal name"),
+        "every API error is shown\n{}",
+        out.describe()
+    );
+    assert!(text.contains("nothing was billed"), "{}", out.describe());
+    assert_eq!(env.billed(), 0);
+    let rec = env.record("www").unwrap();
+    assert!(rec["intent"].is_null(), "intent cleared: {rec:#}");
+    assert!(rec["order"].is_null());
+
+    let again = env.renew();
+    again.expect_code(1);
+    assert_eq!(env.order_posts(), 2, "the next run tried again");
+    assert_eq!(env.billed(), 0);
+}
+
+/// Guards the explicit yes: without `allow_orders` and without `--yes` nothing is ordered and
+/// the refusal names the way out; `issue NAME --yes` then orders once.
+#[test]
+fn orders_need_allow_orders_or_yes() {
+    let mut env = standalone_env("consent.e2e-billing.test");
+    env.allow_orders = false;
+    let out = env.renew();
+    out.expect_failure();
+    assert!(
+        out.text().contains("issue www --yes"),
+        "the refusal names the command\n{}",
+        out.describe()
+    );
+    assert_eq!(env.order_posts(), 0, "no POST /order");
+    assert_eq!(env.billed(), 0);
+    assert!(env.record("www").is_none_or(|r| r["intent"].is_null()));
+
+    let issued = env
+        .agent(["--json", "issue", "www", "--yes", "--wait", "30"])
+        .run();
+    issued.expect_code(0);
+    issued.installed_serial("www");
+    assert_eq!(env.billed(), 1);
+}
+
+/// Guards `max_order_price`: a product above the limit is refused before any order.
+#[test]
+fn max_order_price_refuses_expensive_products() {
+    let mut env = standalone_env("price.e2e-billing.test");
+    env.max_order_price = Some("0.01".into());
+    let out = env.renew();
+    out.expect_failure();
+    assert!(
+        out.text().contains("max_order_price"),
+        "the refusal names the limit\n{}",
+        out.describe()
+    );
+    assert_eq!(env.order_posts(), 0, "no POST /order");
+    assert_eq!(env.billed(), 0);
+    assert!(env.record("www").is_none_or(|r| r["intent"].is_null()));
+}
+
+/// Guards overlapping runs: while one run waits for its order's answer, a second run neither
+/// orders nor touches the state; it reports the busy lock with the pending exit code.
+#[test]
+fn overlapping_runs_do_not_order_twice() {
+    let env = standalone_env("overlap.e2e-billing.test");
+    env.sandbox.inject(
+        Fault::new(FaultKind::Delay { ms: 3_000 })
+            .method("POST")
+            .path(ORDER_PATH),
+    );
+    let mut first = env.agent(["renew", "--wait", "30"]).spawn();
+    assert!(wait_until(Duration::from_secs(20), || env.billed() == 1));
+    let second = env.renew();
+    assert_eq!(second.code, Some(75), "{}", second.describe());
+    assert_eq!(env.order_posts(), 1);
+    let status = first.wait().unwrap();
+    assert!(status.success(), "the first run completes: {status:?}");
+    assert_eq!(env.billed(), 1);
+    assert!(!env.record("www").unwrap()["installed"].is_null());
+}

@@ -1,0 +1,84 @@
+//! DNS validation end to end: `dcv = "dns-txt"` with a `dns_hook` script that writes the TXT
+//! record into the sandbox's zone through its control API, and removes it afterwards.
+
+mod support;
+
+use std::fs;
+
+use support::env::{Publish, TestEnv, write_script};
+
+/// Guards the DNS hook contract and the DNS-TXT path: the hook gets action, record name, type,
+/// value and domain; the record it publishes validates the order; after issuance the hook is
+/// called with `remove` for the same record, and the certificate is installed.
+#[test]
+fn dns_txt_hook_publishes_validates_and_removes() {
+    let mut env = TestEnv::new();
+    let domain = "www.e2e-dns.test";
+    let hook = env.path("dns-hook.sh");
+    let log = env.path("dns-hook.log");
+    write_script(
+        &hook,
+        &format!(
+            r#"set -eu
+LOG='{log}'
+CA='{ca}'
+BASE='{base}'
+printf '%s %s %s %s %s %s\n' "$CERT_AGENT_DCV_ACTION" "$CERT_AGENT_DCV_RECORD_NAME" \
+  "$CERT_AGENT_DCV_RECORD_TYPE" "$CERT_AGENT_DCV_RECORD_VALUE" "$CERT_AGENT_DCV_DOMAIN" \
+  "$CERT_AGENT_NAME" >> "$LOG"
+case "$CERT_AGENT_DCV_ACTION" in
+  add)
+    body=$(printf '{{"name":"%s","rtype":"%s","value":"%s"}}' "$CERT_AGENT_DCV_RECORD_NAME" \
+      "$CERT_AGENT_DCV_RECORD_TYPE" "$CERT_AGENT_DCV_RECORD_VALUE")
+    curl -sS --fail --cacert "$CA" -H 'Content-Type: application/json' -X POST \
+      --data "$body" "$BASE/_sandbox/dns" >/dev/null ;;
+  remove)
+    body=$(printf '{{"name":"%s","rtype":"%s"}}' "$CERT_AGENT_DCV_RECORD_NAME" \
+      "$CERT_AGENT_DCV_RECORD_TYPE")
+    curl -sS --fail --cacert "$CA" -H 'Content-Type: application/json' -X POST \
+      --data "$body" "$BASE/_sandbox/dns/remove" >/dev/null ;;
+  *) exit 3 ;;
+esac
+"#,
+            log = log.display(),
+            ca = env.sandbox.api_ca_path().display(),
+            base = env.sandbox.base_url(),
+        ),
+    );
+    let mut spec = env.cert_spec("www", &[domain], "none");
+    spec.dcv = Some("dns-txt".into());
+    spec.publish = Publish::Nothing;
+    spec.dns_hook = Some(vec![hook.to_string_lossy().into_owned()]);
+    let files = spec.files.clone();
+    env.certs.push(spec);
+
+    let out = env.renew();
+    out.expect_code(0);
+    let serial = out.installed_serial("www");
+    assert_eq!(env.billed(), 1);
+    assert_eq!(
+        support::env::Leaf::from_pem_file(files.cert.as_ref().unwrap()).serial,
+        serial
+    );
+
+    let lines: Vec<Vec<String>> = fs::read_to_string(&log)
+        .expect("the hook ran")
+        .lines()
+        .map(|l| l.split(' ').map(str::to_owned).collect())
+        .collect();
+    assert_eq!(lines.len(), 2, "one add, one remove: {lines:?}");
+    let (add, remove) = (&lines[0], &lines[1]);
+    assert_eq!(add[0], "add");
+    assert_eq!(add[1], format!("_pki-validation.{domain}"));
+    assert_eq!(add[2], "TXT");
+    assert!(!add[3].is_empty(), "a TXT value");
+    assert_eq!(add[4], domain);
+    assert_eq!(add[5], "www");
+    assert_eq!(remove[0], "remove");
+    assert_eq!(&remove[1..], &add[1..], "the same record is removed");
+    assert!(
+        env.sandbox.dns_records().is_empty(),
+        "the zone is clean again: {:?}",
+        env.sandbox.dns_records()
+    );
+}
