@@ -689,8 +689,7 @@ async fn cancel(client: &Client, id: u64, yes: bool, out: &Output) -> Result<u8>
 
 /// Base of the order site where renewal orders are completed (`api.order_site_url`).
 fn order_site_url(config: &Config) -> Option<&str> {
-    let _ = config;
-    None
+    config.api.order_site_url.as_deref()
 }
 
 /// Where the prolongation token of certificate `id` is stored.
