@@ -1,9 +1,18 @@
 //! `cert-agent renew` end to end with a real nginx: order once, HTTP validation fetched through
-//! nginx from the web root, install, config test, reload, verification of what is served.
+//! nginx from the web root, install, config test, reload, verification of what is served; and
+//! what happens when validation is not finished within a run or the run is killed meanwhile.
 
 mod support;
 
-use support::webserver::Server;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use support::env::{Publish, TestEnv, Web, files_under, key_spki, wait_until};
+use support::webserver::{Server, free_port, require};
 
 /// Guards the product's main path on nginx: a host with a configured certificate and no order
 /// ends up serving a sandbox-issued certificate for the name, with the key generated on the
@@ -11,4 +20,182 @@ use support::webserver::Server;
 #[test]
 fn renew_orders_validates_through_nginx_installs_and_serves() {
     support::env::web_server_flow(Server::Nginx, "www.e2e-nginx.test");
+}
+
+/// nginx serving a placeholder for `domains` from `DIR/www-root`; the certificate configured
+/// for it (webroot mode), `dcv` as given. The sandbox's DCV ports are left to the caller.
+fn nginx_env(domains: &[&str], dcv: Option<&str>) -> Option<(TestEnv, Web, PathBuf)> {
+    if !require(Server::Nginx) {
+        return None;
+    }
+    let mut env = TestEnv::new();
+    let webroot = env.path("www-root");
+    let mut spec = env.cert_spec("www", domains, "nginx");
+    spec.publish = Publish::Webroot(webroot.clone());
+    spec.dcv = dcv.map(str::to_owned);
+    if domains.len() > 1 {
+        spec.product_id = 1103;
+    }
+    env.write_placeholder(&spec);
+    let web = Web::start(Server::Nginx, env.dir.path(), &[env.site(&spec, &webroot)]);
+    env.certs.push(web.configure(spec));
+    Some((env, web, webroot))
+}
+
+fn validation_files(webroot: &Path) -> Vec<PathBuf> {
+    files_under(webroot)
+}
+
+/// Guards multi-name validation through one vhost: each name of a ucc order is fetched
+/// through nginx (Host = that name) and the served leaf covers every name, whichever SNI.
+#[test]
+fn several_names_validated_through_nginx() {
+    let names = [
+        "www.e2e-multi.test",
+        "e2e-multi.test",
+        "static.e2e-multi.test",
+    ];
+    let Some((env, web, webroot)) = nginx_env(&names, None) else {
+        return;
+    };
+    env.sandbox.set_dcv_ports(web.http_port(), 0);
+    let out = env.renew();
+    out.expect_code(0);
+    let serial = out.installed_serial("www");
+    for name in names {
+        let leaf = env
+            .served_leaf_with_serial(&web.https_addr(), name, &serial)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(leaf.serial, serial, "{name}");
+    }
+    assert!(validation_files(&webroot).is_empty());
+    assert_eq!(env.billed(), 1);
+}
+
+/// Guards HTTPS_CSR_HASH: the sandbox fetches the file over TLS from nginx's HTTPS vhost
+/// (still serving the placeholder), and the result is installed like over HTTP.
+#[test]
+fn https_validation_through_nginx() {
+    let domain = "www.e2e-https-dcv.test";
+    let Some((env, web, webroot)) = nginx_env(&[domain], Some("https")) else {
+        return;
+    };
+    env.sandbox.set_dcv_ports(free_port(), web.https_port());
+    let out = env.renew();
+    out.expect_code(0);
+    let serial = out.installed_serial("www");
+    env.served_leaf_with_serial(&web.https_addr(), domain, &serial)
+        .unwrap();
+    assert!(validation_files(&webroot).is_empty());
+}
+
+/// Guards a run that ends before validation: exit 75 with the validation file published
+/// (world-readable, named by the CSR's MD5, first line the CSR's SHA-256), at most one status
+/// call per `poll_interval_secs`; the next run continues the same order, installs, and
+/// removes the file.
+#[test]
+fn pending_validation_exits_75_and_next_run_continues() {
+    let domain = "www.e2e-pending.test";
+    let Some((mut env, web, webroot)) = nginx_env(&[domain], None) else {
+        return;
+    };
+    env.poll_interval_secs = 2;
+    // Nothing listens where the sandbox looks: validation cannot succeed yet.
+    env.sandbox.set_dcv_ports(free_port(), 0);
+    let first = env.agent(["renew", "--wait", "5"]).run();
+    first.expect_code(75);
+    assert!(first.stdout.contains("pending"), "{}", first.describe());
+    assert_eq!(env.billed(), 1);
+
+    let rec = env.record("www").unwrap();
+    let md5 = rec["pending_key"]["csr_md5"].as_str().unwrap().to_owned();
+    let sha = rec["pending_key"]["csr_sha256"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let file = webroot.join(format!(".well-known/pki-validation/{md5}.txt"));
+    let content = fs::read_to_string(&file).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; present: {:?}",
+            file.display(),
+            validation_files(&webroot)
+        )
+    });
+    assert_eq!(content.lines().next(), Some(sha.as_str()));
+    let mode = fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode & 0o044, 0o044, "world-readable: {mode:o}");
+    // Served by nginx to anyone asking for the name.
+    let (status, body) = support::webserver::http_get(
+        &format!("127.0.0.1:{}", web.http_port()),
+        domain,
+        &format!("/.well-known/pki-validation/{md5}.txt"),
+    )
+    .unwrap();
+    assert_eq!((status, body), (200, content.into_bytes()));
+
+    // Polling discipline: status calls at least poll_interval_secs apart.
+    let times: Vec<_> = env
+        .calls()
+        .into_iter()
+        .filter(|c| c.path.ends_with("/status"))
+        .map(|c| c.time)
+        .collect();
+    assert!(!times.is_empty());
+    for w in times.windows(2) {
+        let gap = w[1] - w[0];
+        assert!(
+            gap >= time::Duration::milliseconds(1900),
+            "status calls {gap} apart: {times:?}"
+        );
+    }
+
+    env.sandbox.set_dcv_ports(web.http_port(), 0);
+    let second = env.renew();
+    second.expect_code(0);
+    let serial = second.installed_serial("www");
+    env.served_leaf_with_serial(&web.https_addr(), domain, &serial)
+        .unwrap();
+    assert_eq!(env.billed(), 1, "the same order was continued");
+    assert_eq!(env.order_posts(), 1);
+    assert!(
+        validation_files(&webroot).is_empty(),
+        "{:?}",
+        validation_files(&webroot)
+    );
+}
+
+/// Guards crash safety during validation: the agent is killed while waiting for the CA with the
+/// file published; the next run places no new order, completes, and removes the file the
+/// killed run left behind.
+#[test]
+fn killed_during_validation_next_run_completes_and_cleans_up() {
+    let domain = "www.e2e-killed-dcv.test";
+    let Some((env, web, webroot)) = nginx_env(&[domain], None) else {
+        return;
+    };
+    env.sandbox.set_dcv_ports(free_port(), 0);
+    let mut child = env.agent(["renew", "--wait", "60"]).spawn();
+    let published = wait_until(Duration::from_secs(20), || {
+        !validation_files(&webroot).is_empty()
+    });
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
+    child.wait().unwrap();
+    assert!(published, "the validation file was published");
+    assert_eq!(env.billed(), 1);
+
+    env.sandbox.set_dcv_ports(web.http_port(), 0);
+    let out = env.renew();
+    out.expect_code(0);
+    let serial = out.installed_serial("www");
+    let leaf = env
+        .served_leaf_with_serial(&web.https_addr(), domain, &serial)
+        .unwrap();
+    assert_eq!(leaf.spki, key_spki(&env.spec("www").files.key));
+    assert_eq!(env.billed(), 1);
+    assert_eq!(env.order_posts(), 1);
+    assert!(
+        validation_files(&webroot).is_empty(),
+        "{:?}",
+        validation_files(&webroot)
+    );
 }

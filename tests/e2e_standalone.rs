@@ -79,3 +79,73 @@ fn standalone_renew_orders_validates_and_installs_files() {
         serial
     );
 }
+
+/// One standalone issuance of `product_id` with `key_type`; checks the installed leaf is for
+/// the installed key (of the requested algorithm) and for every name.
+fn issue_standalone(product_id: u64, key_type: &str, domains: &[&str]) {
+    let mut env = TestEnv::new();
+    let mut spec = env.standalone_spec("www", domains);
+    spec.product_id = product_id;
+    spec.extra = format!("key_type = \"{key_type}\"\n");
+    let files = spec.files.clone();
+    env.certs.push(spec);
+    let out = env.renew();
+    out.expect_code(0);
+    let serial = out.installed_serial("www");
+    let leaf = Leaf::from_pem_file(files.cert.as_ref().unwrap());
+    assert_eq!(leaf.serial, serial);
+    assert_eq!(leaf.spki, key_spki(&files.key), "{product_id}/{key_type}");
+    for d in domains {
+        assert!(
+            leaf.dns_names.iter().any(|n| n == d),
+            "{d} in {:?}",
+            leaf.dns_names
+        );
+    }
+    let algorithm = match key_type {
+        "rsa-2048" => "1.2.840.113549.1.1.1",
+        _ => "1.2.840.10045.2.1",
+    };
+    let (_, cert) = x509_parser::parse_x509_certificate(&leaf.der).unwrap();
+    assert_eq!(
+        cert.public_key().algorithm.algorithm.to_id_string(),
+        algorithm,
+        "{key_type}"
+    );
+    assert_eq!(env.billed(), 1);
+}
+
+/// Guards family D (product 2101): HTTP validation without DCV-status hashes.
+#[test]
+fn family_d_product_issues_and_installs() {
+    issue_standalone(2101, "ecdsa-p256", &["www.e2e-family-d.test"]);
+}
+
+/// Guards family C (product 3101): HTTP validation, issuance at the CA's pickup.
+#[test]
+fn family_c_product_issues_and_installs() {
+    issue_standalone(3101, "ecdsa-p256", &["www.e2e-family-c.test"]);
+}
+
+/// Guards RSA keys end to end (key, CSR, order, leaf for that key).
+#[test]
+fn rsa_2048_key_issues_and_installs() {
+    issue_standalone(1101, "rsa-2048", &["www.e2e-rsa.test"]);
+}
+
+/// Guards P-384 keys end to end.
+#[test]
+fn ecdsa_p384_key_issues_and_installs() {
+    issue_standalone(1101, "ecdsa-p384", &["www.e2e-p384.test"]);
+}
+
+/// Guards multi-name certificates (ucc product 1103): every name is ordered, validated through
+/// the standalone server and present in the leaf.
+#[test]
+fn ucc_product_with_several_names_issues_and_installs() {
+    issue_standalone(
+        1103,
+        "ecdsa-p256",
+        &["www.e2e-ucc.test", "e2e-ucc.test", "api.e2e-ucc.test"],
+    );
+}

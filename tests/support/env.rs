@@ -844,6 +844,13 @@ impl Web {
         }
     }
 
+    pub fn https_port(&self) -> u16 {
+        match self {
+            Web::Nginx(n) => n.https_port,
+            Web::Apache(a) => a.https_port,
+        }
+    }
+
     pub fn http_port(&self) -> u16 {
         match self {
             Web::Nginx(n) => n.http_port,
