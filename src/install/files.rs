@@ -8,8 +8,12 @@
 //! Switch order (see [`InstallTx::apply`]): all previous versions are linked aside first; then
 //! the key is renamed into place, immediately followed by the certificate files — nothing but
 //! renames happens between them, so a reader sees a new key with an old certificate for at most
-//! the time of those renames. Web servers read the files only when reloaded, which the install
-//! flow does after all renames and a passing config test.
+//! the time of those renames. Key first because a crash between the renames then leaves the
+//! *old* certificate in place, which the next run sees as not yet installed and installs again;
+//! the other order would leave the new certificate (looking installed) with the old key. Web
+//! servers read the files only when reloaded, which the install flow does after all renames
+//! and a passing config test. Leftover `.cert-agent-new` / `.cert-agent-prev` files of a
+//! crashed run are replaced by the next install of the same path.
 
 use std::ffi::OsString;
 use std::fs::{self, OpenOptions};

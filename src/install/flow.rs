@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use super::error::InstallError;
 use super::files::{CertMaterial, InstallTx, Ownership};
-use super::paths::InstallPaths;
+use super::paths::{InstallPaths, ServerKind};
 use super::server::{ServerCommands, run_command};
 use super::verify::{VerifyTarget, serial_of_pem, verify_served};
 
@@ -32,6 +32,36 @@ pub struct CertInstall {
     pub verify: Option<VerifyTarget>,
     /// Program run after a successful install (argv, no shell).
     pub deploy_hook: Option<Vec<String>>,
+}
+
+impl CertInstall {
+    /// A request with the defaults for `server`: default paths under
+    /// [`DEFAULT_BASE_DIR`](super::DEFAULT_BASE_DIR), ownership kept or defaulted, the
+    /// server's default commands, verification at
+    /// [`DEFAULT_VERIFY_ADDRESS`](super::DEFAULT_VERIFY_ADDRESS) with SNI = the first domain
+    /// (none for [`ServerKind::None`]), no deploy hook. Adjust the public fields from the
+    /// configuration afterwards.
+    pub fn new(
+        name: &str,
+        domains: Vec<String>,
+        server: ServerKind,
+        material: CertMaterial,
+    ) -> Self {
+        let verify = match (server, domains.first()) {
+            (ServerKind::None, _) | (_, None) => None,
+            (_, Some(cn)) => Some(VerifyTarget::new(super::DEFAULT_VERIFY_ADDRESS, cn.clone())),
+        };
+        CertInstall {
+            name: name.to_string(),
+            paths: InstallPaths::defaults(server, name),
+            domains,
+            ownership: Ownership::default(),
+            material,
+            commands: ServerCommands::defaults(server),
+            verify,
+            deploy_hook: None,
+        }
+    }
 }
 
 /// The result of installing one certificate.
@@ -173,8 +203,13 @@ async fn run_server(
             }
             failed.push(p.idx);
         }
-        // The server may have half-applied the reload: make it load the restored files.
-        if restore.is_none() {
+        // A reload that ran may have been half applied: make the server load the restored
+        // files. One that never started (missing program) changed nothing.
+        let ran = matches!(
+            e,
+            InstallError::CommandFailed { .. } | InstallError::CommandTimeout { .. }
+        );
+        if restore.is_none() && ran {
             restore = commands.reload().await.err();
         }
         for idx in failed {

@@ -18,6 +18,41 @@ pub enum ServerKind {
     None,
 }
 
+impl ServerKind {
+    /// The configuration spelling: `nginx`, `apache` or `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerKind::Nginx => "nginx",
+            ServerKind::Apache => "apache",
+            ServerKind::None => "none",
+        }
+    }
+}
+
+impl std::fmt::Display for ServerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A server kind that is not `nginx`, `apache` or `none`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown server `{0}` (expected nginx, apache or none)")]
+pub struct UnknownServerKind(pub String);
+
+impl std::str::FromStr for ServerKind {
+    type Err = UnknownServerKind;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "nginx" => Ok(ServerKind::Nginx),
+            "apache" => Ok(ServerKind::Apache),
+            "none" => Ok(ServerKind::None),
+            other => Err(UnknownServerKind(other.to_string())),
+        }
+    }
+}
+
 /// Paths configured for one certificate (`cert_path`, `chain_path`, `fullchain_path`,
 /// `key_path`); `None` means "use the default for the server kind".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -126,6 +161,14 @@ mod tests {
         let none = InstallPaths::defaults(ServerKind::None, "x");
         assert_eq!(none.certificate_paths().count(), 3);
         assert_eq!(none.key, Path::new("/etc/ssl/cert-agent/x/privkey.pem"));
+    }
+
+    #[test]
+    fn server_kind_spelling() {
+        for k in [ServerKind::Nginx, ServerKind::Apache, ServerKind::None] {
+            assert_eq!(k.as_str().parse::<ServerKind>(), Ok(k));
+        }
+        assert!("httpd".parse::<ServerKind>().is_err());
     }
 
     #[test]
