@@ -9,7 +9,7 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use partner_sandbox::{Fault, FaultKind};
-use support::env::{ORDER_PATH, TestEnv, wait_until};
+use support::env::{ORDER_PATH, Publish, TestEnv, wait_until};
 
 fn standalone_env(domain: &str) -> TestEnv {
     let mut env = TestEnv::new();
@@ -212,4 +212,108 @@ fn overlapping_runs_do_not_order_twice() {
     assert!(status.success(), "the first run completes: {status:?}");
     assert_eq!(env.billed(), 1);
     assert!(!env.record("www").unwrap()["installed"].is_null());
+}
+
+/// Guards an unreadable answer to a billed order (200 with truncated JSON): the order exists,
+/// so the run keeps the intent, and the next run adopts the order instead of repeating it.
+#[test]
+fn malformed_order_answer_is_reconciled() {
+    let env = standalone_env("malformed.e2e-billing.test");
+    env.sandbox.inject(
+        Fault::new(FaultKind::MalformedJson)
+            .method("POST")
+            .path(ORDER_PATH),
+    );
+    env.renew().expect_failure();
+    assert_eq!(env.billed(), 1);
+    assert!(!env.record("www").unwrap()["intent"].is_null());
+    let again = env.renew();
+    again.expect_code(0);
+    again.installed_serial("www");
+    assert_eq!(env.billed(), 1);
+    assert_eq!(env.order_posts(), 1);
+}
+
+/// Guards the request timeout on the order: the answer comes after `api.timeout_secs`, the
+/// order is not sent again within the run, and the next run adopts it.
+#[test]
+fn order_timeout_is_not_retried_and_is_reconciled() {
+    let mut env = standalone_env("timeout.e2e-billing.test");
+    env.api_extra = "timeout_secs = 2\n".into();
+    env.sandbox.inject(
+        Fault::new(FaultKind::Delay { ms: 5_000 })
+            .method("POST")
+            .path(ORDER_PATH),
+    );
+    let first = env.renew();
+    first.expect_failure();
+    assert_eq!(
+        env.order_posts(),
+        1,
+        "POST /order is never retried automatically"
+    );
+    assert_eq!(env.billed(), 1);
+    let again = env.renew();
+    again.expect_code(0);
+    again.installed_serial("www");
+    assert_eq!(env.billed(), 1);
+    assert_eq!(env.order_posts(), 1);
+}
+
+/// Guards a token replaced by another sign-in right at the order: the 401 proves nothing was
+/// billed; whatever the agent does (sign in again, or fail and order next run), exactly one
+/// order ends up billed and installed.
+#[test]
+fn token_rotated_at_order_time_bills_once() {
+    let env = standalone_env("rotated.e2e-billing.test");
+    // Sign in once (the token is cached), then rotate it at the order.
+    env.agent(["products"]).run().expect_code(0);
+    env.sandbox.inject(
+        Fault::new(FaultKind::RotateToken {
+            login: support::env::LOGIN.into(),
+        })
+        .method("POST")
+        .path(ORDER_PATH),
+    );
+    let first = env.renew();
+    if first.code != Some(0) {
+        assert_eq!(env.billed(), 0, "{}", first.describe());
+        assert!(env.record("www").unwrap()["intent"].is_null());
+        env.renew().expect_code(0);
+    }
+    assert_eq!(env.billed(), 1);
+    assert!(!env.record("www").unwrap()["installed"].is_null());
+}
+
+/// Guards against an accidental second order: `issue NAME --yes` for a certificate that is
+/// already ordered and installed places no order.
+#[test]
+fn issue_after_install_places_no_second_order() {
+    let env = standalone_env("twice.e2e-billing.test");
+    env.renew().expect_code(0);
+    assert_eq!(env.billed(), 1);
+    let out = env
+        .agent(["--json", "issue", "www", "--yes", "--wait", "30"])
+        .run();
+    out.expect_code(0);
+    assert_eq!(env.billed(), 1);
+    assert_eq!(env.order_posts(), 1);
+}
+
+/// Guards per-certificate outcomes: one certificate refused by the API, another issued in the
+/// same run; exit 3, the good one installed, only it billed.
+#[test]
+fn one_refused_one_issued_exits_3() {
+    let mut env = standalone_env("good.e2e-billing.test");
+    let Publish::Standalone(port) = env.certs[0].publish.clone() else {
+        unreachable!()
+    };
+    let mut bad = env.cert_spec("bad", &["bad.e2e-billing.internal"], "none");
+    bad.publish = Publish::Standalone(port);
+    env.certs.insert(0, bad);
+    let out = env.renew();
+    out.expect_code(3);
+    assert_eq!(out.outcome("bad")["outcome"], "failed");
+    out.installed_serial("www");
+    assert_eq!(env.billed(), 1);
 }

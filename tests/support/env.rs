@@ -203,6 +203,8 @@ pub struct TestEnv {
     pub poll_interval_secs: u64,
     /// Raw TOML lines appended to `[agent]`.
     pub agent_extra: String,
+    /// Raw TOML lines appended to `[api]`.
+    pub api_extra: String,
     /// Working directory of the agent: `DIR/cwd/a/b` (so `../x` and `../../x` stay inside DIR).
     pub cwd: PathBuf,
     runs: AtomicU32,
@@ -236,6 +238,7 @@ impl TestEnv {
             max_order_price: None,
             poll_interval_secs: 1,
             agent_extra: String::new(),
+            api_extra: String::new(),
             cwd,
             runs: AtomicU32::new(0),
             dir,
@@ -335,6 +338,7 @@ impl TestEnv {
         )
         .unwrap();
         writeln!(c, "ca_file = {}", s(&path_str(&self.sandbox.api_ca_path()))).unwrap();
+        c.push_str(&self.api_extra);
         writeln!(c, "\n[agent]").unwrap();
         writeln!(c, "state_dir = {}", s(&path_str(&self.state_dir()))).unwrap();
         writeln!(c, "poll_interval_secs = {}", self.poll_interval_secs).unwrap();
