@@ -110,9 +110,66 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 force: args.force,
                 wait: std::time::Duration::from_secs(args.wait),
                 allow_orders: config.agent.allow_orders,
-                clear_intent: false,
+                ..Default::default()
             };
             renew(&config, &client, &opts, &out).await
+        }
+        Command::Reissue {
+            name,
+            reuse_key,
+            wait,
+        } => {
+            let config = load_config(&cli.config)?;
+            let client = client_for(&config)?;
+            let opts = crate::renew::run::RunOptions {
+                names: vec![name.clone()],
+                force: true,
+                reuse_key: *reuse_key,
+                wait: std::time::Duration::from_secs(*wait),
+                allow_orders: config.agent.allow_orders,
+                ..Default::default()
+            };
+            renew(&config, &client, &opts, &out).await
+        }
+        Command::Install { name } => {
+            let config = load_config(&cli.config)?;
+            let client = client_for(&config)?;
+            let opts = crate::renew::run::RunOptions {
+                names: vec![name.clone()],
+                reinstall: true,
+                allow_orders: config.agent.allow_orders,
+                ..Default::default()
+            };
+            renew(&config, &client, &opts, &out).await
+        }
+        Command::Adopt {
+            name,
+            certificate_id,
+            reissue,
+        } => {
+            let config = load_config(&cli.config)?;
+            let client = client_for(&config)?;
+            let summary =
+                crate::renew::adopt::adopt(&config, &client, name, *certificate_id).await?;
+            if out.json {
+                out.print_json(&summary)?;
+            } else {
+                println!("{}", summary.message);
+            }
+            if !*reissue {
+                return Ok(exit::OK);
+            }
+            let opts = crate::renew::run::RunOptions {
+                names: vec![name.clone()],
+                force: true,
+                allow_orders: config.agent.allow_orders,
+                ..Default::default()
+            };
+            renew(&config, &client, &opts, &out).await
+        }
+        Command::Status { id: None } => {
+            let config = load_config(&cli.config)?;
+            local_status(&config, &out)
         }
         Command::Issue(args) => {
             let config = load_config(&cli.config)?;
@@ -124,6 +181,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 wait: std::time::Duration::from_secs(args.wait),
                 allow_orders: args.yes || config.agent.allow_orders,
                 clear_intent: args.clear_intent,
+                ..Default::default()
             };
             renew(&config, &client, &opts, &out).await
         }
@@ -197,7 +255,7 @@ async fn run_api_command(
 fn certificate_arg(command: &Command) -> Option<u64> {
     match command {
         Command::Show { id }
-        | Command::Status { id }
+        | Command::Status { id: Some(id) }
         | Command::Cancel { id, .. }
         | Command::Prolong { id, .. }
         | Command::Download { id, .. }
@@ -219,7 +277,7 @@ async fn api_command(
         Command::Balance => balance(client, out).await,
         Command::List(args) => list(client, args, out).await,
         Command::Show { id } => show(client, *id, out).await,
-        Command::Status { id } => status(client, *id, out).await,
+        Command::Status { id: Some(id) } => status(client, *id, out).await,
         Command::Software { product_id } => software(client, *product_id, out).await,
         Command::Countries => countries(client, out).await,
         Command::Dcv(cmd) => dcv(client, cmd, out).await,
@@ -228,7 +286,13 @@ async fn api_command(
         Command::Download { id, bundle, output } => {
             download(client, *id, *bundle, output.as_deref()).await
         }
-        Command::Config(_) | Command::Renew(_) | Command::Issue(_) => unreachable_config(),
+        Command::Config(_)
+        | Command::Renew(_)
+        | Command::Issue(_)
+        | Command::Reissue { .. }
+        | Command::Install { .. }
+        | Command::Adopt { .. }
+        | Command::Status { id: None } => unreachable_config(),
     }
 }
 
@@ -530,6 +594,50 @@ async fn show(client: &Client, id: u64, out: &Output) -> Result<u8> {
     }
     if let Some(content) = &d.dcv_content {
         println!("\nDCV content:\n{content}");
+    }
+    Ok(exit::OK)
+}
+
+/// `status` without an ID: every configured certificate from local state (no API call).
+fn local_status(config: &Config, out: &Output) -> Result<u8> {
+    let rows = crate::renew::status::collect(config)?;
+    if out.json {
+        out.print_json(&rows)?;
+        return Ok(exit::OK);
+    }
+    let mut t = Table::new(&[
+        "NAME",
+        "CERT ID",
+        "STATE",
+        "SERIAL",
+        "EXPIRES",
+        "DAYS",
+        "SUBSCRIPTION",
+        "NEXT",
+    ])
+    .right(1)
+    .right(5)
+    .flex(7);
+    for r in &rows {
+        t.row([
+            r.name.clone(),
+            or_dash(r.certificate_id),
+            r.state.clone(),
+            or_dash(r.serial.as_deref()),
+            or_dash(r.expires.map(|d| d.date())),
+            or_dash(r.days_left),
+            or_dash(r.subscription_ends.map(|d| d.date())),
+            r.next_action.clone(),
+        ]);
+    }
+    out.table(&t);
+    for r in &rows {
+        if let Some(e) = &r.last_error {
+            println!("{}: last error: {e}", r.name);
+        }
+        if let Some(w) = &r.warning {
+            println!("{}: {w}", r.name);
+        }
     }
     Ok(exit::OK)
 }

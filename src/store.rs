@@ -260,6 +260,14 @@ impl Store {
         })
     }
 
+    /// The state directory at `dir` without creating anything (for read-only commands; a
+    /// missing directory reads as "no state").
+    pub fn existing(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+        }
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }

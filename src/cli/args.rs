@@ -82,12 +82,48 @@ pub enum Command {
         id: u64,
     },
 
-    /// Show the state of one certificate as the status call reports it.
-    ///
-    /// The API asks for at most one status call every 5 minutes per certificate.
+    /// Without ID: every configured certificate — state, serial, expiry, subscription end,
+    /// next action and when, last error — from local state only (no API call). With ID: the
+    /// state of that certificate as the status call reports it (the API asks for at most one
+    /// status call every 5 minutes per certificate).
     Status {
         /// Certificate ID (internal number).
-        id: u64,
+        id: Option<u64>,
+    },
+
+    /// Reissue a configured certificate now (free): a new key and CSR, validation, install.
+    ///
+    /// Not possible in the last 30 days of the subscription; family C always gets a new key.
+    Reissue {
+        /// The [[certificate]] to reissue.
+        name: String,
+        /// Keep the current key (not for family C).
+        #[arg(long)]
+        reuse_key: bool,
+        /// Seconds to wait for validation and issuance before leaving the rest to the next run.
+        #[arg(long, value_name = "SECS", default_value_t = 600)]
+        wait: u64,
+    },
+
+    /// Download the issued certificate of a configured certificate again and install it
+    /// (config test, reload, verification, rollback as in `renew`).
+    Install {
+        /// The [[certificate]] to install.
+        name: String,
+    },
+
+    /// Manage an order placed elsewhere (the web site, another tool) as a configured
+    /// certificate: its key is not on this host, so it is reissued with a local key on its
+    /// next due date, or at once with --reissue.
+    Adopt {
+        /// The [[certificate]] that will own the order.
+        name: String,
+        /// The order's certificate ID (internal number).
+        #[arg(long, value_name = "ID")]
+        certificate_id: u64,
+        /// Reissue with a local key now instead of on the due date.
+        #[arg(long)]
+        reissue: bool,
     },
 
     /// List the server software entries for a product (the ssl_server_software_id values).

@@ -149,7 +149,7 @@ pub fn money(amount: &str) -> String {
     }
     match t.split_once('.') {
         None => format!("{t}.00"),
-        Some((_, frac)) if frac.is_empty() => format!("{t}00"),
+        Some((_, "")) => format!("{t}00"),
         Some((_, frac)) if frac.len() == 1 => format!("{t}0"),
         Some(_) => t.to_owned(),
     }

@@ -293,8 +293,10 @@ mod tests {
 
     #[test]
     fn every_branch() {
-        let mut no_order = CertRecord::default();
-        no_order.name = "www".into();
+        let no_order = CertRecord {
+            name: "www".into(),
+            ..CertRecord::default()
+        };
         let mut with_intent = no_order.clone();
         with_intent.intent = Some(OrderIntent {
             csr_sha256: "AA".into(),

@@ -1,36 +1,49 @@
-//! One run of `cert-agent renew` / `issue`: drive each selected certificate towards "issued and
-//! installed" (order, publish DCV, poll within the API's limit, download and check the
-//! bundle), then install everything that is ready in one transaction per web server.
+//! One run of `cert-agent renew` / `issue` / `reissue` / `install`.
+//!
+//! 1. *Start*: for each selected certificate the planner picks one action from the stored
+//!    record and the installed files (no API call when nothing is due); the action is started
+//!    (order placed, reissue sent, renewal prepared) and the certificate either finishes or
+//!    joins the waiting set.
+//! 2. *Rounds*: waiting certificates are polled at most once per `poll_interval_secs` each
+//!    (across runs: the last call is recorded). When several are due in one round, one
+//!    `list` call per page of in-progress certificates stands in for their status calls.
+//!    Validation is published when the API says what to publish; issued certificates are
+//!    downloaded and checked.
+//! 3. *Install*: everything ready is installed in one transaction per web server (config
+//!    test and reload once each), verified, and recorded.
+//!
+//! One certificate's failure never stops the others. Failures are recorded with a backoff
+//! (1 h doubling to 24 h) so that a broken certificate does not call the API on every tick.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use time::OffsetDateTime;
 
-use crate::api::{ApiError, CertificateState, Client};
-use crate::bundle::{self, Expected, ValidatedBundle};
-use crate::config::{CertificateConfig, Config, DcvMethod, Server, Webroot};
-use crate::crypto::{CsrHashes, CsrInfo, PrivateKey};
-use crate::dcv::{self, ValidationFile, hook, selfcheck::SelfCheck, standalone::StandaloneServer};
-use crate::install::{
-    self, CertInstall, CertMaterial, InstallPaths, Ownership, PathOverrides, Principal,
-    ServerCommands, ServerKind, VerifyTarget,
-};
-use crate::store::{CertRecord, Installed, Store};
+use crate::api::{CertificateState, Client, ListScope};
+use crate::config::{CertificateConfig, Config};
+use crate::dcv::standalone::StandaloneServer;
+use crate::install::{self, CertInstall};
+use crate::store::{CertRecord, FileStamp, Store};
 
-use super::{keys, order};
+use super::deploy::{self, Ready};
+use super::plan::{self, Action, Disk, Inputs};
+use super::validate::{self, Published};
+use super::{keys, order, reissue};
+
+/// At least this many certificates due in one round are polled with the list call.
+const BULK_POLL_MIN: usize = 3;
 
 /// What the caller asked for.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     /// Certificates to work on; empty: every configured one.
     pub names: Vec<String>,
-    /// Print what would be done; change nothing, call nothing that bills or changes state.
+    /// Print what would be done; change nothing, call nothing.
     pub dry_run: bool,
-    /// Work on a certificate even when nothing is due.
+    /// Reissue the selected certificates now (within what the rules allow).
     pub force: bool,
     /// How long this run waits for validation and issuance before leaving the rest to the
     /// next run (exit 75).
@@ -39,6 +52,25 @@ pub struct RunOptions {
     pub allow_orders: bool,
     /// Clear an unreconciled order intent on the operator's word.
     pub clear_intent: bool,
+    /// Keep the current key on a reissue (`reissue --reuse-key`).
+    pub reuse_key: bool,
+    /// Download and install the issued certificate again (`install NAME`).
+    pub reinstall: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            names: Vec::new(),
+            dry_run: false,
+            force: false,
+            wait: Duration::from_secs(600),
+            allow_orders: false,
+            clear_intent: false,
+            reuse_key: false,
+            reinstall: false,
+        }
+    }
 }
 
 /// The outcome for one certificate.
@@ -47,14 +79,14 @@ pub struct RunOptions {
 pub enum Outcome {
     /// Nothing to do.
     Unchanged { reason: String },
-    /// A new certificate is installed and served.
+    /// A new certificate is installed (and served, where checked).
     Installed {
         certificate_id: u64,
         serial: String,
         #[serde(with = "time::serde::rfc3339")]
         not_after: OffsetDateTime,
     },
-    /// Waiting for the CA; the next run continues.
+    /// Waiting for the CA or the operator; the next run continues.
     Pending { reason: String },
     /// What a real run would do (`--dry-run`).
     Planned { action: String },
@@ -68,6 +100,9 @@ pub struct CertReport {
     pub name: String,
     #[serde(flatten)]
     pub outcome: Outcome,
+    /// A warning for the operator (subscription ending, renewal order prepared).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// The whole run.
@@ -97,27 +132,56 @@ impl RunReport {
     }
 }
 
-/// A certificate whose bundle is downloaded and checked, ready to install.
-struct Ready {
-    certificate_id: u64,
-    bundle: ValidatedBundle,
-    install: CertInstall,
+/// Shared state of one run.
+pub(super) struct Ctx<'a> {
+    pub config: &'a Config,
+    pub client: &'a Client,
+    pub store: &'a Store,
+    pub opts: &'a RunOptions,
+    started: tokio::time::Instant,
+    /// Standalone DCV servers of this run, by listen address.
+    pub standalone: HashMap<SocketAddr, StandaloneServer>,
 }
 
-enum Step {
+/// What is being waited for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Mode {
+    /// The first certificate of an order.
+    Issue,
+    /// A reissued certificate: ready when the served serial differs from this one.
+    Reissue { previous_serial: Option<String> },
+}
+
+#[derive(Debug)]
+struct Waiting {
+    idx: usize,
+    certificate_id: u64,
+    mode: Mode,
+    published: bool,
+}
+
+enum Next {
     Done(Outcome),
+    Wait(Waiting),
     Ready(Box<Ready>),
 }
 
-/// Shared state of one run.
-struct Ctx<'a> {
-    config: &'a Config,
-    client: &'a Client,
-    store: &'a Store,
-    opts: &'a RunOptions,
-    started: tokio::time::Instant,
-    /// Standalone DCV servers of this run, by listen address.
-    standalone: HashMap<SocketAddr, StandaloneServer>,
+/// Environment variable that shifts the agent's clock by a number of seconds, so tests can
+/// follow the sandbox's virtual clock through years of renewals. Honoured only in debug
+/// builds; release builds always use the system clock.
+pub const TEST_CLOCK_OFFSET_ENV: &str = "CERT_AGENT_TEST_CLOCK_OFFSET_SECS";
+
+/// The time every decision of a run uses.
+pub fn now() -> OffsetDateTime {
+    let real = OffsetDateTime::now_utc();
+    if cfg!(debug_assertions)
+        && let Some(secs) = std::env::var(TEST_CLOCK_OFFSET_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<i64>().ok())
+    {
+        return real + time::Duration::seconds(secs);
+    }
+    real
 }
 
 /// Runs once over the selected certificates. Takes the run lock for its whole duration.
@@ -133,42 +197,46 @@ pub async fn run(config: &Config, client: &Client, opts: &RunOptions) -> Result<
         started: tokio::time::Instant::now(),
         standalone: HashMap::new(),
     };
+    let mut report = RunReport {
+        certificates: certs
+            .iter()
+            .map(|c| CertReport {
+                name: c.name.clone(),
+                outcome: Outcome::Pending {
+                    reason: "not started".into(),
+                },
+                warning: None,
+            })
+            .collect(),
+    };
 
-    let mut report = RunReport::default();
+    let mut waiting = Vec::new();
     let mut ready: Vec<(usize, Ready)> = Vec::new();
-    for cert in &certs {
-        let step = drive(&mut ctx, cert).await;
-        let outcome = match step {
-            Ok(Step::Done(outcome)) => outcome,
-            Ok(Step::Ready(r)) => {
-                ready.push((report.certificates.len(), *r));
-                Outcome::Pending {
-                    reason: "ready to install".into(),
-                }
-            }
-            Err(err) => fail(&store, &cert.name, &err),
-        };
-        report.certificates.push(CertReport {
-            name: cert.name.clone(),
-            outcome,
-        });
+    for (idx, cert) in certs.iter().enumerate() {
+        let next = start(&mut ctx, cert, idx, &mut report.certificates[idx].warning).await;
+        settle(&ctx, cert, idx, next, &mut report, &mut waiting, &mut ready);
     }
+
+    rounds(&mut ctx, &certs, &mut waiting, &mut ready, &mut report).await;
 
     if !ready.is_empty() {
         let installs: Vec<CertInstall> = ready.iter().map(|(_, r)| r.install.clone()).collect();
         let outcomes = install::install_all(&installs).await;
         for ((idx, r), result) in ready.into_iter().zip(outcomes) {
-            let name = report.certificates[idx].name.clone();
-            let outcome = match (result.installed(), result.result) {
-                (true, hook_result) => {
-                    let installed = finish_install(&store, &name, &r)?;
-                    if let Err(e) = hook_result {
-                        tracing::warn!(certificate = %name, "deploy hook failed: {e}");
-                    }
-                    installed
+            let cert = certs[idx];
+            let outcome = if result.installed() {
+                if let Err(e) = &result.result {
+                    tracing::warn!(certificate = %cert.name, "deploy hook failed: {e}");
+                    report.certificates[idx].warning = Some(format!("deploy hook failed: {e}"));
                 }
-                (false, Err(e)) => fail(&store, &name, &anyhow!(e).context("install failed")),
-                (false, Ok(())) => fail(&store, &name, &anyhow!("install did not complete")),
+                deploy::finish_install(&store, cert, &r)
+                    .unwrap_or_else(|e| record_failure(&store, &cert.name, &e))
+            } else {
+                let err = match result.result {
+                    Err(e) => anyhow!(e),
+                    Ok(()) => anyhow!("the install did not complete"),
+                };
+                record_failure(&store, &cert.name, &err.context("install failed"))
             };
             report.certificates[idx].outcome = outcome;
         }
@@ -177,7 +245,30 @@ pub async fn run(config: &Config, client: &Client, opts: &RunOptions) -> Result<
     for (_, server) in ctx.standalone.drain() {
         server.shutdown().await;
     }
+    if !opts.dry_run {
+        clear_backoff(&store, &report);
+        notify(config, &report).await;
+    }
     Ok(report)
+}
+
+fn settle(
+    ctx: &Ctx<'_>,
+    cert: &CertificateConfig,
+    idx: usize,
+    next: Result<Next>,
+    report: &mut RunReport,
+    waiting: &mut Vec<Waiting>,
+    ready: &mut Vec<(usize, Ready)>,
+) {
+    match next {
+        Ok(Next::Done(outcome)) => report.certificates[idx].outcome = outcome,
+        Ok(Next::Wait(w)) => waiting.push(w),
+        Ok(Next::Ready(r)) => ready.push((idx, *r)),
+        Err(err) => {
+            report.certificates[idx].outcome = record_failure(ctx.store, &cert.name, &err);
+        }
+    }
 }
 
 fn select<'a>(config: &'a Config, names: &[String]) -> Result<Vec<&'a CertificateConfig>> {
@@ -203,11 +294,13 @@ fn select<'a>(config: &'a Config, names: &[String]) -> Result<Vec<&'a Certificat
         .collect()
 }
 
-/// Records the failure in the certificate's state and turns it into an outcome.
-fn fail(store: &Store, name: &str, err: &anyhow::Error) -> Outcome {
+/// Records a failure (with its backoff) and turns it into an outcome.
+fn record_failure(store: &Store, name: &str, err: &anyhow::Error) -> Outcome {
     let text = format!("{err:#}");
     if let Ok(mut rec) = store.load(name) {
         rec.last_error = Some(text.clone());
+        rec.failures = rec.failures.saturating_add(1);
+        rec.retry_after = Some(now() + plan::backoff(rec.failures));
         if let Err(e) = store.save(&rec) {
             tracing::warn!(certificate = %name, "could not record the failure: {e}");
         }
@@ -215,594 +308,572 @@ fn fail(store: &Store, name: &str, err: &anyhow::Error) -> Outcome {
     Outcome::Failed { error: text }
 }
 
-fn now() -> OffsetDateTime {
-    OffsetDateTime::now_utc()
+/// A certificate that did not fail this run starts afresh: no backoff.
+fn clear_backoff(store: &Store, report: &RunReport) {
+    for c in &report.certificates {
+        if matches!(c.outcome, Outcome::Failed { .. } | Outcome::Planned { .. }) {
+            continue;
+        }
+        if let Ok(mut rec) = store.load(&c.name)
+            && (rec.failures > 0 || rec.retry_after.is_some())
+            && !matches!(c.outcome, Outcome::Unchanged { .. } if rec.retry_after.is_some_and(|t| t > now()))
+        {
+            rec.failures = 0;
+            rec.retry_after = None;
+            rec.last_error = None;
+            let _ = store.save(&rec);
+        }
+    }
 }
 
-/// Drives one certificate as far as this run can.
-async fn drive(ctx: &mut Ctx<'_>, cert: &CertificateConfig) -> Result<Step> {
+/// The installed leaf as found on disk: its stamp first, the certificate only when the file
+/// changed.
+pub(super) fn disk_state(rec: &CertRecord) -> (Disk, Option<FileStamp>) {
+    let Some(inst) = &rec.installed else {
+        return (Disk::Missing, None);
+    };
+    let Some(path) = &inst.leaf_file else {
+        return (Disk::AsInstalled, None);
+    };
+    let stamp = FileStamp::of(path);
+    if stamp.is_none() {
+        return (Disk::Missing, None);
+    }
+    if stamp == inst.leaf_stamp {
+        return (Disk::AsInstalled, None);
+    }
+    let serial = std::fs::read(path)
+        .ok()
+        .and_then(|pem| crate::crypto::CertificateInfo::from_pem(&pem).ok())
+        .map(|c| c.serial_hex);
+    match serial {
+        Some(s) if same_serial(&s, &inst.serial) => (Disk::AsInstalled, stamp),
+        other => (Disk::Differs(other), None),
+    }
+}
+
+/// Serials compared as numbers written in hex (case and leading zeros do not matter).
+pub(super) fn same_serial(a: &str, b: &str) -> bool {
+    a.trim_start_matches('0')
+        .eq_ignore_ascii_case(b.trim_start_matches('0'))
+}
+
+/// Plans and starts the action of one certificate.
+async fn start(
+    ctx: &mut Ctx<'_>,
+    cert: &CertificateConfig,
+    idx: usize,
+    warning_out: &mut Option<String>,
+) -> Result<Next> {
     let store = ctx.store;
     let mut rec = store.load(&cert.name)?;
     if ctx.opts.clear_intent && order::clear_intent(store, &mut rec)? {
         tracing::warn!(certificate = %cert.name, "unreconciled order intent cleared by the operator");
     }
-
-    if rec.intent.is_none()
-        && rec.pending_key.is_none()
-        && let Some(installed) = &rec.installed
-    {
-        let days_left = (installed.not_after - now()).whole_days();
-        if days_left > i64::from(ctx.config.agent.renew_before_days) {
-            return Ok(Step::Done(Outcome::Unchanged {
-                reason: format!("installed, valid for {days_left} more days"),
-            }));
+    let (disk, refreshed_stamp) = disk_state(&rec);
+    if let (Some(stamp), Some(inst)) = (refreshed_stamp, rec.installed.as_mut()) {
+        // Rewritten with the same certificate (e.g. touched): remember the new stamp.
+        inst.leaf_stamp = Some(stamp);
+        if !ctx.opts.dry_run {
+            store.save(&rec)?;
         }
-        bail!(
-            "the installed certificate ends in {days_left} days and needs a reissue; reissuing \
-             is not available in this version"
-        );
     }
-
+    let inputs = Inputs {
+        now: now(),
+        record: &rec,
+        disk: if ctx.opts.reinstall && rec.installed.is_some() {
+            Disk::Differs(None)
+        } else {
+            disk
+        },
+        renew_before_days: ctx.config.agent.renew_before_days,
+        allow_orders: ctx.opts.allow_orders,
+        force: ctx.opts.force,
+        reuse_key: ctx.opts.reuse_key || cert.reuse_key,
+        family: cert.family,
+    };
+    let action = plan::decide(&inputs);
     if ctx.opts.dry_run {
-        return Ok(Step::Done(Outcome::Planned {
-            action: plan_text(ctx, cert, &rec),
+        return Ok(Next::Done(Outcome::Planned {
+            action: describe(&action, cert),
         }));
     }
+    tracing::debug!(certificate = %cert.name, "plan: {action:?}");
 
-    let ordered = order::ensure_order(
-        ctx.config,
-        cert,
-        ctx.client,
-        store,
-        &mut rec,
-        ctx.opts.allow_orders,
-        now(),
-    )
-    .await?;
-    let certificate_id = ordered.certificate_id();
-    let Some(pending) = rec.pending_key.clone() else {
-        bail!(
-            "certificate {certificate_id} has no local key in the state directory; adopt it \
-             with `cert-agent adopt {} --certificate-id {certificate_id}`",
-            cert.name
-        );
-    };
-
-    let mut published = false;
-    loop {
-        match poll_state(ctx, &mut rec, certificate_id).await? {
-            Poll::State(CertificateState::Issued) => break,
-            Poll::State(
-                CertificateState::New
-                | CertificateState::InProgress
-                | CertificateState::WaitingForApproval,
-            ) => {
-                if !published {
-                    match publish_dcv(ctx, cert, &mut rec, certificate_id).await? {
-                        Published::Yes => published = true,
-                        Published::Later => {}
-                        Published::Operator(reason) => {
-                            return Ok(Step::Done(Outcome::Pending { reason }));
-                        }
-                    }
+    match action {
+        Action::Idle { next, warning } => {
+            if let Some(w) = warning {
+                tracing::warn!(certificate = %cert.name, "{w}");
+                *warning_out = Some(w);
+            }
+            let reason = match (&rec.installed, next) {
+                (Some(i), Some(at)) => format!(
+                    "serial {} valid until {}; next renewal check after {}",
+                    i.serial,
+                    i.not_after.date(),
+                    at.date()
+                ),
+                _ => "up to date".to_owned(),
+            };
+            Ok(Next::Done(Outcome::Unchanged { reason }))
+        }
+        Action::NeedsOrder => Err(order::OrderRefusal::NotAllowed {
+            name: cert.name.clone(),
+        }
+        .into()),
+        Action::Backoff { until } => Ok(Next::Done(Outcome::Failed {
+            error: format!(
+                "not retried before {} after {} failed attempt(s) (use --force to retry now); \
+                 last error: {}",
+                until
+                    .format(&time::format_description::well_known::Rfc3339)
+                    .unwrap_or_default(),
+                rec.failures,
+                rec.last_error.as_deref().unwrap_or("unknown")
+            ),
+        })),
+        Action::Order | Action::Reconcile => {
+            let id = order::ensure_order(
+                ctx.config,
+                cert,
+                ctx.client,
+                store,
+                &mut rec,
+                ctx.opts.allow_orders,
+                now(),
+            )
+            .await?
+            .certificate_id();
+            Ok(wait(idx, id, Mode::Issue))
+        }
+        Action::Continue => {
+            if rec.reissue.is_some() {
+                let previous = rec.reissue.as_ref().and_then(|r| r.previous_serial.clone());
+                let id = reissue::resume(ctx, cert, &mut rec).await?;
+                Ok(wait(
+                    idx,
+                    id,
+                    Mode::Reissue {
+                        previous_serial: previous,
+                    },
+                ))
+            } else {
+                let id = order::ensure_order(
+                    ctx.config,
+                    cert,
+                    ctx.client,
+                    store,
+                    &mut rec,
+                    false,
+                    now(),
+                )
+                .await?
+                .certificate_id();
+                Ok(wait(idx, id, Mode::Issue))
+            }
+        }
+        Action::Reinstall => {
+            let id = rec
+                .order
+                .as_ref()
+                .map(|o| o.certificate_id)
+                .ok_or_else(|| anyhow!("no order recorded"))?;
+            let key = deploy::installed_key(cert)?;
+            match deploy::download_checked(ctx, cert, id, &key, None).await? {
+                Some(bundle) => {
+                    let install = deploy::cert_install(cert, &bundle, &key);
+                    Ok(Next::Ready(Box::new(Ready {
+                        certificate_id: id,
+                        bundle,
+                        install,
+                    })))
                 }
+                None => Ok(Next::Done(Outcome::Pending {
+                    reason: format!("certificate {id}: its files are not available yet"),
+                })),
             }
-            Poll::State(state) => {
-                cleanup_dcv(ctx, cert, &mut rec).await;
-                bail!(
-                    "certificate {certificate_id} is {}; nothing more can be done with this \
-                     order (no new order is placed automatically)",
-                    state.as_str()
-                );
-            }
-            Poll::NotYet(next) => {
-                return Ok(Step::Done(Outcome::Pending {
-                    reason: format!(
-                        "certificate {certificate_id}: waiting for validation and issuance \
-                         (state {}); next status check in {} s",
-                        rec.last_state.as_deref().unwrap_or("unknown"),
-                        next.as_secs()
-                    ),
-                }));
-            }
+        }
+        Action::Reissue { new_key, reason } => {
+            tracing::info!(certificate = %cert.name, "reissuing: {reason}");
+            let previous = rec.installed.as_ref().map(|i| i.serial.clone());
+            let id = reissue::start(ctx, cert, &mut rec, new_key, now()).await?;
+            Ok(wait(
+                idx,
+                id,
+                Mode::Reissue {
+                    previous_serial: previous,
+                },
+            ))
+        }
+        Action::RenewSubscription {
+            order: true,
+            reason,
+        } => {
+            let old = rec.order.as_ref().map(|o| o.certificate_id);
+            store.journal(
+                &cert.name,
+                "subscription-renewal-order",
+                serde_json::json!({ "renews": old, "reason": reason }),
+            )?;
+            rec.renews = old;
+            rec.order = None;
+            rec.subscription = None;
+            rec.prolong_prepared_at = None;
+            store.save(&rec)?;
+            tracing::warn!(certificate = %cert.name, "placing a new order: {reason}");
+            let id =
+                order::ensure_order(ctx.config, cert, ctx.client, store, &mut rec, true, now())
+                    .await?
+                    .certificate_id();
+            Ok(wait(idx, id, Mode::Issue))
+        }
+        Action::RenewSubscription {
+            order: false,
+            reason,
+        } => {
+            let id = rec
+                .order
+                .as_ref()
+                .map(|o| o.certificate_id)
+                .ok_or_else(|| anyhow!("no order recorded"))?;
+            let message = prepare_renewal(ctx, cert, &mut rec, id, &reason).await?;
+            tracing::warn!(certificate = %cert.name, "{message}");
+            *warning_out = Some(message.clone());
+            Ok(Next::Done(Outcome::Unchanged { reason: message }))
         }
     }
-
-    cleanup_dcv(ctx, cert, &mut rec).await;
-    let key = keys::load_pending(&pending)?;
-    let bundle = match download_checked(ctx, cert, certificate_id, &key).await? {
-        Some(b) => b,
-        None => {
-            return Ok(Step::Done(Outcome::Pending {
-                reason: format!(
-                    "certificate {certificate_id} is issued but its files are not available yet"
-                ),
-            }));
-        }
-    };
-    let install = cert_install(cert, &bundle, &key);
-    Ok(Step::Ready(Box::new(Ready {
-        certificate_id,
-        bundle,
-        install,
-    })))
 }
 
-fn plan_text(ctx: &Ctx<'_>, cert: &CertificateConfig, rec: &CertRecord) -> String {
-    if rec.intent.is_some() {
-        return "reconcile an order whose answer was lost (certificate list search)".into();
-    }
-    match &rec.order {
-        Some(o) => format!(
-            "continue certificate {}: validation, issuance, download and install",
-            o.certificate_id
-        ),
-        None if ctx.opts.allow_orders => format!(
+fn wait(idx: usize, certificate_id: u64, mode: Mode) -> Next {
+    Next::Wait(Waiting {
+        idx,
+        certificate_id,
+        mode,
+        published: false,
+    })
+}
+
+pub(super) fn describe(action: &Action, cert: &CertificateConfig) -> String {
+    match action {
+        Action::Idle { next: Some(at), .. } => format!("do nothing before {}", at.date()),
+        Action::Idle { next: None, .. } => "do nothing".into(),
+        Action::NeedsOrder => {
+            "nothing: no order yet and orders are not allowed (`issue NAME --yes`)".into()
+        }
+        Action::Order => format!(
             "place a billed order for product {} ({} days) for {}",
             cert.product_id,
             cert.days,
             cert.domains.join(", ")
         ),
-        None => "no order yet; orders are not allowed (use `cert-agent issue NAME --yes`)".into(),
-    }
-}
-
-enum Poll {
-    State(CertificateState),
-    /// The next status call is not allowed before this long, beyond this run's wait.
-    NotYet(Duration),
-}
-
-/// One status call, at most once per `poll_interval_secs` per certificate across runs; sleeps
-/// until the next call is allowed when that is within this run's wait.
-async fn poll_state(ctx: &Ctx<'_>, rec: &mut CertRecord, certificate_id: u64) -> Result<Poll> {
-    let interval = Duration::from_secs(ctx.config.agent.poll_interval_secs);
-    if let Some(last) = rec.last_poll {
-        let since = now() - last;
-        let since = Duration::try_from(since).unwrap_or(Duration::ZERO);
-        if since < interval {
-            let wait = interval - since;
-            let remaining = ctx.opts.wait.saturating_sub(ctx.started.elapsed());
-            if wait > remaining {
-                return Ok(Poll::NotYet(wait));
-            }
-            tracing::info!(
-                certificate = %rec.name,
-                "waiting {} s for the next status check",
-                wait.as_secs()
-            );
-            tokio::time::sleep(wait).await;
+        Action::Reconcile => {
+            "search the certificate list for an order whose answer was lost".into()
         }
-    }
-    rec.last_poll = Some(now());
-    ctx.store.save(rec)?;
-    let status = ctx
-        .client
-        .status(certificate_id)
-        .await
-        .with_context(|| format!("could not read the state of certificate {certificate_id}"))?;
-    let Some(code) = status.certificate else {
-        bail!("the status call for certificate {certificate_id} reported no state");
-    };
-    rec.last_state = Some(code.as_str().to_owned());
-    ctx.store.save(rec)?;
-    match code.state() {
-        Some(state) => Ok(Poll::State(state)),
-        None => bail!(
-            "certificate {certificate_id} is in state '{}', which cert-agent does not know",
-            code.as_str()
+        Action::Continue => "continue validation, issuance and install".into(),
+        Action::Reinstall => "download and install the issued certificate again".into(),
+        Action::Reissue { new_key, reason } => format!(
+            "reissue ({}) because {reason}",
+            if *new_key { "new key" } else { "same key" }
         ),
-    }
-}
-
-enum Published {
-    /// Published (or nothing to publish); wait for the CA.
-    Yes,
-    /// The API does not say yet what to publish; try again after the next poll.
-    Later,
-    /// The operator must act (approve an email, create DNS records).
-    Operator(String),
-}
-
-fn csr_hashes(rec: &CertRecord) -> Result<CsrHashes> {
-    let p = rec
-        .pending_key
-        .as_ref()
-        .ok_or_else(|| anyhow!("no pending key and CSR recorded"))?;
-    Ok(CsrHashes {
-        md5: p.csr_md5.clone(),
-        sha256: p.csr_sha256.clone(),
-    })
-}
-
-/// Publishes what domain control validation needs for the pending CSR.
-async fn publish_dcv(
-    ctx: &mut Ctx<'_>,
-    cert: &CertificateConfig,
-    rec: &mut CertRecord,
-    certificate_id: u64,
-) -> Result<Published> {
-    let details = ctx
-        .client
-        .details(certificate_id)
-        .await
-        .with_context(|| format!("could not read certificate {certificate_id}"))?;
-    let ours = csr_hashes(rec)?;
-    // The order must carry our CSR: its key is the one kept on this host.
-    let theirs = CsrInfo::from_pem(details.csr.as_bytes()).with_context(|| {
-        format!("certificate {certificate_id}: the CSR the API reports cannot be read")
-    })?;
-    if !theirs.hashes.sha256.eq_ignore_ascii_case(&ours.sha256) {
-        bail!(
-            "certificate {certificate_id} was ordered with another CSR than the one whose key \
-             this host keeps; refusing to validate it"
-        );
-    }
-
-    match cert.dcv {
-        DcvMethod::Http | DcvMethod::Https => {
-            if !details.dcv_method.contains("CSR_HASH") || details.dcv_method.contains("CNAME") {
-                bail!(
-                    "certificate {certificate_id} validates by {}, but the configuration says \
-                     `dcv = \"{}\"`; switch it with `cert-agent dcv change {certificate_id} {}`",
-                    details.dcv_method,
-                    if cert.dcv == DcvMethod::Https {
-                        "https"
-                    } else {
-                        "http"
-                    },
-                    cert.dcv.dcv_type().as_str()
-                );
-            }
-            let Some(content) = details.dcv_content.as_deref() else {
-                return Ok(Published::Later);
-            };
-            let file = ValidationFile::for_csr(&ours, content).with_context(|| {
-                format!("certificate {certificate_id}: the validation content from the API")
-            })?;
-            cross_check_hashes(ctx, certificate_id, &ours).await?;
-            if cert.standalone {
-                let server = standalone_server(ctx, cert.listen).await?;
-                server.add_file(&file);
-            } else {
-                let webroots = webroots(cert)?;
-                let published = dcv::webroot::publish(&webroots, &cert.domains, &file)
-                    .context("could not publish the validation file")?;
-                rec.dcv.files.extend(published.files);
-                rec.dcv.dirs.extend(published.dirs);
-                ctx.store.save(rec)?;
-            }
-            ctx.store.journal(
-                &cert.name,
-                "dcv-published",
-                serde_json::json!({ "file": file.url_path() }),
-            )?;
-            self_check(cert, &file).await;
-            Ok(Published::Yes)
+        Action::RenewSubscription {
+            order: true,
+            reason,
+        } => {
+            format!("place a new billed order because {reason}")
         }
-        DcvMethod::DnsTxt => {
-            let value = match details.dcv_content.as_deref() {
-                Some(v) if !v.trim().is_empty() => v.trim().to_owned(),
-                _ => return Ok(Published::Later),
-            };
-            let records = cert
-                .domains
-                .iter()
-                .map(|d| hook::txt_record(d, &value))
-                .collect::<Result<Vec<_>, _>>()
-                .context("the DNS TXT value from the API")?;
-            publish_dns(ctx, cert, rec, records).await
+        Action::RenewSubscription {
+            order: false,
+            reason,
+        } => {
+            format!("prepare a renewal order because {reason}")
         }
-        DcvMethod::Cname => Ok(Published::Operator(format!(
-            "certificate {certificate_id} validates by CNAME records: create `_<MD5 of the \
-             CSR>.<domain>` as the CA's documentation and `cert-agent dcv status \
-             {certificate_id}` describe (CSR MD5 {}, SHA-256 {})",
-            ours.md5, ours.sha256
-        ))),
-        DcvMethod::Email => Ok(Published::Operator(format!(
-            "certificate {certificate_id} validates by email to {}: approve the message the \
-             CA sent (resend it with `cert-agent dcv resend {certificate_id}`)",
-            if details.validation_email.is_empty() {
-                "the validation address"
-            } else {
-                details.validation_email.as_str()
-            }
-        ))),
+        Action::Backoff { until } => format!("wait until {until} after failures"),
     }
 }
 
-/// Family S reports the CSR hashes in the DCV status; they must be ours.
-async fn cross_check_hashes(ctx: &Ctx<'_>, certificate_id: u64, ours: &CsrHashes) -> Result<()> {
-    let status = match ctx.client.dcv_status(certificate_id).await {
-        Ok(s) => s,
-        // Only available while in progress; the content check above already holds.
-        Err(ApiError::Http { status: 422, .. }) => return Ok(()),
-        Err(e) => return Err(anyhow!(e).context("could not read the DCV status")),
-    };
-    for (domain, entry) in &status.domains {
-        if let Some(h) = &entry.hashes {
-            crate::crypto::dcv::check_api_hashes(ours, h.md5.as_deref(), h.sha1.as_deref())
-                .with_context(|| {
-                    format!("certificate {certificate_id}, domain {domain}: DCV status hashes")
-                })?;
-        }
-    }
-    Ok(())
-}
-
-async fn publish_dns(
-    ctx: &mut Ctx<'_>,
-    cert: &CertificateConfig,
-    rec: &mut CertRecord,
-    records: Vec<hook::DnsRecord>,
-) -> Result<Published> {
-    let Some(command) = &cert.dns_hook else {
-        let list = records
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Ok(Published::Operator(format!(
-            "create these DNS records (no dns_hook is configured): {list}"
-        )));
-    };
-    let hook = hook::DnsHook {
-        argv: argv(command),
-        timeout: Duration::from_secs(120),
-    };
-    let mut seen = std::collections::HashSet::new();
-    for record in records {
-        if !seen.insert((record.name.clone(), record.value.clone())) {
-            continue;
-        }
-        hook::run(&hook, hook::HookAction::Add, &record, &cert.name)
-            .await
-            .with_context(|| format!("dns_hook could not add {record}"))?;
-        rec.dcv.dns_records.push((
-            record.name.clone(),
-            record.record_type.as_str().to_owned(),
-            record.value.clone(),
-        ));
-        rec.dcv.dns_domains.push(record.domain.clone());
-        ctx.store.save(rec)?;
-    }
-    Ok(Published::Yes)
-}
-
-async fn self_check(cert: &CertificateConfig, file: &ValidationFile) {
-    let check = SelfCheck {
-        timeout: Duration::from_secs(5),
-        address: None,
-    };
-    for domain in cert.domains.iter().filter(|d| !d.starts_with("*.")) {
-        match check.check(domain, file).await {
-            Ok(outcome) => {
-                if let Some(w) = outcome.warning(&SelfCheck::url(domain, file)) {
-                    tracing::warn!(certificate = %cert.name, "{w}");
-                }
-            }
-            Err(e) => tracing::warn!(certificate = %cert.name, "self-check not possible: {e}"),
-        }
-    }
-}
-
-async fn standalone_server<'c>(
-    ctx: &'c mut Ctx<'_>,
-    listen: SocketAddr,
-) -> Result<&'c StandaloneServer> {
-    if !ctx.standalone.contains_key(&listen) {
-        let server = StandaloneServer::start(listen)
-            .await
-            .with_context(|| format!("could not start the standalone DCV server on {listen}"))?;
-        ctx.standalone.insert(listen, server);
-    }
-    ctx.standalone
-        .get(&listen)
-        .ok_or_else(|| anyhow!("standalone server on {listen} vanished"))
-}
-
-fn webroots(cert: &CertificateConfig) -> Result<dcv::webroot::Webroots> {
-    match &cert.webroot {
-        Some(Webroot::Single(p)) => Ok(dcv::webroot::Webroots::One(p.clone())),
-        Some(Webroot::PerDomain(m)) => Ok(dcv::webroot::Webroots::PerDomain(m.clone())),
-        None => bail!(
-            "certificate '{}' uses HTTP validation but has neither `webroot` nor `standalone = \
-             true`",
-            cert.name
-        ),
-    }
-}
-
-/// Removes what was published for validation (files, directories, DNS records).
-async fn cleanup_dcv(ctx: &mut Ctx<'_>, cert: &CertificateConfig, rec: &mut CertRecord) {
-    if let Some(p) = rec.pending_key.as_ref() {
-        let name = format!("{}.txt", p.csr_md5);
-        for server in ctx.standalone.values() {
-            server.remove_file(&name);
-        }
-    }
-    if rec.dcv.is_empty() {
-        return;
-    }
-    let published = dcv::webroot::Published {
-        files: std::mem::take(&mut rec.dcv.files),
-        dirs: std::mem::take(&mut rec.dcv.dirs),
-    };
-    if let Err(e) = dcv::webroot::remove(&published) {
-        tracing::warn!(certificate = %cert.name, "could not remove validation files: {e}");
-    }
-    if let Some(command) = &cert.dns_hook {
-        let hook = hook::DnsHook {
-            argv: argv(command),
-            timeout: Duration::from_secs(120),
-        };
-        let domains = std::mem::take(&mut rec.dcv.dns_domains);
-        for (i, (name, rtype, value)) in std::mem::take(&mut rec.dcv.dns_records)
-            .into_iter()
-            .enumerate()
-        {
-            let record = hook::DnsRecord {
-                domain: domains.get(i).cloned().unwrap_or_default(),
-                name,
-                record_type: if rtype == "CNAME" {
-                    hook::RecordType::Cname
-                } else {
-                    hook::RecordType::Txt
-                },
-                value,
-            };
-            if let Err(e) = hook::run(&hook, hook::HookAction::Remove, &record, &cert.name).await {
-                tracing::warn!(certificate = %cert.name, "dns_hook could not remove {record}: {e}");
-            }
-        }
-    }
-    if let Err(e) = ctx.store.save(rec) {
-        tracing::warn!(certificate = %cert.name, "{e}");
-    }
-}
-
-/// Downloads the per-server bundle and checks it against our key, names and the clock.
-/// `None` while the API still answers 422 (files not available yet).
-async fn download_checked(
+/// Prepares the renewal order (`prolong`), stores its token (0600) and says where it is.
+async fn prepare_renewal(
     ctx: &Ctx<'_>,
     cert: &CertificateConfig,
+    rec: &mut CertRecord,
     certificate_id: u64,
-    key: &PrivateKey,
-) -> Result<Option<ValidatedBundle>> {
-    let download = match ctx.client.download_bundle(certificate_id).await {
-        Ok(d) => d,
-        Err(ApiError::Http { status: 422, .. }) => return Ok(None),
+    reason: &str,
+) -> Result<String> {
+    let p = ctx.client.prolong(certificate_id).await.with_context(|| {
+        format!("could not prepare the renewal of certificate {certificate_id}")
+    })?;
+    rec.prolong_prepared_at = Some(now());
+    ctx.store.save(rec)?;
+    let Some(token) = p.prolongation_token else {
+        return Ok(format!(
+            "{reason}; the API prepares no renewal order for certificate {certificate_id} yet \
+             (it does for a multi-year subscription within 3 months of its end); place a new \
+             order with `cert-agent issue {}` once it has ended, or set allow_orders",
+            cert.name
+        ));
+    };
+    let path = crate::cli::prolongation_token_path(ctx.store.dir(), certificate_id);
+    let dir = path.parent().unwrap_or(ctx.store.dir());
+    crate::fsutil::ensure_private_dir(dir, 0o700)
+        .and_then(|()| crate::fsutil::write_atomic(&path, token.expose().as_bytes(), 0o600))
+        .with_context(|| format!("could not store the renewal token in {}", path.display()))?;
+    ctx.store.journal(
+        &cert.name,
+        "renewal-prepared",
+        serde_json::json!({ "certificate_id": certificate_id, "token_file": path }),
+    )?;
+    Ok(format!(
+        "{reason}: a renewal order is prepared (nothing is billed until it is completed on the \
+         order site); its token is in {} (0600); `cert-agent prolong {certificate_id} \
+         --show-token` prints the link",
+        path.display()
+    ))
+}
+
+/// Polls the waiting certificates until none is left or the run's wait is over.
+async fn rounds(
+    ctx: &mut Ctx<'_>,
+    certs: &[&CertificateConfig],
+    waiting: &mut Vec<Waiting>,
+    ready: &mut Vec<(usize, Ready)>,
+    report: &mut RunReport,
+) {
+    let interval = Duration::from_secs(ctx.config.agent.poll_interval_secs);
+    while !waiting.is_empty() {
+        let mut delays = Vec::with_capacity(waiting.len());
+        for w in waiting.iter() {
+            let last = ctx
+                .store
+                .load(&certs[w.idx].name)
+                .ok()
+                .and_then(|r| r.last_poll);
+            delays.push(until_allowed(last, interval));
+        }
+        let soonest = delays.iter().copied().min().unwrap_or(Duration::ZERO);
+        let remaining = ctx.opts.wait.saturating_sub(ctx.started.elapsed());
+        if soonest > remaining {
+            for (w, d) in waiting.drain(..).zip(delays) {
+                let rec = ctx.store.load(&certs[w.idx].name).ok();
+                report.certificates[w.idx].outcome = Outcome::Pending {
+                    reason: format!(
+                        "certificate {}: waiting for {} (state {}); next check in {} s",
+                        w.certificate_id,
+                        match w.mode {
+                            Mode::Issue => "validation and issuance",
+                            Mode::Reissue { .. } => "the reissued certificate",
+                        },
+                        rec.and_then(|r| r.last_state)
+                            .as_deref()
+                            .unwrap_or("unknown"),
+                        d.as_secs().max(1)
+                    ),
+                };
+            }
+            return;
+        }
+        if !soonest.is_zero() {
+            progress(&format!(
+                "waiting {} s for the next status check of {} certificate(s)",
+                soonest.as_secs().max(1),
+                waiting.len()
+            ));
+            tokio::time::sleep(soonest).await;
+        }
+        let mut due = Vec::new();
+        let mut later = Vec::new();
+        for (w, d) in waiting.drain(..).zip(delays) {
+            if d <= soonest {
+                due.push(w);
+            } else {
+                later.push(w);
+            }
+        }
+        *waiting = later;
+        let in_progress = if due.len() >= BULK_POLL_MIN {
+            match ctx
+                .client
+                .list_all(Some(ListScope::ApiInProgress), None)
+                .await
+            {
+                Ok(list) => Some(
+                    list.iter()
+                        .map(|c| c.internal_number)
+                        .collect::<HashSet<u64>>(),
+                ),
+                Err(e) => {
+                    tracing::warn!("list of certificates in progress failed ({e}); polling each");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        for w in due {
+            let idx = w.idx;
+            let cert = certs[idx];
+            let next = step(ctx, cert, w, in_progress.as_ref()).await;
+            settle(ctx, cert, idx, next, report, waiting, ready);
+        }
+    }
+}
+
+fn until_allowed(last: Option<OffsetDateTime>, interval: Duration) -> Duration {
+    let Some(last) = last else {
+        return Duration::ZERO;
+    };
+    let since = Duration::try_from(now() - last).unwrap_or(Duration::ZERO);
+    interval.saturating_sub(since)
+}
+
+fn progress(message: &str) {
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!("{message}");
+    }
+    tracing::info!("{message}");
+}
+
+/// One status-type check of a waiting certificate, and what follows from it.
+async fn step(
+    ctx: &mut Ctx<'_>,
+    cert: &CertificateConfig,
+    mut w: Waiting,
+    in_progress: Option<&HashSet<u64>>,
+) -> Result<Next> {
+    let mut rec = ctx.store.load(&cert.name)?;
+    let id = w.certificate_id;
+    rec.last_poll = Some(now());
+    let state = if in_progress.is_some_and(|s| s.contains(&id)) {
+        rec.last_state = Some("in_progress".into());
+        ctx.store.save(&rec)?;
+        CertificateState::InProgress
+    } else {
+        ctx.store.save(&rec)?;
+        let status = ctx
+            .client
+            .status(id)
+            .await
+            .with_context(|| format!("could not read the state of certificate {id}"))?;
+        let Some(code) = status.certificate else {
+            bail!("the status call for certificate {id} reported no state");
+        };
+        rec.last_state = Some(code.as_str().to_owned());
+        ctx.store.save(&rec)?;
+        code.state().ok_or_else(|| {
+            anyhow!(
+                "certificate {id} is in state '{}', which cert-agent does not know",
+                code.as_str()
+            )
+        })?
+    };
+    let reissuing = matches!(w.mode, Mode::Reissue { .. });
+    match state {
+        CertificateState::New
+        | CertificateState::InProgress
+        | CertificateState::WaitingForApproval => {
+            if !w.published {
+                match validate::publish_dcv(ctx, cert, &mut rec, id, reissuing).await? {
+                    Published::Yes => w.published = true,
+                    Published::Later => {}
+                    Published::Operator(reason) => {
+                        return Ok(Next::Done(Outcome::Pending { reason }));
+                    }
+                }
+            }
+            Ok(Next::Wait(w))
+        }
+        CertificateState::Issued => {
+            let previous = match &w.mode {
+                Mode::Reissue { previous_serial } => previous_serial.clone(),
+                Mode::Issue => None,
+            };
+            let Some(pending) = rec.pending_key.clone() else {
+                bail!(
+                    "certificate {id} has no local key in the state directory; adopt it with \
+                     `cert-agent adopt {} --certificate-id {id}`",
+                    cert.name
+                );
+            };
+            let key = keys::load_pending(&pending)?;
+            match deploy::download_checked(ctx, cert, id, &key, previous.as_deref()).await? {
+                Some(bundle) => {
+                    validate::cleanup_dcv(ctx, cert, &mut rec).await;
+                    let install = deploy::cert_install(cert, &bundle, &key);
+                    Ok(Next::Ready(Box::new(Ready {
+                        certificate_id: id,
+                        bundle,
+                        install,
+                    })))
+                }
+                None => {
+                    // Some CAs keep reporting "issued" for the previous certificate while a
+                    // reissue is validated: publish for the new CSR meanwhile.
+                    if reissuing && !w.published {
+                        match validate::publish_dcv(ctx, cert, &mut rec, id, true).await? {
+                            Published::Yes => w.published = true,
+                            Published::Later => {}
+                            Published::Operator(reason) => {
+                                return Ok(Next::Done(Outcome::Pending { reason }));
+                            }
+                        }
+                    }
+                    Ok(Next::Wait(w))
+                }
+            }
+        }
+        other => {
+            validate::cleanup_dcv(ctx, cert, &mut rec).await;
+            bail!(
+                "certificate {id} is {}; nothing more can be done with this order (no new order \
+                 is placed automatically: `cert-agent issue {}` places one)",
+                other.as_str(),
+                cert.name
+            )
+        }
+    }
+}
+
+/// Runs `agent.notify_command` with a JSON summary on stdin when something failed or needs the
+/// operator's attention.
+async fn notify(config: &Config, report: &RunReport) {
+    let Some(command) = &config.agent.notify_command else {
+        return;
+    };
+    let attention = report
+        .certificates
+        .iter()
+        .any(|c| matches!(c.outcome, Outcome::Failed { .. }) || c.warning.is_some());
+    if !attention {
+        return;
+    }
+    let argv = deploy::argv(command);
+    let Ok(summary) = serde_json::to_vec(report) else {
+        return;
+    };
+    let Some((program, args)) = argv.split_first() else {
+        return;
+    };
+    let spawned = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
         Err(e) => {
-            return Err(anyhow!(e).context(format!(
-                "could not download the bundle of certificate {certificate_id}"
-            )));
+            tracing::warn!("notify_command could not be started: {e}");
+            return;
         }
     };
-    let public_key = key.public_key_der();
-    let expected = Expected {
-        public_key_der: &public_key,
-        domains: &cert.domains,
-        now: now(),
-        trust_anchors: &[],
-    };
-    let bundle = bundle::read_bundle(&download.bytes, bundle_kind(cert.server), &expected)
-        .with_context(|| {
-            format!(
-                "the bundle of certificate {certificate_id} was rejected; nothing was installed"
-            )
-        })?;
-    Ok(Some(bundle))
-}
-
-fn bundle_kind(server: Server) -> bundle::ServerKind {
-    match server {
-        Server::Nginx => bundle::ServerKind::Nginx,
-        Server::Apache => bundle::ServerKind::Apache,
-        Server::None => bundle::ServerKind::None,
+    if let Some(mut stdin) = child.stdin.take() {
+        use tokio::io::AsyncWriteExt;
+        let _ = stdin.write_all(&summary).await;
     }
-}
-
-fn install_kind(server: Server) -> ServerKind {
-    match server {
-        Server::Nginx => ServerKind::Nginx,
-        Server::Apache => ServerKind::Apache,
-        Server::None => ServerKind::None,
+    match tokio::time::timeout(Duration::from_secs(60), child.wait()).await {
+        Ok(Ok(status)) if status.success() => {}
+        Ok(Ok(status)) => tracing::warn!("notify_command exited with {status}"),
+        Ok(Err(e)) => tracing::warn!("notify_command failed: {e}"),
+        Err(_) => tracing::warn!("notify_command did not finish within 60 s and was stopped"),
     }
-}
-
-/// A configured command as an argv vector (a string runs through `/bin/sh -c`).
-pub fn argv(command: &crate::config::Command) -> Vec<String> {
-    match command {
-        crate::config::Command::Argv(v) => v.clone(),
-        crate::config::Command::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
-    }
-}
-
-/// Where certificate `cert` is installed.
-pub fn install_paths(cert: &CertificateConfig) -> InstallPaths {
-    InstallPaths::resolve(
-        install_kind(cert.server),
-        Path::new(install::DEFAULT_BASE_DIR),
-        &cert.name,
-        &PathOverrides {
-            cert: cert.cert_path.clone(),
-            chain: cert.chain_path.clone(),
-            fullchain: cert.fullchain_path.clone(),
-            key: cert.key_path.clone(),
-        },
-    )
-}
-
-fn cert_install(
-    cert: &CertificateConfig,
-    bundle: &ValidatedBundle,
-    key: &PrivateKey,
-) -> CertInstall {
-    let kind = install_kind(cert.server);
-    CertInstall {
-        name: cert.name.clone(),
-        domains: cert.domains.clone(),
-        paths: install_paths(cert),
-        ownership: Ownership {
-            owner: cert.owner.as_deref().map(Principal::parse),
-            group: cert.group.as_deref().map(Principal::parse),
-            cert_mode: None,
-            key_mode: cert.mode,
-        },
-        material: CertMaterial::new(
-            bundle.leaf_pem.clone().into_bytes(),
-            bundle.chain_pem.clone().into_bytes(),
-            key.secret_pem().as_bytes().to_vec(),
-        ),
-        commands: ServerCommands::configured(
-            kind,
-            cert.configtest_command.as_ref().map(argv),
-            cert.reload_command.as_ref().map(argv),
-            None,
-        ),
-        verify: cert
-            .verify_address
-            .as_ref()
-            .filter(|a| !a.is_empty())
-            .map(|a| VerifyTarget::new(a.clone(), cert.common_name())),
-        deploy_hook: cert.deploy_hook.as_ref().map(argv),
-    }
-}
-
-/// Records a successful install: the installed certificate, the pending key discarded (it now
-/// lives at the key path).
-fn finish_install(store: &Store, name: &str, r: &Ready) -> Result<Outcome> {
-    let mut rec = store.load(name)?;
-    let files: Vec<PathBuf> = r
-        .install
-        .paths
-        .certificate_paths()
-        .map(Path::to_path_buf)
-        .chain(std::iter::once(r.install.paths.key.clone()))
-        .collect();
-    rec.installed = Some(Installed {
-        serial: r.bundle.serial_hex.clone(),
-        not_before: r.bundle.not_before,
-        not_after: r.bundle.not_after,
-        certificate_id: r.certificate_id,
-        files,
-        installed_at: now(),
-        leaf_file: None,
-        leaf_stamp: None,
-    });
-    if let Some(p) = rec.pending_key.take() {
-        keys::discard_key_file(&p.key_file);
-    }
-    rec.last_error = None;
-    store.save(&rec)?;
-    store.journal(
-        name,
-        "installed",
-        serde_json::json!({ "certificate_id": r.certificate_id, "serial": r.bundle.serial_hex }),
-    )?;
-    Ok(Outcome::Installed {
-        certificate_id: r.certificate_id,
-        serial: r.bundle.serial_hex.clone(),
-        not_after: r.bundle.not_after,
-    })
 }

@@ -1,0 +1,156 @@
+//! `cert-agent adopt NAME --certificate-id ID`: take over an order placed elsewhere. Its key
+//! is not on this host, so the order is reissued with a local key — on its due date, or at
+//! once with `--reissue`.
+
+use anyhow::{Context, Result, anyhow, bail};
+
+use crate::api::{CertificateState, Client};
+use crate::config::Config;
+use crate::crypto::CertificateInfo;
+use crate::store::{Installed, OrderRef, Store, Subscription};
+
+use super::run::now;
+
+/// What `adopt` did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AdoptSummary {
+    pub name: String,
+    pub certificate_id: u64,
+    pub state: String,
+    pub message: String,
+}
+
+/// Records certificate `certificate_id` as the order of the configured certificate `name`.
+pub async fn adopt(
+    config: &Config,
+    client: &Client,
+    name: &str,
+    certificate_id: u64,
+) -> Result<AdoptSummary> {
+    let cert = config.certificate(name).ok_or_else(|| {
+        anyhow!(crate::cli::UsageError(format!(
+            "no [[certificate]] named '{name}' in {}",
+            config.path.display()
+        )))
+    })?;
+    let store = Store::open(&config.agent.state_dir)?;
+    let _lock = store.lock()?;
+    let mut rec = store.load(name)?;
+    if rec.intent.is_some() {
+        bail!(
+            "certificate '{name}' has an order whose outcome is unknown; resolve it first \
+             (`cert-agent renew --name {name}` reconciles it)"
+        );
+    }
+    if let Some(o) = &rec.order
+        && o.certificate_id != certificate_id
+    {
+        bail!(
+            "certificate '{name}' already belongs to order {}; adopting {certificate_id} would \
+             abandon it (remove {} to start afresh)",
+            o.certificate_id,
+            store
+                .dir()
+                .join("certs")
+                .join(format!("{name}.json"))
+                .display()
+        );
+    }
+    let details = client
+        .details(certificate_id)
+        .await
+        .with_context(|| format!("could not read certificate {certificate_id}"))?;
+    let configured: Vec<String> = cert
+        .domains
+        .iter()
+        .map(|d| d.to_ascii_lowercase())
+        .collect();
+    if !configured.contains(&details.common_name.to_ascii_lowercase()) {
+        bail!(
+            "certificate {certificate_id} is for {} (all names: {}), which is not among the \
+             domains of '{name}' ({})",
+            details.common_name,
+            details.all_domains.join(", "),
+            cert.domains.join(", ")
+        );
+    }
+    let state = details
+        .status
+        .certificate
+        .as_ref()
+        .map(|s| s.as_str().to_owned())
+        .unwrap_or_else(|| "unknown".into());
+    let code_state = details.status.certificate.as_ref().and_then(|s| s.state());
+    if matches!(
+        code_state,
+        Some(CertificateState::Annulled | CertificateState::Expired)
+    ) {
+        bail!("certificate {certificate_id} is {state}; it cannot be reissued");
+    }
+
+    rec.order = Some(OrderRef {
+        certificate_id,
+        order_id: None,
+        placed_at: now(),
+        adopted: true,
+    });
+    if let Some(ends) = details
+        .subscription_valid_to
+        .as_deref()
+        .and_then(crate::api::parse_api_date)
+    {
+        rec.subscription = Some(Subscription {
+            ends: ends.midnight().assume_utc(),
+            multi_year: details.subscription_duration.is_some(),
+        });
+    }
+    // The certificate issued elsewhere decides when the reissue is due.
+    let mut message = String::new();
+    if code_state == Some(CertificateState::Issued) {
+        let download = client
+            .download_bundle(certificate_id)
+            .await
+            .with_context(|| format!("could not download certificate {certificate_id}"))?;
+        let leaf = crate::bundle::Archive::unpack(&download.bytes)
+            .ok()
+            .and_then(|a| {
+                a.get("pem/fullchain.pem")
+                    .or_else(|| a.get("nginx/fullchain.crt"))
+                    .map(<[u8]>::to_vec)
+            })
+            .and_then(|pem| CertificateInfo::from_pem(&pem).ok());
+        if let Some(leaf) = leaf {
+            rec.installed = Some(Installed {
+                serial: leaf.serial_hex.clone(),
+                not_before: leaf.not_before,
+                not_after: leaf.not_after,
+                certificate_id,
+                files: Vec::new(),
+                installed_at: now(),
+                leaf_file: None,
+                leaf_stamp: None,
+            });
+            message = format!(
+                "; its certificate (serial {}) is valid until {}: it is reissued with a key made \
+                 on this host when it falls due, or now with `cert-agent reissue {name}`",
+                leaf.serial_hex,
+                leaf.not_after.date()
+            );
+        }
+    }
+    if message.is_empty() {
+        message = "; it is reissued with a key made on this host on the next `renew`".to_owned();
+    }
+    store.save(&rec)?;
+    store.journal(
+        name,
+        "adopted",
+        serde_json::json!({ "certificate_id": certificate_id, "state": state }),
+    )?;
+    Ok(AdoptSummary {
+        name: name.to_owned(),
+        certificate_id,
+        state: state.clone(),
+        message: format!("'{name}' now manages certificate {certificate_id} ({state}){message}"),
+    })
+}

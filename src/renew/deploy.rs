@@ -1,0 +1,224 @@
+//! Downloading the issued certificate, checking it against our key, names and the clock, and
+//! describing its install (paths, ownership, commands, verification) for the install layer.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow};
+
+use crate::api::ApiError;
+use crate::bundle::{self, Expected, ValidatedBundle};
+use crate::config::{CertificateConfig, Server};
+use crate::crypto::PrivateKey;
+use crate::install::{
+    self, CertInstall, CertMaterial, InstallPaths, Ownership, PathOverrides, Principal,
+    ServerCommands, ServerKind, VerifyTarget,
+};
+use crate::store::{FileStamp, Installed, Store, Subscription};
+
+use super::keys;
+use super::run::{Ctx, Outcome, now};
+
+/// A certificate whose bundle is downloaded and checked, ready to install.
+pub(super) struct Ready {
+    pub certificate_id: u64,
+    pub bundle: ValidatedBundle,
+    pub install: CertInstall,
+}
+
+/// Downloads the per-server bundle and checks it against our key, names and the clock.
+/// `None` while the API still answers 422 (files not available yet).
+pub(super) async fn download_checked(
+    ctx: &Ctx<'_>,
+    cert: &CertificateConfig,
+    certificate_id: u64,
+    key: &PrivateKey,
+    previous_serial: Option<&str>,
+) -> Result<Option<ValidatedBundle>> {
+    let download = match ctx.client.download_bundle(certificate_id).await {
+        Ok(d) => d,
+        Err(ApiError::Http { status: 422, .. }) => return Ok(None),
+        Err(e) => {
+            return Err(anyhow!(e).context(format!(
+                "could not download the bundle of certificate {certificate_id}"
+            )));
+        }
+    };
+    if let Some(prev) = previous_serial
+        && bundle_leaf_serial(&download.bytes, cert.server)
+            .is_some_and(|s| s.eq_ignore_ascii_case(prev))
+    {
+        // After a reissue the previous certificate is served until the new one is issued.
+        return Ok(None);
+    }
+    let public_key = key.public_key_der();
+    let expected = Expected {
+        public_key_der: &public_key,
+        domains: &cert.domains,
+        now: now(),
+        trust_anchors: &[],
+    };
+    let bundle = bundle::read_bundle(&download.bytes, bundle_kind(cert.server), &expected)
+        .with_context(|| {
+            format!(
+                "the bundle of certificate {certificate_id} was rejected; nothing was installed"
+            )
+        })?;
+    Ok(Some(bundle))
+}
+
+fn bundle_kind(server: Server) -> bundle::ServerKind {
+    match server {
+        Server::Nginx => bundle::ServerKind::Nginx,
+        Server::Apache => bundle::ServerKind::Apache,
+        Server::None => bundle::ServerKind::None,
+    }
+}
+
+fn install_kind(server: Server) -> ServerKind {
+    match server {
+        Server::Nginx => ServerKind::Nginx,
+        Server::Apache => ServerKind::Apache,
+        Server::None => ServerKind::None,
+    }
+}
+
+/// A configured command as an argv vector (a string runs through `/bin/sh -c`).
+pub fn argv(command: &crate::config::Command) -> Vec<String> {
+    match command {
+        crate::config::Command::Argv(v) => v.clone(),
+        crate::config::Command::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
+    }
+}
+
+/// Where certificate `cert` is installed.
+pub fn install_paths(cert: &CertificateConfig) -> InstallPaths {
+    InstallPaths::resolve(
+        install_kind(cert.server),
+        Path::new(install::DEFAULT_BASE_DIR),
+        &cert.name,
+        &PathOverrides {
+            cert: cert.cert_path.clone(),
+            chain: cert.chain_path.clone(),
+            fullchain: cert.fullchain_path.clone(),
+            key: cert.key_path.clone(),
+        },
+    )
+}
+
+pub(super) fn cert_install(
+    cert: &CertificateConfig,
+    bundle: &ValidatedBundle,
+    key: &PrivateKey,
+) -> CertInstall {
+    let kind = install_kind(cert.server);
+    CertInstall {
+        name: cert.name.clone(),
+        domains: cert.domains.clone(),
+        paths: install_paths(cert),
+        ownership: Ownership {
+            owner: cert.owner.as_deref().map(Principal::parse),
+            group: cert.group.as_deref().map(Principal::parse),
+            cert_mode: None,
+            key_mode: cert.mode,
+        },
+        material: CertMaterial::new(
+            bundle.leaf_pem.clone().into_bytes(),
+            bundle.chain_pem.clone().into_bytes(),
+            key.secret_pem().as_bytes().to_vec(),
+        ),
+        commands: ServerCommands::configured(
+            kind,
+            cert.configtest_command.as_ref().map(argv),
+            cert.reload_command.as_ref().map(argv),
+            None,
+        ),
+        verify: cert
+            .verify_address
+            .as_ref()
+            .filter(|a| !a.is_empty())
+            .map(|a| VerifyTarget::new(a.clone(), cert.common_name())),
+        deploy_hook: cert.deploy_hook.as_ref().map(argv),
+    }
+}
+
+/// Records a successful install: the installed certificate and the stamp of its file, the
+/// pending key discarded (it now lives at the key path), a finished reissue cleared.
+pub(super) fn finish_install(
+    store: &Store,
+    cert: &CertificateConfig,
+    r: &Ready,
+) -> Result<Outcome> {
+    let mut rec = store.load(&cert.name)?;
+    let paths = &r.install.paths;
+    let files: Vec<PathBuf> = paths
+        .certificate_paths()
+        .map(Path::to_path_buf)
+        .chain(std::iter::once(paths.key.clone()))
+        .collect();
+    let leaf_file = leaf_file(paths);
+    let leaf_stamp = leaf_file.as_deref().and_then(FileStamp::of);
+    rec.installed = Some(Installed {
+        serial: r.bundle.serial_hex.clone(),
+        not_before: r.bundle.not_before,
+        not_after: r.bundle.not_after,
+        certificate_id: r.certificate_id,
+        files,
+        installed_at: now(),
+        leaf_file,
+        leaf_stamp,
+    });
+    if rec.subscription.is_none() {
+        // Without the API's subscription end: the order's days from the first issuance, or
+        // the certificate's own end, whichever is later.
+        let by_days = r.bundle.not_before + time::Duration::days(i64::from(cert.days));
+        rec.subscription = Some(Subscription {
+            ends: by_days.max(r.bundle.not_after),
+            multi_year: false,
+        });
+    }
+    if let Some(p) = rec.pending_key.take() {
+        keys::discard_key_file(&p.key_file);
+    }
+    rec.reissue = None;
+    rec.last_error = None;
+    rec.failures = 0;
+    rec.retry_after = None;
+    store.save(&rec)?;
+    store.journal(
+        &cert.name,
+        "installed",
+        serde_json::json!({ "certificate_id": r.certificate_id, "serial": r.bundle.serial_hex }),
+    )?;
+    Ok(Outcome::Installed {
+        certificate_id: r.certificate_id,
+        serial: r.bundle.serial_hex.clone(),
+        not_after: r.bundle.not_after,
+    })
+}
+
+/// The installed file whose first certificate is the leaf.
+pub(super) fn leaf_file(paths: &InstallPaths) -> Option<PathBuf> {
+    paths.fullchain.clone().or_else(|| paths.cert.clone())
+}
+
+/// Loads the key installed for `cert` (for a reinstall of the same certificate).
+pub(super) fn installed_key(cert: &CertificateConfig) -> Result<PrivateKey> {
+    let path = install_paths(cert).key;
+    crate::crypto::read_key_file(&path)
+        .with_context(|| format!("could not read the installed key {}", path.display()))
+}
+
+/// The serial of the leaf in a bundle, without validating anything else (to tell the previous
+/// certificate from a reissued one).
+pub(super) fn bundle_leaf_serial(zip: &[u8], server: Server) -> Option<String> {
+    let archive = bundle::Archive::unpack(zip).ok()?;
+    let name = match server {
+        Server::Nginx => "nginx/fullchain.crt",
+        Server::Apache => "apache/certificate.crt",
+        Server::None => "pem/fullchain.pem",
+    };
+    let pem = archive.get(name)?;
+    crate::crypto::CertificateInfo::from_pem(pem)
+        .ok()
+        .map(|c| c.serial_hex)
+}

@@ -1,0 +1,199 @@
+//! Free reissues of the current order: a new key and CSR by default, the request recorded
+//! before it is sent, confirmed after the answer, and the certificate ID switched when the CA
+//! gives the reissued certificate a new one (`replacement_id`).
+//!
+//! Crash safety: the reissue is recorded (`confirmed = false`) before `POST .../reissue`. A run
+//! that finds an unconfirmed reissue reads the certificate's details: if they show the new
+//! CSR, a pending reissue or a replacement, the reissue happened; otherwise it is sent again
+//! (a reissue is not billed, and the API allows only one at a time).
+
+use anyhow::{Result, anyhow, bail};
+use time::OffsetDateTime;
+
+use crate::api::{ApiError, PendingAction, ReissueRequest};
+use crate::config::{CertificateConfig, DcvMethod, Family};
+use crate::crypto::{CsrInfo, PrivateKey};
+use crate::store::{CertRecord, ReissueState};
+
+use super::keys;
+use super::run::Ctx;
+
+/// Starts a reissue of `record`'s order. `new_key` false keeps the installed key.
+pub(super) async fn start(
+    ctx: &Ctx<'_>,
+    cert: &CertificateConfig,
+    record: &mut CertRecord,
+    new_key: bool,
+    now: OffsetDateTime,
+) -> Result<u64> {
+    let Some(order) = record.order.clone() else {
+        bail!("certificate '{}' has no order to reissue", cert.name);
+    };
+    // Reissue rule 6: a family S certificate on DNS_TXT_TOKEN must name another method for
+    // every domain.
+    if cert.family == Some(Family::S) && cert.dcv == DcvMethod::DnsTxt {
+        bail!(
+            "certificate '{}': a family S certificate validated by DNS TXT cannot be reissued \
+             with the same method (document, Reissue rule 6); set `dcv` to http, https, cname \
+             or email for the reissue",
+            cert.name
+        );
+    }
+    // Reissue rule 4: family C needs a new key every time.
+    if !new_key && cert.family == Some(Family::C) {
+        bail!(
+            "certificate '{}': family C needs a new key for every reissue; refusing to send \
+             the current key",
+            cert.name
+        );
+    }
+    let key = if new_key {
+        PrivateKey::generate(keys::key_type(cert))?
+    } else {
+        super::deploy::installed_key(cert)?
+    };
+    let pending = keys::save_new_key(ctx.store, cert, &key, now)?;
+    record.pending_key = Some(pending.clone());
+    record.reissue = Some(ReissueState {
+        certificate_id: order.certificate_id,
+        csr_sha256: pending.csr_sha256.clone(),
+        previous_serial: record.installed.as_ref().map(|i| i.serial.clone()),
+        requested_at: now,
+        confirmed: false,
+    });
+    ctx.store.save(record)?;
+    ctx.store.journal(
+        &cert.name,
+        "reissue-intent",
+        serde_json::json!({
+            "certificate_id": order.certificate_id,
+            "csr_sha256": pending.csr_sha256,
+            "new_key": new_key,
+        }),
+    )?;
+    send(ctx, cert, record).await
+}
+
+/// Sends the recorded reissue and confirms it.
+async fn send(ctx: &Ctx<'_>, cert: &CertificateConfig, record: &mut CertRecord) -> Result<u64> {
+    let (Some(reissue), Some(pending)) = (record.reissue.clone(), record.pending_key.clone())
+    else {
+        bail!("no reissue recorded for certificate '{}'", cert.name);
+    };
+    let request = ReissueRequest {
+        csr: Some(pending.csr_pem.clone()),
+        ..ReissueRequest::default()
+    };
+    match ctx.client.reissue(reissue.certificate_id, &request).await {
+        Ok(_) => confirm(ctx, cert, record).await,
+        Err(e) if refused(&e) => {
+            // Nothing happened at the CA: forget the attempt (the key is discarded).
+            if let Some(p) = record.pending_key.take() {
+                keys::discard_key_file(&p.key_file);
+            }
+            record.reissue = None;
+            ctx.store.save(record)?;
+            ctx.store.journal(
+                &cert.name,
+                "reissue-refused",
+                serde_json::json!({ "error": e.to_string() }),
+            )?;
+            Err(anyhow!(e).context(format!(
+                "the reissue of certificate {} was refused",
+                reissue.certificate_id
+            )))
+        }
+        Err(e) => Err(anyhow!(e).context(format!(
+            "the reissue of certificate {} may or may not have been received; the next run \
+             checks the certificate before sending it again",
+            reissue.certificate_id
+        ))),
+    }
+}
+
+fn refused(e: &ApiError) -> bool {
+    match e {
+        ApiError::Http { status, .. } => (400..500).contains(status),
+        ApiError::Refused { .. } => true,
+        _ => false,
+    }
+}
+
+/// Marks the reissue as received and follows a replacement ID.
+async fn confirm(ctx: &Ctx<'_>, cert: &CertificateConfig, record: &mut CertRecord) -> Result<u64> {
+    let Some(reissue) = record.reissue.as_mut() else {
+        bail!("no reissue recorded for certificate '{}'", cert.name);
+    };
+    reissue.confirmed = true;
+    let original = reissue.certificate_id;
+    ctx.store.save(record)?;
+    ctx.store.journal(
+        &cert.name,
+        "reissued",
+        serde_json::json!({ "certificate_id": original }),
+    )?;
+    follow_replacement(ctx, cert, record, original).await
+}
+
+/// Reissue rule 7: some reissues give the certificate a new ID; read `replacement_id` from the
+/// details of the original and use it from now on.
+async fn follow_replacement(
+    ctx: &Ctx<'_>,
+    cert: &CertificateConfig,
+    record: &mut CertRecord,
+    original: u64,
+) -> Result<u64> {
+    let details = ctx.client.details(original).await?;
+    let current = record.order.as_ref().map_or(original, |o| o.certificate_id);
+    match details.replacement_id {
+        Some(new_id) if new_id != current => {
+            if let Some(order) = record.order.as_mut() {
+                order.certificate_id = new_id;
+            }
+            ctx.store.save(record)?;
+            ctx.store.journal(
+                &cert.name,
+                "replaced",
+                serde_json::json!({ "original": original, "replacement": new_id }),
+            )?;
+            tracing::info!(
+                certificate = %cert.name,
+                "certificate {original} was replaced by {new_id} on reissue"
+            );
+            Ok(new_id)
+        }
+        _ => Ok(current),
+    }
+}
+
+/// Resumes a recorded reissue: confirms one that was received, sends one that was not.
+/// Returns the certificate ID to follow.
+pub(super) async fn resume(
+    ctx: &Ctx<'_>,
+    cert: &CertificateConfig,
+    record: &mut CertRecord,
+) -> Result<u64> {
+    let Some(reissue) = record.reissue.clone() else {
+        bail!("no reissue recorded for certificate '{}'", cert.name);
+    };
+    if reissue.confirmed {
+        return Ok(record
+            .order
+            .as_ref()
+            .map_or(reissue.certificate_id, |o| o.certificate_id));
+    }
+    let details = ctx.client.details(reissue.certificate_id).await?;
+    let shows_new_csr = CsrInfo::from_pem(details.csr.as_bytes())
+        .is_ok_and(|c| c.hashes.sha256.eq_ignore_ascii_case(&reissue.csr_sha256));
+    let pending = details
+        .status
+        .certificate
+        .as_ref()
+        .and_then(|s| s.pending())
+        == Some(PendingAction::Reissuing);
+    if shows_new_csr || pending || details.replacement_id.is_some() {
+        confirm(ctx, cert, record).await
+    } else {
+        send(ctx, cert, record).await
+    }
+}

@@ -1,0 +1,84 @@
+//! `cert-agent status` without an ID: what each configured certificate looks like from local
+//! state, and what the next run would do — without any API call.
+
+use anyhow::Result;
+use time::OffsetDateTime;
+
+use crate::config::Config;
+use crate::store::Store;
+
+use super::plan::{self, Action, Inputs};
+use super::run::{describe, disk_state, now};
+
+/// One configured certificate.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StatusRow {
+    pub name: String,
+    pub certificate_id: Option<u64>,
+    /// `no order`, `order outcome unknown`, `installed`, `reissuing`, or the last API state.
+    pub state: String,
+    pub serial: Option<String>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub expires: Option<OffsetDateTime>,
+    pub days_left: Option<i64>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub subscription_ends: Option<OffsetDateTime>,
+    /// What the next run does, and when.
+    pub next_action: String,
+    pub last_error: Option<String>,
+    pub warning: Option<String>,
+}
+
+/// Rows for every configured certificate.
+pub fn collect(config: &Config) -> Result<Vec<StatusRow>> {
+    let store = Store::existing(&config.agent.state_dir);
+    let now = now();
+    let mut rows = Vec::new();
+    for cert in &config.certificates {
+        let rec = store.load(&cert.name)?;
+        let (disk, _) = disk_state(&rec);
+        let action = plan::decide(&Inputs {
+            now,
+            record: &rec,
+            disk,
+            renew_before_days: config.agent.renew_before_days,
+            allow_orders: config.agent.allow_orders,
+            force: false,
+            reuse_key: cert.reuse_key,
+            family: cert.family,
+        });
+        let state = if rec.intent.is_some() {
+            "order outcome unknown".to_owned()
+        } else if rec.order.is_none() {
+            "no order".to_owned()
+        } else if rec.reissue.is_some() {
+            "reissuing".to_owned()
+        } else if rec.pending_key.is_some() {
+            rec.last_state.clone().unwrap_or_else(|| "ordered".into())
+        } else if rec.installed.is_some() {
+            "installed".to_owned()
+        } else {
+            rec.last_state.clone().unwrap_or_else(|| "ordered".into())
+        };
+        let warning = match &action {
+            Action::Idle { warning, .. } => warning.clone(),
+            _ => None,
+        };
+        rows.push(StatusRow {
+            name: cert.name.clone(),
+            certificate_id: rec.order.as_ref().map(|o| o.certificate_id),
+            state,
+            serial: rec.installed.as_ref().map(|i| i.serial.clone()),
+            expires: rec.installed.as_ref().map(|i| i.not_after),
+            days_left: rec
+                .installed
+                .as_ref()
+                .map(|i| (i.not_after - now).whole_days()),
+            subscription_ends: rec.subscription.as_ref().map(|s| s.ends),
+            next_action: describe(&action, cert),
+            last_error: rec.last_error.clone(),
+            warning,
+        });
+    }
+    Ok(rows)
+}

@@ -1,0 +1,302 @@
+//! Publishing what domain control validation needs — the file in web roots or the standalone
+//! server, DNS records through the hook — after checking the API's values against our own CSR,
+//! and removing it all once validation is over.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+
+use crate::api::ApiError;
+use crate::config::{CertificateConfig, DcvMethod, Family, Webroot};
+use crate::crypto::{CsrHashes, CsrInfo};
+use crate::dcv::{self, ValidationFile, hook, selfcheck::SelfCheck, standalone::StandaloneServer};
+use crate::store::{CertRecord, Subscription};
+
+use super::deploy::argv;
+use super::run::Ctx;
+
+/// What [`publish_dcv`] did.
+pub(super) enum Published {
+    /// Published (or nothing to publish); wait for the CA.
+    Yes,
+    /// The API does not say yet what to publish; try again after the next poll.
+    Later,
+    /// The operator must act (approve an email, create DNS records).
+    Operator(String),
+}
+
+pub(super) fn csr_hashes(rec: &CertRecord) -> Result<CsrHashes> {
+    let p = rec
+        .pending_key
+        .as_ref()
+        .ok_or_else(|| anyhow!("no pending key and CSR recorded"))?;
+    Ok(CsrHashes {
+        md5: p.csr_md5.clone(),
+        sha256: p.csr_sha256.clone(),
+    })
+}
+
+pub(super) async fn publish_dcv(
+    ctx: &mut Ctx<'_>,
+    cert: &CertificateConfig,
+    rec: &mut CertRecord,
+    certificate_id: u64,
+    reissue: bool,
+) -> Result<Published> {
+    let details = ctx
+        .client
+        .details(certificate_id)
+        .await
+        .with_context(|| format!("could not read certificate {certificate_id}"))?;
+    let ours = csr_hashes(rec)?;
+    // The order must carry our CSR: its key is the one kept on this host.
+    let theirs = CsrInfo::from_pem(details.csr.as_bytes()).with_context(|| {
+        format!("certificate {certificate_id}: the CSR the API reports cannot be read")
+    })?;
+    if !theirs.hashes.sha256.eq_ignore_ascii_case(&ours.sha256) {
+        if reissue {
+            // The reissue is not processed yet: the details still show the previous CSR.
+            return Ok(Published::Later);
+        }
+        bail!(
+            "certificate {certificate_id} was ordered with another CSR than the one whose key \
+             this host keeps; refusing to validate it"
+        );
+    }
+
+    if let Some(ends) = details
+        .subscription_valid_to
+        .as_deref()
+        .and_then(crate::api::parse_api_date)
+    {
+        rec.subscription = Some(Subscription {
+            ends: ends.midnight().assume_utc(),
+            multi_year: details.subscription_duration.is_some(),
+        });
+        ctx.store.save(rec)?;
+    }
+
+    match cert.dcv {
+        DcvMethod::Http | DcvMethod::Https => {
+            if !details.dcv_method.contains("CSR_HASH") || details.dcv_method.contains("CNAME") {
+                bail!(
+                    "certificate {certificate_id} validates by {}, but the configuration says \
+                     `dcv = \"{}\"`; switch it with `cert-agent dcv change {certificate_id} {}`",
+                    details.dcv_method,
+                    if cert.dcv == DcvMethod::Https {
+                        "https"
+                    } else {
+                        "http"
+                    },
+                    cert.dcv.dcv_type().as_str()
+                );
+            }
+            let Some(content) = details.dcv_content.as_deref() else {
+                return Ok(Published::Later);
+            };
+            let file = ValidationFile::for_csr(&ours, content).with_context(|| {
+                format!("certificate {certificate_id}: the validation content from the API")
+            })?;
+            if cert.family == Some(Family::S) {
+                cross_check_hashes(ctx, certificate_id, &ours).await?;
+            }
+            if cert.standalone {
+                let server = standalone_server(ctx, cert.listen).await?;
+                server.add_file(&file);
+            } else {
+                let webroots = webroots(cert)?;
+                let published = dcv::webroot::publish(&webroots, &cert.domains, &file)
+                    .context("could not publish the validation file")?;
+                rec.dcv.files.extend(published.files);
+                rec.dcv.dirs.extend(published.dirs);
+                ctx.store.save(rec)?;
+            }
+            ctx.store.journal(
+                &cert.name,
+                "dcv-published",
+                serde_json::json!({ "file": file.url_path() }),
+            )?;
+            self_check(cert, &file).await;
+            Ok(Published::Yes)
+        }
+        DcvMethod::DnsTxt => {
+            let value = match details.dcv_content.as_deref() {
+                Some(v) if !v.trim().is_empty() => v.trim().to_owned(),
+                _ => return Ok(Published::Later),
+            };
+            let records = cert
+                .domains
+                .iter()
+                .map(|d| hook::txt_record(d, &value))
+                .collect::<Result<Vec<_>, _>>()
+                .context("the DNS TXT value from the API")?;
+            publish_dns(ctx, cert, rec, records).await
+        }
+        DcvMethod::Cname => Ok(Published::Operator(format!(
+            "certificate {certificate_id} validates by CNAME records: create `_<MD5 of the \
+             CSR>.<domain>` as the CA's documentation and `cert-agent dcv status \
+             {certificate_id}` describe (CSR MD5 {}, SHA-256 {})",
+            ours.md5, ours.sha256
+        ))),
+        DcvMethod::Email => Ok(Published::Operator(format!(
+            "certificate {certificate_id} validates by email to {}: approve the message the \
+             CA sent (resend it with `cert-agent dcv resend {certificate_id}`)",
+            if details.validation_email.is_empty() {
+                "the validation address"
+            } else {
+                details.validation_email.as_str()
+            }
+        ))),
+    }
+}
+
+/// Family S reports the CSR hashes in the DCV status; they must be ours.
+async fn cross_check_hashes(ctx: &Ctx<'_>, certificate_id: u64, ours: &CsrHashes) -> Result<()> {
+    let status = match ctx.client.dcv_status(certificate_id).await {
+        Ok(s) => s,
+        // Only available while in progress; the content check above already holds.
+        Err(ApiError::Http { status: 422, .. }) => return Ok(()),
+        Err(e) => return Err(anyhow!(e).context("could not read the DCV status")),
+    };
+    for (domain, entry) in &status.domains {
+        if let Some(h) = &entry.hashes {
+            crate::crypto::dcv::check_api_hashes(ours, h.md5.as_deref(), h.sha1.as_deref())
+                .with_context(|| {
+                    format!("certificate {certificate_id}, domain {domain}: DCV status hashes")
+                })?;
+        }
+    }
+    Ok(())
+}
+
+async fn publish_dns(
+    ctx: &mut Ctx<'_>,
+    cert: &CertificateConfig,
+    rec: &mut CertRecord,
+    records: Vec<hook::DnsRecord>,
+) -> Result<Published> {
+    let Some(command) = &cert.dns_hook else {
+        let list = records
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Ok(Published::Operator(format!(
+            "create these DNS records (no dns_hook is configured): {list}"
+        )));
+    };
+    let hook = hook::DnsHook {
+        argv: argv(command),
+        timeout: Duration::from_secs(120),
+    };
+    let mut seen = std::collections::HashSet::new();
+    for record in records {
+        if !seen.insert((record.name.clone(), record.value.clone())) {
+            continue;
+        }
+        hook::run(&hook, hook::HookAction::Add, &record, &cert.name)
+            .await
+            .with_context(|| format!("dns_hook could not add {record}"))?;
+        rec.dcv.dns_records.push((
+            record.name.clone(),
+            record.record_type.as_str().to_owned(),
+            record.value.clone(),
+        ));
+        rec.dcv.dns_domains.push(record.domain.clone());
+        ctx.store.save(rec)?;
+    }
+    Ok(Published::Yes)
+}
+
+async fn self_check(cert: &CertificateConfig, file: &ValidationFile) {
+    let check = SelfCheck {
+        timeout: Duration::from_secs(5),
+        address: None,
+    };
+    for domain in cert.domains.iter().filter(|d| !d.starts_with("*.")) {
+        match check.check(domain, file).await {
+            Ok(outcome) => {
+                if let Some(w) = outcome.warning(&SelfCheck::url(domain, file)) {
+                    tracing::warn!(certificate = %cert.name, "{w}");
+                }
+            }
+            Err(e) => tracing::warn!(certificate = %cert.name, "self-check not possible: {e}"),
+        }
+    }
+}
+
+pub(super) async fn standalone_server<'c>(
+    ctx: &'c mut Ctx<'_>,
+    listen: SocketAddr,
+) -> Result<&'c StandaloneServer> {
+    if let std::collections::hash_map::Entry::Vacant(slot) = ctx.standalone.entry(listen) {
+        let server = StandaloneServer::start(listen)
+            .await
+            .with_context(|| format!("could not start the standalone DCV server on {listen}"))?;
+        slot.insert(server);
+    }
+    ctx.standalone
+        .get(&listen)
+        .ok_or_else(|| anyhow!("standalone server on {listen} vanished"))
+}
+
+fn webroots(cert: &CertificateConfig) -> Result<dcv::webroot::Webroots> {
+    match &cert.webroot {
+        Some(Webroot::Single(p)) => Ok(dcv::webroot::Webroots::One(p.clone())),
+        Some(Webroot::PerDomain(m)) => Ok(dcv::webroot::Webroots::PerDomain(m.clone())),
+        None => bail!(
+            "certificate '{}' uses HTTP validation but has neither `webroot` nor `standalone = \
+             true`",
+            cert.name
+        ),
+    }
+}
+
+/// Removes what was published for validation (files, directories, DNS records).
+pub(super) async fn cleanup_dcv(ctx: &mut Ctx<'_>, cert: &CertificateConfig, rec: &mut CertRecord) {
+    if let Some(p) = rec.pending_key.as_ref() {
+        let name = format!("{}.txt", p.csr_md5);
+        for server in ctx.standalone.values() {
+            server.remove_file(&name);
+        }
+    }
+    if rec.dcv.is_empty() {
+        return;
+    }
+    let published = dcv::webroot::Published {
+        files: std::mem::take(&mut rec.dcv.files),
+        dirs: std::mem::take(&mut rec.dcv.dirs),
+    };
+    if let Err(e) = dcv::webroot::remove(&published) {
+        tracing::warn!(certificate = %cert.name, "could not remove validation files: {e}");
+    }
+    if let Some(command) = &cert.dns_hook {
+        let hook = hook::DnsHook {
+            argv: argv(command),
+            timeout: Duration::from_secs(120),
+        };
+        let domains = std::mem::take(&mut rec.dcv.dns_domains);
+        for (i, (name, rtype, value)) in std::mem::take(&mut rec.dcv.dns_records)
+            .into_iter()
+            .enumerate()
+        {
+            let record = hook::DnsRecord {
+                domain: domains.get(i).cloned().unwrap_or_default(),
+                name,
+                record_type: if rtype == "CNAME" {
+                    hook::RecordType::Cname
+                } else {
+                    hook::RecordType::Txt
+                },
+                value,
+            };
+            if let Err(e) = hook::run(&hook, hook::HookAction::Remove, &record, &cert.name).await {
+                tracing::warn!(certificate = %cert.name, "dns_hook could not remove {record}: {e}");
+            }
+        }
+    }
+    if let Err(e) = ctx.store.save(rec) {
+        tracing::warn!(certificate = %cert.name, "{e}");
+    }
+}
