@@ -392,3 +392,66 @@ async fn missing_reload_program_is_named_and_files_restored() {
     assert!(err.to_string().contains("/nonexistent/nginx"), "{err}");
     assert_unchanged(&before);
 }
+
+/// A fresh host: the server starts on placeholder files, the first install replaces them,
+/// the new certificate is served and the deploy hook runs once with the paths.
+async fn first_install(kind: ServerKind) {
+    let dir = tmp();
+    let ca = Ca::new();
+    let paths = InstallPaths::resolve(
+        kind,
+        &dir.path().join("ssl"),
+        "www",
+        &PathOverrides::default(),
+    );
+    let sites = [site(kind, "www.test", &paths, &dir.path().join("www"))];
+    let server = match kind {
+        ServerKind::Nginx => {
+            Running::Nginx(Nginx::start_on_free_ports(dir.path(), &sites).unwrap())
+        }
+        _ => Running::Apache(Apache::start_on_free_ports(dir.path(), &sites).unwrap()),
+    };
+    let logs = || server.logs();
+    let https = server.https_addr();
+    let placeholder = webserver::served_serial(&https, "www.test").await.unwrap();
+
+    let (a, a_serial) = ca.issue(&["www.test"]);
+    assert_ne!(a_serial, placeholder);
+    let hook_out = dir.path().join("hook.out");
+    let mut req = CertInstall::new("www", vec!["www.test".into()], kind, a);
+    req.paths = paths.clone();
+    req.commands = server.commands();
+    req.verify = Some(VerifyTarget::new(https.clone(), "www.test"));
+    req.deploy_hook = Some(vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "echo \"$CERT_AGENT_NAME $CERT_AGENT_KEY_PATH\" >> '{}'",
+            hook_out.display()
+        ),
+    ]);
+    let out = install_all(std::slice::from_ref(&req)).await;
+    assert!(out[0].result.is_ok(), "{:?}\n{}", out[0].result, logs());
+    assert_eq!(out[0].installed_serial, Some(hex::encode(&a_serial)));
+    assert_serves(&https, "www.test", &a_serial, &logs).await;
+    assert_eq!(
+        fs::read_to_string(&hook_out).unwrap(),
+        format!("www {}\n", paths.key.display())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nginx_first_install_replaces_placeholder_and_runs_hook() {
+    if !webserver::require(Server::Nginx) {
+        return;
+    }
+    first_install(ServerKind::Nginx).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apache_first_install_replaces_placeholder_and_runs_hook() {
+    if !webserver::require(Server::Apache) {
+        return;
+    }
+    first_install(ServerKind::Apache).await;
+}

@@ -7,6 +7,9 @@
 //! its certificate (chosen by SNI). [`Nginx::server_commands`] / [`Apache::server_commands`]
 //! give the config test and reload commands the install layer should use for the instance.
 //!
+//! Certificate and key files that do not exist yet are created as a self-signed placeholder,
+//! so a server can be started before the agent's first install.
+//!
 //! When the server binary is missing, [`require`] makes tests skip with a notice, or fail when
 //! the `CI` environment variable is set.
 #![allow(dead_code)]
@@ -275,9 +278,55 @@ impl Drop for Instance {
     }
 }
 
-fn ensure_webroots(sites: &[Site]) -> io::Result<()> {
+/// Creates `dir` and its missing parents with mode 0755 whatever the umask (the install layer
+/// refuses group- or world-writable directories).
+fn create_dirs_0755(dir: &Path) -> io::Result<()> {
+    if dir.exists() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        create_dirs_0755(parent)?;
+    }
+    fs::create_dir(dir)?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o755))
+}
+
+/// Creates each site's webroot and, where its certificate or key file does not exist yet, a
+/// self-signed placeholder for the server name, so that the server can start before the first
+/// install (the agent then replaces the placeholder, keeping its owner and mode).
+fn prepare_sites(sites: &[Site]) -> io::Result<()> {
     for site in sites {
-        fs::create_dir_all(&site.webroot)?;
+        create_dirs_0755(&site.webroot)?;
+        let files = std::iter::once(&site.cert_path)
+            .chain(&site.chain_path)
+            .chain(std::iter::once(&site.key_path));
+        if files.clone().all(|p| p.exists()) {
+            continue;
+        }
+        let placeholder = rcgen::generate_simple_self_signed(
+            site.names()
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>(),
+        )
+        .map_err(|e| io::Error::other(format!("placeholder certificate: {e}")))?;
+        let cert = placeholder.cert.pem();
+        let key = placeholder.signing_key.serialize_pem();
+        let write = |path: &Path, data: &str, mode: u32| -> io::Result<()> {
+            if path.exists() {
+                return Ok(());
+            }
+            if let Some(dir) = path.parent() {
+                create_dirs_0755(dir)?;
+            }
+            fs::write(path, data)?;
+            fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        };
+        write(&site.key_path, &key, 0o600)?;
+        write(&site.cert_path, &cert, 0o644)?;
+        if let Some(chain) = &site.chain_path {
+            write(chain, &cert, 0o644)?;
+        }
     }
     Ok(())
 }
@@ -311,7 +360,7 @@ impl Nginx {
     /// the test does (so keys stay 0600 root).
     pub fn start(dir: &Path, https_port: u16, http_port: u16, sites: &[Site]) -> io::Result<Self> {
         let binary = Self::binary().ok_or_else(|| io::Error::other("nginx is not installed"))?;
-        ensure_webroots(sites)?;
+        prepare_sites(sites)?;
         let prefix = dir.join("nginx");
         for sub in ["logs", "tmp"] {
             fs::create_dir_all(prefix.join(sub))?;
@@ -509,7 +558,7 @@ impl Apache {
         let binary = Self::binary().ok_or_else(|| io::Error::other("apache2 is not installed"))?;
         let modules =
             Self::modules_dir().ok_or_else(|| io::Error::other("apache modules not found"))?;
-        ensure_webroots(sites)?;
+        prepare_sites(sites)?;
         if is_root() {
             for site in sites {
                 make_world_reachable(dir, &site.webroot)?;
