@@ -1,4 +1,5 @@
 //! Shared helpers for integration tests: `mod support;` in a test file brings them in.
 
 pub mod env;
+pub mod scenario;
 pub mod webserver;
