@@ -110,6 +110,9 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 force: args.force,
                 wait: std::time::Duration::from_secs(args.wait),
                 allow_orders: config.agent.allow_orders,
+                // Unattended runs (no names) respect the backoff after failures; a named
+                // certificate is an operator's request to try now.
+                ignore_backoff: !args.names.is_empty() || args.force,
                 ..Default::default()
             };
             renew(&config, &client, &opts, &out).await
@@ -127,6 +130,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 reuse_key: *reuse_key,
                 wait: std::time::Duration::from_secs(*wait),
                 allow_orders: config.agent.allow_orders,
+                ignore_backoff: true,
                 ..Default::default()
             };
             renew(&config, &client, &opts, &out).await
@@ -138,6 +142,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 names: vec![name.clone()],
                 reinstall: true,
                 allow_orders: config.agent.allow_orders,
+                ignore_backoff: true,
                 ..Default::default()
             };
             renew(&config, &client, &opts, &out).await
@@ -163,6 +168,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 names: vec![name.clone()],
                 force: true,
                 allow_orders: config.agent.allow_orders,
+                ignore_backoff: true,
                 ..Default::default()
             };
             renew(&config, &client, &opts, &out).await
@@ -181,6 +187,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 wait: std::time::Duration::from_secs(args.wait),
                 allow_orders: args.yes || config.agent.allow_orders,
                 clear_intent: args.clear_intent,
+                ignore_backoff: true,
                 ..Default::default()
             };
             renew(&config, &client, &opts, &out).await

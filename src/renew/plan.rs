@@ -42,6 +42,9 @@ pub struct Inputs<'a> {
     pub allow_orders: bool,
     /// `--force`: reissue now (within what the rules allow).
     pub force: bool,
+    /// An explicit command (a named certificate, `issue`, `reissue`, `install`): try now even
+    /// after recent failures.
+    pub ignore_backoff: bool,
     pub reuse_key: bool,
     pub family: Option<Family>,
 }
@@ -88,6 +91,7 @@ pub fn decide(i: &Inputs<'_>) -> Action {
         return Action::Reconcile;
     }
     if !i.force
+        && !i.ignore_backoff
         && let Some(until) = r.retry_after
         && until > i.now
     {
@@ -276,6 +280,7 @@ mod tests {
             renew_before_days: 30,
             allow_orders: false,
             force: false,
+            ignore_backoff: false,
             reuse_key: false,
             family: None,
         }
@@ -556,6 +561,20 @@ mod tests {
         assert!(
             matches!(a, Action::RenewSubscription { order: false, .. }),
             "{a:?}"
+        );
+    }
+
+    #[test]
+    fn explicit_commands_ignore_the_backoff() {
+        let mut rec = installed(200, Some(1825));
+        rec.retry_after = Some(t(10) + Duration::hours(2));
+        let mut i = inputs(&rec, t(10));
+        assert!(matches!(decide(&i), Action::Backoff { .. }));
+        i.ignore_backoff = true;
+        assert!(
+            matches!(decide(&i), Action::Idle { .. }),
+            "{:?}",
+            decide(&i)
         );
     }
 

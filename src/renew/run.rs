@@ -56,6 +56,8 @@ pub struct RunOptions {
     pub reuse_key: bool,
     /// Download and install the issued certificate again (`install NAME`).
     pub reinstall: bool,
+    /// Try now even after recent failures (explicit commands; the timer's `renew` waits).
+    pub ignore_backoff: bool,
 }
 
 impl Default for RunOptions {
@@ -69,6 +71,7 @@ impl Default for RunOptions {
             clear_intent: false,
             reuse_key: false,
             reinstall: false,
+            ignore_backoff: false,
         }
     }
 }
@@ -389,6 +392,7 @@ async fn start(
         renew_before_days: ctx.config.agent.renew_before_days,
         allow_orders: ctx.opts.allow_orders,
         force: ctx.opts.force,
+        ignore_backoff: ctx.opts.ignore_backoff,
         reuse_key: ctx.opts.reuse_key || cert.reuse_key,
         family: cert.family,
     };
@@ -417,10 +421,17 @@ async fn start(
             };
             Ok(Next::Done(Outcome::Unchanged { reason }))
         }
-        Action::NeedsOrder => Err(order::OrderRefusal::NotAllowed {
-            name: cert.name.clone(),
+        Action::NeedsOrder => {
+            // A state for the operator to resolve, not a failure to back off from: it makes no
+            // API call.
+            let error = order::OrderRefusal::NotAllowed {
+                name: cert.name.clone(),
+            }
+            .to_string();
+            rec.last_error = Some(error.clone());
+            store.save(&rec)?;
+            Ok(Next::Done(Outcome::Failed { error }))
         }
-        .into()),
         Action::Backoff { until } => Ok(Next::Done(Outcome::Failed {
             error: format!(
                 "not retried before {} after {} failed attempt(s) (use --force to retry now); \

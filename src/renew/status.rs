@@ -44,6 +44,7 @@ pub fn collect(config: &Config) -> Result<Vec<StatusRow>> {
             renew_before_days: config.agent.renew_before_days,
             allow_orders: config.agent.allow_orders,
             force: false,
+            ignore_backoff: false,
             reuse_key: cert.reuse_key,
             family: cert.family,
         });
