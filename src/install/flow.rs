@@ -181,7 +181,15 @@ async fn run_server(
     certs: &[CertInstall],
     outcomes: &mut [CertOutcome],
 ) -> Vec<Pending> {
+    let names = || {
+        members
+            .iter()
+            .map(|p| certs[p.idx].name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     if let Err(e) = commands.config_test().await {
+        tracing::warn!(certificates = %names(), "config test failed, restoring: {e}");
         for p in members {
             let restore = p.tx.rollback().err();
             outcomes[p.idx].result = Err(failure(
@@ -195,6 +203,7 @@ async fn run_server(
     }
 
     if let Err(e) = commands.reload().await {
+        tracing::warn!(certificates = %names(), "reload failed, restoring: {e}");
         let mut restore = None;
         let mut failed = Vec::new();
         for p in members {
@@ -228,8 +237,18 @@ async fn run_server(
     for p in members {
         match &certs[p.idx].verify {
             Some(target) => match verify_served(target, &p.serial).await {
-                Ok(()) => good.push(p),
-                Err(e) => bad.push((p, e)),
+                Ok(()) => {
+                    tracing::info!(
+                        certificate = %certs[p.idx].name,
+                        address = %target.address,
+                        "the new certificate is served"
+                    );
+                    good.push(p)
+                }
+                Err(e) => {
+                    tracing::warn!(certificate = %certs[p.idx].name, "verification failed, restoring: {e}");
+                    bad.push((p, e))
+                }
             },
             None => good.push(p),
         }
@@ -266,6 +285,11 @@ async fn run_server(
             // The new files are live; only a kept previous version is left behind.
             tracing::warn!(certificate = %certs[p.idx].name, "{e}");
         }
+        tracing::info!(
+            certificate = %certs[p.idx].name,
+            serial = %hex::encode(&p.serial),
+            "installed"
+        );
         committed.push(p);
     }
     committed
