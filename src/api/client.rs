@@ -95,8 +95,10 @@ impl RetryPolicy {
         let exp = self
             .initial_backoff
             .saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
-        exp.min(self.max_backoff)
-            .mul_f64(rand::random_range(0.5..=1.0))
+        let capped = exp.min(self.max_backoff);
+        // `try_from`: no panic even for an absurd `max_backoff`.
+        Duration::try_from_secs_f64(capped.as_secs_f64() * rand::random_range(0.5..=1.0))
+            .unwrap_or(capped)
     }
 }
 
