@@ -410,8 +410,12 @@ impl InstallTx {
         })
     }
 
-    /// Makes the switch permanent: removes the kept previous versions.
+    /// Makes the switch permanent (applying it first if [`apply`](Self::apply) was not
+    /// called): removes the kept previous versions.
     pub fn commit(mut self) -> Result<(), InstallError> {
+        if self.state == State::Staging {
+            self.apply()?;
+        }
         self.state = State::Finished;
         let mut first = None;
         for f in &mut self.files {

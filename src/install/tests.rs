@@ -115,6 +115,19 @@ fn rollback_restores_previous_files_byte_identical_with_same_inode_and_mode() {
 }
 
 #[test]
+fn commit_without_apply_applies() {
+    let dir = tmp();
+    let paths = nginx_paths(dir.path());
+    let m = material("A");
+    let mut tx = InstallTx::new();
+    tx.stage_certificate(&paths, &m, &Ownership::default())
+        .unwrap();
+    tx.commit().unwrap();
+    assert_eq!(fs::read(&paths.key).unwrap(), m.key_pem);
+    assert!(leftovers(&dir.path().join("www")).is_empty());
+}
+
+#[test]
 fn drop_without_commit_rolls_back() {
     let dir = tmp();
     let paths = nginx_paths(dir.path());

@@ -204,3 +204,79 @@ fn trim_serial(serial: &[u8]) -> &[u8] {
         .unwrap_or(serial.len().saturating_sub(1));
     &serial[start..]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::pki_types::PrivateKeyDer;
+    use rustls::pki_types::pem::PemObject;
+
+    /// A TLS server on 127.0.0.1:0 presenting a fresh self-signed certificate; returns its
+    /// address and the certificate's serial.
+    async fn tls_server() -> (String, Vec<u8>) {
+        let ck = rcgen::generate_simple_self_signed(vec!["a.test".to_string()]).unwrap();
+        let serial = serial_of_pem(ck.cert.pem().as_bytes()).unwrap();
+        let key = PrivateKeyDer::from_pem_slice(ck.signing_key.serialize_pem().as_bytes()).unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![ck.cert.der().clone()], key)
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let _ = acceptor.accept(tcp).await;
+                });
+            }
+        });
+        (addr, serial)
+    }
+
+    #[tokio::test]
+    async fn reads_the_served_serial_and_detects_a_mismatch() {
+        let (addr, serial) = tls_server().await;
+        assert_eq!(
+            served_serial(&addr, "a.test", Duration::from_secs(5))
+                .await
+                .unwrap(),
+            serial
+        );
+        let target = VerifyTarget {
+            address: addr.clone(),
+            server_name: "a.test".into(),
+            timeout: Duration::from_millis(300),
+        };
+        verify_served(&target, &serial).await.unwrap();
+        let mut leading_zero = vec![0u8];
+        leading_zero.extend_from_slice(&serial);
+        verify_served(&target, &leading_zero).await.unwrap();
+
+        let err = verify_served(&target, &[1, 2, 3]).await.unwrap_err();
+        assert!(matches!(err, InstallError::SerialMismatch { .. }), "{err}");
+        assert!(err.to_string().contains(&hex::encode(&serial)), "{err}");
+    }
+
+    #[tokio::test]
+    async fn nothing_listening_is_a_handshake_error_naming_the_address() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let target = VerifyTarget {
+            address: format!("127.0.0.1:{port}"),
+            server_name: "a.test".into(),
+            timeout: Duration::from_millis(300),
+        };
+        let err = verify_served(&target, &[1]).await.unwrap_err();
+        assert!(matches!(err, InstallError::Handshake { .. }), "{err}");
+        assert!(err.to_string().contains(&target.address), "{err}");
+    }
+}
