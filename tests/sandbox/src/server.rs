@@ -170,7 +170,7 @@ impl Sandbox {
             source,
         })?;
         // From here on, a failure must not leave an owned temp dir behind.
-        let cleanup = DirGuard {
+        let mut cleanup = DirGuard {
             path: owned_dir.then(|| data_dir.clone()),
         };
 
@@ -277,7 +277,7 @@ impl Sandbox {
             }
         }
 
-        std::mem::forget(cleanup);
+        cleanup.path = None;
         Ok(SandboxHandle {
             shared,
             addr,
@@ -768,7 +768,7 @@ async fn handle(conn: Conn, req: Request<Incoming>) -> Response<Full<Bytes>> {
         let now = {
             let mut w = conn.shared.lock();
             let now = w.clock.now();
-            w.calls.push(CallRecord {
+            w.log_call(CallRecord {
                 time: now,
                 method: method.to_string(),
                 path,
@@ -789,7 +789,7 @@ async fn handle(conn: Conn, req: Request<Incoming>) -> Response<Full<Bytes>> {
         Err(status) => {
             let mut w = conn.shared.lock();
             let now = w.clock.now();
-            w.calls.push(CallRecord {
+            w.log_call(CallRecord {
                 time: now,
                 method: method.to_string(),
                 path,
@@ -861,7 +861,7 @@ fn apply(
 
     if let Some(FaultKind::Status { status }) = fault {
         record.status = status;
-        w.calls.push(record);
+        w.log_call(record);
         return (status_fault_response(status, now), fault, false);
     }
     if let Some(FaultKind::RotateToken { login }) = &fault {
@@ -927,7 +927,7 @@ fn apply(
     record.status = resp.status;
     record.account = resp.account.clone();
     record.billed = resp.billed;
-    w.calls.push(record);
+    w.log_call(record);
     let mutated = req.method != Method::GET && req.method != Method::HEAD;
     let malformed = matches!(fault, Some(FaultKind::MalformedJson));
     let mut http = api_response(resp, now);

@@ -48,7 +48,18 @@ pub(crate) struct World {
     pub dcv_https_port: u16,
 }
 
+/// Most call records kept; beyond it the oldest half is dropped (long benchmarks).
+pub(crate) const MAX_CALLS: usize = 200_000;
+
 impl World {
+    /// Appends to the call log, keeping it bounded by [`MAX_CALLS`].
+    pub fn log_call(&mut self, record: CallRecord) {
+        if self.calls.len() >= MAX_CALLS {
+            self.calls.drain(..MAX_CALLS / 2);
+        }
+        self.calls.push(record);
+    }
+
     /// `state.tick(now)`, shielding the caller from a panic in the state.
     pub fn tick(&mut self, now: OffsetDateTime) {
         let (state, ca) = (&mut self.state, &self.ca);

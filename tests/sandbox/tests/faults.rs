@@ -117,6 +117,14 @@ async fn delay_holds_the_answer_back() {
         .await
         .expect_err("times out");
     assert!(err.is_timeout(), "{err:?}");
+    let start = Instant::now();
+    while env.sandbox.billed_orders(PARTNER) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "order never applied"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(env.sandbox.billed_orders(PARTNER), 1);
 }
 

@@ -184,3 +184,84 @@ async fn wrong_file_content_never_validates() {
         .await;
     assert_eq!(bundle.status, 422, "{}", bundle.text());
 }
+
+/// Orders with `dcv_type`, serves the file on `serving` only, waits for issuance; returns the
+/// domain.
+async fn issue_via(env: &Env, family: char, dcv_type: &str, serving: &FileServer) -> String {
+    let token = env.signin(PARTNER).await;
+    let product = env.product(&token, family).await;
+    let domain = format!("secure-{family}.example.com");
+    let csr = Csr::new(&[&domain]);
+    let id = env.order(&token, product, &csr, dcv_type).await;
+    let content = env.details(&token, id).await["dcv_content"]
+        .as_str()
+        .expect("dcv_content")
+        .to_owned();
+    serving.serve(&csr.dcv_path(), content);
+    env.wait_status(&token, id, "issued", Duration::from_secs(30))
+        .await;
+    domain
+}
+
+#[tokio::test]
+async fn family_s_https_dcv_is_fetched_over_tls_with_the_domain_as_sni() {
+    let (plain, tls) = (FileServer::start(), FileServer::start_tls());
+    let env = Env::start(partner_sandbox::SandboxConfig::default().instant(true));
+    // The web servers start after the sandbox, as in most tests.
+    env.sandbox.set_dcv_ports(plain.port(), tls.port());
+    let domain = issue_via(&env, 's', "HTTPS_CSR_HASH", &tls).await;
+    let fetches = tls.fetches();
+    assert!(
+        fetches
+            .iter()
+            .any(|f| f.host.as_deref() == Some(domain.as_str())
+                && f.sni.as_deref() == Some(domain.as_str())),
+        "{fetches:?}"
+    );
+    assert!(plain.fetches().is_empty());
+}
+
+#[tokio::test]
+async fn family_d_fetches_https_csr_hash_files_over_plain_http() {
+    let (plain, tls) = (FileServer::start(), FileServer::start_tls());
+    let env = Env::start(partner_sandbox::SandboxConfig::default().instant(true));
+    env.sandbox.set_dcv_ports(plain.port(), tls.port());
+    let domain = issue_via(&env, 'd', "HTTPS_CSR_HASH", &plain).await;
+    assert!(
+        plain
+            .fetches()
+            .iter()
+            .any(|f| f.host.as_deref() == Some(domain.as_str()) && f.sni.is_none())
+    );
+    assert!(tls.fetches().is_empty());
+}
+
+#[tokio::test]
+async fn family_c_issues_on_its_pickup_cycle_under_a_scaled_clock() {
+    // No instant mode: the state's real schedules (first check, retries, family C's ~5-minute
+    // pickup cycle) run on the virtual clock, 600 times faster than real time.
+    let files = FileServer::start();
+    let env = Env::start(
+        partner_sandbox::SandboxConfig::default()
+            .time_scale(600.0)
+            .dcv_http_port(files.port()),
+    );
+    let token = env.signin(PARTNER).await;
+    let product = env.product(&token, 'c').await;
+    let domain = "www.scaled-clock.com";
+    let csr = Csr::new(&[domain]);
+    let ordered_at = env.sandbox.now();
+    let id = env.order(&token, product, &csr, "HTTP_CSR_HASH").await;
+    let content = env.details(&token, id).await["dcv_content"]
+        .as_str()
+        .expect("dcv_content")
+        .to_owned();
+    files.serve(&csr.dcv_path(), content);
+    env.wait_status(&token, id, "issued", Duration::from_secs(60))
+        .await;
+    assert!(
+        env.sandbox.now() - ordered_at >= time::Duration::seconds(30),
+        "issuance took virtual time"
+    );
+    assert!(files.fetches().iter().any(|f| f.path == csr.dcv_path()));
+}

@@ -304,21 +304,36 @@ impl Csr {
 pub struct Fetch {
     pub host: Option<String>,
     pub path: String,
+    /// Server name the client sent in the TLS handshake (HTTPS only).
+    pub sni: Option<String>,
 }
 
-/// A tiny HTTP file server on 127.0.0.1:0 (own thread and runtime), the customer's web root.
+type Files = Arc<Mutex<HashMap<String, Vec<u8>>>>;
+type Fetches = Arc<Mutex<Vec<Fetch>>>;
+
+/// A tiny HTTP(S) file server on 127.0.0.1:0 (own thread and runtime): the customer's web root.
 pub struct FileServer {
     pub addr: SocketAddr,
-    files: Arc<Mutex<HashMap<String, Vec<u8>>>>,
-    fetches: Arc<Mutex<Vec<Fetch>>>,
+    files: Files,
+    fetches: Fetches,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl FileServer {
+    /// Plain HTTP.
     pub fn start() -> Self {
-        let files: Arc<Mutex<HashMap<String, Vec<u8>>>> = Arc::default();
-        let fetches: Arc<Mutex<Vec<Fetch>>> = Arc::default();
+        Self::start_inner(None)
+    }
+
+    /// HTTPS with a self-signed certificate for `localhost` (the validator does not verify it).
+    pub fn start_tls() -> Self {
+        Self::start_inner(Some(self_signed_acceptor()))
+    }
+
+    fn start_inner(acceptor: Option<tokio_rustls::TlsAcceptor>) -> Self {
+        let files: Files = Arc::default();
+        let fetches: Fetches = Arc::default();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("file server binds");
         listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().expect("addr");
@@ -336,37 +351,23 @@ impl FileServer {
                         r = listener.accept() => r.expect("accept"),
                         _ = &mut stopped => return,
                     };
-                    let (f, seen) = (f.clone(), seen.clone());
+                    let (f, seen, acceptor) = (f.clone(), seen.clone(), acceptor.clone());
                     tokio::spawn(async move {
-                        let service = service_fn(move |req: hyper::Request<Incoming>| {
-                            let host = req
-                                .headers()
-                                .get("host")
-                                .and_then(|v| v.to_str().ok())
-                                .map(str::to_owned);
-                            let path = req.uri().path().to_owned();
-                            seen.lock().expect("lock").push(Fetch {
-                                host,
-                                path: path.clone(),
-                            });
-                            let body = f.lock().expect("lock").get(&path).cloned();
-                            async move {
-                                let resp = match body {
-                                    Some(b) => hyper::Response::new(Full::new(Bytes::from(b))),
-                                    None => {
-                                        let mut r = hyper::Response::new(Full::new(
-                                            Bytes::from_static(b"not found"),
-                                        ));
-                                        *r.status_mut() = hyper::StatusCode::NOT_FOUND;
-                                        r
-                                    }
-                                };
-                                Ok::<_, std::convert::Infallible>(resp)
+                        let http = hyper::server::conn::http1::Builder::new();
+                        match acceptor {
+                            None => {
+                                let service = file_service(f, seen, None);
+                                let _ = http.serve_connection(TokioIo::new(stream), service).await;
                             }
-                        });
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
+                            Some(acceptor) => {
+                                let Ok(tls) = acceptor.accept(stream).await else {
+                                    return;
+                                };
+                                let sni = tls.get_ref().1.server_name().map(str::to_owned);
+                                let service = file_service(f, seen, sni);
+                                let _ = http.serve_connection(TokioIo::new(tls), service).await;
+                            }
+                        }
                     });
                 }
             });
@@ -394,6 +395,57 @@ impl FileServer {
     pub fn fetches(&self) -> Vec<Fetch> {
         self.fetches.lock().expect("lock").clone()
     }
+}
+
+fn file_service(
+    files: Files,
+    seen: Fetches,
+    sni: Option<String>,
+) -> impl hyper::service::Service<
+    hyper::Request<Incoming>,
+    Response = hyper::Response<Full<Bytes>>,
+    Error = std::convert::Infallible,
+    Future = impl Send,
+> + Clone {
+    service_fn(move |req: hyper::Request<Incoming>| {
+        let host = req
+            .headers()
+            .get("host")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let path = req.uri().path().to_owned();
+        seen.lock().expect("lock").push(Fetch {
+            host,
+            path: path.clone(),
+            sni: sni.clone(),
+        });
+        let body = files.lock().expect("lock").get(&path).cloned();
+        async move {
+            let resp = match body {
+                Some(b) => hyper::Response::new(Full::new(Bytes::from(b))),
+                None => {
+                    let mut r = hyper::Response::new(Full::new(Bytes::from_static(b"not found")));
+                    *r.status_mut() = hyper::StatusCode::NOT_FOUND;
+                    r
+                }
+            };
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    })
+}
+
+fn self_signed_acceptor() -> tokio_rustls::TlsAcceptor {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+        .expect("self-signed certificate");
+    let key = rustls_pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![certified.cert.der().clone()], key)
+        .expect("server config");
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
 impl Drop for FileServer {
