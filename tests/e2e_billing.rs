@@ -126,7 +126,8 @@ fn unresolved_intent_blocks_orders_until_cleared() {
 }
 
 /// Guards 422 handling: the API's errors are all shown, nothing is billed, the intent is
-/// cleared, and the next run may try again (and is refused again, still unbilled).
+/// cleared, the next run does not repeat the order at once, and a forced run may try again
+/// (and is refused again, still unbilled).
 #[test]
 fn refused_order_lists_api_errors_and_clears_intent() {
     // Syntactically fine for the configuration, internal for the API.
@@ -145,10 +146,14 @@ fn refused_order_lists_api_errors_and_clears_intent() {
     assert!(rec["intent"].is_null(), "intent cleared: {rec:#}");
     assert!(rec["order"].is_null());
 
-    let again = env.renew();
+    // A failed certificate is left alone for a while: no repeated order.
+    env.renew().expect_code(1);
+    assert_eq!(env.order_posts(), 1, "no order while backing off");
+    let again = env.renew_force();
     again.expect_code(1);
-    assert_eq!(env.order_posts(), 2, "the next run tried again");
+    assert_eq!(env.order_posts(), 2, "--force tried again");
     assert_eq!(env.billed(), 0);
+    assert!(env.record("www").unwrap()["intent"].is_null());
 }
 
 /// Guards the explicit yes: without `allow_orders` and without `--yes` nothing is ordered and

@@ -16,35 +16,7 @@ fn dns_txt_hook_publishes_validates_and_removes() {
     let domain = "www.e2e-dns.test";
     let hook = env.path("dns-hook.sh");
     let log = env.path("dns-hook.log");
-    write_script(
-        &hook,
-        &format!(
-            r#"set -eu
-LOG='{log}'
-CA='{ca}'
-BASE='{base}'
-printf '%s %s %s %s %s %s\n' "$CERT_AGENT_DCV_ACTION" "$CERT_AGENT_DCV_RECORD_NAME" \
-  "$CERT_AGENT_DCV_RECORD_TYPE" "$CERT_AGENT_DCV_RECORD_VALUE" "$CERT_AGENT_DCV_DOMAIN" \
-  "$CERT_AGENT_NAME" >> "$LOG"
-case "$CERT_AGENT_DCV_ACTION" in
-  add)
-    body=$(printf '{{"name":"%s","rtype":"%s","value":"%s"}}' "$CERT_AGENT_DCV_RECORD_NAME" \
-      "$CERT_AGENT_DCV_RECORD_TYPE" "$CERT_AGENT_DCV_RECORD_VALUE")
-    curl -sS --fail --cacert "$CA" -H 'Content-Type: application/json' -X POST \
-      --data "$body" "$BASE/_sandbox/dns" >/dev/null ;;
-  remove)
-    body=$(printf '{{"name":"%s","rtype":"%s"}}' "$CERT_AGENT_DCV_RECORD_NAME" \
-      "$CERT_AGENT_DCV_RECORD_TYPE")
-    curl -sS --fail --cacert "$CA" -H 'Content-Type: application/json' -X POST \
-      --data "$body" "$BASE/_sandbox/dns/remove" >/dev/null ;;
-  *) exit 3 ;;
-esac
-"#,
-            log = log.display(),
-            ca = env.sandbox.api_ca_path().display(),
-            base = env.sandbox.base_url(),
-        ),
-    );
+    write_script(&hook, &zone_hook(&env, &log));
     let mut spec = env.cert_spec("www", &[domain], "none");
     spec.dcv = Some("dns-txt".into());
     spec.publish = Publish::Nothing;
@@ -81,4 +53,68 @@ esac
         "the zone is clean again: {:?}",
         env.sandbox.dns_records()
     );
+}
+
+/// A hook that logs its call to `log` and writes the record into the sandbox's zone.
+fn zone_hook(env: &TestEnv, log: &std::path::Path) -> String {
+    format!(
+        r#"set -eu
+LOG='{log}'
+CA='{ca}'
+BASE='{base}'
+printf '%s %s %s %s %s %s\n' "$CERT_AGENT_DCV_ACTION" "$CERT_AGENT_DCV_RECORD_NAME" \
+  "$CERT_AGENT_DCV_RECORD_TYPE" "$CERT_AGENT_DCV_RECORD_VALUE" "$CERT_AGENT_DCV_DOMAIN" \
+  "$CERT_AGENT_NAME" >> "$LOG"
+case "$CERT_AGENT_DCV_ACTION" in
+  add)
+    body=$(printf '{{"name":"%s","rtype":"%s","value":"%s"}}' "$CERT_AGENT_DCV_RECORD_NAME" \
+      "$CERT_AGENT_DCV_RECORD_TYPE" "$CERT_AGENT_DCV_RECORD_VALUE")
+    curl -sS --fail --cacert "$CA" -H 'Content-Type: application/json' -X POST \
+      --data "$body" "$BASE/_sandbox/dns" >/dev/null ;;
+  remove)
+    body=$(printf '{{"name":"%s","rtype":"%s"}}' "$CERT_AGENT_DCV_RECORD_NAME" \
+      "$CERT_AGENT_DCV_RECORD_TYPE")
+    curl -sS --fail --cacert "$CA" -H 'Content-Type: application/json' -X POST \
+      --data "$body" "$BASE/_sandbox/dns/remove" >/dev/null ;;
+  *) exit 3 ;;
+esac
+"#,
+        log = log.display(),
+        ca = env.sandbox.api_ca_path().display(),
+        base = env.sandbox.base_url(),
+    )
+}
+
+/// Guards a failing DNS hook: the run fails quoting the hook's output, nothing is installed,
+/// and once the hook works the next (forced) run validates and installs the same order.
+#[test]
+fn failing_dns_hook_fails_the_run_and_next_run_completes() {
+    let mut env = TestEnv::new();
+    let domain = "www.e2e-dns-fail.test";
+    let hook = env.path("dns-hook.sh");
+    let log = env.path("dns-hook.log");
+    write_script(&hook, "echo 'zone API unavailable' >&2\nexit 1\n");
+    let mut spec = env.cert_spec("www", &[domain], "none");
+    spec.dcv = Some("dns-txt".into());
+    spec.dns_hook = Some(vec![hook.to_string_lossy().into_owned()]);
+    let files = spec.files.clone();
+    env.certs.push(spec);
+
+    let out = env.renew();
+    out.expect_code(1);
+    assert!(
+        out.text().contains("zone API unavailable"),
+        "the hook's output is quoted\n{}",
+        out.describe()
+    );
+    assert!(!files.key.exists(), "nothing installed");
+    assert_eq!(env.billed(), 1);
+
+    write_script(&hook, &zone_hook(&env, &log));
+    let again = env.renew_force();
+    again.expect_code(0);
+    again.installed_serial("www");
+    assert_eq!(env.billed(), 1);
+    assert_eq!(env.order_posts(), 1);
+    assert!(env.sandbox.dns_records().is_empty());
 }

@@ -101,3 +101,27 @@ hostile_tests! {
     leaf_for_another_domain => OtherDomain,
     expired_leaf => Expired,
 }
+
+/// Guards recovery after a rejected bundle: the order and the local key are kept, so the next
+/// run (forced past the failure backoff; the CA's bundle now genuine) installs without a new
+/// order.
+#[test]
+fn next_run_after_a_rejected_bundle_installs_without_new_order() {
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["again.e2e-hostile.test"]);
+    let files = spec.files.clone();
+    env.certs.push(spec);
+    env.sandbox.inject(Fault::new(FaultKind::HostileBundle {
+        hostile: HostileKind::WrongKey,
+    }));
+    env.renew().expect_code(1);
+    assert!(!files.key.exists(), "nothing installed");
+    let out = env.renew_force();
+    out.expect_code(0);
+    let serial = out.installed_serial("www");
+    let leaf = support::env::Leaf::from_pem_file(files.cert.as_ref().unwrap());
+    assert_eq!(leaf.serial, serial);
+    assert_eq!(leaf.spki, support::env::key_spki(&files.key));
+    assert_eq!(env.billed(), 1);
+    assert_eq!(env.order_posts(), 1);
+}

@@ -153,3 +153,70 @@ fn failing_config_test_restores_files_without_web_server() {
         "previous files restored byte for byte"
     );
 }
+
+/// Guards recovery after a rollback: once the config test passes again, the next (forced) run
+/// installs
+/// the certificate that was rolled back (same order, same key), without ordering again.
+#[test]
+fn next_run_after_rollback_installs_the_pending_certificate() {
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["retry.e2e-rollback.test"]);
+    let files = spec.files.clone();
+    env.certs.push(spec);
+    let first = env.renew();
+    first.expect_code(0);
+    let serial_a = first.installed_serial("www");
+
+    forget_order(&env, "www");
+    env.spec_mut("www").configtest_command = Some(vec!["false".into()]);
+    env.renew().expect_code(1);
+    assert_eq!(env.billed(), 2);
+
+    env.spec_mut("www").configtest_command = Some(vec!["true".into()]);
+    let out = env.renew_force();
+    out.expect_code(0);
+    let serial_b = out.installed_serial("www");
+    assert_ne!(serial_a, serial_b);
+    let leaf = Leaf::from_pem_file(files.cert.as_ref().unwrap());
+    assert_eq!(leaf.serial, serial_b);
+    assert_eq!(leaf.spki, support::env::key_spki(&files.key));
+    assert_eq!(env.billed(), 2, "no third order");
+    assert_eq!(env.order_posts(), 2);
+}
+
+/// Guards the config-test rollback with a real apache2 (leaf and chain in separate files).
+#[test]
+fn failing_config_test_restores_previous_files_on_apache() {
+    if !require(Server::Apache) {
+        return;
+    }
+    let domain = "www.e2e-rollback-apache.test";
+    let mut env = TestEnv::new();
+    let webroot = env.path("www-root");
+    let mut spec = env.cert_spec("www", &[domain], "apache");
+    spec.publish = Publish::Webroot(webroot.clone());
+    env.write_placeholder(&spec);
+    let web = Web::start(Server::Apache, env.dir.path(), &[env.site(&spec, &webroot)]);
+    env.sandbox.set_dcv_ports(web.http_port(), 0);
+    let files = spec.files.clone();
+    env.certs.push(web.configure(spec));
+    let first = env.renew();
+    first.expect_code(0);
+    let serial_a = first.installed_serial("www");
+    env.served_leaf_with_serial(&web.https_addr(), domain, &serial_a)
+        .unwrap();
+    let a = snapshot(&files.all());
+
+    forget_order(&env, "www");
+    env.spec_mut("www").configtest_command = Some(vec!["false".into()]);
+    env.renew().expect_code(1);
+    assert_eq!(
+        snapshot(&files.all()),
+        a,
+        "previous files restored byte for byte"
+    );
+    assert_eq!(
+        env.served_leaf(&web.https_addr(), domain).unwrap().serial,
+        serial_a
+    );
+}

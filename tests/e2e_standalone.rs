@@ -149,3 +149,95 @@ fn ucc_product_with_several_names_issues_and_installs() {
         &["www.e2e-ucc.test", "e2e-ucc.test", "api.e2e-ucc.test"],
     );
 }
+
+/// Guards `deploy_hook`: run once after a successful install with the name, domains and
+/// installed paths in its environment.
+#[test]
+fn deploy_hook_runs_after_install_with_paths() {
+    let mut env = TestEnv::new();
+    let hook = env.path("deploy.sh");
+    let log = env.path("deploy.log");
+    support::env::write_script(
+        &hook,
+        &format!(
+            "env | grep '^CERT_AGENT_' | sort >> '{}'\necho --- >> '{}'\n",
+            log.display(),
+            log.display()
+        ),
+    );
+    let mut spec = env.standalone_spec("www", &["www.e2e-deploy.test", "e2e-deploy.test"]);
+    spec.product_id = 1103;
+    spec.extra = format!("deploy_hook = [\"{}\"]\n", hook.display());
+    let files = spec.files.clone();
+    env.certs.push(spec);
+    env.renew().expect_code(0);
+    let text = fs::read_to_string(&log).expect("the deploy hook ran");
+    assert_eq!(text.matches("---").count(), 1, "ran once: {text}");
+    for line in [
+        "CERT_AGENT_NAME=www".to_string(),
+        "CERT_AGENT_DOMAINS=www.e2e-deploy.test e2e-deploy.test".to_string(),
+        format!("CERT_AGENT_KEY_PATH={}", files.key.display()),
+        format!(
+            "CERT_AGENT_FULLCHAIN_PATH={}",
+            files.fullchain.as_ref().unwrap().display()
+        ),
+        format!(
+            "CERT_AGENT_CERT_PATH={}",
+            files.cert.as_ref().unwrap().display()
+        ),
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+    }
+    // Nothing due: the hook does not run again.
+    env.renew().expect_code(0);
+    assert_eq!(fs::read_to_string(&log).unwrap().matches("---").count(), 1);
+}
+
+/// Guards `--dry-run`: it says what it would do, places no order, writes no file.
+#[test]
+fn dry_run_orders_nothing_and_writes_nothing() {
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["www.e2e-dry.test"]);
+    let files = spec.files.clone();
+    env.certs.push(spec);
+    let out = env.agent(["--json", "renew", "--dry-run"]).run();
+    out.expect_code(0);
+    assert_eq!(
+        out.outcome("www")["outcome"],
+        "planned",
+        "{}",
+        out.describe()
+    );
+    assert_eq!(env.order_posts(), 0);
+    assert_eq!(env.billed(), 0);
+    for p in files.all() {
+        assert!(!p.exists(), "{} written", p.display());
+    }
+}
+
+/// Guards sign-in renewal: the token cached by a run that ended pending is replaced by another
+/// sign-in; the next run signs in again and completes the same order.
+#[test]
+fn replaced_token_between_runs_is_renewed() {
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["www.e2e-token.test"]);
+    env.certs.push(spec);
+    // Validation cannot succeed while nothing listens where the sandbox looks.
+    env.sandbox
+        .set_dcv_ports(support::webserver::free_port(), 0);
+    env.agent(["renew", "--wait", "2"]).run().expect_code(75);
+    assert_eq!(env.billed(), 1);
+    env.sandbox.rotate_token(support::env::LOGIN).unwrap();
+    let support::env::Publish::Standalone(port) = env.certs[0].publish else {
+        unreachable!()
+    };
+    env.sandbox.set_dcv_ports(port, 0);
+    let out = env.renew();
+    out.expect_code(0);
+    out.installed_serial("www");
+    assert_eq!(env.billed(), 1);
+    assert!(
+        env.calls().iter().any(|c| c.status == 401),
+        "the old token was refused once"
+    );
+}

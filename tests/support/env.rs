@@ -421,6 +421,13 @@ impl TestEnv {
         self.agent(["--json", "renew", "--wait", "30"]).run()
     }
 
+    /// `renew --json --wait 30 --force`: also retries certificates whose last attempt failed
+    /// (they are otherwise left alone for a while).
+    pub fn renew_force(&self) -> AgentOutput {
+        self.agent(["--json", "renew", "--wait", "30", "--force"])
+            .run()
+    }
+
     /// The stored record of `name` (`state_dir/certs/NAME.json`), if any.
     pub fn record(&self, name: &str) -> Option<serde_json::Value> {
         let p = self.state_dir().join(format!("certs/{name}.json"));
