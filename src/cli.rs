@@ -103,7 +103,6 @@ pub async fn run(cli: &Cli) -> Result<u8> {
         Command::Config(ConfigCommand::Check) => config_check(&cli.config, &out),
         Command::Renew(args) => {
             let config = load_config(&cli.config)?;
-            let client = client_for(&config)?;
             let opts = crate::renew::run::RunOptions {
                 names: args.names.clone(),
                 dry_run: args.dry_run,
@@ -115,7 +114,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 ignore_backoff: !args.names.is_empty() || args.force,
                 ..Default::default()
             };
-            renew(&config, &client, &opts, &out).await
+            renew(&config, &opts, &out).await
         }
         Command::Reissue {
             name,
@@ -123,7 +122,6 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             wait,
         } => {
             let config = load_config(&cli.config)?;
-            let client = client_for(&config)?;
             let opts = crate::renew::run::RunOptions {
                 names: vec![name.clone()],
                 force: true,
@@ -133,11 +131,10 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 ignore_backoff: true,
                 ..Default::default()
             };
-            renew(&config, &client, &opts, &out).await
+            renew(&config, &opts, &out).await
         }
         Command::Install { name } => {
             let config = load_config(&cli.config)?;
-            let client = client_for(&config)?;
             let opts = crate::renew::run::RunOptions {
                 names: vec![name.clone()],
                 reinstall: true,
@@ -145,7 +142,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 ignore_backoff: true,
                 ..Default::default()
             };
-            renew(&config, &client, &opts, &out).await
+            renew(&config, &opts, &out).await
         }
         Command::Adopt {
             name,
@@ -171,7 +168,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 ignore_backoff: true,
                 ..Default::default()
             };
-            renew(&config, &client, &opts, &out).await
+            renew(&config, &opts, &out).await
         }
         Command::Status { id: None } => {
             let config = load_config(&cli.config)?;
@@ -179,7 +176,6 @@ pub async fn run(cli: &Cli) -> Result<u8> {
         }
         Command::Issue(args) => {
             let config = load_config(&cli.config)?;
-            let client = client_for(&config)?;
             let opts = crate::renew::run::RunOptions {
                 names: vec![args.name.clone()],
                 dry_run: false,
@@ -190,7 +186,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 ignore_backoff: true,
                 ..Default::default()
             };
-            renew(&config, &client, &opts, &out).await
+            renew(&config, &opts, &out).await
         }
         command => {
             let config = load_config(&cli.config)?;
@@ -307,14 +303,9 @@ fn unreachable_config() -> Result<u8> {
     bail!("internal: this command is handled before the account commands")
 }
 
-async fn renew(
-    config: &Config,
-    client: &Client,
-    opts: &crate::renew::run::RunOptions,
-    out: &Output,
-) -> Result<u8> {
+async fn renew(config: &Config, opts: &crate::renew::run::RunOptions, out: &Output) -> Result<u8> {
     use crate::renew::run::Outcome;
-    let report = match crate::renew::run::run(config, client, opts).await {
+    let report = match crate::renew::run::run(config, opts).await {
         Ok(r) => r,
         Err(e) => {
             if let Some(crate::store::StoreError::Locked { .. }) =

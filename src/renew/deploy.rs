@@ -34,7 +34,7 @@ pub(super) async fn download_checked(
     key: &PrivateKey,
     previous_serial: Option<&str>,
 ) -> Result<Option<ValidatedBundle>> {
-    let download = match ctx.client.download_bundle(certificate_id).await {
+    let download = match ctx.client()?.download_bundle(certificate_id).await {
         Ok(d) => d,
         Err(ApiError::Http { status: 422, .. }) => return Ok(None),
         Err(e) => {

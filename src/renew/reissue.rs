@@ -84,7 +84,11 @@ async fn send(ctx: &Ctx<'_>, cert: &CertificateConfig, record: &mut CertRecord) 
         csr: Some(pending.csr_pem.clone()),
         ..ReissueRequest::default()
     };
-    match ctx.client.reissue(reissue.certificate_id, &request).await {
+    match ctx
+        .client()?
+        .reissue(reissue.certificate_id, &request)
+        .await
+    {
         Ok(_) => confirm(ctx, cert, record).await,
         Err(e) if refused(&e) => {
             // Nothing happened at the CA: forget the attempt (the key is discarded).
@@ -143,7 +147,7 @@ async fn follow_replacement(
     record: &mut CertRecord,
     original: u64,
 ) -> Result<u64> {
-    let details = ctx.client.details(original).await?;
+    let details = ctx.client()?.details(original).await?;
     let current = record.order.as_ref().map_or(original, |o| o.certificate_id);
     match details.replacement_id {
         Some(new_id) if new_id != current => {
@@ -182,7 +186,7 @@ pub(super) async fn resume(
             .as_ref()
             .map_or(reissue.certificate_id, |o| o.certificate_id));
     }
-    let details = ctx.client.details(reissue.certificate_id).await?;
+    let details = ctx.client()?.details(reissue.certificate_id).await?;
     let shows_new_csr = CsrInfo::from_pem(details.csr.as_bytes())
         .is_ok_and(|c| c.hashes.sha256.eq_ignore_ascii_case(&reissue.csr_sha256));
     let pending = details

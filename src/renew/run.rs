@@ -138,7 +138,8 @@ impl RunReport {
 /// Shared state of one run.
 pub(super) struct Ctx<'a> {
     pub config: &'a Config,
-    pub client: &'a Client,
+    /// Built on first use: a run with nothing to do sets up no HTTPS client at all.
+    client: std::cell::OnceCell<Client>,
     pub store: &'a Store,
     pub opts: &'a RunOptions,
     started: tokio::time::Instant,
@@ -175,6 +176,18 @@ enum Next {
 pub const TEST_CLOCK_OFFSET_ENV: &str = "CERT_AGENT_TEST_CLOCK_OFFSET_SECS";
 
 /// The time every decision of a run uses.
+impl Ctx<'_> {
+    /// The API client, built on first use.
+    pub fn client(&self) -> Result<&Client> {
+        if let Some(c) = self.client.get() {
+            return Ok(c);
+        }
+        let c = Client::new(self.config.client_options())
+            .context("could not set up the Partner API client")?;
+        Ok(self.client.get_or_init(|| c))
+    }
+}
+
 pub fn now() -> OffsetDateTime {
     let real = OffsetDateTime::now_utc();
     if cfg!(debug_assertions)
@@ -188,13 +201,13 @@ pub fn now() -> OffsetDateTime {
 }
 
 /// Runs once over the selected certificates. Takes the run lock for its whole duration.
-pub async fn run(config: &Config, client: &Client, opts: &RunOptions) -> Result<RunReport> {
+pub async fn run(config: &Config, opts: &RunOptions) -> Result<RunReport> {
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = store.lock()?;
     let certs = select(config, &opts.names)?;
     let mut ctx = Ctx {
         config,
-        client,
+        client: std::cell::OnceCell::new(),
         store: &store,
         opts,
         started: tokio::time::Instant::now(),
@@ -447,7 +460,7 @@ async fn start(
             let id = order::ensure_order(
                 ctx.config,
                 cert,
-                ctx.client,
+                ctx.client()?,
                 store,
                 &mut rec,
                 ctx.opts.allow_orders,
@@ -472,7 +485,7 @@ async fn start(
                 let id = order::ensure_order(
                     ctx.config,
                     cert,
-                    ctx.client,
+                    ctx.client()?,
                     store,
                     &mut rec,
                     false,
@@ -532,10 +545,17 @@ async fn start(
             rec.prolong_prepared_at = None;
             store.save(&rec)?;
             tracing::warn!(certificate = %cert.name, "placing a new order: {reason}");
-            let id =
-                order::ensure_order(ctx.config, cert, ctx.client, store, &mut rec, true, now())
-                    .await?
-                    .certificate_id();
+            let id = order::ensure_order(
+                ctx.config,
+                cert,
+                ctx.client()?,
+                store,
+                &mut rec,
+                true,
+                now(),
+            )
+            .await?
+            .certificate_id();
             Ok(wait(idx, id, Mode::Issue))
         }
         Action::RenewSubscription {
@@ -610,9 +630,13 @@ async fn prepare_renewal(
     certificate_id: u64,
     reason: &str,
 ) -> Result<String> {
-    let p = ctx.client.prolong(certificate_id).await.with_context(|| {
-        format!("could not prepare the renewal of certificate {certificate_id}")
-    })?;
+    let p = ctx
+        .client()?
+        .prolong(certificate_id)
+        .await
+        .with_context(|| {
+            format!("could not prepare the renewal of certificate {certificate_id}")
+        })?;
     rec.prolong_prepared_at = Some(now());
     ctx.store.save(rec)?;
     let Some(token) = p.prolongation_token else {
@@ -701,11 +725,14 @@ async fn rounds(
         }
         *waiting = later;
         let in_progress = if due.len() >= BULK_POLL_MIN {
-            match ctx
-                .client
-                .list_all(Some(ListScope::ApiInProgress), None)
-                .await
-            {
+            let listed = match ctx.client() {
+                Ok(client) => client
+                    .list_all(Some(ListScope::ApiInProgress), None)
+                    .await
+                    .map_err(anyhow::Error::from),
+                Err(e) => Err(e),
+            };
+            match listed {
                 Ok(list) => Some(
                     list.iter()
                         .map(|c| c.internal_number)
@@ -760,7 +787,7 @@ async fn step(
     } else {
         ctx.store.save(&rec)?;
         let status = ctx
-            .client
+            .client()?
             .status(id)
             .await
             .with_context(|| format!("could not read the state of certificate {id}"))?;

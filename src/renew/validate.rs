@@ -45,7 +45,7 @@ pub(super) async fn publish_dcv(
     reissue: bool,
 ) -> Result<Published> {
     let details = ctx
-        .client
+        .client()?
         .details(certificate_id)
         .await
         .with_context(|| format!("could not read certificate {certificate_id}"))?;
@@ -153,7 +153,7 @@ pub(super) async fn publish_dcv(
 
 /// Family S reports the CSR hashes in the DCV status; they must be ours.
 async fn cross_check_hashes(ctx: &Ctx<'_>, certificate_id: u64, ours: &CsrHashes) -> Result<()> {
-    let status = match ctx.client.dcv_status(certificate_id).await {
+    let status = match ctx.client()?.dcv_status(certificate_id).await {
         Ok(s) => s,
         // Only available while in progress; the content check above already holds.
         Err(ApiError::Http { status: 422, .. }) => return Ok(()),
