@@ -164,6 +164,22 @@ fn remove_file(path: &Path) -> Result<(), DcvError> {
     let Some(pv) = open_chain(pv_path, "remove validation file")? else {
         return Ok(());
     };
+    // A publisher stopped between writing and renaming leaves its temporary file
+    // (`.NAME.tmp<pid>-<n>`, always a regular file) beside the target: remove those too.
+    let prefix = format!(".{name}.tmp");
+    if let Ok(entries) = std::fs::read_dir(pv_path) {
+        for entry in entries.flatten() {
+            let Some(n) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if n.starts_with(&prefix)
+                && n.len() <= prefix.len() + 32
+                && matches!(stat_at(&pv, n.as_str()), Ok(st) if kind(&st) == SFlag::S_IFREG)
+            {
+                let _ = unlinkat(&pv, n.as_str(), UnlinkatFlags::NoRemoveDir);
+            }
+        }
+    }
     match stat_at(&pv, name) {
         Err(Errno::ENOENT) => Ok(()),
         Err(e) => Err(io(e, "inspect", path)),

@@ -106,10 +106,37 @@ pub(super) async fn publish_dcv(
                 server.add_file(&file);
             } else {
                 let webroots = webroots(cert)?;
-                let published = dcv::webroot::publish(&webroots, &cert.domains, &file)
+                let roots = webroots
+                    .distinct_for(&cert.domains)
                     .context("could not publish the validation file")?;
-                rec.dcv.files.extend(published.files);
-                rec.dcv.dirs.extend(published.dirs);
+                // Recorded before anything is written, so that a run stopped half-way still
+                // removes everything next time.
+                for root in &roots {
+                    let wk = root.join(".well-known");
+                    let pv = wk.join("pki-validation");
+                    for dir in [wk, pv.clone()] {
+                        if !dir.exists() && !rec.dcv.dirs.contains(&dir) {
+                            rec.dcv.dirs.push(dir);
+                        }
+                    }
+                    let target = pv.join(file.name());
+                    if !rec.dcv.files.contains(&target) {
+                        rec.dcv.files.push(target);
+                    }
+                }
+                ctx.store.save(rec)?;
+                let published = dcv::webroot::publish_into(&roots, &file)
+                    .context("could not publish the validation file")?;
+                for f in published.files {
+                    if !rec.dcv.files.contains(&f) {
+                        rec.dcv.files.push(f);
+                    }
+                }
+                for d in published.dirs {
+                    if !rec.dcv.dirs.contains(&d) {
+                        rec.dcv.dirs.push(d);
+                    }
+                }
                 ctx.store.save(rec)?;
             }
             ctx.store.journal(
