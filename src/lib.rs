@@ -2,7 +2,9 @@
 //! certificates through a reseller's Partner API v1.
 //!
 //! Layering (an arrow means "may call"): `cli → renew → {api, dcv, install, store, bundle,
-//! crypto, config}`; `api`, `crypto`, `bundle` and `config` depend on nothing else of ours.
+//! crypto, config}`. `api`, `crypto` and `bundle` depend on nothing else of ours; `config`
+//! uses `api`'s wire types; `dcv` uses `crypto`'s CSR hashes; `fsutil` and `failpoint` are
+//! leaf utilities.
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
@@ -11,7 +13,9 @@ pub mod bundle;
 pub mod cli;
 pub mod config;
 pub mod crypto;
+pub mod daemon;
 pub mod dcv;
+pub mod failpoint;
 pub mod fsutil;
 pub mod install;
 pub mod renew;

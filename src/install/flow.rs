@@ -119,6 +119,7 @@ pub async fn install_all(certs: &[CertInstall]) -> Vec<CertOutcome> {
         }
     }
 
+    crate::failpoint::hit("files-staged");
     let mut groups: Vec<(&ServerCommands, Vec<Pending>)> = Vec::new();
     for mut p in staged {
         if let Err(e) = p.tx.apply() {
@@ -132,8 +133,12 @@ pub async fn install_all(certs: &[CertInstall]) -> Vec<CertOutcome> {
         }
     }
 
+    crate::failpoint::hit("files-swapped");
     for (commands, members) in groups {
         let committed = run_server(commands, members, certs, &mut outcomes).await;
+        if !committed.is_empty() {
+            crate::failpoint::hit("committed");
+        }
         for p in committed {
             let cert = &certs[p.idx];
             outcomes[p.idx].installed_serial = Some(hex::encode(&p.serial));
@@ -201,6 +206,7 @@ async fn run_server(
         }
         return Vec::new();
     }
+    crate::failpoint::hit("config-tested");
 
     if let Err(e) = commands.reload().await {
         tracing::warn!(certificates = %names(), "reload failed, restoring: {e}");
@@ -278,6 +284,7 @@ async fn run_server(
         }
     }
 
+    crate::failpoint::hit("reloaded");
     let mut committed = Vec::new();
     for mut p in good {
         let tx = std::mem::take(&mut p.tx);

@@ -51,6 +51,7 @@ pub fn ensure_pending_key(
     let pending = save_new_key(store, cert, &key, now)?;
     record.pending_key = Some(pending.clone());
     store.save(record)?;
+    crate::failpoint::hit("key-saved");
     store.journal(
         &cert.name,
         "key-generated",

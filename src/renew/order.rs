@@ -162,9 +162,11 @@ pub async fn ensure_order(
         }),
     )?;
 
+    crate::failpoint::hit("intent-saved");
     let request = order_request(cert, product, &csr_pem);
     match client.order(&request).await {
         Ok(resp) => {
+            crate::failpoint::hit("order-sent");
             record.order = Some(OrderRef {
                 certificate_id: resp.certificate,
                 order_id: Some(resp.order),
@@ -179,6 +181,7 @@ pub async fn ensure_order(
                 "ordered",
                 serde_json::json!({ "certificate_id": resp.certificate, "order_id": resp.order }),
             )?;
+            crate::failpoint::hit("response-saved");
             tracing::info!(
                 certificate = %cert.name,
                 certificate_id = resp.certificate,

@@ -89,7 +89,10 @@ async fn send(ctx: &Ctx<'_>, cert: &CertificateConfig, record: &mut CertRecord) 
         .reissue(reissue.certificate_id, &request)
         .await
     {
-        Ok(_) => confirm(ctx, cert, record).await,
+        Ok(_) => {
+            crate::failpoint::hit("reissue-sent");
+            confirm(ctx, cert, record).await
+        }
         Err(e) if refused(&e) => {
             // Nothing happened at the CA: forget the attempt (the key is discarded).
             if let Some(p) = record.pending_key.take() {

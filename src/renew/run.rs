@@ -796,6 +796,7 @@ async fn step(
         };
         rec.last_state = Some(code.as_str().to_owned());
         ctx.store.save(&rec)?;
+        crate::failpoint::hit("poll");
         code.state().ok_or_else(|| {
             anyhow!(
                 "certificate {id} is in state '{}', which cert-agent does not know",
@@ -834,6 +835,7 @@ async fn step(
             let key = keys::load_pending(&pending)?;
             match deploy::download_checked(ctx, cert, id, &key, previous.as_deref()).await? {
                 Some(bundle) => {
+                    crate::failpoint::hit("download");
                     validate::cleanup_dcv(ctx, cert, &mut rec).await;
                     let install = deploy::cert_install(cert, &bundle, &key);
                     Ok(Next::Ready(Box::new(Ready {

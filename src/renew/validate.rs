@@ -139,6 +139,7 @@ pub(super) async fn publish_dcv(
                 }
                 ctx.store.save(rec)?;
             }
+            crate::failpoint::hit("dcv-placed");
             ctx.store.journal(
                 &cert.name,
                 "dcv-published",
