@@ -102,12 +102,28 @@ impl Ordered {
     }
 }
 
+/// The product list, read at most once per run (prices and product types for every order).
+#[derive(Debug, Default)]
+pub struct ProductCache(tokio::sync::OnceCell<Vec<Product>>);
+
+impl ProductCache {
+    async fn get(&self, client: &Client) -> Result<&[Product]> {
+        self.0
+            .get_or_try_init(|| client.products(false))
+            .await
+            .map(Vec::as_slice)
+            .context("could not read the product list to check the order")
+    }
+}
+
 /// Ensures `record` has an order: reconciles a pending intent, or places the order when
 /// allowed. Saves the record after every step.
+#[allow(clippy::too_many_arguments)]
 pub async fn ensure_order(
     config: &Config,
     cert: &CertificateConfig,
     client: &Client,
+    products: &ProductCache,
     store: &Store,
     record: &mut CertRecord,
     allow: bool,
@@ -127,10 +143,7 @@ pub async fn ensure_order(
         .into());
     }
 
-    let products = client
-        .products(false)
-        .await
-        .context("could not read the product list to check the order")?;
+    let products = products.get(client).await?;
     let product = products
         .iter()
         .find(|p| p.id == cert.product_id)

@@ -145,6 +145,8 @@ pub(super) struct Ctx<'a> {
     started: tokio::time::Instant,
     /// Standalone DCV servers of this run, by listen address.
     pub standalone: HashMap<SocketAddr, StandaloneServer>,
+    /// The product list, read once per run when orders are placed.
+    pub products: order::ProductCache,
 }
 
 /// What is being waited for.
@@ -212,6 +214,7 @@ pub async fn run(config: &Config, opts: &RunOptions) -> Result<RunReport> {
         opts,
         started: tokio::time::Instant::now(),
         standalone: HashMap::new(),
+        products: order::ProductCache::default(),
     };
     let mut report = RunReport {
         certificates: certs
@@ -461,6 +464,7 @@ async fn start(
                 ctx.config,
                 cert,
                 ctx.client()?,
+                &ctx.products,
                 store,
                 &mut rec,
                 ctx.opts.allow_orders,
@@ -486,6 +490,7 @@ async fn start(
                     ctx.config,
                     cert,
                     ctx.client()?,
+                    &ctx.products,
                     store,
                     &mut rec,
                     false,
@@ -549,6 +554,7 @@ async fn start(
                 ctx.config,
                 cert,
                 ctx.client()?,
+                &ctx.products,
                 store,
                 &mut rec,
                 true,
