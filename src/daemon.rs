@@ -1,0 +1,584 @@
+//! Daemon mode (`cert-agent run`): the long-running alternative to the systemd timer.
+//!
+//! - Runs the renew loop ([`crate::renew::run::run`]) on a schedule: every
+//!   [`DaemonOptions::interval`] ± [`DaemonOptions::jitter`], and sooner — after
+//!   `agent.poll_interval_secs` — while work is pending at the CA (exit code 75), so that a
+//!   validation is followed up without waiting an hour.
+//! - Reloads the configuration when its file changes (inotify through `notify`, with a polling
+//!   fallback) or on `SIGHUP`. A new configuration that does not validate is reported and the
+//!   previous one is kept; a valid one is used from a run started shortly after.
+//! - Stops on `SIGTERM`/`SIGINT`: no new run starts; a run in progress gets
+//!   [`DaemonOptions::stop_grace`] to finish (it removes its own validation files, shuts its
+//!   standalone DCV server down and saves its state as it goes). A run that is still busy then
+//!   — or when a second signal arrives — is abandoned at its next await point. That is the
+//!   crash the agent is built to survive: order intents are journalled before any `POST
+//!   /order`, installs are atomic transactions that roll back when dropped, the standalone
+//!   server closes with the process, and webroot validation files of an unfinished order are
+//!   recorded in the state and removed by the run that sees the certificate issued.
+//!
+//! The standalone DCV server exists only inside a run, so it listens only while a
+//! certificate is being validated.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Result;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::config::Config;
+use crate::renew::run::{Outcome, RunOptions, RunReport};
+
+/// Schedule, limits and test seams of [`run_daemon`].
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    /// Time between two runs when nothing is pending. Default: one hour.
+    pub interval: Duration,
+    /// Each wait is drawn from `interval ± jitter`, so that many hosts do not call the API at
+    /// the same minute. Default: ten minutes.
+    pub jitter: Duration,
+    /// The first run starts after a random delay up to this. Default: one minute.
+    pub first_run_delay: Duration,
+    /// Time until the next run after one that left work pending at the CA; `None`: the
+    /// configuration's `agent.poll_interval_secs` (the API's limit on status calls).
+    pub pending_interval: Option<Duration>,
+    /// How long one run waits for validation and issuance (`renew --wait`). Default: 600 s.
+    pub run_wait: Duration,
+    /// After a stop request, how long a run in progress may take to finish. Default: 60 s
+    /// (below systemd's default `TimeoutStopSec=90s`).
+    pub stop_grace: Duration,
+    /// Quiet time after a change of the configuration file before it is read (editors write
+    /// in several steps). Default: one second.
+    pub reload_settle: Duration,
+    /// After a valid new configuration is loaded, the next run starts within this time.
+    /// `None`: the schedule is kept. Default: ten seconds.
+    pub run_after_reload: Option<Duration>,
+    /// Install handlers for `SIGTERM`, `SIGINT` (stop) and `SIGHUP` (reload). Default: true.
+    pub handle_signals: bool,
+    /// Stops the daemon when it turns `true` or when its sender is dropped (for embedding and
+    /// tests; signals work as well).
+    pub stop: Option<watch::Receiver<bool>>,
+    /// Receives what the daemon does (for tests and embedding).
+    pub events: Option<mpsc::UnboundedSender<DaemonEvent>>,
+}
+
+impl Default for DaemonOptions {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(3600),
+            jitter: Duration::from_secs(600),
+            first_run_delay: Duration::from_secs(60),
+            pending_interval: None,
+            run_wait: Duration::from_secs(600),
+            stop_grace: Duration::from_secs(60),
+            reload_settle: Duration::from_secs(1),
+            run_after_reload: Some(Duration::from_secs(10)),
+            handle_signals: true,
+            stop: None,
+            events: None,
+        }
+    }
+}
+
+/// What the daemon reports through [`DaemonOptions::events`].
+#[derive(Debug, Clone)]
+pub enum DaemonEvent {
+    /// A run starts, with the certificates of the configuration in use.
+    RunStarted { certificates: Vec<String> },
+    /// A run ended: its exit code (as `renew` would exit) and report (`None` when the run
+    /// failed as a whole, e.g. another run held the lock).
+    RunFinished {
+        exit_code: u8,
+        report: Option<RunReport>,
+    },
+    /// A changed configuration file was loaded and is in use.
+    ConfigReloaded { certificates: Vec<String> },
+    /// A changed configuration file was invalid or unreadable; the previous one is kept.
+    ConfigRejected { error: String },
+    /// The daemon stops; `run_abandoned` when a run had to be left unfinished.
+    Stopped { run_abandoned: bool },
+}
+
+/// Runs the daemon until it is asked to stop. Returns the exit code: 0 after a clean stop.
+/// Fails at start when the configuration cannot be read or is invalid (exit 2 through the
+/// caller's error mapping), or when the signal handlers cannot be installed.
+pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<u8> {
+    let mut config = Config::load(config_path)?;
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
+    let mut daemon = Daemon {
+        path: config_path.to_path_buf(),
+        last_text: std::fs::read(config_path).ok(),
+        events: opts.events.clone(),
+    };
+    let (changes_tx, mut changes) = mpsc::unbounded_channel();
+    let _watcher = watch_config(config_path, changes_tx);
+    let mut stop = StopSignals::new(opts.handle_signals, opts.stop.clone())?;
+    let mut hup = if opts.handle_signals {
+        Some(signal(tokio::signal::unix::SignalKind::hangup(), "SIGHUP")?)
+    } else {
+        None
+    };
+
+    let first = random_up_to(opts.first_run_delay);
+    say(&format!(
+        "cert-agent daemon started with {} ({} certificate(s)); first run in {} s",
+        config_path.display(),
+        config.certificates.len(),
+        first.as_secs()
+    ));
+    let mut next = Instant::now() + first;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep_until(next) => {
+                match daemon.run_once(&config, &opts, &mut stop).await {
+                    RunEnd::Finished { pending, locked } => {
+                        let wait = if pending || locked {
+                            let base = opts.pending_interval.unwrap_or(Duration::from_secs(
+                                config.agent.poll_interval_secs,
+                            ));
+                            base + random_up_to(base / 10)
+                        } else {
+                            jittered(opts.interval, opts.jitter)
+                        };
+                        tracing::debug!("next run in {} s", wait.as_secs());
+                        next = Instant::now() + wait;
+                    }
+                    RunEnd::Stopped { abandoned } => {
+                        daemon.emit(DaemonEvent::Stopped { run_abandoned: abandoned });
+                        return Ok(crate::cli::exit::OK);
+                    }
+                }
+            }
+            Some(()) = changes.recv() => {
+                tokio::time::sleep(opts.reload_settle).await;
+                while changes.try_recv().is_ok() {}
+                if daemon.reload(&mut config) {
+                    next = soon_after_reload(next, &opts);
+                }
+            }
+            Some(()) = recv_hup(&mut hup) => {
+                say("SIGHUP: reading the configuration again");
+                if daemon.reload(&mut config) {
+                    next = soon_after_reload(next, &opts);
+                }
+            }
+            () = stop.requested() => {
+                say("stopping");
+                daemon.emit(DaemonEvent::Stopped { run_abandoned: false });
+                return Ok(crate::cli::exit::OK);
+            }
+        }
+    }
+}
+
+struct Daemon {
+    path: PathBuf,
+    /// The bytes of the configuration in use (or last rejected), to ignore events that change
+    /// nothing (a `touch`, our own reads).
+    last_text: Option<Vec<u8>>,
+    events: Option<mpsc::UnboundedSender<DaemonEvent>>,
+}
+
+enum RunEnd {
+    Finished { pending: bool, locked: bool },
+    Stopped { abandoned: bool },
+}
+
+impl Daemon {
+    fn emit(&self, event: DaemonEvent) {
+        if let Some(tx) = &self.events {
+            let _ = tx.send(event);
+        }
+    }
+
+    /// One renew run; a stop request lets it finish within the grace time.
+    async fn run_once(
+        &mut self,
+        config: &Config,
+        opts: &DaemonOptions,
+        stop: &mut StopSignals,
+    ) -> RunEnd {
+        let run_opts = RunOptions {
+            wait: opts.run_wait,
+            allow_orders: config.agent.allow_orders,
+            ..RunOptions::default()
+        };
+        self.emit(DaemonEvent::RunStarted {
+            certificates: names(config),
+        });
+        let run = crate::renew::run::run(config, &run_opts);
+        tokio::pin!(run);
+        let result = tokio::select! {
+            result = &mut run => result,
+            () = stop.requested() => {
+                say(&format!(
+                    "stopping: waiting up to {} s for the current run to finish",
+                    opts.stop_grace.as_secs()
+                ));
+                let finished = tokio::select! {
+                    r = tokio::time::timeout(opts.stop_grace, &mut run) => r.ok(),
+                    () = stop.requested() => None,
+                };
+                let abandoned = match finished {
+                    Some(result) => {
+                        self.finished(result);
+                        false
+                    }
+                    None => {
+                        tracing::warn!(
+                            "the current run did not finish in time and is abandoned; the next \
+                             run continues from the saved state"
+                        );
+                        true
+                    }
+                };
+                return RunEnd::Stopped { abandoned };
+            }
+        };
+        self.finished(result)
+    }
+
+    /// Reports a finished run.
+    fn finished(&self, result: Result<RunReport>) -> RunEnd {
+        match result {
+            Ok(report) => {
+                print_report(&report);
+                let exit_code = report.exit_code();
+                self.emit(DaemonEvent::RunFinished {
+                    exit_code,
+                    report: Some(report),
+                });
+                RunEnd::Finished {
+                    pending: exit_code == crate::cli::exit::PENDING,
+                    locked: false,
+                }
+            }
+            Err(e) => {
+                let locked = matches!(
+                    e.downcast_ref::<crate::store::StoreError>(),
+                    Some(crate::store::StoreError::Locked { .. })
+                );
+                if locked {
+                    say(&format!("{e:#}; trying again later"));
+                } else {
+                    tracing::error!("run failed: {e:#}");
+                }
+                self.emit(DaemonEvent::RunFinished {
+                    exit_code: if locked {
+                        crate::cli::exit::PENDING
+                    } else {
+                        crate::cli::exit::ERROR
+                    },
+                    report: None,
+                });
+                RunEnd::Finished {
+                    pending: false,
+                    locked,
+                }
+            }
+        }
+    }
+
+    /// Reads the configuration file again; replaces `config` when it changed and is valid.
+    /// Returns true when a new configuration is in use.
+    fn reload(&mut self, config: &mut Config) -> bool {
+        let text = match std::fs::read(&self.path) {
+            Ok(t) => t,
+            Err(e) => {
+                let error = format!(
+                    "could not read configuration file {}: {e}; keeping the configuration in use",
+                    self.path.display()
+                );
+                tracing::error!("{error}");
+                self.emit(DaemonEvent::ConfigRejected { error });
+                return false;
+            }
+        };
+        if self.last_text.as_ref() == Some(&text) {
+            tracing::debug!("configuration file unchanged");
+            return false;
+        }
+        self.last_text = Some(text);
+        match Config::load(&self.path) {
+            Ok(new) => {
+                for warning in &new.warnings {
+                    tracing::warn!("{warning}");
+                }
+                *config = new;
+                say(&format!(
+                    "configuration reloaded from {} ({} certificate(s))",
+                    self.path.display(),
+                    config.certificates.len()
+                ));
+                self.emit(DaemonEvent::ConfigReloaded {
+                    certificates: names(config),
+                });
+                true
+            }
+            Err(e) => {
+                let error = format!("{e}");
+                tracing::error!(
+                    "the changed configuration is invalid; keeping the configuration in use:\n{error}"
+                );
+                self.emit(DaemonEvent::ConfigRejected { error });
+                false
+            }
+        }
+    }
+}
+
+fn names(config: &Config) -> Vec<String> {
+    config.certificates.iter().map(|c| c.name.clone()).collect()
+}
+
+fn soon_after_reload(next: Instant, opts: &DaemonOptions) -> Instant {
+    match opts.run_after_reload {
+        Some(delay) => next.min(Instant::now() + delay),
+        None => next,
+    }
+}
+
+/// One line per certificate whose run did something; "nothing to do" stays out of the log.
+fn print_report(report: &RunReport) {
+    for c in &report.certificates {
+        match &c.outcome {
+            Outcome::Unchanged { reason } => {
+                tracing::debug!("{}: nothing to do ({reason})", c.name)
+            }
+            Outcome::Installed {
+                certificate_id,
+                serial,
+                not_after,
+            } => say(&format!(
+                "{}: installed certificate {certificate_id}, serial {serial}, valid until {}",
+                c.name,
+                not_after
+                    .format(&time::format_description::well_known::Rfc3339)
+                    .unwrap_or_default()
+            )),
+            Outcome::Pending { reason } => say(&format!("{}: pending: {reason}", c.name)),
+            Outcome::Planned { action } => say(&format!("{}: would {action}", c.name)),
+            Outcome::Failed { error } => tracing::error!("{}: {error}", c.name),
+        }
+        if let Some(w) = &c.warning {
+            tracing::warn!("{}: {w}", c.name);
+        }
+    }
+}
+
+/// A line for the journal (stdout), whatever the log level.
+fn say(message: &str) {
+    println!("{message}");
+}
+
+/// `interval ± jitter`, at least one second.
+fn jittered(interval: Duration, jitter: Duration) -> Duration {
+    let jitter = jitter.min(interval);
+    let low = interval.saturating_sub(jitter);
+    (low + random_up_to(jitter * 2)).max(Duration::from_secs(1))
+}
+
+/// A uniformly random duration in `0..=max` (millisecond steps).
+fn random_up_to(max: Duration) -> Duration {
+    let ms = u64::try_from(max.as_millis()).unwrap_or(u64::MAX);
+    if ms == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_millis(rand::random_range(0..=ms))
+}
+
+/// `SIGTERM`, `SIGINT` and the embedder's stop flag.
+struct StopSignals {
+    term: Option<tokio::signal::unix::Signal>,
+    int: Option<tokio::signal::unix::Signal>,
+    external: Option<watch::Receiver<bool>>,
+}
+
+impl StopSignals {
+    fn new(handle_signals: bool, external: Option<watch::Receiver<bool>>) -> Result<Self> {
+        use tokio::signal::unix::SignalKind;
+        let (term, int) = if handle_signals {
+            (
+                Some(signal(SignalKind::terminate(), "SIGTERM")?),
+                Some(signal(SignalKind::interrupt(), "SIGINT")?),
+            )
+        } else {
+            (None, None)
+        };
+        Ok(Self {
+            term,
+            int,
+            external,
+        })
+    }
+
+    /// Resolves when a stop is requested (again, after the first).
+    async fn requested(&mut self) {
+        let Self {
+            term,
+            int,
+            external,
+        } = self;
+        let term = async {
+            match term.as_mut() {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let int = async {
+            match int.as_mut() {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let external = async {
+            match external.as_mut() {
+                // A dropped sender stops the daemon as well: nobody could stop it otherwise.
+                Some(rx) => {
+                    let _ = rx.wait_for(|stop| *stop).await;
+                    // Seen once: a later call must not resolve at once on the same value.
+                    *external = None;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = term => {}
+            () = int => {}
+            () = external => {}
+        }
+    }
+}
+
+fn signal(
+    kind: tokio::signal::unix::SignalKind,
+    name: &str,
+) -> Result<tokio::signal::unix::Signal> {
+    tokio::signal::unix::signal(kind)
+        .map_err(|e| anyhow::anyhow!("could not install the {name} handler: {e}"))
+}
+
+async fn recv_hup(hup: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+    match hup {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Watches the directory of the configuration file (editors and configuration management
+/// replace files by renaming), and the directory of its target when it is a symbolic link.
+/// Sends `()` for every event that may have changed the file. `None` (with a warning) when no
+/// watch can be set up: the file is then read again only on `SIGHUP`.
+fn watch_config(
+    path: &Path,
+    tx: mpsc::UnboundedSender<()>,
+) -> Option<Box<dyn notify::Watcher + Send>> {
+    use notify::Watcher;
+
+    let mut names = Vec::new();
+    let mut dirs = Vec::new();
+    for p in [Some(path.to_path_buf()), std::fs::canonicalize(path).ok()]
+        .into_iter()
+        .flatten()
+    {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if let Some(name) = p.file_name() {
+            names.push(name.to_os_string());
+        }
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    let handler = move |event: notify::Result<notify::Event>| {
+        let relevant = match &event {
+            Ok(e) if e.need_rescan() => true,
+            Ok(e) if e.kind.is_access() => false,
+            Ok(e) => {
+                e.paths.is_empty()
+                    || e.paths
+                        .iter()
+                        .any(|p| p.file_name().is_some_and(|n| names.iter().any(|m| m == n)))
+            }
+            Err(_) => true,
+        };
+        if relevant {
+            let _ = tx.send(());
+        }
+    };
+
+    let mut watcher: Box<dyn Watcher + Send> = match notify::recommended_watcher(handler.clone()) {
+        Ok(w) => Box::new(w),
+        Err(e) => {
+            tracing::warn!("could not watch the configuration ({e}); polling it every 5 s");
+            match notify::PollWatcher::new(
+                handler,
+                notify::Config::default().with_poll_interval(Duration::from_secs(5)),
+            ) {
+                Ok(w) => Box::new(w),
+                Err(e) => {
+                    tracing::warn!(
+                        "could not poll the configuration either ({e}); send SIGHUP to reload it"
+                    );
+                    return None;
+                }
+            }
+        }
+    };
+    for dir in &dirs {
+        if let Err(e) = watcher.watch(dir, notify::RecursiveMode::NonRecursive) {
+            tracing::warn!(
+                "could not watch {} for configuration changes ({e}); send SIGHUP to reload",
+                dir.display()
+            );
+        }
+    }
+    Some(watcher)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jittered_stays_within_interval_plus_minus_jitter() {
+        let interval = Duration::from_secs(3600);
+        let jitter = Duration::from_secs(600);
+        for _ in 0..1000 {
+            let d = jittered(interval, jitter);
+            assert!(
+                d >= Duration::from_secs(3000) && d <= Duration::from_secs(4200),
+                "{d:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn jittered_never_reaches_zero() {
+        for _ in 0..100 {
+            assert!(
+                jittered(Duration::from_secs(1), Duration::from_secs(10)) >= Duration::from_secs(1)
+            );
+        }
+        assert_eq!(
+            jittered(Duration::ZERO, Duration::ZERO),
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn random_up_to_zero_is_zero() {
+        assert_eq!(random_up_to(Duration::ZERO), Duration::ZERO);
+        for _ in 0..100 {
+            assert!(random_up_to(Duration::from_millis(5)) <= Duration::from_millis(5));
+        }
+    }
+}
