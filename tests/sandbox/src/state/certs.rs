@@ -181,6 +181,12 @@ impl State {
             .filter(|c| c.account == caller.login)
             .collect();
         certs.sort_by_key(|c| std::cmp::Reverse(c.seq));
+        // The scope is only used with a page, but an unknown value is refused either way.
+        if let Some(s) = req.query_param("scope")
+            && !matches!(s, "" | "api_issued" | "api_in_progress" | "api_annulled")
+        {
+            return error(400, "scope does not have a valid value");
+        }
         let Some(page) = req.query_param("page") else {
             let all: Vec<Value> = certs.iter().map(|c| self.list_item(c)).collect();
             return ApiResponse::json(200, Value::Array(all));

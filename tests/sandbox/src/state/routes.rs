@@ -167,6 +167,27 @@ impl NotFound {
     }
 }
 
+/// The methods a known partner-API path answers (OPTIONS is the transport's).
+fn allowed_methods(segs: &[&str]) -> Option<&'static str> {
+    const GET: &str = "GET, OPTIONS";
+    const POST: &str = "POST, OPTIONS";
+    match segs {
+        ["users", "signin"] | ["order"] | ["dcv_emails"] => Some(POST),
+        ["countries"]
+        | ["products"]
+        | ["billing", "balance"]
+        | ["ssl_certificates"]
+        | ["ssl_certificates", _]
+        | ["users", _, "our_ssl_certificates"]
+        | ["users", _, "nomenclatures", _, "ssl_server_softwares"] => Some(GET),
+        ["ssl_certificates", _, "status" | "dcv" | "download" | "download_bundle"] => Some(GET),
+        ["ssl_certificates", _, "change_dcv" | "resend_dcv" | "reissue" | "cancel" | "prolong"] => {
+            Some(POST)
+        }
+        _ => None,
+    }
+}
+
 fn with_account(mut resp: ApiResponse, login: &str) -> ApiResponse {
     resp.account = Some(login.to_string());
     resp
@@ -259,7 +280,15 @@ impl State {
                     s.prolong(cert, now)
                 })
             }
-            _ => not_found_text(),
+            other => match allowed_methods(other) {
+                // A known path with another method: 405 naming the allowed ones.
+                Some(allow) => {
+                    let mut resp = error(405, "Method not allowed");
+                    resp.headers.push(("Allow".to_string(), allow.to_string()));
+                    resp
+                }
+                None => not_found_text(),
+            },
         }
     }
 

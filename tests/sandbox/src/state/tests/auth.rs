@@ -299,18 +299,13 @@ fn restricted_role_may_read_but_not_change() {
 }
 
 #[test]
-fn unknown_paths_and_methods_answer_404_text() {
+fn unknown_paths_answer_404_text_and_wrong_methods_405() {
     let mut env = Env::new();
     let token = env.signin(PARTNER);
     for (method, path) in [
         (Method::GET, "/api/v1/nothing"),
         (Method::GET, "/api/v2/products"),
         (Method::GET, "/api/v1/products/"),
-        (Method::POST, "/api/v1/products"),
-        (Method::GET, "/api/v1/order"),
-        (Method::GET, "/api/v1/users/signin"),
-        (Method::DELETE, "/api/v1/ssl_certificates/1"),
-        (Method::GET, "/api/v1/ssl_certificates/1/cancel"),
         (Method::GET, "/api/v1/ssl_certificates/1/unknown"),
         (Method::GET, "/"),
     ] {
@@ -323,6 +318,29 @@ fn unknown_paths_and_methods_answer_404_text() {
         ));
         assert_eq!(resp.status, 404, "{path}");
         assert!(matches!(resp.body, ResponseBody::Text(_)), "{path}");
+    }
+    // Known paths with another method: 405 and the allowed methods.
+    for (method, path, allow) in [
+        (Method::POST, "/api/v1/products", "GET, OPTIONS"),
+        (Method::GET, "/api/v1/order", "POST, OPTIONS"),
+        (Method::GET, "/api/v1/users/signin", "POST, OPTIONS"),
+        (Method::DELETE, "/api/v1/ssl_certificates/1", "GET, OPTIONS"),
+        (Method::GET, "/api/v1/ssl_certificates/1/cancel", "POST, OPTIONS"),
+        (Method::TRACE, "/api/v1/billing/balance", "GET, OPTIONS"),
+    ] {
+        let resp = env.call(&request(
+            method,
+            path,
+            &[],
+            &[("x-auth-token", &token)],
+            Bytes::new(),
+        ));
+        assert_eq!(resp.status, 405, "{path}");
+        assert!(
+            resp.headers.iter().any(|(k, v)| k == "Allow" && v == allow),
+            "{path}: {:?}",
+            resp.headers
+        );
     }
 }
 
