@@ -175,8 +175,12 @@ fn killed_during_validation_next_run_completes_and_cleans_up() {
     };
     env.sandbox.set_dcv_ports(free_port(), 0);
     let mut child = env.agent(["renew", "--wait", "60"]).spawn();
+    // Published and recorded in the state (the write-ahead of the cleanup).
     let published = wait_until(Duration::from_secs(20), || {
         !validation_files(&webroot).is_empty()
+            && env
+                .record("www")
+                .is_some_and(|r| r["dcv"]["files"].as_array().is_some_and(|f| !f.is_empty()))
     });
     kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
     child.wait().unwrap();
@@ -196,6 +200,88 @@ fn killed_during_validation_next_run_completes_and_cleans_up() {
     assert!(
         validation_files(&webroot).is_empty(),
         "{:?}",
+        validation_files(&webroot)
+    );
+}
+
+/// Guards per-domain web roots: two vhosts with their own document roots share one
+/// certificate; each name's validation file goes into its own root (fetched through its own
+/// vhost), both roots are clean afterwards, and both vhosts serve the new certificate.
+#[test]
+fn per_domain_webroots_through_two_vhosts() {
+    if !require(Server::Nginx) {
+        return;
+    }
+    let names = ["www.e2e-vhosts.test", "shop.e2e-vhosts.test"];
+    let mut env = TestEnv::new();
+    let roots: Vec<PathBuf> = names
+        .iter()
+        .map(|n| env.path(&format!("root-{n}")))
+        .collect();
+    let mut spec = env.cert_spec("www", &names, "nginx");
+    spec.product_id = 1103;
+    spec.publish = Publish::WebrootPerDomain(
+        names
+            .iter()
+            .zip(&roots)
+            .map(|(n, r)| (n.to_string(), r.clone()))
+            .collect(),
+    );
+    env.write_placeholder(&spec);
+    let sites: Vec<_> = names
+        .iter()
+        .zip(&roots)
+        .map(|(n, r)| {
+            let mut one = spec.clone();
+            one.domains = vec![n.to_string()];
+            env.site(&one, r)
+        })
+        .collect();
+    let web = Web::start(Server::Nginx, env.dir.path(), &sites);
+    env.sandbox.set_dcv_ports(web.http_port(), 0);
+    env.certs.push(web.configure(spec));
+
+    let out = env.renew();
+    out.expect_code(0);
+    let serial = out.installed_serial("www");
+    for n in names {
+        env.served_leaf_with_serial(&web.https_addr(), n, &serial)
+            .unwrap_or_else(|e| panic!("{n}: {e}"));
+    }
+    for r in &roots {
+        assert!(files_under(r).is_empty(), "{:?}", files_under(r));
+    }
+    assert_eq!(env.billed(), 1);
+}
+
+/// Guards cleanup after a crash right after the validation file was written but before the
+/// state recorded it (simulated: the record's list of published files is emptied after a
+/// pending run). The sandbox validates from the leftover file; the next run must still remove
+/// it: its path is known from the web root and the pending CSR.
+#[test]
+fn validation_file_unrecorded_by_a_crash_is_removed() {
+    let domain = "www.e2e-unrecorded.test";
+    let Some((env, web, webroot)) = nginx_env(&[domain], None) else {
+        return;
+    };
+    env.sandbox.set_dcv_ports(free_port(), 0);
+    env.agent(["renew", "--wait", "2"]).run().expect_code(75);
+    assert_eq!(validation_files(&webroot).len(), 1);
+    env.edit_record("www", |r| {
+        r["dcv"]["files"] = serde_json::json!([]);
+        r["dcv"]["dirs"] = serde_json::json!([]);
+    });
+
+    // The CA validates from the file that is still there (before the next run).
+    env.sandbox.set_dcv_ports(web.http_port(), 0);
+    env.sandbox.validate_now();
+    let out = env.renew();
+    out.expect_code(0);
+    out.installed_serial("www");
+    assert_eq!(env.billed(), 1);
+    assert!(
+        validation_files(&webroot).is_empty(),
+        "validation file left in the web root: {:?}",
         validation_files(&webroot)
     );
 }

@@ -220,3 +220,28 @@ fn failing_config_test_restores_previous_files_on_apache() {
         serial_a
     );
 }
+
+/// Guards the failure message of a rolled-back install: it names the config test and says the
+/// previous files were restored, and states the command's failure once (not repeated by the
+/// error chain).
+#[test]
+fn config_test_failure_is_reported_once() {
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["message.e2e-rollback.test"]);
+    env.certs.push(spec);
+    env.renew().expect_code(0);
+    forget_order(&env, "www");
+    env.spec_mut("www").configtest_command = Some(vec!["false".into()]);
+    let out = env.renew();
+    out.expect_code(1);
+    let error = out.outcome("www")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(error.contains("previous files restored"), "{error}");
+    assert_eq!(
+        error.matches("`false` failed").count(),
+        1,
+        "the cause is stated once: {error}"
+    );
+}

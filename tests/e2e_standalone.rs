@@ -5,6 +5,7 @@ mod support;
 
 use std::fs;
 use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
 
 use support::env::{Leaf, TestEnv, key_spki};
 
@@ -69,6 +70,18 @@ fn standalone_renew_orders_validates_and_installs_files() {
     let rec = env.record("www").unwrap();
     assert!(rec["pending_key"].is_null(), "{rec:#}");
     assert!(rec["intent"].is_null(), "{rec:#}");
+
+    // State (records, journal, keys, token) is private to the agent.
+    for p in support::env::files_under(&env.state_dir()) {
+        let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o077, 0, "{} has mode {mode:o}", p.display());
+    }
+    let journal = env.journal();
+    assert!(!journal.contains("PRIVATE KEY"), "no key in the journal");
+    assert!(
+        !journal.contains(support::env::PASSWORD),
+        "no password in the journal"
+    );
 
     let calls = env.calls().len();
     let again = env.renew();

@@ -38,6 +38,8 @@ pub const ORDER_PATH: &str = "/api/v1/order";
 pub enum Publish {
     /// `webroot = DIR`.
     Webroot(PathBuf),
+    /// `webroot = { "name" = "DIR", ... }`: a document root per domain.
+    WebrootPerDomain(Vec<(String, PathBuf)>),
     /// `standalone = true`, `listen = "127.0.0.1:PORT"`.
     Standalone(u16),
     /// Neither (DNS methods).
@@ -363,6 +365,14 @@ impl TestEnv {
             match &cert.publish {
                 Publish::Webroot(dir) => {
                     writeln!(c, "webroot = {}", s(&path_str(dir))).unwrap();
+                }
+                Publish::WebrootPerDomain(map) => {
+                    let entries = map
+                        .iter()
+                        .map(|(d, p)| format!("{} = {}", s(d), s(&path_str(p))))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    writeln!(c, "webroot = {{ {entries} }}").unwrap();
                 }
                 Publish::Standalone(port) => {
                     writeln!(c, "standalone = true\nlisten = \"127.0.0.1:{port}\"").unwrap();
