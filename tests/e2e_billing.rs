@@ -322,3 +322,76 @@ fn one_refused_one_issued_exits_3() {
     out.installed_serial("www");
     assert_eq!(env.billed(), 1);
 }
+
+/// A decimal amount from the products JSON (string or number) in cents.
+fn cents(v: &serde_json::Value) -> i64 {
+    let s = match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let (whole, frac) = s.split_once('.').unwrap_or((&s, "0"));
+    let frac = format!("{frac:0<2}");
+    whole.parse::<i64>().unwrap() * 100 + frac[..2].parse::<i64>().unwrap()
+}
+
+fn one_year(prices: &serde_json::Value) -> i64 {
+    cents(
+        &prices
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["period"] == 1)
+            .expect("a one-year price")["value"],
+    )
+}
+
+/// Guards `max_order_price` for multi-name products: the price of a ucc order includes the
+/// additional names beyond those in the base price, so an order whose total is above the limit
+/// is refused even though the product's base price is below it.
+#[test]
+fn max_order_price_counts_additional_names() {
+    let names = [
+        "www.e2e-ucc-price.test",
+        "a.e2e-ucc-price.test",
+        "b.e2e-ucc-price.test",
+        "c.e2e-ucc-price.test",
+        "d.e2e-ucc-price.test",
+    ];
+    let mut env = TestEnv::new();
+    let mut spec = env.standalone_spec("www", &names);
+    spec.product_id = 1103;
+    env.certs.push(spec);
+
+    let products = env.agent(["--json", "products"]).run();
+    products.expect_code(0);
+    let json = products.json();
+    let list = json
+        .as_array()
+        .or_else(|| json["products"].as_array())
+        .unwrap_or_else(|| panic!("products JSON: {json:#}"));
+    let ucc = list.iter().find(|p| p["id"] == 1103).expect("product 1103");
+    let base = one_year(&ucc["prices"]);
+    let option = &ucc["options"][0];
+    let included = option["quantity_from"].as_i64().expect("quantity_from") - 1;
+    let per_name = one_year(&option["prices"]);
+    let total = base + (names.len() as i64 - included) * per_name;
+    assert!(total > base, "this order costs more than the base price");
+    // Between the base price and what the order really costs.
+    let limit = base + (total - base) / 2;
+    env.max_order_price = Some(format!("{}.{:02}", limit / 100, limit % 100));
+
+    let out = env.renew();
+    assert_eq!(
+        env.billed(),
+        0,
+        "an order of {}.{:02} was placed with max_order_price {}.{:02}\n{}",
+        total / 100,
+        total % 100,
+        limit / 100,
+        limit % 100,
+        out.describe()
+    );
+    out.expect_failure();
+    assert!(out.text().contains("max_order_price"), "{}", out.describe());
+    assert_eq!(env.order_posts(), 0);
+}
