@@ -254,3 +254,65 @@ fn replaced_token_between_runs_is_renewed() {
         "the old token was refused once"
     );
 }
+
+/// Guards transient API failures on reads: 503s on the status call and the bundle download
+/// are retried within the run (idempotent calls), and the run still installs with one order.
+#[test]
+fn transient_server_errors_on_reads_are_retried() {
+    use partner_sandbox::{Fault, FaultKind};
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["www.e2e-transient.test"]);
+    env.certs.push(spec);
+    env.sandbox.inject(
+        Fault::new(FaultKind::Status { status: 503 })
+            .method("GET")
+            .path("/api/v1/ssl_certificates/*/status"),
+    );
+    env.sandbox.inject(
+        Fault::new(FaultKind::Status { status: 502 })
+            .path("/api/v1/ssl_certificates/*/download_bundle")
+            .times(2),
+    );
+    let out = env.renew();
+    out.expect_code(0);
+    out.installed_serial("www");
+    assert_eq!(env.billed(), 1);
+    assert!(env.sandbox.faults().is_empty(), "every fault was hit");
+}
+
+/// Guards issued-but-not-downloadable: the bundle answers 422 "PEM data is not available";
+/// the run ends pending (75) without installing, and the next run installs.
+#[test]
+fn bundle_not_available_yet_is_pending_then_installed() {
+    use partner_sandbox::{BundleFailure, Fault, FaultKind};
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["www.e2e-pem-later.test"]);
+    let files = spec.files.clone();
+    env.certs.push(spec);
+    env.sandbox.inject(Fault::new(FaultKind::BundleFailure {
+        failure: BundleFailure::PemNotAvailable,
+    }));
+    let first = env.agent(["renew", "--wait", "0"]).run();
+    first.expect_code(75);
+    assert!(!files.key.exists(), "nothing installed yet");
+    let out = env.renew();
+    out.expect_code(0);
+    out.installed_serial("www");
+    assert_eq!(env.billed(), 1);
+    assert_eq!(env.order_posts(), 1);
+}
+
+/// Guards a CA that cannot be reached for the DCV status (422 from the DCV call): the agent's
+/// own CSR hashes already match the content, so validation and install go on.
+#[test]
+fn dcv_status_unavailable_does_not_block_validation() {
+    use partner_sandbox::{Fault, FaultKind};
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["www.e2e-ca-down.test"]);
+    env.certs.push(spec);
+    env.sandbox
+        .inject(Fault::new(FaultKind::CaUnreachable).times(5));
+    let out = env.renew();
+    out.expect_code(0);
+    out.installed_serial("www");
+}

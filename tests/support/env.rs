@@ -968,6 +968,25 @@ pub fn web_server_flow(kind: super::webserver::Server, domain: &str) {
     let key_mode = fs::metadata(&files.key).unwrap().permissions().mode() & 0o777;
     assert_eq!(key_mode & 0o077, 0, "key mode {key_mode:o}");
 
+    // apache: the leaf alone in the certificate file, the intermediates alone in the chain.
+    if let (Some(cert), Some(chain)) = (&files.cert, &files.chain) {
+        let cert_pem = fs::read_to_string(cert).unwrap();
+        let chain_pem = fs::read_to_string(chain).unwrap();
+        assert_eq!(
+            cert_pem.matches("BEGIN CERTIFICATE").count(),
+            1,
+            "{cert_pem}"
+        );
+        assert!(
+            chain_pem.matches("BEGIN CERTIFICATE").count() >= 1,
+            "{chain_pem}"
+        );
+        assert!(
+            !chain_pem.contains(cert_pem.trim()),
+            "the leaf is not in the chain file"
+        );
+    }
+
     // Billed once; validated through the web server; nothing left in the web root.
     assert_eq!(env.billed(), 1, "exactly one billed order");
     assert_eq!(env.order_posts(), 1);
