@@ -316,3 +316,27 @@ fn dcv_status_unavailable_does_not_block_validation() {
     out.expect_code(0);
     out.installed_serial("www");
 }
+
+/// Guards the private key's mode when replacing an existing key file: the existing mode is
+/// kept (the operator's choice, as for owner and group), but a world-readable key is called
+/// out on stderr with its path.
+#[test]
+fn replaced_world_readable_key_is_reported() {
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["www.e2e-keymode.test"]);
+    env.write_placeholder(&spec);
+    let files = spec.files.clone();
+    fs::set_permissions(&files.key, fs::Permissions::from_mode(0o644)).unwrap();
+    env.certs.push(spec);
+    let out = env.renew();
+    out.expect_code(0);
+    let mode = fs::metadata(&files.key).unwrap().permissions().mode() & 0o777;
+    if mode & 0o004 != 0 {
+        assert!(
+            out.stderr.contains("world-readable")
+                && out.stderr.contains(&files.key.display().to_string()),
+            "a world-readable key ({mode:o}) is reported\n{}",
+            out.describe()
+        );
+    }
+}
