@@ -285,3 +285,61 @@ fn validation_file_unrecorded_by_a_crash_is_removed() {
         validation_files(&webroot)
     );
 }
+
+/// Guards "once per run and per web server": two certificates for two vhosts of one nginx are
+/// installed in one run with one config test and one reload, and both are served.
+#[test]
+fn two_certificates_one_reload() {
+    if !require(Server::Nginx) {
+        return;
+    }
+    let mut env = TestEnv::new();
+    let webroot = env.path("www-root");
+    let names = ["one.e2e-reload.test", "two.e2e-reload.test"];
+    let specs: Vec<_> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let mut s = env.cert_spec(&format!("c{i}"), &[n], "nginx");
+            s.publish = Publish::Webroot(webroot.clone());
+            env.write_placeholder(&s);
+            s
+        })
+        .collect();
+    let sites: Vec<_> = specs.iter().map(|s| env.site(s, &webroot)).collect();
+    let web = Web::start(Server::Nginx, env.dir.path(), &sites);
+    env.sandbox.set_dcv_ports(web.http_port(), 0);
+    let log = env.path("commands.log");
+    let wrapper = env.path("log-and-run.sh");
+    support::env::write_script(
+        &wrapper,
+        &format!("echo \"$1\" >> '{}'\nshift\nexec \"$@\"\n", log.display()),
+    );
+    let wrap = |what: &str, argv: Vec<String>| {
+        let mut v = vec![wrapper.to_string_lossy().into_owned(), what.to_string()];
+        v.extend(argv);
+        v
+    };
+    for s in specs {
+        let s = web.configure(s);
+        let mut s = s;
+        s.configtest_command = Some(wrap("configtest", web.configtest_command()));
+        s.reload_command = Some(wrap("reload", web.reload_command()));
+        env.certs.push(s);
+    }
+    let out = env.renew();
+    out.expect_code(0);
+    for (i, n) in names.iter().enumerate() {
+        let serial = out.installed_serial(&format!("c{i}"));
+        env.served_leaf_with_serial(&web.https_addr(), n, &serial)
+            .unwrap_or_else(|e| panic!("{n}: {e}"));
+    }
+    let log = fs::read_to_string(&log).unwrap();
+    assert_eq!(log.matches("reload").count(), 1, "one reload:\n{log}");
+    assert_eq!(
+        log.matches("configtest").count(),
+        1,
+        "one config test:\n{log}"
+    );
+    assert_eq!(env.billed(), 2);
+}
