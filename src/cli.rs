@@ -170,6 +170,15 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             };
             renew(&config, &opts, &out).await
         }
+        Command::Run { interval, wait } => {
+            let opts = crate::daemon::DaemonOptions {
+                interval: std::time::Duration::from_secs(*interval),
+                jitter: std::time::Duration::from_secs((*interval / 6).min(600)),
+                run_wait: std::time::Duration::from_secs(*wait),
+                ..Default::default()
+            };
+            crate::daemon::run_daemon(&cli.config, opts).await
+        }
         Command::Status { id: None } => {
             let config = load_config(&cli.config)?;
             local_status(&config, &out)
@@ -295,6 +304,7 @@ async fn api_command(
         | Command::Reissue { .. }
         | Command::Install { .. }
         | Command::Adopt { .. }
+        | Command::Run { .. }
         | Command::Status { id: None } => unreachable_config(),
     }
 }

@@ -181,6 +181,22 @@ pub enum Command {
     /// Configuration commands.
     #[command(subcommand)]
     Config(ConfigCommand),
+
+    /// Run as a daemon: `renew` on a schedule with jitter (sooner while work is pending at the
+    /// CA), reloading the configuration when its file changes or on SIGHUP (an invalid new
+    /// configuration is reported and the previous one kept), stopping cleanly on SIGTERM.
+    ///
+    /// An alternative to the systemd timer (`cert-agent.timer`), e.g. in containers; see
+    /// `cert-agent-daemon.service`.
+    Run {
+        /// Seconds between runs when nothing is pending (each wait varies by a sixth of it, at
+        /// most 10 minutes, so that many hosts do not call the API at the same minute).
+        #[arg(long, value_name = "SECS", default_value_t = 3600)]
+        interval: u64,
+        /// Seconds each run waits for validation and issuance.
+        #[arg(long, value_name = "SECS", default_value_t = 600)]
+        wait: u64,
+    },
 }
 
 #[derive(Debug, Args)]
