@@ -118,3 +118,78 @@ fn failing_dns_hook_fails_the_run_and_next_run_completes() {
     assert_eq!(env.order_posts(), 1);
     assert!(env.sandbox.dns_records().is_empty());
 }
+
+/// One DNS-TXT issuance of `product_id` for `domains` through the zone-writing hook; returns
+/// the run and the hook's log lines.
+fn dns_issue(product_id: u64, domains: &[&str]) -> (TestEnv, support::env::AgentOutput, String) {
+    let mut env = TestEnv::new();
+    let hook = env.path("dns-hook.sh");
+    let log = env.path("dns-hook.log");
+    write_script(&hook, &zone_hook(&env, &log));
+    let mut spec = env.cert_spec("www", domains, "none");
+    spec.product_id = product_id;
+    spec.dcv = Some("dns-txt".into());
+    spec.dns_hook = Some(vec![hook.to_string_lossy().into_owned()]);
+    env.certs.push(spec);
+    let out = env.agent(["--json", "renew", "--wait", "8"]).run();
+    let log = fs::read_to_string(&log).unwrap_or_default();
+    (env, out, log)
+}
+
+/// Guards wildcard names with DNS-TXT (product 1102, which also covers the bare domain): the
+/// record is `_pki-validation.<domain without *.>`, and the leaf covers the wildcard.
+#[test]
+fn dns_txt_wildcard_certificate() {
+    let (env, out, log) = dns_issue(1102, &["*.e2e-wild.test"]);
+    out.expect_code(0);
+    let serial = out.installed_serial("www");
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("add _pki-validation.e2e-wild.test TXT ")),
+        "{log}"
+    );
+    let leaf = support::env::Leaf::from_pem_file(env.spec("www").files.cert.as_ref().unwrap());
+    assert_eq!(leaf.serial, serial);
+    assert!(leaf.dns_names.iter().any(|n| n == "*.e2e-wild.test"));
+    assert!(env.sandbox.dns_records().is_empty());
+}
+
+/// Guards DNS-TXT for several names where the CA gives each name its own value (family C,
+/// ucc product 3103; the document states one value per domain for families D and C): every
+/// name gets its own record with its own value, and the certificate is issued.
+#[test]
+fn dns_txt_per_domain_values_family_c() {
+    let names = ["www.e2e-dns-c.test", "api.e2e-dns-c.test"];
+    let (env, out, log) = dns_issue(3103, &names);
+    assert_eq!(
+        out.code,
+        Some(0),
+        "hook calls:\n{log}\nsandbox zone: {:?}\n{}",
+        env.sandbox.dns_records(),
+        out.describe()
+    );
+    out.installed_serial("www");
+    let adds: Vec<Vec<&str>> = log
+        .lines()
+        .filter(|l| l.starts_with("add "))
+        .map(|l| l.split(' ').collect())
+        .collect();
+    for n in names {
+        assert!(
+            adds.iter().any(|a| a[1] == format!("_pki-validation.{n}")),
+            "a record for {n}: {log}"
+        );
+    }
+    assert_ne!(adds[0][3], adds[1][3], "each name has its own value");
+}
+
+/// Guards DNS-TXT for several names of family S (ucc product 1103): one value for the order,
+/// a record per name.
+#[test]
+fn dns_txt_several_names_family_s() {
+    let names = ["www.e2e-dns-s.test", "api.e2e-dns-s.test"];
+    let (env, out, log) = dns_issue(1103, &names);
+    assert_eq!(out.code, Some(0), "hook calls:\n{log}\n{}", out.describe());
+    out.installed_serial("www");
+    assert!(env.sandbox.dns_records().is_empty());
+}
