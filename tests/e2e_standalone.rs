@@ -340,3 +340,65 @@ fn replaced_world_readable_key_is_reported() {
         );
     }
 }
+
+/// Guards email validation: the run ends pending (75) telling the operator to approve the
+/// message; once approved at the CA, the next run installs the same order.
+#[test]
+fn email_validation_waits_for_the_operator() {
+    let mut env = TestEnv::new();
+    let domain = "www.e2e-email.test";
+    let mut spec = env.cert_spec("www", &[domain], "none");
+    spec.dcv = Some("email".into());
+    spec.extra = format!("dcv_email = \"admin@{domain}\"\n");
+    env.certs.push(spec);
+    let first = env.agent(["renew", "--wait", "2"]).run();
+    first.expect_code(75);
+    assert!(
+        first.stdout.contains("approve") && first.stdout.contains(&format!("admin@{domain}")),
+        "the operator is told what to approve\n{}",
+        first.describe()
+    );
+    let id = env.record("www").unwrap()["order"]["certificate_id"]
+        .as_u64()
+        .unwrap();
+    env.sandbox.approve_email(id, None).unwrap();
+    let out = env.renew();
+    out.expect_code(0);
+    out.installed_serial("www");
+    assert_eq!(env.billed(), 1);
+    assert_eq!(env.order_posts(), 1);
+}
+
+/// Guards an order cancelled at the CA while validation is pending: the next run fails
+/// clearly, removes its validation file, and does not order a replacement by itself.
+#[test]
+fn cancelled_order_is_not_replaced_automatically() {
+    let mut env = TestEnv::new();
+    let webroot = env.path("www-root");
+    fs::create_dir_all(&webroot).unwrap();
+    let mut spec = env.cert_spec("www", &["www.e2e-annulled.test"], "none");
+    spec.publish = support::env::Publish::Webroot(webroot.clone());
+    env.certs.push(spec);
+    // Nothing serves the web root: validation stays pending.
+    env.sandbox
+        .set_dcv_ports(support::webserver::free_port(), 0);
+    env.agent(["renew", "--wait", "2"]).run().expect_code(75);
+    assert_eq!(support::env::files_under(&webroot).len(), 1);
+    let id = env.record("www").unwrap()["order"]["certificate_id"]
+        .as_u64()
+        .unwrap();
+    env.sandbox.force_status(id, "annulled").unwrap();
+
+    let out = env.renew();
+    out.expect_code(1);
+    assert!(out.text().contains("annulled"), "{}", out.describe());
+    assert_eq!(env.billed(), 1);
+    assert_eq!(env.order_posts(), 1, "no replacement order");
+    assert!(
+        support::env::files_under(&webroot).is_empty(),
+        "{:?}",
+        support::env::files_under(&webroot)
+    );
+    env.renew_force().expect_code(1);
+    assert_eq!(env.order_posts(), 1, "not even when forced");
+}
