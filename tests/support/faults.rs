@@ -41,7 +41,21 @@ pub fn run_raw(
     let n = RUNS.fetch_add(1, Ordering::Relaxed);
     let out = env.path(&format!("logs/faults-{n}.out"));
     let err = env.path(&format!("logs/faults-{n}.err"));
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cert-agent"));
+    // `("__UMASK__", "000")` runs the agent under that umask (through `sh`).
+    let umask = vars
+        .iter()
+        .find(|(k, _)| *k == "__UMASK__")
+        .map(|(_, v)| *v);
+    let mut cmd = match umask {
+        Some(m) => {
+            let mut c = Command::new("/bin/sh");
+            c.arg("-c")
+                .arg(format!("umask {m} && exec \"$0\" \"$@\""))
+                .arg(env!("CARGO_BIN_EXE_cert-agent"));
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_cert-agent")),
+    };
     cmd.arg("--config")
         .arg(&path)
         .args(args)
@@ -54,7 +68,7 @@ pub fn run_raw(
         .stdin(Stdio::null())
         .stdout(fs::File::create(&out).unwrap())
         .stderr(fs::File::create(&err).unwrap());
-    for (k, v) in vars {
+    for (k, v) in vars.iter().filter(|(k, _)| *k != "__UMASK__") {
         cmd.env(k, v);
     }
     let started = Instant::now();
