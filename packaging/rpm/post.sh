@@ -1,0 +1,21 @@
+# %post of cert-agent ($1: 1 on install, 2 and more on upgrade): creates the state directory
+# (0700) and the install directory; on install enables cert-agent.timer and, when systemd
+# runs, starts it; on upgrade restarts a running cert-agent-daemon.service.
+mkdir -p /var/lib/cert-agent
+chmod 0700 /var/lib/cert-agent
+if [ ! -d /etc/ssl/cert-agent ]; then
+    mkdir -p /etc/ssl/cert-agent
+    chmod 0755 /etc/ssl/cert-agent
+fi
+if [ -d /run/systemd/system ]; then
+    systemctl daemon-reload >/dev/null 2>&1 || :
+fi
+if [ "$1" -eq 1 ]; then
+    if [ -d /run/systemd/system ]; then
+        systemctl enable --now cert-agent.timer >/dev/null 2>&1 || :
+    elif command -v systemctl >/dev/null 2>&1; then
+        systemctl enable cert-agent.timer >/dev/null 2>&1 || :
+    fi
+elif [ -d /run/systemd/system ]; then
+    systemctl try-restart cert-agent-daemon.service >/dev/null 2>&1 || :
+fi
