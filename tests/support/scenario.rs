@@ -18,9 +18,10 @@ pub const CLOCK_OFFSET_ENV: &str = "CERT_AGENT_TEST_CLOCK_OFFSET_SECS";
 
 static RUNS: AtomicU32 = AtomicU32::new(0);
 
-/// Seconds between the real clock and the sandbox's virtual clock right now.
+/// Seconds between the real clock and the sandbox's virtual clock right now, rounded up so
+/// that the agent is never behind the sandbox (by less than two seconds ahead of it).
 pub fn clock_offset(env: &TestEnv) -> i64 {
-    (env.sandbox.now() - OffsetDateTime::now_utc()).whole_seconds()
+    (env.sandbox.now() - OffsetDateTime::now_utc()).whole_seconds() + 1
 }
 
 /// Runs the agent with `args` (after `--config`), its clock following the sandbox's.
