@@ -127,7 +127,8 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 force: true,
                 reuse_key: *reuse_key,
                 wait: std::time::Duration::from_secs(*wait),
-                allow_orders: config.agent.allow_orders,
+                // A reissue is free; it never places an order.
+                allow_orders: false,
                 ignore_backoff: true,
                 ..Default::default()
             };
@@ -138,7 +139,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             let opts = crate::renew::run::RunOptions {
                 names: vec![name.clone()],
                 reinstall: true,
-                allow_orders: config.agent.allow_orders,
+                allow_orders: false,
                 ignore_backoff: true,
                 ..Default::default()
             };
@@ -164,7 +165,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             let opts = crate::renew::run::RunOptions {
                 names: vec![name.clone()],
                 force: true,
-                allow_orders: config.agent.allow_orders,
+                allow_orders: false,
                 ignore_backoff: true,
                 ..Default::default()
             };
@@ -193,6 +194,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 allow_orders: args.yes || config.agent.allow_orders,
                 clear_intent: args.clear_intent,
                 ignore_backoff: true,
+                replace_ended: true,
                 ..Default::default()
             };
             renew(&config, &opts, &out).await

@@ -209,6 +209,10 @@ pub struct CertRecord {
     /// A reissue in flight.
     #[serde(default)]
     pub reissue: Option<ReissueState>,
+    /// The order ended (`annulled`, `expired`): nothing more can be done with it, and a new
+    /// order is placed only on the operator's explicit `issue --yes`.
+    #[serde(default)]
+    pub ended: Option<String>,
     /// The subscription of the current order.
     #[serde(default)]
     pub subscription: Option<Subscription>,

@@ -307,9 +307,9 @@ async fn scenario(kind: ServerKind) {
     .await
     .unwrap_err();
     match &err {
-        InstallError::Verify { source } => {
+        InstallError::Verify { cause } => {
             assert!(
-                matches!(**source, InstallError::SerialMismatch { .. }),
+                matches!(**cause, InstallError::SerialMismatch { .. }),
                 "{err}"
             )
         }

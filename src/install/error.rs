@@ -41,76 +41,68 @@ pub enum InstallError {
         path: PathBuf,
     },
     /// Inspecting an existing file or directory failed.
-    #[error("could not inspect '{path}': {source}")]
+    #[error("could not inspect '{path}': {cause}")]
     Inspect {
         /// The path inspected.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: Arc<io::Error>,
+        cause: Arc<io::Error>,
     },
     /// A missing parent directory could not be created.
-    #[error("could not create directory '{path}': {source}")]
+    #[error("could not create directory '{path}': {cause}")]
     CreateDir {
         /// The directory.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: Arc<io::Error>,
+        cause: Arc<io::Error>,
     },
     /// Writing the new content beside the target failed; the live file is untouched.
-    #[error("could not write the new version of '{path}': {source}")]
+    #[error("could not write the new version of '{path}': {cause}")]
     Write {
         /// The install path whose new version could not be written.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: Arc<io::Error>,
+        cause: Arc<io::Error>,
     },
     /// Setting the owner or group of a new file failed.
-    #[error("could not set owner/group of '{path}': {source}")]
+    #[error("could not set owner/group of '{path}': {cause}")]
     Chown {
         /// The install path.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: Arc<io::Error>,
+        cause: Arc<io::Error>,
     },
     /// Keeping the previous version of a file failed; the live file is untouched.
-    #[error("could not keep the previous version of '{path}': {source}")]
+    #[error("could not keep the previous version of '{path}': {cause}")]
     Backup {
         /// The install path.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: Arc<io::Error>,
+        cause: Arc<io::Error>,
     },
     /// Renaming the new version over the live file failed.
-    #[error("could not replace '{path}': {source}")]
+    #[error("could not replace '{path}': {cause}")]
     Replace {
         /// The install path.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: Arc<io::Error>,
+        cause: Arc<io::Error>,
     },
     /// Putting the previous version back failed.
-    #[error("could not restore the previous version of '{path}': {source}")]
+    #[error("could not restore the previous version of '{path}': {cause}")]
     Restore {
         /// The install path.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: Arc<io::Error>,
+        cause: Arc<io::Error>,
     },
     /// Removing the kept previous version after a successful install failed.
-    #[error("could not remove the previous version kept at '{path}': {source}")]
+    #[error("could not remove the previous version kept at '{path}': {cause}")]
     Cleanup {
         /// The backup path.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: Arc<io::Error>,
+        cause: Arc<io::Error>,
     },
     /// A configured owner name is not a known user.
     #[error("unknown user '{name}'")]
@@ -125,13 +117,12 @@ pub enum InstallError {
         name: String,
     },
     /// Looking up a user or group failed.
-    #[error("could not look up user or group '{name}': {source}")]
+    #[error("could not look up user or group '{name}': {cause}")]
     Lookup {
         /// The name looked up.
         name: String,
         /// The underlying error.
-        #[source]
-        source: nix::Error,
+        cause: nix::Error,
     },
     /// A command (config test, reload, deploy hook) is an empty argument vector.
     #[error("the {what} command is empty")]
@@ -150,15 +141,14 @@ pub enum InstallError {
         program: String,
     },
     /// A command could not be started.
-    #[error("could not run the {what} command `{command}`: {source}")]
+    #[error("could not run the {what} command `{command}`: {cause}")]
     Spawn {
         /// Which command.
         what: &'static str,
         /// The whole command line.
         command: String,
         /// The underlying error.
-        #[source]
-        source: Arc<io::Error>,
+        cause: Arc<io::Error>,
     },
     /// A command did not finish in time and was killed.
     #[error("the {what} command `{command}` did not finish within {seconds} s{output}")]
@@ -218,26 +208,23 @@ pub enum InstallError {
         expected: String,
     },
     /// The web server's config test failed; the previous files were restored.
-    #[error("config test failed, previous files restored: {source}")]
+    #[error("config test failed, previous files restored: {cause}")]
     ConfigTest {
         /// The config test failure.
-        #[source]
-        source: Box<InstallError>,
+        cause: Box<InstallError>,
     },
     /// Reloading the web server failed; the previous files were restored.
-    #[error("reload failed, previous files restored: {source}")]
+    #[error("reload failed, previous files restored: {cause}")]
     Reload {
         /// The reload failure.
-        #[source]
-        source: Box<InstallError>,
+        cause: Box<InstallError>,
     },
     /// The served certificate is not the new one; the previous files were restored and the
     /// server reloaded.
-    #[error("verification failed, previous files restored: {source}")]
+    #[error("verification failed, previous files restored: {cause}")]
     Verify {
         /// The verification failure.
-        #[source]
-        source: Box<InstallError>,
+        cause: Box<InstallError>,
     },
     /// Restoring after a failure went wrong too: both errors are reported.
     #[error("{first}; restoring the previous state also failed: {restore}")]
@@ -248,10 +235,9 @@ pub enum InstallError {
         restore: Box<InstallError>,
     },
     /// The certificate is installed, but its deploy hook failed.
-    #[error("certificate installed, but the deploy hook failed: {source}")]
+    #[error("certificate installed, but the deploy hook failed: {cause}")]
     DeployHook {
         /// The hook failure.
-        #[source]
-        source: Box<InstallError>,
+        cause: Box<InstallError>,
     },
 }

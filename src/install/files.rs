@@ -65,9 +65,9 @@ impl Principal {
             Principal::Name(name) => match nix::unistd::User::from_name(name) {
                 Ok(Some(user)) => Ok(user.uid.as_raw()),
                 Ok(None) => Err(InstallError::UnknownUser { name: name.clone() }),
-                Err(source) => Err(InstallError::Lookup {
+                Err(cause) => Err(InstallError::Lookup {
                     name: name.clone(),
-                    source,
+                    cause,
                 }),
             },
         }
@@ -79,9 +79,9 @@ impl Principal {
             Principal::Name(name) => match nix::unistd::Group::from_name(name) {
                 Ok(Some(group)) => Ok(group.gid.as_raw()),
                 Ok(None) => Err(InstallError::UnknownGroup { name: name.clone() }),
-                Err(source) => Err(InstallError::Lookup {
+                Err(cause) => Err(InstallError::Lookup {
                     name: name.clone(),
-                    source,
+                    cause,
                 }),
             },
         }
@@ -298,18 +298,18 @@ impl InstallTx {
         let staged = sibling(target, NEW_SUFFIX);
         remove_if_exists(&staged).map_err(|e| InstallError::Write {
             path: target.to_path_buf(),
-            source: Arc::new(e),
+            cause: Arc::new(e),
         })?;
         if let Err(err) = write_staged(&staged, data, uid, gid, mode) {
             let _ = fs::remove_file(&staged);
             return Err(match err {
                 StageError::Chown(e) => InstallError::Chown {
                     path: target.to_path_buf(),
-                    source: Arc::new(e),
+                    cause: Arc::new(e),
                 },
                 StageError::Write(e) => InstallError::Write {
                     path: target.to_path_buf(),
-                    source: Arc::new(e),
+                    cause: Arc::new(e),
                 },
             });
         }
@@ -337,7 +337,7 @@ impl InstallTx {
                 Err(e) => {
                     return Err(InstallError::Inspect {
                         path: d.to_path_buf(),
-                        source: Arc::new(e),
+                        cause: Arc::new(e),
                     });
                 }
             }
@@ -357,7 +357,7 @@ impl InstallTx {
             })();
             created.map_err(|e| InstallError::CreateDir {
                 path: d.clone(),
-                source: Arc::new(e),
+                cause: Arc::new(e),
             })?;
         }
         Ok(())
@@ -389,7 +389,7 @@ impl InstallTx {
                 let prev = sibling(&f.target, PREV_SUFFIX);
                 keep_previous(&f.target, &prev, &meta).map_err(|e| InstallError::Backup {
                     path: f.target.clone(),
-                    source: Arc::new(e),
+                    cause: Arc::new(e),
                 })?;
                 f.backup = Some(prev);
             }
@@ -400,13 +400,13 @@ impl InstallTx {
             let f = &mut self.files[i];
             fs::rename(&f.staged, &f.target).map_err(|e| InstallError::Replace {
                 path: f.target.clone(),
-                source: Arc::new(e),
+                cause: Arc::new(e),
             })?;
             f.switched = true;
         }
         self.sync_dirs().map_err(|(path, e)| InstallError::Replace {
             path,
-            source: Arc::new(e),
+            cause: Arc::new(e),
         })
     }
 
@@ -426,7 +426,7 @@ impl InstallTx {
                 if let Err(e) = fs::remove_file(&prev) {
                     first.get_or_insert(InstallError::Cleanup {
                         path: prev,
-                        source: Arc::new(e),
+                        cause: Arc::new(e),
                     });
                 }
             }
@@ -461,7 +461,7 @@ impl InstallTx {
             if let Err(e) = result {
                 first.get_or_insert(InstallError::Restore {
                     path: f.target.clone(),
-                    source: Arc::new(e),
+                    cause: Arc::new(e),
                 });
             } else {
                 f.switched = false;
@@ -470,7 +470,7 @@ impl InstallTx {
         if let Err((path, e)) = self.sync_dirs() {
             first.get_or_insert(InstallError::Restore {
                 path,
-                source: Arc::new(e),
+                cause: Arc::new(e),
             });
         }
         for d in self.created_dirs.drain(..).rev() {
@@ -579,7 +579,7 @@ fn inspect_target(target: &Path) -> Result<Option<fs::Metadata>, InstallError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(InstallError::Inspect {
             path: target.to_path_buf(),
-            source: Arc::new(e),
+            cause: Arc::new(e),
         }),
     }
 }
@@ -592,7 +592,7 @@ fn check_ancestors(dir: &Path, meta: fs::Metadata) -> Result<(), InstallError> {
     while let Some(d) = cur.filter(|p| !p.as_os_str().is_empty()) {
         let meta = fs::metadata(d).map_err(|e| InstallError::Inspect {
             path: d.to_path_buf(),
-            source: Arc::new(e),
+            cause: Arc::new(e),
         })?;
         check_dir(d, &meta)?;
         cur = d.parent();

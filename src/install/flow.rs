@@ -144,9 +144,7 @@ pub async fn install_all(certs: &[CertInstall]) -> Vec<CertOutcome> {
             outcomes[p.idx].installed_serial = Some(hex::encode(&p.serial));
             if let Some(hook) = &cert.deploy_hook {
                 if let Err(e) = run_deploy_hook(cert, hook, commands).await {
-                    outcomes[p.idx].result = Err(InstallError::DeployHook {
-                        source: Box::new(e),
-                    });
+                    outcomes[p.idx].result = Err(InstallError::DeployHook { cause: Box::new(e) });
                 }
             }
         }
@@ -199,7 +197,7 @@ async fn run_server(
             let restore = p.tx.rollback().err();
             outcomes[p.idx].result = Err(failure(
                 InstallError::ConfigTest {
-                    source: Box::new(e.clone()),
+                    cause: Box::new(e.clone()),
                 },
                 restore,
             ));
@@ -230,7 +228,7 @@ async fn run_server(
         for idx in failed {
             outcomes[idx].result = Err(failure(
                 InstallError::Reload {
-                    source: Box::new(e.clone()),
+                    cause: Box::new(e.clone()),
                 },
                 restore.clone(),
             ));
@@ -276,9 +274,7 @@ async fn run_server(
         let restore = restore.or(reloaded.err());
         for (idx, e) in failed {
             outcomes[idx].result = Err(failure(
-                InstallError::Verify {
-                    source: Box::new(e),
-                },
+                InstallError::Verify { cause: Box::new(e) },
                 restore.clone(),
             ));
         }

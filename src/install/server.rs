@@ -156,7 +156,7 @@ pub async fn run_command(
             InstallError::Spawn {
                 what,
                 command: command.clone(),
-                source: Arc::new(e),
+                cause: Arc::new(e),
             }
         }
     })?;
@@ -177,7 +177,7 @@ pub async fn run_command(
             return Err(InstallError::Spawn {
                 what,
                 command,
-                source: Arc::new(e),
+                cause: Arc::new(e),
             });
         }
         Err(_) => {

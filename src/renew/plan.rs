@@ -45,6 +45,8 @@ pub struct Inputs<'a> {
     /// An explicit command (a named certificate, `issue`, `reissue`, `install`): try now even
     /// after recent failures.
     pub ignore_backoff: bool,
+    /// `issue --yes`: an ended order (annulled, expired) may be replaced by a new one.
+    pub replace_ended: bool,
     pub reuse_key: bool,
     pub family: Option<Family>,
 }
@@ -75,6 +77,10 @@ pub enum Action {
     RenewSubscription { order: bool, reason: String },
     /// Failed recently; no attempt before `until`.
     Backoff { until: OffsetDateTime },
+    /// The order ended (annulled, expired): report it; only `issue --yes` orders anew.
+    Ended { state: String },
+    /// `--force` asked for a reissue that the rules do not allow now.
+    CannotReissue { reason: String },
 }
 
 /// Days before the end of the subscription in which no reissue is possible.
@@ -96,6 +102,15 @@ pub fn decide(i: &Inputs<'_>) -> Action {
         && until > i.now
     {
         return Action::Backoff { until };
+    }
+    if let Some(state) = &r.ended {
+        return if i.replace_ended && i.allow_orders {
+            Action::Order
+        } else {
+            Action::Ended {
+                state: state.clone(),
+            }
+        };
     }
     if r.order.is_none() {
         return if i.allow_orders {
@@ -152,22 +167,36 @@ pub fn decide(i: &Inputs<'_>) -> Action {
         )
     });
 
-    if !i.force && i.now < renew_at {
+    if i.force {
+        // A forced reissue is only ever a reissue: never a billed order.
+        return if i.now < blackout {
+            Action::Reissue {
+                new_key,
+                reason: "reissue requested (--force)".to_owned(),
+            }
+        } else {
+            Action::CannotReissue {
+                reason: format!(
+                    "no reissue is possible in the last {REISSUE_BLACKOUT_DAYS} days of the \
+                     subscription (it ends on {}); `cert-agent prolong ID` prepares the renewal \
+                     order",
+                    ends.date()
+                ),
+            }
+        };
+    }
+    if i.now < renew_at {
         return Action::Idle {
             next: Some(renew_at),
             warning,
         };
     }
     if reissue_extends && i.now < blackout {
-        let reason = if i.force {
-            "reissue requested (--force)".to_owned()
-        } else {
-            format!(
-                "the certificate ends on {} ({} days left)",
-                inst.not_after.date(),
-                (inst.not_after - i.now).whole_days()
-            )
-        };
+        let reason = format!(
+            "the certificate ends on {} ({} days left)",
+            inst.not_after.date(),
+            (inst.not_after - i.now).whole_days()
+        );
         return Action::Reissue { new_key, reason };
     }
     if !i.allow_orders
@@ -281,6 +310,7 @@ mod tests {
             allow_orders: false,
             force: false,
             ignore_backoff: false,
+            replace_ended: false,
             reuse_key: false,
             family: None,
         }
@@ -540,15 +570,42 @@ mod tests {
     }
 
     #[test]
-    fn force_reissues_now_but_not_in_the_blackout() {
+    fn force_reissues_now_but_never_orders() {
         let rec = installed(200, Some(1825));
         let mut i = inputs(&rec, t(10));
         i.force = true;
         assert!(matches!(decide(&i), Action::Reissue { .. }));
+        // A certificate that already reaches the end of its subscription: still a reissue.
+        let rec = installed(60, Some(60));
+        let mut i = inputs(&rec, t(5));
+        i.force = true;
+        i.allow_orders = true;
+        assert!(
+            matches!(decide(&i), Action::Reissue { .. }),
+            "{:?}",
+            decide(&i)
+        );
+        // Inside the blackout: refused, even with orders allowed.
         let rec = installed(200, Some(210));
         let mut i = inputs(&rec, t(185));
         i.force = true;
-        assert!(matches!(decide(&i), Action::RenewSubscription { .. }));
+        i.allow_orders = true;
+        assert!(
+            matches!(decide(&i), Action::CannotReissue { .. }),
+            "{:?}",
+            decide(&i)
+        );
+    }
+
+    #[test]
+    fn an_ended_order_is_reported_until_issue_replaces_it() {
+        let mut rec = installed(200, Some(1825));
+        rec.ended = Some("annulled".into());
+        let mut i = inputs(&rec, t(10));
+        i.allow_orders = true;
+        assert!(matches!(decide(&i), Action::Ended { .. }));
+        i.replace_ended = true;
+        assert_eq!(decide(&i), Action::Order);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use anyhow::{Result, anyhow, bail};
 use time::OffsetDateTime;
 
-use crate::api::{ApiError, PendingAction, ReissueRequest};
+use crate::api::{ApiError, CertificateState, PendingAction, ReissueRequest};
 use crate::config::{CertificateConfig, DcvMethod, Family};
 use crate::crypto::{CsrInfo, PrivateKey};
 use crate::store::{CertRecord, ReissueState};
@@ -99,6 +99,17 @@ async fn send(ctx: &Ctx<'_>, cert: &CertificateConfig, record: &mut CertRecord) 
                 keys::discard_key_file(&p.key_file);
             }
             record.reissue = None;
+            // Reissue rule 1: not for expired or annulled certificates. Such an order has
+            // ended; only a new order helps, and that is the operator's call.
+            if let Ok(status) = ctx.client()?.status(reissue.certificate_id).await
+                && let Some(state) = status.certificate.as_ref().and_then(|c| c.state())
+                && matches!(
+                    state,
+                    CertificateState::Expired | CertificateState::Annulled
+                )
+            {
+                record.ended = Some(state.as_str().to_owned());
+            }
             ctx.store.save(record)?;
             ctx.store.journal(
                 &cert.name,

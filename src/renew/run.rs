@@ -58,6 +58,8 @@ pub struct RunOptions {
     pub reinstall: bool,
     /// Try now even after recent failures (explicit commands; the timer's `renew` waits).
     pub ignore_backoff: bool,
+    /// `issue --yes`: replace an ended (annulled, expired) order by a new one.
+    pub replace_ended: bool,
 }
 
 impl Default for RunOptions {
@@ -72,6 +74,7 @@ impl Default for RunOptions {
             reuse_key: false,
             reinstall: false,
             ignore_backoff: false,
+            replace_ended: false,
         }
     }
 }
@@ -409,6 +412,7 @@ async fn start(
         allow_orders: ctx.opts.allow_orders,
         force: ctx.opts.force,
         ignore_backoff: ctx.opts.ignore_backoff,
+        replace_ended: ctx.opts.replace_ended,
         reuse_key: ctx.opts.reuse_key || cert.reuse_key,
         family: cert.family,
     };
@@ -450,16 +454,42 @@ async fn start(
         }
         Action::Backoff { until } => Ok(Next::Done(Outcome::Failed {
             error: format!(
-                "not retried before {} after {} failed attempt(s) (use --force to retry now); \
-                 last error: {}",
-                until
-                    .format(&time::format_description::well_known::Rfc3339)
-                    .unwrap_or_default(),
+                "not retried before {} after {} failed attempt(s) (`cert-agent renew --name {}` \
+                 retries now); last error: {}",
+                short_time(until),
                 rec.failures,
+                cert.name,
                 rec.last_error.as_deref().unwrap_or("unknown")
             ),
         })),
+        Action::Ended { state } => {
+            let id = rec.order.as_ref().map(|o| o.certificate_id).unwrap_or(0);
+            Ok(Next::Done(Outcome::Failed {
+                error: format!(
+                    "certificate {id} is {state}; nothing more can be done with this order and \
+                     no new order is placed automatically: `cert-agent issue {} --yes` places one",
+                    cert.name
+                ),
+            }))
+        }
+        Action::CannotReissue { reason } => Ok(Next::Done(Outcome::Failed { error: reason })),
         Action::Order | Action::Reconcile => {
+            if let Some(state) = rec.ended.take() {
+                // `issue --yes` replaces the ended order: keep its ID as the one renewed.
+                rec.renews = rec.order.take().map(|o| o.certificate_id);
+                rec.subscription = None;
+                rec.reissue = None;
+                rec.prolong_prepared_at = None;
+                if let Some(p) = rec.pending_key.take() {
+                    keys::discard_key_file(&p.key_file);
+                }
+                store.save(&rec)?;
+                store.journal(
+                    &cert.name,
+                    "ended-order-replaced",
+                    serde_json::json!({ "previous": rec.renews, "state": state }),
+                )?;
+            }
             let id = order::ensure_order(
                 ctx.config,
                 cert,
@@ -595,7 +625,7 @@ pub(super) fn describe(action: &Action, cert: &CertificateConfig) -> String {
         Action::Idle { next: Some(at), .. } => format!("do nothing before {}", at.date()),
         Action::Idle { next: None, .. } => "do nothing".into(),
         Action::NeedsOrder => {
-            "nothing: no order yet and orders are not allowed (`issue NAME --yes`)".into()
+            "do nothing: no order yet and orders are not allowed (`issue NAME --yes`)".into()
         }
         Action::Order => format!(
             "place a billed order for product {} ({} days) for {}",
@@ -624,8 +654,18 @@ pub(super) fn describe(action: &Action, cert: &CertificateConfig) -> String {
         } => {
             format!("prepare a renewal order because {reason}")
         }
-        Action::Backoff { until } => format!("wait until {until} after failures"),
+        Action::Backoff { until } => format!("wait until {} after failures", short_time(*until)),
+        Action::Ended { state } => {
+            format!("report the {state} order (`issue NAME --yes` orders anew)")
+        }
+        Action::CannotReissue { reason } => format!("refuse the reissue: {reason}"),
     }
+}
+
+/// `2026-11-21 00:13 UTC`.
+pub(super) fn short_time(t: OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    format!("{} {:02}:{:02} UTC", t.date(), t.hour(), t.minute())
 }
 
 /// Prepares the renewal order (`prolong`), stores its token (0600) and says where it is.
@@ -868,9 +908,21 @@ async fn step(
         }
         other => {
             validate::cleanup_dcv(ctx, cert, &mut rec).await;
+            if matches!(
+                other,
+                CertificateState::Annulled | CertificateState::Expired
+            ) {
+                rec.ended = Some(other.as_str().to_owned());
+                ctx.store.save(&rec)?;
+                ctx.store.journal(
+                    &cert.name,
+                    "order-ended",
+                    serde_json::json!({ "certificate_id": id, "state": other.as_str() }),
+                )?;
+            }
             bail!(
-                "certificate {id} is {}; nothing more can be done with this order (no new order \
-                 is placed automatically: `cert-agent issue {}` places one)",
+                "certificate {id} is {}; nothing more can be done with this order and no new \
+                 order is placed automatically: `cert-agent issue {} --yes` places one",
                 other.as_str(),
                 cert.name
             )

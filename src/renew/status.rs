@@ -45,10 +45,13 @@ pub fn collect(config: &Config) -> Result<Vec<StatusRow>> {
             allow_orders: config.agent.allow_orders,
             force: false,
             ignore_backoff: false,
+            replace_ended: false,
             reuse_key: cert.reuse_key,
             family: cert.family,
         });
-        let state = if rec.intent.is_some() {
+        let state = if let Some(ended) = &rec.ended {
+            format!("order {ended}")
+        } else if rec.intent.is_some() {
             "order outcome unknown".to_owned()
         } else if rec.order.is_none() {
             "no order".to_owned()
@@ -56,6 +59,8 @@ pub fn collect(config: &Config) -> Result<Vec<StatusRow>> {
             "reissuing".to_owned()
         } else if rec.pending_key.is_some() {
             rec.last_state.clone().unwrap_or_else(|| "ordered".into())
+        } else if rec.installed.as_ref().is_some_and(|i| i.files.is_empty()) {
+            "adopted (not installed here yet)".to_owned()
         } else if rec.installed.is_some() {
             "installed".to_owned()
         } else {
