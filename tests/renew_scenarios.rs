@@ -570,3 +570,26 @@ fn status_json_and_dry_run_describe_without_acting() {
     assert_eq!(state_after, state, "no state changed");
     assert_eq!(env.billed(), 1);
 }
+
+/// Guards tolerance of a small clock difference: the host's clock is 30 s behind the CA's, so
+/// a freshly issued certificate starts "in the future" for the agent; it is installed all the
+/// same (a few seconds of skew are normal; the document says nothing about back-dating), not
+/// rejected and put into a one-hour backoff.
+#[test]
+#[ignore = "bug: deploy::download_checked passes now() to bundle::read_bundle, which rejects a \
+            leaf whose not_before is later than the host's clock by any amount (\"is not \
+            valid before ...\"), so a host 1 s behind the CA fails every fresh issuance"]
+fn host_clock_slightly_behind_the_ca_still_installs() {
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["www.skew.test"]);
+    env.certs.push(spec);
+    let offset = (scenario::clock_offset(&env) - 30).to_string();
+    let out = scenario::run_with(
+        &env,
+        &["--json", "renew", "--wait", "30"],
+        &[(scenario::CLOCK_OFFSET_ENV, offset.as_str())],
+    );
+    out.expect_code(0);
+    out.installed_serial("www");
+    assert_eq!(env.billed(), 1);
+}
