@@ -149,16 +149,41 @@ pub(super) async fn publish_dcv(
             Ok(Published::Yes)
         }
         DcvMethod::DnsTxt => {
-            let value = match details.dcv_content.as_deref() {
-                Some(v) if !v.trim().is_empty() => v.trim().to_owned(),
-                _ => return Ok(Published::Later),
-            };
-            let records = cert
-                .domains
-                .iter()
-                .map(|d| hook::txt_record(d, &value))
-                .collect::<Result<Vec<_>, _>>()
-                .context("the DNS TXT value from the API")?;
+            // Family S has one value for the whole order (`dcv_content`); other families give
+            // one per domain (`emails.random_value` of the DCV status).
+            let per_domain: std::collections::BTreeMap<String, String> =
+                match ctx.client()?.dcv_status(certificate_id).await {
+                    Ok(s) => s
+                        .domains
+                        .into_iter()
+                        .filter_map(|(d, e)| {
+                            let v = e.emails.and_then(|m| m.random_value)?;
+                            Some((d.to_ascii_lowercase(), v))
+                        })
+                        .collect(),
+                    Err(ApiError::Http { status: 422, .. }) => Default::default(),
+                    Err(e) => return Err(anyhow!(e).context("could not read the DCV status")),
+                };
+            let common = details
+                .dcv_content
+                .as_deref()
+                .map(str::trim)
+                .filter(|v| !v.is_empty());
+            let mut records = Vec::new();
+            for domain in &cert.domains {
+                let key = domain.to_ascii_lowercase();
+                let value = per_domain
+                    .get(&key)
+                    .or_else(|| per_domain.get(key.trim_start_matches("*.")))
+                    .map(String::as_str)
+                    .or(common);
+                let Some(value) = value else {
+                    return Ok(Published::Later);
+                };
+                records.push(
+                    hook::txt_record(domain, value).context("the DNS TXT value from the API")?,
+                );
+            }
             publish_dns(ctx, cert, rec, records).await
         }
         DcvMethod::Cname => Ok(Published::Operator(format!(
@@ -223,16 +248,24 @@ async fn publish_dns(
         if !seen.insert((record.name.clone(), record.value.clone())) {
             continue;
         }
-        hook::run(&hook, hook::HookAction::Add, &record, &cert.name)
-            .await
-            .with_context(|| format!("dns_hook could not add {record}"))?;
-        rec.dcv.dns_records.push((
+        let stored = (
             record.name.clone(),
             record.record_type.as_str().to_owned(),
             record.value.clone(),
-        ));
-        rec.dcv.dns_domains.push(record.domain.clone());
-        ctx.store.save(rec)?;
+        );
+
+        // Recorded first: a run stopped during the hook still removes the record later
+        // (hooks are called to remove what may not exist; they must be idempotent).
+        // Added again on a later run (an earlier add may have failed half-way), but recorded
+        // once.
+        if !rec.dcv.dns_records.contains(&stored) {
+            rec.dcv.dns_records.push(stored);
+            rec.dcv.dns_domains.push(record.domain.clone());
+            ctx.store.save(rec)?;
+        }
+        hook::run(&hook, hook::HookAction::Add, &record, &cert.name)
+            .await
+            .with_context(|| format!("dns_hook could not add {record}"))?;
     }
     Ok(Published::Yes)
 }
