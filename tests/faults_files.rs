@@ -355,14 +355,6 @@ fn certificate_and_key_are_switched_as_a_pair() {
     pair_switch(200);
 }
 
-/// The same check, counting the mismatches without failing on them (reported on stderr), so
-/// that the window stays measured while the test above is ignored.
-#[test]
-fn pair_switch_window_is_measured() {
-    let seen = pair_switch_count(50);
-    eprintln!("pair switch: {seen} of the reads saw a key and certificate that do not match");
-}
-
 fn pair_switch(n: usize) {
     let mismatches = pair_switch_count(n);
     assert_eq!(mismatches, 0, "reads that saw a mismatched pair");
