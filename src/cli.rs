@@ -5,6 +5,27 @@
 mod args;
 mod table;
 
+/// `println!` that ends the process quietly when stdout is a closed pipe (`cert-agent list |
+/// head`), instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout(), $($arg)*) {
+            $crate::cli::stdout_failed(&e);
+        }
+    }};
+}
+
+/// `print!` with the same handling as [`outln!`].
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = write!(std::io::stdout(), $($arg)*) {
+            $crate::cli::stdout_failed(&e);
+        }
+    }};
+}
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -19,6 +40,16 @@ use crate::fsutil;
 
 pub use args::{Cli, Command, ConfigCommand, DcvCommand, IssueArgs, ListArgs, RenewArgs, Scope};
 use table::{Table, money, terminal_width};
+
+/// Stdout could not be written: a closed pipe ends the process as `SIGPIPE` would (status
+/// 141, nothing printed); any other error is reported.
+pub(crate) fn stdout_failed(e: &std::io::Error) {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(141);
+    }
+    eprintln!("error: could not write to standard output: {e}");
+    std::process::exit(i32::from(exit::ERROR));
+}
 
 /// Exit codes of DESIGN.md.
 pub mod exit {
@@ -157,7 +188,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             if out.json {
                 out.print_json(&summary)?;
             } else {
-                println!("{}", summary.message);
+                outln!("{}", summary.message);
             }
             if !*reissue {
                 return Ok(exit::OK);
@@ -229,7 +260,7 @@ fn config_check(path: &Path, out: &Output) -> Result<u8> {
     if out.json {
         out.print_json(&config)?;
     } else {
-        print!("{}", config.render());
+        out!("{}", config.render());
     }
     Ok(exit::OK)
 }
@@ -241,12 +272,12 @@ struct Output {
 impl Output {
     fn print_json<T: Serialize + ?Sized>(&self, value: &T) -> Result<()> {
         let text = serde_json::to_string_pretty(value).context("could not encode JSON output")?;
-        println!("{text}");
+        outln!("{text}");
         Ok(())
     }
 
     fn table(&self, table: &Table) {
-        print!("{}", table.render(terminal_width()));
+        out!("{}", table.render(terminal_width()));
     }
 }
 
@@ -335,20 +366,20 @@ async fn renew(config: &Config, opts: &crate::renew::run::RunOptions, out: &Outp
     }
     for c in &report.certificates {
         match &c.outcome {
-            Outcome::Unchanged { reason } => println!("{}: nothing to do ({reason})", c.name),
+            Outcome::Unchanged { reason } => outln!("{}: nothing to do ({reason})", c.name),
             Outcome::Installed {
                 certificate_id,
                 serial,
                 not_after,
-            } => println!(
+            } => outln!(
                 "{}: installed certificate {certificate_id}, serial {serial}, valid until {}",
                 c.name,
                 not_after
                     .format(&time::format_description::well_known::Rfc3339)
                     .unwrap_or_default()
             ),
-            Outcome::Pending { reason } => println!("{}: pending: {reason}", c.name),
-            Outcome::Planned { action } => println!("{}: would {action}", c.name),
+            Outcome::Pending { reason } => outln!("{}: pending: {reason}", c.name),
+            Outcome::Planned { action } => outln!("{}: would {action}", c.name),
             Outcome::Failed { error } => eprintln!("{}: error: {error}", c.name),
         }
     }
@@ -412,7 +443,7 @@ async fn products(client: &Client, eu_prices: bool, out: &Output) -> Result<u8> 
     }
     out.table(&t);
     if !eu_prices {
-        println!("\nPrices are net per period (years); VAT is added on the invoice.");
+        outln!("\nPrices are net per period (years); VAT is added on the invoice.");
     }
     Ok(exit::OK)
 }
@@ -505,12 +536,12 @@ async fn list(client: &Client, args: &ListArgs, out: &Output) -> Result<u8> {
         ]);
     }
     if t.is_empty() {
-        println!("no certificates");
+        outln!("no certificates");
     } else {
         out.table(&t);
     }
-    if let Some(p) = &pagination {
-        println!(
+    if let Some(p) = pagination.as_ref().filter(|p| p.total != Some(0)) {
+        outln!(
             "\npage {} of {} ({} certificates){}",
             args.page.unwrap_or(1),
             or_dash(p.total_pages),
@@ -582,7 +613,8 @@ async fn show(client: &Client, id: u64, out: &Output) -> Result<u8> {
     }
     let price = match &d.price {
         Some(p) => format!(
-            "{p} {}{}",
+            "{} {}{}",
+            money(p.as_str()),
             d.currency,
             if d.price_includes_vat {
                 " (incl. VAT)"
@@ -597,13 +629,13 @@ async fn show(client: &Client, id: u64, out: &Output) -> Result<u8> {
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (k, v) in rows {
         if k.is_empty() {
-            println!("{:width$}  {v}", "");
+            outln!("{:width$}  {v}", "");
         } else {
-            println!("{k:width$}  {v}");
+            outln!("{k:width$}  {v}");
         }
     }
     if let Some(content) = &d.dcv_content {
-        println!("\nDCV content:\n{content}");
+        outln!("\nDCV content:\n{content}");
     }
     Ok(exit::OK)
 }
@@ -643,10 +675,10 @@ fn local_status(config: &Config, out: &Output) -> Result<u8> {
     out.table(&t);
     for r in &rows {
         if let Some(e) = &r.last_error {
-            println!("{}: last error: {e}", r.name);
+            outln!("{}: last error: {e}", r.name);
         }
         if let Some(w) = &r.warning {
-            println!("{}: {w}", r.name);
+            outln!("{}: {w}", r.name);
         }
     }
     Ok(exit::OK)
@@ -658,7 +690,7 @@ async fn status(client: &Client, id: u64, out: &Output) -> Result<u8> {
         out.print_json(&s)?;
         return Ok(exit::OK);
     }
-    println!(
+    outln!(
         "certificate {id}: {}",
         or_dash(s.certificate.as_ref().map(|c| c.as_str().to_owned()))
     );
@@ -683,7 +715,7 @@ async fn software(client: &Client, product_id: u64, out: &Output) -> Result<u8> 
         ]);
     }
     out.table(&t);
-    println!(
+    outln!(
         "\nSet `ssl_server_software_id` in a [[certificate]] to one of these IDs (0: the CA's default)."
     );
     Ok(exit::OK)
@@ -717,7 +749,7 @@ async fn dcv(client: &Client, cmd: &DcvCommand, out: &Output) -> Result<u8> {
             }
             let all = emails.all();
             if all.is_empty() {
-                println!("the CA reports no validation addresses for {domain}");
+                outln!("the CA reports no validation addresses for {domain}");
             }
             for (group, list) in [
                 ("whois", &emails.whois),
@@ -725,14 +757,14 @@ async fn dcv(client: &Client, cmd: &DcvCommand, out: &Output) -> Result<u8> {
                 ("level 3", &emails.level_3),
             ] {
                 if let Some(list) = list.as_ref().filter(|l| !l.is_empty()) {
-                    println!("{group}:");
+                    outln!("{group}:");
                     for e in list {
-                        println!("  {e}");
+                        outln!("  {e}");
                     }
                 }
             }
             if let Some(v) = &emails.random_value {
-                println!("DNS TXT value: {v}");
+                outln!("DNS TXT value: {v}");
             }
             Ok(exit::OK)
         }
@@ -760,7 +792,7 @@ async fn dcv(client: &Client, cmd: &DcvCommand, out: &Output) -> Result<u8> {
             out.table(&t);
             for (domain, d) in &s.domains {
                 if let Some(h) = &d.hashes {
-                    println!(
+                    outln!(
                         "{domain}: CSR MD5 {} SHA-256 {}",
                         or_dash(h.md5.as_deref()),
                         or_dash(h.sha1.as_deref())
@@ -768,7 +800,7 @@ async fn dcv(client: &Client, cmd: &DcvCommand, out: &Output) -> Result<u8> {
                 }
             }
             if let Some(u) = &s.unique_value {
-                println!("unique value: {u}");
+                outln!("unique value: {u}");
             }
             Ok(exit::OK)
         }
@@ -787,7 +819,7 @@ fn action_done(r: &api::ActionResult, out: &Output) -> Result<u8> {
     if out.json {
         out.print_json(r)?;
     } else {
-        println!("{}", r.result.as_deref().unwrap_or("done"));
+        outln!("{}", r.result.as_deref().unwrap_or("done"));
     }
     Ok(exit::OK)
 }
@@ -827,7 +859,7 @@ async fn prolong(
         if out.json {
             out.print_json(&serde_json::json!({ "certificate": id, "prepared": false }))?;
         } else {
-            println!(
+            outln!(
                 "no renewal order can be prepared for certificate {id}: it was already renewed \
                  or replaced by a reissue, there is no order to renew, or its multi-year \
                  subscription ends more than 3 months from now (reissue instead)"
@@ -864,23 +896,23 @@ async fn prolong(
         out.print_json(&v)?;
         return Ok(exit::OK);
     }
-    println!(
+    outln!(
         "a renewal order is prepared for certificate {id}; nothing is billed until it is \
          completed on the order site."
     );
-    println!("token stored in {} (mode 0600)", path.display());
+    outln!("token stored in {} (mode 0600)", path.display());
     if show_token {
         match &link {
-            Some(link) => println!("complete it at: {link}"),
-            None => println!(
+            Some(link) => outln!("complete it at: {link}"),
+            None => outln!(
                 "token: {} (complete it at <order site>/lead/continue_order/<token>; set \
                  api.order_site_url to get the link)",
                 token.expose()
             ),
         }
-        println!("the link signs in as your partner account: do not share it");
+        outln!("the link signs in as your partner account: do not share it");
     } else {
-        println!("run again with --show-token to print the completion link");
+        outln!("run again with --show-token to print the completion link");
     }
     Ok(exit::OK)
 }

@@ -1419,7 +1419,8 @@ impl<'a> Checker<'a> {
             self.bad(
                 &s,
                 &f,
-                "family C needs a new key for every reissue (document, Reissue rule 4);                  remove `reuse_key` or set it to false",
+                "family C needs a new key for every reissue (document, Reissue rule 4); \
+                 remove `reuse_key` or set it to false",
             );
         }
 

@@ -68,12 +68,12 @@ impl Table {
             }
         }
         let total: usize = widths.iter().sum::<usize>() + 2 * cols.saturating_sub(1);
-        if let Some(f) = self.flex.filter(|f| *f < cols) {
-            if total > width {
-                let over = total - width;
-                let min = display_width(&self.headers[f]).max(8);
-                widths[f] = widths[f].saturating_sub(over).max(min);
-            }
+        if let Some(f) = self.flex.filter(|f| *f < cols)
+            && total > width
+        {
+            let over = total - width;
+            let min = display_width(&self.headers[f]).max(8);
+            widths[f] = widths[f].saturating_sub(over).max(min);
         }
         let mut out = String::new();
         let mut line = |cells: &[String]| {

@@ -291,9 +291,18 @@ impl InstallTx {
         });
         let uid = uid.or(existing.as_ref().map(|m| m.uid()));
         let gid = gid.or(existing.as_ref().map(|m| m.gid()));
-        if role == FileRole::Key && mode & 0o004 != 0 {
-            tracing::warn!(path = %target.display(), "key file mode {mode:04o} is world-readable");
-        }
+        // A private key is never left readable or writable by others, whatever mode the file
+        // it replaces had.
+        let mode = if role == FileRole::Key && mode & 0o007 != 0 {
+            tracing::warn!(
+                path = %target.display(),
+                "key file had mode {mode:04o}; writing it without access for others ({:04o})",
+                mode & !0o007
+            );
+            mode & !0o007
+        } else {
+            mode
+        };
 
         let staged = sibling(target, NEW_SUFFIX);
         remove_if_exists(&staged).map_err(|e| InstallError::Write {
@@ -422,13 +431,13 @@ impl InstallTx {
             if !f.switched {
                 let _ = fs::remove_file(&f.staged);
             }
-            if let Some(prev) = f.backup.take() {
-                if let Err(e) = fs::remove_file(&prev) {
-                    first.get_or_insert(InstallError::Cleanup {
-                        path: prev,
-                        cause: Arc::new(e),
-                    });
-                }
+            if let Some(prev) = f.backup.take()
+                && let Err(e) = fs::remove_file(&prev)
+            {
+                first.get_or_insert(InstallError::Cleanup {
+                    path: prev,
+                    cause: Arc::new(e),
+                });
             }
         }
         let _ = self.sync_dirs();
@@ -494,10 +503,10 @@ impl InstallTx {
 
 impl Drop for InstallTx {
     fn drop(&mut self) {
-        if self.state != State::Finished {
-            if let Err(err) = self.undo() {
-                tracing::error!("rolling back an unfinished install: {err}");
-            }
+        if self.state != State::Finished
+            && let Err(err) = self.undo()
+        {
+            tracing::error!("rolling back an unfinished install: {err}");
         }
     }
 }

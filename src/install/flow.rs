@@ -142,10 +142,10 @@ pub async fn install_all(certs: &[CertInstall]) -> Vec<CertOutcome> {
         for p in committed {
             let cert = &certs[p.idx];
             outcomes[p.idx].installed_serial = Some(hex::encode(&p.serial));
-            if let Some(hook) = &cert.deploy_hook {
-                if let Err(e) = run_deploy_hook(cert, hook, commands).await {
-                    outcomes[p.idx].result = Err(InstallError::DeployHook { cause: Box::new(e) });
-                }
+            if let Some(hook) = &cert.deploy_hook
+                && let Err(e) = run_deploy_hook(cert, hook, commands).await
+            {
+                outcomes[p.idx].result = Err(InstallError::DeployHook { cause: Box::new(e) });
             }
         }
     }

@@ -196,15 +196,15 @@ impl Instance {
     fn wait_ready(&mut self, ports: &[u16]) -> io::Result<()> {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            if let Some(child) = self.child.as_mut() {
-                if let Some(status) = child.try_wait()? {
-                    self.child = None;
-                    return Err(io::Error::other(format!(
-                        "{} exited during start ({status}):\n{}",
-                        self.name,
-                        self.logs()
-                    )));
-                }
+            if let Some(child) = self.child.as_mut()
+                && let Some(status) = child.try_wait()?
+            {
+                self.child = None;
+                return Err(io::Error::other(format!(
+                    "{} exited during start ({status}):\n{}",
+                    self.name,
+                    self.logs()
+                )));
             }
             let listening = ports
                 .iter()

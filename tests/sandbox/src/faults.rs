@@ -152,11 +152,10 @@ impl Fault {
         if let Some(p) = self.path.as_deref().filter(|p| !p.starts_with('/')) {
             return Err(format!("path pattern '{p}' must start with '/'"));
         }
-        if let FaultKind::Status { status } = self.kind {
-            if !(400..=599).contains(&status) {
+        if let FaultKind::Status { status } = self.kind
+            && !(400..=599).contains(&status) {
                 return Err(format!("status {status} is not an error status (400-599)"));
             }
-        }
         Ok(())
     }
 

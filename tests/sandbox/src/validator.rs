@@ -36,7 +36,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>
             _ = shutdown.changed() => return,
         }
         rounds += 1;
-        if rounds % 5 == 0 {
+        if rounds.is_multiple_of(5) {
             let s = shared.clone();
             let _ = tokio::task::spawn_blocking(move || s.persist(false)).await;
         }
