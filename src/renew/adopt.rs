@@ -56,6 +56,19 @@ pub async fn adopt(
                 .display()
         );
     }
+    for other in store.names()? {
+        if other != name
+            && let Ok(r) = store.load(&other)
+            && r.order
+                .as_ref()
+                .is_some_and(|o| o.certificate_id == certificate_id)
+        {
+            bail!(
+                "certificate {certificate_id} is already managed by '{other}'; one order \
+                 belongs to one configured certificate"
+            );
+        }
+    }
     let details = client
         .details(certificate_id)
         .await
