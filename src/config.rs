@@ -313,6 +313,10 @@ pub struct CertificateConfig {
     /// Family S request-token value (at most 20 letters and digits).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unique_value: Option<String>,
+    /// The CA's validation domain that CNAME_CSR_HASH targets end in (the CA publishes it;
+    /// the API does not report it). Without it, `dcv = "cname"` prints the records to create.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cname_target_domain: Option<String>,
     /// 0 lets the service choose.
     pub ssl_server_software_id: u64,
 }
@@ -534,6 +538,7 @@ const SHARED_KEYS: &[&str] = &[
     "address_2",
     "zip_code",
     "unique_value",
+    "cname_target_domain",
     "ssl_server_software_id",
 ];
 
@@ -1458,6 +1463,12 @@ impl<'a> Checker<'a> {
         let ssl_server_software_id = self
             .uint(&s, "ssl_server_software_id", 0, i128::from(i64::MAX))
             .unwrap_or(0);
+        let cname_target_domain = self.text(&s, "cname_target_domain");
+        if let (Some(d), Some(f)) = (&cname_target_domain, s.get("cname_target_domain"))
+            && let Err(e) = validate_domain(d)
+        {
+            self.bad(&s, &f, e);
+        }
 
         Some(CertificateConfig {
             name: name?,
@@ -1498,6 +1509,7 @@ impl<'a> Checker<'a> {
             address_2,
             zip_code,
             unique_value,
+            cname_target_domain,
             ssl_server_software_id,
         })
     }

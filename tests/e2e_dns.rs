@@ -55,6 +55,51 @@ fn dns_txt_hook_publishes_validates_and_removes() {
     );
 }
 
+/// Guards CNAME_CSR_HASH through the hook: with `cname_target_domain` set, the hook creates
+/// `_<md5>.<domain>` CNAME `<sha256 halves>[.<unique value>].<CA domain>` (the unique value for
+/// family S), the sandbox validates it, and the record is removed afterwards.
+#[test]
+fn cname_hook_publishes_validates_and_removes_families_s_and_d() {
+    for (product, family, ca) in [
+        (1101, "S", "ca-s.sandbox.test"),
+        (2101, "D", "ca-d.sandbox.test"),
+    ] {
+        let mut env = TestEnv::new();
+        let domain = "www.e2e-cname.test";
+        let hook = env.path("dns-hook.sh");
+        let log = env.path("dns-hook.log");
+        write_script(&hook, &zone_hook(&env, &log));
+        let mut spec = env.cert_spec("www", &[domain], "none");
+        spec.product_id = product;
+        spec.dcv = Some("cname".into());
+        spec.publish = Publish::Nothing;
+        spec.dns_hook = Some(vec![hook.to_string_lossy().into_owned()]);
+        spec.extra = format!("family = \"{family}\"\ncname_target_domain = \"{ca}\"\n");
+        env.certs.push(spec);
+
+        let out = env.renew();
+        out.expect_code(0);
+        out.installed_serial("www");
+        assert_eq!(env.billed(), 1);
+        let lines: Vec<Vec<String>> = fs::read_to_string(&log)
+            .expect("the hook ran")
+            .lines()
+            .map(|l| l.split(' ').map(str::to_owned).collect())
+            .collect();
+        assert_eq!(
+            lines.len(),
+            2,
+            "family {family}: one add, one remove: {lines:?}"
+        );
+        assert_eq!(lines[0][0], "add");
+        assert_eq!(lines[0][2], "CNAME");
+        assert!(lines[0][1].starts_with('_') && lines[0][1].ends_with(domain));
+        assert!(lines[0][3].ends_with(ca), "{:?}", lines[0]);
+        assert_eq!(lines[1][0], "remove");
+        assert!(env.sandbox.dns_records().is_empty());
+    }
+}
+
 /// A hook that logs its call to `log` and writes the record into the sandbox's zone.
 fn zone_hook(env: &TestEnv, log: &std::path::Path) -> String {
     format!(

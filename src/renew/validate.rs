@@ -186,12 +186,33 @@ pub(super) async fn publish_dcv(
             }
             publish_dns(ctx, cert, rec, records).await
         }
-        DcvMethod::Cname => Ok(Published::Operator(format!(
-            "certificate {certificate_id} validates by CNAME records: create `_<MD5 of the \
-             CSR>.<domain>` as the CA's documentation and `cert-agent dcv status \
-             {certificate_id}` describe (CSR MD5 {}, SHA-256 {})",
-            ours.md5, ours.sha256
-        ))),
+        DcvMethod::Cname => {
+            let Some(ca_domain) = cert.cname_target_domain.as_deref() else {
+                return Ok(Published::Operator(format!(
+                    "certificate {certificate_id} validates by CNAME records: for each domain \
+                     create `_{}.<domain>` CNAME `{}.{}[.<unique value>].<CA validation \
+                     domain>` (set `cname_target_domain` to let dns_hook create them)",
+                    ours.md5.to_ascii_lowercase(),
+                    &ours.sha256[..32].to_ascii_lowercase(),
+                    &ours.sha256[32..].to_ascii_lowercase()
+                )));
+            };
+            // Family S puts its unique value into the target; the DCV status reports it.
+            let unique = match ctx.client()?.dcv_status(certificate_id).await {
+                Ok(s) => s
+                    .unique_value
+                    .or_else(|| s.domains.values().find_map(|d| d.unique_value.clone())),
+                Err(ApiError::Http { status: 422, .. }) => None,
+                Err(e) => return Err(anyhow!(e).context("could not read the DCV status")),
+            };
+            let records = cert
+                .domains
+                .iter()
+                .map(|d| hook::cname_record(d, &ours, unique.as_deref(), ca_domain))
+                .collect::<Result<Vec<_>, _>>()
+                .context("the CNAME record for validation")?;
+            publish_dns(ctx, cert, rec, records).await
+        }
         DcvMethod::Email => Ok(Published::Operator(format!(
             "certificate {certificate_id} validates by email to {}: approve the message the \
              CA sent (resend it with `cert-agent dcv resend {certificate_id}`)",
