@@ -60,6 +60,7 @@ done
 touch -d "@$SOURCE_DATE_EPOCH" "$assets"/man/*.gz
 cp "$out_dir"/completions/cert-agent.bash "$out_dir"/completions/_cert-agent \
   "$out_dir"/completions/cert-agent.fish "$assets/completions/"
+gzip -9n <CHANGELOG.md >"$assets/changelog.gz"
 cat >"$assets/changelog" <<EOF
 cert-agent ($version-1) unstable; urgency=medium
 
