@@ -593,3 +593,32 @@ fn host_clock_slightly_behind_the_ca_still_installs() {
     out.installed_serial("www");
     assert_eq!(env.billed(), 1);
 }
+
+/// Guards "nothing due → no API call": after the first install, timer runs on the following
+/// days and a month later (both clocks moved) make no API call at all and leave the files
+/// alone.
+#[test]
+fn nothing_due_makes_no_api_call() {
+    let env = issued(
+        &["www.nothing-due.test"],
+        1101,
+        "days = 730\nfamily = \"S\"\n",
+    );
+    let tree = env.tree();
+    let n = env.calls().len();
+    for days in [0u64, 1, 2, 30] {
+        env.sandbox
+            .advance(std::time::Duration::from_secs(days * 86_400));
+        let out = scenario::renew_synced(&env);
+        out.expect_code(0);
+        assert_eq!(
+            out.outcome("www")["outcome"],
+            "unchanged",
+            "{}",
+            out.describe()
+        );
+    }
+    let calls = env.calls()[n..].to_vec();
+    assert!(calls.is_empty(), "no API call:\n{}", show(&calls));
+    assert_eq!(env.tree(), tree, "no file changed");
+}
