@@ -337,17 +337,32 @@ fn webroots(cert: &CertificateConfig) -> Result<dcv::webroot::Webroots> {
 
 /// Removes what was published for validation (files, directories, DNS records).
 pub(super) async fn cleanup_dcv(ctx: &mut Ctx<'_>, cert: &CertificateConfig, rec: &mut CertRecord) {
+    let mut files = std::mem::take(&mut rec.dcv.files);
     if let Some(p) = rec.pending_key.as_ref() {
         let name = format!("{}.txt", p.csr_md5);
         for server in ctx.standalone.values() {
             server.remove_file(&name);
         }
+        // The file for the pending CSR in each web root, recorded or not: the record is
+        // written before the file, but a file that outlived its record must not stay.
+        if cert.dcv.is_http()
+            && !cert.standalone
+            && let Ok(w) = webroots(cert)
+            && let Ok(roots) = w.distinct_for(&cert.domains)
+        {
+            for root in roots {
+                let path = root.join(".well-known").join("pki-validation").join(&name);
+                if !files.contains(&path) && path.exists() {
+                    files.push(path);
+                }
+            }
+        }
     }
-    if rec.dcv.is_empty() {
+    if files.is_empty() && rec.dcv.is_empty() {
         return;
     }
     let published = dcv::webroot::Published {
-        files: std::mem::take(&mut rec.dcv.files),
+        files,
         dirs: std::mem::take(&mut rec.dcv.dirs),
     };
     if let Err(e) = dcv::webroot::remove(&published) {
