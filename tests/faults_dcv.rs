@@ -4,8 +4,9 @@
 //! - SIGTERM while waiting for validation removes the published files; after SIGKILL the next
 //!   run removes what the killed one recorded;
 //! - the standalone server drops root after binding (not implemented: ignored).
-//! (Exact-file serving and per-connection timeouts of the server itself are proven by
-//! `dcv_standalone.rs`.)
+//!
+//! Exact-file serving and per-connection timeouts of the server itself are proven by
+//! `dcv_standalone.rs`.
 
 mod support;
 

@@ -229,7 +229,7 @@ fn hostile_validation_file_names_and_contents_are_refused() {
     fs::create_dir_all(&webroot).unwrap();
     let content = format!("{}\ncomodoca.com", csr.hashes.sha256);
     let file = ValidationFile::for_csr(&csr.hashes, &content).expect("genuine content");
-    publish_into(&[webroot.clone()], &file).unwrap();
+    publish_into(std::slice::from_ref(&webroot), &file).unwrap();
     let published: Vec<PathBuf> = entries(&webroot)
         .into_iter()
         .filter(|p| fs::metadata(webroot.join(p)).is_ok_and(|m| m.is_file()))
