@@ -173,11 +173,21 @@ pub struct PublishedDcv {
     /// The certificate domain each of `dns_records` validates (same order).
     #[serde(default)]
     pub dns_domains: Vec<String>,
+    /// Every DNS record was added successfully.
+    #[serde(default)]
+    pub dns_complete: bool,
+    /// The file served by the standalone server (name, content; not secret), so that a later
+    /// run serves it again without asking the API.
+    #[serde(default)]
+    pub standalone_file: Option<(String, String)>,
 }
 
 impl PublishedDcv {
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.dirs.is_empty() && self.dns_records.is_empty()
+        self.files.is_empty()
+            && self.dirs.is_empty()
+            && self.dns_records.is_empty()
+            && self.standalone_file.is_none()
     }
 }
 

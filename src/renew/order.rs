@@ -61,6 +61,14 @@ pub enum OrderRefusal {
         price: String,
         max: String,
     },
+    #[error("certificate '{name}': product {product_id} ({kind}) cannot cover {names}: {why}")]
+    NamesDoNotFit {
+        name: String,
+        product_id: u64,
+        kind: String,
+        names: String,
+        why: String,
+    },
     #[error(
         "certificate '{name}': an order sent at {sent} may have been placed, but no order with \
          this certificate's CSR is in the certificate list yet. No new order is placed while \
@@ -151,6 +159,7 @@ pub async fn ensure_order(
             name: cert.name.clone(),
             product_id: cert.product_id,
         })?;
+    check_names(cert, product)?;
     let price = check_price(config, cert, product)?;
 
     let pending = keys::ensure_pending_key(store, cert, record, now)?;
@@ -243,6 +252,81 @@ fn definitely_not_placed(err: &ApiError) -> bool {
         ApiError::Config(_) | ApiError::Credentials(_) | ApiError::TokenCache { .. } => true,
         _ => false,
     }
+}
+
+/// Refuses, before anything is billed, names the product cannot cover: a certificate whose
+/// names are not all in the leaf is never installed.
+fn check_names(cert: &CertificateConfig, product: &Product) -> Result<(), OrderRefusal> {
+    let refuse = |why: String| OrderRefusal::NamesDoNotFit {
+        name: cert.name.clone(),
+        product_id: cert.product_id,
+        kind: product
+            .product_type
+            .as_ref()
+            .map_or("unknown type", |t| t.as_str())
+            .to_owned(),
+        names: cert.domains.join(", "),
+        why,
+    };
+    let wildcards = cert.domains.iter().filter(|d| d.starts_with("*.")).count();
+    let plain = cert.domains.len() - wildcards;
+    match product.product_type {
+        Some(ProductType::Standart) if cert.domains.len() != 1 || wildcards != 0 => {
+            return Err(refuse(
+                "a single-name product covers exactly one name (use a multi-domain product)".into(),
+            ));
+        }
+        Some(ProductType::Wildcard) => {
+            let cn = cert.common_name();
+            let bare = cn.strip_prefix("*.");
+            let ok = bare.is_some()
+                && cert
+                    .additional_domains()
+                    .iter()
+                    .all(|d| Some(d.as_str()) == bare);
+            if !ok {
+                return Err(refuse(
+                    "a wildcard product covers `*.<domain>` (and at most its bare domain)".into(),
+                ));
+            }
+        }
+        Some(ProductType::Ucc) => {
+            let max = |kind: Option<&str>| {
+                product
+                    .options
+                    .iter()
+                    .filter(|o| o.option_type.as_deref() == kind)
+                    .map(|o| o.quantity_to)
+                    .collect::<Vec<_>>()
+            };
+            let plain_max = max(None);
+            if !plain_max.is_empty()
+                && !plain_max.contains(&None)
+                && let Some(m) = plain_max.iter().flatten().max()
+                && plain as u64 > u64::from(*m)
+            {
+                return Err(refuse(format!("at most {m} names without a wildcard")));
+            }
+            let wild_max = max(Some("wildcard"));
+            if wildcards > 0 {
+                let allowed = if wild_max.contains(&None) {
+                    u64::MAX
+                } else {
+                    wild_max
+                        .iter()
+                        .flatten()
+                        .map(|m| u64::from(*m))
+                        .max()
+                        .unwrap_or(0)
+                };
+                if wildcards as u64 > allowed {
+                    return Err(refuse(format!("at most {allowed} wildcard names")));
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Period in years of an order of `days` (365 is one year, 730 two).

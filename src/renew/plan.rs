@@ -89,12 +89,19 @@ pub const REISSUE_BLACKOUT_DAYS: i64 = 30;
 pub const SUBSCRIPTION_WARNING_DAYS: i64 = 60;
 /// Longest spread window before the due moment.
 pub const MAX_SPREAD: Duration = Duration::days(7);
+/// A reissue that would fall into the last week before the blackout is made at its start.
+pub const LAST_REISSUE_MARGIN: Duration = Duration::days(7);
 
 /// Decides the next action for one certificate.
 pub fn decide(i: &Inputs<'_>) -> Action {
     let r = i.record;
     if r.intent.is_some() {
         return Action::Reconcile;
+    }
+    // A reissue sent without a known answer is resolved by reading the details: no reason to
+    // wait out a backoff for that.
+    if r.reissue.as_ref().is_some_and(|x| !x.confirmed) {
+        return Action::Continue;
     }
     if !i.force
         && !i.ignore_backoff
@@ -122,7 +129,30 @@ pub fn decide(i: &Inputs<'_>) -> Action {
     if r.pending_key.is_some() || r.reissue.is_some() {
         return Action::Continue;
     }
-    let new_key = !i.reuse_key || i.family == Some(Family::C);
+    // Family C refuses a reused key (Reissue rule 4): asking for one is refused before any
+    // call rather than silently replaced by a new key.
+    if i.reuse_key && i.family == Some(Family::C) && r.installed.is_some() && r.order.is_some() {
+        let force_or_due = i.force || {
+            r.installed.as_ref().is_some_and(|inst| {
+                i.now
+                    >= renewal_time(
+                        &r.name,
+                        &inst.serial,
+                        inst.not_before,
+                        inst.not_after,
+                        i.renew_before_days,
+                    )
+            })
+        };
+        if force_or_due {
+            return Action::CannotReissue {
+                reason: "family C needs a new key for every reissue (document, Reissue rule \
+                         4); the current key cannot be reused"
+                    .to_owned(),
+            };
+        }
+    }
+    let new_key = !i.reuse_key;
     let Some(inst) = &r.installed else {
         // An order without a local key (adopted, or its key was lost): only a reissue with a
         // key made on this host can give a certificate this host can serve.
@@ -149,8 +179,11 @@ pub fn decide(i: &Inputs<'_>) -> Action {
         inst.not_after,
         i.renew_before_days,
     );
-    if reissue_extends && renew_at >= blackout {
-        renew_at = blackout - Duration::days(1);
+    // The last reissue before the blackout gets a week of margin, so that a failed run or
+    // two cannot push it into the blackout.
+    let last_chance = blackout - LAST_REISSUE_MARGIN;
+    if reissue_extends && renew_at >= last_chance {
+        renew_at = last_chance.max(inst.not_before);
     }
     let days_left = (ends - i.now).whole_days();
     let warning = (i.now >= ends - Duration::days(SUBSCRIPTION_WARNING_DAYS)).then(|| {
@@ -540,11 +573,21 @@ mod tests {
 
     #[test]
     fn reissue_moves_before_the_blackout_and_none_inside_it() {
-        // Subscription ends on day 220, certificate ends on day 210 with renew_before 5 days:
-        // due on day ~205 falls inside the blackout (from day 190), so it moves before.
-        let rec = installed(210, Some(220));
-        let mut i = inputs(&rec, t(188));
+        // A 45-day certificate from day 170 to 215 is due around day 196-200; the subscription
+        // ends on day 220, so the blackout starts on day 190 and the last reissue moves to a
+        // week before it (day 183).
+        let mut rec = installed(215, Some(220));
+        if let Some(inst) = rec.installed.as_mut() {
+            inst.not_before = t(170);
+        }
+        let mut i = inputs(&rec, t(182));
         i.renew_before_days = 5;
+        assert!(
+            matches!(decide(&i), Action::Idle { .. }),
+            "{:?}",
+            decide(&i)
+        );
+        let i = Inputs { now: t(184), ..i };
         assert!(
             matches!(decide(&i), Action::Reissue { .. }),
             "{:?}",
@@ -560,12 +603,18 @@ mod tests {
     }
 
     #[test]
-    fn family_c_always_gets_a_new_key() {
+    fn family_c_refuses_a_reused_key() {
         let rec = installed(200, Some(1825));
         let mut i = inputs(&rec, t(150));
         i.reuse_key = true;
         assert!(matches!(decide(&i), Action::Reissue { new_key: false, .. }));
         i.family = Some(Family::C);
+        assert!(
+            matches!(decide(&i), Action::CannotReissue { .. }),
+            "{:?}",
+            decide(&i)
+        );
+        i.reuse_key = false;
         assert!(matches!(decide(&i), Action::Reissue { new_key: true, .. }));
     }
 

@@ -161,8 +161,12 @@ async fn follow_replacement(
     record: &mut CertRecord,
     original: u64,
 ) -> Result<u64> {
-    let details = ctx.client()?.details(original).await?;
     let current = record.order.as_ref().map_or(original, |o| o.certificate_id);
+    // Only family S gives a reissued certificate a new ID (Reissue rule 7).
+    if cert.family.is_some_and(|f| f != Family::S) {
+        return Ok(current);
+    }
+    let details = ctx.client()?.details(original).await?;
     match details.replacement_id {
         Some(new_id) if new_id != current => {
             if let Some(order) = record.order.as_mut() {

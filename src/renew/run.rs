@@ -400,23 +400,50 @@ async fn start(
             store.save(&rec)?;
         }
     }
-    let inputs = Inputs {
-        now: now(),
-        record: &rec,
-        disk: if ctx.opts.reinstall && rec.installed.is_some() {
-            Disk::Differs(None)
-        } else {
-            disk
-        },
-        renew_before_days: ctx.config.agent.renew_before_days,
-        allow_orders: ctx.opts.allow_orders,
-        force: ctx.opts.force,
-        ignore_backoff: ctx.opts.ignore_backoff,
-        replace_ended: ctx.opts.replace_ended,
-        reuse_key: ctx.opts.reuse_key || cert.reuse_key,
-        family: cert.family,
+    let disk = if ctx.opts.reinstall && rec.installed.is_some() {
+        Disk::Differs(None)
+    } else {
+        disk
     };
-    let action = plan::decide(&inputs);
+    let decide = |rec: &CertRecord| {
+        plan::decide(&Inputs {
+            now: now(),
+            record: rec,
+            disk: disk.clone(),
+            renew_before_days: ctx.config.agent.renew_before_days,
+            allow_orders: ctx.opts.allow_orders,
+            force: ctx.opts.force,
+            ignore_backoff: ctx.opts.ignore_backoff,
+            replace_ended: ctx.opts.replace_ended,
+            reuse_key: ctx.opts.reuse_key || cert.reuse_key,
+            family: cert.family,
+        })
+    };
+    let mut action = decide(&rec);
+    if matches!(action, Action::Reissue { .. })
+        && !ctx.opts.dry_run
+        && let Some(id) = rec.order.as_ref().map(|o| o.certificate_id)
+    {
+        // Whether a reissue is still possible depends on the subscription's end: read it
+        // fresh (one call) and decide again with it.
+        let details = ctx
+            .client()?
+            .details(id)
+            .await
+            .with_context(|| format!("could not read certificate {id} before reissuing it"))?;
+        if let Some(ends) = details
+            .subscription_valid_to
+            .as_deref()
+            .and_then(crate::api::parse_api_date)
+        {
+            rec.subscription = Some(crate::store::Subscription {
+                ends: ends.midnight().assume_utc(),
+                multi_year: details.subscription_duration.is_some(),
+            });
+            store.save(&rec)?;
+            action = decide(&rec);
+        }
+    }
     if ctx.opts.dry_run {
         return Ok(Next::Done(Outcome::Planned {
             action: describe(&action, cert),
@@ -720,7 +747,11 @@ async fn rounds(
     report: &mut RunReport,
 ) {
     let interval = Duration::from_secs(ctx.config.agent.poll_interval_secs);
+    let mut rounds_done = 0u32;
     while !waiting.is_empty() {
+        // One clock reading for the whole set, so that certificates checked together stay
+        // together.
+        let t = now();
         let mut delays = Vec::with_capacity(waiting.len());
         for w in waiting.iter() {
             let last = ctx
@@ -728,11 +759,12 @@ async fn rounds(
                 .load(&certs[w.idx].name)
                 .ok()
                 .and_then(|r| r.last_poll);
-            delays.push(until_allowed(last, interval));
+            delays.push(until_allowed(last, interval, t));
         }
         let soonest = delays.iter().copied().min().unwrap_or(Duration::ZERO);
         let remaining = ctx.opts.wait.saturating_sub(ctx.started.elapsed());
-        if soonest > remaining {
+        // The wait is over (at least one round was made), or the next check comes after it.
+        if soonest > remaining || (remaining.is_zero() && rounds_done > 0) {
             for (w, d) in waiting.drain(..).zip(delays) {
                 let rec = ctx.store.load(&certs[w.idx].name).ok();
                 report.certificates[w.idx].outcome = Outcome::Pending {
@@ -792,20 +824,35 @@ async fn rounds(
         } else {
             None
         };
+        let in_round: HashSet<usize> = due.iter().map(|w| w.idx).collect();
         for w in due {
             let idx = w.idx;
             let cert = certs[idx];
             let next = step(ctx, cert, w, in_progress.as_ref()).await;
             settle(ctx, cert, idx, next, report, waiting, ready);
         }
+        rounds_done += 1;
+        // Every certificate of the round that still waits counts as checked at the round's
+        // end (never earlier than its own call), so that they stay in one round — and one
+        // list call — for as long as they wait.
+        let round_end = now();
+        for w in waiting.iter().filter(|w| in_round.contains(&w.idx)) {
+            let name = &certs[w.idx].name;
+            if let Ok(mut rec) = ctx.store.load(name) {
+                rec.last_poll = Some(round_end);
+                if let Err(e) = ctx.store.save(&rec) {
+                    tracing::warn!(certificate = %name, "{e}");
+                }
+            }
+        }
     }
 }
 
-fn until_allowed(last: Option<OffsetDateTime>, interval: Duration) -> Duration {
+fn until_allowed(last: Option<OffsetDateTime>, interval: Duration, t: OffsetDateTime) -> Duration {
     let Some(last) = last else {
         return Duration::ZERO;
     };
-    let since = Duration::try_from(now() - last).unwrap_or(Duration::ZERO);
+    let since = Duration::try_from(t - last).unwrap_or(Duration::ZERO);
     interval.saturating_sub(since)
 }
 
@@ -855,6 +902,9 @@ async fn step(
         CertificateState::New
         | CertificateState::InProgress
         | CertificateState::WaitingForApproval => {
+            if !w.published && validate::republish(ctx, cert, &rec).await? {
+                w.published = true;
+            }
             if !w.published {
                 match validate::publish_dcv(ctx, cert, &mut rec, id, reissuing).await? {
                     Published::Yes => w.published = true,
@@ -893,6 +943,9 @@ async fn step(
                 None => {
                     // Some CAs keep reporting "issued" for the previous certificate while a
                     // reissue is validated: publish for the new CSR meanwhile.
+                    if reissuing && !w.published && validate::republish(ctx, cert, &rec).await? {
+                        w.published = true;
+                    }
                     if reissuing && !w.published {
                         match validate::publish_dcv(ctx, cert, &mut rec, id, true).await? {
                             Published::Yes => w.published = true,

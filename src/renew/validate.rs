@@ -11,7 +11,7 @@ use crate::api::ApiError;
 use crate::config::{CertificateConfig, DcvMethod, Family, Webroot};
 use crate::crypto::{CsrHashes, CsrInfo};
 use crate::dcv::{self, ValidationFile, hook, selfcheck::SelfCheck, standalone::StandaloneServer};
-use crate::store::{CertRecord, Subscription};
+use crate::store::{CertRecord, PublishedDcv, Subscription};
 
 use super::deploy::argv;
 use super::run::Ctx;
@@ -104,6 +104,8 @@ pub(super) async fn publish_dcv(
             if cert.standalone {
                 let server = standalone_server(ctx, cert.listen).await?;
                 server.add_file(&file);
+                rec.dcv.standalone_file = Some((file.name().to_owned(), file.content().to_owned()));
+                ctx.store.save(rec)?;
             } else {
                 let webroots = webroots(cert)?;
                 let roots = webroots
@@ -288,7 +290,42 @@ async fn publish_dns(
             .await
             .with_context(|| format!("dns_hook could not add {record}"))?;
     }
+    rec.dcv.dns_complete = true;
+    ctx.store.save(rec)?;
     Ok(Published::Yes)
+}
+
+/// Serves again what an earlier run published for the pending CSR, without asking the API:
+/// true when validation is in place (files still in the web roots, the standalone file
+/// served again, every DNS record added).
+pub(super) async fn republish(
+    ctx: &mut Ctx<'_>,
+    cert: &CertificateConfig,
+    rec: &CertRecord,
+) -> Result<bool> {
+    let Some(pending) = rec.pending_key.as_ref() else {
+        return Ok(false);
+    };
+    let name = format!("{}.txt", pending.csr_md5);
+    match cert.dcv {
+        DcvMethod::Http | DcvMethod::Https if cert.standalone => {
+            let Some((n, content)) = rec.dcv.standalone_file.as_ref().filter(|(n, _)| *n == name)
+            else {
+                return Ok(false);
+            };
+            let file = ValidationFile::from_parts(n, content)?;
+            standalone_server(ctx, cert.listen).await?.add_file(&file);
+            Ok(true)
+        }
+        DcvMethod::Http | DcvMethod::Https => Ok(!rec.dcv.files.is_empty()
+            && rec
+                .dcv
+                .files
+                .iter()
+                .all(|f| f.ends_with(&name) && f.is_file())),
+        DcvMethod::Cname | DcvMethod::DnsTxt => Ok(rec.dcv.dns_complete),
+        DcvMethod::Email => Ok(false),
+    }
 }
 
 async fn self_check(cert: &CertificateConfig, file: &ValidationFile) {
@@ -393,6 +430,7 @@ pub(super) async fn cleanup_dcv(ctx: &mut Ctx<'_>, cert: &CertificateConfig, rec
             }
         }
     }
+    rec.dcv = PublishedDcv::default();
     if let Err(e) = ctx.store.save(rec) {
         tracing::warn!(certificate = %cert.name, "{e}");
     }
