@@ -143,6 +143,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 // Unattended runs (no names) respect the backoff after failures; a named
                 // certificate is an operator's request to try now.
                 ignore_backoff: !args.names.is_empty() || args.force,
+                stop: stop_on_signals(),
                 ..Default::default()
             };
             renew(&config, &opts, &out).await
@@ -161,6 +162,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 // A reissue is free; it never places an order.
                 allow_orders: false,
                 ignore_backoff: true,
+                stop: stop_on_signals(),
                 ..Default::default()
             };
             renew(&config, &opts, &out).await
@@ -172,6 +174,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 reinstall: true,
                 allow_orders: false,
                 ignore_backoff: true,
+                stop: stop_on_signals(),
                 ..Default::default()
             };
             renew(&config, &opts, &out).await
@@ -198,6 +201,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 force: true,
                 allow_orders: false,
                 ignore_backoff: true,
+                stop: stop_on_signals(),
                 ..Default::default()
             };
             renew(&config, &opts, &out).await
@@ -226,6 +230,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 clear_intent: args.clear_intent,
                 ignore_backoff: true,
                 replace_ended: true,
+                stop: stop_on_signals(),
                 ..Default::default()
             };
             renew(&config, &opts, &out).await
@@ -638,6 +643,30 @@ async fn show(client: &Client, id: u64, out: &Output) -> Result<u8> {
         outln!("\nDCV content:\n{content}");
     }
     Ok(exit::OK)
+}
+
+/// A stop channel that turns `true` on the first SIGTERM or SIGINT: the run stops waiting,
+/// removes what it published for validation and reports the rest as pending. A second signal
+/// ends the process at once.
+fn stop_on_signals() -> Option<tokio::sync::watch::Receiver<bool>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let mut term = signal(SignalKind::terminate()).ok()?;
+    let mut int = signal(SignalKind::interrupt()).ok()?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        eprintln!("stopping: cleaning up what this run published (a second signal stops at once)");
+        let _ = tx.send(true);
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        std::process::exit(130);
+    });
+    Some(rx)
 }
 
 /// `status` without an ID: every configured certificate from local state (no API call).

@@ -200,9 +200,12 @@ impl Daemon {
         opts: &DaemonOptions,
         stop: &mut StopSignals,
     ) -> RunEnd {
+        // Asked to stop, the run ends its waiting and removes what it published.
+        let (run_stop, run_stop_rx) = watch::channel(false);
         let run_opts = RunOptions {
             wait: opts.run_wait,
             allow_orders: config.agent.allow_orders,
+            stop: Some(run_stop_rx),
             ..RunOptions::default()
         };
         self.emit(DaemonEvent::RunStarted {
@@ -213,6 +216,7 @@ impl Daemon {
         let result = tokio::select! {
             result = &mut run => result,
             () = stop.requested() => {
+                let _ = run_stop.send(true);
                 say(&format!(
                     "stopping: waiting up to {} s for the current run to finish",
                     opts.stop_grace.as_secs()

@@ -60,7 +60,6 @@ fn validation_files(env: &TestEnv) -> Vec<std::path::PathBuf> {
 /// Guards cleanup on SIGTERM: the agent is waiting for validation with its file published;
 /// SIGTERM makes it remove the file before it exits.
 #[test]
-#[ignore = "renew installs no SIGTERM handler: the process dies at once and leaves its published validation files, as after SIGKILL"]
 fn sigterm_during_validation_removes_published_files() {
     let (env, _server) = pending_webroot("term.faults-dcv.test");
     let mut child = env.agent(["--json", "renew", "--wait", "60"]).spawn();

@@ -60,6 +60,10 @@ pub struct RunOptions {
     pub ignore_backoff: bool,
     /// `issue --yes`: replace an ended (annulled, expired) order by a new one.
     pub replace_ended: bool,
+    /// Turns `true` when the run must stop (SIGTERM, SIGINT, the daemon stopping): no new
+    /// certificate is started, waiting ends, what was published for validation is removed
+    /// (the next run publishes again), and the rest is reported as pending.
+    pub stop: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl Default for RunOptions {
@@ -75,6 +79,7 @@ impl Default for RunOptions {
             reinstall: false,
             ignore_backoff: false,
             replace_ended: false,
+            stop: None,
         }
     }
 }
@@ -175,6 +180,23 @@ enum Next {
     Ready(Box<Ready>),
 }
 
+fn stop_requested(opts: &RunOptions) -> bool {
+    opts.stop.as_ref().is_some_and(|s| *s.borrow())
+}
+
+/// Resolves when the run is asked to stop (never without a stop channel).
+async fn stopped(opts: &RunOptions) {
+    match opts.stop.clone() {
+        Some(mut rx) => {
+            if rx.wait_for(|v| *v).await.is_err() {
+                // The sender is gone: nobody can ask for a stop any more.
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
 /// Environment variable that shifts the agent's clock by a number of seconds, so tests can
 /// follow the sandbox's virtual clock through years of renewals. Honoured only in debug
 /// builds; release builds always use the system clock.
@@ -235,6 +257,12 @@ pub async fn run(config: &Config, opts: &RunOptions) -> Result<RunReport> {
     let mut waiting = Vec::new();
     let mut ready: Vec<(usize, Ready)> = Vec::new();
     for (idx, cert) in certs.iter().enumerate() {
+        if stop_requested(opts) {
+            report.certificates[idx].outcome = Outcome::Pending {
+                reason: "not started: the run was stopped".into(),
+            };
+            continue;
+        }
         let next = start(&mut ctx, cert, idx, &mut report.certificates[idx].warning).await;
         settle(&ctx, cert, idx, next, &mut report, &mut waiting, &mut ready);
     }
@@ -763,6 +791,10 @@ async fn rounds(
         }
         let soonest = delays.iter().copied().min().unwrap_or(Duration::ZERO);
         let remaining = ctx.opts.wait.saturating_sub(ctx.started.elapsed());
+        if stop_requested(ctx.opts) {
+            stop_waiting(ctx, certs, waiting, report).await;
+            return;
+        }
         // The wait is over (at least one round was made), or the next check comes after it.
         if soonest > remaining || (remaining.is_zero() && rounds_done > 0) {
             for (w, d) in waiting.drain(..).zip(delays) {
@@ -790,7 +822,14 @@ async fn rounds(
                 soonest.as_secs().max(1),
                 waiting.len()
             ));
-            tokio::time::sleep(soonest).await;
+            let stop = ctx.opts.clone();
+            tokio::select! {
+                () = tokio::time::sleep(soonest) => {}
+                () = stopped(&stop) => {
+                    stop_waiting(ctx, certs, waiting, report).await;
+                    return;
+                }
+            }
         }
         let mut due = Vec::new();
         let mut later = Vec::new();
@@ -845,6 +884,29 @@ async fn rounds(
                 }
             }
         }
+    }
+}
+
+/// The run was asked to stop: remove what each waiting certificate published for validation
+/// (the next run publishes again) and report it as pending.
+async fn stop_waiting(
+    ctx: &mut Ctx<'_>,
+    certs: &[&CertificateConfig],
+    waiting: &mut Vec<Waiting>,
+    report: &mut RunReport,
+) {
+    for w in waiting.drain(..) {
+        let cert = certs[w.idx];
+        if let Ok(mut rec) = ctx.store.load(&cert.name) {
+            validate::cleanup_dcv(ctx, cert, &mut rec).await;
+        }
+        report.certificates[w.idx].outcome = Outcome::Pending {
+            reason: format!(
+                "certificate {}: the run was stopped while waiting; validation files were \
+                 removed and the next run publishes them again",
+                w.certificate_id
+            ),
+        };
     }
 }
 
