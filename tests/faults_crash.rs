@@ -319,7 +319,6 @@ fn place_order_with_csr(env: &TestEnv, csr: &str) {
 /// The agent's clock is three days ahead of the API's `Date`: billed actions must be blocked
 /// with an error about the clock, before any order.
 #[test]
-#[ignore = "not implemented: the agent does not compare its clock with the API's Date header before billed actions"]
 fn clock_far_from_the_api_blocks_orders() {
     let (env, _server) = webroot_env("clock.faults-crash.test");
     let offset = (3 * 86_400).to_string();

@@ -268,6 +268,10 @@ pub struct Client {
     base_url: String,
     options: ClientOptions,
     session: Mutex<SessionSlot>,
+    /// Local clock minus the API's `Date` header, in seconds, from the latest answer.
+    clock_skew: std::sync::atomic::AtomicI64,
+    /// Whether `clock_skew` was measured.
+    clock_seen: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Client {
@@ -315,10 +319,23 @@ impl Client {
             base_url,
             options,
             session: Mutex::new(SessionSlot::default()),
+            clock_skew: std::sync::atomic::AtomicI64::new(0),
+            clock_seen: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
     /// The base URL in use (no trailing slash).
+    /// How far the local clock is ahead of the API's (`Date` header of the latest answer;
+    /// negative when behind), or `None` before any answer carried one. Precision: a second
+    /// plus the answer's latency.
+    pub fn clock_skew(&self) -> Option<time::Duration> {
+        self.clock_seen
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then(|| {
+                time::Duration::seconds(self.clock_skew.load(std::sync::atomic::Ordering::Relaxed))
+            })
+    }
+
     pub fn base_url(&self) -> &str {
         &self.base_url
     }
@@ -891,6 +908,17 @@ impl Client {
             let mut response = builder.send().await.map_err(|e| classify(&e))?;
             let status = response.status();
             let headers = response.headers().clone();
+            if let Some(server) = headers
+                .get(header::DATE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_http_date)
+            {
+                let skew = (time::OffsetDateTime::now_utc() - server).whole_seconds();
+                self.clock_skew
+                    .store(skew, std::sync::atomic::Ordering::Relaxed);
+                self.clock_seen
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             let success = status.is_success();
             let limit = if success { req.limit } else { MAX_ERROR_BODY };
             if success
@@ -1247,5 +1275,28 @@ mod tests {
             "{e}"
         );
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 6);
+    }
+}
+
+/// An HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`, RFC 9110 IMF-fixdate).
+fn parse_http_date(text: &str) -> Option<time::OffsetDateTime> {
+    let format = time::macros::format_description!(
+        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
+    );
+    time::PrimitiveDateTime::parse(text.trim(), format)
+        .ok()
+        .map(time::PrimitiveDateTime::assume_utc)
+}
+
+#[cfg(test)]
+mod http_date_tests {
+    use super::parse_http_date;
+
+    #[test]
+    fn reads_imf_fixdate_and_refuses_other_forms() {
+        let t = parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
+        assert_eq!(t.unix_timestamp(), 784_111_777);
+        assert!(parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT").is_none());
+        assert!(parse_http_date("garbage").is_none());
     }
 }

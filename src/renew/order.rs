@@ -61,6 +61,15 @@ pub enum OrderRefusal {
         price: String,
         max: String,
     },
+    #[error(
+        "certificate '{name}': this host's clock says {local} but the API's says {api}; no order \
+         is placed while they disagree by more than an hour (fix the clock, e.g. with NTP)"
+    )]
+    ClockSkew {
+        name: String,
+        local: String,
+        api: String,
+    },
     #[error("certificate '{name}': product {product_id} ({kind}) cannot cover {names}: {why}")]
     NamesDoNotFit {
         name: String,
@@ -161,6 +170,7 @@ pub async fn ensure_order(
         })?;
     check_names(cert, product)?;
     let price = check_price(config, cert, product)?;
+    check_clock(cert, client, now)?;
 
     let pending = keys::ensure_pending_key(store, cert, record, now)?;
     let csr_pem = pending.csr_pem.clone();
@@ -252,6 +262,32 @@ fn definitely_not_placed(err: &ApiError) -> bool {
         ApiError::Config(_) | ApiError::Credentials(_) | ApiError::TokenCache { .. } => true,
         _ => false,
     }
+}
+
+/// Largest difference between the host's clock and the API's accepted before a billed order.
+pub const MAX_CLOCK_SKEW: time::Duration = time::Duration::hours(1);
+
+/// Refuses a billed order when the host's clock disagrees badly with the API's (`Date`
+/// header): every decision about validity and renewal would be wrong.
+fn check_clock(
+    cert: &CertificateConfig,
+    client: &Client,
+    now: OffsetDateTime,
+) -> Result<(), OrderRefusal> {
+    let Some(skew) = client.clock_skew() else {
+        return Ok(());
+    };
+    // `now` may differ from the system clock the client measured against (tests shift it).
+    let skew = skew + (now - OffsetDateTime::now_utc());
+    if skew.abs() > MAX_CLOCK_SKEW {
+        let api_now = now - skew;
+        return Err(OrderRefusal::ClockSkew {
+            name: cert.name.clone(),
+            local: super::run::short_time(now),
+            api: super::run::short_time(api_now),
+        });
+    }
+    Ok(())
 }
 
 /// Refuses, before anything is billed, names the product cannot cover: a certificate whose
