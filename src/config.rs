@@ -387,7 +387,8 @@ impl Config {
             path: path.to_path_buf(),
             message: io_text(&e),
         })?;
-        let mut config = Self::parse(&text, path)?;
+        // Read from a file on the host that runs it: the programs it names must be there.
+        let mut config = Self::parse_checked(&text, path, true)?;
         if config.api.password.is_some()
             && let Ok(meta) = std::fs::metadata(path)
             && meta.mode() & 0o044 != 0
@@ -402,12 +403,18 @@ impl Config {
         Ok(config)
     }
 
-    /// Validates `text`; `path` is only used in messages.
+    /// Validates `text`; `path` is only used in messages. Does not look at the file system
+    /// ([`Config::load`] also checks that the programs of command keys exist).
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        Self::parse_checked(text, path, false)
+    }
+
+    fn parse_checked(text: &str, path: &Path, programs: bool) -> Result<Config, ConfigError> {
         let mut c = Checker {
             text,
             problems: Vec::new(),
             warnings: Vec::new(),
+            programs,
         };
         let result = c.document(path);
         if c.problems.is_empty()
@@ -421,6 +428,37 @@ impl Config {
             path: path.to_path_buf(),
             problems: c.problems,
         })
+    }
+}
+
+/// Directories searched after `PATH` for a bare program name (cron and service managers run
+/// with a `PATH` that may lack the sbin directories).
+const SBIN_DIRS: [&str; 3] = ["/usr/local/sbin", "/usr/sbin", "/sbin"];
+
+/// A program path exists and is executable, or a bare name is found in `PATH` or the sbin
+/// directories; otherwise why not.
+fn check_program(program: &str) -> Result<(), &'static str> {
+    let executable =
+        |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0);
+    if program.contains('/') {
+        let p = Path::new(program);
+        if !p.is_absolute() {
+            return Err("must be an absolute path or a bare program name");
+        }
+        return match std::fs::metadata(p) {
+            Err(_) => Err("does not exist"),
+            Ok(_) if executable(p) => Ok(()),
+            Ok(_) => Err("is not an executable file"),
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path)
+        .chain(SBIN_DIRS.iter().map(PathBuf::from))
+        .any(|d| executable(&d.join(program)));
+    if found {
+        Ok(())
+    } else {
+        Err("was not found in PATH or the sbin directories")
     }
 }
 
@@ -740,6 +778,8 @@ struct Checker<'a> {
     text: &'a str,
     problems: Vec<Problem>,
     warnings: Vec<Problem>,
+    /// Check that the programs of command keys exist and are executable.
+    programs: bool,
 }
 
 impl<'a> Checker<'a> {
@@ -904,14 +944,31 @@ impl<'a> Checker<'a> {
     fn command(&mut self, s: &Scope<'_, '_>, key: &str) -> Option<Command> {
         let f = s.get(key)?;
         match f.value.get_ref() {
-            DeValue::String(v) if !v.trim().is_empty() => Some(Command::Shell(v.to_string())),
+            DeValue::String(v) if !v.trim().is_empty() => {
+                // Run by /bin/sh -c: only a leading absolute program path can be checked.
+                if self.programs
+                    && let Some(program) =
+                        v.split_whitespace().next().filter(|p| p.starts_with('/'))
+                    && let Err(why) = check_program(program)
+                {
+                    self.bad(s, &f, format!("program {program:?} {why}"));
+                }
+                Some(Command::Shell(v.to_string()))
+            }
             DeValue::Array(items) => {
                 let argv: Option<Vec<String>> = items
                     .iter()
                     .map(|i| i.get_ref().as_str().map(str::to_owned))
                     .collect();
                 match argv {
-                    Some(a) if a.first().is_some_and(|p| !p.is_empty()) => Some(Command::Argv(a)),
+                    Some(a) if a.first().is_some_and(|p| !p.is_empty()) => {
+                        if self.programs
+                            && let Err(why) = check_program(&a[0])
+                        {
+                            self.bad(s, &f, format!("program {:?} {why}", a[0]));
+                        }
+                        Some(Command::Argv(a))
+                    }
                     _ => {
                         self.bad(
                             s,

@@ -359,7 +359,6 @@ fn config_invalid_domain_names_are_refused() {
 }
 
 #[test]
-#[ignore = "config check does not check that reload_command / configtest_command programs exist"]
 fn config_missing_reload_program_is_refused() {
     let mut env = base_env("reload.faults-config.test");
     env.spec_mut("www").reload_command = Some(vec!["/nonexistent/bin/reload-web".into()]);
