@@ -138,20 +138,8 @@ pub enum Command {
     Argv(Vec<String>),
 }
 
-/// `key_type`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub enum KeyType {
-    #[serde(rename = "ecdsa-p256")]
-    EcdsaP256,
-    #[serde(rename = "ecdsa-p384")]
-    EcdsaP384,
-    #[serde(rename = "rsa-2048")]
-    Rsa2048,
-    #[serde(rename = "rsa-3072")]
-    Rsa3072,
-    #[serde(rename = "rsa-4096")]
-    Rsa4096,
-}
+/// `key_type`: the key types the agent generates.
+pub use crate::crypto::KeyType;
 
 /// `dcv`: the domain control validation method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]

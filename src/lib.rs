@@ -2,9 +2,9 @@
 //! certificates through a reseller's Partner API v1.
 //!
 //! Layering (an arrow means "may call"): `cli → renew → {api, dcv, install, store, bundle,
-//! crypto, config}`. `api`, `crypto` and `bundle` depend on nothing else of ours; `config`
-//! uses `api`'s wire types; `dcv` uses `crypto`'s CSR hashes; `fsutil` and `failpoint` are
-//! leaf utilities.
+//! crypto, config}`. `api` and `crypto` depend on nothing else of ours; `bundle` uses
+//! `crypto`'s certificate helpers; `config` uses `api`'s wire types and `crypto`'s key types;
+//! `dcv` uses `crypto`'s CSR hashes; `fsutil` and `failpoint` are leaf utilities.
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 

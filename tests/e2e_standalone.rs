@@ -317,11 +317,11 @@ fn dcv_status_unavailable_does_not_block_validation() {
     out.installed_serial("www");
 }
 
-/// Guards the private key's mode when replacing an existing key file: the existing mode is
-/// kept (the operator's choice, as for owner and group), but a world-readable key is called
-/// out on stderr with its path.
+/// Guards the private key's mode when replacing an existing key file that others could read:
+/// the new key is written without any access for others (the owner's and group's bits are
+/// kept), and the change is reported on stderr with the path.
 #[test]
-fn replaced_world_readable_key_is_reported() {
+fn replaced_world_readable_key_loses_access_for_others() {
     let mut env = TestEnv::new();
     let spec = env.standalone_spec("www", &["www.e2e-keymode.test"]);
     env.write_placeholder(&spec);
@@ -331,14 +331,12 @@ fn replaced_world_readable_key_is_reported() {
     let out = env.renew();
     out.expect_code(0);
     let mode = fs::metadata(&files.key).unwrap().permissions().mode() & 0o777;
-    if mode & 0o004 != 0 {
-        assert!(
-            out.stderr.contains("world-readable")
-                && out.stderr.contains(&files.key.display().to_string()),
-            "a world-readable key ({mode:o}) is reported\n{}",
-            out.describe()
-        );
-    }
+    assert_eq!(mode, 0o640, "owner and group bits kept, others removed");
+    assert!(
+        out.stderr.contains(&files.key.display().to_string()),
+        "the mode change is reported with the path\n{}",
+        out.describe()
+    );
 }
 
 /// Guards email validation: the run ends pending (75) telling the operator to approve the

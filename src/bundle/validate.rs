@@ -11,14 +11,12 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use x509_parser::extensions::GeneralName;
-use x509_parser::oid_registry::{
-    OID_KEY_TYPE_EC_PUBLIC_KEY, OID_PKCS1_SHA1WITHRSA, OID_SHA1_WITH_RSA,
-};
+use x509_parser::oid_registry::{OID_PKCS1_SHA1WITHRSA, OID_SHA1_WITH_RSA};
 use x509_parser::prelude::{FromDer, X509Certificate};
-use x509_parser::x509::SubjectPublicKeyInfo;
 
 use super::BundleError;
 use super::archive::{Archive, quote};
+use crate::crypto::{pem_encode, same_public_key, serial_hex};
 
 /// The web server a certificate is installed for; it decides which bundle files are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -634,72 +632,8 @@ fn check_signature_algorithm(cert: &X509Certificate<'_>) -> Result<(), BundleErr
     Ok(())
 }
 
-/// Same key: algorithm, EC curve and key bits (not the DER bytes, which encoders vary).
-fn same_public_key(a: &[u8], b: &[u8]) -> bool {
-    let (Ok((_, a)), Ok((_, b))) = (
-        SubjectPublicKeyInfo::from_der(a),
-        SubjectPublicKeyInfo::from_der(b),
-    ) else {
-        return false;
-    };
-    if a.algorithm.algorithm != b.algorithm.algorithm
-        || a.subject_public_key.data != b.subject_public_key.data
-    {
-        return false;
-    }
-    if a.algorithm.algorithm == OID_KEY_TYPE_EC_PUBLIC_KEY {
-        let curve_a = a
-            .algorithm
-            .parameters
-            .as_ref()
-            .and_then(|p| p.as_oid().ok());
-        let curve_b = b
-            .algorithm
-            .parameters
-            .as_ref()
-            .and_then(|p| p.as_oid().ok());
-        return curve_a.is_some() && curve_a == curve_b;
-    }
-    true
-}
-
-fn serial_hex(raw: &[u8]) -> String {
-    let start = raw
-        .iter()
-        .position(|&b| b != 0)
-        .unwrap_or(raw.len().saturating_sub(1));
-    hex::encode_upper(&raw[start..])
-}
-
 fn rfc3339(t: OffsetDateTime) -> String {
     t.format(&Rfc3339).unwrap_or_else(|_| t.to_string())
-}
-
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/// PEM with 64-character lines and `\n` endings.
-fn pem_encode(label: &str, der: &[u8]) -> String {
-    let mut b64 = Vec::with_capacity(der.len().div_ceil(3) * 4);
-    for chunk in der.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let sextet = |shift: u32| B64[((n >> shift) & 0x3f) as usize];
-        b64.push(sextet(18));
-        b64.push(sextet(12));
-        b64.push(if chunk.len() > 1 { sextet(6) } else { b'=' });
-        b64.push(if chunk.len() > 2 { sextet(0) } else { b'=' });
-    }
-    let mut out = format!("-----BEGIN {label}-----\n");
-    for line in b64.chunks(64) {
-        out.extend(line.iter().map(|&b| char::from(b)));
-        out.push('\n');
-    }
-    out.push_str(&format!("-----END {label}-----\n"));
-    out
 }
 
 #[cfg(test)]

@@ -132,7 +132,9 @@ pub fn same_public_key(a: &[u8], b: &[u8]) -> bool {
     true
 }
 
-fn serial_hex(raw: &[u8]) -> String {
+/// A serial number's bytes as upper-case hex without leading zero bytes (as `openssl x509
+/// -serial` prints it).
+pub fn serial_hex(raw: &[u8]) -> String {
     let start = raw
         .iter()
         .position(|&b| b != 0)

@@ -13,13 +13,7 @@ use crate::store::{CertRecord, PendingKey, Store};
 
 /// The key type the configuration asks for.
 pub fn key_type(cert: &CertificateConfig) -> KeyType {
-    match cert.key_type {
-        crate::config::KeyType::EcdsaP256 => KeyType::EcdsaP256,
-        crate::config::KeyType::EcdsaP384 => KeyType::EcdsaP384,
-        crate::config::KeyType::Rsa2048 => KeyType::Rsa2048,
-        crate::config::KeyType::Rsa3072 => KeyType::Rsa3072,
-        crate::config::KeyType::Rsa4096 => KeyType::Rsa4096,
-    }
+    cert.key_type
 }
 
 /// Loads the pending key of `record`.

@@ -964,17 +964,8 @@ async fn step(
         CertificateState::New
         | CertificateState::InProgress
         | CertificateState::WaitingForApproval => {
-            if !w.published && validate::republish(ctx, cert, &rec).await? {
-                w.published = true;
-            }
-            if !w.published {
-                match validate::publish_dcv(ctx, cert, &mut rec, id, reissuing).await? {
-                    Published::Yes => w.published = true,
-                    Published::Later => {}
-                    Published::Operator(reason) => {
-                        return Ok(Next::Done(Outcome::Pending { reason }));
-                    }
-                }
+            if let Some(reason) = ensure_published(ctx, cert, &mut rec, &mut w, reissuing).await? {
+                return Ok(Next::Done(Outcome::Pending { reason }));
             }
             Ok(Next::Wait(w))
         }
@@ -1005,17 +996,11 @@ async fn step(
                 None => {
                     // Some CAs keep reporting "issued" for the previous certificate while a
                     // reissue is validated: publish for the new CSR meanwhile.
-                    if reissuing && !w.published && validate::republish(ctx, cert, &rec).await? {
-                        w.published = true;
-                    }
-                    if reissuing && !w.published {
-                        match validate::publish_dcv(ctx, cert, &mut rec, id, true).await? {
-                            Published::Yes => w.published = true,
-                            Published::Later => {}
-                            Published::Operator(reason) => {
-                                return Ok(Next::Done(Outcome::Pending { reason }));
-                            }
-                        }
+                    if reissuing
+                        && let Some(reason) =
+                            ensure_published(ctx, cert, &mut rec, &mut w, true).await?
+                    {
+                        return Ok(Next::Done(Outcome::Pending { reason }));
                     }
                     Ok(Next::Wait(w))
                 }
@@ -1043,6 +1028,31 @@ async fn step(
             )
         }
     }
+}
+
+/// Makes sure validation is published for the waiting certificate: again from the record when
+/// an earlier run published it, otherwise as the API says. `Some(reason)` when the operator
+/// must act.
+async fn ensure_published(
+    ctx: &mut Ctx<'_>,
+    cert: &CertificateConfig,
+    rec: &mut CertRecord,
+    w: &mut Waiting,
+    reissuing: bool,
+) -> Result<Option<String>> {
+    if w.published {
+        return Ok(None);
+    }
+    if validate::republish(ctx, cert, rec).await? {
+        w.published = true;
+        return Ok(None);
+    }
+    match validate::publish_dcv(ctx, cert, rec, w.certificate_id, reissuing).await? {
+        Published::Yes => w.published = true,
+        Published::Later => {}
+        Published::Operator(reason) => return Ok(Some(reason)),
+    }
+    Ok(None)
 }
 
 /// Runs `agent.notify_command` with a JSON summary on stdin when something failed or needs the
