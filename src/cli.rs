@@ -134,6 +134,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
         Command::Config(ConfigCommand::Check) => config_check(&cli.config, &out),
         Command::Renew(args) => {
             let config = load_config(&cli.config)?;
+            random_start_delay(args.random_delay).await;
             let opts = crate::renew::run::RunOptions {
                 names: args.names.clone(),
                 dry_run: args.dry_run,
@@ -643,6 +644,19 @@ async fn show(client: &Client, id: u64, out: &Output) -> Result<u8> {
         outln!("\nDCV content:\n{content}");
     }
     Ok(exit::OK)
+}
+
+/// `renew --random-delay SECS`: a random sleep before an unattended run that systemd did not
+/// start (cron); none on a terminal or under systemd (`INVOCATION_ID` set).
+async fn random_start_delay(max_secs: u64) {
+    let unattended = !std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("INVOCATION_ID").is_none();
+    if max_secs == 0 || !unattended {
+        return;
+    }
+    let secs = rand::random_range(0..=max_secs);
+    tracing::info!("waiting {secs} s before starting (--random-delay)");
+    tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
 }
 
 /// A stop channel that turns `true` on the first SIGTERM or SIGINT: the run stops waiting,

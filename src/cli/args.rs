@@ -213,6 +213,11 @@ pub struct RenewArgs {
     /// Seconds to wait for validation and issuance before leaving the rest to the next run.
     #[arg(long, value_name = "SECS", default_value_t = 600)]
     pub wait: u64,
+    /// Before starting, sleep a random time up to SECS, so that many hosts run by cron do not
+    /// call the API at the same minute. Only when not on a terminal and not started by systemd
+    /// (whose timer spreads runs itself).
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub random_delay: u64,
 }
 
 #[derive(Debug, Args)]

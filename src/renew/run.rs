@@ -471,6 +471,11 @@ async fn start(
             store.save(&rec)?;
             action = decide(&rec);
         }
+        if matches!(action, Action::Reissue { .. })
+            && let Some(reason) = names_cannot_change(cert, &details.all_domains)
+        {
+            action = Action::CannotReissue { reason };
+        }
     }
     if ctx.opts.dry_run {
         return Ok(Next::Done(Outcome::Planned {
@@ -1030,6 +1035,55 @@ async fn step(
     }
 }
 
+/// Reissue rule 2: "the number of domains cannot grow", except that multi-domain family S
+/// certificates may change domains up to the current number or 3, whichever is larger. Why the
+/// configured names cannot be reissued into the order, if they cannot.
+fn names_cannot_change(cert: &CertificateConfig, ordered: &[String]) -> Option<String> {
+    let ordered: std::collections::BTreeSet<String> =
+        ordered.iter().map(|d| d.to_ascii_lowercase()).collect();
+    if ordered.is_empty() {
+        return None;
+    }
+    let wanted: std::collections::BTreeSet<String> = cert
+        .domains
+        .iter()
+        .map(|d| d.to_ascii_lowercase())
+        .collect();
+    let limit = if cert.family == Some(crate::config::Family::S) {
+        ordered.len().max(3)
+    } else {
+        ordered.len()
+    };
+    let bare_of_wildcard = |d: &String| {
+        ordered
+            .iter()
+            .any(|o| o.strip_prefix("*.").is_some_and(|b| b == d))
+    };
+    let extra = wanted
+        .iter()
+        .filter(|d| !ordered.contains(*d) && !bare_of_wildcard(d))
+        .count();
+    let count = wanted.iter().filter(|d| !bare_of_wildcard(d)).count();
+    let cn = cert.common_name().to_ascii_lowercase();
+    let cn_known = ordered.contains(&cn) || bare_of_wildcard(&cn);
+    if !cn_known || count > limit || (extra > 0 && cert.family != Some(crate::config::Family::S)) {
+        return Some(format!(
+            "the configured names ({}) differ from the order's ({}) in a way a reissue cannot \
+             make (document, Reissue rule 2: the number of domains cannot grow{}); place a new \
+             order with `cert-agent issue {} --yes`",
+            cert.domains.join(", "),
+            ordered.iter().cloned().collect::<Vec<_>>().join(", "),
+            if cert.family == Some(crate::config::Family::S) {
+                "; family S multi-domain: up to the current number or 3"
+            } else {
+                ""
+            },
+            cert.name
+        ));
+    }
+    None
+}
+
 /// Makes sure validation is published for the waiting certificate: again from the record when
 /// an earlier run published it, otherwise as the API says. `Some(reason)` when the operator
 /// must act.
@@ -1098,5 +1152,68 @@ async fn notify(config: &Config, report: &RunReport) {
         Ok(Ok(status)) => tracing::warn!("notify_command exited with {status}"),
         Ok(Err(e)) => tracing::warn!("notify_command failed: {e}"),
         Err(_) => tracing::warn!("notify_command did not finish within 60 s and was stopped"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Family;
+
+    fn cert(domains: &[&str], family: Option<Family>) -> CertificateConfig {
+        let text = format!(
+            "[api]\nbase_url = \"https://api.example.net\"\nlogin = \"a@example.net\"\n\
+             password = \"x\"\n[defaults]\ncountry = \"DE\"\nregion = \"B\"\ncity = \"B\"\n\
+             [[certificate]]\nname = \"www\"\ndomains = {:?}\nproduct_id = 1\ndcv = \"email\"\ndcv_email = \"admin@example.com\"\n\
+             server = \"none\"\nkey_path = \"/k/privkey.pem\"\nfullchain_path = \"/k/f.pem\"\n{}",
+            domains,
+            family.map_or(String::new(), |f| format!("family = \"{f:?}\"\n"))
+        );
+        let c = Config::parse(&text, std::path::Path::new("t.toml")).unwrap();
+        c.certificates[0].clone()
+    }
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn reissue_rule_2_on_the_configured_names() {
+        let two = names(&["a.example.com", "b.example.com"]);
+        // Same names, fewer names: fine.
+        assert!(
+            names_cannot_change(&cert(&["a.example.com", "b.example.com"], None), &two).is_none()
+        );
+        assert!(names_cannot_change(&cert(&["a.example.com"], None), &two).is_none());
+        // Growth: refused.
+        let grown = cert(&["a.example.com", "b.example.com", "c.example.com"], None);
+        assert!(names_cannot_change(&grown, &two).is_some());
+        // Family S multi-domain may change up to max(current, 3).
+        let s3 = cert(
+            &["a.example.com", "b.example.com", "c.example.com"],
+            Some(Family::S),
+        );
+        assert!(names_cannot_change(&s3, &two).is_none());
+        let s4 = cert(
+            &[
+                "a.example.com",
+                "b.example.com",
+                "c.example.com",
+                "d.example.com",
+            ],
+            Some(Family::S),
+        );
+        assert!(names_cannot_change(&s4, &two).is_some());
+        // Other families may not swap a name.
+        let swapped = cert(&["a.example.com", "c.example.com"], Some(Family::D));
+        assert!(names_cannot_change(&swapped, &two).is_some());
+        // The common name must be one of the certificate's domains.
+        let new_cn = cert(&["c.example.com", "a.example.com"], Some(Family::S));
+        assert!(names_cannot_change(&new_cn, &two).is_some());
+        // A wildcard's bare domain is not counted as extra.
+        let wild = names(&["*.example.com"]);
+        assert!(
+            names_cannot_change(&cert(&["*.example.com", "example.com"], None), &wild).is_none()
+        );
     }
 }
