@@ -147,7 +147,11 @@ p("")
 p("| client | wall | CPU | peak RSS | CPU ÷ cert-agent |")
 p("|---|---|---|---|---:|")
 base = med("agent-issue-1", "cpu_s")
-for tool, label in (("cert-agent", "agent-issue-1"), ("certbot", "certbot-issue-1"), ("lego", "lego-issue-1")):
+for tool, label in (("cert-agent", "agent-issue-1"),
+                    ("cert-agent built with `AWS_LC_SYS_NO_JITTER_ENTROPY=1`", "agent-nojitter-issue-1"),
+                    ("certbot", "certbot-issue-1"), ("lego", "lego-issue-1")):
+    if label not in S:
+        continue
     p(f"| {tool} | {spread(label, 'wall_s', ms)} | {spread(label, 'cpu_s', ms)} | "
       f"{spread(label, 'maxrss_kb', mb)} | {ratio(med(label, 'cpu_s'), base)} |")
 p("")
@@ -176,7 +180,7 @@ if cp and cp.get("windows"):
     n = cp.get("certificates_seen") or 0
     iv = cp.get("poll_interval_secs")
     p(f"Polling {n} pending certificates (validation never succeeds; `poll_interval_secs = {iv:g}`; "
-      f"a run with `--wait {3 * iv + 2:g}` then a second run right away, exit codes "
+      f"a run with `--wait {4 * iv + n // 4:g}` then a second run right away, exit codes "
       f"{cp.get('exit_codes')}), calls per interval from the first poll:")
     p("")
     p("| interval | list pages | status calls | details (validation content) |")
@@ -203,7 +207,7 @@ p(f"| `certbot --version` | {spread('certbot-version', 'wall_s', ms)} wall, {spr
 p(f"| `lego --version` | {spread('lego-version', 'wall_s', ms)} wall, {spread('lego-version', 'maxrss_kb', mb)} |")
 drss = os.path.join(D, "daemon-rss.txt")
 if os.path.exists(drss):
-    p(f"| daemon, idle, 1000 certificates | {open(drss).read().strip()} |")
+    p(f"| `cert-agent run` (daemon), 1000 certificates, after its first run | {open(drss).read().strip()} (VmRSS now, VmHWM peak) |")
 else:
     p("| daemon idle RSS | not measured: the binary has no daemon command yet |")
 p("")

@@ -29,6 +29,8 @@ OUT=${BENCH_OUT:-$ROOT/benches/results}
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 
 log() { printf '\n== %s\n' "$*" >&2; }
+# BENCH_ONLY="renew issue poll daemon": run only these sections (the footprint always runs).
+want() { [ -z "${BENCH_ONLY:-}" ] || [[ " $BENCH_ONLY " == *" $1 "* ]]; }
 
 # --- tools ------------------------------------------------------------------------------------
 need=()
@@ -56,6 +58,14 @@ AGENT=$TARGET/release/cert-agent
 SANDBOX=$TARGET/release/partner-sandbox
 FLEET=$TARGET/release/examples/bench_fleet
 ISSUE=$TARGET/release/examples/bench_issue
+# BENCH_NOJITTER=1: also a binary built with AWS_LC_SYS_NO_JITTER_ENTROPY=1 (aws-lc without its
+# CPU-jitter entropy source), to measure that one-time cost per process that issues anything.
+AGENT_NJ=
+if [ "${BENCH_NOJITTER:-0}" = 1 ]; then
+  NJ_TARGET=${BENCH_NOJITTER_TARGET:-$TARGET-nj}
+  AWS_LC_SYS_NO_JITTER_ENTROPY=1 CARGO_TARGET_DIR=$NJ_TARGET cargo build --release --locked -q --bin cert-agent
+  AGENT_NJ=$NJ_TARGET/release/cert-agent
+fi
 MEASURE="python3 $ROOT/benches/measure.py"
 CALLS="python3 $ROOT/benches/calls.py"
 
@@ -146,6 +156,7 @@ $MEASURE --label lego-version --reps 5 --out "$RAW" -- lego --version
 /usr/bin/time -v "$AGENT" --version > /dev/null 2> "$OUT/time-v-version.txt"
 
 # --- 1. renew check at scale ------------------------------------------------------------------
+want renew || SIZES=
 for N in $SIZES; do
   log "renew check, N=$N"
   F=$W/fleet$N
@@ -186,6 +197,7 @@ EOF
 done
 
 # --- 2. issuance cost -------------------------------------------------------------------------
+if want issue; then
 log "issuance: in-process parts"
 "$ISSUE" --out "$OUT/issue-parts.json" > /dev/null
 
@@ -223,6 +235,13 @@ for i in $(seq 5); do
   sed -i "s/c0.bench.test/one$i.bench.test/" "$F/agent/config.toml"
   $MEASURE --label agent-issue-1 --reps 1 --warmup 0 --out "$RAW" -- \
     "$AGENT" --config "$F/agent/config.toml" renew --wait 120
+  if [ -n "$AGENT_NJ" ]; then
+    "$FLEET" --dir "$F-nj" --count 1 --orders-only --base-url "$SB" --ca-file "$SB_CA" \
+      --poll-interval 1 --webroot "$W/webroot"
+    sed -i "s/c0.bench.test/nj$i.bench.test/" "$F-nj/agent/config.toml"
+    $MEASURE --label agent-nojitter-issue-1 --reps 1 --warmup 0 --out "$RAW" -- \
+      "$AGENT_NJ" --config "$F-nj/agent/config.toml" renew --wait 120
+  fi
   C=$W/certbot-issue/$i; mkdir -p "$C"
   $MEASURE --label certbot-issue-1 --reps 1 --warmup 0 --out "$RAW" -- \
     certbot certonly --webroot -w "$W/acme-webroot" -d "cb$i.bench.test" --server "$ACME" \
@@ -234,7 +253,10 @@ for i in $(seq 5); do
     --domains "lg$i.bench.test" run
 done
 
+fi
+
 # --- 3. polling rounds ------------------------------------------------------------------------
+if want poll; then
 log "polling: $POLL_N pending certificates, poll_interval_secs = $POLL_INTERVAL"
 # Validation files are looked for on a closed port: every order stays pending.
 sbx -d "{\"http\": $CLOSED}" "$SB/_sandbox/dcv_ports" >/dev/null
@@ -243,7 +265,9 @@ F=$W/poll$POLL_N
   --poll-interval "$POLL_INTERVAL" --webroot "$W/webroot"
 calls_clear
 set +e
-"$AGENT" --config "$F/agent/config.toml" renew --wait $((POLL_INTERVAL * 3 + 2)) > /dev/null 2>&1
+# Ordering and publishing the validation files (one details call, one file and one self-check
+# each) take a while; the wait leaves room for about four polling intervals after them.
+"$AGENT" --config "$F/agent/config.toml" renew --wait $((POLL_INTERVAL * 4 + POLL_N / 4)) > /dev/null 2>&1
 first=$?
 # A second run right away (as a timer might start one): no certificate is polled early.
 "$AGENT" --config "$F/agent/config.toml" renew --wait 1 > /dev/null 2>&1
@@ -256,16 +280,18 @@ import json, sys
 p = json.load(open(sys.argv[1])); p["exit_codes"] = [int(sys.argv[2]), int(sys.argv[3])]
 json.dump(p, open(sys.argv[1], "w"), indent=1)
 EOF
+fi
 
 # --- 4b. daemon idle RSS (when the binary has the daemon command) -----------------------------
-if "$AGENT" run --help >/dev/null 2>&1; then
+if want daemon && "$AGENT" run --help >/dev/null 2>&1; then
   log "daemon idle RSS with 1000 certificates"
   F=$W/fleet-daemon
   "$FLEET" --dir "$F" --count 1000 --base-url "https://127.0.0.1:$CLOSED"
   "$AGENT" --config "$F/agent/config.toml" run > "$W/daemon.log" 2>&1 &
   DPID=$!; PIDS+=($DPID)
-  sleep 20
-  grep -E 'VmRSS|VmHWM' /proc/$DPID/status > "$OUT/daemon-rss.txt" || true
+  # The first run starts after a random delay of up to a minute; idle is after it.
+  sleep 75
+  grep -E 'VmRSS|VmHWM' /proc/$DPID/status | tr -s ' \t' ' ' | paste -sd ' ' > "$OUT/daemon-rss.txt" || true
   kill "$DPID" 2>/dev/null || true
 fi
 
