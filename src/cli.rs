@@ -370,25 +370,33 @@ async fn renew(config: &Config, opts: &crate::renew::run::RunOptions, out: &Outp
         out.print_json(&report)?;
         return Ok(report.exit_code());
     }
+    // One write for the whole report (thousands of lines on a large host).
+    let mut text = String::new();
     for c in &report.certificates {
-        match &c.outcome {
-            Outcome::Unchanged { reason } => outln!("{}: nothing to do ({reason})", c.name),
+        use std::fmt::Write as _;
+        let _ = match &c.outcome {
+            Outcome::Unchanged { reason } => writeln!(text, "{}: nothing to do ({reason})", c.name),
             Outcome::Installed {
                 certificate_id,
                 serial,
                 not_after,
-            } => outln!(
+            } => writeln!(
+                text,
                 "{}: installed certificate {certificate_id}, serial {serial}, valid until {}",
                 c.name,
                 not_after
                     .format(&time::format_description::well_known::Rfc3339)
                     .unwrap_or_default()
             ),
-            Outcome::Pending { reason } => outln!("{}: pending: {reason}", c.name),
-            Outcome::Planned { action } => outln!("{}: would {action}", c.name),
-            Outcome::Failed { error } => eprintln!("{}: error: {error}", c.name),
-        }
+            Outcome::Pending { reason } => writeln!(text, "{}: pending: {reason}", c.name),
+            Outcome::Planned { action } => writeln!(text, "{}: would {action}", c.name),
+            Outcome::Failed { error } => {
+                eprintln!("{}: error: {error}", c.name);
+                Ok(())
+            }
+        };
     }
+    out!("{text}");
     Ok(report.exit_code())
 }
 

@@ -366,7 +366,7 @@ impl Store {
         let path = self.record_path(&record.name)?;
         let mut record = record.clone();
         record.version = RECORD_VERSION;
-        let text = serde_json::to_vec_pretty(&record).map_err(|e| StoreError::Write {
+        let text = serde_json::to_vec(&record).map_err(|e| StoreError::Write {
             path: path.clone(),
             source: io::Error::other(e),
         })?;

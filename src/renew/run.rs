@@ -155,6 +155,9 @@ pub(super) struct Ctx<'a> {
     pub standalone: HashMap<SocketAddr, StandaloneServer>,
     /// The product list, read once per run when orders are placed.
     pub products: order::ProductCache,
+    /// Certificates whose record carried a failure backoff when the run started: the only
+    /// ones whose record is read again at the end to clear it.
+    backed_off: HashSet<String>,
 }
 
 /// What is being waited for.
@@ -240,6 +243,7 @@ pub async fn run(config: &Config, opts: &RunOptions) -> Result<RunReport> {
         started: tokio::time::Instant::now(),
         standalone: HashMap::new(),
         products: order::ProductCache::default(),
+        backed_off: HashSet::new(),
     };
     let mut report = RunReport {
         certificates: certs
@@ -296,7 +300,7 @@ pub async fn run(config: &Config, opts: &RunOptions) -> Result<RunReport> {
         server.shutdown().await;
     }
     if !opts.dry_run {
-        clear_backoff(&store, &report);
+        clear_backoff(&store, &report, &ctx.backed_off);
         notify(config, &report).await;
     }
     Ok(report)
@@ -359,9 +363,11 @@ fn record_failure(store: &Store, name: &str, err: &anyhow::Error) -> Outcome {
 }
 
 /// A certificate that did not fail this run starts afresh: no backoff.
-fn clear_backoff(store: &Store, report: &RunReport) {
+fn clear_backoff(store: &Store, report: &RunReport, backed_off: &HashSet<String>) {
     for c in &report.certificates {
-        if matches!(c.outcome, Outcome::Failed { .. } | Outcome::Planned { .. }) {
+        if matches!(c.outcome, Outcome::Failed { .. } | Outcome::Planned { .. })
+            || !backed_off.contains(&c.name)
+        {
             continue;
         }
         if let Ok(mut rec) = store.load(&c.name)
@@ -417,6 +423,9 @@ async fn start(
 ) -> Result<Next> {
     let store = ctx.store;
     let mut rec = store.load(&cert.name)?;
+    if rec.failures > 0 || rec.retry_after.is_some() {
+        ctx.backed_off.insert(cert.name.clone());
+    }
     if ctx.opts.clear_intent && order::clear_intent(store, &mut rec)? {
         tracing::warn!(certificate = %cert.name, "unreconciled order intent cleared by the operator");
     }
