@@ -138,20 +138,37 @@ impl SelfCheck {
                 "not a host name (wildcards cannot use HTTP validation)".into(),
             ));
         }
-        let mut builder = reqwest::Client::builder()
-            .user_agent(concat!("cert-agent-selfcheck/", env!("CARGO_PKG_VERSION")))
-            .redirect(reqwest::redirect::Policy::none())
-            .retry(reqwest::retry::never())
-            .no_proxy()
-            .http1_only()
-            .referer(false)
-            .connect_timeout(self.timeout)
-            .timeout(self.timeout);
-        if let Some(addr) = self.address {
-            builder = builder.resolve(domain, addr);
-        }
-        let client = builder.build().map_err(|e| fail(error_chain(&e)))?;
-        let mut response = match client.get(&url).send().await {
+        let builder = || {
+            reqwest::Client::builder()
+                .user_agent(concat!("cert-agent-selfcheck/", env!("CARGO_PKG_VERSION")))
+                .redirect(reqwest::redirect::Policy::none())
+                .retry(reqwest::retry::never())
+                .no_proxy()
+                .http1_only()
+                .referer(false)
+                .connect_timeout(self.timeout)
+        };
+        // Building a client loads the system's trust anchors: one shared client serves every
+        // check of the process, except with an address override (tests), which is per client.
+        static SHARED: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+        let own;
+        let client = match self.address {
+            Some(addr) => {
+                own = builder()
+                    .resolve(domain, addr)
+                    .build()
+                    .map_err(|e| fail(error_chain(&e)))?;
+                &own
+            }
+            None => match SHARED.get() {
+                Some(c) => c,
+                None => {
+                    let c = builder().build().map_err(|e| fail(error_chain(&e)))?;
+                    SHARED.get_or_init(|| c)
+                }
+            },
+        };
+        let mut response = match client.get(&url).timeout(self.timeout).send().await {
             Ok(r) => r,
             Err(e) => return Ok(SelfCheckOutcome::Unreachable(error_chain(&e))),
         };

@@ -954,12 +954,16 @@ async fn step(
         ctx.store.save(&rec)?;
         CertificateState::InProgress
     } else {
-        ctx.store.save(&rec)?;
-        let status = ctx
-            .client()?
-            .status(id)
-            .await
-            .with_context(|| format!("could not read the state of certificate {id}"))?;
+        let status = match ctx.client()?.status(id).await {
+            Ok(s) => s,
+            Err(e) => {
+                // The call counts against the polling limit even when it failed.
+                ctx.store.save(&rec)?;
+                return Err(
+                    anyhow!(e).context(format!("could not read the state of certificate {id}"))
+                );
+            }
+        };
         let Some(code) = status.certificate else {
             bail!("the status call for certificate {id} reported no state");
         };
