@@ -4,9 +4,8 @@
 #![no_main]
 
 use cert_agent::api::{
-    ActionResult, Balance, Certificate, CertificateDetails, CertificateStatus,
-    Country, DcvEmails, DcvStatus, OrderResponse, Product, Prolongation, ServerSoftware,
-    SignInResponse,
+    ActionResult, Balance, Certificate, CertificateDetails, CertificateStatus, Country, DcvEmails,
+    DcvStatus, OrderResponse, Product, Prolongation, ServerSoftware, SignInResponse,
 };
 use libfuzzer_sys::fuzz_target;
 

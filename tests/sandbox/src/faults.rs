@@ -153,9 +153,10 @@ impl Fault {
             return Err(format!("path pattern '{p}' must start with '/'"));
         }
         if let FaultKind::Status { status } = self.kind
-            && !(400..=599).contains(&status) {
-                return Err(format!("status {status} is not an error status (400-599)"));
-            }
+            && !(400..=599).contains(&status)
+        {
+            return Err(format!("status {status} is not an error status (400-599)"));
+        }
         Ok(())
     }
 

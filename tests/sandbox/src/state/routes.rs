@@ -180,10 +180,16 @@ fn allowed_methods(segs: &[&str]) -> Option<&'static str> {
         | ["ssl_certificates", _]
         | ["users", _, "our_ssl_certificates"]
         | ["users", _, "nomenclatures", _, "ssl_server_softwares"] => Some(GET),
-        ["ssl_certificates", _, "status" | "dcv" | "download" | "download_bundle"] => Some(GET),
-        ["ssl_certificates", _, "change_dcv" | "resend_dcv" | "reissue" | "cancel" | "prolong"] => {
-            Some(POST)
-        }
+        [
+            "ssl_certificates",
+            _,
+            "status" | "dcv" | "download" | "download_bundle",
+        ] => Some(GET),
+        [
+            "ssl_certificates",
+            _,
+            "change_dcv" | "resend_dcv" | "reissue" | "cancel" | "prolong",
+        ] => Some(POST),
         _ => None,
     }
 }

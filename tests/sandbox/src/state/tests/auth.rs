@@ -325,7 +325,11 @@ fn unknown_paths_answer_404_text_and_wrong_methods_405() {
         (Method::GET, "/api/v1/order", "POST, OPTIONS"),
         (Method::GET, "/api/v1/users/signin", "POST, OPTIONS"),
         (Method::DELETE, "/api/v1/ssl_certificates/1", "GET, OPTIONS"),
-        (Method::GET, "/api/v1/ssl_certificates/1/cancel", "POST, OPTIONS"),
+        (
+            Method::GET,
+            "/api/v1/ssl_certificates/1/cancel",
+            "POST, OPTIONS",
+        ),
         (Method::TRACE, "/api/v1/billing/balance", "GET, OPTIONS"),
     ] {
         let resp = env.call(&request(
