@@ -3,162 +3,16 @@
 //! token kept out of every URL and log line.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cert_agent::api::{
-    ApiError, Client, ClientOptions, DcvType, ErrorBody, ListScope, Order, OrderItem, OrderRequest,
-    PasswordSource, ProductType, ReissueRequest, RetryPolicy, TOKEN_FILE, TransportKind,
+    ApiError, Client, ClientOptions, ErrorBody, ListScope, Order, OrderRequest, PasswordSource,
+    ReissueRequest, RetryPolicy, TOKEN_FILE, TransportKind,
 };
-use partner_sandbox::state::{AccountSpec, StateConfig};
-use partner_sandbox::{Fault, FaultKind, Sandbox, SandboxConfig, SandboxHandle};
+use partner_sandbox::{Fault, FaultKind};
 
-const PARTNER: &str = "partner@sandbox.test";
-const BILLING: &str = "billing@sandbox.test";
-const RETAIL: &str = "retail@sandbox.test";
-const OTHER: &str = "other@sandbox.test";
-const PASSWORD: &str = "sandbox";
-
-/// A sandbox with instant validation, and a directory for password files and state.
-struct Env {
-    sandbox: SandboxHandle,
-    dir: tempfile::TempDir,
-}
-
-impl Env {
-    fn start() -> Self {
-        Self::with(SandboxConfig::default().instant(true))
-    }
-
-    fn with(config: SandboxConfig) -> Self {
-        Self {
-            sandbox: Sandbox::start(config).expect("sandbox starts"),
-            dir: tempfile::tempdir().expect("temp dir"),
-        }
-    }
-
-    fn state_dir(&self, login: &str) -> PathBuf {
-        self.dir.path().join(format!("state-{login}"))
-    }
-
-    /// Options for `login` (password file 0600, token cache, sandbox CA, fast retries).
-    fn options(&self, login: &str, password: &str) -> ClientOptions {
-        let file = self.dir.path().join(format!("password-{login}"));
-        std::fs::write(&file, format!("{password}\n")).expect("password written");
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-        let mut o = ClientOptions::new(self.sandbox.base_url(), login, PasswordSource::file(file));
-        o.ca_file = Some(self.sandbox.api_ca_path());
-        o.state_dir = Some(self.state_dir(login));
-        o.retry = RetryPolicy::fast(4);
-        o.timeout = Duration::from_secs(20);
-        o
-    }
-
-    fn client(&self, login: &str) -> Client {
-        Client::new(self.options(login, PASSWORD)).expect("client builds")
-    }
-
-    /// The token cached for `login`.
-    fn cached_token(&self, login: &str) -> String {
-        let text = std::fs::read_to_string(self.state_dir(login).join(TOKEN_FILE)).expect("token");
-        let v: serde_json::Value = serde_json::from_str(&text).expect("token cache is JSON");
-        v["auth_token"].as_str().expect("auth_token").to_owned()
-    }
-
-    /// Calls whose path is `path`, as `(method, status)`.
-    fn calls_to(&self, path: &str) -> Vec<(String, u16)> {
-        self.sandbox
-            .calls()
-            .into_iter()
-            .filter(|c| c.path == path)
-            .map(|c| (c.method, c.status))
-            .collect()
-    }
-}
-
-/// A PEM CSR for `name`.
-fn csr(name: &str) -> String {
-    let key = rcgen::KeyPair::generate().expect("key");
-    let mut params = rcgen::CertificateParams::new(vec![name.to_owned()]).expect("params");
-    params.distinguished_name = rcgen::DistinguishedName::new();
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, name.to_owned());
-    params
-        .serialize_request(&key)
-        .expect("CSR")
-        .pem()
-        .expect("PEM")
-}
-
-/// A DV single-name product.
-async fn dv_product(client: &Client) -> u64 {
-    client
-        .products(false)
-        .await
-        .expect("products")
-        .into_iter()
-        .find(|p| {
-            p.product_type == Some(ProductType::Standart)
-                && p.validation_type.as_deref() == Some("dv")
-        })
-        .expect("a DV standart product")
-        .id
-}
-
-fn order_request(product: u64, domain: &str, dcv_email: Option<String>) -> OrderRequest {
-    OrderRequest {
-        order: Order {
-            items: vec![OrderItem {
-                nomenclature_id: product,
-                days: 365,
-                ssl_server_software_id: 0,
-                dcv_type: Some(if dcv_email.is_some() {
-                    DcvType::Email
-                } else {
-                    DcvType::HttpCsrHash
-                }),
-                dcv_email,
-                domain_name: domain.to_owned(),
-                csr: csr(domain),
-                country_name: "DE".into(),
-                region_name: "Berlin".into(),
-                city_name: "Berlin".into(),
-                ..OrderItem::default()
-            }],
-            ..Order::default()
-        },
-    }
-}
-
-/// Places an EMAIL-validated order for `domain`; returns the certificate ID.
-async fn place_order(client: &Client, domain: &str) -> u64 {
-    let product = dv_product(client).await;
-    let emails = client.dcv_emails(domain, None).await.expect("dcv emails");
-    let email = emails.all().first().expect("an address").to_string();
-    let r = client
-        .order(&order_request(product, domain, Some(email)))
-        .await
-        .expect("order placed");
-    assert!(r.order > 0);
-    r.certificate
-}
-
-/// Places an order and approves its email: an issued certificate.
-async fn issued_certificate(env: &Env, client: &Client, domain: &str) -> u64 {
-    let id = place_order(client, domain).await;
-    env.sandbox.approve_email(id, None).expect("approve");
-    env.sandbox.validate_now();
-    for _ in 0..100 {
-        let s = client.status(id).await.expect("status");
-        if s.certificate.as_ref().map(|c| c.as_str()) == Some("issued") {
-            return id;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("certificate {id} not issued");
-}
+mod support;
+use support::api::*;
 
 #[tokio::test]
 async fn read_calls_decode_and_the_token_is_cached_private() {
@@ -747,65 +601,6 @@ async fn the_token_is_never_in_a_url() {
             !c.query.contains(&token) && !c.path.contains(&token),
             "{c:?}"
         );
-    }
-}
-
-/// A `MakeWriter` collecting everything logged.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("lock").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
-#[tokio::test]
-async fn no_secret_in_logs_at_the_most_verbose_level() {
-    const SECRET_PASSWORD: &str = "Pw-7f3kq9-never-logged";
-    let accounts = vec![AccountSpec {
-        login: PARTNER.into(),
-        password: SECRET_PASSWORD.into(),
-        role: "partner".into(),
-    }];
-    let env = Env::with(SandboxConfig::default().instant(true).state(StateConfig {
-        accounts: Some(accounts),
-        ..StateConfig::default()
-    }));
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(captured.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-
-    let client = Client::new(env.options(PARTNER, SECRET_PASSWORD)).expect("client");
-    let id = place_order(&client, "logs.example.com").await;
-    let prolong = client.prolong(id).await.expect("prolong");
-    env.sandbox.rotate_token(PARTNER).expect("rotate");
-    client.balance().await.expect("re-signin");
-    let token = env.cached_token(PARTNER);
-
-    let logs = String::from_utf8(captured.0.lock().expect("lock").clone()).expect("utf-8");
-    assert!(
-        logs.contains("partner API call"),
-        "calls are logged: {logs}"
-    );
-    assert!(!logs.contains(SECRET_PASSWORD));
-    assert!(!logs.contains(&token));
-    if let Some(t) = prolong.prolongation_token {
-        assert!(!logs.contains(t.expose()));
     }
 }
 
