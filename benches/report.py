@@ -226,6 +226,6 @@ drss = os.path.join(D, "daemon-rss.txt")
 if os.path.exists(drss):
     p(f"| `cert-agent run` (daemon), 1000 certificates, after its first run | {open(drss).read().strip()} (VmRSS now, VmHWM peak) |")
 else:
-    p("| daemon idle RSS | not measured: the binary has no daemon command yet |")
+    p("| daemon idle RSS | not measured in this run (section `daemon` of BENCH_ONLY) |")
 p("")
 print("\n".join(out))
