@@ -188,15 +188,8 @@ pub enum Family {
     C,
 }
 
-/// `server`: the web server whose layout the install follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Server {
-    Nginx,
-    Apache,
-    /// Only write files (paths must be given).
-    None,
-}
+/// `server`: the web server whose layout the install follows (`nginx`, `apache`, `none`).
+pub use crate::bundle::ServerKind as Server;
 
 /// `webroot`: one document root for every domain, or one per domain.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -6,52 +6,9 @@ use std::path::{Path, PathBuf};
 /// The directory under which default install paths live: `DEFAULT_BASE_DIR/NAME/...`.
 pub const DEFAULT_BASE_DIR: &str = "/etc/ssl/cert-agent";
 
-/// The kind of web server a certificate is installed for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ServerKind {
-    /// nginx: `fullchain.pem` + `privkey.pem`.
-    Nginx,
-    /// Apache httpd: `certificate.crt` + `ca_bundle.crt` + `private.key`.
-    Apache,
-    /// No web server: `cert.pem`, `chain.pem`, `fullchain.pem`, `privkey.pem`; no config test
-    /// or reload unless commands are configured.
-    None,
-}
-
-impl ServerKind {
-    /// The configuration spelling: `nginx`, `apache` or `none`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServerKind::Nginx => "nginx",
-            ServerKind::Apache => "apache",
-            ServerKind::None => "none",
-        }
-    }
-}
-
-impl std::fmt::Display for ServerKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A server kind that is not `nginx`, `apache` or `none`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown server `{0}` (expected nginx, apache or none)")]
-pub struct UnknownServerKind(pub String);
-
-impl std::str::FromStr for ServerKind {
-    type Err = UnknownServerKind;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "nginx" => Ok(ServerKind::Nginx),
-            "apache" => Ok(ServerKind::Apache),
-            "none" => Ok(ServerKind::None),
-            other => Err(UnknownServerKind(other.to_string())),
-        }
-    }
-}
+/// The kind of web server a certificate is installed for (one type with the bundle reader
+/// and the configuration's `server`).
+pub use crate::bundle::ServerKind;
 
 /// Paths configured for one certificate (`cert_path`, `chain_path`, `fullchain_path`,
 /// `key_path`); `None` means "use the default for the server kind".

@@ -11,7 +11,7 @@ use crate::config::{CertificateConfig, Server};
 use crate::crypto::PrivateKey;
 use crate::install::{
     self, CertInstall, CertMaterial, InstallPaths, Ownership, PathOverrides, Principal,
-    ServerCommands, ServerKind, VerifyTarget,
+    ServerCommands, VerifyTarget,
 };
 use crate::store::{FileStamp, Installed, Store, Subscription};
 
@@ -60,29 +60,13 @@ pub(super) async fn download_checked(
         now: now() + time::Duration::minutes(5),
         trust_anchors: &[],
     };
-    let bundle = bundle::read_bundle(&download.bytes, bundle_kind(cert.server), &expected)
-        .with_context(|| {
+    let bundle =
+        bundle::read_bundle(&download.bytes, cert.server, &expected).with_context(|| {
             format!(
                 "the bundle of certificate {certificate_id} was rejected; nothing was installed"
             )
         })?;
     Ok(Some(bundle))
-}
-
-fn bundle_kind(server: Server) -> bundle::ServerKind {
-    match server {
-        Server::Nginx => bundle::ServerKind::Nginx,
-        Server::Apache => bundle::ServerKind::Apache,
-        Server::None => bundle::ServerKind::None,
-    }
-}
-
-fn install_kind(server: Server) -> ServerKind {
-    match server {
-        Server::Nginx => ServerKind::Nginx,
-        Server::Apache => ServerKind::Apache,
-        Server::None => ServerKind::None,
-    }
 }
 
 /// A configured command as an argv vector (a string runs through `/bin/sh -c`).
@@ -96,7 +80,7 @@ pub fn argv(command: &crate::config::Command) -> Vec<String> {
 /// Where certificate `cert` is installed.
 pub fn install_paths(cert: &CertificateConfig) -> InstallPaths {
     InstallPaths::resolve(
-        install_kind(cert.server),
+        cert.server,
         Path::new(install::DEFAULT_BASE_DIR),
         &cert.name,
         &PathOverrides {
@@ -113,7 +97,7 @@ pub(super) fn cert_install(
     bundle: &ValidatedBundle,
     key: &PrivateKey,
 ) -> CertInstall {
-    let kind = install_kind(cert.server);
+    let kind = cert.server;
     CertInstall {
         name: cert.name.clone(),
         domains: cert.domains.clone(),
