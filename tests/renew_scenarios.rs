@@ -73,6 +73,13 @@ fn reissue_when_due_installs_a_new_serial_with_a_new_key() {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    // details (subscription end), reissue, details (replacement ID, state and DCV content in
+    // one), DCV status (family S hash cross-check), status, download.
+    assert!(
+        calls.len() <= 6,
+        "at most 6 calls for a family S reissue:\n{}",
+        show(&calls)
+    );
     assert_eq!(env.billed(), 1, "a reissue is not billed");
     assert_eq!(env.order_posts(), 1, "no order call");
 

@@ -10,13 +10,29 @@
 use anyhow::{Result, anyhow, bail};
 use time::OffsetDateTime;
 
-use crate::api::{ApiError, CertificateState, PendingAction, ReissueRequest};
+use crate::api::{ApiError, CertificateDetails, CertificateState, PendingAction, ReissueRequest};
 use crate::config::{CertificateConfig, DcvMethod, Family};
 use crate::crypto::{CsrInfo, PrivateKey};
 use crate::store::{CertRecord, ReissueState};
 
 use super::keys;
 use super::run::Ctx;
+
+/// The certificate to follow after a reissue, with the details read after it was sent when
+/// they describe that certificate (the first check uses them instead of another call).
+pub(super) struct Reissued {
+    pub certificate_id: u64,
+    pub details: Option<Box<CertificateDetails>>,
+}
+
+impl Reissued {
+    fn id(certificate_id: u64) -> Self {
+        Self {
+            certificate_id,
+            details: None,
+        }
+    }
+}
 
 /// Starts a reissue of `record`'s order. `new_key` false keeps the installed key.
 pub(super) async fn start(
@@ -25,7 +41,7 @@ pub(super) async fn start(
     record: &mut CertRecord,
     new_key: bool,
     now: OffsetDateTime,
-) -> Result<u64> {
+) -> Result<Reissued> {
     let Some(order) = record.order.clone() else {
         bail!("certificate '{}' has no order to reissue", cert.name);
     };
@@ -75,7 +91,11 @@ pub(super) async fn start(
 }
 
 /// Sends the recorded reissue and confirms it.
-async fn send(ctx: &Ctx<'_>, cert: &CertificateConfig, record: &mut CertRecord) -> Result<u64> {
+async fn send(
+    ctx: &Ctx<'_>,
+    cert: &CertificateConfig,
+    record: &mut CertRecord,
+) -> Result<Reissued> {
     let (Some(reissue), Some(pending)) = (record.reissue.clone(), record.pending_key.clone())
     else {
         bail!("no reissue recorded for certificate '{}'", cert.name);
@@ -138,7 +158,11 @@ fn refused(e: &ApiError) -> bool {
 }
 
 /// Marks the reissue as received and follows a replacement ID.
-async fn confirm(ctx: &Ctx<'_>, cert: &CertificateConfig, record: &mut CertRecord) -> Result<u64> {
+async fn confirm(
+    ctx: &Ctx<'_>,
+    cert: &CertificateConfig,
+    record: &mut CertRecord,
+) -> Result<Reissued> {
     let Some(reissue) = record.reissue.as_mut() else {
         bail!("no reissue recorded for certificate '{}'", cert.name);
     };
@@ -160,11 +184,11 @@ async fn follow_replacement(
     cert: &CertificateConfig,
     record: &mut CertRecord,
     original: u64,
-) -> Result<u64> {
+) -> Result<Reissued> {
     let current = record.order.as_ref().map_or(original, |o| o.certificate_id);
     // Only family S gives a reissued certificate a new ID (Reissue rule 7).
     if cert.family.is_some_and(|f| f != Family::S) {
-        return Ok(current);
+        return Ok(Reissued::id(current));
     }
     let details = ctx.client()?.details(original).await?;
     match details.replacement_id {
@@ -182,9 +206,13 @@ async fn follow_replacement(
                 certificate = %cert.name,
                 "certificate {original} was replaced by {new_id} on reissue"
             );
-            Ok(new_id)
+            Ok(Reissued::id(new_id))
         }
-        _ => Ok(current),
+        _ if current == original => Ok(Reissued {
+            certificate_id: current,
+            details: Some(Box::new(details)),
+        }),
+        _ => Ok(Reissued::id(current)),
     }
 }
 
@@ -194,15 +222,17 @@ pub(super) async fn resume(
     ctx: &Ctx<'_>,
     cert: &CertificateConfig,
     record: &mut CertRecord,
-) -> Result<u64> {
+) -> Result<Reissued> {
     let Some(reissue) = record.reissue.clone() else {
         bail!("no reissue recorded for certificate '{}'", cert.name);
     };
     if reissue.confirmed {
-        return Ok(record
-            .order
-            .as_ref()
-            .map_or(reissue.certificate_id, |o| o.certificate_id));
+        return Ok(Reissued::id(
+            record
+                .order
+                .as_ref()
+                .map_or(reissue.certificate_id, |o| o.certificate_id),
+        ));
     }
     let details = ctx.client()?.details(reissue.certificate_id).await?;
     let shows_new_csr = CsrInfo::from_pem(details.csr.as_bytes())

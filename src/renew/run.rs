@@ -20,9 +20,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
+use futures_util::StreamExt;
 use time::OffsetDateTime;
 
-use crate::api::{CertificateState, Client, ListScope};
+use crate::api::{CertificateDetails, CertificateState, Client, ListScope, PendingAction};
 use crate::config::{CertificateConfig, Config};
 use crate::dcv::standalone::StandaloneServer;
 use crate::install::{self, CertInstall};
@@ -152,12 +153,12 @@ pub(super) struct Ctx<'a> {
     pub opts: &'a RunOptions,
     started: tokio::time::Instant,
     /// Standalone DCV servers of this run, by listen address.
-    pub standalone: HashMap<SocketAddr, StandaloneServer>,
+    pub standalone: tokio::sync::Mutex<HashMap<SocketAddr, StandaloneServer>>,
     /// The product list, read once per run when orders are placed.
     pub products: order::ProductCache,
     /// Certificates whose record carried a failure backoff when the run started: the only
     /// ones whose record is read again at the end to clear it.
-    backed_off: HashSet<String>,
+    backed_off: std::cell::RefCell<HashSet<String>>,
 }
 
 /// What is being waited for.
@@ -175,6 +176,9 @@ struct Waiting {
     certificate_id: u64,
     mode: Mode,
     published: bool,
+    /// Details read just before waiting began (after a reissue): the first check uses them
+    /// instead of calling the API again.
+    prefetched: Option<Box<CertificateDetails>>,
 }
 
 enum Next {
@@ -205,8 +209,14 @@ async fn stopped(opts: &RunOptions) {
 /// builds; release builds always use the system clock.
 pub const TEST_CLOCK_OFFSET_ENV: &str = "CERT_AGENT_TEST_CLOCK_OFFSET_SECS";
 
-/// The time every decision of a run uses.
 impl Ctx<'_> {
+    /// Certificates worked on at once (`agent.concurrency`, at least one).
+    fn concurrency(&self) -> usize {
+        usize::try_from(self.config.agent.concurrency)
+            .unwrap_or(1)
+            .max(1)
+    }
+
     /// The API client, built on first use.
     pub fn client(&self) -> Result<&Client> {
         if let Some(c) = self.client.get() {
@@ -218,6 +228,7 @@ impl Ctx<'_> {
     }
 }
 
+/// The time every decision of a run uses.
 pub fn now() -> OffsetDateTime {
     let real = OffsetDateTime::now_utc();
     if cfg!(debug_assertions)
@@ -235,15 +246,15 @@ pub async fn run(config: &Config, opts: &RunOptions) -> Result<RunReport> {
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = store.lock()?;
     let certs = select(config, &opts.names)?;
-    let mut ctx = Ctx {
+    let ctx = Ctx {
         config,
         client: std::cell::OnceCell::new(),
         store: &store,
         opts,
         started: tokio::time::Instant::now(),
-        standalone: HashMap::new(),
+        standalone: tokio::sync::Mutex::new(HashMap::new()),
         products: order::ProductCache::default(),
-        backed_off: HashSet::new(),
+        backed_off: std::cell::RefCell::new(HashSet::new()),
     };
     let mut report = RunReport {
         certificates: certs
@@ -260,18 +271,44 @@ pub async fn run(config: &Config, opts: &RunOptions) -> Result<RunReport> {
 
     let mut waiting = Vec::new();
     let mut ready: Vec<(usize, Ready)> = Vec::new();
-    for (idx, cert) in certs.iter().enumerate() {
-        if stop_requested(opts) {
+    // Up to `agent.concurrency` certificates are started at once (their API calls and
+    // validation waits overlap); the records stay one per certificate.
+    let mut starting = futures_util::stream::iter(certs.iter().copied().enumerate())
+        .map(|(idx, cert)| {
+            let ctx = &ctx;
+            async move {
+                if stop_requested(ctx.opts) {
+                    return (idx, None);
+                }
+                let mut warning = None;
+                let next = start(ctx, cert, idx, &mut warning).await;
+                (idx, Some((next, warning)))
+            }
+        })
+        .buffer_unordered(ctx.concurrency());
+    while let Some((idx, started)) = starting.next().await {
+        let Some((next, warning)) = started else {
             report.certificates[idx].outcome = Outcome::Pending {
                 reason: "not started: the run was stopped".into(),
             };
             continue;
+        };
+        if warning.is_some() {
+            report.certificates[idx].warning = warning;
         }
-        let next = start(&mut ctx, cert, idx, &mut report.certificates[idx].warning).await;
-        settle(&ctx, cert, idx, next, &mut report, &mut waiting, &mut ready);
+        settle(
+            &ctx,
+            certs[idx],
+            idx,
+            next,
+            &mut report,
+            &mut waiting,
+            &mut ready,
+        );
     }
+    drop(starting);
 
-    rounds(&mut ctx, &certs, &mut waiting, &mut ready, &mut report).await;
+    rounds(&ctx, &certs, &mut waiting, &mut ready, &mut report).await;
 
     if !ready.is_empty() {
         let installs: Vec<CertInstall> = ready.iter().map(|(_, r)| r.install.clone()).collect();
@@ -296,11 +333,12 @@ pub async fn run(config: &Config, opts: &RunOptions) -> Result<RunReport> {
         }
     }
 
-    for (_, server) in ctx.standalone.drain() {
+    let servers = std::mem::take(&mut *ctx.standalone.lock().await);
+    for (_, server) in servers {
         server.shutdown().await;
     }
     if !opts.dry_run {
-        clear_backoff(&store, &report, &ctx.backed_off);
+        clear_backoff(&store, &report, &ctx.backed_off.borrow());
         notify(config, &report).await;
     }
     Ok(report)
@@ -416,7 +454,7 @@ pub(super) fn same_serial(a: &str, b: &str) -> bool {
 
 /// Plans and starts the action of one certificate.
 async fn start(
-    ctx: &mut Ctx<'_>,
+    ctx: &Ctx<'_>,
     cert: &CertificateConfig,
     idx: usize,
     warning_out: &mut Option<String>,
@@ -424,7 +462,7 @@ async fn start(
     let store = ctx.store;
     let mut rec = store.load(&cert.name)?;
     if rec.failures > 0 || rec.retry_after.is_some() {
-        ctx.backed_off.insert(cert.name.clone());
+        ctx.backed_off.borrow_mut().insert(cert.name.clone());
     }
     if ctx.opts.clear_intent && order::clear_intent(store, &mut rec)? {
         tracing::warn!(certificate = %cert.name, "unreconciled order intent cleared by the operator");
@@ -576,14 +614,8 @@ async fn start(
         Action::Continue => {
             if rec.reissue.is_some() {
                 let previous = rec.reissue.as_ref().and_then(|r| r.previous_serial.clone());
-                let id = reissue::resume(ctx, cert, &mut rec).await?;
-                Ok(wait(
-                    idx,
-                    id,
-                    Mode::Reissue {
-                        previous_serial: previous,
-                    },
-                ))
+                let reissued = reissue::resume(ctx, cert, &mut rec).await?;
+                Ok(wait_reissued(idx, reissued, previous))
             } else {
                 let id = order::ensure_order(
                     ctx.config,
@@ -624,14 +656,8 @@ async fn start(
         Action::Reissue { new_key, reason } => {
             tracing::info!(certificate = %cert.name, "reissuing: {reason}");
             let previous = rec.installed.as_ref().map(|i| i.serial.clone());
-            let id = reissue::start(ctx, cert, &mut rec, new_key, now()).await?;
-            Ok(wait(
-                idx,
-                id,
-                Mode::Reissue {
-                    previous_serial: previous,
-                },
-            ))
+            let reissued = reissue::start(ctx, cert, &mut rec, new_key, now()).await?;
+            Ok(wait_reissued(idx, reissued, previous))
         }
         Action::RenewSubscription {
             order: true,
@@ -680,12 +706,23 @@ async fn start(
     }
 }
 
+fn wait_reissued(idx: usize, reissued: reissue::Reissued, previous_serial: Option<String>) -> Next {
+    Next::Wait(Waiting {
+        idx,
+        certificate_id: reissued.certificate_id,
+        mode: Mode::Reissue { previous_serial },
+        published: false,
+        prefetched: reissued.details,
+    })
+}
+
 fn wait(idx: usize, certificate_id: u64, mode: Mode) -> Next {
     Next::Wait(Waiting {
         idx,
         certificate_id,
         mode,
         published: false,
+        prefetched: None,
     })
 }
 
@@ -782,7 +819,7 @@ async fn prepare_renewal(
 
 /// Polls the waiting certificates until none is left or the run's wait is over.
 async fn rounds(
-    ctx: &mut Ctx<'_>,
+    ctx: &Ctx<'_>,
     certs: &[&CertificateConfig],
     waiting: &mut Vec<Waiting>,
     ready: &mut Vec<(usize, Ready)>,
@@ -878,12 +915,17 @@ async fn rounds(
             None
         };
         let in_round: HashSet<usize> = due.iter().map(|w| w.idx).collect();
-        for w in due {
-            let idx = w.idx;
-            let cert = certs[idx];
-            let next = step(ctx, cert, w, in_progress.as_ref()).await;
-            settle(ctx, cert, idx, next, report, waiting, ready);
+        let in_progress = in_progress.as_ref();
+        let mut stepping = futures_util::stream::iter(due)
+            .map(|w| async move {
+                let idx = w.idx;
+                (idx, step(ctx, certs[idx], w, in_progress).await)
+            })
+            .buffer_unordered(ctx.concurrency());
+        while let Some((idx, next)) = stepping.next().await {
+            settle(ctx, certs[idx], idx, next, report, waiting, ready);
         }
+        drop(stepping);
         rounds_done += 1;
         // Every certificate of the round that still waits counts as checked at the round's
         // end (never earlier than its own call), so that they stay in one round — and one
@@ -904,7 +946,7 @@ async fn rounds(
 /// The run was asked to stop: remove what each waiting certificate published for validation
 /// (the next run publishes again) and report it as pending.
 async fn stop_waiting(
-    ctx: &mut Ctx<'_>,
+    ctx: &Ctx<'_>,
     certs: &[&CertificateConfig],
     waiting: &mut Vec<Waiting>,
     report: &mut RunReport,
@@ -941,7 +983,7 @@ fn progress(message: &str) {
 
 /// One status-type check of a waiting certificate, and what follows from it.
 async fn step(
-    ctx: &mut Ctx<'_>,
+    ctx: &Ctx<'_>,
     cert: &CertificateConfig,
     mut w: Waiting,
     in_progress: Option<&HashSet<u64>>,
@@ -949,24 +991,44 @@ async fn step(
     let mut rec = ctx.store.load(&cert.name)?;
     let id = w.certificate_id;
     rec.last_poll = Some(now());
-    let state = if in_progress.is_some_and(|s| s.contains(&id)) {
+    // Until validation is published, the details call stands in for the status call: it
+    // carries the state (with a pending reissue marked) and what to publish, one call for
+    // both.
+    let mut details = w.prefetched.take().map(|d| *d);
+    let listed = in_progress.is_some_and(|s| s.contains(&id));
+    if details.is_none() && !listed && !w.published {
+        match ctx.client()?.details(id).await {
+            Ok(d) => details = Some(d),
+            Err(e) => {
+                // The call counts against the polling limit even when it failed.
+                ctx.store.save(&rec)?;
+                return Err(anyhow!(e).context(format!("could not read certificate {id}")));
+            }
+        }
+    }
+    let mut reissue_pending = false;
+    let state = if listed {
         rec.last_state = Some("in_progress".into());
         ctx.store.save(&rec)?;
         CertificateState::InProgress
     } else {
-        let status = match ctx.client()?.status(id).await {
-            Ok(s) => s,
-            Err(e) => {
-                // The call counts against the polling limit even when it failed.
-                ctx.store.save(&rec)?;
-                return Err(
-                    anyhow!(e).context(format!("could not read the state of certificate {id}"))
-                );
-            }
+        let code = match &details {
+            Some(d) => d.status.certificate.clone(),
+            None => match ctx.client()?.status(id).await {
+                Ok(s) => s.certificate,
+                Err(e) => {
+                    // The call counts against the polling limit even when it failed.
+                    ctx.store.save(&rec)?;
+                    return Err(
+                        anyhow!(e).context(format!("could not read the state of certificate {id}"))
+                    );
+                }
+            },
         };
-        let Some(code) = status.certificate else {
-            bail!("the status call for certificate {id} reported no state");
+        let Some(code) = code else {
+            bail!("the API reported no state for certificate {id}");
         };
+        reissue_pending = code.pending() == Some(PendingAction::Reissuing);
         rec.last_state = Some(code.as_str().to_owned());
         ctx.store.save(&rec)?;
         crate::failpoint::hit("poll");
@@ -982,7 +1044,18 @@ async fn step(
         CertificateState::New
         | CertificateState::InProgress
         | CertificateState::WaitingForApproval => {
-            if let Some(reason) = ensure_published(ctx, cert, &mut rec, &mut w, reissuing).await? {
+            if let Some(reason) =
+                ensure_published(ctx, cert, &mut rec, &mut w, reissuing, details).await?
+            {
+                return Ok(Next::Done(Outcome::Pending { reason }));
+            }
+            Ok(Next::Wait(w))
+        }
+        CertificateState::Issued if reissuing && reissue_pending => {
+            // The previous certificate, while the reissue runs: nothing new to download yet.
+            if let Some(reason) =
+                ensure_published(ctx, cert, &mut rec, &mut w, true, details).await?
+            {
                 return Ok(Next::Done(Outcome::Pending { reason }));
             }
             Ok(Next::Wait(w))
@@ -1016,7 +1089,7 @@ async fn step(
                     // reissue is validated: publish for the new CSR meanwhile.
                     if reissuing
                         && let Some(reason) =
-                            ensure_published(ctx, cert, &mut rec, &mut w, true).await?
+                            ensure_published(ctx, cert, &mut rec, &mut w, true, details).await?
                     {
                         return Ok(Next::Done(Outcome::Pending { reason }));
                     }
@@ -1101,11 +1174,12 @@ fn names_cannot_change(cert: &CertificateConfig, ordered: &[String]) -> Option<S
 /// an earlier run published it, otherwise as the API says. `Some(reason)` when the operator
 /// must act.
 async fn ensure_published(
-    ctx: &mut Ctx<'_>,
+    ctx: &Ctx<'_>,
     cert: &CertificateConfig,
     rec: &mut CertRecord,
     w: &mut Waiting,
     reissuing: bool,
+    details: Option<CertificateDetails>,
 ) -> Result<Option<String>> {
     if w.published {
         return Ok(None);
@@ -1114,7 +1188,7 @@ async fn ensure_published(
         w.published = true;
         return Ok(None);
     }
-    match validate::publish_dcv(ctx, cert, rec, w.certificate_id, reissuing).await? {
+    match validate::publish_dcv(ctx, cert, rec, w.certificate_id, reissuing, details).await? {
         Published::Yes => w.published = true,
         Published::Later => {}
         Published::Operator(reason) => return Ok(Some(reason)),

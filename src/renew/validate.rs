@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::api::ApiError;
+use crate::api::{ApiError, CertificateDetails};
 use crate::config::{CertificateConfig, DcvMethod, Family, Webroot};
 use crate::crypto::{CsrHashes, CsrInfo};
 use crate::dcv::{self, ValidationFile, hook, selfcheck::SelfCheck, standalone::StandaloneServer};
@@ -38,17 +38,21 @@ pub(super) fn csr_hashes(rec: &CertRecord) -> Result<CsrHashes> {
 }
 
 pub(super) async fn publish_dcv(
-    ctx: &mut Ctx<'_>,
+    ctx: &Ctx<'_>,
     cert: &CertificateConfig,
     rec: &mut CertRecord,
     certificate_id: u64,
     reissue: bool,
+    details: Option<CertificateDetails>,
 ) -> Result<Published> {
-    let details = ctx
-        .client()?
-        .details(certificate_id)
-        .await
-        .with_context(|| format!("could not read certificate {certificate_id}"))?;
+    let details = match details {
+        Some(d) => d,
+        None => ctx
+            .client()?
+            .details(certificate_id)
+            .await
+            .with_context(|| format!("could not read certificate {certificate_id}"))?,
+    };
     let ours = csr_hashes(rec)?;
     // The order must carry our CSR: its key is the one kept on this host.
     let theirs = CsrInfo::from_pem(details.csr.as_bytes()).with_context(|| {
@@ -102,8 +106,7 @@ pub(super) async fn publish_dcv(
                 cross_check_hashes(ctx, certificate_id, &ours).await?;
             }
             if cert.standalone {
-                let server = standalone_server(ctx, cert.listen).await?;
-                server.add_file(&file);
+                standalone_server(ctx, cert.listen).await?.add_file(&file);
                 rec.dcv.standalone_file = Some((file.name().to_owned(), file.content().to_owned()));
                 ctx.store.save(rec)?;
             } else {
@@ -247,7 +250,7 @@ async fn cross_check_hashes(ctx: &Ctx<'_>, certificate_id: u64, ours: &CsrHashes
 }
 
 async fn publish_dns(
-    ctx: &mut Ctx<'_>,
+    ctx: &Ctx<'_>,
     cert: &CertificateConfig,
     rec: &mut CertRecord,
     records: Vec<hook::DnsRecord>,
@@ -299,7 +302,7 @@ async fn publish_dns(
 /// true when validation is in place (files still in the web roots, the standalone file
 /// served again, every DNS record added).
 pub(super) async fn republish(
-    ctx: &mut Ctx<'_>,
+    ctx: &Ctx<'_>,
     cert: &CertificateConfig,
     rec: &CertRecord,
 ) -> Result<bool> {
@@ -345,19 +348,21 @@ async fn self_check(cert: &CertificateConfig, file: &ValidationFile) {
     }
 }
 
+/// The run's standalone server on `listen`, started on first use. The guard keeps the run's
+/// server map locked: use it for one call and let it go.
 pub(super) async fn standalone_server<'c>(
-    ctx: &'c mut Ctx<'_>,
+    ctx: &'c Ctx<'_>,
     listen: SocketAddr,
-) -> Result<&'c StandaloneServer> {
-    if let std::collections::hash_map::Entry::Vacant(slot) = ctx.standalone.entry(listen) {
+) -> Result<tokio::sync::MappedMutexGuard<'c, StandaloneServer>> {
+    let mut servers = ctx.standalone.lock().await;
+    if let std::collections::hash_map::Entry::Vacant(slot) = servers.entry(listen) {
         let server = StandaloneServer::start(listen)
             .await
             .with_context(|| format!("could not start the standalone DCV server on {listen}"))?;
         slot.insert(server);
     }
-    ctx.standalone
-        .get(&listen)
-        .ok_or_else(|| anyhow!("standalone server on {listen} vanished"))
+    tokio::sync::MutexGuard::try_map(servers, |s| s.get_mut(&listen))
+        .map_err(|_| anyhow!("standalone server on {listen} vanished"))
 }
 
 fn webroots(cert: &CertificateConfig) -> Result<dcv::webroot::Webroots> {
@@ -373,11 +378,11 @@ fn webroots(cert: &CertificateConfig) -> Result<dcv::webroot::Webroots> {
 }
 
 /// Removes what was published for validation (files, directories, DNS records).
-pub(super) async fn cleanup_dcv(ctx: &mut Ctx<'_>, cert: &CertificateConfig, rec: &mut CertRecord) {
+pub(super) async fn cleanup_dcv(ctx: &Ctx<'_>, cert: &CertificateConfig, rec: &mut CertRecord) {
     let mut files = std::mem::take(&mut rec.dcv.files);
     if let Some(p) = rec.pending_key.as_ref() {
         let name = format!("{}.txt", p.csr_md5);
-        for server in ctx.standalone.values() {
+        for server in ctx.standalone.lock().await.values() {
             server.remove_file(&name);
         }
         // The file for the pending CSR in each web root, recorded or not: the record is

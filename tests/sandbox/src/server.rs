@@ -481,6 +481,13 @@ impl SandboxHandle {
             .map_or(0, |(_, n)| n)
     }
 
+    /// The most partner-API requests that were being answered at the same time since the
+    /// previous call of this method (or the start); the count restarts from the requests open
+    /// now.
+    pub fn take_peak_concurrent_calls(&self) -> usize {
+        self.shared.take_peak_in_flight()
+    }
+
     /// Every partner-API call so far (oldest first).
     pub fn calls(&self) -> Vec<CallRecord> {
         control::calls(&self.shared)
@@ -784,6 +791,7 @@ async fn handle(conn: Conn, req: Request<Incoming>) -> Response<Full<Bytes>> {
         return preflight_response(now);
     }
 
+    let _in_flight = conn.shared.begin_call();
     let body = match read_body(body).await {
         Ok(b) => b,
         Err(status) => {

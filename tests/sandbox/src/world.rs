@@ -74,6 +74,20 @@ pub(crate) struct Shared {
     world: Mutex<World>,
     /// `DIR/state.json` when persistence is on; the mutex orders writers.
     persist: Option<Mutex<PersistFile>>,
+    /// Partner-API requests being answered now, and the most at once since the last reset.
+    in_flight: std::sync::atomic::AtomicUsize,
+    peak_in_flight: std::sync::atomic::AtomicUsize,
+}
+
+/// One partner-API request being answered; counted in [`Shared`] until dropped.
+pub(crate) struct InFlight<'a>(&'a Shared);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 struct PersistFile {
@@ -85,6 +99,8 @@ struct PersistFile {
 impl Shared {
     pub fn new(world: World, persist: Option<PathBuf>) -> Self {
         Self {
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
+            peak_in_flight: std::sync::atomic::AtomicUsize::new(0),
             world: Mutex::new(world),
             persist: persist.map(|path| {
                 Mutex::new(PersistFile {
@@ -93,6 +109,21 @@ impl Shared {
                 })
             }),
         }
+    }
+
+    /// Counts a partner-API request as being answered until the guard is dropped.
+    pub fn begin_call(&self) -> InFlight<'_> {
+        use std::sync::atomic::Ordering;
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak_in_flight.fetch_max(now, Ordering::SeqCst);
+        InFlight(self)
+    }
+
+    /// The most partner-API requests answered at once since the last call (which resets it).
+    pub fn take_peak_in_flight(&self) -> usize {
+        use std::sync::atomic::Ordering;
+        self.peak_in_flight
+            .swap(self.in_flight.load(Ordering::SeqCst), Ordering::SeqCst)
     }
 
     /// The one lock. A panic while it was held (a bug in the state) does not make the sandbox
