@@ -172,6 +172,7 @@ fn install_once(
             chain: Some(base.join("chain.pem")),
             fullchain: Some(base.join("fullchain.pem")),
             key: Some(base.join("privkey.pem")),
+            combined: None,
         },
     );
     let out = runtime.block_on(cert_agent::install::install_all(&[inst]));

@@ -248,6 +248,11 @@ pub struct CertificateConfig {
     pub fullchain_path: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key_path: Option<PathBuf>,
+    /// One file holding the private key followed by the full chain, switched with a single
+    /// rename (key and certificate always match for a reader). When set, only the configured
+    /// paths are written: no default file for `server`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub combined_path: Option<PathBuf>,
     /// Owner and group of installed files.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
@@ -526,6 +531,7 @@ const CERT_ONLY_KEYS: &[&str] = &[
     "chain_path",
     "fullchain_path",
     "key_path",
+    "combined_path",
 ];
 /// Keys of a certificate that `[defaults]` may also set.
 const SHARED_KEYS: &[&str] = &[
@@ -1397,6 +1403,7 @@ impl<'a> Checker<'a> {
         let chain_path = self.path(&s, "chain_path");
         let fullchain_path = self.path(&s, "fullchain_path");
         let key_path = self.path(&s, "key_path");
+        let combined_path = self.path(&s, "combined_path");
         if let (Some(k), Some(f)) = (&key_path, s.get("key_path")) {
             for (other, p) in [
                 ("cert_path", &cert_path),
@@ -1414,15 +1421,36 @@ impl<'a> Checker<'a> {
                 }
             }
         }
+        if let (Some(c), Some(f)) = (&combined_path, s.get("combined_path")) {
+            for (other, p) in [
+                ("cert_path", &cert_path),
+                ("chain_path", &chain_path),
+                ("fullchain_path", &fullchain_path),
+                ("key_path", &key_path),
+            ] {
+                if p.as_ref() == Some(c) {
+                    self.bad(
+                        &s,
+                        &f,
+                        format!(
+                            "must differ from `{other}` (the combined key and chain is a file \
+                             of its own)"
+                        ),
+                    );
+                }
+            }
+        }
         if server == Server::None
             && key_path.is_none()
             && s.get("key_path").is_none()
+            && s.get("combined_path").is_none()
             && let Some(f) = s.get("server")
         {
             self.bad(
                 &s,
                 &f,
-                "\"none\" has no default layout: set `key_path` and `fullchain_path` or `cert_path`",
+                "\"none\" has no default layout: set `key_path` and `fullchain_path` or \
+                 `cert_path`, or `combined_path`",
             );
         }
         let owner = self.text(&s, "owner");
@@ -1529,6 +1557,7 @@ impl<'a> Checker<'a> {
             chain_path,
             fullchain_path,
             key_path,
+            combined_path,
             owner,
             group,
             mode,
@@ -1699,9 +1728,15 @@ impl<'a> Checker<'a> {
         }
         let mut owners: HashMap<&Path, &str> = HashMap::new();
         for c in certs {
-            for p in [&c.cert_path, &c.chain_path, &c.fullchain_path, &c.key_path]
-                .into_iter()
-                .flatten()
+            for p in [
+                &c.cert_path,
+                &c.chain_path,
+                &c.fullchain_path,
+                &c.key_path,
+                &c.combined_path,
+            ]
+            .into_iter()
+            .flatten()
             {
                 if let Some(other) = owners.insert(p, &c.name)
                     && other != c.name
@@ -2449,6 +2484,68 @@ dcv_email = "admin@example.net"
             &[
                 "certificate 'two'",
                 "/k.pem is also used by certificate 'www'",
+            ],
+        );
+    }
+
+    #[test]
+    fn combined_path_rules() {
+        // The only install path, even for server = "none".
+        for server in ["nginx", "apache", "none"] {
+            let c = parse(&with_cert(&format!(
+                "server = \"{server}\"\ncombined_path = \"/etc/ssl/www/combined.pem\"\n"
+            )))
+            .unwrap();
+            let cert = &c.certificates[0];
+            assert_eq!(
+                cert.combined_path.as_deref(),
+                Some(Path::new("/etc/ssl/www/combined.pem"))
+            );
+            assert_eq!((&cert.key_path, &cert.fullchain_path), (&None, &None));
+        }
+        // In addition to separate files.
+        assert!(
+            parse(&with_cert(
+                "combined_path = \"/c.pem\"\nkey_path = \"/k.pem\"\nfullchain_path = \"/f.pem\"\n"
+            ))
+            .is_ok()
+        );
+        assert_one(
+            &with_cert("combined_path = \"combined.pem\"\n"),
+            CERT_LINE,
+            &["certificate 'www'", "`combined_path`", "absolute path"],
+        );
+        for other in ["cert_path", "chain_path", "fullchain_path", "key_path"] {
+            assert_one(
+                &with_cert(&format!(
+                    "{other} = \"/etc/ssl/a.pem\"\ncombined_path = \"/etc/ssl/a.pem\"\n"
+                )),
+                CERT_LINE + 1,
+                &["`combined_path`", &format!("must differ from `{other}`")],
+            );
+        }
+        assert_one(
+            &with_cert("combined_path = 5\n"),
+            CERT_LINE,
+            &["`combined_path`"],
+        );
+        let in_defaults =
+            with_cert("").replace("[defaults]\n", "[defaults]\ncombined_path = \"/c.pem\"\n");
+        assert_one(
+            &in_defaults,
+            8,
+            &["[defaults]", "`combined_path` cannot be set in [defaults]"],
+        );
+        let shared = format!(
+            "{}\n[[certificate]]\nname = \"two\"\ndomains = [\"b.example.com\"]\nproduct_id = 1\nwebroot = \"/w\"\nkey_path = \"/c.pem\"\n",
+            with_cert("combined_path = \"/c.pem\"\n")
+        );
+        assert_one(
+            &shared,
+            20,
+            &[
+                "certificate 'two'",
+                "/c.pem is also used by certificate 'www'",
             ],
         );
     }

@@ -1,6 +1,7 @@
 //! End-to-end install tests against a real nginx and a real apache2 under temporary
 //! directories: install, config test, reload, verification of the served serial, and the two
-//! rollbacks (failing config test, served-serial mismatch).
+//! rollbacks (failing config test, served-serial mismatch); the same with a combined key +
+//! fullchain file as the only install path.
 
 mod support;
 
@@ -106,20 +107,16 @@ impl Running {
 }
 
 fn site(kind: ServerKind, name: &str, paths: &InstallPaths, webroot: &Path) -> Site {
+    if let (Some(combined), None) = (&paths.combined, &paths.key) {
+        // One file as certificate and key (nginx: both directives; apache: no
+        // SSLCertificateKeyFile).
+        return Site::new(name, combined.clone(), combined.clone(), webroot);
+    }
+    let key = paths.key.clone().unwrap();
     match kind {
-        ServerKind::Apache => Site::new(
-            name,
-            paths.cert.clone().unwrap(),
-            paths.key.clone(),
-            webroot,
-        )
-        .with_chain(paths.chain.clone().unwrap()),
-        _ => Site::new(
-            name,
-            paths.fullchain.clone().unwrap(),
-            paths.key.clone(),
-            webroot,
-        ),
+        ServerKind::Apache => Site::new(name, paths.cert.clone().unwrap(), key, webroot)
+            .with_chain(paths.chain.clone().unwrap()),
+        _ => Site::new(name, paths.fullchain.clone().unwrap(), key, webroot),
     }
 }
 
@@ -143,8 +140,8 @@ fn request(
 }
 
 fn snapshot(paths: &InstallPaths) -> Vec<(PathBuf, Vec<u8>)> {
-    std::iter::once(paths.key.as_path())
-        .chain(paths.certificate_paths())
+    paths
+        .all()
         .map(|p| (p.to_path_buf(), fs::read(p).unwrap()))
         .collect()
 }
@@ -334,7 +331,7 @@ async fn scenario(kind: ServerKind) {
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
     assert_serves(&https, "www.test", &b_serial, &logs).await;
-    assert_eq!(fs::read(&www.key).unwrap(), b.key_pem);
+    assert_eq!(fs::read(www.key.as_ref().unwrap()).unwrap(), b.key_pem);
     let leftovers: Vec<_> = fs::read_dir(ssl.join("www"))
         .unwrap()
         .filter_map(|e| e.ok())
@@ -436,7 +433,7 @@ async fn first_install(kind: ServerKind) {
     assert_serves(&https, "www.test", &a_serial, &logs).await;
     assert_eq!(
         fs::read_to_string(&hook_out).unwrap(),
-        format!("www {}\n", paths.key.display())
+        format!("www {}\n", paths.key.as_ref().unwrap().display())
     );
 }
 
@@ -454,4 +451,137 @@ async fn apache_first_install_replaces_placeholder_and_runs_hook() {
         return;
     }
     first_install(ServerKind::Apache).await;
+}
+
+/// With `combined_path` as the only install path: install A → served A, the file is the key
+/// followed by the fullchain, private, alone in its directory; a failing config test keeps
+/// A's combined file (same bytes, same inode) and A served; install B → served B.
+async fn combined_scenario(kind: ServerKind) {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tmp();
+    let ssl = dir.path().join("ssl");
+    let combined = ssl.join("www/www.pem");
+    let paths = InstallPaths::resolve(
+        kind,
+        &ssl,
+        "www",
+        &PathOverrides {
+            combined: Some(combined.clone()),
+            ..Default::default()
+        },
+    );
+    assert_eq!(paths.all().collect::<Vec<_>>(), vec![combined.as_path()]);
+    let ca = Ca::new();
+    let no_server = ServerCommands::configured(ServerKind::None, None, None, None);
+    let (boot, boot_serial) = ca.issue(&["www.test"]);
+    install_one(request("www", &paths, boot, no_server, None))
+        .await
+        .unwrap();
+    let sites = [site(kind, "www.test", &paths, &dir.path().join("www"))];
+    let server = match kind {
+        ServerKind::Nginx => {
+            Running::Nginx(Nginx::start_on_free_ports(dir.path(), &sites).unwrap())
+        }
+        _ => Running::Apache(Apache::start_on_free_ports(dir.path(), &sites).unwrap()),
+    };
+    let https = server.https_addr();
+    let logs = || server.logs();
+    assert_serves(&https, "www.test", &boot_serial, &logs).await;
+    let verify = Some(VerifyTarget::new(https.clone(), "www.test"));
+
+    let (a, a_serial) = ca.issue(&["www.test"]);
+    install_one(request(
+        "www",
+        &paths,
+        a.clone(),
+        server.commands(),
+        verify.clone(),
+    ))
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    assert_serves(&https, "www.test", &a_serial, &logs).await;
+    let content = fs::read(&combined).unwrap();
+    assert_eq!(content, a.combined_pem());
+    assert!(content.starts_with(&a.key_pem));
+    assert!(content.ends_with(&a.fullchain_pem));
+    let meta = fs::metadata(&combined).unwrap();
+    assert_eq!(
+        meta.mode() & 0o7777,
+        0o600,
+        "the combined file holds the key"
+    );
+    assert_eq!(
+        fs::metadata(combined.parent().unwrap()).unwrap().mode() & 0o7777,
+        0o700,
+        "a directory holding only the combined file is private"
+    );
+    let names: Vec<_> = fs::read_dir(combined.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("www.pem")]);
+
+    // A failing config test keeps A's combined file and A served.
+    let (mut broken, _) = ca.issue(&["www.test"]);
+    let mut commands = server.commands();
+    match kind {
+        ServerKind::Nginx => {
+            // nginx -t loads the certificate: a damaged chain in the combined file fails it.
+            broken.fullchain_pem =
+                b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n".to_vec();
+        }
+        _ => {
+            let mut test = commands.configtest.take().unwrap();
+            test.extend(["-C".to_string(), "NoSuchDirective on".to_string()]);
+            commands.configtest = Some(test);
+        }
+    }
+    let err = install_one(request("www", &paths, broken, commands, verify.clone()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, InstallError::ConfigTest { .. }), "{err}");
+    assert_eq!(
+        fs::read(&combined).unwrap(),
+        content,
+        "previous combined file"
+    );
+    assert_eq!(
+        fs::metadata(&combined).unwrap().ino(),
+        meta.ino(),
+        "the previous file itself is back"
+    );
+    assert_serves(&https, "www.test", &a_serial, &logs).await;
+
+    let (b, b_serial) = ca.issue(&["www.test"]);
+    install_one(request("www", &paths, b.clone(), server.commands(), verify))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    assert_serves(&https, "www.test", &b_serial, &logs).await;
+    assert_eq!(fs::read(&combined).unwrap(), b.combined_pem());
+    assert!(leftovers_in(combined.parent().unwrap()).is_empty());
+}
+
+fn leftovers_in(dir: &Path) -> Vec<std::ffi::OsString> {
+    fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().contains("cert-agent-"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nginx_combined_file_install_and_rollback() {
+    if !webserver::require(Server::Nginx) {
+        return;
+    }
+    combined_scenario(ServerKind::Nginx).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apache_combined_file_install_and_rollback() {
+    if !webserver::require(Server::Apache) {
+        return;
+    }
+    combined_scenario(ServerKind::Apache).await;
 }

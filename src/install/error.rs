@@ -34,6 +34,9 @@ pub enum InstallError {
         /// Its permission bits.
         mode: u32,
     },
+    /// Neither a key file nor a combined file is set: the private key would go nowhere.
+    #[error("no file for the private key is set: set a key path or a combined path")]
+    NoKeyFile,
     /// Two files of this run would be written to the same path.
     #[error("install path '{path}' is used twice in this run")]
     DuplicatePath {

@@ -3,17 +3,24 @@
 //! live files are switched by `rename`, keeping each previous version as a hard link
 //! `.NAME.cert-agent-prev` so that a rollback restores it byte for byte, with its inode, owner
 //! and mode. A live file is only ever replaced by a rename, so a full disk or a write error
-//! never leaves it truncated.
+//! never leaves it truncated. A file whose content, owner and mode are already what would be
+//! written is left alone (not staged, not renamed, nothing to restore).
 //!
-//! Switch order (see [`InstallTx::apply`]): all previous versions are linked aside first; then
-//! the key is renamed into place, immediately followed by the certificate files — nothing but
-//! renames happens between them, so a reader sees a new key with an old certificate for at most
-//! the time of those renames. Key first because a crash between the renames then leaves the
-//! *old* certificate in place, which the next run sees as not yet installed and installs again;
-//! the other order would leave the new certificate (looking installed) with the old key. Web
-//! servers read the files only when reloaded, which the install flow does after all renames
-//! and a passing config test. Leftover `.cert-agent-new` / `.cert-agent-prev` files of a
-//! crashed run are replaced by the next install of the same path.
+//! Key and certificate as a pair: a combined file (key followed by the full chain) is switched
+//! by one rename, so any reader opening it sees the old pair or the new pair, never a mix.
+//! Separate key and certificate files cannot be switched atomically for a reader that opens
+//! them one after the other. To keep that window as short as possible, everything is staged
+//! and fsynced and every previous version linked aside before the first rename; then the
+//! renames run back to back (see [`InstallTx::apply`]) — nothing but renames happens between
+//! them, so a reader sees a new key with an old certificate for at most the time of those
+//! renames (microseconds). Order: private files first (the key, then the combined file), then
+//! the certificate files with the file the next run checks for the installed leaf (see
+//! [`InstallPaths::leaf_file`]) last: a crash between the renames then leaves the *old*
+//! leaf in that file, which the next run sees as not yet installed and installs again; the
+//! other order would leave the new certificate (looking installed) with the old key. Web
+//! servers read the files only when their configuration is tested or reloaded, which the
+//! install flow does after all renames. Leftover `.cert-agent-new` / `.cert-agent-prev` files
+//! of a crashed run are replaced by the next install of the same path.
 
 use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
@@ -109,7 +116,8 @@ pub struct Ownership {
 pub enum FileRole {
     /// Certificates (leaf, chain or fullchain): world-readable by default.
     Certificate,
-    /// The private key: owner-only by default.
+    /// The private key, alone or followed by the certificates (combined file): owner-only by
+    /// default, never accessible by others.
     Key,
 }
 
@@ -141,6 +149,18 @@ impl CertMaterial {
             key_pem,
         }
     }
+
+    /// The content of a combined file: the private key followed by the fullchain (leaf, then
+    /// the intermediates). Secret: it holds the key.
+    pub fn combined_pem(&self) -> Vec<u8> {
+        let mut pem = Vec::with_capacity(self.key_pem.len() + 1 + self.fullchain_pem.len());
+        pem.extend_from_slice(&self.key_pem);
+        if !pem.is_empty() && !pem.ends_with(b"\n") {
+            pem.push(b'\n');
+        }
+        pem.extend_from_slice(&self.fullchain_pem);
+        pem
+    }
 }
 
 impl std::fmt::Debug for CertMaterial {
@@ -162,6 +182,8 @@ struct TxFile {
     target: PathBuf,
     role: FileRole,
     staged: PathBuf,
+    /// The live file already has this content, owner and mode: nothing staged or switched.
+    unchanged: bool,
     backup: Option<PathBuf>,
     switched: bool,
 }
@@ -209,34 +231,57 @@ impl InstallTx {
         self.files.iter().map(|f| f.target.as_path())
     }
 
-    /// Stages every file of one certificate: the key and each certificate path that is set.
-    /// The key's directory is created [`KEY_DIR_MODE`] when it holds no certificate file.
+    /// Stages every file of one certificate that has a path: the key, the combined file (key
+    /// followed by the fullchain, with the key's owner and mode) and the certificate files, in
+    /// the order they are switched. A directory holding only the key and/or the combined file
+    /// is created [`KEY_DIR_MODE`] (0750 with a configured group). Paths with neither a key
+    /// nor a combined file are refused.
     pub fn stage_certificate(
         &mut self,
         paths: &InstallPaths,
         material: &CertMaterial,
         ownership: &Ownership,
     ) -> Result<(), InstallError> {
-        let key_dir = parent_dir(&paths.key);
-        let key_only_dir = paths.certificate_paths().all(|p| parent_dir(p) != key_dir);
-        let key_dir_mode = if !key_only_dir {
-            DIR_MODE
-        } else if ownership.group.is_some() {
-            0o750
-        } else {
-            KEY_DIR_MODE
+        if paths.key.is_none() && paths.combined.is_none() {
+            return Err(InstallError::NoKeyFile);
+        }
+        let private_dir_mode = |p: &Path| {
+            let dir = parent_dir(p);
+            if paths.certificate_paths().any(|c| parent_dir(c) == dir) {
+                DIR_MODE
+            } else if ownership.group.is_some() {
+                0o750
+            } else {
+                KEY_DIR_MODE
+            }
         };
-        self.stage(
-            &paths.key,
-            &material.key_pem,
-            FileRole::Key,
-            ownership,
-            key_dir_mode,
-        )?;
+        if let Some(key) = &paths.key {
+            self.stage(
+                key,
+                &material.key_pem,
+                FileRole::Key,
+                ownership,
+                private_dir_mode(key),
+            )?;
+        }
+        if let Some(combined) = &paths.combined {
+            let mut pem = material.combined_pem();
+            let staged = self.stage(
+                combined,
+                &pem,
+                FileRole::Key,
+                ownership,
+                private_dir_mode(combined),
+            );
+            pem.fill(0);
+            std::hint::black_box(&pem);
+            staged?;
+        }
+        // The leaf file the next run checks (fullchain, else leaf) goes last.
         let certs = [
-            (&paths.fullchain, &material.fullchain_pem),
-            (&paths.cert, &material.leaf_pem),
             (&paths.chain, &material.chain_pem),
+            (&paths.cert, &material.leaf_pem),
+            (&paths.fullchain, &material.fullchain_pem),
         ];
         for (path, data) in certs {
             if let Some(path) = path {
@@ -309,6 +354,23 @@ impl InstallTx {
             path: target.to_path_buf(),
             cause: Arc::new(e),
         })?;
+        if let Some(meta) = &existing
+            && meta.mode() & 0o7777 == mode
+            && uid.is_none_or(|u| u == meta.uid())
+            && gid.is_none_or(|g| g == meta.gid())
+            && same_content(target, data)
+        {
+            tracing::debug!(path = %target.display(), "unchanged, not replaced");
+            self.files.push(TxFile {
+                target: target.to_path_buf(),
+                role,
+                staged,
+                unchanged: true,
+                backup: None,
+                switched: false,
+            });
+            return Ok(());
+        }
         if let Err(err) = write_staged(&staged, data, uid, gid, mode) {
             let _ = fs::remove_file(&staged);
             return Err(match err {
@@ -326,6 +388,7 @@ impl InstallTx {
             target: target.to_path_buf(),
             role,
             staged,
+            unchanged: false,
             backup: None,
             switched: false,
         });
@@ -374,8 +437,10 @@ impl InstallTx {
 
     /// Switches every staged file into place: previous versions are hard-linked (or, where
     /// links are impossible, copied) to `.NAME.cert-agent-prev`, then the new versions are
-    /// renamed over the targets, keys first and certificates right after, and the directories
-    /// are fsynced. On error everything already switched is restored before returning.
+    /// renamed over the targets back to back — files holding the key first, then the
+    /// certificate files, each group in staging order — and the directories are fsynced.
+    /// Unchanged files are skipped. On error everything already switched is restored before
+    /// returning.
     pub fn apply(&mut self) -> Result<(), InstallError> {
         debug_assert_eq!(self.state, State::Staging, "apply twice");
         self.state = State::Applied;
@@ -393,7 +458,7 @@ impl InstallTx {
     }
 
     fn switch(&mut self) -> Result<(), InstallError> {
-        for f in &mut self.files {
+        for f in self.files.iter_mut().filter(|f| !f.unchanged) {
             if let Some(meta) = inspect_target(&f.target)? {
                 let prev = sibling(&f.target, PREV_SUFFIX);
                 keep_previous(&f.target, &prev, &meta).map_err(|e| InstallError::Backup {
@@ -403,8 +468,12 @@ impl InstallTx {
                 f.backup = Some(prev);
             }
         }
-        let mut order: Vec<usize> = (0..self.files.len()).collect();
+        let mut order: Vec<usize> = (0..self.files.len())
+            .filter(|&i| !self.files[i].unchanged)
+            .collect();
         order.sort_by_key(|&i| self.files[i].role != FileRole::Key);
+        // Nothing but renames from here to the last one: the window in which a reader of
+        // separate files could see a new key with an old certificate.
         for i in order {
             let f = &mut self.files[i];
             fs::rename(&f.staged, &f.target).map_err(|e| InstallError::Replace {
@@ -427,7 +496,7 @@ impl InstallTx {
         }
         self.state = State::Finished;
         let mut first = None;
-        for f in &mut self.files {
+        for f in self.files.iter_mut().filter(|f| !f.unchanged) {
             if !f.switched {
                 let _ = fs::remove_file(&f.staged);
             }
@@ -454,7 +523,7 @@ impl InstallTx {
     fn undo(&mut self) -> Result<(), InstallError> {
         self.state = State::Finished;
         let mut first: Option<InstallError> = None;
-        for f in self.files.iter_mut().rev() {
+        for f in self.files.iter_mut().rev().filter(|f| !f.unchanged) {
             let result = if f.switched {
                 match f.backup.take() {
                     Some(prev) => fs::rename(&prev, &f.target),
@@ -543,6 +612,27 @@ fn write_staged(
         .map_err(StageError::Write)?;
     file.write_all(data).map_err(StageError::Write)?;
     file.sync_all().map_err(StageError::Write)
+}
+
+/// Whether the regular file at `target` holds exactly `data` (false on any error).
+fn same_content(target: &Path, data: &[u8]) -> bool {
+    use std::io::Read;
+    let Ok(file) = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(target)
+    else {
+        return false;
+    };
+    let mut current = Vec::with_capacity(data.len() + 1);
+    let same = file
+        .take(data.len() as u64 + 1)
+        .read_to_end(&mut current)
+        .is_ok()
+        && current == data;
+    current.fill(0);
+    std::hint::black_box(&current);
+    same
 }
 
 /// Keeps the live file's current version at `prev`: a hard link (same inode, so owner, mode

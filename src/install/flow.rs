@@ -161,10 +161,7 @@ fn stage(
             name: cert.name.clone(),
             reason,
         })?;
-    let paths: Vec<PathBuf> = std::iter::once(cert.paths.key.as_path())
-        .chain(cert.paths.certificate_paths())
-        .map(PathBuf::from)
-        .collect();
+    let paths: Vec<PathBuf> = cert.paths.all().map(PathBuf::from).collect();
     for (i, p) in paths.iter().enumerate() {
         if seen.contains(p) || paths[..i].contains(p) {
             return Err(InstallError::DuplicatePath { path: p.clone() });
@@ -318,11 +315,15 @@ async fn run_deploy_hook(
         ("CERT_AGENT_NAME", OsString::from(&cert.name)),
         ("CERT_AGENT_DOMAINS", OsString::from(cert.domains.join(" "))),
         ("CERT_AGENT_CERT_PATH", path(cert.paths.cert.as_deref())),
-        ("CERT_AGENT_KEY_PATH", path(Some(&cert.paths.key))),
+        ("CERT_AGENT_KEY_PATH", path(cert.paths.key.as_deref())),
         ("CERT_AGENT_CHAIN_PATH", path(cert.paths.chain.as_deref())),
         (
             "CERT_AGENT_FULLCHAIN_PATH",
             path(cert.paths.fullchain.as_deref()),
+        ),
+        (
+            "CERT_AGENT_COMBINED_PATH",
+            path(cert.paths.combined.as_deref()),
         ),
     ];
     run_command("deploy hook", hook, &env, commands.timeout)

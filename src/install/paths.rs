@@ -11,7 +11,8 @@ pub const DEFAULT_BASE_DIR: &str = "/etc/ssl/cert-agent";
 pub use crate::bundle::ServerKind;
 
 /// Paths configured for one certificate (`cert_path`, `chain_path`, `fullchain_path`,
-/// `key_path`); `None` means "use the default for the server kind".
+/// `key_path`, `combined_path`); `None` means "use the default for the server kind" — except
+/// that with `combined` set, no default file is written, only the configured ones.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PathOverrides {
     /// `cert_path`: the leaf certificate alone.
@@ -22,10 +23,14 @@ pub struct PathOverrides {
     pub fullchain: Option<PathBuf>,
     /// `key_path`: the private key.
     pub key: Option<PathBuf>,
+    /// `combined_path`: the private key followed by the leaf and the intermediates, in one
+    /// file (switched with a single rename, so key and certificate always match).
+    pub combined: Option<PathBuf>,
 }
 
-/// The files written for one certificate. `key` is always written; each certificate file is
-/// written when its path is set.
+/// The files written for one certificate: each file whose path is set. At least one of `key`
+/// and `combined` is set ([`resolve`](Self::resolve) guarantees it; the install refuses paths
+/// without either).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstallPaths {
     /// The leaf certificate alone.
@@ -34,15 +39,28 @@ pub struct InstallPaths {
     pub chain: Option<PathBuf>,
     /// Leaf followed by the intermediates.
     pub fullchain: Option<PathBuf>,
-    /// The private key.
-    pub key: PathBuf,
+    /// The private key alone.
+    pub key: Option<PathBuf>,
+    /// The private key followed by the leaf and the intermediates.
+    pub combined: Option<PathBuf>,
 }
 
 impl InstallPaths {
     /// The paths for certificate `name` on a server of `kind` under `base` (normally
     /// [`DEFAULT_BASE_DIR`]): the server's default files, each replaced by its override, plus
-    /// any file the server does not use by default but that has a configured path.
+    /// any file the server does not use by default but that has a configured path. With a
+    /// combined file configured, the server's default files are not written: only the
+    /// combined file and the other configured paths.
     pub fn resolve(kind: ServerKind, base: &Path, name: &str, overrides: &PathOverrides) -> Self {
+        if overrides.combined.is_some() {
+            return InstallPaths {
+                cert: overrides.cert.clone(),
+                chain: overrides.chain.clone(),
+                fullchain: overrides.fullchain.clone(),
+                key: overrides.key.clone(),
+                combined: overrides.combined.clone(),
+            };
+        }
         let dir = base.join(name);
         let (cert, chain, fullchain, key) = match kind {
             ServerKind::Nginx => (None, None, Some("fullchain.pem"), "privkey.pem"),
@@ -66,7 +84,8 @@ impl InstallPaths {
             cert: pick(&overrides.cert, cert),
             chain: pick(&overrides.chain, chain),
             fullchain: pick(&overrides.fullchain, fullchain),
-            key: overrides.key.clone().unwrap_or_else(|| dir.join(key)),
+            key: Some(overrides.key.clone().unwrap_or_else(|| dir.join(key))),
+            combined: None,
         }
     }
 
@@ -80,11 +99,41 @@ impl InstallPaths {
         )
     }
 
-    /// Every certificate path that is set (leaf, chain, fullchain order), without the key.
+    /// Every certificate path that is set (leaf, chain, fullchain order), without the key
+    /// and the combined file.
     pub fn certificate_paths(&self) -> impl Iterator<Item = &Path> {
         [&self.cert, &self.chain, &self.fullchain]
             .into_iter()
             .filter_map(|p| p.as_deref())
+    }
+
+    /// Every path that is set: key, combined file, then the certificate files in the order
+    /// they are switched (chain, leaf, fullchain).
+    pub fn all(&self) -> impl Iterator<Item = &Path> {
+        [
+            &self.key,
+            &self.combined,
+            &self.chain,
+            &self.cert,
+            &self.fullchain,
+        ]
+        .into_iter()
+        .filter_map(|p| p.as_deref())
+    }
+
+    /// The file the installed private key is read from: the key file, else the combined file.
+    pub fn key_file(&self) -> Option<&Path> {
+        self.key.as_deref().or(self.combined.as_deref())
+    }
+
+    /// The file whose first certificate is the installed leaf: the fullchain, else the leaf
+    /// file, else the combined file. It is the last file switched by an install, so a crash
+    /// between the renames leaves it showing the previous certificate.
+    pub fn leaf_file(&self) -> Option<&Path> {
+        self.fullchain
+            .as_deref()
+            .or(self.cert.as_deref())
+            .or(self.combined.as_deref())
     }
 }
 
@@ -101,7 +150,11 @@ mod tests {
             n.fullchain.as_deref(),
             Some(Path::new("/etc/ssl/cert-agent/www/fullchain.pem"))
         );
-        assert_eq!(n.key, Path::new("/etc/ssl/cert-agent/www/privkey.pem"));
+        assert_eq!(
+            n.key.as_deref(),
+            Some(Path::new("/etc/ssl/cert-agent/www/privkey.pem"))
+        );
+        assert_eq!(n.combined, None);
 
         let a = InstallPaths::defaults(ServerKind::Apache, "www");
         assert_eq!(
@@ -113,11 +166,17 @@ mod tests {
             Some(Path::new("/etc/ssl/cert-agent/www/ca_bundle.crt"))
         );
         assert_eq!(a.fullchain, None);
-        assert_eq!(a.key, Path::new("/etc/ssl/cert-agent/www/private.key"));
+        assert_eq!(
+            a.key.as_deref(),
+            Some(Path::new("/etc/ssl/cert-agent/www/private.key"))
+        );
 
         let none = InstallPaths::defaults(ServerKind::None, "x");
         assert_eq!(none.certificate_paths().count(), 3);
-        assert_eq!(none.key, Path::new("/etc/ssl/cert-agent/x/privkey.pem"));
+        assert_eq!(
+            none.key.as_deref(),
+            Some(Path::new("/etc/ssl/cert-agent/x/privkey.pem"))
+        );
     }
 
     #[test]
@@ -141,6 +200,41 @@ mod tests {
             n.fullchain.as_deref(),
             Some(Path::new("/b/www/fullchain.pem"))
         );
-        assert_eq!(n.key, Path::new("/srv/keys/site.key"));
+        assert_eq!(n.key.as_deref(), Some(Path::new("/srv/keys/site.key")));
+    }
+
+    #[test]
+    fn a_combined_file_replaces_the_default_layout() {
+        for kind in [ServerKind::Nginx, ServerKind::Apache, ServerKind::None] {
+            let only = PathOverrides {
+                combined: Some("/srv/tls/www.pem".into()),
+                ..Default::default()
+            };
+            let p = InstallPaths::resolve(kind, Path::new("/b"), "www", &only);
+            assert_eq!(
+                p.all().collect::<Vec<_>>(),
+                vec![Path::new("/srv/tls/www.pem")],
+                "{kind:?}"
+            );
+            assert_eq!(p.key_file(), Some(Path::new("/srv/tls/www.pem")));
+            assert_eq!(p.leaf_file(), Some(Path::new("/srv/tls/www.pem")));
+        }
+        let both = PathOverrides {
+            combined: Some("/srv/tls/www.pem".into()),
+            fullchain: Some("/srv/tls/full.pem".into()),
+            key: Some("/srv/tls/www.key".into()),
+            ..Default::default()
+        };
+        let p = InstallPaths::resolve(ServerKind::Nginx, Path::new("/b"), "www", &both);
+        assert_eq!(
+            p.all().collect::<Vec<_>>(),
+            vec![
+                Path::new("/srv/tls/www.key"),
+                Path::new("/srv/tls/www.pem"),
+                Path::new("/srv/tls/full.pem")
+            ]
+        );
+        assert_eq!(p.key_file(), Some(Path::new("/srv/tls/www.key")));
+        assert_eq!(p.leaf_file(), Some(Path::new("/srv/tls/full.pem")));
     }
 }

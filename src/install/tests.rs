@@ -41,6 +41,10 @@ fn none_paths(dir: &Path) -> InstallPaths {
     InstallPaths::resolve(ServerKind::None, dir, "www", &PathOverrides::default())
 }
 
+fn key_of(paths: &InstallPaths) -> &Path {
+    paths.key.as_deref().unwrap()
+}
+
 fn mode(p: &Path) -> u32 {
     fs::metadata(p).unwrap().mode() & 0o7777
 }
@@ -76,8 +80,8 @@ fn commit_installs_new_files_with_default_modes_and_leaves_nothing_behind() {
         fs::read(paths.fullchain.as_ref().unwrap()).unwrap(),
         m.fullchain_pem
     );
-    assert_eq!(fs::read(&paths.key).unwrap(), m.key_pem);
-    assert_eq!(mode(&paths.key), 0o600);
+    assert_eq!(fs::read(key_of(&paths)).unwrap(), m.key_pem);
+    assert_eq!(mode(key_of(&paths)), 0o600);
     for p in paths.certificate_paths() {
         assert_eq!(mode(p), 0o644);
     }
@@ -103,12 +107,12 @@ fn rollback_restores_previous_files_byte_identical_with_same_inode_and_mode() {
     assert_eq!(fs::read(&full).unwrap(), a.fullchain_pem);
     tx.apply().unwrap();
     assert_eq!(fs::read(&full).unwrap(), b.fullchain_pem);
-    assert_eq!(fs::read(&paths.key).unwrap(), b.key_pem);
+    assert_eq!(fs::read(key_of(&paths)).unwrap(), b.key_pem);
     assert_eq!(mode(&full), 0o640, "kept mode of the replaced file");
     tx.rollback().unwrap();
 
     assert_eq!(fs::read(&full).unwrap(), a.fullchain_pem);
-    assert_eq!(fs::read(&paths.key).unwrap(), a.key_pem);
+    assert_eq!(fs::read(key_of(&paths)).unwrap(), a.key_pem);
     assert_eq!(fs::metadata(&full).unwrap().ino(), inode);
     assert_eq!(mode(&full), 0o640);
     assert!(leftovers(&dir.path().join("www")).is_empty());
@@ -123,7 +127,7 @@ fn commit_without_apply_applies() {
     tx.stage_certificate(&paths, &m, &Ownership::default())
         .unwrap();
     tx.commit().unwrap();
-    assert_eq!(fs::read(&paths.key).unwrap(), m.key_pem);
+    assert_eq!(fs::read(key_of(&paths)).unwrap(), m.key_pem);
     assert!(leftovers(&dir.path().join("www")).is_empty());
 }
 
@@ -139,7 +143,7 @@ fn drop_without_commit_rolls_back() {
             .unwrap();
         tx.apply().unwrap();
     }
-    assert_eq!(fs::read(&paths.key).unwrap(), a.key_pem);
+    assert_eq!(fs::read(key_of(&paths)).unwrap(), a.key_pem);
     assert_eq!(
         fs::read(paths.fullchain.as_ref().unwrap()).unwrap(),
         a.fullchain_pem
@@ -154,7 +158,7 @@ fn drop_without_commit_rolls_back() {
         assert!(!leftovers(&dir.path().join("www")).is_empty());
     }
     assert!(leftovers(&dir.path().join("www")).is_empty());
-    assert_eq!(fs::read(&paths.key).unwrap(), a.key_pem);
+    assert_eq!(fs::read(key_of(&paths)).unwrap(), a.key_pem);
 }
 
 #[test]
@@ -170,7 +174,7 @@ fn rollback_of_a_first_install_removes_files_and_created_directories() {
     tx.stage_certificate(&paths, &material("A"), &Ownership::default())
         .unwrap();
     tx.apply().unwrap();
-    assert!(paths.key.exists());
+    assert!(key_of(&paths).exists());
     tx.rollback().unwrap();
     assert!(!dir.path().join("deep").exists());
 }
@@ -206,7 +210,7 @@ fn configured_owner_group_and_modes_apply_and_group_makes_key_0640() {
         ..Default::default()
     };
     install(&paths, &material("A"), &own);
-    let key = fs::metadata(&paths.key).unwrap();
+    let key = fs::metadata(key_of(&paths)).unwrap();
     assert_eq!(
         (key.uid(), key.gid(), key.mode() & 0o7777),
         (1234, 5678, 0o640)
@@ -224,7 +228,7 @@ fn configured_owner_group_and_modes_apply_and_group_makes_key_0640() {
         cert_mode: Some(0o444),
     };
     install(&paths, &material("B"), &named);
-    let key = fs::metadata(&paths.key).unwrap();
+    let key = fs::metadata(key_of(&paths)).unwrap();
     assert_eq!((key.uid(), key.gid(), key.mode() & 0o7777), (0, 0, 0o400));
     assert_eq!(mode(paths.fullchain.as_ref().unwrap()), 0o444);
 }
@@ -239,15 +243,15 @@ fn unconfigured_install_keeps_existing_owner_group_and_mode() {
     let paths = nginx_paths(dir.path());
     install(&paths, &material("A"), &Ownership::default());
     let full = paths.fullchain.clone().unwrap();
-    std::os::unix::fs::chown(&paths.key, Some(4321), Some(8765)).unwrap();
-    fs::set_permissions(&paths.key, fs::Permissions::from_mode(0o440)).unwrap();
+    std::os::unix::fs::chown(key_of(&paths), Some(4321), Some(8765)).unwrap();
+    fs::set_permissions(key_of(&paths), fs::Permissions::from_mode(0o440)).unwrap();
     std::os::unix::fs::chown(&full, Some(4321), Some(8765)).unwrap();
     fs::set_permissions(&full, fs::Permissions::from_mode(0o604)).unwrap();
 
     let b = material("B");
     install(&paths, &b, &Ownership::default());
-    assert_eq!(fs::read(&paths.key).unwrap(), b.key_pem);
-    let key = fs::metadata(&paths.key).unwrap();
+    assert_eq!(fs::read(key_of(&paths)).unwrap(), b.key_pem);
+    let key = fs::metadata(key_of(&paths)).unwrap();
     assert_eq!(
         (key.uid(), key.gid(), key.mode() & 0o7777),
         (4321, 8765, 0o440)
@@ -276,12 +280,12 @@ fn symlink_at_target_is_refused_and_its_destination_untouched() {
     fs::create_dir(dir.path().join("www")).unwrap();
     let outside = dir.path().join("outside.pem");
     fs::write(&outside, b"keep").unwrap();
-    std::os::unix::fs::symlink(&outside, &paths.key).unwrap();
+    std::os::unix::fs::symlink(&outside, key_of(&paths)).unwrap();
     let err = InstallTx::new()
         .stage_certificate(&paths, &material("A"), &Ownership::default())
         .unwrap_err();
     assert!(matches!(err, InstallError::SymlinkTarget { .. }), "{err}");
-    assert!(err.to_string().contains(&*paths.key.to_string_lossy()));
+    assert!(err.to_string().contains(&*key_of(&paths).to_string_lossy()));
     assert_eq!(fs::read(&outside).unwrap(), b"keep");
     assert!(leftovers(&dir.path().join("www")).is_empty());
 }
@@ -351,7 +355,7 @@ fn write_error_leaves_the_live_file_untouched() {
         .unwrap_err();
     assert!(matches!(err, InstallError::Write { .. }), "{err}");
     assert!(err.to_string().contains("fullchain.pem"), "{err}");
-    assert_eq!(fs::read(&paths.key).unwrap(), a.key_pem);
+    assert_eq!(fs::read(key_of(&paths)).unwrap(), a.key_pem);
     assert_eq!(
         fs::read(paths.fullchain.as_ref().unwrap()).unwrap(),
         a.fullchain_pem
@@ -447,7 +451,7 @@ async fn failing_config_test_restores_previous_files() {
     let out = install_all(std::slice::from_ref(&first)).await;
     assert!(out[0].result.is_ok(), "{:?}", out[0].result);
     assert!(out[0].installed());
-    let key_a = fs::read(&first.paths.key).unwrap();
+    let key_a = fs::read(key_of(&first.paths)).unwrap();
     let full = first.paths.fullchain.clone().unwrap();
     let full_a = fs::read(&full).unwrap();
 
@@ -462,7 +466,7 @@ async fn failing_config_test_restores_previous_files() {
     assert!(matches!(err, InstallError::ConfigTest { .. }), "{err}");
     assert!(err.to_string().contains("cannot load certificate"), "{err}");
     assert!(!out[0].installed());
-    assert_eq!(fs::read(&first.paths.key).unwrap(), key_a);
+    assert_eq!(fs::read(key_of(&first.paths)).unwrap(), key_a);
     assert_eq!(fs::read(&full).unwrap(), full_a);
     assert!(leftovers(&dir.path().join("www")).is_empty());
 }
@@ -511,7 +515,10 @@ async fn deploy_hook_gets_names_and_paths_but_no_key_material() {
     let env = fs::read_to_string(&env_file).unwrap();
     assert!(env.contains("CERT_AGENT_NAME=www\n"));
     assert!(env.contains("CERT_AGENT_DOMAINS=a.test www.a.test\n"));
-    assert!(env.contains(&format!("CERT_AGENT_KEY_PATH={}\n", c.paths.key.display())));
+    assert!(env.contains(&format!(
+        "CERT_AGENT_KEY_PATH={}\n",
+        key_of(&c.paths).display()
+    )));
     assert!(env.contains(&format!(
         "CERT_AGENT_FULLCHAIN_PATH={}\n",
         c.paths.fullchain.as_ref().unwrap().display()

@@ -88,6 +88,7 @@ pub fn install_paths(cert: &CertificateConfig) -> InstallPaths {
             chain: cert.chain_path.clone(),
             fullchain: cert.fullchain_path.clone(),
             key: cert.key_path.clone(),
+            combined: cert.combined_path.clone(),
         },
     )
 }
@@ -137,11 +138,7 @@ pub(super) fn finish_install(
 ) -> Result<Outcome> {
     let mut rec = store.load(&cert.name)?;
     let paths = &r.install.paths;
-    let files: Vec<PathBuf> = paths
-        .certificate_paths()
-        .map(Path::to_path_buf)
-        .chain(std::iter::once(paths.key.clone()))
-        .collect();
+    let files: Vec<PathBuf> = paths.all().map(Path::to_path_buf).collect();
     let leaf_file = leaf_file(paths);
     let leaf_stamp = leaf_file.as_deref().and_then(FileStamp::of);
     rec.installed = Some(Installed {
@@ -183,15 +180,23 @@ pub(super) fn finish_install(
     })
 }
 
-/// The installed file whose first certificate is the leaf.
+/// The installed file whose first certificate is the leaf (fullchain, else leaf, else the
+/// combined file).
 pub(super) fn leaf_file(paths: &InstallPaths) -> Option<PathBuf> {
-    paths.fullchain.clone().or_else(|| paths.cert.clone())
+    paths.leaf_file().map(Path::to_path_buf)
 }
 
-/// Loads the key installed for `cert` (for a reinstall of the same certificate).
+/// Loads the key installed for `cert` (for a reinstall of the same certificate): from the key
+/// file, or from the combined file when only that is configured.
 pub(super) fn installed_key(cert: &CertificateConfig) -> Result<PrivateKey> {
-    let path = install_paths(cert).key;
-    crate::crypto::read_key_file(&path)
+    let paths = install_paths(cert);
+    let path = paths.key_file().ok_or_else(|| {
+        anyhow!(
+            "certificate '{}' has no key file or combined file configured",
+            cert.name
+        )
+    })?;
+    crate::crypto::read_key_file(path)
         .with_context(|| format!("could not read the installed key {}", path.display()))
 }
 

@@ -8,7 +8,10 @@
 //! give the config test and reload commands the install layer should use for the instance.
 //!
 //! Certificate and key files that do not exist yet are created as a self-signed placeholder,
-//! so a server can be started before the agent's first install.
+//! so a server can be started before the agent's first install. A site whose `cert_path` and
+//! `key_path` are the same file uses it as a combined file (key followed by the certificates):
+//! nginx names it in both `ssl_certificate` and `ssl_certificate_key`, apache in
+//! `SSLCertificateFile` without `SSLCertificateKeyFile`.
 //!
 //! When the server binary is missing, [`require`] makes tests skip with a notice, or fail when
 //! the `CI` environment variable is set.
@@ -40,7 +43,7 @@ pub struct Site {
     pub cert_path: PathBuf,
     /// apache only: the intermediates (`SSLCertificateChainFile`); ignored by nginx.
     pub chain_path: Option<PathBuf>,
-    /// The private key.
+    /// The private key; equal to `cert_path` for a combined file.
     pub key_path: PathBuf,
     /// Document root of both vhosts; created if missing.
     pub webroot: PathBuf,
@@ -74,6 +77,11 @@ impl Site {
     pub fn with_aliases(mut self, aliases: &[&str]) -> Self {
         self.aliases = aliases.iter().map(|s| s.to_string()).collect();
         self
+    }
+
+    /// Whether certificate and key come from one combined file.
+    pub fn combined(&self) -> bool {
+        self.cert_path == self.key_path
     }
 
     fn names(&self) -> Vec<&str> {
@@ -322,6 +330,9 @@ fn prepare_sites(sites: &[Site]) -> io::Result<()> {
             fs::write(path, data)?;
             fs::set_permissions(path, fs::Permissions::from_mode(mode))
         };
+        if site.combined() {
+            write(&site.key_path, &format!("{key}{cert}"), 0o600)?;
+        }
         write(&site.key_path, &key, 0o600)?;
         write(&site.cert_path, &cert, 0o644)?;
         if let Some(chain) = &site.chain_path {
@@ -744,12 +755,16 @@ fn apache_conf(
             .as_ref()
             .map(|p| format!("  SSLCertificateChainFile {}\n", q(p)))
             .unwrap_or_default();
+        let key = if site.combined() {
+            String::new()
+        } else {
+            format!("  SSLCertificateKeyFile {}\n", q(&site.key_path))
+        };
         c.push_str(&format!(
             "<VirtualHost 127.0.0.1:{https_port}>\n  ServerName {}\n{aliases}  DocumentRoot {webroot}\n{dir_block}\
-             \x20 SSLEngine on\n  SSLCertificateFile {}\n  SSLCertificateKeyFile {}\n{chain}</VirtualHost>\n",
+             \x20 SSLEngine on\n  SSLCertificateFile {}\n{key}{chain}</VirtualHost>\n",
             site.server_name,
             q(&site.cert_path),
-            q(&site.key_path),
         ));
     }
     c
