@@ -14,3 +14,11 @@ use support::webserver::Server;
 fn renew_orders_validates_through_apache_installs_and_serves() {
     support::env::web_server_flow(Server::Apache, "www.e2e-apache.test");
 }
+
+/// Guards `combined_path` with apache: the combined file is the only install path, named in
+/// `SSLCertificateFile` without `SSLCertificateKeyFile`; the new certificate is served after
+/// the run, the next run sees it installed, and a reinstall reads the key back from it.
+#[test]
+fn combined_file_only_through_apache() {
+    support::webserver::combined_only_flow(Server::Apache, "www.e2e-apache-combined.test");
+}

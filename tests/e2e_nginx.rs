@@ -343,3 +343,11 @@ fn two_certificates_one_reload() {
     );
     assert_eq!(env.billed(), 2);
 }
+
+/// Guards `combined_path` with nginx: the combined file is the only install path and nginx
+/// names it in `ssl_certificate` and `ssl_certificate_key`; the new certificate is served
+/// after the run, the next run sees it installed, and a reinstall reads the key back from it.
+#[test]
+fn combined_file_only_through_nginx() {
+    support::webserver::combined_only_flow(Server::Nginx, "www.e2e-nginx-combined.test");
+}

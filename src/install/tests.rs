@@ -534,3 +534,176 @@ async fn deploy_hook_gets_names_and_paths_but_no_key_material() {
         Err(InstallError::DeployHook { .. })
     ));
 }
+
+fn combined_paths(dir: &Path, extra: PathOverrides) -> InstallPaths {
+    InstallPaths::resolve(
+        ServerKind::Nginx,
+        dir,
+        "www",
+        &PathOverrides {
+            combined: Some(dir.join("tls/www.pem")),
+            ..extra
+        },
+    )
+}
+
+#[test]
+fn combined_file_holds_key_then_fullchain_with_the_key_mode() {
+    let dir = tmp();
+    let paths = combined_paths(dir.path(), PathOverrides::default());
+    let combined = paths.combined.clone().unwrap();
+    let m = material("A");
+    install(&paths, &m, &Ownership::default());
+    let mut expected = m.key_pem.clone();
+    expected.extend_from_slice(&m.fullchain_pem);
+    assert_eq!(fs::read(&combined).unwrap(), expected);
+    assert_eq!(m.combined_pem(), expected);
+    assert_eq!(mode(&combined), KEY_MODE);
+    assert_eq!(mode(&dir.path().join("tls")), KEY_DIR_MODE);
+    // Nothing else written: no default layout beside a combined file.
+    assert!(!dir.path().join("www").exists());
+    let names: Vec<_> = fs::read_dir(dir.path().join("tls"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("www.pem")]);
+
+    // A key without a final newline still starts a line for the chain.
+    let mut bare = material("B");
+    bare.key_pem.pop();
+    let mut expected = bare.key_pem.clone();
+    expected.push(b'\n');
+    expected.extend_from_slice(&bare.fullchain_pem);
+    assert_eq!(bare.combined_pem(), expected);
+}
+
+#[test]
+fn combined_file_rolls_back_to_the_previous_version() {
+    let dir = tmp();
+    let paths = combined_paths(
+        dir.path(),
+        PathOverrides {
+            key: Some(dir.path().join("tls/www.key")),
+            fullchain: Some(dir.path().join("tls/full.pem")),
+            ..Default::default()
+        },
+    );
+    let combined = paths.combined.clone().unwrap();
+    let a = material("A");
+    install(&paths, &a, &Ownership::default());
+    let inode = fs::metadata(&combined).unwrap().ino();
+    // The directory holds a certificate file too: not restricted.
+    assert_eq!(mode(&dir.path().join("tls")), DIR_MODE);
+
+    let b = material("B");
+    let mut tx = InstallTx::new();
+    tx.stage_certificate(&paths, &b, &Ownership::default())
+        .unwrap();
+    assert_eq!(
+        tx.targets().collect::<Vec<_>>(),
+        paths.all().collect::<Vec<_>>(),
+        "key, combined, then the certificate files"
+    );
+    tx.apply().unwrap();
+    assert_eq!(fs::read(&combined).unwrap(), b.combined_pem());
+    tx.rollback().unwrap();
+    assert_eq!(fs::read(&combined).unwrap(), a.combined_pem());
+    assert_eq!(fs::metadata(&combined).unwrap().ino(), inode);
+    assert_eq!(fs::read(key_of(&paths)).unwrap(), a.key_pem);
+    assert!(leftovers(&dir.path().join("tls")).is_empty());
+}
+
+#[test]
+fn combined_file_with_a_group_is_0640() {
+    if !is_root() {
+        eprintln!("skipped: needs root to change owners");
+        return;
+    }
+    let dir = tmp();
+    let paths = combined_paths(dir.path(), PathOverrides::default());
+    let own = Ownership {
+        group: Some(Principal::Id(5678)),
+        ..Default::default()
+    };
+    install(&paths, &material("A"), &own);
+    let meta = fs::metadata(paths.combined.as_ref().unwrap()).unwrap();
+    assert_eq!((meta.gid(), meta.mode() & 0o7777), (5678, KEY_MODE_GROUP));
+    assert_eq!(mode(&dir.path().join("tls")), 0o750);
+}
+
+#[test]
+fn paths_without_key_or_combined_file_are_refused() {
+    let dir = tmp();
+    let mut paths = nginx_paths(dir.path());
+    paths.key = None;
+    let mut tx = InstallTx::new();
+    let err = tx
+        .stage_certificate(&paths, &material("A"), &Ownership::default())
+        .unwrap_err();
+    assert!(matches!(err, InstallError::NoKeyFile), "{err}");
+    assert!(!dir.path().join("www").exists());
+}
+
+#[test]
+fn unchanged_files_are_not_replaced() {
+    let dir = tmp();
+    let paths = none_paths(dir.path());
+    let a = material("A");
+    install(&paths, &a, &Ownership::default());
+    let inode = |p: &Path| fs::metadata(p).unwrap().ino();
+    let before: Vec<(PathBuf, u64)> = paths.all().map(|p| (p.to_path_buf(), inode(p))).collect();
+
+    // The same material again: nothing staged, nothing renamed.
+    let mut tx = InstallTx::new();
+    tx.stage_certificate(&paths, &a, &Ownership::default())
+        .unwrap();
+    assert!(leftovers(&dir.path().join("www")).is_empty());
+    tx.commit().unwrap();
+    for (p, ino) in &before {
+        assert_eq!(inode(p), *ino, "{} kept", p.display());
+    }
+
+    // Same key, new certificate: the key file stays, the certificate files are replaced.
+    let mut b = material("B");
+    b.key_pem = a.key_pem.clone();
+    install(&paths, &b, &Ownership::default());
+    assert_eq!(inode(key_of(&paths)), before[0].1);
+    let full = paths.fullchain.as_deref().unwrap();
+    assert_ne!(
+        inode(full),
+        before.iter().find(|(p, _)| p == full).unwrap().1
+    );
+    assert_eq!(fs::read(full).unwrap(), b.fullchain_pem);
+
+    // Same bytes but another mode wanted: replaced.
+    let own = Ownership {
+        key_mode: Some(0o400),
+        ..Default::default()
+    };
+    install(&paths, &b, &own);
+    assert_eq!(mode(key_of(&paths)), 0o400);
+    assert_ne!(inode(key_of(&paths)), before[0].1);
+}
+
+#[tokio::test]
+async fn deploy_hook_gets_the_combined_path() {
+    let dir = tmp();
+    let env_file = dir.path().join("env");
+    let mut c = cert_install(dir.path(), "www", &["true"]);
+    c.paths = combined_paths(dir.path(), PathOverrides::default());
+    c.deploy_hook = Some(argv(&[
+        "sh",
+        "-c",
+        &format!("env > '{}'", env_file.display()),
+    ]));
+    let out = install_all(std::slice::from_ref(&c)).await;
+    assert!(out[0].result.is_ok(), "{:?}", out[0].result);
+    let env = fs::read_to_string(&env_file).unwrap();
+    assert!(env.contains(&format!(
+        "CERT_AGENT_COMBINED_PATH={}\n",
+        dir.path().join("tls/www.pem").display()
+    )));
+    assert!(env.contains("CERT_AGENT_KEY_PATH=\n"), "{env}");
+    assert!(env.contains("CERT_AGENT_FULLCHAIN_PATH=\n"), "{env}");
+    assert!(!env.contains("PRIVATE KEY"));
+}
