@@ -2,6 +2,8 @@
 //! through apache from the web root, install (leaf + chain files), config test, graceful
 //! reload, verification of what is served.
 
+#[path = "support/combined_flow.rs"]
+mod combined_flow;
 mod support;
 
 use support::webserver::Server;
@@ -20,5 +22,5 @@ fn renew_orders_validates_through_apache_installs_and_serves() {
 /// the run, the next run sees it installed, and a reinstall reads the key back from it.
 #[test]
 fn combined_file_only_through_apache() {
-    support::webserver::combined_only_flow(Server::Apache, "www.e2e-apache-combined.test");
+    combined_flow::combined_only_flow(Server::Apache, "www.e2e-apache-combined.test");
 }

@@ -2,6 +2,8 @@
 //! nginx from the web root, install, config test, reload, verification of what is served; and
 //! what happens when validation is not finished within a run or the run is killed meanwhile.
 
+#[path = "support/combined_flow.rs"]
+mod combined_flow;
 mod support;
 
 use std::fs;
@@ -349,5 +351,5 @@ fn two_certificates_one_reload() {
 /// after the run, the next run sees it installed, and a reinstall reads the key back from it.
 #[test]
 fn combined_file_only_through_nginx() {
-    support::webserver::combined_only_flow(Server::Nginx, "www.e2e-nginx-combined.test");
+    combined_flow::combined_only_flow(Server::Nginx, "www.e2e-nginx-combined.test");
 }
