@@ -361,6 +361,12 @@ impl InstallTx {
             && same_content(target, data)
         {
             tracing::debug!(path = %target.display(), "unchanged, not replaced");
+            // A previous version left by a crashed run is of no use any more.
+            let prev = sibling(target, PREV_SUFFIX);
+            remove_if_exists(&prev).map_err(|e| InstallError::Cleanup {
+                path: prev,
+                cause: Arc::new(e),
+            })?;
             self.files.push(TxFile {
                 target: target.to_path_buf(),
                 role,

@@ -653,7 +653,10 @@ fn unchanged_files_are_not_replaced() {
     let inode = |p: &Path| fs::metadata(p).unwrap().ino();
     let before: Vec<(PathBuf, u64)> = paths.all().map(|p| (p.to_path_buf(), inode(p))).collect();
 
-    // The same material again: nothing staged, nothing renamed.
+    // The same material again: nothing staged, nothing renamed; a previous version left by
+    // a crashed run goes.
+    let stale = dir.path().join("www/.fullchain.pem.cert-agent-prev");
+    fs::write(&stale, b"old").unwrap();
     let mut tx = InstallTx::new();
     tx.stage_certificate(&paths, &a, &Ownership::default())
         .unwrap();
