@@ -3,7 +3,9 @@
 //! truncated, the next run installs without a new order); a read-only target; a symbolic link
 //! planted at a target or in the web root; a group- or world-writable parent; modes under
 //! `umask 000`; a configured group and mode surviving a renewal; and, through the library,
-//! certificate and key always switched as a pair while a reader watches.
+//! certificate and key always switched as a pair in a combined file while a reader watches
+//! (with a control showing the reader catches a switch in two steps), and separate files left
+//! as a matching pair after every install.
 //! (Rollback after a failed config test or reload is proven by `e2e_rollback.rs` and
 //! `install_e2e.rs`.)
 
