@@ -3,6 +3,7 @@
 //! prints the whole chain and maps it to the documented exit codes.
 
 mod args;
+mod serve;
 mod table;
 
 /// `println!` that ends the process quietly when stdout is a closed pipe (`cert-agent list |
@@ -220,6 +221,10 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             let config = load_config(&cli.config)?;
             local_status(&config, &out)
         }
+        Command::Serve => {
+            let config = load_config(&cli.config)?;
+            serve::serve(&config).await
+        }
         Command::Issue(args) => {
             let config = load_config(&cli.config)?;
             let opts = crate::renew::run::RunOptions {
@@ -344,6 +349,7 @@ async fn api_command(
         | Command::Install { .. }
         | Command::Adopt { .. }
         | Command::Run { .. }
+        | Command::Serve
         | Command::Status { id: None } => unreachable_config(),
     }
 }

@@ -39,6 +39,8 @@ pub const DEFAULT_RENEW_BEFORE_DAYS: u32 = 30;
 pub const DEFAULT_POLL_INTERVAL_SECS: u64 = 300;
 /// Default `agent.concurrency` (certificates worked on at once).
 pub const DEFAULT_CONCURRENCY: u32 = 4;
+/// Default `agent.serve_user`: the user `cert-agent serve` runs as after binding its ports.
+pub const DEFAULT_SERVE_USER: &str = "nobody";
 /// Default `days` of an order (one year).
 pub const DEFAULT_DAYS: u32 = 365;
 /// Default `listen` of the standalone DCV server.
@@ -128,6 +130,9 @@ pub struct AgentConfig {
     /// Run after a renew run that changed or failed something.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notify_command: Option<Command>,
+    /// The user `cert-agent serve` switches to after binding its ports when started as root;
+    /// default `nobody`.
+    pub serve_user: String,
 }
 
 /// A command to run: a string is run by `/bin/sh -c`, an array is an argv run directly.
@@ -522,6 +527,7 @@ const AGENT_KEYS: &[&str] = &[
     "max_order_price",
     "concurrency",
     "notify_command",
+    "serve_user",
 ];
 /// Keys of a certificate that cannot come from `[defaults]`.
 const CERT_ONLY_KEYS: &[&str] = &[
@@ -1207,6 +1213,16 @@ impl<'a> Checker<'a> {
             .uint(&s, "concurrency", 1, 64)
             .unwrap_or(DEFAULT_CONCURRENCY);
         let notify_command = self.command(&s, "notify_command");
+        let serve_user = match self.text(&s, "serve_user") {
+            Some(u) if u.bytes().all(|b| b.is_ascii_graphic() && b != b':') => u,
+            Some(_) => {
+                if let Some(f) = s.get("serve_user") {
+                    self.bad(&s, &f, "must be a user name (printable, no spaces or `:`)");
+                }
+                DEFAULT_SERVE_USER.to_owned()
+            }
+            None => DEFAULT_SERVE_USER.to_owned(),
+        };
         Some(AgentConfig {
             state_dir,
             renew_before_days,
@@ -1215,6 +1231,7 @@ impl<'a> Checker<'a> {
             max_order_price,
             concurrency,
             notify_command,
+            serve_user,
         })
     }
 
@@ -2198,8 +2215,17 @@ dcv_email = "admin@example.net"
             7,
             &["`notify_command`", "non-empty array"],
         );
+        assert_one(
+            &a("serve_user = \"no body\""),
+            7,
+            &["`serve_user`", "user name"],
+        );
+        assert_one(&a("serve_user = \"\""), 7, &["`serve_user`", "empty"]);
+        let c = parse(&a("serve_user = \"_cert-agent\"")).unwrap();
+        assert_eq!(c.agent.serve_user, "_cert-agent");
         let c = parse(&a("max_order_price = 100")).unwrap();
         assert_eq!(c.agent.max_order_price.unwrap().as_str(), "100");
+        assert_eq!(c.agent.serve_user, DEFAULT_SERVE_USER);
         let c = parse(&a("poll_interval_secs = 10")).unwrap();
         assert!(
             c.warnings[0].contains("line 7: [agent]: `poll_interval_secs`"),

@@ -197,6 +197,14 @@ pub enum Command {
         #[arg(long, value_name = "SECS", default_value_t = 600)]
         wait: u64,
     },
+
+    /// Run the standalone DCV server in the foreground: it listens on every `listen` address
+    /// of the certificates with `standalone = true` and serves the validation files `renew`
+    /// publishes, also between runs while the CA has not validated yet.
+    ///
+    /// Started as root, it switches to `[agent] serve_user` (default nobody) once its ports are
+    /// bound. Stops on SIGTERM or SIGINT. See `cert-agent-serve.service`.
+    Serve,
 }
 
 #[derive(Debug, Args)]

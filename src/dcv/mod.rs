@@ -7,12 +7,14 @@
 //! - [`webroot`]: publishes the file under `<webroot>/.well-known/pki-validation/` (never
 //!   through a symbolic link) and returns a [`webroot::Published`] record for clean-up.
 //! - [`standalone`]: a built-in HTTP/1.1 server that answers nothing but the published files.
+//! - [`serve_dir`]: the publish directory and lock shared by `renew` and `cert-agent serve`.
 //! - [`hook`]: DNS records for CNAME_CSR_HASH / DNS_TXT_TOKEN and the `dns_hook` program runner.
 //! - [`selfcheck`]: fetches the file over plain HTTP as the CA would and names the likely cause
 //!   of a failure.
 
 pub mod hook;
 pub mod selfcheck;
+pub mod serve_dir;
 pub mod standalone;
 pub mod webroot;
 
@@ -197,6 +199,10 @@ pub enum DcvError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+
+    /// Another `cert-agent serve` holds the lock of the state directory.
+    #[error("another cert-agent serve (pid {pid}) is running: it holds '{}'", path.display())]
+    ServeRunning { path: PathBuf, pid: String },
 
     /// A DNS record part is not acceptable (malformed domain, hostile API value).
     #[error("invalid DNS record {what} {found}: {problem}")]

@@ -5,7 +5,18 @@
 //! nothing is decoded or normalised, so `..`, `%2e%2e`, `//` and the like never match; a query
 //! string is ignored on a published path (as a static file server does) and a request for
 //! anything else is `404`. The `Host` header is not consulted: one server answers for every
-//! domain of the certificates it serves. There is no file system behind the server.
+//! domain of the certificates it serves.
+//!
+//! The files come from one of two sources: an in-memory set that the process running the
+//! server fills ([`StandaloneServer::add_file`], the server inside `renew`), or a directory
+//! opened once ([`StandaloneServer::from_listener_dir`], `cert-agent serve`). A directory is
+//! read through its open descriptor only: the request's file name must be a validation file
+//! name (32 upper-case hex digits and `.txt`) before anything is opened, the file is opened
+//! with `openat(O_NOFOLLOW)` (a symbolic link is never followed), must be a regular file of at
+//! most [`super::MAX_CONTENT_BYTES`] bytes and must pass the content check of
+//! [`ValidationFile`]; anything else is `404`. Because only the descriptor is used, a process
+//! that dropped its privileges after opening the directory needs no access to the directories
+//! above it.
 //!
 //! Limits: a request's headers must arrive within [`ServerOptions::header_read_timeout`]
 //! (slowloris), a connection lives at most [`ServerOptions::connection_timeout`], one request per
@@ -15,11 +26,14 @@
 //! order, as soon as a slot frees (a CA's validator then sees a slow answer rather than a reset).
 //!
 //! Binding a port below 1024 needs privileges: bind first (as root), drop privileges, then hand
-//! the bound socket to [`StandaloneServer::from_listener`].
+//! the bound socket to [`StandaloneServer::from_listener`] or
+//! [`StandaloneServer::from_listener_dir`] (`cert-agent serve` does this).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::io::Read;
 use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -66,6 +80,78 @@ impl Default for ServerOptions {
 /// URL path → content of the files being served.
 type Files = Arc<RwLock<HashMap<String, Bytes>>>;
 
+/// Where the served files come from.
+#[derive(Debug, Clone)]
+enum Source {
+    /// The in-memory set of [`StandaloneServer::add_file`].
+    Memory(Files),
+    /// The validation files of an open directory, read on each request.
+    Dir(Arc<OwnedFd>),
+}
+
+impl Source {
+    /// The content served at the URL path `path`, if any.
+    fn lookup(&self, path: &str) -> Option<Bytes> {
+        match self {
+            Self::Memory(files) => files
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(path)
+                .cloned(),
+            Self::Dir(dir) => {
+                let name = path
+                    .strip_prefix(super::DCV_URL_DIR)
+                    .and_then(|rest| rest.strip_prefix('/'))?;
+                match read_from_dir(dir, name) {
+                    Ok(content) => content,
+                    Err(e) => {
+                        tracing::warn!(
+                            "standalone DCV server: could not read {}: {e}",
+                            super::quote(name)
+                        );
+                        None
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reads the validation file `name` from the directory `dir`: `None` when `name` is not a
+/// validation file name, there is no such file, it is a symbolic link or not a regular file,
+/// or its content is not a valid validation file.
+fn read_from_dir(dir: &OwnedFd, name: &str) -> std::io::Result<Option<Bytes>> {
+    use nix::errno::Errno;
+    use nix::fcntl::{OFlag, openat};
+    use nix::sys::stat::Mode;
+
+    if !super::is_file_name(name) {
+        return Ok(None);
+    }
+    // O_NONBLOCK: a FIFO planted in the directory must not hang the server.
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
+    let fd = match openat(dir, name, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        // ELOOP: a symbolic link (O_NOFOLLOW).
+        Err(Errno::ENOENT | Errno::ELOOP) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let mut file = std::fs::File::from(fd);
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() || meta.len() > super::MAX_CONTENT_BYTES as u64 {
+        return Ok(None);
+    }
+    let mut content = String::new();
+    // One byte more than allowed: a file that grew after the size check is refused too.
+    file.by_ref()
+        .take(super::MAX_CONTENT_BYTES as u64 + 1)
+        .read_to_string(&mut content)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{e} (not UTF-8 text?)")))?;
+    Ok(ValidationFile::from_parts(name, &content)
+        .ok()
+        .map(|f| Bytes::copy_from_slice(f.content().as_bytes())))
+}
+
 /// A running standalone DCV server. Dropping it stops the server too; [`shutdown`] waits
 /// for the stop.
 ///
@@ -95,7 +181,7 @@ impl StandaloneServer {
                 addr: listen_addr,
                 source,
             })?;
-        Self::serve(listener, options, listen_addr)
+        Self::serve(listener, options, listen_addr, None)
     }
 
     /// Serves on a socket bound elsewhere, e.g. as root before privileges are dropped: the
@@ -104,6 +190,26 @@ impl StandaloneServer {
     pub fn from_listener(
         listener: std::net::TcpListener,
         options: ServerOptions,
+    ) -> Result<Self, DcvError> {
+        Self::adopt(listener, options, None)
+    }
+
+    /// Serves on a socket bound elsewhere the validation files of the open directory `dir`
+    /// (see the module documentation): what the directory holds at the time of a request is
+    /// what is served. [`add_file`](Self::add_file) and its kind have no effect on such a
+    /// server. Must be called from within a Tokio runtime (an error otherwise).
+    pub fn from_listener_dir(
+        listener: std::net::TcpListener,
+        options: ServerOptions,
+        dir: Arc<OwnedFd>,
+    ) -> Result<Self, DcvError> {
+        Self::adopt(listener, options, Some(dir))
+    }
+
+    fn adopt(
+        listener: std::net::TcpListener,
+        options: ServerOptions,
+        dir: Option<Arc<OwnedFd>>,
     ) -> Result<Self, DcvError> {
         let addr = listener
             .local_addr()
@@ -117,13 +223,14 @@ impl StandaloneServer {
             .set_nonblocking(true)
             .and_then(|()| TcpListener::from_std(listener))
             .map_err(|source| DcvError::Listen { addr, source })?;
-        Self::serve(listener, options, addr)
+        Self::serve(listener, options, addr, dir)
     }
 
     fn serve(
         listener: TcpListener,
         options: ServerOptions,
         addr: SocketAddr,
+        dir: Option<Arc<OwnedFd>>,
     ) -> Result<Self, DcvError> {
         let local_addr = listener
             .local_addr()
@@ -133,8 +240,12 @@ impl StandaloneServer {
             source: std::io::Error::other(e),
         })?;
         let files: Files = Arc::default();
+        let source = match dir {
+            Some(dir) => Source::Dir(dir),
+            None => Source::Memory(files.clone()),
+        };
         let (stop, stopped) = watch::channel(false);
-        let task = runtime.spawn(accept_loop(listener, files.clone(), options, stopped));
+        let task = runtime.spawn(accept_loop(listener, source, options, stopped));
         tracing::debug!("standalone DCV server listening on {local_addr}");
         Ok(Self {
             local_addr,
@@ -214,7 +325,7 @@ impl Drop for StandaloneServer {
 
 async fn accept_loop(
     listener: TcpListener,
-    files: Files,
+    files: Source,
     options: ServerOptions,
     mut stopped: watch::Receiver<bool>,
 ) {
@@ -265,7 +376,7 @@ async fn serve_connection(
     builder: &http1::Builder,
     stream: TcpStream,
     peer: SocketAddr,
-    files: Files,
+    files: Source,
     limit: Duration,
 ) {
     let service = service_fn(move |req: Request<Incoming>| {
@@ -280,15 +391,11 @@ async fn serve_connection(
     }
 }
 
-fn respond(files: &Files, req: &Request<Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {
+fn respond(files: &Source, req: &Request<Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {
     let method = req.method();
     let path = req.uri().path();
     let found = if method == Method::GET || method == Method::HEAD {
-        files
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(path)
-            .cloned()
+        files.lookup(path)
     } else {
         None
     };

@@ -106,9 +106,10 @@ pub(super) async fn publish_dcv(
                 cross_check_hashes(ctx, certificate_id, &ours).await?;
             }
             if cert.standalone {
-                standalone_server(ctx, cert.listen).await?.add_file(&file);
+                // Recorded first: a run stopped half-way still removes the file next time.
                 rec.dcv.standalone_file = Some((file.name().to_owned(), file.content().to_owned()));
                 ctx.store.save(rec)?;
+                publish_standalone(ctx, cert, &file).await?;
             } else {
                 let webroots = webroots(cert)?;
                 let roots = webroots
@@ -317,7 +318,7 @@ pub(super) async fn republish(
                 return Ok(false);
             };
             let file = ValidationFile::from_parts(n, content)?;
-            standalone_server(ctx, cert.listen).await?.add_file(&file);
+            publish_standalone(ctx, cert, &file).await?;
             Ok(true)
         }
         DcvMethod::Http | DcvMethod::Https => Ok(!rec.dcv.files.is_empty()
@@ -346,6 +347,45 @@ async fn self_check(cert: &CertificateConfig, file: &ValidationFile) {
             Err(e) => tracing::warn!(certificate = %cert.name, "self-check not possible: {e}"),
         }
     }
+}
+
+/// Serves `file` for a standalone certificate: through the publish directory of a running
+/// `cert-agent serve` that listens on the certificate's address, else with a server inside
+/// this run.
+async fn publish_standalone(
+    ctx: &Ctx<'_>,
+    cert: &CertificateConfig,
+    file: &ValidationFile,
+) -> Result<()> {
+    let state_dir = ctx.store.dir().to_path_buf();
+    match dcv::serve_dir::running(&state_dir) {
+        Ok(Some(serve)) if serve.listen.contains(&cert.listen) => {
+            let path = dcv::serve_dir::publish(&state_dir, file)
+                .context("could not publish the validation file for cert-agent serve")?;
+            tracing::info!(
+                certificate = %cert.name,
+                "published '{}' for cert-agent serve (pid {}) on {}",
+                path.display(),
+                serve.pid,
+                cert.listen
+            );
+            return Ok(());
+        }
+        Ok(Some(serve)) => tracing::warn!(
+            certificate = %cert.name,
+            "cert-agent serve (pid {}) does not listen on {} (restart it after changing \
+             `listen`); serving the file from this run",
+            serve.pid,
+            cert.listen
+        ),
+        Ok(None) => {}
+        Err(e) => tracing::warn!(
+            certificate = %cert.name,
+            "could not tell whether cert-agent serve runs ({e}); serving the file from this run"
+        ),
+    }
+    standalone_server(ctx, cert.listen).await?.add_file(file);
+    Ok(())
 }
 
 /// The run's standalone server on `listen`, started on first use. The guard keeps the run's
@@ -380,6 +420,21 @@ fn webroots(cert: &CertificateConfig) -> Result<dcv::webroot::Webroots> {
 /// Removes what was published for validation (files, directories, DNS records).
 pub(super) async fn cleanup_dcv(ctx: &Ctx<'_>, cert: &CertificateConfig, rec: &mut CertRecord) {
     let mut files = std::mem::take(&mut rec.dcv.files);
+    // The standalone file in the publish directory of `cert-agent serve`, whether or not one
+    // runs now: the pending CSR's name and the recorded one.
+    let served = rec
+        .pending_key
+        .as_ref()
+        .map(|p| format!("{}.txt", p.csr_md5))
+        .into_iter()
+        .chain(rec.dcv.standalone_file.as_ref().map(|(n, _)| n.clone()));
+    if cert.standalone || rec.dcv.standalone_file.is_some() {
+        for name in served {
+            if let Err(e) = dcv::serve_dir::remove(ctx.store.dir(), &name) {
+                tracing::warn!(certificate = %cert.name, "could not remove a validation file: {e}");
+            }
+        }
+    }
     if let Some(p) = rec.pending_key.as_ref() {
         let name = format!("{}.txt", p.csr_md5);
         for server in ctx.standalone.lock().await.values() {

@@ -1,0 +1,185 @@
+//! `cert-agent serve`: the standalone DCV server as a foreground process of its own.
+//!
+//! Order of start-up, each step before the privileges go:
+//! 1. the addresses: every distinct `listen` of the certificates with `standalone = true`;
+//! 2. the serve user (`[agent] serve_user`) is looked up;
+//! 3. the lock `<state_dir>/serve.lock` is taken (one serve process per state directory);
+//! 4. the publish directory `<state_dir>/standalone/` is created if needed and opened;
+//! 5. every address is bound.
+//!
+//! Then, when running as root, the process switches to the serve user (supplementary groups,
+//! group, user — real, effective and saved IDs) and checks that root cannot be regained. Only
+//! after that does it answer requests; it reads the files through the directory descriptor
+//! (see [`crate::dcv::standalone`]), so the serve user needs no access to the state directory.
+//! `renew` finds the lock and writes the validation files into the directory instead of
+//! binding the ports itself ([`crate::dcv::serve_dir`]).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use nix::unistd::{Gid, Uid, User};
+
+use super::{UsageError, exit};
+use crate::config::Config;
+use crate::dcv::serve_dir::{self, ServeLock};
+use crate::dcv::standalone::{ServerOptions, StandaloneServer};
+use crate::store::Store;
+
+/// Runs the server until SIGTERM or SIGINT; exit code 0 then.
+pub async fn serve(config: &Config) -> Result<u8> {
+    let listen = listen_addresses(config)?;
+    let user = serve_user(&config.agent.serve_user)?;
+    // Signal handlers first: a stop request during start-up is not lost.
+    let mut stop = Stop::new()?;
+
+    let state_dir = &config.agent.state_dir;
+    let store = Store::open(state_dir)?;
+    let mut lock = ServeLock::take(store.dir())?;
+    let dir = serve_dir::open_dir(store.dir())?;
+    let mut listeners = Vec::new();
+    for addr in &listen {
+        let listener = std::net::TcpListener::bind(addr)
+            .with_context(|| format!("could not listen on {addr} for DCV"))?;
+        listeners.push((*addr, listener));
+    }
+
+    if nix::unistd::geteuid().is_root() {
+        drop_privileges(&user)?;
+        tracing::info!(
+            "listening; now running as user '{}' (uid {}, gid {})",
+            user.name,
+            user.uid,
+            user.gid
+        );
+    } else {
+        tracing::info!(
+            "not started as root: running as uid {} (`serve_user` applies to root only)",
+            nix::unistd::geteuid()
+        );
+    }
+
+    lock.announce(&listen)?;
+    let dir = Arc::new(dir);
+    let mut servers = Vec::new();
+    for (addr, listener) in listeners {
+        let server =
+            StandaloneServer::from_listener_dir(listener, ServerOptions::default(), dir.clone())
+                .with_context(|| format!("could not serve on {addr}"))?;
+        tracing::info!(
+            "serving the validation files of '{}' on {}",
+            serve_dir::dir_path(store.dir()).display(),
+            server.local_addr()
+        );
+        servers.push(server);
+    }
+
+    stop.wait().await;
+    tracing::info!("stopping");
+    for server in servers {
+        server.shutdown().await;
+    }
+    drop(lock);
+    Ok(exit::OK)
+}
+
+/// The distinct `listen` addresses of the standalone certificates, in configuration order.
+fn listen_addresses(config: &Config) -> Result<Vec<SocketAddr>> {
+    let mut listen: Vec<SocketAddr> = Vec::new();
+    for cert in config.certificates.iter().filter(|c| c.standalone) {
+        if !listen.contains(&cert.listen) {
+            listen.push(cert.listen);
+        }
+    }
+    if listen.is_empty() {
+        return Err(UsageError(
+            "nothing to serve: no [[certificate]] has `standalone = true`".into(),
+        )
+        .into());
+    }
+    Ok(listen)
+}
+
+/// The configured serve user; it must exist and be neither root nor in group root.
+fn serve_user(name: &str) -> Result<User> {
+    let user = User::from_name(name)
+        .with_context(|| format!("could not look up `[agent] serve_user` = {name:?}"))?;
+    let Some(user) = user else {
+        return Err(UsageError(format!(
+            "`[agent] serve_user` = {name:?}: no such user on this host"
+        ))
+        .into());
+    };
+    if user.uid.is_root() || user.gid == Gid::from_raw(0) {
+        return Err(UsageError(format!(
+            "`[agent] serve_user` = {name:?}: must not be root or have group root (uid {}, gid \
+             {})",
+            user.uid, user.gid
+        ))
+        .into());
+    }
+    Ok(user)
+}
+
+/// Switches every user and group ID of the process to `user` and its group, with no
+/// supplementary groups, then checks that it took and cannot be undone.
+fn drop_privileges(user: &User) -> Result<()> {
+    let name = &user.name;
+    nix::unistd::setgroups(&[user.gid])
+        .with_context(|| format!("could not set the groups of user '{name}'"))?;
+    nix::unistd::setgid(user.gid)
+        .with_context(|| format!("could not switch to group {} of '{name}'", user.gid))?;
+    nix::unistd::setuid(user.uid)
+        .with_context(|| format!("could not switch to user '{name}' (uid {})", user.uid))?;
+
+    let uids = nix::unistd::getresuid().context("could not read the user IDs")?;
+    let gids = nix::unistd::getresgid().context("could not read the group IDs")?;
+    let groups = nix::unistd::getgroups().context("could not read the groups")?;
+    if [uids.real, uids.effective, uids.saved]
+        .iter()
+        .any(|u| *u != user.uid)
+        || [gids.real, gids.effective, gids.saved]
+            .iter()
+            .any(|g| *g != user.gid)
+        || groups.iter().any(|g| *g != user.gid)
+    {
+        bail!(
+            "switching to user '{name}' did not take: uids {}/{}/{}, gids {}/{}/{}",
+            uids.real,
+            uids.effective,
+            uids.saved,
+            gids.real,
+            gids.effective,
+            gids.saved
+        );
+    }
+    if nix::unistd::setuid(Uid::from_raw(0)).is_ok()
+        || nix::unistd::seteuid(Uid::from_raw(0)).is_ok()
+    {
+        bail!("after switching to user '{name}' the process could become root again");
+    }
+    Ok(())
+}
+
+/// SIGTERM and SIGINT.
+struct Stop {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Stop {
+    fn new() -> Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            term: signal(SignalKind::terminate()).context("could not handle SIGTERM")?,
+            int: signal(SignalKind::interrupt()).context("could not handle SIGINT")?,
+        })
+    }
+
+    async fn wait(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
+}
