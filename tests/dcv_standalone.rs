@@ -302,6 +302,64 @@ async fn server_from_a_listener_bound_elsewhere() {
     server.shutdown().await;
 }
 
+/// Guards the directory source of `cert-agent serve`: what the directory holds at the time
+/// of a request is served (added and removed files show at once), a FIFO with a validation
+/// file name does not hang the server, a file larger than the content limit and a file
+/// added to the in-memory set are not served.
+#[tokio::test]
+async fn server_of_a_directory_serves_its_current_validation_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let fd = nix::fcntl::open(
+        dir.path(),
+        nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_DIRECTORY,
+        nix::sys::stat::Mode::empty(),
+    )
+    .unwrap();
+    let listener = std::net::TcpListener::bind(localhost()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = StandaloneServer::from_listener_dir(
+        listener,
+        ServerOptions::default(),
+        std::sync::Arc::new(fd),
+    )
+    .unwrap();
+    assert_eq!(status(&request(addr, "GET", &path()).await), 404);
+    std::fs::write(dir.path().join(NAME), CONTENT).unwrap();
+    let r = request(addr, "GET", &path()).await;
+    assert_eq!(status(&r), 200);
+    assert_eq!(body(&r), CONTENT);
+    assert_eq!(header(&r, "content-type"), Some("text/plain"));
+    std::fs::remove_file(dir.path().join(NAME)).unwrap();
+    assert_eq!(status(&request(addr, "GET", &path()).await), 404);
+
+    server.add_file(&file());
+    assert_eq!(
+        status(&request(addr, "GET", &path()).await),
+        404,
+        "the in-memory set is not a source of a directory server"
+    );
+
+    let fifo = "FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF.txt";
+    nix::unistd::mkfifo(
+        &dir.path().join(fifo),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    let r = request(addr, "GET", &format!("/.well-known/pki-validation/{fifo}")).await;
+    assert_eq!(status(&r), 404, "a FIFO is not served and does not block");
+
+    let big = "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB.txt";
+    let line = "x".repeat(60) + "\n";
+    std::fs::write(
+        dir.path().join(big),
+        line.repeat(cert_agent::dcv::MAX_CONTENT_BYTES / line.len() + 1),
+    )
+    .unwrap();
+    let r = request(addr, "GET", &format!("/.well-known/pki-validation/{big}")).await;
+    assert_eq!(status(&r), 404, "larger than the content limit");
+    server.shutdown().await;
+}
+
 #[test]
 fn a_listener_outside_a_runtime_is_an_error_not_a_panic() {
     let listener = std::net::TcpListener::bind(localhost()).unwrap();
