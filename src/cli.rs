@@ -222,8 +222,8 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             local_status(&config, &out)
         }
         Command::Serve => {
-            let config = load_config(&cli.config)?;
-            serve::serve(&config).await
+            let plan = serve::Plan::of(&load_config(&cli.config)?)?;
+            serve::serve(plan).await
         }
         Command::Issue(args) => {
             let config = load_config(&cli.config)?;

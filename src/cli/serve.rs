@@ -5,7 +5,7 @@
 //! 2. the serve user (`[agent] serve_user`) is looked up;
 //! 3. the lock `<state_dir>/serve.lock` is taken (one serve process per state directory);
 //! 4. the publish directory `<state_dir>/standalone/` is created if needed and opened;
-//! 5. every address is bound.
+//! 5. every address is bound, and the PID and addresses are written into the lock file.
 //!
 //! Then, when running as root, the process switches to the serve user (supplementary groups,
 //! group, user — real, effective and saved IDs) and checks that root cannot be regained. Only
@@ -15,6 +15,7 @@
 //! binding the ports itself ([`crate::dcv::serve_dir`]).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
@@ -26,16 +27,37 @@ use crate::dcv::serve_dir::{self, ServeLock};
 use crate::dcv::standalone::{ServerOptions, StandaloneServer};
 use crate::store::Store;
 
+/// What `serve` keeps of the configuration: the rest (API settings, an inline password) is
+/// dropped before the server starts.
+pub struct Plan {
+    listen: Vec<SocketAddr>,
+    user: User,
+    state_dir: PathBuf,
+}
+
+impl Plan {
+    /// The addresses, the looked-up serve user and the state directory of `config`.
+    pub fn of(config: &Config) -> Result<Self> {
+        Ok(Self {
+            listen: listen_addresses(config)?,
+            user: serve_user(&config.agent.serve_user)?,
+            state_dir: config.agent.state_dir.clone(),
+        })
+    }
+}
+
 /// Runs the server until SIGTERM or SIGINT; exit code 0 then.
-pub async fn serve(config: &Config) -> Result<u8> {
-    let listen = listen_addresses(config)?;
-    let user = serve_user(&config.agent.serve_user)?;
+pub async fn serve(plan: Plan) -> Result<u8> {
+    let Plan {
+        listen,
+        user,
+        state_dir,
+    } = plan;
     // Signal handlers first: a stop request during start-up is not lost.
     let mut stop = Stop::new()?;
 
-    let state_dir = &config.agent.state_dir;
-    let store = Store::open(state_dir)?;
-    let mut lock = ServeLock::take(store.dir())?;
+    let store = Store::open(&state_dir)?;
+    let lock = ServeLock::take(store.dir())?;
     let dir = serve_dir::open_dir(store.dir())?;
     let mut listeners = Vec::new();
     for addr in &listen {
@@ -43,6 +65,7 @@ pub async fn serve(config: &Config) -> Result<u8> {
             .with_context(|| format!("could not listen on {addr} for DCV"))?;
         listeners.push((*addr, listener));
     }
+    lock.announce(&listen)?;
 
     if nix::unistd::geteuid().is_root() {
         drop_privileges(&user)?;
@@ -59,7 +82,6 @@ pub async fn serve(config: &Config) -> Result<u8> {
         );
     }
 
-    lock.announce(&listen)?;
     let dir = Arc::new(dir);
     let mut servers = Vec::new();
     for (addr, listener) in listeners {

@@ -12,7 +12,7 @@
 //! stays there between runs until validation is over ([`remove`]).
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -49,9 +49,11 @@ pub struct ServeInfo {
 }
 
 /// The lock of a running `cert-agent serve`; released when dropped (or when the process ends).
+/// The lock is held through a read-only descriptor: a server process that dropped its
+/// privileges keeps no way to write into the state directory.
 #[derive(Debug)]
 pub struct ServeLock {
-    lock: Flock<File>,
+    _lock: Flock<File>,
     path: PathBuf,
 }
 
@@ -64,17 +66,24 @@ impl ServeLock {
             path: path.clone(),
             source,
         };
+        // Created if missing (0600), never truncated here: it may be another server's.
+        drop(
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .custom_flags(o_nofollow())
+                .open(&path)
+                .map_err(io)?,
+        );
         let file = OpenOptions::new()
             .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
             .custom_flags(o_nofollow())
             .open(&path)
             .map_err(io)?;
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => Ok(Self { lock, path }),
+            Ok(lock) => Ok(Self { _lock: lock, path }),
             Err((file, Errno::EWOULDBLOCK)) => Err(DcvError::ServeRunning {
                 path: path.clone(),
                 pid: read_info(file).pid,
@@ -83,16 +92,19 @@ impl ServeLock {
         }
     }
 
-    /// Records this process and the addresses it serves for [`running`].
-    pub fn announce(&mut self, listen: &[SocketAddr]) -> Result<(), DcvError> {
+    /// Records this process and the addresses it serves for [`running`] (through a descriptor
+    /// closed again at once).
+    pub fn announce(&self, listen: &[SocketAddr]) -> Result<(), DcvError> {
         let mut text = format!("{}\n", std::process::id());
         for addr in listen {
             text.push_str(&format!("{addr}\n"));
         }
-        self.lock
-            .set_len(0)
-            .and_then(|()| self.lock.rewind())
-            .and_then(|()| self.lock.write_all(text.as_bytes()))
+        OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .custom_flags(o_nofollow())
+            .open(&self.path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
             .map_err(|source| DcvError::Io {
                 op: "write",
                 path: self.path.clone(),
@@ -296,7 +308,7 @@ mod tests {
             "[::1]:80".parse().unwrap(),
         ];
         {
-            let mut lock = ServeLock::take(state.path()).unwrap();
+            let lock = ServeLock::take(state.path()).unwrap();
             lock.announce(&addrs).unwrap();
             let info = running(state.path()).unwrap().unwrap();
             assert_eq!(info.pid, std::process::id().to_string());
