@@ -1,6 +1,7 @@
 # %post of cert-agent ($1: 1 on install, 2 and more on upgrade): creates the state directory
 # (0700) and the install directory; on install enables cert-agent.timer and, when systemd
-# runs, starts it; on upgrade restarts a running cert-agent-daemon.service.
+# runs, starts it; on upgrade restarts a running cert-agent-daemon.service and
+# cert-agent-serve.service.
 mkdir -p /var/lib/cert-agent
 chmod 0700 /var/lib/cert-agent
 if [ ! -d /etc/ssl/cert-agent ]; then
@@ -17,5 +18,5 @@ if [ "$1" -eq 1 ]; then
         systemctl enable cert-agent.timer >/dev/null 2>&1 || :
     fi
 elif [ -d /run/systemd/system ]; then
-    systemctl try-restart cert-agent-daemon.service >/dev/null 2>&1 || :
+    systemctl try-restart cert-agent-daemon.service cert-agent-serve.service >/dev/null 2>&1 || :
 fi
