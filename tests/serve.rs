@@ -213,7 +213,7 @@ fn renew_publishes_through_serve_and_the_file_is_served_between_runs() {
 
 /// Guards the exact-file rule of the directory source: a planted symbolic link (to a file
 /// with valid content), a lower-case or otherwise malformed name, a directory, a file with
-/// invalid content, other paths and methods are all 404; a planted valid regular file is
+/// invalid or non-UTF-8 content, other paths and methods are all 404; a planted valid regular file is
 /// served (the control), and traversal attempts never leave the directory.
 #[test]
 fn serve_answers_only_regular_validation_files_of_its_directory() {
@@ -233,6 +233,8 @@ fn serve_answers_only_regular_validation_files_of_its_directory() {
     let bad_content = "11111111111111111111111111111111.txt";
     fs::write(dir.join(bad_content), "a\u{1b}[2J\n").unwrap();
     fs::create_dir(dir.join("22222222222222222222222222222222.txt")).unwrap();
+    let not_utf8 = "33333333333333333333333333333333.txt";
+    fs::write(dir.join(not_utf8), b"abc\xff\n").unwrap();
 
     let answer = serve
         .get(&format!("/.well-known/pki-validation/{good}"))
@@ -244,6 +246,7 @@ fn serve_answers_only_regular_validation_files_of_its_directory() {
         format!("/.well-known/pki-validation/{lower}"),
         format!("/.well-known/pki-validation/{bad_content}"),
         "/.well-known/pki-validation/22222222222222222222222222222222.txt".to_owned(),
+        format!("/.well-known/pki-validation/{not_utf8}"),
         "/.well-known/pki-validation/".to_owned(),
         "/.well-known/pki-validation/../../certs/www.json".to_owned(),
         "/.well-known/pki-validation/%2e%2e/serve.lock".to_owned(),

@@ -143,10 +143,16 @@ fn read_from_dir(dir: &OwnedFd, name: &str) -> std::io::Result<Option<Bytes>> {
     }
     let mut content = String::new();
     // One byte more than allowed: a file that grew after the size check is refused too.
-    file.by_ref()
+    match file
+        .by_ref()
         .take(super::MAX_CONTENT_BYTES as u64 + 1)
         .read_to_string(&mut content)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("{e} (not UTF-8 text?)")))?;
+    {
+        Ok(_) => {}
+        // Not UTF-8: not a validation file.
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Ok(None),
+        Err(e) => return Err(e),
+    }
     Ok(ValidationFile::from_parts(name, &content)
         .ok()
         .map(|f| Bytes::copy_from_slice(f.content().as_bytes())))
