@@ -6,6 +6,7 @@
 //! - it serves nothing but validation files that are regular files of the publish directory
 //!   (404 for a symbolic link, a malformed name, other paths and methods);
 //! - SIGTERM of a waiting `renew` removes the file it published for `serve`;
+//! - slow clients holding connections do not keep it from answering;
 //! - configuration errors: an unknown `serve_user`, no standalone certificate, a second
 //!   `serve` on the same state directory.
 //!
@@ -337,4 +338,45 @@ fn serve_configuration_errors_are_clear() {
         "{}",
         out.describe()
     );
+}
+
+/// Guards `serve` against slowloris: 60 connections that send a partial request head and hold
+/// do not keep it from answering the validation file at once; each held connection is cut
+/// off after the header timeout.
+#[test]
+fn serve_answers_while_slow_clients_hold_connections() {
+    let (env, port) = standalone_env("slowloris.serve.test");
+    let serve = Serve::start(&env, port);
+    let dir = publish_dir(&env);
+    fs::write(dir.join(VALID_NAME), "abc\nsectigo.com\n").unwrap();
+    fs::set_permissions(dir.join(VALID_NAME), fs::Permissions::from_mode(0o644)).unwrap();
+
+    let mut holds = Vec::new();
+    for _ in 0..60 {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(b"GET /.well-known/pki-validation/").unwrap();
+        holds.push(s);
+    }
+    let started = Instant::now();
+    let answer = serve
+        .get(&format!("/.well-known/pki-validation/{VALID_NAME}"))
+        .unwrap();
+    let took = started.elapsed();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(took < Duration::from_secs(2), "answered in {took:?}");
+    eprintln!("answered in {took:?} with 60 held connections");
+
+    // The held connections are closed by the server (header timeout, 10 s).
+    let mut held = holds.pop().unwrap();
+    held.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    let _ = held.read_to_end(&mut rest);
+    let cut = started.elapsed();
+    assert!(
+        cut < Duration::from_secs(15),
+        "a held connection was cut off after {cut:?}"
+    );
+    assert_eq!(serve.stop(), Some(0));
 }
