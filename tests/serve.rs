@@ -7,6 +7,7 @@
 //!   (404 for a symbolic link, a malformed name, other paths and methods);
 //! - SIGTERM of a waiting `renew` removes the file it published for `serve`;
 //! - slow clients holding connections do not keep it from answering;
+//! - a certificate whose `listen` it does not serve is served by the run itself;
 //! - configuration errors: an unknown `serve_user`, no standalone certificate, a second
 //!   `serve` on the same state directory.
 //!
@@ -378,5 +379,33 @@ fn serve_answers_while_slow_clients_hold_connections() {
         cut < Duration::from_secs(15),
         "a held connection was cut off after {cut:?}"
     );
+    assert_eq!(serve.stop(), Some(0));
+}
+
+/// Guards the fallback: a certificate whose `listen` the running `serve` does not listen on
+/// (changed after it started) is served by the run itself, with a warning to restart `serve`,
+/// and nothing is written into the directory.
+#[test]
+fn a_listen_address_serve_does_not_serve_is_served_by_the_run() {
+    let (mut env, port) = standalone_env("moved.serve.test");
+    let serve = Serve::start(&env, port);
+    let moved = support::webserver::free_port();
+    env.sandbox.set_dcv_ports(moved, 0);
+    env.spec_mut("www").publish = Publish::Standalone(moved);
+    env.sandbox.set_instant(true);
+
+    let out = env.renew();
+    out.expect_code(0);
+    out.installed_serial("www");
+    assert!(
+        out.stderr.contains(&format!(
+            "cert-agent serve (pid {}) does not listen on 127.0.0.1:{moved}",
+            serve.child.id()
+        )),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(published(&env), Vec::<String>::new());
+    assert_eq!(env.billed(), 1);
     assert_eq!(serve.stop(), Some(0));
 }
