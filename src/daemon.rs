@@ -16,8 +16,9 @@
 //!   server closes with the process, and webroot validation files of an unfinished order are
 //!   recorded in the state and removed by the run that sees the certificate issued.
 //!
-//! The standalone DCV server exists only inside a run, so it listens only while a
-//! certificate is being validated.
+//! A run's own standalone DCV server listens only while that run validates a certificate;
+//! `cert-agent serve` (a separate process, dropping root after binding) answers between runs,
+//! and runs publish into its directory while it holds its lock.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
