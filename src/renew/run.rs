@@ -179,6 +179,10 @@ struct Waiting {
     /// Details read just before waiting began (after a reissue): the first check uses them
     /// instead of calling the API again.
     prefetched: Option<Box<CertificateDetails>>,
+    /// When it was last checked, as this run counts it: `None` until read from the record.
+    last_poll: Option<Option<OffsetDateTime>>,
+    /// `last_poll` moved to a round's end and not yet written to the record.
+    stamp_unsaved: bool,
 }
 
 enum Next {
@@ -713,6 +717,8 @@ fn wait_reissued(idx: usize, reissued: reissue::Reissued, previous_serial: Optio
         mode: Mode::Reissue { previous_serial },
         published: false,
         prefetched: reissued.details,
+        last_poll: None,
+        stamp_unsaved: false,
     })
 }
 
@@ -723,6 +729,8 @@ fn wait(idx: usize, certificate_id: u64, mode: Mode) -> Next {
         mode,
         published: false,
         prefetched: None,
+        last_poll: None,
+        stamp_unsaved: false,
     })
 }
 
@@ -832,12 +840,13 @@ async fn rounds(
         // together.
         let t = now();
         let mut delays = Vec::with_capacity(waiting.len());
-        for w in waiting.iter() {
-            let last = ctx
-                .store
-                .load(&certs[w.idx].name)
-                .ok()
-                .and_then(|r| r.last_poll);
+        for w in waiting.iter_mut() {
+            let last = *w.last_poll.get_or_insert_with(|| {
+                ctx.store
+                    .load(&certs[w.idx].name)
+                    .ok()
+                    .and_then(|r| r.last_poll)
+            });
             delays.push(until_allowed(last, interval, t));
         }
         let soonest = delays.iter().copied().min().unwrap_or(Duration::ZERO);
@@ -849,7 +858,7 @@ async fn rounds(
         // The wait is over (at least one round was made), or the next check comes after it.
         if soonest > remaining || (remaining.is_zero() && rounds_done > 0) {
             for (w, d) in waiting.drain(..).zip(delays) {
-                let rec = ctx.store.load(&certs[w.idx].name).ok();
+                let rec = save_stamp(ctx, certs[w.idx], &w);
                 report.certificates[w.idx].outcome = Outcome::Pending {
                     reason: format!(
                         "certificate {}: waiting for {} (state {}); next check in {} s",
@@ -929,18 +938,29 @@ async fn rounds(
         rounds_done += 1;
         // Every certificate of the round that still waits counts as checked at the round's
         // end (never earlier than its own call), so that they stay in one round — and one
-        // list call — for as long as they wait.
+        // list call — for as long as they wait. Kept in memory while the run waits and
+        // written to the records when the run leaves them pending.
         let round_end = now();
-        for w in waiting.iter().filter(|w| in_round.contains(&w.idx)) {
-            let name = &certs[w.idx].name;
-            if let Ok(mut rec) = ctx.store.load(name) {
-                rec.last_poll = Some(round_end);
-                if let Err(e) = ctx.store.save(&rec) {
-                    tracing::warn!(certificate = %name, "{e}");
-                }
-            }
+        for w in waiting.iter_mut().filter(|w| in_round.contains(&w.idx)) {
+            w.last_poll = Some(Some(round_end));
+            w.stamp_unsaved = true;
         }
     }
+}
+
+/// Writes a waiting certificate's round-end stamp into its record (the next run keeps the
+/// polling interval from it); returns the record.
+fn save_stamp(ctx: &Ctx<'_>, cert: &CertificateConfig, w: &Waiting) -> Option<CertRecord> {
+    let mut rec = ctx.store.load(&cert.name).ok()?;
+    if let (true, Some(Some(stamp))) = (w.stamp_unsaved, w.last_poll)
+        && rec.last_poll.is_none_or(|p| p < stamp)
+    {
+        rec.last_poll = Some(stamp);
+        if let Err(e) = ctx.store.save(&rec) {
+            tracing::warn!(certificate = %cert.name, "{e}");
+        }
+    }
+    Some(rec)
 }
 
 /// The run was asked to stop: remove what each waiting certificate published for validation
@@ -953,7 +973,7 @@ async fn stop_waiting(
 ) {
     for w in waiting.drain(..) {
         let cert = certs[w.idx];
-        if let Ok(mut rec) = ctx.store.load(&cert.name) {
+        if let Some(mut rec) = save_stamp(ctx, cert, &w) {
             validate::cleanup_dcv(ctx, cert, &mut rec).await;
         }
         report.certificates[w.idx].outcome = Outcome::Pending {
@@ -991,6 +1011,8 @@ async fn step(
     let mut rec = ctx.store.load(&cert.name)?;
     let id = w.certificate_id;
     rec.last_poll = Some(now());
+    w.last_poll = Some(rec.last_poll);
+    w.stamp_unsaved = false;
     // Until validation is published, the details call stands in for the status call: it
     // carries the state (with a pending reissue marked) and what to publish, one call for
     // both.
