@@ -6,37 +6,109 @@ use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+/// How [`write_atomic_with`] writes a file.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteOptions {
+    /// Permission bits of the new file (set exactly: the umask does not apply).
+    pub mode: u32,
+    /// Group of the new file, set before any byte is written.
+    pub group: Option<u32>,
+    /// Refuse to replace a symbolic link or a non-regular file at the target (checked before
+    /// writing and again just before the rename); otherwise such an entry is replaced, never
+    /// followed.
+    pub refuse_links: bool,
+}
+
 /// Writes `data` to `path` atomically with permission bits `mode` (umask does not apply: the
 /// mode is set explicitly on the temporary file before the content). A symlink at `path` is
 /// replaced, never followed.
 pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+    write_atomic_with(
+        path,
+        data,
+        WriteOptions {
+            mode,
+            group: None,
+            refuse_links: false,
+        },
+    )
+}
+
+/// Writes `data` to `path` atomically: a temporary file with a random name in the same
+/// directory (created exclusively, not through a link), owner group and mode set before the
+/// content, fsynced, renamed over `path`, and the directory fsynced. The temporary file is
+/// removed on any failure.
+pub fn write_atomic_with(path: &Path, data: &[u8], opts: WriteOptions) -> io::Result<()> {
     let dir = parent_dir(path);
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
+    if opts.refuse_links {
+        refuse_link(path)?;
+    }
     let mut tmp_name = std::ffi::OsString::from(".");
     tmp_name.push(name);
-    tmp_name.push(format!(".tmp{}", std::process::id()));
-    let tmp = dir.join(tmp_name);
-    let _ = fs::remove_file(&tmp);
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)?;
-        // The creation mode is filtered by the umask; set the exact bits before writing.
-        file.set_permissions(fs::Permissions::from_mode(mode))?;
-        file.write_all(data)?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp, path)?;
-        sync_dir(&dir)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    tmp_name.push(format!(
+        ".tmp-{}-{:016x}",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    let tmp = TempPath(Some(dir.join(tmp_name)));
+    let tmp_path = tmp.0.as_deref().unwrap_or(path);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(opts.mode & 0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(tmp_path)?;
+    if let Some(gid) = opts.group {
+        std::os::unix::fs::fchown(&file, None, Some(gid))?;
     }
-    result
+    // The creation mode is filtered by the umask; set the exact bits before writing.
+    file.set_permissions(fs::Permissions::from_mode(opts.mode))?;
+    file.write_all(data)?;
+    file.sync_all()?;
+    drop(file);
+    if opts.refuse_links {
+        refuse_link(path)?;
+    }
+    fs::rename(tmp_path, path)?;
+    tmp.keep();
+    sync_dir(&dir)
+}
+
+/// An error when `path` is a symbolic link or not a regular file (missing is fine).
+fn refuse_link(path: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "refusing to replace a symbolic link",
+        )),
+        Ok(meta) if !meta.file_type().is_file() => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "refusing to replace something that is not a regular file",
+        )),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// A temporary file removed when dropped, unless kept.
+struct TempPath(Option<PathBuf>);
+
+impl TempPath {
+    fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = fs::remove_file(p);
+        }
+    }
 }
 
 /// Creates `dir` (and parents) if missing and sets its mode.

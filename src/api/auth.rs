@@ -6,8 +6,8 @@
 //! is never sent to another server or used for another login.
 
 use std::fs;
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::io::Read;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -191,18 +191,7 @@ pub(crate) fn write_token(
         auth_token: session.token.expose().to_owned(),
     })
     .map_err(|e| fail(e.to_string()))?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".token.")
-        .permissions(fs::Permissions::from_mode(0o600))
-        .tempfile_in(state_dir)
-        .map_err(|e| fail(io_text(&e)))?;
-    tmp.write_all(&body).map_err(|e| fail(io_text(&e)))?;
-    tmp.as_file().sync_all().map_err(|e| fail(io_text(&e)))?;
-    tmp.persist(&path).map_err(|e| fail(io_text(&e.error)))?;
-    fs::File::open(state_dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| fail(io_text(&e)))?;
-    Ok(())
+    crate::fsutil::write_atomic(&path, &body, 0o600).map_err(|e| fail(io_text(&e)))
 }
 
 /// An I/O error as text without the Rust decoration ("permission denied").
@@ -220,6 +209,7 @@ pub(crate) fn io_text(e: &std::io::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn write_mode(path: &Path, text: &str, mode: u32) {
         fs::write(path, text).unwrap();

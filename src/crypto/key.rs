@@ -2,10 +2,9 @@
 //! no other user can ever read it, not even for an instant.
 
 use std::fmt;
-use std::fs::{self, File, OpenOptions, Permissions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::path::Path;
 use std::str::FromStr;
 
 use rcgen::{KeyPair, PublicKeyData, RsaKeySize, SignatureAlgorithm};
@@ -287,65 +286,19 @@ pub fn write_key_file(
 }
 
 fn write_private_file(path: &Path, contents: &[u8], group: Option<u32>) -> Result<(), CryptoError> {
-    let err = |action: &'static str| {
-        move |source: io::Error| CryptoError::KeyFile {
-            action,
-            path: path.to_owned(),
-            source,
-        }
-    };
-    let file_name = path.file_name().ok_or_else(|| {
-        err("write")(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the path has no file name",
-        ))
-    })?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => PathBuf::from("."),
-    };
     check_target(path)?;
-
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(file_name);
-    tmp_name.push(format!(
-        ".tmp-{}-{:016x}",
-        std::process::id(),
-        rand::random::<u64>()
-    ));
-    let tmp_path = dir.join(tmp_name);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(&tmp_path)
-        .map_err(err("create a temporary file for"))?;
-    let mut guard = RemoveOnDrop(Some(tmp_path.clone()));
-
     // Group first, then the group bit: the file is never readable by a group it was not meant
     // for. The explicit chmod also undoes a umask that removed owner bits.
-    let mode = match group {
-        Some(gid) => {
-            std::os::unix::fs::fchown(&file, None, Some(gid)).map_err(err("set the group of"))?;
-            0o640
-        }
-        None => 0o600,
+    let opts = crate::fsutil::WriteOptions {
+        mode: if group.is_some() { 0o640 } else { 0o600 },
+        group,
+        refuse_links: true,
     };
-    file.set_permissions(Permissions::from_mode(mode))
-        .map_err(err("set the mode of"))?;
-
-    file.write_all(contents).map_err(err("write"))?;
-    file.sync_all().map_err(err("fsync"))?;
-    drop(file);
-
-    check_target(path)?;
-    fs::rename(&tmp_path, path).map_err(err("rename the temporary file onto"))?;
-    guard.0 = None;
-    File::open(&dir)
-        .and_then(|d| d.sync_all())
-        .map_err(err("fsync the directory of"))?;
-    Ok(())
+    crate::fsutil::write_atomic_with(path, contents, opts).map_err(|source| CryptoError::KeyFile {
+        action: "write",
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// Refuses a symbolic link or a non-regular file where the key goes.
@@ -367,20 +320,11 @@ fn check_target(path: &Path) -> Result<(), CryptoError> {
     }
 }
 
-struct RemoveOnDrop(Option<PathBuf>);
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        if let Some(p) = self.0.take() {
-            let _ = fs::remove_file(p);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::MetadataExt;
+    use std::fs::Permissions;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     use std::sync::Mutex;
 
     /// The umask is per process; tests that change it take this lock.
@@ -629,7 +573,7 @@ mod tests {
         let err = write_key_file(path, &key, None).unwrap_err();
         let msg = err.to_string();
         assert!(
-            msg.starts_with("could not create a temporary file for private key file '/nonexistent-dir-for-cert-agent-tests/privkey.pem': "),
+            msg.starts_with("could not write private key file '/nonexistent-dir-for-cert-agent-tests/privkey.pem': "),
             "{msg}"
         );
         let err = read_key_file(path).unwrap_err();
