@@ -494,7 +494,7 @@ async fn hook_gets_the_record_in_its_environment_and_arguments_verbatim() {
     let program = script(
         dir.path(),
         "hook.sh",
-        "env | grep '^CERT_AGENT_' | sort > \"$1\"\nprintf '%s\\n' \"$2\" >> \"$1\"\necho added\n",
+        "env | grep -E '^CERT_AGENT_(DCV_|NAME=)' | sort > \"$1\"\nprintf '%s\\n' \"$2\" >> \"$1\"\necho added\n",
     );
     let hook = DnsHook {
         argv: vec![
