@@ -159,6 +159,8 @@ pub(super) struct Ctx<'a> {
     /// Certificates whose record carried a failure backoff when the run started: the only
     /// ones whose record is read again at the end to clear it.
     backed_off: std::cell::RefCell<HashSet<String>>,
+    /// Self-checks of published validation files, running beside the run.
+    self_checks: std::cell::RefCell<tokio::task::JoinSet<()>>,
 }
 
 /// What is being waited for.
@@ -214,6 +216,32 @@ async fn stopped(opts: &RunOptions) {
 pub const TEST_CLOCK_OFFSET_ENV: &str = "CERT_AGENT_TEST_CLOCK_OFFSET_SECS";
 
 impl Ctx<'_> {
+    /// Runs a self-check beside the run.
+    pub fn spawn_self_check(&self, check: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.self_checks.borrow_mut().spawn(check);
+    }
+
+    /// Lets self-checks that are still running finish for a moment, then drops them: by the
+    /// end of a run the CA has either validated (the check is moot) or the run has waited
+    /// long enough for the checks to have reported.
+    async fn finish_self_checks(&self) {
+        let mut checks = std::mem::take(&mut *self.self_checks.borrow_mut());
+        let grace = tokio::time::sleep(Duration::from_millis(500));
+        tokio::pin!(grace);
+        loop {
+            tokio::select! {
+                next = checks.join_next() => if next.is_none() { break },
+                () = &mut grace => {
+                    if !checks.is_empty() {
+                        tracing::debug!("{} self-check(s) still running at the end of the run were dropped", checks.len());
+                    }
+                    checks.abort_all();
+                    break;
+                }
+            }
+        }
+    }
+
     /// Certificates worked on at once (`agent.concurrency`, at least one).
     fn concurrency(&self) -> usize {
         usize::try_from(self.config.agent.concurrency)
@@ -259,6 +287,7 @@ pub async fn run(config: &Config, opts: &RunOptions) -> Result<RunReport> {
         standalone: tokio::sync::Mutex::new(HashMap::new()),
         products: order::ProductCache::default(),
         backed_off: std::cell::RefCell::new(HashSet::new()),
+        self_checks: std::cell::RefCell::new(tokio::task::JoinSet::new()),
     };
     let mut report = RunReport {
         certificates: certs
@@ -337,6 +366,7 @@ pub async fn run(config: &Config, opts: &RunOptions) -> Result<RunReport> {
         }
     }
 
+    ctx.finish_self_checks().await;
     let servers = std::mem::take(&mut *ctx.standalone.lock().await);
     for (_, server) in servers {
         server.shutdown().await;

@@ -151,7 +151,7 @@ pub(super) async fn publish_dcv(
                 "dcv-published",
                 serde_json::json!({ "file": file.url_path() }),
             )?;
-            self_check(cert, &file).await;
+            self_check(ctx, cert, &file);
             Ok(Published::Yes)
         }
         DcvMethod::DnsTxt => {
@@ -332,21 +332,35 @@ pub(super) async fn republish(
     }
 }
 
-async fn self_check(cert: &CertificateConfig, file: &ValidationFile) {
-    let check = SelfCheck {
-        timeout: Duration::from_secs(5),
-        address: None,
-    };
-    for domain in cert.domains.iter().filter(|d| !d.starts_with("*.")) {
-        match check.check(domain, file).await {
-            Ok(outcome) => {
-                if let Some(w) = outcome.warning(&SelfCheck::url(domain, file)) {
-                    tracing::warn!(certificate = %cert.name, "{w}");
+/// Fetches the published file as the CA will, in the background: the certificate goes on
+/// waiting for the CA meanwhile (a name that does not resolve can take the whole timeout), and
+/// what the check finds is logged as a warning. Checks still running when the run ends are
+/// dropped ([`Ctx::finish_self_checks`]).
+fn self_check(ctx: &Ctx<'_>, cert: &CertificateConfig, file: &ValidationFile) {
+    let name = cert.name.clone();
+    let domains: Vec<String> = cert
+        .domains
+        .iter()
+        .filter(|d| !d.starts_with("*."))
+        .cloned()
+        .collect();
+    let file = file.clone();
+    ctx.spawn_self_check(async move {
+        let check = SelfCheck {
+            timeout: Duration::from_secs(5),
+            address: None,
+        };
+        for domain in &domains {
+            match check.check(domain, &file).await {
+                Ok(outcome) => {
+                    if let Some(w) = outcome.warning(&SelfCheck::url(domain, &file)) {
+                        tracing::warn!(certificate = %name, "{w}");
+                    }
                 }
+                Err(e) => tracing::warn!(certificate = %name, "self-check not possible: {e}"),
             }
-            Err(e) => tracing::warn!(certificate = %cert.name, "self-check not possible: {e}"),
         }
-    }
+    });
 }
 
 /// Serves `file` for a standalone certificate: through the publish directory of a running
