@@ -422,10 +422,6 @@ impl Config {
     }
 }
 
-/// Directories searched after `PATH` for a bare program name (cron and service managers run
-/// with a `PATH` that may lack the sbin directories).
-const SBIN_DIRS: [&str; 3] = ["/usr/local/sbin", "/usr/sbin", "/sbin"];
-
 /// A program path exists and is executable, or a bare name is found in `PATH` or the sbin
 /// directories; otherwise why not.
 fn check_program(program: &str) -> Result<(), &'static str> {
@@ -442,15 +438,9 @@ fn check_program(program: &str) -> Result<(), &'static str> {
             Ok(_) => Err("is not an executable file"),
         };
     }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = std::env::split_paths(&path)
-        .chain(SBIN_DIRS.iter().map(PathBuf::from))
-        .any(|d| executable(&d.join(program)));
-    if found {
-        Ok(())
-    } else {
-        Err("was not found in PATH or the sbin directories")
-    }
+    crate::install::server::find_program(program)
+        .map(|_| ())
+        .ok_or("was not found in PATH or the sbin directories")
 }
 
 // ---------------------------------------------------------------------------------------------

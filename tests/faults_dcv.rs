@@ -13,29 +13,13 @@ mod support;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::Child;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use partner_sandbox::SandboxConfig;
-use support::env::{Publish, TestEnv, wait_until};
+use support::env::{Publish, TestEnv, wait_exit, wait_until};
 use support::faults::{RawServer, entries, serve_webroot};
-
-fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return Some(s);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// A world with a slow (non-instant) sandbox and a web root served by a file server.
 fn pending_webroot(domain: &str) -> (TestEnv, RawServer) {

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use partner_sandbox::SandboxConfig;
-use support::env::{Publish, TestEnv, wait_until};
+use support::env::{Publish, TestEnv, wait_exit, wait_until};
 
 const VALID_NAME: &str = "0123456789ABCDEF0123456789ABCDEF.txt";
 
@@ -89,21 +89,6 @@ fn request(port: u16, line: &str) -> Option<String> {
 
 fn body(answer: &str) -> &str {
     answer.split_once("\r\n\r\n").map_or("", |(_, b)| b)
-}
-
-fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return Some(s);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn logs(env: &TestEnv) -> String {

@@ -77,19 +77,30 @@ impl ServeLock {
                 .open(&path)
                 .map_err(io)?,
         );
-        let file = OpenOptions::new()
+        let mut file = OpenOptions::new()
             .read(true)
             .custom_flags(o_nofollow())
             .open(&path)
             .map_err(io)?;
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => Ok(Self { _lock: lock, path }),
-            Err((file, Errno::EWOULDBLOCK)) => Err(DcvError::ServeRunning {
-                path: path.clone(),
-                pid: read_info(file).pid,
-            }),
-            Err((_, errno)) => Err(io(errno.into())),
+        // A `renew` asking whether a server runs ([`running`]) holds a shared lock for an
+        // instant: try again for a moment before concluding that another server holds it.
+        for attempt in 0.. {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => return Ok(Self { _lock: lock, path }),
+                Err((f, Errno::EWOULDBLOCK)) if attempt < 10 => {
+                    file = f;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err((f, Errno::EWOULDBLOCK)) => {
+                    return Err(DcvError::ServeRunning {
+                        path: path.clone(),
+                        pid: read_info(f).pid,
+                    });
+                }
+                Err((_, errno)) => return Err(io(errno.into())),
+            }
         }
+        unreachable!("the loop above returns")
     }
 
     /// Records this process and the addresses it serves for [`running`] (through a descriptor
@@ -227,6 +238,12 @@ pub fn open_dir(state_dir: &Path) -> Result<OwnedFd, DcvError> {
 pub fn publish(state_dir: &Path, file: &ValidationFile) -> Result<PathBuf, DcvError> {
     let dir = ensure_dir(state_dir)?;
     let path = dir.join(file.name());
+    // Published by an earlier run and still in place: nothing to write.
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file())
+        && std::fs::read(&path).is_ok_and(|b| b == file.content().as_bytes())
+    {
+        return Ok(path);
+    }
     crate::fsutil::write_atomic(&path, file.content().as_bytes(), FILE_MODE).map_err(|source| {
         DcvError::Io {
             op: "write",
@@ -240,12 +257,7 @@ pub fn publish(state_dir: &Path, file: &ValidationFile) -> Result<PathBuf, DcvEr
 /// Removes the validation file `name` (`<MD5>.txt`) from the publish directory; true when
 /// there was one. Nothing but a validation file name is accepted.
 pub fn remove(state_dir: &Path, name: &str) -> Result<bool, DcvError> {
-    if !super::is_file_name(name) {
-        return Err(DcvError::FileName {
-            found: super::quote(name),
-            problem: "not 32 upper-case hex digits followed by .txt",
-        });
-    }
+    super::check_file_name(name)?;
     let path = dir_path(state_dir).join(name);
     match std::fs::remove_file(&path) {
         Ok(()) => Ok(true),

@@ -186,6 +186,9 @@ struct TxFile {
     unchanged: bool,
     backup: Option<PathBuf>,
     switched: bool,
+    /// For an unchanged file: a previous version left beside it by a crashed run, removed
+    /// at commit (kept until then, like every other previous version).
+    stale: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -361,12 +364,8 @@ impl InstallTx {
             && same_content(target, data)
         {
             tracing::debug!(path = %target.display(), "unchanged, not replaced");
-            // A previous version left by a crashed run is of no use any more.
+            // A previous version left by a crashed run goes once this transaction commits.
             let prev = sibling(target, PREV_SUFFIX);
-            remove_if_exists(&prev).map_err(|e| InstallError::Cleanup {
-                path: prev,
-                cause: Arc::new(e),
-            })?;
             self.files.push(TxFile {
                 target: target.to_path_buf(),
                 role,
@@ -374,6 +373,7 @@ impl InstallTx {
                 unchanged: true,
                 backup: None,
                 switched: false,
+                stale: fs::symlink_metadata(&prev).is_ok().then_some(prev),
             });
             return Ok(());
         }
@@ -397,6 +397,7 @@ impl InstallTx {
             unchanged: false,
             backup: None,
             switched: false,
+            stale: None,
         });
         Ok(())
     }
@@ -502,6 +503,14 @@ impl InstallTx {
         }
         self.state = State::Finished;
         let mut first = None;
+        for prev in self.files.iter().filter_map(|f| f.stale.clone()) {
+            if let Err(e) = remove_if_exists(&prev) {
+                first.get_or_insert(InstallError::Cleanup {
+                    path: prev,
+                    cause: Arc::new(e),
+                });
+            }
+        }
         for f in self.files.iter_mut().filter(|f| !f.unchanged) {
             if !f.switched {
                 let _ = fs::remove_file(&f.staged);
@@ -564,7 +573,12 @@ impl InstallTx {
     }
 
     fn sync_dirs(&self) -> Result<(), (PathBuf, io::Error)> {
-        let mut dirs: Vec<PathBuf> = self.files.iter().map(|f| parent_dir(&f.target)).collect();
+        let mut dirs: Vec<PathBuf> = self
+            .files
+            .iter()
+            .filter(|f| !f.unchanged || f.stale.is_some())
+            .map(|f| parent_dir(&f.target))
+            .collect();
         dirs.sort();
         dirs.dedup();
         for d in dirs {

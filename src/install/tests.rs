@@ -654,14 +654,15 @@ fn unchanged_files_are_not_replaced() {
     let before: Vec<(PathBuf, u64)> = paths.all().map(|p| (p.to_path_buf(), inode(p))).collect();
 
     // The same material again: nothing staged, nothing renamed; a previous version left by
-    // a crashed run goes.
+    // a crashed run is kept until the transaction commits, then goes.
     let stale = dir.path().join("www/.fullchain.pem.cert-agent-prev");
     fs::write(&stale, b"old").unwrap();
     let mut tx = InstallTx::new();
     tx.stage_certificate(&paths, &a, &Ownership::default())
         .unwrap();
-    assert!(leftovers(&dir.path().join("www")).is_empty());
+    assert!(stale.exists(), "kept while the transaction can still roll back");
     tx.commit().unwrap();
+    assert!(leftovers(&dir.path().join("www")).is_empty());
     for (p, ino) in &before {
         assert_eq!(inode(p), *ino, "{} kept", p.display());
     }

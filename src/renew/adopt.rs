@@ -7,7 +7,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use crate::api::{CertificateState, Client};
 use crate::config::Config;
 use crate::crypto::CertificateInfo;
-use crate::store::{Installed, OrderRef, Store, Subscription};
+use crate::store::{Installed, OrderRef, Store};
 
 use super::run::now;
 
@@ -107,15 +107,8 @@ pub async fn adopt(
         placed_at: now(),
         adopted: true,
     });
-    if let Some(ends) = details
-        .subscription_valid_to
-        .as_deref()
-        .and_then(crate::api::parse_api_date)
-    {
-        rec.subscription = Some(Subscription {
-            ends: ends.midnight().assume_utc(),
-            multi_year: details.subscription_duration.is_some(),
-        });
+    if let Some(s) = super::subscription_of(&details) {
+        rec.subscription = Some(s);
     }
     // The certificate issued elsewhere decides when the reissue is due.
     let mut message = String::new();

@@ -181,10 +181,9 @@ struct Waiting {
     /// Details read just before waiting began (after a reissue): the first check uses them
     /// instead of calling the API again.
     prefetched: Option<Box<CertificateDetails>>,
-    /// When it was last checked, as this run counts it: `None` until read from the record.
-    last_poll: Option<Option<OffsetDateTime>>,
-    /// `last_poll` moved to a round's end and not yet written to the record.
-    stamp_unsaved: bool,
+    /// When it was last checked, as this run counts it (a round's end once it was in one);
+    /// written to the record when the run leaves it pending.
+    last_poll: Option<OffsetDateTime>,
 }
 
 enum Next {
@@ -401,8 +400,12 @@ fn select<'a>(config: &'a Config, names: &[String]) -> Result<Vec<&'a Certificat
     if names.is_empty() {
         return Ok(config.certificates.iter().collect());
     }
+    // A name given twice is worked on once: two concurrent starts of one certificate would
+    // each see no order and place one.
+    let mut seen = HashSet::new();
     names
         .iter()
+        .filter(|n| seen.insert(n.as_str()))
         .map(|n| {
             config.certificate(n).ok_or_else(|| {
                 anyhow!(crate::cli::UsageError(format!(
@@ -540,15 +543,8 @@ async fn start(
             .details(id)
             .await
             .with_context(|| format!("could not read certificate {id} before reissuing it"))?;
-        if let Some(ends) = details
-            .subscription_valid_to
-            .as_deref()
-            .and_then(crate::api::parse_api_date)
-        {
-            rec.subscription = Some(crate::store::Subscription {
-                ends: ends.midnight().assume_utc(),
-                multi_year: details.subscription_duration.is_some(),
-            });
+        if let Some(s) = super::subscription_of(&details) {
+            rec.subscription = Some(s);
             store.save(&rec)?;
             action = decide(&rec);
         }
@@ -643,13 +639,13 @@ async fn start(
             )
             .await?
             .certificate_id();
-            Ok(wait(idx, id, Mode::Issue))
+            Ok(wait(idx, &rec, id, Mode::Issue))
         }
         Action::Continue => {
             if rec.reissue.is_some() {
                 let previous = rec.reissue.as_ref().and_then(|r| r.previous_serial.clone());
                 let reissued = reissue::resume(ctx, cert, &mut rec).await?;
-                Ok(wait_reissued(idx, reissued, previous))
+                Ok(wait_reissued(idx, &rec, reissued, previous))
             } else {
                 let id = order::ensure_order(
                     ctx.config,
@@ -663,7 +659,7 @@ async fn start(
                 )
                 .await?
                 .certificate_id();
-                Ok(wait(idx, id, Mode::Issue))
+                Ok(wait(idx, &rec, id, Mode::Issue))
             }
         }
         Action::Reinstall => {
@@ -691,7 +687,7 @@ async fn start(
             tracing::info!(certificate = %cert.name, "reissuing: {reason}");
             let previous = rec.installed.as_ref().map(|i| i.serial.clone());
             let reissued = reissue::start(ctx, cert, &mut rec, new_key, now()).await?;
-            Ok(wait_reissued(idx, reissued, previous))
+            Ok(wait_reissued(idx, &rec, reissued, previous))
         }
         Action::RenewSubscription {
             order: true,
@@ -721,7 +717,7 @@ async fn start(
             )
             .await?
             .certificate_id();
-            Ok(wait(idx, id, Mode::Issue))
+            Ok(wait(idx, &rec, id, Mode::Issue))
         }
         Action::RenewSubscription {
             order: false,
@@ -740,27 +736,30 @@ async fn start(
     }
 }
 
-fn wait_reissued(idx: usize, reissued: reissue::Reissued, previous_serial: Option<String>) -> Next {
+fn wait_reissued(
+    idx: usize,
+    rec: &CertRecord,
+    reissued: reissue::Reissued,
+    previous_serial: Option<String>,
+) -> Next {
     Next::Wait(Waiting {
         idx,
         certificate_id: reissued.certificate_id,
         mode: Mode::Reissue { previous_serial },
         published: false,
         prefetched: reissued.details,
-        last_poll: None,
-        stamp_unsaved: false,
+        last_poll: rec.last_poll,
     })
 }
 
-fn wait(idx: usize, certificate_id: u64, mode: Mode) -> Next {
+fn wait(idx: usize, rec: &CertRecord, certificate_id: u64, mode: Mode) -> Next {
     Next::Wait(Waiting {
         idx,
         certificate_id,
         mode,
         published: false,
         prefetched: None,
-        last_poll: None,
-        stamp_unsaved: false,
+        last_poll: rec.last_poll,
     })
 }
 
@@ -870,14 +869,8 @@ async fn rounds(
         // together.
         let t = now();
         let mut delays = Vec::with_capacity(waiting.len());
-        for w in waiting.iter_mut() {
-            let last = *w.last_poll.get_or_insert_with(|| {
-                ctx.store
-                    .load(&certs[w.idx].name)
-                    .ok()
-                    .and_then(|r| r.last_poll)
-            });
-            delays.push(until_allowed(last, interval, t));
+        for w in waiting.iter() {
+            delays.push(until_allowed(w.last_poll, interval, t));
         }
         let soonest = delays.iter().copied().min().unwrap_or(Duration::ZERO);
         let remaining = ctx.opts.wait.saturating_sub(ctx.started.elapsed());
@@ -972,8 +965,7 @@ async fn rounds(
         // written to the records when the run leaves them pending.
         let round_end = now();
         for w in waiting.iter_mut().filter(|w| in_round.contains(&w.idx)) {
-            w.last_poll = Some(Some(round_end));
-            w.stamp_unsaved = true;
+            w.last_poll = Some(round_end);
         }
     }
 }
@@ -982,7 +974,7 @@ async fn rounds(
 /// polling interval from it); returns the record.
 fn save_stamp(ctx: &Ctx<'_>, cert: &CertificateConfig, w: &Waiting) -> Option<CertRecord> {
     let mut rec = ctx.store.load(&cert.name).ok()?;
-    if let (true, Some(Some(stamp))) = (w.stamp_unsaved, w.last_poll)
+    if let Some(stamp) = w.last_poll
         && rec.last_poll.is_none_or(|p| p < stamp)
     {
         rec.last_poll = Some(stamp);
@@ -1041,41 +1033,40 @@ async fn step(
     let mut rec = ctx.store.load(&cert.name)?;
     let id = w.certificate_id;
     rec.last_poll = Some(now());
-    w.last_poll = Some(rec.last_poll);
-    w.stamp_unsaved = false;
+    w.last_poll = rec.last_poll;
     // Until validation is published, the details call stands in for the status call: it
     // carries the state (with a pending reissue marked) and what to publish, one call for
     // both.
     let mut details = w.prefetched.take().map(|d| *d);
     let listed = in_progress.is_some_and(|s| s.contains(&id));
-    if details.is_none() && !listed && !w.published {
-        match ctx.client()?.details(id).await {
-            Ok(d) => details = Some(d),
-            Err(e) => {
-                // The call counts against the polling limit even when it failed.
-                ctx.store.save(&rec)?;
-                return Err(anyhow!(e).context(format!("could not read certificate {id}")));
-            }
-        }
-    }
     let mut reissue_pending = false;
     let state = if listed {
         rec.last_state = Some("in_progress".into());
         ctx.store.save(&rec)?;
         CertificateState::InProgress
     } else {
-        let code = match &details {
-            Some(d) => d.status.certificate.clone(),
-            None => match ctx.client()?.status(id).await {
-                Ok(s) => s.certificate,
-                Err(e) => {
-                    // The call counts against the polling limit even when it failed.
-                    ctx.store.save(&rec)?;
-                    return Err(
-                        anyhow!(e).context(format!("could not read the state of certificate {id}"))
-                    );
+        let polled: Result<_> = async {
+            if details.is_none() && !w.published {
+                let d = ctx.client()?.details(id).await;
+                details = Some(d.with_context(|| format!("could not read certificate {id}"))?);
+            }
+            Ok(match &details {
+                Some(d) => d.status.certificate.clone(),
+                None => {
+                    let s = ctx.client()?.status(id).await;
+                    s.with_context(|| format!("could not read the state of certificate {id}"))?
+                        .certificate
                 }
-            },
+            })
+        }
+        .await;
+        let code = match polled {
+            Ok(code) => code,
+            Err(e) => {
+                // The call counts against the polling limit even when it failed.
+                ctx.store.save(&rec)?;
+                return Err(e);
+            }
         };
         let Some(code) = code else {
             bail!("the API reported no state for certificate {id}");
@@ -1314,6 +1305,25 @@ mod tests {
 
     fn names(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_name_given_twice_is_selected_once() {
+        let mut config = Config::parse(
+            "[api]\nbase_url = \"https://api.example.net\"\nlogin = \"a@example.net\"\n\
+             password = \"x\"\n[defaults]\ncountry = \"DE\"\nregion = \"B\"\ncity = \"B\"\n\
+             [[certificate]]\nname = \"www\"\ndomains = [\"a.example.com\"]\nproduct_id = 1\n\
+             dcv = \"email\"\ndcv_email = \"admin@example.com\"\nserver = \"none\"\n\
+             key_path = \"/k/privkey.pem\"\nfullchain_path = \"/k/f.pem\"\n",
+            std::path::Path::new("t.toml"),
+        )
+        .unwrap();
+        let mut other = config.certificates[0].clone();
+        other.name = "api".into();
+        config.certificates.push(other);
+        let picked = select(&config, &names(&["www", "api", "www"])).unwrap();
+        let picked: Vec<&str> = picked.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(picked, ["www", "api"]);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::api::{ApiError, CertificateDetails};
 use crate::config::{CertificateConfig, DcvMethod, Family, Webroot};
 use crate::crypto::{CsrHashes, CsrInfo};
 use crate::dcv::{self, ValidationFile, hook, selfcheck::SelfCheck, standalone::StandaloneServer};
-use crate::store::{CertRecord, PublishedDcv, Subscription};
+use crate::store::{CertRecord, PublishedDcv};
 
 use super::deploy::argv;
 use super::run::Ctx;
@@ -69,15 +69,8 @@ pub(super) async fn publish_dcv(
         );
     }
 
-    if let Some(ends) = details
-        .subscription_valid_to
-        .as_deref()
-        .and_then(crate::api::parse_api_date)
-    {
-        rec.subscription = Some(Subscription {
-            ends: ends.midnight().assume_utc(),
-            multi_year: details.subscription_duration.is_some(),
-        });
+    if let Some(s) = super::subscription_of(&details) {
+        rec.subscription = Some(s);
         ctx.store.save(rec)?;
     }
 

@@ -630,18 +630,7 @@ impl Agent<'_> {
     pub fn run(self) -> AgentOutput {
         let (mut cmd, args, out, err) = self.command();
         let mut child = cmd.spawn().expect("cert-agent starts");
-        let deadline = Instant::now() + RUN_TIMEOUT;
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break Some(status);
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let status = wait_exit(&mut child, RUN_TIMEOUT);
         let output = AgentOutput {
             code: status.and_then(|s| s.code()),
             stdout: fs::read_to_string(out).unwrap_or_default(),
@@ -796,6 +785,25 @@ pub fn served_leaf(root: &Path, addr: &str, name: &str) -> Result<Leaf, String> 
 pub fn write_script(path: &Path, body: &str) {
     fs::write(path, format!("#!/bin/sh\n{body}")).unwrap();
     fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Waits for `child` to exit; kills it (and returns `None`) after `limit`.
+pub fn wait_exit(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Polls `check` every 20 ms until it is true or `timeout` passes.
