@@ -660,7 +660,10 @@ fn unchanged_files_are_not_replaced() {
     let mut tx = InstallTx::new();
     tx.stage_certificate(&paths, &a, &Ownership::default())
         .unwrap();
-    assert!(stale.exists(), "kept while the transaction can still roll back");
+    assert!(
+        stale.exists(),
+        "kept while the transaction can still roll back"
+    );
     tx.commit().unwrap();
     assert!(leftovers(&dir.path().join("www")).is_empty());
     for (p, ino) in &before {
