@@ -128,6 +128,14 @@ pub fn free_port() -> u16 {
         .expect("bind 127.0.0.1:0")
 }
 
+/// Two distinct free ports (the first is held while the second is chosen, so the kernel cannot
+/// hand out the same number twice).
+pub fn free_port_pair() -> (u16, u16) {
+    let first = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let a = first.local_addr().expect("local address").port();
+    (a, free_port())
+}
+
 fn find_binary(names: &[&str]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let dirs: Vec<PathBuf> = std::env::split_paths(&path)
@@ -412,7 +420,8 @@ impl Nginx {
     pub fn start_on_free_ports(dir: &Path, sites: &[Site]) -> io::Result<Self> {
         let mut last = None;
         for _ in 0..5 {
-            match Self::start(dir, free_port(), free_port(), sites) {
+            let (http, https) = free_port_pair();
+            match Self::start(dir, http, https, sites) {
                 Err(e) if addr_in_use(&e) => last = Some(e),
                 other => return other,
             }
@@ -622,7 +631,8 @@ impl Apache {
     pub fn start_on_free_ports(dir: &Path, sites: &[Site]) -> io::Result<Self> {
         let mut last = None;
         for _ in 0..5 {
-            match Self::start(dir, free_port(), free_port(), sites) {
+            let (http, https) = free_port_pair();
+            match Self::start(dir, http, https, sites) {
                 Err(e) if addr_in_use(&e) => last = Some(e),
                 other => return other,
             }
