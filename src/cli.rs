@@ -64,6 +64,17 @@ pub mod exit {
     pub const PARTIAL: u8 = 3;
     /// Work is pending at the CA; the next run continues.
     pub const PENDING: u8 = 75;
+
+    /// The exit code of a run that ended with `status`.
+    pub fn of_run(status: crate::renew::run::RunStatus) -> u8 {
+        use crate::renew::run::RunStatus;
+        match status {
+            RunStatus::Done => OK,
+            RunStatus::Pending => PENDING,
+            RunStatus::Partial => PARTIAL,
+            RunStatus::Failed => ERROR,
+        }
+    }
 }
 
 /// A usage or configuration error: exits with code 2.
@@ -98,6 +109,9 @@ fn exit_code_for(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
         if cause.downcast_ref::<UsageError>().is_some()
             || cause.downcast_ref::<crate::config::ConfigError>().is_some()
+            || cause
+                .downcast_ref::<crate::renew::UnknownCertificate>()
+                .is_some()
         {
             return exit::USAGE;
         }
@@ -215,7 +229,8 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 run_wait: std::time::Duration::from_secs(*wait),
                 ..Default::default()
             };
-            crate::daemon::run_daemon(&cli.config, opts).await
+            crate::daemon::run_daemon(&cli.config, opts).await?;
+            Ok(exit::OK)
         }
         Command::Status { id: None } => {
             let config = load_config(&cli.config)?;
@@ -374,7 +389,7 @@ async fn renew(config: &Config, opts: &crate::renew::run::RunOptions, out: &Outp
     };
     if out.json {
         out.print_json(&report)?;
-        return Ok(report.exit_code());
+        return Ok(exit::of_run(report.status()));
     }
     // One write for the whole report (thousands of lines on a large host).
     let mut text = String::new();
@@ -403,7 +418,7 @@ async fn renew(config: &Config, opts: &crate::renew::run::RunOptions, out: &Outp
         };
     }
     out!("{text}");
-    Ok(report.exit_code())
+    Ok(exit::of_run(report.status()))
 }
 
 fn or_dash(v: Option<impl ToString>) -> String {
@@ -899,11 +914,6 @@ fn order_site_url(config: &Config) -> Option<&str> {
     config.api.order_site_url.as_deref()
 }
 
-/// Where the prolongation token of certificate `id` is stored.
-pub fn prolongation_token_path(state_dir: &Path, id: u64) -> PathBuf {
-    state_dir.join("prolongation").join(format!("{id}.token"))
-}
-
 async fn prolong(
     client: &Client,
     config: &Config,
@@ -924,13 +934,9 @@ async fn prolong(
         }
         return Ok(exit::OK);
     };
-    let state_dir = config.agent.state_dir.as_path();
-    let path = prolongation_token_path(state_dir, id);
-    let parent = path.parent().unwrap_or(state_dir);
-    fsutil::ensure_private_dir(state_dir, 0o700)
-        .and_then(|()| fsutil::ensure_private_dir(parent, 0o700))
-        .and_then(|()| fsutil::write_atomic(&path, token.expose().as_bytes(), 0o600))
-        .with_context(|| format!("could not store the renewal token in {}", path.display()))?;
+    let path = crate::store::Store::open(&config.agent.state_dir)
+        .and_then(|store| store.save_prolongation_token(id, token.expose()))
+        .context("could not store the renewal token")?;
     let link = order_site_url(config).map(|base| {
         format!(
             "{}/lead/continue_order/{}",

@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::config::Config;
-use crate::renew::run::{Outcome, RunOptions, RunReport};
+use crate::renew::run::{Outcome, RunOptions, RunReport, RunStatus};
 
 /// Schedule, limits and test seams of [`run_daemon`].
 #[derive(Debug, Clone)]
@@ -86,10 +86,10 @@ impl Default for DaemonOptions {
 pub enum DaemonEvent {
     /// A run starts, with the certificates of the configuration in use.
     RunStarted { certificates: Vec<String> },
-    /// A run ended: its exit code (as `renew` would exit) and report (`None` when the run
-    /// failed as a whole, e.g. another run held the lock).
+    /// A run ended: its status and report (both `None` when the run failed as a whole,
+    /// e.g. another run held the lock).
     RunFinished {
-        exit_code: u8,
+        status: Option<RunStatus>,
         report: Option<RunReport>,
     },
     /// A changed configuration file was loaded and is in use.
@@ -103,7 +103,7 @@ pub enum DaemonEvent {
 /// Runs the daemon until it is asked to stop. Returns the exit code: 0 after a clean stop.
 /// Fails at start when the configuration cannot be read or is invalid (exit 2 through the
 /// caller's error mapping), or when the signal handlers cannot be installed.
-pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<u8> {
+pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
     let mut config = Config::load(config_path)?;
     for warning in &config.warnings {
         tracing::warn!("{warning}");
@@ -148,7 +148,7 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<u8> {
                     }
                     RunEnd::Stopped { abandoned } => {
                         daemon.emit(DaemonEvent::Stopped { run_abandoned: abandoned });
-                        return Ok(crate::cli::exit::OK);
+                        return Ok(());
                     }
                 }
             }
@@ -168,7 +168,7 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<u8> {
             () = stop.requested() => {
                 say("stopping");
                 daemon.emit(DaemonEvent::Stopped { run_abandoned: false });
-                return Ok(crate::cli::exit::OK);
+                return Ok(());
             }
         }
     }
@@ -250,13 +250,13 @@ impl Daemon {
         match result {
             Ok(report) => {
                 print_report(&report);
-                let exit_code = report.exit_code();
+                let status = report.status();
                 self.emit(DaemonEvent::RunFinished {
-                    exit_code,
+                    status: Some(status),
                     report: Some(report),
                 });
                 RunEnd::Finished {
-                    pending: exit_code == crate::cli::exit::PENDING,
+                    pending: status == RunStatus::Pending,
                     locked: false,
                 }
             }
@@ -271,11 +271,7 @@ impl Daemon {
                     tracing::error!("run failed: {e:#}");
                 }
                 self.emit(DaemonEvent::RunFinished {
-                    exit_code: if locked {
-                        crate::cli::exit::PENDING
-                    } else {
-                        crate::cli::exit::ERROR
-                    },
+                    status: None,
                     report: None,
                 });
                 RunEnd::Finished {

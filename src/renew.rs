@@ -15,6 +15,25 @@ mod validate;
 
 pub use deploy::{argv, install_paths};
 
+/// A certificate name that the configuration does not define (a usage error).
+#[derive(Debug, thiserror::Error)]
+#[error("no [[certificate]] named '{name}' in {} (configured: {})", config_path.display(), configured.join(", "))]
+pub struct UnknownCertificate {
+    pub name: String,
+    pub config_path: std::path::PathBuf,
+    pub configured: Vec<String>,
+}
+
+impl UnknownCertificate {
+    fn new(config: &crate::config::Config, name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            config_path: config.path.clone(),
+            configured: config.certificates.iter().map(|c| c.name.clone()).collect(),
+        }
+    }
+}
+
 /// The subscription end the details report, as recorded (`None` when the API reports none).
 fn subscription_of(details: &crate::api::CertificateDetails) -> Option<crate::store::Subscription> {
     let ends = details

@@ -452,6 +452,24 @@ impl Store {
     }
 
     /// Appends one event to `journal.log` and fsyncs it. `event` must hold no secret.
+    /// Stores the prolongation token of certificate `id` (a credential: `0600` in a `0700`
+    /// directory) and returns the file's path.
+    pub fn save_prolongation_token(&self, id: u64, token: &str) -> Result<PathBuf, StoreError> {
+        let dir = self.dir.join("prolongation");
+        fsutil::ensure_private_dir(&dir, 0o700).map_err(|source| StoreError::CreateDir {
+            path: dir.clone(),
+            source,
+        })?;
+        let path = dir.join(format!("{id}.token"));
+        fsutil::write_atomic(&path, token.as_bytes(), 0o600).map_err(|source| {
+            StoreError::Write {
+                path: path.clone(),
+                source,
+            }
+        })?;
+        Ok(path)
+    }
+
     pub fn journal(
         &self,
         name: &str,

@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use cert_agent::daemon::{DaemonEvent, DaemonOptions, run_daemon};
+use cert_agent::renew::run::RunStatus;
 use tokio::sync::{mpsc, watch};
 
 /// Signals reach every daemon of this process: tests that send them run one at a time.
@@ -130,11 +131,11 @@ fn a_changed_config_is_reloaded_and_an_invalid_one_keeps_the_previous() {
         let finished = expect_event(&mut rx, t, "the end of the first run", is_run_finished).await;
         match finished {
             DaemonEvent::RunFinished {
-                exit_code,
+                status,
                 report: Some(report),
             } => {
                 // No order and orders not allowed: reported as a failure, without an API call.
-                assert_eq!(exit_code, 1);
+                assert_eq!(status, Some(RunStatus::Failed));
                 assert_eq!(report.certificates.len(), 1);
             }
             other => panic!("unexpected {other:?}"),
@@ -198,12 +199,11 @@ fn a_changed_config_is_reloaded_and_an_invalid_one_keeps_the_previous() {
             matches!(e, DaemonEvent::Stopped { .. })
         })
         .await;
-        let code = tokio::time::timeout(t, daemon)
+        tokio::time::timeout(t, daemon)
             .await
             .expect("stops")
             .expect("joins")
             .expect("clean stop");
-        assert_eq!(code, 0);
     });
 }
 
@@ -232,8 +232,7 @@ fn an_unchanged_rewrite_does_not_reload() {
         env.replace_config(&text);
         tokio::time::sleep(Duration::from_millis(1500)).await;
         drop(stop_tx);
-        let code = daemon.await.expect("joins").expect("clean stop");
-        assert_eq!(code, 0);
+        daemon.await.expect("joins").expect("clean stop");
         while let Ok(e) = rx.try_recv() {
             assert!(
                 !matches!(
@@ -289,7 +288,7 @@ fn start_with_signals(
     notify: Option<&str>,
     stop_grace: Duration,
 ) -> (
-    tokio::task::JoinHandle<anyhow::Result<u8>>,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
     mpsc::UnboundedReceiver<DaemonEvent>,
 ) {
     env.rewrite_config(&env.config(&["a"], notify));
@@ -308,7 +307,7 @@ fn start_with_signals(
 }
 
 async fn stopped_within(
-    daemon: tokio::task::JoinHandle<anyhow::Result<u8>>,
+    daemon: tokio::task::JoinHandle<anyhow::Result<()>>,
     rx: &mut mpsc::UnboundedReceiver<DaemonEvent>,
     bound: Duration,
 ) -> bool {
@@ -317,12 +316,11 @@ async fn stopped_within(
         matches!(e, DaemonEvent::Stopped { .. })
     })
     .await;
-    let code = tokio::time::timeout(bound, daemon)
+    tokio::time::timeout(bound, daemon)
         .await
         .expect("stops in time")
         .expect("joins")
         .expect("clean stop");
-    assert_eq!(code, 0);
     assert!(started.elapsed() <= bound, "took {:?}", started.elapsed());
     match event {
         DaemonEvent::Stopped { run_abandoned } => run_abandoned,
@@ -385,7 +383,10 @@ fn sigterm_during_a_run_lets_it_finish() {
         assert!(
             matches!(
                 finished,
-                Some(DaemonEvent::RunFinished { exit_code: 1, .. })
+                Some(DaemonEvent::RunFinished {
+                    status: Some(RunStatus::Failed),
+                    ..
+                })
             ),
             "{finished:?}"
         );

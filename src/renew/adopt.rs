@@ -27,12 +27,9 @@ pub async fn adopt(
     name: &str,
     certificate_id: u64,
 ) -> Result<AdoptSummary> {
-    let cert = config.certificate(name).ok_or_else(|| {
-        anyhow!(crate::cli::UsageError(format!(
-            "no [[certificate]] named '{name}' in {}",
-            config.path.display()
-        )))
-    })?;
+    let cert = config
+        .certificate(name)
+        .ok_or_else(|| anyhow!(super::UnknownCertificate::new(config, name)))?;
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = store.lock()?;
     let mut rec = store.load(name)?;

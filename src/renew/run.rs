@@ -123,9 +123,24 @@ pub struct RunReport {
     pub certificates: Vec<CertReport>,
 }
 
+/// How a run ended as a whole; `cli` turns it into the documented exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Every selected certificate is done; nothing is left to do.
+    Done,
+    /// Nothing failed, and work is pending at the CA or the operator.
+    Pending,
+    /// Some certificates failed, others did not.
+    Partial,
+    /// Every selected certificate failed.
+    Failed,
+}
+
 impl RunReport {
-    /// Exit code of DESIGN.md: 0 done, 75 pending, 3 partial failure, 1 all failed.
-    pub fn exit_code(&self) -> u8 {
+    /// The run as a whole: failed when every certificate failed, partial when some did,
+    /// pending when none failed and some wait, done otherwise.
+    pub fn status(&self) -> RunStatus {
         let failed = self
             .certificates
             .iter()
@@ -136,10 +151,10 @@ impl RunReport {
             .iter()
             .any(|c| matches!(c.outcome, Outcome::Pending { .. }));
         match failed {
-            0 if pending => crate::cli::exit::PENDING,
-            0 => crate::cli::exit::OK,
-            n if n == self.certificates.len() => crate::cli::exit::ERROR,
-            _ => crate::cli::exit::PARTIAL,
+            0 if pending => RunStatus::Pending,
+            0 => RunStatus::Done,
+            n if n == self.certificates.len() => RunStatus::Failed,
+            _ => RunStatus::Partial,
         }
     }
 }
@@ -407,18 +422,9 @@ fn select<'a>(config: &'a Config, names: &[String]) -> Result<Vec<&'a Certificat
         .iter()
         .filter(|n| seen.insert(n.as_str()))
         .map(|n| {
-            config.certificate(n).ok_or_else(|| {
-                anyhow!(crate::cli::UsageError(format!(
-                    "no [[certificate]] named '{n}' in {} (configured: {})",
-                    config.path.display(),
-                    config
-                        .certificates
-                        .iter()
-                        .map(|c| c.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )))
-            })
+            config
+                .certificate(n)
+                .ok_or_else(|| anyhow!(super::UnknownCertificate::new(config, n)))
         })
         .collect()
 }
@@ -836,11 +842,10 @@ async fn prepare_renewal(
             cert.name
         ));
     };
-    let path = crate::cli::prolongation_token_path(ctx.store.dir(), certificate_id);
-    let dir = path.parent().unwrap_or(ctx.store.dir());
-    crate::fsutil::ensure_private_dir(dir, 0o700)
-        .and_then(|()| crate::fsutil::write_atomic(&path, token.expose().as_bytes(), 0o600))
-        .with_context(|| format!("could not store the renewal token in {}", path.display()))?;
+    let path = ctx
+        .store
+        .save_prolongation_token(certificate_id, token.expose())
+        .context("could not store the renewal token")?;
     ctx.store.journal(
         &cert.name,
         "renewal-prepared",
