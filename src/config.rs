@@ -438,7 +438,7 @@ fn check_program(program: &str) -> Result<(), &'static str> {
             Ok(_) => Err("is not an executable file"),
         };
     }
-    crate::install::server::find_program(program)
+    crate::process::find_program(program)
         .map(|_| ())
         .ok_or("was not found in PATH or the sbin directories")
 }

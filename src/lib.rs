@@ -18,5 +18,6 @@ pub mod dcv;
 pub mod failpoint;
 pub mod fsutil;
 pub mod install;
+pub mod process;
 pub mod renew;
 pub mod store;

@@ -19,9 +19,6 @@ pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 const OUTPUT_LIMIT: usize = 16 * 1024;
 /// How much of the kept output is quoted in an error message.
 const QUOTE_LIMIT: usize = 2000;
-/// Directories searched after `PATH` for a bare program name: cron and some service managers
-/// run with a `PATH` that lacks the sbin directories where nginx and apachectl live.
-const SBIN_DIRS: &[&str] = &["/usr/local/sbin", "/usr/sbin", "/sbin"];
 
 /// The config test and reload commands of one web server. Certificates with equal commands
 /// share a server: it is tested and reloaded once per run.
@@ -270,19 +267,7 @@ pub fn display_command(argv: &[String]) -> String {
         .join(" ")
 }
 
-/// Finds a bare program name in `PATH` and then in the sbin directories.
-pub fn find_program(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(SBIN_DIRS.iter().map(PathBuf::from))
-        .map(|dir| dir.join(name))
-        .find(|p| {
-            std::fs::metadata(p)
-                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-                .unwrap_or(false)
-        })
-}
+pub use crate::process::find_program;
 
 #[cfg(test)]
 mod tests {
