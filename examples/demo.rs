@@ -10,7 +10,7 @@
 //! cargo run --example demo -- --serve # keep nginx (and the sandbox) running until Ctrl-C
 //! ```
 
-#[path = "../tests/support/webserver.rs"]
+#[path = "../tests/suite/support/webserver.rs"]
 mod webserver;
 
 use std::fs;

@@ -8,6 +8,7 @@ use cert_agent::api::Client;
 use partner_sandbox::SandboxConfig;
 use partner_sandbox::state::{AccountSpec, StateConfig};
 
+#[path = "suite/support/mod.rs"]
 mod support;
 use support::api::*;
 

@@ -1,0 +1,74 @@
+//! The integration suite: one test binary (one link, one process) for every test that drives
+//! the agent's library or binary against real parts — the sandbox over HTTPS, real nginx and
+//! apache2, real processes and signals. Run one area with `cargo test --test suite <module>::`.
+//!
+//! Two binaries stay apart: `tests/api_logs.rs` (a scoped log subscriber must not share
+//! tracing's per-call-site cache with other tests) and `tests/packaging.rs` (built packages,
+//! run on its own by `scripts/test-all`).
+
+/// Helpers shared by the modules below: sandbox setup, agent environments, web servers, faults.
+mod support;
+
+// --- Partner API client and bundle reader (library level) ---
+/// The API client against the sandbox: error shapes, re-signin, retries, pagination, secrets.
+mod api_client;
+/// The bundle reader against good and hostile `download_bundle` archives.
+mod bundle_hostile;
+/// Configuration files on disk: errors naming file and line, secret warnings, a live client.
+mod config;
+
+// --- Commands through the binary ---
+/// Account and certificate commands: tables, `--json`, exit codes, refusals, no credentials.
+mod cli_account;
+/// `cert-agent run`: configuration reload, SIGTERM/SIGINT with a run in progress.
+mod daemon;
+/// `cert-agent serve`: the standalone DCV server as a process of its own.
+mod serve;
+
+// --- Domain control validation ---
+/// The standalone server, the self-check and DNS hook programs over the network.
+mod dcv_standalone;
+
+// --- End to end: order, validate, install, reload ---
+/// Shared `combined_path` flow for the nginx and apache modules.
+mod combined_flow;
+/// With a real apache2.
+mod e2e_apache;
+/// Billing safety: lost answers, crashes, refusals, price limits, overlapping runs.
+mod e2e_billing;
+/// DNS validation with a `dns_hook` writing the sandbox's zone.
+mod e2e_dns;
+/// Every hostile bundle the sandbox can send: refused, nothing installed.
+mod e2e_hostile;
+/// With a real nginx, validation not finished within a run, runs killed.
+mod e2e_nginx;
+/// Rollback when the config test or the served serial check fails.
+mod e2e_rollback;
+/// Standalone mode: the agent's own DCV server, no web server.
+mod e2e_standalone;
+/// The install layer against real nginx and apache2.
+mod install_e2e;
+
+// --- Faults ---
+/// API faults: 5xx bursts, stalls, malformed JSON, token rotation, TLS problems, redirects.
+mod faults_api;
+/// A crash at every named failpoint, then a clean recovery.
+mod faults_crash;
+/// DCV under attack or interruption.
+mod faults_dcv;
+/// Files and deployment: full disk, permissions, hooks.
+mod faults_files;
+/// Hostile input beyond hostile bundles.
+mod faults_input;
+/// Secret hygiene: canary credentials never appear anywhere.
+mod faults_secrets;
+
+// --- Renewal engine ---
+/// `agent.concurrency`: certificates worked on at once.
+mod renew_concurrency;
+/// 47-day lifetimes over a simulated span of time.
+mod renew_lifetimes;
+/// Polling discipline with many pending certificates.
+mod renew_polling;
+/// Renewal scenarios through the binary: free reissues, replacements, renewals.
+mod renew_scenarios;
