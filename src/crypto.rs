@@ -17,7 +17,9 @@ pub mod dcv;
 mod key;
 mod pem;
 
-pub use cert::{CertificateInfo, same_public_key, serial_hex};
+pub use cert::{
+    CertificateInfo, Serial, same_public_key, same_serial_hex, san_dns_names, serial_hex,
+};
 pub use csr::{Csr, CsrHashes, CsrInfo};
 pub use key::{KeyType, ParseKeyTypeError, PrivateKey, read_key_file, write_key_file};
 pub use pem::pem_encode;

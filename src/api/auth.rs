@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{ApiError, Secret};
+use crate::fsutil::io_text;
 
 /// File name of the token cache inside `state_dir`.
 pub const TOKEN_FILE: &str = "token";
@@ -192,18 +193,6 @@ pub(crate) fn write_token(
     })
     .map_err(|e| fail(e.to_string()))?;
     crate::fsutil::write_atomic(&path, &body, 0o600).map_err(|e| fail(io_text(&e)))
-}
-
-/// An I/O error as text without the Rust decoration ("permission denied").
-pub(crate) fn io_text(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    // "Permission denied (os error 13)" → "permission denied"
-    let s = s.split(" (os error").next().unwrap_or(&s).to_owned();
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_lowercase().chain(c).collect(),
-        None => s,
-    }
 }
 
 #[cfg(test)]

@@ -21,9 +21,10 @@ use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use tokio::sync::Mutex;
 
-use super::auth::{self, PasswordSource, Session, io_text};
+use super::auth::{self, PasswordSource, Session};
 use super::error::{ApiError, Call, ErrorBody, TransportKind, excerpt};
 use super::types::*;
+use crate::fsutil::io_text;
 
 /// Default connect timeout.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -10,13 +10,12 @@ use rustls_pki_types::pem::{PemObject, SectionKind};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use x509_parser::extensions::GeneralName;
 use x509_parser::oid_registry::{OID_PKCS1_SHA1WITHRSA, OID_SHA1_WITH_RSA};
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 use super::BundleError;
 use super::archive::{Archive, quote};
-use crate::crypto::{pem_encode, same_public_key, serial_hex};
+use crate::crypto::{pem_encode, same_public_key, san_dns_names, serial_hex};
 
 /// The web server a certificate is installed for; it decides which bundle files are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -311,25 +310,11 @@ fn check_leaf(
 }
 
 fn dns_names(cert: &X509Certificate<'_>, source: &Source) -> Result<Vec<String>, BundleError> {
-    let san = cert
-        .subject_alternative_name()
-        .map_err(|e| BundleError::BadCertificate {
-            file: quote(&source.file),
-            index: source.index,
-            message: format!("subjectAltName: {e}"),
-        })?;
-    Ok(san
-        .map(|ext| {
-            ext.value
-                .general_names
-                .iter()
-                .filter_map(|n| match n {
-                    GeneralName::DNSName(d) => Some((*d).to_owned()),
-                    _ => None,
-                })
-                .collect()
-        })
-        .unwrap_or_default())
+    san_dns_names(cert).map_err(|message| BundleError::BadCertificate {
+        file: quote(&source.file),
+        index: source.index,
+        message,
+    })
 }
 
 /// True when the certificate name `san` covers the configured `domain`: equal (without case

@@ -48,21 +48,7 @@ impl CertificateInfo {
             .map(|cn| cn.as_str().map(str::to_owned))
             .transpose()
             .map_err(|e| err(format!("subject common name: {e}")))?;
-        let san = cert
-            .subject_alternative_name()
-            .map_err(|e| err(format!("subjectAltName: {e}")))?;
-        let dns_names = san
-            .map(|ext| {
-                ext.value
-                    .general_names
-                    .iter()
-                    .filter_map(|n| match n {
-                        GeneralName::DNSName(d) => Some((*d).to_owned()),
-                        _ => None,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let dns_names = san_dns_names(&cert).map_err(err)?;
         let is_ca = cert
             .basic_constraints()
             .map_err(|e| err(format!("basicConstraints: {e}")))?
@@ -132,14 +118,80 @@ pub fn same_public_key(a: &[u8], b: &[u8]) -> bool {
     true
 }
 
+/// The subjectAltName DNS names of `cert`, in certificate order (none without the extension).
+/// The error names the unreadable extension.
+pub fn san_dns_names(cert: &X509Certificate<'_>) -> Result<Vec<String>, String> {
+    let san = cert
+        .subject_alternative_name()
+        .map_err(|e| format!("subjectAltName: {e}"))?;
+    Ok(san
+        .map(|ext| {
+            ext.value
+                .general_names
+                .iter()
+                .filter_map(|n| match n {
+                    GeneralName::DNSName(d) => Some((*d).to_owned()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// A certificate serial number as a number: big-endian bytes without leading zero bytes, so
+/// that every reading of one serial (DER, a handshake, hex in a record, with or without
+/// leading zeros, either case) compares equal. Shown as upper-case hex, as `openssl x509
+/// -serial` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Serial(Vec<u8>);
+
+impl Serial {
+    /// From the raw DER integer bytes (leading zero bytes, e.g. the sign byte, dropped).
+    pub fn from_bytes(raw: &[u8]) -> Self {
+        let start = raw.iter().position(|&b| b != 0).unwrap_or(raw.len());
+        Self(raw[start..].to_vec())
+    }
+
+    /// From hex text (either case, `:` separators and leading zeros allowed); `None` when the
+    /// text is not hex.
+    pub fn parse_hex(text: &str) -> Option<Self> {
+        let digits: String = text.trim().chars().filter(|c| *c != ':').collect();
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let even = if digits.len() % 2 == 1 {
+            format!("0{digits}")
+        } else {
+            digits
+        };
+        hex::decode(even).ok().map(|b| Self::from_bytes(&b))
+    }
+
+    /// The significant bytes, big-endian (empty for the serial zero).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Serial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("00");
+        }
+        f.write_str(&hex::encode_upper(&self.0))
+    }
+}
+
 /// A serial number's bytes as upper-case hex without leading zero bytes (as `openssl x509
 /// -serial` prints it).
 pub fn serial_hex(raw: &[u8]) -> String {
-    let start = raw
-        .iter()
-        .position(|&b| b != 0)
-        .unwrap_or(raw.len().saturating_sub(1));
-    hex::encode_upper(&raw[start..])
+    Serial::from_bytes(raw).to_string()
+}
+
+/// Whether two serials written in hex are the same number (case, `:` and leading zeros do not
+/// matter); text that is not hex equals nothing.
+pub fn same_serial_hex(a: &str, b: &str) -> bool {
+    matches!((Serial::parse_hex(a), Serial::parse_hex(b)), (Some(x), Some(y)) if x == y)
 }
 
 #[cfg(test)]
@@ -228,6 +280,22 @@ mod tests {
         let mut der = cert.der().to_vec();
         der.push(0);
         assert!(CertificateInfo::from_der(&der).is_err());
+    }
+
+    #[test]
+    fn serials_compare_as_numbers() {
+        let one = Serial::from_bytes(&[0, 0x0a, 0x01]);
+        assert_eq!(one, Serial::parse_hex("A01").unwrap());
+        assert_eq!(one, Serial::parse_hex("0a:01").unwrap());
+        assert_eq!(one, Serial::parse_hex("000A01").unwrap());
+        assert_eq!(one.to_string(), "0A01");
+        assert_ne!(one, Serial::parse_hex("A010").unwrap());
+        assert_eq!(Serial::from_bytes(&[0]), Serial::parse_hex("0").unwrap());
+        assert_eq!(Serial::from_bytes(&[]).to_string(), "00");
+        assert!(Serial::parse_hex("").is_none());
+        assert!(Serial::parse_hex("xyz").is_none());
+        assert!(same_serial_hex("0a01", "A01"));
+        assert!(!same_serial_hex("zz", "zz"));
     }
 
     #[test]

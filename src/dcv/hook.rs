@@ -17,15 +17,13 @@
 //! group, which is killed when the timeout passes. A non-zero exit is an error that quotes the
 //! end of its stderr.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Command;
 
 use super::{DcvError, quote, quote_max};
 use crate::crypto::CsrHashes;
+use crate::process::{self, RunError};
 
 /// Most bytes of the hook's stderr (and stdout) kept.
 const MAX_CAPTURE: usize = 4096;
@@ -245,7 +243,7 @@ pub async fn run(
     record: &DnsRecord,
     cert_name: &str,
 ) -> Result<HookOutput, DcvError> {
-    let Some((program, args)) = hook.argv.split_first() else {
+    let Some(program) = hook.argv.first() else {
         return Err(DcvError::HookConfig {
             reason: "the command is empty",
         });
@@ -256,76 +254,40 @@ pub async fn run(
         });
     }
     let what = record.to_string();
-    let mut cmd = Command::new(program);
-    cmd.args(args);
-    // Whatever an outer agent run left in the environment must not be mistaken for ours.
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("CERT_AGENT_DCV_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.env("CERT_AGENT_DCV_ACTION", action.as_str())
+    let spawn_error = |source| DcvError::HookSpawn {
+        program: program.clone(),
+        action: action.as_str(),
+        record: what.clone(),
+        source,
+    };
+    let cmd = process::Command::new(&hook.argv, hook.timeout)
+        // Whatever an outer agent run left in the environment must not be mistaken for ours.
+        .env_remove_prefix("CERT_AGENT_DCV_")
+        .env("CERT_AGENT_DCV_ACTION", action.as_str())
         .env("CERT_AGENT_DCV_RECORD_NAME", &record.name)
         .env("CERT_AGENT_DCV_RECORD_TYPE", record.record_type.as_str())
         .env("CERT_AGENT_DCV_RECORD_VALUE", &record.value)
         .env("CERT_AGENT_DCV_DOMAIN", &record.domain)
         .env("CERT_AGENT_NAME", cert_name)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|source| DcvError::HookSpawn {
-        program: program.clone(),
-        action: action.as_str(),
-        record: what.clone(),
-        source,
+        .own_process_group()
+        .output_limit(MAX_CAPTURE);
+    let done = process::run(cmd).await.map_err(|e| match e {
+        RunError::Empty => DcvError::HookConfig {
+            reason: "the command is empty",
+        },
+        RunError::NotFound { .. } => spawn_error(std::io::ErrorKind::NotFound.into()),
+        RunError::Spawn(source) | RunError::Wait(source) => spawn_error(source),
+        RunError::Timeout { .. } => DcvError::HookTimeout {
+            program: program.clone(),
+            action: action.as_str(),
+            record: what.clone(),
+            timeout: hook.timeout,
+        },
     })?;
-    let pgid = child.id();
-    let stdout = child.stdout.take().map(|s| tokio::spawn(capture(s)));
-    let stderr = child.stderr.take().map(|s| tokio::spawn(capture(s)));
-    let status = match tokio::time::timeout(hook.timeout, child.wait()).await {
-        Ok(Ok(status)) => status,
-        Ok(Err(source)) => {
-            kill_group(pgid);
-            return Err(DcvError::HookSpawn {
-                program: program.clone(),
-                action: action.as_str(),
-                record: what,
-                source,
-            });
-        }
-        Err(_) => {
-            kill_group(pgid);
-            let _ = child.kill().await;
-            for task in [stdout, stderr].into_iter().flatten() {
-                task.abort();
-            }
-            return Err(DcvError::HookTimeout {
-                program: program.clone(),
-                action: action.as_str(),
-                record: what,
-                timeout: hook.timeout,
-            });
-        }
-    };
-    // A background process of the hook may keep the pipes open: wait briefly, then give up.
-    let collect = |task: Option<tokio::task::JoinHandle<Vec<u8>>>| async move {
-        let Some(task) = task else {
-            return String::new();
-        };
-        let abort = task.abort_handle();
-        match tokio::time::timeout(Duration::from_millis(500), task).await {
-            Ok(Ok(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-            _ => {
-                abort.abort();
-                String::new()
-            }
-        }
-    };
+    let status = done.status;
     let output = HookOutput {
-        stdout: collect(stdout).await,
-        stderr: collect(stderr).await,
+        stdout: String::from_utf8_lossy(&done.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&done.stderr).into_owned(),
     };
     if status.success() {
         tracing::debug!(
@@ -342,30 +304,6 @@ pub async fn run(
             status: status.to_string(),
             stderr: quote_max(output.stderr.trim(), MAX_STDERR_QUOTE),
         })
-    }
-}
-
-/// Reads `stream` to its end, keeping the first [`MAX_CAPTURE`] bytes.
-async fn capture(mut stream: impl AsyncRead + Unpin) -> Vec<u8> {
-    let mut kept = Vec::new();
-    let mut buf = [0u8; 1024];
-    loop {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => return kept,
-            Ok(n) => {
-                let room = MAX_CAPTURE.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-            }
-        }
-    }
-}
-
-fn kill_group(pgid: Option<u32>) {
-    if let Some(pid) = pgid.and_then(|p| i32::try_from(p).ok()) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
     }
 }
 

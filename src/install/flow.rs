@@ -11,6 +11,7 @@ use super::files::{CertMaterial, InstallTx, Ownership};
 use super::paths::{InstallPaths, ServerKind};
 use super::server::{ServerCommands, run_command};
 use super::verify::{VerifyTarget, serial_of_pem, verify_served};
+use crate::crypto::Serial;
 
 /// Everything needed to install one certificate.
 #[derive(Debug, Clone)]
@@ -86,7 +87,7 @@ impl CertOutcome {
 struct Pending {
     idx: usize,
     tx: InstallTx,
-    serial: Vec<u8>,
+    serial: Serial,
 }
 
 /// Installs every certificate of this run:
@@ -141,7 +142,7 @@ pub async fn install_all(certs: &[CertInstall]) -> Vec<CertOutcome> {
         }
         for p in committed {
             let cert = &certs[p.idx];
-            outcomes[p.idx].installed_serial = Some(hex::encode(&p.serial));
+            outcomes[p.idx].installed_serial = Some(p.serial.to_string().to_ascii_lowercase());
             if let Some(hook) = &cert.deploy_hook
                 && let Err(e) = run_deploy_hook(cert, hook, commands).await
             {
@@ -155,7 +156,7 @@ pub async fn install_all(certs: &[CertInstall]) -> Vec<CertOutcome> {
 fn stage(
     cert: &CertInstall,
     seen: &mut HashSet<PathBuf>,
-) -> Result<(InstallTx, Vec<u8>), InstallError> {
+) -> Result<(InstallTx, Serial), InstallError> {
     let serial =
         serial_of_pem(&cert.material.leaf_pem).map_err(|reason| InstallError::BadCertificate {
             name: cert.name.clone(),
@@ -287,7 +288,7 @@ async fn run_server(
         }
         tracing::info!(
             certificate = %certs[p.idx].name,
-            serial = %hex::encode(&p.serial),
+            serial = %p.serial,
             "installed"
         );
         committed.push(p);

@@ -2,15 +2,13 @@
 //! run through a shell), and running a command with a time limit and bounded, quoted output.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt};
-
 use super::error::InstallError;
 use super::paths::ServerKind;
+use crate::process::{self, RunError};
 
 /// Default time limit for a config test, reload or deploy hook.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -122,110 +120,46 @@ pub async fn run_command(
     env: &[(&str, OsString)],
     timeout: Duration,
 ) -> Result<CommandOutput, InstallError> {
-    let (program, args) = argv
-        .split_first()
-        .ok_or(InstallError::EmptyCommand { what })?;
     let command = display_command(argv);
-    let resolved = if program.contains('/') {
-        Some(PathBuf::from(program)).filter(|p| p.is_file())
-    } else {
-        find_program(program)
-    };
-    let not_found = || InstallError::ProgramNotFound {
-        what,
-        command: command.clone(),
-        program: program.clone(),
-    };
-    let resolved = resolved.ok_or_else(not_found)?;
-    let mut cmd = tokio::process::Command::new(&resolved);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    let mut cmd = process::Command::new(argv, timeout).output_limit(OUTPUT_LIMIT);
     for (k, v) in env {
-        cmd.env(k, v);
+        cmd = cmd.env(k, v);
     }
-    let mut child = cmd.spawn().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            not_found()
-        } else {
-            InstallError::Spawn {
-                what,
-                command: command.clone(),
-                cause: Arc::new(e),
-            }
-        }
+    let done = process::run(cmd).await.map_err(|e| match e {
+        RunError::Empty => InstallError::EmptyCommand { what },
+        RunError::NotFound { program } => InstallError::ProgramNotFound {
+            what,
+            command: command.clone(),
+            program,
+        },
+        RunError::Spawn(e) | RunError::Wait(e) => InstallError::Spawn {
+            what,
+            command: command.clone(),
+            cause: Arc::new(e),
+        },
+        RunError::Timeout {
+            timeout,
+            stdout,
+            stderr,
+        } => InstallError::CommandTimeout {
+            what,
+            command: command.clone(),
+            seconds: timeout.as_secs(),
+            output: quote_output(&stdout, &stderr),
+        },
     })?;
-    let out = tokio::spawn(read_bounded(child.stdout.take()));
-    let err = tokio::spawn(read_bounded(child.stderr.take()));
-    let status = tokio::time::timeout(timeout, child.wait()).await;
-    // A program that daemonises may leave its output pipes open in a background process:
-    // collect what is there shortly after exit instead of waiting for end of file.
-    let collect = |h: tokio::task::JoinHandle<Vec<u8>>| async move {
-        match tokio::time::timeout(Duration::from_millis(300), h).await {
-            Ok(Ok(buf)) => buf,
-            _ => Vec::new(),
-        }
-    };
-    let status = match status {
-        Ok(Ok(status)) => status,
-        Ok(Err(e)) => {
-            return Err(InstallError::Spawn {
-                what,
-                command,
-                cause: Arc::new(e),
-            });
-        }
-        Err(_) => {
-            let _ = child.kill().await;
-            let output = quote_output(&collect(out).await, &collect(err).await);
-            return Err(InstallError::CommandTimeout {
-                what,
-                command,
-                seconds: timeout.as_secs(),
-                output,
-            });
-        }
-    };
-    let stdout = collect(out).await;
-    let stderr = collect(err).await;
-    if !status.success() {
-        let status = match status.code() {
-            Some(code) => format!("exit code {code}"),
-            None => {
-                use std::os::unix::process::ExitStatusExt;
-                format!("killed by signal {}", status.signal().unwrap_or(0))
-            }
-        };
+    if !done.status.success() {
         return Err(InstallError::CommandFailed {
             what,
             command,
-            status,
-            output: quote_output(&stdout, &stderr),
+            status: done.status_text(),
+            output: quote_output(&done.stdout, &done.stderr),
         });
     }
-    Ok(CommandOutput { stdout, stderr })
-}
-
-/// Reads a pipe to its end, keeping the first [`OUTPUT_LIMIT`] bytes and discarding the rest
-/// so the child never blocks on a full pipe.
-async fn read_bounded<R: AsyncRead + Unpin>(pipe: Option<R>) -> Vec<u8> {
-    let mut kept = Vec::new();
-    let Some(mut pipe) = pipe else {
-        return kept;
-    };
-    let mut buf = [0u8; 4096];
-    loop {
-        match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = OUTPUT_LIMIT.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-            }
-        }
-    }
-    kept
+    Ok(CommandOutput {
+        stdout: done.stdout,
+        stderr: done.stderr,
+    })
 }
 
 /// `": <stderr and stdout>"` trimmed to the last [`QUOTE_LIMIT`] characters, or "" when the

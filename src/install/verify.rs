@@ -12,6 +12,7 @@ use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 
 use super::error::InstallError;
+use crate::crypto::Serial;
 
 /// Default address for the post-reload handshake.
 pub const DEFAULT_VERIFY_ADDRESS: &str = "127.0.0.1:443";
@@ -136,13 +137,12 @@ pub async fn served_leaf(
         .map_err(|_| fail(format!("no answer within {} s", timeout.as_secs_f32())))?
 }
 
-/// The serial of the leaf served at `address` for `server_name`, big-endian without leading
-/// zero bytes.
+/// The serial of the leaf served at `address` for `server_name`.
 pub async fn served_serial(
     address: &str,
     server_name: &str,
     timeout: Duration,
-) -> Result<Vec<u8>, InstallError> {
+) -> Result<Serial, InstallError> {
     let der = served_leaf(address, server_name, timeout).await?;
     serial_of_der(&der).map_err(|reason| InstallError::Handshake {
         address: address.to_string(),
@@ -153,8 +153,7 @@ pub async fn served_serial(
 
 /// Waits until `target` serves the certificate with serial `expected` (reloads settle
 /// asynchronously) and fails with the last observation when `target.timeout` runs out.
-pub async fn verify_served(target: &VerifyTarget, expected: &[u8]) -> Result<(), InstallError> {
-    let expected = trim_serial(expected);
+pub async fn verify_served(target: &VerifyTarget, expected: &Serial) -> Result<(), InstallError> {
     let deadline = Instant::now() + target.timeout;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -165,12 +164,12 @@ pub async fn verify_served(target: &VerifyTarget, expected: &[u8]) -> Result<(),
         )
         .await;
         let err = match attempt {
-            Ok(served) if served == expected => return Ok(()),
+            Ok(served) if served == *expected => return Ok(()),
             Ok(served) => InstallError::SerialMismatch {
                 address: target.address.clone(),
                 server_name: target.server_name.clone(),
-                served: hex::encode(served),
-                expected: hex::encode(expected),
+                served: served.to_string(),
+                expected: expected.to_string(),
             },
             Err(e) => e,
         };
@@ -182,8 +181,8 @@ pub async fn verify_served(target: &VerifyTarget, expected: &[u8]) -> Result<(),
     }
 }
 
-/// The serial of the first certificate in `pem`, big-endian without leading zero bytes.
-pub fn serial_of_pem(pem: &[u8]) -> Result<Vec<u8>, String> {
+/// The serial of the first certificate in `pem`.
+pub fn serial_of_pem(pem: &[u8]) -> Result<Serial, String> {
     let (_, pem) = x509_parser::pem::parse_x509_pem(pem).map_err(|e| e.to_string())?;
     if pem.label != "CERTIFICATE" {
         return Err(format!("expected a CERTIFICATE, found {}", pem.label));
@@ -191,18 +190,10 @@ pub fn serial_of_pem(pem: &[u8]) -> Result<Vec<u8>, String> {
     serial_of_der(&pem.contents)
 }
 
-/// The serial of a DER certificate, big-endian without leading zero bytes.
-pub fn serial_of_der(der: &[u8]) -> Result<Vec<u8>, String> {
+/// The serial of a DER certificate.
+pub fn serial_of_der(der: &[u8]) -> Result<Serial, String> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| e.to_string())?;
-    Ok(trim_serial(cert.raw_serial()).to_vec())
-}
-
-fn trim_serial(serial: &[u8]) -> &[u8] {
-    let start = serial
-        .iter()
-        .position(|&b| b != 0)
-        .unwrap_or(serial.len().saturating_sub(1));
-    &serial[start..]
+    Ok(Serial::from_bytes(cert.raw_serial()))
 }
 
 #[cfg(test)]
@@ -213,7 +204,7 @@ mod tests {
 
     /// A TLS server on 127.0.0.1:0 presenting a fresh self-signed certificate; returns its
     /// address and the certificate's serial.
-    async fn tls_server() -> (String, Vec<u8>) {
+    async fn tls_server() -> (String, Serial) {
         let ck = rcgen::generate_simple_self_signed(vec!["a.test".to_string()]).unwrap();
         let serial = serial_of_pem(ck.cert.pem().as_bytes()).unwrap();
         let key = PrivateKeyDer::from_pem_slice(ck.signing_key.serialize_pem().as_bytes()).unwrap();
@@ -255,12 +246,16 @@ mod tests {
         };
         verify_served(&target, &serial).await.unwrap();
         let mut leading_zero = vec![0u8];
-        leading_zero.extend_from_slice(&serial);
-        verify_served(&target, &leading_zero).await.unwrap();
+        leading_zero.extend_from_slice(serial.as_bytes());
+        verify_served(&target, &Serial::from_bytes(&leading_zero))
+            .await
+            .unwrap();
 
-        let err = verify_served(&target, &[1, 2, 3]).await.unwrap_err();
+        let err = verify_served(&target, &Serial::from_bytes(&[1, 2, 3]))
+            .await
+            .unwrap_err();
         assert!(matches!(err, InstallError::SerialMismatch { .. }), "{err}");
-        assert!(err.to_string().contains(&hex::encode(&serial)), "{err}");
+        assert!(err.to_string().contains(&serial.to_string()), "{err}");
     }
 
     #[tokio::test]
@@ -275,7 +270,9 @@ mod tests {
             server_name: "a.test".into(),
             timeout: Duration::from_millis(300),
         };
-        let err = verify_served(&target, &[1]).await.unwrap_err();
+        let err = verify_served(&target, &Serial::from_bytes(&[1]))
+            .await
+            .unwrap_err();
         assert!(matches!(err, InstallError::Handshake { .. }), "{err}");
         assert!(err.to_string().contains(&target.address), "{err}");
     }

@@ -484,15 +484,9 @@ pub(super) fn disk_state(rec: &CertRecord) -> (Disk, Option<FileStamp>) {
         .and_then(|pem| crate::crypto::CertificateInfo::from_pem(&pem).ok())
         .map(|c| c.serial_hex);
     match serial {
-        Some(s) if same_serial(&s, &inst.serial) => (Disk::AsInstalled, stamp),
+        Some(s) if crate::crypto::same_serial_hex(&s, &inst.serial) => (Disk::AsInstalled, stamp),
         other => (Disk::Differs(other), None),
     }
-}
-
-/// Serials compared as numbers written in hex (case and leading zeros do not matter).
-pub(super) fn same_serial(a: &str, b: &str) -> bool {
-    a.trim_start_matches('0')
-        .eq_ignore_ascii_case(b.trim_start_matches('0'))
 }
 
 /// Plans and starts the action of one certificate.
@@ -1261,32 +1255,11 @@ async fn notify(config: &Config, report: &RunReport) {
     let Ok(summary) = serde_json::to_vec(report) else {
         return;
     };
-    let Some((program, args)) = argv.split_first() else {
-        return;
-    };
-    let spawned = tokio::process::Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn();
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!("notify_command could not be started: {e}");
-            return;
-        }
-    };
-    if let Some(mut stdin) = child.stdin.take() {
-        use tokio::io::AsyncWriteExt;
-        let _ = stdin.write_all(&summary).await;
-    }
-    match tokio::time::timeout(Duration::from_secs(60), child.wait()).await {
-        Ok(Ok(status)) if status.success() => {}
-        Ok(Ok(status)) => tracing::warn!("notify_command exited with {status}"),
-        Ok(Err(e)) => tracing::warn!("notify_command failed: {e}"),
-        Err(_) => tracing::warn!("notify_command did not finish within 60 s and was stopped"),
+    let cmd = crate::process::Command::new(&argv, Duration::from_secs(60)).stdin(&summary);
+    match crate::process::run(cmd).await {
+        Ok(done) if done.status.success() => {}
+        Ok(done) => tracing::warn!("notify_command exited with {}", done.status_text()),
+        Err(e) => tracing::warn!("notify_command {e}"),
     }
 }
 

@@ -802,9 +802,12 @@ fn make_world_reachable(base: &Path, webroot: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// The serial (big-endian, no leading zeros) of the certificate served at `address` for SNI
+/// The serial of the certificate served at `address` for SNI
 /// `server_name`.
-pub async fn served_serial(address: &str, server_name: &str) -> Result<Vec<u8>, String> {
+pub async fn served_serial(
+    address: &str,
+    server_name: &str,
+) -> Result<cert_agent::crypto::Serial, String> {
     cert_agent::install::verify::served_serial(address, server_name, Duration::from_secs(5))
         .await
         .map_err(|e| e.to_string())
@@ -814,7 +817,7 @@ pub async fn served_serial(address: &str, server_name: &str) -> Result<Vec<u8>, 
 pub async fn wait_for_serial(
     address: &str,
     server_name: &str,
-    serial: &[u8],
+    serial: &cert_agent::crypto::Serial,
     timeout: Duration,
 ) -> Result<(), String> {
     let target = cert_agent::install::VerifyTarget {
