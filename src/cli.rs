@@ -66,8 +66,8 @@ pub mod exit {
     pub const PENDING: u8 = 75;
 
     /// The exit code of a run that ended with `status`.
-    pub fn of_run(status: crate::renew::run::RunStatus) -> u8 {
-        use crate::renew::run::RunStatus;
+    pub fn of_run(status: crate::renew::RunStatus) -> u8 {
+        use crate::renew::RunStatus;
         match status {
             RunStatus::Done => OK,
             RunStatus::Pending => PENDING,
@@ -150,7 +150,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
         Command::Renew(args) => {
             let config = load_config(&cli.config)?;
             random_start_delay(args.random_delay).await;
-            let opts = crate::renew::run::RunOptions {
+            let opts = crate::renew::RunOptions {
                 names: args.names.clone(),
                 dry_run: args.dry_run,
                 force: args.force,
@@ -170,7 +170,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             wait,
         } => {
             let config = load_config(&cli.config)?;
-            let opts = crate::renew::run::RunOptions {
+            let opts = crate::renew::RunOptions {
                 names: vec![name.clone()],
                 force: true,
                 reuse_key: *reuse_key,
@@ -185,7 +185,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
         }
         Command::Install { name } => {
             let config = load_config(&cli.config)?;
-            let opts = crate::renew::run::RunOptions {
+            let opts = crate::renew::RunOptions {
                 names: vec![name.clone()],
                 reinstall: true,
                 allow_orders: false,
@@ -212,7 +212,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             if !*reissue {
                 return Ok(exit::OK);
             }
-            let opts = crate::renew::run::RunOptions {
+            let opts = crate::renew::RunOptions {
                 names: vec![name.clone()],
                 force: true,
                 allow_orders: false,
@@ -242,7 +242,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
         }
         Command::Issue(args) => {
             let config = load_config(&cli.config)?;
-            let opts = crate::renew::run::RunOptions {
+            let opts = crate::renew::RunOptions {
                 names: vec![args.name.clone()],
                 dry_run: false,
                 force: false,
@@ -373,9 +373,9 @@ fn unreachable_config() -> Result<u8> {
     bail!("internal: this command is handled before the account commands")
 }
 
-async fn renew(config: &Config, opts: &crate::renew::run::RunOptions, out: &Output) -> Result<u8> {
-    use crate::renew::run::Outcome;
-    let report = match crate::renew::run::run(config, opts).await {
+async fn renew(config: &Config, opts: &crate::renew::RunOptions, out: &Output) -> Result<u8> {
+    use crate::renew::Outcome;
+    let report = match crate::renew::run(config, opts).await {
         Ok(r) => r,
         Err(e) => {
             if let Some(crate::store::StoreError::Locked { .. }) =

@@ -1,6 +1,6 @@
 //! Daemon mode (`cert-agent run`): the long-running alternative to the systemd timer.
 //!
-//! - Runs the renew loop ([`crate::renew::run::run`]) on a schedule: every
+//! - Runs the renew loop ([`crate::renew::run`]) on a schedule: every
 //!   [`DaemonOptions::interval`] ± [`DaemonOptions::jitter`], and sooner — after
 //!   `agent.poll_interval_secs` — while work is pending at the CA (exit code 75), so that a
 //!   validation is followed up without waiting an hour.
@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::config::Config;
-use crate::renew::run::{Outcome, RunOptions, RunReport, RunStatus};
+use crate::renew::{Outcome, RunOptions, RunReport, RunStatus};
 
 /// Schedule, limits and test seams of [`run_daemon`].
 #[derive(Debug, Clone)]
@@ -212,7 +212,7 @@ impl Daemon {
         self.emit(DaemonEvent::RunStarted {
             certificates: names(config),
         });
-        let run = crate::renew::run::run(config, &run_opts);
+        let run = crate::renew::run(config, &run_opts);
         tokio::pin!(run);
         let result = tokio::select! {
             result = &mut run => result,

@@ -4,16 +4,24 @@
 //! safety throughout.
 
 pub mod adopt;
+mod context;
 mod deploy;
+mod job;
 pub mod keys;
 pub mod order;
 pub mod plan;
+mod poll;
+mod publish;
 mod reissue;
-pub mod run;
+mod report;
+mod run;
+mod start;
 pub mod status;
-mod validate;
 
+pub use context::{RunOptions, TEST_CLOCK_OFFSET_ENV, now};
 pub use deploy::{argv, install_paths};
+pub use report::{CertReport, Outcome, RunReport, RunStatus};
+pub use run::run;
 
 /// A certificate name that the configuration does not define (a usage error).
 #[derive(Debug, thiserror::Error)]

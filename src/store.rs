@@ -234,6 +234,10 @@ pub struct CertRecord {
     /// record), to prepare it at most once a day.
     #[serde(default, with = "time::serde::rfc3339::option")]
     pub prolong_prepared_at: Option<OffsetDateTime>,
+    /// The CA answered an order request of this certificate with a refusal (nothing billed):
+    /// a later failure is no longer one "before anything reached the CA".
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub order_refused: bool,
 }
 
 impl CertRecord {
@@ -243,6 +247,85 @@ impl CertRecord {
             name: name.to_owned(),
             ..Self::default()
         }
+    }
+
+    /// The ID of the current order's certificate.
+    pub fn certificate_id(&self) -> Option<u64> {
+        self.order.as_ref().map(|o| o.certificate_id)
+    }
+
+    /// One more consecutive failure, with its message; returns how many there are now. The
+    /// caller sets `retry_after` from the count (the planner's rule).
+    pub fn note_failure(&mut self, error: String) -> u32 {
+        self.last_error = Some(error);
+        self.failures = self.failures.saturating_add(1);
+        self.failures
+    }
+
+    /// Forgets earlier failures and their backoff; `true` when there were any.
+    pub fn clear_failures(&mut self) -> bool {
+        let had = self.failures > 0 || self.retry_after.is_some() || self.last_error.is_some();
+        self.failures = 0;
+        self.retry_after = None;
+        self.last_error = None;
+        had
+    }
+
+    /// Keeps `at` as the last status-type call unless a later one is recorded; `true` when it
+    /// changed.
+    pub fn keep_latest_poll(&mut self, at: OffsetDateTime) -> bool {
+        if self.last_poll.is_some_and(|p| p >= at) {
+            return false;
+        }
+        self.last_poll = Some(at);
+        true
+    }
+
+    /// `issue --yes` on an ended order: the ended order becomes the one renewed and everything
+    /// about it is dropped. Returns the ended state and the pending key to discard.
+    pub fn replace_ended_order(&mut self) -> Option<(String, Option<PendingKey>)> {
+        let state = self.ended.take()?;
+        self.renews = self.certificate_id();
+        self.order = None;
+        self.subscription = None;
+        self.reissue = None;
+        self.prolong_prepared_at = None;
+        Some((state, self.pending_key.take()))
+    }
+
+    /// A new billed order replaces the current subscription: the current order becomes the
+    /// one renewed. Returns its certificate ID.
+    pub fn begin_subscription_renewal(&mut self) -> Option<u64> {
+        let old = self.certificate_id();
+        self.renews = old;
+        self.order = None;
+        self.subscription = None;
+        self.prolong_prepared_at = None;
+        old
+    }
+
+    /// The API reports the order ended (`annulled`, `expired`).
+    pub fn mark_ended(&mut self, state: &str) {
+        self.ended = Some(state.to_owned());
+    }
+
+    /// A certificate is installed and live: it is recorded, a finished reissue and earlier
+    /// failures are cleared, and a subscription end is assumed (`fallback`) when the API gave
+    /// none. Returns the pending key, now installed, whose state-directory copy is discarded.
+    pub fn mark_installed(
+        &mut self,
+        installed: Installed,
+        fallback: Subscription,
+    ) -> Option<PendingKey> {
+        self.installed = Some(installed);
+        if self.subscription.is_none() {
+            self.subscription = Some(fallback);
+        }
+        self.reissue = None;
+        self.failures = 0;
+        self.retry_after = None;
+        self.last_error = None;
+        self.pending_key.take()
     }
 }
 

@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::crypto::CertificateInfo;
 use crate::store::{Installed, OrderRef, Store};
 
-use super::run::now;
+use super::context::now;
 
 /// What `adopt` did.
 #[derive(Debug, Clone, serde::Serialize)]

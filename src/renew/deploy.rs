@@ -1,5 +1,7 @@
-//! Downloading the issued certificate, checking it against our key, names and the clock, and
-//! describing its install (paths, ownership, commands, verification) for the install layer.
+//! The install phase: downloading the issued certificate, checking it against our key, names
+//! and the clock, describing its install (paths, ownership, commands, verification) for the
+//! install layer, installing everything ready in one transaction per web server, and
+//! recording what was installed.
 
 use std::path::{Path, PathBuf};
 
@@ -13,10 +15,12 @@ use crate::install::{
     self, CertInstall, CertMaterial, InstallPaths, Ownership, PathOverrides, Principal,
     ServerCommands, VerifyTarget,
 };
-use crate::store::{FileStamp, Installed, Store, Subscription};
+use crate::store::{FileStamp, Installed, Subscription};
 
+use super::context::{Ctx, now};
+use super::job::Job;
 use super::keys;
-use super::run::{Ctx, Outcome, now};
+use super::report::Outcome;
 
 /// A certificate whose bundle is downloaded and checked, ready to install.
 pub(super) struct Ready {
@@ -45,7 +49,7 @@ pub(super) async fn download_checked(
     };
     if let Some(prev) = previous_serial
         && bundle_leaf_serial(&download.bytes, cert.server)
-            .is_some_and(|s| s.eq_ignore_ascii_case(prev))
+            .is_some_and(|s| crate::crypto::same_serial_hex(&s, prev))
     {
         // After a reissue the previous certificate is served until the new one is issued.
         return Ok(None);
@@ -129,19 +133,46 @@ pub(super) fn cert_install(
     }
 }
 
+/// Installs every ready certificate (one transaction per web server: config test and reload
+/// once each) and records each result: its outcome, and a warning when only the deploy hook
+/// failed.
+pub(super) async fn install_ready<'a>(
+    ready: Vec<(Job<'a>, Ready)>,
+) -> Vec<(Job<'a>, Outcome, Option<String>)> {
+    if ready.is_empty() {
+        return Vec::new();
+    }
+    let installs: Vec<CertInstall> = ready.iter().map(|(_, r)| r.install.clone()).collect();
+    let results = install::install_all(&installs).await;
+    let mut done = Vec::with_capacity(ready.len());
+    for ((mut job, r), result) in ready.into_iter().zip(results) {
+        let mut warning = None;
+        let outcome = if result.installed() {
+            if let Err(e) = &result.result {
+                tracing::warn!(certificate = %job.cert.name, "deploy hook failed: {e}");
+                warning = Some(format!("deploy hook failed: {e}"));
+            }
+            finish_install(&mut job, &r).unwrap_or_else(|e| job.fail(&e))
+        } else {
+            let err = match result.result {
+                Err(e) => anyhow!(e),
+                Ok(()) => anyhow!("the install did not complete"),
+            };
+            job.fail(&err.context("install failed"))
+        };
+        done.push((job, outcome, warning));
+    }
+    done
+}
+
 /// Records a successful install: the installed certificate and the stamp of its file, the
 /// pending key discarded (it now lives at the key path), a finished reissue cleared.
-pub(super) fn finish_install(
-    store: &Store,
-    cert: &CertificateConfig,
-    r: &Ready,
-) -> Result<Outcome> {
-    let mut rec = store.load(&cert.name)?;
+fn finish_install(job: &mut Job<'_>, r: &Ready) -> Result<Outcome> {
     let paths = &r.install.paths;
     let files: Vec<PathBuf> = paths.all().map(Path::to_path_buf).collect();
     let leaf_file = leaf_file(paths);
     let leaf_stamp = leaf_file.as_deref().and_then(FileStamp::of);
-    rec.installed = Some(Installed {
+    let installed = Installed {
         serial: r.bundle.serial_hex.clone(),
         not_before: r.bundle.not_before,
         not_after: r.bundle.not_after,
@@ -150,26 +181,19 @@ pub(super) fn finish_install(
         installed_at: now(),
         leaf_file,
         leaf_stamp,
-    });
-    if rec.subscription.is_none() {
-        // Without the API's subscription end: the order's days from the first issuance, or
-        // the certificate's own end, whichever is later.
-        let by_days = r.bundle.not_before + time::Duration::days(i64::from(cert.days));
-        rec.subscription = Some(Subscription {
-            ends: by_days.max(r.bundle.not_after),
-            multi_year: false,
-        });
-    }
-    if let Some(p) = rec.pending_key.take() {
+    };
+    // Without the API's subscription end: the order's days from the first issuance, or the
+    // certificate's own end, whichever is later.
+    let by_days = r.bundle.not_before + time::Duration::days(i64::from(job.cert.days));
+    let fallback = Subscription {
+        ends: by_days.max(r.bundle.not_after),
+        multi_year: false,
+    };
+    if let Some(p) = job.rec.mark_installed(installed, fallback) {
         keys::discard_key_file(&p.key_file);
     }
-    rec.reissue = None;
-    rec.last_error = None;
-    rec.failures = 0;
-    rec.retry_after = None;
-    store.save(&rec)?;
-    store.journal(
-        &cert.name,
+    job.save()?;
+    job.journal(
         "installed",
         serde_json::json!({ "certificate_id": r.certificate_id, "serial": r.bundle.serial_hex }),
     )?;

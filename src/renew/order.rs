@@ -223,6 +223,7 @@ pub async fn ensure_order(
         }
         Err(err) if definitely_not_placed(&err) => {
             record.intent = None;
+            record.order_refused |= matches!(err, ApiError::Http { .. });
             store.save(record)?;
             store.journal(
                 &cert.name,
@@ -283,8 +284,8 @@ fn check_clock(
         let api_now = now - skew;
         return Err(OrderRefusal::ClockSkew {
             name: cert.name.clone(),
-            local: super::run::short_time(now),
-            api: super::run::short_time(api_now),
+            local: super::plan::short_time(now),
+            api: super::plan::short_time(api_now),
         });
     }
     Ok(())

@@ -12,12 +12,18 @@
 //!   due inside the blackout is reissued before it starts;
 //! - when no reissue can extend coverage (the certificate already reaches the end of the
 //!   subscription, or the blackout has begun), the subscription itself must be renewed: a
-//!   renewal order is prepared (`prolong`), or a new billed order is placed where allowed.
+//!   renewal order is prepared (`prolong`), or a new billed order is placed where allowed;
+//! - a reissue is decided twice: first from the record ([`Action::ReadOrderFirst`]), then with
+//!   the order's subscription end and names as the API reports them now ([`OrderFacts`]), which
+//!   may turn it into a renewal (the subscription ends sooner than recorded) or a refusal
+//!   (Reissue rule 2: the configured names cannot be reissued into this order);
+//! - a failure backs the certificate off for 1 h, doubling to 24 h — except the first failure
+//!   of a certificate that never reached an order, which is tried again on the next run.
 
 use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
 
-use crate::store::CertRecord;
+use crate::store::{CertRecord, Subscription};
 
 pub use crate::config::Family;
 
@@ -49,6 +55,30 @@ pub struct Inputs<'a> {
     pub replace_ended: bool,
     pub reuse_key: bool,
     pub family: Option<Family>,
+    /// `install NAME`: install the issued certificate again even where the files are intact.
+    pub reinstall: bool,
+    /// What the configuration asks for (product, names).
+    pub wanted: Wanted<'a>,
+    /// The order as the API reports it now, once read for a reissue ([`Action::ReadOrderFirst`]).
+    pub order_facts: Option<&'a OrderFacts>,
+}
+
+/// What the configuration asks for: the product and the names.
+#[derive(Debug, Clone, Copy)]
+pub struct Wanted<'a> {
+    pub product_id: u64,
+    pub days: u32,
+    /// The configured names; the first is the common name.
+    pub domains: &'a [String],
+}
+
+/// The order as the API reports it, read just before a reissue.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OrderFacts {
+    /// The subscription's end (`None` when the API reports none: the record's stands).
+    pub subscription: Option<Subscription>,
+    /// The names the order covers (empty when unknown: rule 2 is not checked).
+    pub names: Vec<String>,
 }
 
 /// The next action.
@@ -70,6 +100,9 @@ pub enum Action {
     /// The installed files are missing or hold another certificate: install the issued one
     /// again.
     Reinstall,
+    /// A reissue is due by the record: read the order's subscription end and names
+    /// ([`OrderFacts`]) and decide again with them.
+    ReadOrderFirst { new_key: bool, reason: String },
     /// Reissue (free); `new_key` unless the key is kept.
     Reissue { new_key: bool, reason: String },
     /// The subscription ends and no reissue can extend coverage: prepare the renewal order,
@@ -94,6 +127,48 @@ pub const LAST_REISSUE_MARGIN: Duration = Duration::days(7);
 
 /// Decides the next action for one certificate.
 pub fn decide(i: &Inputs<'_>) -> Action {
+    let action = decide_from_record(i);
+    let Action::Reissue { new_key, reason } = action else {
+        return action;
+    };
+    match i.order_facts {
+        None if i.record.order.is_some() => Action::ReadOrderFirst { new_key, reason },
+        Some(facts) => {
+            match names_cannot_change(&i.record.name, i.wanted, i.family, &facts.names) {
+                Some(reason) => Action::CannotReissue { reason },
+                None => Action::Reissue { new_key, reason },
+            }
+        }
+        None => Action::Reissue { new_key, reason },
+    }
+}
+
+/// When a certificate that failed `failures` times in a row is tried again: on the next run
+/// after the first failure of a certificate that never reached the CA (no order, none sent
+/// and refused: a passing fault before the first order must not cost an hour), otherwise
+/// after [`backoff`] of the consecutive failures (counted from the second for such a
+/// certificate).
+pub fn retry_after(
+    record: &CertRecord,
+    failures: u32,
+    now: OffsetDateTime,
+) -> Option<OffsetDateTime> {
+    let never_ordered = record.order.is_none()
+        && record.intent.is_none()
+        && !record.order_refused
+        && record.ended.is_none()
+        && record.installed.is_none()
+        && record.renews.is_none();
+    let counted = if never_ordered {
+        failures.saturating_sub(1)
+    } else {
+        failures
+    };
+    (counted > 0).then(|| now + backoff(counted))
+}
+
+/// The decision from the record alone (reissues not yet checked against the order).
+fn decide_from_record(i: &Inputs<'_>) -> Action {
     let r = i.record;
     if r.intent.is_some() {
         return Action::Reconcile;
@@ -161,14 +236,16 @@ pub fn decide(i: &Inputs<'_>) -> Action {
             reason: "the order has no certificate with a key kept on this host".into(),
         };
     };
-    if i.disk != Disk::AsInstalled {
+    if i.reinstall || i.disk != Disk::AsInstalled {
         return Action::Reinstall;
     }
 
-    let ends = r
-        .subscription
-        .as_ref()
-        .map_or(inst.not_after, |s| s.ends.max(inst.not_after));
+    // The subscription end the API reports now, when read, else the recorded one.
+    let subscription = i
+        .order_facts
+        .and_then(|f| f.subscription.as_ref())
+        .or(r.subscription.as_ref());
+    let ends = subscription.map_or(inst.not_after, |s| s.ends.max(inst.not_after));
     let blackout = ends - Duration::days(REISSUE_BLACKOUT_DAYS);
     // A reissue can extend coverage only if the certificate ends before the subscription.
     let reissue_extends = inst.not_after < ends - Duration::days(1);
@@ -289,6 +366,111 @@ fn stable_fraction(name: &str, serial: &str) -> f64 {
     (u64::from_be_bytes(b) >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// Reissue rule 2: "the number of domains cannot grow", except that multi-domain family S
+/// certificates may change domains up to the current number or 3, whichever is larger. Why the
+/// configured names cannot be reissued into an order for `ordered`, if they cannot.
+fn names_cannot_change(
+    name: &str,
+    wanted: Wanted<'_>,
+    family: Option<Family>,
+    ordered: &[String],
+) -> Option<String> {
+    use std::collections::BTreeSet;
+    let ordered: BTreeSet<String> = ordered.iter().map(|d| d.to_ascii_lowercase()).collect();
+    if ordered.is_empty() {
+        return None;
+    }
+    let wanted_names: BTreeSet<String> = wanted
+        .domains
+        .iter()
+        .map(|d| d.to_ascii_lowercase())
+        .collect();
+    let family_s = family == Some(Family::S);
+    let limit = if family_s {
+        ordered.len().max(3)
+    } else {
+        ordered.len()
+    };
+    let bare_of_wildcard = |d: &String| {
+        ordered
+            .iter()
+            .any(|o| o.strip_prefix("*.").is_some_and(|b| b == d))
+    };
+    let extra = wanted_names
+        .iter()
+        .filter(|d| !ordered.contains(*d) && !bare_of_wildcard(d))
+        .count();
+    let count = wanted_names.iter().filter(|d| !bare_of_wildcard(d)).count();
+    let cn = wanted
+        .domains
+        .first()
+        .map(|d| d.to_ascii_lowercase())
+        .unwrap_or_default();
+    let cn_known = ordered.contains(&cn) || bare_of_wildcard(&cn);
+    if cn_known && count <= limit && (extra == 0 || family_s) {
+        return None;
+    }
+    Some(format!(
+        "the configured names ({}) differ from the order's ({}) in a way a reissue cannot make \
+         (document, Reissue rule 2: the number of domains cannot grow{}); place a new order \
+         with `cert-agent issue {name} --yes`",
+        wanted.domains.join(", "),
+        ordered.iter().cloned().collect::<Vec<_>>().join(", "),
+        if family_s {
+            "; family S multi-domain: up to the current number or 3"
+        } else {
+            ""
+        },
+    ))
+}
+
+/// What a real run would do, for `--dry-run` and `status`.
+pub fn describe(action: &Action, wanted: Wanted<'_>) -> String {
+    match action {
+        Action::Idle { next: Some(at), .. } => format!("do nothing before {}", at.date()),
+        Action::Idle { next: None, .. } => "do nothing".into(),
+        Action::NeedsOrder => {
+            "do nothing: no order yet and orders are not allowed (`issue NAME --yes`)".into()
+        }
+        Action::Order => format!(
+            "place a billed order for product {} ({} days) for {}",
+            wanted.product_id,
+            wanted.days,
+            wanted.domains.join(", ")
+        ),
+        Action::Reconcile => {
+            "search the certificate list for an order whose answer was lost".into()
+        }
+        Action::Continue => "continue validation, issuance and install".into(),
+        Action::Reinstall => "download and install the issued certificate again".into(),
+        Action::Reissue { new_key, reason } | Action::ReadOrderFirst { new_key, reason } => {
+            format!(
+                "reissue ({}) because {reason}",
+                if *new_key { "new key" } else { "same key" }
+            )
+        }
+        Action::RenewSubscription {
+            order: true,
+            reason,
+        } => format!("place a new billed order because {reason}"),
+        Action::RenewSubscription {
+            order: false,
+            reason,
+        } => format!("prepare a renewal order because {reason}"),
+        Action::Backoff { until } => format!("wait until {} after failures", short_time(*until)),
+        Action::Ended { state } => {
+            format!("report the {state} order (`issue NAME --yes` orders anew)")
+        }
+        Action::CannotReissue { reason } => format!("refuse the reissue: {reason}"),
+    }
+}
+
+/// `2026-11-21 00:13 UTC`.
+pub fn short_time(t: OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    format!("{} {:02}:{:02} UTC", t.date(), t.hour(), t.minute())
+}
+
 /// Backoff after `failures` consecutive failed runs: 1 h, doubling, at most 24 h.
 pub fn backoff(failures: u32) -> Duration {
     let hours = 1i64 << failures.saturating_sub(1).min(5);
@@ -334,6 +516,29 @@ mod tests {
         }
     }
 
+    /// The order read before a reissue, reporting nothing new (the record's decision stands).
+    static NO_NEWS: OrderFacts = OrderFacts {
+        subscription: None,
+        names: Vec::new(),
+    };
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    static WWW: std::sync::LazyLock<Vec<String>> =
+        std::sync::LazyLock::new(|| names(&["www.example.com"]));
+
+    fn wanted(domains: &[String]) -> Wanted<'_> {
+        Wanted {
+            product_id: 1,
+            days: 365,
+            domains,
+        }
+    }
+
+    /// Inputs of a timer run for `record` at `now`, the order already read (see
+    /// `reissue_is_decided_again_with_the_order_read` for the first decision).
     fn inputs(record: &CertRecord, now: OffsetDateTime) -> Inputs<'_> {
         Inputs {
             now,
@@ -346,7 +551,194 @@ mod tests {
             replace_ended: false,
             reuse_key: false,
             family: None,
+            reinstall: false,
+            wanted: wanted(&WWW),
+            order_facts: Some(&NO_NEWS),
         }
+    }
+
+    #[test]
+    fn reissue_is_decided_again_with_the_order_read() {
+        // Due for a reissue on day 184 of a 200-day certificate in a 5-year subscription.
+        let rec = installed(200, Some(1825));
+        let first = Inputs {
+            order_facts: None,
+            ..inputs(&rec, t(184))
+        };
+        let Action::ReadOrderFirst {
+            new_key: true,
+            reason,
+        } = decide(&first)
+        else {
+            panic!("{:?}", decide(&first));
+        };
+        assert!(reason.contains("ends on"), "{reason}");
+        // The dry-run text of the first decision is the reissue's.
+        assert!(describe(&decide(&first), first.wanted).starts_with("reissue (new key) because"));
+
+        // The API reports the same names, and no subscription end: reissue.
+        let same = OrderFacts {
+            subscription: None,
+            names: names(&["www.example.com"]),
+        };
+        let i = Inputs {
+            order_facts: Some(&same),
+            ..first.clone()
+        };
+        assert!(matches!(decide(&i), Action::Reissue { new_key: true, .. }));
+
+        // The subscription ends sooner than recorded (inside the blackout): a renewal.
+        let ending = OrderFacts {
+            subscription: Some(Subscription {
+                ends: t(200),
+                multi_year: false,
+            }),
+            names: Vec::new(),
+        };
+        let i = Inputs {
+            order_facts: Some(&ending),
+            ..first.clone()
+        };
+        assert!(
+            matches!(decide(&i), Action::RenewSubscription { order: false, .. }),
+            "{:?}",
+            decide(&i)
+        );
+
+        // The configured names grew past the order's: refused (rule 2), naming the command.
+        let grown = names(&["www.example.com", "api.example.com"]);
+        let i = Inputs {
+            wanted: wanted(&grown),
+            order_facts: Some(&same),
+            ..first.clone()
+        };
+        let Action::CannotReissue { reason } = decide(&i) else {
+            panic!("{:?}", decide(&i));
+        };
+        assert!(reason.contains("`cert-agent issue www --yes`"), "{reason}");
+
+        // Without an order there is nothing to read: adopted keys are reissued directly only
+        // with an order, so a record without one never asks.
+        let mut no_order = rec.clone();
+        no_order.order = None;
+        no_order.installed = None;
+        let i = Inputs {
+            order_facts: None,
+            allow_orders: true,
+            ..inputs(&no_order, t(184))
+        };
+        assert_eq!(decide(&i), Action::Order);
+    }
+
+    #[test]
+    fn install_again_overrides_intact_files() {
+        let rec = installed(200, Some(1825));
+        let i = inputs(&rec, t(10));
+        assert!(matches!(decide(&i), Action::Idle { .. }));
+        let i = Inputs {
+            reinstall: true,
+            ..i
+        };
+        assert_eq!(decide(&i), Action::Reinstall);
+        // Nothing installed yet: `install` continues the order instead.
+        let mut pending = rec.clone();
+        pending.installed = None;
+        pending.pending_key = Some(pending_key());
+        let i = Inputs {
+            reinstall: true,
+            ..inputs(&pending, t(10))
+        };
+        assert_eq!(decide(&i), Action::Continue);
+    }
+
+    #[test]
+    fn a_first_failure_before_any_order_is_retried_on_the_next_run() {
+        let now = t(0);
+        let fresh = CertRecord {
+            name: "www".into(),
+            ..CertRecord::default()
+        };
+        // rows: (failures, retry after) for a certificate that never reached an order
+        assert_eq!(retry_after(&fresh, 1, now), None);
+        assert_eq!(retry_after(&fresh, 2, now), Some(now + Duration::hours(1)));
+        assert_eq!(retry_after(&fresh, 3, now), Some(now + Duration::hours(2)));
+        // an order sent without an answer is not "never ordered"
+        let mut intent = fresh.clone();
+        intent.intent = Some(OrderIntent {
+            csr_sha256: "AA".into(),
+            common_name: "www.example.com".into(),
+            created_at: now,
+            product_id: 1,
+            price: None,
+        });
+        assert_eq!(retry_after(&intent, 1, now), Some(now + Duration::hours(1)));
+        // nor is one whose order the CA refused
+        let refused = CertRecord {
+            order_refused: true,
+            ..fresh.clone()
+        };
+        assert_eq!(
+            retry_after(&refused, 1, now),
+            Some(now + Duration::hours(1))
+        );
+        // a certificate with an order backs off from the first failure, up to 24 h
+        let ordered = installed(200, Some(1825));
+        assert_eq!(
+            retry_after(&ordered, 1, now),
+            Some(now + Duration::hours(1))
+        );
+        assert_eq!(
+            retry_after(&ordered, 9, now),
+            Some(now + Duration::hours(24))
+        );
+    }
+
+    #[test]
+    fn reissue_rule_2_on_the_configured_names() {
+        let two = names(&["a.example.com", "b.example.com"]);
+        let check = |domains: &[&str], family: Option<Family>, ordered: &[String]| {
+            let domains = names(domains);
+            names_cannot_change("www", wanted(&domains), family, ordered)
+        };
+        // Same names, fewer names: fine.
+        assert!(check(&["a.example.com", "b.example.com"], None, &two).is_none());
+        assert!(check(&["a.example.com"], None, &two).is_none());
+        // Growth: refused.
+        let grown = ["a.example.com", "b.example.com", "c.example.com"];
+        assert!(check(&grown, None, &two).is_some());
+        // Family S multi-domain may change up to max(current, 3).
+        assert!(check(&grown, Some(Family::S), &two).is_none());
+        let four = [
+            "a.example.com",
+            "b.example.com",
+            "c.example.com",
+            "d.example.com",
+        ];
+        assert!(check(&four, Some(Family::S), &two).is_some());
+        // Other families may not swap a name.
+        assert!(check(&["a.example.com", "c.example.com"], Some(Family::D), &two).is_some());
+        // The common name must be one of the order's domains.
+        assert!(check(&["c.example.com", "a.example.com"], Some(Family::S), &two).is_some());
+        // A wildcard's bare domain is not counted as extra.
+        let wild = names(&["*.example.com"]);
+        assert!(check(&["*.example.com", "example.com"], None, &wild).is_none());
+        // Names the API did not report: not checked.
+        assert!(check(&grown, None, &[]).is_none());
+    }
+
+    #[test]
+    fn describe_names_product_names_and_times() {
+        let domains = names(&["a.example.com", "b.example.com"]);
+        let w = wanted(&domains);
+        assert_eq!(
+            describe(&Action::Order, w),
+            "place a billed order for product 1 (365 days) for a.example.com, b.example.com"
+        );
+        assert_eq!(
+            describe(&Action::Backoff { until: t(0) }, w),
+            format!("wait until {} after failures", short_time(t(0)))
+        );
+        assert_eq!(short_time(t(0)), "2027-01-15 08:00 UTC");
     }
 
     fn pending_key() -> PendingKey {

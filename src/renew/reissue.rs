@@ -15,8 +15,8 @@ use crate::config::{CertificateConfig, DcvMethod, Family};
 use crate::crypto::{CsrInfo, PrivateKey};
 use crate::store::{CertRecord, ReissueState};
 
+use super::context::Ctx;
 use super::keys;
-use super::run::Ctx;
 
 /// The certificate to follow after a reissue, with the details read after it was sent when
 /// they describe that certificate (the first check uses them instead of another call).

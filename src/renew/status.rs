@@ -7,8 +7,10 @@ use time::OffsetDateTime;
 use crate::config::Config;
 use crate::store::Store;
 
+use super::context::now;
+use super::job::wanted;
 use super::plan::{self, Action, Inputs};
-use super::run::{describe, disk_state, now};
+use super::start::disk_state;
 
 /// One configured certificate.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -48,6 +50,9 @@ pub fn collect(config: &Config) -> Result<Vec<StatusRow>> {
             replace_ended: false,
             reuse_key: cert.reuse_key,
             family: cert.family,
+            reinstall: false,
+            wanted: wanted(cert),
+            order_facts: None,
         });
         let state = if let Some(ended) = &rec.ended {
             format!("order {ended}")
@@ -81,7 +86,7 @@ pub fn collect(config: &Config) -> Result<Vec<StatusRow>> {
                 .as_ref()
                 .map(|i| (i.not_after - now).whole_days()),
             subscription_ends: rec.subscription.as_ref().map(|s| s.ends),
-            next_action: describe(&action, cert),
+            next_action: plan::describe(&action, wanted(cert)),
             last_error: rec.last_error.clone(),
             warning,
         });

@@ -487,6 +487,55 @@ fn failing_certificate_is_not_retried_before_its_backoff_except_with_force() {
     assert_eq!(env.billed(), 0);
 }
 
+/// Guards the backoff of a certificate that never reached the CA: a failure before the first
+/// order (here the product list keeps failing) is tried again by the next run; only the second
+/// consecutive failure starts the backoff, and nothing is ordered meanwhile.
+#[test]
+fn a_failure_before_the_first_order_is_retried_by_the_next_run() {
+    let mut env = TestEnv::new();
+    env.sandbox.inject(
+        Fault::new(FaultKind::Status { status: 503 })
+            .method("GET")
+            .path("/api/v1/products")
+            .times(1000),
+    );
+    let spec = env.standalone_spec("www", &["www.first-failure.test"]);
+    env.certs.push(spec);
+
+    env.renew().expect_failure();
+    let rec = env.record("www").unwrap();
+    assert_eq!(rec["failures"], 1, "{rec:#}");
+    assert!(rec["retry_after"].is_null(), "no backoff yet: {rec:#}");
+
+    let n = env.calls().len();
+    let second = env.renew();
+    second.expect_failure();
+    assert!(
+        !second.text().contains("not retried before"),
+        "{}",
+        second.describe()
+    );
+    assert!(env.calls().len() > n, "the next run tries again");
+    let rec = env.record("www").unwrap();
+    assert_eq!(rec["failures"], 2, "{rec:#}");
+    assert!(
+        !rec["retry_after"].is_null(),
+        "backoff from the second failure: {rec:#}"
+    );
+
+    let n = env.calls().len();
+    let third = env.renew();
+    third.expect_failure();
+    assert!(
+        third.text().contains("not retried before"),
+        "{}",
+        third.describe()
+    );
+    assert_eq!(env.calls().len(), n, "no call during the backoff");
+    assert_eq!(env.order_posts(), 0);
+    assert_eq!(env.billed(), 0);
+}
+
 /// Guards `status --json` (state, serial, expiry, subscription end, next action, from local
 /// state only) and `renew --dry-run` on a due certificate: it describes the reissue it would
 /// do, changes no file or state, and calls no billed or state-changing endpoint.

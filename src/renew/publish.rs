@@ -13,8 +13,8 @@ use crate::crypto::{CsrHashes, CsrInfo};
 use crate::dcv::{self, ValidationFile, hook, selfcheck::SelfCheck, standalone::StandaloneServer};
 use crate::store::{CertRecord, PublishedDcv};
 
+use super::context::Ctx;
 use super::deploy::argv;
-use super::run::Ctx;
 
 /// What [`publish_dcv`] did.
 pub(super) enum Published {

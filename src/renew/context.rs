@@ -1,0 +1,196 @@
+//! What one run shares across its certificates: the caller's options, the configuration,
+//! the state directory, the API client (built on first use), standalone DCV servers, the
+//! product list and self-checks running beside the run; and the run's clock.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use time::OffsetDateTime;
+
+use crate::api::Client;
+use crate::config::Config;
+use crate::dcv::standalone::StandaloneServer;
+use crate::store::Store;
+
+use super::order;
+
+/// What the caller asked for.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Certificates to work on; empty: every configured one.
+    pub names: Vec<String>,
+    /// Print what would be done; change nothing, call nothing.
+    pub dry_run: bool,
+    /// Reissue the selected certificates now (within what the rules allow).
+    pub force: bool,
+    /// How long this run waits for validation and issuance before leaving the rest to the
+    /// next run (exit 75).
+    pub wait: Duration,
+    /// Billed orders allowed (`agent.allow_orders` or `--yes`).
+    pub allow_orders: bool,
+    /// Clear an unreconciled order intent on the operator's word.
+    pub clear_intent: bool,
+    /// Keep the current key on a reissue (`reissue --reuse-key`).
+    pub reuse_key: bool,
+    /// Download and install the issued certificate again (`install NAME`).
+    pub reinstall: bool,
+    /// Try now even after recent failures (explicit commands; the timer's `renew` waits).
+    pub ignore_backoff: bool,
+    /// `issue --yes`: replace an ended (annulled, expired) order by a new one.
+    pub replace_ended: bool,
+    /// Turns `true` when the run must stop (SIGTERM, SIGINT, the daemon stopping): no new
+    /// certificate is started, waiting ends, what was published for validation is removed
+    /// (the next run publishes again), and the rest is reported as pending.
+    pub stop: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            names: Vec::new(),
+            dry_run: false,
+            force: false,
+            wait: Duration::from_secs(600),
+            allow_orders: false,
+            clear_intent: false,
+            reuse_key: false,
+            reinstall: false,
+            ignore_backoff: false,
+            replace_ended: false,
+            stop: None,
+        }
+    }
+}
+
+/// Shared state of one run.
+pub(super) struct Ctx<'a> {
+    pub config: &'a Config,
+    /// Built on first use: a run with nothing to do sets up no HTTPS client at all.
+    client: std::cell::OnceCell<Client>,
+    pub store: &'a Store,
+    pub opts: &'a RunOptions,
+    pub started: tokio::time::Instant,
+    /// Standalone DCV servers of this run, by listen address.
+    pub standalone: tokio::sync::Mutex<HashMap<SocketAddr, StandaloneServer>>,
+    /// The product list, read once per run when orders are placed.
+    pub products: order::ProductCache,
+    /// Self-checks of published validation files, running beside the run.
+    self_checks: std::cell::RefCell<tokio::task::JoinSet<()>>,
+}
+
+impl<'a> Ctx<'a> {
+    /// The context of a run over `config` with the state in `store`.
+    pub fn new(config: &'a Config, store: &'a Store, opts: &'a RunOptions) -> Self {
+        Self {
+            config,
+            client: std::cell::OnceCell::new(),
+            store,
+            opts,
+            started: tokio::time::Instant::now(),
+            standalone: tokio::sync::Mutex::new(HashMap::new()),
+            products: order::ProductCache::default(),
+            self_checks: std::cell::RefCell::new(tokio::task::JoinSet::new()),
+        }
+    }
+
+    /// Ends what the run started beside the certificates: self-checks and standalone
+    /// servers.
+    pub async fn finish(&self) {
+        self.finish_self_checks().await;
+        let servers = std::mem::take(&mut *self.standalone.lock().await);
+        for (_, server) in servers {
+            server.shutdown().await;
+        }
+    }
+}
+
+impl Ctx<'_> {
+    /// Runs a self-check beside the run.
+    pub fn spawn_self_check(&self, check: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.self_checks.borrow_mut().spawn(check);
+    }
+
+    /// Lets self-checks that are still running finish for a moment, then drops them: by the
+    /// end of a run the CA has either validated (the check is moot) or the run has waited
+    /// long enough for the checks to have reported.
+    pub async fn finish_self_checks(&self) {
+        let mut checks = std::mem::take(&mut *self.self_checks.borrow_mut());
+        let grace = tokio::time::sleep(Duration::from_millis(500));
+        tokio::pin!(grace);
+        loop {
+            tokio::select! {
+                next = checks.join_next() => if next.is_none() { break },
+                () = &mut grace => {
+                    if !checks.is_empty() {
+                        tracing::debug!("{} self-check(s) still running at the end of the run were dropped", checks.len());
+                    }
+                    checks.abort_all();
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Certificates worked on at once (`agent.concurrency`, at least one).
+    pub fn concurrency(&self) -> usize {
+        usize::try_from(self.config.agent.concurrency)
+            .unwrap_or(1)
+            .max(1)
+    }
+
+    /// The API client, built on first use.
+    pub fn client(&self) -> Result<&Client> {
+        if let Some(c) = self.client.get() {
+            return Ok(c);
+        }
+        let c = Client::new(self.config.client_options())
+            .context("could not set up the Partner API client")?;
+        Ok(self.client.get_or_init(|| c))
+    }
+}
+
+/// The time every decision of a run uses.
+pub fn now() -> OffsetDateTime {
+    let real = OffsetDateTime::now_utc();
+    if cfg!(debug_assertions)
+        && let Some(secs) = std::env::var(TEST_CLOCK_OFFSET_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<i64>().ok())
+    {
+        return real + time::Duration::seconds(secs);
+    }
+    real
+}
+
+/// Progress for an operator watching a terminal (and the log).
+pub(super) fn progress(message: &str) {
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!("{message}");
+    }
+    tracing::info!("{message}");
+}
+
+/// Whether the run was asked to stop.
+pub(super) fn stop_requested(opts: &RunOptions) -> bool {
+    opts.stop.as_ref().is_some_and(|s| *s.borrow())
+}
+
+/// Resolves when the run is asked to stop (never without a stop channel).
+pub(super) async fn stopped(opts: &RunOptions) {
+    match opts.stop.clone() {
+        Some(mut rx) => {
+            if rx.wait_for(|v| *v).await.is_err() {
+                // The sender is gone: nobody can ask for a stop any more.
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
+/// Environment variable that shifts the agent's clock by a number of seconds, so tests can
+/// follow the sandbox's virtual clock through years of renewals. Honoured only in debug
+/// builds; release builds always use the system clock.
+pub const TEST_CLOCK_OFFSET_ENV: &str = "CERT_AGENT_TEST_CLOCK_OFFSET_SECS";

@@ -1,0 +1,402 @@
+//! Waiting for the CA: certificates that wait are checked at most once per
+//! `poll_interval_secs` each (across runs: the last call is recorded). When several are due in
+//! one round, one `list` call per page of in-progress certificates stands in for their status
+//! calls. Validation is published once the API says what to publish; an issued certificate is
+//! downloaded and checked, and then ready to install.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use futures_util::StreamExt;
+use time::OffsetDateTime;
+
+use crate::api::{CertificateDetails, CertificateState, ListScope, PendingAction};
+
+use super::context::{Ctx, now, progress, stop_requested, stopped};
+use super::deploy::{self, Ready};
+use super::job::Job;
+use super::keys;
+use super::publish::{self, Published};
+use super::report::{Outcome, RunReport};
+use super::run::Work;
+
+/// At least this many certificates due in one round are polled with the list call.
+const BULK_POLL_MIN: usize = 3;
+
+/// What is being waited for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// The first certificate of an order.
+    Issue,
+    /// A reissued certificate: ready when the served serial differs from this one.
+    Reissue { previous_serial: Option<String> },
+}
+
+/// A certificate waiting for the CA.
+#[derive(Debug)]
+pub(super) struct Waiting {
+    pub certificate_id: u64,
+    pub mode: Mode,
+    pub published: bool,
+    /// Details read just before waiting began (after a reissue): the first check uses them
+    /// instead of calling the API again.
+    pub prefetched: Option<Box<CertificateDetails>>,
+    /// When it was last checked, as this run counts it (a round's end once it was in one);
+    /// written to the record when the run leaves it pending.
+    pub last_poll: Option<OffsetDateTime>,
+}
+
+/// Where a certificate stands after a phase.
+pub(super) enum Next {
+    Done(Outcome),
+    Wait(Waiting),
+    Ready(Box<Ready>),
+}
+
+/// Polls the waiting certificates until none is left or the run's wait is over.
+pub(super) async fn rounds<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut RunReport) {
+    let interval = Duration::from_secs(ctx.config.agent.poll_interval_secs);
+    let mut rounds_done = 0u32;
+    while !work.waiting.is_empty() {
+        // One clock reading for the whole set, so that certificates checked together stay
+        // together.
+        let t = now();
+        let delays: Vec<Duration> = work
+            .waiting
+            .iter()
+            .map(|(_, w)| until_allowed(w.last_poll, interval, t))
+            .collect();
+        let soonest = delays.iter().copied().min().unwrap_or(Duration::ZERO);
+        let remaining = ctx.opts.wait.saturating_sub(ctx.started.elapsed());
+        if stop_requested(ctx.opts) {
+            stop_waiting(ctx, work, report).await;
+            return;
+        }
+        // The wait is over (at least one round was made), or the next check comes after it.
+        if soonest > remaining || (remaining.is_zero() && rounds_done > 0) {
+            leave_pending(ctx, work, delays, report);
+            return;
+        }
+        if !soonest.is_zero() {
+            progress(&format!(
+                "waiting {} s for the next status check of {} certificate(s)",
+                soonest.as_secs().max(1),
+                work.waiting.len()
+            ));
+            tokio::select! {
+                () = tokio::time::sleep(soonest) => {}
+                () = stopped(ctx.opts) => {
+                    stop_waiting(ctx, work, report).await;
+                    return;
+                }
+            }
+        }
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut work.waiting)
+            .into_iter()
+            .zip(delays)
+            .partition(|(_, d)| *d <= soonest);
+        work.waiting = later.into_iter().map(|(w, _)| w).collect();
+        let due: Vec<_> = due.into_iter().map(|(w, _)| w).collect();
+        round(ctx, due, work, report).await;
+        rounds_done += 1;
+    }
+}
+
+/// One round: checks every due certificate (with one list call when enough are due).
+async fn round<'a>(
+    ctx: &Ctx<'_>,
+    due: Vec<(Job<'a>, Waiting)>,
+    work: &mut Work<'a>,
+    report: &mut RunReport,
+) {
+    let in_progress = if due.len() >= BULK_POLL_MIN {
+        in_progress_ids(ctx).await
+    } else {
+        None
+    };
+    let in_round: HashSet<usize> = due.iter().map(|(j, _)| j.idx).collect();
+    let in_progress = in_progress.as_ref();
+    let mut stepping = futures_util::stream::iter(due)
+        .map(|(mut job, w)| async move {
+            let next = step(ctx, &mut job, w, in_progress).await;
+            (job, next)
+        })
+        .buffer_unordered(ctx.concurrency());
+    while let Some((job, next)) = stepping.next().await {
+        work.settle(ctx, job, next, report);
+    }
+    drop(stepping);
+    // Every certificate of the round that still waits counts as checked at the round's end
+    // (never earlier than its own call), so that they stay in one round — and one list call
+    // — for as long as they wait. Kept in memory while the run waits and written to the
+    // records when the run leaves them pending.
+    let round_end = now();
+    for (_, w) in work
+        .waiting
+        .iter_mut()
+        .filter(|(j, _)| in_round.contains(&j.idx))
+    {
+        w.last_poll = Some(round_end);
+    }
+}
+
+/// The IDs of the account's certificates in progress (one list call per page), or `None`
+/// when the list cannot be read (each is then polled on its own).
+async fn in_progress_ids(ctx: &Ctx<'_>) -> Option<HashSet<u64>> {
+    let listed = match ctx.client() {
+        Ok(client) => client
+            .list_all(Some(ListScope::ApiInProgress), None)
+            .await
+            .map_err(anyhow::Error::from),
+        Err(e) => Err(e),
+    };
+    match listed {
+        Ok(list) => Some(list.iter().map(|c| c.internal_number).collect()),
+        Err(e) => {
+            tracing::warn!("list of certificates in progress failed ({e}); polling each");
+            None
+        }
+    }
+}
+
+/// The run's wait is over: every waiting certificate is reported pending, its round-end
+/// stamp kept in its record.
+fn leave_pending(
+    ctx: &Ctx<'_>,
+    work: &mut Work<'_>,
+    delays: Vec<Duration>,
+    report: &mut RunReport,
+) {
+    for ((mut job, w), d) in std::mem::take(&mut work.waiting).into_iter().zip(delays) {
+        save_stamp(&mut job, &w);
+        let outcome = Outcome::Pending {
+            reason: format!(
+                "certificate {}: waiting for {} (state {}); next check in {} s",
+                w.certificate_id,
+                match w.mode {
+                    Mode::Issue => "validation and issuance",
+                    Mode::Reissue { .. } => "the reissued certificate",
+                },
+                job.rec.last_state.as_deref().unwrap_or("unknown"),
+                d.as_secs().max(1)
+            ),
+        };
+        work.finish(ctx, job, outcome, report);
+    }
+}
+
+/// Writes a waiting certificate's round-end stamp into its record (the next run keeps the
+/// polling interval from it).
+fn save_stamp(job: &mut Job<'_>, w: &Waiting) {
+    if let Some(stamp) = w.last_poll
+        && job.rec.keep_latest_poll(stamp)
+        && let Err(e) = job.save()
+    {
+        tracing::warn!(certificate = %job.cert.name, "{e}");
+    }
+}
+
+/// The run was asked to stop: remove what each waiting certificate published for validation
+/// (the next run publishes again) and report it as pending.
+async fn stop_waiting(ctx: &Ctx<'_>, work: &mut Work<'_>, report: &mut RunReport) {
+    for (mut job, w) in std::mem::take(&mut work.waiting) {
+        save_stamp(&mut job, &w);
+        publish::cleanup_dcv(ctx, job.cert, &mut job.rec).await;
+        let outcome = Outcome::Pending {
+            reason: format!(
+                "certificate {}: the run was stopped while waiting; validation files were \
+                 removed and the next run publishes them again",
+                w.certificate_id
+            ),
+        };
+        work.finish(ctx, job, outcome, report);
+    }
+}
+
+fn until_allowed(last: Option<OffsetDateTime>, interval: Duration, t: OffsetDateTime) -> Duration {
+    let Some(last) = last else {
+        return Duration::ZERO;
+    };
+    let since = Duration::try_from(t - last).unwrap_or(Duration::ZERO);
+    interval.saturating_sub(since)
+}
+
+/// The state of a waiting certificate, as the list, the details or a status call says; the
+/// details are kept when they were read. Records the call and the state.
+async fn read_state(
+    ctx: &Ctx<'_>,
+    job: &mut Job<'_>,
+    w: &Waiting,
+    listed: bool,
+    details: &mut Option<CertificateDetails>,
+) -> Result<(CertificateState, bool)> {
+    let id = w.certificate_id;
+    if listed {
+        job.rec.last_state = Some("in_progress".into());
+        job.save()?;
+        return Ok((CertificateState::InProgress, false));
+    }
+    // Until validation is published, the details call stands in for the status call: it
+    // carries the state (with a pending reissue marked) and what to publish, one call for
+    // both.
+    let polled: Result<_> = async {
+        if details.is_none() && !w.published {
+            let d = ctx.client()?.details(id).await;
+            *details = Some(d.with_context(|| format!("could not read certificate {id}"))?);
+        }
+        Ok(match details {
+            Some(d) => d.status.certificate.clone(),
+            None => {
+                let s = ctx.client()?.status(id).await;
+                s.with_context(|| format!("could not read the state of certificate {id}"))?
+                    .certificate
+            }
+        })
+    }
+    .await;
+    let code = match polled {
+        Ok(code) => code,
+        Err(e) => {
+            // The call counts against the polling limit even when it failed.
+            job.save()?;
+            return Err(e);
+        }
+    };
+    let Some(code) = code else {
+        bail!("the API reported no state for certificate {id}");
+    };
+    let reissue_pending = code.pending() == Some(PendingAction::Reissuing);
+    job.rec.last_state = Some(code.as_str().to_owned());
+    job.save()?;
+    crate::failpoint::hit("poll");
+    let state = code.state().ok_or_else(|| {
+        anyhow!(
+            "certificate {id} is in state '{}', which cert-agent does not know",
+            code.as_str()
+        )
+    })?;
+    Ok((state, reissue_pending))
+}
+
+/// One status-type check of a waiting certificate, and what follows from it.
+async fn step(
+    ctx: &Ctx<'_>,
+    job: &mut Job<'_>,
+    mut w: Waiting,
+    in_progress: Option<&HashSet<u64>>,
+) -> Result<Next> {
+    let id = w.certificate_id;
+    job.rec.last_poll = Some(now());
+    w.last_poll = job.rec.last_poll;
+    let mut details = w.prefetched.take().map(|d| *d);
+    let listed = in_progress.is_some_and(|s| s.contains(&id));
+    let (state, reissue_pending) = read_state(ctx, job, &w, listed, &mut details).await?;
+    let reissuing = matches!(w.mode, Mode::Reissue { .. });
+    match state {
+        CertificateState::New
+        | CertificateState::InProgress
+        | CertificateState::WaitingForApproval => {
+            keep_waiting(ctx, job, w, reissuing, details).await
+        }
+        // The previous certificate, while the reissue runs: nothing new to download yet.
+        CertificateState::Issued if reissuing && reissue_pending => {
+            keep_waiting(ctx, job, w, true, details).await
+        }
+        CertificateState::Issued => issued(ctx, job, w, details).await,
+        other => {
+            publish::cleanup_dcv(ctx, job.cert, &mut job.rec).await;
+            if matches!(
+                other,
+                CertificateState::Annulled | CertificateState::Expired
+            ) {
+                job.rec.mark_ended(other.as_str());
+                job.save()?;
+                job.journal(
+                    "order-ended",
+                    serde_json::json!({ "certificate_id": id, "state": other.as_str() }),
+                )?;
+            }
+            bail!(
+                "certificate {id} is {}; nothing more can be done with this order and no new \
+                 order is placed automatically: `cert-agent issue {} --yes` places one",
+                other.as_str(),
+                job.cert.name
+            )
+        }
+    }
+}
+
+/// Issued: download and check the certificate; while the API still serves the previous one
+/// (after a reissue) keep waiting.
+async fn issued(
+    ctx: &Ctx<'_>,
+    job: &mut Job<'_>,
+    w: Waiting,
+    details: Option<CertificateDetails>,
+) -> Result<Next> {
+    let id = w.certificate_id;
+    let previous = match &w.mode {
+        Mode::Reissue { previous_serial } => previous_serial.clone(),
+        Mode::Issue => None,
+    };
+    let Some(pending) = job.rec.pending_key.clone() else {
+        bail!(
+            "certificate {id} has no local key in the state directory; adopt it with \
+             `cert-agent adopt {} --certificate-id {id}`",
+            job.cert.name
+        );
+    };
+    let key = keys::load_pending(&pending)?;
+    match deploy::download_checked(ctx, job.cert, id, &key, previous.as_deref()).await? {
+        Some(bundle) => {
+            crate::failpoint::hit("download");
+            publish::cleanup_dcv(ctx, job.cert, &mut job.rec).await;
+            let install = deploy::cert_install(job.cert, &bundle, &key);
+            Ok(Next::Ready(Box::new(Ready {
+                certificate_id: id,
+                bundle,
+                install,
+            })))
+        }
+        // Some CAs keep reporting "issued" for the previous certificate while a reissue is
+        // validated: publish for the new CSR meanwhile.
+        None if matches!(w.mode, Mode::Reissue { .. }) => {
+            keep_waiting(ctx, job, w, true, details).await
+        }
+        None => Ok(Next::Wait(w)),
+    }
+}
+
+/// Still waiting: makes sure validation is published (again from the record when an earlier
+/// run published it, otherwise as the API says); done when the operator must act.
+async fn keep_waiting(
+    ctx: &Ctx<'_>,
+    job: &mut Job<'_>,
+    mut w: Waiting,
+    reissuing: bool,
+    details: Option<CertificateDetails>,
+) -> Result<Next> {
+    if w.published {
+        return Ok(Next::Wait(w));
+    }
+    if publish::republish(ctx, job.cert, &job.rec).await? {
+        w.published = true;
+        return Ok(Next::Wait(w));
+    }
+    let published = publish::publish_dcv(
+        ctx,
+        job.cert,
+        &mut job.rec,
+        w.certificate_id,
+        reissuing,
+        details,
+    )
+    .await?;
+    match published {
+        Published::Yes => w.published = true,
+        Published::Later => {}
+        Published::Operator(reason) => return Ok(Next::Done(Outcome::Pending { reason })),
+    }
+    Ok(Next::Wait(w))
+}

@@ -1,0 +1,125 @@
+//! What a run reports: one outcome per certificate, the run's status as a whole, and the
+//! operator's `notify_command` when something needs attention.
+
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use crate::config::{CertificateConfig, Config};
+
+/// The outcome for one certificate.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    /// Nothing to do.
+    Unchanged { reason: String },
+    /// A new certificate is installed (and served, where checked).
+    Installed {
+        certificate_id: u64,
+        serial: String,
+        #[serde(with = "time::serde::rfc3339")]
+        not_after: OffsetDateTime,
+    },
+    /// Waiting for the CA or the operator; the next run continues.
+    Pending { reason: String },
+    /// What a real run would do (`--dry-run`).
+    Planned { action: String },
+    /// This certificate failed; others may have succeeded.
+    Failed { error: String },
+}
+
+/// One certificate's line of the report.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CertReport {
+    pub name: String,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    /// A warning for the operator (subscription ending, renewal order prepared).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+/// The whole run.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RunReport {
+    pub certificates: Vec<CertReport>,
+}
+
+/// How a run ended as a whole; `cli` turns it into the documented exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Every selected certificate is done; nothing is left to do.
+    Done,
+    /// Nothing failed, and work is pending at the CA or the operator.
+    Pending,
+    /// Some certificates failed, others did not.
+    Partial,
+    /// Every selected certificate failed.
+    Failed,
+}
+
+impl RunReport {
+    /// The run as a whole: failed when every certificate failed, partial when some did,
+    /// pending when none failed and some wait, done otherwise.
+    pub fn status(&self) -> RunStatus {
+        let failed = self
+            .certificates
+            .iter()
+            .filter(|c| matches!(c.outcome, Outcome::Failed { .. }))
+            .count();
+        let pending = self
+            .certificates
+            .iter()
+            .any(|c| matches!(c.outcome, Outcome::Pending { .. }));
+        match failed {
+            0 if pending => RunStatus::Pending,
+            0 => RunStatus::Done,
+            n if n == self.certificates.len() => RunStatus::Failed,
+            _ => RunStatus::Partial,
+        }
+    }
+}
+
+impl RunReport {
+    /// Every selected certificate, not started yet.
+    pub(super) fn not_started(certs: &[&CertificateConfig]) -> Self {
+        Self {
+            certificates: certs
+                .iter()
+                .map(|c| CertReport {
+                    name: c.name.clone(),
+                    outcome: Outcome::Pending {
+                        reason: "not started".into(),
+                    },
+                    warning: None,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Runs `agent.notify_command` with a JSON summary on stdin when something failed or needs the
+/// operator's attention.
+pub(super) async fn notify(config: &Config, report: &RunReport) {
+    let Some(command) = &config.agent.notify_command else {
+        return;
+    };
+    let attention = report
+        .certificates
+        .iter()
+        .any(|c| matches!(c.outcome, Outcome::Failed { .. }) || c.warning.is_some());
+    if !attention {
+        return;
+    }
+    let argv = super::deploy::argv(command);
+    let Ok(summary) = serde_json::to_vec(report) else {
+        return;
+    };
+    let cmd = crate::process::Command::new(&argv, Duration::from_secs(60)).stdin(&summary);
+    match crate::process::run(cmd).await {
+        Ok(done) if done.status.success() => {}
+        Ok(done) => tracing::warn!("notify_command exited with {}", done.status_text()),
+        Err(e) => tracing::warn!("notify_command {e}"),
+    }
+}

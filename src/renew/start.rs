@@ -1,0 +1,342 @@
+//! Starting one certificate: the planner picks its action from the record and the installed
+//! files (reading the order first when a reissue is due), and the action is carried out as far
+//! as it goes without waiting — an order placed, a reissue sent, a renewal prepared, an issued
+//! certificate downloaded again. What then waits for the CA is left to the polling phase.
+
+use anyhow::{Context, Result, bail};
+
+use crate::store::{CertRecord, FileStamp};
+
+use super::context::{Ctx, now};
+use super::deploy::{self, Ready};
+use super::job::{Job, wanted};
+use super::plan::{self, Action, Disk, Inputs, OrderFacts};
+use super::poll::{Mode, Next, Waiting};
+use super::report::Outcome;
+use super::{keys, order, reissue};
+
+/// Plans and starts the action of one certificate; a warning for the operator goes to
+/// `warning_out`.
+pub(super) async fn start(
+    ctx: &Ctx<'_>,
+    job: &mut Job<'_>,
+    warning_out: &mut Option<String>,
+) -> Result<Next> {
+    if ctx.opts.clear_intent && order::clear_intent(ctx.store, &mut job.rec)? {
+        tracing::warn!(certificate = %job.cert.name, "unreconciled order intent cleared by the operator");
+    }
+    let disk = refresh_disk(ctx, job)?;
+    let action = plan_action(ctx, job, disk).await?;
+    if ctx.opts.dry_run {
+        return Ok(Next::Done(Outcome::Planned {
+            action: plan::describe(&action, wanted(job.cert)),
+        }));
+    }
+    tracing::debug!(certificate = %job.cert.name, "plan: {action:?}");
+    act(ctx, job, action, warning_out).await
+}
+
+/// The installed files as found on disk; a leaf rewritten with the same certificate (e.g.
+/// touched) has its new stamp remembered.
+fn refresh_disk(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Disk> {
+    let (disk, refreshed_stamp) = disk_state(&job.rec);
+    if let (Some(stamp), Some(inst)) = (refreshed_stamp, job.rec.installed.as_mut()) {
+        inst.leaf_stamp = Some(stamp);
+        if !ctx.opts.dry_run {
+            job.save()?;
+        }
+    }
+    Ok(disk)
+}
+
+/// The planner's decision; when a reissue is due, the order is read first (its subscription
+/// end and names, one call) and the planner decides again with it. A dry run makes no call.
+async fn plan_action(ctx: &Ctx<'_>, job: &mut Job<'_>, disk: Disk) -> Result<Action> {
+    let action = plan::decide(&inputs(ctx, job, disk.clone(), None));
+    if !matches!(action, Action::ReadOrderFirst { .. }) || ctx.opts.dry_run {
+        return Ok(action);
+    }
+    let id = job.certificate_id()?;
+    let details = ctx
+        .client()?
+        .details(id)
+        .await
+        .with_context(|| format!("could not read certificate {id} before reissuing it"))?;
+    let facts = OrderFacts {
+        subscription: super::subscription_of(&details),
+        names: details.all_domains.clone(),
+    };
+    if facts.subscription.is_some() && facts.subscription != job.rec.subscription {
+        job.rec.subscription = facts.subscription.clone();
+        job.save()?;
+    }
+    Ok(plan::decide(&inputs(ctx, job, disk, Some(&facts))))
+}
+
+fn inputs<'a>(
+    ctx: &Ctx<'_>,
+    job: &'a Job<'_>,
+    disk: Disk,
+    order_facts: Option<&'a OrderFacts>,
+) -> Inputs<'a> {
+    let opts = ctx.opts;
+    Inputs {
+        now: now(),
+        record: &job.rec,
+        disk,
+        renew_before_days: ctx.config.agent.renew_before_days,
+        allow_orders: opts.allow_orders,
+        force: opts.force,
+        ignore_backoff: opts.ignore_backoff,
+        replace_ended: opts.replace_ended,
+        reuse_key: opts.reuse_key || job.cert.reuse_key,
+        family: job.cert.family,
+        reinstall: opts.reinstall,
+        wanted: wanted(job.cert),
+        order_facts,
+    }
+}
+
+/// Carries out `action`.
+async fn act(
+    ctx: &Ctx<'_>,
+    job: &mut Job<'_>,
+    action: Action,
+    warning_out: &mut Option<String>,
+) -> Result<Next> {
+    let name = job.cert.name.clone();
+    match action {
+        Action::Idle { next, warning } => {
+            if let Some(w) = warning {
+                tracing::warn!(certificate = %name, "{w}");
+                *warning_out = Some(w);
+            }
+            let reason = match (&job.rec.installed, next) {
+                (Some(i), Some(at)) => format!(
+                    "serial {} valid until {}; next renewal check after {}",
+                    i.serial,
+                    i.not_after.date(),
+                    at.date()
+                ),
+                _ => "up to date".to_owned(),
+            };
+            Ok(Next::Done(Outcome::Unchanged { reason }))
+        }
+        Action::NeedsOrder => {
+            // A state for the operator to resolve, not a failure to back off from: it makes no
+            // API call.
+            let error = order::OrderRefusal::NotAllowed { name }.to_string();
+            job.rec.last_error = Some(error.clone());
+            job.save()?;
+            Ok(Next::Done(Outcome::Failed { error }))
+        }
+        Action::Backoff { until } => Ok(Next::Done(Outcome::Failed {
+            error: format!(
+                "not retried before {} after {} failed attempt(s) (`cert-agent renew --name \
+                 {name}` retries now); last error: {}",
+                plan::short_time(until),
+                job.rec.failures,
+                job.rec.last_error.as_deref().unwrap_or("unknown")
+            ),
+        })),
+        Action::Ended { state } => Ok(Next::Done(Outcome::Failed {
+            error: format!(
+                "certificate {} is {state}; nothing more can be done with this order and no new \
+                 order is placed automatically: `cert-agent issue {name} --yes` places one",
+                job.rec.certificate_id().unwrap_or(0),
+            ),
+        })),
+        Action::CannotReissue { reason } => Ok(Next::Done(Outcome::Failed { error: reason })),
+        Action::Order | Action::Reconcile => {
+            replace_ended_order(job)?;
+            let allow = ctx.opts.allow_orders;
+            place_order(ctx, job, allow).await
+        }
+        Action::Continue => {
+            if job.rec.reissue.is_some() {
+                let previous = job
+                    .rec
+                    .reissue
+                    .as_ref()
+                    .and_then(|r| r.previous_serial.clone());
+                let reissued = reissue::resume(ctx, job.cert, &mut job.rec).await?;
+                Ok(wait_reissued(&job.rec, reissued, previous))
+            } else {
+                place_order(ctx, job, false).await
+            }
+        }
+        Action::Reinstall => reinstall(ctx, job).await,
+        Action::ReadOrderFirst { .. } => {
+            bail!("internal error: a reissue was planned without reading the order first")
+        }
+        Action::Reissue { new_key, reason } => {
+            tracing::info!(certificate = %name, "reissuing: {reason}");
+            let previous = job.rec.installed.as_ref().map(|i| i.serial.clone());
+            let reissued = reissue::start(ctx, job.cert, &mut job.rec, new_key, now()).await?;
+            Ok(wait_reissued(&job.rec, reissued, previous))
+        }
+        Action::RenewSubscription {
+            order: true,
+            reason,
+        } => {
+            let old = job.rec.certificate_id();
+            job.journal(
+                "subscription-renewal-order",
+                serde_json::json!({ "renews": old, "reason": reason }),
+            )?;
+            job.rec.begin_subscription_renewal();
+            job.save()?;
+            tracing::warn!(certificate = %name, "placing a new order: {reason}");
+            place_order(ctx, job, true).await
+        }
+        Action::RenewSubscription {
+            order: false,
+            reason,
+        } => {
+            let message = prepare_renewal(ctx, job, &reason).await?;
+            tracing::warn!(certificate = %name, "{message}");
+            *warning_out = Some(message.clone());
+            Ok(Next::Done(Outcome::Unchanged { reason: message }))
+        }
+    }
+}
+
+/// `issue --yes` replaces an ended order: its ID is kept as the one renewed.
+fn replace_ended_order(job: &mut Job<'_>) -> Result<()> {
+    let Some((state, pending)) = job.rec.replace_ended_order() else {
+        return Ok(());
+    };
+    if let Some(p) = pending {
+        keys::discard_key_file(&p.key_file);
+    }
+    job.save()?;
+    job.journal(
+        "ended-order-replaced",
+        serde_json::json!({ "previous": job.rec.renews, "state": state }),
+    )
+}
+
+/// Makes sure the order exists (placing it when `allow` and none was placed) and waits for
+/// its certificate.
+async fn place_order(ctx: &Ctx<'_>, job: &mut Job<'_>, allow: bool) -> Result<Next> {
+    let id = order::ensure_order(
+        ctx.config,
+        job.cert,
+        ctx.client()?,
+        &ctx.products,
+        ctx.store,
+        &mut job.rec,
+        allow,
+        now(),
+    )
+    .await?
+    .certificate_id();
+    Ok(wait(&job.rec, id, Mode::Issue))
+}
+
+/// Downloads the issued certificate again for the key installed with it.
+async fn reinstall(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Next> {
+    let id = job.certificate_id()?;
+    let key = deploy::installed_key(job.cert)?;
+    Ok(
+        match deploy::download_checked(ctx, job.cert, id, &key, None).await? {
+            Some(bundle) => {
+                let install = deploy::cert_install(job.cert, &bundle, &key);
+                Next::Ready(Box::new(Ready {
+                    certificate_id: id,
+                    bundle,
+                    install,
+                }))
+            }
+            None => Next::Done(Outcome::Pending {
+                reason: format!("certificate {id}: its files are not available yet"),
+            }),
+        },
+    )
+}
+
+/// Prepares the renewal order (`prolong`), stores its token (0600) and says where it is.
+async fn prepare_renewal(ctx: &Ctx<'_>, job: &mut Job<'_>, reason: &str) -> Result<String> {
+    let certificate_id = job.certificate_id()?;
+    let p = ctx
+        .client()?
+        .prolong(certificate_id)
+        .await
+        .with_context(|| {
+            format!("could not prepare the renewal of certificate {certificate_id}")
+        })?;
+    job.rec.prolong_prepared_at = Some(now());
+    job.save()?;
+    let Some(token) = p.prolongation_token else {
+        return Ok(format!(
+            "{reason}; the API prepares no renewal order for certificate {certificate_id} yet \
+             (it does for a multi-year subscription within 3 months of its end); place a new \
+             order with `cert-agent issue {}` once it has ended, or set allow_orders",
+            job.cert.name
+        ));
+    };
+    let path = ctx
+        .store
+        .save_prolongation_token(certificate_id, token.expose())
+        .context("could not store the renewal token")?;
+    job.journal(
+        "renewal-prepared",
+        serde_json::json!({ "certificate_id": certificate_id, "token_file": path }),
+    )?;
+    Ok(format!(
+        "{reason}: a renewal order is prepared (nothing is billed until it is completed on the \
+         order site); its token is in {} (0600); `cert-agent prolong {certificate_id} \
+         --show-token` prints the link",
+        path.display()
+    ))
+}
+
+fn wait_reissued(
+    rec: &CertRecord,
+    reissued: reissue::Reissued,
+    previous_serial: Option<String>,
+) -> Next {
+    Next::Wait(Waiting {
+        certificate_id: reissued.certificate_id,
+        mode: Mode::Reissue { previous_serial },
+        published: false,
+        prefetched: reissued.details,
+        last_poll: rec.last_poll,
+    })
+}
+
+fn wait(rec: &CertRecord, certificate_id: u64, mode: Mode) -> Next {
+    Next::Wait(Waiting {
+        certificate_id,
+        mode,
+        published: false,
+        prefetched: None,
+        last_poll: rec.last_poll,
+    })
+}
+
+/// The installed leaf as found on disk: its stamp first, the certificate only when the file
+/// changed.
+pub(super) fn disk_state(rec: &CertRecord) -> (Disk, Option<FileStamp>) {
+    let Some(inst) = &rec.installed else {
+        return (Disk::Missing, None);
+    };
+    let Some(path) = &inst.leaf_file else {
+        return (Disk::AsInstalled, None);
+    };
+    let stamp = FileStamp::of(path);
+    if stamp.is_none() {
+        return (Disk::Missing, None);
+    }
+    if stamp == inst.leaf_stamp {
+        return (Disk::AsInstalled, None);
+    }
+    let serial = std::fs::read(path)
+        .ok()
+        .and_then(|pem| crate::crypto::CertificateInfo::from_pem(&pem).ok())
+        .map(|c| c.serial_hex);
+    match serial {
+        Some(s) if crate::crypto::same_serial_hex(&s, &inst.serial) => (Disk::AsInstalled, stamp),
+        other => (Disk::Differs(other), None),
+    }
+}
