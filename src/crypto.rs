@@ -13,7 +13,6 @@
 
 mod cert;
 mod csr;
-pub mod dcv;
 mod key;
 mod pem;
 

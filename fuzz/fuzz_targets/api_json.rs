@@ -11,7 +11,7 @@ use cert_agent::api::{
     DcvStatus, ErrorBody, OrderResponse, Pagination, Product, Prolongation, ServerSoftware,
     SignInResponse, parse_api_date,
 };
-use cert_agent::crypto::dcv::check_api_hashes;
+use cert_agent::dcv::content::check_api_hashes;
 use cert_agent::crypto::{CsrHashes, CsrInfo};
 use cert_agent::dcv::ValidationFile;
 use libfuzzer_sys::fuzz_target;

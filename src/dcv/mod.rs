@@ -2,7 +2,7 @@
 //! pre-flight self-check. These are the mechanisms; deciding when to use them is `renew`'s job.
 //!
 //! - [`ValidationFile`]: the checked name and content of the HTTP(S) CSR-hash file. The API's
-//!   `dcv_content` is untrusted; it is cross-checked with [`crate::crypto::dcv`] against our
+//!   `dcv_content` is untrusted; it is cross-checked with [`content`] against our
 //!   own CSR hashes before anything is written or served.
 //! - [`webroot`]: publishes the file under `<webroot>/.well-known/pki-validation/` (never
 //!   through a symbolic link) and returns a [`webroot::Published`] record for clean-up.
@@ -12,6 +12,7 @@
 //! - [`selfcheck`]: fetches the file over plain HTTP as the CA would and names the likely cause
 //!   of a failure.
 
+pub mod content;
 pub mod hook;
 pub mod selfcheck;
 pub mod serve_dir;
@@ -22,15 +23,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::crypto::CsrHashes;
-use crate::crypto::dcv as crypto_dcv;
 
-pub use crate::crypto::dcv::DCV_URL_DIR;
+pub use content::DCV_URL_DIR;
 
 /// Longest validation file content accepted (same bound as the API check).
-pub const MAX_CONTENT_BYTES: usize = crypto_dcv::MAX_DCV_CONTENT_BYTES;
+pub const MAX_CONTENT_BYTES: usize = content::MAX_DCV_CONTENT_BYTES;
 
 /// Most lines accepted in a validation file.
-pub const MAX_CONTENT_LINES: usize = crypto_dcv::MAX_DCV_CONTENT_LINES;
+pub const MAX_CONTENT_LINES: usize = content::MAX_DCV_CONTENT_LINES;
 
 /// The HTTP(S) CSR-hash validation file: `<MD5 upper-case hex>.txt` and its content.
 ///
@@ -46,9 +46,9 @@ pub struct ValidationFile {
 impl ValidationFile {
     /// The file for our CSR: the name from our own hashes, the content the API reported
     /// (`dcv_content`), which must start with our SHA-256 (checked by
-    /// [`crypto::dcv::check_dcv_content`](crate::crypto::dcv::check_dcv_content)).
+    /// [`content::check_dcv_content`]).
     pub fn for_csr(hashes: &CsrHashes, dcv_content: &str) -> Result<Self, DcvError> {
-        let content = crypto_dcv::check_dcv_content(hashes, dcv_content)?;
+        let content = content::check_dcv_content(hashes, dcv_content)?;
         Self::from_parts(&hashes.dcv_file_name(), content)
     }
 
@@ -152,7 +152,7 @@ pub(crate) fn quote(s: &str) -> String {
 pub enum DcvError {
     /// The API's validation data does not match our CSR or is malformed.
     #[error("refusing validation data from the API: {0}")]
-    ApiData(#[from] crypto_dcv::DcvError),
+    ApiData(#[from] content::ContentError),
 
     /// A validation file name is not `<32 upper-case hex>.txt`.
     #[error("refusing validation file name {found}: {problem}")]

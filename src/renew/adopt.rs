@@ -7,7 +7,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use crate::api::{CertificateState, Client};
 use crate::config::Config;
 use crate::crypto::CertificateInfo;
-use crate::store::{Installed, OrderRef, Store};
+use crate::store::{CertRecord, Installed, OrderRef, Store};
 
 use super::context::now;
 
@@ -33,39 +33,7 @@ pub async fn adopt(
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = store.lock()?;
     let mut rec = store.load(name)?;
-    if rec.intent.is_some() {
-        bail!(
-            "certificate '{name}' has an order whose outcome is unknown; resolve it first \
-             (`cert-agent renew --name {name}` reconciles it)"
-        );
-    }
-    if let Some(o) = &rec.order
-        && o.certificate_id != certificate_id
-    {
-        bail!(
-            "certificate '{name}' already belongs to order {}; adopting {certificate_id} would \
-             abandon it (remove {} to start afresh)",
-            o.certificate_id,
-            store
-                .dir()
-                .join("certs")
-                .join(format!("{name}.json"))
-                .display()
-        );
-    }
-    for other in store.names()? {
-        if other != name
-            && let Ok(r) = store.load(&other)
-            && r.order
-                .as_ref()
-                .is_some_and(|o| o.certificate_id == certificate_id)
-        {
-            bail!(
-                "certificate {certificate_id} is already managed by '{other}'; one order \
-                 belongs to one configured certificate"
-            );
-        }
-    }
+    check_free(&store, &rec, name, certificate_id)?;
     let details = client
         .details(certificate_id)
         .await
@@ -110,18 +78,7 @@ pub async fn adopt(
     // The certificate issued elsewhere decides when the reissue is due.
     let mut message = String::new();
     if code_state == Some(CertificateState::Issued) {
-        let download = client
-            .download_bundle(certificate_id)
-            .await
-            .with_context(|| format!("could not download certificate {certificate_id}"))?;
-        let leaf = crate::bundle::Archive::unpack(&download.bytes)
-            .ok()
-            .and_then(|a| {
-                a.get("pem/fullchain.pem")
-                    .or_else(|| a.get("nginx/fullchain.crt"))
-                    .map(<[u8]>::to_vec)
-            })
-            .and_then(|pem| CertificateInfo::from_pem(&pem).ok());
+        let leaf = issued_leaf(client, certificate_id).await?;
         if let Some(leaf) = leaf {
             rec.installed = Some(Installed {
                 serial: leaf.serial_hex.clone(),
@@ -156,4 +113,61 @@ pub async fn adopt(
         state: state.clone(),
         message: format!("'{name}' now manages certificate {certificate_id} ({state}){message}"),
     })
+}
+
+/// Refuses to adopt into a record that is busy (an order outcome unknown), belongs to another
+/// order, or an order that another configured certificate manages.
+fn check_free(store: &Store, rec: &CertRecord, name: &str, certificate_id: u64) -> Result<()> {
+    if rec.intent.is_some() {
+        bail!(
+            "certificate '{name}' has an order whose outcome is unknown; resolve it first \
+             (`cert-agent renew --name {name}` reconciles it)"
+        );
+    }
+    if let Some(o) = &rec.order
+        && o.certificate_id != certificate_id
+    {
+        bail!(
+            "certificate '{name}' already belongs to order {}; adopting {certificate_id} would \
+             abandon it (remove {} to start afresh)",
+            o.certificate_id,
+            store
+                .dir()
+                .join("certs")
+                .join(format!("{name}.json"))
+                .display()
+        );
+    }
+    for other in store.names()? {
+        if other != name
+            && let Ok(r) = store.load(&other)
+            && r.order
+                .as_ref()
+                .is_some_and(|o| o.certificate_id == certificate_id)
+        {
+            bail!(
+                "certificate {certificate_id} is already managed by '{other}'; one order \
+                 belongs to one configured certificate"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The leaf of an issued certificate as the API serves it (`None` when the bundle holds none
+/// that can be read).
+async fn issued_leaf(client: &Client, certificate_id: u64) -> Result<Option<CertificateInfo>> {
+    let download = client
+        .download_bundle(certificate_id)
+        .await
+        .with_context(|| format!("could not download certificate {certificate_id}"))?;
+    let leaf = crate::bundle::Archive::unpack(&download.bytes)
+        .ok()
+        .and_then(|a| {
+            a.get("pem/fullchain.pem")
+                .or_else(|| a.get("nginx/fullchain.crt"))
+                .map(<[u8]>::to_vec)
+        })
+        .and_then(|pem| CertificateInfo::from_pem(&pem).ok());
+    Ok(leaf)
 }

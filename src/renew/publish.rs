@@ -76,142 +76,10 @@ pub(super) async fn publish_dcv(
 
     match cert.dcv {
         DcvMethod::Http | DcvMethod::Https => {
-            if !details.dcv_method.contains("CSR_HASH") || details.dcv_method.contains("CNAME") {
-                bail!(
-                    "certificate {certificate_id} validates by {}, but the configuration says \
-                     `dcv = \"{}\"`; switch it with `cert-agent dcv change {certificate_id} {}`",
-                    details.dcv_method,
-                    if cert.dcv == DcvMethod::Https {
-                        "https"
-                    } else {
-                        "http"
-                    },
-                    cert.dcv.dcv_type().as_str()
-                );
-            }
-            let Some(content) = details.dcv_content.as_deref() else {
-                return Ok(Published::Later);
-            };
-            let file = ValidationFile::for_csr(&ours, content).with_context(|| {
-                format!("certificate {certificate_id}: the validation content from the API")
-            })?;
-            if cert.family == Some(Family::S) {
-                cross_check_hashes(ctx, certificate_id, &ours).await?;
-            }
-            if cert.standalone {
-                // Recorded first: a run stopped half-way still removes the file next time.
-                rec.dcv.standalone_file = Some((file.name().to_owned(), file.content().to_owned()));
-                ctx.store.save(rec)?;
-                publish_standalone(ctx, cert, &file).await?;
-            } else {
-                let webroots = webroots(cert)?;
-                let roots = webroots
-                    .distinct_for(&cert.domains)
-                    .context("could not publish the validation file")?;
-                // Recorded before anything is written, so that a run stopped half-way still
-                // removes everything next time.
-                for root in &roots {
-                    let wk = root.join(".well-known");
-                    let pv = wk.join("pki-validation");
-                    for dir in [wk, pv.clone()] {
-                        if !dir.exists() && !rec.dcv.dirs.contains(&dir) {
-                            rec.dcv.dirs.push(dir);
-                        }
-                    }
-                    let target = pv.join(file.name());
-                    if !rec.dcv.files.contains(&target) {
-                        rec.dcv.files.push(target);
-                    }
-                }
-                ctx.store.save(rec)?;
-                let published = dcv::webroot::publish_into(&roots, &file)
-                    .context("could not publish the validation file")?;
-                for f in published.files {
-                    if !rec.dcv.files.contains(&f) {
-                        rec.dcv.files.push(f);
-                    }
-                }
-                for d in published.dirs {
-                    if !rec.dcv.dirs.contains(&d) {
-                        rec.dcv.dirs.push(d);
-                    }
-                }
-                ctx.store.save(rec)?;
-            }
-            crate::failpoint::hit("dcv-placed");
-            ctx.store.journal(
-                &cert.name,
-                "dcv-published",
-                serde_json::json!({ "file": file.url_path() }),
-            )?;
-            self_check(ctx, cert, &file);
-            Ok(Published::Yes)
+            publish_http(ctx, cert, rec, certificate_id, &details, &ours).await
         }
-        DcvMethod::DnsTxt => {
-            // Family S has one value for the whole order (`dcv_content`); other families give
-            // one per domain (`emails.random_value` of the DCV status).
-            let per_domain: std::collections::BTreeMap<String, String> =
-                match ctx.client()?.dcv_status(certificate_id).await {
-                    Ok(s) => s
-                        .domains
-                        .into_iter()
-                        .filter_map(|(d, e)| {
-                            let v = e.emails.and_then(|m| m.random_value)?;
-                            Some((d.to_ascii_lowercase(), v))
-                        })
-                        .collect(),
-                    Err(ApiError::Http { status: 422, .. }) => Default::default(),
-                    Err(e) => return Err(anyhow!(e).context("could not read the DCV status")),
-                };
-            let common = details
-                .dcv_content
-                .as_deref()
-                .map(str::trim)
-                .filter(|v| !v.is_empty());
-            let mut records = Vec::new();
-            for domain in &cert.domains {
-                let key = domain.to_ascii_lowercase();
-                let value = per_domain
-                    .get(&key)
-                    .or_else(|| per_domain.get(key.trim_start_matches("*.")))
-                    .map(String::as_str)
-                    .or(common);
-                let Some(value) = value else {
-                    return Ok(Published::Later);
-                };
-                records.push(
-                    hook::txt_record(domain, value).context("the DNS TXT value from the API")?,
-                );
-            }
-            publish_dns(ctx, cert, rec, records).await
-        }
-        DcvMethod::Cname => {
-            let Some(ca_domain) = cert.cname_target_domain.as_deref() else {
-                return Ok(Published::Operator(format!(
-                    "certificate {certificate_id} validates by CNAME records: for each domain \
-                     create `_{}.<domain>` CNAME `{}.{}[.<unique value>].<CA validation \
-                     domain>` (set `cname_target_domain` to let dns_hook create them)",
-                    ours.md5.to_ascii_lowercase(),
-                    &ours.sha256[..32].to_ascii_lowercase(),
-                    &ours.sha256[32..].to_ascii_lowercase()
-                )));
-            };
-            // Family S puts its unique value into the target; the DCV status reports it.
-            let unique = match ctx.client()?.dcv_status(certificate_id).await {
-                Ok(s) => s
-                    .unique_value
-                    .or_else(|| s.domains.values().find_map(|d| d.unique_value.clone())),
-                Err(ApiError::Http { status: 422, .. }) => None,
-                Err(e) => return Err(anyhow!(e).context("could not read the DCV status")),
-            };
-            let records = cert
-                .domains
-                .iter()
-                .map(|d| hook::cname_record(d, &ours, unique.as_deref(), ca_domain))
-                .collect::<Result<Vec<_>, _>>()
-                .context("the CNAME record for validation")?;
-            publish_dns(ctx, cert, rec, records).await
-        }
+        DcvMethod::DnsTxt => publish_txt(ctx, cert, rec, certificate_id, &details).await,
+        DcvMethod::Cname => publish_cname(ctx, cert, rec, certificate_id, &ours).await,
         DcvMethod::Email => Ok(Published::Operator(format!(
             "certificate {certificate_id} validates by email to {}: approve the message the \
              CA sent (resend it with `cert-agent dcv resend {certificate_id}`)",
@@ -224,6 +92,181 @@ pub(super) async fn publish_dcv(
     }
 }
 
+/// HTTP(S) validation: the file named by our CSR's hashes, in the web roots or the standalone
+/// server.
+async fn publish_http(
+    ctx: &Ctx<'_>,
+    cert: &CertificateConfig,
+    rec: &mut CertRecord,
+    certificate_id: u64,
+    details: &CertificateDetails,
+    ours: &CsrHashes,
+) -> Result<Published> {
+    if !details.dcv_method.contains("CSR_HASH") || details.dcv_method.contains("CNAME") {
+        bail!(
+            "certificate {certificate_id} validates by {}, but the configuration says \
+             `dcv = \"{}\"`; switch it with `cert-agent dcv change {certificate_id} {}`",
+            details.dcv_method,
+            if cert.dcv == DcvMethod::Https {
+                "https"
+            } else {
+                "http"
+            },
+            cert.dcv.dcv_type().as_str()
+        );
+    }
+    let Some(content) = details.dcv_content.as_deref() else {
+        return Ok(Published::Later);
+    };
+    let file = ValidationFile::for_csr(ours, content).with_context(|| {
+        format!("certificate {certificate_id}: the validation content from the API")
+    })?;
+    if cert.family == Some(Family::S) {
+        cross_check_hashes(ctx, certificate_id, ours).await?;
+    }
+    if cert.standalone {
+        // Recorded first: a run stopped half-way still removes the file next time.
+        rec.dcv.standalone_file = Some((file.name().to_owned(), file.content().to_owned()));
+        ctx.store.save(rec)?;
+        publish_standalone(ctx, cert, &file).await?;
+    } else {
+        publish_webroots(ctx, cert, rec, &file)?;
+    }
+    crate::failpoint::hit("dcv-placed");
+    ctx.store.journal(
+        &cert.name,
+        "dcv-published",
+        serde_json::json!({ "file": file.url_path() }),
+    )?;
+    self_check(ctx, cert, &file);
+    Ok(Published::Yes)
+}
+
+/// Writes the validation file into the web roots of the certificate's names; what is written
+/// (and which directories are created) is recorded first, so that a run stopped half-way
+/// still removes everything next time.
+fn publish_webroots(
+    ctx: &Ctx<'_>,
+    cert: &CertificateConfig,
+    rec: &mut CertRecord,
+    file: &ValidationFile,
+) -> Result<()> {
+    let webroots = webroots(cert)?;
+    let roots = webroots
+        .distinct_for(&cert.domains)
+        .context("could not publish the validation file")?;
+    // Recorded before anything is written, so that a run stopped half-way still
+    // removes everything next time.
+    for root in &roots {
+        let wk = root.join(".well-known");
+        let pv = wk.join("pki-validation");
+        for dir in [wk, pv.clone()] {
+            if !dir.exists() && !rec.dcv.dirs.contains(&dir) {
+                rec.dcv.dirs.push(dir);
+            }
+        }
+        let target = pv.join(file.name());
+        if !rec.dcv.files.contains(&target) {
+            rec.dcv.files.push(target);
+        }
+    }
+    ctx.store.save(rec)?;
+    let published = dcv::webroot::publish_into(&roots, file)
+        .context("could not publish the validation file")?;
+    for f in published.files {
+        if !rec.dcv.files.contains(&f) {
+            rec.dcv.files.push(f);
+        }
+    }
+    for d in published.dirs {
+        if !rec.dcv.dirs.contains(&d) {
+            rec.dcv.dirs.push(d);
+        }
+    }
+    ctx.store.save(rec)?;
+    Ok(())
+}
+
+/// DNS TXT validation: one record per name, published through the hook.
+async fn publish_txt(
+    ctx: &Ctx<'_>,
+    cert: &CertificateConfig,
+    rec: &mut CertRecord,
+    certificate_id: u64,
+    details: &CertificateDetails,
+) -> Result<Published> {
+    // Family S has one value for the whole order (`dcv_content`); other families give
+    // one per domain (`emails.random_value` of the DCV status).
+    let per_domain: std::collections::BTreeMap<String, String> =
+        match ctx.client()?.dcv_status(certificate_id).await {
+            Ok(s) => s
+                .domains
+                .into_iter()
+                .filter_map(|(d, e)| {
+                    let v = e.emails.and_then(|m| m.random_value)?;
+                    Some((d.to_ascii_lowercase(), v))
+                })
+                .collect(),
+            Err(ApiError::Http { status: 422, .. }) => Default::default(),
+            Err(e) => return Err(anyhow!(e).context("could not read the DCV status")),
+        };
+    let common = details
+        .dcv_content
+        .as_deref()
+        .map(str::trim)
+        .filter(|v| !v.is_empty());
+    let mut records = Vec::new();
+    for domain in &cert.domains {
+        let key = domain.to_ascii_lowercase();
+        let value = per_domain
+            .get(&key)
+            .or_else(|| per_domain.get(key.trim_start_matches("*.")))
+            .map(String::as_str)
+            .or(common);
+        let Some(value) = value else {
+            return Ok(Published::Later);
+        };
+        records.push(hook::txt_record(domain, value).context("the DNS TXT value from the API")?);
+    }
+    publish_dns(ctx, cert, rec, records).await
+}
+
+/// CNAME validation: one record per name, through the hook when the CA's domain is configured,
+/// otherwise by the operator.
+async fn publish_cname(
+    ctx: &Ctx<'_>,
+    cert: &CertificateConfig,
+    rec: &mut CertRecord,
+    certificate_id: u64,
+    ours: &CsrHashes,
+) -> Result<Published> {
+    let Some(ca_domain) = cert.cname_target_domain.as_deref() else {
+        return Ok(Published::Operator(format!(
+            "certificate {certificate_id} validates by CNAME records: for each domain \
+             create `_{}.<domain>` CNAME `{}.{}[.<unique value>].<CA validation \
+             domain>` (set `cname_target_domain` to let dns_hook create them)",
+            ours.md5.to_ascii_lowercase(),
+            &ours.sha256[..32].to_ascii_lowercase(),
+            &ours.sha256[32..].to_ascii_lowercase()
+        )));
+    };
+    // Family S puts its unique value into the target; the DCV status reports it.
+    let unique = match ctx.client()?.dcv_status(certificate_id).await {
+        Ok(s) => s
+            .unique_value
+            .or_else(|| s.domains.values().find_map(|d| d.unique_value.clone())),
+        Err(ApiError::Http { status: 422, .. }) => None,
+        Err(e) => return Err(anyhow!(e).context("could not read the DCV status")),
+    };
+    let records = cert
+        .domains
+        .iter()
+        .map(|d| hook::cname_record(d, ours, unique.as_deref(), ca_domain))
+        .collect::<Result<Vec<_>, _>>()
+        .context("the CNAME record for validation")?;
+    publish_dns(ctx, cert, rec, records).await
+}
+
 /// Family S reports the CSR hashes in the DCV status; they must be ours.
 async fn cross_check_hashes(ctx: &Ctx<'_>, certificate_id: u64, ours: &CsrHashes) -> Result<()> {
     let status = match ctx.client()?.dcv_status(certificate_id).await {
@@ -234,7 +277,7 @@ async fn cross_check_hashes(ctx: &Ctx<'_>, certificate_id: u64, ours: &CsrHashes
     };
     for (domain, entry) in &status.domains {
         if let Some(h) = &entry.hashes {
-            crate::crypto::dcv::check_api_hashes(ours, h.md5.as_deref(), h.sha1.as_deref())
+            crate::dcv::content::check_api_hashes(ours, h.md5.as_deref(), h.sha1.as_deref())
                 .with_context(|| {
                     format!("certificate {certificate_id}, domain {domain}: DCV status hashes")
                 })?;

@@ -5,7 +5,7 @@
 //! lines and in hook environments, so it is checked against our own hashes and a narrow
 //! character set, and error messages quote it escaped and shortened.
 
-use super::CsrHashes;
+use crate::crypto::CsrHashes;
 
 /// The directory of validation files, as a URL path.
 pub const DCV_URL_DIR: &str = "/.well-known/pki-validation";
@@ -24,7 +24,7 @@ const SHELL_META: &[char] = &[
 
 /// Why API-provided validation data was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DcvError {
+pub enum ContentError {
     #[error("dcv_content is empty")]
     EmptyContent,
     #[error("dcv_content is longer than {limit} bytes ({len})")]
@@ -73,12 +73,12 @@ impl CsrHashes {
 /// Line 1 must be our SHA-256 (upper or lower case, surrounding spaces ignored). Every line
 /// is printable ASCII without shell metacharacters; `\n` or `\r\n` end lines. The content is
 /// returned unchanged: the CA compares what it fetches with what it sent.
-pub fn check_dcv_content<'a>(ours: &CsrHashes, content: &'a str) -> Result<&'a str, DcvError> {
+pub fn check_dcv_content<'a>(ours: &CsrHashes, content: &'a str) -> Result<&'a str, ContentError> {
     if content.trim().is_empty() {
-        return Err(DcvError::EmptyContent);
+        return Err(ContentError::EmptyContent);
     }
     if content.len() > MAX_DCV_CONTENT_BYTES {
-        return Err(DcvError::ContentTooLong {
+        return Err(ContentError::ContentTooLong {
             len: content.len(),
             limit: MAX_DCV_CONTENT_BYTES,
         });
@@ -90,13 +90,13 @@ pub fn check_dcv_content<'a>(ours: &CsrHashes, content: &'a str) -> Result<&'a s
         .map(|l| l.strip_suffix('\r').unwrap_or(l))
         .collect();
     if lines.len() > MAX_DCV_CONTENT_LINES {
-        return Err(DcvError::TooManyLines {
+        return Err(ContentError::TooManyLines {
             limit: MAX_DCV_CONTENT_LINES,
         });
     }
     for (i, line) in lines.iter().enumerate() {
         if let Some(problem) = content_problem(line) {
-            return Err(DcvError::BadContent {
+            return Err(ContentError::BadContent {
                 line: i + 1,
                 problem,
                 found: quote(line),
@@ -105,7 +105,7 @@ pub fn check_dcv_content<'a>(ours: &CsrHashes, content: &'a str) -> Result<&'a s
     }
     let first = lines[0].trim_matches(' ');
     if !first.eq_ignore_ascii_case(&ours.sha256) {
-        return Err(DcvError::HashMismatch {
+        return Err(ContentError::HashMismatch {
             expected: ours.sha256.clone(),
             found: quote(first),
         });
@@ -129,8 +129,8 @@ fn content_problem(line: &str) -> Option<&'static str> {
 /// Checks a validation file name the API reports (e.g. parsed from a URL it sent) and returns
 /// it: it must be our `<MD5>.txt` (hex digits in either case) and nothing else: no `/`, no
 /// `..`, no control or shell characters.
-pub fn check_dcv_file_name<'a>(ours: &CsrHashes, name: &'a str) -> Result<&'a str, DcvError> {
-    let bad = |problem: &'static str| DcvError::BadFileName {
+pub fn check_dcv_file_name<'a>(ours: &CsrHashes, name: &'a str) -> Result<&'a str, ContentError> {
+    let bad = |problem: &'static str| ContentError::BadFileName {
         problem,
         found: quote(name),
     };
@@ -153,7 +153,7 @@ pub fn check_dcv_file_name<'a>(ours: &CsrHashes, name: &'a str) -> Result<&'a st
         return Err(bad("non-ASCII character"));
     }
     if !name.eq_ignore_ascii_case(&ours.dcv_file_name()) {
-        return Err(DcvError::FileNameMismatch {
+        return Err(ContentError::FileNameMismatch {
             expected: ours.dcv_file_name(),
             found: quote(name),
         });
@@ -167,12 +167,12 @@ pub fn check_api_hashes(
     ours: &CsrHashes,
     md5: Option<&str>,
     sha256: Option<&str>,
-) -> Result<(), DcvError> {
+) -> Result<(), ContentError> {
     for (which, theirs, expected) in [("MD5", md5, &ours.md5), ("SHA-256", sha256, &ours.sha256)] {
         if let Some(theirs) = theirs
             && !theirs.trim().eq_ignore_ascii_case(expected)
         {
-            return Err(DcvError::ApiHashMismatch {
+            return Err(ContentError::ApiHashMismatch {
                 which,
                 expected: expected.clone(),
                 found: quote(theirs),

@@ -1,0 +1,258 @@
+//! What an order asks for and whether it may be placed: the names against the product's
+//! rules, the price against the configured limit (exact decimal arithmetic), the host's clock
+//! against the API's, and the order request itself.
+
+use time::OffsetDateTime;
+
+use crate::api::{Client, Decimal, Order, OrderItem, OrderRequest, Product, ProductType};
+use crate::config::{CertificateConfig, Config, DcvMethod};
+
+use super::OrderRefusal;
+
+/// Largest difference between the host's clock and the API's accepted before a billed order.
+pub const MAX_CLOCK_SKEW: time::Duration = time::Duration::hours(1);
+
+/// Refuses a billed order when the host's clock disagrees badly with the API's (`Date`
+/// header): every decision about validity and renewal would be wrong.
+pub(super) fn check_clock(
+    cert: &CertificateConfig,
+    client: &Client,
+    now: OffsetDateTime,
+) -> Result<(), OrderRefusal> {
+    let Some(skew) = client.clock_skew() else {
+        return Ok(());
+    };
+    // `now` may differ from the system clock the client measured against (tests shift it).
+    let skew = skew + (now - OffsetDateTime::now_utc());
+    if skew.abs() > MAX_CLOCK_SKEW {
+        let api_now = now - skew;
+        return Err(OrderRefusal::ClockSkew {
+            name: cert.name.clone(),
+            local: crate::renew::plan::short_time(now),
+            api: crate::renew::plan::short_time(api_now),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses, before anything is billed, names the product cannot cover: a certificate whose
+/// names are not all in the leaf is never installed.
+pub(super) fn check_names(cert: &CertificateConfig, product: &Product) -> Result<(), OrderRefusal> {
+    let refuse = |why: String| OrderRefusal::NamesDoNotFit {
+        name: cert.name.clone(),
+        product_id: cert.product_id,
+        kind: product
+            .product_type
+            .as_ref()
+            .map_or("unknown type", |t| t.as_str())
+            .to_owned(),
+        names: cert.domains.join(", "),
+        why,
+    };
+    let wildcards = cert.domains.iter().filter(|d| d.starts_with("*.")).count();
+    let plain = cert.domains.len() - wildcards;
+    match product.product_type {
+        Some(ProductType::Standart) if cert.domains.len() != 1 || wildcards != 0 => {
+            return Err(refuse(
+                "a single-name product covers exactly one name (use a multi-domain product)".into(),
+            ));
+        }
+        Some(ProductType::Wildcard) => {
+            let cn = cert.common_name();
+            let bare = cn.strip_prefix("*.");
+            let ok = bare.is_some()
+                && cert
+                    .additional_domains()
+                    .iter()
+                    .all(|d| Some(d.as_str()) == bare);
+            if !ok {
+                return Err(refuse(
+                    "a wildcard product covers `*.<domain>` (and at most its bare domain)".into(),
+                ));
+            }
+        }
+        Some(ProductType::Ucc) => {
+            let max = |kind: Option<&str>| {
+                product
+                    .options
+                    .iter()
+                    .filter(|o| o.option_type.as_deref() == kind)
+                    .map(|o| o.quantity_to)
+                    .collect::<Vec<_>>()
+            };
+            let plain_max = max(None);
+            if !plain_max.is_empty()
+                && !plain_max.contains(&None)
+                && let Some(m) = plain_max.iter().flatten().max()
+                && plain as u64 > u64::from(*m)
+            {
+                return Err(refuse(format!("at most {m} names without a wildcard")));
+            }
+            let wild_max = max(Some("wildcard"));
+            if wildcards > 0 {
+                let allowed = if wild_max.contains(&None) {
+                    u64::MAX
+                } else {
+                    wild_max
+                        .iter()
+                        .flatten()
+                        .map(|m| u64::from(*m))
+                        .max()
+                        .unwrap_or(0)
+                };
+                if wildcards as u64 > allowed {
+                    return Err(refuse(format!("at most {allowed} wildcard names")));
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Period in years of an order of `days` (365 is one year, 730 two).
+pub fn period_years(days: u32) -> u32 {
+    days.div_ceil(365).max(1)
+}
+
+pub(super) fn check_price(
+    config: &Config,
+    cert: &CertificateConfig,
+    product: &Product,
+) -> Result<Option<Decimal>, OrderRefusal> {
+    let years = period_years(cert.days);
+    let price = order_price(cert, product, years);
+    let Some(max) = &config.agent.max_order_price else {
+        return Ok(price);
+    };
+    let Some(price) = price else {
+        return Err(OrderRefusal::NoPrice {
+            name: cert.name.clone(),
+            product_id: cert.product_id,
+            years,
+            max: max.to_string(),
+        });
+    };
+    if price.cmp_value(max) == std::cmp::Ordering::Greater {
+        return Err(OrderRefusal::TooExpensive {
+            name: cert.name.clone(),
+            product_id: cert.product_id,
+            years,
+            price: price.to_string(),
+            max: max.to_string(),
+        });
+    }
+    Ok(Some(price))
+}
+
+/// The price of the order for `years`: the product's price, plus for a multi-domain (ucc)
+/// product the option price of every name beyond those included. Per the document's Option
+/// fields, the names numbered `quantity_from..=quantity_to` (common name counted as the first)
+/// cost the option's price each: options of type null count the non-wildcard names, options
+/// of type `wildcard` the wildcard names. `None` when a needed price is missing or unreadable.
+pub fn order_price(cert: &CertificateConfig, product: &Product, years: u32) -> Option<Decimal> {
+    let price_for = |prices: &[crate::api::Price]| {
+        prices
+            .iter()
+            .find(|p| p.period == Some(years))
+            .and_then(|p| p.value.as_ref())
+            .and_then(|v| micros(v.as_str()))
+    };
+    let mut total = price_for(&product.prices)?;
+    if product.product_type == Some(ProductType::Ucc) {
+        let wildcards = cert.domains.iter().filter(|d| d.starts_with("*.")).count() as u64;
+        let plain = cert.domains.len() as u64 - wildcards;
+        for option in &product.options {
+            let count = match option.option_type.as_deref() {
+                None => plain,
+                Some("wildcard") => wildcards,
+                Some(_) => continue,
+            };
+            let from = u64::from(option.quantity_from.unwrap_or(1).max(1));
+            let to = option
+                .quantity_to
+                .map_or(count, |t| u64::from(t).min(count));
+            if to >= from {
+                total += i128::from(to - from + 1) * price_for(&option.prices)?;
+            }
+        }
+    }
+    Decimal::parse(&format_micros(total)).ok()
+}
+
+/// A decimal string in millionths (at most 6 decimals).
+pub(super) fn micros(text: &str) -> Option<i128> {
+    let t = text.trim();
+    let (neg, t) = t.strip_prefix('-').map_or((false, t), |r| (true, r));
+    let (int, frac) = t.split_once('.').unwrap_or((t, ""));
+    if int.is_empty() && frac.is_empty()
+        || frac.len() > 6
+        || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let int: i128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    let frac: i128 = format!("{frac:0<6}").parse().ok()?;
+    let v = int.checked_mul(1_000_000)?.checked_add(frac)?;
+    Some(if neg { -v } else { v })
+}
+
+pub(super) fn format_micros(v: i128) -> String {
+    let sign = if v < 0 { "-" } else { "" };
+    let v = v.abs();
+    let frac = format!("{:06}", v % 1_000_000);
+    let frac = frac.trim_end_matches('0');
+    let frac = if frac.len() < 2 {
+        format!("{frac:0<2}")
+    } else {
+        frac.to_owned()
+    };
+    format!("{sign}{}.{frac}", v / 1_000_000)
+}
+
+/// The order as the configuration describes it (`[defaults]` already merged).
+pub fn order_request(cert: &CertificateConfig, product: &Product, csr_pem: &str) -> OrderRequest {
+    let is_ucc = product.product_type == Some(ProductType::Ucc);
+    let additional = cert.additional_domains();
+    let item = OrderItem {
+        nomenclature_id: cert.product_id,
+        days: cert.days,
+        ssl_server_software_id: cert.ssl_server_software_id,
+        dcv_type: Some(cert.dcv.dcv_type()),
+        dcv_email: match cert.dcv {
+            DcvMethod::Email => cert.dcv_email.clone(),
+            _ => None,
+        },
+        domain_name: cert.common_name().to_owned(),
+        csr: csr_pem.to_owned(),
+        country_name: cert.country.clone(),
+        region_name: cert.region.clone(),
+        city_name: cert.city.clone(),
+        organization_name: cert.organization_name.clone(),
+        organizational_unit: cert.organizational_unit.clone(),
+        zip_code: cert.zip_code.clone(),
+        address_1: cert.address_1.clone(),
+        address_2: cert.address_2.clone(),
+        // additional_domains rule 1: when sent, it alone lists the extra names. Sending it
+        // explicitly (or equal to the common name) keeps the order to exactly the configured
+        // names, whatever else the CSR holds (rule 4).
+        additional_domains: if is_ucc {
+            Some(if additional.is_empty() {
+                cert.common_name().to_owned()
+            } else {
+                additional.join(",")
+            })
+        } else {
+            None
+        },
+        additional_validation_emails: None,
+        unique_value: cert.unique_value.clone(),
+    };
+    OrderRequest {
+        // Contact fields are omitted: the API takes them from the account data.
+        order: Order {
+            items: vec![item],
+            ..Order::default()
+        },
+    }
+}

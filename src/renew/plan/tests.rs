@@ -1,0 +1,644 @@
+//! Table tests of the planner: every branch of the decision, the timing rules, the
+//! two-step reissue decision, rule 2, the backoff and the dry-run descriptions.
+
+use super::*;
+use crate::store::{Installed, OrderIntent, OrderRef, PendingKey, ReissueState, Subscription};
+use std::path::PathBuf;
+
+fn t(days: i64) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap() + Duration::days(days)
+}
+
+/// A record with an order and a certificate installed from day 0 to day `life`, in a
+/// subscription ending on day `sub`.
+fn installed(life: i64, sub: Option<i64>) -> CertRecord {
+    CertRecord {
+        name: "www".into(),
+        order: Some(OrderRef {
+            certificate_id: 7,
+            order_id: Some(1),
+            placed_at: t(0),
+            adopted: false,
+        }),
+        installed: Some(Installed {
+            serial: "0A".into(),
+            not_before: t(0),
+            not_after: t(life),
+            certificate_id: 7,
+            files: vec![],
+            installed_at: t(0),
+            leaf_file: None,
+            leaf_stamp: None,
+        }),
+        subscription: sub.map(|d| Subscription {
+            ends: t(d),
+            multi_year: true,
+        }),
+        ..CertRecord::default()
+    }
+}
+
+/// The order read before a reissue, reporting nothing new (the record's decision stands).
+static NO_NEWS: OrderFacts = OrderFacts {
+    subscription: None,
+    names: Vec::new(),
+};
+
+fn names(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| (*s).to_owned()).collect()
+}
+
+static WWW: std::sync::LazyLock<Vec<String>> =
+    std::sync::LazyLock::new(|| names(&["www.example.com"]));
+
+fn wanted(domains: &[String]) -> Wanted<'_> {
+    Wanted {
+        product_id: 1,
+        days: 365,
+        domains,
+    }
+}
+
+/// Inputs of a timer run for `record` at `now`, the order already read (see
+/// `reissue_is_decided_again_with_the_order_read` for the first decision).
+fn inputs(record: &CertRecord, now: OffsetDateTime) -> Inputs<'_> {
+    Inputs {
+        now,
+        record,
+        disk: Disk::AsInstalled,
+        renew_before_days: 30,
+        allow_orders: false,
+        force: false,
+        ignore_backoff: false,
+        replace_ended: false,
+        reuse_key: false,
+        family: None,
+        reinstall: false,
+        wanted: wanted(&WWW),
+        order_facts: Some(&NO_NEWS),
+    }
+}
+
+#[test]
+fn reissue_is_decided_again_with_the_order_read() {
+    // Due for a reissue on day 184 of a 200-day certificate in a 5-year subscription.
+    let rec = installed(200, Some(1825));
+    let first = Inputs {
+        order_facts: None,
+        ..inputs(&rec, t(184))
+    };
+    let Action::ReadOrderFirst {
+        new_key: true,
+        reason,
+    } = decide(&first)
+    else {
+        panic!("{:?}", decide(&first));
+    };
+    assert!(reason.contains("ends on"), "{reason}");
+    // The dry-run text of the first decision is the reissue's.
+    assert!(describe(&decide(&first), first.wanted).starts_with("reissue (new key) because"));
+
+    // The API reports the same names, and no subscription end: reissue.
+    let same = OrderFacts {
+        subscription: None,
+        names: names(&["www.example.com"]),
+    };
+    let i = Inputs {
+        order_facts: Some(&same),
+        ..first.clone()
+    };
+    assert!(matches!(decide(&i), Action::Reissue { new_key: true, .. }));
+
+    // The subscription ends sooner than recorded (inside the blackout): a renewal.
+    let ending = OrderFacts {
+        subscription: Some(Subscription {
+            ends: t(200),
+            multi_year: false,
+        }),
+        names: Vec::new(),
+    };
+    let i = Inputs {
+        order_facts: Some(&ending),
+        ..first.clone()
+    };
+    assert!(
+        matches!(decide(&i), Action::RenewSubscription { order: false, .. }),
+        "{:?}",
+        decide(&i)
+    );
+
+    // The configured names grew past the order's: refused (rule 2), naming the command.
+    let grown = names(&["www.example.com", "api.example.com"]);
+    let i = Inputs {
+        wanted: wanted(&grown),
+        order_facts: Some(&same),
+        ..first.clone()
+    };
+    let Action::CannotReissue { reason } = decide(&i) else {
+        panic!("{:?}", decide(&i));
+    };
+    assert!(reason.contains("`cert-agent issue www --yes`"), "{reason}");
+
+    // Without an order there is nothing to read: adopted keys are reissued directly only
+    // with an order, so a record without one never asks.
+    let mut no_order = rec.clone();
+    no_order.order = None;
+    no_order.installed = None;
+    let i = Inputs {
+        order_facts: None,
+        allow_orders: true,
+        ..inputs(&no_order, t(184))
+    };
+    assert_eq!(decide(&i), Action::Order);
+}
+
+#[test]
+fn install_again_overrides_intact_files() {
+    let rec = installed(200, Some(1825));
+    let i = inputs(&rec, t(10));
+    assert!(matches!(decide(&i), Action::Idle { .. }));
+    let i = Inputs {
+        reinstall: true,
+        ..i
+    };
+    assert_eq!(decide(&i), Action::Reinstall);
+    // Nothing installed yet: `install` continues the order instead.
+    let mut pending = rec.clone();
+    pending.installed = None;
+    pending.pending_key = Some(pending_key());
+    let i = Inputs {
+        reinstall: true,
+        ..inputs(&pending, t(10))
+    };
+    assert_eq!(decide(&i), Action::Continue);
+}
+
+#[test]
+fn a_first_failure_before_any_order_is_retried_on_the_next_run() {
+    let now = t(0);
+    let fresh = CertRecord {
+        name: "www".into(),
+        ..CertRecord::default()
+    };
+    // rows: (failures, retry after) for a certificate that never reached an order
+    assert_eq!(retry_after(&fresh, 1, now), None);
+    assert_eq!(retry_after(&fresh, 2, now), Some(now + Duration::hours(1)));
+    assert_eq!(retry_after(&fresh, 3, now), Some(now + Duration::hours(2)));
+    // an order sent without an answer is not "never ordered"
+    let mut intent = fresh.clone();
+    intent.intent = Some(OrderIntent {
+        csr_sha256: "AA".into(),
+        common_name: "www.example.com".into(),
+        created_at: now,
+        product_id: 1,
+        price: None,
+    });
+    assert_eq!(retry_after(&intent, 1, now), Some(now + Duration::hours(1)));
+    // nor is one whose order the CA refused
+    let refused = CertRecord {
+        order_refused: true,
+        ..fresh.clone()
+    };
+    assert_eq!(
+        retry_after(&refused, 1, now),
+        Some(now + Duration::hours(1))
+    );
+    // a certificate with an order backs off from the first failure, up to 24 h
+    let ordered = installed(200, Some(1825));
+    assert_eq!(
+        retry_after(&ordered, 1, now),
+        Some(now + Duration::hours(1))
+    );
+    assert_eq!(
+        retry_after(&ordered, 9, now),
+        Some(now + Duration::hours(24))
+    );
+}
+
+#[test]
+fn reissue_rule_2_on_the_configured_names() {
+    let two = names(&["a.example.com", "b.example.com"]);
+    let check = |domains: &[&str], family: Option<Family>, ordered: &[String]| {
+        let domains = names(domains);
+        names_cannot_change("www", wanted(&domains), family, ordered)
+    };
+    // Same names, fewer names: fine.
+    assert!(check(&["a.example.com", "b.example.com"], None, &two).is_none());
+    assert!(check(&["a.example.com"], None, &two).is_none());
+    // Growth: refused.
+    let grown = ["a.example.com", "b.example.com", "c.example.com"];
+    assert!(check(&grown, None, &two).is_some());
+    // Family S multi-domain may change up to max(current, 3).
+    assert!(check(&grown, Some(Family::S), &two).is_none());
+    let four = [
+        "a.example.com",
+        "b.example.com",
+        "c.example.com",
+        "d.example.com",
+    ];
+    assert!(check(&four, Some(Family::S), &two).is_some());
+    // Other families may not swap a name.
+    assert!(check(&["a.example.com", "c.example.com"], Some(Family::D), &two).is_some());
+    // The common name must be one of the order's domains.
+    assert!(check(&["c.example.com", "a.example.com"], Some(Family::S), &two).is_some());
+    // A wildcard's bare domain is not counted as extra.
+    let wild = names(&["*.example.com"]);
+    assert!(check(&["*.example.com", "example.com"], None, &wild).is_none());
+    // Names the API did not report: not checked.
+    assert!(check(&grown, None, &[]).is_none());
+}
+
+#[test]
+fn describe_names_product_names_and_times() {
+    let domains = names(&["a.example.com", "b.example.com"]);
+    let w = wanted(&domains);
+    assert_eq!(
+        describe(&Action::Order, w),
+        "place a billed order for product 1 (365 days) for a.example.com, b.example.com"
+    );
+    assert_eq!(
+        describe(&Action::Backoff { until: t(0) }, w),
+        format!("wait until {} after failures", short_time(t(0)))
+    );
+    assert_eq!(short_time(t(0)), "2027-01-15 08:00 UTC");
+}
+
+fn pending_key() -> PendingKey {
+    PendingKey {
+        key_file: PathBuf::from("/k"),
+        csr_pem: String::new(),
+        csr_md5: String::new(),
+        csr_sha256: String::new(),
+        created_at: t(0),
+    }
+}
+
+/// The records the branch tables start from.
+struct Records {
+    no_order: CertRecord,
+    with_intent: CertRecord,
+    pending: CertRecord,
+    reissuing: CertRecord,
+    adopted: CertRecord,
+    failing: CertRecord,
+    multi: CertRecord,
+    single: CertRecord,
+}
+
+fn records() -> Records {
+    let no_order = CertRecord {
+        name: "www".into(),
+        ..CertRecord::default()
+    };
+    let mut with_intent = no_order.clone();
+    with_intent.intent = Some(OrderIntent {
+        csr_sha256: "AA".into(),
+        common_name: "www.example.com".into(),
+        created_at: t(0),
+        product_id: 1,
+        price: None,
+    });
+    let mut pending = installed(200, Some(1825));
+    pending.installed = None;
+    pending.pending_key = Some(pending_key());
+    let mut reissuing = installed(200, Some(1825));
+    reissuing.reissue = Some(ReissueState {
+        certificate_id: 7,
+        csr_sha256: "BB".into(),
+        previous_serial: Some("0A".into()),
+        requested_at: t(100),
+        confirmed: true,
+    });
+    let mut adopted = installed(200, None);
+    adopted.installed = None;
+    let mut failing = installed(200, Some(1825));
+    failing.retry_after = Some(t(10) + Duration::hours(2));
+
+    let multi = installed(200, Some(1825));
+    let single = installed(365, Some(365));
+    Records {
+        no_order,
+        with_intent,
+        pending,
+        reissuing,
+        adopted,
+        failing,
+        multi,
+        single,
+    }
+}
+
+struct Case<'a> {
+    what: &'a str,
+    record: &'a CertRecord,
+    now: OffsetDateTime,
+    allow: bool,
+    disk: Disk,
+    expect: fn(&Action) -> bool,
+}
+
+fn check(cases: &[Case<'_>]) {
+    for c in cases {
+        let mut i = inputs(c.record, c.now);
+        i.allow_orders = c.allow;
+        i.disk = c.disk.clone();
+        let a = decide(&i);
+        assert!((c.expect)(&a), "{}: got {a:?}", c.what);
+    }
+}
+
+#[test]
+fn every_branch_of_the_record_state() {
+    let r = records();
+    check(&[
+        Case {
+            what: "intent first",
+            record: &r.with_intent,
+            now: t(0),
+            allow: true,
+            disk: Disk::AsInstalled,
+            expect: |a| *a == Action::Reconcile,
+        },
+        Case {
+            what: "no order, not allowed",
+            record: &r.no_order,
+            now: t(0),
+            allow: false,
+            disk: Disk::AsInstalled,
+            expect: |a| *a == Action::NeedsOrder,
+        },
+        Case {
+            what: "no order, allowed",
+            record: &r.no_order,
+            now: t(0),
+            allow: true,
+            disk: Disk::AsInstalled,
+            expect: |a| *a == Action::Order,
+        },
+        Case {
+            what: "order pending",
+            record: &r.pending,
+            now: t(0),
+            allow: false,
+            disk: Disk::Missing,
+            expect: |a| *a == Action::Continue,
+        },
+        Case {
+            what: "reissue pending",
+            record: &r.reissuing,
+            now: t(150),
+            allow: false,
+            disk: Disk::AsInstalled,
+            expect: |a| *a == Action::Continue,
+        },
+        Case {
+            what: "adopted order without local key",
+            record: &r.adopted,
+            now: t(1),
+            allow: false,
+            disk: Disk::Missing,
+            expect: |a| matches!(a, Action::Reissue { new_key: true, .. }),
+        },
+    ]);
+}
+
+#[test]
+fn every_branch_of_the_schedule() {
+    let r = records();
+    check(&[
+        Case {
+            what: "backoff",
+            record: &r.failing,
+            now: t(10),
+            allow: false,
+            disk: Disk::AsInstalled,
+            expect: |a| matches!(a, Action::Backoff { .. }),
+        },
+        Case {
+            what: "file missing",
+            record: &r.multi,
+            now: t(10),
+            allow: false,
+            disk: Disk::Missing,
+            expect: |a| *a == Action::Reinstall,
+        },
+        Case {
+            what: "file differs",
+            record: &r.multi,
+            now: t(10),
+            allow: false,
+            disk: Disk::Differs(Some("0B".into())),
+            expect: |a| *a == Action::Reinstall,
+        },
+        Case {
+            what: "not due",
+            record: &r.multi,
+            now: t(100),
+            allow: false,
+            disk: Disk::AsInstalled,
+            expect: |a| matches!(a, Action::Idle { warning: None, .. }),
+        },
+        Case {
+            what: "due inside multi-year subscription",
+            record: &r.multi,
+            now: t(140),
+            allow: false,
+            disk: Disk::AsInstalled,
+            expect: |a| matches!(a, Action::Reissue { new_key: true, .. }),
+        },
+        Case {
+            what: "single year, due: prepare renewal",
+            record: &r.single,
+            now: t(300),
+            allow: false,
+            disk: Disk::AsInstalled,
+            expect: |a| matches!(a, Action::RenewSubscription { order: false, .. }),
+        },
+        Case {
+            what: "single year, due, orders allowed",
+            record: &r.single,
+            now: t(300),
+            allow: true,
+            disk: Disk::AsInstalled,
+            expect: |a| matches!(a, Action::RenewSubscription { order: true, .. }),
+        },
+        Case {
+            what: "warning 60 days before the end",
+            record: &r.single,
+            now: t(310),
+            allow: false,
+            disk: Disk::AsInstalled,
+            expect: |a| matches!(a, Action::RenewSubscription { .. }),
+        },
+    ]);
+}
+
+#[test]
+fn due_is_the_earlier_of_days_left_and_a_third_of_the_lifetime() {
+    // 200-day certificate: a third (66.7 days) comes before 30 days.
+    let at = renewal_time("a", "01", t(0), t(200), 30);
+    assert!(
+        at <= t(200) - Duration::days(66) && at >= t(200) - Duration::days(74),
+        "{at}"
+    );
+    // 47-day certificate: 30 days left comes before a third (15.7 days).
+    let at = renewal_time("a", "01", t(0), t(47), 30);
+    assert!(at <= t(17) && at >= t(17) - Duration::days(4), "{at}");
+}
+
+#[test]
+fn spread_is_stable_and_differs_between_certificates() {
+    let a1 = renewal_time("a", "01", t(0), t(200), 30);
+    let a2 = renewal_time("a", "01", t(0), t(200), 30);
+    let b = renewal_time("b", "01", t(0), t(200), 30);
+    assert_eq!(a1, a2);
+    assert_ne!(a1, b);
+    let f = stable_fraction("x", "y");
+    assert!((0.0..1.0).contains(&f));
+}
+
+#[test]
+fn subscription_warning_starts_60_days_before_the_end() {
+    let rec = installed(200, Some(400));
+    // Certificate 2 (reissued) covers to day 400; not due yet on day 320 with a 200-day
+    // life from day 200, but the subscription warning shows.
+    let mut rec2 = rec.clone();
+    if let Some(inst) = rec2.installed.as_mut() {
+        inst.not_before = t(200);
+        inst.not_after = t(400);
+    }
+    let a = decide(&inputs(&rec2, t(250)));
+    assert!(matches!(a, Action::Idle { warning: None, .. }), "{a:?}");
+    let a = decide(&inputs(&rec2, t(345)));
+    match a {
+        Action::Idle {
+            warning: Some(w), ..
+        }
+        | Action::RenewSubscription { reason: w, .. } => {
+            assert!(w.contains("subscription") || w.contains("renewal"), "{w}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn reissue_moves_before_the_blackout_and_none_inside_it() {
+    // A 45-day certificate from day 170 to 215 is due around day 196-200; the subscription
+    // ends on day 220, so the blackout starts on day 190 and the last reissue moves to a
+    // week before it (day 183).
+    let mut rec = installed(215, Some(220));
+    if let Some(inst) = rec.installed.as_mut() {
+        inst.not_before = t(170);
+    }
+    let mut i = inputs(&rec, t(182));
+    i.renew_before_days = 5;
+    assert!(
+        matches!(decide(&i), Action::Idle { .. }),
+        "{:?}",
+        decide(&i)
+    );
+    let i = Inputs { now: t(184), ..i };
+    assert!(
+        matches!(decide(&i), Action::Reissue { .. }),
+        "{:?}",
+        decide(&i)
+    );
+    // Inside the blackout no reissue is possible: the subscription must be renewed.
+    let i = Inputs { now: t(195), ..i };
+    assert!(
+        matches!(decide(&i), Action::RenewSubscription { .. }),
+        "{:?}",
+        decide(&i)
+    );
+}
+
+#[test]
+fn family_c_refuses_a_reused_key() {
+    let rec = installed(200, Some(1825));
+    let mut i = inputs(&rec, t(150));
+    i.reuse_key = true;
+    assert!(matches!(decide(&i), Action::Reissue { new_key: false, .. }));
+    i.family = Some(Family::C);
+    assert!(
+        matches!(decide(&i), Action::CannotReissue { .. }),
+        "{:?}",
+        decide(&i)
+    );
+    i.reuse_key = false;
+    assert!(matches!(decide(&i), Action::Reissue { new_key: true, .. }));
+}
+
+#[test]
+fn force_reissues_now_but_never_orders() {
+    let rec = installed(200, Some(1825));
+    let mut i = inputs(&rec, t(10));
+    i.force = true;
+    assert!(matches!(decide(&i), Action::Reissue { .. }));
+    // A certificate that already reaches the end of its subscription: still a reissue.
+    let rec = installed(60, Some(60));
+    let mut i = inputs(&rec, t(5));
+    i.force = true;
+    i.allow_orders = true;
+    assert!(
+        matches!(decide(&i), Action::Reissue { .. }),
+        "{:?}",
+        decide(&i)
+    );
+    // Inside the blackout: refused, even with orders allowed.
+    let rec = installed(200, Some(210));
+    let mut i = inputs(&rec, t(185));
+    i.force = true;
+    i.allow_orders = true;
+    assert!(
+        matches!(decide(&i), Action::CannotReissue { .. }),
+        "{:?}",
+        decide(&i)
+    );
+}
+
+#[test]
+fn an_ended_order_is_reported_until_issue_replaces_it() {
+    let mut rec = installed(200, Some(1825));
+    rec.ended = Some("annulled".into());
+    let mut i = inputs(&rec, t(10));
+    i.allow_orders = true;
+    assert!(matches!(decide(&i), Action::Ended { .. }));
+    i.replace_ended = true;
+    assert_eq!(decide(&i), Action::Order);
+}
+
+#[test]
+fn prolong_is_prepared_at_most_once_a_day() {
+    let mut rec = installed(365, Some(365));
+    rec.prolong_prepared_at = Some(t(300));
+    let a = decide(&inputs(&rec, t(300) + Duration::hours(5)));
+    assert!(matches!(a, Action::Idle { .. }), "{a:?}");
+    let a = decide(&inputs(&rec, t(301) + Duration::hours(1)));
+    assert!(
+        matches!(a, Action::RenewSubscription { order: false, .. }),
+        "{a:?}"
+    );
+}
+
+#[test]
+fn explicit_commands_ignore_the_backoff() {
+    let mut rec = installed(200, Some(1825));
+    rec.retry_after = Some(t(10) + Duration::hours(2));
+    let mut i = inputs(&rec, t(10));
+    assert!(matches!(decide(&i), Action::Backoff { .. }));
+    i.ignore_backoff = true;
+    assert!(
+        matches!(decide(&i), Action::Idle { .. }),
+        "{:?}",
+        decide(&i)
+    );
+}
+
+#[test]
+fn backoff_doubles_to_a_day() {
+    assert_eq!(backoff(1), Duration::hours(1));
+    assert_eq!(backoff(2), Duration::hours(2));
+    assert_eq!(backoff(5), Duration::hours(16));
+    assert_eq!(backoff(6), Duration::hours(24));
+    assert_eq!(backoff(60), Duration::hours(24));
+}
