@@ -117,7 +117,7 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
     let _watcher = watch_config(config_path, changes_tx);
     let mut stop = StopSignals::new(opts.handle_signals, opts.stop.clone())?;
     let mut hup = if opts.handle_signals {
-        Some(signal(tokio::signal::unix::SignalKind::hangup(), "SIGHUP")?)
+        Some(crate::signal::Hangups::install()?)
     } else {
         None
     };
@@ -205,9 +205,8 @@ impl Daemon {
         let (run_stop, run_stop_rx) = watch::channel(false);
         let run_opts = RunOptions {
             wait: opts.run_wait,
-            allow_orders: config.agent.allow_orders,
             stop: Some(run_stop_rx),
-            ..RunOptions::default()
+            ..RunOptions::unattended(config)
         };
         self.emit(DaemonEvent::RunStarted {
             certificates: names(config),
@@ -345,23 +344,9 @@ fn soon_after_reload(next: Instant, opts: &DaemonOptions) -> Instant {
 fn print_report(report: &RunReport) {
     for c in &report.certificates {
         match &c.outcome {
-            Outcome::Unchanged { reason } => {
-                tracing::debug!("{}: nothing to do ({reason})", c.name)
-            }
-            Outcome::Installed {
-                certificate_id,
-                serial,
-                not_after,
-            } => say(&format!(
-                "{}: installed certificate {certificate_id}, serial {serial}, valid until {}",
-                c.name,
-                not_after
-                    .format(&time::format_description::well_known::Rfc3339)
-                    .unwrap_or_default()
-            )),
-            Outcome::Pending { reason } => say(&format!("{}: pending: {reason}", c.name)),
-            Outcome::Planned { action } => say(&format!("{}: would {action}", c.name)),
+            Outcome::Unchanged { .. } => tracing::debug!("{}", c.line()),
             Outcome::Failed { error } => tracing::error!("{}: {error}", c.name),
+            _ => say(&c.line()),
         }
         if let Some(w) = &c.warning {
             tracing::warn!("{}: {w}", c.name);
@@ -392,49 +377,26 @@ fn random_up_to(max: Duration) -> Duration {
 
 /// `SIGTERM`, `SIGINT` and the embedder's stop flag.
 struct StopSignals {
-    term: Option<tokio::signal::unix::Signal>,
-    int: Option<tokio::signal::unix::Signal>,
+    signals: Option<crate::signal::StopSignals>,
     external: Option<watch::Receiver<bool>>,
 }
 
 impl StopSignals {
     fn new(handle_signals: bool, external: Option<watch::Receiver<bool>>) -> Result<Self> {
-        use tokio::signal::unix::SignalKind;
-        let (term, int) = if handle_signals {
-            (
-                Some(signal(SignalKind::terminate(), "SIGTERM")?),
-                Some(signal(SignalKind::interrupt(), "SIGINT")?),
-            )
+        let signals = if handle_signals {
+            Some(crate::signal::StopSignals::install()?)
         } else {
-            (None, None)
+            None
         };
-        Ok(Self {
-            term,
-            int,
-            external,
-        })
+        Ok(Self { signals, external })
     }
 
     /// Resolves when a stop is requested (again, after the first).
     async fn requested(&mut self) {
-        let Self {
-            term,
-            int,
-            external,
-        } = self;
-        let term = async {
-            match term.as_mut() {
-                Some(s) => {
-                    s.recv().await;
-                }
-                None => std::future::pending().await,
-            }
-        };
-        let int = async {
-            match int.as_mut() {
-                Some(s) => {
-                    s.recv().await;
-                }
+        let Self { signals, external } = self;
+        let signals = async {
+            match signals.as_mut() {
+                Some(s) => s.recv().await,
                 None => std::future::pending().await,
             }
         };
@@ -450,22 +412,13 @@ impl StopSignals {
             }
         };
         tokio::select! {
-            () = term => {}
-            () = int => {}
+            () = signals => {}
             () = external => {}
         }
     }
 }
 
-fn signal(
-    kind: tokio::signal::unix::SignalKind,
-    name: &str,
-) -> Result<tokio::signal::unix::Signal> {
-    tokio::signal::unix::signal(kind)
-        .map_err(|e| anyhow::anyhow!("could not install the {name} handler: {e}"))
-}
-
-async fn recv_hup(hup: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+async fn recv_hup(hup: &mut Option<crate::signal::Hangups>) -> Option<()> {
     match hup {
         Some(s) => s.recv().await,
         None => std::future::pending().await,

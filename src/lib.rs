@@ -20,4 +20,5 @@ pub mod fsutil;
 pub mod install;
 pub mod process;
 pub mod renew;
+pub mod signal;
 pub mod store;

@@ -54,7 +54,7 @@ pub async fn serve(plan: Plan) -> Result<u8> {
         state_dir,
     } = plan;
     // Signal handlers first: a stop request during start-up is not lost.
-    let mut stop = Stop::new()?;
+    let mut stop = crate::signal::StopSignals::install()?;
 
     let store = Store::open(&state_dir)?;
     let lock = ServeLock::take(store.dir())?;
@@ -96,7 +96,7 @@ pub async fn serve(plan: Plan) -> Result<u8> {
         servers.push(server);
     }
 
-    stop.wait().await;
+    stop.recv().await;
     tracing::info!("stopping");
     for server in servers {
         server.shutdown().await;
@@ -181,27 +181,4 @@ fn drop_privileges(user: &User) -> Result<()> {
         bail!("after switching to user '{name}' the process could become root again");
     }
     Ok(())
-}
-
-/// SIGTERM and SIGINT.
-struct Stop {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-}
-
-impl Stop {
-    fn new() -> Result<Self> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Self {
-            term: signal(SignalKind::terminate()).context("could not handle SIGTERM")?,
-            int: signal(SignalKind::interrupt()).context("could not handle SIGINT")?,
-        })
-    }
-
-    async fn wait(&mut self) {
-        tokio::select! {
-            _ = self.term.recv() => {}
-            _ = self.int.recv() => {}
-        }
-    }
 }

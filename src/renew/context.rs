@@ -46,6 +46,27 @@ pub struct RunOptions {
     pub stop: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
+impl RunOptions {
+    /// An unattended run over every certificate (the timer's `renew`, the daemon): billed
+    /// orders as the configuration allows, the backoff after failures respected.
+    pub fn unattended(config: &Config) -> Self {
+        Self {
+            allow_orders: config.agent.allow_orders,
+            ..Self::default()
+        }
+    }
+
+    /// An operator's command on named certificates: tried now despite a backoff, no billed
+    /// order unless the command says so.
+    pub fn explicit(names: Vec<String>) -> Self {
+        Self {
+            names,
+            ignore_backoff: true,
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for RunOptions {
     fn default() -> Self {
         Self {

@@ -81,6 +81,31 @@ impl RunReport {
     }
 }
 
+impl CertReport {
+    /// This certificate's line of the run's report, as `renew` prints it and the daemon logs
+    /// it: `NAME: nothing to do (…)`, `NAME: installed certificate …`, `NAME: pending: …`,
+    /// `NAME: would …`, `NAME: error: …`.
+    pub fn line(&self) -> String {
+        let name = &self.name;
+        match &self.outcome {
+            Outcome::Unchanged { reason } => format!("{name}: nothing to do ({reason})"),
+            Outcome::Installed {
+                certificate_id,
+                serial,
+                not_after,
+            } => format!(
+                "{name}: installed certificate {certificate_id}, serial {serial}, valid until {}",
+                not_after
+                    .format(&time::format_description::well_known::Rfc3339)
+                    .unwrap_or_default()
+            ),
+            Outcome::Pending { reason } => format!("{name}: pending: {reason}"),
+            Outcome::Planned { action } => format!("{name}: would {action}"),
+            Outcome::Failed { error } => format!("{name}: error: {error}"),
+        }
+    }
+}
+
 impl RunReport {
     /// Every selected certificate, not started yet.
     pub(super) fn not_started(certs: &[&CertificateConfig]) -> Self {

@@ -1,0 +1,173 @@
+//! Command-line interface: parses the command line, runs each `cert-agent` command and prints
+//! its result (aligned tables for people, `--json` for programs). One file per mode; errors
+//! carry context naming what failed, and only [`exit`] turns outcomes and errors into the
+//! documented exit codes.
+
+/// `println!` that ends the process quietly when stdout is a closed pipe (`cert-agent list |
+/// head`), instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout(), $($arg)*) {
+            $crate::cli::exit::stdout_failed(&e);
+        }
+    }};
+}
+
+/// `print!` with the same handling as [`outln!`].
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = write!(std::io::stdout(), $($arg)*) {
+            $crate::cli::exit::stdout_failed(&e);
+        }
+    }};
+}
+
+mod account;
+mod actions;
+mod args;
+mod config_cmd;
+pub mod exit;
+mod output;
+mod run_cmds;
+mod serve;
+mod status;
+mod table;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+
+use crate::api::Client;
+use crate::config::Config;
+
+pub use args::{Cli, Command, ConfigCommand, DcvCommand, IssueArgs, ListArgs, RenewArgs, Scope};
+pub use exit::UsageError;
+use output::Output;
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose, cli.quiet);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: could not start the async runtime: {e}");
+            return ExitCode::from(exit::ERROR);
+        }
+    };
+    match runtime.block_on(run(&cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(exit::code_for(&err))
+        }
+    }
+}
+
+fn init_logging(verbose: u8, quiet: bool) {
+    let level = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "debug",
+        (false, _) => "trace",
+    };
+    // Our own crate at the chosen level; dependencies one step quieter so that -vv stays
+    // readable and never shows wire dumps.
+    let filter = format!("warn,cert_agent={level}");
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter));
+    // Timestamps only when asked for detail: the journal and cron add their own.
+    let _ = if verbose > 0 {
+        builder.try_init()
+    } else {
+        builder.without_time().try_init()
+    };
+}
+
+/// Runs one command; returns the exit code for outcomes that are not errors.
+pub async fn run(cli: &Cli) -> Result<u8> {
+    let out = Output { json: cli.json };
+    match &cli.command {
+        Command::Config(ConfigCommand::Check) => config_cmd::run(&cli.config, &out),
+        Command::Renew(args) => {
+            let config = load_config(&cli.config)?;
+            run_cmds::random_start_delay(args.random_delay).await;
+            engine(&cli.command, &config, &out).await
+        }
+        Command::Issue(_) | Command::Reissue { .. } | Command::Install { .. } => {
+            let config = load_config(&cli.config)?;
+            engine(&cli.command, &config, &out).await
+        }
+        Command::Adopt {
+            name,
+            certificate_id,
+            reissue,
+        } => {
+            let config = load_config(&cli.config)?;
+            let client = client_for(&config)?;
+            let summary =
+                crate::renew::adopt::adopt(&config, &client, name, *certificate_id).await?;
+            if out.json {
+                out.print_json(&summary)?;
+            } else {
+                outln!("{}", summary.message);
+            }
+            if !*reissue {
+                return Ok(exit::OK);
+            }
+            engine(&cli.command, &config, &out).await
+        }
+        Command::Run { interval, wait } => {
+            let opts = crate::daemon::DaemonOptions {
+                interval: std::time::Duration::from_secs(*interval),
+                jitter: std::time::Duration::from_secs((*interval / 6).min(600)),
+                run_wait: std::time::Duration::from_secs(*wait),
+                ..Default::default()
+            };
+            crate::daemon::run_daemon(&cli.config, opts).await?;
+            Ok(exit::OK)
+        }
+        Command::Status { id: None } => status::run(&load_config(&cli.config)?, &out),
+        Command::Serve => {
+            let plan = serve::Plan::of(&load_config(&cli.config)?)?;
+            serve::serve(plan).await
+        }
+        command => {
+            let config = load_config(&cli.config)?;
+            let client = client_for(&config)?;
+            account::run(command, &config, &client, &out).await
+        }
+    }
+}
+
+/// Runs the renewal engine for `command` (one of the commands that have run options).
+async fn engine(command: &Command, config: &Config, out: &Output) -> Result<u8> {
+    let Some(opts) = run_cmds::options(command, config) else {
+        anyhow::bail!("internal: this command does not run the renewal engine");
+    };
+    run_cmds::run(config, &opts, out).await
+}
+
+fn load_config(path: &Path) -> Result<Config> {
+    let config = Config::load(path)?;
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
+    Ok(config)
+}
+
+/// The API client as the configuration describes it.
+pub fn client_for(config: &Config) -> Result<Client> {
+    let options = config.client_options();
+    Client::new(options).context("could not set up the Partner API client")
+}

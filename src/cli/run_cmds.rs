@@ -1,0 +1,130 @@
+//! The commands that run the renewal engine — `renew`, `issue`, `reissue`, `install`,
+//! `adopt --reissue` — with their options mapped in one place, and the run's report printed.
+
+use std::time::Duration;
+
+use anyhow::Result;
+
+use super::args::{Command, RenewArgs};
+use super::exit;
+use super::output::Output;
+use crate::config::Config;
+use crate::renew::{Outcome, RunOptions};
+
+/// Runs the engine with `opts` and prints its report; the exit code follows the run's status
+/// (75 when another run holds the lock).
+pub(super) async fn run(config: &Config, opts: &RunOptions, out: &Output) -> Result<u8> {
+    let report = match crate::renew::run(config, opts).await {
+        Ok(r) => r,
+        Err(e) => {
+            if let Some(crate::store::StoreError::Locked { .. }) =
+                e.downcast_ref::<crate::store::StoreError>()
+            {
+                eprintln!("{e:#}");
+                return Ok(exit::PENDING);
+            }
+            return Err(e);
+        }
+    };
+    if out.json {
+        out.print_json(&report)?;
+        return Ok(exit::of_run(report.status()));
+    }
+    // One write for the whole report (thousands of lines on a large host); failures go to
+    // stderr.
+    let mut text = String::new();
+    for c in &report.certificates {
+        if matches!(c.outcome, Outcome::Failed { .. }) {
+            eprintln!("{}", c.line());
+        } else {
+            text.push_str(&c.line());
+            text.push('\n');
+        }
+    }
+    out!("{text}");
+    Ok(exit::of_run(report.status()))
+}
+
+/// `renew --random-delay SECS`: a random sleep before an unattended run that systemd did not
+/// start (cron); none on a terminal or under systemd (`INVOCATION_ID` set).
+pub(super) async fn random_start_delay(max_secs: u64) {
+    let unattended = !std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("INVOCATION_ID").is_none();
+    if max_secs == 0 || !unattended {
+        return;
+    }
+    let secs = rand::random_range(0..=max_secs);
+    tracing::info!("waiting {secs} s before starting (--random-delay)");
+    tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
+}
+
+/// The engine's options for a command that runs it; `None` for the other commands. The one
+/// place where commands become run options.
+pub(super) fn options(command: &Command, config: &Config) -> Option<RunOptions> {
+    let explicit = |name: &str| RunOptions {
+        stop: stop_on_signals(),
+        ..RunOptions::explicit(vec![name.to_owned()])
+    };
+    Some(match command {
+        Command::Renew(args) => renew_options(args, config),
+        Command::Issue(args) => RunOptions {
+            wait: Duration::from_secs(args.wait),
+            allow_orders: args.yes || config.agent.allow_orders,
+            clear_intent: args.clear_intent,
+            replace_ended: true,
+            ..explicit(&args.name)
+        },
+        // A reissue is free; it never places an order.
+        Command::Reissue {
+            name,
+            reuse_key,
+            wait,
+        } => RunOptions {
+            force: true,
+            reuse_key: *reuse_key,
+            wait: Duration::from_secs(*wait),
+            ..explicit(name)
+        },
+        Command::Install { name } => RunOptions {
+            reinstall: true,
+            ..explicit(name)
+        },
+        Command::Adopt {
+            name,
+            reissue: true,
+            ..
+        } => RunOptions {
+            force: true,
+            ..explicit(name)
+        },
+        _ => return None,
+    })
+}
+
+fn renew_options(args: &RenewArgs, config: &Config) -> RunOptions {
+    RunOptions {
+        names: args.names.clone(),
+        dry_run: args.dry_run,
+        force: args.force,
+        wait: Duration::from_secs(args.wait),
+        // Unattended runs (no names) respect the backoff after failures; a named certificate
+        // is an operator's request to try now.
+        ignore_backoff: !args.names.is_empty() || args.force,
+        stop: stop_on_signals(),
+        ..RunOptions::unattended(config)
+    }
+}
+
+/// A stop channel that turns `true` on the first SIGTERM or SIGINT: the run stops waiting,
+/// removes what it published for validation and reports the rest as pending. A second signal
+/// ends the process at once.
+fn stop_on_signals() -> Option<tokio::sync::watch::Receiver<bool>> {
+    crate::signal::StopSignals::channel(
+        || {
+            eprintln!(
+                "stopping: cleaning up what this run published (a second signal stops at once)"
+            )
+        },
+        || std::process::exit(130),
+    )
+}
