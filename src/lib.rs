@@ -22,3 +22,4 @@ pub mod process;
 pub mod renew;
 pub mod signal;
 pub mod store;
+pub mod values;

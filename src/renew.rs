@@ -18,7 +18,7 @@ mod run;
 mod start;
 pub mod status;
 
-pub use context::{RunOptions, TEST_CLOCK_OFFSET_ENV, now};
+pub use context::{RunOptions, TEST_CLOCK_OFFSET_ENV, client, client_options, now};
 pub use deploy::{argv, install_paths};
 pub use report::{CertReport, Outcome, RunReport, RunStatus};
 pub use run::run;

@@ -25,11 +25,8 @@ use super::auth::{self, PasswordSource, Session};
 use super::error::{ApiError, Call, ErrorBody, TransportKind, excerpt};
 use super::types::*;
 use crate::fsutil::io_text;
+pub use crate::values::endpoint::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, normalize_base_url};
 
-/// Default connect timeout.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default total timeout of one request (connect, send, receive the whole body).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Largest JSON answer accepted.
 pub const MAX_JSON_BYTES: usize = 4 * 1024 * 1024;
 /// Largest ZIP archive accepted (download calls).
@@ -144,29 +141,6 @@ impl ClientOptions {
             max_zip_bytes: MAX_ZIP_BYTES,
         }
     }
-}
-
-/// Checks an `api.base_url` and returns it without a trailing slash. Errors are sentences
-/// ("must use https://").
-pub fn normalize_base_url(base_url: &str) -> Result<String, String> {
-    let url = reqwest::Url::parse(base_url).map_err(|e| format!("not a valid URL: {e}"))?;
-    if url.scheme() != "https" {
-        return Err(format!(
-            "must use https:// (got {}://); plain HTTP is redirected by the service and would \
-             expose credentials",
-            url.scheme()
-        ));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err("has no host".into());
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err("must not carry a user name or password".into());
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err("must not carry a query or fragment".into());
-    }
-    Ok(url.as_str().trim_end_matches('/').to_owned())
 }
 
 /// What kind of call, for retries and for lost answers.

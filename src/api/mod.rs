@@ -11,14 +11,13 @@
 mod auth;
 mod client;
 mod error;
-mod secret;
 pub mod types;
 
+pub use crate::values::{MASK, Secret};
 pub use auth::{PASSWORD_CREDENTIAL, PasswordSource, TOKEN_FILE};
 pub use client::{
     Client, ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, MAX_JSON_BYTES, MAX_ZIP_BYTES,
     PAGE_SIZE, RetryPolicy, normalize_base_url, user_agent,
 };
 pub use error::{ApiError, Call, ErrorBody, TransportKind};
-pub use secret::{MASK, Secret};
 pub use types::*;

@@ -4,140 +4,14 @@
 //! (no `deny_unknown_fields`); money stays decimal text ([`Decimal`]); the product type keeps the
 //! document's `standart` spelling; credentials (auth token, prolongation token) are [`Secret`]s.
 
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::de::{self, Deserializer, Visitor};
-use serde::{Deserialize, Serialize, Serializer};
+use serde::de::{self, Deserializer};
+use serde::{Deserialize, Serialize};
 
 use super::Secret;
-
-// ---------------------------------------------------------------------------------------------
-// Decimal
-// ---------------------------------------------------------------------------------------------
-
-/// A decimal amount kept as its exact text, e.g. `"12.50"`.
-///
-/// Deserialises from a JSON string (prices, `Price.value`) or a JSON number (details `price`,
-/// balance `sum`). A number is kept as the shortest text that denotes the same value
-/// (`12.10` becomes `"12.1"`); integers are exact. Never stored as a float.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Decimal(String);
-
-/// A text that is not a plain decimal number (`-?digits(.digits)?`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("not a decimal number: {0:?}")]
-pub struct InvalidDecimal(pub String);
-
-impl Decimal {
-    /// Parses `-?[0-9]+(\.[0-9]+)?` (surrounding whitespace is not accepted).
-    pub fn parse(text: &str) -> Result<Self, InvalidDecimal> {
-        let digits = text.strip_prefix('-').unwrap_or(text);
-        let (int, frac) = match digits.split_once('.') {
-            Some((i, f)) => (i, Some(f)),
-            None => (digits, None),
-        };
-        let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-        if all_digits(int) && frac.is_none_or(all_digits) {
-            Ok(Self(text.to_owned()))
-        } else {
-            Err(InvalidDecimal(text.chars().take(40).collect()))
-        }
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// Compares the values exactly (`"10.0"` equals `"10"`, `"9.99"` is less than `"10"`).
-    pub fn cmp_value(&self, other: &Decimal) -> Ordering {
-        let (na, ia, fa) = self.parts();
-        let (nb, ib, fb) = other.parts();
-        let zero_a = ia.is_empty() && fa.is_empty();
-        let zero_b = ib.is_empty() && fb.is_empty();
-        let neg_a = na && !zero_a;
-        let neg_b = nb && !zero_b;
-        match (neg_a, neg_b) {
-            (false, true) => return Ordering::Greater,
-            (true, false) => return Ordering::Less,
-            _ => {}
-        }
-        let magnitude = ia
-            .len()
-            .cmp(&ib.len())
-            .then_with(|| ia.cmp(ib))
-            .then_with(|| fa.cmp(fb));
-        if neg_a {
-            magnitude.reverse()
-        } else {
-            magnitude
-        }
-    }
-
-    /// (negative, integer digits without leading zeros, fraction digits without trailing zeros)
-    fn parts(&self) -> (bool, &str, &str) {
-        let neg = self.0.starts_with('-');
-        let digits = self.0.trim_start_matches('-');
-        let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
-        (neg, int.trim_start_matches('0'), frac.trim_end_matches('0'))
-    }
-}
-
-impl fmt::Display for Decimal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for Decimal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Decimal({})", self.0)
-    }
-}
-
-impl std::str::FromStr for Decimal {
-    type Err = InvalidDecimal;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::parse(s)
-    }
-}
-
-impl Serialize for Decimal {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for Decimal {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Decimal;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a decimal number or a string holding one")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Decimal, E> {
-                Decimal::parse(v).map_err(E::custom)
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Decimal, E> {
-                Ok(Decimal(v.to_string()))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Decimal, E> {
-                Ok(Decimal(v.to_string()))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Decimal, E> {
-                // Rust prints the shortest text that parses back to `v`, never an exponent.
-                if v.is_finite() {
-                    Decimal::parse(&v.to_string()).map_err(E::custom)
-                } else {
-                    Err(E::custom("not a finite number"))
-                }
-            }
-        }
-        deserializer.deserialize_any(V)
-    }
-}
+pub use crate::values::{DcvType, Decimal, InvalidDecimal};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -289,49 +163,6 @@ pub struct Product {
 // ---------------------------------------------------------------------------------------------
 // Order
 // ---------------------------------------------------------------------------------------------
-
-/// DCV method of an order item (section "OrderItem", dcv_type rules).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum DcvType {
-    Email,
-    CnameCsrHash,
-    HttpCsrHash,
-    HttpsCsrHash,
-    DnsTxtToken,
-}
-
-impl DcvType {
-    /// The wire value, e.g. `HTTP_CSR_HASH`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Email => "EMAIL",
-            Self::CnameCsrHash => "CNAME_CSR_HASH",
-            Self::HttpCsrHash => "HTTP_CSR_HASH",
-            Self::HttpsCsrHash => "HTTPS_CSR_HASH",
-            Self::DnsTxtToken => "DNS_TXT_TOKEN",
-        }
-    }
-
-    /// Parses a wire value (`dcv_method` of the list and details calls).
-    pub fn from_wire(s: &str) -> Option<Self> {
-        [
-            Self::Email,
-            Self::CnameCsrHash,
-            Self::HttpCsrHash,
-            Self::HttpsCsrHash,
-            Self::DnsTxtToken,
-        ]
-        .into_iter()
-        .find(|t| t.as_str() == s)
-    }
-}
-
-impl fmt::Display for DcvType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// `country_id` of an order: numeric ID or ISO 3166-1 alpha-2 code.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -957,6 +788,7 @@ impl fmt::Debug for Download {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::cmp::Ordering;
 
     fn de<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
         serde_json::from_value(v).expect("decodes")

@@ -2,64 +2,18 @@
 //! leaf is for our key and names, valid now and not a CA; the chain links by names and
 //! signatures; optionally it ends at a configured trust anchor.
 
-use std::fmt;
-use std::str::FromStr;
-
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::{PemObject, SectionKind};
-use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use x509_parser::oid_registry::{OID_PKCS1_SHA1WITHRSA, OID_SHA1_WITH_RSA};
 use x509_parser::prelude::{FromDer, X509Certificate};
 
+pub use crate::values::ServerKind;
+
 use super::BundleError;
 use super::archive::{Archive, quote};
 use crate::crypto::{pem_encode, same_public_key, san_dns_names, serial_hex};
-
-/// The web server a certificate is installed for; it decides which bundle files are read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ServerKind {
-    /// `nginx/fullchain.crt` (server certificate first, then the chain).
-    Nginx,
-    /// `apache/certificate.crt` (the server certificate) and `apache/ca_bundle.crt` (chain).
-    Apache,
-    /// `pem/fullchain.pem`, cross-checked with the other `pem/` files.
-    None,
-}
-
-impl ServerKind {
-    /// The configuration string: `nginx`, `apache` or `none`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServerKind::Nginx => "nginx",
-            ServerKind::Apache => "apache",
-            ServerKind::None => "none",
-        }
-    }
-}
-
-impl fmt::Display for ServerKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ServerKind {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "nginx" => Ok(ServerKind::Nginx),
-            "apache" => Ok(ServerKind::Apache),
-            "none" => Ok(ServerKind::None),
-            other => Err(format!(
-                "unknown server {other:?} (expected nginx, apache or none)"
-            )),
-        }
-    }
-}
 
 /// What the certificate in a bundle must match.
 #[derive(Debug, Clone, Copy)]

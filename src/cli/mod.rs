@@ -38,7 +38,7 @@ mod table;
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Parser;
 
 use crate::api::Client;
@@ -168,6 +168,5 @@ fn load_config(path: &Path) -> Result<Config> {
 
 /// The API client as the configuration describes it.
 pub fn client_for(config: &Config) -> Result<Client> {
-    let options = config.client_options();
-    Client::new(options).context("could not set up the Partner API client")
+    crate::renew::client(config)
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use time::OffsetDateTime;
 
-use crate::api::Client;
+use crate::api::{Client, ClientOptions, PasswordSource};
 use crate::config::Config;
 use crate::dcv::standalone::StandaloneServer;
 use crate::store::Store;
@@ -166,8 +166,7 @@ impl Ctx<'_> {
         if let Some(c) = self.client.get() {
             return Ok(c);
         }
-        let c = Client::new(self.config.client_options())
-            .context("could not set up the Partner API client")?;
+        let c = client(self.config)?;
         Ok(self.client.get_or_init(|| c))
     }
 }
@@ -183,6 +182,31 @@ pub fn now() -> OffsetDateTime {
         return real + time::Duration::seconds(secs);
     }
     real
+}
+
+/// Options for [`Client::new`] as the configuration describes them: base URL, login, password
+/// source (with the systemd credential when `$CREDENTIALS_DIRECTORY` is set), CA file, token
+/// cache in `state_dir`, timeouts and retries.
+pub fn client_options(config: &Config) -> ClientOptions {
+    let api = &config.api;
+    let password = PasswordSource {
+        file: api.password_file.clone(),
+        inline: api.password.clone(),
+        credentials_directory: None,
+    }
+    .with_systemd_credentials();
+    let mut o = ClientOptions::new(&api.base_url, &api.login, password);
+    o.ca_file = api.ca_file.clone();
+    o.state_dir = Some(config.agent.state_dir.clone());
+    o.connect_timeout = Duration::from_secs(api.connect_timeout_secs);
+    o.timeout = Duration::from_secs(api.timeout_secs);
+    o.retry.max_attempts = api.retries + 1;
+    o
+}
+
+/// The API client as the configuration describes it.
+pub fn client(config: &Config) -> Result<Client> {
+    Client::new(client_options(config)).context("could not set up the Partner API client")
 }
 
 /// Progress for an operator watching a terminal (and the log).
@@ -215,3 +239,30 @@ pub(super) async fn stopped(opts: &RunOptions) {
 /// follow the sandbox's virtual clock through years of renewals. Honoured only in debug
 /// builds; release builds always use the system clock.
 pub const TEST_CLOCK_OFFSET_ENV: &str = "CERT_AGENT_TEST_CLOCK_OFFSET_SECS";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_options_follow_the_config() {
+        let c = Config::parse(
+            crate::config::tests::FULL,
+            std::path::Path::new("/etc/cert-agent/config.toml"),
+        )
+        .unwrap();
+        let o = client_options(&c);
+        assert_eq!(o.base_url, "https://partner.example.net");
+        assert_eq!(
+            o.state_dir.as_deref(),
+            Some(std::path::Path::new("/var/lib/cert-agent"))
+        );
+        assert_eq!(o.timeout, Duration::from_secs(30));
+        assert_eq!(o.connect_timeout, Duration::from_secs(5));
+        assert_eq!(o.retry.max_attempts, 3);
+        assert_eq!(
+            o.password.file.as_deref(),
+            Some(std::path::Path::new("/etc/cert-agent/password"))
+        );
+    }
+}

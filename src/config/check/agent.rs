@@ -1,0 +1,83 @@
+//! `[agent]`: the state directory, the schedule, orders and notifications.
+
+use super::*;
+
+impl Checker<'_> {
+    pub(super) fn agent(&mut self, t: &DeTable<'_>, header: Range<usize>) -> Option<AgentConfig> {
+        self.unknown_keys(t, "[agent]", AGENT_KEYS, "[agent]");
+        let s = Scope {
+            context: "[agent]".into(),
+            header,
+            tables: vec![(t, false)],
+        };
+        let state_dir = self
+            .path(&s, "state_dir")
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
+        let renew_before_days = self
+            .uint(&s, "renew_before_days", 1, 180)
+            .unwrap_or(DEFAULT_RENEW_BEFORE_DAYS);
+        let poll_interval_secs = self
+            .uint(&s, "poll_interval_secs", 1, 86_400)
+            .unwrap_or(DEFAULT_POLL_INTERVAL_SECS);
+        if poll_interval_secs < DEFAULT_POLL_INTERVAL_SECS
+            && let Some(f) = s.get("poll_interval_secs")
+        {
+            let line = self.line(&f.key_span);
+            self.warnings.push(Problem {
+                line,
+                context: "[agent]".into(),
+                message: format!(
+                    "`poll_interval_secs` = {poll_interval_secs}: the API asks for at most one \
+                     status call per certificate every 300 seconds"
+                ),
+            });
+        }
+        let allow_orders = self.boolean(&s, "allow_orders").unwrap_or(false);
+        let max_order_price = match s.get("max_order_price") {
+            None => None,
+            Some(f) => {
+                let text = match f.value.get_ref() {
+                    DeValue::String(v) => Some(v.to_string()),
+                    DeValue::Integer(_) => integer(f.value.get_ref()).map(|i| i.to_string()),
+                    DeValue::Float(x) => Some(x.as_str().to_owned()),
+                    _ => None,
+                };
+                match text.as_deref().map(Decimal::parse) {
+                    Some(Ok(d)) if !d.as_str().starts_with('-') => Some(d),
+                    Some(Ok(_)) => {
+                        self.bad(&s, &f, "must not be negative");
+                        None
+                    }
+                    _ => {
+                        self.bad(&s, &f, "must be a decimal amount such as \"100.00\"");
+                        None
+                    }
+                }
+            }
+        };
+        let concurrency = self
+            .uint(&s, "concurrency", 1, 64)
+            .unwrap_or(DEFAULT_CONCURRENCY);
+        let notify_command = self.command(&s, "notify_command");
+        let serve_user = match self.text(&s, "serve_user") {
+            Some(u) if u.bytes().all(|b| b.is_ascii_graphic() && b != b':') => u,
+            Some(_) => {
+                if let Some(f) = s.get("serve_user") {
+                    self.bad(&s, &f, "must be a user name (printable, no spaces or `:`)");
+                }
+                DEFAULT_SERVE_USER.to_owned()
+            }
+            None => DEFAULT_SERVE_USER.to_owned(),
+        };
+        Some(AgentConfig {
+            state_dir,
+            renew_before_days,
+            poll_interval_secs,
+            allow_orders,
+            max_order_price,
+            concurrency,
+            notify_command,
+            serve_user,
+        })
+    }
+}

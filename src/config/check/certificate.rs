@@ -1,0 +1,544 @@
+//! `[[certificate]]` (with `[defaults]` merged in): names, product, validation, install
+//! paths and commands; and the checks across certificates.
+
+use super::*;
+
+impl Checker<'_> {
+    pub(super) fn certificate(
+        &mut self,
+        index: usize,
+        t: &DeTable<'_>,
+        header: Range<usize>,
+        defaults: Option<&DeTable<'_>>,
+    ) -> Option<CertificateConfig> {
+        let raw_name = t
+            .iter()
+            .find(|(k, _)| k.get_ref() == "name")
+            .and_then(|(_, v)| v.get_ref().as_str())
+            .filter(|n| validate_certificate_name(n).is_ok());
+        let context = match raw_name {
+            Some(n) => format!("certificate '{n}'"),
+            None => format!("certificate #{}", index + 1),
+        };
+        let mut allowed: Vec<&str> = CERT_ONLY_KEYS.to_vec();
+        allowed.extend_from_slice(SHARED_KEYS);
+        self.unknown_keys(t, &context, &allowed, "[[certificate]]");
+        let mut tables = vec![(t, false)];
+        if let Some(d) = defaults {
+            tables.push((d, true));
+        }
+        let s = Scope {
+            context,
+            header,
+            tables,
+        };
+
+        let name = self.text(&s, "name");
+        if let (Some(n), Some(f)) = (&name, s.get("name"))
+            && let Err(m) = validate_certificate_name(n)
+        {
+            self.bad(&s, &f, m);
+        }
+        if s.get("name").is_none() {
+            self.missing(&s, "name");
+        }
+
+        let domains = self.domains(&s);
+        let product_id = self.uint::<u64>(&s, "product_id", 1, i128::from(i64::MAX));
+        if s.get("product_id").is_none() {
+            self.missing(&s, "product_id");
+        }
+        // Section "OrderItem": days "60 to 2200".
+        let days = self.uint(&s, "days", 60, 2200).unwrap_or(DEFAULT_DAYS);
+        let key_type = self
+            .choice(
+                &s,
+                "key_type",
+                &[
+                    ("ecdsa-p256", KeyType::EcdsaP256),
+                    ("ecdsa-p384", KeyType::EcdsaP384),
+                    ("rsa-2048", KeyType::Rsa2048),
+                    ("rsa-3072", KeyType::Rsa3072),
+                    ("rsa-4096", KeyType::Rsa4096),
+                ],
+            )
+            .unwrap_or(KeyType::EcdsaP256);
+        let dcv = self
+            .choice(
+                &s,
+                "dcv",
+                &[
+                    ("http", DcvMethod::Http),
+                    ("https", DcvMethod::Https),
+                    ("cname", DcvMethod::Cname),
+                    ("dns-txt", DcvMethod::DnsTxt),
+                    ("email", DcvMethod::Email),
+                ],
+            )
+            .unwrap_or(DcvMethod::Http);
+        let server = self
+            .choice(
+                &s,
+                "server",
+                &[
+                    ("nginx", Server::Nginx),
+                    ("apache", Server::Apache),
+                    ("none", Server::None),
+                ],
+            )
+            .unwrap_or(Server::Nginx);
+
+        let webroot = self.webroot(&s);
+        let standalone = self.boolean(&s, "standalone").unwrap_or(false);
+        let listen = match self.text(&s, "listen") {
+            Some(v) => match v.parse::<SocketAddr>() {
+                Ok(a) => Some(a),
+                Err(_) => {
+                    let f = s.get("listen")?;
+                    self.bad(
+                        &s,
+                        &f,
+                        format!("{v:?} is not an address:port such as \"0.0.0.0:80\""),
+                    );
+                    None
+                }
+            },
+            None => None,
+        };
+        let dns_hook = self.command(&s, "dns_hook");
+        let dcv_email = self.text(&s, "dcv_email");
+        if let (Some(e), Some(f)) = (&dcv_email, s.get("dcv_email"))
+            && let Err(m) = validate_email(e)
+        {
+            self.bad(&s, &f, m);
+        }
+
+        // How DCV is carried out must be complete for the method.
+        let dcv_field = s.get("dcv");
+        let dcv_span = dcv_field
+            .as_ref()
+            .map(|f| f.key_span.clone())
+            .unwrap_or_else(|| s.header.clone());
+        let dcv_name = serde_plain(dcv);
+        if dcv.is_http() {
+            match (&webroot, standalone) {
+                (Some(_), true) => {
+                    if let Some(f) = s.get("standalone") {
+                        self.bad(
+                            &s,
+                            &f,
+                            "set either `webroot` or `standalone = true`, not both",
+                        );
+                    }
+                }
+                (None, false) if s.get("webroot").is_none() => self.report(
+                    &dcv_span,
+                    &s.context,
+                    format!("`dcv` = {dcv_name:?} needs `webroot` or `standalone = true`"),
+                ),
+                _ => {}
+            }
+            // dcv_type rules: HTTP_CSR_HASH / HTTPS_CSR_HASH are "not for wildcard names".
+            if let Some(d) = domains
+                .as_ref()
+                .and_then(|d| d.iter().find(|d| d.starts_with("*.")))
+            {
+                self.report(
+                    &dcv_span,
+                    &s.context,
+                    format!(
+                        "`dcv` = {dcv_name:?} cannot validate the wildcard {d:?}; use \"dns-txt\", \
+                         \"cname\" or \"email\""
+                    ),
+                );
+            }
+            if let (Some(Webroot::PerDomain(map)), Some(domains), Some(f)) =
+                (&webroot, &domains, s.get("webroot"))
+            {
+                for d in domains.iter().filter(|d| !map.contains_key(*d)) {
+                    self.bad(&s, &f, format!("has no entry for the domain {d:?}"));
+                }
+                for d in map.keys().filter(|k| !domains.contains(k)) {
+                    self.bad(
+                        &s,
+                        &f,
+                        format!("{d:?} is not one of the certificate's domains"),
+                    );
+                }
+            }
+        }
+        if dcv.is_dns() && dns_hook.is_none() && s.get("dns_hook").is_none() {
+            self.report(
+                &dcv_span,
+                &s.context,
+                format!(
+                    "`dcv` = {dcv_name:?} needs `dns_hook` (the program that sets DNS records)"
+                ),
+            );
+        }
+        if dcv == DcvMethod::Email && dcv_email.is_none() && s.get("dcv_email").is_none() {
+            self.report(
+                &dcv_span,
+                &s.context,
+                "`dcv` = \"email\" needs `dcv_email` (an address from `cert-agent dcv emails`)",
+            );
+        }
+
+        // Install.
+        let cert_path = self.path(&s, "cert_path");
+        let chain_path = self.path(&s, "chain_path");
+        let fullchain_path = self.path(&s, "fullchain_path");
+        let key_path = self.path(&s, "key_path");
+        let combined_path = self.path(&s, "combined_path");
+        if let (Some(k), Some(f)) = (&key_path, s.get("key_path")) {
+            for (other, p) in [
+                ("cert_path", &cert_path),
+                ("chain_path", &chain_path),
+                ("fullchain_path", &fullchain_path),
+            ] {
+                if p.as_ref() == Some(k) {
+                    self.bad(
+                        &s,
+                        &f,
+                        format!(
+                            "must differ from `{other}` (the private key would be overwritten)"
+                        ),
+                    );
+                }
+            }
+        }
+        if let (Some(c), Some(f)) = (&combined_path, s.get("combined_path")) {
+            for (other, p) in [
+                ("cert_path", &cert_path),
+                ("chain_path", &chain_path),
+                ("fullchain_path", &fullchain_path),
+                ("key_path", &key_path),
+            ] {
+                if p.as_ref() == Some(c) {
+                    self.bad(
+                        &s,
+                        &f,
+                        format!(
+                            "must differ from `{other}` (the combined key and chain is a file \
+                             of its own)"
+                        ),
+                    );
+                }
+            }
+        }
+        if server == Server::None
+            && key_path.is_none()
+            && s.get("key_path").is_none()
+            && s.get("combined_path").is_none()
+            && let Some(f) = s.get("server")
+        {
+            self.bad(
+                &s,
+                &f,
+                "\"none\" has no default layout: set `key_path` and `fullchain_path` or \
+                 `cert_path`, or `combined_path`",
+            );
+        }
+        let owner = self.text(&s, "owner");
+        let group = self.text(&s, "group");
+        let mode = self.mode(&s);
+        let reload_command = self.command(&s, "reload_command");
+        let configtest_command = self.command(&s, "configtest_command");
+        let deploy_hook = self.command(&s, "deploy_hook");
+        let verify_address = match s.get("verify_address") {
+            None => (server != Server::None).then(|| DEFAULT_VERIFY_ADDRESS.to_owned()),
+            Some(_) => match self.string(&s, "verify_address") {
+                Some(v) if v.is_empty() => None,
+                Some(v) => {
+                    if !valid_host_port(&v) {
+                        let f = s.get("verify_address")?;
+                        self.bad(
+                            &s,
+                            &f,
+                            format!("{v:?} is not host:port (\"\" disables the check)"),
+                        );
+                    }
+                    Some(v)
+                }
+                None => None,
+            },
+        };
+        let reuse_key = self.boolean(&s, "reuse_key").unwrap_or(false);
+        let family = self.choice(
+            &s,
+            "family",
+            &[("S", Family::S), ("D", Family::D), ("C", Family::C)],
+        );
+        if reuse_key
+            && family == Some(Family::C)
+            && let Some(f) = s.get("reuse_key")
+        {
+            self.bad(
+                &s,
+                &f,
+                "family C needs a new key for every reissue (document, Reissue rule 4); \
+                 remove `reuse_key` or set it to false",
+            );
+        }
+
+        // Order item data.
+        let country = self.text(&s, "country");
+        if let (Some(c), Some(f)) = (&country, s.get("country"))
+            && !(c.len() == 2 && c.bytes().all(|b| b.is_ascii_uppercase()))
+        {
+            self.bad(
+                &s,
+                &f,
+                format!("{c:?} is not an ISO 3166-1 alpha-2 code such as \"DE\""),
+            );
+        }
+        let region = self.text(&s, "region");
+        let city = self.text(&s, "city");
+        for key in ["country", "region", "city"] {
+            if s.get(key).is_none() {
+                let msg = format!("missing required key `{key}` (set it here or in [defaults])");
+                self.report(&s.header, &s.context, msg);
+            }
+        }
+        let organization_name = self.text(&s, "organization_name");
+        let organizational_unit = self.text(&s, "organizational_unit");
+        let address_1 = self.text(&s, "address_1");
+        let address_2 = self.text(&s, "address_2");
+        let zip_code = self.text(&s, "zip_code");
+        // Limits: unique_value "at most 20 characters, letters and digits".
+        let unique_value = self.text(&s, "unique_value");
+        if let (Some(u), Some(f)) = (&unique_value, s.get("unique_value"))
+            && !(u.len() <= 20 && u.bytes().all(|b| b.is_ascii_alphanumeric()))
+        {
+            self.bad(&s, &f, "must be at most 20 letters and digits");
+        }
+        let ssl_server_software_id = self
+            .uint(&s, "ssl_server_software_id", 0, i128::from(i64::MAX))
+            .unwrap_or(0);
+        let cname_target_domain = self.text(&s, "cname_target_domain");
+        if let (Some(d), Some(f)) = (&cname_target_domain, s.get("cname_target_domain"))
+            && let Err(e) = validate_domain(d)
+        {
+            self.bad(&s, &f, e);
+        }
+
+        Some(CertificateConfig {
+            name: name?,
+            domains: domains?,
+            product_id: product_id?,
+            days,
+            key_type,
+            dcv,
+            webroot,
+            standalone,
+            listen: listen.unwrap_or_else(|| {
+                DEFAULT_LISTEN
+                    .parse()
+                    .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 80)))
+            }),
+            dns_hook,
+            dcv_email,
+            server,
+            cert_path,
+            chain_path,
+            fullchain_path,
+            key_path,
+            combined_path,
+            owner,
+            group,
+            mode,
+            reload_command,
+            configtest_command,
+            deploy_hook,
+            verify_address,
+            reuse_key,
+            family,
+            country: country?,
+            region: region?,
+            city: city?,
+            organization_name,
+            organizational_unit,
+            address_1,
+            address_2,
+            zip_code,
+            unique_value,
+            cname_target_domain,
+            ssl_server_software_id,
+        })
+    }
+
+    /// `domains`: non-empty array of valid, distinct names (lower-cased).
+    fn domains(&mut self, s: &Scope<'_, '_>) -> Option<Vec<String>> {
+        let Some(f) = s.get("domains") else {
+            self.missing(s, "domains");
+            return None;
+        };
+        let DeValue::Array(items) = f.value.get_ref() else {
+            let found = type_name(f.value.get_ref());
+            self.bad(
+                s,
+                &f,
+                format!("expected an array of domain names, found {found}"),
+            );
+            return None;
+        };
+        if items.is_empty() {
+            self.bad(
+                s,
+                &f,
+                "must list at least one domain (the first is the common name)",
+            );
+            return None;
+        }
+        let mut out: Vec<String> = Vec::new();
+        let mut ok = true;
+        for item in items.iter() {
+            let Some(d) = item.get_ref().as_str() else {
+                self.bad(
+                    s,
+                    &f,
+                    format!("expected strings, found {}", type_name(item.get_ref())),
+                );
+                ok = false;
+                continue;
+            };
+            let d = d.to_ascii_lowercase();
+            let at = Field {
+                key: f.key,
+                key_span: item.span(),
+                value: item,
+                from_defaults: false,
+            };
+            if let Err(m) = validate_domain(&d) {
+                self.bad(s, &at, m);
+                ok = false;
+            } else if out.contains(&d) {
+                self.bad(s, &at, format!("{d:?} is listed twice"));
+                ok = false;
+            } else {
+                out.push(d);
+            }
+        }
+        ok.then_some(out)
+    }
+
+    /// `webroot`: an absolute path, or a table domain → absolute path.
+    fn webroot(&mut self, s: &Scope<'_, '_>) -> Option<Webroot> {
+        let f = s.get("webroot")?;
+        match f.value.get_ref() {
+            DeValue::String(v) => self.absolute(s, &f, v).map(Webroot::Single),
+            DeValue::Table(t) => {
+                let mut map = BTreeMap::new();
+                for (k, v) in t.iter() {
+                    let at = Field {
+                        key: f.key,
+                        key_span: k.span(),
+                        value: v,
+                        from_defaults: f.from_defaults,
+                    };
+                    let domain = k.get_ref().to_ascii_lowercase();
+                    match v.get_ref().as_str() {
+                        Some(p) => {
+                            if let Some(p) = self.absolute(s, &at, p) {
+                                map.insert(domain, p);
+                            }
+                        }
+                        None => {
+                            let found = type_name(v.get_ref());
+                            self.bad(
+                                s,
+                                &at,
+                                format!("{domain:?}: expected a path, found {found}"),
+                            );
+                        }
+                    }
+                }
+                Some(Webroot::PerDomain(map))
+            }
+            other => {
+                let found = type_name(other);
+                self.bad(
+                    s,
+                    &f,
+                    format!("expected a path or a table of domain = path, found {found}"),
+                );
+                None
+            }
+        }
+    }
+
+    /// `mode` of the key file: "0640" or 0o640; never accessible by others.
+    fn mode(&mut self, s: &Scope<'_, '_>) -> Option<u32> {
+        let f = s.get("mode")?;
+        let value = match f.value.get_ref() {
+            DeValue::String(v) if !v.is_empty() && v.len() <= 5 => u32::from_str_radix(v, 8).ok(),
+            DeValue::Integer(i) if i.radix() == 8 => u32::from_str_radix(i.as_str(), 8).ok(),
+            DeValue::Integer(_) => {
+                self.bad(s, &f, "write the mode in octal: \"0640\" or 0o640");
+                return None;
+            }
+            _ => None,
+        };
+        match value {
+            Some(m) if m <= 0o7777 && m & 0o007 == 0 => Some(m),
+            Some(m) if m <= 0o7777 => {
+                self.bad(
+                    s,
+                    &f,
+                    format!("{m:04o} gives others access to the private key"),
+                );
+                None
+            }
+            _ => {
+                self.bad(s, &f, "expected an octal file mode such as \"0640\"");
+                None
+            }
+        }
+    }
+
+    /// Names unique; no two certificates install to the same file.
+    pub(super) fn across_certificates(&mut self, certs: &[CertificateConfig], root: &DeTable<'_>) {
+        let spans = cert_name_spans(root);
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for (i, c) in certs.iter().enumerate() {
+            if seen.insert(c.name.as_str(), i).is_some() {
+                let span = spans
+                    .iter()
+                    .filter(|(n, _)| n == &c.name)
+                    .nth(1)
+                    .map(|(_, s)| s.clone())
+                    .unwrap_or(0..0);
+                let msg = format!("`name`: {:?} is used by another certificate", c.name);
+                self.report(&span, &format!("certificate '{}'", c.name), msg);
+            }
+        }
+        let mut owners: HashMap<&Path, &str> = HashMap::new();
+        for c in certs {
+            for p in [
+                &c.cert_path,
+                &c.chain_path,
+                &c.fullchain_path,
+                &c.key_path,
+                &c.combined_path,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                if let Some(other) = owners.insert(p, &c.name)
+                    && other != c.name
+                {
+                    let span = spans
+                        .iter()
+                        .find(|(n, _)| n == &c.name)
+                        .map(|(_, s)| s.clone())
+                        .unwrap_or(0..0);
+                    let msg = format!(
+                        "install path {} is also used by certificate '{other}'",
+                        p.display()
+                    );
+                    self.report(&span, &format!("certificate '{}'", c.name), msg);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! The keys each section accepts: the checker refuses any other (with a suggestion).
+
+pub(super) const TOP_KEYS: &[&str] = &["api", "agent", "defaults", "certificate"];
+pub(super) const API_KEYS: &[&str] = &[
+    "base_url",
+    "login",
+    "password_file",
+    "password",
+    "ca_file",
+    "order_site_url",
+    "connect_timeout_secs",
+    "timeout_secs",
+    "retries",
+];
+pub(super) const AGENT_KEYS: &[&str] = &[
+    "state_dir",
+    "renew_before_days",
+    "poll_interval_secs",
+    "allow_orders",
+    "max_order_price",
+    "concurrency",
+    "notify_command",
+    "serve_user",
+];
+/// Keys of a certificate that cannot come from `[defaults]`.
+pub(super) const CERT_ONLY_KEYS: &[&str] = &[
+    "name",
+    "domains",
+    "cert_path",
+    "chain_path",
+    "fullchain_path",
+    "key_path",
+    "combined_path",
+];
+/// Keys of a certificate that `[defaults]` may also set.
+pub(super) const SHARED_KEYS: &[&str] = &[
+    "product_id",
+    "days",
+    "key_type",
+    "dcv",
+    "webroot",
+    "standalone",
+    "listen",
+    "dns_hook",
+    "dcv_email",
+    "server",
+    "owner",
+    "group",
+    "mode",
+    "reload_command",
+    "configtest_command",
+    "deploy_hook",
+    "verify_address",
+    "reuse_key",
+    "family",
+    "country",
+    "region",
+    "city",
+    "organization_name",
+    "organizational_unit",
+    "address_1",
+    "address_2",
+    "zip_code",
+    "unique_value",
+    "cname_target_domain",
+    "ssl_server_software_id",
+];

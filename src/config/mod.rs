@@ -1,0 +1,138 @@
+//! Configuration: the TOML contract (`[api]`, `[agent]`, `[defaults]`, `[[certificate]]`,
+//! documented in `docs/configuration.md`), its defaults, and validation whose every message
+//! names the file, the line and the key ("config.toml line 14: certificate 'www': unknown key
+//! `webrot` (did you mean `webroot`?)").
+//!
+//! The file is read with `toml`'s spanned document (`DeTable`) rather than serde structs, so
+//! that every problem, including unknown keys and type errors, is reported with its line, and
+//! all problems are reported at once. `[defaults]` values are merged into each certificate;
+//! [`Config::render`] prints the effective result with secrets masked (`config check`).
+//!
+//! - `types.rs`: the validated configuration;
+//! - `check/`: the checker, one file per section (`api.rs`, `agent.rs`, `certificate.rs`);
+//! - `keys.rs`: the keys each section accepts; `error.rs`: problems and "did you mean";
+//! - `rules.rs`: value rules the command line shares (domain names, certificate names, email).
+//!
+//! Depends only on the foundation: `values`, `process`, `fsutil`, `crypto` (`KeyType`).
+
+mod check;
+mod error;
+mod keys;
+mod rules;
+mod types;
+
+#[cfg(test)]
+pub(crate) mod tests;
+
+use std::ffi::OsString;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+pub use error::{ConfigError, Problem};
+pub use rules::{validate_certificate_name, validate_domain, validate_email};
+pub use types::{
+    AgentConfig, ApiConfig, CertificateConfig, Command, Config, DcvMethod, Family, KeyType, Server,
+    Webroot,
+};
+
+/// Default configuration file.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/cert-agent/config.toml";
+/// Environment variable naming the configuration file (below `--config`).
+pub const CONFIG_ENV: &str = "CERT_AGENT_CONFIG";
+
+/// Default `agent.state_dir`.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/cert-agent";
+/// Default `agent.renew_before_days`.
+pub const DEFAULT_RENEW_BEFORE_DAYS: u32 = 30;
+/// Default `agent.poll_interval_secs` ("at most once every 5 minutes per certificate").
+pub const DEFAULT_POLL_INTERVAL_SECS: u64 = 300;
+/// Default `agent.concurrency` (certificates worked on at once).
+pub const DEFAULT_CONCURRENCY: u32 = 4;
+/// Default `agent.serve_user`: the user `cert-agent serve` runs as after binding its ports.
+pub const DEFAULT_SERVE_USER: &str = "nobody";
+/// Default `days` of an order (one year).
+pub const DEFAULT_DAYS: u32 = 365;
+/// Default `listen` of the standalone DCV server.
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:80";
+/// Default `verify_address` when a web server is configured.
+pub const DEFAULT_VERIFY_ADDRESS: &str = "127.0.0.1:443";
+/// Default `api.retries` (repeats of idempotent calls after the first attempt).
+pub const DEFAULT_RETRIES: u32 = 3;
+
+/// The configuration file to use: `--config PATH`, else `$CERT_AGENT_CONFIG`, else
+/// [`DEFAULT_CONFIG_PATH`].
+pub fn resolve_config_path(cli: Option<&Path>) -> PathBuf {
+    resolve_config_path_from(cli, std::env::var_os(CONFIG_ENV))
+}
+
+/// [`resolve_config_path`] with the environment value given (for tests).
+pub fn resolve_config_path_from(cli: Option<&Path>, env: Option<OsString>) -> PathBuf {
+    match (cli, env) {
+        (Some(p), _) => p.to_path_buf(),
+        (None, Some(e)) if !e.is_empty() => PathBuf::from(e),
+        _ => PathBuf::from(DEFAULT_CONFIG_PATH),
+    }
+}
+
+impl Config {
+    /// The certificate named `name`.
+    pub fn certificate(&self, name: &str) -> Option<&CertificateConfig> {
+        self.certificates.iter().find(|c| c.name == name)
+    }
+
+    /// The effective configuration as TOML, defaults applied and secrets masked.
+    pub fn render(&self) -> String {
+        let body = toml::to_string(self)
+            .unwrap_or_else(|e| format!("# the configuration cannot be shown as TOML: {e}\n"));
+        format!(
+            "# Effective configuration read from {}\n\
+             # [defaults] are merged into each [[certificate]]; secrets are masked.\n\
+             # Install paths not shown take the default of the certificate's `server`.\n\n{body}",
+            self.path.display()
+        )
+    }
+
+    /// Reads and validates the file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.to_path_buf(),
+            message: crate::fsutil::io_text(&e),
+        })?;
+        // Read from a file on the host that runs it: the programs it names must be there.
+        let mut config = Self::parse_checked(&text, path, true)?;
+        if config.api.password.is_some()
+            && let Ok(meta) = std::fs::metadata(path)
+            && meta.mode() & 0o044 != 0
+        {
+            config.warnings.push(format!(
+                "{}: holds api.password but is readable by group or others (mode {:04o}); \
+                 use api.password_file or chmod 600 it",
+                path.display(),
+                meta.mode() & 0o7777
+            ));
+        }
+        Ok(config)
+    }
+
+    /// Validates `text`; `path` is only used in messages. Does not look at the file system
+    /// ([`Config::load`] also checks that the programs of command keys exist).
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        Self::parse_checked(text, path, false)
+    }
+
+    fn parse_checked(text: &str, path: &Path, programs: bool) -> Result<Config, ConfigError> {
+        let mut c = check::Checker::new(text, programs);
+        let result = c.document(path);
+        if c.problems.is_empty()
+            && let Some(mut config) = result
+        {
+            config.warnings = c.warnings.into_iter().map(|p| p.display(path)).collect();
+            return Ok(config);
+        }
+        c.problems.sort_by_key(|p| p.line);
+        Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            problems: c.problems,
+        })
+    }
+}

@@ -1,0 +1,802 @@
+//! The configuration contract: every key, default, refusal and message.
+
+use super::error::{distance, suggest};
+use super::keys::*;
+use super::*;
+use crate::values::DcvType;
+
+const MINIMAL: &str = r#"
+[api]
+base_url = "https://partner.example.net"
+login = "ops@example.com"
+password_file = "/etc/cert-agent/password"
+"#;
+
+/// The DESIGN.md example, with every commented key set.
+pub(crate) const FULL: &str = r#"
+[api]
+base_url = "https://partner.example.net/"
+login = "ops@example.com"
+password_file = "/etc/cert-agent/password"
+ca_file = "/path/extra-root.pem"
+connect_timeout_secs = 5
+timeout_secs = 30
+retries = 2
+
+[agent]
+state_dir = "/var/lib/cert-agent"
+renew_before_days = 30
+poll_interval_secs = 300
+allow_orders = false
+max_order_price = "100.00"
+concurrency = 2
+notify_command = ["/usr/local/bin/notify", "--quiet"]
+
+[defaults]
+country = "DE"
+region = "Berlin"
+city = "Berlin"
+key_type = "rsa-2048"
+
+[[certificate]]
+name = "www"
+domains = ["www.example.com", "Example.com"]
+product_id = 101
+days = 365
+key_type = "ecdsa-p256"
+dcv = "http"
+webroot = "/var/www/html"
+server = "nginx"
+cert_path = "/etc/ssl/www/cert.pem"
+chain_path = "/etc/ssl/www/chain.pem"
+fullchain_path = "/etc/ssl/www/fullchain.pem"
+key_path = "/etc/ssl/www/privkey.pem"
+owner = "root"
+group = "ssl-cert"
+mode = "0640"
+reload_command = "systemctl reload nginx"
+configtest_command = ["nginx", "-t"]
+deploy_hook = "/usr/local/bin/deployed"
+verify_address = "127.0.0.1:443"
+reuse_key = false
+organization_name = "Example GmbH"
+organizational_unit = "IT"
+address_1 = "Street 1"
+address_2 = "Floor 2"
+zip_code = "10115"
+unique_value = "abc123"
+ssl_server_software_id = 180
+
+[[certificate]]
+name = "wild"
+domains = ["*.example.org"]
+product_id = 102
+dcv = "dns-txt"
+dns_hook = "/usr/local/bin/dns-hook"
+server = "apache"
+verify_address = ""
+
+[[certificate]]
+name = "multi"
+domains = ["a.example.net", "b.example.net"]
+product_id = 103
+dcv = "https"
+webroot = { "a.example.net" = "/srv/a", "b.example.net" = "/srv/b" }
+
+[[certificate]]
+name = "solo"
+domains = ["solo.example.net"]
+product_id = 101
+dcv = "http"
+standalone = true
+listen = "127.0.0.1:8080"
+mode = 0o600
+
+[[certificate]]
+name = "mail"
+domains = ["mail.example.net"]
+product_id = 101
+dcv = "email"
+dcv_email = "admin@example.net"
+"#;
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(text, Path::new("/etc/cert-agent/config.toml"))
+}
+
+/// The messages of an invalid file.
+fn errors(text: &str) -> Vec<String> {
+    match parse(text) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e.to_string().lines().map(str::to_owned).collect(),
+    }
+}
+
+/// Asserts exactly one problem, at `line`, whose message contains every part.
+fn assert_one(text: &str, line: usize, parts: &[&str]) {
+    let errs = errors(text);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    let prefix = format!("/etc/cert-agent/config.toml line {line}: ");
+    assert!(errs[0].starts_with(&prefix), "{errs:#?}");
+    for p in parts {
+        assert!(errs[0].contains(p), "{p:?} not in {errs:#?}");
+    }
+}
+
+fn with_cert(cert: &str) -> String {
+    format!(
+        "{MINIMAL}\n[defaults]\ncountry = \"DE\"\nregion = \"Berlin\"\ncity = \"Berlin\"\n\n\
+         [[certificate]]\nname = \"www\"\ndomains = [\"www.example.com\"]\nproduct_id = 101\n\
+         webroot = \"/var/www/html\"\n{cert}"
+    )
+}
+
+/// Line of `with_cert`'s first added line.
+const CERT_LINE: usize = 17;
+
+#[test]
+fn minimal_file_gets_the_defaults_of_design_md() {
+    let c = parse(MINIMAL).unwrap();
+    assert_eq!(c.api.base_url, "https://partner.example.net");
+    assert_eq!(c.api.connect_timeout_secs, 10);
+    assert_eq!(c.api.timeout_secs, 60);
+    assert_eq!(c.api.retries, 3);
+    assert_eq!(c.agent.state_dir, Path::new("/var/lib/cert-agent"));
+    assert_eq!(c.agent.renew_before_days, 30);
+    assert_eq!(c.agent.poll_interval_secs, 300);
+    assert!(!c.agent.allow_orders);
+    assert_eq!(c.agent.max_order_price, None);
+    assert_eq!(c.agent.concurrency, 4);
+    assert!(c.certificates.is_empty());
+    assert!(c.warnings.is_empty());
+}
+
+#[test]
+fn full_example_with_every_key() {
+    let c = parse(FULL).unwrap();
+    assert_eq!(c.api.base_url, "https://partner.example.net");
+    assert_eq!(c.agent.max_order_price.as_ref().unwrap().as_str(), "100.00");
+    assert_eq!(
+        c.agent.notify_command,
+        Some(Command::Argv(vec![
+            "/usr/local/bin/notify".into(),
+            "--quiet".into()
+        ]))
+    );
+    let www = c.certificate("www").unwrap();
+    assert_eq!(www.domains, ["www.example.com", "example.com"]);
+    assert_eq!(www.common_name(), "www.example.com");
+    assert_eq!(www.additional_domains(), ["example.com"]);
+    assert_eq!(www.key_type, KeyType::EcdsaP256);
+    assert_eq!(www.mode, Some(0o640));
+    assert_eq!(www.country, "DE");
+    assert_eq!(www.dcv.dcv_type(), DcvType::HttpCsrHash);
+    assert_eq!(
+        www.webroot.as_ref().unwrap().for_domain("example.com"),
+        Some(Path::new("/var/www/html"))
+    );
+    assert_eq!(
+        www.reload_command,
+        Some(Command::Shell("systemctl reload nginx".into()))
+    );
+    assert_eq!(www.ssl_server_software_id, 180);
+    let wild = c.certificate("wild").unwrap();
+    // [defaults] key_type applies where the certificate sets none.
+    assert_eq!(wild.key_type, KeyType::Rsa2048);
+    assert_eq!(wild.verify_address, None);
+    assert_eq!(wild.days, 365);
+    let multi = c.certificate("multi").unwrap();
+    assert_eq!(
+        multi.webroot.as_ref().unwrap().for_domain("b.example.net"),
+        Some(Path::new("/srv/b"))
+    );
+    assert_eq!(multi.verify_address.as_deref(), Some("127.0.0.1:443"));
+    let solo = c.certificate("solo").unwrap();
+    assert!(solo.standalone);
+    assert_eq!(solo.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(solo.mode, Some(0o600));
+    assert_eq!(
+        c.certificate("mail").unwrap().dcv_email.as_deref(),
+        Some("admin@example.net")
+    );
+}
+
+#[test]
+fn render_applies_defaults_masks_secrets_and_parses_back() {
+    let text = MINIMAL.replace(
+        "password_file = \"/etc/cert-agent/password\"",
+        "password = \"hunter2\"",
+    );
+    let c = parse(&text).unwrap();
+    let out = c.render();
+    assert!(!out.contains("hunter2"), "{out}");
+    assert!(out.contains("password = \"********\""), "{out}");
+    assert!(out.contains("renew_before_days = 30"), "{out}");
+
+    let full = parse(FULL).unwrap().render();
+    assert!(full.contains("[[certificate]]"), "{full}");
+    assert!(full.contains("mode = \"0640\""), "{full}");
+    // The rendering is itself a valid configuration with the same meaning.
+    let again = parse(&full).unwrap();
+    assert_eq!(again.certificates.len(), 5);
+    assert_eq!(
+        again.certificate("wild").unwrap().key_type,
+        KeyType::Rsa2048
+    );
+    assert_eq!(again.render(), full);
+}
+
+#[test]
+fn inline_password_is_accepted_with_a_warning() {
+    let text = MINIMAL.replace(
+        "password_file = \"/etc/cert-agent/password\"",
+        "password = \"hunter2\"",
+    );
+    let c = parse(&text).unwrap();
+    assert_eq!(c.api.password.as_ref().unwrap().expose(), "hunter2");
+    assert_eq!(c.warnings.len(), 1);
+    assert!(c.warnings[0].starts_with("/etc/cert-agent/config.toml line 5: [api]: "));
+    assert!(!format!("{c:?}").contains("hunter2"));
+    let both = format!("{MINIMAL}password = \"x\"\n");
+    assert_one(&both, 6, &["[api]", "`password`", "not both"]);
+}
+
+#[test]
+fn syntax_error_names_the_line() {
+    assert_one("[api]\nbase_url = \n", 2, &["syntax", "invalid TOML"]);
+}
+
+#[test]
+fn unknown_keys_get_a_suggestion() {
+    assert_one(
+        &with_cert("webrot = \"/x\"\n"),
+        CERT_LINE,
+        &[
+            "certificate 'www'",
+            "unknown key `webrot` (did you mean `webroot`?)",
+        ],
+    );
+    assert_one(
+        &format!("{MINIMAL}base_ulr = \"x\"\n"),
+        6,
+        &["[api]", "`base_ulr`", "did you mean `base_url`"],
+    );
+    assert_one(
+        &format!("{MINIMAL}state_dir = \"/x\"\n"),
+        6,
+        &["[api]", "unknown key `state_dir` (it belongs in [agent])"],
+    );
+    assert_one(
+        &format!("{MINIMAL}[agnet]\nx = 1\n"),
+        6,
+        &["top level", "did you mean `agent`"],
+    );
+    assert_one(
+        &format!("{MINIMAL}[agent]\nconcurency = 2\n"),
+        7,
+        &["[agent]", "did you mean `concurrency`"],
+    );
+    assert_one(
+        &format!("{MINIMAL}[defaults]\nname = \"x\"\n"),
+        7,
+        &["[defaults]", "`name` cannot be set in [defaults]"],
+    );
+    assert_one(
+        &format!("{MINIMAL}[defaults]\ncontry = \"DE\"\n"),
+        7,
+        &["[defaults]", "did you mean `country`"],
+    );
+    assert_one(
+        &format!("{MINIMAL}[defaults]\ncountry = \"DE\"\nfoo = 1\n"),
+        8,
+        &["[defaults]", "unknown key `foo`"],
+    );
+}
+
+#[test]
+fn api_rules() {
+    assert_one(
+        &MINIMAL.replace("https://", "http://"),
+        3,
+        &["[api]", "`base_url`", "https://"],
+    );
+    assert_one(
+        &MINIMAL.replace("https://partner.example.net", "not a url"),
+        3,
+        &["`base_url`", "not a valid URL"],
+    );
+    assert_one(
+        &MINIMAL.replace("login = \"ops@example.com\"\n", ""),
+        2,
+        &["[api]", "missing required key `login`"],
+    );
+    assert_one(
+        &MINIMAL.replace("\"/etc/cert-agent/password\"", "\"password\""),
+        5,
+        &["`password_file`", "absolute path"],
+    );
+    assert_one(
+        &format!("{MINIMAL}ca_file = \"ca.pem\"\n"),
+        6,
+        &["`ca_file`", "absolute path"],
+    );
+    assert_one(
+        &format!("{MINIMAL}timeout_secs = 0\n"),
+        6,
+        &["`timeout_secs`", "between 1 and 3600 (got 0)"],
+    );
+    assert_one(
+        &format!("{MINIMAL}retries = \"3\"\n"),
+        6,
+        &["`retries`", "expected an integer, found a string"],
+    );
+    assert_one("[agent]\n", 1, &["missing required section [api]"]);
+    assert_one("api = 1\n", 1, &["`api` must be a table"]);
+}
+
+#[test]
+fn agent_rules() {
+    let a = |body: &str| format!("{MINIMAL}[agent]\n{body}\n");
+    assert_one(
+        &a("state_dir = \"var/lib\""),
+        7,
+        &["[agent]", "`state_dir`", "absolute path"],
+    );
+    assert_one(
+        &a("max_order_price = \"cheap\""),
+        7,
+        &["`max_order_price`", "decimal"],
+    );
+    assert_one(
+        &a("max_order_price = \"-1\""),
+        7,
+        &["`max_order_price`", "negative"],
+    );
+    assert_one(
+        &a("allow_orders = \"yes\""),
+        7,
+        &["`allow_orders`", "true or false"],
+    );
+    assert_one(
+        &a("concurrency = 0"),
+        7,
+        &["`concurrency`", "between 1 and 64"],
+    );
+    assert_one(
+        &a("renew_before_days = 365"),
+        7,
+        &["`renew_before_days`", "between 1 and 180"],
+    );
+    assert_one(
+        &a("notify_command = []"),
+        7,
+        &["`notify_command`", "non-empty array"],
+    );
+    assert_one(
+        &a("serve_user = \"no body\""),
+        7,
+        &["`serve_user`", "user name"],
+    );
+    assert_one(&a("serve_user = \"\""), 7, &["`serve_user`", "empty"]);
+    let c = parse(&a("serve_user = \"_cert-agent\"")).unwrap();
+    assert_eq!(c.agent.serve_user, "_cert-agent");
+    let c = parse(&a("max_order_price = 100")).unwrap();
+    assert_eq!(c.agent.max_order_price.unwrap().as_str(), "100");
+    assert_eq!(c.agent.serve_user, DEFAULT_SERVE_USER);
+    let c = parse(&a("poll_interval_secs = 10")).unwrap();
+    assert!(
+        c.warnings[0].contains("line 7: [agent]: `poll_interval_secs`"),
+        "{:?}",
+        c.warnings
+    );
+}
+
+#[test]
+fn certificate_required_keys() {
+    let text = format!("{MINIMAL}\n[[certificate]]\nname = \"www\"\n");
+    let errs = errors(&text);
+    for key in ["domains", "product_id", "country", "region", "city"] {
+        assert!(
+            errs.iter().any(
+                |e| e.contains("line 7: certificate 'www': missing required key")
+                    && e.contains(&format!("`{key}`"))
+            ),
+            "{key}: {errs:#?}"
+        );
+    }
+    let errs = errors(&format!(
+        "{MINIMAL}\n[[certificate]]\ndomains = [\"a.example.com\"]\n"
+    ));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("line 7: certificate #1: missing required key `name`")),
+        "{errs:#?}"
+    );
+    assert_one(
+        &format!("{MINIMAL}\n[certificate]\nname = \"x\"\n"),
+        7,
+        &["[[certificate]]"],
+    );
+}
+
+#[test]
+fn domain_rules() {
+    let d = |list: &str| {
+        with_cert(&format!("domains = {list}\n")).replace("domains = [\"www.example.com\"]\n", "")
+    };
+    assert_one(&d("[\"*.example.com\"]"), 12, &["`dcv`", "wildcard"]);
+    assert_one(
+        &d("[\"www.*.example.com\"]"),
+        CERT_LINE - 1,
+        &["`domains`", "only as the whole first label"],
+    );
+    assert_one(
+        &d("[\"server\"]"),
+        CERT_LINE - 1,
+        &["`domains`", "not a fully qualified name"],
+    );
+    assert_one(&d("[\"10.0.0.1\"]"), CERT_LINE - 1, &["IP addresses"]);
+    assert_one(
+        &d("[\"bad_name.example.com\"]"),
+        CERT_LINE - 1,
+        &["only lower-case letters"],
+    );
+    assert_one(
+        &d("[\"-a.example.com\"]"),
+        CERT_LINE - 1,
+        &["start or end with '-'"],
+    );
+    assert_one(&d("[\"example.com.\"]"), CERT_LINE - 1, &["trailing dot"]);
+    assert_one(
+        &d("[\"a.example.com\", \"A.example.com\"]"),
+        CERT_LINE - 1,
+        &["listed twice"],
+    );
+    assert_one(&d("[]"), CERT_LINE - 1, &["at least one domain"]);
+    assert_one(
+        &d("\"a.example.com\""),
+        CERT_LINE - 1,
+        &["expected an array"],
+    );
+    // A problem in a multi-line array is reported at the element's line.
+    assert_one(
+        &d("[\n  \"a.example.com\",\n  \"b..example.com\",\n]"),
+        CERT_LINE + 1,
+        &["1 to 63"],
+    );
+    assert!(validate_domain(&format!("{}.com", "a".repeat(64))).is_err());
+    assert!(validate_domain("xn--bcher-kva.example").is_ok());
+}
+
+#[test]
+fn certificate_name_rules() {
+    let renamed = |n: &str| with_cert("").replace("name = \"www\"", &format!("name = {n}"));
+    assert_one(
+        &renamed("\"../etc\""),
+        13,
+        &["certificate #1", "`name`", "not a valid name"],
+    );
+    assert_one(&renamed("\"a b\""), 13, &["not a valid name"]);
+    let twice = format!(
+        "{}\n[[certificate]]\nname = \"www\"\ndomains = [\"b.example.com\"]\nproduct_id = 1\nwebroot = \"/w\"\n",
+        with_cert("")
+    );
+    assert_one(
+        &twice,
+        19,
+        &["certificate 'www'", "used by another certificate"],
+    );
+}
+
+#[test]
+fn enum_rules() {
+    assert_one(
+        &with_cert("key_type = \"rsa-1024\"\n"),
+        CERT_LINE,
+        &["`key_type`", "\"rsa-1024\" is not one of ecdsa-p256"],
+    );
+    assert_one(
+        &with_cert("dcv = \"dns\"\n"),
+        CERT_LINE,
+        &["`dcv`", "not one of", "(did you mean \"dns-txt\"?)"],
+    );
+    assert_one(
+        &with_cert("server = \"nginx2\"\n"),
+        CERT_LINE,
+        &["`server`", "(did you mean \"nginx\"?)"],
+    );
+    assert_one(
+        &with_cert("server = \"none\"\n"),
+        CERT_LINE,
+        &["`server`", "set `key_path`"],
+    );
+    assert!(
+        parse(&with_cert(
+            "server = \"none\"\nkey_path = \"/k.pem\"\nfullchain_path = \"/f.pem\"\n"
+        ))
+        .is_ok()
+    );
+}
+
+#[test]
+fn days_and_numbers() {
+    // Section "OrderItem": days 60 to 2200.
+    assert_one(
+        &with_cert("days = 59\n"),
+        CERT_LINE,
+        &["`days`", "between 60 and 2200 (got 59)"],
+    );
+    assert_one(
+        &with_cert("days = 2201\n"),
+        CERT_LINE,
+        &["`days`", "(got 2201)"],
+    );
+    assert!(parse(&with_cert("days = 2200\n")).is_ok());
+    assert_one(
+        &with_cert("days = 365.0\n"),
+        CERT_LINE,
+        &["`days`", "found a float"],
+    );
+    assert_one(
+        &with_cert("product_id = 0\n").replace("product_id = 101\n", ""),
+        CERT_LINE - 1,
+        &["`product_id`"],
+    );
+}
+
+#[test]
+fn dcv_rules() {
+    let no_webroot = |extra: &str| with_cert(extra).replace("webroot = \"/var/www/html\"\n", "");
+    assert_one(
+        &no_webroot(""),
+        12,
+        &[
+            "certificate 'www'",
+            "needs `webroot` or `standalone = true`",
+        ],
+    );
+    assert_one(
+        &with_cert("standalone = true\n"),
+        CERT_LINE,
+        &["`standalone`", "not both"],
+    );
+    assert_one(
+        &no_webroot("standalone = true\nlisten = \"80\"\n"),
+        CERT_LINE,
+        &["`listen`", "address:port"],
+    );
+    assert_one(
+        &no_webroot("dcv = \"cname\"\n"),
+        CERT_LINE - 1,
+        &["`dcv`", "needs `dns_hook`"],
+    );
+    assert!(parse(&no_webroot("dcv = \"cname\"\ndns_hook = [\"/bin/hook\"]\n")).is_ok());
+    assert_one(
+        &no_webroot("dcv = \"email\"\n"),
+        CERT_LINE - 1,
+        &["needs `dcv_email`"],
+    );
+    assert_one(
+        &no_webroot("dcv = \"email\"\ndcv_email = \"nobody\"\n"),
+        CERT_LINE,
+        &["`dcv_email`", "not an email address"],
+    );
+    assert_one(
+        &no_webroot("webroot = \"www\"\n"),
+        CERT_LINE - 1,
+        &["`webroot`", "absolute path"],
+    );
+    assert_one(
+        &no_webroot("webroot = 5\n"),
+        CERT_LINE - 1,
+        &["`webroot`", "a path or a table"],
+    );
+    let errs = errors(&no_webroot(
+        "webroot = { \"other.example.com\" = \"/w\" }\n",
+    ));
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    assert!(
+        errs[0].contains("has no entry for the domain \"www.example.com\""),
+        "{errs:#?}"
+    );
+    assert!(
+        errs[1].contains("\"other.example.com\" is not one of the certificate's domains"),
+        "{errs:#?}"
+    );
+}
+
+#[test]
+fn dcv_rules_from_defaults_name_defaults() {
+    let text = with_cert("").replace("[defaults]\n", "[defaults]\ndays = 10\n");
+    assert_one(
+        &text,
+        8,
+        &["certificate 'www'", "`days` (from [defaults])", "(got 10)"],
+    );
+}
+
+#[test]
+fn install_rules() {
+    assert_one(
+        &with_cert("cert_path = \"cert.pem\"\n"),
+        CERT_LINE,
+        &["`cert_path`", "absolute path"],
+    );
+    assert_one(
+        &with_cert("cert_path = \"/etc/ssl/a.pem\"\nkey_path = \"/etc/ssl/a.pem\"\n"),
+        CERT_LINE + 1,
+        &["`key_path`", "must differ from `cert_path`"],
+    );
+    assert_one(
+        &with_cert("mode = \"0644\"\n"),
+        CERT_LINE,
+        &["`mode`", "0644 gives others access"],
+    );
+    assert_one(&with_cert("mode = 640\n"), CERT_LINE, &["`mode`", "octal"]);
+    assert_one(
+        &with_cert("mode = \"rw\"\n"),
+        CERT_LINE,
+        &["`mode`", "octal file mode"],
+    );
+    assert_one(
+        &with_cert("verify_address = \"localhost\"\n"),
+        CERT_LINE,
+        &["`verify_address`", "host:port"],
+    );
+    assert!(parse(&with_cert("verify_address = \"[::1]:8443\"\n")).is_ok());
+    assert!(parse(&with_cert("verify_address = \"localhost:443\"\n")).is_ok());
+    assert_one(
+        &with_cert("reload_command = \"\"\n"),
+        CERT_LINE,
+        &["`reload_command`", "an empty string"],
+    );
+    assert_one(
+        &with_cert("deploy_hook = [1]\n"),
+        CERT_LINE,
+        &["`deploy_hook`", "array of strings"],
+    );
+    let shared = format!(
+        "{}\n[[certificate]]\nname = \"two\"\ndomains = [\"b.example.com\"]\nproduct_id = 1\nwebroot = \"/w\"\nkey_path = \"/k.pem\"\n",
+        with_cert("key_path = \"/k.pem\"\n")
+    );
+    assert_one(
+        &shared,
+        20,
+        &[
+            "certificate 'two'",
+            "/k.pem is also used by certificate 'www'",
+        ],
+    );
+}
+
+#[test]
+fn combined_path_rules() {
+    // The only install path, even for server = "none".
+    for server in ["nginx", "apache", "none"] {
+        let c = parse(&with_cert(&format!(
+            "server = \"{server}\"\ncombined_path = \"/etc/ssl/www/combined.pem\"\n"
+        )))
+        .unwrap();
+        let cert = &c.certificates[0];
+        assert_eq!(
+            cert.combined_path.as_deref(),
+            Some(Path::new("/etc/ssl/www/combined.pem"))
+        );
+        assert_eq!((&cert.key_path, &cert.fullchain_path), (&None, &None));
+    }
+    // In addition to separate files.
+    assert!(
+        parse(&with_cert(
+            "combined_path = \"/c.pem\"\nkey_path = \"/k.pem\"\nfullchain_path = \"/f.pem\"\n"
+        ))
+        .is_ok()
+    );
+    assert_one(
+        &with_cert("combined_path = \"combined.pem\"\n"),
+        CERT_LINE,
+        &["certificate 'www'", "`combined_path`", "absolute path"],
+    );
+    for other in ["cert_path", "chain_path", "fullchain_path", "key_path"] {
+        assert_one(
+            &with_cert(&format!(
+                "{other} = \"/etc/ssl/a.pem\"\ncombined_path = \"/etc/ssl/a.pem\"\n"
+            )),
+            CERT_LINE + 1,
+            &["`combined_path`", &format!("must differ from `{other}`")],
+        );
+    }
+    assert_one(
+        &with_cert("combined_path = 5\n"),
+        CERT_LINE,
+        &["`combined_path`"],
+    );
+    let in_defaults =
+        with_cert("").replace("[defaults]\n", "[defaults]\ncombined_path = \"/c.pem\"\n");
+    assert_one(
+        &in_defaults,
+        8,
+        &["[defaults]", "`combined_path` cannot be set in [defaults]"],
+    );
+    let shared = format!(
+        "{}\n[[certificate]]\nname = \"two\"\ndomains = [\"b.example.com\"]\nproduct_id = 1\nwebroot = \"/w\"\nkey_path = \"/c.pem\"\n",
+        with_cert("combined_path = \"/c.pem\"\n")
+    );
+    assert_one(
+        &shared,
+        20,
+        &[
+            "certificate 'two'",
+            "/c.pem is also used by certificate 'www'",
+        ],
+    );
+}
+
+#[test]
+fn order_data_rules() {
+    assert_one(
+        &with_cert("country = \"Germany\"\n"),
+        CERT_LINE,
+        &["`country`", "ISO 3166-1"],
+    );
+    assert_one(
+        &with_cert("unique_value = \"has space\"\n"),
+        CERT_LINE,
+        &["`unique_value`", "20 letters and digits"],
+    );
+    assert_one(
+        &with_cert(&format!("unique_value = \"{}\"\n", "a".repeat(21))),
+        CERT_LINE,
+        &["`unique_value`"],
+    );
+    assert_one(
+        &with_cert("organization_name = \"\"\n"),
+        CERT_LINE,
+        &["`organization_name`", "must not be empty"],
+    );
+    assert_one(
+        &with_cert("ssl_server_software_id = -1\n"),
+        CERT_LINE,
+        &["`ssl_server_software_id`"],
+    );
+}
+
+#[test]
+fn many_problems_are_reported_in_file_order() {
+    let text = format!("{MINIMAL}timeout_secs = 0\n[agent]\nconcurrency = 0\nbogus = 1\n");
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    assert!(errs[0].contains("line 6"));
+    assert!(errs[1].contains("line 8"));
+    assert!(errs[2].contains("line 9"));
+}
+
+#[test]
+fn config_path_resolution() {
+    let cli = Path::new("/cli.toml");
+    assert_eq!(
+        resolve_config_path_from(Some(cli), Some("/env.toml".into())),
+        cli
+    );
+    assert_eq!(
+        resolve_config_path_from(None, Some("/env.toml".into())),
+        Path::new("/env.toml")
+    );
+    assert_eq!(
+        resolve_config_path_from(None, Some("".into())),
+        Path::new(DEFAULT_CONFIG_PATH)
+    );
+    assert_eq!(
+        resolve_config_path_from(None, None),
+        Path::new(DEFAULT_CONFIG_PATH)
+    );
+}
+
+#[test]
+fn suggestions_use_edit_distance() {
+    assert_eq!(distance("webrot", "webroot"), 1);
+    assert_eq!(distance("kitten", "sitting"), 3);
+    assert_eq!(suggest("webrot", SHARED_KEYS), Some("webroot"));
+    assert_eq!(suggest("zzzzzz", SHARED_KEYS), None);
+    assert_eq!(distance("agnet", "agent"), 1);
+    assert_eq!(suggest("dns", &["http", "dns-txt"]), Some("dns-txt"));
+}

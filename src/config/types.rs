@@ -1,0 +1,275 @@
+//! The validated configuration: what every section and certificate says, defaults applied.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Serialize, Serializer};
+
+use crate::values::{DcvType, Decimal, Secret};
+
+/// A validated configuration, `[defaults]` merged into every certificate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    /// The file it was read from.
+    #[serde(skip)]
+    pub path: PathBuf,
+    pub api: ApiConfig,
+    pub agent: AgentConfig,
+    #[serde(rename = "certificate", skip_serializing_if = "Vec::is_empty")]
+    pub certificates: Vec<CertificateConfig>,
+    /// Things that work but should be changed (inline password, ...), each naming file and line.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
+}
+
+/// `[api]`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApiConfig {
+    /// Partner API base, `https://` only, without trailing slash.
+    pub base_url: String,
+    pub login: String,
+    /// File holding the password (mode 0600).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password_file: Option<PathBuf>,
+    /// Inline password (accepted with a warning).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password: Option<Secret>,
+    /// Extra trust anchor (PEM), in addition to the system roots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+    /// The partner order site, where prepared renewal orders are completed
+    /// (`{order_site_url}/lead/continue_order/{token}`); https only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub order_site_url: Option<String>,
+    /// Default 10.
+    pub connect_timeout_secs: u64,
+    /// Total time of one request; default 60.
+    pub timeout_secs: u64,
+    /// Repeats of idempotent calls after a 5xx, timeout or connection error; default 3.
+    pub retries: u32,
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentConfig {
+    /// Default `/var/lib/cert-agent`.
+    pub state_dir: PathBuf,
+    /// Reissue when the certificate has fewer days left; default 30.
+    pub renew_before_days: u32,
+    /// Seconds between status calls per certificate; default 300.
+    pub poll_interval_secs: u64,
+    /// Billed orders allowed without `--yes`; default false.
+    pub allow_orders: bool,
+    /// Refuse to order above this price (account currency); `None`: no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_order_price: Option<Decimal>,
+    /// Certificates worked on at once; default 4.
+    pub concurrency: u32,
+    /// Run after a renew run that changed or failed something.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notify_command: Option<Command>,
+    /// The user `cert-agent serve` switches to after binding its ports when started as root;
+    /// default `nobody`.
+    pub serve_user: String,
+}
+
+/// A command to run: a string is run by `/bin/sh -c`, an array is an argv run directly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Command {
+    Shell(String),
+    Argv(Vec<String>),
+}
+
+/// `key_type`: the key types the agent generates.
+pub use crate::crypto::KeyType;
+
+/// `dcv`: the domain control validation method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DcvMethod {
+    /// HTTP_CSR_HASH: file under the web root over HTTP.
+    Http,
+    /// HTTPS_CSR_HASH: the same over HTTPS (family S; others treat it as HTTP).
+    Https,
+    /// CNAME_CSR_HASH via `dns_hook`.
+    Cname,
+    /// DNS_TXT_TOKEN via `dns_hook`.
+    DnsTxt,
+    /// EMAIL to `dcv_email`.
+    Email,
+}
+
+impl DcvMethod {
+    /// The API's `dcv_type`.
+    pub fn dcv_type(self) -> DcvType {
+        match self {
+            Self::Http => DcvType::HttpCsrHash,
+            Self::Https => DcvType::HttpsCsrHash,
+            Self::Cname => DcvType::CnameCsrHash,
+            Self::DnsTxt => DcvType::DnsTxtToken,
+            Self::Email => DcvType::Email,
+        }
+    }
+
+    /// Served from a web root or the standalone server.
+    pub fn is_http(self) -> bool {
+        matches!(self, Self::Http | Self::Https)
+    }
+
+    /// Needs a `dns_hook`.
+    pub fn is_dns(self) -> bool {
+        matches!(self, Self::Cname | Self::DnsTxt)
+    }
+}
+
+/// `family`: the CA family of the document (S, D, C).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Family {
+    S,
+    D,
+    C,
+}
+
+/// `server`: the web server whose layout the install follows (`nginx`, `apache`, `none`).
+pub use crate::values::ServerKind as Server;
+
+/// `webroot`: one document root for every domain, or one per domain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Webroot {
+    Single(PathBuf),
+    PerDomain(BTreeMap<String, PathBuf>),
+}
+
+impl Webroot {
+    /// The document root serving `domain`.
+    pub fn for_domain(&self, domain: &str) -> Option<&Path> {
+        match self {
+            Self::Single(p) => Some(p),
+            Self::PerDomain(m) => m.get(domain).map(PathBuf::as_path),
+        }
+    }
+}
+
+/// One `[[certificate]]`, with `[defaults]` applied.
+#[derive(Debug, Clone, Serialize)]
+pub struct CertificateConfig {
+    /// Identifier: state, file names, `--name`.
+    pub name: String,
+    /// Lower case; the first is the common name.
+    pub domains: Vec<String>,
+    /// `nomenclature_id` of the order.
+    pub product_id: u64,
+    /// Days of an order, 60..=2200; default 365.
+    pub days: u32,
+    /// Default ecdsa-p256.
+    pub key_type: KeyType,
+    /// Default http.
+    pub dcv: DcvMethod,
+    /// Document root(s) for http/https DCV (or `standalone`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webroot: Option<Webroot>,
+    /// Serve the DCV file from the built-in server on `listen`.
+    pub standalone: bool,
+    /// Address of the standalone server; default 0.0.0.0:80.
+    pub listen: SocketAddr,
+    /// Program adding/removing DNS records (cname, dns-txt).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dns_hook: Option<Command>,
+    /// Address for EMAIL validation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dcv_email: Option<String>,
+    /// Default nginx.
+    pub server: Server,
+    /// Install paths; `None`: the install layout's default for `server`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert_path: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chain_path: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fullchain_path: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_path: Option<PathBuf>,
+    /// One file holding the private key followed by the full chain, switched with a single
+    /// rename (key and certificate always match for a reader). When set, only the configured
+    /// paths are written: no default file for `server`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub combined_path: Option<PathBuf>,
+    /// Owner and group of installed files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Mode of the private key file (never accessible by others); `None`: 0600, or 0640 with
+    /// `group`.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "serialize_mode"
+    )]
+    pub mode: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reload_command: Option<Command>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub configtest_command: Option<Command>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deploy_hook: Option<Command>,
+    /// After reload, TLS handshake here (SNI = common name) must show the new serial.
+    /// Default 127.0.0.1:443 with a web server; `None` (`""` in the file): no check.
+    #[serde(serialize_with = "serialize_verify_address")]
+    pub verify_address: Option<String>,
+    /// Reissue with the current key instead of a new one (never for family C).
+    pub reuse_key: bool,
+    /// The CA family of the product (`S`, `D` or `C`, from the issuer shown by `cert-agent
+    /// products`); decides the reissue rules that differ (family C: always a new key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub family: Option<Family>,
+    /// ISO 3166-1 alpha-2 (`country_name` of the order item).
+    pub country: String,
+    pub region: String,
+    pub city: String,
+    /// Organisation fields (OV/EV products).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub organization_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub organizational_unit: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address_1: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address_2: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zip_code: Option<String>,
+    /// Family S request-token value (at most 20 letters and digits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unique_value: Option<String>,
+    /// The CA's validation domain that CNAME_CSR_HASH targets end in (the CA publishes it;
+    /// the API does not report it). Without it, `dcv = "cname"` prints the records to create.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cname_target_domain: Option<String>,
+    /// 0 lets the service choose.
+    pub ssl_server_software_id: u64,
+}
+
+impl CertificateConfig {
+    /// The common name (first domain).
+    pub fn common_name(&self) -> &str {
+        &self.domains[0]
+    }
+
+    /// Domains after the common name.
+    pub fn additional_domains(&self) -> &[String] {
+        &self.domains[1..]
+    }
+}
+
+fn serialize_verify_address<S: Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v.as_deref().unwrap_or(""))
+}
+
+fn serialize_mode<S: Serializer>(mode: &Option<u32>, s: S) -> Result<S::Ok, S::Error> {
+    match mode {
+        Some(m) => s.serialize_str(&format!("{m:04o}")),
+        None => s.serialize_none(),
+    }
+}

@@ -1,0 +1,14 @@
+//! Value types and rules that several layers name — the configuration, the API client, the
+//! bundle reader, the install layer — kept here so that none of those layers has to import
+//! another. Depends on nothing of ours.
+
+mod dcv_type;
+mod decimal;
+pub mod endpoint;
+mod secret;
+mod server_kind;
+
+pub use dcv_type::DcvType;
+pub use decimal::{Decimal, InvalidDecimal};
+pub use secret::{MASK, Secret};
+pub use server_kind::ServerKind;
