@@ -108,9 +108,9 @@ pub async fn serve(plan: Plan) -> Result<u8> {
 /// The distinct `listen` addresses of the standalone certificates, in configuration order.
 fn listen_addresses(config: &Config) -> Result<Vec<SocketAddr>> {
     let mut listen: Vec<SocketAddr> = Vec::new();
-    for cert in config.certificates.iter().filter(|c| c.standalone) {
-        if !listen.contains(&cert.listen) {
-            listen.push(cert.listen);
+    for cert in config.certificates.iter().filter(|c| c.dcv.standalone) {
+        if !listen.contains(&cert.dcv.listen) {
+            listen.push(cert.dcv.listen);
         }
     }
     if listen.is_empty() {

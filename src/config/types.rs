@@ -153,21 +153,68 @@ impl Webroot {
     }
 }
 
-/// One `[[certificate]]`, with `[defaults]` applied.
+/// One `[[certificate]]`, with `[defaults]` applied. The file keeps every key flat in the
+/// section; here they are grouped by what uses them: the order, the validation, the install.
 #[derive(Debug, Clone, Serialize)]
 pub struct CertificateConfig {
     /// Identifier: state, file names, `--name`.
     pub name: String,
     /// Lower case; the first is the common name.
     pub domains: Vec<String>,
+    /// What is ordered (and reissued): product, lifetime, key, order-item data.
+    #[serde(flatten)]
+    pub order: OrderSpec,
+    /// How domain control is validated.
+    #[serde(flatten)]
+    pub dcv: DcvSpec,
+    /// Where and how the certificate is installed.
+    #[serde(flatten)]
+    pub install: InstallSpec,
+}
+
+/// What is ordered and reissued for a certificate.
+#[derive(Debug, Clone, Serialize)]
+pub struct OrderSpec {
     /// `nomenclature_id` of the order.
     pub product_id: u64,
     /// Days of an order, 60..=2200; default 365.
     pub days: u32,
     /// Default ecdsa-p256.
     pub key_type: KeyType,
+    /// Reissue with the current key instead of a new one (never for family C).
+    pub reuse_key: bool,
+    /// The CA family of the product (`S`, `D` or `C`, from the issuer shown by `cert-agent
+    /// products`); decides the reissue rules that differ (family C: always a new key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub family: Option<Family>,
+    /// ISO 3166-1 alpha-2 (`country_name` of the order item).
+    pub country: String,
+    pub region: String,
+    pub city: String,
+    /// Organisation fields (OV/EV products).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub organization_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub organizational_unit: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address_1: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address_2: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zip_code: Option<String>,
+    /// Family S request-token value (at most 20 letters and digits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unique_value: Option<String>,
+    /// 0 lets the service choose.
+    pub ssl_server_software_id: u64,
+}
+
+/// How domain control is validated for a certificate.
+#[derive(Debug, Clone, Serialize)]
+pub struct DcvSpec {
     /// Default http.
-    pub dcv: DcvMethod,
+    #[serde(rename = "dcv")]
+    pub method: DcvMethod,
     /// Document root(s) for http/https DCV (or `standalone`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub webroot: Option<Webroot>,
@@ -180,7 +227,17 @@ pub struct CertificateConfig {
     pub dns_hook: Option<Command>,
     /// Address for EMAIL validation.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub dcv_email: Option<String>,
+    #[serde(rename = "dcv_email")]
+    pub email: Option<String>,
+    /// The CA's validation domain that CNAME_CSR_HASH targets end in (the CA publishes it;
+    /// the API does not report it). Without it, `dcv = "cname"` prints the records to create.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cname_target_domain: Option<String>,
+}
+
+/// Where and how a certificate is installed.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstallSpec {
     /// Default nginx.
     pub server: Server,
     /// Install paths; `None`: the install layout's default for `server`.
@@ -219,36 +276,6 @@ pub struct CertificateConfig {
     /// Default 127.0.0.1:443 with a web server; `None` (`""` in the file): no check.
     #[serde(serialize_with = "serialize_verify_address")]
     pub verify_address: Option<String>,
-    /// Reissue with the current key instead of a new one (never for family C).
-    pub reuse_key: bool,
-    /// The CA family of the product (`S`, `D` or `C`, from the issuer shown by `cert-agent
-    /// products`); decides the reissue rules that differ (family C: always a new key).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub family: Option<Family>,
-    /// ISO 3166-1 alpha-2 (`country_name` of the order item).
-    pub country: String,
-    pub region: String,
-    pub city: String,
-    /// Organisation fields (OV/EV products).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub organization_name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub organizational_unit: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub address_1: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub address_2: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub zip_code: Option<String>,
-    /// Family S request-token value (at most 20 letters and digits).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unique_value: Option<String>,
-    /// The CA's validation domain that CNAME_CSR_HASH targets end in (the CA publishes it;
-    /// the API does not report it). Without it, `dcv = "cname"` prints the records to create.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cname_target_domain: Option<String>,
-    /// 0 lets the service choose.
-    pub ssl_server_software_id: u64,
 }
 
 impl CertificateConfig {

@@ -48,7 +48,7 @@ pub(super) async fn download_checked(
         }
     };
     if let Some(prev) = previous_serial
-        && bundle_leaf_serial(&download.bytes, cert.server)
+        && bundle_leaf_serial(&download.bytes, cert.install.server)
             .is_some_and(|s| crate::crypto::same_serial_hex(&s, prev))
     {
         // After a reissue the previous certificate is served until the new one is issued.
@@ -64,8 +64,8 @@ pub(super) async fn download_checked(
         now: now() + time::Duration::minutes(5),
         trust_anchors: &[],
     };
-    let bundle =
-        bundle::read_bundle(&download.bytes, cert.server, &expected).with_context(|| {
+    let bundle = bundle::read_bundle(&download.bytes, cert.install.server, &expected)
+        .with_context(|| {
             format!(
                 "the bundle of certificate {certificate_id} was rejected; nothing was installed"
             )
@@ -84,15 +84,15 @@ pub fn argv(command: &crate::config::Command) -> Vec<String> {
 /// Where certificate `cert` is installed.
 pub fn install_paths(cert: &CertificateConfig) -> InstallPaths {
     InstallPaths::resolve(
-        cert.server,
+        cert.install.server,
         Path::new(install::DEFAULT_BASE_DIR),
         &cert.name,
         &PathOverrides {
-            cert: cert.cert_path.clone(),
-            chain: cert.chain_path.clone(),
-            fullchain: cert.fullchain_path.clone(),
-            key: cert.key_path.clone(),
-            combined: cert.combined_path.clone(),
+            cert: cert.install.cert_path.clone(),
+            chain: cert.install.chain_path.clone(),
+            fullchain: cert.install.fullchain_path.clone(),
+            key: cert.install.key_path.clone(),
+            combined: cert.install.combined_path.clone(),
         },
     )
 }
@@ -102,16 +102,16 @@ pub(super) fn cert_install(
     bundle: &ValidatedBundle,
     key: &PrivateKey,
 ) -> CertInstall {
-    let kind = cert.server;
+    let kind = cert.install.server;
     CertInstall {
         name: cert.name.clone(),
         domains: cert.domains.clone(),
         paths: install_paths(cert),
         ownership: Ownership {
-            owner: cert.owner.as_deref().map(Principal::parse),
-            group: cert.group.as_deref().map(Principal::parse),
+            owner: cert.install.owner.as_deref().map(Principal::parse),
+            group: cert.install.group.as_deref().map(Principal::parse),
             cert_mode: None,
-            key_mode: cert.mode,
+            key_mode: cert.install.mode,
         },
         material: CertMaterial::new(
             bundle.leaf_pem.clone().into_bytes(),
@@ -120,16 +120,17 @@ pub(super) fn cert_install(
         ),
         commands: ServerCommands::configured(
             kind,
-            cert.configtest_command.as_ref().map(argv),
-            cert.reload_command.as_ref().map(argv),
+            cert.install.configtest_command.as_ref().map(argv),
+            cert.install.reload_command.as_ref().map(argv),
             None,
         ),
         verify: cert
+            .install
             .verify_address
             .as_ref()
             .filter(|a| !a.is_empty())
             .map(|a| VerifyTarget::new(a.clone(), cert.common_name())),
-        deploy_hook: cert.deploy_hook.as_ref().map(argv),
+        deploy_hook: cert.install.deploy_hook.as_ref().map(argv),
     }
 }
 
@@ -184,7 +185,7 @@ fn finish_install(job: &mut Job<'_>, r: &Ready) -> Result<Outcome> {
     };
     // Without the API's subscription end: the order's days from the first issuance, or the
     // certificate's own end, whichever is later.
-    let by_days = r.bundle.not_before + time::Duration::days(i64::from(job.cert.days));
+    let by_days = r.bundle.not_before + time::Duration::days(i64::from(job.cert.order.days));
     let fallback = Subscription {
         ends: by_days.max(r.bundle.not_after),
         multi_year: false,

@@ -95,8 +95,8 @@ impl<'a> Job<'a> {
 /// What the configuration of `cert` asks for, as the planner sees it.
 pub(super) fn wanted(cert: &CertificateConfig) -> plan::Wanted<'_> {
     plan::Wanted {
-        product_id: cert.product_id,
-        days: cert.days,
+        product_id: cert.order.product_id,
+        days: cert.order.days,
         domains: &cert.domains,
     }
 }

@@ -13,7 +13,7 @@ use crate::store::{CertRecord, PendingKey, Store};
 
 /// The key type the configuration asks for.
 pub fn key_type(cert: &CertificateConfig) -> KeyType {
-    cert.key_type
+    cert.order.key_type
 }
 
 /// Loads the pending key of `record`.

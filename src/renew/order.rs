@@ -165,10 +165,10 @@ pub async fn ensure_order(
     let products = products.get(client).await?;
     let product = products
         .iter()
-        .find(|p| p.id == cert.product_id)
+        .find(|p| p.id == cert.order.product_id)
         .ok_or_else(|| OrderRefusal::UnknownProduct {
             name: cert.name.clone(),
-            product_id: cert.product_id,
+            product_id: cert.order.product_id,
         })?;
     check_names(cert, product)?;
     let price = check_price(config, cert, product)?;
@@ -181,7 +181,7 @@ pub async fn ensure_order(
         csr_sha256: pending.csr_sha256.clone(),
         common_name: cert.common_name().to_owned(),
         created_at: now,
-        product_id: cert.product_id,
+        product_id: cert.order.product_id,
         price: price.as_ref().map(|p| p.as_str().to_owned()),
     });
     store.save(record)?;
@@ -190,8 +190,8 @@ pub async fn ensure_order(
         "order-intent",
         serde_json::json!({
             "csr_sha256": pending.csr_sha256,
-            "product_id": cert.product_id,
-            "days": cert.days,
+            "product_id": cert.order.product_id,
+            "days": cert.order.days,
             "price": price.as_ref().map(Decimal::as_str),
         }),
     )?;

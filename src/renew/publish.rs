@@ -74,7 +74,7 @@ pub(super) async fn publish_dcv(
         ctx.store.save(rec)?;
     }
 
-    match cert.dcv {
+    match cert.dcv.method {
         DcvMethod::Http | DcvMethod::Https => {
             publish_http(ctx, cert, rec, certificate_id, &details, &ours).await
         }
@@ -107,12 +107,12 @@ async fn publish_http(
             "certificate {certificate_id} validates by {}, but the configuration says \
              `dcv = \"{}\"`; switch it with `cert-agent dcv change {certificate_id} {}`",
             details.dcv_method,
-            if cert.dcv == DcvMethod::Https {
+            if cert.dcv.method == DcvMethod::Https {
                 "https"
             } else {
                 "http"
             },
-            cert.dcv.dcv_type().as_str()
+            cert.dcv.method.dcv_type().as_str()
         );
     }
     let Some(content) = details.dcv_content.as_deref() else {
@@ -121,10 +121,10 @@ async fn publish_http(
     let file = ValidationFile::for_csr(ours, content).with_context(|| {
         format!("certificate {certificate_id}: the validation content from the API")
     })?;
-    if cert.family == Some(Family::S) {
+    if cert.order.family == Some(Family::S) {
         cross_check_hashes(ctx, certificate_id, ours).await?;
     }
-    if cert.standalone {
+    if cert.dcv.standalone {
         // Recorded first: a run stopped half-way still removes the file next time.
         rec.dcv.standalone_file = Some((file.name().to_owned(), file.content().to_owned()));
         ctx.store.save(rec)?;
@@ -240,7 +240,7 @@ async fn publish_cname(
     certificate_id: u64,
     ours: &CsrHashes,
 ) -> Result<Published> {
-    let Some(ca_domain) = cert.cname_target_domain.as_deref() else {
+    let Some(ca_domain) = cert.dcv.cname_target_domain.as_deref() else {
         return Ok(Published::Operator(format!(
             "certificate {certificate_id} validates by CNAME records: for each domain \
              create `_{}.<domain>` CNAME `{}.{}[.<unique value>].<CA validation \
@@ -292,7 +292,7 @@ async fn publish_dns(
     rec: &mut CertRecord,
     records: Vec<hook::DnsRecord>,
 ) -> Result<Published> {
-    let Some(command) = &cert.dns_hook else {
+    let Some(command) = &cert.dcv.dns_hook else {
         let list = records
             .iter()
             .map(ToString::to_string)
@@ -347,8 +347,8 @@ pub(super) async fn republish(
         return Ok(false);
     };
     let name = format!("{}.txt", pending.csr_md5);
-    match cert.dcv {
-        DcvMethod::Http | DcvMethod::Https if cert.standalone => {
+    match cert.dcv.method {
+        DcvMethod::Http | DcvMethod::Https if cert.dcv.standalone => {
             let Some((n, content)) = rec.dcv.standalone_file.as_ref().filter(|(n, _)| *n == name)
             else {
                 return Ok(false);
@@ -409,7 +409,7 @@ async fn publish_standalone(
 ) -> Result<()> {
     let state_dir = ctx.store.dir().to_path_buf();
     match dcv::serve_dir::running(&state_dir) {
-        Ok(Some(serve)) if serve.listen.contains(&cert.listen) => {
+        Ok(Some(serve)) if serve.listen.contains(&cert.dcv.listen) => {
             let path = dcv::serve_dir::publish(&state_dir, file)
                 .context("could not publish the validation file for cert-agent serve")?;
             tracing::info!(
@@ -417,7 +417,7 @@ async fn publish_standalone(
                 "published '{}' for cert-agent serve (pid {}) on {}",
                 path.display(),
                 serve.pid,
-                cert.listen
+                cert.dcv.listen
             );
             return Ok(());
         }
@@ -426,7 +426,7 @@ async fn publish_standalone(
             "cert-agent serve (pid {}) does not listen on {} (restart it after changing \
              `listen`); serving the file from this run",
             serve.pid,
-            cert.listen
+            cert.dcv.listen
         ),
         Ok(None) => {}
         Err(e) => tracing::warn!(
@@ -434,7 +434,9 @@ async fn publish_standalone(
             "could not tell whether cert-agent serve runs ({e}); serving the file from this run"
         ),
     }
-    standalone_server(ctx, cert.listen).await?.add_file(file);
+    standalone_server(ctx, cert.dcv.listen)
+        .await?
+        .add_file(file);
     Ok(())
 }
 
@@ -456,7 +458,7 @@ pub(super) async fn standalone_server<'c>(
 }
 
 fn webroots(cert: &CertificateConfig) -> Result<dcv::webroot::Webroots> {
-    match &cert.webroot {
+    match &cert.dcv.webroot {
         Some(Webroot::Single(p)) => Ok(dcv::webroot::Webroots::One(p.clone())),
         Some(Webroot::PerDomain(m)) => Ok(dcv::webroot::Webroots::PerDomain(m.clone())),
         None => bail!(
@@ -478,7 +480,7 @@ pub(super) async fn cleanup_dcv(ctx: &Ctx<'_>, cert: &CertificateConfig, rec: &m
         .map(|p| format!("{}.txt", p.csr_md5))
         .into_iter()
         .chain(rec.dcv.standalone_file.as_ref().map(|(n, _)| n.clone()));
-    if cert.standalone || rec.dcv.standalone_file.is_some() {
+    if cert.dcv.standalone || rec.dcv.standalone_file.is_some() {
         for name in served {
             if let Err(e) = dcv::serve_dir::remove(ctx.store.dir(), &name) {
                 tracing::warn!(certificate = %cert.name, "could not remove a validation file: {e}");
@@ -492,8 +494,8 @@ pub(super) async fn cleanup_dcv(ctx: &Ctx<'_>, cert: &CertificateConfig, rec: &m
         }
         // The file for the pending CSR in each web root, recorded or not: the record is
         // written before the file, but a file that outlived its record must not stay.
-        if cert.dcv.is_http()
-            && !cert.standalone
+        if cert.dcv.method.is_http()
+            && !cert.dcv.standalone
             && let Ok(w) = webroots(cert)
             && let Ok(roots) = w.distinct_for(&cert.domains)
         {
@@ -515,7 +517,7 @@ pub(super) async fn cleanup_dcv(ctx: &Ctx<'_>, cert: &CertificateConfig, rec: &m
     if let Err(e) = dcv::webroot::remove(&published) {
         tracing::warn!(certificate = %cert.name, "could not remove validation files: {e}");
     }
-    if let Some(command) = &cert.dns_hook {
+    if let Some(command) = &cert.dcv.dns_hook {
         let hook = hook::DnsHook {
             argv: argv(command),
             timeout: Duration::from_secs(120),

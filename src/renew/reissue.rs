@@ -47,7 +47,7 @@ pub(super) async fn start(
     };
     // Reissue rule 6: a family S certificate on DNS_TXT_TOKEN must name another method for
     // every domain.
-    if cert.family == Some(Family::S) && cert.dcv == DcvMethod::DnsTxt {
+    if cert.order.family == Some(Family::S) && cert.dcv.method == DcvMethod::DnsTxt {
         bail!(
             "certificate '{}': a family S certificate validated by DNS TXT cannot be reissued \
              with the same method (document, Reissue rule 6); set `dcv` to http, https, cname \
@@ -56,7 +56,7 @@ pub(super) async fn start(
         );
     }
     // Reissue rule 4: family C needs a new key every time.
-    if !new_key && cert.family == Some(Family::C) {
+    if !new_key && cert.order.family == Some(Family::C) {
         bail!(
             "certificate '{}': family C needs a new key for every reissue; refusing to send \
              the current key",
@@ -187,7 +187,7 @@ async fn follow_replacement(
 ) -> Result<Reissued> {
     let current = record.order.as_ref().map_or(original, |o| o.certificate_id);
     // Only family S gives a reissued certificate a new ID (Reissue rule 7).
-    if cert.family.is_some_and(|f| f != Family::S) {
+    if cert.order.family.is_some_and(|f| f != Family::S) {
         return Ok(Reissued::id(current));
     }
     let details = ctx.client()?.details(original).await?;

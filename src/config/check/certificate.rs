@@ -44,15 +44,30 @@ impl Checker<'_> {
         }
 
         let domains = self.domains(&s);
-        let product_id = self.uint::<u64>(&s, "product_id", 1, i128::from(i64::MAX));
+        let product = self.product(&s);
+        let dcv = self.dcv_spec(&s, domains.as_deref());
+        let install = self.install_spec(&s);
+        let order = self.order_spec(&s, product);
+        Some(CertificateConfig {
+            name: name?,
+            domains: domains?,
+            order: order?,
+            dcv: dcv?,
+            install: install?,
+        })
+    }
+
+    /// The product, the lifetime and the key type of the order.
+    fn product(&mut self, s: &Scope<'_, '_>) -> (Option<u64>, u32, KeyType) {
+        let product_id = self.uint::<u64>(s, "product_id", 1, i128::from(i64::MAX));
         if s.get("product_id").is_none() {
-            self.missing(&s, "product_id");
+            self.missing(s, "product_id");
         }
         // Section "OrderItem": days "60 to 2200".
-        let days = self.uint(&s, "days", 60, 2200).unwrap_or(DEFAULT_DAYS);
+        let days = self.uint(s, "days", 60, 2200).unwrap_or(DEFAULT_DAYS);
         let key_type = self
             .choice(
-                &s,
+                s,
                 "key_type",
                 &[
                     ("ecdsa-p256", KeyType::EcdsaP256),
@@ -63,9 +78,91 @@ impl Checker<'_> {
                 ],
             )
             .unwrap_or(KeyType::EcdsaP256);
+        (product_id, days, key_type)
+    }
+
+    /// The rest of the order: key reuse, family, the order-item data.
+    fn order_spec(
+        &mut self,
+        s: &Scope<'_, '_>,
+        (product_id, days, key_type): (Option<u64>, u32, KeyType),
+    ) -> Option<OrderSpec> {
+        let reuse_key = self.boolean(s, "reuse_key").unwrap_or(false);
+        let family = self.choice(
+            s,
+            "family",
+            &[("S", Family::S), ("D", Family::D), ("C", Family::C)],
+        );
+        if reuse_key
+            && family == Some(Family::C)
+            && let Some(f) = s.get("reuse_key")
+        {
+            self.bad(
+                s,
+                &f,
+                "family C needs a new key for every reissue (document, Reissue rule 4); \
+                 remove `reuse_key` or set it to false",
+            );
+        }
+
+        // Order item data.
+        let country = self.text(s, "country");
+        if let (Some(c), Some(f)) = (&country, s.get("country"))
+            && !(c.len() == 2 && c.bytes().all(|b| b.is_ascii_uppercase()))
+        {
+            self.bad(
+                s,
+                &f,
+                format!("{c:?} is not an ISO 3166-1 alpha-2 code such as \"DE\""),
+            );
+        }
+        let region = self.text(s, "region");
+        let city = self.text(s, "city");
+        for key in ["country", "region", "city"] {
+            if s.get(key).is_none() {
+                let msg = format!("missing required key `{key}` (set it here or in [defaults])");
+                self.report(&s.header, &s.context, msg);
+            }
+        }
+        let organization_name = self.text(s, "organization_name");
+        let organizational_unit = self.text(s, "organizational_unit");
+        let address_1 = self.text(s, "address_1");
+        let address_2 = self.text(s, "address_2");
+        let zip_code = self.text(s, "zip_code");
+        // Limits: unique_value "at most 20 characters, letters and digits".
+        let unique_value = self.text(s, "unique_value");
+        if let (Some(u), Some(f)) = (&unique_value, s.get("unique_value"))
+            && !(u.len() <= 20 && u.bytes().all(|b| b.is_ascii_alphanumeric()))
+        {
+            self.bad(s, &f, "must be at most 20 letters and digits");
+        }
+        let ssl_server_software_id = self
+            .uint(s, "ssl_server_software_id", 0, i128::from(i64::MAX))
+            .unwrap_or(0);
+        Some(OrderSpec {
+            product_id: product_id?,
+            days,
+            key_type,
+            reuse_key,
+            family,
+            country: country?,
+            region: region?,
+            city: city?,
+            organization_name,
+            organizational_unit,
+            address_1,
+            address_2,
+            zip_code,
+            unique_value,
+            ssl_server_software_id,
+        })
+    }
+
+    /// How domain control is validated, complete for the method.
+    fn dcv_spec(&mut self, s: &Scope<'_, '_>, domains: Option<&[String]>) -> Option<DcvSpec> {
         let dcv = self
             .choice(
-                &s,
+                s,
                 "dcv",
                 &[
                     ("http", DcvMethod::Http),
@@ -76,27 +173,15 @@ impl Checker<'_> {
                 ],
             )
             .unwrap_or(DcvMethod::Http);
-        let server = self
-            .choice(
-                &s,
-                "server",
-                &[
-                    ("nginx", Server::Nginx),
-                    ("apache", Server::Apache),
-                    ("none", Server::None),
-                ],
-            )
-            .unwrap_or(Server::Nginx);
-
-        let webroot = self.webroot(&s);
-        let standalone = self.boolean(&s, "standalone").unwrap_or(false);
-        let listen = match self.text(&s, "listen") {
+        let webroot = self.webroot(s);
+        let standalone = self.boolean(s, "standalone").unwrap_or(false);
+        let listen = match self.text(s, "listen") {
             Some(v) => match v.parse::<SocketAddr>() {
                 Ok(a) => Some(a),
                 Err(_) => {
                     let f = s.get("listen")?;
                     self.bad(
-                        &s,
+                        s,
                         &f,
                         format!("{v:?} is not an address:port such as \"0.0.0.0:80\""),
                     );
@@ -105,15 +190,50 @@ impl Checker<'_> {
             },
             None => None,
         };
-        let dns_hook = self.command(&s, "dns_hook");
-        let dcv_email = self.text(&s, "dcv_email");
+        let dns_hook = self.command(s, "dns_hook");
+        let dcv_email = self.text(s, "dcv_email");
         if let (Some(e), Some(f)) = (&dcv_email, s.get("dcv_email"))
             && let Err(m) = validate_email(e)
         {
-            self.bad(&s, &f, m);
+            self.bad(s, &f, m);
         }
 
-        // How DCV is carried out must be complete for the method.
+        let cname_target_domain = self.text(s, "cname_target_domain");
+        if let (Some(d), Some(f)) = (&cname_target_domain, s.get("cname_target_domain"))
+            && let Err(e) = validate_domain(d)
+        {
+            self.bad(s, &f, e);
+        }
+
+        let spec = DcvSpec {
+            method: dcv,
+            webroot,
+            standalone,
+            listen: listen.unwrap_or_else(|| {
+                DEFAULT_LISTEN
+                    .parse()
+                    .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 80)))
+            }),
+            dns_hook,
+            email: dcv_email,
+            cname_target_domain,
+        };
+        self.dcv_complete(s, &spec, domains);
+        Some(spec)
+    }
+
+    /// How domain control is carried out must be complete for the method: a web root or the
+    /// standalone server (and no wildcard) for HTTP(S), a hook for DNS, an address for email.
+    fn dcv_complete(&mut self, s: &Scope<'_, '_>, spec: &DcvSpec, domains: Option<&[String]>) {
+        let DcvSpec {
+            method: dcv,
+            webroot,
+            standalone,
+            dns_hook,
+            email: dcv_email,
+            ..
+        } = spec;
+        let (dcv, standalone) = (*dcv, *standalone);
         let dcv_field = s.get("dcv");
         let dcv_span = dcv_field
             .as_ref()
@@ -125,7 +245,7 @@ impl Checker<'_> {
                 (Some(_), true) => {
                     if let Some(f) = s.get("standalone") {
                         self.bad(
-                            &s,
+                            s,
                             &f,
                             "set either `webroot` or `standalone = true`, not both",
                         );
@@ -156,11 +276,11 @@ impl Checker<'_> {
                 (&webroot, &domains, s.get("webroot"))
             {
                 for d in domains.iter().filter(|d| !map.contains_key(*d)) {
-                    self.bad(&s, &f, format!("has no entry for the domain {d:?}"));
+                    self.bad(s, &f, format!("has no entry for the domain {d:?}"));
                 }
                 for d in map.keys().filter(|k| !domains.contains(k)) {
                     self.bad(
-                        &s,
+                        s,
                         &f,
                         format!("{d:?} is not one of the certificate's domains"),
                     );
@@ -183,13 +303,28 @@ impl Checker<'_> {
                 "`dcv` = \"email\" needs `dcv_email` (an address from `cert-agent dcv emails`)",
             );
         }
+    }
+
+    /// Where and how the certificate is installed.
+    fn install_spec(&mut self, s: &Scope<'_, '_>) -> Option<InstallSpec> {
+        let server = self
+            .choice(
+                s,
+                "server",
+                &[
+                    ("nginx", Server::Nginx),
+                    ("apache", Server::Apache),
+                    ("none", Server::None),
+                ],
+            )
+            .unwrap_or(Server::Nginx);
 
         // Install.
-        let cert_path = self.path(&s, "cert_path");
-        let chain_path = self.path(&s, "chain_path");
-        let fullchain_path = self.path(&s, "fullchain_path");
-        let key_path = self.path(&s, "key_path");
-        let combined_path = self.path(&s, "combined_path");
+        let cert_path = self.path(s, "cert_path");
+        let chain_path = self.path(s, "chain_path");
+        let fullchain_path = self.path(s, "fullchain_path");
+        let key_path = self.path(s, "key_path");
+        let combined_path = self.path(s, "combined_path");
         if let (Some(k), Some(f)) = (&key_path, s.get("key_path")) {
             for (other, p) in [
                 ("cert_path", &cert_path),
@@ -198,7 +333,7 @@ impl Checker<'_> {
             ] {
                 if p.as_ref() == Some(k) {
                     self.bad(
-                        &s,
+                        s,
                         &f,
                         format!(
                             "must differ from `{other}` (the private key would be overwritten)"
@@ -216,7 +351,7 @@ impl Checker<'_> {
             ] {
                 if p.as_ref() == Some(c) {
                     self.bad(
-                        &s,
+                        s,
                         &f,
                         format!(
                             "must differ from `{other}` (the combined key and chain is a file \
@@ -233,27 +368,27 @@ impl Checker<'_> {
             && let Some(f) = s.get("server")
         {
             self.bad(
-                &s,
+                s,
                 &f,
                 "\"none\" has no default layout: set `key_path` and `fullchain_path` or \
                  `cert_path`, or `combined_path`",
             );
         }
-        let owner = self.text(&s, "owner");
-        let group = self.text(&s, "group");
-        let mode = self.mode(&s);
-        let reload_command = self.command(&s, "reload_command");
-        let configtest_command = self.command(&s, "configtest_command");
-        let deploy_hook = self.command(&s, "deploy_hook");
+        let owner = self.text(s, "owner");
+        let group = self.text(s, "group");
+        let mode = self.mode(s);
+        let reload_command = self.command(s, "reload_command");
+        let configtest_command = self.command(s, "configtest_command");
+        let deploy_hook = self.command(s, "deploy_hook");
         let verify_address = match s.get("verify_address") {
             None => (server != Server::None).then(|| DEFAULT_VERIFY_ADDRESS.to_owned()),
-            Some(_) => match self.string(&s, "verify_address") {
+            Some(_) => match self.string(s, "verify_address") {
                 Some(v) if v.is_empty() => None,
                 Some(v) => {
                     if !valid_host_port(&v) {
                         let f = s.get("verify_address")?;
                         self.bad(
-                            &s,
+                            s,
                             &f,
                             format!("{v:?} is not host:port (\"\" disables the check)"),
                         );
@@ -263,81 +398,7 @@ impl Checker<'_> {
                 None => None,
             },
         };
-        let reuse_key = self.boolean(&s, "reuse_key").unwrap_or(false);
-        let family = self.choice(
-            &s,
-            "family",
-            &[("S", Family::S), ("D", Family::D), ("C", Family::C)],
-        );
-        if reuse_key
-            && family == Some(Family::C)
-            && let Some(f) = s.get("reuse_key")
-        {
-            self.bad(
-                &s,
-                &f,
-                "family C needs a new key for every reissue (document, Reissue rule 4); \
-                 remove `reuse_key` or set it to false",
-            );
-        }
-
-        // Order item data.
-        let country = self.text(&s, "country");
-        if let (Some(c), Some(f)) = (&country, s.get("country"))
-            && !(c.len() == 2 && c.bytes().all(|b| b.is_ascii_uppercase()))
-        {
-            self.bad(
-                &s,
-                &f,
-                format!("{c:?} is not an ISO 3166-1 alpha-2 code such as \"DE\""),
-            );
-        }
-        let region = self.text(&s, "region");
-        let city = self.text(&s, "city");
-        for key in ["country", "region", "city"] {
-            if s.get(key).is_none() {
-                let msg = format!("missing required key `{key}` (set it here or in [defaults])");
-                self.report(&s.header, &s.context, msg);
-            }
-        }
-        let organization_name = self.text(&s, "organization_name");
-        let organizational_unit = self.text(&s, "organizational_unit");
-        let address_1 = self.text(&s, "address_1");
-        let address_2 = self.text(&s, "address_2");
-        let zip_code = self.text(&s, "zip_code");
-        // Limits: unique_value "at most 20 characters, letters and digits".
-        let unique_value = self.text(&s, "unique_value");
-        if let (Some(u), Some(f)) = (&unique_value, s.get("unique_value"))
-            && !(u.len() <= 20 && u.bytes().all(|b| b.is_ascii_alphanumeric()))
-        {
-            self.bad(&s, &f, "must be at most 20 letters and digits");
-        }
-        let ssl_server_software_id = self
-            .uint(&s, "ssl_server_software_id", 0, i128::from(i64::MAX))
-            .unwrap_or(0);
-        let cname_target_domain = self.text(&s, "cname_target_domain");
-        if let (Some(d), Some(f)) = (&cname_target_domain, s.get("cname_target_domain"))
-            && let Err(e) = validate_domain(d)
-        {
-            self.bad(&s, &f, e);
-        }
-
-        Some(CertificateConfig {
-            name: name?,
-            domains: domains?,
-            product_id: product_id?,
-            days,
-            key_type,
-            dcv,
-            webroot,
-            standalone,
-            listen: listen.unwrap_or_else(|| {
-                DEFAULT_LISTEN
-                    .parse()
-                    .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 80)))
-            }),
-            dns_hook,
-            dcv_email,
+        Some(InstallSpec {
             server,
             cert_path,
             chain_path,
@@ -351,19 +412,6 @@ impl Checker<'_> {
             configtest_command,
             deploy_hook,
             verify_address,
-            reuse_key,
-            family,
-            country: country?,
-            region: region?,
-            city: city?,
-            organization_name,
-            organizational_unit,
-            address_1,
-            address_2,
-            zip_code,
-            unique_value,
-            cname_target_domain,
-            ssl_server_software_id,
         })
     }
 
@@ -515,11 +563,11 @@ impl Checker<'_> {
         let mut owners: HashMap<&Path, &str> = HashMap::new();
         for c in certs {
             for p in [
-                &c.cert_path,
-                &c.chain_path,
-                &c.fullchain_path,
-                &c.key_path,
-                &c.combined_path,
+                &c.install.cert_path,
+                &c.install.chain_path,
+                &c.install.fullchain_path,
+                &c.install.key_path,
+                &c.install.combined_path,
             ]
             .into_iter()
             .flatten()

@@ -40,7 +40,7 @@ pub(super) fn check_clock(
 pub(super) fn check_names(cert: &CertificateConfig, product: &Product) -> Result<(), OrderRefusal> {
     let refuse = |why: String| OrderRefusal::NamesDoNotFit {
         name: cert.name.clone(),
-        product_id: cert.product_id,
+        product_id: cert.order.product_id,
         kind: product
             .product_type
             .as_ref()
@@ -120,7 +120,7 @@ pub(super) fn check_price(
     cert: &CertificateConfig,
     product: &Product,
 ) -> Result<Option<Decimal>, OrderRefusal> {
-    let years = period_years(cert.days);
+    let years = period_years(cert.order.days);
     let price = order_price(cert, product, years);
     let Some(max) = &config.agent.max_order_price else {
         return Ok(price);
@@ -128,7 +128,7 @@ pub(super) fn check_price(
     let Some(price) = price else {
         return Err(OrderRefusal::NoPrice {
             name: cert.name.clone(),
-            product_id: cert.product_id,
+            product_id: cert.order.product_id,
             years,
             max: max.to_string(),
         });
@@ -136,7 +136,7 @@ pub(super) fn check_price(
     if price.cmp_value(max) == std::cmp::Ordering::Greater {
         return Err(OrderRefusal::TooExpensive {
             name: cert.name.clone(),
-            product_id: cert.product_id,
+            product_id: cert.order.product_id,
             years,
             price: price.to_string(),
             max: max.to_string(),
@@ -215,24 +215,24 @@ pub fn order_request(cert: &CertificateConfig, product: &Product, csr_pem: &str)
     let is_ucc = product.product_type == Some(ProductType::Ucc);
     let additional = cert.additional_domains();
     let item = OrderItem {
-        nomenclature_id: cert.product_id,
-        days: cert.days,
-        ssl_server_software_id: cert.ssl_server_software_id,
-        dcv_type: Some(cert.dcv.dcv_type()),
-        dcv_email: match cert.dcv {
-            DcvMethod::Email => cert.dcv_email.clone(),
+        nomenclature_id: cert.order.product_id,
+        days: cert.order.days,
+        ssl_server_software_id: cert.order.ssl_server_software_id,
+        dcv_type: Some(cert.dcv.method.dcv_type()),
+        dcv_email: match cert.dcv.method {
+            DcvMethod::Email => cert.dcv.email.clone(),
             _ => None,
         },
         domain_name: cert.common_name().to_owned(),
         csr: csr_pem.to_owned(),
-        country_name: cert.country.clone(),
-        region_name: cert.region.clone(),
-        city_name: cert.city.clone(),
-        organization_name: cert.organization_name.clone(),
-        organizational_unit: cert.organizational_unit.clone(),
-        zip_code: cert.zip_code.clone(),
-        address_1: cert.address_1.clone(),
-        address_2: cert.address_2.clone(),
+        country_name: cert.order.country.clone(),
+        region_name: cert.order.region.clone(),
+        city_name: cert.order.city.clone(),
+        organization_name: cert.order.organization_name.clone(),
+        organizational_unit: cert.order.organizational_unit.clone(),
+        zip_code: cert.order.zip_code.clone(),
+        address_1: cert.order.address_1.clone(),
+        address_2: cert.order.address_2.clone(),
         // additional_domains rule 1: when sent, it alone lists the extra names. Sending it
         // explicitly (or equal to the common name) keeps the order to exactly the configured
         // names, whatever else the CSR holds (rule 4).
@@ -246,7 +246,7 @@ pub fn order_request(cert: &CertificateConfig, product: &Product, csr_pem: &str)
             None
         },
         additional_validation_emails: None,
-        unique_value: cert.unique_value.clone(),
+        unique_value: cert.order.unique_value.clone(),
     };
     OrderRequest {
         // Contact fields are omitted: the API takes them from the account data.
