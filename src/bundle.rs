@@ -7,7 +7,7 @@
 //! expects ([`Expected`]): our key, our names, valid now, not a CA, a chain linked by
 //! signatures. Only a [`ValidatedBundle`] reaches the installer.
 //!
-//! This module depends on nothing else of ours.
+//! Depends only on the foundation (`crypto`, `values`).
 
 mod archive;
 mod validate;

@@ -9,7 +9,7 @@
 //!   API is untrusted input).
 //! - [`CertificateInfo`]: what the agent needs to know of an X.509 certificate.
 //!
-//! This module depends on nothing else of ours.
+//! Depends only on `fsutil` (key files are written atomically).
 
 mod cert;
 mod csr;

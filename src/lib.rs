@@ -1,10 +1,12 @@
 //! cert-agent: a certificate agent for web servers that orders, validates, installs and renews
 //! certificates through a reseller's Partner API v1.
 //!
-//! Layering (an arrow means "may call"): `cli → renew → {api, dcv, install, store, bundle,
-//! crypto, config}`. `api` and `crypto` depend on nothing else of ours; `bundle` uses
-//! `crypto`'s certificate helpers; `config` uses `api`'s wire types and `crypto`'s key types;
-//! `dcv` uses `crypto`'s CSR hashes; `fsutil` and `failpoint` are leaf utilities.
+//! Layering (an arrow means "may import"; `docs/architecture.md` draws it):
+//!
+//! - `main → cli → {daemon, renew}`, `daemon → renew`;
+//! - `renew` (the engine) → the leaves `api`, `bundle`, `config`, `dcv`, `install`, `store`;
+//! - the leaves import no sibling, only the foundation: `crypto`, `values` (value types several
+//!   layers name), `fsutil`, `process` (finding and running programs), `signal`, `failpoint`.
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 

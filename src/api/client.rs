@@ -1,5 +1,6 @@
 //! The Partner API client: HTTPS transport, session, retries, and one `async fn` per endpoint
-//! of `partner-api-v1.md` (section "Endpoints" and "Ancillary endpoints").
+//! of the Partner API v1 reference (its sections "Endpoints" and "Ancillary endpoints";
+//! `docs/partner-api.openapi.yaml` describes them).
 //!
 //! Safety rules kept here:
 //! - HTTPS only; redirects are never followed (a redirect is an error naming the Location).

@@ -1,12 +1,13 @@
 //! Partner API v1 client: one async function per endpoint, typed models, `ApiError`.
 //!
 //! - [`Client`] (in `client.rs`) holds the HTTPS connection pool and the session, and has one
-//!   `async fn` per endpoint of `partner-api-v1.md`.
+//!   `async fn` per endpoint of the Partner API v1 reference
+//!   (`docs/partner-api.openapi.yaml`).
 //! - [`types`] holds the wire models, each tested against the shapes of the document.
 //! - [`ApiError`] (in `error.rs`) says which call failed, why, and whether repeating it is safe.
 //! - `auth.rs` loads the password and caches the auth token in `state_dir/token` (0600, atomic).
 //!
-//! This module depends on nothing else of ours.
+//! Depends only on the foundation (`values`, `fsutil`).
 
 mod auth;
 mod client;

@@ -1,4 +1,5 @@
-//! Wire models of Partner API v1 (`partner-api-v1.md`, "Resources and their fields").
+//! Wire models of Partner API v1 (the reference's "Resources and their fields";
+//! `docs/partner-api.openapi.yaml` has them as schemas).
 //!
 //! Rules: every field the document calls nullable is an `Option`; unknown fields are ignored
 //! (no `deny_unknown_fields`); money stays decimal text ([`Decimal`]); the product type keeps the

@@ -31,8 +31,8 @@ use std::path::{Path, PathBuf};
 pub use error::{ConfigError, Problem};
 pub use rules::{validate_certificate_name, validate_domain, validate_email};
 pub use types::{
-    AgentConfig, ApiConfig, CertificateConfig, Command, Config, DcvMethod, Family, KeyType, Server,
-    Webroot,
+    AgentConfig, ApiConfig, CertificateConfig, Command, Config, DcvMethod, Family, KeyType,
+    ServerKind, Webroot,
 };
 
 /// Default configuration file.

@@ -133,7 +133,7 @@ pub enum Family {
 }
 
 /// `server`: the web server whose layout the install follows (`nginx`, `apache`, `none`).
-pub use crate::values::ServerKind as Server;
+pub use crate::values::ServerKind;
 
 /// `webroot`: one document root for every domain, or one per domain.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -239,7 +239,7 @@ pub struct DcvSpec {
 #[derive(Debug, Clone, Serialize)]
 pub struct InstallSpec {
     /// Default nginx.
-    pub server: Server,
+    pub server: ServerKind,
     /// Install paths; `None`: the install layout's default for `server`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cert_path: Option<PathBuf>,

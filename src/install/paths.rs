@@ -8,7 +8,7 @@ pub const DEFAULT_BASE_DIR: &str = "/etc/ssl/cert-agent";
 
 /// The kind of web server a certificate is installed for (one type with the bundle reader
 /// and the configuration's `server`).
-pub use crate::bundle::ServerKind;
+pub use crate::values::ServerKind;
 
 /// Paths configured for one certificate (`cert_path`, `chain_path`, `fullchain_path`,
 /// `key_path`, `combined_path`); `None` means "use the default for the server kind" — except

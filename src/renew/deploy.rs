@@ -9,7 +9,7 @@ use anyhow::{Context, Result, anyhow};
 
 use crate::api::ApiError;
 use crate::bundle::{self, Expected, ValidatedBundle};
-use crate::config::{CertificateConfig, Server};
+use crate::config::{CertificateConfig, ServerKind};
 use crate::crypto::PrivateKey;
 use crate::install::{
     self, CertInstall, CertMaterial, InstallPaths, Ownership, PathOverrides, Principal,
@@ -227,12 +227,12 @@ pub(super) fn installed_key(cert: &CertificateConfig) -> Result<PrivateKey> {
 
 /// The serial of the leaf in a bundle, without validating anything else (to tell the previous
 /// certificate from a reissued one).
-pub(super) fn bundle_leaf_serial(zip: &[u8], server: Server) -> Option<String> {
+pub(super) fn bundle_leaf_serial(zip: &[u8], server: ServerKind) -> Option<String> {
     let archive = bundle::Archive::unpack(zip).ok()?;
     let name = match server {
-        Server::Nginx => "nginx/fullchain.crt",
-        Server::Apache => "apache/certificate.crt",
-        Server::None => "pem/fullchain.pem",
+        ServerKind::Nginx => "nginx/fullchain.crt",
+        ServerKind::Apache => "apache/certificate.crt",
+        ServerKind::None => "pem/fullchain.pem",
     };
     let pem = archive.get(name)?;
     crate::crypto::CertificateInfo::from_pem(pem)

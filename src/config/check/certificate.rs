@@ -312,12 +312,12 @@ impl Checker<'_> {
                 s,
                 "server",
                 &[
-                    ("nginx", Server::Nginx),
-                    ("apache", Server::Apache),
-                    ("none", Server::None),
+                    ("nginx", ServerKind::Nginx),
+                    ("apache", ServerKind::Apache),
+                    ("none", ServerKind::None),
                 ],
             )
-            .unwrap_or(Server::Nginx);
+            .unwrap_or(ServerKind::Nginx);
 
         // Install.
         let cert_path = self.path(s, "cert_path");
@@ -361,7 +361,7 @@ impl Checker<'_> {
                 }
             }
         }
-        if server == Server::None
+        if server == ServerKind::None
             && key_path.is_none()
             && s.get("key_path").is_none()
             && s.get("combined_path").is_none()
@@ -381,7 +381,7 @@ impl Checker<'_> {
         let configtest_command = self.command(s, "configtest_command");
         let deploy_hook = self.command(s, "deploy_hook");
         let verify_address = match s.get("verify_address") {
-            None => (server != Server::None).then(|| DEFAULT_VERIFY_ADDRESS.to_owned()),
+            None => (server != ServerKind::None).then(|| DEFAULT_VERIFY_ADDRESS.to_owned()),
             Some(_) => match self.string(s, "verify_address") {
                 Some(v) if v.is_empty() => None,
                 Some(v) => {

@@ -12,7 +12,7 @@ login = "ops@example.com"
 password_file = "/etc/cert-agent/password"
 "#;
 
-/// The DESIGN.md example, with every commented key set.
+/// The example of `docs/configuration.md`, with every commented key set.
 pub(crate) const FULL: &str = r#"
 [api]
 base_url = "https://partner.example.net/"

@@ -5,7 +5,7 @@
 //! Internally every instant is a Unix timestamp in whole seconds (`i64`), which keeps the
 //! state serialisable without extra features of `time`.
 //!
-//! Where `partner-api-v1.md` is silent the strictest plausible behaviour is chosen; every such
+//! Where the Partner API v1 reference is silent the strictest plausible behaviour is chosen; every such
 //! choice is listed in `crates/partner-sandbox/docs/semantics.md`.
 //!
 //! Layout: `routes` (dispatch, auth, request helpers), `accounts` (signin, tokens, balance),
