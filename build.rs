@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use clap::CommandFactory;
 use clap_complete::Shell;
 
-#[allow(dead_code)]
+// The grammar is the library's public API; here only its clap description is used.
+#[allow(dead_code, unreachable_pub)]
 #[path = "src/cli/args.rs"]
 mod args;
 

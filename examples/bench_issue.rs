@@ -105,7 +105,7 @@ fn bench() -> Result<Value> {
             now: time::OffsetDateTime::now_utc(),
             trust_anchors: &[],
         };
-        bundle::read_bundle(&bundle_zip, bundle::ServerKind::None, &expected)?;
+        bundle::read_bundle(&bundle_zip, ServerKind::None, &expected)?;
         Ok(())
     })?;
     let expected = Expected {
@@ -114,7 +114,7 @@ fn bench() -> Result<Value> {
         now: time::OffsetDateTime::now_utc(),
         trust_anchors: &[],
     };
-    let validated = bundle::read_bundle(&bundle_zip, bundle::ServerKind::None, &expected)?;
+    let validated = bundle::read_bundle(&bundle_zip, ServerKind::None, &expected)?;
 
     let dir = tempfile::tempdir()?;
     let runtime = tokio::runtime::Builder::new_current_thread()

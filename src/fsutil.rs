@@ -130,7 +130,7 @@ fn parent_dir(path: &Path) -> PathBuf {
 }
 
 /// An I/O error as text without the Rust decoration ("permission denied").
-pub fn io_text(e: &std::io::Error) -> String {
+pub fn io_text(e: &io::Error) -> String {
     let s = e.to_string();
     // "Permission denied (os error 13)" → "permission denied"
     let s = s.split(" (os error").next().unwrap_or(&s).to_owned();

@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 /// Longest excerpt of a raw error body kept in an error (bytes of the original body).
-pub const EXCERPT_BYTES: usize = 512;
+pub(super) const EXCERPT_BYTES: usize = 512;
 
 /// One call to the API: method and path, e.g. `POST /api/v1/order`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -791,7 +791,7 @@ mod tests {
     use serde_json::json;
     use std::cmp::Ordering;
 
-    fn de<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+    fn de<T: de::DeserializeOwned>(v: serde_json::Value) -> T {
         serde_json::from_value(v).expect("decodes")
     }
 

@@ -425,7 +425,7 @@ async fn download(client: &Client, id: u64, bundle: bool, output: Option<&Path>)
 }
 
 /// True when `err` is (or wraps) an [`ApiError`] answered with HTTP `status`.
-pub fn api_status(err: &anyhow::Error) -> Option<u16> {
+pub(super) fn api_status(err: &anyhow::Error) -> Option<u16> {
     err.chain()
         .find_map(|c| c.downcast_ref::<ApiError>())
         .and_then(ApiError::status)

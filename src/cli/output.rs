@@ -12,13 +12,13 @@ pub(super) struct Output {
 }
 
 impl Output {
-    pub fn print_json<T: Serialize + ?Sized>(&self, value: &T) -> Result<()> {
+    pub(super) fn print_json<T: Serialize + ?Sized>(&self, value: &T) -> Result<()> {
         let text = serde_json::to_string_pretty(value).context("could not encode JSON output")?;
         outln!("{text}");
         Ok(())
     }
 
-    pub fn table(&self, table: &Table) {
+    pub(super) fn table(&self, table: &Table) {
         out!("{}", table.render(terminal_width()));
     }
 }

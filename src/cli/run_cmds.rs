@@ -55,7 +55,7 @@ pub(super) async fn random_start_delay(max_secs: u64) {
     }
     let secs = rand::random_range(0..=max_secs);
     tracing::info!("waiting {secs} s before starting (--random-delay)");
-    tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
+    tokio::time::sleep(Duration::from_secs(secs)).await;
 }
 
 /// The engine's options for a command that runs it; `None` for the other commands. The one

@@ -29,7 +29,7 @@ use crate::store::Store;
 
 /// What `serve` keeps of the configuration: the rest (API settings, an inline password) is
 /// dropped before the server starts.
-pub struct Plan {
+pub(super) struct Plan {
     listen: Vec<SocketAddr>,
     user: User,
     state_dir: PathBuf,
@@ -37,7 +37,7 @@ pub struct Plan {
 
 impl Plan {
     /// The addresses, the looked-up serve user and the state directory of `config`.
-    pub fn of(config: &Config) -> Result<Self> {
+    pub(super) fn of(config: &Config) -> Result<Self> {
         Ok(Self {
             listen: listen_addresses(config)?,
             user: serve_user(&config.agent.serve_user)?,
@@ -47,7 +47,7 @@ impl Plan {
 }
 
 /// Runs the server until SIGTERM or SIGINT; exit code 0 then.
-pub async fn serve(plan: Plan) -> Result<u8> {
+pub(super) async fn serve(plan: Plan) -> Result<u8> {
     let Plan {
         listen,
         user,

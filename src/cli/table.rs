@@ -2,7 +2,7 @@
 
 /// Column alignment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Align {
+pub(super) enum Align {
     Left,
     Right,
 }
@@ -10,7 +10,7 @@ pub enum Align {
 /// A table of strings with a header row. One column may be marked flexible: when the table is
 /// wider than the terminal, that column is shortened with an ellipsis.
 #[derive(Debug, Clone)]
-pub struct Table {
+pub(super) struct Table {
     headers: Vec<String>,
     align: Vec<Align>,
     rows: Vec<Vec<String>>,
@@ -19,7 +19,7 @@ pub struct Table {
 
 impl Table {
     /// A table with these column headers, all left-aligned.
-    pub fn new(headers: &[&str]) -> Self {
+    pub(super) fn new(headers: &[&str]) -> Self {
         Self {
             headers: headers.iter().map(|h| (*h).to_owned()).collect(),
             align: vec![Align::Left; headers.len()],
@@ -29,7 +29,7 @@ impl Table {
     }
 
     /// Right-align column `col` (numbers, prices).
-    pub fn right(mut self, col: usize) -> Self {
+    pub(super) fn right(mut self, col: usize) -> Self {
         if let Some(a) = self.align.get_mut(col) {
             *a = Align::Right;
         }
@@ -37,13 +37,13 @@ impl Table {
     }
 
     /// Mark column `col` as the one to shorten when the terminal is narrow.
-    pub fn flex(mut self, col: usize) -> Self {
+    pub(super) fn flex(mut self, col: usize) -> Self {
         self.flex = Some(col);
         self
     }
 
     /// Add a row; missing cells are empty, extra cells are ignored.
-    pub fn row<I, S>(&mut self, cells: I)
+    pub(super) fn row<I, S>(&mut self, cells: I)
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -53,13 +53,13 @@ impl Table {
         self.rows.push(row);
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
 
     /// Render with two spaces between columns, fitting `width` characters where the flexible
     /// column allows it.
-    pub fn render(&self, width: usize) -> String {
+    pub(super) fn render(&self, width: usize) -> String {
         let cols = self.headers.len();
         let mut widths: Vec<usize> = self.headers.iter().map(|h| display_width(h)).collect();
         for row in &self.rows {
@@ -124,7 +124,7 @@ fn fit(s: &str, width: usize) -> String {
 
 /// The width to fit: unlimited when stdout is not a terminal (pipes and files get whole
 /// cells); on a terminal `$COLUMNS` when set and sane, otherwise 120.
-pub fn terminal_width() -> usize {
+pub(super) fn terminal_width() -> usize {
     if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         return usize::MAX;
     }
@@ -137,7 +137,7 @@ pub fn terminal_width() -> usize {
 
 /// A decimal amount with exactly two decimals when it has fewer (`5000` → `5000.00`,
 /// `7.5` → `7.50`); other text is returned as it is.
-pub fn money(amount: &str) -> String {
+pub(super) fn money(amount: &str) -> String {
     let t = amount.trim();
     let valid = !t.is_empty()
         && t.trim_start_matches('-')

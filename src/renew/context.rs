@@ -103,7 +103,7 @@ pub(super) struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     /// The context of a run over `config` with the state in `store`.
-    pub fn new(config: &'a Config, store: &'a Store, opts: &'a RunOptions) -> Self {
+    pub(super) fn new(config: &'a Config, store: &'a Store, opts: &'a RunOptions) -> Self {
         Self {
             config,
             client: std::cell::OnceCell::new(),
@@ -118,7 +118,7 @@ impl<'a> Ctx<'a> {
 
     /// Ends what the run started beside the certificates: self-checks and standalone
     /// servers.
-    pub async fn finish(&self) {
+    pub(super) async fn finish(&self) {
         self.finish_self_checks().await;
         let servers = std::mem::take(&mut *self.standalone.lock().await);
         for (_, server) in servers {
@@ -129,14 +129,14 @@ impl<'a> Ctx<'a> {
 
 impl Ctx<'_> {
     /// Runs a self-check beside the run.
-    pub fn spawn_self_check(&self, check: impl std::future::Future<Output = ()> + Send + 'static) {
+    pub(super) fn spawn_self_check(&self, check: impl Future<Output = ()> + Send + 'static) {
         self.self_checks.borrow_mut().spawn(check);
     }
 
     /// Lets self-checks that are still running finish for a moment, then drops them: by the
     /// end of a run the CA has either validated (the check is moot) or the run has waited
     /// long enough for the checks to have reported.
-    pub async fn finish_self_checks(&self) {
+    pub(super) async fn finish_self_checks(&self) {
         let mut checks = std::mem::take(&mut *self.self_checks.borrow_mut());
         let grace = tokio::time::sleep(Duration::from_millis(500));
         tokio::pin!(grace);
@@ -155,14 +155,14 @@ impl Ctx<'_> {
     }
 
     /// Certificates worked on at once (`agent.concurrency`, at least one).
-    pub fn concurrency(&self) -> usize {
+    pub(super) fn concurrency(&self) -> usize {
         usize::try_from(self.config.agent.concurrency)
             .unwrap_or(1)
             .max(1)
     }
 
     /// The API client, built on first use.
-    pub fn client(&self) -> Result<&Client> {
+    pub(super) fn client(&self) -> Result<&Client> {
         if let Some(c) = self.client.get() {
             return Ok(c);
         }

@@ -25,7 +25,7 @@ pub(super) struct Job<'a> {
 
 impl<'a> Job<'a> {
     /// Reads the record of `cert`.
-    pub fn load(store: &'a Store, cert: &'a CertificateConfig, idx: usize) -> Result<Self> {
+    pub(super) fn load(store: &'a Store, cert: &'a CertificateConfig, idx: usize) -> Result<Self> {
         let rec = store.load(&cert.name)?;
         let backed_off = rec.failures > 0 || rec.retry_after.is_some();
         Ok(Self {
@@ -38,17 +38,17 @@ impl<'a> Job<'a> {
     }
 
     /// Writes the record.
-    pub fn save(&self) -> Result<()> {
+    pub(super) fn save(&self) -> Result<()> {
         Ok(self.store.save(&self.rec)?)
     }
 
     /// Appends an event to the certificate's journal.
-    pub fn journal(&self, event: &str, detail: serde_json::Value) -> Result<()> {
+    pub(super) fn journal(&self, event: &str, detail: serde_json::Value) -> Result<()> {
         Ok(self.store.journal(&self.cert.name, event, detail)?)
     }
 
     /// The certificate of the current order.
-    pub fn certificate_id(&self) -> Result<u64> {
+    pub(super) fn certificate_id(&self) -> Result<u64> {
         self.rec
             .certificate_id()
             .ok_or_else(|| anyhow::anyhow!("no order recorded"))
@@ -57,7 +57,7 @@ impl<'a> Job<'a> {
     /// Records a failure with its backoff and turns it into an outcome. The failure is noted
     /// on the record as last saved: a step that failed half-way may have changed the record in
     /// memory without persisting it, and only what was persisted happened.
-    pub fn fail(&mut self, err: &anyhow::Error) -> Outcome {
+    pub(super) fn fail(&mut self, err: &anyhow::Error) -> Outcome {
         let text = format!("{err:#}");
         match self.store.load(&self.cert.name) {
             Ok(saved) => self.rec = saved,
@@ -76,7 +76,7 @@ impl<'a> Job<'a> {
 
     /// A certificate that did not fail this run starts afresh: no backoff (unless it was left
     /// untouched while a backoff still runs).
-    pub fn clear_backoff_after(&mut self, outcome: &Outcome) {
+    pub(super) fn clear_backoff_after(&mut self, outcome: &Outcome) {
         if !self.backed_off || matches!(outcome, Outcome::Failed { .. } | Outcome::Planned { .. }) {
             return;
         }

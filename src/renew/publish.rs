@@ -277,7 +277,7 @@ async fn cross_check_hashes(ctx: &Ctx<'_>, certificate_id: u64, ours: &CsrHashes
     };
     for (domain, entry) in &status.domains {
         if let Some(h) = &entry.hashes {
-            crate::dcv::content::check_api_hashes(ours, h.md5.as_deref(), h.sha1.as_deref())
+            dcv::content::check_api_hashes(ours, h.md5.as_deref(), h.sha1.as_deref())
                 .with_context(|| {
                     format!("certificate {certificate_id}, domain {domain}: DCV status hashes")
                 })?;

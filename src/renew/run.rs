@@ -37,7 +37,7 @@ pub(super) struct Work<'a> {
 
 impl<'a> Work<'a> {
     /// Files a certificate where a phase left it.
-    pub fn settle(
+    pub(super) fn settle(
         &mut self,
         ctx: &Ctx<'_>,
         mut job: Job<'a>,
@@ -53,7 +53,7 @@ impl<'a> Work<'a> {
     }
 
     /// A certificate is done for this run with `outcome`.
-    pub fn finish(
+    pub(super) fn finish(
         &mut self,
         ctx: &Ctx<'_>,
         mut job: Job<'a>,

@@ -777,8 +777,7 @@ fn rejects_unrelated_certificates_in_the_chain() {
 #[test]
 fn rejects_non_pem_content() {
     let pki = Pki::new();
-    let leaf_der =
-        rustls_pki_types::CertificateDer::from_pem_slice_der(&pki.leaf(LeafSpec::default()));
+    let leaf_der = CertificateDer::from_pem_slice_der(&pki.leaf(LeafSpec::default()));
     for (content, what) in [
         (b"this is not a certificate\n".to_vec(), "not PEM content"),
         (leaf_der, "not PEM content"),

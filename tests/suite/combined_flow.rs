@@ -17,7 +17,7 @@ use crate::support::webserver::{Server, Site, require};
 /// server; a TLS handshake shows the new leaf for the key in the file. The next run sees it
 /// installed (no API call); `cert-agent install` reinstalls it with the key read back from
 /// the combined file; `status` shows it installed.
-pub fn combined_only_flow(kind: Server, domain: &str) {
+pub(crate) fn combined_only_flow(kind: Server, domain: &str) {
     if !require(kind) {
         return;
     }

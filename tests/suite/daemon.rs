@@ -264,7 +264,7 @@ fn an_invalid_config_at_start_is_an_error() {
 
 /// Runs `body` on a single-threaded runtime with a `LocalSet`: the daemon's future is not
 /// `Send` (neither is `renew::run`), as in the binary.
-fn local_test(body: impl std::future::Future<Output = ()>) {
+fn local_test(body: impl Future<Output = ()>) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -273,7 +273,7 @@ fn local_test(body: impl std::future::Future<Output = ()>) {
 }
 
 /// [`local_test`], one signal test at a time.
-fn signal_test<F: std::future::Future<Output = ()>>(body: impl FnOnce() -> F) {
+fn signal_test<F: Future<Output = ()>>(body: impl FnOnce() -> F) {
     let _guard = SIGNAL_TESTS.lock().unwrap_or_else(|p| p.into_inner());
     local_test(body());
 }

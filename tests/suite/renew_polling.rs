@@ -213,9 +213,8 @@ fn two_hundred_pending_certificates_are_polled_in_bulk_within_the_limit() {
     for i in 0..COUNT {
         let rec = env.record(&format!("c{i:03}")).expect("record");
         let last = rec["last_poll"].as_str().expect("last_poll recorded");
-        let last =
-            time::OffsetDateTime::parse(last, &time::format_description::well_known::Rfc3339)
-                .expect("RFC 3339");
+        let last = OffsetDateTime::parse(last, &time::format_description::well_known::Rfc3339)
+            .expect("RFC 3339");
         let age = (env.sandbox.now() - last).whole_seconds();
         assert!(
             age <= (INTERVAL + TIMER) as i64,

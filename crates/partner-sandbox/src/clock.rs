@@ -92,11 +92,11 @@ pub(crate) mod serde_rfc3339 {
     use serde::{Deserialize, Deserializer, Serializer};
     use time::OffsetDateTime;
 
-    pub fn serialize<S: Serializer>(t: &OffsetDateTime, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(t: &OffsetDateTime, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&super::rfc3339(*t))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<OffsetDateTime, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<OffsetDateTime, D::Error> {
         let s = String::deserialize(d)?;
         super::parse_rfc3339(&s).ok_or_else(|| serde::de::Error::custom(format!("bad time '{s}'")))
     }

@@ -53,7 +53,7 @@ pub(crate) const MAX_CALLS: usize = 200_000;
 
 impl World {
     /// Appends to the call log, keeping it bounded by [`MAX_CALLS`].
-    pub fn log_call(&mut self, record: CallRecord) {
+    pub(crate) fn log_call(&mut self, record: CallRecord) {
         if self.calls.len() >= MAX_CALLS {
             self.calls.drain(..MAX_CALLS / 2);
         }
@@ -61,7 +61,7 @@ impl World {
     }
 
     /// `state.tick(now)`, shielding the caller from a panic in the state.
-    pub fn tick(&mut self, now: OffsetDateTime) {
+    pub(crate) fn tick(&mut self, now: OffsetDateTime) {
         let (state, ca) = (&mut self.state, &self.ca);
         if let Err(e) = guarded(|| state.tick(now, ca)) {
             tracing::error!("state tick failed: {e}");
@@ -97,7 +97,7 @@ struct PersistFile {
 }
 
 impl Shared {
-    pub fn new(world: World, persist: Option<PathBuf>) -> Self {
+    pub(crate) fn new(world: World, persist: Option<PathBuf>) -> Self {
         Self {
             in_flight: std::sync::atomic::AtomicUsize::new(0),
             peak_in_flight: std::sync::atomic::AtomicUsize::new(0),
@@ -112,7 +112,7 @@ impl Shared {
     }
 
     /// Counts a partner-API request as being answered until the guard is dropped.
-    pub fn begin_call(&self) -> InFlight<'_> {
+    pub(crate) fn begin_call(&self) -> InFlight<'_> {
         use std::sync::atomic::Ordering;
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak_in_flight.fetch_max(now, Ordering::SeqCst);
@@ -120,7 +120,7 @@ impl Shared {
     }
 
     /// The most partner-API requests answered at once since the last call (which resets it).
-    pub fn take_peak_in_flight(&self) -> usize {
+    pub(crate) fn take_peak_in_flight(&self) -> usize {
         use std::sync::atomic::Ordering;
         self.peak_in_flight
             .swap(self.in_flight.load(Ordering::SeqCst), Ordering::SeqCst)
@@ -128,14 +128,14 @@ impl Shared {
 
     /// The one lock. A panic while it was held (a bug in the state) does not make the sandbox
     /// unusable: the lock is taken anyway.
-    pub fn lock(&self) -> MutexGuard<'_, World> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, World> {
         self.world.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Writes `state.json` atomically when persistence is on and the state changed since the
     /// last write (or always with `force`, e.g. after the clock moved). Called after mutating
     /// calls and periodically; never while holding the world lock.
-    pub fn persist(&self, force: bool) {
+    pub(crate) fn persist(&self, force: bool) {
         let Some(file) = &self.persist else { return };
         let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
         let (state, now) = {

@@ -12,36 +12,36 @@ use cert_agent::api::{
 };
 use partner_sandbox::{Sandbox, SandboxConfig, SandboxHandle};
 
-pub const PARTNER: &str = "partner@sandbox.test";
-pub const BILLING: &str = "billing@sandbox.test";
-pub const RETAIL: &str = "retail@sandbox.test";
-pub const OTHER: &str = "other@sandbox.test";
-pub const PASSWORD: &str = "sandbox";
+pub(crate) const PARTNER: &str = "partner@sandbox.test";
+pub(crate) const BILLING: &str = "billing@sandbox.test";
+pub(crate) const RETAIL: &str = "retail@sandbox.test";
+pub(crate) const OTHER: &str = "other@sandbox.test";
+pub(crate) const PASSWORD: &str = "sandbox";
 
 /// A sandbox with instant validation, and a directory for password files and state.
-pub struct Env {
+pub(crate) struct Env {
     pub sandbox: SandboxHandle,
     pub dir: tempfile::TempDir,
 }
 
 impl Env {
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self::with(SandboxConfig::default().instant(true))
     }
 
-    pub fn with(config: SandboxConfig) -> Self {
+    pub(crate) fn with(config: SandboxConfig) -> Self {
         Self {
             sandbox: Sandbox::start(config).expect("sandbox starts"),
             dir: tempfile::tempdir().expect("temp dir"),
         }
     }
 
-    pub fn state_dir(&self, login: &str) -> PathBuf {
+    pub(crate) fn state_dir(&self, login: &str) -> PathBuf {
         self.dir.path().join(format!("state-{login}"))
     }
 
     /// Options for `login` (password file 0600, token cache, sandbox CA, fast retries).
-    pub fn options(&self, login: &str, password: &str) -> ClientOptions {
+    pub(crate) fn options(&self, login: &str, password: &str) -> ClientOptions {
         let file = self.dir.path().join(format!("password-{login}"));
         std::fs::write(&file, format!("{password}\n")).expect("password written");
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
@@ -53,19 +53,19 @@ impl Env {
         o
     }
 
-    pub fn client(&self, login: &str) -> Client {
+    pub(crate) fn client(&self, login: &str) -> Client {
         Client::new(self.options(login, PASSWORD)).expect("client builds")
     }
 
     /// The token cached for `login`.
-    pub fn cached_token(&self, login: &str) -> String {
+    pub(crate) fn cached_token(&self, login: &str) -> String {
         let text = std::fs::read_to_string(self.state_dir(login).join(TOKEN_FILE)).expect("token");
         let v: serde_json::Value = serde_json::from_str(&text).expect("token cache is JSON");
         v["auth_token"].as_str().expect("auth_token").to_owned()
     }
 
     /// Calls whose path is `path`, as `(method, status)`.
-    pub fn calls_to(&self, path: &str) -> Vec<(String, u16)> {
+    pub(crate) fn calls_to(&self, path: &str) -> Vec<(String, u16)> {
         self.sandbox
             .calls()
             .into_iter()
@@ -76,7 +76,7 @@ impl Env {
 }
 
 /// A PEM CSR for `name`.
-pub fn csr(name: &str) -> String {
+pub(crate) fn csr(name: &str) -> String {
     let key = rcgen::KeyPair::generate().expect("key");
     let mut params = rcgen::CertificateParams::new(vec![name.to_owned()]).expect("params");
     params.distinguished_name = rcgen::DistinguishedName::new();
@@ -91,7 +91,7 @@ pub fn csr(name: &str) -> String {
 }
 
 /// A DV single-name product.
-pub async fn dv_product(client: &Client) -> u64 {
+pub(crate) async fn dv_product(client: &Client) -> u64 {
     client
         .products(false)
         .await
@@ -105,7 +105,7 @@ pub async fn dv_product(client: &Client) -> u64 {
         .id
 }
 
-pub fn order_request(product: u64, domain: &str, dcv_email: Option<String>) -> OrderRequest {
+pub(crate) fn order_request(product: u64, domain: &str, dcv_email: Option<String>) -> OrderRequest {
     OrderRequest {
         order: Order {
             items: vec![OrderItem {
@@ -131,7 +131,7 @@ pub fn order_request(product: u64, domain: &str, dcv_email: Option<String>) -> O
 }
 
 /// Places an EMAIL-validated order for `domain`; returns the certificate ID.
-pub async fn place_order(client: &Client, domain: &str) -> u64 {
+pub(crate) async fn place_order(client: &Client, domain: &str) -> u64 {
     let product = dv_product(client).await;
     let emails = client.dcv_emails(domain, None).await.expect("dcv emails");
     let email = emails.all().first().expect("an address").to_string();
@@ -144,7 +144,7 @@ pub async fn place_order(client: &Client, domain: &str) -> u64 {
 }
 
 /// Places an order and approves its email: an issued certificate.
-pub async fn issued_certificate(env: &Env, client: &Client, domain: &str) -> u64 {
+pub(crate) async fn issued_certificate(env: &Env, client: &Client, domain: &str) -> u64 {
     let id = place_order(client, domain).await;
     env.sandbox.approve_email(id, None).expect("approve");
     env.sandbox.validate_now();

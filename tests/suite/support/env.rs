@@ -25,17 +25,17 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 
 /// The sandbox partner account used by every test.
-pub const LOGIN: &str = "partner@sandbox.test";
+pub(crate) const LOGIN: &str = "partner@sandbox.test";
 /// Its password.
-pub const PASSWORD: &str = "sandbox";
+pub(crate) const PASSWORD: &str = "sandbox";
 /// Longest a single agent run may take before the test kills it and fails.
-pub const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 /// The order call's path.
-pub const ORDER_PATH: &str = "/api/v1/order";
+pub(crate) const ORDER_PATH: &str = "/api/v1/order";
 
 /// How the validation file is published.
 #[derive(Debug, Clone)]
-pub enum Publish {
+pub(crate) enum Publish {
     /// `webroot = DIR`.
     Webroot(PathBuf),
     /// `webroot = { "name" = "DIR", ... }`: a document root per domain.
@@ -48,7 +48,7 @@ pub enum Publish {
 
 /// The install paths of one certificate; `None` = not configured (not written).
 #[derive(Debug, Clone, Default)]
-pub struct InstallFiles {
+pub(crate) struct InstallFiles {
     pub cert: Option<PathBuf>,
     pub chain: Option<PathBuf>,
     pub fullchain: Option<PathBuf>,
@@ -57,7 +57,7 @@ pub struct InstallFiles {
 
 impl InstallFiles {
     /// Every configured path (certificate files first, the key last).
-    pub fn all(&self) -> Vec<PathBuf> {
+    pub(crate) fn all(&self) -> Vec<PathBuf> {
         [&self.cert, &self.chain, &self.fullchain]
             .into_iter()
             .flatten()
@@ -67,7 +67,7 @@ impl InstallFiles {
     }
 
     /// The file holding the leaf first: fullchain for nginx-like layouts, else cert.
-    pub fn leaf_file(&self) -> PathBuf {
+    pub(crate) fn leaf_file(&self) -> PathBuf {
         self.fullchain
             .clone()
             .or_else(|| self.cert.clone())
@@ -77,7 +77,7 @@ impl InstallFiles {
 
 /// One `[[certificate]]`.
 #[derive(Debug, Clone)]
-pub struct CertSpec {
+pub(crate) struct CertSpec {
     pub name: String,
     pub domains: Vec<String>,
     pub product_id: u64,
@@ -98,7 +98,7 @@ pub struct CertSpec {
 
 impl CertSpec {
     /// Points the layout at a web server: `server`, config test, reload and verification.
-    pub fn served_by(
+    pub(crate) fn served_by(
         mut self,
         server: &str,
         configtest: Vec<String>,
@@ -112,14 +112,14 @@ impl CertSpec {
         self
     }
 
-    pub fn common_name(&self) -> &str {
+    pub(crate) fn common_name(&self) -> &str {
         &self.domains[0]
     }
 }
 
 /// What one agent run did.
 #[derive(Debug, Clone)]
-pub struct AgentOutput {
+pub(crate) struct AgentOutput {
     /// Exit code (`None`: killed by a signal).
     pub code: Option<i32>,
     pub stdout: String,
@@ -129,7 +129,7 @@ pub struct AgentOutput {
 
 impl AgentOutput {
     /// Everything, for assertion messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "cert-agent {:?} exited {:?}\n--- stdout ---\n{}--- stderr ---\n{}",
             self.args, self.code, self.stdout, self.stderr
@@ -138,7 +138,7 @@ impl AgentOutput {
 
     /// Panics (with the output) unless the exit code is `code`.
     #[track_caller]
-    pub fn expect_code(&self, code: i32) -> &Self {
+    pub(crate) fn expect_code(&self, code: i32) -> &Self {
         assert_eq!(
             self.code,
             Some(code),
@@ -150,7 +150,7 @@ impl AgentOutput {
 
     /// Panics unless the run failed (non-zero exit, not killed).
     #[track_caller]
-    pub fn expect_failure(&self) -> &Self {
+    pub(crate) fn expect_failure(&self) -> &Self {
         assert!(
             matches!(self.code, Some(c) if c != 0),
             "the run should have failed\n{}",
@@ -161,14 +161,14 @@ impl AgentOutput {
 
     /// stdout parsed as JSON (runs with `--json`).
     #[track_caller]
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e})\n{}", self.describe()))
     }
 
     /// The report line of certificate `name` (runs with `--json`).
     #[track_caller]
-    pub fn outcome(&self, name: &str) -> serde_json::Value {
+    pub(crate) fn outcome(&self, name: &str) -> serde_json::Value {
         let json = self.json();
         json["certificates"]
             .as_array()
@@ -179,7 +179,7 @@ impl AgentOutput {
 
     /// The serial the run reported as installed for `name` (runs with `--json`), normalised.
     #[track_caller]
-    pub fn installed_serial(&self, name: &str) -> String {
+    pub(crate) fn installed_serial(&self, name: &str) -> String {
         let o = self.outcome(name);
         assert_eq!(
             o["outcome"],
@@ -191,13 +191,13 @@ impl AgentOutput {
     }
 
     /// stdout and stderr together, for message checks.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         format!("{}\n{}", self.stdout, self.stderr)
     }
 }
 
 /// One test's world. Fields drop in order: the sandbox stops before the directory goes.
-pub struct TestEnv {
+pub(crate) struct TestEnv {
     pub sandbox: SandboxHandle,
     pub certs: Vec<CertSpec>,
     pub allow_orders: bool,
@@ -215,12 +215,12 @@ pub struct TestEnv {
 
 impl TestEnv {
     /// A fresh world with an instant sandbox.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::with_sandbox(SandboxConfig::default().instant(true))
     }
 
     /// A fresh world with a sandbox started from `config`.
-    pub fn with_sandbox(config: SandboxConfig) -> Self {
+    pub(crate) fn with_sandbox(config: SandboxConfig) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         // Web server workers (apache runs them as nobody) must reach the web roots.
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
@@ -248,21 +248,21 @@ impl TestEnv {
     }
 
     /// `DIR/rel`.
-    pub fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
     }
 
-    pub fn state_dir(&self) -> PathBuf {
+    pub(crate) fn state_dir(&self) -> PathBuf {
         self.path("state")
     }
 
-    pub fn config_path(&self) -> PathBuf {
+    pub(crate) fn config_path(&self) -> PathBuf {
         self.path("config.toml")
     }
 
     /// A certificate for `domains` (product 1101, single name DV), files for `server` under
     /// `DIR/out/NAME/`, not yet validated anywhere (set `publish`), no verification.
-    pub fn cert_spec(&self, name: &str, domains: &[&str], server: &str) -> CertSpec {
+    pub(crate) fn cert_spec(&self, name: &str, domains: &[&str], server: &str) -> CertSpec {
         let out = self.path(&format!("out/{name}"));
         fs::create_dir_all(&out).unwrap();
         let f = |n: &str| Some(out.join(n));
@@ -303,7 +303,7 @@ impl TestEnv {
 
     /// A certificate served by the built-in DCV server on a free port, whose port the sandbox
     /// fetches from; files only (`server = "none"`).
-    pub fn standalone_spec(&self, name: &str, domains: &[&str]) -> CertSpec {
+    pub(crate) fn standalone_spec(&self, name: &str, domains: &[&str]) -> CertSpec {
         let port = super::webserver::free_port();
         self.sandbox.set_dcv_ports(port, 0);
         let mut spec = self.cert_spec(name, domains, "none");
@@ -312,14 +312,14 @@ impl TestEnv {
     }
 
     /// The certificate named `name`.
-    pub fn spec(&self, name: &str) -> &CertSpec {
+    pub(crate) fn spec(&self, name: &str) -> &CertSpec {
         self.certs
             .iter()
             .find(|c| c.name == name)
             .unwrap_or_else(|| panic!("no certificate '{name}' configured"))
     }
 
-    pub fn spec_mut(&mut self, name: &str) -> &mut CertSpec {
+    pub(crate) fn spec_mut(&mut self, name: &str) -> &mut CertSpec {
         self.certs
             .iter_mut()
             .find(|c| c.name == name)
@@ -327,7 +327,7 @@ impl TestEnv {
     }
 
     /// The configuration text for the current settings.
-    pub fn config_text(&self) -> String {
+    pub(crate) fn config_text(&self) -> String {
         let mut c = String::new();
         let s = |v: &str| toml_str(v);
         writeln!(c, "[api]").unwrap();
@@ -407,7 +407,7 @@ impl TestEnv {
     }
 
     /// Writes `config.toml` from the current settings.
-    pub fn write_config(&self) -> PathBuf {
+    pub(crate) fn write_config(&self) -> PathBuf {
         let path = self.config_path();
         fs::write(&path, self.config_text()).unwrap();
         path
@@ -415,7 +415,7 @@ impl TestEnv {
 
     /// The agent with `args` (after `--config`); nothing runs until [`Agent::run`] or
     /// [`Agent::spawn`]. The configuration is written when it runs.
-    pub fn agent<I, S>(&self, args: I) -> Agent<'_>
+    pub(crate) fn agent<I, S>(&self, args: I) -> Agent<'_>
     where
         I: IntoIterator<Item = S>,
         S: Into<OsString>,
@@ -427,26 +427,26 @@ impl TestEnv {
     }
 
     /// `renew --json --wait 30`.
-    pub fn renew(&self) -> AgentOutput {
+    pub(crate) fn renew(&self) -> AgentOutput {
         self.agent(["--json", "renew", "--wait", "30"]).run()
     }
 
     /// `renew --json --wait 30 --force`: also retries certificates whose last attempt failed
     /// (they are otherwise left alone for a while).
-    pub fn renew_force(&self) -> AgentOutput {
+    pub(crate) fn renew_force(&self) -> AgentOutput {
         self.agent(["--json", "renew", "--wait", "30", "--force"])
             .run()
     }
 
     /// The stored record of `name` (`state_dir/certs/NAME.json`), if any.
-    pub fn record(&self, name: &str) -> Option<serde_json::Value> {
+    pub(crate) fn record(&self, name: &str) -> Option<serde_json::Value> {
         let p = self.state_dir().join(format!("certs/{name}.json"));
         let text = fs::read_to_string(p).ok()?;
         serde_json::from_str(&text).ok()
     }
 
     /// Rewrites the stored record of `name` with `edit` applied.
-    pub fn edit_record(&self, name: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+    pub(crate) fn edit_record(&self, name: &str, edit: impl FnOnce(&mut serde_json::Value)) {
         let p = self.state_dir().join(format!("certs/{name}.json"));
         let mut v: serde_json::Value =
             serde_json::from_str(&fs::read_to_string(&p).unwrap()).unwrap();
@@ -455,22 +455,22 @@ impl TestEnv {
     }
 
     /// The journal (`state_dir/journal.log`).
-    pub fn journal(&self) -> String {
+    pub(crate) fn journal(&self) -> String {
         fs::read_to_string(self.state_dir().join("journal.log")).unwrap_or_default()
     }
 
     /// Billed orders of the test account.
-    pub fn billed(&self) -> u64 {
+    pub(crate) fn billed(&self) -> u64 {
         self.sandbox.billed_orders(LOGIN)
     }
 
     /// The partner-API calls so far.
-    pub fn calls(&self) -> Vec<CallRecord> {
+    pub(crate) fn calls(&self) -> Vec<CallRecord> {
         self.sandbox.calls()
     }
 
     /// `POST /api/v1/order` calls so far.
-    pub fn order_posts(&self) -> usize {
+    pub(crate) fn order_posts(&self) -> usize {
         self.calls()
             .iter()
             .filter(|c| c.method == "POST" && c.path == ORDER_PATH)
@@ -479,7 +479,7 @@ impl TestEnv {
 
     /// Writes a self-signed placeholder certificate for `spec`'s names at every configured
     /// path (chain files get the certificate too) and its key, 0600; returns their bytes.
-    pub fn write_placeholder(&self, spec: &CertSpec) -> BTreeMap<PathBuf, Vec<u8>> {
+    pub(crate) fn write_placeholder(&self, spec: &CertSpec) -> BTreeMap<PathBuf, Vec<u8>> {
         let key = rcgen::KeyPair::generate().unwrap();
         let mut params = rcgen::CertificateParams::new(spec.domains.clone()).unwrap();
         params
@@ -501,7 +501,7 @@ impl TestEnv {
     }
 
     /// The web server site for `spec` (nginx: fullchain; apache: cert + chain).
-    pub fn site(&self, spec: &CertSpec, webroot: &Path) -> super::webserver::Site {
+    pub(crate) fn site(&self, spec: &CertSpec, webroot: &Path) -> super::webserver::Site {
         let f = &spec.files;
         let site = super::webserver::Site::new(spec.common_name(), f.leaf_file(), &f.key, webroot)
             .with_aliases(
@@ -521,13 +521,13 @@ impl TestEnv {
     }
 
     /// The leaf served at `addr` for SNI `name`, trusted through the sandbox root only.
-    pub fn served_leaf(&self, addr: &str, name: &str) -> Result<Leaf, String> {
+    pub(crate) fn served_leaf(&self, addr: &str, name: &str) -> Result<Leaf, String> {
         served_leaf(&self.sandbox.root_path(), addr, name)
     }
 
     /// [`served_leaf`](Self::served_leaf), retried for up to 10 s until its serial is
     /// `serial` (a graceful reload settles asynchronously); the last leaf or error otherwise.
-    pub fn served_leaf_with_serial(
+    pub(crate) fn served_leaf_with_serial(
         &self,
         addr: &str,
         name: &str,
@@ -546,7 +546,7 @@ impl TestEnv {
 
     /// Every file under DIR except the agent's state and the web servers' own runtime files,
     /// with its bytes.
-    pub fn tree(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+    pub(crate) fn tree(&self) -> BTreeMap<PathBuf, Vec<u8>> {
         let mut out = BTreeMap::new();
         let skip = [
             self.state_dir(),
@@ -584,7 +584,7 @@ fn walk(dir: &Path, skip: &[PathBuf], out: &mut BTreeMap<PathBuf, Vec<u8>>) {
 }
 
 /// The bytes of each existing path.
-pub fn snapshot(paths: &[PathBuf]) -> BTreeMap<PathBuf, Vec<u8>> {
+pub(crate) fn snapshot(paths: &[PathBuf]) -> BTreeMap<PathBuf, Vec<u8>> {
     paths
         .iter()
         .filter_map(|p| fs::read(p).ok().map(|b| (p.clone(), b)))
@@ -592,13 +592,13 @@ pub fn snapshot(paths: &[PathBuf]) -> BTreeMap<PathBuf, Vec<u8>> {
 }
 
 /// A run of the agent being prepared.
-pub struct Agent<'a> {
+pub(crate) struct Agent<'a> {
     env: &'a TestEnv,
     args: Vec<OsString>,
 }
 
 impl Agent<'_> {
-    pub fn arg(mut self, a: impl Into<OsString>) -> Self {
+    pub(crate) fn arg(mut self, a: impl Into<OsString>) -> Self {
         self.args.push(a.into());
         self
     }
@@ -627,7 +627,7 @@ impl Agent<'_> {
 
     /// Runs to completion (killed and failed after [`RUN_TIMEOUT`]).
     #[track_caller]
-    pub fn run(self) -> AgentOutput {
+    pub(crate) fn run(self) -> AgentOutput {
         let (mut cmd, args, out, err) = self.command();
         let mut child = cmd.spawn().expect("cert-agent starts");
         let status = wait_exit(&mut child, RUN_TIMEOUT);
@@ -646,7 +646,7 @@ impl Agent<'_> {
     }
 
     /// Starts the agent in the background.
-    pub fn spawn(self) -> Child {
+    pub(crate) fn spawn(self) -> Child {
         let (mut cmd, _, _, _) = self.command();
         cmd.spawn().expect("cert-agent starts")
     }
@@ -682,7 +682,7 @@ fn path_str(p: &Path) -> String {
 }
 
 /// Upper-case hex without leading zero bytes.
-pub fn norm_serial(s: &str) -> String {
+pub(crate) fn norm_serial(s: &str) -> String {
     let s = s.trim().to_ascii_uppercase().replace(':', "");
     let t = s.trim_start_matches('0');
     if t.is_empty() { "0".into() } else { t.into() }
@@ -690,7 +690,7 @@ pub fn norm_serial(s: &str) -> String {
 
 /// A served (or installed) leaf certificate.
 #[derive(Debug, Clone)]
-pub struct Leaf {
+pub(crate) struct Leaf {
     pub der: Vec<u8>,
     /// Upper-case hex, no leading zeros.
     pub serial: String,
@@ -701,7 +701,7 @@ pub struct Leaf {
 }
 
 impl Leaf {
-    pub fn from_der(der: &[u8]) -> Self {
+    pub(crate) fn from_der(der: &[u8]) -> Self {
         let (_, cert) = x509_parser::parse_x509_certificate(der).expect("a certificate");
         let dns_names = cert
             .subject_alternative_name()
@@ -728,7 +728,7 @@ impl Leaf {
     }
 
     /// The first certificate of a PEM file.
-    pub fn from_pem_file(path: &Path) -> Self {
+    pub(crate) fn from_pem_file(path: &Path) -> Self {
         let der = CertificateDer::pem_file_iter(path)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
             .next()
@@ -739,7 +739,7 @@ impl Leaf {
 }
 
 /// DER SubjectPublicKeyInfo of a PEM private key file.
-pub fn key_spki(path: &Path) -> Vec<u8> {
+pub(crate) fn key_spki(path: &Path) -> Vec<u8> {
     let pem = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     rcgen::KeyPair::from_pem(&pem)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -748,7 +748,7 @@ pub fn key_spki(path: &Path) -> Vec<u8> {
 
 /// A TLS handshake with `addr` (SNI `name`), verifying the chain against `root` (PEM) and the
 /// name; returns the leaf.
-pub fn served_leaf(root: &Path, addr: &str, name: &str) -> Result<Leaf, String> {
+pub(crate) fn served_leaf(root: &Path, addr: &str, name: &str) -> Result<Leaf, String> {
     let mut roots = rustls::RootCertStore::empty();
     for der in CertificateDer::pem_file_iter(root).map_err(|e| e.to_string())? {
         roots
@@ -782,16 +782,13 @@ pub fn served_leaf(root: &Path, addr: &str, name: &str) -> Result<Leaf, String> 
 }
 
 /// Writes an executable `sh` script.
-pub fn write_script(path: &Path, body: &str) {
+pub(crate) fn write_script(path: &Path, body: &str) {
     fs::write(path, format!("#!/bin/sh\n{body}")).unwrap();
     fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 /// Waits for `child` to exit; kills it (and returns `None`) after `limit`.
-pub fn wait_exit(
-    child: &mut std::process::Child,
-    limit: Duration,
-) -> Option<std::process::ExitStatus> {
+pub(crate) fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -807,7 +804,7 @@ pub fn wait_exit(
 }
 
 /// Polls `check` every 20 ms until it is true or `timeout` passes.
-pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+pub(crate) fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
         if check() {
@@ -821,14 +818,14 @@ pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
 }
 
 /// A real web server under the test's directory.
-pub enum Web {
+pub(crate) enum Web {
     Nginx(super::webserver::Nginx),
     Apache(super::webserver::Apache),
 }
 
 impl Web {
     /// Starts `kind` on free ports for `sites`.
-    pub fn start(
+    pub(crate) fn start(
         kind: super::webserver::Server,
         dir: &Path,
         sites: &[super::webserver::Site],
@@ -845,49 +842,49 @@ impl Web {
     }
 
     /// `nginx` or `apache` (the `server` value).
-    pub fn server_name(&self) -> &'static str {
+    pub(crate) fn server_name(&self) -> &'static str {
         match self {
             Web::Nginx(_) => "nginx",
             Web::Apache(_) => "apache",
         }
     }
 
-    pub fn configtest_command(&self) -> Vec<String> {
+    pub(crate) fn configtest_command(&self) -> Vec<String> {
         match self {
             Web::Nginx(n) => n.configtest_command(),
             Web::Apache(a) => a.configtest_command(),
         }
     }
 
-    pub fn reload_command(&self) -> Vec<String> {
+    pub(crate) fn reload_command(&self) -> Vec<String> {
         match self {
             Web::Nginx(n) => n.reload_command(),
             Web::Apache(a) => a.reload_command(),
         }
     }
 
-    pub fn https_addr(&self) -> String {
+    pub(crate) fn https_addr(&self) -> String {
         match self {
             Web::Nginx(n) => n.https_addr(),
             Web::Apache(a) => a.https_addr(),
         }
     }
 
-    pub fn https_port(&self) -> u16 {
+    pub(crate) fn https_port(&self) -> u16 {
         match self {
             Web::Nginx(n) => n.https_port,
             Web::Apache(a) => a.https_port,
         }
     }
 
-    pub fn http_port(&self) -> u16 {
+    pub(crate) fn http_port(&self) -> u16 {
         match self {
             Web::Nginx(n) => n.http_port,
             Web::Apache(a) => a.http_port,
         }
     }
 
-    pub fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         match self {
             Web::Nginx(n) => n.logs(),
             Web::Apache(a) => a.logs(),
@@ -895,7 +892,7 @@ impl Web {
     }
 
     /// Makes `spec` install for this server: config test, reload and verification here.
-    pub fn configure(&self, spec: CertSpec) -> CertSpec {
+    pub(crate) fn configure(&self, spec: CertSpec) -> CertSpec {
         spec.served_by(
             self.server_name(),
             self.configtest_command(),
@@ -906,7 +903,7 @@ impl Web {
 }
 
 /// Every regular file under `dir` (recursively).
-pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = BTreeMap::new();
     walk(dir, &[], &mut out);
     out.into_keys().collect()
@@ -918,7 +915,7 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
 /// reloaded, and a client trusting the sandbox root sees the new leaf (our key, the printed
 /// serial, the name). The validation file is gone afterwards, and a second run makes no API
 /// call at all.
-pub fn web_server_flow(kind: super::webserver::Server, domain: &str) {
+pub(crate) fn web_server_flow(kind: super::webserver::Server, domain: &str) {
     if !super::webserver::require(kind) {
         return;
     }

@@ -29,7 +29,7 @@ static RUNS: AtomicU32 = AtomicU32::new(0);
 /// Runs the agent with `config` (the text written to `DIR/config-faults.toml`), `args` and
 /// extra environment; killed after `limit` (then `code` is `None`). Returns the output and
 /// how long it ran.
-pub fn run_raw(
+pub(crate) fn run_raw(
     env: &TestEnv,
     config: &str,
     args: &[&str],
@@ -95,18 +95,18 @@ pub fn run_raw(
 }
 
 /// Runs the agent with the environment's own configuration and extra environment.
-pub fn run_env(env: &TestEnv, args: &[&str], vars: &[(&str, &str)]) -> AgentOutput {
+pub(crate) fn run_env(env: &TestEnv, args: &[&str], vars: &[(&str, &str)]) -> AgentOutput {
     run_raw(env, &env.config_text(), args, vars, super::env::RUN_TIMEOUT).0
 }
 
 /// `renew --json --wait 30` with extra environment.
-pub fn renew_with(env: &TestEnv, vars: &[(&str, &str)]) -> AgentOutput {
+pub(crate) fn renew_with(env: &TestEnv, vars: &[(&str, &str)]) -> AgentOutput {
     run_env(env, &["--json", "renew", "--wait", "30"], vars)
 }
 
 /// The environment's configuration with `[api] base_url` and `ca_file` replaced (`ca_file`
 /// `None` drops the line).
-pub fn config_for(env: &TestEnv, base_url: &str, ca_file: Option<&Path>) -> String {
+pub(crate) fn config_for(env: &TestEnv, base_url: &str, ca_file: Option<&Path>) -> String {
     env.config_text()
         .lines()
         .filter_map(|l| {
@@ -127,20 +127,20 @@ pub fn config_for(env: &TestEnv, base_url: &str, ca_file: Option<&Path>) -> Stri
 // TLS identities
 
 /// A private test CA and the server identities it (or nobody) vouches for.
-pub struct TestPki {
+pub(crate) struct TestPki {
     pub ca_params: CertificateParams,
     pub ca_key: KeyPair,
     pub ca_pem: String,
 }
 
 /// A server certificate chain and key for rustls.
-pub struct Identity {
+pub(crate) struct Identity {
     pub chain: Vec<CertificateDer<'static>>,
     pub key: PrivateKeyDer<'static>,
 }
 
 impl TestPki {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut p = CertificateParams::default();
         p.distinguished_name = DistinguishedName::new();
         p.distinguished_name
@@ -157,7 +157,7 @@ impl TestPki {
     }
 
     /// Writes the CA certificate to `path` (for `ca_file`).
-    pub fn write_ca(&self, path: &Path) -> PathBuf {
+    pub(crate) fn write_ca(&self, path: &Path) -> PathBuf {
         fs::write(path, &self.ca_pem).unwrap();
         path.to_path_buf()
     }
@@ -179,7 +179,7 @@ impl TestPki {
     }
 
     /// A leaf for `names` signed by this CA (`expired`: validity ended yesterday).
-    pub fn identity(&self, names: &[&str], expired: bool) -> Identity {
+    pub(crate) fn identity(&self, names: &[&str], expired: bool) -> Identity {
         let key = KeyPair::generate().unwrap();
         let issuer = Issuer::from_params(&self.ca_params, &self.ca_key);
         let cert = Self::leaf_params(names, expired)
@@ -192,7 +192,7 @@ impl TestPki {
     }
 
     /// A self-signed leaf for `names` (no CA vouches for it).
-    pub fn self_signed(names: &[&str]) -> Identity {
+    pub(crate) fn self_signed(names: &[&str]) -> Identity {
         let key = KeyPair::generate().unwrap();
         let cert = Self::leaf_params(names, false).self_signed(&key).unwrap();
         Identity {
@@ -207,7 +207,7 @@ impl TestPki {
 
 /// One request as received.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub(crate) struct Request {
     pub method: String,
     /// Path with the query.
     pub target: String,
@@ -216,16 +216,16 @@ pub struct Request {
 }
 
 impl Request {
-    pub fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         self.target.split('?').next().unwrap_or("")
     }
 }
 
 /// What the handler sees: the request and the connection to answer on.
-pub type Handler = Arc<dyn Fn(&Request, &mut dyn Write) + Send + Sync>;
+pub(crate) type Handler = Arc<dyn Fn(&Request, &mut dyn Write) + Send + Sync>;
 
 /// A raw HTTP/1.1 server on 127.0.0.1 (plain or TLS) recording every byte it received.
-pub struct RawServer {
+pub(crate) struct RawServer {
     pub port: u16,
     pub received: Arc<Mutex<Vec<u8>>>,
     pub requests: Arc<Mutex<Vec<Request>>>,
@@ -235,12 +235,12 @@ pub struct RawServer {
 
 impl RawServer {
     /// Plain HTTP.
-    pub fn plain(handler: Handler) -> Self {
+    pub(crate) fn plain(handler: Handler) -> Self {
         Self::start(None, handler)
     }
 
     /// HTTPS with `identity`.
-    pub fn tls(identity: Identity, handler: Handler) -> Self {
+    pub(crate) fn tls(identity: Identity, handler: Handler) -> Self {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -292,16 +292,16 @@ impl RawServer {
         server
     }
 
-    pub fn base_url(&self, scheme: &str, host: &str) -> String {
+    pub(crate) fn base_url(&self, scheme: &str, host: &str) -> String {
         format!("{scheme}://{host}:{}", self.port)
     }
 
     /// Everything received so far, lossily as text.
-    pub fn received_text(&self) -> String {
+    pub(crate) fn received_text(&self) -> String {
         String::from_utf8_lossy(&self.received.lock().unwrap()).into_owned()
     }
 
-    pub fn requests(&self) -> Vec<Request> {
+    pub(crate) fn requests(&self) -> Vec<Request> {
         self.requests.lock().unwrap().clone()
     }
 }
@@ -424,7 +424,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// Writes a complete JSON answer.
-pub fn json(w: &mut dyn Write, status: u16, body: &str) {
+pub(crate) fn json(w: &mut dyn Write, status: u16, body: &str) {
     let _ = write!(
         w,
         "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
@@ -434,7 +434,9 @@ pub fn json(w: &mut dyn Write, status: u16, body: &str) {
 }
 
 /// A handler answering signin with a token and everything else with `other`.
-pub fn with_signin(other: impl Fn(&Request, &mut dyn Write) + Send + Sync + 'static) -> Handler {
+pub(crate) fn with_signin(
+    other: impl Fn(&Request, &mut dyn Write) + Send + Sync + 'static,
+) -> Handler {
     Arc::new(move |req: &Request, w: &mut dyn Write| {
         if req.path() == "/api/v1/users/signin" {
             json(
@@ -453,7 +455,7 @@ pub fn with_signin(other: impl Fn(&Request, &mut dyn Write) + Send + Sync + 'sta
 
 /// Serves `root` over plain HTTP on 127.0.0.1 (GET only, no directory listing); returns the
 /// server (stops on drop).
-pub fn serve_webroot(root: &Path) -> RawServer {
+pub(crate) fn serve_webroot(root: &Path) -> RawServer {
     let root = root.to_path_buf();
     RawServer::plain(Arc::new(move |req: &Request, w: &mut dyn Write| {
         let rel = req.path().trim_start_matches('/');
@@ -475,7 +477,7 @@ pub fn serve_webroot(root: &Path) -> RawServer {
 }
 
 /// Every entry under `dir` (files, links, directories), relative, recursively.
-pub fn entries(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn entries(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     fn walk(base: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
         let Ok(rd) = fs::read_dir(dir) else { return };
@@ -496,7 +498,7 @@ pub fn entries(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The files under `dir` with their bytes (symlinks as their target).
-pub fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+pub(crate) fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     entries(dir)
         .into_iter()
         .filter_map(|rel| {
@@ -514,7 +516,7 @@ pub fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 }
 
 /// The paths whose content differs between two trees (added, removed or changed).
-pub fn changed(
+pub(crate) fn changed(
     before: &BTreeMap<PathBuf, Vec<u8>>,
     after: &BTreeMap<PathBuf, Vec<u8>>,
 ) -> Vec<PathBuf> {
@@ -529,7 +531,7 @@ pub fn changed(
 
 /// The installed leaf of `name` certifies the installed key.
 #[track_caller]
-pub fn assert_pair(env: &TestEnv, name: &str) {
+pub(crate) fn assert_pair(env: &TestEnv, name: &str) {
     let files = &env.spec(name).files;
     let leaf = Leaf::from_pem_file(&files.leaf_file());
     assert_eq!(
@@ -550,7 +552,7 @@ pub fn assert_pair(env: &TestEnv, name: &str) {
 /// Nothing but the configured files under the install directory of `name` (no
 /// `.cert-agent-new` / `.cert-agent-prev` leftovers).
 #[track_caller]
-pub fn assert_no_install_leftovers(env: &TestEnv, name: &str) {
+pub(crate) fn assert_no_install_leftovers(env: &TestEnv, name: &str) {
     let files = env.spec(name).files.clone();
     let dir = files.key.parent().unwrap().to_path_buf();
     let extra: Vec<_> = entries(&dir)
@@ -563,7 +565,7 @@ pub fn assert_no_install_leftovers(env: &TestEnv, name: &str) {
 
 /// Every JSON file in the state directory parses.
 #[track_caller]
-pub fn assert_state_parses(env: &TestEnv) {
+pub(crate) fn assert_state_parses(env: &TestEnv) {
     for rel in entries(&env.state_dir()) {
         let p = env.state_dir().join(&rel);
         if p.extension().is_some_and(|e| e == "json") {
@@ -575,7 +577,7 @@ pub fn assert_state_parses(env: &TestEnv) {
 }
 
 /// True when this process may mount (root); otherwise prints a notice, and fails under CI.
-pub fn require_root(what: &str) -> bool {
+pub(crate) fn require_root(what: &str) -> bool {
     if nix::unistd::geteuid().is_root() {
         return true;
     }
@@ -588,6 +590,6 @@ pub fn require_root(what: &str) -> bool {
 }
 
 /// Polls `check` until true or `timeout`.
-pub fn eventually(timeout: Duration, check: impl FnMut() -> bool) -> bool {
+pub(crate) fn eventually(timeout: Duration, check: impl FnMut() -> bool) -> bool {
     super::env::wait_until(timeout, check)
 }

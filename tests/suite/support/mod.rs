@@ -1,7 +1,7 @@
 //! Shared helpers for integration tests: `mod support;` in a test file brings them in.
 
-pub mod api;
-pub mod env;
-pub mod faults;
-pub mod scenario;
-pub mod webserver;
+pub(crate) mod api;
+pub(crate) mod env;
+pub(crate) mod faults;
+pub(crate) mod scenario;
+pub(crate) mod webserver;

@@ -14,19 +14,19 @@ use time::OffsetDateTime;
 use super::env::{AgentOutput, Leaf, RUN_TIMEOUT, TestEnv};
 
 /// The agent's clock-offset variable (honoured by debug builds only).
-pub const CLOCK_OFFSET_ENV: &str = "CERT_AGENT_TEST_CLOCK_OFFSET_SECS";
+pub(crate) const CLOCK_OFFSET_ENV: &str = "CERT_AGENT_TEST_CLOCK_OFFSET_SECS";
 
 static RUNS: AtomicU32 = AtomicU32::new(0);
 
 /// Seconds between the real clock and the sandbox's virtual clock right now, rounded up so
 /// that the agent is never behind the sandbox (by less than two seconds ahead of it).
-pub fn clock_offset(env: &TestEnv) -> i64 {
+pub(crate) fn clock_offset(env: &TestEnv) -> i64 {
     (env.sandbox.now() - OffsetDateTime::now_utc()).whole_seconds() + 1
 }
 
 /// Runs the agent with `args` (after `--config`), its clock following the sandbox's.
 #[track_caller]
-pub fn run_synced(env: &TestEnv, args: &[&str]) -> AgentOutput {
+pub(crate) fn run_synced(env: &TestEnv, args: &[&str]) -> AgentOutput {
     let offset = clock_offset(env).to_string();
     run_with(env, args, &[(CLOCK_OFFSET_ENV, offset.as_str())])
 }
@@ -34,7 +34,7 @@ pub fn run_synced(env: &TestEnv, args: &[&str]) -> AgentOutput {
 /// Runs the agent with `args` and extra environment variables; killed and failed after
 /// [`RUN_TIMEOUT`].
 #[track_caller]
-pub fn run_with(env: &TestEnv, args: &[&str], vars: &[(&str, &str)]) -> AgentOutput {
+pub(crate) fn run_with(env: &TestEnv, args: &[&str], vars: &[(&str, &str)]) -> AgentOutput {
     let config = env.write_config();
     let n = RUNS.fetch_add(1, Ordering::Relaxed);
     let out = env.path(&format!("logs/scenario-{n}.out"));
@@ -82,13 +82,13 @@ pub fn run_with(env: &TestEnv, args: &[&str], vars: &[(&str, &str)]) -> AgentOut
 
 /// `renew --json --wait 30` on the sandbox's clock.
 #[track_caller]
-pub fn renew_synced(env: &TestEnv) -> AgentOutput {
+pub(crate) fn renew_synced(env: &TestEnv) -> AgentOutput {
     run_synced(env, &["--json", "renew", "--wait", "30"])
 }
 
 /// The certificate ID recorded for `name` (`order.certificate_id`).
 #[track_caller]
-pub fn certificate_id(env: &TestEnv, name: &str) -> u64 {
+pub(crate) fn certificate_id(env: &TestEnv, name: &str) -> u64 {
     let rec = env
         .record(name)
         .unwrap_or_else(|| panic!("no record for '{name}'"));
@@ -98,12 +98,12 @@ pub fn certificate_id(env: &TestEnv, name: &str) -> u64 {
 }
 
 /// The leaf of the installed certificate file of `name`.
-pub fn installed_leaf(env: &TestEnv, name: &str) -> Leaf {
+pub(crate) fn installed_leaf(env: &TestEnv, name: &str) -> Leaf {
     Leaf::from_pem_file(&env.spec(name).files.leaf_file())
 }
 
 /// Validity of the leaf in `der`.
-pub fn validity(der: &[u8]) -> (OffsetDateTime, OffsetDateTime) {
+pub(crate) fn validity(der: &[u8]) -> (OffsetDateTime, OffsetDateTime) {
     let (_, cert) = x509_parser::parse_x509_certificate(der).expect("a certificate");
     let v = cert.validity();
     (
@@ -113,14 +113,18 @@ pub fn validity(der: &[u8]) -> (OffsetDateTime, OffsetDateTime) {
 }
 
 /// True when `pattern` (segments, `*` matching one) matches `path`.
-pub fn path_matches(pattern: &str, path: &str) -> bool {
+pub(crate) fn path_matches(pattern: &str, path: &str) -> bool {
     let p: Vec<&str> = pattern.split('/').collect();
     let s: Vec<&str> = path.split('/').collect();
     p.len() == s.len() && p.iter().zip(&s).all(|(a, b)| *a == "*" || a == b)
 }
 
 /// Calls matching `method` and `pattern`.
-pub fn matching<'a>(calls: &'a [CallRecord], method: &str, pattern: &str) -> Vec<&'a CallRecord> {
+pub(crate) fn matching<'a>(
+    calls: &'a [CallRecord],
+    method: &str,
+    pattern: &str,
+) -> Vec<&'a CallRecord> {
     calls
         .iter()
         .filter(|c| c.method == method && path_matches(pattern, &c.path))
@@ -128,19 +132,19 @@ pub fn matching<'a>(calls: &'a [CallRecord], method: &str, pattern: &str) -> Vec
 }
 
 /// `POST .../reissue` calls.
-pub const REISSUE: &str = "/api/v1/ssl_certificates/*/reissue";
+pub(crate) const REISSUE: &str = "/api/v1/ssl_certificates/*/reissue";
 /// `POST .../prolong` calls.
-pub const PROLONG: &str = "/api/v1/ssl_certificates/*/prolong";
+pub(crate) const PROLONG: &str = "/api/v1/ssl_certificates/*/prolong";
 /// `GET .../status` calls.
-pub const STATUS: &str = "/api/v1/ssl_certificates/*/status";
+pub(crate) const STATUS: &str = "/api/v1/ssl_certificates/*/status";
 /// `GET .../dcv` calls.
-pub const DCV: &str = "/api/v1/ssl_certificates/*/dcv";
+pub(crate) const DCV: &str = "/api/v1/ssl_certificates/*/dcv";
 /// The list call.
-pub const LIST: &str = "/api/v1/ssl_certificates";
+pub(crate) const LIST: &str = "/api/v1/ssl_certificates";
 
 /// Calls that change something at the API or bill: order, reissue, prolong, cancel, change
 /// and resend DCV.
-pub fn state_changing(calls: &[CallRecord]) -> Vec<&CallRecord> {
+pub(crate) fn state_changing(calls: &[CallRecord]) -> Vec<&CallRecord> {
     calls
         .iter()
         .filter(|c| {
@@ -161,7 +165,7 @@ pub fn state_changing(calls: &[CallRecord]) -> Vec<&CallRecord> {
 }
 
 /// A compact view of calls for assertion messages.
-pub fn show(calls: &[CallRecord]) -> String {
+pub(crate) fn show(calls: &[CallRecord]) -> String {
     calls
         .iter()
         .map(|c| {
@@ -180,7 +184,7 @@ pub fn show(calls: &[CallRecord]) -> String {
 
 /// Serves the installed `fullchain` and `key` files over TLS on a free loopback port for one
 /// handshake (a stand-in for a web server reading the files); returns the address.
-pub fn serve_files_once(fullchain: &std::path::Path, key: &std::path::Path) -> String {
+pub(crate) fn serve_files_once(fullchain: &std::path::Path, key: &std::path::Path) -> String {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(fullchain)

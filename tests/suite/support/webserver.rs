@@ -34,7 +34,7 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One virtual host.
 #[derive(Debug, Clone)]
-pub struct Site {
+pub(crate) struct Site {
     /// The name matched against SNI and the Host header.
     pub server_name: String,
     /// Further names for the same site.
@@ -51,7 +51,7 @@ pub struct Site {
 
 impl Site {
     /// A site without aliases or separate chain file.
-    pub fn new(
+    pub(crate) fn new(
         server_name: &str,
         cert_path: impl Into<PathBuf>,
         key_path: impl Into<PathBuf>,
@@ -68,19 +68,19 @@ impl Site {
     }
 
     /// Sets apache's chain file.
-    pub fn with_chain(mut self, chain_path: impl Into<PathBuf>) -> Self {
+    pub(crate) fn with_chain(mut self, chain_path: impl Into<PathBuf>) -> Self {
         self.chain_path = Some(chain_path.into());
         self
     }
 
     /// Adds names for the same site.
-    pub fn with_aliases(mut self, aliases: &[&str]) -> Self {
+    pub(crate) fn with_aliases(mut self, aliases: &[&str]) -> Self {
         self.aliases = aliases.iter().map(|s| s.to_string()).collect();
         self
     }
 
     /// Whether certificate and key come from one combined file.
-    pub fn combined(&self) -> bool {
+    pub(crate) fn combined(&self) -> bool {
         self.cert_path == self.key_path
     }
 
@@ -93,7 +93,7 @@ impl Site {
 
 /// Which server a test needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Server {
+pub(crate) enum Server {
     /// nginx.
     Nginx,
     /// Apache httpd (apache2 on Debian).
@@ -103,7 +103,7 @@ pub enum Server {
 /// Whether `server` is installed. Returns `false` (after printing a notice) when it is not,
 /// so the test can return early; panics instead when the `CI` variable is set, because CI must
 /// run these tests.
-pub fn require(server: Server) -> bool {
+pub(crate) fn require(server: Server) -> bool {
     let found = match server {
         Server::Nginx => Nginx::binary().is_some(),
         Server::Apache => Apache::binary().is_some() && Apache::modules_dir().is_some(),
@@ -121,7 +121,7 @@ pub fn require(server: Server) -> bool {
 
 /// A free 127.0.0.1 port: bound to port 0 and released (another process may take it before
 /// use; the `start_on_free_ports` constructors retry).
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -130,7 +130,7 @@ pub fn free_port() -> u16 {
 
 /// Two distinct free ports (the first is held while the second is chosen, so the kernel cannot
 /// hand out the same number twice).
-pub fn free_port_pair() -> (u16, u16) {
+pub(crate) fn free_port_pair() -> (u16, u16) {
     let first = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     let a = first.local_addr().expect("local address").port();
     (a, free_port())
@@ -358,7 +358,7 @@ fn addr_in_use(e: &io::Error) -> bool {
 /// An nginx master process running in the foreground (`daemon off`) as a child of the test,
 /// with prefix `DIR/nginx`.
 #[derive(Debug)]
-pub struct Nginx {
+pub(crate) struct Nginx {
     inst: Instance,
     binary: PathBuf,
     conf: PathBuf,
@@ -370,14 +370,19 @@ pub struct Nginx {
 
 impl Nginx {
     /// The nginx binary, if installed.
-    pub fn binary() -> Option<PathBuf> {
+    pub(crate) fn binary() -> Option<PathBuf> {
         find_binary(&["nginx"])
     }
 
     /// Writes `DIR/nginx/nginx.conf` for `sites` and starts nginx on the given ports; returns
     /// once the pid file exists and both ports accept connections. Workers run as root when
     /// the test does (so keys stay 0600 root).
-    pub fn start(dir: &Path, https_port: u16, http_port: u16, sites: &[Site]) -> io::Result<Self> {
+    pub(crate) fn start(
+        dir: &Path,
+        https_port: u16,
+        http_port: u16,
+        sites: &[Site],
+    ) -> io::Result<Self> {
         let binary = Self::binary().ok_or_else(|| io::Error::other("nginx is not installed"))?;
         prepare_sites(sites)?;
         let prefix = dir.join("nginx");
@@ -417,7 +422,7 @@ impl Nginx {
     }
 
     /// [`start`](Self::start) on free ports, retrying when a port was taken meanwhile.
-    pub fn start_on_free_ports(dir: &Path, sites: &[Site]) -> io::Result<Self> {
+    pub(crate) fn start_on_free_ports(dir: &Path, sites: &[Site]) -> io::Result<Self> {
         let mut last = None;
         for _ in 0..5 {
             let (http, https) = free_port_pair();
@@ -443,21 +448,21 @@ impl Nginx {
     }
 
     /// `nginx -p PREFIX -c CONF -e LOG -t`.
-    pub fn configtest_command(&self) -> Vec<String> {
+    pub(crate) fn configtest_command(&self) -> Vec<String> {
         let mut v = self.base_argv();
         v.push("-t".into());
         v
     }
 
     /// `nginx -p PREFIX -c CONF -e LOG -s reload`.
-    pub fn reload_command(&self) -> Vec<String> {
+    pub(crate) fn reload_command(&self) -> Vec<String> {
         let mut v = self.base_argv();
         v.extend(argv(&["-s", "reload"]));
         v
     }
 
     /// The config test and reload of this instance, with a 30 s limit.
-    pub fn server_commands(&self) -> ServerCommands {
+    pub(crate) fn server_commands(&self) -> ServerCommands {
         ServerCommands {
             configtest: Some(self.configtest_command()),
             reload: Some(self.reload_command()),
@@ -466,27 +471,27 @@ impl Nginx {
     }
 
     /// `127.0.0.1:HTTPS_PORT`.
-    pub fn https_addr(&self) -> String {
+    pub(crate) fn https_addr(&self) -> String {
         format!("127.0.0.1:{}", self.https_port)
     }
 
     /// `127.0.0.1:HTTP_PORT`.
-    pub fn http_addr(&self) -> String {
+    pub(crate) fn http_addr(&self) -> String {
         format!("127.0.0.1:{}", self.http_port)
     }
 
     /// The prefix directory (`DIR/nginx`).
-    pub fn prefix(&self) -> &Path {
+    pub(crate) fn prefix(&self) -> &Path {
         &self.inst.dir
     }
 
     /// stderr and error log, for failure messages.
-    pub fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         self.inst.logs()
     }
 
     /// Stops the server (also done on drop).
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         self.inst.stop();
     }
 }
@@ -543,7 +548,7 @@ fn nginx_conf(
 /// `nobody`: the webroots (and the directories from `DIR` down to them) are made
 /// world-readable; certificates and keys are read by the root parent.
 #[derive(Debug)]
-pub struct Apache {
+pub(crate) struct Apache {
     inst: Instance,
     binary: PathBuf,
     conf: PathBuf,
@@ -555,12 +560,12 @@ pub struct Apache {
 
 impl Apache {
     /// The apache2 / httpd binary, if installed.
-    pub fn binary() -> Option<PathBuf> {
+    pub(crate) fn binary() -> Option<PathBuf> {
         find_binary(&["apache2", "httpd"])
     }
 
     /// The directory holding mod_ssl.so.
-    pub fn modules_dir() -> Option<PathBuf> {
+    pub(crate) fn modules_dir() -> Option<PathBuf> {
         [
             "/usr/lib/apache2/modules",
             "/usr/lib64/httpd/modules",
@@ -574,7 +579,12 @@ impl Apache {
 
     /// Writes `DIR/apache/httpd.conf` for `sites` and starts apache on the given ports;
     /// returns once the pid file exists and both ports accept connections.
-    pub fn start(dir: &Path, https_port: u16, http_port: u16, sites: &[Site]) -> io::Result<Self> {
+    pub(crate) fn start(
+        dir: &Path,
+        https_port: u16,
+        http_port: u16,
+        sites: &[Site],
+    ) -> io::Result<Self> {
         let binary = Self::binary().ok_or_else(|| io::Error::other("apache2 is not installed"))?;
         let modules =
             Self::modules_dir().ok_or_else(|| io::Error::other("apache modules not found"))?;
@@ -628,7 +638,7 @@ impl Apache {
     }
 
     /// [`start`](Self::start) on free ports, retrying when a port was taken meanwhile.
-    pub fn start_on_free_ports(dir: &Path, sites: &[Site]) -> io::Result<Self> {
+    pub(crate) fn start_on_free_ports(dir: &Path, sites: &[Site]) -> io::Result<Self> {
         let mut last = None;
         for _ in 0..5 {
             let (http, https) = free_port_pair();
@@ -641,7 +651,7 @@ impl Apache {
     }
 
     /// `apache2 -f CONF -t`.
-    pub fn configtest_command(&self) -> Vec<String> {
+    pub(crate) fn configtest_command(&self) -> Vec<String> {
         vec![
             path_arg(&self.binary),
             "-f".into(),
@@ -651,7 +661,7 @@ impl Apache {
     }
 
     /// `apache2 -f CONF -k graceful`.
-    pub fn reload_command(&self) -> Vec<String> {
+    pub(crate) fn reload_command(&self) -> Vec<String> {
         vec![
             path_arg(&self.binary),
             "-f".into(),
@@ -662,7 +672,7 @@ impl Apache {
     }
 
     /// The config test and reload of this instance, with a 30 s limit.
-    pub fn server_commands(&self) -> ServerCommands {
+    pub(crate) fn server_commands(&self) -> ServerCommands {
         ServerCommands {
             configtest: Some(self.configtest_command()),
             reload: Some(self.reload_command()),
@@ -671,27 +681,27 @@ impl Apache {
     }
 
     /// `127.0.0.1:HTTPS_PORT`.
-    pub fn https_addr(&self) -> String {
+    pub(crate) fn https_addr(&self) -> String {
         format!("127.0.0.1:{}", self.https_port)
     }
 
     /// `127.0.0.1:HTTP_PORT`.
-    pub fn http_addr(&self) -> String {
+    pub(crate) fn http_addr(&self) -> String {
         format!("127.0.0.1:{}", self.http_port)
     }
 
     /// The ServerRoot (`DIR/apache`).
-    pub fn server_root(&self) -> &Path {
+    pub(crate) fn server_root(&self) -> &Path {
         &self.inst.dir
     }
 
     /// stderr and error log, for failure messages.
-    pub fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         self.inst.logs()
     }
 
     /// Stops the server (also done on drop).
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         self.inst.stop();
     }
 }
@@ -804,7 +814,7 @@ fn make_world_reachable(base: &Path, webroot: &Path) -> io::Result<()> {
 
 /// The serial of the certificate served at `address` for SNI
 /// `server_name`.
-pub async fn served_serial(
+pub(crate) async fn served_serial(
     address: &str,
     server_name: &str,
 ) -> Result<cert_agent::crypto::Serial, String> {
@@ -814,7 +824,7 @@ pub async fn served_serial(
 }
 
 /// Waits until `address` serves `serial` for `server_name` (reloads settle asynchronously).
-pub async fn wait_for_serial(
+pub(crate) async fn wait_for_serial(
     address: &str,
     server_name: &str,
     serial: &cert_agent::crypto::Serial,
@@ -832,7 +842,7 @@ pub async fn wait_for_serial(
 
 /// A blocking plain-HTTP GET of `path` at `address` with `Host: host`; returns status and
 /// body.
-pub fn http_get(address: &str, host: &str, path: &str) -> io::Result<(u16, Vec<u8>)> {
+pub(crate) fn http_get(address: &str, host: &str, path: &str) -> io::Result<(u16, Vec<u8>)> {
     let mut s = TcpStream::connect(address)?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(

@@ -80,9 +80,9 @@ pub(super) enum Kind {
 impl Kind {
     fn as_str(self) -> &'static str {
         match self {
-            Kind::Standart => "standart",
-            Kind::Wildcard => "wildcard",
-            Kind::Ucc => "ucc",
+            Standart => "standart",
+            Wildcard => "wildcard",
+            Ucc => "ucc",
         }
     }
 }
@@ -129,7 +129,7 @@ impl ProductDef {
     /// Most non-wildcard names an order may have.
     pub(super) fn max_names(&self) -> u32 {
         match self.kind {
-            Kind::Ucc => self.max_domains.unwrap_or(UCC_HARD_CAP),
+            Ucc => self.max_domains.unwrap_or(UCC_HARD_CAP),
             _ => 1,
         }
     }
@@ -459,7 +459,7 @@ pub(super) fn item_price(
     currency: &str,
 ) -> i64 {
     let mut eur = period_cents(product.year_cents, period);
-    if product.kind == Kind::Ucc {
+    if product.kind == Ucc {
         let extra = i64::from(non_wildcard_names.saturating_sub(product.included));
         eur += extra * period_cents(product.extra_year_cents, period);
         eur += i64::from(wildcard_names) * period_cents(product.wildcard_year_cents, period);
@@ -486,7 +486,7 @@ fn prices(year_cents: i64, rrp_year_cents: i64, currency: &str, end_user_eur: bo
 
 fn product_value(def: &ProductDef, currency: &str, end_user_eur: bool) -> Value {
     let mut options = Vec::new();
-    if def.kind == Kind::Ucc {
+    if def.kind == Ucc {
         options.push(json!({
             "quantity_from": def.included + 1,
             "quantity_to": def.max_domains,
@@ -614,7 +614,7 @@ mod tests {
             assert!(PRODUCTS.iter().any(|p| p.issuer == issuer), "{issuer}");
         }
         for family in [Family::S, Family::D, Family::C] {
-            for kind in [Kind::Standart, Kind::Wildcard, Kind::Ucc] {
+            for kind in [Standart, Wildcard, Ucc] {
                 assert!(
                     PRODUCTS
                         .iter()

@@ -18,26 +18,26 @@ use partner_sandbox::{Sandbox, SandboxConfig, SandboxHandle};
 use rcgen::PublicKeyData;
 use serde_json::{Value, json};
 
-pub const PARTNER: &str = "partner@sandbox.test";
-pub const OTHER: &str = "other@sandbox.test";
-pub const PASSWORD: &str = "sandbox";
+pub(crate) const PARTNER: &str = "partner@sandbox.test";
+pub(crate) const OTHER: &str = "other@sandbox.test";
+pub(crate) const PASSWORD: &str = "sandbox";
 
 /// A sandbox and an HTTPS client that trusts it.
-pub struct Env {
+pub(crate) struct Env {
     pub sandbox: SandboxHandle,
     pub client: reqwest::Client,
 }
 
 /// An answer, read whole.
 #[derive(Debug)]
-pub struct Answer {
+pub(crate) struct Answer {
     pub status: u16,
     pub headers: reqwest::header::HeaderMap,
     pub body: Bytes,
 }
 
 impl Answer {
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| {
             panic!(
                 "status {}: body is not JSON ({e}): {}",
@@ -47,17 +47,17 @@ impl Answer {
         })
     }
 
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 }
 
 /// A client trusting only the sandbox's API CA.
-pub fn client_for(sandbox: &SandboxHandle) -> reqwest::Client {
+pub(crate) fn client_for(sandbox: &SandboxHandle) -> reqwest::Client {
     let pem = std::fs::read(sandbox.api_ca_path()).expect("api-ca.pem exists");
     let ca = reqwest::Certificate::from_pem(&pem).expect("api-ca.pem parses");
     reqwest::Client::builder()
@@ -70,22 +70,22 @@ pub fn client_for(sandbox: &SandboxHandle) -> reqwest::Client {
 }
 
 impl Env {
-    pub fn start(config: SandboxConfig) -> Self {
+    pub(crate) fn start(config: SandboxConfig) -> Self {
         let sandbox = Sandbox::start(config).expect("sandbox starts");
         let client = client_for(&sandbox);
         Self { sandbox, client }
     }
 
     /// A sandbox with instant validation (the usual test setting).
-    pub fn instant() -> Self {
+    pub(crate) fn instant() -> Self {
         Self::start(SandboxConfig::default().instant(true))
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.sandbox.base_url())
     }
 
-    pub async fn send(&self, req: reqwest::RequestBuilder) -> Answer {
+    pub(crate) async fn send(&self, req: reqwest::RequestBuilder) -> Answer {
         let resp = req.send().await.expect("request completes");
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
@@ -97,7 +97,7 @@ impl Env {
         }
     }
 
-    pub async fn get(&self, path: &str, token: Option<&str>) -> Answer {
+    pub(crate) async fn get(&self, path: &str, token: Option<&str>) -> Answer {
         let mut req = self.client.get(self.url(path));
         if let Some(t) = token {
             req = req.header("X-AUTH-TOKEN", t);
@@ -105,7 +105,7 @@ impl Env {
         self.send(req).await
     }
 
-    pub async fn post_json(&self, path: &str, token: Option<&str>, body: &Value) -> Answer {
+    pub(crate) async fn post_json(&self, path: &str, token: Option<&str>, body: &Value) -> Answer {
         let mut req = self
             .client
             .post(self.url(path))
@@ -117,7 +117,7 @@ impl Env {
         self.send(req).await
     }
 
-    pub async fn post_form(
+    pub(crate) async fn post_form(
         &self,
         path: &str,
         token: Option<&str>,
@@ -136,7 +136,7 @@ impl Env {
     }
 
     /// Signs in and returns the token.
-    pub async fn signin(&self, login: &str) -> String {
+    pub(crate) async fn signin(&self, login: &str) -> String {
         let a = self
             .post_json(
                 "/api/v1/users/signin",
@@ -152,7 +152,7 @@ impl Env {
     }
 
     /// The id of a DV single-name product of the family (`s`, `d` or `c`).
-    pub async fn product(&self, token: &str, family: char) -> u64 {
+    pub(crate) async fn product(&self, token: &str, family: char) -> u64 {
         let a = self.get("/api/v1/products", Some(token)).await;
         assert_eq!(a.status, 200, "products: {}", a.text());
         let issuers: &[&str] = match family {
@@ -177,7 +177,7 @@ impl Env {
     }
 
     /// Places a one-year order with `dcv_type`; returns the certificate ID.
-    pub async fn order(&self, token: &str, product: u64, csr: &Csr, dcv_type: &str) -> u64 {
+    pub(crate) async fn order(&self, token: &str, product: u64, csr: &Csr, dcv_type: &str) -> u64 {
         let a = self
             .post_json(
                 "/api/v1/order",
@@ -190,7 +190,7 @@ impl Env {
     }
 
     /// The state code of `/status`.
-    pub async fn status(&self, token: &str, id: u64) -> String {
+    pub(crate) async fn status(&self, token: &str, id: u64) -> String {
         let a = self
             .get(
                 &format!("/api/v1/ssl_certificates/{id}/status"),
@@ -205,7 +205,7 @@ impl Env {
     }
 
     /// Polls `/status` until it reads `want` (or panics after `timeout`).
-    pub async fn wait_status(&self, token: &str, id: u64, want: &str, timeout: Duration) {
+    pub(crate) async fn wait_status(&self, token: &str, id: u64, want: &str, timeout: Duration) {
         let start = Instant::now();
         loop {
             let s = self.status(token, id).await;
@@ -222,7 +222,7 @@ impl Env {
     }
 
     /// Details of a certificate.
-    pub async fn details(&self, token: &str, id: u64) -> Value {
+    pub(crate) async fn details(&self, token: &str, id: u64) -> Value {
         let a = self
             .get(&format!("/api/v1/ssl_certificates/{id}"), Some(token))
             .await;
@@ -231,7 +231,7 @@ impl Env {
     }
 }
 
-pub fn order_body(product: u64, csr: &Csr, dcv_type: &str) -> Value {
+pub(crate) fn order_body(product: u64, csr: &Csr, dcv_type: &str) -> Value {
     json!({
         "order": {
             "items": [{
@@ -250,7 +250,7 @@ pub fn order_body(product: u64, csr: &Csr, dcv_type: &str) -> Value {
 }
 
 /// A key pair and a CSR for it, made with rcgen.
-pub struct Csr {
+pub(crate) struct Csr {
     pub key: rcgen::KeyPair,
     pub pem: String,
     pub der: Vec<u8>,
@@ -259,7 +259,7 @@ pub struct Csr {
 
 impl Csr {
     /// CSR with CN = `names[0]` and every name in subjectAltName.
-    pub fn new(names: &[&str]) -> Self {
+    pub(crate) fn new(names: &[&str]) -> Self {
         let key = rcgen::KeyPair::generate().expect("key generates");
         let names: Vec<String> = names.iter().map(|s| (*s).to_owned()).collect();
         let mut params = rcgen::CertificateParams::new(names.clone()).expect("params");
@@ -277,31 +277,31 @@ impl Csr {
     }
 
     /// DER of the SubjectPublicKeyInfo.
-    pub fn spki(&self) -> Vec<u8> {
+    pub(crate) fn spki(&self) -> Vec<u8> {
         self.key.subject_public_key_info()
     }
 
     /// Upper-case hex MD5 of the CSR's DER: the DCV file's name.
-    pub fn md5_hex(&self) -> String {
+    pub(crate) fn md5_hex(&self) -> String {
         use md5::Digest;
         hex::encode_upper(md5::Md5::digest(&self.der))
     }
 
     /// Upper-case hex SHA-256 of the CSR's DER.
-    pub fn sha256_hex(&self) -> String {
+    pub(crate) fn sha256_hex(&self) -> String {
         use sha2::Digest;
         hex::encode_upper(sha2::Sha256::digest(&self.der))
     }
 
     /// `/.well-known/pki-validation/<MD5>.txt`
-    pub fn dcv_path(&self) -> String {
+    pub(crate) fn dcv_path(&self) -> String {
         format!("/.well-known/pki-validation/{}.txt", self.md5_hex())
     }
 }
 
 /// A fetch seen by the [`FileServer`].
 #[derive(Debug, Clone)]
-pub struct Fetch {
+pub(crate) struct Fetch {
     pub host: Option<String>,
     pub path: String,
     /// Server name the client sent in the TLS handshake (HTTPS only).
@@ -312,7 +312,7 @@ type Files = Arc<Mutex<HashMap<String, Vec<u8>>>>;
 type Fetches = Arc<Mutex<Vec<Fetch>>>;
 
 /// A tiny HTTP(S) file server on 127.0.0.1:0 (own thread and runtime): the customer's web root.
-pub struct FileServer {
+pub(crate) struct FileServer {
     pub addr: SocketAddr,
     files: Files,
     fetches: Fetches,
@@ -322,12 +322,12 @@ pub struct FileServer {
 
 impl FileServer {
     /// Plain HTTP.
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self::start_inner(None)
     }
 
     /// HTTPS with a self-signed certificate for `localhost` (the validator does not verify it).
-    pub fn start_tls() -> Self {
+    pub(crate) fn start_tls() -> Self {
         Self::start_inner(Some(self_signed_acceptor()))
     }
 
@@ -381,18 +381,18 @@ impl FileServer {
         }
     }
 
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         self.addr.port()
     }
 
-    pub fn serve(&self, path: &str, content: impl Into<Vec<u8>>) {
+    pub(crate) fn serve(&self, path: &str, content: impl Into<Vec<u8>>) {
         self.files
             .lock()
             .expect("lock")
             .insert(path.to_owned(), content.into());
     }
 
-    pub fn fetches(&self) -> Vec<Fetch> {
+    pub(crate) fn fetches(&self) -> Vec<Fetch> {
         self.fetches.lock().expect("lock").clone()
     }
 }
@@ -460,10 +460,10 @@ impl Drop for FileServer {
 }
 
 /// A directory under the system temp dir, removed on drop.
-pub struct TempDir(pub PathBuf);
+pub(crate) struct TempDir(pub PathBuf);
 
 impl TempDir {
-    pub fn new(tag: &str) -> Self {
+    pub(crate) fn new(tag: &str) -> Self {
         use std::sync::atomic::{AtomicU32, Ordering};
         static N: AtomicU32 = AtomicU32::new(0);
         let nanos = std::time::SystemTime::now()
@@ -478,7 +478,7 @@ impl TempDir {
         Self(p)
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -490,7 +490,7 @@ impl Drop for TempDir {
 }
 
 /// The entries of a ZIP archive by name.
-pub fn unzip(bytes: &[u8]) -> HashMap<String, Vec<u8>> {
+pub(crate) fn unzip(bytes: &[u8]) -> HashMap<String, Vec<u8>> {
     use std::io::Read;
     let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("a ZIP archive");
     let mut out = HashMap::new();
@@ -504,14 +504,14 @@ pub fn unzip(bytes: &[u8]) -> HashMap<String, Vec<u8>> {
 }
 
 /// DER of each CERTIFICATE block of a PEM text.
-pub fn pem_certs(pem: &[u8]) -> Vec<Vec<u8>> {
+pub(crate) fn pem_certs(pem: &[u8]) -> Vec<Vec<u8>> {
     x509_parser::pem::Pem::iter_from_buffer(pem)
         .map(|p| p.expect("PEM block").contents)
         .collect()
 }
 
 /// SubjectPublicKeyInfo DER and DNS names of a certificate.
-pub fn leaf_facts(der: &[u8]) -> (Vec<u8>, Vec<String>, time::OffsetDateTime) {
+pub(crate) fn leaf_facts(der: &[u8]) -> (Vec<u8>, Vec<String>, time::OffsetDateTime) {
     let (_, cert) = x509_parser::parse_x509_certificate(der).expect("certificate parses");
     let spki = cert.tbs_certificate.subject_pki.raw.to_vec();
     let mut names = Vec::new();
@@ -526,7 +526,7 @@ pub fn leaf_facts(der: &[u8]) -> (Vec<u8>, Vec<String>, time::OffsetDateTime) {
 }
 
 /// True when `openssl` can be run.
-pub fn have_openssl() -> bool {
+pub(crate) fn have_openssl() -> bool {
     std::process::Command::new("openssl")
         .arg("version")
         .output()
@@ -534,7 +534,7 @@ pub fn have_openssl() -> bool {
 }
 
 /// A sandbox with instant validation whose DCV fetches go to a [`FileServer`].
-pub fn env_with_files() -> (Env, FileServer) {
+pub(crate) fn env_with_files() -> (Env, FileServer) {
     let files = FileServer::start();
     let env = Env::start(
         SandboxConfig::default()
@@ -547,7 +547,7 @@ pub fn env_with_files() -> (Env, FileServer) {
 
 /// Orders a certificate for `domain` in `family` with HTTP_CSR_HASH, serves the DCV file and
 /// waits until it is issued. Returns (token, certificate ID, CSR).
-pub async fn issue(
+pub(crate) async fn issue(
     env: &Env,
     files: &FileServer,
     family: char,

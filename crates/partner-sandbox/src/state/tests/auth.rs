@@ -380,7 +380,7 @@ fn certificates_of_another_account_answer_404_with_each_endpoints_body() {
         );
         let resp = env.get(login, &Env::cert_path(missing, ""));
         assert_eq!(resp.status, 404);
-        assert_eq!(json_of(&resp)["id"], serde_json::Value::Null);
+        assert_eq!(json_of(&resp)["id"], Value::Null);
         assert!(
             json_of(&resp)["error"]
                 .as_str()
@@ -495,7 +495,7 @@ fn ancillary_endpoints_need_no_token() {
 
 #[test]
 fn custom_accounts_replace_the_defaults() {
-    let config = crate::state::StateConfig {
+    let config = StateConfig {
         accounts: Some(vec![AccountSpec {
             login: "ops@example.com".into(),
             password: "s3cret".into(),
@@ -525,7 +525,7 @@ fn custom_accounts_replace_the_defaults() {
 #[test]
 fn ids_and_tokens_follow_the_seed() {
     let run = |seed| {
-        let mut env = Env::with_config(crate::state::StateConfig {
+        let mut env = Env::with_config(StateConfig {
             seed,
             ..Default::default()
         });

@@ -228,7 +228,7 @@ fn family_c_changes_state_only_on_the_pickup_cycle() {
     assert_eq!(env.status(PARTNER, id), "issued");
     assert_eq!(
         env.leaf(id).not_before,
-        (t0() + time::Duration::seconds(600)).unix_timestamp()
+        (t0() + Duration::seconds(600)).unix_timestamp()
     );
 }
 

@@ -34,20 +34,20 @@ pub(super) const NEW: &str = "new@sandbox.test";
 /// Product IDs of the catalogue used by the tests.
 #[allow(dead_code)] // the full table, whether or not every test uses each entry
 pub(super) mod p {
-    pub const S_DV: u64 = 1101;
-    pub const S_WILDCARD: u64 = 1102;
-    pub const S_UCC: u64 = 1103;
-    pub const S_OV: u64 = 1104;
-    pub const S_EV: u64 = 1105;
-    pub const S_OV_UCC: u64 = 1106;
-    pub const S2_DV: u64 = 1201;
-    pub const S2_UCC: u64 = 1202;
-    pub const D_DV: u64 = 2101;
-    pub const D_WILDCARD: u64 = 2102;
-    pub const D_UCC: u64 = 2103;
-    pub const C_DV: u64 = 3101;
-    pub const C_WILDCARD: u64 = 3102;
-    pub const C_UCC: u64 = 3103;
+    pub(crate) const S_DV: u64 = 1101;
+    pub(crate) const S_WILDCARD: u64 = 1102;
+    pub(crate) const S_UCC: u64 = 1103;
+    pub(crate) const S_OV: u64 = 1104;
+    pub(crate) const S_EV: u64 = 1105;
+    pub(crate) const S_OV_UCC: u64 = 1106;
+    pub(crate) const S2_DV: u64 = 1201;
+    pub(crate) const S2_UCC: u64 = 1202;
+    pub(crate) const D_DV: u64 = 2101;
+    pub(crate) const D_WILDCARD: u64 = 2102;
+    pub(crate) const D_UCC: u64 = 2103;
+    pub(crate) const C_DV: u64 = 3101;
+    pub(crate) const C_WILDCARD: u64 = 3102;
+    pub(crate) const C_UCC: u64 = 3103;
 }
 
 pub(super) fn ca() -> &'static Authority {
