@@ -589,9 +589,10 @@ impl DcvEmails {
     }
 }
 
-/// CSR hashes of a domain entry (family S). `sha1` holds the SHA-256 hash despite its name.
+/// CSR hashes of a domain entry as the API reports them (family S; checked against our own
+/// [`crate::crypto::CsrHashes`]). `sha1` holds the SHA-256 hash despite its name.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CsrHashes {
+pub struct ReportedCsrHashes {
     pub md5: Option<String>,
     /// SHA-256 of the CSR, despite the name.
     pub sha1: Option<String>,
@@ -614,7 +615,7 @@ pub struct DomainDcv {
     pub status: Option<String>,
     pub emails: Option<DcvEmails>,
     /// Family S only.
-    pub hashes: Option<CsrHashes>,
+    pub hashes: Option<ReportedCsrHashes>,
     /// Family S only.
     pub unique_value: Option<String>,
 }
