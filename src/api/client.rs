@@ -597,30 +597,71 @@ impl Client {
         if let Some(q) = q {
             req.query.push(("q", q.into()));
         }
-        let call = req.call();
-        let raw = self.execute(&req).await?;
-        let pagination = match raw.header("x-pagination") {
-            Some(h) => {
-                Some(
-                    serde_json::from_str::<Pagination>(&h).map_err(|e| ApiError::Decode {
-                        call: call.clone(),
-                        status: raw.status,
-                        message: format!("X-Pagination header: {e}"),
-                    })?,
-                )
-            }
-            None => None,
-        };
-        let certificates = decode(&req, &raw)?;
-        Ok(CertificatePage {
-            certificates,
-            pagination,
+        self.execute_parsed(&req, |raw| {
+            let pagination =
+                match raw.header("x-pagination") {
+                    Some(h) => Some(serde_json::from_str::<Pagination>(&h).map_err(|e| {
+                        ApiError::Decode {
+                            call: req.call(),
+                            status: raw.status,
+                            message: format!("X-Pagination header: {e}"),
+                        }
+                    })?),
+                    None => None,
+                };
+            Ok(CertificatePage {
+                certificates: decode(&req, raw)?,
+                pagination,
+            })
         })
+        .await
     }
 
     async fn json<T: DeserializeOwned>(&self, req: Request) -> Result<T, ApiError> {
-        let raw = self.execute(&req).await?;
-        decode(&req, &raw)
+        self.execute_parsed(&req, |raw| decode(&req, raw)).await
+    }
+
+    /// Sends `req` (as [`Self::execute`] does) and reads its 2xx answer with `parse`. A read
+    /// whose answer does not decode — an HTML page from a proxy, a truncated body, values of
+    /// the wrong type — is transient, like a 5xx: it is tried again with the same backoff and
+    /// limits, each attempt logged with what was received, and only then is it an error that
+    /// says what was received. A call with side effects is never repeated here: its
+    /// undecodable answer is an unknown outcome ([`decode`]).
+    async fn execute_parsed<T>(
+        &self,
+        req: &Request,
+        parse: impl Fn(&Raw) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        let policy = &self.options.retry;
+        let started = Instant::now();
+        let mut attempt = 1u32;
+        loop {
+            let raw = self.execute(req).await?;
+            let message = match parse(&raw) {
+                Ok(value) => return Ok(value),
+                Err(ApiError::Decode { message, .. }) if req.kind == Kind::Read => message,
+                Err(e) => return Err(e),
+            };
+            let received = received(req, &raw);
+            tracing::warn!(
+                call = %req.call(),
+                attempt,
+                "the answer is not the documented JSON ({message}); received {received}"
+            );
+            let delay = policy.delay(attempt);
+            if attempt < policy.max_attempts.max(1)
+                && started.elapsed() + delay <= policy.max_elapsed
+            {
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+                continue;
+            }
+            return Err(ApiError::Decode {
+                call: req.call(),
+                status: raw.status,
+                message: format!("{message}; received {received} ({attempt} attempt(s))"),
+            });
+        }
     }
 
     /// A POST answering ActionResult: `success: false` is a refusal; a missing or
@@ -641,13 +682,17 @@ impl Client {
                 })
             }
             Some(serde_json::Value::Bool(true)) => decode(&req, &raw),
-            other => Err(ApiError::Decode {
+            // Whether the action was carried out cannot be read from this answer.
+            other => Err(ApiError::OutcomeUnknown {
                 call: req.call(),
-                status: raw.status,
-                message: match other {
-                    None => "`success` is missing".into(),
-                    Some(_) => "`success` is not a boolean".into(),
-                },
+                reason: format!(
+                    "HTTP {} with an answer whose `success` {}",
+                    raw.status,
+                    match other {
+                        None => "is missing",
+                        Some(_) => "is not a boolean",
+                    }
+                ),
             }),
         }
     }
@@ -993,13 +1038,14 @@ fn check_status(req: &Request, raw: Raw) -> Result<Raw, ApiError> {
     })
 }
 
-/// Decodes a 2xx JSON body. For `POST /order` an undecodable 200 means the order was probably
-/// placed but its ID is unknown: [`ApiError::OutcomeUnknown`].
+/// Decodes a 2xx JSON body. For a call with side effects (an order above all) an undecodable
+/// 2xx means the call was probably carried out but its result is unknown:
+/// [`ApiError::OutcomeUnknown`], never repeated blindly.
 fn decode<T: DeserializeOwned>(req: &Request, raw: &Raw) -> Result<T, ApiError> {
     serde_json::from_slice(&raw.body).map_err(|e| {
         // The error text names the place, not the body (bodies may hold tokens).
         let message = e.to_string();
-        if req.kind == Kind::Order {
+        if req.kind != Kind::Read {
             ApiError::OutcomeUnknown {
                 call: req.call(),
                 reason: format!("HTTP {} with an undecodable answer: {message}", raw.status),
@@ -1013,6 +1059,28 @@ fn decode<T: DeserializeOwned>(req: &Request, raw: &Raw) -> Result<T, ApiError> 
         }
     })
 }
+
+/// What an answer was, for messages and logs: status, content type and the beginning of the
+/// body — never for answers that may carry a credential (sign-in, prolong), whose body is not
+/// quoted.
+fn received(req: &Request, raw: &Raw) -> String {
+    let content_type = raw
+        .header("content-type")
+        .map(|c| excerpt(c.as_bytes()))
+        .unwrap_or_else(|| "no content type".into());
+    if req.sensitive {
+        return format!("HTTP {} ({content_type})", raw.status);
+    }
+    let start = &raw.body[..raw.body.len().min(RECEIVED_EXCERPT)];
+    format!(
+        "HTTP {} ({content_type}) beginning {:?}",
+        raw.status,
+        excerpt(start)
+    )
+}
+
+/// How much of an undecodable answer is quoted.
+const RECEIVED_EXCERPT: usize = 120;
 
 /// Classifies a reqwest error: not sent (no connection), or may have been sent.
 fn classify(e: &reqwest::Error) -> Failure {

@@ -434,10 +434,12 @@ async fn malformed_json_is_a_decode_error() {
     let env = Env::start();
     let client = env.client(PARTNER);
     client.balance().await.expect("signed in");
+    // Retried like a 5xx (4 attempts): garbage every time ends as a decode error.
     env.sandbox.inject(
         Fault::new(FaultKind::MalformedJson)
             .method("GET")
-            .path("/api/v1/billing/balance"),
+            .path("/api/v1/billing/balance")
+            .times(10),
     );
     let e = client.balance().await.expect_err("decode error");
     assert!(matches!(e, ApiError::Decode { .. }), "{e:?}");

@@ -58,6 +58,8 @@ mod faults_crash;
 mod faults_dcv;
 /// Files and deployment: full disk, permissions, hooks.
 mod faults_files;
+/// Garbage under status 200: retried on reads, reconciled on the order.
+mod faults_garbage;
 /// Hostile input beyond hostile bundles.
 mod faults_input;
 /// Secret hygiene: canary credentials never appear anywhere.

@@ -43,6 +43,12 @@ pub enum FaultKind {
     DropAfterApply,
     /// Apply the request, then answer 200 with a truncated JSON body.
     MalformedJson,
+    /// Apply the request, then answer 200 with an HTML maintenance page (`text/html`), as a
+    /// proxy or load balancer in front of the service does now and then.
+    HtmlPage,
+    /// Apply the request, then answer 200 with the real JSON whose values have the wrong
+    /// types (numbers as strings, strings as numbers, booleans as strings).
+    WrongTypes,
     /// Rotate `login`'s token before the request is applied, as if another signin had
     /// happened: a call with the old token gets 401.
     RotateToken {
@@ -106,6 +112,8 @@ impl FaultKind {
             Self::Delay { .. } => "delay",
             Self::DropAfterApply => "drop_after_apply",
             Self::MalformedJson => "malformed_json",
+            Self::HtmlPage => "html_page",
+            Self::WrongTypes => "wrong_types",
             Self::RotateToken { .. } => "rotate_token",
             Self::CaUnreachable => "ca_unreachable",
             Self::BundleFailure { .. } => "bundle_failure",

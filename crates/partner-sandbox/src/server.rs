@@ -900,6 +900,22 @@ fn apply(
             resp.status = 200;
             resp.body = ResponseBody::Text(malformed_json(&resp.body));
         }
+        Some(FaultKind::HtmlPage) => {
+            resp.status = 200;
+            resp.body = ResponseBody::Bytes {
+                content_type: "text/html; charset=utf-8".into(),
+                filename: None,
+                data: Bytes::from_static(MAINTENANCE_PAGE.as_bytes()),
+            };
+        }
+        Some(FaultKind::WrongTypes) => {
+            resp.status = 200;
+            let real = match &resp.body {
+                ResponseBody::Json(v) => v.clone(),
+                _ => json!({ "success": true }),
+            };
+            resp.body = ResponseBody::Json(wrong_types(real));
+        }
         Some(FaultKind::CaUnreachable) if resp.status == 200 => {
             resp.status = 422;
             resp.headers.clear();
@@ -970,6 +986,26 @@ fn certificate_id_in(path: &str) -> Option<u64> {
 }
 
 /// The first half of the JSON the call would have answered: never parses.
+/// What a proxy in front of the service answers during maintenance.
+const MAINTENANCE_PAGE: &str = "<!DOCTYPE html>\n<html><head><title>503 Service Temporarily \
+Unavailable</title></head><body><h1>Maintenance</h1><p>We will be back shortly.</p></body>\
+</html>\n";
+
+/// `value` with every scalar of the wrong type: numbers become strings, strings numbers,
+/// booleans strings (null stays null; arrays and objects are walked).
+fn wrong_types(value: Value) -> Value {
+    match value {
+        Value::Number(n) => Value::String(format!("{n}")),
+        Value::String(_) => Value::from(7),
+        Value::Bool(b) => Value::String(b.to_string()),
+        Value::Array(items) => Value::Array(items.into_iter().map(wrong_types).collect()),
+        Value::Object(map) => {
+            Value::Object(map.into_iter().map(|(k, v)| (k, wrong_types(v))).collect())
+        }
+        Value::Null => Value::Null,
+    }
+}
+
 fn malformed_json(body: &ResponseBody) -> String {
     let full = match body {
         ResponseBody::Json(v) => v.to_string(),

@@ -51,9 +51,18 @@ fn is_json(req: &ApiRequest) -> bool {
 }
 
 impl Fields {
-    /// JSON when the content type says so, else `application/x-www-form-urlencoded`.
-    /// Query parameters are not fields.
+    /// The request's parameters: the body (JSON when the content type says so, else
+    /// `application/x-www-form-urlencoded`) merged with the query string, as the real service
+    /// reads them (clients such as the PHP client send every parameter in the query string,
+    /// also on POST). The body wins when both carry a parameter.
     pub(super) fn from_body(req: &ApiRequest) -> Result<Fields, Box<ApiResponse>> {
+        let mut fields = Self::body_only(req)?;
+        // Looked up after the body's own fields: the body wins.
+        fields.form.extend(req.query.iter().cloned());
+        Ok(fields)
+    }
+
+    fn body_only(req: &ApiRequest) -> Result<Fields, Box<ApiResponse>> {
         if is_json(req) {
             if req.body.iter().all(u8::is_ascii_whitespace) {
                 return Ok(Fields {

@@ -676,3 +676,82 @@ fn hostile_requests_get_client_errors() {
     );
     assert_eq!(resp.status, 404);
 }
+
+/// A POST whose parameters all travel in the query string, with the token as the deprecated
+/// `auth_token` parameter, as the reseller's PHP client sends them.
+fn post_query(env: &mut Env, path: &str, query: &[(&str, &str)]) -> ApiResponse {
+    env.call(&request(Method::POST, path, query, &[], Bytes::new()))
+}
+
+#[test]
+fn parameters_in_the_query_string_are_read_on_post() {
+    let mut env = Env::new();
+    // Sign-in with login and password in the query string only.
+    let resp = post_query(
+        &mut env,
+        "/api/v1/users/signin",
+        &[("login", PARTNER), ("password", "sandbox")],
+    );
+    assert_eq!(resp.status, 200, "{:?}", json_of(&resp));
+    let token = json_of(&resp)["auth_token"].as_str().unwrap().to_owned();
+    // Missing parameters are still refused as documented.
+    let resp = post_query(&mut env, "/api/v1/users/signin", &[("login", PARTNER)]);
+    assert_eq!(
+        (resp.status, json_of(&resp)),
+        (400, json!({ "error": "password is missing" }))
+    );
+    // dcv_emails with domain_name and the token in the query string.
+    let resp = post_query(
+        &mut env,
+        "/api/v1/dcv_emails",
+        &[
+            ("domain_name", "www.shop.example.com"),
+            ("auth_token", &token),
+        ],
+    );
+    assert_eq!(resp.status, 200, "{:?}", json_of(&resp));
+    assert!(
+        json_of(&resp)["level_3"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e == "webmaster@www.shop.example.com")
+    );
+    let resp = post_query(&mut env, "/api/v1/dcv_emails", &[("auth_token", &token)]);
+    assert_eq!(
+        (resp.status, json_of(&resp)),
+        (400, json!({ "error": "domain_name is missing" }))
+    );
+}
+
+#[test]
+fn the_body_wins_over_the_query_string() {
+    let mut env = Env::new();
+    let body = serde_urlencoded::to_string([("login", PARTNER), ("password", "sandbox")]).unwrap();
+    let resp = env.call(&request(
+        Method::POST,
+        "/api/v1/users/signin",
+        &[("password", "wrong")],
+        &[("content-type", "application/x-www-form-urlencoded")],
+        body,
+    ));
+    assert_eq!(
+        resp.status,
+        200,
+        "form body over query: {:?}",
+        json_of(&resp)
+    );
+    let resp = env.call(&request(
+        Method::POST,
+        "/api/v1/users/signin",
+        &[("password", "sandbox")],
+        &[("content-type", "application/json")],
+        serde_json::to_vec(&json!({ "login": PARTNER, "password": "wrong" })).unwrap(),
+    ));
+    assert_eq!(
+        resp.status,
+        401,
+        "JSON body over query: {:?}",
+        json_of(&resp)
+    );
+}

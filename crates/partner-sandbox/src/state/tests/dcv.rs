@@ -543,3 +543,24 @@ fn resend_only_in_progress() {
     let r = json_of(&env.post_form(PARTNER, &Env::cert_path(id, "resend_dcv"), &[]));
     assert_eq!(r["success"], false);
 }
+
+#[test]
+fn change_dcv_reads_the_query_string() {
+    let mut env = Env::new();
+    let (pem, _) = csr(&["www.example.com", "shop.example.com"]);
+    let id = env.place(PARTNER, item(p::S_UCC, "www.example.com", &pem));
+    let token = env.token(PARTNER);
+    let resp = env.call(&request(
+        Method::POST,
+        &Env::cert_path(id, "change_dcv"),
+        &[
+            ("email", "CNAME_CSR_HASH"),
+            ("domain", "www.example.com"),
+            ("auth_token", &token),
+        ],
+        &[],
+        Bytes::new(),
+    ));
+    assert_eq!(resp.status, 200, "{:?}", resp.body);
+    assert_eq!(env.details(PARTNER, id)["dcv_method"], "CNAME_CSR_HASH");
+}
