@@ -637,3 +637,35 @@ async fn transport_errors_name_the_call() {
     );
     assert!(e.is_retryable());
 }
+
+/// Guards garbage under status 200 on the list call (the agent's bulk poll): an HTML page, a
+/// truncated body or wrong types, twice, then the real answer — the call is retried and
+/// succeeds; the list is read three times each.
+#[tokio::test]
+async fn garbage_on_the_list_is_retried() {
+    let env = Env::start();
+    let client = env.client(PARTNER);
+    client.balance().await.expect("signed in");
+    for kind in [
+        FaultKind::HtmlPage,
+        FaultKind::MalformedJson,
+        FaultKind::WrongTypes,
+    ] {
+        let before = env.calls_to("/api/v1/ssl_certificates").len();
+        env.sandbox.inject(
+            Fault::new(kind.clone())
+                .method("GET")
+                .path("/api/v1/ssl_certificates")
+                .times(2),
+        );
+        client
+            .list_all(None, None)
+            .await
+            .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        assert_eq!(
+            env.calls_to("/api/v1/ssl_certificates").len() - before,
+            3,
+            "{kind:?}"
+        );
+    }
+}

@@ -18,8 +18,8 @@ fn garbage() -> [FaultKind; 3] {
     ]
 }
 
-/// Guards item 1 of the robustness contract on the reads of a first issuance: the product
-/// list and the certificate's details each answered twice with garbage (then properly) —
+/// Guards the reads of a first issuance: the product list, the certificate's details and its
+/// status each answered twice with garbage (then properly) —
 /// the same run orders once, validates, installs; every injected answer was consumed.
 #[test]
 fn garbage_on_reads_is_retried_and_the_run_converges_with_one_order() {
@@ -27,7 +27,11 @@ fn garbage_on_reads_is_retried_and_the_run_converges_with_one_order() {
         let mut env = TestEnv::new();
         let spec = env.standalone_spec("www", &["www.garbage-reads.test"]);
         env.certs.push(spec);
-        for path in ["/api/v1/products", "/api/v1/ssl_certificates/*"] {
+        for path in [
+            "/api/v1/products",
+            "/api/v1/ssl_certificates/*",
+            "/api/v1/ssl_certificates/*/status",
+        ] {
             env.sandbox
                 .inject(Fault::new(kind.clone()).method("GET").path(path).times(2));
         }

@@ -992,9 +992,10 @@ Unavailable</title></head><body><h1>Maintenance</h1><p>We will be back shortly.<
 </html>\n";
 
 /// `value` with every scalar of the wrong type: numbers become strings, strings numbers,
-/// booleans strings (null stays null; arrays and objects are walked).
+/// booleans strings, an empty array a string (null stays null; arrays and objects are walked).
 fn wrong_types(value: Value) -> Value {
     match value {
+        Value::Array(items) if items.is_empty() => Value::String("[]".into()),
         Value::Number(n) => Value::String(format!("{n}")),
         Value::String(_) => Value::from(7),
         Value::Bool(b) => Value::String(b.to_string()),
@@ -1187,6 +1188,17 @@ mod tests {
             let s = malformed_json(&ResponseBody::Json(v));
             assert!(serde_json::from_str::<Value>(&s).is_err(), "{s}");
         }
+    }
+
+    #[test]
+    fn wrong_types_changes_every_value() {
+        let real =
+            json!({ "certificate": 13, "status": "issued", "ok": true, "list": [], "n": null });
+        assert_eq!(
+            wrong_types(real),
+            json!({ "certificate": "13", "status": 7, "ok": "true", "list": "[]", "n": null })
+        );
+        assert_eq!(wrong_types(json!([{ "id": 1 }])), json!([{ "id": "1" }]));
     }
 
     #[test]
