@@ -4,6 +4,7 @@
 //! safety throughout.
 
 pub mod adopt;
+pub mod check;
 mod context;
 mod deploy;
 mod job;

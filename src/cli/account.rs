@@ -78,6 +78,7 @@ async fn api_command(
         | Command::Adopt { .. }
         | Command::Run { .. }
         | Command::Serve
+        | Command::Check(_)
         | Command::Status { id: None } => unreachable_config(),
     }
 }

@@ -91,6 +91,17 @@ pub enum Command {
         id: Option<u64>,
     },
 
+    /// Monitoring check for Nagios, Icinga, Zabbix, Checkmk or Sensu: one status line with
+    /// performance data, then a line per certificate that is not OK.
+    ///
+    /// Exits 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. Reads local state and the installed files
+    /// only (no API call). CRITICAL: not installed, fewer than --critical days left, the
+    /// installed file missing or replaced, and with --served a verify address serving another
+    /// certificate than the one installed. WARNING: fewer than --warning days left, a failed
+    /// last run, an order outcome unknown, validation pending for more than a day, the
+    /// subscription ending without a prepared renewal order.
+    Check(CheckArgs),
+
     /// Reissue a configured certificate now (free): a new key and CSR, validation, install.
     ///
     /// Not possible in the last 30 days of the subscription; family C always gets a new key.
@@ -226,6 +237,23 @@ pub struct RenewArgs {
     /// (whose timer spreads runs itself).
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     pub random_delay: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Only this certificate (repeatable).
+    #[arg(long = "name", value_name = "NAME")]
+    pub names: Vec<String>,
+    /// WARNING when fewer days than this are left.
+    #[arg(long, value_name = "DAYS", default_value_t = 14)]
+    pub warning: i64,
+    /// CRITICAL when fewer days than this are left.
+    #[arg(long, value_name = "DAYS", default_value_t = 7)]
+    pub critical: i64,
+    /// Also shake hands with each certificate's verify_address (SNI: its common name) and
+    /// compare the served certificate with the installed one.
+    #[arg(long)]
+    pub served: bool,
 }
 
 #[derive(Debug, Args)]

@@ -27,6 +27,7 @@ macro_rules! out {
 mod account;
 mod actions;
 mod args;
+mod check;
 mod config_cmd;
 pub mod exit;
 mod output;
@@ -44,7 +45,9 @@ use clap::Parser;
 use crate::api::Client;
 use crate::config::Config;
 
-pub use args::{Cli, Command, ConfigCommand, DcvCommand, IssueArgs, ListArgs, RenewArgs, Scope};
+pub use args::{
+    CheckArgs, Cli, Command, ConfigCommand, DcvCommand, IssueArgs, ListArgs, RenewArgs, Scope,
+};
 pub use exit::UsageError;
 use output::Output;
 
@@ -99,6 +102,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
     let out = Output { json: cli.json };
     match &cli.command {
         Command::Config(ConfigCommand::Check) => config_cmd::run(&cli.config, &out),
+        Command::Check(args) => check::run(&cli.config, args, &out).await,
         Command::Renew(args) => {
             let config = load_config(&cli.config)?;
             run_cmds::random_start_delay(args.random_delay).await;

@@ -18,6 +18,8 @@ mod bundle_hostile;
 mod config;
 
 // --- Commands through the binary ---
+/// `cert-agent check`: the monitoring check against a real nginx.
+mod check;
 /// Account and certificate commands: tables, `--json`, exit codes, refusals, no credentials.
 mod cli_account;
 /// `cert-agent run`: configuration reload, SIGTERM/SIGINT with a run in progress.

@@ -1,0 +1,386 @@
+//! `cert-agent check`: a monitoring check in the conventions of Nagios-style plugins (Icinga,
+//! Zabbix, Checkmk, Sensu): one status line naming the worst certificates, performance data
+//! (`'www_days_left'=41;14;7`), the details of every certificate that is not OK on the lines
+//! after, and the exit code 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. It reads local state and
+//! the installed files only — never the Partner API — and, with `--served`, shakes hands with
+//! each certificate's verify address to compare what is served with what was installed.
+//!
+//! The levels are decided by [`assess`], a pure function with table tests.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use time::OffsetDateTime;
+
+use crate::config::{CertificateConfig, Config};
+use crate::crypto::Serial;
+use crate::store::{CertRecord, Store};
+
+use super::context::now;
+use super::plan::{Disk, short_time};
+use super::start::disk_state;
+
+/// How long `--served` waits for one handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A check's result, ordered from best to worst (the exit code of the plugin conventions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Level {
+    Ok = 0,
+    Warning = 1,
+    Critical = 2,
+    Unknown = 3,
+}
+
+impl Level {
+    /// `OK`, `WARNING`, `CRITICAL`, `UNKNOWN`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "OK",
+            Self::Warning => "WARNING",
+            Self::Critical => "CRITICAL",
+            Self::Unknown => "UNKNOWN",
+        }
+    }
+}
+
+/// What to check.
+#[derive(Debug, Clone)]
+pub struct CheckOptions {
+    /// Certificates to check; empty: every configured one.
+    pub names: Vec<String>,
+    /// WARNING when fewer days than this are left.
+    pub warning_days: i64,
+    /// CRITICAL when fewer days than this are left.
+    pub critical_days: i64,
+    /// Also compare what each verify address serves with what was installed.
+    pub served: bool,
+}
+
+/// What the verify address served, when asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Served {
+    /// No verify address configured (`verify_address = ""`, or `server = "none"`).
+    NotChecked,
+    /// The serial of the leaf served for the certificate's common name.
+    Serial(String),
+    /// The handshake failed.
+    Failed(String),
+}
+
+/// One certificate's result.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CertCheck {
+    pub name: String,
+    pub level: Level,
+    pub days_left: Option<i64>,
+    /// Why it is not OK (empty when OK).
+    pub problems: Vec<String>,
+    /// The serial served at the verify address, when `--served` read one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub served_serial: Option<String>,
+}
+
+/// The whole check.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CheckReport {
+    pub level: Level,
+    pub certificates: Vec<CertCheck>,
+    /// Thresholds, for the performance data.
+    #[serde(skip)]
+    pub warning_days: i64,
+    #[serde(skip)]
+    pub critical_days: i64,
+}
+
+impl CheckReport {
+    /// The plugin output: the status line with performance data, then one line per
+    /// certificate that is not OK.
+    pub fn render(&self) -> String {
+        let bad: Vec<&CertCheck> = {
+            let mut v: Vec<&CertCheck> = self
+                .certificates
+                .iter()
+                .filter(|c| c.level != Level::Ok)
+                .collect();
+            v.sort_by(|a, b| b.level.cmp(&a.level).then_with(|| a.name.cmp(&b.name)));
+            v
+        };
+        let summary = if bad.is_empty() {
+            let nearest = self
+                .certificates
+                .iter()
+                .filter_map(|c| c.days_left.map(|d| (d, &c.name)))
+                .min();
+            match nearest {
+                Some((d, name)) => format!(
+                    "{} certificate(s), the nearest expiry in {d} days ({name})",
+                    self.certificates.len()
+                ),
+                None => format!("{} certificate(s)", self.certificates.len()),
+            }
+        } else {
+            bad.iter()
+                .take(3)
+                .map(|c| format!("{}: {}", c.name, c.problems.join(", ")))
+                .collect::<Vec<_>>()
+                .join("; ")
+                + &if bad.len() > 3 {
+                    format!("; and {} more", bad.len() - 3)
+                } else {
+                    String::new()
+                }
+        };
+        let perf: Vec<String> = self
+            .certificates
+            .iter()
+            .filter_map(|c| {
+                c.days_left.map(|d| {
+                    format!(
+                        "'{}_days_left'={d};{};{}",
+                        c.name, self.warning_days, self.critical_days
+                    )
+                })
+            })
+            .collect();
+        let mut out = format!(
+            "CERT-AGENT {} - {}",
+            self.level.as_str(),
+            one_line(&summary)
+        );
+        if !perf.is_empty() {
+            out.push_str(" | ");
+            out.push_str(&perf.join(" "));
+        }
+        out.push('\n');
+        for c in &bad {
+            out.push_str(&format!(
+                "{} {}: {}\n",
+                c.level.as_str(),
+                c.name,
+                one_line(&c.problems.join("; "))
+            ));
+        }
+        out
+    }
+}
+
+/// Plugin output is line-based, and `|` starts the performance data.
+fn one_line(text: &str) -> String {
+    text.replace(['\n', '\r'], " ").replace('|', "/")
+}
+
+/// Checks the selected certificates.
+pub async fn check(config: &Config, opts: &CheckOptions) -> Result<CheckReport> {
+    let store = Store::existing(&config.agent.state_dir);
+    let certs = select(config, &opts.names)?;
+    let now = now();
+    let mut certificates = Vec::with_capacity(certs.len());
+    for cert in certs {
+        let rec = store.load(&cert.name)?;
+        let (disk, _) = disk_state(&rec);
+        let served = if opts.served {
+            Some(served(cert).await)
+        } else {
+            None
+        };
+        let mut c = assess(
+            &rec,
+            &disk,
+            served.as_ref(),
+            now,
+            opts,
+            config.agent.renew_before_days,
+        );
+        c.name = cert.name.clone();
+        certificates.push(c);
+    }
+    let level = certificates
+        .iter()
+        .map(|c| c.level)
+        .max()
+        .unwrap_or(Level::Ok);
+    Ok(CheckReport {
+        level,
+        certificates,
+        warning_days: opts.warning_days,
+        critical_days: opts.critical_days,
+    })
+}
+
+fn select<'a>(config: &'a Config, names: &[String]) -> Result<Vec<&'a CertificateConfig>> {
+    if names.is_empty() {
+        return Ok(config.certificates.iter().collect());
+    }
+    names
+        .iter()
+        .map(|n| {
+            config
+                .certificate(n)
+                .ok_or_else(|| anyhow::anyhow!(super::UnknownCertificate::new(config, n)))
+        })
+        .collect()
+}
+
+/// What the certificate's verify address serves for its common name.
+async fn served(cert: &CertificateConfig) -> Served {
+    let Some(address) = cert
+        .install
+        .verify_address
+        .as_deref()
+        .filter(|a| !a.is_empty())
+    else {
+        return Served::NotChecked;
+    };
+    match crate::install::verify::served_serial(address, cert.common_name(), HANDSHAKE_TIMEOUT)
+        .await
+    {
+        Ok(serial) => Served::Serial(serial.to_string()),
+        Err(e) => Served::Failed(e.to_string()),
+    }
+}
+
+/// The level of one certificate from its record, its installed file and (when checked) what is
+/// served.
+pub fn assess(
+    rec: &CertRecord,
+    disk: &Disk,
+    served: Option<&Served>,
+    now: OffsetDateTime,
+    opts: &CheckOptions,
+    renew_before_days: u32,
+) -> CertCheck {
+    let mut level = Level::Ok;
+    let mut problems = Vec::new();
+    let mut raise = |l: Level, text: String, level: &mut Level| {
+        *level = (*level).max(l);
+        problems.push(text);
+    };
+    let days_left = rec
+        .installed
+        .as_ref()
+        .map(|i| (i.not_after - now).whole_days());
+    match (&rec.installed, days_left) {
+        (None, _) => {
+            let why = match &rec.ended {
+                Some(state) => format!("no certificate installed (order {state})"),
+                None if rec.order.is_some() => {
+                    "no certificate installed yet (issuance pending)".into()
+                }
+                None => "no certificate installed (no order yet)".into(),
+            };
+            raise(Level::Critical, why, &mut level);
+        }
+        (Some(_), Some(d)) if d < 0 => raise(
+            Level::Critical,
+            format!("expired {} days ago", -d),
+            &mut level,
+        ),
+        (Some(_), Some(d)) if d < opts.critical_days => {
+            raise(Level::Critical, format!("{d} days left"), &mut level)
+        }
+        (Some(_), Some(d)) if d < opts.warning_days => {
+            raise(Level::Warning, format!("{d} days left"), &mut level)
+        }
+        _ => {}
+    }
+    match disk {
+        Disk::AsInstalled => {}
+        Disk::Missing if rec.installed.is_some() => raise(
+            Level::Critical,
+            "the installed certificate file is missing".into(),
+            &mut level,
+        ),
+        Disk::Missing => {}
+        Disk::Differs(serial) => raise(
+            Level::Critical,
+            format!(
+                "the installed file holds {}, not the installed serial {}",
+                serial
+                    .as_deref()
+                    .map_or("no readable certificate".to_owned(), |s| format!(
+                        "serial {s}"
+                    )),
+                rec.installed.as_ref().map_or("-", |i| i.serial.as_str())
+            ),
+            &mut level,
+        ),
+    }
+    let mut served_serial = None;
+    if let (Some(served), Some(inst)) = (served, &rec.installed) {
+        match served {
+            Served::NotChecked => {}
+            Served::Serial(s) => {
+                served_serial = Some(s.clone());
+                if !same(s, &inst.serial) {
+                    raise(
+                        Level::Critical,
+                        format!("serves serial {s}, installed serial {}", inst.serial),
+                        &mut level,
+                    );
+                }
+            }
+            Served::Failed(e) => raise(Level::Critical, format!("serving: {e}"), &mut level),
+        }
+    }
+    if rec.failures > 0 {
+        let last = rec.last_error.as_deref().unwrap_or("unknown error");
+        let text = match rec.retry_after {
+            Some(t) if t > now => format!(
+                "the last {} run(s) failed, next try after {}: {last}",
+                rec.failures,
+                short_time(t)
+            ),
+            _ => format!("the last run failed: {last}"),
+        };
+        raise(Level::Warning, text, &mut level);
+    }
+    if rec.intent.is_some() {
+        raise(
+            Level::Warning,
+            "an order whose outcome is unknown waits for reconciliation".into(),
+            &mut level,
+        );
+    }
+    if let Some(p) = &rec.pending_key
+        && now - p.created_at > time::Duration::days(1)
+    {
+        raise(
+            Level::Warning,
+            format!("validation pending since {}", short_time(p.created_at)),
+            &mut level,
+        );
+    }
+    if let (Some(sub), Some(inst)) = (&rec.subscription, &rec.installed)
+        && sub.ends - now < time::Duration::days(i64::from(renew_before_days))
+        && inst.not_after >= sub.ends - time::Duration::days(1)
+        && rec.prolong_prepared_at.is_none()
+    {
+        raise(
+            Level::Warning,
+            format!(
+                "the subscription ends on {} and no renewal order is prepared",
+                sub.ends.date()
+            ),
+            &mut level,
+        );
+    }
+    CertCheck {
+        name: rec.name.clone(),
+        level,
+        days_left,
+        problems,
+        served_serial,
+    }
+}
+
+fn same(a: &str, b: &str) -> bool {
+    match (Serial::parse_hex(a), Serial::parse_hex(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a.eq_ignore_ascii_case(b),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,290 @@
+//! Table tests of the check's levels.
+
+use super::*;
+use crate::store::{Installed, OrderRef, PendingKey, Subscription};
+
+fn t(days: i64) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap() + time::Duration::days(days)
+}
+
+fn opts() -> CheckOptions {
+    CheckOptions {
+        names: Vec::new(),
+        warning_days: 14,
+        critical_days: 7,
+        served: false,
+    }
+}
+
+/// Installed from day 0 to day `until`, serial 0A, subscription for a year.
+fn installed(until: i64) -> CertRecord {
+    CertRecord {
+        name: "www".into(),
+        order: Some(OrderRef {
+            certificate_id: 7,
+            order_id: Some(1),
+            placed_at: t(0),
+            adopted: false,
+        }),
+        installed: Some(Installed {
+            serial: "0A".into(),
+            not_before: t(0),
+            not_after: t(until),
+            certificate_id: 7,
+            files: vec![],
+            installed_at: t(0),
+            leaf_file: None,
+            leaf_stamp: None,
+        }),
+        subscription: Some(Subscription {
+            ends: t(365),
+            multi_year: false,
+        }),
+        ..CertRecord::default()
+    }
+}
+
+fn level(rec: &CertRecord, disk: Disk, served: Option<Served>, now: i64) -> (Level, String) {
+    let c = assess(rec, &disk, served.as_ref(), t(now), &opts(), 30);
+    (c.level, c.problems.join("; "))
+}
+
+/// (what, record, disk, served, day, level, text the problems contain)
+type Row<'a> = (
+    &'a str,
+    &'a CertRecord,
+    Disk,
+    Option<Served>,
+    i64,
+    Level,
+    &'a str,
+);
+
+#[test]
+fn levels() {
+    let ok = installed(90);
+    let mut failed = installed(90);
+    failed.failures = 2;
+    failed.last_error = Some("could not read certificate 7".into());
+    failed.retry_after = Some(t(10) + time::Duration::hours(2));
+    let mut pending = installed(90);
+    pending.pending_key = Some(PendingKey {
+        key_file: "/k".into(),
+        csr_pem: String::new(),
+        csr_md5: String::new(),
+        csr_sha256: String::new(),
+        created_at: t(5),
+    });
+    let mut none = installed(90);
+    none.installed = None;
+    let mut ended = none.clone();
+    ended.ended = Some("annulled".into());
+    let mut sub_ends = installed(90);
+    sub_ends.subscription = Some(Subscription {
+        ends: t(90),
+        multi_year: false,
+    });
+    let mut prepared = sub_ends.clone();
+    prepared.prolong_prepared_at = Some(t(70));
+    let rows: Vec<Row<'_>> = vec![
+        ("fresh", &ok, Disk::AsInstalled, None, 10, Level::Ok, ""),
+        (
+            "warning window",
+            &ok,
+            Disk::AsInstalled,
+            None,
+            80,
+            Level::Warning,
+            "10 days left",
+        ),
+        (
+            "critical window",
+            &ok,
+            Disk::AsInstalled,
+            None,
+            85,
+            Level::Critical,
+            "5 days left",
+        ),
+        (
+            "expired",
+            &ok,
+            Disk::AsInstalled,
+            None,
+            95,
+            Level::Critical,
+            "expired 5 days ago",
+        ),
+        (
+            "file missing",
+            &ok,
+            Disk::Missing,
+            None,
+            10,
+            Level::Critical,
+            "file is missing",
+        ),
+        (
+            "file differs",
+            &ok,
+            Disk::Differs(Some("0B".into())),
+            None,
+            10,
+            Level::Critical,
+            "holds serial 0B, not the installed serial 0A",
+        ),
+        (
+            "served matches (leading zeros do not matter)",
+            &ok,
+            Disk::AsInstalled,
+            Some(Served::Serial("000A".into())),
+            10,
+            Level::Ok,
+            "",
+        ),
+        (
+            "served differs",
+            &ok,
+            Disk::AsInstalled,
+            Some(Served::Serial("0B".into())),
+            10,
+            Level::Critical,
+            "serves serial 0B, installed serial 0A",
+        ),
+        (
+            "served unreachable",
+            &ok,
+            Disk::AsInstalled,
+            Some(Served::Failed("connection refused".into())),
+            10,
+            Level::Critical,
+            "serving: connection refused",
+        ),
+        (
+            "no verify address",
+            &ok,
+            Disk::AsInstalled,
+            Some(Served::NotChecked),
+            10,
+            Level::Ok,
+            "",
+        ),
+        (
+            "failed run",
+            &failed,
+            Disk::AsInstalled,
+            None,
+            10,
+            Level::Warning,
+            "the last 2 run(s) failed",
+        ),
+        (
+            "pending a day",
+            &pending,
+            Disk::AsInstalled,
+            None,
+            7,
+            Level::Warning,
+            "validation pending since",
+        ),
+        (
+            "pending an hour",
+            &pending,
+            Disk::AsInstalled,
+            None,
+            5,
+            Level::Ok,
+            "",
+        ),
+        (
+            "not installed",
+            &none,
+            Disk::Missing,
+            None,
+            10,
+            Level::Critical,
+            "issuance pending",
+        ),
+        (
+            "ended",
+            &ended,
+            Disk::Missing,
+            None,
+            10,
+            Level::Critical,
+            "order annulled",
+        ),
+        (
+            "subscription ends",
+            &sub_ends,
+            Disk::AsInstalled,
+            None,
+            70,
+            Level::Warning,
+            "no renewal order is prepared",
+        ),
+        (
+            "renewal prepared",
+            &prepared,
+            Disk::AsInstalled,
+            None,
+            70,
+            Level::Ok,
+            "",
+        ),
+    ];
+    for (what, rec, disk, served, day, want, text) in rows {
+        let (got, problems) = level(rec, disk, served, day);
+        assert_eq!(got, want, "{what}: {problems}");
+        assert!(problems.contains(text), "{what}: {problems}");
+    }
+}
+
+#[test]
+fn the_plugin_output_names_the_worst_first_with_performance_data() {
+    let o = opts();
+    let mut certs = Vec::new();
+    for (name, rec, disk, day) in [
+        ("api", installed(90), Disk::AsInstalled, 80),
+        ("www", installed(90), Disk::Missing, 10),
+    ] {
+        let mut c = assess(&rec, &disk, None, t(day), &o, 30);
+        c.name = name.into();
+        certs.push(c);
+    }
+    let report = CheckReport {
+        level: Level::Critical,
+        certificates: certs,
+        warning_days: 14,
+        critical_days: 7,
+    };
+    let out = report.render();
+    let first = out.lines().next().unwrap();
+    assert!(
+        first.starts_with("CERT-AGENT CRITICAL - www: the installed certificate file is missing; api: 10 days left | "),
+        "{out}"
+    );
+    assert!(
+        first.contains("'api_days_left'=10;14;7 'www_days_left'=80;14;7"),
+        "{out}"
+    );
+    assert_eq!(out.lines().count(), 3, "{out}");
+
+    let all_ok = CheckReport {
+        level: Level::Ok,
+        certificates: vec![assess(
+            &installed(90),
+            &Disk::AsInstalled,
+            None,
+            t(10),
+            &o,
+            30,
+        )],
+        warning_days: 14,
+        critical_days: 7,
+    };
+    assert_eq!(
+        all_ok.render(),
+        "CERT-AGENT OK - 1 certificate(s), the nearest expiry in 80 days (www) | 'www_days_left'=80;14;7\n"
+    );
+}

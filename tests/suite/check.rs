@@ -1,0 +1,100 @@
+//! `cert-agent check` (the monitoring check) through the binary with a real nginx: installed
+//! and served agree (OK, no API call), the expiry thresholds (WARNING, CRITICAL), an install
+//! that nginx never loaded (CRITICAL naming both serials, only with `--served`), and state
+//! that cannot be read (UNKNOWN).
+
+use crate::support;
+
+use std::fs;
+
+use support::env::{Publish, TestEnv, Web};
+use support::webserver::{Server, require};
+
+#[test]
+fn check_against_a_real_nginx() {
+    if !require(Server::Nginx) {
+        return;
+    }
+    let mut env = TestEnv::new();
+    let webroot = env.path("www-root");
+    let mut spec = env.cert_spec("www", &["www.check.test"], "nginx");
+    spec.publish = Publish::Webroot(webroot.clone());
+    env.write_placeholder(&spec);
+    let web = Web::start(Server::Nginx, env.dir.path(), &[env.site(&spec, &webroot)]);
+    env.certs.push(web.configure(spec));
+    env.sandbox.set_dcv_ports(web.http_port(), 0);
+    env.renew().expect_code(0);
+    let serial_of = |env: &TestEnv| {
+        env.record("www").unwrap()["installed"]["serial"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let first = serial_of(&env);
+
+    // Installed and served agree; local state only.
+    let calls = env.calls().len();
+    let ok = env.agent(["check", "--served"]).run();
+    ok.expect_code(0);
+    assert!(
+        ok.stdout
+            .starts_with("CERT-AGENT OK - 1 certificate(s), the nearest expiry in "),
+        "{}",
+        ok.describe()
+    );
+    assert!(
+        ok.stdout.contains(" | 'www_days_left'="),
+        "{}",
+        ok.describe()
+    );
+    assert_eq!(env.calls().len(), calls, "check calls no API");
+
+    // Thresholds above the days left.
+    let warn = env.agent(["check", "--warning", "1000"]).run();
+    warn.expect_code(1);
+    assert!(
+        warn.stdout.starts_with("CERT-AGENT WARNING - www: "),
+        "{}",
+        warn.describe()
+    );
+    env.agent(["check", "--warning", "1000", "--critical", "1000"])
+        .run()
+        .expect_code(2);
+
+    // A reissue installed with a reload that does nothing and no verification: nginx still
+    // serves the first certificate.
+    let (reload, verify) = {
+        let spec = &mut env.certs[0];
+        let saved = (spec.reload_command.clone(), spec.verify_address.clone());
+        spec.reload_command = Some(vec!["/bin/true".into()]);
+        spec.verify_address = String::new();
+        saved
+    };
+    env.agent(["--json", "reissue", "www", "--wait", "30"])
+        .run()
+        .expect_code(0);
+    let second = serial_of(&env);
+    assert_ne!(first, second);
+    env.certs[0].reload_command = reload;
+    env.certs[0].verify_address = verify;
+    env.agent(["check"]).run().expect_code(0);
+    let stale = env.agent(["check", "--served"]).run();
+    stale.expect_code(2);
+    assert!(
+        stale
+            .stdout
+            .contains(&format!("serves serial {first}, installed serial {second}")),
+        "{}",
+        stale.describe()
+    );
+
+    // State that cannot be read.
+    fs::write(env.state_dir().join("certs/www.json"), "{ not json").unwrap();
+    let unknown = env.agent(["check"]).run();
+    unknown.expect_code(3);
+    assert!(
+        unknown.stdout.starts_with("CERT-AGENT UNKNOWN - "),
+        "{}",
+        unknown.describe()
+    );
+}
