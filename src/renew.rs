@@ -9,6 +9,7 @@ mod context;
 mod deploy;
 mod job;
 pub mod keys;
+mod metrics;
 pub mod order;
 pub mod plan;
 mod poll;

@@ -248,6 +248,18 @@ pub struct Client {
     clock_skew: std::sync::atomic::AtomicI64,
     /// Whether `clock_skew` was measured.
     clock_seen: std::sync::atomic::AtomicBool,
+    /// HTTP exchanges by method, endpoint and status (for metrics).
+    requests: std::sync::Mutex<std::collections::BTreeMap<(&'static str, String, u16), u64>>,
+}
+
+/// How many HTTP exchanges a client made with one endpoint and got one status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestCount {
+    pub method: &'static str,
+    /// The path with its IDs replaced by `{id}`, e.g. `/api/v1/ssl_certificates/{id}/status`.
+    pub endpoint: String,
+    pub status: u16,
+    pub count: u64,
 }
 
 impl std::fmt::Debug for Client {
@@ -260,6 +272,33 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
+    /// The HTTP exchanges this client made so far (every attempt that got an answer), by
+    /// method, endpoint and status.
+    pub fn request_counts(&self) -> Vec<RequestCount> {
+        let counts = self
+            .requests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        counts
+            .iter()
+            .map(|((method, endpoint, status), count)| RequestCount {
+                method,
+                endpoint: endpoint.clone(),
+                status: *status,
+                count: *count,
+            })
+            .collect()
+    }
+
+    fn count_request(&self, method: &'static str, path: &str, status: u16) {
+        let endpoint = endpoint_of(path);
+        let mut counts = self
+            .requests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *counts.entry((method, endpoint, status)).or_insert(0) += 1;
+    }
+
     /// Builds the client: checks the base URL (https only), loads `ca_file`, sets timeouts,
     /// User-Agent, no redirects. Does not connect or sign in.
     pub fn new(options: ClientOptions) -> Result<Self, ApiError> {
@@ -297,6 +336,7 @@ impl Client {
             session: Mutex::new(SessionSlot::default()),
             clock_skew: std::sync::atomic::AtomicI64::new(0),
             clock_seen: std::sync::atomic::AtomicBool::new(false),
+            requests: std::sync::Mutex::default(),
         })
     }
 
@@ -974,6 +1014,9 @@ impl Client {
         }
         .await;
         let elapsed_ms = started.elapsed().as_millis() as u64;
+        if let Ok(raw) = &result {
+            self.count_request(call.method, &call.path, raw.status);
+        }
         match &result {
             Ok(raw) => tracing::debug!(
                 method = call.method,
@@ -997,6 +1040,20 @@ impl Client {
         }
         result
     }
+}
+
+/// `path` with every all-digit segment replaced by `{id}`.
+fn endpoint_of(path: &str) -> String {
+    path.split('/')
+        .map(|seg| {
+            if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
+                "{id}"
+            } else {
+                seg
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 fn certificate_path(certificate_id: u64, suffix: &str) -> String {

@@ -18,7 +18,7 @@ pub use crate::values::{MASK, Secret};
 pub use auth::{PASSWORD_CREDENTIAL, PasswordSource, TOKEN_FILE};
 pub use client::{
     Client, ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, MAX_JSON_BYTES, MAX_ZIP_BYTES,
-    PAGE_SIZE, RetryPolicy, normalize_base_url, user_agent,
+    PAGE_SIZE, RequestCount, RetryPolicy, normalize_base_url, user_agent,
 };
 pub use error::{ApiError, Call, ErrorBody, TransportKind};
 pub use types::*;

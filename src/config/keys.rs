@@ -21,6 +21,7 @@ pub(super) const AGENT_KEYS: &[&str] = &[
     "concurrency",
     "notify_command",
     "serve_user",
+    "metrics_file",
 ];
 /// Keys of a certificate that cannot come from `[defaults]`.
 pub(super) const CERT_ONLY_KEYS: &[&str] = &[

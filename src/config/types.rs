@@ -72,6 +72,10 @@ pub struct AgentConfig {
     /// The user `cert-agent serve` switches to after binding its ports when started as root;
     /// default `nobody`.
     pub serve_user: String,
+    /// Prometheus text file written (atomically) at the end of every run, for
+    /// node_exporter's textfile collector.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_file: Option<PathBuf>,
 }
 
 /// A command to run: a string is run by `/bin/sh -c`, an array is an argv run directly.

@@ -161,6 +161,11 @@ impl Ctx<'_> {
             .max(1)
     }
 
+    /// The API client if the run needed one.
+    pub(super) fn client_if_built(&self) -> Option<&Client> {
+        self.client.get()
+    }
+
     /// The API client, built on first use.
     pub(super) fn client(&self) -> Result<&Client> {
         if let Some(c) = self.client.get() {

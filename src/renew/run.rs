@@ -24,6 +24,7 @@ use crate::store::Store;
 use super::context::{Ctx, RunOptions, stop_requested};
 use super::deploy::{self, Ready};
 use super::job::Job;
+use super::metrics;
 use super::poll::{self, Next, Waiting};
 use super::report::{self, Outcome, RunReport};
 use super::start::start;
@@ -71,6 +72,7 @@ impl<'a> Work<'a> {
 pub async fn run(config: &Config, opts: &RunOptions) -> Result<RunReport> {
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = store.lock()?;
+    let started_at = super::context::now();
     let certs = select(config, &opts.names)?;
     let ctx = Ctx::new(config, &store, opts);
     let mut report = RunReport::not_started(&certs);
@@ -88,6 +90,17 @@ pub async fn run(config: &Config, opts: &RunOptions) -> Result<RunReport> {
     ctx.finish().await;
     if !opts.dry_run {
         report::notify(config, &report).await;
+        let requests = ctx
+            .client_if_built()
+            .map(|c| c.request_counts())
+            .unwrap_or_default();
+        let facts = metrics::RunFacts {
+            started_at,
+            duration: ctx.started.elapsed(),
+            report: &report,
+            requests: &requests,
+        };
+        metrics::write(config, &store, &facts);
     }
     Ok(report)
 }

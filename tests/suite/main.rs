@@ -24,6 +24,8 @@ mod check;
 mod cli_account;
 /// `cert-agent run`: configuration reload, SIGTERM/SIGINT with a run in progress.
 mod daemon;
+/// `[agent] metrics_file`: the Prometheus text file, checked with promtool.
+mod metrics;
 /// `cert-agent serve`: the standalone DCV server as a process of its own.
 mod serve;
 

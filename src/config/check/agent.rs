@@ -59,6 +59,7 @@ impl Checker<'_> {
             .uint(&s, "concurrency", 1, 64)
             .unwrap_or(DEFAULT_CONCURRENCY);
         let notify_command = self.command(&s, "notify_command");
+        let metrics_file = self.path(&s, "metrics_file");
         let serve_user = match self.text(&s, "serve_user") {
             Some(u) if u.bytes().all(|b| b.is_ascii_graphic() && b != b':') => u,
             Some(_) => {
@@ -77,6 +78,7 @@ impl Checker<'_> {
             max_order_price,
             concurrency,
             notify_command,
+            metrics_file,
             serve_user,
         })
     }

@@ -1,0 +1,244 @@
+//! The Prometheus text file (`[agent] metrics_file`), written atomically at the end of every
+//! run for node_exporter's textfile collector: per certificate what the state directory knows
+//! (validity, subscription end, install time, failures, pending work, the last run's outcome),
+//! and per run its start, duration, outcomes and Partner API calls. Names and help texts follow
+//! the Prometheus conventions (`promtool check metrics` passes).
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use crate::api::RequestCount;
+use crate::config::Config;
+use crate::store::{CertRecord, Store};
+
+use super::report::{Outcome, RunReport};
+
+/// What one run leaves for the metrics file.
+pub(super) struct RunFacts<'a> {
+    pub started_at: OffsetDateTime,
+    pub duration: Duration,
+    pub report: &'a RunReport,
+    pub requests: &'a [RequestCount],
+}
+
+/// Writes the metrics file of `config`, if one is configured; a failure is logged, never the
+/// run's failure.
+pub(super) fn write(config: &Config, store: &Store, run: &RunFacts<'_>) {
+    let Some(path) = &config.agent.metrics_file else {
+        return;
+    };
+    let records: Vec<(&crate::config::CertificateConfig, Option<CertRecord>)> = config
+        .certificates
+        .iter()
+        .map(|c| (c, store.load(&c.name).ok()))
+        .collect();
+    let text = render(&records, run);
+    if let Err(e) = crate::fsutil::write_atomic(path, text.as_bytes(), 0o644) {
+        tracing::warn!(
+            "could not write the metrics file {}: {}",
+            path.display(),
+            crate::fsutil::io_text(&e)
+        );
+    }
+}
+
+/// One metric family: its help, type and samples.
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    samples: Vec<(String, f64)>,
+}
+
+impl Family {
+    fn new(name: &'static str, help: &'static str) -> Self {
+        Self {
+            name,
+            help,
+            samples: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, labels: &str, value: f64) {
+        self.samples.push((labels.to_owned(), value));
+    }
+}
+
+/// The text exposition of the metrics.
+pub(super) fn render(
+    certs: &[(&crate::config::CertificateConfig, Option<CertRecord>)],
+    run: &RunFacts<'_>,
+) -> String {
+    let mut not_after = Family::new(
+        "cert_agent_certificate_not_after_timestamp_seconds",
+        "When the installed certificate expires (Unix time).",
+    );
+    let mut not_before = Family::new(
+        "cert_agent_certificate_not_before_timestamp_seconds",
+        "When the installed certificate became valid (Unix time).",
+    );
+    let mut subscription = Family::new(
+        "cert_agent_subscription_end_timestamp_seconds",
+        "When the paid subscription of the certificate's order ends (Unix time).",
+    );
+    let mut installed = Family::new(
+        "cert_agent_certificate_installed_timestamp_seconds",
+        "When the installed certificate was last installed successfully (Unix time).",
+    );
+    let mut failures = Family::new(
+        "cert_agent_certificate_consecutive_failures",
+        "Failed runs in a row for the certificate (0 after a success).",
+    );
+    let mut pending = Family::new(
+        "cert_agent_certificate_pending",
+        "1 while an order, a reissue or a validation waits at the CA, else 0.",
+    );
+    let mut outcome = Family::new(
+        "cert_agent_certificate_last_run_outcome",
+        "1 for the outcome of the certificate in the last run that worked on it.",
+    );
+    for (cert, rec) in certs {
+        let labels = format!(
+            "name=\"{}\",common_name=\"{}\",server=\"{}\"",
+            escape(&cert.name),
+            escape(cert.common_name()),
+            cert.install.server
+        );
+        let Some(rec) = rec else {
+            continue;
+        };
+        if let Some(i) = &rec.installed {
+            not_after.add(&labels, unix(i.not_after));
+            not_before.add(&labels, unix(i.not_before));
+            installed.add(&labels, unix(i.installed_at));
+        }
+        if let Some(s) = &rec.subscription {
+            subscription.add(&labels, unix(s.ends));
+        }
+        failures.add(&labels, f64::from(rec.failures));
+        let waiting = rec.intent.is_some()
+            || rec.reissue.is_some()
+            || (rec.pending_key.is_some() && rec.order.is_some());
+        pending.add(&labels, if waiting { 1.0 } else { 0.0 });
+        if let Some(c) = run.report.certificates.iter().find(|c| c.name == cert.name) {
+            let name = match c.outcome {
+                Outcome::Unchanged { .. } => "unchanged",
+                Outcome::Installed { .. } => "installed",
+                Outcome::Pending { .. } => "pending",
+                Outcome::Planned { .. } => "planned",
+                Outcome::Failed { .. } => "failed",
+            };
+            outcome.add(&format!("{labels},outcome=\"{name}\""), 1.0);
+        }
+    }
+
+    let mut start = Family::new(
+        "cert_agent_last_run_start_timestamp_seconds",
+        "When the last run started (Unix time).",
+    );
+    start.add("", unix(run.started_at));
+    let mut duration = Family::new(
+        "cert_agent_last_run_duration_seconds",
+        "How long the last run took.",
+    );
+    duration.add("", run.duration.as_secs_f64());
+    let mut outcomes = Family::new(
+        "cert_agent_last_run_certificates",
+        "Certificates of the last run by outcome.",
+    );
+    for name in ["unchanged", "installed", "pending", "planned", "failed"] {
+        let n = run
+            .report
+            .certificates
+            .iter()
+            .filter(|c| {
+                matches!(
+                    (&c.outcome, name),
+                    (Outcome::Unchanged { .. }, "unchanged")
+                        | (Outcome::Installed { .. }, "installed")
+                        | (Outcome::Pending { .. }, "pending")
+                        | (Outcome::Planned { .. }, "planned")
+                        | (Outcome::Failed { .. }, "failed")
+                )
+            })
+            .count();
+        outcomes.add(&format!("outcome=\"{name}\""), n as f64);
+    }
+    let mut requests = Family::new(
+        "cert_agent_last_run_api_requests",
+        "Partner API requests of the last run by method, endpoint and HTTP status.",
+    );
+    let mut orders = Family::new(
+        "cert_agent_last_run_orders_placed",
+        "Billed orders the last run placed (POST /api/v1/order answered 2xx).",
+    );
+    let mut reissues = Family::new(
+        "cert_agent_last_run_reissues_sent",
+        "Reissues the last run sent (answered 2xx).",
+    );
+    let mut placed = 0u64;
+    let mut reissued = 0u64;
+    for r in run.requests {
+        requests.add(
+            &format!(
+                "method=\"{}\",endpoint=\"{}\",status=\"{}\"",
+                r.method,
+                escape(&r.endpoint),
+                r.status
+            ),
+            r.count as f64,
+        );
+        let ok = (200..300).contains(&r.status);
+        if ok && r.method == "POST" && r.endpoint == "/api/v1/order" {
+            placed += r.count;
+        }
+        if ok && r.method == "POST" && r.endpoint.ends_with("/reissue") {
+            reissued += r.count;
+        }
+    }
+    orders.add("", placed as f64);
+    reissues.add("", reissued as f64);
+
+    let mut out = String::new();
+    for family in [
+        not_after,
+        not_before,
+        subscription,
+        installed,
+        failures,
+        pending,
+        outcome,
+        start,
+        duration,
+        outcomes,
+        requests,
+        orders,
+        reissues,
+    ] {
+        if family.samples.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
+        let _ = writeln!(out, "# TYPE {} gauge", family.name);
+        for (labels, value) in &family.samples {
+            if labels.is_empty() {
+                let _ = writeln!(out, "{} {value}", family.name);
+            } else {
+                let _ = writeln!(out, "{}{{{labels}}} {value}", family.name);
+            }
+        }
+    }
+    out
+}
+
+fn unix(t: OffsetDateTime) -> f64 {
+    t.unix_timestamp() as f64
+}
+
+/// A label value in the text format: backslash, double quote and newline escaped.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

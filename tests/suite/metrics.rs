@@ -1,0 +1,162 @@
+//! `[agent] metrics_file`: the Prometheus text file written at the end of every run, checked
+//! with the real `promtool` (Debian package `prometheus`) and read back for its values.
+
+use crate::support;
+
+use std::fs;
+use std::process::Command;
+
+use support::env::TestEnv;
+
+/// `promtool`, or `None` (a failure when `CI` is set: the suite must not skip it there).
+fn promtool() -> Option<&'static str> {
+    let found = Command::new("promtool")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        return Some("promtool");
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "promtool is missing (apt-get install prometheus)"
+    );
+    eprintln!("skipped: promtool is missing");
+    None
+}
+
+/// Guards the textfile: after an issuing run and after a no-op run the file passes
+/// `promtool check metrics`, holds the certificate's expiry (the served leaf's), the run's
+/// outcome counts and its Partner API calls (one billed order); the no-op run shows no call.
+#[test]
+fn the_metrics_file_passes_promtool_and_tells_the_truth() {
+    let Some(promtool) = promtool() else {
+        return;
+    };
+    let mut env = TestEnv::new();
+    let path = env.path("metrics/cert_agent.prom");
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    env.agent_extra = format!("metrics_file = \"{}\"\n", path.display());
+    let spec = env.standalone_spec("www", &["www.metrics.test"]);
+    env.certs.push(spec);
+    env.renew().expect_code(0);
+
+    let check = |text: &str| {
+        let mut child = Command::new(promtool)
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "promtool: {}{}\n{text}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let text = fs::read_to_string(&path).unwrap();
+    check(&text);
+    let value = |text: &str, prefix: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {prefix} in\n{text}"))
+    };
+    let labels = "{name=\"www\",common_name=\"www.metrics.test\",server=\"none\"}";
+    let record = env.record("www").unwrap();
+    let not_after = time::OffsetDateTime::parse(
+        record["installed"]["not_after"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    assert_eq!(
+        value(
+            &text,
+            &format!("cert_agent_certificate_not_after_timestamp_seconds{labels}")
+        ),
+        not_after.unix_timestamp() as f64
+    );
+    assert_eq!(
+        value(
+            &text,
+            "cert_agent_last_run_certificates{outcome=\"installed\"}"
+        ),
+        1.0
+    );
+    assert_eq!(value(&text, "cert_agent_last_run_orders_placed"), 1.0);
+    assert_eq!(
+        value(
+            &text,
+            "cert_agent_last_run_api_requests{method=\"POST\",endpoint=\"/api/v1/order\",status=\"200\"}"
+        ),
+        1.0
+    );
+    assert!(
+        text.contains("endpoint=\"/api/v1/ssl_certificates/{id}"),
+        "IDs are not labels\n{text}"
+    );
+    assert_eq!(
+        value(
+            &text,
+            &format!("cert_agent_certificate_consecutive_failures{labels}")
+        ),
+        0.0
+    );
+
+    // Nothing due: the file is rewritten, no API call is counted.
+    env.renew().expect_code(0);
+    let again = fs::read_to_string(&path).unwrap();
+    check(&again);
+    assert!(
+        !again.contains("cert_agent_last_run_api_requests{"),
+        "no call in a no-op run\n{again}"
+    );
+    assert_eq!(
+        value(
+            &again,
+            "cert_agent_last_run_certificates{outcome=\"unchanged\"}"
+        ),
+        1.0
+    );
+    assert_eq!(value(&again, "cert_agent_last_run_orders_placed"), 0.0);
+    let mode = fs::metadata(&path).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(mode.permissions().mode() & 0o777, 0o644);
+}
+
+/// Guards the alert rules of `docs/monitoring.md`: `promtool check rules` accepts them.
+#[test]
+fn the_documented_alert_rules_pass_promtool() {
+    let Some(promtool) = promtool() else {
+        return;
+    };
+    let doc =
+        fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/monitoring.md")).unwrap();
+    let start = doc.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
+    let end = start + doc[start..].find("```").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("cert-agent.yml");
+    fs::write(&rules, &doc[start..end]).unwrap();
+    let out = Command::new(promtool)
+        .args(["check", "rules"])
+        .arg(&rules)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
