@@ -37,7 +37,7 @@ pub(super) async fn run(
 fn certificate_arg(command: &Command) -> Option<u64> {
     match command {
         Command::Show { id }
-        | Command::Status { id: Some(id) }
+        | Command::Status { id: Some(id), .. }
         | Command::Cancel { id, .. }
         | Command::Prolong { id, .. }
         | Command::Download { id, .. }
@@ -59,7 +59,7 @@ async fn api_command(
         Command::Balance => balance(client, out).await,
         Command::List(args) => list(client, args, out).await,
         Command::Show { id } => show(client, *id, out).await,
-        Command::Status { id: Some(id) } => status(client, *id, out).await,
+        Command::Status { id: Some(id), .. } => status(client, *id, out).await,
         Command::Software { product_id } => software(client, *product_id, out).await,
         Command::Countries => countries(client, out).await,
         Command::Dcv(cmd) => actions::dcv(client, cmd, out).await,
@@ -79,7 +79,7 @@ async fn api_command(
         | Command::Run { .. }
         | Command::Serve
         | Command::Check(_)
-        | Command::Status { id: None } => unreachable_config(),
+        | Command::Status { id: None, .. } => unreachable_config(),
     }
 }
 

@@ -89,6 +89,10 @@ pub enum Command {
     Status {
         /// Certificate ID (internal number).
         id: Option<u64>,
+        /// Without ID: also shake hands with each certificate's verify_address and show
+        /// whether it serves the installed certificate (column SERVED).
+        #[arg(long, conflicts_with = "id")]
+        served: bool,
     },
 
     /// Monitoring check for Nagios, Icinga, Zabbix, Checkmk or Sensu: one status line with

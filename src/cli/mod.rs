@@ -141,7 +141,9 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             crate::daemon::run_daemon(&cli.config, opts).await?;
             Ok(exit::OK)
         }
-        Command::Status { id: None } => status::run(&load_config(&cli.config)?, &out),
+        Command::Status { id: None, served } => {
+            status::run(&load_config(&cli.config)?, *served, &out).await
+        }
         Command::Serve => {
             let plan = serve::Plan::of(&load_config(&cli.config)?)?;
             serve::serve(plan).await

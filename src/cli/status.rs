@@ -8,15 +8,18 @@ use super::output::{Output, or_dash};
 use super::table::Table;
 use crate::config::Config;
 
-/// `status` without an ID: every configured certificate from local state (no API call).
-/// Prints the local status of every configured certificate.
-pub(super) fn run(config: &Config, out: &Output) -> Result<u8> {
-    let rows = crate::renew::status::collect(config)?;
+/// Prints the local status of every configured certificate (with `served`, also what each
+/// verify address serves).
+pub(super) async fn run(config: &Config, served: bool, out: &Output) -> Result<u8> {
+    let mut rows = crate::renew::status::collect(config)?;
+    if served {
+        crate::renew::status::add_served(config, &mut rows).await;
+    }
     if out.json {
         out.print_json(&rows)?;
         return Ok(exit::OK);
     }
-    let mut t = Table::new(&[
+    let mut headers = vec![
         "NAME",
         "CERT ID",
         "STATE",
@@ -24,22 +27,29 @@ pub(super) fn run(config: &Config, out: &Output) -> Result<u8> {
         "EXPIRES",
         "DAYS",
         "SUBSCRIPTION",
-        "NEXT",
-    ])
-    .right(1)
-    .right(5)
-    .flex(7);
+    ];
+    if served {
+        headers.push("SERVED");
+    }
+    headers.push("NEXT");
+    let next = headers.len() - 1;
+    let mut t = Table::new(&headers).right(1).right(5).flex(next);
     for r in &rows {
-        t.row([
-            r.name.clone(),
-            or_dash(r.certificate_id),
-            r.state.clone(),
-            or_dash(r.serial.as_deref()),
-            or_dash(r.expires.map(|d| d.date())),
-            or_dash(r.days_left),
-            or_dash(r.subscription_ends.map(|d| d.date())),
-            r.next_action.clone(),
-        ]);
+        t.row(
+            vec![
+                r.name.clone(),
+                or_dash(r.certificate_id),
+                r.state.clone(),
+                or_dash(r.serial.as_deref()),
+                or_dash(r.expires.map(|d| d.date())),
+                or_dash(r.days_left),
+                or_dash(r.subscription_ends.map(|d| d.date())),
+            ]
+            .into_iter()
+            .chain(served.then(|| or_dash(r.served.as_deref())))
+            .chain([r.next_action.clone()])
+            .collect::<Vec<_>>(),
+        );
     }
     out.table(&t);
     for r in &rows {

@@ -224,7 +224,7 @@ fn select<'a>(config: &'a Config, names: &[String]) -> Result<Vec<&'a Certificat
 }
 
 /// What the certificate's verify address serves for its common name.
-async fn served(cert: &CertificateConfig) -> Served {
+pub(super) async fn served(cert: &CertificateConfig) -> Served {
     let Some(address) = cert
         .install
         .verify_address

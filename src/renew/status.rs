@@ -29,6 +29,28 @@ pub struct StatusRow {
     pub next_action: String,
     pub last_error: Option<String>,
     pub warning: Option<String>,
+    /// With `--served`: `yes`, `NO: serves serial …`, `not checked` (no verify address) or
+    /// `error: …`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub served: Option<String>,
+}
+
+/// Fills [`StatusRow::served`]: whether each certificate's verify address serves the installed
+/// certificate (a TLS handshake per certificate with an installed one).
+pub async fn add_served(config: &Config, rows: &mut [StatusRow]) {
+    for (cert, row) in config.certificates.iter().zip(rows.iter_mut()) {
+        let Some(installed) = &row.serial else {
+            continue;
+        };
+        row.served = Some(match super::check::served(cert).await {
+            super::check::Served::NotChecked => "not checked".into(),
+            super::check::Served::Serial(s) if crate::crypto::same_serial_hex(&s, installed) => {
+                "yes".into()
+            }
+            super::check::Served::Serial(s) => format!("NO: serves serial {s}"),
+            super::check::Served::Failed(e) => format!("error: {e}"),
+        });
+    }
 }
 
 /// Rows for every configured certificate.
@@ -89,6 +111,7 @@ pub fn collect(config: &Config) -> Result<Vec<StatusRow>> {
             next_action: plan::describe(&action, wanted(cert)),
             last_error: rec.last_error.clone(),
             warning,
+            served: None,
         });
     }
     Ok(rows)

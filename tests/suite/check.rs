@@ -1,7 +1,7 @@
 //! `cert-agent check` (the monitoring check) through the binary with a real nginx: installed
 //! and served agree (OK, no API call), the expiry thresholds (WARNING, CRITICAL), an install
-//! that nginx never loaded (CRITICAL naming both serials, only with `--served`), and state
-//! that cannot be read (UNKNOWN).
+//! that nginx never loaded (CRITICAL naming both serials, only with `--served`; `status
+//! --served` shows it too), and state that cannot be read (UNKNOWN).
 
 use crate::support;
 
@@ -48,6 +48,13 @@ fn check_against_a_real_nginx() {
         ok.describe()
     );
     assert_eq!(env.calls().len(), calls, "check calls no API");
+    let status = env.agent(["status", "--served"]).run();
+    status.expect_code(0);
+    assert!(
+        status.stdout.contains("SERVED") && status.stdout.contains(" yes "),
+        "{}",
+        status.describe()
+    );
 
     // Thresholds above the days left.
     let warn = env.agent(["check", "--warning", "1000"]).run();
@@ -86,6 +93,15 @@ fn check_against_a_real_nginx() {
             .contains(&format!("serves serial {first}, installed serial {second}")),
         "{}",
         stale.describe()
+    );
+
+    let status = env.agent(["--json", "status", "--served"]).run();
+    status.expect_code(0);
+    assert_eq!(
+        status.json()[0]["served"],
+        format!("NO: serves serial {first}"),
+        "{}",
+        status.describe()
     );
 
     // State that cannot be read.
