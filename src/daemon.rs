@@ -16,9 +16,14 @@
 //!   server closes with the process, and webroot validation files of an unfinished order are
 //!   recorded in the state and removed by the run that sees the certificate issued.
 //!
+//! - With `[agent] metrics_listen`, serves `/metrics` for Prometheus ([`metrics`]), refreshed
+//!   after every run (the address is read at start; changing it needs a restart).
+//!
 //! A run's own standalone DCV server listens only while that run validates a certificate;
 //! `cert-agent serve` (a separate process, dropping root after binding) answers between runs,
 //! and runs publish into its directory while it holds its lock.
+
+mod metrics;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -108,10 +113,24 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
+    let metrics = match config.agent.metrics_listen {
+        Some(addr) => {
+            let server =
+                metrics::MetricsServer::start(addr, crate::renew::metrics::text(&config, None))
+                    .await?;
+            say(&format!(
+                "serving metrics on http://{}/metrics",
+                server.local_addr
+            ));
+            Some(server)
+        }
+        None => None,
+    };
     let mut daemon = Daemon {
         path: config_path.to_path_buf(),
         last_text: std::fs::read(config_path).ok(),
         events: opts.events.clone(),
+        metrics,
     };
     let (changes_tx, mut changes) = mpsc::unbounded_channel();
     let _watcher = watch_config(config_path, changes_tx);
@@ -180,6 +199,8 @@ struct Daemon {
     /// nothing (a `touch`, our own reads).
     last_text: Option<Vec<u8>>,
     events: Option<mpsc::UnboundedSender<DaemonEvent>>,
+    /// The `/metrics` endpoint, when configured.
+    metrics: Option<metrics::MetricsServer>,
 }
 
 enum RunEnd {
@@ -227,7 +248,7 @@ impl Daemon {
                 };
                 let abandoned = match finished {
                     Some(result) => {
-                        self.finished(result);
+                        self.finished(config, result);
                         false
                     }
                     None => {
@@ -241,14 +262,17 @@ impl Daemon {
                 return RunEnd::Stopped { abandoned };
             }
         };
-        self.finished(result)
+        self.finished(config, result)
     }
 
     /// Reports a finished run.
-    fn finished(&self, result: Result<RunReport>) -> RunEnd {
+    fn finished(&self, config: &Config, result: Result<RunReport>) -> RunEnd {
         match result {
             Ok(report) => {
                 print_report(&report);
+                if let Some(m) = &self.metrics {
+                    m.update(crate::renew::metrics::text(config, Some(&report)));
+                }
                 let status = report.status();
                 self.emit(DaemonEvent::RunFinished {
                     status: Some(status),

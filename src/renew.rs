@@ -9,7 +9,7 @@ mod context;
 mod deploy;
 mod job;
 pub mod keys;
-mod metrics;
+pub mod metrics;
 pub mod order;
 pub mod plan;
 mod poll;
@@ -22,7 +22,7 @@ pub mod status;
 
 pub use context::{RunOptions, TEST_CLOCK_OFFSET_ENV, client, client_options, now};
 pub use deploy::{argv, install_paths};
-pub use report::{CertReport, Outcome, RunReport, RunStatus};
+pub use report::{CertReport, Outcome, RunReport, RunStats, RunStatus};
 pub use run::run;
 
 /// A certificate name that the configuration does not define (a usage error).

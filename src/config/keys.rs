@@ -22,6 +22,7 @@ pub(super) const AGENT_KEYS: &[&str] = &[
     "notify_command",
     "serve_user",
     "metrics_file",
+    "metrics_listen",
 ];
 /// Keys of a certificate that cannot come from `[defaults]`.
 pub(super) const CERT_ONLY_KEYS: &[&str] = &[

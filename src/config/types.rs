@@ -76,6 +76,10 @@ pub struct AgentConfig {
     /// node_exporter's textfile collector.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics_file: Option<PathBuf>,
+    /// Where `cert-agent run` serves `/metrics` for Prometheus to scrape (e.g.
+    /// `127.0.0.1:9793`); none by default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// A command to run: a string is run by `/bin/sh -c`, an array is an argv run directly.

@@ -15,26 +15,21 @@ use crate::store::{CertRecord, Store};
 
 use super::report::{Outcome, RunReport};
 
-/// What one run leaves for the metrics file.
-pub(super) struct RunFacts<'a> {
-    pub started_at: OffsetDateTime,
-    pub duration: Duration,
-    pub report: &'a RunReport,
-    pub requests: &'a [RequestCount],
+/// What one run leaves for the metrics.
+struct RunFacts<'a> {
+    started_at: OffsetDateTime,
+    duration: Duration,
+    report: &'a RunReport,
+    requests: &'a [RequestCount],
 }
 
 /// Writes the metrics file of `config`, if one is configured; a failure is logged, never the
 /// run's failure.
-pub(super) fn write(config: &Config, store: &Store, run: &RunFacts<'_>) {
+pub(super) fn write(config: &Config, store: &Store, report: &RunReport) {
     let Some(path) = &config.agent.metrics_file else {
         return;
     };
-    let records: Vec<(&crate::config::CertificateConfig, Option<CertRecord>)> = config
-        .certificates
-        .iter()
-        .map(|c| (c, store.load(&c.name).ok()))
-        .collect();
-    let text = render(&records, run);
+    let text = text_with(config, store, Some(report));
     if let Err(e) = crate::fsutil::write_atomic(path, text.as_bytes(), 0o644) {
         tracing::warn!(
             "could not write the metrics file {}: {}",
@@ -42,6 +37,30 @@ pub(super) fn write(config: &Config, store: &Store, run: &RunFacts<'_>) {
             crate::fsutil::io_text(&e)
         );
     }
+}
+
+/// The metrics of `config`'s certificates from the state directory, and of `report` (the last
+/// run) when there is one — what `[agent] metrics_file` holds and `cert-agent run` serves on
+/// `metrics_listen`.
+pub fn text(config: &Config, report: Option<&RunReport>) -> String {
+    text_with(config, &Store::existing(&config.agent.state_dir), report)
+}
+
+fn text_with(config: &Config, store: &Store, report: Option<&RunReport>) -> String {
+    let records: Vec<(&crate::config::CertificateConfig, Option<CertRecord>)> = config
+        .certificates
+        .iter()
+        .map(|c| (c, store.load(&c.name).ok()))
+        .collect();
+    let empty = RunReport::default();
+    let stats = report.and_then(|r| r.stats.as_ref());
+    let facts = stats.map(|s| RunFacts {
+        started_at: s.started_at,
+        duration: s.duration,
+        report: report.unwrap_or(&empty),
+        requests: &s.requests,
+    });
+    render(&records, facts.as_ref())
 }
 
 /// One metric family: its help, type and samples.
@@ -66,10 +85,12 @@ impl Family {
 }
 
 /// The text exposition of the metrics.
-pub(super) fn render(
+fn render(
     certs: &[(&crate::config::CertificateConfig, Option<CertRecord>)],
-    run: &RunFacts<'_>,
+    run: Option<&RunFacts<'_>>,
 ) -> String {
+    let empty = RunReport::default();
+    let report = run.map_or(&empty, |r| r.report);
     let mut not_after = Family::new(
         "cert_agent_certificate_not_after_timestamp_seconds",
         "When the installed certificate expires (Unix time).",
@@ -121,7 +142,7 @@ pub(super) fn render(
             || rec.reissue.is_some()
             || (rec.pending_key.is_some() && rec.order.is_some());
         pending.add(&labels, if waiting { 1.0 } else { 0.0 });
-        if let Some(c) = run.report.certificates.iter().find(|c| c.name == cert.name) {
+        if let Some(c) = report.certificates.iter().find(|c| c.name == cert.name) {
             let name = match c.outcome {
                 Outcome::Unchanged { .. } => "unchanged",
                 Outcome::Installed { .. } => "installed",
@@ -133,73 +154,76 @@ pub(super) fn render(
         }
     }
 
-    let mut start = Family::new(
-        "cert_agent_last_run_start_timestamp_seconds",
-        "When the last run started (Unix time).",
-    );
-    start.add("", unix(run.started_at));
-    let mut duration = Family::new(
-        "cert_agent_last_run_duration_seconds",
-        "How long the last run took.",
-    );
-    duration.add("", run.duration.as_secs_f64());
-    let mut outcomes = Family::new(
-        "cert_agent_last_run_certificates",
-        "Certificates of the last run by outcome.",
-    );
-    for name in ["unchanged", "installed", "pending", "planned", "failed"] {
-        let n = run
-            .report
-            .certificates
-            .iter()
-            .filter(|c| {
-                matches!(
-                    (&c.outcome, name),
-                    (Outcome::Unchanged { .. }, "unchanged")
-                        | (Outcome::Installed { .. }, "installed")
-                        | (Outcome::Pending { .. }, "pending")
-                        | (Outcome::Planned { .. }, "planned")
-                        | (Outcome::Failed { .. }, "failed")
-                )
-            })
-            .count();
-        outcomes.add(&format!("outcome=\"{name}\""), n as f64);
-    }
-    let mut requests = Family::new(
-        "cert_agent_last_run_api_requests",
-        "Partner API requests of the last run by method, endpoint and HTTP status.",
-    );
-    let mut orders = Family::new(
-        "cert_agent_last_run_orders_placed",
-        "Billed orders the last run placed (POST /api/v1/order answered 2xx).",
-    );
-    let mut reissues = Family::new(
-        "cert_agent_last_run_reissues_sent",
-        "Reissues the last run sent (answered 2xx).",
-    );
-    let mut placed = 0u64;
-    let mut reissued = 0u64;
-    for r in run.requests {
-        requests.add(
-            &format!(
-                "method=\"{}\",endpoint=\"{}\",status=\"{}\"",
-                r.method,
-                escape(&r.endpoint),
-                r.status
-            ),
-            r.count as f64,
+    let mut per_run = Vec::new();
+    if let Some(run) = run {
+        let mut start = Family::new(
+            "cert_agent_last_run_start_timestamp_seconds",
+            "When the last run started (Unix time).",
         );
-        let ok = (200..300).contains(&r.status);
-        if ok && r.method == "POST" && r.endpoint == "/api/v1/order" {
-            placed += r.count;
+        start.add("", unix(run.started_at));
+        let mut duration = Family::new(
+            "cert_agent_last_run_duration_seconds",
+            "How long the last run took.",
+        );
+        duration.add("", run.duration.as_secs_f64());
+        let mut outcomes = Family::new(
+            "cert_agent_last_run_certificates",
+            "Certificates of the last run by outcome.",
+        );
+        for name in ["unchanged", "installed", "pending", "planned", "failed"] {
+            let n = run
+                .report
+                .certificates
+                .iter()
+                .filter(|c| {
+                    matches!(
+                        (&c.outcome, name),
+                        (Outcome::Unchanged { .. }, "unchanged")
+                            | (Outcome::Installed { .. }, "installed")
+                            | (Outcome::Pending { .. }, "pending")
+                            | (Outcome::Planned { .. }, "planned")
+                            | (Outcome::Failed { .. }, "failed")
+                    )
+                })
+                .count();
+            outcomes.add(&format!("outcome=\"{name}\""), n as f64);
         }
-        if ok && r.method == "POST" && r.endpoint.ends_with("/reissue") {
-            reissued += r.count;
+        let mut requests = Family::new(
+            "cert_agent_last_run_api_requests",
+            "Partner API requests of the last run by method, endpoint and HTTP status.",
+        );
+        let mut orders = Family::new(
+            "cert_agent_last_run_orders_placed",
+            "Billed orders the last run placed (POST /api/v1/order answered 2xx).",
+        );
+        let mut reissues = Family::new(
+            "cert_agent_last_run_reissues_sent",
+            "Reissues the last run sent (answered 2xx).",
+        );
+        let mut placed = 0u64;
+        let mut reissued = 0u64;
+        for r in run.requests {
+            requests.add(
+                &format!(
+                    "method=\"{}\",endpoint=\"{}\",status=\"{}\"",
+                    r.method,
+                    escape(&r.endpoint),
+                    r.status
+                ),
+                r.count as f64,
+            );
+            let ok = (200..300).contains(&r.status);
+            if ok && r.method == "POST" && r.endpoint == "/api/v1/order" {
+                placed += r.count;
+            }
+            if ok && r.method == "POST" && r.endpoint.ends_with("/reissue") {
+                reissued += r.count;
+            }
         }
+        orders.add("", placed as f64);
+        reissues.add("", reissued as f64);
+        per_run = vec![start, duration, outcomes, requests, orders, reissues];
     }
-    orders.add("", placed as f64);
-    reissues.add("", reissued as f64);
-
     let mut out = String::new();
     for family in [
         not_after,
@@ -209,13 +233,10 @@ pub(super) fn render(
         failures,
         pending,
         outcome,
-        start,
-        duration,
-        outcomes,
-        requests,
-        orders,
-        reissues,
-    ] {
+    ]
+    .into_iter()
+    .chain(per_run)
+    {
         if family.samples.is_empty() {
             continue;
         }

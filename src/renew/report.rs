@@ -43,6 +43,18 @@ pub struct CertReport {
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct RunReport {
     pub certificates: Vec<CertReport>,
+    /// When the run started, how long it took, the API calls it made (for metrics).
+    #[serde(skip)]
+    pub stats: Option<RunStats>,
+}
+
+/// The run's own figures.
+#[derive(Debug, Clone)]
+pub struct RunStats {
+    pub started_at: OffsetDateTime,
+    pub duration: Duration,
+    /// HTTP exchanges with the Partner API by method, endpoint and status.
+    pub requests: Vec<crate::api::RequestCount>,
 }
 
 /// How a run ended as a whole; `cli` turns it into the documented exit code.
@@ -110,6 +122,7 @@ impl RunReport {
     /// Every selected certificate, not started yet.
     pub(super) fn not_started(certs: &[&CertificateConfig]) -> Self {
         Self {
+            stats: None,
             certificates: certs
                 .iter()
                 .map(|c| CertReport {

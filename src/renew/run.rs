@@ -26,7 +26,7 @@ use super::deploy::{self, Ready};
 use super::job::Job;
 use super::metrics;
 use super::poll::{self, Next, Waiting};
-use super::report::{self, Outcome, RunReport};
+use super::report::{self, Outcome, RunReport, RunStats};
 use super::start::start;
 
 /// The certificates of a run that are neither done nor failed.
@@ -88,19 +88,17 @@ pub async fn run(config: &Config, opts: &RunOptions) -> Result<RunReport> {
         work.finish(&ctx, job, outcome, &mut report);
     }
     ctx.finish().await;
-    if !opts.dry_run {
-        report::notify(config, &report).await;
-        let requests = ctx
+    report.stats = Some(RunStats {
+        started_at,
+        duration: ctx.started.elapsed(),
+        requests: ctx
             .client_if_built()
             .map(|c| c.request_counts())
-            .unwrap_or_default();
-        let facts = metrics::RunFacts {
-            started_at,
-            duration: ctx.started.elapsed(),
-            report: &report,
-            requests: &requests,
-        };
-        metrics::write(config, &store, &facts);
+            .unwrap_or_default(),
+    });
+    if !opts.dry_run {
+        report::notify(config, &report).await;
+        metrics::write(config, &store, &report);
     }
     Ok(report)
 }

@@ -143,7 +143,7 @@ fn the_documented_alert_rules_pass_promtool() {
     };
     let doc =
         fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/monitoring.md")).unwrap();
-    let start = doc.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
+    let start = doc.find("```yaml\ngroups:").expect("the rules block") + "```yaml\n".len();
     let end = start + doc[start..].find("```").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("cert-agent.yml");
@@ -159,4 +159,114 @@ fn the_documented_alert_rules_pass_promtool() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Guards `metrics_listen`: `cert-agent run` serves `/metrics` (from the state at start), a
+/// real Prometheus on loopback scrapes it, and the series it stores holds the installed
+/// certificate's expiry.
+#[test]
+fn prometheus_scrapes_the_daemon() {
+    let Some(promtool) = promtool() else {
+        return;
+    };
+    let prometheus = std::path::Path::new(promtool)
+        .with_file_name("prometheus")
+        .to_string_lossy()
+        .into_owned();
+    let prometheus = if Command::new(&prometheus).arg("--version").output().is_ok() {
+        prometheus
+    } else {
+        "prometheus".to_owned()
+    };
+    let mut env = TestEnv::new();
+    let port = support::webserver::free_port();
+    env.agent_extra = format!("metrics_listen = \"127.0.0.1:{port}\"\n");
+    let spec = env.standalone_spec("www", &["www.scrape.test"]);
+    env.certs.push(spec);
+    env.renew().expect_code(0);
+    let record = env.record("www").unwrap();
+    let not_after = time::OffsetDateTime::parse(
+        record["installed"]["not_after"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap()
+    .unix_timestamp();
+
+    let mut daemon = env.agent(["run", "--interval", "3600"]).spawn();
+    let address = format!("127.0.0.1:{port}");
+    let served = poll(std::time::Duration::from_secs(20), || {
+        support::webserver::http_get(&address, "127.0.0.1", "/metrics")
+            .ok()
+            .filter(|(status, _)| *status == 200)
+    });
+    let Some((_, body)) = served else {
+        let _ = daemon.kill();
+        panic!("no /metrics on {address}");
+    };
+    let body = String::from_utf8(body).unwrap();
+    assert!(
+        body.contains(&format!(
+            "cert_agent_certificate_not_after_timestamp_seconds{{name=\"www\",common_name=\"www.scrape.test\",server=\"none\"}} {not_after}"
+        )),
+        "{body}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let web_port = support::webserver::free_port();
+    fs::write(
+        dir.path().join("prometheus.yml"),
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: cert-agent\n    \
+             static_configs:\n      - targets: ['{address}']\n"
+        ),
+    )
+    .unwrap();
+    let mut server = Command::new(&prometheus)
+        .arg(format!(
+            "--config.file={}",
+            dir.path().join("prometheus.yml").display()
+        ))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{web_port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("prometheus");
+    let query = "/api/v1/query?query=cert_agent_certificate_not_after_timestamp_seconds";
+    let api = format!("127.0.0.1:{web_port}");
+    let stored = poll(std::time::Duration::from_secs(60), || {
+        let (status, body) = support::webserver::http_get(&api, "127.0.0.1", query).ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
+        let result = v["data"]["result"].as_array()?.first()?.clone();
+        (status == 200).then_some(result)
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    let result = stored.expect("Prometheus stored the series");
+    assert_eq!(result["metric"]["name"], "www", "{result}");
+    assert_eq!(result["metric"]["job"], "cert-agent", "{result}");
+    assert_eq!(
+        result["value"][1].as_str().unwrap().parse::<f64>().unwrap(),
+        not_after as f64,
+        "{result}"
+    );
+}
+
+/// The first `Some` of `f`, tried every 200 ms until `timeout`.
+fn poll<T>(timeout: std::time::Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }

@@ -60,6 +60,22 @@ impl Checker<'_> {
             .unwrap_or(DEFAULT_CONCURRENCY);
         let notify_command = self.command(&s, "notify_command");
         let metrics_file = self.path(&s, "metrics_file");
+        let metrics_listen = match self.text(&s, "metrics_listen") {
+            Some(v) => match v.parse::<SocketAddr>() {
+                Ok(a) => Some(a),
+                Err(_) => {
+                    if let Some(f) = s.get("metrics_listen") {
+                        self.bad(
+                            &s,
+                            &f,
+                            format!("{v:?} is not an address:port such as \"127.0.0.1:9793\""),
+                        );
+                    }
+                    None
+                }
+            },
+            None => None,
+        };
         let serve_user = match self.text(&s, "serve_user") {
             Some(u) if u.bytes().all(|b| b.is_ascii_graphic() && b != b':') => u,
             Some(_) => {
@@ -79,6 +95,7 @@ impl Checker<'_> {
             concurrency,
             notify_command,
             metrics_file,
+            metrics_listen,
             serve_user,
         })
     }
