@@ -4,6 +4,7 @@
 //! safety throughout.
 
 pub mod adopt;
+mod announce;
 pub mod check;
 mod context;
 mod deploy;

@@ -20,6 +20,7 @@ pub(super) const AGENT_KEYS: &[&str] = &[
     "max_order_price",
     "concurrency",
     "notify_command",
+    "notify_url",
     "serve_user",
     "metrics_file",
     "metrics_listen",

@@ -72,6 +72,10 @@ pub struct AgentConfig {
     /// The user `cert-agent serve` switches to after binding its ports when started as root;
     /// default `nobody`.
     pub serve_user: String,
+    /// Where the run's events are posted as JSON (`http://` or `https://`), each once per
+    /// change of state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notify_url: Option<String>,
     /// Prometheus text file written (atomically) at the end of every run, for
     /// node_exporter's textfile collector.
     #[serde(skip_serializing_if = "Option::is_none")]

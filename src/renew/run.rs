@@ -24,10 +24,10 @@ use crate::store::Store;
 use super::context::{Ctx, RunOptions, stop_requested};
 use super::deploy::{self, Ready};
 use super::job::Job;
-use super::metrics;
 use super::poll::{self, Next, Waiting};
 use super::report::{self, Outcome, RunReport, RunStats};
 use super::start::start;
+use super::{announce, metrics};
 
 /// The certificates of a run that are neither done nor failed.
 #[derive(Default)]
@@ -98,6 +98,7 @@ pub async fn run(config: &Config, opts: &RunOptions) -> Result<RunReport> {
     });
     if !opts.dry_run {
         report::notify(config, &report).await;
+        announce::announce(config, &store, &report).await;
         metrics::write(config, &store, &report);
     }
     Ok(report)

@@ -18,13 +18,15 @@ mod bundle_hostile;
 mod config;
 
 // --- Commands through the binary ---
+/// `[agent] notify_url`: each change of state posted once.
+mod announce;
 /// `cert-agent check`: the monitoring check against a real nginx.
 mod check;
 /// Account and certificate commands: tables, `--json`, exit codes, refusals, no credentials.
 mod cli_account;
 /// `cert-agent run`: configuration reload, SIGTERM/SIGINT with a run in progress.
 mod daemon;
-/// `[agent] metrics_file`: the Prometheus text file, checked with promtool.
+/// `[agent] metrics_file` and `metrics_listen`, checked with promtool and a real Prometheus.
 mod metrics;
 /// `cert-agent serve`: the standalone DCV server as a process of its own.
 mod serve;

@@ -60,6 +60,12 @@ impl Checker<'_> {
             .unwrap_or(DEFAULT_CONCURRENCY);
         let notify_command = self.command(&s, "notify_command");
         let metrics_file = self.path(&s, "metrics_file");
+        let notify_url = self.text(&s, "notify_url");
+        if let (Some(u), Some(f)) = (&notify_url, s.get("notify_url"))
+            && !(u.starts_with("https://") || u.starts_with("http://"))
+        {
+            self.bad(&s, &f, format!("{u:?} must be an http:// or https:// URL"));
+        }
         let metrics_listen = match self.text(&s, "metrics_listen") {
             Some(v) => match v.parse::<SocketAddr>() {
                 Ok(a) => Some(a),
@@ -95,6 +101,7 @@ impl Checker<'_> {
             concurrency,
             notify_command,
             metrics_file,
+            notify_url,
             metrics_listen,
             serve_user,
         })
