@@ -155,6 +155,9 @@ pub async fn served_serial(
 /// asynchronously) and fails with the last observation when `target.timeout` runs out.
 pub async fn verify_served(target: &VerifyTarget, expected: &Serial) -> Result<(), InstallError> {
     let deadline = Instant::now() + target.timeout;
+    // A serial seen is worth more than a later handshake that timed out on a busy host: the
+    // error names the certificate that was served, when one was.
+    let mut mismatch = None;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let attempt = served_serial(
@@ -165,16 +168,20 @@ pub async fn verify_served(target: &VerifyTarget, expected: &Serial) -> Result<(
         .await;
         let err = match attempt {
             Ok(served) if served == *expected => return Ok(()),
-            Ok(served) => InstallError::SerialMismatch {
-                address: target.address.clone(),
-                server_name: target.server_name.clone(),
-                served: served.to_string(),
-                expected: expected.to_string(),
-            },
+            Ok(served) => {
+                let e = InstallError::SerialMismatch {
+                    address: target.address.clone(),
+                    server_name: target.server_name.clone(),
+                    served: served.to_string(),
+                    expected: expected.to_string(),
+                };
+                mismatch = Some(e.clone());
+                e
+            }
             Err(e) => e,
         };
         if Instant::now() + RETRY_PAUSE >= deadline {
-            return Err(err);
+            return Err(mismatch.unwrap_or(err));
         }
         tracing::debug!("waiting for the new certificate to be served: {err}");
         tokio::time::sleep(RETRY_PAUSE).await;

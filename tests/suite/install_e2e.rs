@@ -304,7 +304,7 @@ async fn scenario(kind: ServerKind) {
         &www,
         c,
         server.commands(),
-        verify("other.test", Duration::from_secs(1)),
+        verify("other.test", Duration::from_secs(3)),
     ))
     .await
     .unwrap_err();
