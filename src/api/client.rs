@@ -740,15 +740,30 @@ impl Client {
     async fn zip(&self, path: String) -> Result<Download, ApiError> {
         let mut req = Request::new(Method::GET, path, Kind::Read, self.options.max_zip_bytes);
         req.accept = "application/zip, application/octet-stream, */*";
-        let raw = self.execute(&req).await?;
-        Ok(Download {
-            filename: raw
-                .header("content-disposition")
+        // An HTML page in place of the archive is a proxy's, not the service's answer: read
+        // again like any undecodable read. (Anything else is the bundle reader's to judge.)
+        self.execute_parsed(&req, |raw| {
+            let content_type = raw.header("content-type");
+            if content_type
                 .as_deref()
-                .and_then(disposition_filename),
-            content_type: raw.header("content-type"),
-            bytes: raw.body,
+                .is_some_and(|c| c.to_ascii_lowercase().starts_with("text/html"))
+            {
+                return Err(ApiError::Decode {
+                    call: req.call(),
+                    status: raw.status,
+                    message: "an HTML page instead of the archive".into(),
+                });
+            }
+            Ok(Download {
+                filename: raw
+                    .header("content-disposition")
+                    .as_deref()
+                    .and_then(disposition_filename),
+                content_type,
+                bytes: raw.body.clone(),
+            })
         })
+        .await
     }
 
     // -----------------------------------------------------------------------------------------

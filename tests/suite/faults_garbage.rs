@@ -19,7 +19,8 @@ fn garbage() -> [FaultKind; 3] {
 }
 
 /// Guards the reads of a first issuance: the product list, the certificate's details and its
-/// status each answered twice with garbage (then properly) —
+/// status each answered twice with garbage, the bundle download twice with an HTML page (then
+/// properly) —
 /// the same run orders once, validates, installs; every injected answer was consumed.
 #[test]
 fn garbage_on_reads_is_retried_and_the_run_converges_with_one_order() {
@@ -34,6 +35,15 @@ fn garbage_on_reads_is_retried_and_the_run_converges_with_one_order() {
         ] {
             env.sandbox
                 .inject(Fault::new(kind.clone()).method("GET").path(path).times(2));
+        }
+        if kind == FaultKind::HtmlPage {
+            // A proxy's page in place of the archive is read again as well.
+            env.sandbox.inject(
+                Fault::new(kind.clone())
+                    .method("GET")
+                    .path("/api/v1/ssl_certificates/*/download_bundle")
+                    .times(2),
+            );
         }
         let out = env.renew();
         out.expect_code(0);
