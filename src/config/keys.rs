@@ -21,6 +21,7 @@ pub(super) const AGENT_KEYS: &[&str] = &[
     "concurrency",
     "notify_command",
     "notify_url",
+    "notify_timeout_secs",
     "serve_user",
     "metrics_file",
     "metrics_listen",

@@ -48,6 +48,8 @@ pub const DEFAULT_RENEW_BEFORE_DAYS: u32 = 30;
 pub const DEFAULT_POLL_INTERVAL_SECS: u64 = 300;
 /// Default `agent.concurrency` (certificates worked on at once).
 pub const DEFAULT_CONCURRENCY: u32 = 4;
+/// Default time limit of one `notify_url` attempt, in seconds.
+pub const DEFAULT_NOTIFY_TIMEOUT_SECS: u64 = 10;
 /// Default `agent.serve_user`: the user `cert-agent serve` runs as after binding its ports.
 pub const DEFAULT_SERVE_USER: &str = "nobody";
 /// Default `days` of an order (one year).

@@ -76,6 +76,8 @@ pub struct AgentConfig {
     /// change of state.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notify_url: Option<String>,
+    /// Time limit of one `notify_url` attempt, in seconds; default 10.
+    pub notify_timeout_secs: u64,
     /// Prometheus text file written (atomically) at the end of every run, for
     /// node_exporter's textfile collector.
     #[serde(skip_serializing_if = "Option::is_none")]

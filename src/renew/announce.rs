@@ -1,9 +1,10 @@
 //! `[agent] notify_url`: the run's events as one JSON `POST` — a certificate installed, a
 //! certificate failing, recovering, its subscription ending or a renewal order prepared —
 //! each announced once per change of state, not on every run. Delivery is retried (three
-//! attempts, 10 s each); what was announced is remembered in `state_dir/announced.json` only
-//! once delivered, so an undelivered change is announced again by the next run. The payload
-//! carries no secret: names, IDs, serials, dates and the run's own messages.
+//! attempts, each limited to `notify_timeout_secs`); the states announced and the events not
+//! yet delivered are kept in `state_dir/announced.json`, so an undelivered event is posted
+//! again, first, by the next run (at most [`KEPT`] of them are kept). The payload carries no
+//! secret: names, IDs, serials, dates and the run's own messages.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -18,8 +19,8 @@ use super::report::{Outcome, RunReport};
 
 /// Attempts of one delivery.
 const ATTEMPTS: u32 = 3;
-/// Time limit of one attempt.
-const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Undelivered events kept for the next run (the oldest are dropped beyond this).
+const KEPT: usize = 1000;
 /// File of the announced states.
 const STATE_FILE: &str = "announced.json";
 
@@ -34,12 +35,15 @@ enum State {
 }
 
 /// One event of the payload (see `docs/monitoring.md` for the schema).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Event {
     /// The configured certificate.
     certificate: String,
     /// `installed`, `failed`, `recovered`, `expiring` or `renewal_prepared`.
-    event: &'static str,
+    event: String,
+    /// When the run that saw it ran.
+    #[serde(with = "time::serde::rfc3339")]
+    time: OffsetDateTime,
     /// What happened, as the run reported it.
     message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -48,9 +52,20 @@ struct Event {
     serial: Option<String>,
     #[serde(
         skip_serializing_if = "Option::is_none",
+        default,
         with = "time::serde::rfc3339::option"
     )]
     not_after: Option<OffsetDateTime>,
+}
+
+/// `announced.json`: the state last announced per certificate, and the events no delivery
+/// has taken yet.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Announced {
+    #[serde(default)]
+    states: BTreeMap<String, State>,
+    #[serde(default)]
+    undelivered: Vec<Event>,
 }
 
 /// The JSON document posted.
@@ -65,18 +80,21 @@ struct Payload<'a> {
     events: &'a [Event],
 }
 
-/// The events of `report` against the states last announced; the states after it.
+/// The events of `report` (a run at `now`) against the states last announced; the states
+/// after it.
 fn events(
     report: &RunReport,
     announced: &BTreeMap<String, State>,
+    now: OffsetDateTime,
 ) -> (Vec<Event>, BTreeMap<String, State>) {
     let mut next = announced.clone();
     let mut out = Vec::new();
     for c in &report.certificates {
         let before = announced.get(&c.name).copied();
-        let event = |event: &'static str, message: String| Event {
+        let event = |event: &str, message: String| Event {
             certificate: c.name.clone(),
-            event,
+            event: event.to_owned(),
+            time: now,
             message,
             certificate_id: None,
             serial: None,
@@ -131,47 +149,66 @@ fn events(
     (out, next)
 }
 
-/// Posts the run's events to `notify_url`, when configured and when there is anything new.
+/// Posts the run's events to `notify_url`, when configured and when there is anything new
+/// (this run's events after those earlier runs could not deliver).
 pub(super) async fn announce(config: &Config, store: &Store, report: &RunReport) {
     let Some(url) = &config.agent.notify_url else {
         return;
     };
     let path = store.dir().join(STATE_FILE);
-    let announced: BTreeMap<String, State> = std::fs::read(&path)
+    let before: Announced = std::fs::read(&path)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
-    let (events, next) = events(report, &announced);
-    if events.is_empty() {
+    let now = super::context::now();
+    let (new, states) = events(report, &before.states, now);
+    if new.is_empty() && before.undelivered.is_empty() {
         return;
+    }
+    let mut pending = before.undelivered;
+    pending.extend(new);
+    if pending.len() > KEPT {
+        let dropped = pending.len() - KEPT;
+        tracing::warn!("notify_url: {dropped} undelivered events dropped (the oldest)");
+        pending.drain(..dropped);
     }
     let payload = Payload {
         source: "cert-agent",
         host: std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_owned())
             .unwrap_or_default(),
-        time: super::context::now(),
-        events: &events,
+        time: now,
+        events: &pending,
     };
-    if deliver(url, &payload).await {
-        match serde_json::to_vec(&next) {
-            Ok(bytes) => {
-                if let Err(e) = crate::fsutil::write_atomic(&path, &bytes, 0o600) {
-                    tracing::warn!("could not record the announced events: {e}");
-                }
+    let timeout = Duration::from_secs(config.agent.notify_timeout_secs);
+    let delivered = deliver(url, &payload, timeout).await;
+    if !delivered {
+        tracing::warn!(
+            "notify_url: {} event(s) not delivered; the next run posts them again",
+            pending.len()
+        );
+    }
+    let after = Announced {
+        states,
+        undelivered: if delivered { Vec::new() } else { pending },
+    };
+    match serde_json::to_vec(&after) {
+        Ok(bytes) => {
+            if let Err(e) = crate::fsutil::write_atomic(&path, &bytes, 0o600) {
+                tracing::warn!("could not record the announced events: {e}");
             }
-            Err(e) => tracing::warn!("could not record the announced events: {e}"),
         }
+        Err(e) => tracing::warn!("could not record the announced events: {e}"),
     }
 }
 
-/// Posts `payload`; `true` once a 2xx answer came. 5xx and transport errors are retried, other
-/// statuses are not.
-async fn deliver(url: &str, payload: &Payload<'_>) -> bool {
+/// Posts `payload`, each attempt limited to `timeout`; `true` once a 2xx answer came. 5xx
+/// answers, transport errors and timeouts are retried, other statuses are not.
+async fn deliver(url: &str, payload: &Payload<'_>, timeout: Duration) -> bool {
     let client = match reqwest::Client::builder()
         .user_agent(crate::api::user_agent())
         .redirect(reqwest::redirect::Policy::none())
-        .timeout(ATTEMPT_TIMEOUT)
+        .timeout(timeout)
         .build()
     {
         Ok(c) => c,
@@ -188,6 +225,10 @@ async fn deliver(url: &str, payload: &Payload<'_>) -> bool {
                 return false;
             }
             Ok(r) => tracing::warn!("notify_url answered {} (attempt {attempt})", r.status()),
+            Err(e) if e.is_timeout() => tracing::warn!(
+                "notify_url: no answer within {} s (attempt {attempt})",
+                timeout.as_secs()
+            ),
             Err(e) => tracing::warn!("notify_url: {e} (attempt {attempt})"),
         }
         if attempt < ATTEMPTS {
@@ -255,8 +296,12 @@ mod tests {
             (fine(), None, vec![]),
         ];
         for (i, (outcome, warning, want)) in rows.into_iter().enumerate() {
-            let (events, next) = events(&report(outcome, warning), &state);
-            let got: Vec<&str> = events.iter().map(|e| e.event).collect();
+            let (events, next) = events(
+                &report(outcome, warning),
+                &state,
+                OffsetDateTime::UNIX_EPOCH,
+            );
+            let got: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
             assert_eq!(got, want, "row {i}");
             state = next;
         }

@@ -1,6 +1,7 @@
 //! `[agent] notify_url`: the run's events posted as JSON to a local receiver — delivered after
 //! a 5xx, each change of state announced once (installed, failed, recovered by the next
-//! install), nothing on runs that change nothing, and no credential in any payload.
+//! install), nothing on runs that change nothing, no credential in any payload, and a receiver
+//! that never answers given up after the timeout, its events posted by the next run.
 
 use crate::support;
 
@@ -12,7 +13,7 @@ use partner_sandbox::{Fault, FaultKind};
 use support::env::TestEnv;
 
 /// A receiver on 127.0.0.1: answers each POST with the next status of `script` (then 200)
-/// and keeps the bodies.
+/// and keeps the bodies; a status of 0 reads the request and never answers.
 struct Receiver {
     url: String,
     bodies: Arc<Mutex<Vec<String>>>,
@@ -46,6 +47,13 @@ impl Receiver {
                 let mut body = vec![0u8; length];
                 let _ = reader.read_exact(&mut body);
                 let status = script.next().unwrap_or(200);
+                if status == 0 {
+                    std::thread::spawn(move || {
+                        std::thread::sleep(std::time::Duration::from_secs(60));
+                        drop(stream);
+                    });
+                    continue;
+                }
                 if status == 200 {
                     kept.lock()
                         .unwrap()
@@ -128,4 +136,40 @@ fn each_change_of_state_is_posted_once() {
     env.sandbox.clear_faults();
     env.renew_force().expect_code(0);
     assert_eq!(receiver.events().last().unwrap(), &vec!["www installed"]);
+}
+
+#[test]
+fn a_receiver_that_never_answers_is_given_up_and_posted_to_again_by_the_next_run() {
+    let receiver = Receiver::start(vec![0, 0, 0]);
+    let mut env = TestEnv::new();
+    env.agent_extra = format!(
+        "notify_url = \"{}\"\nnotify_timeout_secs = 1\n",
+        receiver.url
+    );
+    env.certs
+        .push(env.standalone_spec("www", &["www.silent.test"]));
+
+    // Three attempts without an answer: the run still succeeds, and says so.
+    let out = env.renew();
+    out.expect_code(0);
+    assert!(
+        out.stderr.contains("no answer within 1 s (attempt 3)"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("1 event(s) not delivered"),
+        "{}",
+        out.stderr
+    );
+    assert!(receiver.events().is_empty());
+
+    // The next run, with nothing new, delivers the undelivered event, and only once.
+    env.renew().expect_code(0);
+    assert_eq!(receiver.events(), vec![vec!["www installed"]]);
+    let body = receiver.bodies.lock().unwrap()[0].clone();
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(v["events"][0]["time"].as_str().is_some(), "{body}");
+    env.renew().expect_code(0);
+    assert_eq!(receiver.events().len(), 1);
 }

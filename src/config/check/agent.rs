@@ -66,6 +66,9 @@ impl Checker<'_> {
         {
             self.bad(&s, &f, format!("{u:?} must be an http:// or https:// URL"));
         }
+        let notify_timeout_secs = self
+            .uint(&s, "notify_timeout_secs", 1, 300)
+            .unwrap_or(DEFAULT_NOTIFY_TIMEOUT_SECS);
         let metrics_listen = match self.text(&s, "metrics_listen") {
             Some(v) => match v.parse::<SocketAddr>() {
                 Ok(a) => Some(a),
@@ -102,6 +105,7 @@ impl Checker<'_> {
             notify_command,
             metrics_file,
             notify_url,
+            notify_timeout_secs,
             metrics_listen,
             serve_user,
         })
