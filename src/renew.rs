@@ -18,6 +18,7 @@ mod publish;
 mod reissue;
 mod report;
 mod run;
+mod served;
 mod start;
 pub mod status;
 

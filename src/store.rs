@@ -213,6 +213,13 @@ pub struct CertRecord {
     /// Consecutive failed runs; drives the backoff.
     #[serde(default)]
     pub failures: u32,
+    /// When a run last failed on this certificate.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub last_failed_at: Option<OffsetDateTime>,
     /// No new attempt before this time (after failures), unless forced.
     #[serde(default, with = "time::serde::rfc3339::option")]
     pub retry_after: Option<OffsetDateTime>,
@@ -256,8 +263,9 @@ impl CertRecord {
 
     /// One more consecutive failure, with its message; returns how many there are now. The
     /// caller sets `retry_after` from the count (the planner's rule).
-    pub fn note_failure(&mut self, error: String) -> u32 {
+    pub fn note_failure(&mut self, error: String, at: OffsetDateTime) -> u32 {
         self.last_error = Some(error);
+        self.last_failed_at = Some(at);
         self.failures = self.failures.saturating_add(1);
         self.failures
     }

@@ -177,6 +177,7 @@ pub async fn check(config: &Config, opts: &CheckOptions) -> Result<CheckReport> 
     let certs = select(config, &opts.names)?;
     let now = now();
     let mut certificates = Vec::with_capacity(certs.len());
+    let mut seen = Vec::new();
     for cert in certs {
         let rec = store.load(&cert.name)?;
         let (disk, _) = disk_state(&rec);
@@ -185,6 +186,11 @@ pub async fn check(config: &Config, opts: &CheckOptions) -> Result<CheckReport> 
         } else {
             None
         };
+        if let (Some(s), Some(inst)) = (&served, &rec.installed)
+            && let Some(o) = super::served::Observation::of(now, &inst.serial, s)
+        {
+            seen.push((cert.name.clone(), o));
+        }
         let mut c = assess(
             &rec,
             &disk,
@@ -196,6 +202,7 @@ pub async fn check(config: &Config, opts: &CheckOptions) -> Result<CheckReport> 
         c.name = cert.name.clone();
         certificates.push(c);
     }
+    super::served::remember(&store, seen);
     let level = certificates
         .iter()
         .map(|c| c.level)

@@ -66,7 +66,7 @@ impl<'a> Job<'a> {
                 return Outcome::Failed { error: text };
             }
         }
-        let failures = self.rec.note_failure(text.clone());
+        let failures = self.rec.note_failure(text.clone(), now());
         self.rec.retry_after = plan::retry_after(&self.rec, failures, now());
         if let Err(e) = self.save() {
             tracing::warn!(certificate = %self.cert.name, "could not record the failure: {e}");

@@ -1,7 +1,9 @@
 //! The Prometheus text file (`[agent] metrics_file`), written atomically at the end of every
 //! run for node_exporter's textfile collector: per certificate what the state directory knows
-//! (validity, subscription end, install time, failures, pending work, the last run's outcome),
-//! and per run its start, duration, outcomes and Partner API calls. Names and help texts follow
+//! (validity, subscription end, install time, last attempt and success, failures, pending
+//! work, the last run's outcome, whether the served certificate matched the installed one when
+//! `check --served` or `status --served` last looked), and per run its start, duration,
+//! outcomes and Partner API calls. Names and help texts follow
 //! the Prometheus conventions (`promtool check metrics` passes).
 
 use std::fmt::Write as _;
@@ -14,6 +16,7 @@ use crate::config::Config;
 use crate::store::{CertRecord, Store};
 
 use super::report::{Outcome, RunReport};
+use super::served::{self, Observation};
 
 /// What one run leaves for the metrics.
 struct RunFacts<'a> {
@@ -52,6 +55,7 @@ fn text_with(config: &Config, store: &Store, report: Option<&RunReport>) -> Stri
         .iter()
         .map(|c| (c, store.load(&c.name).ok()))
         .collect();
+    let seen = served::load(store);
     let empty = RunReport::default();
     let stats = report.and_then(|r| r.stats.as_ref());
     let facts = stats.map(|s| RunFacts {
@@ -60,7 +64,7 @@ fn text_with(config: &Config, store: &Store, report: Option<&RunReport>) -> Stri
         report: report.unwrap_or(&empty),
         requests: &s.requests,
     });
-    render(&records, facts.as_ref())
+    render(&records, &seen, facts.as_ref())
 }
 
 /// One metric family: its help, type and samples.
@@ -87,6 +91,7 @@ impl Family {
 /// The text exposition of the metrics.
 fn render(
     certs: &[(&crate::config::CertificateConfig, Option<CertRecord>)],
+    seen: &std::collections::BTreeMap<String, Observation>,
     run: Option<&RunFacts<'_>>,
 ) -> String {
     let empty = RunReport::default();
@@ -106,6 +111,23 @@ fn render(
     let mut installed = Family::new(
         "cert_agent_certificate_installed_timestamp_seconds",
         "When the installed certificate was last installed successfully (Unix time).",
+    );
+    let mut last_attempt = Family::new(
+        "cert_agent_certificate_last_attempt_timestamp_seconds",
+        "When a run last looked at the certificate, worked on it or failed on it (Unix time).",
+    );
+    let mut last_success = Family::new(
+        "cert_agent_certificate_last_success_timestamp_seconds",
+        "When a run last installed the certificate or found it in order (Unix time).",
+    );
+    let mut served_matches = Family::new(
+        "cert_agent_certificate_served_matches_installed",
+        "1 when the verify address served the installed certificate at the last served check, \
+         0 when it served another one or none.",
+    );
+    let mut served_checked = Family::new(
+        "cert_agent_certificate_served_checked_timestamp_seconds",
+        "When the served certificate was last compared with the installed one (Unix time).",
     );
     let mut failures = Family::new(
         "cert_agent_certificate_consecutive_failures",
@@ -136,6 +158,33 @@ fn render(
         }
         if let Some(s) = &rec.subscription {
             subscription.add(&labels, unix(s.ends));
+        }
+        let this_run = run.and_then(|r| {
+            let c = r.report.certificates.iter().find(|c| c.name == cert.name)?;
+            Some((r.started_at, &c.outcome))
+        });
+        let installed_at = rec.installed.as_ref().map(|i| i.installed_at);
+        let looked = this_run
+            .filter(|(_, o)| !matches!(o, Outcome::Planned { .. }))
+            .map(|(t, _)| t);
+        let fine = looked.filter(|_| {
+            rec.failures == 0 && !matches!(this_run, Some((_, Outcome::Failed { .. })))
+        });
+        if let Some(t) = [looked, rec.last_failed_at, installed_at]
+            .into_iter()
+            .flatten()
+            .max()
+        {
+            last_attempt.add(&labels, unix(t));
+        }
+        if let Some(t) = [fine, installed_at].into_iter().flatten().max() {
+            last_success.add(&labels, unix(t));
+        }
+        if let (Some(o), Some(i)) = (seen.get(&cert.name), &rec.installed)
+            && o.is_for(&i.serial)
+        {
+            served_matches.add(&labels, if o.matches() { 1.0 } else { 0.0 });
+            served_checked.add(&labels, unix(o.at));
         }
         failures.add(&labels, f64::from(rec.failures));
         let waiting = rec.intent.is_some()
@@ -230,6 +279,10 @@ fn render(
         not_before,
         subscription,
         installed,
+        last_attempt,
+        last_success,
+        served_matches,
+        served_checked,
         failures,
         pending,
         outcome,

@@ -38,19 +38,26 @@ pub struct StatusRow {
 /// Fills [`StatusRow::served`]: whether each certificate's verify address serves the installed
 /// certificate (a TLS handshake per certificate with an installed one).
 pub async fn add_served(config: &Config, rows: &mut [StatusRow]) {
+    let now = now();
+    let mut seen = Vec::new();
     for (cert, row) in config.certificates.iter().zip(rows.iter_mut()) {
         let Some(installed) = &row.serial else {
             continue;
         };
-        row.served = Some(match super::check::served(cert).await {
+        let served = super::check::served(cert).await;
+        row.served = Some(match &served {
             super::check::Served::NotChecked => "not checked".into(),
-            super::check::Served::Serial(s) if crate::crypto::same_serial_hex(&s, installed) => {
+            super::check::Served::Serial(s) if crate::crypto::same_serial_hex(s, installed) => {
                 "yes".into()
             }
             super::check::Served::Serial(s) => format!("NO: serves serial {s}"),
             super::check::Served::Failed(e) => format!("error: {e}"),
         });
+        if let Some(o) = super::served::Observation::of(now, installed, &served) {
+            seen.push((cert.name.clone(), o));
+        }
     }
+    super::served::remember(&Store::existing(&config.agent.state_dir), seen);
 }
 
 /// Rows for every configured certificate.

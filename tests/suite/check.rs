@@ -1,7 +1,8 @@
 //! `cert-agent check` (the monitoring check) through the binary with a real nginx: installed
 //! and served agree (OK, no API call), the expiry thresholds (WARNING, CRITICAL), an install
 //! that nginx never loaded (CRITICAL naming both serials, only with `--served`; `status
-//! --served` shows it too), and state that cannot be read (UNKNOWN).
+//! --served` shows it too; the metrics report what the served check saw), and state that
+//! cannot be read (UNKNOWN).
 
 use crate::support;
 
@@ -16,6 +17,16 @@ fn check_against_a_real_nginx() {
         return;
     }
     let mut env = TestEnv::new();
+    let metrics = env.path("cert_agent.prom");
+    env.agent_extra = format!("metrics_file = \"{}\"\n", metrics.display());
+    let served_metric = |env: &TestEnv| -> Option<String> {
+        env.renew().expect_code(0);
+        fs::read_to_string(&metrics)
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with("cert_agent_certificate_served_matches_installed{"))
+            .map(|l| l.rsplit(' ').next().unwrap_or_default().to_owned())
+    };
     let webroot = env.path("www-root");
     let mut spec = env.cert_spec("www", &["www.check.test"], "nginx");
     spec.publish = Publish::Webroot(webroot.clone());
@@ -31,6 +42,7 @@ fn check_against_a_real_nginx() {
             .to_owned()
     };
     let first = serial_of(&env);
+    assert_eq!(served_metric(&env), None, "not checked yet");
 
     // Installed and served agree; local state only.
     let calls = env.calls().len();
@@ -48,6 +60,7 @@ fn check_against_a_real_nginx() {
         ok.describe()
     );
     assert_eq!(env.calls().len(), calls, "check calls no API");
+    assert_eq!(served_metric(&env).as_deref(), Some("1"));
     let status = env.agent(["status", "--served"]).run();
     status.expect_code(0);
     assert!(
@@ -94,6 +107,8 @@ fn check_against_a_real_nginx() {
         "{}",
         stale.describe()
     );
+
+    assert_eq!(served_metric(&env).as_deref(), Some("0"));
 
     let status = env.agent(["--json", "status", "--served"]).run();
     status.expect_code(0);

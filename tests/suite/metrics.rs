@@ -130,6 +130,35 @@ fn the_metrics_file_passes_promtool_and_tells_the_truth() {
         1.0
     );
     assert_eq!(value(&again, "cert_agent_last_run_orders_placed"), 0.0);
+    // The no-op run looked at the certificate and found it in order.
+    let start = value(&again, "cert_agent_last_run_start_timestamp_seconds");
+    let attempt = format!("cert_agent_certificate_last_attempt_timestamp_seconds{labels}");
+    let success = format!("cert_agent_certificate_last_success_timestamp_seconds{labels}");
+    assert_eq!(value(&again, &attempt), start);
+    assert_eq!(value(&again, &success), start);
+
+    // A failing run: the attempt moves on, the success stays.
+    let leaf = env.certs[0].files.leaf_file();
+    fs::remove_file(&leaf).unwrap();
+    env.sandbox.inject(
+        partner_sandbox::Fault::new(partner_sandbox::FaultKind::Status { status: 503 })
+            .method("GET")
+            .path("/api/v1/ssl_certificates/*/download_bundle")
+            .times(100),
+    );
+    env.renew_force().expect_failure();
+    let failed = fs::read_to_string(&path).unwrap();
+    check(&failed);
+    let failed_start = value(&failed, "cert_agent_last_run_start_timestamp_seconds");
+    assert!(value(&failed, &attempt) >= failed_start, "{failed}");
+    assert_eq!(value(&failed, &success), start, "{failed}");
+    assert_eq!(
+        value(
+            &failed,
+            &format!("cert_agent_certificate_consecutive_failures{labels}")
+        ),
+        1.0
+    );
     let mode = fs::metadata(&path).unwrap();
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(mode.permissions().mode() & 0o777, 0o644);
