@@ -18,6 +18,7 @@ pub mod crypto;
 pub mod daemon;
 pub mod dcv;
 pub mod failpoint;
+pub mod fleet;
 pub mod fsutil;
 pub mod install;
 pub mod process;

@@ -35,6 +35,10 @@ mod serve;
 /// The standalone server, the self-check and DNS hook programs over the network.
 mod dcv_standalone;
 
+// --- Fleet mode (a real three-member etcd cluster) ---
+/// Leadership, fenced writes, takeover after a leader stops, quorum loss and recovery.
+mod fleet;
+
 // --- End to end: order, validate, install, reload ---
 /// Shared `combined_path` flow for the nginx and apache modules.
 mod combined_flow;

@@ -2,6 +2,7 @@
 
 pub(crate) mod api;
 pub(crate) mod env;
+pub(crate) mod etcd;
 pub(crate) mod faults;
 pub(crate) mod scenario;
 pub(crate) mod webserver;

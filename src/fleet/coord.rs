@@ -1,0 +1,525 @@
+//! The fleet's coordination through etcd v3: the connection (endpoints, TLS, authentication),
+//! leadership, and fenced writes.
+//!
+//! Leadership is one key, `PREFIX leader`, created in a transaction only while it does not
+//! exist (`create_revision == 0`) and attached to a lease of [`FleetOptions::lease_ttl`]: the
+//! host that created it leads until its lease ends (it resigns, or stops renewing it — killed,
+//! cut off). Every write of the leader is a transaction that also compares the leader key's
+//! `create_revision` with the one it created: a leader whose lease ended cannot write anything
+//! once another host leads. Locally, a leader counts its lease from the moment it *sent* the
+//! last renewal, minus a margin, and stops acting at that deadline — before etcd lets another
+//! host take over.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use etcd_client::{
+    Certificate, Client, Compare, CompareOp, ConnectOptions, GetOptions, Identity, PutOptions,
+    TlsOptions, Txn, TxnOp, TxnOpResponse,
+};
+
+use crate::values::Secret;
+
+/// How a host reaches the fleet's etcd cluster.
+#[derive(Debug, Clone)]
+pub struct FleetOptions {
+    /// Client URLs of the members (`https://10.0.0.1:2379`, …).
+    pub endpoints: Vec<String>,
+    /// CA of the members' server certificates (with `https://` endpoints).
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate and key (etcd's `--client-cert-auth`).
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    /// etcd user and password (etcd's authentication).
+    pub user: Option<String>,
+    pub password: Option<Secret>,
+    /// Key prefix of this fleet, ending in `/`.
+    pub prefix: String,
+    /// This host's name in the fleet.
+    pub host: String,
+    /// Lease of the leader.
+    pub lease_ttl: Duration,
+    /// Limit of one request to etcd.
+    pub request_timeout: Duration,
+}
+
+impl FleetOptions {
+    /// Options with the defaults: prefix `/cert-agent/`, lease 15 s, requests 5 s.
+    pub fn new(endpoints: Vec<String>, host: impl Into<String>) -> Self {
+        Self {
+            endpoints,
+            ca_file: None,
+            cert_file: None,
+            key_file: None,
+            user: None,
+            password: None,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            host: host.into(),
+            lease_ttl: Duration::from_secs(15),
+            request_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The default key prefix.
+pub const DEFAULT_PREFIX: &str = "/cert-agent/";
+
+/// What went wrong with the fleet's store.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    #[error(
+        "the fleet's etcd ({endpoints}) cannot be reached or has no quorum: {detail}; this \
+         host keeps serving what it has and places no order and no reissue"
+    )]
+    Unavailable { endpoints: String, detail: String },
+    #[error("the fleet's etcd refused {what}: {detail}")]
+    Refused { what: String, detail: String },
+    #[error("{0}")]
+    Setup(String),
+    #[error(
+        "this host ({host}) no longer leads the fleet (its lease ended{}); it stops acting",
+        .now.as_ref().map(|l| format!("; {l} leads now")).unwrap_or_default()
+    )]
+    NotLeader { host: String, now: Option<String> },
+    #[error("the fleet's record {key} is not what this version writes: {detail}")]
+    Corrupt { key: String, detail: String },
+}
+
+/// A connection to the fleet's etcd.
+#[derive(Clone)]
+pub struct Fleet {
+    client: Client,
+    prefix: String,
+    host: String,
+    endpoints: String,
+    lease_ttl: Duration,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("endpoints", &self.endpoints)
+            .field("prefix", &self.prefix)
+            .field("host", &self.host)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Fleet {
+    /// Connects to the members of `opts` (no request is made yet).
+    pub async fn connect(opts: &FleetOptions) -> Result<Self, FleetError> {
+        if opts.endpoints.is_empty() {
+            return Err(FleetError::Setup("[fleet] endpoints is empty".into()));
+        }
+        let mut connect = ConnectOptions::new()
+            .with_timeout(opts.request_timeout)
+            .with_connect_timeout(opts.request_timeout)
+            .with_require_leader(true)
+            .with_keep_alive(Duration::from_secs(10), opts.request_timeout);
+        if let (Some(user), Some(password)) = (&opts.user, &opts.password) {
+            connect = connect.with_user(user.clone(), password.expose().to_owned());
+        }
+        if opts.endpoints.iter().any(|e| e.starts_with("https://")) || opts.ca_file.is_some() {
+            connect = connect.with_tls(tls(opts)?);
+        }
+        let endpoints = opts.endpoints.join(", ");
+        let client = Client::connect(&opts.endpoints, Some(connect))
+            .await
+            .map_err(|e| unavailable(&endpoints, &e))?;
+        Ok(Self {
+            client,
+            prefix: opts.prefix.clone(),
+            host: opts.host.clone(),
+            endpoints,
+            lease_ttl: opts.lease_ttl,
+        })
+    }
+
+    /// This host's name.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The full key of `rel` under the prefix.
+    pub fn key(&self, rel: &str) -> String {
+        format!("{}{rel}", self.prefix)
+    }
+
+    fn fail(&self, e: &etcd_client::Error) -> FleetError {
+        unavailable(&self.endpoints, e)
+    }
+
+    /// The value of `rel`, with its modification revision.
+    pub async fn get(&self, rel: &str) -> Result<Option<(Vec<u8>, i64)>, FleetError> {
+        let mut c = self.client.clone();
+        let resp = c
+            .get(self.key(rel), None)
+            .await
+            .map_err(|e| self.fail(&e))?;
+        Ok(resp
+            .kvs()
+            .first()
+            .map(|kv| (kv.value().to_vec(), kv.mod_revision())))
+    }
+
+    /// Every key under `rel` (relative to the prefix) with its value, in key order.
+    pub async fn list(&self, rel: &str) -> Result<Vec<(String, Vec<u8>)>, FleetError> {
+        let mut c = self.client.clone();
+        let resp = c
+            .get(self.key(rel), Some(GetOptions::new().with_prefix()))
+            .await
+            .map_err(|e| self.fail(&e))?;
+        Ok(resp
+            .kvs()
+            .iter()
+            .map(|kv| {
+                let key = String::from_utf8_lossy(kv.key());
+                let rel = key.strip_prefix(&self.prefix).unwrap_or(&key).to_owned();
+                (rel, kv.value().to_vec())
+            })
+            .collect())
+    }
+
+    /// Writes `rel` without fencing: for what belongs to this host alone (its results under
+    /// `hosts/<host>/`).
+    pub async fn put_own(&self, rel: &str, value: Vec<u8>) -> Result<(), FleetError> {
+        let mut c = self.client.clone();
+        c.put(self.key(rel), value, None)
+            .await
+            .map_err(|e| self.fail(&e))?;
+        Ok(())
+    }
+
+    /// Writes `value` at `rel` only if nothing is there yet; otherwise returns what is.
+    pub async fn create(&self, rel: &str, value: Vec<u8>) -> Result<Option<Vec<u8>>, FleetError> {
+        let key = self.key(rel);
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key.clone(), value, None)])
+            .or_else([TxnOp::get(key, None)]);
+        let mut c = self.client.clone();
+        let resp = c.txn(txn).await.map_err(|e| self.fail(&e))?;
+        if resp.succeeded() {
+            return Ok(None);
+        }
+        Ok(first_value(&resp.op_responses()))
+    }
+
+    /// The host that leads now, if any.
+    pub async fn leader(&self) -> Result<Option<String>, FleetError> {
+        Ok(self
+            .get(LEADER)
+            .await?
+            .map(|(v, _)| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    /// Takes the lead if no host holds it; `None` when another host leads.
+    pub async fn try_lead(&self) -> Result<Option<Leadership>, FleetError> {
+        let mut c = self.client.clone();
+        let ttl = i64::try_from(self.lease_ttl.as_secs().max(2)).unwrap_or(15);
+        let asked = Instant::now();
+        let grant = c.lease_grant(ttl, None).await.map_err(|e| self.fail(&e))?;
+        let lease = grant.id();
+        let key = self.key(LEADER);
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(
+                key.clone(),
+                self.host.clone(),
+                Some(PutOptions::new().with_lease(lease)),
+            )])
+            .or_else([TxnOp::get(key.clone(), None)]);
+        let resp = match c.txn(txn).await {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = c.lease_revoke(lease).await;
+                return Err(self.fail(&e));
+            }
+        };
+        if !resp.succeeded() {
+            let _ = c.lease_revoke(lease).await;
+            return Ok(None);
+        }
+        // The revision at which the key was created is the transaction's own.
+        let revision = resp.header().map(|h| h.revision()).unwrap_or_default();
+        let held = Arc::new(Mutex::new(Some(asked + deadline_of(grant.ttl()))));
+        let renewing = tokio::spawn(renew(c, lease, self.lease_ttl, held.clone()));
+        Ok(Some(Leadership {
+            fleet: self.clone(),
+            lease,
+            revision,
+            held,
+            renewing,
+        }))
+    }
+}
+
+/// The leader key, relative to the prefix.
+const LEADER: &str = "leader";
+
+/// How long a renewal answered with `ttl` seconds lets the leader act: the TTL less a margin
+/// of a fifth (at least 1 s), counted from when the renewal was sent.
+fn deadline_of(ttl: i64) -> Duration {
+    let ttl = Duration::from_secs(u64::try_from(ttl).unwrap_or(0));
+    ttl.saturating_sub((ttl / 5).max(Duration::from_secs(1)))
+}
+
+/// Until the lead is lost: a deadline (when the leader must have stopped acting), or `None`
+/// once lost for good.
+type Held = Arc<Mutex<Option<Instant>>>;
+
+/// Renews `lease` three times per TTL, moving the deadline on after each answered renewal
+/// (counted from when it was sent). A renewal answered "no such lease", or no answer before
+/// the deadline, loses the lead for good.
+async fn renew(mut client: Client, lease: i64, ttl: Duration, held: Held) {
+    let every = (ttl / 3).max(Duration::from_millis(500));
+    let mut channel = None;
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(deadline) = *lock(&held) else {
+            return;
+        };
+        if Instant::now() >= deadline {
+            *lock(&held) = None;
+            tracing::warn!(
+                "fleet: the leader's lease could not be renewed in time; this host stops leading"
+            );
+            let _ = tokio::time::timeout(every, client.lease_revoke(lease)).await;
+            return;
+        }
+        if channel.is_none() {
+            channel = tokio::time::timeout(every, client.lease_keep_alive(lease))
+                .await
+                .ok()
+                .and_then(Result::ok);
+        }
+        let Some((keeper, stream)) = channel.as_mut() else {
+            continue;
+        };
+        let sent = Instant::now();
+        let answer = tokio::time::timeout(every, async {
+            keeper.keep_alive().await?;
+            stream.message().await
+        })
+        .await;
+        match answer {
+            Ok(Ok(Some(r))) if r.ttl() > 0 => {
+                let mut h = lock(&held);
+                if h.is_some() {
+                    *h = Some(sent + deadline_of(r.ttl()));
+                }
+            }
+            Ok(Ok(Some(_))) => {
+                *lock(&held) = None;
+                tracing::warn!("fleet: the leader's lease has ended; this host stops leading");
+                return;
+            }
+            _ => channel = None,
+        }
+    }
+}
+
+fn lock(held: &Held) -> std::sync::MutexGuard<'_, Option<Instant>> {
+    held.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn first_value(ops: &[TxnOpResponse]) -> Option<Vec<u8>> {
+    ops.iter().find_map(|op| match op {
+        TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.value().to_vec()),
+        _ => None,
+    })
+}
+
+fn unavailable(endpoints: &str, e: &etcd_client::Error) -> FleetError {
+    FleetError::Unavailable {
+        endpoints: endpoints.to_owned(),
+        detail: e.to_string(),
+    }
+}
+
+/// The TLS settings of `opts`.
+fn tls(opts: &FleetOptions) -> Result<TlsOptions, FleetError> {
+    let read = |what: &str, p: &PathBuf| {
+        std::fs::read(p).map_err(|e| {
+            FleetError::Setup(format!(
+                "[fleet] {what} {}: {}",
+                p.display(),
+                crate::fsutil::io_text(&e)
+            ))
+        })
+    };
+    let mut tls = TlsOptions::new();
+    if let Some(ca) = &opts.ca_file {
+        tls = tls.ca_certificate(Certificate::from_pem(read("ca_file", ca)?));
+    }
+    match (&opts.cert_file, &opts.key_file) {
+        (Some(c), Some(k)) => {
+            tls = tls.identity(Identity::from_pem(
+                read("cert_file", c)?,
+                read("key_file", k)?,
+            ));
+        }
+        (None, None) => {}
+        _ => {
+            return Err(FleetError::Setup(
+                "[fleet] cert_file and key_file go together".into(),
+            ));
+        }
+    }
+    Ok(tls)
+}
+
+/// What a fenced write expects to find at its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Whatever is there.
+    Any,
+    /// Nothing.
+    Absent,
+    /// The value last modified at this revision.
+    Revision(i64),
+}
+
+/// The answer of a fenced write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Written {
+    /// Done, at this revision.
+    Done(i64),
+    /// The key did not hold what was expected: its value now (`None`: absent).
+    Conflict(Option<Vec<u8>>),
+}
+
+/// This host's lead of the fleet, while its lease lasts. Dropping it stops renewing the lease
+/// (it then ends within the TTL); [`resign`](Self::resign) ends it at once.
+pub struct Leadership {
+    fleet: Fleet,
+    lease: i64,
+    revision: i64,
+    held: Held,
+    renewing: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Leadership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Leadership")
+            .field("host", &self.fleet.host)
+            .field("revision", &self.revision)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Leadership {
+    fn drop(&mut self) {
+        self.renewing.abort();
+    }
+}
+
+impl Leadership {
+    /// The fleet this host leads.
+    pub fn fleet(&self) -> &Fleet {
+        &self.fleet
+    }
+
+    /// The revision at which this host took the lead (its fencing token).
+    pub fn revision(&self) -> i64 {
+        self.revision
+    }
+
+    /// Whether this host may still act as the leader: its lease was renewed recently enough.
+    pub fn is_held(&self) -> bool {
+        lock(&self.held).is_some_and(|deadline| Instant::now() < deadline)
+    }
+
+    /// `Ok` while the lead is held (see [`is_held`](Self::is_held)).
+    pub fn ensure_held(&self) -> Result<(), FleetError> {
+        if self.is_held() {
+            return Ok(());
+        }
+        *lock(&self.held) = None;
+        Err(FleetError::NotLeader {
+            host: self.fleet.host.clone(),
+            now: None,
+        })
+    }
+
+    /// The time left before this host must stop acting as the leader.
+    pub fn time_left(&self) -> Duration {
+        lock(&self.held)
+            .map(|d| d.saturating_duration_since(Instant::now()))
+            .unwrap_or_default()
+    }
+
+    /// Writes `value` at `rel` if the key holds what `expect` says, in a transaction that also
+    /// requires the leader key to be the one this host created.
+    pub async fn put(
+        &self,
+        rel: &str,
+        value: Vec<u8>,
+        expect: Expect,
+    ) -> Result<Written, FleetError> {
+        let key = self.fleet.key(rel);
+        self.write(&key, expect, TxnOp::put(key.clone(), value, None))
+            .await
+    }
+
+    /// Deletes `rel` (fenced like [`put`](Self::put)).
+    pub async fn delete(&self, rel: &str, expect: Expect) -> Result<Written, FleetError> {
+        let key = self.fleet.key(rel);
+        self.write(&key, expect, TxnOp::delete(key.clone(), None))
+            .await
+    }
+
+    async fn write(&self, key: &str, expect: Expect, op: TxnOp) -> Result<Written, FleetError> {
+        self.ensure_held()?;
+        let leader = self.fleet.key(LEADER);
+        let mut when = vec![Compare::create_revision(
+            leader.clone(),
+            CompareOp::Equal,
+            self.revision,
+        )];
+        match expect {
+            Expect::Any => {}
+            Expect::Absent => when.push(Compare::create_revision(key, CompareOp::Equal, 0)),
+            Expect::Revision(r) => when.push(Compare::mod_revision(key, CompareOp::Equal, r)),
+        }
+        let txn = Txn::new()
+            .when(when)
+            .and_then([op])
+            .or_else([TxnOp::get(leader, None), TxnOp::get(key, None)]);
+        let mut c = self.fleet.client.clone();
+        let resp = c.txn(txn).await.map_err(|e| self.fleet.fail(&e))?;
+        if resp.succeeded() {
+            return Ok(Written::Done(
+                resp.header().map(|h| h.revision()).unwrap_or_default(),
+            ));
+        }
+        let ops = resp.op_responses();
+        let get = |i: usize| match ops.get(i) {
+            Some(TxnOpResponse::Get(g)) => g.kvs().first().cloned(),
+            _ => None,
+        };
+        let leader_now = get(0);
+        if leader_now
+            .as_ref()
+            .map(etcd_client::KeyValue::create_revision)
+            != Some(self.revision)
+        {
+            *lock(&self.held) = None;
+            return Err(FleetError::NotLeader {
+                host: self.fleet.host.clone(),
+                now: leader_now.map(|kv| String::from_utf8_lossy(kv.value()).into_owned()),
+            });
+        }
+        Ok(Written::Conflict(get(1).map(|kv| kv.value().to_vec())))
+    }
+
+    /// Gives the lead up now: the lease is revoked, the leader key goes with it.
+    pub async fn resign(self) {
+        *lock(&self.held) = None;
+        self.renewing.abort();
+        let mut c = self.fleet.client.clone();
+        let _ = c.lease_revoke(self.lease).await;
+    }
+}

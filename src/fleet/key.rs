@@ -1,0 +1,163 @@
+//! The fleet key: 32 random bytes shared by every host of a fleet (a file of mode 0600, or a
+//! systemd credential), with which private keys are sealed before they are stored in etcd.
+//! Sealing is AES-256-GCM from the TLS stack's provider (aws-lc-rs), with a random 96-bit
+//! nonce per seal and the certificate's name and version as associated data: a sealed key
+//! moved to another certificate or version does not open.
+
+use std::path::Path;
+
+use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+
+/// Length of the fleet key in bytes.
+pub const KEY_LEN: usize = 32;
+
+/// Why a fleet key could not be read, or a sealed value not opened.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("the fleet key {path}: {reason}")]
+    Unreadable { path: String, reason: String },
+    #[error(
+        "the sealed key of certificate '{name}' version {version} does not open with this \
+         host's fleet key (a different secret_file on this host, or the value was altered); \
+         nothing was installed"
+    )]
+    DoesNotOpen { name: String, version: u64 },
+    #[error("the system's random source failed")]
+    Random,
+}
+
+/// The fleet key. Its bytes never appear in `Debug` output.
+pub struct FleetKey {
+    key: LessSafeKey,
+}
+
+impl std::fmt::Debug for FleetKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FleetKey(..)")
+    }
+}
+
+impl FleetKey {
+    /// A key from its 32 bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        if bytes.len() != KEY_LEN {
+            return None;
+        }
+        let key = UnboundKey::new(&AES_256_GCM, bytes).ok()?;
+        Some(Self {
+            key: LessSafeKey::new(key),
+        })
+    }
+
+    /// Reads the key from `path`: exactly 32 bytes, not readable by group or others.
+    pub fn read(path: &Path) -> Result<Self, KeyError> {
+        use std::os::unix::fs::PermissionsExt;
+        let bad = |reason: String| KeyError::Unreadable {
+            path: path.display().to_string(),
+            reason,
+        };
+        let meta = std::fs::metadata(path).map_err(|e| bad(crate::fsutil::io_text(&e)))?;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(bad(format!(
+                "mode {mode:04o} lets others read it; make it 0600 (chmod 600)"
+            )));
+        }
+        let bytes = std::fs::read(path).map_err(|e| bad(crate::fsutil::io_text(&e)))?;
+        Self::from_bytes(&bytes).ok_or_else(|| {
+            bad(format!(
+                "holds {} bytes, not the {KEY_LEN} random bytes of a fleet key (make one with \
+                 `head -c 32 /dev/urandom > FILE`)",
+                bytes.len()
+            ))
+        })
+    }
+
+    /// Seals `plain` for certificate `name`, version `version`: nonce, then ciphertext and tag.
+    pub fn seal(&self, name: &str, version: u64, plain: &[u8]) -> Result<Vec<u8>, KeyError> {
+        let mut nonce = [0u8; NONCE_LEN];
+        aws_lc_rs::rand::fill(&mut nonce).map_err(|_| KeyError::Random)?;
+        let mut data = plain.to_vec();
+        self.key
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(aad(name, version)),
+                &mut data,
+            )
+            .map_err(|_| KeyError::Random)?;
+        let mut out = nonce.to_vec();
+        out.extend_from_slice(&data);
+        Ok(out)
+    }
+
+    /// Opens what [`seal`](Self::seal) made for the same `name` and `version`.
+    pub fn open(&self, name: &str, version: u64, sealed: &[u8]) -> Result<Vec<u8>, KeyError> {
+        let fail = || KeyError::DoesNotOpen {
+            name: name.to_owned(),
+            version,
+        };
+        if sealed.len() < NONCE_LEN {
+            return Err(fail());
+        }
+        let (nonce, rest) = sealed.split_at(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| fail())?;
+        let mut data = rest.to_vec();
+        let plain = self
+            .key
+            .open_in_place(nonce, Aad::from(aad(name, version)), &mut data)
+            .map_err(|_| fail())?;
+        Ok(plain.to_vec())
+    }
+}
+
+/// The associated data: the name, a NUL (names hold none), the version in decimal.
+fn aad(name: &str, version: u64) -> Vec<u8> {
+    format!("cert-agent fleet key\0{name}\0{version}").into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(byte: u8) -> FleetKey {
+        FleetKey::from_bytes(&[byte; KEY_LEN]).unwrap()
+    }
+
+    #[test]
+    fn a_sealed_value_opens_only_with_the_same_key_name_and_version() {
+        let sealed = key(1).seal("www", 3, b"private key").unwrap();
+        assert!(!sealed.windows(11).any(|w| w == b"private key"));
+        assert_eq!(key(1).open("www", 3, &sealed).unwrap(), b"private key");
+        for (k, name, version) in [(key(2), "www", 3), (key(1), "shop", 3), (key(1), "www", 4)] {
+            let err = k.open(name, version, &sealed).unwrap_err();
+            assert!(matches!(err, KeyError::DoesNotOpen { .. }), "{err}");
+        }
+        let mut altered = sealed.clone();
+        let last = altered.len() - 1;
+        altered[last] ^= 1;
+        assert!(key(1).open("www", 3, &altered).is_err());
+        assert!(key(1).open("www", 3, &sealed[..5]).is_err());
+        // A fresh nonce each time.
+        assert_ne!(sealed, key(1).seal("www", 3, b"private key").unwrap());
+    }
+
+    #[test]
+    fn the_key_file_must_be_32_private_bytes() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fleet.key");
+        std::fs::write(&path, [7u8; 32]).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(FleetKey::read(&path).is_ok());
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = FleetKey::read(&path).unwrap_err().to_string();
+        assert!(err.contains("mode 0644"), "{err}");
+        std::fs::write(&path, b"short").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let err = FleetKey::read(&path).unwrap_err().to_string();
+        assert!(err.contains("holds 5 bytes"), "{err}");
+        assert!(!format!("{:?}", key(9)).contains('9'));
+        let err = FleetKey::read(&dir.path().join("missing")).unwrap_err();
+        assert!(err.to_string().contains("missing"), "{err}");
+    }
+}

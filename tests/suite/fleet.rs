@@ -1,0 +1,228 @@
+//! Fleet coordination against a real three-member etcd cluster on loopback: one host leads at
+//! a time; a leader whose lease ended cannot write (fencing) and is told who leads; a leader
+//! that stops renewing (a killed host) is replaced within the lease; one member down keeps
+//! the quorum and the work going; two down stop every write with a clear error, and the
+//! fleet resumes when they return.
+
+use crate::support;
+
+use std::time::{Duration, Instant};
+
+use cert_agent::fleet::{Expect, Fleet, FleetError, FleetOptions, Written};
+use support::etcd::{self, EtcdCluster};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn options(cluster: &EtcdCluster, host: &str, prefix: &str) -> FleetOptions {
+    let mut o = FleetOptions::new(cluster.endpoints(), host);
+    o.prefix = prefix.to_owned();
+    o.lease_ttl = Duration::from_secs(3);
+    o.request_timeout = Duration::from_secs(2);
+    o
+}
+
+#[test]
+fn one_host_leads_and_a_deposed_leader_cannot_write() {
+    if !etcd::require() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = EtcdCluster::start(dir.path(), 3);
+    runtime().block_on(async {
+        let a = Fleet::connect(&options(&cluster, "web1", "/t1/"))
+            .await
+            .unwrap();
+        let b = Fleet::connect(&options(&cluster, "web2", "/t1/"))
+            .await
+            .unwrap();
+        let lead = a.try_lead().await.unwrap().expect("web1 leads");
+        assert!(lead.is_held());
+        assert!(
+            b.try_lead().await.unwrap().is_none(),
+            "one leader at a time"
+        );
+        assert_eq!(b.leader().await.unwrap().as_deref(), Some("web1"));
+
+        // Fenced writes with expectations.
+        let first = lead
+            .put("certs/www/intent", b"1".to_vec(), Expect::Absent)
+            .await
+            .unwrap();
+        let Written::Done(rev) = first else {
+            panic!("{first:?}")
+        };
+        assert_eq!(
+            lead.put("certs/www/intent", b"2".to_vec(), Expect::Absent)
+                .await
+                .unwrap(),
+            Written::Conflict(Some(b"1".to_vec()))
+        );
+        assert!(matches!(
+            lead.put("certs/www/intent", b"3".to_vec(), Expect::Revision(rev))
+                .await
+                .unwrap(),
+            Written::Done(_)
+        ));
+        assert_eq!(
+            b.get("certs/www/intent").await.unwrap().unwrap().0,
+            b"3".to_vec()
+        );
+
+        // The lease ends behind the leader's back (as when etcd expires it after a pause);
+        // another host takes the lead, and every write of the old leader is refused.
+        let mut raw = etcd_client::Client::connect(cluster.endpoints(), None)
+            .await
+            .unwrap();
+        let leases = raw.leases().await.unwrap();
+        for l in leases.leases() {
+            raw.lease_revoke(l.id()).await.unwrap();
+        }
+        let lead_b = b.try_lead().await.unwrap().expect("web2 takes the lead");
+        let err = lead
+            .put("certs/www/intent", b"4".to_vec(), Expect::Any)
+            .await
+            .unwrap_err();
+        match &err {
+            FleetError::NotLeader { host, now } => {
+                assert_eq!(host, "web1");
+                assert_eq!(now.as_deref(), Some("web2"));
+            }
+            other => panic!("{other}"),
+        }
+        assert!(err.to_string().contains("web2 leads now"), "{err}");
+        assert!(!lead.is_held(), "a refused write ends the lead locally");
+        assert_eq!(
+            b.get("certs/www/intent").await.unwrap().unwrap().0,
+            b"3".to_vec()
+        );
+        assert!(lead_b.revision() > lead.revision());
+        lead_b.resign().await;
+        assert_eq!(a.leader().await.unwrap(), None, "resigning frees the lead");
+    });
+}
+
+#[test]
+fn a_leader_that_stops_renewing_is_replaced_within_its_lease() {
+    if !etcd::require() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = EtcdCluster::start(dir.path(), 3);
+    runtime().block_on(async {
+        let a = Fleet::connect(&options(&cluster, "web1", "/t2/"))
+            .await
+            .unwrap();
+        let b = Fleet::connect(&options(&cluster, "web2", "/t2/"))
+            .await
+            .unwrap();
+        let lead = a.try_lead().await.unwrap().expect("web1 leads");
+        // Renewal keeps the lead well past the TTL.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(lead.is_held(), "renewed");
+        assert!(b.try_lead().await.unwrap().is_none());
+        assert!(lead.time_left() <= Duration::from_secs(3));
+
+        // The leader stops renewing, as a killed host does.
+        drop(lead);
+        let stopped = Instant::now();
+        let lead_b = loop {
+            if let Some(l) = b.try_lead().await.unwrap() {
+                break l;
+            }
+            assert!(
+                stopped.elapsed() < Duration::from_secs(10),
+                "no takeover within 10 s of a 3 s lease"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let took = stopped.elapsed();
+        assert!(took <= Duration::from_secs(5), "takeover after {took:?}");
+        assert!(lead_b.is_held());
+        eprintln!("takeover {} ms after the leader stopped", took.as_millis());
+    });
+}
+
+#[test]
+fn the_fleet_works_on_with_one_member_down_and_stops_writing_without_a_quorum() {
+    if !etcd::require() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = EtcdCluster::start(dir.path(), 3);
+    let rt = runtime();
+    let a = rt
+        .block_on(Fleet::connect(&options(&cluster, "web1", "/t3/")))
+        .unwrap();
+    let lead = rt.block_on(a.try_lead()).unwrap().expect("web1 leads");
+    let put =
+        |v: &str| rt.block_on(lead.put("certs/www/current", v.as_bytes().to_vec(), Expect::Any));
+    assert!(put("1").is_ok());
+
+    // One member of three down: the quorum holds and writes go on (a request may first meet
+    // the dead member; the client moves on to the others).
+    cluster.stop(2);
+    let ok = (0..10).any(|_| {
+        let r = put("2");
+        if r.is_err() {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        r.is_ok()
+    });
+    assert!(ok, "writes continue with two members of three");
+    assert!(rt.block_on(lead_renewed(&lead)), "the lead is kept");
+
+    // Two down: no quorum. Writes fail with a clear error, within the request limit.
+    cluster.stop(1);
+    let started = Instant::now();
+    let err = put("3").unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(8), "{err}");
+    let text = err.to_string();
+    assert!(
+        matches!(
+            err,
+            FleetError::Unavailable { .. } | FleetError::NotLeader { .. }
+        ),
+        "{text}"
+    );
+    if let FleetError::Unavailable { .. } = err {
+        assert!(
+            text.contains("cannot be reached or has no quorum") && text.contains("places no order"),
+            "{text}"
+        );
+    }
+    // The leader cannot renew its lease either: it stops acting within the lease.
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(!lead.is_held(), "no lead without a quorum");
+
+    // The members return: a host leads again and writes go on.
+    cluster.restart(1);
+    cluster.restart(2);
+    let again = (0..50).find_map(|_| {
+        let l = rt.block_on(a.try_lead()).ok().flatten();
+        if l.is_none() {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        l
+    });
+    let again = again.unwrap_or_else(|| panic!("no lead after recovery\n{}", cluster.logs()));
+    assert!(matches!(
+        rt.block_on(again.put("certs/www/current", b"4".to_vec(), Expect::Any)),
+        Ok(Written::Done(_))
+    ));
+    assert_eq!(
+        rt.block_on(a.get("certs/www/current")).unwrap().unwrap().0,
+        b"4".to_vec()
+    );
+}
+
+/// Whether the lead is still held after more than one lease's time.
+async fn lead_renewed(lead: &cert_agent::fleet::Leadership) -> bool {
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    lead.is_held()
+}

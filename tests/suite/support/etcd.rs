@@ -1,0 +1,211 @@
+//! A real etcd cluster of three members on loopback, for the fleet tests: each member its own
+//! process, data directory and pair of free ports; members can be stopped (SIGKILL) and
+//! started again on the same data. Elections are tuned for loopback (heartbeat 50 ms,
+//! election timeout 500 ms). `etcd` comes from Debian's `etcd-server`; without it the tests
+//! skip, and fail when `CI` is set.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::webserver::free_port_pair;
+
+/// Whether etcd is installed; panics when it is not and `CI` is set.
+pub(crate) fn require() -> bool {
+    if binary().is_some() {
+        return true;
+    }
+    let msg = "etcd is not installed (apt-get install etcd-server)";
+    if std::env::var_os("CI").is_some() {
+        panic!("{msg}; CI is set, so this test must not be skipped");
+    }
+    eprintln!("skipping: {msg}");
+    false
+}
+
+fn binary() -> Option<PathBuf> {
+    ["/usr/bin/etcd", "/usr/local/bin/etcd"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+}
+
+struct Member {
+    name: String,
+    client_port: u16,
+    peer_port: u16,
+    data_dir: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+/// A running cluster; every member is killed when it is dropped.
+pub(crate) struct EtcdCluster {
+    members: Vec<Member>,
+    token: String,
+}
+
+impl EtcdCluster {
+    /// Starts `n` members under `dir` and waits until the cluster has a leader.
+    pub(crate) fn start(dir: &Path, n: usize) -> Self {
+        for attempt in 0..3 {
+            let mut cluster = Self::configure(dir, n, attempt);
+            for i in 0..n {
+                cluster.spawn(i, "new");
+            }
+            if cluster.wait_healthy(Duration::from_secs(20)) {
+                return cluster;
+            }
+            eprintln!(
+                "etcd cluster did not form (attempt {attempt}):\n{}",
+                cluster.logs()
+            );
+        }
+        panic!("an etcd cluster of {n} members could not be started");
+    }
+
+    fn configure(dir: &Path, n: usize, attempt: usize) -> Self {
+        let members = (0..n)
+            .map(|i| {
+                let (client_port, peer_port) = free_port_pair();
+                let name = format!("m{i}");
+                let data_dir = dir.join(format!("etcd-{attempt}-{name}"));
+                Member {
+                    log: dir.join(format!("etcd-{attempt}-{name}.log")),
+                    name,
+                    client_port,
+                    peer_port,
+                    data_dir,
+                    child: None,
+                }
+            })
+            .collect();
+        Self {
+            members,
+            token: format!("cert-agent-test-{}-{attempt}", std::process::id()),
+        }
+    }
+
+    fn spawn(&mut self, i: usize, state: &str) {
+        let initial: Vec<String> = self
+            .members
+            .iter()
+            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
+            .collect();
+        let m = &mut self.members[i];
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&m.log)
+            .expect("etcd log file");
+        let client = format!("http://127.0.0.1:{}", m.client_port);
+        let peer = format!("http://127.0.0.1:{}", m.peer_port);
+        let child = Command::new(binary().expect("etcd"))
+            .arg("--name")
+            .arg(&m.name)
+            .arg("--data-dir")
+            .arg(&m.data_dir)
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &initial.join(",")])
+            .args(["--initial-cluster-state", state])
+            .args(["--initial-cluster-token", &self.token])
+            .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
+            .args(["--logger", "zap", "--log-level", "warn"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("etcd log"))
+            .stderr(log)
+            .spawn()
+            .expect("start etcd");
+        m.child = Some(child);
+    }
+
+    /// The client URLs of every member (stopped ones included).
+    pub(crate) fn endpoints(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .map(|m| format!("http://127.0.0.1:{}", m.client_port))
+            .collect()
+    }
+
+    /// Kills member `i` (SIGKILL).
+    pub(crate) fn stop(&mut self, i: usize) {
+        if let Some(mut c) = self.members[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts member `i` again on its data and waits until the cluster is healthy.
+    pub(crate) fn restart(&mut self, i: usize) {
+        self.stop(i);
+        self.spawn(i, "existing");
+        assert!(
+            self.wait_healthy(Duration::from_secs(20)),
+            "etcd did not recover after member {i} restarted:\n{}",
+            self.logs()
+        );
+    }
+
+    /// Waits until a running member answers `/health` with a leader.
+    pub(crate) fn wait_healthy(&self, limit: Duration) -> bool {
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            if self
+                .members
+                .iter()
+                .filter(|m| m.child.is_some())
+                .any(|m| healthy(m.client_port))
+            {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
+    /// The members' logs, for failure messages.
+    pub(crate) fn logs(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| {
+                let text = std::fs::read_to_string(&m.log).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(15).collect();
+                format!(
+                    "--- {} ---\n{}",
+                    m.name,
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.stop(i);
+        }
+    }
+}
+
+/// `GET /health` answers `"health":"true"` (the member sees a leader and a quorum).
+fn healthy(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.contains("\"health\":\"true\"")
+}
