@@ -1,6 +1,19 @@
 //! The keys each section accepts: the checker refuses any other (with a suggestion).
 
-pub(super) const TOP_KEYS: &[&str] = &["api", "agent", "defaults", "certificate"];
+pub(super) const TOP_KEYS: &[&str] = &["api", "agent", "fleet", "defaults", "certificate"];
+pub(super) const FLEET_KEYS: &[&str] = &[
+    "endpoints",
+    "ca_file",
+    "cert_file",
+    "key_file",
+    "user",
+    "password_file",
+    "prefix",
+    "host",
+    "secret_file",
+    "lease_ttl_secs",
+    "lag_alert_secs",
+];
 pub(super) const API_KEYS: &[&str] = &[
     "base_url",
     "login",

@@ -52,6 +52,12 @@ pub const DEFAULT_CONCURRENCY: u32 = 4;
 pub const DEFAULT_NOTIFY_TIMEOUT_SECS: u64 = 10;
 /// Default `agent.serve_user`: the user `cert-agent serve` runs as after binding its ports.
 pub const DEFAULT_SERVE_USER: &str = "nobody";
+/// Default key prefix of a fleet in etcd.
+pub const DEFAULT_FLEET_PREFIX: &str = "/cert-agent/";
+/// Default lease of a fleet's leader, in seconds.
+pub const DEFAULT_FLEET_LEASE_TTL_SECS: u64 = 15;
+/// Default lag after which `fleet status` reports a host, in seconds.
+pub const DEFAULT_FLEET_LAG_ALERT_SECS: u64 = 900;
 /// Default `days` of an order (one year).
 pub const DEFAULT_DAYS: u32 = 365;
 /// Default `listen` of the standalone DCV server.

@@ -16,11 +16,47 @@ pub struct Config {
     pub path: PathBuf,
     pub api: ApiConfig,
     pub agent: AgentConfig,
+    /// `[fleet]`: the hosts sharing these certificates, coordinated through etcd.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetConfig>,
     #[serde(rename = "certificate", skip_serializing_if = "Vec::is_empty")]
     pub certificates: Vec<CertificateConfig>,
     /// Things that work but should be changed (inline password, ...), each naming file and line.
     #[serde(skip)]
     pub warnings: Vec<String>,
+}
+
+/// `[fleet]`: how this host reaches the fleet's etcd cluster, and who it is in the fleet.
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetConfig {
+    /// Client URLs of the etcd members.
+    pub endpoints: Vec<String>,
+    /// CA of the members' certificates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate and key for etcd.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert_file: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
+    /// etcd user, with its password in `password_file`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password_file: Option<PathBuf>,
+    /// Key prefix of the fleet in etcd; default `/cert-agent/`.
+    pub prefix: String,
+    /// This host's name in the fleet; default the host name.
+    pub host: String,
+    /// The fleet key (32 random bytes, mode 0600); none: the systemd credential
+    /// `cert-agent-fleet-key`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_file: Option<PathBuf>,
+    /// Lease of the leader, in seconds; default 15.
+    pub lease_ttl_secs: u64,
+    /// `fleet status` exits 1 when a host has not installed the current certificate this
+    /// long after it was published, in seconds; default 900.
+    pub lag_alert_secs: u64,
 }
 
 /// `[api]`.

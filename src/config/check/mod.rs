@@ -4,6 +4,7 @@
 mod agent;
 mod api;
 mod certificate;
+mod fleet;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -335,6 +336,7 @@ impl<'a> Checker<'a> {
         };
         let api = table_of(self, "api");
         let agent = table_of(self, "agent");
+        let fleet = table_of(self, "fleet");
         let defaults = table_of(self, "defaults");
 
         let api = match api {
@@ -349,6 +351,10 @@ impl<'a> Checker<'a> {
         let empty = DeTable::default();
         let (agent_table, agent_header) = agent.unwrap_or((&empty, 0..0));
         let agent = self.agent(agent_table, agent_header);
+        let fleet = match fleet {
+            Some((t, header)) => self.fleet(t, header).map(Some),
+            None => Some(None),
+        };
 
         if let Some((t, _)) = defaults {
             for (k, _) in t.iter() {
@@ -391,10 +397,12 @@ impl<'a> Checker<'a> {
 
         let agent = agent?;
         let api = api?;
+        let fleet = fleet?;
         Some(Config {
             path: path.to_path_buf(),
             api,
             agent,
+            fleet,
             certificates,
             warnings: Vec::new(),
         })

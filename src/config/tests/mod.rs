@@ -440,4 +440,64 @@ fn suggestions_use_edit_distance() {
     assert_eq!(suggest("dns", &["http", "dns-txt"]), Some("dns-txt"));
 }
 
+#[test]
+fn fleet_rules() {
+    let f = |body: &str| format!("{MINIMAL}[fleet]\n{body}\n");
+    let ok = parse(&f(
+        "endpoints = [\"https://10.0.0.1:2379/\", \"https://10.0.0.2:2379\"]\nhost = \"web1\"\n\
+         ca_file = \"/etc/cert-agent/etcd-ca.pem\"\nsecret_file = \"/etc/cert-agent/fleet.key\"",
+    ))
+    .unwrap();
+    let fleet = ok.fleet.expect("[fleet]");
+    assert_eq!(
+        fleet.endpoints,
+        ["https://10.0.0.1:2379", "https://10.0.0.2:2379"]
+    );
+    assert_eq!(fleet.prefix, "/cert-agent/");
+    assert_eq!(fleet.host, "web1");
+    assert_eq!(fleet.lease_ttl_secs, 15);
+    assert!(parse(MINIMAL).unwrap().fleet.is_none());
+    assert_one(&f("host = \"web1\""), 6, &["[fleet]", "`endpoints`"]);
+    assert_one(
+        &f("endpoints = []\nhost = \"web1\""),
+        7,
+        &["`endpoints`", "at least one"],
+    );
+    assert_one(
+        &f("endpoints = [\"10.0.0.1:2379\"]\nhost = \"web1\""),
+        7,
+        &["`endpoints`", "not an http:// or https:// URL"],
+    );
+    assert_one(
+        &f("endpoints = [\"http://a:1\"]\nhost = \"web 1\""),
+        8,
+        &["`host`", "host name"],
+    );
+    assert_one(
+        &f("endpoints = [\"http://a:1\"]\nhost = \"w\"\nprefix = \"ca\""),
+        9,
+        &["`prefix`", "start and end with `/`"],
+    );
+    assert_one(
+        &f("endpoints = [\"http://a:1\"]\nhost = \"w\"\ncert_file = \"/c.pem\""),
+        9,
+        &["`cert_file`", "`key_file` too"],
+    );
+    assert_one(
+        &f("endpoints = [\"http://a:1\"]\nhost = \"w\"\nuser = \"agent\""),
+        9,
+        &["`user`", "`password_file` too"],
+    );
+    assert_one(
+        &f("endpoints = [\"http://a:1\"]\nhost = \"w\"\nlease_ttl_secs = 1"),
+        9,
+        &["`lease_ttl_secs`"],
+    );
+    assert_one(
+        &f("endpoints = [\"http://a:1\"]\nhost = \"w\"\nendpoint = 1"),
+        9,
+        &["`endpoint`", "endpoints"],
+    );
+}
+
 mod certificates;

@@ -1,0 +1,152 @@
+//! `[fleet]`: the etcd cluster of the hosts sharing the certificates, and this host's name.
+
+use super::*;
+
+impl Checker<'_> {
+    pub(super) fn fleet(&mut self, t: &DeTable<'_>, header: Range<usize>) -> Option<FleetConfig> {
+        self.unknown_keys(t, "[fleet]", FLEET_KEYS, "[fleet]");
+        let s = Scope {
+            context: "[fleet]".into(),
+            header,
+            tables: vec![(t, false)],
+        };
+        let endpoints = self.endpoints(&s);
+        let ca_file = self.path(&s, "ca_file");
+        let cert_file = self.path(&s, "cert_file");
+        let key_file = self.path(&s, "key_file");
+        for (set, other) in [("cert_file", "key_file"), ("key_file", "cert_file")] {
+            if let (Some(f), None) = (s.get(set), s.get(other)) {
+                self.bad(
+                    &s,
+                    &f,
+                    format!("needs `{other}` too (a client certificate and its key)"),
+                );
+            }
+        }
+        let user = self.text(&s, "user");
+        let password_file = self.path(&s, "password_file");
+        for (set, other) in [("user", "password_file"), ("password_file", "user")] {
+            if let (Some(f), None) = (s.get(set), s.get(other)) {
+                self.bad(&s, &f, format!("needs `{other}` too (etcd authentication)"));
+            }
+        }
+        let prefix = match self.text(&s, "prefix") {
+            Some(p) if p.starts_with('/') && p.ends_with('/') && !p.contains("//") => p,
+            Some(p) => {
+                if let Some(f) = s.get("prefix") {
+                    self.bad(
+                        &s,
+                        &f,
+                        format!("{p:?} must start and end with `/`, such as \"/cert-agent/\""),
+                    );
+                }
+                DEFAULT_FLEET_PREFIX.to_owned()
+            }
+            None => DEFAULT_FLEET_PREFIX.to_owned(),
+        };
+        let host = match self.text(&s, "host") {
+            Some(h) if valid_host_name(&h) => h,
+            Some(h) => {
+                if let Some(f) = s.get("host") {
+                    self.bad(
+                        &s,
+                        &f,
+                        format!("{h:?} must be a host name: letters, digits, `.`, `-`, `_`"),
+                    );
+                }
+                String::new()
+            }
+            None => {
+                let h = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .map(|h| h.trim().to_owned())
+                    .unwrap_or_default();
+                if !valid_host_name(&h) {
+                    self.report(
+                        &s.header,
+                        "[fleet]",
+                        format!(
+                            "the host name {h:?} cannot name this host in the fleet; set `host`"
+                        ),
+                    );
+                }
+                h
+            }
+        };
+        let secret_file = self.path(&s, "secret_file");
+        let lease_ttl_secs = self
+            .uint(&s, "lease_ttl_secs", 5, 120)
+            .unwrap_or(DEFAULT_FLEET_LEASE_TTL_SECS);
+        let lag_alert_secs = self
+            .uint(&s, "lag_alert_secs", 60, 7 * 86_400)
+            .unwrap_or(DEFAULT_FLEET_LAG_ALERT_SECS);
+        Some(FleetConfig {
+            endpoints: endpoints?,
+            ca_file,
+            cert_file,
+            key_file,
+            user,
+            password_file,
+            prefix,
+            host,
+            secret_file,
+            lease_ttl_secs,
+            lag_alert_secs,
+        })
+    }
+
+    /// `endpoints`: a non-empty array of `http://` or `https://` URLs.
+    fn endpoints(&mut self, s: &Scope<'_, '_>) -> Option<Vec<String>> {
+        let Some(f) = s.get("endpoints") else {
+            self.missing(s, "endpoints");
+            return None;
+        };
+        let items = match f.value.get_ref() {
+            DeValue::Array(items) if !items.is_empty() => items,
+            DeValue::Array(_) => {
+                self.bad(s, &f, "must list at least one etcd member");
+                return None;
+            }
+            other => {
+                let found = type_name(other);
+                self.bad(
+                    s,
+                    &f,
+                    format!("expected an array of URLs such as [\"https://10.0.0.1:2379\"], found {found}"),
+                );
+                return None;
+            }
+        };
+        let mut out = Vec::new();
+        for item in items.iter() {
+            match item.get_ref().as_str() {
+                Some(u)
+                    if (u.starts_with("https://") || u.starts_with("http://"))
+                        && u.len() > "https://".len() =>
+                {
+                    out.push(u.trim_end_matches('/').to_owned());
+                }
+                Some(u) => {
+                    self.bad(s, &f, format!("{u:?} is not an http:// or https:// URL"));
+                    return None;
+                }
+                None => {
+                    self.bad(
+                        s,
+                        &f,
+                        format!("expected strings, found {}", type_name(item.get_ref())),
+                    );
+                    return None;
+                }
+            }
+        }
+        Some(out)
+    }
+}
+
+/// A host name usable as an etcd key segment.
+fn valid_host_name(h: &str) -> bool {
+    !h.is_empty()
+        && h.len() <= 253
+        && h.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+}
