@@ -141,6 +141,13 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
         None
     };
 
+    // In a fleet, what the leader publishes is installed (and validation files served) as it
+    // is published, between the scheduled runs.
+    let _follower = config.fleet.as_ref().map(|_| {
+        let path = config_path.to_path_buf();
+        AbortOnDrop(tokio::spawn(follow_fleet(path)))
+    });
+
     let first = random_up_to(opts.first_run_delay);
     say(&format!(
         "cert-agent daemon started with {} ({} certificate(s)); first run in {} s",
@@ -188,6 +195,92 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
                 say("stopping");
                 daemon.emit(DaemonEvent::Stopped { run_abandoned: false });
                 return Ok(());
+            }
+        }
+    }
+}
+
+/// A task that ends with its owner.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Follows the fleet: synchronises at start (a host that was down catches up), then on every
+/// change of a published certificate or validation file, and once a minute besides. The
+/// configuration is read again before each synchronisation. etcd out of reach is retried
+/// every five seconds; nothing installed is touched meanwhile.
+async fn follow_fleet(config_path: PathBuf) {
+    use crate::renew::fleet;
+    let retry = Duration::from_secs(5);
+    loop {
+        let link = match Config::load(&config_path) {
+            Ok(config) => match fleet::connect(&config).await {
+                Ok(Some(link)) => link,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!("fleet: {e:#}");
+                    tokio::time::sleep(retry).await;
+                    continue;
+                }
+            },
+            Err(e) => {
+                tracing::warn!("fleet: {e:#}");
+                tokio::time::sleep(retry).await;
+                continue;
+            }
+        };
+        let mut watch = match link.fleet.watch().await {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!("fleet: {e}");
+                tokio::time::sleep(retry).await;
+                continue;
+            }
+        };
+        let mut due = true;
+        loop {
+            if due {
+                match Config::load(&config_path) {
+                    Ok(config) => match fleet::follow(&config, &link).await {
+                        Ok(Some(done)) => {
+                            for s in done {
+                                print_report(&RunReport {
+                                    certificates: vec![crate::renew::CertReport {
+                                        name: s.name,
+                                        outcome: s.outcome,
+                                        warning: None,
+                                    }],
+                                    stats: None,
+                                });
+                            }
+                            due = false;
+                        }
+                        // A run holds the state: it synchronises itself; try again shortly.
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!("fleet: {e:#}"),
+                    },
+                    Err(e) => tracing::warn!("fleet: {e:#}"),
+                }
+            }
+            let wait = if due {
+                Duration::from_secs(1)
+            } else {
+                Duration::from_secs(60)
+            };
+            tokio::select! {
+                changed = watch.changed() => match changed {
+                    Ok(keys) => due |= keys.iter().any(|k| fleet::concerns_hosts(k)),
+                    Err(e) => {
+                        tracing::warn!("fleet: {e}");
+                        tokio::time::sleep(retry).await;
+                        break;
+                    }
+                },
+                () = tokio::time::sleep(wait) => due = true,
             }
         }
     }

@@ -5,5 +5,5 @@
 pub mod coord;
 pub mod key;
 
-pub use coord::{Expect, Fleet, FleetError, FleetOptions, Leadership, Written};
+pub use coord::{Expect, Fleet, FleetError, FleetOptions, FleetWatch, Leadership, Written};
 pub use key::{FleetKey, KeyError};

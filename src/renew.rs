@@ -8,6 +8,7 @@ mod announce;
 pub mod check;
 mod context;
 mod deploy;
+pub mod fleet;
 mod job;
 pub mod keys;
 pub mod metrics;

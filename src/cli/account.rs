@@ -71,6 +71,7 @@ async fn api_command(
             download(client, *id, *bundle, output.as_deref()).await
         }
         Command::Config(_)
+        | Command::Fleet(_)
         | Command::Renew(_)
         | Command::Issue(_)
         | Command::Reissue { .. }

@@ -197,6 +197,10 @@ pub enum Command {
     #[command(subcommand)]
     Config(ConfigCommand),
 
+    /// Fleet mode ([fleet]): the hosts sharing the certificates through etcd.
+    #[command(subcommand)]
+    Fleet(FleetCommand),
+
     /// Run as a daemon: `renew` on a schedule with jitter (sooner while work is pending at the
     /// CA), reloading the configuration when its file changes or on SIGHUP (an invalid new
     /// configuration is reported and the previous one kept), stopping cleanly on SIGTERM.
@@ -348,6 +352,17 @@ pub enum DcvCommand {
         /// Certificate ID (internal number).
         id: u64,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// Show the fleet: the leading host, each certificate's current serial (version, when and
+    /// by whom it was published), and per host the serial it serves, since when, and its last
+    /// error. Reads etcd only (no Partner API call).
+    ///
+    /// Exits 1 when a host has not installed the current certificate `lag_alert_secs`
+    /// (default 900) after it was published — for monitoring — and 0 otherwise.
+    Status,
 }
 
 #[derive(Debug, Subcommand)]

@@ -29,6 +29,7 @@ mod actions;
 mod args;
 mod check;
 mod config_cmd;
+mod fleet;
 pub mod exit;
 mod output;
 mod run_cmds;
@@ -46,7 +47,7 @@ use crate::api::Client;
 use crate::config::Config;
 
 pub use args::{
-    CheckArgs, Cli, Command, ConfigCommand, DcvCommand, IssueArgs, ListArgs, RenewArgs, Scope,
+    CheckArgs, Cli, Command, ConfigCommand, DcvCommand, FleetCommand, IssueArgs, ListArgs, RenewArgs, Scope,
 };
 pub use exit::UsageError;
 use output::Output;
@@ -103,6 +104,10 @@ pub async fn run(cli: &Cli) -> Result<u8> {
     match &cli.command {
         Command::Config(ConfigCommand::Check) => config_cmd::run(&cli.config, &out),
         Command::Check(args) => check::run(&cli.config, args, &out).await,
+        Command::Fleet(FleetCommand::Status) => {
+            let config = load_config(&cli.config)?;
+            fleet::status(&config, &out).await
+        }
         Command::Renew(args) => {
             let config = load_config(&cli.config)?;
             run_cmds::random_start_delay(args.random_delay).await;

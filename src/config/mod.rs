@@ -31,7 +31,8 @@ use std::path::{Path, PathBuf};
 pub use error::{ConfigError, Problem};
 pub use rules::{validate_certificate_name, validate_domain, validate_email};
 pub use types::{
-    AgentConfig, ApiConfig, CertificateConfig, Command, Config, DcvMethod, Family, KeyType,
+    AgentConfig, ApiConfig, CertificateConfig, Command, Config, DcvMethod, Family, FleetConfig,
+    KeyType,
     ServerKind, Webroot,
 };
 

@@ -206,6 +206,24 @@ impl Fleet {
         Ok(first_value(&resp.op_responses()))
     }
 
+    /// Watches every key under the prefix: [`FleetWatch::changed`] names the keys (relative to
+    /// the prefix) that changed.
+    pub async fn watch(&self) -> Result<FleetWatch, FleetError> {
+        let mut c = self.client.clone();
+        let stream = c
+            .watch(
+                self.prefix.clone(),
+                Some(etcd_client::WatchOptions::new().with_prefix()),
+            )
+            .await
+            .map_err(|e| self.fail(&e))?;
+        Ok(FleetWatch {
+            stream,
+            prefix: self.prefix.clone(),
+            endpoints: self.endpoints.clone(),
+        })
+    }
+
     /// The host that leads now, if any.
     pub async fn leader(&self) -> Result<Option<String>, FleetError> {
         Ok(self
@@ -252,6 +270,51 @@ impl Fleet {
             held,
             renewing,
         }))
+    }
+}
+
+/// A watch of the fleet's keys.
+pub struct FleetWatch {
+    stream: etcd_client::WatchStream,
+    prefix: String,
+    endpoints: String,
+}
+
+impl FleetWatch {
+    /// Waits for the next changes: the keys (relative to the prefix) that were written or
+    /// deleted. An error means the watch ended (etcd unreachable); watch again.
+    pub async fn changed(&mut self) -> Result<Vec<String>, FleetError> {
+        loop {
+            match self.stream.message().await {
+                Ok(Some(resp)) => {
+                    if resp.canceled() {
+                        return Err(FleetError::Unavailable {
+                            endpoints: self.endpoints.clone(),
+                            detail: format!("the watch was cancelled: {}", resp.cancel_reason()),
+                        });
+                    }
+                    let keys: Vec<String> = resp
+                        .events()
+                        .iter()
+                        .filter_map(|e| e.kv())
+                        .map(|kv| {
+                            let k = String::from_utf8_lossy(kv.key());
+                            k.strip_prefix(&self.prefix).unwrap_or(&k).to_owned()
+                        })
+                        .collect();
+                    if !keys.is_empty() {
+                        return Ok(keys);
+                    }
+                }
+                Ok(None) => {
+                    return Err(FleetError::Unavailable {
+                        endpoints: self.endpoints.clone(),
+                        detail: "the watch ended".into(),
+                    });
+                }
+                Err(e) => return Err(unavailable(&self.endpoints, &e)),
+            }
+        }
     }
 }
 

@@ -99,6 +99,9 @@ pub(super) struct Ctx<'a> {
     pub products: order::ProductCache,
     /// Self-checks of published validation files, running beside the run.
     self_checks: std::cell::RefCell<tokio::task::JoinSet<()>>,
+    /// In a fleet, the leader's lead: shared state, validation files and certificates go
+    /// through it.
+    pub fleet: Option<&'a super::fleet::FleetRun<'a>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -113,6 +116,7 @@ impl<'a> Ctx<'a> {
             standalone: tokio::sync::Mutex::new(HashMap::new()),
             products: order::ProductCache::default(),
             self_checks: std::cell::RefCell::new(tokio::task::JoinSet::new()),
+            fleet: None,
         }
     }
 

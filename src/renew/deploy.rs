@@ -27,17 +27,20 @@ pub(super) struct Ready {
     pub certificate_id: u64,
     pub bundle: ValidatedBundle,
     pub install: CertInstall,
+    /// The archive as the API sent it (what a fleet's leader hands to the other hosts).
+    pub archive: Vec<u8>,
 }
 
-/// Downloads the per-server bundle and checks it against our key, names and the clock.
-/// `None` while the API still answers 422 (files not available yet).
+/// Downloads the per-server bundle and checks it against our key, names and the clock; the
+/// checked bundle and the archive it came from. `None` while the API still answers 422
+/// (files not available yet).
 pub(super) async fn download_checked(
     ctx: &Ctx<'_>,
     cert: &CertificateConfig,
     certificate_id: u64,
     key: &PrivateKey,
     previous_serial: Option<&str>,
-) -> Result<Option<ValidatedBundle>> {
+) -> Result<Option<(ValidatedBundle, Vec<u8>)>> {
     let download = match ctx.client()?.download_bundle(certificate_id).await {
         Ok(d) => d,
         Err(ApiError::Http { status: 422, .. }) => return Ok(None),
@@ -54,6 +57,19 @@ pub(super) async fn download_checked(
         // After a reissue the previous certificate is served until the new one is issued.
         return Ok(None);
     }
+    let bundle = check_archive(cert, &download.bytes, key).with_context(|| {
+        format!("the bundle of certificate {certificate_id} was rejected; nothing was installed")
+    })?;
+    Ok(Some((bundle, download.bytes.to_vec())))
+}
+
+/// Checks a bundle archive against `key`, the names of `cert` and the clock, for the server
+/// `cert` is installed into.
+pub(super) fn check_archive(
+    cert: &CertificateConfig,
+    archive: &[u8],
+    key: &PrivateKey,
+) -> Result<ValidatedBundle, bundle::BundleError> {
     let public_key = key.public_key_der();
     let expected = Expected {
         public_key_der: &public_key,
@@ -64,13 +80,7 @@ pub(super) async fn download_checked(
         now: now() + time::Duration::minutes(5),
         trust_anchors: &[],
     };
-    let bundle = bundle::read_bundle(&download.bytes, cert.install.server, &expected)
-        .with_context(|| {
-            format!(
-                "the bundle of certificate {certificate_id} was rejected; nothing was installed"
-            )
-        })?;
-    Ok(Some(bundle))
+    bundle::read_bundle(archive, cert.install.server, &expected)
 }
 
 /// A configured command as an argv vector (a string runs through `/bin/sh -c`).
@@ -168,7 +178,7 @@ pub(super) async fn install_ready<'a>(
 
 /// Records a successful install: the installed certificate and the stamp of its file, the
 /// pending key discarded (it now lives at the key path), a finished reissue cleared.
-fn finish_install(job: &mut Job<'_>, r: &Ready) -> Result<Outcome> {
+pub(super) fn finish_install(job: &mut Job<'_>, r: &Ready) -> Result<Outcome> {
     let paths = &r.install.paths;
     let files: Vec<PathBuf> = paths.all().map(Path::to_path_buf).collect();
     let leaf_file = leaf_file(paths);

@@ -349,7 +349,7 @@ async fn issued(
     };
     let key = keys::load_pending(&pending)?;
     match deploy::download_checked(ctx, job.cert, id, &key, previous.as_deref()).await? {
-        Some(bundle) => {
+        Some((bundle, archive)) => {
             crate::failpoint::hit("download");
             publish::cleanup_dcv(ctx, job.cert, &mut job.rec).await;
             let install = deploy::cert_install(job.cert, &bundle, &key);
@@ -357,6 +357,7 @@ async fn issued(
                 certificate_id: id,
                 bundle,
                 install,
+                archive,
             })))
         }
         // Some CAs keep reporting "issued" for the previous certificate while a reissue is

@@ -132,6 +132,9 @@ async fn publish_http(
     } else {
         publish_webroots(ctx, cert, rec, &file)?;
     }
+    if let Some(fleet) = ctx.fleet {
+        fleet.publish_dcv(cert, &file).await?;
+    }
     crate::failpoint::hit("dcv-placed");
     ctx.store.journal(
         &cert.name,
@@ -457,7 +460,7 @@ pub(super) async fn standalone_server<'c>(
         .map_err(|_| anyhow!("standalone server on {listen} vanished"))
 }
 
-fn webroots(cert: &CertificateConfig) -> Result<dcv::webroot::Webroots> {
+pub(super) fn webroots(cert: &CertificateConfig) -> Result<dcv::webroot::Webroots> {
     match &cert.dcv.webroot {
         Some(Webroot::Single(p)) => Ok(dcv::webroot::Webroots::One(p.clone())),
         Some(Webroot::PerDomain(m)) => Ok(dcv::webroot::Webroots::PerDomain(m.clone())),
@@ -471,6 +474,9 @@ fn webroots(cert: &CertificateConfig) -> Result<dcv::webroot::Webroots> {
 
 /// Removes what was published for validation (files, directories, DNS records).
 pub(super) async fn cleanup_dcv(ctx: &Ctx<'_>, cert: &CertificateConfig, rec: &mut CertRecord) {
+    if let Some(fleet) = ctx.fleet {
+        fleet.remove_dcv(cert).await;
+    }
     let mut files = std::mem::take(&mut rec.dcv.files);
     // The standalone file in the publish directory of `cert-agent serve`, whether or not one
     // runs now: the pending CSR's name and the recorded one.

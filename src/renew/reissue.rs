@@ -87,6 +87,9 @@ pub(super) async fn start(
             "new_key": new_key,
         }),
     )?;
+    if let Some(fleet) = ctx.fleet {
+        fleet.share(cert, record).await?;
+    }
     send(ctx, cert, record).await
 }
 

@@ -68,33 +68,25 @@ impl<'a> Work<'a> {
     }
 }
 
-/// Runs once over the selected certificates. Takes the run lock for its whole duration.
+/// Runs once over the selected certificates. Takes the run lock for its whole duration. On a
+/// fleet host ([`super::fleet`]) the run installs what the fleet has and, when this host can
+/// take the lead, does the fleet's work.
 pub async fn run(config: &Config, opts: &RunOptions) -> Result<RunReport> {
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = store.lock()?;
     let started_at = super::context::now();
+    let started = tokio::time::Instant::now();
     let certs = select(config, &opts.names)?;
-    let ctx = Ctx::new(config, &store, opts);
-    let mut report = RunReport::not_started(&certs);
-    let mut work = Work::default();
-    start_all(&ctx, &certs, &mut work, &mut report).await;
-    poll::rounds(&ctx, &mut work, &mut report).await;
-    let ready = std::mem::take(&mut work.ready);
-    for (job, outcome, warning) in deploy::install_ready(ready).await {
-        let idx = job.idx;
-        if warning.is_some() {
-            report.certificates[idx].warning = warning;
-        }
-        work.finish(&ctx, job, outcome, &mut report);
-    }
-    ctx.finish().await;
+    let (mut report, requests) = if config.fleet.is_some() && !opts.dry_run {
+        super::fleet::run(config, opts, &store, &certs).await?
+    } else {
+        let done = engine(config, &store, opts, &certs, None).await;
+        (done.report, done.requests)
+    };
     report.stats = Some(RunStats {
         started_at,
-        duration: ctx.started.elapsed(),
-        requests: ctx
-            .client_if_built()
-            .map(|c| c.request_counts())
-            .unwrap_or_default(),
+        duration: started.elapsed(),
+        requests,
     });
     if !opts.dry_run {
         report::notify(config, &report).await;
@@ -102,6 +94,63 @@ pub async fn run(config: &Config, opts: &RunOptions) -> Result<RunReport> {
         metrics::write(config, &store, &report);
     }
     Ok(report)
+}
+
+/// What the engine did in one run.
+pub(super) struct EngineRun {
+    pub report: RunReport,
+    /// Partner API requests by method, endpoint and status.
+    pub requests: Vec<crate::api::RequestCount>,
+    /// What it installed, for a fleet's leader to publish.
+    pub installed: Vec<(String, super::fleet::Installable)>,
+}
+
+/// The engine over `certs`: start, poll, install. With `fleet`, as the fleet's leader.
+pub(super) async fn engine(
+    config: &Config,
+    store: &Store,
+    opts: &RunOptions,
+    certs: &[&CertificateConfig],
+    fleet: Option<&super::fleet::FleetRun<'_>>,
+) -> EngineRun {
+    let mut ctx = Ctx::new(config, store, opts);
+    ctx.fleet = fleet;
+    let mut report = RunReport::not_started(certs);
+    let mut work = Work::default();
+    start_all(&ctx, certs, &mut work, &mut report).await;
+    poll::rounds(&ctx, &mut work, &mut report).await;
+    let ready = std::mem::take(&mut work.ready);
+    let installable: Vec<(String, super::fleet::Installable)> = if fleet.is_some() {
+        ready
+            .iter()
+            .map(|(job, r)| (job.cert.name.clone(), super::fleet::Installable::of(r)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut installed = Vec::new();
+    for (job, outcome, warning) in deploy::install_ready(ready).await {
+        let idx = job.idx;
+        if warning.is_some() {
+            report.certificates[idx].warning = warning;
+        }
+        if matches!(outcome, Outcome::Installed { .. })
+            && let Some(i) = installable.iter().find(|(n, _)| *n == job.cert.name)
+        {
+            installed.push(i.clone());
+        }
+        work.finish(&ctx, job, outcome, &mut report);
+    }
+    ctx.finish().await;
+    let requests = ctx
+        .client_if_built()
+        .map(|c| c.request_counts())
+        .unwrap_or_default();
+    EngineRun {
+        report,
+        requests,
+        installed,
+    }
 }
 
 /// Starts every certificate, up to `agent.concurrency` at once (their API calls and

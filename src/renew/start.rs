@@ -228,6 +228,7 @@ async fn place_order(ctx: &Ctx<'_>, job: &mut Job<'_>, allow: bool) -> Result<Ne
         &mut job.rec,
         allow,
         now(),
+        ctx.fleet,
     )
     .await?
     .certificate_id();
@@ -240,12 +241,13 @@ async fn reinstall(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Next> {
     let key = deploy::installed_key(job.cert)?;
     Ok(
         match deploy::download_checked(ctx, job.cert, id, &key, None).await? {
-            Some(bundle) => {
+            Some((bundle, archive)) => {
                 let install = deploy::cert_install(job.cert, &bundle, &key);
                 Next::Ready(Box::new(Ready {
                     certificate_id: id,
                     bundle,
                     install,
+                    archive,
                 }))
             }
             None => Next::Done(Outcome::Pending {

@@ -1,0 +1,94 @@
+//! `cert-agent fleet status`: the fleet as etcd holds it.
+
+use anyhow::{Result, anyhow};
+
+use super::exit;
+use super::output::{Output, or_dash};
+use super::table::Table;
+use crate::config::Config;
+
+/// Prints the leader, each certificate's current serial and every host's; exit 1 when a host
+/// lags behind.
+pub(super) async fn status(config: &Config, out: &Output) -> Result<u8> {
+    let link = crate::renew::fleet::connect(config)
+        .await?
+        .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
+    let status = crate::renew::fleet::status(&link).await?;
+    let code = if status.lagging.is_empty() {
+        exit::OK
+    } else {
+        exit::ERROR
+    };
+    if out.json {
+        out.print_json(&status)?;
+        return Ok(code);
+    }
+    outln!(
+        "leader: {}",
+        status
+            .leader
+            .as_deref()
+            .unwrap_or("none (between runs)")
+    );
+    let mut t = Table::new(&[
+        "CERTIFICATE",
+        "VERSION",
+        "SERIAL",
+        "PUBLISHED",
+        "HOST",
+        "HOST SERIAL",
+        "SINCE",
+        "STATE",
+    ])
+    .right(1)
+    .flex(7);
+    for c in &status.certificates {
+        let published = c
+            .published_at
+            .map(|t| format!("{} by {}", t.date(), c.published_by.as_deref().unwrap_or("?")));
+        if c.hosts.is_empty() {
+            t.row(vec![
+                c.name.clone(),
+                or_dash(c.version),
+                or_dash(c.serial.as_deref()),
+                or_dash(published.as_deref()),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ]);
+        }
+        for h in &c.hosts {
+            let current = match (&c.serial, &h.serial) {
+                (Some(a), Some(b)) => crate::crypto::same_serial_hex(a, b),
+                (None, _) => true,
+                _ => false,
+            };
+            let state = match (&h.error, current, h.lagging) {
+                (Some(e), _, _) => format!("error: {e}"),
+                (None, true, _) => "current".to_owned(),
+                (None, false, true) => "LAGGING".to_owned(),
+                (None, false, false) => "installing".to_owned(),
+            };
+            t.row(vec![
+                c.name.clone(),
+                or_dash(c.version),
+                or_dash(c.serial.as_deref()),
+                or_dash(published.as_deref()),
+                h.host.clone(),
+                or_dash(h.serial.as_deref()),
+                or_dash(h.since.map(|t| t.date())),
+                state,
+            ]);
+        }
+    }
+    out.table(&t);
+    if !status.lagging.is_empty() {
+        outln!(
+            "lagging behind the current certificate for more than {} s: {}",
+            link.config.lag_alert_secs,
+            status.lagging.join(", ")
+        );
+    }
+    Ok(code)
+}
