@@ -25,10 +25,7 @@ pub(super) async fn status(config: &Config, out: &Output) -> Result<u8> {
     }
     outln!(
         "leader: {}",
-        status
-            .leader
-            .as_deref()
-            .unwrap_or("none (between runs)")
+        status.leader.as_deref().unwrap_or("none (between runs)")
     );
     let mut t = Table::new(&[
         "CERTIFICATE",
@@ -43,9 +40,13 @@ pub(super) async fn status(config: &Config, out: &Output) -> Result<u8> {
     .right(1)
     .flex(7);
     for c in &status.certificates {
-        let published = c
-            .published_at
-            .map(|t| format!("{} by {}", t.date(), c.published_by.as_deref().unwrap_or("?")));
+        let published = c.published_at.map(|t| {
+            format!(
+                "{} by {}",
+                t.date(),
+                c.published_by.as_deref().unwrap_or("?")
+            )
+        });
         if c.hosts.is_empty() {
             t.row(vec![
                 c.name.clone(),

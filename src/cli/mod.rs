@@ -29,8 +29,8 @@ mod actions;
 mod args;
 mod check;
 mod config_cmd;
-mod fleet;
 pub mod exit;
+mod fleet;
 mod output;
 mod run_cmds;
 mod serve;
@@ -47,7 +47,8 @@ use crate::api::Client;
 use crate::config::Config;
 
 pub use args::{
-    CheckArgs, Cli, Command, ConfigCommand, DcvCommand, FleetCommand, IssueArgs, ListArgs, RenewArgs, Scope,
+    CheckArgs, Cli, Command, ConfigCommand, DcvCommand, FleetCommand, IssueArgs, ListArgs,
+    RenewArgs, Scope,
 };
 pub use exit::UsageError;
 use output::Output;

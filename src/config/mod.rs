@@ -32,8 +32,7 @@ pub use error::{ConfigError, Problem};
 pub use rules::{validate_certificate_name, validate_domain, validate_email};
 pub use types::{
     AgentConfig, ApiConfig, CertificateConfig, Command, Config, DcvMethod, Family, FleetConfig,
-    KeyType,
-    ServerKind, Webroot,
+    KeyType, ServerKind, Webroot,
 };
 
 /// Default configuration file.

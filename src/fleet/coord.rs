@@ -93,6 +93,7 @@ pub struct Fleet {
     prefix: String,
     host: String,
     endpoints: String,
+    members: usize,
     lease_ttl: Duration,
 }
 
@@ -132,6 +133,7 @@ impl Fleet {
             prefix: opts.prefix.clone(),
             host: opts.host.clone(),
             endpoints,
+            members: opts.endpoints.len(),
             lease_ttl: opts.lease_ttl,
         })
     }
@@ -150,13 +152,40 @@ impl Fleet {
         unavailable(&self.endpoints, e)
     }
 
+    /// Runs `op` with a client, again when etcd did not take the request — a member down
+    /// (the client then turns to another), an election under way: up to two attempts per
+    /// member, 100 ms apart and doubling to 1 s. Other errors end it at once.
+    async fn call<T, F, Fut>(&self, op: F) -> Result<T, FleetError>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let attempts = 2 * self.members.max(1);
+        let mut delay = Duration::from_millis(100);
+        let mut attempt = 1;
+        loop {
+            match op(self.client.clone()).await {
+                Ok(v) => return Ok(v),
+                Err(e) if attempt < attempts && retriable(&e) => {
+                    tracing::debug!("etcd: {e} (attempt {attempt}); trying again");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(1));
+                    attempt += 1;
+                }
+                Err(e) => return Err(self.fail(&e)),
+            }
+        }
+    }
+
     /// The value of `rel`, with its modification revision.
     pub async fn get(&self, rel: &str) -> Result<Option<(Vec<u8>, i64)>, FleetError> {
-        let mut c = self.client.clone();
-        let resp = c
-            .get(self.key(rel), None)
-            .await
-            .map_err(|e| self.fail(&e))?;
+        let key = self.key(rel);
+        let resp = self
+            .call(|mut c| {
+                let key = key.clone();
+                async move { c.get(key, None).await }
+            })
+            .await?;
         Ok(resp
             .kvs()
             .first()
@@ -165,11 +194,13 @@ impl Fleet {
 
     /// Every key under `rel` (relative to the prefix) with its value, in key order.
     pub async fn list(&self, rel: &str) -> Result<Vec<(String, Vec<u8>)>, FleetError> {
-        let mut c = self.client.clone();
-        let resp = c
-            .get(self.key(rel), Some(GetOptions::new().with_prefix()))
-            .await
-            .map_err(|e| self.fail(&e))?;
+        let key = self.key(rel);
+        let resp = self
+            .call(|mut c| {
+                let key = key.clone();
+                async move { c.get(key, Some(GetOptions::new().with_prefix())).await }
+            })
+            .await?;
         Ok(resp
             .kvs()
             .iter()
@@ -184,10 +215,12 @@ impl Fleet {
     /// Writes `rel` without fencing: for what belongs to this host alone (its results under
     /// `hosts/<host>/`).
     pub async fn put_own(&self, rel: &str, value: Vec<u8>) -> Result<(), FleetError> {
-        let mut c = self.client.clone();
-        c.put(self.key(rel), value, None)
-            .await
-            .map_err(|e| self.fail(&e))?;
+        let key = self.key(rel);
+        self.call(|mut c| {
+            let (key, value) = (key.clone(), value.clone());
+            async move { c.put(key, value, None).await }
+        })
+        .await?;
         Ok(())
     }
 
@@ -198,8 +231,12 @@ impl Fleet {
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(key.clone(), value, None)])
             .or_else([TxnOp::get(key, None)]);
-        let mut c = self.client.clone();
-        let resp = c.txn(txn).await.map_err(|e| self.fail(&e))?;
+        let resp = self
+            .call(|mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
         if resp.succeeded() {
             return Ok(None);
         }
@@ -209,14 +246,16 @@ impl Fleet {
     /// Watches every key under the prefix: [`FleetWatch::changed`] names the keys (relative to
     /// the prefix) that changed.
     pub async fn watch(&self) -> Result<FleetWatch, FleetError> {
-        let mut c = self.client.clone();
-        let stream = c
-            .watch(
-                self.prefix.clone(),
-                Some(etcd_client::WatchOptions::new().with_prefix()),
-            )
-            .await
-            .map_err(|e| self.fail(&e))?;
+        let prefix = self.prefix.clone();
+        let stream = self
+            .call(|mut c| {
+                let prefix = prefix.clone();
+                async move {
+                    c.watch(prefix, Some(etcd_client::WatchOptions::new().with_prefix()))
+                        .await
+                }
+            })
+            .await?;
         Ok(FleetWatch {
             stream,
             prefix: self.prefix.clone(),
@@ -237,7 +276,9 @@ impl Fleet {
         let mut c = self.client.clone();
         let ttl = i64::try_from(self.lease_ttl.as_secs().max(2)).unwrap_or(15);
         let asked = Instant::now();
-        let grant = c.lease_grant(ttl, None).await.map_err(|e| self.fail(&e))?;
+        let grant = self
+            .call(|mut c| async move { c.lease_grant(ttl, None).await })
+            .await?;
         let lease = grant.id();
         let key = self.key(LEADER);
         let txn = Txn::new()
@@ -248,11 +289,17 @@ impl Fleet {
                 Some(PutOptions::new().with_lease(lease)),
             )])
             .or_else([TxnOp::get(key.clone(), None)]);
-        let resp = match c.txn(txn).await {
+        let resp = match self
+            .call(|mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await
+        {
             Ok(r) => r,
             Err(e) => {
                 let _ = c.lease_revoke(lease).await;
-                return Err(self.fail(&e));
+                return Err(e);
             }
         };
         if !resp.succeeded() {
@@ -393,6 +440,15 @@ fn first_value(ops: &[TxnOpResponse]) -> Option<Vec<u8>> {
         TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.value().to_vec()),
         _ => None,
     })
+}
+
+/// Errors after which etcd did not apply the request: no connection, or `Unavailable`.
+fn retriable(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
+        etcd_client::Error::GRpcStatus(s) => s.code() == tonic::Code::Unavailable,
+        _ => false,
+    }
 }
 
 fn unavailable(endpoints: &str, e: &etcd_client::Error) -> FleetError {
@@ -551,8 +607,13 @@ impl Leadership {
             .when(when)
             .and_then([op])
             .or_else([TxnOp::get(leader, None), TxnOp::get(key, None)]);
-        let mut c = self.fleet.client.clone();
-        let resp = c.txn(txn).await.map_err(|e| self.fleet.fail(&e))?;
+        let resp = self
+            .fleet
+            .call(|mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
         if resp.succeeded() {
             return Ok(Written::Done(
                 resp.header().map(|h| h.revision()).unwrap_or_default(),

@@ -269,11 +269,7 @@ pub async fn check_specs(link: &FleetLink, config: &Config) -> Result<BTreeMap<S
     for cert in &config.certificates {
         let mine = Spec::of(cert, link.fleet.host());
         let key = spec_key(&cert.name);
-        let Some(existing) = link
-            .fleet
-            .create(&key, serde_json::to_vec(&mine)?)
-            .await?
-        else {
+        let Some(existing) = link.fleet.create(&key, serde_json::to_vec(&mine)?).await? else {
             continue;
         };
         let theirs: Spec = parse(link, &key, &existing)?;
@@ -563,10 +559,11 @@ impl FleetRun<'_> {
         let pending_key = match &rec.pending_key {
             Some(p) if p.key_file.is_file() => {
                 let key = super::keys::load_pending(p)?;
-                let sealed =
-                    self.link
-                        .key
-                        .seal(&cert.name, pending_version(p), key.secret_pem().as_bytes())?;
+                let sealed = self.link.key.seal(
+                    &cert.name,
+                    pending_version(p),
+                    key.secret_pem().as_bytes(),
+                )?;
                 Some(b64(&sealed))
             }
             _ => None,
@@ -578,7 +575,11 @@ impl FleetRun<'_> {
             written_at: now(),
         };
         self.lead
-            .put(&state_key(&cert.name), serde_json::to_vec(&doc)?, Expect::Any)
+            .put(
+                &state_key(&cert.name),
+                serde_json::to_vec(&doc)?,
+                Expect::Any,
+            )
             .await
             .with_context(|| {
                 format!(
@@ -600,7 +601,11 @@ impl FleetRun<'_> {
             content: file.content().to_owned(),
         };
         self.lead
-            .put(&dcv_key(&cert.name), serde_json::to_vec(&entry)?, Expect::Any)
+            .put(
+                &dcv_key(&cert.name),
+                serde_json::to_vec(&entry)?,
+                Expect::Any,
+            )
             .await?;
         Ok(())
     }
@@ -625,10 +630,7 @@ impl FleetRun<'_> {
             }
             None => (1, Expect::Absent),
         };
-        let sealed = self
-            .link
-            .key
-            .seal(&cert.name, version, &r.key_pem)?;
+        let sealed = self.link.key.seal(&cert.name, version, &r.key_pem)?;
         let doc = Current {
             version,
             certificate_id: r.certificate_id,
@@ -639,7 +641,11 @@ impl FleetRun<'_> {
             archive: b64(&r.archive),
             key: b64(&sealed),
         };
-        match self.lead.put(&rel, serde_json::to_vec(&doc)?, expect).await? {
+        match self
+            .lead
+            .put(&rel, serde_json::to_vec(&doc)?, expect)
+            .await?
+        {
             Written::Done(_) => {
                 tracing::info!(certificate = %cert.name, version, serial = %doc.serial, "published to the fleet");
                 let result = HostResult {
@@ -665,7 +671,11 @@ impl FleetRun<'_> {
 /// host's state directory holds of it (the installed files and published validation files
 /// stay this host's); a pending key that is not here yet is opened and written to the key
 /// directory.
-pub(super) async fn import(link: &FleetLink, store: &Store, cert: &CertificateConfig) -> Result<()> {
+pub(super) async fn import(
+    link: &FleetLink,
+    store: &Store,
+    cert: &CertificateConfig,
+) -> Result<()> {
     let rel = state_key(&cert.name);
     let Some((bytes, _)) = link.fleet.get(&rel).await? else {
         return Ok(());
@@ -690,9 +700,11 @@ pub(super) async fn import(link: &FleetLink, store: &Store, cert: &CertificateCo
                         cert.name
                     )
                 })?;
-                let pem = link
-                    .key
-                    .open(&cert.name, pending_version(sp), &unb64("pending key", sealed)?)?;
+                let pem = link.key.open(
+                    &cert.name,
+                    pending_version(sp),
+                    &unb64("pending key", sealed)?,
+                )?;
                 let key = PrivateKey::from_pem(&pem, "the fleet's record")?;
                 let dir = store.key_dir(&cert.name)?;
                 let file = dir.join(format!(
@@ -888,7 +900,11 @@ pub(super) async fn run(
         set(&mut report, &s.name, s.outcome);
     }
     let Some(lead) = link.fleet.try_lead().await? else {
-        let leader = link.fleet.leader().await?.unwrap_or_else(|| "another host".into());
+        let leader = link
+            .fleet
+            .leader()
+            .await?
+            .unwrap_or_else(|| "another host".into());
         for c in &mut report.certificates {
             if matches!(c.outcome, Outcome::Pending { .. }) {
                 c.outcome = Outcome::Unchanged {
@@ -957,14 +973,22 @@ mod tests {
             host: "web1".into(),
         };
         let fleet = spec(&["a.test", "b.test"], 101, "rsa2048");
-        assert!(spec(&["a.test", "b.test"], 101, "rsa2048")
-            .differences(&fleet)
-            .is_empty());
+        assert!(
+            spec(&["a.test", "b.test"], 101, "rsa2048")
+                .differences(&fleet)
+                .is_empty()
+        );
         let d = spec(&["a.test"], 102, "p256").differences(&fleet);
         assert_eq!(d.len(), 3, "{d:?}");
         assert!(d[0].contains("domains [\"a.test\"] here"), "{d:?}");
-        assert!(d[1].contains("product_id 102 here, 101 in the fleet"), "{d:?}");
-        assert!(d[2].contains("key_type p256 here, rsa2048 in the fleet"), "{d:?}");
+        assert!(
+            d[1].contains("product_id 102 here, 101 in the fleet"),
+            "{d:?}"
+        );
+        assert!(
+            d[2].contains("key_type p256 here, rsa2048 in the fleet"),
+            "{d:?}"
+        );
     }
 
     #[test]

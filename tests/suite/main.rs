@@ -38,6 +38,8 @@ mod dcv_standalone;
 // --- Fleet mode (a real three-member etcd cluster) ---
 /// Leadership, fenced writes, takeover after a leader stops, quorum loss and recovery.
 mod fleet;
+/// Three hosts with nginx: one order, every host serves it, reissue, quorum loss.
+mod fleet_e2e;
 
 // --- End to end: order, validate, install, reload ---
 /// Shared `combined_path` flow for the nginx and apache modules.

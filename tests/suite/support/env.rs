@@ -423,6 +423,20 @@ impl TestEnv {
         Agent {
             env: self,
             args: args.into_iter().map(Into::into).collect(),
+            config: None,
+        }
+    }
+
+    /// The agent with the configuration file `config` (written by the caller) and `args`.
+    pub(crate) fn agent_at<I, S>(&self, config: &Path, args: I) -> Agent<'_>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        Agent {
+            env: self,
+            args: args.into_iter().map(Into::into).collect(),
+            config: Some(config.to_path_buf()),
         }
     }
 
@@ -595,6 +609,8 @@ pub(crate) fn snapshot(paths: &[PathBuf]) -> BTreeMap<PathBuf, Vec<u8>> {
 pub(crate) struct Agent<'a> {
     env: &'a TestEnv,
     args: Vec<OsString>,
+    /// A configuration file of the caller's; `None`: the environment's, written at start.
+    config: Option<PathBuf>,
 }
 
 impl Agent<'_> {
@@ -604,7 +620,10 @@ impl Agent<'_> {
     }
 
     fn command(&self) -> (Command, Vec<String>, PathBuf, PathBuf) {
-        let config = self.env.write_config();
+        let config = match &self.config {
+            Some(c) => c.clone(),
+            None => self.env.write_config(),
+        };
         let n = self.env.runs.fetch_add(1, Ordering::Relaxed);
         let out = self.env.path(&format!("logs/run-{n}.out"));
         let err = self.env.path(&format!("logs/run-{n}.err"));

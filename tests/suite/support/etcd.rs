@@ -4,6 +4,8 @@
 //! election timeout 500 ms). `etcd` comes from Debian's `etcd-server`; without it the tests
 //! skip, and fail when `CI` is set.
 
+#![allow(dead_code)]
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

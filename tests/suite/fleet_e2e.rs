@@ -1,0 +1,307 @@
+//! Fleet mode end to end: a real three-member etcd cluster, three hosts (each its own state
+//! directory, configuration and real nginx), one sandbox whose validator fetches from a host
+//! that is not the leader. One billed order for the fleet; every host serves the same serial;
+//! a reissue reaches every host; `fleet status` reports the hosts; etcd without quorum stops
+//! orders and keeps what is served; a host whose install fails rolls back alone.
+
+use crate::support;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::Child;
+use std::time::Duration;
+
+use support::env::{AgentOutput, InstallFiles, Publish, TestEnv, Web, norm_serial, wait_until};
+use support::etcd::{self, EtcdCluster};
+use support::webserver::{Server, require};
+
+/// One host of the fleet.
+struct Host {
+    name: String,
+    web: Web,
+    config: PathBuf,
+    state: PathBuf,
+    daemon: Option<Child>,
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.stop_daemon();
+    }
+}
+
+impl Host {
+    fn stop_daemon(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+struct Fleet {
+    env: TestEnv,
+    cluster: EtcdCluster,
+    hosts: Vec<Host>,
+}
+
+const DOMAIN: &str = "www.fleet.test";
+
+impl Fleet {
+    /// `n` hosts with nginx, one certificate `www` for [`DOMAIN`]; the validator fetches from
+    /// the second host.
+    fn start(n: usize) -> Self {
+        let mut env = TestEnv::new();
+        let cluster = EtcdCluster::start(env.dir.path(), 3);
+        let key = env.path("fleet.key");
+        fs::write(&key, [0x5au8; 32]).unwrap();
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
+        let endpoints = cluster
+            .endpoints()
+            .iter()
+            .map(|e| format!("\"{e}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut hosts = Vec::new();
+        for i in 1..=n {
+            let name = format!("web{i}");
+            let dir = env.path(&name);
+            let webroot = dir.join("www-root");
+            fs::create_dir_all(&webroot).unwrap();
+            fs::create_dir_all(dir.join("out")).unwrap();
+            let mut spec = env.cert_spec("www", &[DOMAIN], "nginx");
+            spec.files = InstallFiles {
+                fullchain: Some(dir.join("out/fullchain.pem")),
+                key: dir.join("out/privkey.pem"),
+                ..Default::default()
+            };
+            spec.publish = Publish::Webroot(webroot.clone());
+            env.write_placeholder(&spec);
+            let web = Web::start(Server::Nginx, &dir, &[env.site(&spec, &webroot)]);
+            let spec = web.configure(spec);
+            let saved = std::mem::replace(&mut env.certs, vec![spec]);
+            let text = env.config_text();
+            env.certs = saved;
+            let state = dir.join("state");
+            let mut config: String = text
+                .lines()
+                .map(|l| {
+                    if l.starts_with("state_dir = ") {
+                        format!("state_dir = \"{}\"", state.display())
+                    } else {
+                        l.to_owned()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            config.push_str(&format!(
+                "\n\n[fleet]\nendpoints = [{endpoints}]\nhost = \"{name}\"\n\
+                 secret_file = \"{}\"\nlease_ttl_secs = 5\nlag_alert_secs = 60\n",
+                key.display()
+            ));
+            let path = dir.join("config.toml");
+            fs::write(&path, config).unwrap();
+            hosts.push(Host {
+                name,
+                web,
+                config: path,
+                state,
+                daemon: None,
+            });
+        }
+        env.sandbox.set_dcv_ports(hosts[1].web.http_port(), 0);
+        Fleet {
+            env,
+            cluster,
+            hosts,
+        }
+    }
+
+    fn agent(&self, i: usize, args: &[&str]) -> AgentOutput {
+        self.env.agent_at(&self.hosts[i].config, args).run()
+    }
+
+    /// Starts `cert-agent run` on host `i` (it follows the fleet at once; its first scheduled
+    /// run comes within a minute).
+    fn start_daemon(&mut self, i: usize) {
+        let child = self
+            .env
+            .agent_at(&self.hosts[i].config, ["run", "--interval", "3600"])
+            .spawn();
+        self.hosts[i].daemon = Some(child);
+    }
+
+    /// The serial host `i` has installed, from its record.
+    fn installed(&self, i: usize) -> Option<String> {
+        let text = fs::read_to_string(self.hosts[i].state.join("certs/www.json")).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        v["installed"]["serial"].as_str().map(norm_serial)
+    }
+
+    /// The serial host `i`'s nginx serves for the domain.
+    fn served(&self, i: usize) -> Option<String> {
+        self.env
+            .served_leaf(&self.hosts[i].web.https_addr(), DOMAIN)
+            .ok()
+            .map(|l| l.serial)
+    }
+
+    /// Waits until every host serves `serial` and has recorded it.
+    fn wait_all_serve(&self, serial: &str, limit: Duration) {
+        let ok = wait_until(limit, || {
+            (0..self.hosts.len()).all(|i| {
+                self.installed(i).as_deref() == Some(serial)
+                    && self.served(i).as_deref() == Some(serial)
+            })
+        });
+        assert!(
+            ok,
+            "not every host serves {serial}: {:?}\n{}",
+            (0..self.hosts.len())
+                .map(|i| (
+                    self.hosts[i].name.clone(),
+                    self.served(i),
+                    self.installed(i)
+                ))
+                .collect::<Vec<_>>(),
+            self.logs()
+        );
+    }
+
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        for entry in fs::read_dir(self.env.path("logs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let text = fs::read_to_string(entry.path()).unwrap_or_default();
+            if !text.is_empty() {
+                out.push_str(&format!("--- {} ---\n{text}\n", entry.path().display()));
+            }
+        }
+        out
+    }
+}
+
+fn norm(s: &str) -> String {
+    norm_serial(s)
+}
+
+fn ready() -> bool {
+    etcd::require() && require(Server::Nginx)
+}
+
+#[test]
+fn one_order_for_the_fleet_and_every_host_serves_it() {
+    if !ready() {
+        return;
+    }
+    let mut f = Fleet::start(3);
+
+    // web1 leads: it orders and publishes the validation file; the validator fetches it from
+    // web2, whose daemon serves it as soon as it is published.
+    let leader = f
+        .env
+        .agent_at(&f.hosts[0].config, ["--json", "renew", "--wait", "60"]);
+    let leader = leader.spawn();
+    f.start_daemon(1);
+    f.start_daemon(2);
+    let mut leader = leader;
+    let status = support::env::wait_exit(&mut leader, Duration::from_secs(90));
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", f.logs());
+    assert_eq!(f.env.billed(), 1, "one billed order for the fleet");
+    let serial = f.installed(0).expect("the leader installed");
+    f.wait_all_serve(&serial, Duration::from_secs(30));
+    for i in 0..3 {
+        assert_eq!(
+            f.installed(i).as_deref(),
+            Some(serial.as_str()),
+            "{}: {:?} served {:?} files {:?}\n{}",
+            f.hosts[i].name,
+            fs::read_to_string(f.hosts[i].state.join("certs/www.json")),
+            f.served(i),
+            fs::read_dir(&f.hosts[i].state)
+                .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>()),
+            f.logs()
+        );
+    }
+    // Every host holds its own copy of the same key, installed 0600.
+    let keys: Vec<Vec<u8>> = (1..=3)
+        .map(|i| fs::read(f.env.path(&format!("web{i}/out/privkey.pem"))).unwrap())
+        .collect();
+    assert!(keys.windows(2).all(|w| w[0] == w[1]));
+    // The followers' validation files were removed once validated.
+    let pv = f.env.path("web2/www-root/.well-known/pki-validation");
+    assert!(
+        wait_until(Duration::from_secs(10), || fs::read_dir(&pv)
+            .map(|d| d.count() == 0)
+            .unwrap_or(true)),
+        "validation file left on web2"
+    );
+
+    // Followers never order: a renew on web3 installs nothing new and places no order.
+    let calls = f.env.calls().len();
+    let out = f.agent(2, &["--json", "renew"]);
+    out.expect_code(0);
+    assert_eq!(f.env.billed(), 1);
+    let after = f.env.calls().len();
+    assert!(
+        after - calls <= 2,
+        "a no-op run calls nothing much: {}",
+        after - calls
+    );
+
+    // fleet status: every host current.
+    let st = f.agent(2, &["--json", "fleet", "status"]);
+    st.expect_code(0);
+    let v = st.json();
+    let cert = &v["certificates"][0];
+    assert_eq!(norm(cert["serial"].as_str().unwrap()), serial);
+    let hosts = cert["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 3, "{v}");
+    for h in hosts {
+        assert_eq!(norm(h["serial"].as_str().unwrap()), serial, "{v}");
+        assert_eq!(h["lagging"], false);
+    }
+
+    // A reissue on the leader reaches every host.
+    let re = f.agent(0, &["--json", "reissue", "www", "--wait", "60"]);
+    re.expect_code(0);
+    let second = re.installed_serial("www");
+    assert_ne!(second, serial);
+    f.wait_all_serve(&second, Duration::from_secs(30));
+    assert_eq!(f.env.billed(), 1, "a reissue is not billed");
+}
+
+#[test]
+fn without_quorum_nothing_is_ordered_and_what_is_served_stays() {
+    if !ready() {
+        return;
+    }
+    let mut f = Fleet::start(2);
+    f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
+    f.cluster.stop(1);
+    f.cluster.stop(2);
+    let before = f.served(0);
+    let out = f.agent(0, &["--json", "renew", "--wait", "10"]);
+    assert_ne!(out.code, Some(0), "{}", out.describe());
+    assert!(
+        out.text().contains("cannot be reached or has no quorum"),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(f.env.billed(), 0);
+    assert_eq!(f.served(0), before, "what was served stays");
+
+    // The members return: the next run orders once.
+    f.cluster.restart(1);
+    f.cluster.restart(2);
+    f.start_daemon(1);
+    let out = f.agent(0, &["--json", "renew", "--wait", "60"]);
+    out.expect_code(0);
+    assert_eq!(f.env.billed(), 1);
+    let serial = out.installed_serial("www");
+    f.wait_all_serve(&serial, Duration::from_secs(30));
+}
