@@ -41,9 +41,10 @@ impl Host {
 }
 
 struct Fleet {
-    env: TestEnv,
-    cluster: EtcdCluster,
     hosts: Vec<Host>,
+    env: TestEnv,
+    /// The cluster, when this fleet started its own.
+    own_cluster: Option<EtcdCluster>,
 }
 
 const DOMAIN: &str = "www.fleet.test";
@@ -52,13 +53,23 @@ impl Fleet {
     /// `n` hosts with nginx, one certificate `www` for [`DOMAIN`]; the validator fetches from
     /// the second host.
     fn start(n: usize) -> Self {
-        let mut env = TestEnv::new();
+        let env = TestEnv::new();
         let cluster = EtcdCluster::start(env.dir.path(), 3);
+        let mut f = Self::on(env, &cluster.endpoints(), "/cert-agent/", n);
+        f.own_cluster = Some(cluster);
+        f
+    }
+
+    fn cluster(&mut self) -> &mut EtcdCluster {
+        self.own_cluster.as_mut().expect("a cluster of its own")
+    }
+
+    /// `n` hosts on the etcd members `endpoints`, under `prefix`.
+    fn on(mut env: TestEnv, endpoints: &[String], prefix: &str, n: usize) -> Self {
         let key = env.path("fleet.key");
         fs::write(&key, [0x5au8; 32]).unwrap();
         fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
-        let endpoints = cluster
-            .endpoints()
+        let endpoints = endpoints
             .iter()
             .map(|e| format!("\"{e}\""))
             .collect::<Vec<_>>()
@@ -97,7 +108,8 @@ impl Fleet {
                 .join("\n");
             config.push_str(&format!(
                 "\n\n[fleet]\nendpoints = [{endpoints}]\nhost = \"{name}\"\n\
-                 secret_file = \"{}\"\nlease_ttl_secs = 5\nlag_alert_secs = 60\n",
+                 prefix = \"{prefix}\"\nsecret_file = \"{}\"\nlease_ttl_secs = 5\n\
+                 lag_alert_secs = 60\n",
                 key.display()
             ));
             let path = dir.join("config.toml");
@@ -112,9 +124,9 @@ impl Fleet {
         }
         env.sandbox.set_dcv_ports(hosts[1].web.http_port(), 0);
         Fleet {
-            env,
-            cluster,
             hosts,
+            env,
+            own_cluster: None,
         }
     }
 
@@ -282,8 +294,8 @@ fn without_quorum_nothing_is_ordered_and_what_is_served_stays() {
     }
     let mut f = Fleet::start(2);
     f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
-    f.cluster.stop(1);
-    f.cluster.stop(2);
+    f.cluster().stop(1);
+    f.cluster().stop(2);
     let before = f.served(0);
     let out = f.agent(0, &["--json", "renew", "--wait", "10"]);
     assert_ne!(out.code, Some(0), "{}", out.describe());
@@ -296,12 +308,112 @@ fn without_quorum_nothing_is_ordered_and_what_is_served_stays() {
     assert_eq!(f.served(0), before, "what was served stays");
 
     // The members return: the next run orders once.
-    f.cluster.restart(1);
-    f.cluster.restart(2);
+    f.cluster().restart(1);
+    f.cluster().restart(2);
     f.start_daemon(1);
     let out = f.agent(0, &["--json", "renew", "--wait", "60"]);
     out.expect_code(0);
     assert_eq!(f.env.billed(), 1);
     let serial = out.installed_serial("www");
     f.wait_all_serve(&serial, Duration::from_secs(30));
+}
+
+/// Host web1 leads and is killed (abort, as `kill -9`) at `point`; web2 takes over once the
+/// lease ends and finishes the work; then web1 comes back. One billed order, both hosts serve
+/// the same certificate. A kill between the intent and the order leaves an intent nobody can
+/// reconcile: web2 refuses to order until the operator clears it (as on one host).
+fn leader_killed_at(cluster: &EtcdCluster, case: usize, point: &str) {
+    let f = Fleet::on(
+        TestEnv::new(),
+        &cluster.endpoints(),
+        &format!("/kill-{case}/"),
+        2,
+    );
+    // The CA reaches web1 while it leads, web2 after it took over.
+    f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
+    let killed = f
+        .env
+        .agent_at(&f.hosts[0].config, ["--json", "renew", "--wait", "30"])
+        .env("CERT_AGENT_FAILPOINT", point)
+        .run();
+    assert!(
+        killed
+            .stderr
+            .contains(&format!("failpoint '{point}' reached")),
+        "{point}: {}",
+        killed.describe()
+    );
+    // web2 runs until it has taken over and installed (the dead leader's lease ends within
+    // 5 s); it serves the validation files itself as the leader.
+    f.env.sandbox.set_dcv_ports(f.hosts[1].web.http_port(), 0);
+    let mut cleared = false;
+    let done = wait_until(Duration::from_secs(90), || {
+        let out = f.agent(1, &["--json", "renew", "--wait", "30", "--force"]);
+        if out.text().contains("no order with this certificate's CSR") && !cleared {
+            assert_eq!(point, "intent-saved", "{}", out.describe());
+            assert_eq!(f.env.billed(), 0);
+            f.agent(
+                1,
+                &[
+                    "--json",
+                    "issue",
+                    "www",
+                    "--yes",
+                    "--clear-intent",
+                    "--wait",
+                    "30",
+                ],
+            );
+            cleared = true;
+        }
+        f.installed(1).is_some()
+    });
+    assert!(done, "{point}: web2 did not take over\n{}", f.logs());
+    assert_eq!(point == "intent-saved", cleared, "{point}");
+    let serial = f.installed(1).unwrap();
+    // web1 comes back and installs what the fleet has.
+    f.agent(0, &["--json", "renew", "--wait", "30"])
+        .expect_code(0);
+    f.wait_all_serve(&serial, Duration::from_secs(20));
+    assert_eq!(f.env.billed(), 1, "{point}: billed once");
+    assert_eq!(f.env.order_posts(), 1, "{point}: one POST /order");
+}
+
+#[test]
+fn a_leader_killed_while_ordering_is_followed_without_a_second_order() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = EtcdCluster::start(dir.path(), 3);
+    for (i, point) in ["key-saved", "intent-saved", "order-sent", "response-saved"]
+        .iter()
+        .enumerate()
+    {
+        leader_killed_at(&cluster, i, point);
+    }
+}
+
+#[test]
+fn a_leader_killed_while_validating_or_installing_is_followed_without_a_second_order() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = EtcdCluster::start(dir.path(), 3);
+    for (i, point) in [
+        "dcv-placed",
+        "poll",
+        "download",
+        "files-staged",
+        "files-swapped",
+        "config-tested",
+        "reloaded",
+        "committed",
+    ]
+    .iter()
+    .enumerate()
+    {
+        leader_killed_at(&cluster, 10 + i, point);
+    }
 }

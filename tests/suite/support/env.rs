@@ -424,6 +424,7 @@ impl TestEnv {
             env: self,
             args: args.into_iter().map(Into::into).collect(),
             config: None,
+            vars: Vec::new(),
         }
     }
 
@@ -437,6 +438,7 @@ impl TestEnv {
             env: self,
             args: args.into_iter().map(Into::into).collect(),
             config: Some(config.to_path_buf()),
+            vars: Vec::new(),
         }
     }
 
@@ -611,11 +613,19 @@ pub(crate) struct Agent<'a> {
     args: Vec<OsString>,
     /// A configuration file of the caller's; `None`: the environment's, written at start.
     config: Option<PathBuf>,
+    /// Extra environment variables.
+    vars: Vec<(OsString, OsString)>,
 }
 
 impl Agent<'_> {
     pub(crate) fn arg(mut self, a: impl Into<OsString>) -> Self {
         self.args.push(a.into());
+        self
+    }
+
+    /// Sets an environment variable of the run.
+    pub(crate) fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.vars.push((key.into(), value.into()));
         self
     }
 
@@ -633,6 +643,7 @@ impl Agent<'_> {
             .args(&self.args)
             .current_dir(&self.env.cwd)
             .env_remove("CERT_AGENT_CONFIG")
+            .envs(self.vars.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(fs::File::create(&out).unwrap())
             .stderr(fs::File::create(&err).unwrap());
