@@ -310,7 +310,7 @@ pub async fn sync(
     refused: &BTreeMap<String, String>,
 ) -> Result<Vec<Synced>> {
     let host = link.fleet.host().to_owned();
-    sync_dcv(link, config, store, refused).await?;
+    let validating = sync_dcv(link, config, store, refused).await?;
     let mut out = Vec::new();
     let mut ready: Vec<(Job<'_>, Ready)> = Vec::new();
     let mut versions = BTreeMap::new();
@@ -322,12 +322,15 @@ pub async fn sync(
             });
             continue;
         }
+        let mut job = Job::load(store, cert, idx)?;
+        if !validating.contains(&cert.name) {
+            remove_own_leftovers(&mut job);
+        }
         let rel = current_key(&cert.name);
         let Some((bytes, _)) = link.fleet.get(&rel).await? else {
             continue;
         };
         let current: Current = parse(link, &rel, &bytes)?;
-        let job = Job::load(store, cert, idx)?;
         let installed = job.rec.installed.as_ref().map(|i| i.serial.clone());
         if installed
             .as_deref()
@@ -449,12 +452,14 @@ type Served = BTreeMap<String, (DcvEntry, Vec<PathBuf>, Vec<PathBuf>)>;
 
 const SERVED_FILE: &str = "fleet-dcv.json";
 
+/// Serves the published validation files, removes withdrawn ones; the names of the
+/// certificates with a published file.
 async fn sync_dcv(
     link: &FleetLink,
     config: &Config,
     store: &Store,
     refused: &BTreeMap<String, String>,
-) -> Result<()> {
+) -> Result<std::collections::BTreeSet<String>> {
     let path = store.dir().join(SERVED_FILE);
     let mut served: Served = std::fs::read(&path)
         .ok()
@@ -518,7 +523,25 @@ async fn sync_dcv(
         crate::fsutil::write_atomic(&path, &serde_json::to_vec(&served)?, 0o600)
             .map_err(|e| anyhow!("{}: {}", path.display(), crate::fsutil::io_text(&e)))?;
     }
-    Ok(())
+    Ok(published.into_keys().collect())
+}
+
+/// Validation files this host published itself while it led, for a validation the fleet no
+/// longer waits for (it stopped leading half-way, killed or cut off): removed.
+fn remove_own_leftovers(job: &mut Job<'_>) {
+    if job.rec.dcv.files.is_empty() && job.rec.dcv.dirs.is_empty() {
+        return;
+    }
+    let gone = crate::dcv::webroot::Published {
+        files: std::mem::take(&mut job.rec.dcv.files),
+        dirs: std::mem::take(&mut job.rec.dcv.dirs),
+    };
+    if let Err(e) = crate::dcv::webroot::remove(&gone) {
+        tracing::warn!(certificate = %job.cert.name, "could not remove a validation file: {e}");
+    }
+    if let Err(e) = job.save() {
+        tracing::warn!(certificate = %job.cert.name, "{e:#}");
+    }
 }
 
 // ---- the leader ----

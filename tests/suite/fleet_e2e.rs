@@ -377,6 +377,13 @@ fn leader_killed_at(cluster: &EtcdCluster, case: usize, point: &str) {
     f.wait_all_serve(&serial, Duration::from_secs(20));
     assert_eq!(f.env.billed(), 1, "{point}: billed once");
     assert_eq!(f.env.order_posts(), 1, "{point}: one POST /order");
+    for h in ["web1", "web2"] {
+        let pv = f.env.path(&format!("{h}/www-root/.well-known/pki-validation"));
+        let left: Vec<_> = fs::read_dir(&pv)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{point}: left on {h}: {left:?}");
+    }
 }
 
 #[test]
