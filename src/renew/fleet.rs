@@ -265,6 +265,7 @@ fn shared_view(rec: &CertRecord) -> CertRecord {
 /// fleet has: a certificate whose names, product or key type differ is refused (the error
 /// names the difference).
 pub async fn check_specs(link: &FleetLink, config: &Config) -> Result<BTreeMap<String, String>> {
+    check_key(link).await?;
     let mut refused = BTreeMap::new();
     for cert in &config.certificates {
         let mine = Spec::of(cert, link.fleet.host());
@@ -290,6 +291,38 @@ pub async fn check_specs(link: &FleetLink, config: &Config) -> Result<BTreeMap<S
     }
     Ok(refused)
 }
+
+/// The fleet key check: a known text sealed by the first host. A host whose key does not open
+/// it is not part of the fleet: it installs nothing, leads nothing and seals nothing.
+async fn check_key(link: &FleetLink) -> Result<()> {
+    const NAME: &str = "fleet key check";
+    const TEXT: &[u8] = b"cert-agent fleet key";
+    let sealed = b64(&link.key.seal(NAME, 0, TEXT)?);
+    let existing = link.fleet.create(KEY_CHECK, sealed.into_bytes()).await?;
+    let Some(existing) = existing else {
+        return Ok(());
+    };
+    let opened = std::str::from_utf8(&existing)
+        .ok()
+        .and_then(|t| unb64("key check", t).ok())
+        .and_then(|b| link.key.open(NAME, 0, &b).ok());
+    if opened.as_deref() == Some(TEXT) {
+        return Ok(());
+    }
+    bail!(
+        "this host's fleet key ({}) is not the fleet's: it does not open the fleet's key \
+         check ({}); this host installs nothing and does not lead until its secret_file \
+         holds the fleet's key",
+        link.config.secret_file.as_ref().map_or_else(
+            || FLEET_KEY_CREDENTIAL.to_owned(),
+            |p| p.display().to_string()
+        ),
+        link.fleet.key(KEY_CHECK)
+    )
+}
+
+/// Where the fleet key check lives, relative to the prefix.
+const KEY_CHECK: &str = "keycheck";
 
 /// What [`sync`] did for one certificate.
 #[derive(Debug)]
@@ -550,6 +583,8 @@ fn remove_own_leftovers(job: &mut Job<'_>) {
 pub struct FleetRun<'a> {
     link: &'a FleetLink,
     lead: &'a Leadership,
+    config: &'a Config,
+    client: std::cell::OnceCell<crate::api::Client>,
 }
 
 /// What a leader publishes of a certificate it installed.
@@ -575,6 +610,15 @@ impl Installable {
 }
 
 impl FleetRun<'_> {
+    /// A Partner API client for the leader's own calls outside the engine.
+    fn client(&self) -> Result<&crate::api::Client> {
+        if let Some(c) = self.client.get() {
+            return Ok(c);
+        }
+        let c = super::context::client(self.config)?;
+        Ok(self.client.get_or_init(|| c))
+    }
+
     /// Shares `rec` (and its pending key, sealed) with the fleet, fenced by the lead: called
     /// before every billed or state-changing call to the Partner API, which is not made when
     /// this fails.
@@ -776,7 +820,75 @@ pub(super) async fn export(
             errors.push((name.clone(), format!("{e:#}")));
         }
     }
+    // A certificate installed on this host before it joined the fleet (or adopted here) that
+    // the fleet does not have yet: handed to the other hosts, without a new order.
+    for cert in certs {
+        if installed.iter().any(|(n, _)| *n == cert.name) {
+            continue;
+        }
+        if let Err(e) = hand_over_installed(fr, store, cert).await {
+            errors.push((cert.name.clone(), format!("{e:#}")));
+        }
+    }
     errors
+}
+
+/// Publishes what this host has installed of `cert` when the fleet has no certificate of it,
+/// or an older one: the bundle is downloaded again (the archive is what the other hosts
+/// check) and the installed key is sealed beside it.
+async fn hand_over_installed(
+    fr: &FleetRun<'_>,
+    store: &Store,
+    cert: &CertificateConfig,
+) -> Result<()> {
+    let rec = store.load(&cert.name)?;
+    let Some(installed) = &rec.installed else {
+        return Ok(());
+    };
+    let rel = current_key(&cert.name);
+    if let Some((bytes, _)) = fr.link.fleet.get(&rel).await? {
+        let current: Current = parse(fr.link, &rel, &bytes)?;
+        if current.not_after >= installed.not_after {
+            return Ok(());
+        }
+    }
+    let key = deploy::installed_key(cert)?;
+    let client = fr.client()?;
+    let download = client
+        .download_bundle(installed.certificate_id)
+        .await
+        .with_context(|| {
+            format!(
+                "could not download certificate {} to hand it to the fleet",
+                installed.certificate_id
+            )
+        })?;
+    let bundle = deploy::check_archive(cert, &download.bytes, &key).with_context(|| {
+        format!(
+            "the bundle of certificate {} does not match what is installed here; not handed \
+             to the fleet",
+            installed.certificate_id
+        )
+    })?;
+    if !crypto::same_serial_hex(&bundle.serial_hex, &installed.serial) {
+        bail!(
+            "certificate {} now downloads as serial {}, not the installed {}; not handed to the \
+             fleet",
+            installed.certificate_id,
+            bundle.serial_hex,
+            installed.serial
+        );
+    }
+    let item = Installable {
+        certificate_id: installed.certificate_id,
+        serial: bundle.serial_hex.clone(),
+        not_after: bundle.not_after,
+        key_pem: key.secret_pem().as_bytes().to_vec(),
+        archive: download.bytes.to_vec(),
+    };
+    fr.publish_current(cert, &item).await?;
+    tracing::info!(certificate = %cert.name, serial = %item.serial, "the installed certificate was handed to the fleet");
+    Ok(())
 }
 
 /// The fleet as `cert-agent fleet status` shows it.
@@ -960,14 +1072,21 @@ pub(super) async fn run(
     let fr = FleetRun {
         link: &link,
         lead: &lead,
+        config,
+        client: std::cell::OnceCell::new(),
     };
     let done = super::run::engine(config, store, opts, &eligible, Some(&fr)).await;
     for c in done.report.certificates {
+        // What this host's install of the fleet's certificate did (installed, or failed and
+        // rolled back) stays the outcome when the leader's work changed nothing.
         let keep_sync = matches!(c.outcome, Outcome::Unchanged { .. })
-            && report
-                .certificates
-                .iter()
-                .any(|r| r.name == c.name && matches!(r.outcome, Outcome::Installed { .. }));
+            && report.certificates.iter().any(|r| {
+                r.name == c.name
+                    && matches!(
+                        r.outcome,
+                        Outcome::Installed { .. } | Outcome::Failed { .. }
+                    )
+            });
         if let Some(r) = report.certificates.iter_mut().find(|r| r.name == c.name) {
             if !keep_sync {
                 r.outcome = c.outcome;

@@ -378,7 +378,9 @@ fn leader_killed_at(cluster: &EtcdCluster, case: usize, point: &str) {
     assert_eq!(f.env.billed(), 1, "{point}: billed once");
     assert_eq!(f.env.order_posts(), 1, "{point}: one POST /order");
     for h in ["web1", "web2"] {
-        let pv = f.env.path(&format!("{h}/www-root/.well-known/pki-validation"));
+        let pv = f
+            .env
+            .path(&format!("{h}/www-root/.well-known/pki-validation"));
         let left: Vec<_> = fs::read_dir(&pv)
             .map(|d| d.flatten().map(|e| e.path()).collect())
             .unwrap_or_default();
@@ -423,4 +425,144 @@ fn a_leader_killed_while_validating_or_installing_is_followed_without_a_second_o
     {
         leader_killed_at(&cluster, 10 + i, point);
     }
+}
+
+/// Replaces `from` with `to` in host `i`'s configuration; returns the original text.
+fn edit_config(f: &Fleet, i: usize, from: &str, to: &str) -> String {
+    let text = fs::read_to_string(&f.hosts[i].config).unwrap();
+    assert!(text.contains(from), "{from:?} not in\n{text}");
+    fs::write(&f.hosts[i].config, text.replace(from, to)).unwrap();
+    text
+}
+
+#[test]
+fn hosts_that_differ_or_fail_are_refused_or_roll_back_alone_and_an_offline_host_catches_up() {
+    if !ready() {
+        return;
+    }
+    let f = Fleet::start(3);
+    f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
+    let first = f.agent(0, &["--json", "renew", "--wait", "60"]);
+    first.expect_code(0);
+    let serial = first.installed_serial("www");
+    f.agent(1, &["--json", "renew"]).expect_code(0);
+    f.agent(2, &["--json", "renew"]).expect_code(0);
+    f.wait_all_serve(&serial, Duration::from_secs(20));
+
+    // A host whose names differ from the fleet's record is refused, naming the difference.
+    let saved = edit_config(
+        &f,
+        2,
+        &format!("domains = [\"{DOMAIN}\"]"),
+        &format!("domains = [\"{DOMAIN}\", \"other.fleet.test\"]"),
+    );
+    let refused = f.agent(2, &["--json", "renew"]);
+    assert_ne!(refused.code, Some(0), "{}", refused.describe());
+    assert!(
+        refused.text().contains("differs from the fleet's record")
+            && refused.text().contains("other.fleet.test"),
+        "{}",
+        refused.describe()
+    );
+    fs::write(&f.hosts[2].config, saved).unwrap();
+
+    // web2's config test fails from now on; web3 is offline (runs nothing) during a reissue.
+    let saved2 = edit_config(
+        &f,
+        1,
+        "configtest_command = [",
+        "configtest_command = [\"/bin/false\", ",
+    );
+    let re = f.agent(0, &["--json", "reissue", "www", "--wait", "60"]);
+    re.expect_code(0);
+    let second = re.installed_serial("www");
+    assert_ne!(second, serial);
+
+    // web2 rolls back alone: it keeps serving the first certificate and says why.
+    let failed = f.agent(1, &["--json", "renew"]);
+    assert_ne!(failed.code, Some(0), "{}", failed.describe());
+    assert_eq!(f.served(1).as_deref(), Some(serial.as_str()));
+    assert_eq!(f.installed(1).as_deref(), Some(serial.as_str()));
+    assert_eq!(f.served(0).as_deref(), Some(second.as_str()));
+
+    // fleet status shows it, and exits 1 once it lags longer than lag_alert_secs (60 s: the
+    // clock is moved on by two minutes).
+    let st = f.agent(0, &["--json", "fleet", "status"]);
+    st.expect_code(0);
+    let v = st.json();
+    let web2 = v["certificates"][0]["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["host"] == "web2")
+        .cloned()
+        .unwrap();
+    assert_eq!(norm(web2["serial"].as_str().unwrap()), serial, "{v}");
+    assert!(web2["error"].as_str().is_some(), "{v}");
+    let later = f
+        .env
+        .agent_at(&f.hosts[0].config, ["fleet", "status"])
+        .env("CERT_AGENT_TEST_CLOCK_OFFSET_SECS", "120")
+        .run();
+    later.expect_code(1);
+    assert!(
+        later.stdout.contains("LAGGING") || later.stdout.contains("error:"),
+        "{}",
+        later.describe()
+    );
+    assert!(later.stdout.contains("web2"), "{}", later.describe());
+
+    // A fleet key that does not open the certificate: refused, nothing installed.
+    fs::write(f.env.path("other.key"), [0x11u8; 32]).unwrap();
+    fs::set_permissions(f.env.path("other.key"), fs::Permissions::from_mode(0o600)).unwrap();
+    let saved3 = edit_config(
+        &f,
+        2,
+        &format!("secret_file = \"{}\"", f.env.path("fleet.key").display()),
+        &format!("secret_file = \"{}\"", f.env.path("other.key").display()),
+    );
+    let wrong = f.agent(2, &["--json", "renew"]);
+    assert_ne!(wrong.code, Some(0), "{}", wrong.describe());
+    assert!(
+        wrong.text().contains("is not the fleet's"),
+        "{}",
+        wrong.describe()
+    );
+    assert_eq!(f.served(2).as_deref(), Some(serial.as_str()));
+
+    // web3 comes back with the right key (its daemon catches up at start); web2 is fixed.
+    fs::write(&f.hosts[2].config, saved3).unwrap();
+    fs::write(&f.hosts[1].config, saved2).unwrap();
+    let mut f = f;
+    f.start_daemon(2);
+    f.agent(1, &["--json", "renew"]).expect_code(0);
+    f.wait_all_serve(&second, Duration::from_secs(30));
+    f.agent(0, &["fleet", "status"]).expect_code(0);
+    assert_eq!(f.env.billed(), 1);
+}
+
+#[test]
+fn a_host_that_joins_with_an_installed_certificate_hands_it_over_without_a_new_order() {
+    if !ready() {
+        return;
+    }
+    let f = Fleet::start(2);
+    f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
+    // web1 works on its own first: no [fleet] yet.
+    let text = fs::read_to_string(&f.hosts[0].config).unwrap();
+    let alone = text.split("\n\n[fleet]").next().unwrap().to_owned();
+    fs::write(&f.hosts[0].config, &alone).unwrap();
+    let first = f.agent(0, &["--json", "renew", "--wait", "60"]);
+    first.expect_code(0);
+    let serial = first.installed_serial("www");
+    assert_eq!(f.env.billed(), 1);
+
+    // It joins the fleet: its next run leads and hands the certificate over; web2 installs it.
+    fs::write(&f.hosts[0].config, &text).unwrap();
+    let joined = f.agent(0, &["--json", "renew"]);
+    joined.expect_code(0);
+    f.agent(1, &["--json", "renew"]).expect_code(0);
+    f.wait_all_serve(&serial, Duration::from_secs(20));
+    assert_eq!(f.env.billed(), 1, "no new order");
+    assert_eq!(f.env.order_posts(), 1);
 }
