@@ -273,6 +273,48 @@ impl Fleet {
 
     /// Takes the lead if no host holds it; `None` when another host leads.
     pub async fn try_lead(&self) -> Result<Option<Leadership>, FleetError> {
+        self.try_lead_once().await
+    }
+
+    /// [`try_lead`](Self::try_lead) for a caller that knows no other process of this host
+    /// acts for the fleet (it holds the state directory's run lock): a lead held in this
+    /// host's name is then a dead process's (killed, or cut off before it could resign), and
+    /// is ended at once rather than after its lease.
+    pub async fn try_lead_exclusive(&self) -> Result<Option<Leadership>, FleetError> {
+        if let Some(lead) = self.try_lead_once().await? {
+            return Ok(Some(lead));
+        }
+        let key = self.key(LEADER);
+        let resp = self
+            .call(|mut c| {
+                let key = key.clone();
+                async move { c.get(key, None).await }
+            })
+            .await?;
+        let Some(kv) = resp.kvs().first() else {
+            return self.try_lead_once().await;
+        };
+        if kv.value() != self.host.as_bytes() {
+            return Ok(None);
+        }
+        let stale = kv.create_revision();
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                key.clone(),
+                CompareOp::Equal,
+                stale,
+            )])
+            .and_then([TxnOp::delete(key.clone(), None)]);
+        self.call(|mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        })
+        .await?;
+        tracing::info!("fleet: ended a lead this host ({}) left behind", self.host);
+        self.try_lead_once().await
+    }
+
+    async fn try_lead_once(&self) -> Result<Option<Leadership>, FleetError> {
         let mut c = self.client.clone();
         let ttl = i64::try_from(self.lease_ttl.as_secs().max(2)).unwrap_or(15);
         let asked = Instant::now();
@@ -442,11 +484,18 @@ fn first_value(ops: &[TxnOpResponse]) -> Option<Vec<u8>> {
     })
 }
 
-/// Errors after which etcd did not apply the request: no connection, or `Unavailable`.
+/// Errors worth another attempt.
 fn retriable(e: &etcd_client::Error) -> bool {
     match e {
         etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
-        etcd_client::Error::GRpcStatus(s) => s.code() == tonic::Code::Unavailable,
+        // Unavailable: not taken (no connection, no leader). Cancelled and DeadlineExceeded:
+        // the client's own time limit, mostly spent waiting for a connection; every write of
+        // the fleet is either idempotent or guarded by a comparison, so a repeat of one that
+        // was applied after all is harmless (it reports a conflict).
+        etcd_client::Error::GRpcStatus(s) => matches!(
+            s.code(),
+            tonic::Code::Unavailable | tonic::Code::Cancelled | tonic::Code::DeadlineExceeded
+        ),
         _ => false,
     }
 }
@@ -643,7 +692,13 @@ impl Leadership {
     pub async fn resign(self) {
         *lock(&self.held) = None;
         self.renewing.abort();
-        let mut c = self.fleet.client.clone();
-        let _ = c.lease_revoke(self.lease).await;
+        let lease = self.lease;
+        if let Err(e) = self
+            .fleet
+            .call(|mut c| async move { c.lease_revoke(lease).await })
+            .await
+        {
+            tracing::warn!("fleet: the lead could not be given up ({e}); it ends with its lease");
+        }
     }
 }

@@ -1034,7 +1034,7 @@ pub(super) async fn run(
     for s in synced {
         set(&mut report, &s.name, s.outcome);
     }
-    let Some(lead) = link.fleet.try_lead().await? else {
+    let Some(lead) = link.fleet.try_lead_exclusive().await? else {
         let leader = link
             .fleet
             .leader()

@@ -288,34 +288,49 @@ fn one_order_for_the_fleet_and_every_host_serves_it() {
 }
 
 #[test]
-fn without_quorum_nothing_is_ordered_and_what_is_served_stays() {
+fn one_member_down_the_work_goes_on_two_down_nothing_is_ordered_and_what_is_served_stays() {
     if !ready() {
         return;
     }
     let mut f = Fleet::start(2);
     f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
-    f.cluster().stop(1);
+    // One member of three down: the quorum holds, the fleet orders and installs.
     f.cluster().stop(2);
-    let before = f.served(0);
-    let out = f.agent(0, &["--json", "renew", "--wait", "10"]);
-    assert_ne!(out.code, Some(0), "{}", out.describe());
-    assert!(
-        out.text().contains("cannot be reached or has no quorum"),
-        "{}",
-        out.describe()
-    );
-    assert_eq!(f.env.billed(), 0);
-    assert_eq!(f.served(0), before, "what was served stays");
-
-    // The members return: the next run orders once.
-    f.cluster().restart(1);
-    f.cluster().restart(2);
     f.start_daemon(1);
     let out = f.agent(0, &["--json", "renew", "--wait", "60"]);
     out.expect_code(0);
-    assert_eq!(f.env.billed(), 1);
     let serial = out.installed_serial("www");
     f.wait_all_serve(&serial, Duration::from_secs(30));
+
+    // Two down: no quorum. A reissue is refused before anything reaches the API; both
+    // hosts keep serving what they have.
+    f.cluster().stop(1);
+    let calls = f.env.calls().len();
+    let out = f.agent(0, &["--json", "reissue", "www", "--wait", "10"]);
+    assert_ne!(out.code, Some(0), "{}", out.describe());
+    assert!(
+        out.text().contains("cannot be reached or has no quorum")
+            && out.text().contains("places no order and no reissue"),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(
+        f.env.calls().len(),
+        calls,
+        "no Partner API call without quorum"
+    );
+    assert_eq!(f.served(0).as_deref(), Some(serial.as_str()));
+    assert_eq!(f.served(1).as_deref(), Some(serial.as_str()));
+
+    // The members return: the reissue goes through and reaches both hosts.
+    f.cluster().restart(1);
+    f.cluster().restart(2);
+    let out = f.agent(0, &["--json", "reissue", "www", "--wait", "60"]);
+    out.expect_code(0);
+    let second = out.installed_serial("www");
+    assert_ne!(second, serial);
+    f.wait_all_serve(&second, Duration::from_secs(30));
+    assert_eq!(f.env.billed(), 1);
 }
 
 /// Host web1 leads and is killed (abort, as `kill -9`) at `point`; web2 takes over once the
