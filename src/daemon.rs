@@ -210,7 +210,7 @@ impl Drop for AbortOnDrop {
 }
 
 /// Follows the fleet: synchronises at start (a host that was down catches up), then on every
-/// change of a published certificate or validation file, and once a minute besides. The
+/// change of a published certificate or validation file, and every five minutes besides. The
 /// configuration is read again before each synchronisation. etcd out of reach is retried
 /// every five seconds; nothing installed is touched meanwhile.
 async fn follow_fleet(config_path: PathBuf) {
@@ -269,7 +269,7 @@ async fn follow_fleet(config_path: PathBuf) {
             let wait = if due {
                 Duration::from_secs(1)
             } else {
-                Duration::from_secs(60)
+                Duration::from_secs(300)
             };
             tokio::select! {
                 changed = watch.changed() => match changed {

@@ -581,3 +581,44 @@ fn a_host_that_joins_with_an_installed_certificate_hands_it_over_without_a_new_o
     assert_eq!(f.env.billed(), 1, "no new order");
     assert_eq!(f.env.order_posts(), 1);
 }
+
+#[test]
+fn a_leader_killed_after_sending_a_reissue_is_followed_and_both_hosts_switch() {
+    if !ready() {
+        return;
+    }
+    let f = Fleet::start(2);
+    f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
+    let first = f.agent(0, &["--json", "renew", "--wait", "60"]);
+    first.expect_code(0);
+    let serial = first.installed_serial("www");
+    f.agent(1, &["--json", "renew"]).expect_code(0);
+    f.wait_all_serve(&serial, Duration::from_secs(20));
+
+    let killed = f
+        .env
+        .agent_at(
+            &f.hosts[0].config,
+            ["--json", "reissue", "www", "--wait", "30"],
+        )
+        .env("CERT_AGENT_FAILPOINT", "reissue-sent")
+        .run();
+    assert!(
+        killed.stderr.contains("failpoint 'reissue-sent' reached"),
+        "{}",
+        killed.describe()
+    );
+    // web2 takes over once the lease ends, finds the reissue in the shared record, validates
+    // it (the CA now reaches web2) and installs it; web1 follows.
+    f.env.sandbox.set_dcv_ports(f.hosts[1].web.http_port(), 0);
+    let switched = wait_until(Duration::from_secs(90), || {
+        f.agent(1, &["--json", "renew", "--wait", "30", "--force"]);
+        f.installed(1).is_some_and(|s| s != serial)
+    });
+    assert!(switched, "web2 did not finish the reissue\n{}", f.logs());
+    let second = f.installed(1).unwrap();
+    f.agent(0, &["--json", "renew"]).expect_code(0);
+    f.wait_all_serve(&second, Duration::from_secs(20));
+    assert_eq!(f.env.billed(), 1);
+    assert_eq!(f.env.order_posts(), 1);
+}

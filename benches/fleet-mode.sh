@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# Fleet mode, measured: a three-member etcd cluster on loopback, the sandbox, and N hosts (3,
+# then 10), each with its own state directory, configuration and nginx. host1 leads a first
+# issuance and a reissue while the others run `cert-agent run`. Reports, per fleet size:
+#   - from the leader's install to every host serving the new serial (median and worst), from
+#     the hosts' records (a host records its install after its nginx served the serial);
+#   - Partner API calls per certificate for the fleet's first issuance, next to the same
+#     issuance on one host without [fleet] (the sandbox's call log);
+#   - etcd requests per hour when nothing is due (gRPC messages received by the members, from
+#     their /metrics): the daemons' resynchronisations over IDLE seconds (default 300, the
+#     resync period: each daemon once), times 3600/IDLE, plus one scheduled no-op run per
+#     daemon per hour (measured on one host).
+# Usage: benches/fleet-mode.sh [OUT_DIR]   (default benches/results/fleet-mode)
+# Needs etcd, nginx, openssl, python3, curl (scripts/test-all installs the first two).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-benches/results/fleet-mode}
+IDLE=${IDLE:-300}
+mkdir -p "$OUT"
+export PATH="$PATH:/usr/sbin:/sbin"
+
+cargo build --release --locked -q -p partner-sandbox --bin partner-sandbox
+cargo build --release --locked -q --bin cert-agent
+TARGET=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+AGENT=$TARGET/release/cert-agent
+SANDBOX=$TARGET/release/partner-sandbox
+
+W=$(mktemp -d /tmp/fleet-bench.XXXXXX)
+chmod 755 "$W"
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for d in "$W"/host*/nginx; do [ -f "$d/nginx.pid" ] && kill "$(cat "$d/nginx.pid")" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$W"
+}
+trap cleanup EXIT
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# --- etcd ------------------------------------------------------------------------------------
+CLUSTER=""; ENDPOINTS=""; EP=()
+declare -a CP PP
+for i in 0 1 2; do CP[$i]=$(port); PP[$i]=$(port); CLUSTER+="m$i=http://127.0.0.1:${PP[$i]},"; done
+CLUSTER=${CLUSTER%,}
+for i in 0 1 2; do
+  etcd --name "m$i" --data-dir "$W/etcd-$i" \
+    --listen-client-urls "http://127.0.0.1:${CP[$i]}" --advertise-client-urls "http://127.0.0.1:${CP[$i]}" \
+    --listen-peer-urls "http://127.0.0.1:${PP[$i]}" --initial-advertise-peer-urls "http://127.0.0.1:${PP[$i]}" \
+    --initial-cluster "$CLUSTER" --initial-cluster-state new --initial-cluster-token bench \
+    --logger zap --log-level error >"$W/etcd-$i.log" 2>&1 &
+  PIDS+=($!)
+  EP+=("http://127.0.0.1:${CP[$i]}")
+  ENDPOINTS+="\"http://127.0.0.1:${CP[$i]}\", "
+done
+ENDPOINTS=${ENDPOINTS%, }
+for _ in $(seq 200); do curl -sf "${EP[0]}/health" | grep -q '"health":"true"' && break; sleep 0.1; done
+
+etcd_messages() {
+  local sum=0
+  for e in "${EP[@]}"; do
+    n=$(curl -sf "$e/metrics" | awk '/^grpc_server_msg_received_total/ {s+=$2} END {printf "%d", s}')
+    sum=$((sum + n))
+  done
+  echo "$sum"
+}
+
+# --- sandbox ---------------------------------------------------------------------------------
+SB_PORT=$(port)
+"$SANDBOX" serve --listen "127.0.0.1:$SB_PORT" --data "$W/sandbox" --instant >"$W/sandbox.log" 2>&1 &
+PIDS+=($!)
+SB=https://127.0.0.1:$SB_PORT
+SB_CA=$W/sandbox/api-ca.pem
+for _ in $(seq 100); do [ -f "$SB_CA" ] && curl -sf --cacert "$SB_CA" "$SB/_sandbox/clock" >/dev/null && break; sleep 0.1; done
+sbx() { curl -sf --cacert "$SB_CA" "$@"; }
+printf 'sandbox' > "$W/password"; chmod 600 "$W/password"
+head -c 32 /dev/urandom > "$W/fleet.key"; chmod 600 "$W/fleet.key"
+
+# --- hosts -----------------------------------------------------------------------------------
+# host DIR NAME DOMAIN PREFIX [fleet]: nginx on free ports with a placeholder, and a config.
+host() {
+  local d=$1 name=$2 domain=$3 prefix=$4 fleet=${5:-}
+  mkdir -p "$d/www" "$d/out" "$d/nginx/logs" "$d/state"
+  openssl req -x509 -newkey rsa:2048 -nodes -subj "/CN=$domain" -days 2 \
+    -keyout "$d/out/privkey.pem" -out "$d/out/fullchain.pem" 2>/dev/null
+  local hp sp; hp=$(port); sp=$(port)
+  echo "$hp" > "$d/http_port"; echo "$sp" > "$d/https_port"
+  cat > "$d/nginx/nginx.conf" <<EOF
+pid $d/nginx/nginx.pid;
+error_log $d/nginx/logs/error.log;
+events {}
+http {
+  access_log off;
+  client_body_temp_path $d/nginx/tmp; proxy_temp_path $d/nginx/tmp; fastcgi_temp_path $d/nginx/tmp;
+  uwsgi_temp_path $d/nginx/tmp; scgi_temp_path $d/nginx/tmp;
+  server { listen 127.0.0.1:$hp; server_name $domain; root $d/www; }
+  server { listen 127.0.0.1:$sp ssl; server_name $domain;
+           ssl_certificate $d/out/fullchain.pem; ssl_certificate_key $d/out/privkey.pem; root $d/www; }
+}
+EOF
+  mkdir -p "$d/nginx/tmp"
+  nginx -p "$d/nginx/" -c "$d/nginx/nginx.conf" -e "$d/nginx/logs/error.log"
+  cat > "$d/config.toml" <<EOF
+[api]
+base_url = "$SB"
+login = "partner@sandbox.test"
+password_file = "$W/password"
+ca_file = "$SB_CA"
+
+[agent]
+state_dir = "$d/state"
+allow_orders = true
+poll_interval_secs = 2
+
+[[certificate]]
+name = "www"
+domains = ["$domain"]
+product_id = 1101
+country = "DE"
+region = "Berlin"
+city = "Berlin"
+webroot = "$d/www"
+server = "nginx"
+fullchain_path = "$d/out/fullchain.pem"
+key_path = "$d/out/privkey.pem"
+configtest_command = ["nginx", "-p", "$d/nginx/", "-c", "$d/nginx/nginx.conf", "-e", "$d/nginx/logs/error.log", "-t"]
+reload_command = ["nginx", "-p", "$d/nginx/", "-c", "$d/nginx/nginx.conf", "-e", "$d/nginx/logs/error.log", "-s", "reload"]
+verify_address = "127.0.0.1:$sp"
+EOF
+  if [ -n "$fleet" ]; then
+    cat >> "$d/config.toml" <<EOF
+
+[fleet]
+endpoints = [$ENDPOINTS]
+host = "$name"
+prefix = "$prefix"
+secret_file = "$W/fleet.key"
+EOF
+  fi
+}
+
+record() { python3 - "$1" <<'EOF'
+import json, sys, datetime
+try:
+    r = json.load(open(sys.argv[1]))["installed"]
+    t = datetime.datetime.fromisoformat(r["installed_at"].replace("Z", "+00:00")).timestamp()
+    print(r["serial"].lstrip("0").upper(), f"{t:.3f}")
+except Exception:
+    print("- 0")
+EOF
+}
+
+# waits until every follower recorded SERIAL; prints the delays (s) after T0, one per host
+converge() {
+  local serial=$1 t0=$2; shift 2
+  local out=()
+  for d in "$@"; do
+    for _ in $(seq 600); do
+      read -r s t < <(record "$d/state/certs/www.json")
+      [ "$s" = "$serial" ] && break
+      sleep 0.1
+    done
+    [ "$s" = "$serial" ] || { echo "a host did not converge: $d" >&2; exit 1; }
+    out+=("$(python3 -c "print(f'{$t - $t0:.3f}')")")
+  done
+  echo "${out[@]}"
+}
+
+stats() { python3 -c '
+import statistics, sys
+v = [float(x) for x in sys.argv[1:]]
+print(f"median {statistics.median(v):.3f} s, worst {max(v):.3f} s over {len(v)} hosts")' "$@"; }
+
+# --- one host, no fleet: the API calls of a first issuance --------------------------------------
+host "$W/single" single single.bench.test "/none/"
+sbx -d "{\"http\": $(cat "$W/single/http_port"), \"https\": 0}" "$SB/_sandbox/dcv_ports" >/dev/null
+sbx -X POST "$SB/_sandbox/calls/clear" >/dev/null
+"$AGENT" --config "$W/single/config.toml" renew --wait 60 >/dev/null
+sbx "$SB/_sandbox/calls" > "$OUT/calls-single.json"
+SINGLE=$(python3 benches/calls.py count "$OUT/calls-single.json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
+echo "one host, first issuance: $SINGLE Partner API calls" | tee "$OUT/summary.txt"
+
+for N in 3 10; do
+  prefix="/bench-$N/"
+  dirs=()
+  for i in $(seq 1 "$N"); do
+    host "$W/host$N-$i" "host$i" "fleet$N.bench.test" "$prefix" fleet
+    dirs+=("$W/host$N-$i")
+  done
+  sbx -d "{\"http\": $(cat "$W/host$N-2/http_port"), \"https\": 0}" "$SB/_sandbox/dcv_ports" >/dev/null
+  for i in $(seq 2 "$N"); do
+    "$AGENT" --config "$W/host$N-$i/config.toml" run --interval 3600 >"$W/host$N-$i/daemon.log" 2>&1 &
+    PIDS+=($!)
+  done
+  sleep 1
+  sbx -X POST "$SB/_sandbox/calls/clear" >/dev/null
+  "$AGENT" --config "$W/host$N-1/config.toml" renew --wait 60 >/dev/null
+  sbx "$SB/_sandbox/calls" > "$OUT/calls-fleet-$N.json"
+  CALLS=$(python3 benches/calls.py count "$OUT/calls-fleet-$N.json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
+  read -r serial t0 < <(record "$W/host$N-1/state/certs/www.json")
+  first=$(converge "$serial" "$t0" "${dirs[@]:1}")
+  "$AGENT" --config "$W/host$N-1/config.toml" reissue www --wait 60 >/dev/null
+  read -r serial2 t1 < <(record "$W/host$N-1/state/certs/www.json")
+  second=$(converge "$serial2" "$t1" "${dirs[@]:1}")
+  sleep 60   # the daemons' first scheduled runs (within a minute of their start) are over
+  before=$(etcd_messages); sleep "$IDLE"; after=$(etcd_messages)
+  resync=$((after - before))
+  before=$(etcd_messages)
+  "$AGENT" --config "$W/host$N-2/config.toml" renew >/dev/null
+  run=$(( $(etcd_messages) - before ))
+  per_hour=$(( resync * 3600 / IDLE + run * N ))
+  {
+    echo "fleet of $N hosts:"
+    echo "  first issuance: $CALLS Partner API calls (one host: $SINGLE)"
+    echo "  leader's install -> host installed and serving, first issuance: $(stats $first)"
+    echo "  leader's install -> host installed and serving, reissue:        $(stats $second)"
+    echo "  etcd requests when nothing is due: $resync in $IDLE s of resynchronisation, $run for one no-op run: $per_hour per hour ($N daemons, hourly runs)"
+  } | tee -a "$OUT/summary.txt"
+  for i in $(seq 2 "$N"); do pkill -f "$W/host$N-$i/config.toml" || true; done
+done
