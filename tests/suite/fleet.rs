@@ -142,7 +142,9 @@ fn a_leader_that_stops_renewing_is_replaced_within_its_lease() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
         let took = stopped.elapsed();
-        assert!(took <= Duration::from_secs(5), "takeover after {took:?}");
+        // The lease (3 s) plus etcd's expiry check and this loop's 100 ms; more on a loaded
+        // machine.
+        assert!(took <= Duration::from_secs(8), "takeover after {took:?}");
         assert!(lead_b.is_held());
         eprintln!("takeover {} ms after the leader stopped", took.as_millis());
     });
