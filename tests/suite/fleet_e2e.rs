@@ -65,7 +65,18 @@ impl Fleet {
     }
 
     /// `n` hosts on the etcd members `endpoints`, under `prefix`.
-    fn on(mut env: TestEnv, endpoints: &[String], prefix: &str, n: usize) -> Self {
+    fn on(env: TestEnv, endpoints: &[String], prefix: &str, n: usize) -> Self {
+        Self::with_servers(env, endpoints, prefix, &vec![Server::Nginx; n])
+    }
+
+    /// One host per entry of `servers`, each with that web server.
+    fn with_servers(
+        mut env: TestEnv,
+        endpoints: &[String],
+        prefix: &str,
+        servers: &[Server],
+    ) -> Self {
+        let n = servers.len();
         let key = env.path("fleet.key");
         fs::write(&key, [0x5au8; 32]).unwrap();
         fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
@@ -81,15 +92,27 @@ impl Fleet {
             let webroot = dir.join("www-root");
             fs::create_dir_all(&webroot).unwrap();
             fs::create_dir_all(dir.join("out")).unwrap();
-            let mut spec = env.cert_spec("www", &[DOMAIN], "nginx");
-            spec.files = InstallFiles {
-                fullchain: Some(dir.join("out/fullchain.pem")),
-                key: dir.join("out/privkey.pem"),
-                ..Default::default()
-            };
+            let server = servers[i - 1];
+            let mut spec;
+            if server == Server::Apache {
+                spec = env.cert_spec("www", &[DOMAIN], "apache");
+                spec.files = InstallFiles {
+                    cert: Some(dir.join("out/certificate.crt")),
+                    chain: Some(dir.join("out/ca_bundle.crt")),
+                    key: dir.join("out/private.key"),
+                    ..Default::default()
+                };
+            } else {
+                spec = env.cert_spec("www", &[DOMAIN], "nginx");
+                spec.files = InstallFiles {
+                    fullchain: Some(dir.join("out/fullchain.pem")),
+                    key: dir.join("out/privkey.pem"),
+                    ..Default::default()
+                };
+            }
             spec.publish = Publish::Webroot(webroot.clone());
             env.write_placeholder(&spec);
-            let web = Web::start(Server::Nginx, &dir, &[env.site(&spec, &webroot)]);
+            let web = Web::start(server, &dir, &[env.site(&spec, &webroot)]);
             let spec = web.configure(spec);
             let saved = std::mem::replace(&mut env.certs, vec![spec]);
             let text = env.config_text();
@@ -621,4 +644,31 @@ fn a_leader_killed_after_sending_a_reissue_is_followed_and_both_hosts_switch() {
     f.wait_all_serve(&second, Duration::from_secs(20));
     assert_eq!(f.env.billed(), 1);
     assert_eq!(f.env.order_posts(), 1);
+}
+
+#[test]
+fn hosts_with_different_web_servers_and_paths_share_one_certificate() {
+    if !ready() || !require(Server::Apache) {
+        return;
+    }
+    let env = TestEnv::new();
+    let cluster = EtcdCluster::start(env.dir.path(), 3);
+    let mut f = Fleet::with_servers(
+        env,
+        &cluster.endpoints(),
+        "/mixed/",
+        &[Server::Nginx, Server::Apache],
+    );
+    // The CA reaches the Apache host, which follows the nginx leader.
+    f.env.sandbox.set_dcv_ports(f.hosts[1].web.http_port(), 0);
+    f.start_daemon(1);
+    let out = f.agent(0, &["--json", "renew", "--wait", "60"]);
+    out.expect_code(0);
+    let serial = out.installed_serial("www");
+    f.wait_all_serve(&serial, Duration::from_secs(30));
+    assert!(
+        f.env.path("web2/out/ca_bundle.crt").is_file(),
+        "Apache's own layout"
+    );
+    assert_eq!(f.env.billed(), 1);
 }
