@@ -73,7 +73,10 @@ pub enum FleetError {
          host keeps serving what it has and places no order and no reissue"
     )]
     Unavailable { endpoints: String, detail: String },
-    #[error("the fleet's etcd refused {what}: {detail}")]
+    #[error(
+        "the fleet's etcd refused {what}: {detail}; check [fleet] user, password_file and the \
+         user's permissions on the prefix; this host places no order and no reissue"
+    )]
     Refused { what: String, detail: String },
     #[error("{0}")]
     Setup(String),
@@ -500,7 +503,23 @@ fn retriable(e: &etcd_client::Error) -> bool {
     }
 }
 
+/// The error of a failed request: refused by etcd (authentication, permissions), or etcd out
+/// of reach.
 fn unavailable(endpoints: &str, e: &etcd_client::Error) -> FleetError {
+    if let etcd_client::Error::GRpcStatus(s) = e
+        && matches!(
+            s.code(),
+            tonic::Code::Unauthenticated
+                | tonic::Code::PermissionDenied
+                | tonic::Code::InvalidArgument
+                | tonic::Code::FailedPrecondition
+        )
+    {
+        return FleetError::Refused {
+            what: format!("a request ({endpoints})"),
+            detail: s.message().to_owned(),
+        };
+    }
     FleetError::Unavailable {
         endpoints: endpoints.to_owned(),
         detail: e.to_string(),

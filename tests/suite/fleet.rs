@@ -228,3 +228,79 @@ async fn lead_renewed(lead: &cert_agent::fleet::Leadership) -> bool {
     tokio::time::sleep(Duration::from_secs(4)).await;
     lead.is_held()
 }
+
+#[test]
+fn etcd_over_tls_with_client_certificates_and_a_user() {
+    if !etcd::require() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tls = etcd::EtcdTls::generate(dir.path());
+    let cluster = EtcdCluster::start_tls(dir.path(), 3, &tls);
+    runtime().block_on(async {
+        // The administrator's setup: a user limited to the fleet's prefix, authentication on.
+        let admin = etcd_client::ConnectOptions::new().with_tls(
+            etcd_client::TlsOptions::new()
+                .ca_certificate(etcd_client::Certificate::from_pem(
+                    std::fs::read(&tls.ca).unwrap(),
+                ))
+                .identity(etcd_client::Identity::from_pem(
+                    std::fs::read(&tls.client_cert).unwrap(),
+                    std::fs::read(&tls.client_key).unwrap(),
+                )),
+        );
+        let mut raw = etcd_client::Client::connect(cluster.endpoints(), Some(admin))
+            .await
+            .unwrap();
+        raw.user_add("root", "root-password", None).await.unwrap();
+        raw.user_grant_role("root", "root").await.unwrap();
+        raw.role_add("fleet").await.unwrap();
+        raw.role_grant_permission(
+            "fleet",
+            etcd_client::Permission::read_write("/tls/").with_prefix(),
+        )
+        .await
+        .unwrap();
+        raw.user_add("agent", "agent-password", None).await.unwrap();
+        raw.user_grant_role("agent", "fleet").await.unwrap();
+        raw.auth_enable().await.unwrap();
+
+        let mut o = options(&cluster, "web1", "/tls/");
+        o.ca_file = Some(tls.ca.clone());
+        o.cert_file = Some(tls.client_cert.clone());
+        o.key_file = Some(tls.client_key.clone());
+        o.user = Some("agent".into());
+        o.password = Some(cert_agent::values::Secret::new("agent-password".to_owned()));
+        let fleet = Fleet::connect(&o).await.unwrap();
+        let lead = fleet.try_lead().await.unwrap().expect("leads over TLS");
+        assert!(matches!(
+            lead.put("certs/www/state", b"x".to_vec(), Expect::Any)
+                .await
+                .unwrap(),
+            Written::Done(_)
+        ));
+        lead.resign().await;
+
+        // A wrong password is refused with etcd's reason; the password is not in the message.
+        let mut bad = o.clone();
+        bad.password = Some(cert_agent::values::Secret::new("wrong-secret".to_owned()));
+        let err = match Fleet::connect(&bad).await {
+            Ok(f) => f.get("certs/www/state").await.unwrap_err(),
+            Err(e) => e,
+        };
+        let text = err.to_string();
+        assert!(matches!(err, FleetError::Refused { .. }), "{text}");
+        assert!(text.contains("authentication failed"), "{text}");
+        assert!(!text.contains("wrong-secret"), "{text}");
+
+        // Without the client certificate the TLS handshake fails.
+        let mut anonymous = o.clone();
+        anonymous.cert_file = None;
+        anonymous.key_file = None;
+        let err = match Fleet::connect(&anonymous).await {
+            Ok(f) => f.get("certs/www/state").await.unwrap_err(),
+            Err(e) => e,
+        };
+        assert!(matches!(err, FleetError::Unavailable { .. }), "{err}");
+    });
+}

@@ -38,22 +38,97 @@ struct Member {
     name: String,
     client_port: u16,
     peer_port: u16,
+    /// Plain HTTP `/health` and `/metrics`, also when the client URL is TLS.
+    metrics_port: u16,
     data_dir: PathBuf,
     log: PathBuf,
     child: Option<Child>,
+}
+
+/// The client side of a cluster served over TLS with client certificates.
+#[derive(Clone)]
+pub(crate) struct EtcdTls {
+    pub ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    /// A client certificate (CN `agent`) and its key, issued by `ca`.
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
+impl EtcdTls {
+    /// A CA, a server certificate for 127.0.0.1 and a client certificate, under `dir`.
+    pub(crate) fn generate(dir: &Path) -> Self {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+            KeyPair, SanType,
+        };
+        let write = |name: &str, text: String| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "etcd test CA");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+        let ca = write("etcd-ca.pem", ca_cert.pem());
+        let issuer = Issuer::new(ca_params, ca_key);
+        let leaf = |cn: &str, server: bool| {
+            let key = KeyPair::generate().unwrap();
+            let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+            params.distinguished_name.push(DnType::CommonName, cn);
+            if server {
+                params.subject_alt_names = vec![
+                    SanType::IpAddress(std::net::IpAddr::from([127, 0, 0, 1])),
+                    SanType::DnsName("localhost".try_into().unwrap()),
+                ];
+            }
+            params.extended_key_usages = vec![if server {
+                ExtendedKeyUsagePurpose::ServerAuth
+            } else {
+                ExtendedKeyUsagePurpose::ClientAuth
+            }];
+            let cert = params.signed_by(&key, &issuer).unwrap();
+            (cert.pem(), key.serialize_pem())
+        };
+        let (sc, sk) = leaf("127.0.0.1", true);
+        let (cc, ck) = leaf("agent", false);
+        EtcdTls {
+            ca,
+            server_cert: write("etcd-server.pem", sc),
+            server_key: write("etcd-server.key", sk),
+            client_cert: write("etcd-client.pem", cc),
+            client_key: write("etcd-client.key", ck),
+        }
+    }
 }
 
 /// A running cluster; every member is killed when it is dropped.
 pub(crate) struct EtcdCluster {
     members: Vec<Member>,
     token: String,
+    tls: Option<EtcdTls>,
 }
 
 impl EtcdCluster {
     /// Starts `n` members under `dir` and waits until the cluster has a leader.
     pub(crate) fn start(dir: &Path, n: usize) -> Self {
+        Self::start_with(dir, n, None)
+    }
+
+    /// [`start`](Self::start) with the client URLs over TLS, client certificates required.
+    pub(crate) fn start_tls(dir: &Path, n: usize, tls: &EtcdTls) -> Self {
+        Self::start_with(dir, n, Some(tls.clone()))
+    }
+
+    fn start_with(dir: &Path, n: usize, tls: Option<EtcdTls>) -> Self {
         for attempt in 0..3 {
             let mut cluster = Self::configure(dir, n, attempt);
+            cluster.tls.clone_from(&tls);
             for i in 0..n {
                 cluster.spawn(i, "new");
             }
@@ -72,6 +147,7 @@ impl EtcdCluster {
         let members = (0..n)
             .map(|i| {
                 let (client_port, peer_port) = free_port_pair();
+                let metrics_port = super::webserver::free_port();
                 let name = format!("m{i}");
                 let data_dir = dir.join(format!("etcd-{attempt}-{name}"));
                 Member {
@@ -79,6 +155,7 @@ impl EtcdCluster {
                     name,
                     client_port,
                     peer_port,
+                    metrics_port,
                     data_dir,
                     child: None,
                 }
@@ -87,6 +164,7 @@ impl EtcdCluster {
         Self {
             members,
             token: format!("cert-agent-test-{}-{attempt}", std::process::id()),
+            tls: None,
         }
     }
 
@@ -102,9 +180,21 @@ impl EtcdCluster {
             .append(true)
             .open(&m.log)
             .expect("etcd log file");
-        let client = format!("http://127.0.0.1:{}", m.client_port);
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let client = format!("{scheme}://127.0.0.1:{}", m.client_port);
         let peer = format!("http://127.0.0.1:{}", m.peer_port);
-        let child = Command::new(binary().expect("etcd"))
+        let metrics = format!("http://127.0.0.1:{}", m.metrics_port);
+        let mut cmd = Command::new(binary().expect("etcd"));
+        if let Some(t) = &self.tls {
+            cmd.arg("--cert-file")
+                .arg(&t.server_cert)
+                .arg("--key-file")
+                .arg(&t.server_key)
+                .arg("--trusted-ca-file")
+                .arg(&t.ca)
+                .arg("--client-cert-auth");
+        }
+        let child = cmd
             .arg("--name")
             .arg(&m.name)
             .arg("--data-dir")
@@ -112,6 +202,7 @@ impl EtcdCluster {
             .args(["--listen-client-urls", &client])
             .args(["--advertise-client-urls", &client])
             .args(["--listen-peer-urls", &peer])
+            .args(["--listen-metrics-urls", &metrics])
             .args(["--initial-advertise-peer-urls", &peer])
             .args(["--initial-cluster", &initial.join(",")])
             .args(["--initial-cluster-state", state])
@@ -128,9 +219,10 @@ impl EtcdCluster {
 
     /// The client URLs of every member (stopped ones included).
     pub(crate) fn endpoints(&self) -> Vec<String> {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         self.members
             .iter()
-            .map(|m| format!("http://127.0.0.1:{}", m.client_port))
+            .map(|m| format!("{scheme}://127.0.0.1:{}", m.client_port))
             .collect()
     }
 
@@ -161,7 +253,7 @@ impl EtcdCluster {
                 .members
                 .iter()
                 .filter(|m| m.child.is_some())
-                .any(|m| healthy(m.client_port))
+                .any(|m| healthy(m.metrics_port))
             {
                 return true;
             }
