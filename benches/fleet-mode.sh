@@ -208,13 +208,14 @@ for N in 3 10; do
   before=$(etcd_messages)
   "$AGENT" --config "$W/host$N-2/config.toml" renew >/dev/null
   run=$(( $(etcd_messages) - before ))
-  per_hour=$(( resync * 3600 / IDLE + run * N ))
+  # host1 runs no daemon here; every host of a real fleet does: scaled to N daemons.
+  per_hour=$(( resync * N * 3600 / ((N - 1) * IDLE) + run * N ))
   {
     echo "fleet of $N hosts:"
     echo "  first issuance: $CALLS Partner API calls (one host: $SINGLE)"
     echo "  leader's install -> host installed and serving, first issuance: $(stats $first)"
     echo "  leader's install -> host installed and serving, reissue:        $(stats $second)"
-    echo "  etcd requests when nothing is due: $resync in $IDLE s of resynchronisation, $run for one no-op run: $per_hour per hour ($N daemons, hourly runs)"
+    echo "  etcd requests when nothing is due: $resync in $IDLE s from $((N - 1)) daemons' resynchronisation, $run for one no-op run: $per_hour per hour for $N hosts each running the daemon (one run an hour)"
   } | tee -a "$OUT/summary.txt"
   for i in $(seq 2 "$N"); do pkill -f "$W/host$N-$i/config.toml" || true; done
 done
