@@ -351,8 +351,15 @@ impl Fleet {
             let _ = c.lease_revoke(lease).await;
             return Ok(None);
         }
-        // The revision at which the key was created is the transaction's own.
-        let revision = resp.header().map(|h| h.revision()).unwrap_or_default();
+        // The revision at which the key was created is the transaction's own. Without it the
+        // lead could not be fenced (0 compares equal to "no leader"): given up at once.
+        let Some(revision) = resp.header().map(|h| h.revision()).filter(|r| *r > 0) else {
+            let _ = c.lease_revoke(lease).await;
+            return Err(FleetError::Corrupt {
+                key,
+                detail: "the answer that created the lead carries no revision".into(),
+            });
+        };
         let held = Arc::new(Mutex::new(Some(asked + deadline_of(grant.ttl()))));
         let renewing = tokio::spawn(renew(c, lease, self.lease_ttl, held.clone()));
         Ok(Some(Leadership {

@@ -189,6 +189,8 @@ pub struct Current {
     pub certificate_id: u64,
     pub serial: String,
     #[serde(with = "time::serde::rfc3339")]
+    pub not_before: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
     pub not_after: OffsetDateTime,
     pub published_by: String,
     #[serde(with = "time::serde::rfc3339")]
@@ -331,6 +333,14 @@ pub struct Synced {
     pub outcome: Outcome,
 }
 
+/// What [`sync`] did, and the fleet's current certificates as it read them (serial and
+/// `not_before` by name), for the leader's hand-over to use without reading them again.
+#[derive(Debug, Default)]
+pub struct SyncReport {
+    pub synced: Vec<Synced>,
+    fleet_has: BTreeMap<String, (String, OffsetDateTime)>,
+}
+
 /// Installs, for every certificate of `config` that the fleet has a newer certificate of,
 /// that certificate — decrypted with the fleet key and checked again against this host's key,
 /// names, chain and clock — through this host's own config test, reload, verification and
@@ -341,10 +351,11 @@ pub async fn sync(
     config: &Config,
     store: &Store,
     refused: &BTreeMap<String, String>,
-) -> Result<Vec<Synced>> {
+) -> Result<SyncReport> {
     let host = link.fleet.host().to_owned();
     let validating = sync_dcv(link, config, store, refused).await?;
     let mut out = Vec::new();
+    let mut fleet_has = BTreeMap::new();
     let mut ready: Vec<(Job<'_>, Ready)> = Vec::new();
     let mut versions = BTreeMap::new();
     for (idx, cert) in config.certificates.iter().enumerate() {
@@ -355,7 +366,18 @@ pub async fn sync(
             });
             continue;
         }
-        let mut job = Job::load(store, cert, idx)?;
+        let mut job = match Job::load(store, cert, idx) {
+            Ok(job) => job,
+            Err(e) => {
+                out.push(Synced {
+                    name: cert.name.clone(),
+                    outcome: Outcome::Failed {
+                        error: format!("{e:#}"),
+                    },
+                });
+                continue;
+            }
+        };
         if !validating.contains(&cert.name) {
             remove_own_leftovers(&mut job);
         }
@@ -364,11 +386,17 @@ pub async fn sync(
             continue;
         };
         let current: Current = parse(link, &rel, &bytes)?;
+        fleet_has.insert(
+            cert.name.clone(),
+            (current.serial.clone(), current.not_before),
+        );
         let installed = job.rec.installed.as_ref().map(|i| i.serial.clone());
-        if installed
-            .as_deref()
-            .is_some_and(|s| crypto::same_serial_hex(s, &current.serial))
+        if let Some(i) = &job.rec.installed
+            && (crypto::same_serial_hex(&i.serial, &current.serial)
+                || i.not_before > current.not_before)
         {
+            // Current, or newer than the fleet's (installed here while this host led, not
+            // published yet; its next lead hands it over): never downgraded.
             continue;
         }
         versions.insert(cert.name.clone(), current.version);
@@ -422,7 +450,10 @@ pub async fn sync(
                 .into_bytes(),
         )
         .await;
-    Ok(out)
+    Ok(SyncReport {
+        synced: out,
+        fleet_has,
+    })
 }
 
 /// One synchronisation outside a run (the daemon follows the fleet's changes with it): the
@@ -436,7 +467,7 @@ pub async fn follow(config: &Config, link: &FleetLink) -> Result<Option<Vec<Sync
         Err(e) => return Err(e.into()),
     };
     let refused = check_specs(link, config).await?;
-    Ok(Some(sync(link, config, &store, &refused).await?))
+    Ok(Some(sync(link, config, &store, &refused).await?.synced))
 }
 
 /// Whether a change of `key` (relative to the prefix) concerns what [`sync`] does: a
@@ -592,6 +623,7 @@ pub struct FleetRun<'a> {
 pub(super) struct Installable {
     certificate_id: u64,
     serial: String,
+    not_before: OffsetDateTime,
     not_after: OffsetDateTime,
     key_pem: Vec<u8>,
     archive: Vec<u8>,
@@ -602,6 +634,7 @@ impl Installable {
         Self {
             certificate_id: r.certificate_id,
             serial: r.bundle.serial_hex.clone(),
+            not_before: r.bundle.not_before,
             not_after: r.bundle.not_after,
             key_pem: r.install.material.key_pem.clone(),
             archive: r.archive.clone(),
@@ -702,6 +735,7 @@ impl FleetRun<'_> {
             version,
             certificate_id: r.certificate_id,
             serial: r.serial.clone(),
+            not_before: r.not_before,
             not_after: r.not_after,
             published_by: self.link.fleet.host().to_owned(),
             published_at: now(),
@@ -737,20 +771,20 @@ impl FleetRun<'_> {
 /// Before the leader's engine runs: the shared record of each certificate replaces what this
 /// host's state directory holds of it (the installed files and published validation files
 /// stay this host's); a pending key that is not here yet is opened and written to the key
-/// directory.
+/// directory. Returns the record as the fleet holds it (`None`: the fleet has none yet).
 pub(super) async fn import(
     link: &FleetLink,
     store: &Store,
     cert: &CertificateConfig,
-) -> Result<()> {
+) -> Result<Option<CertRecord>> {
     let rel = state_key(&cert.name);
     let Some((bytes, _)) = link.fleet.get(&rel).await? else {
-        return Ok(());
+        return Ok(None);
     };
     let shared: SharedState = parse(link, &rel, &bytes)?;
     let local = store.load(&cert.name)?;
     if shared_view(&local) == shared.record {
-        return Ok(());
+        return Ok(Some(shared.record));
     }
     let mut next = shared.record.clone();
     next.installed.clone_from(&local.installed);
@@ -790,27 +824,39 @@ pub(super) async fn import(
         "fleet-imported",
         serde_json::json!({ "written_by": shared.written_by }),
     )?;
-    Ok(())
+    Ok(Some(shared.record))
 }
 
-/// After the leader's engine ran: every record shared, every certificate it installed
-/// published.
+/// After the leader's engine ran: every record that changed since `imported` (the records as
+/// the fleet held them) shared, every certificate it installed published, and what this host
+/// has installed but the fleet lacks handed over (`fleet_has`: the fleet's certificates as
+/// the run's synchronisation read them).
 pub(super) async fn export(
     fr: &FleetRun<'_>,
     store: &Store,
     certs: &[&CertificateConfig],
+    imported: &BTreeMap<String, Option<CertRecord>>,
+    fleet_has: &BTreeMap<String, (String, OffsetDateTime)>,
     installed: &[(String, Installable)],
 ) -> Vec<(String, String)> {
     let mut errors = Vec::new();
+    let mut records = BTreeMap::new();
     for cert in certs {
-        let result = async {
-            let rec = store.load(&cert.name)?;
-            fr.share(cert, &rec).await
-        }
-        .await;
-        if let Err(e) = result {
+        let rec = match store.load(&cert.name) {
+            Ok(rec) => rec,
+            Err(e) => {
+                errors.push((cert.name.clone(), format!("{e:#}")));
+                continue;
+            }
+        };
+        let unchanged = imported
+            .get(&cert.name)
+            .and_then(Option::as_ref)
+            .is_some_and(|r| *r == shared_view(&rec));
+        if !unchanged && let Err(e) = fr.share(cert, &rec).await {
             errors.push((cert.name.clone(), format!("{e:#}")));
         }
+        records.insert(cert.name.clone(), rec);
     }
     for (name, r) in installed {
         let Some(cert) = certs.iter().find(|c| &c.name == name) else {
@@ -820,38 +866,37 @@ pub(super) async fn export(
             errors.push((name.clone(), format!("{e:#}")));
         }
     }
-    // A certificate installed on this host before it joined the fleet (or adopted here) that
-    // the fleet does not have yet: handed to the other hosts, without a new order.
+    // A certificate installed on this host before it joined the fleet (or adopted here, or
+    // installed while it led and not published) that the fleet lacks: handed over, without a
+    // new order.
     for cert in certs {
         if installed.iter().any(|(n, _)| *n == cert.name) {
             continue;
         }
-        if let Err(e) = hand_over_installed(fr, store, cert).await {
+        let Some(inst) = records.get(&cert.name).and_then(|r| r.installed.as_ref()) else {
+            continue;
+        };
+        let lacking = match fleet_has.get(&cert.name) {
+            None => true,
+            Some((serial, not_before)) => {
+                !crypto::same_serial_hex(serial, &inst.serial) && inst.not_before > *not_before
+            }
+        };
+        if lacking && let Err(e) = hand_over_installed(fr, cert, inst).await {
             errors.push((cert.name.clone(), format!("{e:#}")));
         }
     }
     errors
 }
 
-/// Publishes what this host has installed of `cert` when the fleet has no certificate of it,
-/// or an older one: the bundle is downloaded again (the archive is what the other hosts
-/// check) and the installed key is sealed beside it.
+/// Publishes `installed`, this host's certificate of `cert` that the fleet lacks: the bundle
+/// is downloaded again (the archive is what the other hosts check) and the installed key is
+/// sealed beside it.
 async fn hand_over_installed(
     fr: &FleetRun<'_>,
-    store: &Store,
     cert: &CertificateConfig,
+    installed: &crate::store::Installed,
 ) -> Result<()> {
-    let rec = store.load(&cert.name)?;
-    let Some(installed) = &rec.installed else {
-        return Ok(());
-    };
-    let rel = current_key(&cert.name);
-    if let Some((bytes, _)) = fr.link.fleet.get(&rel).await? {
-        let current: Current = parse(fr.link, &rel, &bytes)?;
-        if current.not_after >= installed.not_after {
-            return Ok(());
-        }
-    }
     let key = deploy::installed_key(cert)?;
     let client = fr.client()?;
     let download = client
@@ -882,6 +927,7 @@ async fn hand_over_installed(
     let item = Installable {
         certificate_id: installed.certificate_id,
         serial: bundle.serial_hex.clone(),
+        not_before: bundle.not_before,
         not_after: bundle.not_after,
         key_pem: key.secret_pem().as_bytes().to_vec(),
         archive: download.bytes.to_vec(),
@@ -1025,13 +1071,14 @@ pub(super) async fn run(
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
     let refused = check_specs(&link, config).await?;
     let synced = sync(&link, config, store, &refused).await?;
+    let fleet_has = synced.fleet_has;
     let mut report = super::RunReport::not_started(certs);
     let set = |report: &mut super::RunReport, name: &str, outcome: Outcome| {
         if let Some(c) = report.certificates.iter_mut().find(|c| c.name == name) {
             c.outcome = outcome;
         }
     };
-    for s in synced {
+    for s in synced.synced {
         set(&mut report, &s.name, s.outcome);
     }
     let Some(lead) = link.fleet.try_lead_exclusive().await? else {
@@ -1054,12 +1101,16 @@ pub(super) async fn run(
     };
     tracing::info!(host = %link.fleet.host(), "leading the fleet for this run");
     let mut eligible = Vec::new();
+    let mut imported = BTreeMap::new();
     for cert in certs {
         if refused.contains_key(&cert.name) {
             continue;
         }
         match import(&link, store, cert).await {
-            Ok(()) => eligible.push(*cert),
+            Ok(view) => {
+                imported.insert(cert.name.clone(), view);
+                eligible.push(*cert);
+            }
             Err(e) => set(
                 &mut report,
                 &cert.name,
@@ -1094,7 +1145,16 @@ pub(super) async fn run(
             r.warning = c.warning;
         }
     }
-    for (name, error) in export(&fr, store, &eligible, &done.installed).await {
+    for (name, error) in export(
+        &fr,
+        store,
+        &eligible,
+        &imported,
+        &fleet_has,
+        &done.installed,
+    )
+    .await
+    {
         tracing::warn!(certificate = %name, "{error}");
         set(&mut report, &name, Outcome::Failed { error });
     }

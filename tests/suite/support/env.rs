@@ -435,10 +435,8 @@ impl TestEnv {
         S: Into<OsString>,
     {
         Agent {
-            env: self,
-            args: args.into_iter().map(Into::into).collect(),
             config: Some(config.to_path_buf()),
-            vars: Vec::new(),
+            ..self.agent(args)
         }
     }
 
