@@ -247,16 +247,17 @@ async fn follow_fleet(config_path: PathBuf) {
                 match Config::load(&config_path) {
                     Ok(config) => match fleet::follow(&config, &link).await {
                         Ok(Some(done)) => {
-                            for s in done {
-                                print_report(&RunReport {
-                                    certificates: vec![crate::renew::CertReport {
+                            print_report(&RunReport {
+                                certificates: done
+                                    .into_iter()
+                                    .map(|s| crate::renew::CertReport {
                                         name: s.name,
                                         outcome: s.outcome,
                                         warning: None,
-                                    }],
-                                    stats: None,
-                                });
-                            }
+                                    })
+                                    .collect(),
+                                stats: None,
+                            });
                             due = false;
                         }
                         // A run holds the state: it synchronises itself; try again shortly.

@@ -611,11 +611,6 @@ impl Drop for Leadership {
 }
 
 impl Leadership {
-    /// The fleet this host leads.
-    pub fn fleet(&self) -> &Fleet {
-        &self.fleet
-    }
-
     /// The revision at which this host took the lead (its fencing token).
     pub fn revision(&self) -> i64 {
         self.revision

@@ -45,17 +45,17 @@ pub async fn add_served(config: &Config, rows: &mut [StatusRow]) {
             continue;
         };
         let served = super::check::served(cert).await;
-        row.served = Some(match &served {
-            super::check::Served::NotChecked => "not checked".into(),
-            super::check::Served::Serial(s) if crate::crypto::same_serial_hex(s, installed) => {
-                "yes".into()
-            }
-            super::check::Served::Serial(s) => format!("NO: serves serial {s}"),
-            super::check::Served::Failed(e) => format!("error: {e}"),
+        let Some(o) = super::served::Observation::of(now, installed, &served) else {
+            row.served = Some("not checked".into());
+            continue;
+        };
+        row.served = Some(match (&o.served_serial, &o.error) {
+            (_, Some(e)) => format!("error: {e}"),
+            _ if o.matches() => "yes".into(),
+            (Some(s), None) => format!("NO: serves serial {s}"),
+            (None, None) => "NO".into(),
         });
-        if let Some(o) = super::served::Observation::of(now, installed, &served) {
-            seen.push((cert.name.clone(), o));
-        }
+        seen.push((cert.name.clone(), o));
     }
     super::served::remember(&Store::existing(&config.agent.state_dir), seen);
 }
