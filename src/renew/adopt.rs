@@ -101,6 +101,23 @@ pub async fn adopt(
     if message.is_empty() {
         message = "; it is reissued with a key made on this host on the next `renew`".to_owned();
     }
+    // An order placed elsewhere may validate by another method than the configured one: the
+    // reissue names the configured method and so switches it in the same step.
+    let named = super::reissue::validation_of(cert).validation_email;
+    if let Some(method) = named.filter(|m| !m.contains('@'))
+        && !details.dcv_method.is_empty()
+        && !details.dcv_method.eq_ignore_ascii_case(&method)
+    {
+        message.push_str(&format!(
+            "; it validates by {} today: the reissue names {method} (`dcv = \"{}\"`), which \
+             switches the method in the same step",
+            details.dcv_method,
+            serde_json::to_value(cert.dcv.method)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        ));
+    }
     store.save(&rec)?;
     store.journal(
         name,

@@ -105,7 +105,7 @@ async fn send(
     };
     let request = ReissueRequest {
         csr: Some(pending.csr_pem.clone()),
-        ..ReissueRequest::default()
+        ..validation_of(cert)
     };
     match ctx
         .client()?
@@ -149,6 +149,38 @@ async fn send(
              checks the certificate before sending it again",
             reissue.certificate_id
         ))),
+    }
+}
+
+/// The validation method the configuration asks for, named in the reissue call itself
+/// (section "12. Reissue": `validation_email` for the common name, `validation_emails` for
+/// the others), so that an order validated by another method (an order placed on the web site
+/// with EMAIL validation, then adopted) switches in the same step. DNS TXT cannot be named on
+/// reissue, and an email address is only named for the common name: otherwise the current
+/// method is kept.
+pub(crate) fn validation_of(cert: &CertificateConfig) -> ReissueRequest {
+    let value = match cert.dcv.method {
+        DcvMethod::Http => "HTTP_CSR_HASH",
+        // HTTPS_CSR_HASH is a family S method; the others validate the same file over HTTP.
+        DcvMethod::Https if cert.order.family == Some(Family::S) => "HTTPS_CSR_HASH",
+        DcvMethod::Https => "HTTP_CSR_HASH",
+        DcvMethod::Cname => "CNAME_CSR_HASH",
+        DcvMethod::Email => {
+            return ReissueRequest {
+                validation_email: cert.dcv.email.clone(),
+                ..validation_of(cert)
+            };
+        }
+        DcvMethod::DnsTxt => return ReissueRequest::default(),
+    };
+    ReissueRequest {
+        csr: None,
+        validation_email: Some(value.to_owned()),
+        validation_emails: cert
+            .additional_domains()
+            .iter()
+            .map(|d| (d.to_ascii_lowercase(), value.to_owned()))
+            .collect(),
     }
 }
 

@@ -28,6 +28,8 @@ mod cli_account;
 mod daemon;
 /// `[agent] metrics_file` and `metrics_listen`, checked with promtool and a real Prometheus.
 mod metrics;
+/// Onboarding: adoption without a new order, `include` fragments, `discover`, placeholders.
+mod onboarding;
 /// `cert-agent serve`: the standalone DCV server as a process of its own.
 mod serve;
 
