@@ -128,12 +128,14 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
     };
     let mut daemon = Daemon {
         path: config_path.to_path_buf(),
-        last_text: std::fs::read(config_path).ok(),
+        last_text: std::fs::read(config_path)
+            .ok()
+            .map(|t| fingerprint(t, &config.fragments)),
         events: opts.events.clone(),
         metrics,
     };
     let (changes_tx, mut changes) = mpsc::unbounded_channel();
-    let _watcher = watch_config(config_path, changes_tx);
+    let _watcher = watch_config(config_path, &include_dirs(&config), changes_tx);
     let mut stop = StopSignals::new(opts.handle_signals, opts.stop.clone())?;
     let mut hup = if opts.handle_signals {
         Some(crate::signal::Hangups::install()?)
@@ -414,12 +416,16 @@ impl Daemon {
                 return false;
             }
         };
+        // The main file and the included files it names now, as read.
+        let loaded = Config::load(&self.path);
+        let fragments = loaded.as_ref().map_or(&[][..], |c| &c.fragments[..]);
+        let text = fingerprint(text, fragments);
         if self.last_text.as_ref() == Some(&text) {
-            tracing::debug!("configuration file unchanged");
+            tracing::debug!("configuration unchanged");
             return false;
         }
         self.last_text = Some(text);
-        match Config::load(&self.path) {
+        match loaded {
             Ok(new) => {
                 for warning in &new.warnings {
                     tracing::warn!("{warning}");
@@ -445,6 +451,33 @@ impl Daemon {
             }
         }
     }
+}
+
+/// The main file's bytes followed by each included file's name and bytes: what a reload
+/// compares to tell a change from an event that changed nothing.
+fn fingerprint(mut main: Vec<u8>, fragments: &[PathBuf]) -> Vec<u8> {
+    for f in fragments {
+        main.push(0);
+        main.extend_from_slice(f.as_os_str().as_encoded_bytes());
+        main.push(0);
+        main.extend(std::fs::read(f).unwrap_or_default());
+    }
+    main
+}
+
+/// The directories `[agent] include` patterns read from: a file added, changed or removed
+/// there may change the configuration.
+fn include_dirs(config: &Config) -> Vec<PathBuf> {
+    let base = config.path.parent().unwrap_or(Path::new("/"));
+    let mut dirs: Vec<PathBuf> = config
+        .agent
+        .include
+        .iter()
+        .filter_map(|p| base.join(p).parent().map(Path::to_path_buf))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    dirs
 }
 
 fn names(config: &Config) -> Vec<String> {
@@ -545,10 +578,12 @@ async fn recv_hup(hup: &mut Option<crate::signal::Hangups>) -> Option<()> {
 
 /// Watches the directory of the configuration file (editors and configuration management
 /// replace files by renaming), and the directory of its target when it is a symbolic link.
-/// Sends `()` for every event that may have changed the file. `None` (with a warning) when no
-/// watch can be set up: the file is then read again only on `SIGHUP`.
+/// Sends `()` for every event that may have changed the file. The directories of `include`
+/// patterns (as they were at start) are watched too, every file in them. `None` (with a
+/// warning) when no watch can be set up: the file is then read again only on `SIGHUP`.
 fn watch_config(
     path: &Path,
+    include_dirs: &[PathBuf],
     tx: mpsc::UnboundedSender<()>,
 ) -> Option<Box<dyn notify::Watcher + Send>> {
     use notify::Watcher;
@@ -570,15 +605,22 @@ fn watch_config(
             dirs.push(dir);
         }
     }
+    let included = include_dirs.to_vec();
+    for dir in include_dirs {
+        if !dirs.contains(dir) {
+            dirs.push(dir.clone());
+        }
+    }
     let handler = move |event: notify::Result<notify::Event>| {
         let relevant = match &event {
             Ok(e) if e.need_rescan() => true,
             Ok(e) if e.kind.is_access() => false,
             Ok(e) => {
                 e.paths.is_empty()
-                    || e.paths
-                        .iter()
-                        .any(|p| p.file_name().is_some_and(|n| names.iter().any(|m| m == n)))
+                    || e.paths.iter().any(|p| {
+                        p.file_name().is_some_and(|n| names.iter().any(|m| m == n))
+                            || p.parent().is_some_and(|d| included.iter().any(|i| i == d))
+                    })
             }
             Err(_) => true,
         };

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 /// One problem in the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
+    /// The included file (`[agent] include`) the line is in; `None`: the main file.
+    pub file: Option<PathBuf>,
     /// 1-based line.
     pub line: usize,
     /// `[api]`, `certificate 'www'`, ...
@@ -18,7 +20,7 @@ impl Problem {
     pub(super) fn display(&self, path: &Path) -> String {
         format!(
             "{} line {}: {}: {}",
-            path.display(),
+            self.file.as_deref().unwrap_or(path).display(),
             self.line,
             self.context,
             self.message

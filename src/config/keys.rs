@@ -38,6 +38,7 @@ pub(super) const AGENT_KEYS: &[&str] = &[
     "serve_user",
     "metrics_file",
     "metrics_listen",
+    "include",
 ];
 /// Keys of a certificate that cannot come from `[defaults]`.
 pub(super) const CERT_ONLY_KEYS: &[&str] = &[

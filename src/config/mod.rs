@@ -17,6 +17,7 @@
 
 mod check;
 mod error;
+mod include;
 mod keys;
 mod rules;
 mod types;
@@ -108,6 +109,18 @@ impl Config {
         })?;
         // Read from a file on the host that runs it: the programs it names must be there.
         let mut config = Self::parse_checked(&text, path, true)?;
+        for fragment in &config.fragments {
+            if let Ok(meta) = std::fs::metadata(fragment)
+                && meta.mode() & 0o002 != 0
+            {
+                config.warnings.push(format!(
+                    "{}: included configuration is writable by others (mode {:04o}); anyone \
+                     could add a certificate or a command to it: chmod o-w it",
+                    fragment.display(),
+                    meta.mode() & 0o7777
+                ));
+            }
+        }
         if config.api.password.is_some()
             && let Ok(meta) = std::fs::metadata(path)
             && meta.mode() & 0o044 != 0
@@ -129,7 +142,11 @@ impl Config {
     }
 
     fn parse_checked(text: &str, path: &Path, programs: bool) -> Result<Config, ConfigError> {
+        // Read from a file: the files it includes are read too.
         let mut c = check::Checker::new(text, programs);
+        if programs {
+            c = c.with_includes();
+        }
         let result = c.document(path);
         if c.problems.is_empty()
             && let Some(mut config) = result
@@ -137,7 +154,9 @@ impl Config {
             config.warnings = c.warnings.into_iter().map(|p| p.display(path)).collect();
             return Ok(config);
         }
-        c.problems.sort_by_key(|p| p.line);
+        // Main file first, then each included file, each in line order.
+        c.problems
+            .sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
         Err(ConfigError::Invalid {
             path: path.to_path_buf(),
             problems: c.problems,

@@ -21,6 +21,9 @@ pub struct Config {
     pub fleet: Option<FleetConfig>,
     #[serde(rename = "certificate", skip_serializing_if = "Vec::is_empty")]
     pub certificates: Vec<CertificateConfig>,
+    /// The files `[agent] include` named when the configuration was read, in order.
+    #[serde(skip)]
+    pub fragments: Vec<PathBuf>,
     /// Things that work but should be changed (inline password, ...), each naming file and line.
     #[serde(skip)]
     pub warnings: Vec<String>,
@@ -89,6 +92,10 @@ pub struct ApiConfig {
 /// `[agent]`.
 #[derive(Debug, Clone, Serialize)]
 pub struct AgentConfig {
+    /// Fragment files holding further `[[certificate]]` tables (`*` and `?` in file names;
+    /// relative to the main file's directory), read in sorted order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<String>,
     /// Default `/var/lib/cert-agent`.
     pub state_dir: PathBuf,
     /// Reissue when the certificate has fewer days left; default 30.

@@ -245,6 +245,50 @@ fn an_unchanged_rewrite_does_not_reload() {
     });
 }
 
+/// With `include = ["conf.d/*.toml"]`, a fragment dropped into conf.d (as a hosting panel
+/// does for a new site) is picked up without a signal; an invalid one keeps the previous set.
+#[test]
+fn a_fragment_added_to_an_included_directory_is_reloaded() {
+    local_test(async {
+        let env = Env::new();
+        let conf_d = env.dir.path().join("conf.d");
+        std::fs::create_dir(&conf_d).expect("conf.d");
+        let main = env
+            .config(&["a"], None)
+            .replace("[agent]\n", "[agent]\ninclude = [\"conf.d/*.toml\"]\n");
+        env.rewrite_config(&main);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let opts = DaemonOptions {
+            interval: Duration::from_secs(3600),
+            stop: Some(stop_rx),
+            ..options(tx)
+        };
+        let path = env.config_path();
+        let daemon = tokio::task::spawn_local(async move { run_daemon(&path, opts).await });
+        let t = Duration::from_secs(10);
+        expect_event(&mut rx, t, "the first run", run_started_with(&["a"])).await;
+        // The certificate part of a configuration for "b", alone in its own file.
+        let whole = env.config(&["b"], None);
+        let fragment = &whole[whole.find("[[certificate]]").expect("a certificate")..];
+        let tmp = env.dir.path().join("b.toml.tmp");
+        std::fs::write(&tmp, fragment).expect("write");
+        std::fs::rename(&tmp, conf_d.join("b.toml")).expect("rename");
+        expect_event(&mut rx, t, "the reload", |e| {
+            matches!(e, DaemonEvent::ConfigReloaded { certificates } if certificates == &["a", "b"])
+        })
+        .await;
+        std::fs::write(conf_d.join("c.toml"), "[[certificate]]\nname = \"c\"\n").expect("write");
+        let rejected = expect_event(&mut rx, t, "the rejection", |e| {
+            matches!(e, DaemonEvent::ConfigRejected { .. })
+        })
+        .await;
+        assert!(format!("{rejected:?}").contains("c.toml line"), "{rejected:?}");
+        drop(stop_tx);
+        daemon.await.expect("joins").expect("clean stop");
+    });
+}
+
 #[test]
 fn an_invalid_config_at_start_is_an_error() {
     local_test(async {

@@ -52,7 +52,13 @@ fn adopting_an_email_order_switches_it_to_http_in_the_reissue() {
     let spec = env.standalone_spec("shop", &["shop.adopt.test"]);
     env.certs.push(spec);
     let out = env
-        .agent(["adopt", "shop", "--certificate-id", &id.to_string(), "--reissue"])
+        .agent([
+            "adopt",
+            "shop",
+            "--certificate-id",
+            &id.to_string(),
+            "--reissue",
+        ])
         .run();
     out.expect_code(0);
     let text = out.text();

@@ -24,6 +24,7 @@ impl Checker<'_> {
         {
             let line = self.line(&f.key_span);
             self.warnings.push(Problem {
+                file: self.file.clone(),
                 line,
                 context: "[agent]".into(),
                 message: format!(
@@ -95,7 +96,9 @@ impl Checker<'_> {
             }
             None => DEFAULT_SERVE_USER.to_owned(),
         };
+        let include = self.include(&s);
         Some(AgentConfig {
+            include,
             state_dir,
             renew_before_days,
             poll_interval_secs,
@@ -109,5 +112,31 @@ impl Checker<'_> {
             metrics_listen,
             serve_user,
         })
+    }
+
+    /// `include`: patterns of fragment files (one string or an array of strings).
+    fn include(&mut self, s: &Scope<'_, '_>) -> Vec<String> {
+        let Some(f) = s.get("include") else {
+            return Vec::new();
+        };
+        let items: Option<Vec<String>> = match f.value.get_ref() {
+            DeValue::String(v) => Some(vec![v.to_string()]),
+            DeValue::Array(items) => items
+                .iter()
+                .map(|i| i.get_ref().as_str().map(str::to_owned))
+                .collect(),
+            _ => None,
+        };
+        match items {
+            Some(v) if v.iter().all(|p| !p.trim().is_empty()) => v,
+            _ => {
+                self.bad(
+                    s,
+                    &f,
+                    "expected an array of file patterns such as [\"/etc/cert-agent/conf.d/*.toml\"]",
+                );
+                Vec::new()
+            }
+        }
     }
 }

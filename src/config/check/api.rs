@@ -37,6 +37,7 @@ impl Checker<'_> {
         } else if let Some(f) = s.get("password") {
             let line = self.line(&f.key_span);
             self.warnings.push(Problem {
+                file: self.file.clone(),
                 line,
                 context: "[api]".into(),
                 message: "`password` in the configuration file is accepted but discouraged; \

@@ -545,23 +545,43 @@ impl Checker<'_> {
     }
 
     /// Names unique; no two certificates install to the same file.
-    pub(super) fn across_certificates(&mut self, certs: &[CertificateConfig], root: &DeTable<'_>) {
-        let spans = cert_name_spans(root);
-        let mut seen: HashMap<&str, usize> = HashMap::new();
-        for (i, c) in certs.iter().enumerate() {
-            if seen.insert(c.name.as_str(), i).is_some() {
-                let span = spans
-                    .iter()
-                    .filter(|(n, _)| n == &c.name)
-                    .nth(1)
-                    .map(|(_, s)| s.clone())
-                    .unwrap_or(0..0);
-                let msg = format!("`name`: {:?} is used by another certificate", c.name);
-                self.report(&span, &format!("certificate '{}'", c.name), msg);
+    /// Names and install paths are each one certificate's, across the main file and every
+    /// included file; a clash names both places.
+    pub(super) fn across_certificates(
+        &mut self,
+        certs: &[(CertificateConfig, Origin)],
+        main: &Path,
+    ) {
+        let place = |o: &Origin| {
+            format!(
+                "{} line {}",
+                o.file.as_deref().unwrap_or(main).display(),
+                o.line
+            )
+        };
+        let mut clash = |c: &CertificateConfig, at: &Origin, msg: String| {
+            self.problems.push(Problem {
+                file: at.file.clone(),
+                line: at.line,
+                context: format!("certificate '{}'", c.name),
+                message: msg,
+            });
+        };
+        let mut seen: HashMap<&str, &Origin> = HashMap::new();
+        for (c, origin) in certs {
+            if let Some(first) = seen.get(c.name.as_str()) {
+                let msg = format!(
+                    "`name`: {:?} is also defined at {}; a name belongs to one certificate",
+                    c.name,
+                    place(first)
+                );
+                clash(c, origin, msg);
+            } else {
+                seen.insert(&c.name, origin);
             }
         }
-        let mut owners: HashMap<&Path, &str> = HashMap::new();
-        for c in certs {
+        let mut owners: HashMap<&Path, (&str, &Origin)> = HashMap::new();
+        for (c, origin) in certs {
             for p in [
                 &c.install.cert_path,
                 &c.install.chain_path,
@@ -572,19 +592,19 @@ impl Checker<'_> {
             .into_iter()
             .flatten()
             {
-                if let Some(other) = owners.insert(p, &c.name)
-                    && other != c.name
-                {
-                    let span = spans
-                        .iter()
-                        .find(|(n, _)| n == &c.name)
-                        .map(|(_, s)| s.clone())
-                        .unwrap_or(0..0);
-                    let msg = format!(
-                        "install path {} is also used by certificate '{other}'",
-                        p.display()
-                    );
-                    self.report(&span, &format!("certificate '{}'", c.name), msg);
+                match owners.get(p.as_path()) {
+                    Some((other, at)) if *other != c.name => {
+                        let msg = format!(
+                            "install path {} is also used by certificate '{other}' ({})",
+                            p.display(),
+                            place(at)
+                        );
+                        clash(c, origin, msg);
+                    }
+                    Some(_) => {}
+                    None => {
+                        owners.insert(p, (&c.name, origin));
+                    }
                 }
             }
         }

@@ -81,6 +81,22 @@ pub(super) struct Checker<'a> {
     pub(super) warnings: Vec<Problem>,
     /// Check that the programs of command keys exist and are executable.
     programs: bool,
+    /// Read the files `[agent] include` names (only when read from a file).
+    includes: bool,
+    /// The included file being read; `None`: the main file.
+    file: Option<PathBuf>,
+    /// The main file's text while an included file is read: `[defaults]` lines are in it.
+    main_text: Option<&'a str>,
+}
+
+/// 1-based line of `span` in `text`.
+fn line_in(text: &str, span: &Range<usize>) -> usize {
+    let end = span.start.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }
 
 impl<'a> Checker<'a> {
@@ -90,21 +106,26 @@ impl<'a> Checker<'a> {
             problems: Vec::new(),
             warnings: Vec::new(),
             programs,
+            includes: false,
+            file: None,
+            main_text: None,
         }
     }
 
+    /// Also reads the files `[agent] include` names.
+    pub(super) fn with_includes(mut self) -> Self {
+        self.includes = true;
+        self
+    }
+
     fn line(&self, span: &Range<usize>) -> usize {
-        let end = span.start.min(self.text.len());
-        self.text.as_bytes()[..end]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
-            + 1
+        line_in(self.text, span)
     }
 
     fn report(&mut self, span: &Range<usize>, context: &str, message: impl Into<String>) {
         let line = self.line(span);
         self.problems.push(Problem {
+            file: self.file.clone(),
             line,
             context: context.to_owned(),
             message: message.into(),
@@ -119,6 +140,18 @@ impl<'a> Checker<'a> {
             ""
         };
         let msg = format!("`{}`{from}: {message}", f.key);
+        // A value from [defaults] is in the main file, also while an included file is read.
+        if f.from_defaults
+            && let Some(main) = self.main_text
+        {
+            self.problems.push(Problem {
+                file: None,
+                line: line_in(main, &f.key_span),
+                context: scope.context.clone(),
+                message: msg,
+            });
+            return;
+        }
         self.report(&f.key_span, &scope.context, msg);
     }
 
@@ -372,28 +405,30 @@ impl<'a> Checker<'a> {
         }
         let defaults_table = defaults.map(|(t, _)| t);
 
-        let mut certificates = Vec::new();
-        if let Some((k, v)) = section("certificate") {
-            match v.get_ref() {
-                DeValue::Array(items) if items.iter().all(|i| i.get_ref().is_table()) => {
-                    for (i, item) in items.iter().enumerate() {
-                        if let DeValue::Table(t) = item.get_ref()
-                            && let Some(c) = self.certificate(i, t, item.span(), defaults_table)
-                        {
-                            certificates.push(c);
-                        }
-                    }
-                }
-                _ => {
-                    self.report(
-                        &k.span(),
-                        "top level",
-                        "`certificate` must be written as [[certificate]] tables",
-                    );
+        let mut certificates = self.certificates_of(root, defaults_table);
+        let mut fragments = Vec::new();
+        if self.includes
+            && let Some(a) = &agent
+            && !a.include.is_empty()
+        {
+            let span = agent_table
+                .iter()
+                .find(|(k, _)| k.get_ref() == "include")
+                .map_or(0..0, |(k, _)| k.span());
+            let base = path.parent().unwrap_or(Path::new("/"));
+            for pattern in &a.include {
+                match include::expand(pattern, base) {
+                    Ok(files) => fragments.extend(files),
+                    Err(e) => self.report(&span, "[agent]", format!("`include`: {e}")),
                 }
             }
+            fragments.dedup();
+            for file in &fragments {
+                self.fragment(file, &span, defaults_table, &mut certificates);
+            }
         }
-        self.across_certificates(&certificates, root);
+        self.across_certificates(&certificates, path);
+        let certificates = certificates.into_iter().map(|(c, _)| c).collect();
 
         let agent = agent?;
         let api = api?;
@@ -404,25 +439,110 @@ impl<'a> Checker<'a> {
             agent,
             fleet,
             certificates,
+            fragments,
             warnings: Vec::new(),
         })
     }
+
+    /// The `[[certificate]]` tables of a document, each with where its name is.
+    fn certificates_of(
+        &mut self,
+        root: &DeTable<'_>,
+        defaults: Option<&DeTable<'_>>,
+    ) -> Vec<(CertificateConfig, Origin)> {
+        let mut out = Vec::new();
+        let Some((k, v)) = root.iter().find(|(k, _)| k.get_ref() == "certificate") else {
+            return out;
+        };
+        match v.get_ref() {
+            DeValue::Array(items) if items.iter().all(|i| i.get_ref().is_table()) => {
+                for (i, item) in items.iter().enumerate() {
+                    if let DeValue::Table(t) = item.get_ref()
+                        && let Some(c) = self.certificate(i, t, item.span(), defaults)
+                    {
+                        let span = t
+                            .iter()
+                            .find(|(k, _)| k.get_ref() == "name")
+                            .map_or(item.span(), |(k, _)| k.span());
+                        let origin = Origin {
+                            file: self.file.clone(),
+                            line: self.line(&span),
+                        };
+                        out.push((c, origin));
+                    }
+                }
+            }
+            _ => {
+                self.report(
+                    &k.span(),
+                    "top level",
+                    "`certificate` must be written as [[certificate]] tables",
+                );
+            }
+        }
+        out
+    }
+
+    /// Reads an included file: `[[certificate]]` tables only, `[defaults]` of the main file
+    /// applied, every problem naming the included file and its line.
+    fn fragment(
+        &mut self,
+        file: &Path,
+        include_span: &Range<usize>,
+        defaults: Option<&DeTable<'_>>,
+        certificates: &mut Vec<(CertificateConfig, Origin)>,
+    ) {
+        let text = match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) => {
+                let msg = format!(
+                    "`include`: could not read {}: {}",
+                    file.display(),
+                    crate::fsutil::io_text(&e)
+                );
+                self.report(include_span, "[agent]", msg);
+                return;
+            }
+        };
+        let mut sub = Checker {
+            text: &text,
+            problems: Vec::new(),
+            warnings: Vec::new(),
+            programs: self.programs,
+            includes: false,
+            file: Some(file.to_path_buf()),
+            main_text: Some(self.text),
+        };
+        match DeTable::parse(&text) {
+            Ok(root) => {
+                let root = root.get_ref();
+                for (k, _) in root.iter() {
+                    if k.get_ref() != "certificate" {
+                        let msg = format!(
+                            "`{}`: an included file holds only [[certificate]] tables; set it \
+                             in the main configuration file",
+                            k.get_ref()
+                        );
+                        sub.report(&k.span(), "top level", msg);
+                    }
+                }
+                certificates.extend(sub.certificates_of(root, defaults));
+            }
+            Err(e) => {
+                let span = e.span().unwrap_or(0..0);
+                let msg = format!("invalid TOML: {}", e.message().trim());
+                sub.report(&span, "syntax", msg);
+            }
+        }
+        self.problems.append(&mut sub.problems);
+        self.warnings.append(&mut sub.warnings);
+    }
 }
 
-/// `(name, span of its key)` of every certificate, in file order.
-fn cert_name_spans(root: &DeTable<'_>) -> Vec<(String, Range<usize>)> {
-    let Some((_, v)) = root.iter().find(|(k, _)| k.get_ref() == "certificate") else {
-        return Vec::new();
-    };
-    let Some(items) = v.get_ref().as_array() else {
-        return Vec::new();
-    };
-    items
-        .iter()
-        .filter_map(|i| i.get_ref().as_table())
-        .filter_map(|t| t.iter().find(|(k, _)| k.get_ref() == "name"))
-        .filter_map(|(k, v)| Some((v.get_ref().as_str()?.to_owned(), k.span())))
-        .collect()
+/// Where a certificate is defined: its file (`None`: the main file) and the line of its name.
+pub(super) struct Origin {
+    file: Option<PathBuf>,
+    line: usize,
 }
 
 /// The section a key belongs to, for "it belongs in [agent]".

@@ -96,7 +96,7 @@ fn certificate_name_rules() {
     assert_one(
         &twice,
         19,
-        &["certificate 'www'", "used by another certificate"],
+        &["certificate 'www'", "is also defined at"],
     );
 }
 

@@ -501,3 +501,4 @@ fn fleet_rules() {
 }
 
 mod certificates;
+mod include;

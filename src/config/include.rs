@@ -1,0 +1,147 @@
+//! `[agent] include`: the fragment files (`conf.d/*.toml`) that hold further `[[certificate]]`
+//! tables, one per site for hosting panels. A pattern may hold `*` and `?` in its file name
+//! (not in its directories); matches are sorted by name, and names starting with a dot (editor
+//! and package-manager leftovers) are only matched by a pattern that starts with a dot.
+
+use std::path::{Path, PathBuf};
+
+/// The files `pattern` names, sorted; relative patterns are read from `base` (the directory of
+/// the main configuration file). A pattern without wildcards names one file, which must exist;
+/// a pattern with wildcards may match nothing (an empty `conf.d/` is normal).
+pub(super) fn expand(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, String> {
+    let path = base.join(pattern);
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return Err(format!("{pattern:?} does not name a file"));
+    };
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    if dir.to_string_lossy().contains(['*', '?', '[']) {
+        return Err(format!(
+            "{pattern:?}: wildcards are allowed only in the file name, not in directories"
+        ));
+    }
+    if !name.contains(['*', '?']) {
+        return match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => Ok(vec![path]),
+            Ok(_) => Err(format!("{} is not a file", path.display())),
+            Err(e) => Err(format!(
+                "{}: {}",
+                path.display(),
+                crate::fsutil::io_text(&e)
+            )),
+        };
+    }
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        format!(
+            "directory {} of {pattern:?}: {}",
+            dir.display(),
+            crate::fsutil::io_text(&e)
+        )
+    })?;
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry =
+            entry.map_err(|e| format!("{}: {}", dir.display(), crate::fsutil::io_text(&e)))?;
+        let file_name = entry.file_name();
+        let Some(candidate) = file_name.to_str() else {
+            continue;
+        };
+        if candidate.starts_with('.') && !name.starts_with('.') {
+            continue;
+        }
+        if !matches(name.as_bytes(), candidate.as_bytes()) {
+            continue;
+        }
+        let full = dir.join(candidate);
+        // Symbolic links to files count (sites-enabled style); directories do not.
+        if std::fs::metadata(&full).is_ok_and(|m| m.is_file()) {
+            out.push(full);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Whether `name` matches `pattern`, where `*` stands for any run of bytes and `?` for one.
+/// Linear in practice: the last `*` is the only backtracking point.
+pub(super) fn matches(pattern: &[u8], name: &[u8]) -> bool {
+    let (mut p, mut n) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        match pattern.get(p) {
+            Some(b'*') => {
+                star = Some((p, n));
+                p += 1;
+            }
+            Some(&c) if c == b'?' || c == name[n] => {
+                p += 1;
+                n += 1;
+            }
+            _ => match star {
+                Some((sp, sn)) => {
+                    p = sp + 1;
+                    n = sn + 1;
+                    star = Some((sp, sn + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards_match_as_in_the_shell() {
+        for (pattern, name, expected) in [
+            ("*.toml", "www.toml", true),
+            ("*.toml", "www.toml~", false),
+            ("*.toml", ".toml", true),
+            ("site-?.toml", "site-a.toml", true),
+            ("site-?.toml", "site-ab.toml", false),
+            ("*", "", true),
+            ("a*b*c", "axxbyyc", true),
+            ("a*b*c", "axxbyy", false),
+            ("**x", "abcx", true),
+            ("exact.toml", "exact.toml", true),
+            ("exact.toml", "exact.tom", false),
+        ] {
+            assert_eq!(
+                matches(pattern.as_bytes(), name.as_bytes()),
+                expected,
+                "{pattern} ~ {name}"
+            );
+        }
+    }
+
+    #[test]
+    fn expansion_is_sorted_skips_hidden_files_and_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("conf.d");
+        std::fs::create_dir(&d).unwrap();
+        for f in [
+            "b.toml",
+            "a.toml",
+            ".a.toml.swp",
+            "c.toml.bak",
+            ".hidden.toml",
+        ] {
+            std::fs::write(d.join(f), "").unwrap();
+        }
+        std::fs::create_dir(d.join("dir.toml")).unwrap();
+        let got = expand("conf.d/*.toml", dir.path()).unwrap();
+        assert_eq!(got, vec![d.join("a.toml"), d.join("b.toml")]);
+        assert_eq!(
+            expand("conf.d/*.none", dir.path()).unwrap(),
+            Vec::<PathBuf>::new()
+        );
+        let e = expand("conf.d/missing.toml", dir.path()).unwrap_err();
+        assert!(e.contains("missing.toml"), "{e}");
+        let e = expand("nowhere/*.toml", dir.path()).unwrap_err();
+        assert!(e.contains("nowhere"), "{e}");
+        let e = expand("*/x.toml", dir.path()).unwrap_err();
+        assert!(e.contains("only in the file name"), "{e}");
+    }
+}
