@@ -166,3 +166,33 @@ mod tests {
         assert!(leftovers.is_empty());
     }
 }
+
+/// Whether `name` matches the shell pattern `pattern`: `*` stands for any run of bytes other
+/// than `/`, `?` for one such byte. Linear in practice: the last `*` is the only point it
+/// goes back to.
+pub fn glob_matches(pattern: &[u8], name: &[u8]) -> bool {
+    let (mut p, mut n) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        match pattern.get(p) {
+            Some(b'*') => {
+                star = Some((p, n));
+                p += 1;
+            }
+            Some(&c) if (c == b'?' && name[n] != b'/') || c == name[n] => {
+                p += 1;
+                n += 1;
+            }
+            _ => match star {
+                // A star does not stand for a `/`.
+                Some((sp, sn)) if name[sn] != b'/' => {
+                    p = sp + 1;
+                    n = sn + 1;
+                    star = Some((sp, sn + 1));
+                }
+                _ => return false,
+            },
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'*')
+}

@@ -5,6 +5,7 @@
 //!
 //! - `main → cli → {daemon, renew}`, `daemon → renew`;
 //! - `renew` (the engine) → the leaves `api`, `bundle`, `config`, `dcv`, `install`, `store`;
+//! - `cli → discover` (reading web server configurations) `→ config` (name rules), `crypto`;
 //! - the leaves import no sibling, only the foundation: `crypto`, `values` (value types several
 //!   layers name), `fsutil`, `process` (finding and running programs), `signal`, `failpoint`.
 
@@ -17,6 +18,7 @@ pub mod config;
 pub mod crypto;
 pub mod daemon;
 pub mod dcv;
+pub mod discover;
 pub mod failpoint;
 pub mod fleet;
 pub mod fsutil;

@@ -48,7 +48,7 @@ pub(super) fn expand(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, String>
         if candidate.starts_with('.') && !name.starts_with('.') {
             continue;
         }
-        if !matches(name.as_bytes(), candidate.as_bytes()) {
+        if !crate::fsutil::glob_matches(name.as_bytes(), candidate.as_bytes()) {
             continue;
         }
         let full = dir.join(candidate);
@@ -59,34 +59,6 @@ pub(super) fn expand(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, String>
     }
     out.sort();
     Ok(out)
-}
-
-/// Whether `name` matches `pattern`, where `*` stands for any run of bytes and `?` for one.
-/// Linear in practice: the last `*` is the only backtracking point.
-pub(super) fn matches(pattern: &[u8], name: &[u8]) -> bool {
-    let (mut p, mut n) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while n < name.len() {
-        match pattern.get(p) {
-            Some(b'*') => {
-                star = Some((p, n));
-                p += 1;
-            }
-            Some(&c) if c == b'?' || c == name[n] => {
-                p += 1;
-                n += 1;
-            }
-            _ => match star {
-                Some((sp, sn)) => {
-                    p = sp + 1;
-                    n = sn + 1;
-                    star = Some((sp, sn + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    pattern[p..].iter().all(|&c| c == b'*')
 }
 
 #[cfg(test)]
@@ -105,11 +77,13 @@ mod tests {
             ("a*b*c", "axxbyyc", true),
             ("a*b*c", "axxbyy", false),
             ("**x", "abcx", true),
+            ("/etc/*.conf", "/etc/a/b.conf", false),
+            ("/etc/*/b.conf", "/etc/a/b.conf", true),
             ("exact.toml", "exact.toml", true),
             ("exact.toml", "exact.tom", false),
         ] {
             assert_eq!(
-                matches(pattern.as_bytes(), name.as_bytes()),
+                crate::fsutil::glob_matches(pattern.as_bytes(), name.as_bytes()),
                 expected,
                 "{pattern} ~ {name}"
             );

@@ -283,7 +283,10 @@ fn a_fragment_added_to_an_included_directory_is_reloaded() {
             matches!(e, DaemonEvent::ConfigRejected { .. })
         })
         .await;
-        assert!(format!("{rejected:?}").contains("c.toml line"), "{rejected:?}");
+        assert!(
+            format!("{rejected:?}").contains("c.toml line"),
+            "{rejected:?}"
+        );
         drop(stop_tx);
         daemon.await.expect("joins").expect("clean stop");
     });

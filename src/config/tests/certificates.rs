@@ -93,11 +93,7 @@ fn certificate_name_rules() {
         "{}\n[[certificate]]\nname = \"www\"\ndomains = [\"b.example.com\"]\nproduct_id = 1\nwebroot = \"/w\"\n",
         with_cert("")
     );
-    assert_one(
-        &twice,
-        19,
-        &["certificate 'www'", "is also defined at"],
-    );
+    assert_one(&twice, 19, &["certificate 'www'", "is also defined at"]);
 }
 
 #[test]

@@ -1,0 +1,503 @@
+//! `cert-agent discover`: the sites a web server already serves, read from what the server
+//! itself reports (`nginx -T`; `apachectl -S` and the files it names), turned into proposed
+//! `[[certificate]]` entries that keep the site's existing paths, so that no web server
+//! configuration has to change.
+//!
+//! - `nginx.rs`: the `nginx -T` dump, its directives and `server` blocks;
+//! - `apache.rs`: the `apachectl -S` listing and each `<VirtualHost>` block.
+//!
+//! Virtual hosts that share one certificate file become one proposal; names that cannot be
+//! managed (regular expressions, wildcards, `_`, IP addresses, variables) are listed with the
+//! reason. Reading a dump never panics: a malformed one is an error naming file and line.
+
+mod apache;
+mod nginx;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::config::validate_domain;
+use crate::crypto::{CertificateInfo, read_key_file};
+
+/// A place in a web server's configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct At {
+    pub file: String,
+    pub line: usize,
+}
+
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
+}
+
+/// A dump that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoverError {
+    #[error("{} line {}: {message}", at.file, at.line)]
+    Parse { at: At, message: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// One `listen` (nginx) or `<VirtualHost>` address (Apache).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Listen {
+    pub port: u16,
+    pub ssl: bool,
+    /// `default_server` / `_default_`.
+    pub default: bool,
+}
+
+/// Whether `/.well-known/pki-validation/` of a virtual host is served from a document root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Validation {
+    /// From this document root.
+    Served(PathBuf),
+    /// Not, and why (a redirect, a `return`, a proxy, no root).
+    Blocked(String),
+}
+
+impl Default for Validation {
+    fn default() -> Self {
+        Self::Blocked("not read".into())
+    }
+}
+
+/// A virtual host as the web server configures it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Vhost {
+    pub at: At,
+    pub server: &'static str,
+    pub names: Vec<String>,
+    pub listens: Vec<Listen>,
+    /// Serves TLS.
+    pub tls: bool,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    /// Apache `SSLCertificateChainFile`.
+    pub chain_file: Option<PathBuf>,
+    pub root: Option<PathBuf>,
+    pub validation: Validation,
+}
+
+/// The certificate a site serves today.
+#[derive(Debug, Clone, Serialize)]
+pub struct Existing {
+    pub subject: String,
+    pub issuer: String,
+    pub names: Vec<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub not_after: time::OffsetDateTime,
+    pub self_signed: bool,
+    /// The key file exists on this host and belongs to the certificate.
+    pub key_on_host: bool,
+}
+
+/// A name that cannot be managed, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skipped {
+    pub name: String,
+    pub at: At,
+    pub reason: String,
+}
+
+/// A proposed `[[certificate]]`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Proposal {
+    pub name: String,
+    pub server: &'static str,
+    pub domains: Vec<String>,
+    /// Document root per domain (for HTTP validation).
+    pub webroot: BTreeMap<String, PathBuf>,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    pub chain_file: Option<PathBuf>,
+    /// The certificate the site serves today, when its file could be read.
+    pub existing: Option<Existing>,
+    /// Why the existing certificate could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub existing_error: Option<String>,
+    /// The virtual hosts it covers.
+    pub vhosts: Vec<At>,
+    /// What needs doing before it works (a redirect in the way, no TLS server yet, ...).
+    pub notes: Vec<String>,
+}
+
+/// What `discover` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Discovery {
+    pub vhosts: Vec<Vhost>,
+    pub proposals: Vec<Proposal>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// Reads an `nginx -T` dump.
+pub fn nginx(dump: &str) -> Result<Discovery, DiscoverError> {
+    Ok(propose(nginx::vhosts(dump)?))
+}
+
+/// Reads an `apachectl -S` listing and the `<VirtualHost>` blocks of the files it names.
+pub fn apache(listing: &str) -> Result<Discovery, DiscoverError> {
+    let mut vhosts = Vec::new();
+    let mut texts: BTreeMap<String, String> = BTreeMap::new();
+    for at in apache::listed(listing)? {
+        if !texts.contains_key(&at.file) {
+            let text = std::fs::read_to_string(&at.file).map_err(|e| {
+                DiscoverError::Other(format!(
+                    "{}: {} (named by apachectl -S)",
+                    at.file,
+                    crate::fsutil::io_text(&e)
+                ))
+            })?;
+            texts.insert(at.file.clone(), text);
+        }
+        let text = texts.get(&at.file).map(String::as_str).unwrap_or_default();
+        vhosts.push(apache::vhost(text, &at)?);
+    }
+    Ok(propose(vhosts))
+}
+
+/// Why a server name cannot be managed, or `None`.
+fn unmanageable(name: &str) -> Option<String> {
+    if name.is_empty() || name == "_" || name == "\"\"" {
+        return Some("a catch-all name, not a domain".into());
+    }
+    if name.starts_with('~') {
+        return Some("a regular expression".into());
+    }
+    if name.contains('$') {
+        return Some("depends on a variable".into());
+    }
+    if name.starts_with('*') || name.ends_with(".*") || name.starts_with('.') {
+        return Some(
+            "a wildcard: needs a wildcard product and DNS validation; configure it by hand".into(),
+        );
+    }
+    if name.parse::<std::net::IpAddr>().is_ok() {
+        return Some("an IP address".into());
+    }
+    if let Err(why) = validate_domain(name) {
+        return Some(why);
+    }
+    None
+}
+
+/// Groups virtual hosts into proposals.
+fn propose(vhosts: Vec<Vhost>) -> Discovery {
+    let mut skipped = Vec::new();
+    // Names each virtual host may manage, lower case, in order, once.
+    let managed: Vec<Vec<String>> = vhosts
+        .iter()
+        .map(|v| {
+            let mut out: Vec<String> = Vec::new();
+            for n in &v.names {
+                let n = n.to_ascii_lowercase();
+                match unmanageable(&n) {
+                    Some(reason) => {
+                        if !skipped.iter().any(|s: &Skipped| s.name == n) {
+                            skipped.push(Skipped {
+                                name: n,
+                                at: v.at.clone(),
+                                reason,
+                            });
+                        }
+                    }
+                    None if !out.contains(&n) => out.push(n),
+                    None => {}
+                }
+            }
+            out
+        })
+        .collect();
+
+    // TLS virtual hosts grouped by certificate file, then plain ones not covered by any.
+    let mut groups: Vec<(Option<PathBuf>, Vec<usize>)> = Vec::new();
+    for (i, v) in vhosts.iter().enumerate() {
+        if !v.tls || managed[i].is_empty() {
+            continue;
+        }
+        match groups
+            .iter_mut()
+            .find(|(c, _)| c.is_some() && *c == v.cert_file)
+        {
+            Some((_, members)) => members.push(i),
+            None => groups.push((v.cert_file.clone(), vec![i])),
+        }
+    }
+    let covered: Vec<String> = groups
+        .iter()
+        .flat_map(|(_, m)| m.iter().flat_map(|&i| managed[i].clone()))
+        .collect();
+    for (i, v) in vhosts.iter().enumerate() {
+        if v.tls || managed[i].is_empty() {
+            continue;
+        }
+        if managed[i].iter().all(|n| covered.contains(n)) {
+            continue;
+        }
+        if let Some((_, m)) = groups
+            .iter_mut()
+            .find(|(c, m)| c.is_none() && m.iter().any(|&j| managed[j] == managed[i]))
+        {
+            m.push(i);
+            continue;
+        }
+        groups.push((None, vec![i]));
+    }
+
+    let mut proposals: Vec<Proposal> = Vec::new();
+    for (_, members) in &groups {
+        let first = &vhosts[members[0]];
+        let mut domains: Vec<String> = Vec::new();
+        for &i in members {
+            for n in &managed[i] {
+                if !domains.contains(n) {
+                    domains.push(n.clone());
+                }
+            }
+        }
+        let mut notes = Vec::new();
+        let mut webroot = BTreeMap::new();
+        for d in &domains {
+            match http_vhost(&vhosts, &managed, d) {
+                Some(h) => match &h.validation {
+                    Validation::Served(root) => {
+                        webroot.insert(d.clone(), root.clone());
+                    }
+                    Validation::Blocked(why) => notes.push(format!(
+                        "{d}: port 80 ({}) does not serve /.well-known/pki-validation/ from a \
+                         document root: {why}; add the validation location (`cert-agent \
+                         snippet NAME`)",
+                        h.at
+                    )),
+                },
+                None => notes.push(format!(
+                    "{d}: no virtual host on port 80 serves this name; the CA fetches the \
+                     validation file over HTTP on port 80"
+                )),
+            }
+        }
+        if !first.tls {
+            notes.push(
+                "no TLS server for these names yet: cert-agent installs at its default paths; \
+                 add the TLS server (`cert-agent snippet NAME`)"
+                    .into(),
+            );
+        }
+        let (existing, existing_error) = match &first.cert_file {
+            Some(c) => match read_existing(c, first.key_file.as_deref()) {
+                Ok(e) => (Some(e), None),
+                Err(e) => (None, Some(e)),
+            },
+            None => (None, None),
+        };
+        let mut name = domains[0].clone();
+        let mut k = 2;
+        while proposals.iter().any(|p| p.name == name) {
+            name = format!("{}-{k}", domains[0]);
+            k += 1;
+        }
+        name.truncate(64);
+        proposals.push(Proposal {
+            name,
+            server: first.server,
+            domains,
+            webroot,
+            cert_file: first.cert_file.clone(),
+            key_file: first.key_file.clone(),
+            chain_file: first.chain_file.clone(),
+            existing,
+            existing_error,
+            vhosts: members.iter().map(|&i| vhosts[i].at.clone()).collect(),
+            notes,
+        });
+    }
+    Discovery {
+        vhosts,
+        proposals,
+        skipped,
+    }
+}
+
+/// The plain-HTTP virtual host on port 80 that answers for `domain`: one naming it, else the
+/// default server of port 80.
+fn http_vhost<'v>(vhosts: &'v [Vhost], managed: &[Vec<String>], domain: &str) -> Option<&'v Vhost> {
+    let on_80 = |v: &Vhost| v.listens.iter().any(|l| l.port == 80 && !l.ssl);
+    vhosts
+        .iter()
+        .zip(managed)
+        .find(|(v, m)| on_80(v) && m.iter().any(|n| n == domain))
+        .map(|(v, _)| v)
+        .or_else(|| {
+            vhosts
+                .iter()
+                .find(|v| on_80(v) && v.listens.iter().any(|l| l.default))
+        })
+}
+
+/// The certificate in `cert` and whether `key` on this host belongs to it.
+fn read_existing(cert: &Path, key: Option<&Path>) -> Result<Existing, String> {
+    let pem = std::fs::read(cert)
+        .map_err(|e| format!("{}: {}", cert.display(), crate::fsutil::io_text(&e)))?;
+    let info = CertificateInfo::from_pem(&pem).map_err(|e| format!("{}: {e}", cert.display()))?;
+    let key_on_host = key
+        .and_then(|k| read_key_file(k).ok())
+        .is_some_and(|k| info.matches_key(&k));
+    Ok(Existing {
+        self_signed: info.subject == info.issuer,
+        subject: info.subject,
+        issuer: info.issuer,
+        names: info.dns_names,
+        not_after: info.not_after,
+        key_on_host,
+    })
+}
+
+fn toml_str(s: &str) -> String {
+    toml::Value::String(s.to_owned()).to_string()
+}
+
+impl Proposal {
+    /// The proposal as a configuration fragment (`[agent] include`): the site's existing
+    /// paths, its document roots, comments saying where it came from.
+    pub fn fragment(&self, product_id: Option<u64>) -> String {
+        let mut s = String::new();
+        let at: Vec<String> = self.vhosts.iter().map(ToString::to_string).collect();
+        s.push_str(&format!(
+            "# Written by `cert-agent discover` from {} ({}).\n",
+            at.join(", "),
+            self.server
+        ));
+        if let Some(e) = &self.existing {
+            s.push_str(&format!(
+                "# Serves today: {} (issuer {}), valid until {}{}.\n",
+                e.subject,
+                e.issuer,
+                e.not_after.date(),
+                if e.key_on_host {
+                    ""
+                } else {
+                    "; its key is not on this host"
+                }
+            ));
+        }
+        for n in &self.notes {
+            s.push_str(&format!("# To do: {n}\n"));
+        }
+        s.push_str("\n[[certificate]]\n");
+        s.push_str(&format!("name = {}\n", toml_str(&self.name)));
+        let domains: Vec<String> = self.domains.iter().map(|d| toml_str(d)).collect();
+        s.push_str(&format!("domains = [{}]\n", domains.join(", ")));
+        match product_id {
+            Some(p) => s.push_str(&format!("product_id = {p}\n")),
+            None => s.push_str("# product_id: from [defaults], or see `cert-agent products`\n"),
+        }
+        s.push_str(&format!("server = {}\n", toml_str(self.server)));
+        let roots: Vec<&PathBuf> = self.webroot.values().collect();
+        if !roots.is_empty()
+            && roots.iter().all(|r| *r == roots[0])
+            && roots.len() == self.domains.len()
+        {
+            s.push_str(&format!(
+                "webroot = {}\n",
+                toml_str(&roots[0].to_string_lossy())
+            ));
+        } else if !roots.is_empty() {
+            let entries: Vec<String> = self
+                .webroot
+                .iter()
+                .map(|(d, r)| format!("{} = {}", toml_str(d), toml_str(&r.to_string_lossy())))
+                .collect();
+            s.push_str(&format!("webroot = {{ {} }}\n", entries.join(", ")));
+        }
+        let path = |k: &str, p: &Path| format!("{k} = {}\n", toml_str(&p.to_string_lossy()));
+        match (self.server, &self.cert_file, &self.chain_file) {
+            ("apache", Some(c), Some(ch)) => {
+                s.push_str(&path("cert_path", c));
+                s.push_str(&path("chain_path", ch));
+            }
+            (_, Some(c), _) => s.push_str(&path("fullchain_path", c)),
+            _ => {}
+        }
+        if let Some(k) = &self.key_file {
+            s.push_str(&path("key_path", k));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_cannot_be_managed() {
+        for n in [
+            "_",
+            "~^www\\d+\\.example\\.com$",
+            "*.example.com",
+            ".example.com",
+            "www.example.*",
+            "10.0.0.1",
+            "::1",
+            "localhost",
+            "$host",
+        ] {
+            assert!(unmanageable(n).is_some(), "{n}");
+        }
+        assert!(unmanageable("www.example.com").is_none());
+    }
+
+    #[test]
+    fn shared_certificate_files_make_one_proposal() {
+        let dump = "# configuration file /etc/nginx/nginx.conf:\nhttp {\n\
+            server { listen 80 default_server; server_name _; root /var/www/html; }\n\
+            server { listen 443 ssl; server_name a.example.com; ssl_certificate /c/multi.pem; ssl_certificate_key /c/multi.key; }\n\
+            server { listen 443 ssl; server_name b.example.com; ssl_certificate /c/multi.pem; ssl_certificate_key /c/multi.key; }\n\
+            server { listen 80; server_name c.example.com; location / { proxy_pass http://app; } }\n\
+            }\n";
+        let d = nginx(dump).unwrap();
+        assert_eq!(d.proposals.len(), 2, "{:#?}", d.proposals);
+        let p = &d.proposals[0];
+        assert_eq!(p.domains, ["a.example.com", "b.example.com"]);
+        assert_eq!(
+            p.webroot.get("a.example.com"),
+            Some(&PathBuf::from("/var/www/html")),
+            "served by the default server"
+        );
+        assert!(
+            p.existing_error
+                .as_deref()
+                .is_some_and(|e| e.contains("/c/multi.pem"))
+        );
+        let c = &d.proposals[1];
+        assert_eq!(c.domains, ["c.example.com"]);
+        assert!(
+            c.notes.iter().any(|n| n.contains("passed on")),
+            "{:?}",
+            c.notes
+        );
+        assert!(
+            c.notes.iter().any(|n| n.contains("no TLS server")),
+            "{:?}",
+            c.notes
+        );
+        assert_eq!(d.skipped[0].name, "_");
+        let f = p.fragment(Some(1101));
+        let parsed: toml::Table = f.parse().unwrap();
+        assert_eq!(
+            parsed["certificate"][0]["fullchain_path"].as_str(),
+            Some("/c/multi.pem")
+        );
+        assert_eq!(
+            parsed["certificate"][0]["webroot"].as_str(),
+            Some("/var/www/html")
+        );
+    }
+}

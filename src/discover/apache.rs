@@ -1,0 +1,371 @@
+//! Apache: `apachectl -S` names every virtual host with its file and line; each
+//! `<VirtualHost>` block is then read from that file.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use super::{At, DiscoverError, Listen, Validation, Vhost};
+
+/// The `(file, line)` of every virtual host `apachectl -S` lists, in order, once each.
+pub(super) fn listed(dump: &str) -> Result<Vec<At>, DiscoverError> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for line in dump.lines() {
+        let line = line.trim_end();
+        let Some(open) = line.rfind('(') else {
+            continue;
+        };
+        let Some(inner) = line[open + 1..].strip_suffix(')') else {
+            continue;
+        };
+        let Some((file, n)) = inner.rsplit_once(':') else {
+            continue;
+        };
+        let Ok(n) = n.parse::<usize>() else { continue };
+        if !file.starts_with('/') {
+            continue;
+        }
+        let at = At {
+            file: file.to_owned(),
+            line: n,
+        };
+        if seen.insert((at.file.clone(), at.line)) {
+            out.push(at);
+        }
+    }
+    if out.is_empty() && !dump.contains("VirtualHost configuration") {
+        return Err(DiscoverError::Parse {
+            at: At {
+                file: "(apachectl -S)".into(),
+                line: 1,
+            },
+            message: "no virtual host with \"(FILE:LINE)\": this is not the output of \
+                      `apachectl -S`"
+                .into(),
+        });
+    }
+    Ok(out)
+}
+
+/// One line of a configuration file: directive name (lower case), arguments, line number.
+struct Line {
+    name: String,
+    args: Vec<String>,
+    line: usize,
+}
+
+/// The directives of the `<VirtualHost>` block starting at line `at.line` of `text`.
+fn block_lines(text: &str, at: &At) -> Result<Vec<Line>, DiscoverError> {
+    let err = |line: usize, message: String| DiscoverError::Parse {
+        at: At {
+            file: at.file.clone(),
+            line,
+        },
+        message,
+    };
+    let mut out = Vec::new();
+    let mut pending = String::new();
+    let mut start = 0;
+    let mut opened = false;
+    for (i, raw) in text.lines().enumerate().skip(at.line.saturating_sub(1)) {
+        let n = i + 1;
+        if pending.is_empty() {
+            start = n;
+        }
+        if let Some(cont) = raw.strip_suffix('\\') {
+            pending.push_str(cont);
+            pending.push(' ');
+            continue;
+        }
+        pending.push_str(raw);
+        let whole = std::mem::take(&mut pending);
+        let t = whole.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        let words = split_words(t);
+        let Some(first) = words.first() else { continue };
+        let name = first.to_ascii_lowercase();
+        if !opened {
+            if name != "<virtualhost" && !name.starts_with("<virtualhost") {
+                return Err(err(
+                    n,
+                    format!("expected <VirtualHost> here, found {first:?}"),
+                ));
+            }
+            opened = true;
+            out.push(Line {
+                name: "<virtualhost".into(),
+                args: words[1..]
+                    .iter()
+                    .map(|w| w.trim_end_matches('>').to_owned())
+                    .filter(|w| !w.is_empty())
+                    .collect(),
+                line: start,
+            });
+            continue;
+        }
+        if name == "</virtualhost>" {
+            return Ok(out);
+        }
+        out.push(Line {
+            name,
+            args: words[1..].to_vec(),
+            line: start,
+        });
+    }
+    Err(err(
+        at.line,
+        "<VirtualHost> is not closed by </VirtualHost>".into(),
+    ))
+}
+
+/// Words of a directive line; double-quoted words keep their spaces.
+fn split_words(t: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut has = false;
+    for c in t.chars() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                has = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if has {
+                    out.push(std::mem::take(&mut cur));
+                    has = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                has = true;
+            }
+        }
+    }
+    if has {
+        out.push(cur);
+    }
+    out
+}
+
+/// The virtual host at `at`, read from `text` (the file's content).
+pub(super) fn vhost(text: &str, at: &At) -> Result<Vhost, DiscoverError> {
+    let lines = block_lines(text, at)?;
+    let mut v = Vhost {
+        at: at.clone(),
+        server: "apache",
+        ..Vhost::default()
+    };
+    let mut redirect: Option<String> = None;
+    let mut exception = false;
+    let mut alias: Option<(String, usize)> = None;
+    let mut depth_location = 0usize;
+    for l in &lines {
+        let here = At {
+            file: at.file.clone(),
+            line: l.line,
+        };
+        let first = l.args.first().cloned().unwrap_or_default();
+        match l.name.as_str() {
+            "<virtualhost" => {
+                for a in &l.args {
+                    let port = a
+                        .rsplit_once(':')
+                        .and_then(|(_, p)| p.parse().ok())
+                        .unwrap_or(80);
+                    v.listens.push(Listen {
+                        port,
+                        ssl: false,
+                        default: a.starts_with("_default_"),
+                    });
+                }
+            }
+            n if n.starts_with("<location")
+                || n.starts_with("<if")
+                    && !n.starts_with("<ifmodule")
+                    && !n.starts_with("<ifdefine")
+                    && !n.starts_with("<ifversion") =>
+            {
+                depth_location += 1;
+                if l.args.iter().any(|a| a.contains("well-known")) {
+                    exception = true;
+                }
+            }
+            n if n.starts_with("</location") || n == "</if>" => {
+                depth_location = depth_location.saturating_sub(1);
+            }
+            _ if depth_location > 0 => {}
+            "servername" => {
+                // `ServerName name:port`.
+                let name = first.rsplit_once(':').map_or(first.as_str(), |(n, p)| {
+                    if p.chars().all(|c| c.is_ascii_digit()) {
+                        n
+                    } else {
+                        first.as_str()
+                    }
+                });
+                v.names.insert(0, name.to_owned());
+            }
+            "serveralias" => v.names.extend(l.args.iter().cloned()),
+            "documentroot" => v.root = Some(PathBuf::from(&first)),
+            "sslengine" => v.tls = first.eq_ignore_ascii_case("on"),
+            "sslcertificatefile" => v.cert_file = Some(PathBuf::from(&first)),
+            "sslcertificatekeyfile" => v.key_file = Some(PathBuf::from(&first)),
+            "sslcertificatechainfile" => v.chain_file = Some(PathBuf::from(&first)),
+            "redirect" | "redirectmatch" | "redirectpermanent" | "redirecttemporary" => {
+                redirect.get_or_insert(format!("{} at {here}", directive_name(&l.name)));
+            }
+            "rewriterule" => {
+                let flags = l
+                    .args
+                    .get(2)
+                    .map(|f| f.to_ascii_uppercase())
+                    .unwrap_or_default();
+                if flags.contains("R=") || flags.contains("[R") || flags.contains(",R") {
+                    redirect.get_or_insert(format!("RewriteRule at {here} redirects"));
+                }
+            }
+            "rewritecond" if l.args.iter().any(|a| a.contains("well-known")) => exception = true,
+            "proxypass" => {
+                let target = l.args.get(1).map(String::as_str).unwrap_or_default();
+                if first.contains("well-known") && target == "!" {
+                    exception = true;
+                } else if first == "/" {
+                    redirect.get_or_insert(format!("ProxyPass / at {here} passes requests on"));
+                }
+            }
+            "alias"
+                if first
+                    .trim_end_matches('/')
+                    .ends_with("/.well-known/pki-validation")
+                    || first.trim_end_matches('/').ends_with("/.well-known") =>
+            {
+                alias = Some((l.args.get(1).cloned().unwrap_or_default(), l.line));
+            }
+            _ => {}
+        }
+    }
+    if v.tls {
+        for l in &mut v.listens {
+            l.ssl = true;
+        }
+    } else {
+        v.cert_file = None;
+        v.key_file = None;
+        v.chain_file = None;
+    }
+    v.validation = match (alias, redirect) {
+        (Some((dir, line)), _) => {
+            let t = dir.trim_end_matches('/');
+            match t
+                .strip_suffix("/.well-known/pki-validation")
+                .or_else(|| t.strip_suffix("/.well-known"))
+            {
+                Some(base) => Validation::Served(PathBuf::from(base)),
+                None => Validation::Blocked(format!(
+                    "Alias at {}:{line} maps the validation path to {dir}: point it at \
+                     DIR/.well-known/pki-validation so that DIR can be the webroot",
+                    at.file
+                )),
+            }
+        }
+        (None, Some(why)) if !exception => Validation::Blocked(why),
+        _ => match &v.root {
+            Some(r) if r.is_absolute() && !r.to_string_lossy().contains('$') => {
+                Validation::Served(r.clone())
+            }
+            Some(r) => Validation::Blocked(format!(
+                "DocumentRoot {} is not an absolute path",
+                r.display()
+            )),
+            None => Validation::Blocked("no DocumentRoot in this virtual host".into()),
+        },
+    };
+    Ok(v)
+}
+
+fn directive_name(lower: &str) -> &'static str {
+    match lower {
+        "redirectmatch" => "RedirectMatch",
+        "redirectpermanent" => "RedirectPermanent",
+        "redirecttemporary" => "RedirectTemporary",
+        _ => "Redirect",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: &str = "VirtualHost configuration:\n\
+*:443                  is a NameVirtualHost\n\
+         default server www.example.com (/etc/apache2/sites-enabled/default-ssl.conf:2)\n\
+         port 443 namevhost www.example.com (/etc/apache2/sites-enabled/default-ssl.conf:2)\n\
+                 alias example.com\n\
+*:80                   www.example.com (/etc/apache2/sites-enabled/000-default.conf:1)\n\
+ServerRoot: \"/etc/apache2\"\n";
+
+    #[test]
+    fn every_listed_vhost_once() {
+        let l = listed(S).unwrap();
+        assert_eq!(l.len(), 2);
+        assert_eq!(
+            l[0].to_string(),
+            "/etc/apache2/sites-enabled/default-ssl.conf:2"
+        );
+        assert!(listed("garbage").is_err());
+    }
+
+    #[test]
+    fn a_vhost_block() {
+        let text = "# x\n<IfModule mod_ssl.c>\n<VirtualHost *:443 [::]:443>\n  ServerName www.example.com:443\n  ServerAlias example.com \\\n    shop.example.com\n  DocumentRoot \"/var/www/my site\"\n  SSLEngine on\n  SSLCertificateFile /etc/ssl/www.crt\n  SSLCertificateKeyFile /etc/ssl/www.key\n  <Location /x>\n    Redirect / https://elsewhere/\n  </Location>\n</VirtualHost>\n</IfModule>\n";
+        let v = vhost(
+            text,
+            &At {
+                file: "/f.conf".into(),
+                line: 3,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            v.names,
+            ["www.example.com", "example.com", "shop.example.com"]
+        );
+        assert!(v.tls);
+        assert_eq!(v.listens.len(), 2);
+        assert_eq!(v.validation, Validation::Served("/var/www/my site".into()));
+        let redirect = "<VirtualHost *:80>\nServerName a.example.com\nDocumentRoot /srv\nRedirect permanent / https://a.example.com/\n</VirtualHost>\n";
+        let v = vhost(
+            redirect,
+            &At {
+                file: "/r.conf".into(),
+                line: 1,
+            },
+        )
+        .unwrap();
+        assert!(
+            matches!(v.validation, Validation::Blocked(ref w) if w.contains("/r.conf:4")),
+            "{v:?}"
+        );
+        let e = vhost(
+            "<VirtualHost *:80>\nServerName a\n",
+            &At {
+                file: "/u.conf".into(),
+                line: 1,
+            },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("/u.conf line 1"), "{e}");
+        let e = vhost(
+            "x\n",
+            &At {
+                file: "/u.conf".into(),
+                line: 5,
+            },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("/u.conf line 5"), "{e}");
+    }
+}
