@@ -22,6 +22,11 @@ use serde::Serialize;
 use crate::config::validate_domain;
 use crate::crypto::{CertificateInfo, read_key_file};
 
+/// The document root proposed for names whose port 80 does not serve the validation path
+/// from a document root yet: the web server is to serve `/.well-known/pki-validation/` from
+/// here (the proposal's note says how).
+pub const VALIDATION_ROOT: &str = "/var/www/cert-agent";
+
 /// A place in a web server's configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct At {
@@ -163,6 +168,18 @@ pub fn apache(listing: &str) -> Result<Discovery, DiscoverError> {
     Ok(propose(vhosts))
 }
 
+/// The `<VirtualHost>` block starting at `line` of `text` (the content of `file`), as
+/// [`apache`] reads each one `apachectl -S` names.
+pub fn apache_vhost(text: &str, file: &str, line: usize) -> Result<Vhost, DiscoverError> {
+    apache::vhost(
+        text,
+        &At {
+            file: file.to_owned(),
+            line,
+        },
+    )
+}
+
 /// Why a server name cannot be managed, or `None`.
 fn unmanageable(name: &str) -> Option<String> {
     if name.is_empty() || name == "_" || name == "\"\"" {
@@ -199,15 +216,14 @@ fn propose(vhosts: Vec<Vhost>) -> Discovery {
             for n in &v.names {
                 let n = n.to_ascii_lowercase();
                 match unmanageable(&n) {
-                    Some(reason) => {
-                        if !skipped.iter().any(|s: &Skipped| s.name == n) {
-                            skipped.push(Skipped {
-                                name: n,
-                                at: v.at.clone(),
-                                reason,
-                            });
-                        }
+                    Some(reason) if !skipped.iter().any(|s: &Skipped| s.name == n) => {
+                        skipped.push(Skipped {
+                            name: n,
+                            at: v.at.clone(),
+                            reason,
+                        });
                     }
+                    Some(_) => {}
                     None if !out.contains(&n) => out.push(n),
                     None => {}
                 }
@@ -272,14 +288,16 @@ fn propose(vhosts: Vec<Vhost>) -> Discovery {
                     }
                     Validation::Blocked(why) => notes.push(format!(
                         "{d}: port 80 ({}) does not serve /.well-known/pki-validation/ from a \
-                         document root: {why}; add the validation location (`cert-agent \
-                         snippet NAME`)",
-                        h.at
+                         document root: {why}; serve it from {VALIDATION_ROOT} there ({})",
+                        h.at,
+                        validation_hint(first.server)
                     )),
                 },
                 None => notes.push(format!(
-                    "{d}: no virtual host on port 80 serves this name; the CA fetches the \
-                     validation file over HTTP on port 80"
+                    "{d}: no virtual host on port 80 serves this name (the CA fetches the \
+                     validation file over HTTP on port 80); serve \
+                     /.well-known/pki-validation/ from {VALIDATION_ROOT} there ({})",
+                    validation_hint(first.server)
                 )),
             }
         }
@@ -322,6 +340,18 @@ fn propose(vhosts: Vec<Vhost>) -> Discovery {
         vhosts,
         proposals,
         skipped,
+    }
+}
+
+/// The lines that serve the validation path from [`VALIDATION_ROOT`].
+fn validation_hint(server: &str) -> String {
+    if server == "apache" {
+        format!(
+            "`Alias /.well-known/pki-validation/ {VALIDATION_ROOT}/.well-known/pki-validation/` \
+             before any Redirect or RewriteRule"
+        )
+    } else {
+        format!("`location ^~ /.well-known/pki-validation/ {{ root {VALIDATION_ROOT}; }}`")
     }
 }
 
@@ -399,18 +429,20 @@ impl Proposal {
             None => s.push_str("# product_id: from [defaults], or see `cert-agent products`\n"),
         }
         s.push_str(&format!("server = {}\n", toml_str(self.server)));
-        let roots: Vec<&PathBuf> = self.webroot.values().collect();
-        if !roots.is_empty()
-            && roots.iter().all(|r| *r == roots[0])
-            && roots.len() == self.domains.len()
-        {
+        // Names whose port 80 does not serve the validation path yet: VALIDATION_ROOT.
+        let fallback = PathBuf::from(VALIDATION_ROOT);
+        let roots: Vec<(&String, &PathBuf)> = self
+            .domains
+            .iter()
+            .map(|d| (d, self.webroot.get(d).unwrap_or(&fallback)))
+            .collect();
+        if roots.iter().all(|(_, r)| *r == roots[0].1) {
             s.push_str(&format!(
                 "webroot = {}\n",
-                toml_str(&roots[0].to_string_lossy())
+                toml_str(&roots[0].1.to_string_lossy())
             ));
-        } else if !roots.is_empty() {
-            let entries: Vec<String> = self
-                .webroot
+        } else {
+            let entries: Vec<String> = roots
                 .iter()
                 .map(|(d, r)| format!("{} = {}", toml_str(d), toml_str(&r.to_string_lossy())))
                 .collect();

@@ -141,32 +141,6 @@ pub fn io_text(e: &io::Error) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn writes_with_exact_mode_and_replaces_symlink_without_following_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let outside = dir.path().join("outside");
-        fs::write(&outside, b"keep").unwrap();
-        let target = dir.path().join("secret");
-        std::os::unix::fs::symlink(&outside, &target).unwrap();
-        write_atomic(&target, b"new", 0o600).unwrap();
-        assert_eq!(fs::read(&outside).unwrap(), b"keep");
-        assert_eq!(fs::read(&target).unwrap(), b"new");
-        let meta = fs::symlink_metadata(&target).unwrap();
-        assert!(meta.file_type().is_file());
-        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-        let leftovers: Vec<_> = fs::read_dir(dir.path())
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
-            .collect();
-        assert!(leftovers.is_empty());
-    }
-}
-
 /// Whether `name` matches the shell pattern `pattern`: `*` stands for any run of bytes other
 /// than `/`, `?` for one such byte. Linear in practice: the last `*` is the only point it
 /// goes back to.
@@ -195,4 +169,30 @@ pub fn glob_matches(pattern: &[u8], name: &[u8]) -> bool {
         }
     }
     pattern[p..].iter().all(|&c| c == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_with_exact_mode_and_replaces_symlink_without_following_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        fs::write(&outside, b"keep").unwrap();
+        let target = dir.path().join("secret");
+        std::os::unix::fs::symlink(&outside, &target).unwrap();
+        write_atomic(&target, b"new", 0o600).unwrap();
+        assert_eq!(fs::read(&outside).unwrap(), b"keep");
+        assert_eq!(fs::read(&target).unwrap(), b"new");
+        let meta = fs::symlink_metadata(&target).unwrap();
+        assert!(meta.file_type().is_file());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        let leftovers: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty());
+    }
 }

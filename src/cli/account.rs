@@ -80,6 +80,7 @@ async fn api_command(
         | Command::Run { .. }
         | Command::Serve
         | Command::Check(_)
+        | Command::Discover(_)
         | Command::Status { id: None, .. } => unreachable_config(),
     }
 }

@@ -193,6 +193,17 @@ pub enum Command {
         output: Option<PathBuf>,
     },
 
+    /// Find the sites the web server already serves and propose a [[certificate]] for each,
+    /// keeping the site's existing certificate, key and document root paths.
+    ///
+    /// Reads what the server itself reports: `nginx -T`, or `apachectl -S` and the files it
+    /// names (or a saved copy with --from). Virtual hosts sharing one certificate file become
+    /// one certificate; names that cannot be managed (regular expressions, wildcards, `_`, IP
+    /// addresses, variables) are listed with the reason; a site whose port 80 does not serve
+    /// /.well-known/pki-validation/ from a document root is marked with what is in the way.
+    /// Makes no API call and changes nothing unless --write is given.
+    Discover(DiscoverArgs),
+
     /// Configuration commands.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -245,6 +256,34 @@ pub struct RenewArgs {
     /// (whose timer spreads runs itself).
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     pub random_delay: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct DiscoverArgs {
+    /// The web server to ask (default: nginx when it is installed, else apache).
+    #[arg(long, value_enum)]
+    pub server: Option<DiscoverServer>,
+    /// Read a saved `nginx -T` or `apachectl -S` output instead of running it (`-` reads
+    /// stdin). Apache's virtual host files are still read from this host.
+    #[arg(long, value_name = "FILE")]
+    pub from: Option<PathBuf>,
+    /// Write one configuration file per proposed certificate into DIR (for `[agent] include`),
+    /// named NAME.toml; an existing file is kept unless --force.
+    #[arg(long, value_name = "DIR")]
+    pub write: Option<PathBuf>,
+    /// With --write: replace existing files.
+    #[arg(long, requires = "write")]
+    pub force: bool,
+    /// `product_id` written into each file (otherwise it must come from [defaults]).
+    #[arg(long, value_name = "ID")]
+    pub product_id: Option<u64>,
+}
+
+/// The web servers `discover` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DiscoverServer {
+    Nginx,
+    Apache,
 }
 
 #[derive(Debug, Args)]

@@ -29,6 +29,7 @@ mod actions;
 mod args;
 mod check;
 mod config_cmd;
+mod discover;
 pub mod exit;
 mod fleet;
 mod output;
@@ -105,6 +106,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
     match &cli.command {
         Command::Config(ConfigCommand::Check) => config_cmd::run(&cli.config, &out),
         Command::Check(args) => check::run(&cli.config, args, &out).await,
+        Command::Discover(args) => discover::run(&cli.config, args, &out).await,
         Command::Fleet(FleetCommand::Status) => {
             let config = load_config(&cli.config)?;
             fleet::status(&config, &out).await

@@ -388,11 +388,12 @@ fn server(at: &At, list: &[Directive], inherited: &Inherited) -> Vhost {
                 v.key_file = key.clone().map(PathBuf::from);
             }
             "root" => root = d.args.first().cloned(),
-            "return" | "rewrite" if d.block.is_none() => {
-                if d.name == "return" || d.args.iter().any(|a| a == "redirect" || a == "permanent")
-                {
-                    server_return.get_or_insert(d.at.clone());
-                }
+            "return" | "rewrite"
+                if d.block.is_none()
+                    && (d.name == "return"
+                        || d.args.iter().any(|a| a == "redirect" || a == "permanent")) =>
+            {
+                server_return.get_or_insert(d.at.clone());
             }
             "if" => {
                 if let Some(children) = &d.block
@@ -483,10 +484,10 @@ fn validation(
         };
         match modifier {
             "=" if path == PROBE => return in_location(d, root),
-            "" | "^~" if PROBE.starts_with(path) => {
-                if best.is_none_or(|(_, len, _)| path.len() > len) {
-                    best = Some((d, path.len(), modifier == "^~"));
-                }
+            "" | "^~"
+                if PROBE.starts_with(path) && best.is_none_or(|(_, len, _)| path.len() > len) =>
+            {
+                best = Some((d, path.len(), modifier == "^~"));
             }
             "~" | "~*" if regex.is_none() && path.contains("well-known") => regex = Some(d),
             _ => {}
@@ -609,7 +610,10 @@ server {\n\
                 "# configuration file /a.conf:\nhttp {\n server {\n",
                 "/a.conf line 2",
             ),
-            ("# configuration file /a.conf:\nhttp { }\n}\n", "/a.conf line 2"),
+            (
+                "# configuration file /a.conf:\nhttp { }\n}\n",
+                "/a.conf line 2",
+            ),
             (
                 "# configuration file /a.conf:\n\nhttp { listen \"80 }\n",
                 "/a.conf line 2",

@@ -5,10 +5,14 @@
 
 use crate::support;
 
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cert_agent::api::{Client, ClientOptions, PasswordSource, RetryPolicy};
 use support::env::{LOGIN, TestEnv};
+use support::webserver::{Server, require};
 
 /// A client of the sandbox account the agent uses, for placing orders "on the web site".
 fn account_client(env: &TestEnv) -> Client {
@@ -82,4 +86,414 @@ fn adopting_an_email_order_switches_it_to_http_in_the_reissue() {
         "Http",
         "the order validates by HTTP now"
     );
+}
+
+/// A key and a certificate for `names` written to `DIR/NAME.pem` and `DIR/NAME.key`: signed by
+/// `issuer` (a CA) or self-signed.
+fn certificate(
+    dir: &Path,
+    name: &str,
+    names: &[&str],
+    issuer: Option<(&rcgen::Issuer<'_, rcgen::KeyPair>, &str)>,
+) -> (PathBuf, PathBuf) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params =
+        rcgen::CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, names[0]);
+    let pem = match issuer {
+        Some((ca, ca_pem)) => format!("{}{ca_pem}", params.signed_by(&key, ca).unwrap().pem()),
+        None => params.self_signed(&key).unwrap().pem(),
+    };
+    let cert = dir.join(format!("{name}.pem"));
+    let keyfile = dir.join(format!("{name}.key"));
+    fs::write(&cert, pem).unwrap();
+    fs::write(&keyfile, key.serialize_pem()).unwrap();
+    fs::set_permissions(&keyfile, fs::Permissions::from_mode(0o600)).unwrap();
+    (cert, keyfile)
+}
+
+fn ca() -> (rcgen::Issuer<'static, rcgen::KeyPair>, String) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "Discover Test CA");
+    let pem = params.self_signed(&key).unwrap().pem();
+    (rcgen::Issuer::new(params, key), pem)
+}
+
+fn agent_discover(env: &TestEnv, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["--json", "discover"];
+    all.extend_from_slice(args);
+    let out = env.agent(all).run();
+    out.expect_code(0);
+    out.json()
+}
+
+fn proposal<'v>(d: &'v serde_json::Value, name: &str) -> &'v serde_json::Value {
+    d["proposals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no proposal {name}: {d:#}"))
+}
+
+/// Real `nginx -T` of a Debian-style layout (nginx.conf, conf.d, sites-enabled, a default
+/// server, several listens, http2, shared certificate files, a site without TLS, a proxied
+/// site, a regular-expression name) read by `discover`, written as fragments that the
+/// configuration accepts through `include`.
+#[test]
+fn discover_reads_a_real_nginx_dump_and_writes_fragments_the_config_includes() {
+    if !require(Server::Nginx) {
+        return;
+    }
+    let mut env = TestEnv::new();
+    let etc = env.path("etc/nginx");
+    let ssl = env.path("etc/ssl");
+    for d in [etc.join("conf.d"), etc.join("sites-enabled"), ssl.clone()] {
+        fs::create_dir_all(d).unwrap();
+    }
+    let (issuer, ca_pem) = ca();
+    let (shop_cert, shop_key) = certificate(
+        &ssl,
+        "shop",
+        &["shop.example.com", "www.shop.example.com"],
+        None,
+    );
+    let (multi_cert, multi_key) = certificate(
+        &ssl,
+        "multi",
+        &["blog.example.com", "news.example.com"],
+        Some((&issuer, &ca_pem)),
+    );
+    let p = |x: &Path| x.display().to_string();
+    fs::write(
+        etc.join("nginx.conf"),
+        format!(
+            "worker_processes 1;\nerror_log {log};\nevents {{ worker_connections 64; }}\n\
+             http {{\n  access_log {access};\n  include {etc}/conf.d/*.conf;\n  include {etc}/sites-enabled/*;\n}}\n",
+            log = p(&env.path("error.log")),
+            access = p(&env.path("access.log")),
+            etc = p(&etc)
+        ),
+    )
+    .unwrap();
+    fs::write(
+        etc.join("sites-enabled/default"),
+        "server {\n  listen 80 default_server;\n  listen [::]:80 default_server;\n  server_name _;\n  root /var/www/html;\n}\n",
+    )
+    .unwrap();
+    fs::write(
+        etc.join("sites-enabled/shop.example.com"),
+        format!(
+            "server {{\n  listen 80;\n  server_name shop.example.com www.shop.example.com;\n\
+             \x20 location ^~ /.well-known/pki-validation/ {{ root /srv/acme; default_type text/plain; }}\n\
+             \x20 location / {{ return 301 https://$host$request_uri; }}\n}}\n\
+             server {{\n  listen 443 ssl http2;\n  listen [::]:443 ssl http2;\n  server_name shop.example.com www.shop.example.com;\n\
+             \x20 ssl_certificate {};\n  ssl_certificate_key {};\n  root /srv/shop;\n}}\n",
+            p(&shop_cert),
+            p(&shop_key)
+        ),
+    )
+    .unwrap();
+    for site in ["blog", "news"] {
+        fs::write(
+            etc.join(format!("sites-enabled/{site}.example.com")),
+            format!(
+                "server {{\n  listen 443 ssl;\n  server_name {site}.example.com;\n\
+                 \x20 ssl_certificate \"{}\";\n  ssl_certificate_key {};\n  root /srv/{site};\n}}\n",
+                p(&multi_cert),
+                p(&multi_key)
+            ),
+        )
+        .unwrap();
+    }
+    fs::write(
+        etc.join("conf.d/app.conf"),
+        "server {\n  listen 80;\n  server_name app.example.com;\n  location / { proxy_pass http://127.0.0.1:9; }\n}\n\
+         server {\n  listen 80;\n  server_name ~^(?<user>.+)\\.users\\.example\\.com$ plain.example.com;\n  root /srv/plain;\n}\n",
+    )
+    .unwrap();
+    let nginx = support::webserver::Nginx::binary().unwrap();
+    let out = std::process::Command::new(nginx)
+        .arg("-p")
+        .arg(&etc)
+        .arg("-c")
+        .arg(etc.join("nginx.conf"))
+        .arg("-e")
+        .arg(env.path("error.log"))
+        .arg("-T")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dump = env.path("nginx-T.txt");
+    fs::write(&dump, &out.stdout).unwrap();
+
+    let d = agent_discover(&env, &["--from", &p(&dump)]);
+    let shop = proposal(&d, "shop.example.com");
+    assert_eq!(
+        shop["domains"],
+        serde_json::json!(["shop.example.com", "www.shop.example.com"])
+    );
+    assert_eq!(shop["webroot"]["shop.example.com"], "/srv/acme", "{shop:#}");
+    assert_eq!(shop["cert_file"], p(&shop_cert));
+    assert_eq!(shop["existing"]["self_signed"], true);
+    assert_eq!(shop["existing"]["key_on_host"], true);
+    let blog = proposal(&d, "blog.example.com");
+    assert_eq!(
+        blog["domains"],
+        serde_json::json!(["blog.example.com", "news.example.com"]),
+        "one shared file, one certificate"
+    );
+    assert_eq!(blog["vhosts"].as_array().unwrap().len(), 2);
+    assert_eq!(blog["existing"]["self_signed"], false);
+    assert!(
+        blog["existing"]["issuer"]
+            .as_str()
+            .unwrap()
+            .contains("Discover Test CA")
+    );
+    assert_eq!(
+        blog["webroot"]["blog.example.com"], "/var/www/html",
+        "port 80 default server"
+    );
+    let app = proposal(&d, "app.example.com");
+    assert!(
+        app["notes"].to_string().contains("passed on (proxy_pass)"),
+        "{app:#}"
+    );
+    let plain = proposal(&d, "plain.example.com");
+    assert_eq!(plain["webroot"]["plain.example.com"], "/srv/plain");
+    let skipped = d["skipped"].to_string();
+    assert!(
+        skipped.contains("regular expression") && skipped.contains("catch-all"),
+        "{skipped}"
+    );
+
+    // One file per certificate, accepted by the configuration through `include`.
+    let conf_d = env.path("conf.d");
+    agent_discover(
+        &env,
+        &[
+            "--from",
+            &p(&dump),
+            "--write",
+            &p(&conf_d),
+            "--product-id",
+            "1101",
+        ],
+    );
+    let mut files: Vec<String> = fs::read_dir(&conf_d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "app.example.com.toml",
+            "blog.example.com.toml",
+            "plain.example.com.toml",
+            "shop.example.com.toml"
+        ]
+    );
+    fs::write(
+        conf_d.join("shop.example.com.toml"),
+        "# edited by the operator\n",
+    )
+    .unwrap();
+    agent_discover(
+        &env,
+        &[
+            "--from",
+            &p(&dump),
+            "--write",
+            &p(&conf_d),
+            "--product-id",
+            "1101",
+        ],
+    );
+    assert_eq!(
+        fs::read_to_string(conf_d.join("shop.example.com.toml")).unwrap(),
+        "# edited by the operator\n",
+        "an existing file is kept"
+    );
+    agent_discover(
+        &env,
+        &[
+            "--from",
+            &p(&dump),
+            "--write",
+            &p(&conf_d),
+            "--product-id",
+            "1101",
+            "--force",
+        ],
+    );
+    env.agent_extra = format!("include = [\"{}/*.toml\"]\n", p(&conf_d));
+    let out = env.agent(["--json", "config", "check"]).run();
+    out.expect_code(0);
+    let text = out.text();
+    for name in [
+        "shop.example.com",
+        "blog.example.com",
+        "app.example.com",
+        "plain.example.com",
+    ] {
+        assert!(text.contains(name), "{name} configured: {text}");
+    }
+    // Now configured: not written again.
+    fs::remove_file(conf_d.join("app.example.com.toml")).unwrap();
+    agent_discover(
+        &env,
+        &[
+            "--from",
+            &p(&dump),
+            "--write",
+            &p(&env.path("again")),
+            "--product-id",
+            "1101",
+        ],
+    );
+    let again: Vec<_> = fs::read_dir(env.path("again"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(again, [std::ffi::OsString::from("app.example.com.toml")]);
+
+    // A damaged dump is an error naming the file and line, not a panic.
+    let broken = env.path("broken.txt");
+    fs::write(
+        &broken,
+        format!(
+            "# configuration file {}/nginx.conf:\nhttp {{\n  server {{\n",
+            p(&etc)
+        ),
+    )
+    .unwrap();
+    let out = env.agent(["discover", "--from", &p(&broken)]).run();
+    out.expect_failure();
+    assert!(out.text().contains("nginx.conf line 2"), "{}", out.text());
+}
+
+/// Real `apache2 -S` of a Debian-style layout (sites-enabled, `IfModule`, a redirecting
+/// port 80, SSLCertificateChainFile) read by `discover`.
+#[test]
+fn discover_reads_a_real_apache_listing() {
+    if !require(Server::Apache) {
+        return;
+    }
+    let env = TestEnv::new();
+    let root = env.path("etc/apache2");
+    let ssl = env.path("etc/ssl");
+    for d in [root.join("sites-enabled"), root.join("run"), ssl.clone()] {
+        fs::create_dir_all(d).unwrap();
+    }
+    let (issuer, ca_pem) = ca();
+    let (cert, key) = certificate(
+        &ssl,
+        "www",
+        &["www.example.org", "example.org"],
+        Some((&issuer, &ca_pem)),
+    );
+    fs::write(ssl.join("chain.pem"), &ca_pem).unwrap();
+    let p = |x: &Path| x.display().to_string();
+    let modules = support::webserver::Apache::modules_dir().unwrap();
+    let binary = support::webserver::Apache::binary().unwrap();
+    let compiled = String::from_utf8_lossy(
+        &std::process::Command::new(&binary)
+            .arg("-l")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .into_owned();
+    let mut conf = format!(
+        "ServerRoot {}\nServerName localhost\nPidFile {}/run/httpd.pid\nDefaultRuntimeDir {}/run\nErrorLog {}/error.log\n",
+        p(&root),
+        p(&root),
+        p(&root),
+        p(&root)
+    );
+    for (name, source) in [
+        ("mpm_event", "event.c"),
+        ("unixd", "mod_unixd.c"),
+        ("authz_core", "mod_authz_core.c"),
+        ("alias", "mod_alias.c"),
+        ("ssl", "mod_ssl.c"),
+    ] {
+        let file = modules.join(format!("mod_{name}.so"));
+        if !compiled.contains(source) && file.is_file() {
+            conf.push_str(&format!("LoadModule {name}_module {}\n", p(&file)));
+        }
+    }
+    conf.push_str("Listen 80\n<IfModule ssl_module>\n  Listen 443\n</IfModule>\nIncludeOptional sites-enabled/*.conf\n");
+    fs::write(root.join("apache2.conf"), conf).unwrap();
+    fs::write(
+        root.join("sites-enabled/000-default.conf"),
+        "<VirtualHost *:80>\n  ServerName www.example.org\n  ServerAlias example.org\n  DocumentRoot /var/www/html\n  Redirect permanent / https://www.example.org/\n</VirtualHost>\n",
+    )
+    .unwrap();
+    fs::write(
+        root.join("sites-enabled/default-ssl.conf"),
+        format!(
+            "<IfModule mod_ssl.c>\n\t<VirtualHost *:443 [::]:443>\n\t\tServerName www.example.org\n\t\tServerAlias example.org\n\
+             \t\tDocumentRoot /var/www/html\n\t\tSSLEngine on\n\t\tSSLCertificateFile {}\n\t\tSSLCertificateKeyFile {}\n\
+             \t\tSSLCertificateChainFile {}\n\t</VirtualHost>\n</IfModule>\n",
+            p(&cert),
+            p(&key),
+            p(&ssl.join("chain.pem"))
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(&binary)
+        .arg("-d")
+        .arg(&root)
+        .arg("-f")
+        .arg(root.join("apache2.conf"))
+        .arg("-S")
+        .output()
+        .unwrap();
+    let mut listing = String::from_utf8_lossy(&out.stdout).into_owned();
+    listing.push_str(&String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{listing}");
+    let file = env.path("apache-S.txt");
+    fs::write(&file, &listing).unwrap();
+    let d = agent_discover(&env, &["--server", "apache", "--from", &p(&file)]);
+    assert_eq!(d["vhosts"].as_array().unwrap().len(), 2, "{d:#}");
+    let www = proposal(&d, "www.example.org");
+    assert_eq!(
+        www["domains"],
+        serde_json::json!(["www.example.org", "example.org"])
+    );
+    assert_eq!(www["chain_file"], p(&ssl.join("chain.pem")));
+    assert_eq!(www["existing"]["key_on_host"], true);
+    assert!(www["notes"].to_string().contains("Redirect at"), "{www:#}");
+    let fragment = env.path("frag");
+    agent_discover(
+        &env,
+        &[
+            "--server",
+            "apache",
+            "--from",
+            &p(&file),
+            "--write",
+            &p(&fragment),
+        ],
+    );
+    let text = fs::read_to_string(fragment.join("www.example.org.toml")).unwrap();
+    assert!(
+        text.contains(&format!("cert_path = \"{}\"", p(&cert))) && text.contains("chain_path"),
+        "{text}"
+    );
+    assert!(text.contains("# To do: www.example.org: port 80"), "{text}");
 }

@@ -1,7 +1,7 @@
 //! `[agent] include`: certificates from fragment files, errors naming the fragment and line.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::super::*;
 
@@ -32,7 +32,7 @@ fn site(name: &str, domain: &str) -> String {
 }
 
 /// A main file with `extra` appended and the fragments `(file name, text)` in `conf.d/`.
-fn layout(extra: &str, fragments: &[(&str, String)]) -> (tempfile::TempDir, std::path::PathBuf) {
+fn layout(extra: &str, fragments: &[(&str, String)]) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let main = dir.path().join("config.toml");
     fs::write(&main, format!("{MAIN}{extra}")).unwrap();
