@@ -396,7 +396,7 @@ fn toml_str(s: &str) -> String {
 impl Proposal {
     /// The proposal as a configuration fragment (`[agent] include`): the site's existing
     /// paths, its document roots, comments saying where it came from.
-    pub fn fragment(&self, product_id: Option<u64>) -> String {
+    pub fn fragment(&self, product_id: Option<u64>, certificate_id: Option<u64>) -> String {
         let mut s = String::new();
         let at: Vec<String> = self.vhosts.iter().map(ToString::to_string).collect();
         s.push_str(&format!(
@@ -424,6 +424,12 @@ impl Proposal {
         s.push_str(&format!("name = {}\n", toml_str(&self.name)));
         let domains: Vec<String> = self.domains.iter().map(|d| toml_str(d)).collect();
         s.push_str(&format!("domains = [{}]\n", domains.join(", ")));
+        if let Some(id) = certificate_id {
+            s.push_str(&format!(
+                "# The account's order {id} covers these names: adopted, not ordered again.\n\
+                 certificate_id = {id}\n"
+            ));
+        }
         match product_id {
             Some(p) => s.push_str(&format!("product_id = {p}\n")),
             None => s.push_str("# product_id: from [defaults], or see `cert-agent products`\n"),
@@ -521,7 +527,7 @@ mod tests {
             c.notes
         );
         assert_eq!(d.skipped[0].name, "_");
-        let f = p.fragment(Some(1101));
+        let f = p.fragment(Some(1101), Some(42));
         let parsed: toml::Table = f.parse().unwrap();
         assert_eq!(
             parsed["certificate"][0]["fullchain_path"].as_str(),

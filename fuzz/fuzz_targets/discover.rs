@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
         match cert_agent::discover::nginx(dump) {
             Ok(found) => {
                 for p in &found.proposals {
-                    let fragment = p.fragment(Some(1));
+                    let fragment = p.fragment(Some(1), Some(2));
                     fragment
                         .parse::<toml::Table>()
                         .expect("a proposed configuration file is valid TOML");

@@ -274,9 +274,15 @@ pub struct DiscoverArgs {
     /// With --write: replace existing files.
     #[arg(long, requires = "write")]
     pub force: bool,
-    /// `product_id` written into each file (otherwise it must come from [defaults]).
+    /// `product_id` written into each file (otherwise the product --account finds, or
+    /// [defaults]).
     #[arg(long, value_name = "ID")]
     pub product_id: Option<u64>,
+    /// Match every proposed certificate against the account's certificate list (needs [api]):
+    /// a live order that covers the names is adopted (`certificate_id` in the written file,
+    /// so `renew` places no new order); otherwise the product that fits and its price.
+    #[arg(long)]
+    pub account: bool,
 }
 
 /// The web servers `discover` reads.

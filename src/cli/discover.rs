@@ -2,6 +2,7 @@
 //! the proposed certificates, and with `--write DIR` writes one configuration file per
 //! certificate.
 
+use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::Path;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use super::exit::{self, UsageError};
 use super::output::Output;
 use crate::config::Config;
 use crate::discover::{self, Discovery, Validation};
+use crate::renew::account_match::{Match, match_site};
 
 /// Output of a web server's dump is capped (a configuration of 10,000 sites is a few MB).
 const DUMP_LIMIT: usize = 256 << 20;
@@ -46,7 +48,30 @@ pub(super) async fn run(config_path: &Path, args: &DiscoverArgs, out: &Output) -
         DiscoverServer::Apache => discover::apache(&text)?,
     };
     // Certificates already configured are not proposed again.
-    let configured = Config::load(config_path).ok();
+    let configured = if args.account {
+        Some(super::load_config(config_path)?)
+    } else {
+        Config::load(config_path).ok()
+    };
+    let mut matches: BTreeMap<String, Match> = BTreeMap::new();
+    if let Some(config) = configured.as_ref().filter(|_| args.account) {
+        let client = super::client_for(config)?;
+        let certificates = client
+            .list_all(None, None)
+            .await
+            .context("could not read the account's certificate list")?;
+        let products = client
+            .products(false)
+            .await
+            .context("could not read the product list")?;
+        let today = crate::renew::now().date();
+        for p in &found.proposals {
+            matches.insert(
+                p.name.clone(),
+                match_site(&p.domains, &certificates, &products, today),
+            );
+        }
+    }
     let known = |name: &str, domains: &[String]| {
         configured.as_ref().and_then(|c| {
             c.certificates
@@ -69,13 +94,32 @@ pub(super) async fn run(config_path: &Path, args: &DiscoverArgs, out: &Output) -
                 eprintln!("{} exists: kept (--force replaces it)", file.display());
                 continue;
             }
-            crate::fsutil::write_atomic(&file, p.fragment(args.product_id).as_bytes(), 0o644)
+            let (product, adopt) = match matches.get(&p.name) {
+                Some(Match::Adopt {
+                    certificate_id,
+                    product_id,
+                    ..
+                }) => (args.product_id.or(*product_id), Some(*certificate_id)),
+                Some(Match::Order { product_id, .. }) => (args.product_id.or(*product_id), None),
+                None => (args.product_id, None),
+            };
+            crate::fsutil::write_atomic(&file, p.fragment(product, adopt).as_bytes(), 0o644)
                 .with_context(|| format!("could not write {}", file.display()))?;
             written.push(file);
         }
     }
     if out.json {
-        out.print_json(&found)?;
+        #[derive(serde::Serialize)]
+        struct Json<'a> {
+            #[serde(flatten)]
+            found: &'a Discovery,
+            #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+            account: &'a BTreeMap<String, Match>,
+        }
+        out.print_json(&Json {
+            found: &found,
+            account: &matches,
+        })?;
         return Ok(exit::OK);
     }
     outln!(
@@ -111,6 +155,41 @@ pub(super) async fn run(config_path: &Path, args: &DiscoverArgs, out: &Output) -
         }
         for (d, root) in &p.webroot {
             outln!("  webroot   {d}: {}", root.display());
+        }
+        match matches.get(&p.name) {
+            Some(Match::Adopt {
+                certificate_id,
+                state,
+                valid_to,
+                subscription_valid_to,
+                ..
+            }) => outln!(
+                "  account   adopt order {certificate_id} ({state}, valid to {}, subscription to {}): no new order",
+                valid_to.as_deref().unwrap_or("-"),
+                subscription_valid_to
+                    .as_deref()
+                    .or(valid_to.as_deref())
+                    .unwrap_or("-")
+            ),
+            Some(Match::Order {
+                product_id,
+                product,
+                price,
+                passed_over,
+            }) => {
+                outln!(
+                    "  account   order {} (product {}) at {} a year{}",
+                    product.as_deref().unwrap_or("(no fitting product)"),
+                    product_id.map_or("-".to_owned(), |i| i.to_string()),
+                    price.as_ref().map_or("-".to_owned(), ToString::to_string),
+                    if passed_over.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; passed over: {}", passed_over.join("; "))
+                    }
+                );
+            }
+            None => {}
         }
         for n in &p.notes {
             outln!("  to do     {n}");

@@ -172,7 +172,7 @@ async fn engine(command: &Command, config: &Config, out: &Output) -> Result<u8> 
     run_cmds::run(config, &opts, out).await
 }
 
-fn load_config(path: &Path) -> Result<Config> {
+pub(crate) fn load_config(path: &Path) -> Result<Config> {
     let config = Config::load(path)?;
     for warning in &config.warnings {
         tracing::warn!("{warning}");

@@ -44,6 +44,7 @@ pub(super) const AGENT_KEYS: &[&str] = &[
 pub(super) const CERT_ONLY_KEYS: &[&str] = &[
     "name",
     "domains",
+    "certificate_id",
     "cert_path",
     "chain_path",
     "fullchain_path",

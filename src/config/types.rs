@@ -232,6 +232,11 @@ pub struct CertificateConfig {
 /// What is ordered and reissued for a certificate.
 #[derive(Debug, Clone, Serialize)]
 pub struct OrderSpec {
+    /// An order the account already has (placed elsewhere, or found by `discover --account`):
+    /// the first run adopts it instead of placing an order. Only read while the certificate
+    /// has no order of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub certificate_id: Option<u64>,
     /// `nomenclature_id` of the order.
     pub product_id: u64,
     /// Days of an order, 60..=2200; default 365.

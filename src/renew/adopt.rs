@@ -5,7 +5,7 @@
 use anyhow::{Context, Result, anyhow, bail};
 
 use crate::api::{CertificateState, Client};
-use crate::config::Config;
+use crate::config::{CertificateConfig, Config};
 use crate::crypto::CertificateInfo;
 use crate::store::{CertRecord, Installed, OrderRef, Store};
 
@@ -33,7 +33,28 @@ pub async fn adopt(
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = store.lock()?;
     let mut rec = store.load(name)?;
-    check_free(&store, &rec, name, certificate_id)?;
+    let (state, message) = adopt_record(&store, client, cert, &mut rec, certificate_id).await?;
+    Ok(AdoptSummary {
+        name: name.to_owned(),
+        certificate_id,
+        state: state.clone(),
+        message: format!("'{name}' now manages certificate {certificate_id} ({state}){message}"),
+    })
+}
+
+/// Adopts `certificate_id` into `rec` (the caller holds the run lock): checks that the order
+/// is free, covers the certificate's common name and can still be reissued; records it, and
+/// its issued certificate as installed (so that the due date comes from it). Returns the
+/// order's state and the rest of a message for the operator.
+pub(super) async fn adopt_record(
+    store: &Store,
+    client: &Client,
+    cert: &CertificateConfig,
+    rec: &mut CertRecord,
+    certificate_id: u64,
+) -> Result<(String, String)> {
+    let name = cert.name.as_str();
+    check_free(store, rec, name, certificate_id)?;
     let details = client
         .details(certificate_id)
         .await
@@ -118,18 +139,13 @@ pub async fn adopt(
                 .unwrap_or_default()
         ));
     }
-    store.save(&rec)?;
+    store.save(rec)?;
     store.journal(
         name,
         "adopted",
         serde_json::json!({ "certificate_id": certificate_id, "state": state }),
     )?;
-    Ok(AdoptSummary {
-        name: name.to_owned(),
-        certificate_id,
-        state: state.clone(),
-        message: format!("'{name}' now manages certificate {certificate_id} ({state}){message}"),
-    })
+    Ok((state, message))
 }
 
 /// Refuses to adopt into a record that is busy (an order outcome unknown), belongs to another

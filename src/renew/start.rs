@@ -25,6 +25,21 @@ pub(super) async fn start(
     if ctx.opts.clear_intent && order::clear_intent(ctx.store, &mut job.rec)? {
         tracing::warn!(certificate = %job.cert.name, "unreconciled order intent cleared by the operator");
     }
+    if let Some(id) = job.cert.order.certificate_id
+        && job.rec.order.is_none()
+        && job.rec.intent.is_none()
+    {
+        if ctx.opts.dry_run {
+            return Ok(Next::Done(Outcome::Planned {
+                action: format!("adopt certificate {id} (`certificate_id`): no new order"),
+            }));
+        }
+        let (state, message) =
+            super::adopt::adopt_record(ctx.store, ctx.client()?, job.cert, &mut job.rec, id)
+                .await
+                .with_context(|| format!("could not adopt certificate {id} (`certificate_id`)"))?;
+        tracing::info!(certificate = %job.cert.name, "adopted certificate {id} ({state}){message}");
+    }
     let disk = refresh_disk(ctx, job)?;
     let action = plan_action(ctx, job, disk).await?;
     if ctx.opts.dry_run {

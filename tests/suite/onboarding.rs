@@ -143,16 +143,17 @@ fn proposal<'v>(d: &'v serde_json::Value, name: &str) -> &'v serde_json::Value {
         .unwrap_or_else(|| panic!("no proposal {name}: {d:#}"))
 }
 
-/// Real `nginx -T` of a Debian-style layout (nginx.conf, conf.d, sites-enabled, a default
-/// server, several listens, http2, shared certificate files, a site without TLS, a proxied
-/// site, a regular-expression name) read by `discover`, written as fragments that the
-/// configuration accepts through `include`.
-#[test]
-fn discover_reads_a_real_nginx_dump_and_writes_fragments_the_config_includes() {
-    if !require(Server::Nginx) {
-        return;
-    }
-    let mut env = TestEnv::new();
+/// Files of the Debian-style nginx layout of [`nginx_layout`].
+struct Layout {
+    dump: PathBuf,
+    etc: PathBuf,
+    shop_cert: PathBuf,
+}
+
+/// A Debian-style nginx layout under `env` (nginx.conf, conf.d, sites-enabled, a default
+/// server, several listens, http2, a certificate shared by two sites, a site without TLS, a
+/// proxied site, a regular-expression name), dumped by the real `nginx -T`.
+fn nginx_layout(env: &TestEnv) -> Layout {
     let etc = env.path("etc/nginx");
     let ssl = env.path("etc/ssl");
     for d in [etc.join("conf.d"), etc.join("sites-enabled"), ssl.clone()] {
@@ -238,6 +239,29 @@ fn discover_reads_a_real_nginx_dump_and_writes_fragments_the_config_includes() {
     let dump = env.path("nginx-T.txt");
     fs::write(&dump, &out.stdout).unwrap();
 
+    Layout {
+        dump,
+        etc,
+        shop_cert,
+    }
+}
+
+/// Real `nginx -T` of a Debian-style layout (nginx.conf, conf.d, sites-enabled, a default
+/// server, several listens, http2, shared certificate files, a site without TLS, a proxied
+/// site, a regular-expression name) read by `discover`, written as fragments that the
+/// configuration accepts through `include`.
+#[test]
+fn discover_reads_a_real_nginx_dump_and_writes_fragments_the_config_includes() {
+    if !require(Server::Nginx) {
+        return;
+    }
+    let mut env = TestEnv::new();
+    let Layout {
+        dump,
+        etc,
+        shop_cert,
+    } = nginx_layout(&env);
+    let p = |x: &Path| x.display().to_string();
     let d = agent_discover(&env, &["--from", &p(&dump)]);
     let shop = proposal(&d, "shop.example.com");
     assert_eq!(
@@ -496,4 +520,93 @@ fn discover_reads_a_real_apache_listing() {
         "{text}"
     );
     assert!(text.contains("# To do: www.example.org: port 80"), "{text}");
+}
+
+/// `discover --account` against an account holding a covering order (adopted, so `renew`
+/// orders nothing for that site), an expired one, a cancelled one and a partially covering
+/// one (each passed over with the reason, and a product with its price proposed instead).
+#[test]
+fn discover_with_the_account_adopts_covering_orders_and_renew_pays_nothing_for_them() {
+    if !require(Server::Nginx) {
+        return;
+    }
+    let mut env = TestEnv::new();
+    env.allow_orders = false;
+    let layout = nginx_layout(&env);
+    let p = |x: &Path| x.display().to_string();
+    let covering = issued_elsewhere_by_email(&env, "plain.example.com");
+    let expired = issued_elsewhere_by_email(&env, "app.example.com");
+    env.sandbox.age_certificate(expired, -3).unwrap();
+    let partial = issued_elsewhere_by_email(&env, "blog.example.com");
+    let cancelled = issued_elsewhere_by_email(&env, "www.shop.example.com");
+    env.sandbox.force_status(cancelled, "annulled").unwrap();
+    let billed = env.billed();
+    let posts = env.order_posts();
+
+    let d = agent_discover(&env, &["--from", &p(&layout.dump), "--account"]);
+    let account = &d["account"];
+    assert_eq!(
+        account["plain.example.com"]["action"], "adopt",
+        "{account:#}"
+    );
+    assert_eq!(account["plain.example.com"]["certificate_id"], covering);
+    assert_eq!(account["app.example.com"]["action"], "order");
+    let app = account["app.example.com"]["passed_over"].to_string();
+    assert!(
+        app.contains(&format!("{expired} is expired"))
+            || app.contains(&format!("{expired} has ended")),
+        "{account:#}"
+    );
+    let blog = account["blog.example.com"]["passed_over"].to_string();
+    assert!(
+        blog.contains(&format!(
+            "{partial} (issued) does not cover news.example.com"
+        )),
+        "{blog}"
+    );
+    assert!(
+        account["blog.example.com"]["price"].is_string(),
+        "a product and its price: {account:#}"
+    );
+    let shop = account["shop.example.com"]["passed_over"].to_string();
+    assert!(shop.contains(&cancelled.to_string()), "{shop}");
+
+    let conf_d = env.path("conf.d");
+    agent_discover(
+        &env,
+        &[
+            "--from",
+            &p(&layout.dump),
+            "--account",
+            "--write",
+            &p(&conf_d),
+        ],
+    );
+    let plain = fs::read_to_string(conf_d.join("plain.example.com.toml")).unwrap();
+    assert!(
+        plain.contains(&format!("certificate_id = {covering}")),
+        "{plain}"
+    );
+    env.agent_extra = format!("include = [\"{}/*.toml\"]\n", p(&conf_d));
+    env.write_config();
+    let out = env
+        .agent([
+            "--json",
+            "renew",
+            "--name",
+            "plain.example.com",
+            "--wait",
+            "5",
+        ])
+        .run();
+    let rec = env.record("plain.example.com").expect("a record");
+    assert_eq!(
+        rec["order"]["certificate_id"],
+        covering,
+        "{}\n{rec:#}",
+        out.describe()
+    );
+    assert_eq!(rec["order"]["adopted"], true);
+    assert_eq!(env.order_posts(), posts, "no order placed");
+    assert_eq!(env.billed(), billed, "nothing billed");
 }

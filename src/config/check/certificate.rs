@@ -139,7 +139,9 @@ impl Checker<'_> {
         let ssl_server_software_id = self
             .uint(s, "ssl_server_software_id", 0, i128::from(i64::MAX))
             .unwrap_or(0);
+        let certificate_id = self.uint(s, "certificate_id", 1, i128::from(i64::MAX));
         Some(OrderSpec {
+            certificate_id,
             product_id: product_id?,
             days,
             key_type,

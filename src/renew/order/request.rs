@@ -151,6 +151,11 @@ pub(super) fn check_price(
 /// cost the option's price each: options of type null count the non-wildcard names, options
 /// of type `wildcard` the wildcard names. `None` when a needed price is missing or unreadable.
 pub fn order_price(cert: &CertificateConfig, product: &Product, years: u32) -> Option<Decimal> {
+    order_price_for(&cert.domains, product, years)
+}
+
+/// [`order_price`] of an order for `domains`.
+pub fn order_price_for(domains: &[String], product: &Product, years: u32) -> Option<Decimal> {
     let price_for = |prices: &[crate::api::Price]| {
         prices
             .iter()
@@ -160,8 +165,8 @@ pub fn order_price(cert: &CertificateConfig, product: &Product, years: u32) -> O
     };
     let mut total = price_for(&product.prices)?;
     if product.product_type == Some(ProductType::Ucc) {
-        let wildcards = cert.domains.iter().filter(|d| d.starts_with("*.")).count() as u64;
-        let plain = cert.domains.len() as u64 - wildcards;
+        let wildcards = domains.iter().filter(|d| d.starts_with("*.")).count() as u64;
+        let plain = domains.len() as u64 - wildcards;
         for option in &product.options {
             let count = match option.option_type.as_deref() {
                 None => plain,
