@@ -19,7 +19,7 @@ mod pem;
 pub use cert::{
     CertificateInfo, Serial, same_public_key, same_serial_hex, san_dns_names, serial_hex,
 };
-pub use csr::{Csr, CsrHashes, CsrInfo};
+pub use csr::{Csr, CsrHashes, CsrInfo, PLACEHOLDER_ORGANIZATION, self_signed_placeholder};
 pub use key::{KeyType, ParseKeyTypeError, PrivateKey, read_key_file, write_key_file};
 pub use pem::pem_encode;
 

@@ -14,6 +14,7 @@ mod job;
 pub mod keys;
 pub mod metrics;
 pub mod order;
+pub mod placeholder;
 pub mod plan;
 mod poll;
 mod publish;
@@ -39,7 +40,7 @@ pub struct UnknownCertificate {
 }
 
 impl UnknownCertificate {
-    fn new(config: &crate::config::Config, name: &str) -> Self {
+    pub fn new(config: &crate::config::Config, name: &str) -> Self {
         Self {
             name: name.to_owned(),
             config_path: config.path.clone(),

@@ -245,6 +245,17 @@ pub struct CertRecord {
     /// a later failure is no longer one "before anything reached the CA".
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub order_refused: bool,
+    /// A self-signed placeholder is at the install paths (until the first real install).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placeholder: Option<PlaceholderMark>,
+}
+
+/// The self-signed placeholder written at a certificate's install paths.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlaceholderMark {
+    pub serial: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub written_at: OffsetDateTime,
 }
 
 impl CertRecord {
@@ -326,6 +337,7 @@ impl CertRecord {
         fallback: Subscription,
     ) -> Option<PendingKey> {
         self.installed = Some(installed);
+        self.placeholder = None;
         if self.subscription.is_none() {
             self.subscription = Some(fallback);
         }

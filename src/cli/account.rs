@@ -81,6 +81,8 @@ async fn api_command(
         | Command::Serve
         | Command::Check(_)
         | Command::Discover(_)
+        | Command::Placeholder { .. }
+        | Command::Snippet { .. }
         | Command::Status { id: None, .. } => unreachable_config(),
     }
 }

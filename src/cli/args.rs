@@ -193,6 +193,24 @@ pub enum Command {
         output: Option<PathBuf>,
     },
 
+    /// Write a self-signed placeholder certificate and key at NAME's install paths, so that
+    /// the web server can load the site before the first real certificate replaces it.
+    ///
+    /// Only where none of NAME's files exist: nothing real is ever replaced. `status` shows the
+    /// placeholder; `issue` (and `renew` with allow_orders) writes one by itself for every
+    /// configured certificate whose files are all missing. No API call, nothing billed.
+    Placeholder {
+        /// The [[certificate]].
+        name: String,
+    },
+
+    /// Print the nginx or Apache lines NAME needs: the validation location on port 80 and the
+    /// TLS server with its certificate and key paths.
+    Snippet {
+        /// The [[certificate]].
+        name: String,
+    },
+
     /// Find the sites the web server already serves and propose a [[certificate]] for each,
     /// keeping the site's existing certificate, key and document root paths.
     ///

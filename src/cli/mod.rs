@@ -35,6 +35,7 @@ mod fleet;
 mod output;
 mod run_cmds;
 mod serve;
+mod snippet;
 mod status;
 mod table;
 
@@ -107,6 +108,10 @@ pub async fn run(cli: &Cli) -> Result<u8> {
         Command::Config(ConfigCommand::Check) => config_cmd::run(&cli.config, &out),
         Command::Check(args) => check::run(&cli.config, args, &out).await,
         Command::Discover(args) => discover::run(&cli.config, args, &out).await,
+        Command::Placeholder { name } => {
+            snippet::placeholder(&load_config(&cli.config)?, name, &out)
+        }
+        Command::Snippet { name } => snippet::snippet(&load_config(&cli.config)?, name, &out),
         Command::Fleet(FleetCommand::Status) => {
             let config = load_config(&cli.config)?;
             fleet::status(&config, &out).await

@@ -72,6 +72,37 @@ impl Csr {
     }
 }
 
+/// A self-signed placeholder certificate (PEM) for `domains` with `key`, valid from now for
+/// `days`: lets a web server start its TLS site before the first real certificate. Its
+/// subject names it as a placeholder (`O=cert-agent placeholder`).
+pub fn self_signed_placeholder(
+    key: &PrivateKey,
+    domains: &[String],
+    days: i64,
+) -> Result<String, CryptoError> {
+    let common_name = domains.first().cloned().ok_or(CryptoError::NoDomains)?;
+    for d in domains {
+        check_domain(d)?;
+    }
+    let build_err = |e: rcgen::Error| CryptoError::CsrBuild {
+        common_name: common_name.clone(),
+        message: e.to_string(),
+    };
+    let mut params = CertificateParams::new(domains.to_vec()).map_err(build_err)?;
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, common_name.as_str());
+    dn.push(DnType::OrganizationName, PLACEHOLDER_ORGANIZATION);
+    params.distinguished_name = dn;
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::minutes(5);
+    params.not_after = now + time::Duration::days(days);
+    let cert = params.self_signed(key.key_pair()).map_err(build_err)?;
+    Ok(cert.pem())
+}
+
+/// The organisation of a placeholder's subject.
+pub const PLACEHOLDER_ORGANIZATION: &str = "cert-agent placeholder";
+
 /// What the agent reads from a CSR (its own, or the one the API reports for an order).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CsrInfo {

@@ -105,6 +105,35 @@ pub(super) struct EngineRun {
     pub installed: Vec<(String, super::fleet::Installable)>,
 }
 
+/// Before a run that may order and install: every configured certificate for a web server
+/// that has nothing installed and none of its files gets a self-signed placeholder, so that
+/// the web server's configuration test (which reads every site's files) passes. A
+/// certificate whose files are partly there is left alone and reported.
+fn placeholders_for_missing_files(config: &Config, store: &Store) {
+    for cert in &config.certificates {
+        if cert.install.server == crate::config::ServerKind::None {
+            continue;
+        }
+        match store.load(&cert.name) {
+            Ok(rec) if rec.installed.is_none() => {}
+            _ => continue,
+        }
+        match super::placeholder::ensure(store, cert) {
+            Ok(Some(p)) => tracing::info!(
+                certificate = %cert.name,
+                "self-signed placeholder written to {} (replaced by the first certificate)",
+                p.files
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(certificate = %cert.name, "no placeholder: {e:#}"),
+        }
+    }
+}
+
 /// The engine over `certs`: start, poll, install. With `fleet`, as the fleet's leader.
 pub(super) async fn engine(
     config: &Config,
@@ -115,6 +144,9 @@ pub(super) async fn engine(
 ) -> EngineRun {
     let mut ctx = Ctx::new(config, store, opts);
     ctx.fleet = fleet;
+    if opts.allow_orders && !opts.dry_run {
+        placeholders_for_missing_files(config, store);
+    }
     let mut report = RunReport::not_started(certs);
     let mut work = Work::default();
     start_all(&ctx, certs, &mut work, &mut report).await;

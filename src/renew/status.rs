@@ -87,6 +87,8 @@ pub fn collect(config: &Config) -> Result<Vec<StatusRow>> {
             format!("order {ended}")
         } else if rec.intent.is_some() {
             "order outcome unknown".to_owned()
+        } else if rec.order.is_none() && rec.placeholder.is_some() {
+            "no order (placeholder installed)".to_owned()
         } else if rec.order.is_none() {
             "no order".to_owned()
         } else if rec.reissue.is_some() {
@@ -97,6 +99,11 @@ pub fn collect(config: &Config) -> Result<Vec<StatusRow>> {
             "adopted (not installed here yet)".to_owned()
         } else if rec.installed.is_some() {
             "installed".to_owned()
+        } else if rec.placeholder.is_some() {
+            format!(
+                "{} (placeholder installed)",
+                rec.last_state.as_deref().unwrap_or("ordered")
+            )
         } else {
             rec.last_state.clone().unwrap_or_else(|| "ordered".into())
         };

@@ -409,6 +409,41 @@ fn discover_reads_a_real_nginx_dump_and_writes_fragments_the_config_includes() {
     assert!(out.text().contains("nginx.conf line 2"), "{}", out.text());
 }
 
+/// The top of an Apache configuration under `root` with the modules the tests use (loaded
+/// unless compiled in).
+fn apache_base(root: &Path) -> String {
+    let p = |x: &Path| x.display().to_string();
+    let modules = support::webserver::Apache::modules_dir().unwrap();
+    let binary = support::webserver::Apache::binary().unwrap();
+    let compiled = String::from_utf8_lossy(
+        &std::process::Command::new(&binary)
+            .arg("-l")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .into_owned();
+    let mut conf = format!(
+        "ServerRoot {r}\nServerName localhost\nPidFile {r}/httpd.pid\nDefaultRuntimeDir {r}\n\
+         ErrorLog {r}/error.log\n",
+        r = p(root)
+    );
+    for (name, source) in [
+        ("mpm_event", "event.c"),
+        ("unixd", "mod_unixd.c"),
+        ("authz_core", "mod_authz_core.c"),
+        ("alias", "mod_alias.c"),
+        ("rewrite", "mod_rewrite.c"),
+        ("ssl", "mod_ssl.c"),
+    ] {
+        let file = modules.join(format!("mod_{name}.so"));
+        if !compiled.contains(source) && file.is_file() {
+            conf.push_str(&format!("LoadModule {name}_module {}\n", p(&file)));
+        }
+    }
+    conf
+}
+
 /// Real `apache2 -S` of a Debian-style layout (sites-enabled, `IfModule`, a redirecting
 /// port 80, SSLCertificateChainFile) read by `discover`.
 #[test]
@@ -431,35 +466,8 @@ fn discover_reads_a_real_apache_listing() {
     );
     fs::write(ssl.join("chain.pem"), &ca_pem).unwrap();
     let p = |x: &Path| x.display().to_string();
-    let modules = support::webserver::Apache::modules_dir().unwrap();
     let binary = support::webserver::Apache::binary().unwrap();
-    let compiled = String::from_utf8_lossy(
-        &std::process::Command::new(&binary)
-            .arg("-l")
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .into_owned();
-    let mut conf = format!(
-        "ServerRoot {}\nServerName localhost\nPidFile {}/run/httpd.pid\nDefaultRuntimeDir {}/run\nErrorLog {}/error.log\n",
-        p(&root),
-        p(&root),
-        p(&root),
-        p(&root)
-    );
-    for (name, source) in [
-        ("mpm_event", "event.c"),
-        ("unixd", "mod_unixd.c"),
-        ("authz_core", "mod_authz_core.c"),
-        ("alias", "mod_alias.c"),
-        ("ssl", "mod_ssl.c"),
-    ] {
-        let file = modules.join(format!("mod_{name}.so"));
-        if !compiled.contains(source) && file.is_file() {
-            conf.push_str(&format!("LoadModule {name}_module {}\n", p(&file)));
-        }
-    }
+    let mut conf = apache_base(&root);
     conf.push_str("Listen 80\n<IfModule ssl_module>\n  Listen 443\n</IfModule>\nIncludeOptional sites-enabled/*.conf\n");
     fs::write(root.join("apache2.conf"), conf).unwrap();
     fs::write(
@@ -609,4 +617,160 @@ fn discover_with_the_account_adopts_covering_orders_and_renew_pays_nothing_for_t
     assert_eq!(rec["order"]["adopted"], true);
     assert_eq!(env.order_posts(), posts, "no order placed");
     assert_eq!(env.billed(), billed, "nothing billed");
+}
+
+/// `placeholder NAME` writes a self-signed certificate and key where none of NAME's files
+/// exist (never over a real file), `status` shows it, and `snippet NAME` prints nginx lines
+/// that the real `nginx -t` accepts with those files.
+#[test]
+fn placeholder_and_snippet_make_a_site_nginx_accepts() {
+    if !require(Server::Nginx) {
+        return;
+    }
+    let mut env = TestEnv::new();
+    let mut spec = env.cert_spec(
+        "shop",
+        &["shop.example.com", "www.shop.example.com"],
+        "nginx",
+    );
+    spec.publish = support::env::Publish::Webroot(env.path("www"));
+    let files = spec.files.clone();
+    env.certs.push(spec);
+    let out = env.agent(["placeholder", "shop"]).run();
+    out.expect_code(0);
+    let key = files.key.clone();
+    let fullchain = files.fullchain.clone().unwrap();
+    let leaf = support::env::Leaf::from_pem_file(&fullchain);
+    assert_eq!(
+        support::env::key_spki(&key),
+        leaf.spki,
+        "the placeholder's key belongs to its certificate"
+    );
+    assert_eq!(
+        fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let status = env.agent(["status"]).run();
+    assert!(status.text().contains("placeholder"), "{}", status.text());
+    let again = env.agent(["placeholder", "shop"]).run();
+    again.expect_code(0);
+    assert!(again.text().contains("exist already"), "{}", again.text());
+    assert_eq!(
+        support::env::Leaf::from_pem_file(&fullchain).serial,
+        leaf.serial,
+        "never replaced"
+    );
+    // Partly there: nothing is touched.
+    fs::remove_file(&key).unwrap();
+    let partial = env.agent(["placeholder", "shop"]).run();
+    partial.expect_failure();
+    assert!(
+        partial.text().contains("nothing was changed"),
+        "{}",
+        partial.text()
+    );
+    assert!(!key.exists());
+    env.agent(["placeholder", "shop"]).run();
+    fs::remove_file(&fullchain).unwrap();
+    fs::remove_file(&key).ok();
+    env.agent(["placeholder", "shop"]).run().expect_code(0);
+
+    let snippet = env.agent(["snippet", "shop"]).run();
+    snippet.expect_code(0);
+    let text = snippet.stdout.clone();
+    assert!(
+        text.contains("location ^~ /.well-known/pki-validation/"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("ssl_certificate     {}", fullchain.display())),
+        "{text}"
+    );
+    let prefix = env.path("nginx-t");
+    fs::create_dir_all(&prefix).unwrap();
+    let conf = prefix.join("nginx.conf");
+    fs::write(
+        &conf,
+        format!(
+            "pid {p}/nginx.pid;\nevents {{}}\nhttp {{\n  access_log {p}/access.log;\n{text}\n}}\n",
+            p = prefix.display()
+        ),
+    )
+    .unwrap();
+    let t = std::process::Command::new(support::webserver::Nginx::binary().unwrap())
+        .arg("-p")
+        .arg(&prefix)
+        .arg("-c")
+        .arg(&conf)
+        .arg("-e")
+        .arg(prefix.join("error.log"))
+        .arg("-t")
+        .output()
+        .unwrap();
+    assert!(
+        t.status.success(),
+        "nginx -t: {}\n{text}",
+        String::from_utf8_lossy(&t.stderr)
+    );
+}
+
+/// `issue` writes a placeholder for every other configured web server certificate whose files
+/// are all missing (the web server's configuration test reads every site's files).
+#[test]
+fn issue_writes_placeholders_for_sites_without_files() {
+    let mut env = TestEnv::new();
+    let a = env.standalone_spec("a", &["a.example.com"]);
+    env.certs.push(a);
+    let mut b = env.cert_spec("b", &["b.example.com"], "nginx");
+    b.publish = support::env::Publish::Webroot(env.path("www"));
+    let b_key = b.files.key.clone();
+    env.certs.push(b);
+    env.allow_orders = false;
+    env.agent(["issue", "a", "--yes", "--wait", "30"])
+        .run()
+        .expect_code(0);
+    assert!(b_key.exists(), "b got a placeholder");
+    let rec = env.record("b").expect("b's record");
+    assert!(rec["placeholder"]["serial"].is_string(), "{rec:#}");
+    assert!(env.record("a").unwrap()["installed"]["serial"].is_string());
+}
+
+/// `snippet` for an Apache certificate (separate chain file) with its placeholder: the real
+/// `apache2 -t` accepts the lines.
+#[test]
+fn an_apache_snippet_with_its_placeholder_passes_the_config_test() {
+    if !require(Server::Apache) {
+        return;
+    }
+    let mut env = TestEnv::new();
+    let mut spec = env.cert_spec("www", &["www.example.org", "example.org"], "apache");
+    spec.publish = support::env::Publish::Webroot(env.path("www"));
+    env.certs.push(spec);
+    env.agent(["placeholder", "www"]).run().expect_code(0);
+    let snippet = env.agent(["snippet", "www"]).run();
+    snippet.expect_code(0);
+    let text = snippet.stdout.clone();
+    assert!(text.contains("SSLCertificateChainFile"), "{text}");
+    let root = env.path("apache-t");
+    fs::create_dir_all(&root).unwrap();
+    let conf = root.join("apache2.conf");
+    fs::write(
+        &conf,
+        format!("{}Listen 80\nListen 443\n{text}", apache_base(&root)),
+    )
+    .unwrap();
+    let t = std::process::Command::new(support::webserver::Apache::binary().unwrap())
+        .arg("-d")
+        .arg(&root)
+        .arg("-f")
+        .arg(&conf)
+        .arg("-t")
+        .output()
+        .unwrap();
+    assert!(
+        t.status.success(),
+        "apache2 -t: {}{}\n{text}",
+        String::from_utf8_lossy(&t.stdout),
+        String::from_utf8_lossy(&t.stderr)
+    );
 }
