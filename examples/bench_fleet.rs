@@ -18,6 +18,9 @@
 //! - with `--lego`: `lego/certificates/cN.bench.test.{crt,key,issuer.crt,json}` (the account
 //!   is registered separately, against a real ACME server, because lego needs one to start).
 //!
+//! `--fragments` puts each `[[certificate]]` into a file of its own, `agent/conf.d/cN.toml`,
+//! read through `[agent] include` (one file per site, as hosting panels write them).
+//!
 //! `--orders-only` writes just the configuration (no state, no files): a fleet to be issued
 //! from scratch, used for the issuance and API-economy measurements. `--poll-interval S` sets
 //! `agent.poll_interval_secs` and `--dcv-port`/`--webroot` where the validation files go.
@@ -48,6 +51,7 @@ struct Args {
     orders_only: bool,
     poll_interval: u64,
     webroot: Option<PathBuf>,
+    fragments: bool,
 }
 
 fn parse_args() -> Result<Args> {
@@ -61,6 +65,7 @@ fn parse_args() -> Result<Args> {
         orders_only: false,
         poll_interval: 300,
         webroot: None,
+        fragments: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -75,6 +80,7 @@ fn parse_args() -> Result<Args> {
             "--certbot" => a.certbot = true,
             "--lego" => a.lego = true,
             "--orders-only" => a.orders_only = true,
+            "--fragments" => a.fragments = true,
             other => bail!("unknown argument {other:?}"),
         }
     }
@@ -267,22 +273,34 @@ fn write_config(
     writeln!(
         text,
         "\n[agent]\nstate_dir = {state:?}\npoll_interval_secs = {}\nallow_orders = true\n\
-         max_order_price = \"20.00\"\n\n[defaults]\ncountry = \"DE\"\nregion = \"Berlin\"\n\
+         max_order_price = \"20.00\"\n{include}\n[defaults]\ncountry = \"DE\"\nregion = \"Berlin\"\n\
          city = \"Berlin\"\nproduct_id = 1101\nwebroot = {webroot:?}\nserver = \"none\"",
-        a.poll_interval
+        a.poll_interval,
+        include = if a.fragments {
+            "include = [\"conf.d/*.toml\"]\n"
+        } else {
+            ""
+        },
     )?;
+    if a.fragments {
+        fs::create_dir_all(agent.join("conf.d"))?;
+    }
     for i in 0..a.count {
         let (name, domain) = (name(i), domain(i));
         let d = live.join(&name);
-        writeln!(
-            text,
+        let entry = format!(
             "\n[[certificate]]\nname = {name:?}\ndomains = [{domain:?}]\n\
-             cert_path = {:?}\nchain_path = {:?}\nfullchain_path = {:?}\nkey_path = {:?}",
+             cert_path = {:?}\nchain_path = {:?}\nfullchain_path = {:?}\nkey_path = {:?}\n",
             d.join("cert.pem"),
             d.join("chain.pem"),
             d.join("fullchain.pem"),
             d.join("privkey.pem"),
-        )?;
+        );
+        if a.fragments {
+            fs::write(agent.join("conf.d").join(format!("{name}.toml")), entry)?;
+        } else {
+            text.push_str(&entry);
+        }
     }
     fs::write(agent.join("config.toml"), text)?;
     Ok(())

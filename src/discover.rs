@@ -123,6 +123,10 @@ pub struct Proposal {
     pub cert_file: Option<PathBuf>,
     pub key_file: Option<PathBuf>,
     pub chain_file: Option<PathBuf>,
+    /// The site's certificate and key files are written in place by cert-agent. `false` when
+    /// they are symbolic links (certbot's `live/` directory): cert-agent never writes through
+    /// a link, so it installs into its own files and the site is pointed at them.
+    pub keep_paths: bool,
     /// The certificate the site serves today, when its file could be read.
     pub existing: Option<Existing>,
     /// Why the existing certificate could not be read.
@@ -315,6 +319,22 @@ fn propose(vhosts: Vec<Vhost>) -> Discovery {
             },
             None => (None, None),
         };
+        let links: Vec<String> = [&first.cert_file, &first.key_file, &first.chain_file]
+            .into_iter()
+            .flatten()
+            .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()))
+            .map(|p| p.display().to_string())
+            .collect();
+        let keep_paths = links.is_empty();
+        if !keep_paths {
+            notes.push(format!(
+                "{} {} symbolic link(s) (certbot's live/ directory?): cert-agent never writes \
+                 through a link, so it installs into its own files; point the site at them \
+                 (`cert-agent snippet NAME` prints the lines)",
+                links.join(", "),
+                if links.len() == 1 { "is a" } else { "are" }
+            ));
+        }
         let mut name = domains[0].clone();
         let mut k = 2;
         while proposals.iter().any(|p| p.name == name) {
@@ -330,6 +350,7 @@ fn propose(vhosts: Vec<Vhost>) -> Discovery {
             cert_file: first.cert_file.clone(),
             key_file: first.key_file.clone(),
             chain_file: first.chain_file.clone(),
+            keep_paths,
             existing,
             existing_error,
             vhosts: members.iter().map(|&i| vhosts[i].at.clone()).collect(),
@@ -455,6 +476,12 @@ impl Proposal {
             s.push_str(&format!("webroot = {{ {} }}\n", entries.join(", ")));
         }
         let path = |k: &str, p: &Path| format!("{k} = {}\n", toml_str(&p.to_string_lossy()));
+        if !self.keep_paths {
+            s.push_str(
+                "# Installed at the default paths of `server` (see `cert-agent snippet`).\n",
+            );
+            return s;
+        }
         match (self.server, &self.cert_file, &self.chain_file) {
             ("apache", Some(c), Some(ch)) => {
                 s.push_str(&path("cert_path", c));
@@ -473,6 +500,48 @@ impl Proposal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn certbot_lineages_are_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = dir.path().join("archive/www.example.com");
+        let live = dir.path().join("live/www.example.com");
+        std::fs::create_dir_all(&archive).unwrap();
+        std::fs::create_dir_all(&live).unwrap();
+        for f in ["fullchain", "privkey"] {
+            std::fs::write(archive.join(format!("{f}1.pem")), "x").unwrap();
+            std::os::unix::fs::symlink(
+                archive.join(format!("{f}1.pem")),
+                live.join(format!("{f}.pem")),
+            )
+            .unwrap();
+        }
+        let dump = format!(
+            "# configuration file /etc/nginx/nginx.conf:\nhttp {{\n\
+             server {{ listen 80; server_name www.example.com; root /var/www/html; }}\n\
+             server {{ listen 443 ssl; server_name www.example.com; \
+             ssl_certificate {l}/fullchain.pem; ssl_certificate_key {l}/privkey.pem; }}\n}}\n",
+            l = live.display()
+        );
+        let d = nginx(&dump).unwrap();
+        let p = &d.proposals[0];
+        assert!(!p.keep_paths);
+        assert!(
+            p.notes.iter().any(|n| n.contains("symbolic link")),
+            "{:?}",
+            p.notes
+        );
+        let f = p.fragment(None, None);
+        assert!(
+            !f.contains("fullchain_path") && !f.contains("key_path"),
+            "{f}"
+        );
+        let parsed: toml::Table = f.parse().unwrap();
+        assert_eq!(
+            parsed["certificate"][0]["webroot"].as_str(),
+            Some("/var/www/html")
+        );
+    }
 
     #[test]
     fn names_that_cannot_be_managed() {
