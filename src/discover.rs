@@ -392,12 +392,36 @@ fn http_vhost<'v>(vhosts: &'v [Vhost], managed: &[Vec<String>], domain: &str) ->
         })
 }
 
+/// Certificate files are a few kilobytes; a configuration may name anything.
+const MAX_CERT_FILE_BYTES: u64 = 1 << 20;
+
+/// A regular file of at most [`MAX_CERT_FILE_BYTES`] (never a device or a pipe).
+fn read_small(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    let fail = |e: std::io::Error| format!("{}: {}", path.display(), crate::fsutil::io_text(&e));
+    let meta = std::fs::metadata(path).map_err(fail)?;
+    if !meta.is_file() {
+        return Err(format!("{}: not a regular file", path.display()));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_CERT_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(fail)?;
+    if bytes.len() as u64 > MAX_CERT_FILE_BYTES {
+        return Err(format!(
+            "{}: larger than {MAX_CERT_FILE_BYTES} bytes",
+            path.display()
+        ));
+    }
+    Ok(bytes)
+}
+
 /// The certificate in `cert` and whether `key` on this host belongs to it.
 fn read_existing(cert: &Path, key: Option<&Path>) -> Result<Existing, String> {
-    let pem = std::fs::read(cert)
-        .map_err(|e| format!("{}: {}", cert.display(), crate::fsutil::io_text(&e)))?;
+    let pem = read_small(cert)?;
     let info = CertificateInfo::from_pem(&pem).map_err(|e| format!("{}: {e}", cert.display()))?;
     let key_on_host = key
+        .filter(|k| std::fs::metadata(k).is_ok_and(|m| m.is_file()))
         .and_then(|k| read_key_file(k).ok())
         .is_some_and(|k| info.matches_key(&k));
     Ok(Existing {
