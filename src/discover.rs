@@ -325,8 +325,21 @@ fn propose(vhosts: Vec<Vhost>) -> Discovery {
             .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()))
             .map(|p| p.display().to_string())
             .collect();
-        let keep_paths = links.is_empty();
-        if !keep_paths {
+        let variable: Vec<String> = [&first.cert_file, &first.key_file, &first.chain_file]
+            .into_iter()
+            .flatten()
+            .map(|p| p.display().to_string())
+            .filter(|p| p.contains('$'))
+            .collect();
+        let keep_paths = links.is_empty() && variable.is_empty();
+        if !variable.is_empty() {
+            notes.push(format!(
+                "{} depend(s) on a variable (one file per name at request time): cert-agent \
+                 installs into its own files; give these names a server with fixed paths \
+                 (`cert-agent snippet NAME`)",
+                variable.join(", ")
+            ));
+        } else if !keep_paths {
             notes.push(format!(
                 "{} {} symbolic link(s) (certbot's live/ directory?): cert-agent never writes \
                  through a link, so it installs into its own files; point the site at them \
