@@ -87,6 +87,16 @@ pub(super) struct Checker<'a> {
     file: Option<PathBuf>,
     /// The main file's text while an included file is read: `[defaults]` lines are in it.
     main_text: Option<&'a str>,
+    /// Offsets of the text's line breaks, for line numbers in O(log n).
+    breaks: Vec<usize>,
+}
+
+fn breaks_of(text: &str) -> Vec<usize> {
+    text.bytes()
+        .enumerate()
+        .filter(|(_, b)| *b == b'\n')
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// 1-based line of `span` in `text`.
@@ -109,6 +119,7 @@ impl<'a> Checker<'a> {
             includes: false,
             file: None,
             main_text: None,
+            breaks: breaks_of(text),
         }
     }
 
@@ -119,7 +130,7 @@ impl<'a> Checker<'a> {
     }
 
     fn line(&self, span: &Range<usize>) -> usize {
-        line_in(self.text, span)
+        self.breaks.partition_point(|&b| b < span.start) + 1
     }
 
     fn report(&mut self, span: &Range<usize>, context: &str, message: impl Into<String>) {
@@ -512,6 +523,7 @@ impl<'a> Checker<'a> {
             includes: false,
             file: Some(file.to_path_buf()),
             main_text: Some(self.text),
+            breaks: breaks_of(&text),
         };
         match DeTable::parse(&text) {
             Ok(root) => {
