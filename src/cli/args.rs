@@ -219,7 +219,7 @@ pub enum Command {
     /// one certificate; names that cannot be managed (regular expressions, wildcards, `_`, IP
     /// addresses, variables) are listed with the reason; a site whose port 80 does not serve
     /// /.well-known/pki-validation/ from a document root is marked with what is in the way.
-    /// Makes no API call and changes nothing unless --write is given.
+    /// Makes no API call without --account, and changes nothing without --write.
     Discover(DiscoverArgs),
 
     /// Configuration commands.
