@@ -62,7 +62,9 @@ fn tokens(text: &str, file: &str) -> Result<Vec<(Token, usize)>, DiscoverError> 
                 line += 1;
                 i += 1;
             }
-            b' ' | b'\t' | b'\r' => i += 1,
+            // Every other whitespace byte nginx skips (form feed, vertical tab too): a word
+            // never starts with one, so each token below consumes at least one byte.
+            c if c.is_ascii_whitespace() || c == 0x0b => i += 1,
             b'#' => {
                 while i < bytes.len() && bytes[i] != b'\n' {
                     i += 1;
@@ -673,6 +675,15 @@ server {\n\
         let v = vhosts(&dump).unwrap();
         assert!(v.len() >= 20, "{}", v.len());
         assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    }
+
+    #[test]
+    fn every_whitespace_byte_separates_words() {
+        let v = vhosts(
+            "# configuration file /a.conf:\nhttp {\x0cserver {\x0bserver_name\x0ca.example.com; }\n}\n",
+        )
+        .unwrap();
+        assert_eq!(v[0].names, ["a.example.com"]);
     }
 
     #[test]
