@@ -13,7 +13,7 @@
 mod apache;
 mod nginx;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -238,38 +238,66 @@ fn propose(vhosts: Vec<Vhost>) -> Discovery {
 
     // TLS virtual hosts grouped by certificate file, then plain ones not covered by any.
     let mut groups: Vec<(Option<PathBuf>, Vec<usize>)> = Vec::new();
+    let mut by_file: HashMap<&Path, usize> = HashMap::new();
     for (i, v) in vhosts.iter().enumerate() {
         if !v.tls || managed[i].is_empty() {
             continue;
         }
-        match groups
-            .iter_mut()
-            .find(|(c, _)| c.is_some() && *c == v.cert_file)
-        {
-            Some((_, members)) => members.push(i),
-            None => groups.push((v.cert_file.clone(), vec![i])),
+        match v.cert_file.as_deref() {
+            Some(f) => match by_file.get(f) {
+                Some(&g) => groups[g].1.push(i),
+                None => {
+                    by_file.insert(f, groups.len());
+                    groups.push((Some(f.to_path_buf()), vec![i]));
+                }
+            },
+            None => groups.push((None, vec![i])),
         }
     }
-    let covered: Vec<String> = groups
+    let covered: HashSet<&str> = groups
         .iter()
-        .flat_map(|(_, m)| m.iter().flat_map(|&i| managed[i].clone()))
+        .flat_map(|(_, m)| {
+            m.iter()
+                .flat_map(|&i| managed[i].iter().map(String::as_str))
+        })
         .collect();
+    let mut by_names: HashMap<&[String], usize> = HashMap::new();
     for (i, v) in vhosts.iter().enumerate() {
         if v.tls || managed[i].is_empty() {
             continue;
         }
-        if managed[i].iter().all(|n| covered.contains(n)) {
+        if managed[i].iter().all(|n| covered.contains(n.as_str())) {
             continue;
         }
-        if let Some((_, m)) = groups
-            .iter_mut()
-            .find(|(c, m)| c.is_none() && m.iter().any(|&j| managed[j] == managed[i]))
-        {
-            m.push(i);
-            continue;
+        match by_names.get(managed[i].as_slice()) {
+            Some(&g) => groups[g].1.push(i),
+            None => {
+                by_names.insert(&managed[i], groups.len());
+                groups.push((None, vec![i]));
+            }
         }
-        groups.push((None, vec![i]));
     }
+    // The plain-HTTP virtual host on port 80 that answers for a name: the first naming it,
+    // else the default server of port 80.
+    let on_80 = |v: &Vhost| v.listens.iter().any(|l| l.port == 80 && !l.ssl);
+    let mut http_by_name: HashMap<&str, usize> = HashMap::new();
+    for (i, v) in vhosts.iter().enumerate() {
+        if on_80(v) {
+            for n in &managed[i] {
+                http_by_name.entry(n.as_str()).or_insert(i);
+            }
+        }
+    }
+    let http_default = vhosts
+        .iter()
+        .position(|v| on_80(v) && v.listens.iter().any(|l| l.default));
+    let http_vhost = |domain: &str| {
+        http_by_name
+            .get(domain)
+            .copied()
+            .or(http_default)
+            .map(|i| &vhosts[i])
+    };
 
     let mut proposals: Vec<Proposal> = Vec::new();
     for (_, members) in &groups {
@@ -285,7 +313,7 @@ fn propose(vhosts: Vec<Vhost>) -> Discovery {
         let mut notes = Vec::new();
         let mut webroot = BTreeMap::new();
         for d in &domains {
-            match http_vhost(&vhosts, &managed, d) {
+            match http_vhost(d) {
                 Some(h) => match &h.validation {
                     Validation::Served(root) => {
                         webroot.insert(d.clone(), root.clone());
@@ -387,22 +415,6 @@ fn validation_hint(server: &str) -> String {
     } else {
         format!("`location ^~ /.well-known/pki-validation/ {{ root {VALIDATION_ROOT}; }}`")
     }
-}
-
-/// The plain-HTTP virtual host on port 80 that answers for `domain`: one naming it, else the
-/// default server of port 80.
-fn http_vhost<'v>(vhosts: &'v [Vhost], managed: &[Vec<String>], domain: &str) -> Option<&'v Vhost> {
-    let on_80 = |v: &Vhost| v.listens.iter().any(|l| l.port == 80 && !l.ssl);
-    vhosts
-        .iter()
-        .zip(managed)
-        .find(|(v, m)| on_80(v) && m.iter().any(|n| n == domain))
-        .map(|(v, _)| v)
-        .or_else(|| {
-            vhosts
-                .iter()
-                .find(|v| on_80(v) && v.listens.iter().any(|l| l.default))
-        })
 }
 
 /// Certificate files are a few kilobytes; a configuration may name anything.
