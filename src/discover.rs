@@ -459,6 +459,13 @@ fn read_existing(cert: &Path, key: Option<&Path>) -> Result<Existing, String> {
     })
 }
 
+/// `text` as one comment line: control characters (a line break among them) shown as `?`.
+fn comment(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
 fn toml_str(s: &str) -> String {
     toml::Value::String(s.to_owned()).to_string()
 }
@@ -469,16 +476,16 @@ impl Proposal {
     pub fn fragment(&self, product_id: Option<u64>, certificate_id: Option<u64>) -> String {
         let mut s = String::new();
         let at: Vec<String> = self.vhosts.iter().map(ToString::to_string).collect();
-        s.push_str(&format!(
-            "# Written by `cert-agent discover` from {} ({}).\n",
+        let mut head = format!(
+            "Written by `cert-agent discover` from {} ({}).",
             at.join(", "),
             self.server
-        ));
+        );
         if let Some(e) = &self.existing {
-            s.push_str(&format!(
-                "# Serves today: {} (issuer {}), valid until {}{}.\n",
-                e.subject,
-                e.issuer,
+            head.push_str(&format!(
+                "\nServes today: {} (issuer {}), valid until {}{}.",
+                comment(&e.subject),
+                comment(&e.issuer),
                 e.not_after.date(),
                 if e.key_on_host {
                     ""
@@ -487,8 +494,11 @@ impl Proposal {
                 }
             ));
         }
+        for line in head.lines() {
+            s.push_str(&format!("# {}\n", comment(line)));
+        }
         for n in &self.notes {
-            s.push_str(&format!("# To do: {n}\n"));
+            s.push_str(&format!("# To do: {}\n", comment(n)));
         }
         s.push_str("\n[[certificate]]\n");
         s.push_str(&format!("name = {}\n", toml_str(&self.name)));
