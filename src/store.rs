@@ -472,7 +472,7 @@ impl Store {
     }
 
     /// The bytes of a record file: opened relative to `certs/` when that directory is open,
-    /// read without a size query (records are small).
+    /// read without a size query (records are small, usually in one read).
     fn read_record(&self, name: &str, path: &Path) -> io::Result<Vec<u8>> {
         use nix::fcntl::{OFlag, open, openat};
         use nix::sys::stat::Mode;
@@ -497,12 +497,20 @@ impl Store {
             ),
             None => File::open(path)?,
         };
-        let mut buf = Vec::with_capacity(4096);
-        let mut chunk = [0u8; 4096];
+        // Records are replaced by rename, so the open file does not change; a read that
+        // returns less than asked of a regular file has reached its end (one read for a
+        // record instead of a second one that returns nothing).
+        let mut buf = Vec::new();
+        let mut chunk = vec![0u8; 16 * 1024];
         loop {
             match file.read(&mut chunk) {
                 Ok(0) => return Ok(buf),
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    if n < chunk.len() {
+                        return Ok(buf);
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }

@@ -52,8 +52,15 @@ pub(super) fn expand(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, String>
             continue;
         }
         let full = dir.join(candidate);
-        // Symbolic links to files count (sites-enabled style); directories do not.
-        if std::fs::metadata(&full).is_ok_and(|m| m.is_file()) {
+        // Symbolic links to files count (sites-enabled style); directories do not. The type
+        // comes with the directory entry; only a link costs a stat.
+        let is_file = match entry.file_type() {
+            Ok(t) if t.is_file() => true,
+            Ok(t) if t.is_symlink() => std::fs::metadata(&full).is_ok_and(|m| m.is_file()),
+            Ok(_) => false,
+            Err(_) => std::fs::metadata(&full).is_ok_and(|m| m.is_file()),
+        };
+        if is_file {
             out.push(full);
         }
     }

@@ -109,18 +109,6 @@ impl Config {
         })?;
         // Read from a file on the host that runs it: the programs it names must be there.
         let mut config = Self::parse_checked(&text, path, true)?;
-        for fragment in &config.fragments {
-            if let Ok(meta) = std::fs::metadata(fragment)
-                && meta.mode() & 0o002 != 0
-            {
-                config.warnings.push(format!(
-                    "{}: included configuration is writable by others (mode {:04o}); anyone \
-                     could add a certificate or a command to it: chmod o-w it",
-                    fragment.display(),
-                    meta.mode() & 0o7777
-                ));
-            }
-        }
         if config.api.password.is_some()
             && let Ok(meta) = std::fs::metadata(path)
             && meta.mode() & 0o044 != 0

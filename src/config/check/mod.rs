@@ -434,8 +434,9 @@ impl<'a> Checker<'a> {
                 }
             }
             fragments.dedup();
+            let mut dir = IncludeDir::default();
             for file in &fragments {
-                self.fragment(file, &span, defaults_table, &mut certificates);
+                self.fragment(&mut dir, file, &span, defaults_table, &mut certificates);
             }
         }
         self.across_certificates(&certificates, path);
@@ -498,13 +499,28 @@ impl<'a> Checker<'a> {
     /// applied, every problem naming the included file and its line.
     fn fragment(
         &mut self,
+        dir: &mut IncludeDir,
         file: &Path,
         include_span: &Range<usize>,
         defaults: Option<&DeTable<'_>>,
         certificates: &mut Vec<(CertificateConfig, Origin)>,
     ) {
-        let text = match std::fs::read_to_string(file) {
-            Ok(t) => t,
+        let text = match dir.read(file) {
+            Ok((t, mode)) => {
+                if mode & 0o002 != 0 {
+                    self.warnings.push(Problem {
+                        file: Some(file.to_path_buf()),
+                        line: 1,
+                        context: "include".into(),
+                        message: format!(
+                            "writable by others (mode {:04o}); anyone could add a certificate \
+                             or a command to it: chmod o-w it",
+                            mode & 0o7777
+                        ),
+                    });
+                }
+                t
+            }
             Err(e) => {
                 let msg = format!(
                     "`include`: could not read {}: {}",
@@ -548,6 +564,63 @@ impl<'a> Checker<'a> {
         }
         self.problems.append(&mut sub.problems);
         self.warnings.append(&mut sub.warnings);
+    }
+}
+
+/// The directory of the included files being read, open, so that each file is opened by its
+/// name alone (a thousand files: a thousand short lookups instead of whole-path walks).
+#[derive(Default)]
+struct IncludeDir {
+    path: PathBuf,
+    fd: Option<std::os::fd::OwnedFd>,
+}
+
+impl IncludeDir {
+    /// `file`'s text and mode: open (relative to its directory when that is open), the mode
+    /// and size from the open file, one read of that size, close.
+    fn read(&mut self, file: &Path) -> std::io::Result<(String, u32)> {
+        use nix::fcntl::{OFlag, open, openat};
+        use nix::sys::stat::Mode;
+        use std::io::Read as _;
+
+        let (dir, name) = match (file.parent(), file.file_name()) {
+            (Some(d), Some(n)) => (d, n),
+            _ => return Err(std::io::Error::other("not a file path")),
+        };
+        if self.path != dir || self.fd.is_none() {
+            self.path = dir.to_path_buf();
+            self.fd = open(
+                dir,
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .ok();
+        }
+        let mut f = match &self.fd {
+            Some(fd) => std::fs::File::from(
+                openat(fd, name, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
+                    .map_err(std::io::Error::from)?,
+            ),
+            None => std::fs::File::open(file)?,
+        };
+        let meta = f.metadata()?;
+        let size = usize::try_from(meta.len()).unwrap_or(0);
+        let mut bytes = vec![0u8; size];
+        let mut filled = 0;
+        // The size the file had when opened (no further read to find its end: one read for a
+        // small file).
+        while filled < size {
+            match f.read(&mut bytes[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        bytes.truncate(filled);
+        let text = String::from_utf8(bytes)
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))?;
+        Ok((text, meta.mode()))
     }
 }
 

@@ -181,3 +181,17 @@ fn include_patterns_that_cannot_be_read_are_errors_at_the_include_line() {
     assert!(Config::load(&main).unwrap().certificates.is_empty());
     drop(dir);
 }
+
+#[test]
+fn a_fragment_others_may_write_is_a_warning() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, main) = layout("", &[("a.toml", site("a", "a.example.com"))]);
+    let file = dir.path().join("conf.d/a.toml");
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o666)).unwrap();
+    let c = Config::load(&main).unwrap();
+    assert!(
+        c.warnings.iter().any(|w| w.contains("a.toml line 1: include: writable by others")),
+        "{:?}",
+        c.warnings
+    );
+}
