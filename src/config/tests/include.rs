@@ -190,7 +190,9 @@ fn a_fragment_others_may_write_is_a_warning() {
     fs::set_permissions(&file, fs::Permissions::from_mode(0o666)).unwrap();
     let c = Config::load(&main).unwrap();
     assert!(
-        c.warnings.iter().any(|w| w.contains("a.toml line 1: include: writable by others")),
+        c.warnings
+            .iter()
+            .any(|w| w.contains("a.toml line 1: include: writable by others")),
         "{:?}",
         c.warnings
     );
