@@ -130,14 +130,75 @@ fn tokens(text: &str, file: &str) -> Result<Vec<(Token, usize)>, DiscoverError> 
                     i += 1;
                 }
                 let end = i.min(bytes.len());
-                out.push((
-                    Token::Word(String::from_utf8_lossy(&bytes[start..end]).into_owned()),
-                    line,
-                ));
+                let word = String::from_utf8_lossy(&bytes[start..end]).into_owned();
+                let raw = word.ends_with("_by_lua_block");
+                out.push((Token::Word(word), line));
+                // OpenResty's `*_by_lua_block { ... }` holds Lua, not directives: its block is
+                // skipped whole (nginx reads it the same way).
+                if raw {
+                    let mut j = i;
+                    while j < bytes.len() && bytes[j].is_ascii_whitespace() {
+                        if bytes[j] == b'\n' {
+                            line += 1;
+                        }
+                        j += 1;
+                    }
+                    if bytes.get(j) == Some(&b'{') {
+                        let open_line = line;
+                        let (after, lines) = skip_lua(bytes, j)
+                            .ok_or_else(|| err(open_line, "the Lua block is not closed"))?;
+                        out.push((Token::Open, open_line));
+                        line += lines;
+                        out.push((Token::Close, line));
+                        i = after;
+                    }
+                }
             }
         }
     }
     Ok(out)
+}
+
+/// The end of the Lua block opening at `bytes[open]` (`{`): the index after its closing brace,
+/// and the line breaks inside. Braces in Lua strings and comments do not count.
+fn skip_lua(bytes: &[u8], open: usize) -> Option<(usize, usize)> {
+    let mut depth = 0usize;
+    let mut lines = 0;
+    let mut i = open;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\n' => lines += 1,
+            b'{' => depth += 1,
+            b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return Some((i + 1, lines));
+                }
+            }
+            q @ (b'"' | b'\'') => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != q && bytes[i] != b'\n' {
+                    if bytes[i] == b'\\' && bytes.get(i + 1) != Some(&b'\n') {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                // A line break that ended an unterminated string still counts.
+                if bytes.get(i) == Some(&b'\n') {
+                    lines += 1;
+                }
+            }
+            b'-' if bytes.get(i + 1) == Some(&b'-') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// The directives of one file.
@@ -684,6 +745,21 @@ server {\n\
         )
         .unwrap();
         assert_eq!(v[0].names, ["a.example.com"]);
+    }
+
+    #[test]
+    fn lua_blocks_are_skipped_whole() {
+        let v = vhosts(
+            "# configuration file /a.conf:\nhttp {\n server {\n  server_name a.example.com;\n  \
+             content_by_lua_block {\n   -- don't { count\n   ngx.say(\"}\")\n   if x then y() end\n  }\n  \
+             listen 443 ssl;\n }\n}\n",
+        )
+        .unwrap();
+        assert_eq!(v[0].names, ["a.example.com"]);
+        assert!(v[0].tls, "directives after the Lua block are read");
+        let e = vhosts("# configuration file /a.conf:\nhttp { server { access_by_lua_block { a(\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("Lua block is not closed"), "{e}");
     }
 
     #[test]
