@@ -27,12 +27,18 @@ struct RunFacts<'a> {
 }
 
 /// Writes the metrics file of `config`, if one is configured; a failure is logged, never the
-/// run's failure.
+/// run's failure. With metrics configured (a file or `metrics_listen`), each certificate's last
+/// success is also kept in the state directory: a run that finds a certificate in order writes
+/// no record, and a failing run after it must still show when it was last fine.
 pub(super) fn write(config: &Config, store: &Store, report: &RunReport) {
+    if config.agent.metrics_file.is_none() && config.agent.metrics_listen.is_none() {
+        return;
+    }
+    let (text, successes) = render_with(config, store, Some(report));
+    keep_successes(store, successes);
     let Some(path) = &config.agent.metrics_file else {
         return;
     };
-    let text = text_with(config, store, Some(report));
     if let Err(e) = crate::fsutil::write_atomic(path, text.as_bytes(), 0o644) {
         tracing::warn!(
             "could not write the metrics file {}: {}",
@@ -46,16 +52,45 @@ pub(super) fn write(config: &Config, store: &Store, report: &RunReport) {
 /// run) when there is one — what `[agent] metrics_file` holds and `cert-agent run` serves on
 /// `metrics_listen`.
 pub fn text(config: &Config, report: Option<&RunReport>) -> String {
-    text_with(config, &Store::existing(&config.agent.state_dir), report)
+    render_with(config, &Store::existing(&config.agent.state_dir), report).0
 }
 
-fn text_with(config: &Config, store: &Store, report: Option<&RunReport>) -> String {
+/// Each certificate's last success (Unix time), as the metrics last showed it.
+const SUCCESS_FILE: &str = "metrics-last-success.json";
+
+type Successes = std::collections::BTreeMap<String, i64>;
+
+fn kept_successes(store: &Store) -> Successes {
+    std::fs::read(store.dir().join(SUCCESS_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// Keeps `now` when it differs from what is kept; a state directory the caller cannot write
+/// only loses the older figures.
+fn keep_successes(store: &Store, now: Successes) {
+    if now.is_empty() || !store.dir().is_dir() || kept_successes(store) == now {
+        return;
+    }
+    if let Ok(bytes) = serde_json::to_vec(&now)
+        && let Err(e) = crate::fsutil::write_atomic(&store.dir().join(SUCCESS_FILE), &bytes, 0o600)
+    {
+        tracing::debug!(
+            "could not keep the last successes: {}",
+            crate::fsutil::io_text(&e)
+        );
+    }
+}
+
+fn render_with(config: &Config, store: &Store, report: Option<&RunReport>) -> (String, Successes) {
     let records: Vec<(&crate::config::CertificateConfig, Option<CertRecord>)> = config
         .certificates
         .iter()
         .map(|c| (c, store.load(&c.name).ok()))
         .collect();
     let seen = served::load(store);
+    let kept = kept_successes(store);
     let empty = RunReport::default();
     let stats = report.and_then(|r| r.stats.as_ref());
     let facts = stats.map(|s| RunFacts {
@@ -64,7 +99,7 @@ fn text_with(config: &Config, store: &Store, report: Option<&RunReport>) -> Stri
         report: report.unwrap_or(&empty),
         requests: &s.requests,
     });
-    render(&records, &seen, facts.as_ref())
+    render(&records, &seen, &kept, facts.as_ref())
 }
 
 /// One metric family: its help, type and samples.
@@ -92,8 +127,10 @@ impl Family {
 fn render(
     certs: &[(&crate::config::CertificateConfig, Option<CertRecord>)],
     seen: &std::collections::BTreeMap<String, Observation>,
+    kept: &Successes,
     run: Option<&RunFacts<'_>>,
-) -> String {
+) -> (String, Successes) {
+    let mut successes = Successes::new();
     let empty = RunReport::default();
     let report = run.map_or(&empty, |r| r.report);
     let mut not_after = Family::new(
@@ -177,8 +214,18 @@ fn render(
         {
             last_attempt.add(&labels, unix(t));
         }
-        if let Some(t) = [fine, installed_at].into_iter().flatten().max() {
-            last_success.add(&labels, unix(t));
+        let kept_success = kept.get(&cert.name).copied();
+        if let Some(t) = [
+            fine.map(|t| t.unix_timestamp()),
+            installed_at.map(|t| t.unix_timestamp()),
+            kept_success,
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        {
+            last_success.add(&labels, t as f64);
+            successes.insert(cert.name.clone(), t);
         }
         if let (Some(o), Some(i)) = (seen.get(&cert.name), &rec.installed)
             && o.is_for(&i.serial)
@@ -303,7 +350,7 @@ fn render(
             }
         }
     }
-    out
+    (out, successes)
 }
 
 fn unix(t: OffsetDateTime) -> f64 {
