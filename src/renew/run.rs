@@ -105,7 +105,7 @@ pub(super) struct EngineRun {
     pub installed: Vec<(String, super::fleet::Installable)>,
 }
 
-/// Before a run that may order and install: every configured certificate for a web server
+/// Before the installs of a run that may order: every configured certificate for a web server
 /// that has nothing installed and none of its files gets a self-signed placeholder, so that
 /// the web server's configuration test (which reads every site's files) passes. A
 /// certificate whose files are partly there is left alone and reported.
@@ -144,14 +144,16 @@ pub(super) async fn engine(
 ) -> EngineRun {
     let mut ctx = Ctx::new(config, store, opts);
     ctx.fleet = fleet;
-    if opts.allow_orders && !opts.dry_run {
-        placeholders_for_missing_files(config, store);
-    }
     let mut report = RunReport::not_started(certs);
     let mut work = Work::default();
     start_all(&ctx, certs, &mut work, &mut report).await;
     poll::rounds(&ctx, &mut work, &mut report).await;
     let ready = std::mem::take(&mut work.ready);
+    // Before the first install's configuration test (never in a run with nothing to install:
+    // a no-op run reads no record twice).
+    if opts.allow_orders && !opts.dry_run && !ready.is_empty() {
+        placeholders_for_missing_files(config, store);
+    }
     let installable: Vec<(String, super::fleet::Installable)> = if fleet.is_some() {
         ready
             .iter()
