@@ -349,6 +349,12 @@ impl CertRecord {
     }
 }
 
+thread_local! {
+    /// The buffer records are read through, zeroed once per thread instead of once per record
+    /// (a run over a thousand certificates zeroed 16 MB).
+    static READ_CHUNK: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 16 * 1024]);
+}
+
 /// The state directory.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -500,21 +506,22 @@ impl Store {
         // Records are replaced by rename, so the open file does not change; a read that
         // returns less than asked of a regular file has reached its end (one read for a
         // record instead of a second one that returns nothing).
-        let mut buf = Vec::new();
-        let mut chunk = vec![0u8; 16 * 1024];
-        loop {
-            match file.read(&mut chunk) {
-                Ok(0) => return Ok(buf),
-                Ok(n) => {
-                    buf.extend_from_slice(&chunk[..n]);
-                    if n < chunk.len() {
-                        return Ok(buf);
+        READ_CHUNK.with_borrow_mut(|chunk| {
+            let mut buf = Vec::new();
+            loop {
+                match file.read(chunk) {
+                    Ok(0) => return Ok(buf),
+                    Ok(n) => {
+                        buf.extend_from_slice(&chunk[..n]);
+                        if n < chunk.len() {
+                            return Ok(buf);
+                        }
                     }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
             }
-        }
+        })
     }
 
     /// Replaces the record of `record.name` atomically and durably (0600).

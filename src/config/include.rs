@@ -64,7 +64,9 @@ pub(super) fn expand(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, String>
             out.push(full);
         }
     }
-    out.sort();
+    // One directory: the order of the names' bytes is the order of the paths (sorting the
+    // paths compares them component by component).
+    out.sort_unstable_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
     Ok(out)
 }
 

@@ -34,10 +34,15 @@ pub(super) async fn start(
                 action: format!("adopt certificate {id} (`certificate_id`): no new order"),
             }));
         }
-        let (state, message) =
-            super::adopt::adopt_record(ctx.store, ctx.client()?, job.cert, &mut job.rec, id)
-                .await
-                .with_context(|| format!("could not adopt certificate {id} (`certificate_id`)"))?;
+        let (state, message) = Box::pin(super::adopt::adopt_record(
+            ctx.store,
+            ctx.client()?,
+            job.cert,
+            &mut job.rec,
+            id,
+        ))
+        .await
+        .with_context(|| format!("could not adopt certificate {id} (`certificate_id`)"))?;
         tracing::info!(certificate = %job.cert.name, "adopted certificate {id} ({state}){message}");
     }
     let disk = refresh_disk(ctx, job)?;
@@ -72,9 +77,7 @@ async fn plan_action(ctx: &Ctx<'_>, job: &mut Job<'_>, disk: Disk) -> Result<Act
         return Ok(action);
     }
     let id = job.certificate_id()?;
-    let details = ctx
-        .client()?
-        .details(id)
+    let details = Box::pin(ctx.client()?.details(id))
         .await
         .with_context(|| format!("could not read certificate {id} before reissuing it"))?;
     let facts = OrderFacts {
@@ -112,7 +115,9 @@ fn inputs<'a>(
     }
 }
 
-/// Carries out `action`.
+/// Carries out `action`. The steps that call the API are boxed: the future every certificate
+/// starts with stays small (it is moved into the run's set of starting certificates, a
+/// thousand times in a run with nothing due), and only a certificate with work allocates.
 async fn act(
     ctx: &Ctx<'_>,
     job: &mut Job<'_>,
@@ -165,7 +170,7 @@ async fn act(
         Action::Order | Action::Reconcile => {
             replace_ended_order(job)?;
             let allow = ctx.opts.allow_orders;
-            place_order(ctx, job, allow).await
+            Box::pin(place_order(ctx, job, allow)).await
         }
         Action::Continue => {
             if job.rec.reissue.is_some() {
@@ -174,20 +179,21 @@ async fn act(
                     .reissue
                     .as_ref()
                     .and_then(|r| r.previous_serial.clone());
-                let reissued = reissue::resume(ctx, job.cert, &mut job.rec).await?;
+                let reissued = Box::pin(reissue::resume(ctx, job.cert, &mut job.rec)).await?;
                 Ok(wait_reissued(&job.rec, reissued, previous))
             } else {
-                place_order(ctx, job, false).await
+                Box::pin(place_order(ctx, job, false)).await
             }
         }
-        Action::Reinstall => reinstall(ctx, job).await,
+        Action::Reinstall => Box::pin(reinstall(ctx, job)).await,
         Action::ReadOrderFirst { .. } => {
             bail!("internal error: a reissue was planned without reading the order first")
         }
         Action::Reissue { new_key, reason } => {
             tracing::info!(certificate = %name, "reissuing: {reason}");
             let previous = job.rec.installed.as_ref().map(|i| i.serial.clone());
-            let reissued = reissue::start(ctx, job.cert, &mut job.rec, new_key, now()).await?;
+            let reissued =
+                Box::pin(reissue::start(ctx, job.cert, &mut job.rec, new_key, now())).await?;
             Ok(wait_reissued(&job.rec, reissued, previous))
         }
         Action::RenewSubscription {
@@ -202,13 +208,13 @@ async fn act(
             job.rec.begin_subscription_renewal();
             job.save()?;
             tracing::warn!(certificate = %name, "placing a new order: {reason}");
-            place_order(ctx, job, true).await
+            Box::pin(place_order(ctx, job, true)).await
         }
         Action::RenewSubscription {
             order: false,
             reason,
         } => {
-            let message = prepare_renewal(ctx, job, &reason).await?;
+            let message = Box::pin(prepare_renewal(ctx, job, &reason)).await?;
             tracing::warn!(certificate = %name, "{message}");
             *warning_out = Some(message.clone());
             Ok(Next::Done(Outcome::Unchanged { reason: message }))
