@@ -27,18 +27,12 @@ struct RunFacts<'a> {
 }
 
 /// Writes the metrics file of `config`, if one is configured; a failure is logged, never the
-/// run's failure. With metrics configured (a file or `metrics_listen`), each certificate's last
-/// success is also kept in the state directory: a run that finds a certificate in order writes
-/// no record, and a failing run after it must still show when it was last fine.
+/// run's failure.
 pub(super) fn write(config: &Config, store: &Store, report: &RunReport) {
-    if config.agent.metrics_file.is_none() && config.agent.metrics_listen.is_none() {
-        return;
-    }
-    let (text, successes) = render_with(config, store, Some(report));
-    keep_successes(store, successes);
     let Some(path) = &config.agent.metrics_file else {
         return;
     };
+    let text = render_with(config, store, Some(report));
     if let Err(e) = crate::fsutil::write_atomic(path, text.as_bytes(), 0o644) {
         tracing::warn!(
             "could not write the metrics file {}: {}",
@@ -52,10 +46,12 @@ pub(super) fn write(config: &Config, store: &Store, report: &RunReport) {
 /// run) when there is one — what `[agent] metrics_file` holds and `cert-agent run` serves on
 /// `metrics_listen`.
 pub fn text(config: &Config, report: Option<&RunReport>) -> String {
-    render_with(config, &Store::existing(&config.agent.state_dir), report).0
+    render_with(config, &Store::existing(&config.agent.state_dir), report)
 }
 
-/// Each certificate's last success (Unix time), as the metrics last showed it.
+/// Each certificate's last success (Unix time), as the metrics last showed it: a run that
+/// finds a certificate in order writes no record, and a failing run after it must still show
+/// when it was last fine.
 const SUCCESS_FILE: &str = "metrics-last-success.json";
 
 type Successes = std::collections::BTreeMap<String, i64>;
@@ -67,13 +63,13 @@ fn kept_successes(store: &Store) -> Successes {
         .unwrap_or_default()
 }
 
-/// Keeps `now` when it differs from what is kept; a state directory the caller cannot write
-/// only loses the older figures.
-fn keep_successes(store: &Store, now: Successes) {
-    if now.is_empty() || !store.dir().is_dir() || kept_successes(store) == now {
+/// Keeps `now` when it differs from `kept`; a state directory the caller cannot write only
+/// loses the older figures.
+fn keep_successes(store: &Store, kept: &Successes, now: &Successes) {
+    if now.is_empty() || now == kept || !store.dir().is_dir() {
         return;
     }
-    if let Ok(bytes) = serde_json::to_vec(&now)
+    if let Ok(bytes) = serde_json::to_vec(now)
         && let Err(e) = crate::fsutil::write_atomic(&store.dir().join(SUCCESS_FILE), &bytes, 0o600)
     {
         tracing::debug!(
@@ -83,7 +79,8 @@ fn keep_successes(store: &Store, now: Successes) {
     }
 }
 
-fn render_with(config: &Config, store: &Store, report: Option<&RunReport>) -> (String, Successes) {
+/// Renders the metrics; after a run (`report`), each certificate's last success is kept.
+fn render_with(config: &Config, store: &Store, report: Option<&RunReport>) -> String {
     let records: Vec<(&crate::config::CertificateConfig, Option<CertRecord>)> = config
         .certificates
         .iter()
@@ -99,7 +96,11 @@ fn render_with(config: &Config, store: &Store, report: Option<&RunReport>) -> (S
         report: report.unwrap_or(&empty),
         requests: &s.requests,
     });
-    render(&records, &seen, &kept, facts.as_ref())
+    let (text, successes) = render(&records, &seen, &kept, facts.as_ref());
+    if report.is_some() {
+        keep_successes(store, &kept, &successes);
+    }
+    text
 }
 
 /// One metric family: its help, type and samples.
