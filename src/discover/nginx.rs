@@ -188,11 +188,48 @@ fn skip_lua(bytes: &[u8], open: usize) -> Option<(usize, usize)> {
                     lines += 1;
                 }
             }
+            b'[' if long_bracket(bytes, i).is_some() => {
+                i = skip_long(bytes, i, &mut lines)?;
+                continue;
+            }
             b'-' if bytes.get(i + 1) == Some(&b'-') => {
+                if long_bracket(bytes, i + 2).is_some() {
+                    i = skip_long(bytes, i + 2, &mut lines)?;
+                    continue;
+                }
                 while i < bytes.len() && bytes[i] != b'\n' {
                     i += 1;
                 }
                 continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The level of a Lua long bracket opening at `bytes[i]` (`[[` is 0, `[=[` is 1, …).
+fn long_bracket(bytes: &[u8], i: usize) -> Option<usize> {
+    if bytes.get(i) != Some(&b'[') {
+        return None;
+    }
+    let level = bytes[i + 1..].iter().take_while(|&&b| b == b'=').count();
+    (bytes.get(i + 1 + level) == Some(&b'[')).then_some(level)
+}
+
+/// The index after the long string or comment opening at `bytes[open]`, its line breaks
+/// added to `lines`; `None` when it is not closed.
+fn skip_long(bytes: &[u8], open: usize, lines: &mut usize) -> Option<usize> {
+    let level = long_bracket(bytes, open)?;
+    let mut i = open + level + 2;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\n' => *lines += 1,
+            b']' if bytes[i + 1..].iter().take(level).all(|&b| b == b'=')
+                && bytes.get(i + 1 + level) == Some(&b']') =>
+            {
+                return Some(i + level + 2);
             }
             _ => {}
         }
@@ -751,7 +788,8 @@ server {\n\
     fn lua_blocks_are_skipped_whole() {
         let v = vhosts(
             "# configuration file /a.conf:\nhttp {\n server {\n  server_name a.example.com;\n  \
-             content_by_lua_block {\n   -- don't { count\n   ngx.say(\"}\")\n   if x then y() end\n  }\n  \
+             content_by_lua_block {\n   -- don't { count\n   ngx.say(\"}\")\n   local q = [==[ } ]] ]==]\n   \
+             --[[\n   { ]]\n   if x then y() end\n  }\n  \
              listen 443 ssl;\n }\n}\n",
         )
         .unwrap();
