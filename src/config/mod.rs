@@ -11,10 +11,13 @@
 //! - `types.rs`: the validated configuration;
 //! - `check/`: the checker, one file per section (`api.rs`, `agent.rs`, `certificate.rs`);
 //! - `keys.rs`: the keys each section accepts; `error.rs`: problems and "did you mean";
-//! - `rules.rs`: value rules the command line shares (domain names, certificate names, email).
+//! - `rules.rs`: value rules the command line shares (domain names, certificate names, email);
+//! - `include.rs`: the files `[agent] include` names; `cache.rs`: their checked certificates,
+//!   kept between runs while the files are unchanged.
 //!
 //! Depends only on the foundation: `values`, `process`, `fsutil`, `crypto` (`KeyType`).
 
+mod cache;
 mod check;
 mod error;
 mod include;

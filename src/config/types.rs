@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::values::{DcvType, Decimal, Secret};
 
@@ -132,7 +132,7 @@ pub struct AgentConfig {
 }
 
 /// A command to run: a string is run by `/bin/sh -c`, an array is an argv run directly.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Command {
     Shell(String),
@@ -143,7 +143,7 @@ pub enum Command {
 pub use crate::crypto::KeyType;
 
 /// `dcv`: the domain control validation method.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DcvMethod {
     /// HTTP_CSR_HASH: file under the web root over HTTP.
@@ -182,7 +182,7 @@ impl DcvMethod {
 }
 
 /// `family`: the CA family of the document (S, D, C).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Family {
     S,
     D,
@@ -193,7 +193,7 @@ pub enum Family {
 pub use crate::values::ServerKind;
 
 /// `webroot`: one document root for every domain, or one per domain.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Webroot {
     Single(PathBuf),
@@ -230,7 +230,7 @@ pub struct CertificateConfig {
 }
 
 /// What is ordered and reissued for a certificate.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OrderSpec {
     /// An order the account already has (placed elsewhere, or found by `discover --account`):
     /// the first run adopts it instead of placing an order. Only read while the certificate
@@ -272,7 +272,7 @@ pub struct OrderSpec {
 }
 
 /// How domain control is validated for a certificate.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DcvSpec {
     /// Default http.
     #[serde(rename = "dcv")]
@@ -298,7 +298,7 @@ pub struct DcvSpec {
 }
 
 /// Where and how a certificate is installed.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InstallSpec {
     /// Default nginx.
     pub server: ServerKind,
@@ -324,8 +324,10 @@ pub struct InstallSpec {
     /// Mode of the private key file (never accessible by others); `None`: 0600, or 0640 with
     /// `group`.
     #[serde(
+        default,
         skip_serializing_if = "Option::is_none",
-        serialize_with = "serialize_mode"
+        serialize_with = "serialize_mode",
+        deserialize_with = "deserialize_mode"
     )]
     pub mode: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -336,7 +338,10 @@ pub struct InstallSpec {
     pub deploy_hook: Option<Command>,
     /// After reload, TLS handshake here (SNI = common name) must show the new serial.
     /// Default 127.0.0.1:443 with a web server; `None` (`""` in the file): no check.
-    #[serde(serialize_with = "serialize_verify_address")]
+    #[serde(
+        serialize_with = "serialize_verify_address",
+        deserialize_with = "deserialize_verify_address"
+    )]
     pub verify_address: Option<String>,
 }
 
@@ -360,5 +365,19 @@ fn serialize_mode<S: Serializer>(mode: &Option<u32>, s: S) -> Result<S::Ok, S::E
     match mode {
         Some(m) => s.serialize_str(&format!("{m:04o}")),
         None => s.serialize_none(),
+    }
+}
+
+fn deserialize_verify_address<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let v = String::deserialize(d)?;
+    Ok(Some(v).filter(|v| !v.is_empty()))
+}
+
+fn deserialize_mode<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    match Option::<String>::deserialize(d)? {
+        Some(m) => u32::from_str_radix(&m, 8)
+            .map(Some)
+            .map_err(|_| serde::de::Error::custom(format!("mode {m:?} is not octal"))),
+        None => Ok(None),
     }
 }

@@ -418,6 +418,8 @@ impl<'a> Checker<'a> {
 
         let mut certificates = self.certificates_of(root, defaults_table);
         let mut fragments = Vec::new();
+        let mut stamps: Vec<(PathBuf, cache::Stamp)> = Vec::new();
+        let mut from_cache = false;
         if self.includes
             && let Some(a) = &agent
             && !a.include.is_empty()
@@ -434,12 +436,43 @@ impl<'a> Checker<'a> {
                 }
             }
             fragments.dedup();
-            let mut dir = IncludeDir::default();
-            for file in &fragments {
-                self.fragment(&mut dir, file, &span, defaults_table, &mut certificates);
+            // Unchanged since a run that found them valid: the kept certificates (the checks
+            // across certificates held for the same main file and the same included files).
+            let kept = self
+                .problems
+                .is_empty()
+                .then(|| cache::lookup(&a.state_dir, path, self.text, &fragments, self.programs));
+            if let Some(Some(hit)) = kept {
+                for (file, mode) in fragments.iter().zip(hit.modes) {
+                    self.writable_by_others(file, mode);
+                }
+                certificates.extend(hit.certificates.into_iter().map(|c| (c, Origin::KEPT)));
+                from_cache = true;
+            } else {
+                let mut dir = IncludeDir::default();
+                for file in &fragments {
+                    if let Some(stamp) =
+                        self.fragment(&mut dir, file, &span, defaults_table, &mut certificates)
+                    {
+                        stamps.push((file.clone(), stamp));
+                    }
+                }
             }
         }
-        self.across_certificates(&certificates, path);
+        if !from_cache {
+            self.across_certificates(&certificates, path);
+            if self.problems.is_empty()
+                && stamps.len() == fragments.len()
+                && !fragments.is_empty()
+                && let Some(a) = &agent
+            {
+                let kept: Vec<(&CertificateConfig, Option<&Path>)> = certificates
+                    .iter()
+                    .map(|(c, o)| (c, o.file.as_deref()))
+                    .collect();
+                cache::store(&a.state_dir, path, self.text, &stamps, &kept);
+            }
+        }
         let certificates = certificates.into_iter().map(|(c, _)| c).collect();
 
         let agent = agent?;
@@ -504,22 +537,11 @@ impl<'a> Checker<'a> {
         include_span: &Range<usize>,
         defaults: Option<&DeTable<'_>>,
         certificates: &mut Vec<(CertificateConfig, Origin)>,
-    ) {
-        let text = match dir.read(file) {
-            Ok((t, mode)) => {
-                if mode & 0o002 != 0 {
-                    self.warnings.push(Problem {
-                        file: Some(file.to_path_buf()),
-                        line: 1,
-                        context: "include".into(),
-                        message: format!(
-                            "writable by others (mode {:04o}); anyone could add a certificate \
-                             or a command to it: chmod o-w it",
-                            mode & 0o7777
-                        ),
-                    });
-                }
-                t
+    ) -> Option<cache::Stamp> {
+        let (text, stamp) = match dir.read(file) {
+            Ok((t, stamp)) => {
+                self.writable_by_others(file, stamp.mode());
+                (t, stamp)
             }
             Err(e) => {
                 let msg = format!(
@@ -528,7 +550,7 @@ impl<'a> Checker<'a> {
                     crate::fsutil::io_text(&e)
                 );
                 self.report(include_span, "[agent]", msg);
-                return;
+                return None;
             }
         };
         let mut sub = Checker {
@@ -564,6 +586,23 @@ impl<'a> Checker<'a> {
         }
         self.problems.append(&mut sub.problems);
         self.warnings.append(&mut sub.warnings);
+        Some(stamp)
+    }
+
+    /// Warns about an included file anyone may write to.
+    fn writable_by_others(&mut self, file: &Path, mode: u32) {
+        if mode & 0o002 != 0 {
+            self.warnings.push(Problem {
+                file: Some(file.to_path_buf()),
+                line: 1,
+                context: "include".into(),
+                message: format!(
+                    "writable by others (mode {:04o}); anyone could add a certificate or a \
+                     command to it: chmod o-w it",
+                    mode & 0o7777
+                ),
+            });
+        }
     }
 }
 
@@ -578,7 +617,7 @@ struct IncludeDir {
 impl IncludeDir {
     /// `file`'s text and mode: open (relative to its directory when that is open), the mode
     /// and size from the open file, one read of that size, close.
-    fn read(&mut self, file: &Path) -> std::io::Result<(String, u32)> {
+    fn read(&mut self, file: &Path) -> std::io::Result<(String, cache::Stamp)> {
         use nix::fcntl::{OFlag, open, openat};
         use nix::sys::stat::Mode;
         use std::io::Read as _;
@@ -620,7 +659,7 @@ impl IncludeDir {
         bytes.truncate(filled);
         let text = String::from_utf8(bytes)
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))?;
-        Ok((text, meta.mode()))
+        Ok((text, cache::Stamp::of(&meta)))
     }
 }
 
@@ -628,6 +667,14 @@ impl IncludeDir {
 pub(super) struct Origin {
     file: Option<PathBuf>,
     line: usize,
+}
+
+impl Origin {
+    /// A certificate kept from an earlier run (no checks across certificates are made again).
+    const KEPT: Origin = Origin {
+        file: None,
+        line: 0,
+    };
 }
 
 /// The section a key belongs to, for "it belongs in [agent]".
@@ -668,7 +715,7 @@ fn serde_plain<T: Serialize>(v: T) -> String {
 
 /// A program path exists and is executable, or a bare name is found in `PATH` or the sbin
 /// directories; otherwise why not.
-fn check_program(program: &str) -> Result<(), &'static str> {
+pub(super) fn check_program(program: &str) -> Result<(), &'static str> {
     let executable =
         |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0);
     if program.contains('/') {

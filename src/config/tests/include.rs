@@ -11,7 +11,7 @@ login = "ops@example.com"
 password = "x"
 
 [agent]
-state_dir = "/var/lib/cert-agent"
+state_dir = "STATE"
 include = ["conf.d/*.toml"]
 
 [defaults]
@@ -35,7 +35,10 @@ fn site(name: &str, domain: &str) -> String {
 fn layout(extra: &str, fragments: &[(&str, String)]) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let main = dir.path().join("config.toml");
-    fs::write(&main, format!("{MAIN}{extra}")).unwrap();
+    let state = dir.path().join("state");
+    fs::create_dir(&state).unwrap();
+    let text = MAIN.replace("STATE", &state.display().to_string());
+    fs::write(&main, format!("{text}{extra}")).unwrap();
     fs::create_dir(dir.path().join("conf.d")).unwrap();
     for (name, text) in fragments {
         fs::write(dir.path().join("conf.d").join(name), text).unwrap();
@@ -195,5 +198,179 @@ fn a_fragment_others_may_write_is_a_warning() {
             .any(|w| w.contains("a.toml line 1: include: writable by others")),
         "{:?}",
         c.warnings
+    );
+}
+
+// ---- the kept certificates of unchanged included files (`state_dir/config-cache.json`) ----
+
+/// Waits until files written now are old enough to be kept.
+fn settle() {
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+}
+
+fn cache_of(dir: &Path) -> PathBuf {
+    dir.join("state").join(cache::CACHE_FILE)
+}
+
+/// Every kind of value a certificate can hold, to be read back from the cache unchanged.
+const RICH: &str = r#"[[certificate]]
+name = "rich"
+domains = ["rich.example.com", "www.rich.example.com"]
+product_id = 202
+days = 730
+key_type = "rsa-3072"
+reuse_key = true
+family = "D"
+organization_name = "Example GmbH"
+organizational_unit = "Ops"
+address_1 = "Street 1"
+zip_code = "10115"
+unique_value = "abc123"
+ssl_server_software_id = 7
+certificate_id = 9001
+dcv = "http"
+webroot = { "rich.example.com" = "/srv/rich", "www.rich.example.com" = "/srv/www" }
+fullchain_path = "/etc/ssl/rich/fullchain.pem"
+key_path = "/etc/ssl/rich/privkey.pem"
+cert_path = "/etc/ssl/rich/cert.pem"
+chain_path = "/etc/ssl/rich/chain.pem"
+mode = "0640"
+group = "ssl-cert"
+reload_command = ["/bin/true", "reload"]
+configtest_command = "/bin/true -t"
+deploy_hook = "logger deployed"
+verify_address = ""
+
+[[certificate]]
+name = "dns"
+domains = ["dns.example.com"]
+dcv = "dns-txt"
+dns_hook = ["/bin/true"]
+server = "apache"
+verify_address = "10.0.0.1:8443"
+fullchain_path = "/etc/ssl/dns/fullchain.pem"
+key_path = "/etc/ssl/dns/privkey.pem"
+"#;
+
+#[test]
+fn unchanged_fragments_are_read_back_from_the_cache_exactly() {
+    let (dir, main) = layout(
+        &site("main", "main.example.com"),
+        &[
+            ("a.toml", RICH.to_owned()),
+            ("b.toml", site("b", "b.example.com")),
+        ],
+    );
+    settle();
+    let first = Config::load(&main).unwrap();
+    let cache = cache_of(dir.path());
+    assert!(cache.exists(), "a valid configuration is kept");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        fs::metadata(&cache).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let second = Config::load(&main).unwrap();
+    assert_eq!(
+        format!("{:?}", first.certificates),
+        format!("{:?}", second.certificates)
+    );
+    assert_eq!(first.fragments, second.fragments);
+    // The kept certificates are what the second load used: a change made to the cache alone
+    // shows (the files it came from are unchanged).
+    let kept = fs::read_to_string(&cache).unwrap();
+    assert!(kept.contains("b.example.com"), "{kept}");
+    fs::write(&cache, kept.replace("b.example.com", "k.example.com")).unwrap();
+    fs::set_permissions(&cache, fs::Permissions::from_mode(0o600)).unwrap();
+    let third = Config::load(&main).unwrap();
+    assert_eq!(third.certificates[3].domains, ["k.example.com"]);
+    // A cache others may write to is not trusted.
+    fs::set_permissions(&cache, fs::Permissions::from_mode(0o666)).unwrap();
+    let fourth = Config::load(&main).unwrap();
+    assert_eq!(fourth.certificates[3].domains, ["b.example.com"]);
+}
+
+#[test]
+fn any_change_to_what_the_certificates_came_from_is_read_again() {
+    let (dir, main) = layout("", &[("a.toml", site("a", "a.example.com"))]);
+    settle();
+    Config::load(&main).unwrap();
+    assert!(cache_of(dir.path()).exists());
+    let file = dir.path().join("conf.d/a.toml");
+    // Same size, changed within the clock tick of the read that filled the cache or not:
+    // the change time differs.
+    fs::write(&file, site("a", "z.example.com")).unwrap();
+    let c = Config::load(&main).unwrap();
+    assert_eq!(c.certificates[0].domains, ["z.example.com"]);
+    // A file added, then removed.
+    fs::write(dir.path().join("conf.d/b.toml"), site("b", "b.example.com")).unwrap();
+    assert_eq!(Config::load(&main).unwrap().certificates.len(), 2);
+    fs::remove_file(dir.path().join("conf.d/b.toml")).unwrap();
+    assert_eq!(Config::load(&main).unwrap().certificates.len(), 1);
+    // [defaults] of the main file apply to the included certificates.
+    settle();
+    Config::load(&main).unwrap();
+    let text = fs::read_to_string(&main)
+        .unwrap()
+        .replace("product_id = 101", "product_id = 102");
+    fs::write(&main, text).unwrap();
+    assert_eq!(
+        Config::load(&main).unwrap().certificates[0]
+            .order
+            .product_id,
+        102
+    );
+    // Made writable by others: the warning comes with the kept certificates too.
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o666)).unwrap();
+    settle();
+    for _ in 0..2 {
+        let c = Config::load(&main).unwrap();
+        assert!(
+            c.warnings.iter().any(|w| w.contains("writable by others")),
+            "{:?}",
+            c.warnings
+        );
+    }
+}
+
+#[test]
+fn files_changed_just_now_are_not_kept_and_problems_are_never_kept() {
+    let (dir, main) = layout("", &[("a.toml", site("a", "a.example.com"))]);
+    Config::load(&main).unwrap();
+    assert!(
+        !cache_of(dir.path()).exists(),
+        "changed within the last second"
+    );
+    settle();
+    let bad = site("a", "a.example.com").replace("name = \"a\"", "name = \"a\"\nwebrot = 1");
+    let file = dir.path().join("conf.d/b.toml");
+    fs::write(&file, bad).unwrap();
+    settle();
+    assert!(error_of(&main).contains("unknown key `webrot`"));
+    assert!(!cache_of(dir.path()).exists());
+}
+
+#[test]
+fn a_program_gone_since_the_cache_was_written_is_reported() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, main) = layout("", &[]);
+    let program = dir.path().join("reload-web");
+    fs::write(&program, "#!/bin/sh\n").unwrap();
+    fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
+    let text = format!(
+        "{}reload_command = [\"{}\"]\n",
+        site("a", "a.example.com"),
+        program.display()
+    );
+    fs::write(dir.path().join("conf.d/a.toml"), text).unwrap();
+    settle();
+    Config::load(&main).unwrap();
+    assert!(cache_of(dir.path()).exists());
+    fs::remove_file(&program).unwrap();
+    let e = error_of(&main);
+    assert!(
+        e.contains("reload-web") && e.contains("does not exist"),
+        "{e}"
     );
 }
