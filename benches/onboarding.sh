@@ -5,7 +5,8 @@
 #     under sites-enabled) and an `apachectl -S` listing of N `<VirtualHost>` files, every site
 #     with its own certificate and key on disk (discover reads both);
 #   - the no-op `renew` over N installed certificates in one configuration file against the same
-#     N certificates spread over N included files (`[agent] include`), runs alternating.
+#     N certificates spread over N included files (`[agent] include`), runs alternating; the
+#     latter also right after a change (its kept checked certificates removed before each run).
 # Wall time, CPU and peak RSS per run from benches/measure.py; results in OUT (default
 # benches/results/onboarding): runs.jsonl (every run), summary.json (median, min, max).
 # Usage: benches/onboarding.sh [OUT_DIR]   (N=1000 REPS=20 by default)
@@ -89,12 +90,20 @@ $MEASURE --label "discover-nginx-$N" --reps "$REPS" --warmup 2 --out "$RAW" --me
   "$AGENT" --config "$W/none.toml" --json discover --server nginx --from "$W/nginx-T.txt"
 $MEASURE --label "discover-apache-$N" --reps "$REPS" --warmup 2 --out "$RAW" --meta n="$N" -- \
   "$AGENT" --config "$W/none.toml" --json discover --server apache --from "$W/apachectl-S.txt"
-# Alternating rounds, so that the machine's drift affects both alike.
+# Alternating rounds, so that the machine's drift affects both alike. The included files'
+# checked certificates are kept in state/config-cache.json by the first run that finds the
+# files settled (unchanged for a second); "after-a-change" removes it before each run, as an
+# edit of any file would, so those runs read and check every file and write the cache again.
+CACHE=$W/frag/agent/state/config-cache.json
+sleep 1
 for _ in 1 2 3 4; do
   $MEASURE --label "renew-one-file-$N" --reps $((REPS / 4)) --warmup 1 --out "$RAW" --meta n="$N" -- \
     "$AGENT" --config "$W/one/agent/config.toml" renew
   $MEASURE --label "renew-$N-included-files-$N" --reps $((REPS / 4)) --warmup 1 --out "$RAW" --meta n="$N" -- \
     "$AGENT" --config "$W/frag/agent/config.toml" renew
+  test -f "$CACHE"
+  $MEASURE --label "renew-$N-included-files-$N-after-a-change" --reps $((REPS / 4)) --warmup 1 --out "$RAW" --meta n="$N" -- \
+    sh -c 'rm -f "$1" && exec "$2" --config "$3" renew' sh "$CACHE" "$AGENT" "$W/frag/agent/config.toml"
 done
 $MEASURE --summary "$RAW" > "$OUT/summary.json"
 python3 - "$OUT/summary.json" <<'PY'

@@ -193,6 +193,14 @@ pub(super) fn lookup(
             install: c.install,
         })
         .collect();
+    // What the rest of the agent relies on of a checked certificate (a damaged file that is
+    // still JSON must not get further than this).
+    if certificates
+        .iter()
+        .any(|c| c.domains.is_empty() || super::validate_certificate_name(&c.name).is_err())
+    {
+        return None;
+    }
     if programs && !programs_exist(&certificates) {
         return None;
     }

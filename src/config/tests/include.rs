@@ -284,6 +284,19 @@ fn unchanged_fragments_are_read_back_from_the_cache_exactly() {
     fs::set_permissions(&cache, fs::Permissions::from_mode(0o600)).unwrap();
     let third = Config::load(&main).unwrap();
     assert_eq!(third.certificates[3].domains, ["k.example.com"]);
+    // Damaged: read again from the files.
+    fs::write(&cache, kept.replace("\"b.example.com\"", "")).unwrap();
+    fs::set_permissions(&cache, fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(
+        Config::load(&main).unwrap().certificates[3].domains,
+        ["b.example.com"]
+    );
+    fs::write(&cache, &kept[..kept.len() / 2]).unwrap();
+    assert_eq!(
+        Config::load(&main).unwrap().certificates[3].domains,
+        ["b.example.com"]
+    );
+    fs::write(&cache, kept.replace("b.example.com", "k.example.com")).unwrap();
     // A cache others may write to is not trusted.
     fs::set_permissions(&cache, fs::Permissions::from_mode(0o666)).unwrap();
     let fourth = Config::load(&main).unwrap();
