@@ -66,6 +66,9 @@ pub enum Validation {
     Served(PathBuf),
     /// Not, and why (a redirect, a `return`, a proxy, no root).
     Blocked(String),
+    /// Cannot be told from the configuration, and why (a regular expression the `regex`
+    /// crate cannot evaluate, a rewritten URI): to be checked by hand.
+    Unknown(String),
 }
 
 impl Default for Validation {
@@ -321,6 +324,13 @@ fn propose(vhosts: Vec<Vhost>) -> Discovery {
                     Validation::Blocked(why) => notes.push(format!(
                         "{d}: port 80 ({}) does not serve /.well-known/pki-validation/ from a \
                          document root: {why}; serve it from {VALIDATION_ROOT} there ({})",
+                        h.at,
+                        validation_hint(first.server)
+                    )),
+                    Validation::Unknown(why) => notes.push(format!(
+                        "{d}: whether port 80 ({}) serves /.well-known/pki-validation/ from a \
+                         document root is unknown: {why}; or serve it from {VALIDATION_ROOT} \
+                         there ({})",
                         h.at,
                         validation_hint(first.server)
                     )),
