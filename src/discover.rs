@@ -92,6 +92,9 @@ pub struct Vhost {
     pub chain_file: Option<PathBuf>,
     pub root: Option<PathBuf>,
     pub validation: Validation,
+    /// What could not be read from the configuration and is to be checked by hand.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// The certificate a site serves today.
@@ -158,6 +161,7 @@ pub fn nginx(dump: &str) -> Result<Discovery, DiscoverError> {
 pub fn apache(listing: &str) -> Result<Discovery, DiscoverError> {
     let mut vhosts = Vec::new();
     let mut texts: BTreeMap<String, String> = BTreeMap::new();
+    let main_root = apache::main_document_root(listing);
     for at in apache::listed(listing)? {
         if !texts.contains_key(&at.file) {
             let text = std::fs::read_to_string(&at.file).map_err(|e| {
@@ -170,7 +174,7 @@ pub fn apache(listing: &str) -> Result<Discovery, DiscoverError> {
             texts.insert(at.file.clone(), text);
         }
         let text = texts.get(&at.file).map(String::as_str).unwrap_or_default();
-        vhosts.push(apache::vhost(text, &at)?);
+        vhosts.push(apache::vhost(text, &at, main_root.as_deref())?);
     }
     Ok(propose(vhosts))
 }
@@ -184,6 +188,7 @@ pub fn apache_vhost(text: &str, file: &str, line: usize) -> Result<Vhost, Discov
             file: file.to_owned(),
             line,
         },
+        None,
     )
 }
 
@@ -341,6 +346,13 @@ fn propose(vhosts: Vec<Vhost>) -> Discovery {
                      /.well-known/pki-validation/ from {VALIDATION_ROOT} there ({})",
                     validation_hint(first.server)
                 )),
+            }
+        }
+        for &i in members {
+            for n in &vhosts[i].notes {
+                if !notes.contains(n) {
+                    notes.push(n.clone());
+                }
             }
         }
         if !first.tls {

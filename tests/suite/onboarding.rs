@@ -498,7 +498,8 @@ fn apache_base(root: &Path) -> String {
 }
 
 /// Real `apache2 -S` of a Debian-style layout (sites-enabled, `IfModule`, a redirecting
-/// port 80, SSLCertificateChainFile) read by `discover`.
+/// port 80, SSLCertificateChainFile, a site inheriting the main server's DocumentRoot and
+/// certificate) read by `discover`.
 #[test]
 fn discover_reads_a_real_apache_listing() {
     if !require(Server::Apache) {
@@ -521,8 +522,25 @@ fn discover_reads_a_real_apache_listing() {
     let p = |x: &Path| x.display().to_string();
     let binary = support::webserver::Apache::binary().unwrap();
     let mut conf = apache_base(&root);
-    conf.push_str("Listen 80\n<IfModule ssl_module>\n  Listen 443\n</IfModule>\nIncludeOptional sites-enabled/*.conf\n");
+    // The main server's document root and certificate, inherited by virtual hosts that set
+    // none (RHEL's ssl.conf sets the certificate outside any block too).
+    let htdocs = root.join("htdocs");
+    fs::create_dir_all(&htdocs).unwrap();
+    conf.push_str(&format!(
+        "DocumentRoot {}\nListen 80\n<IfModule ssl_module>\n  Listen 443\n  \
+         SSLCertificateFile {}\n  SSLCertificateKeyFile {}\n</IfModule>\n\
+         IncludeOptional sites-enabled/*.conf\n",
+        p(&htdocs),
+        p(&cert),
+        p(&key)
+    ));
     fs::write(root.join("apache2.conf"), conf).unwrap();
+    fs::write(
+        root.join("sites-enabled/inherit.conf"),
+        "<VirtualHost *:80>\n  ServerName inherit.example.org\n</VirtualHost>\n\
+         <VirtualHost *:443>\n  ServerName inherit.example.org\n  SSLEngine on\n</VirtualHost>\n",
+    )
+    .unwrap();
     fs::write(
         root.join("sites-enabled/000-default.conf"),
         "<VirtualHost *:80>\n  ServerName www.example.org\n  ServerAlias example.org\n  DocumentRoot /var/www/html\n  Redirect permanent / https://www.example.org/\n</VirtualHost>\n",
@@ -554,7 +572,23 @@ fn discover_reads_a_real_apache_listing() {
     let file = env.path("apache-S.txt");
     fs::write(&file, &listing).unwrap();
     let d = agent_discover(&env, &["--server", "apache", "--from", &p(&file)]);
-    assert_eq!(d["vhosts"].as_array().unwrap().len(), 2, "{d:#}");
+    assert_eq!(d["vhosts"].as_array().unwrap().len(), 4, "{d:#}");
+    let inherit = proposal(&d, "inherit.example.org");
+    assert_eq!(
+        inherit["webroot"]["inherit.example.org"],
+        p(&htdocs),
+        "`Main DocumentRoot` of apache2 -S: {inherit:#}"
+    );
+    assert!(inherit["cert_file"].is_null(), "{inherit:#}");
+    let notes = inherit["notes"].to_string();
+    assert!(
+        notes.contains("no SSLCertificateFile")
+            && notes.contains(&format!(
+                "{}:6",
+                p(&root.join("sites-enabled/inherit.conf"))
+            )),
+        "the inherited certificate is to be checked by hand: {notes}"
+    );
     let www = proposal(&d, "www.example.org");
     assert_eq!(
         www["domains"],
