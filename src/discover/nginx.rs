@@ -619,10 +619,11 @@ fn listen(args: &[String]) -> Listen {
 /// upper-case hexadecimal.
 const PROBE: &str = "/.well-known/pki-validation/0123456789ABCDEF0123456789ABCDEF.txt";
 
-/// Whether nginx's regular expressions match [`PROBE`], each pattern evaluated once per dump.
+/// Whether nginx's regular expressions match [`PROBE`] (or another part of the CA's request),
+/// each pattern evaluated once per dump.
 #[derive(Default)]
 struct Regexes {
-    seen: HashMap<(String, bool), Result<bool, String>>,
+    seen: HashMap<(String, bool, &'static str), Result<bool, String>>,
 }
 
 impl Regexes {
@@ -630,7 +631,17 @@ impl Regexes {
     /// uses PCRE, and what the `regex` crate cannot compile (lookaround, backreferences,
     /// possessive quantifiers) is not taken as a mismatch.
     fn matches(&mut self, pattern: &str, caseless: bool) -> Result<bool, String> {
-        let key = (pattern.to_owned(), caseless);
+        self.matches_text(pattern, caseless, PROBE)
+    }
+
+    /// [`Self::matches`] for `text`.
+    fn matches_text(
+        &mut self,
+        pattern: &str,
+        caseless: bool,
+        text: &'static str,
+    ) -> Result<bool, String> {
+        let key = (pattern.to_owned(), caseless, text);
         if let Some(known) = self.seen.get(&key) {
             return known.clone();
         }
@@ -640,7 +651,7 @@ impl Regexes {
             .unicode(false)
             .size_limit(1 << 20)
             .build()
-            .map(|re| re.is_match(PROBE.as_bytes()))
+            .map(|re| re.is_match(text.as_bytes()))
             .map_err(|e| {
                 let text = e.to_string();
                 let last = text.lines().rev().find(|l| !l.trim().is_empty());
@@ -886,18 +897,92 @@ fn rewrite_phase(d: &Directive, place: &str, regexes: &mut Regexes) -> Option<Va
                 ))),
             }
         }
-        // The condition is not evaluated: a `return` or redirect under it is taken as
-        // applying (certbot's `if ($host = NAME) { return 301 https://...; }`).
-        ("if", Some(children)) => children.iter().find_map(|c| {
-            rewrite_phase(c, place, regexes).map(|v| match v {
-                Validation::Blocked(why) => Validation::Blocked(format!(
-                    "under `if {}` at {}: {why}",
-                    d.args.join(" "),
-                    d.at
-                )),
-                other => other,
+        ("if", Some(children)) => {
+            let cond = d.args.join(" ");
+            let applies = condition(&cond, regexes);
+            if applies == Some(false) {
+                return None;
+            }
+            let inner = children
+                .iter()
+                .find_map(|c| rewrite_phase(c, place, regexes))?;
+            Some(match (applies, inner) {
+                (Some(_), Validation::Blocked(why)) => {
+                    Validation::Blocked(format!("under `if {cond}` at {}: {why}", d.at))
+                }
+                (None, Validation::Blocked(why) | Validation::Unknown(why)) => {
+                    Validation::Unknown(format!(
+                        "the condition of `if {cond}` at {} cannot be evaluated here, and under \
+                         it: {why}",
+                        d.at
+                    ))
+                }
+                (_, other) => other,
             })
-        }),
+        }
+        _ => None,
+    }
+}
+
+/// Whether the condition of an `if` (its arguments) compares the host name.
+fn host_condition(args: &[String]) -> bool {
+    args.first().is_some_and(|a| {
+        let var = a.trim_start_matches('(');
+        var == "$host" || var == "$http_host" || var == "$server_name"
+    })
+}
+
+/// Whether the condition of an `if` (`cond`: its arguments, parentheses included) holds for
+/// the CA's request: `GET` of [`PROBE`] over plain HTTP on port 80, for an existing file.
+/// A comparison of the host name is taken as holding (certbot's
+/// `if ($host = NAME) { return 301 ...; }`); `None` when it depends on anything else.
+fn condition(cond: &str, regexes: &mut Regexes) -> Option<bool> {
+    let inner = cond.trim().strip_prefix('(')?.strip_suffix(')')?.trim();
+    let mut words = inner.splitn(3, ' ');
+    let first = words.next()?;
+    let op = words.next();
+    let operand = words.next().map(str::trim);
+    if let Some(test) = ["!-f", "!-d", "!-e", "!-x", "-f", "-d", "-e", "-x"]
+        .into_iter()
+        .find(|t| *t == first)
+    {
+        // A file test of the requested file: the validation file exists.
+        let file = op.is_some_and(|o| o.contains("$request_filename") || o.contains("$uri"));
+        if !file {
+            return None;
+        }
+        let (negated, test) = match test.strip_prefix('!') {
+            Some(t) => (true, t),
+            None => (false, test),
+        };
+        return Some(matches!(test, "-f" | "-e") != negated);
+    }
+    let value = match first {
+        "$host" | "$http_host" | "$server_name" => return Some(true),
+        "$uri" | "$document_uri" | "$request_uri" => PROBE,
+        "$request_method" => "GET",
+        "$scheme" => "http",
+        "$server_port" => "80",
+        "$https" => "",
+        _ => return None,
+    };
+    let Some(op) = op else {
+        return Some(!value.is_empty() && value != "0");
+    };
+    let operand = operand.unwrap_or_default();
+    let operand = operand
+        .strip_prefix('"')
+        .and_then(|o| o.strip_suffix('"'))
+        .unwrap_or(operand);
+    match op {
+        "=" => Some(value == operand),
+        "!=" => Some(value != operand),
+        "~" | "~*" | "!~" | "!~*" => {
+            let hit = regexes
+                .matches_text(operand, op.ends_with('*'), value)
+                .ok()?;
+            Some(hit != op.starts_with('!'))
+        }
         _ => None,
     }
 }
@@ -913,10 +998,28 @@ fn validation(
     // The server's rewrite phase comes before the location is chosen: a `location` cannot
     // exempt the validation path from it.
     const BEFORE: &str = ", before any location is chosen (move it into `location / { }`)";
+    // certbot's port-80 server: an `if ($host = NAME) { return 301 ...; }` per name, then
+    // `return 404;` for the others.
+    let mut by_host: Vec<String> = Vec::new();
     for d in list {
-        if let Some(v) = rewrite_phase(d, BEFORE, regexes) {
-            return v;
+        let Some(v) = rewrite_phase(d, BEFORE, regexes) else {
+            continue;
+        };
+        match v {
+            Validation::Blocked(why) if d.name == "if" && host_condition(&d.args) => {
+                by_host.push(why);
+            }
+            Validation::Blocked(why) | Validation::Unknown(why) if !by_host.is_empty() => {
+                return Validation::Blocked(format!(
+                    "{}; for the other names: {why}",
+                    by_host.join("; ")
+                ));
+            }
+            v => return v,
         }
+    }
+    if !by_host.is_empty() {
+        return Validation::Blocked(format!("{} (for the names it matches)", by_host.join("; ")));
     }
     let path = match lookup(list, regexes) {
         Ok(found) => found.path,
@@ -1220,6 +1323,38 @@ server {\n\
     }
 
     #[test]
+    fn if_conditions_are_evaluated_for_the_cas_request() {
+        for (cond, then) in [
+            ("($request_method !~ ^(GET|HEAD|POST)$ )", "return 444;"),
+            ("(!-e $request_filename)", "rewrite ^ /index.php last;"),
+            ("(-d $request_filename)", "return 403;"),
+            ("($request_uri ~ ^/admin)", "return 403;"),
+            ("($scheme = https)", "return 400;"),
+        ] {
+            let v = probe(&format!("root /a;\nif {cond} {{ {then} }}"));
+            assert_eq!(v, served_from("/a"), "{cond}");
+        }
+        for cond in [
+            "($scheme = http)",
+            "($scheme != \"https\")",
+            "($host = a.example.com)",
+        ] {
+            let v = probe(&format!(
+                "root /a;\nif {cond} {{ return 301 https://$host$request_uri; }}"
+            ));
+            blocked(&v, &["under `if ($", "at /s.conf:4", "redirects"]);
+        }
+        match probe("root /a;\nif ($http_user_agent ~* bot) { return 403; }") {
+            Validation::Unknown(why) => assert!(
+                why.contains("`if ($http_user_agent ~* bot)` at /s.conf:4")
+                    && why.contains("answers (`return 403`)"),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn an_alias_that_ends_in_the_location_is_a_root() {
         let v = probe("location ^~ /.well-known/ { alias /srv/acme/.well-known/; }");
         assert_eq!(v, served_from("/srv/acme"));
@@ -1325,5 +1460,10 @@ server {\n\
         assert_eq!(l("127.0.0.1").port, 80);
         assert_eq!(l("127.0.0.1:81").port, 81);
         assert_eq!(l("[::]").port, 80);
+        assert_eq!(l("[::]:443 ssl http2").port, 443);
+        assert!(l("[::]:443 ssl http2").ssl);
+        assert_eq!(l("443 quic reuseport").port, 443);
+        assert!(l("443 quic reuseport").ssl);
+        assert_eq!(l("*:80").port, 80);
     }
 }
