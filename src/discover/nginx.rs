@@ -162,6 +162,9 @@ fn tokens(text: &str, file: &str) -> Result<Vec<(Token, usize)>, DiscoverError> 
 /// A word as nginx keeps it: `\"`, `\'` and `\\` lose their backslash, `\t`, `\r`, `\n` become
 /// the control character, every other backslash stays (`\.` in a regular expression).
 fn unescape(raw: &[u8]) -> String {
+    if !raw.contains(&b'\\') {
+        return String::from_utf8_lossy(raw).into_owned();
+    }
     let mut out = Vec::with_capacity(raw.len());
     let mut i = 0;
     while let Some(&b) = raw.get(i) {
@@ -405,6 +408,7 @@ pub(super) fn vhosts(dump: &str) -> Result<Vec<Vhost>, DiscoverError> {
         out: Vec::new(),
         budget: INCLUDE_BUDGET,
         stack: vec![main.as_str()],
+        globs: HashMap::new(),
         regexes: Regexes::default(),
     };
     let top = parsed.get(main.as_str()).cloned().unwrap_or_default();
@@ -442,6 +446,8 @@ struct Walker<'p> {
     budget: usize,
     /// The files being expanded (an include of one of them is a cycle and skipped).
     stack: Vec<&'p str>,
+    /// [`Self::matching`]'s answers.
+    globs: HashMap<String, Vec<&'p str>>,
     regexes: Regexes,
 }
 
@@ -449,7 +455,7 @@ struct Walker<'p> {
 /// above real configurations (1,000 sites are about 15,000).
 const INCLUDE_BUDGET: usize = 500_000;
 
-impl Walker<'_> {
+impl<'p> Walker<'p> {
     /// The directives of `list` with `include`s replaced by the files they name.
     fn expand(&mut self, list: &[Directive], depth: usize) -> Vec<Directive> {
         let mut out = Vec::new();
@@ -462,16 +468,7 @@ impl Walker<'_> {
                     continue;
                 }
                 for pattern in &d.args {
-                    let full = self.prefix.join(pattern);
-                    let full = full.to_string_lossy();
-                    let mut matched: Vec<&str> = self
-                        .paths
-                        .iter()
-                        .copied()
-                        .filter(|p| crate::fsutil::glob_matches(full.as_bytes(), p.as_bytes()))
-                        .collect();
-                    matched.sort_unstable();
-                    for m in matched {
+                    for m in self.matching(pattern) {
                         if self.stack.contains(&m) {
                             continue;
                         }
@@ -489,6 +486,25 @@ impl Walker<'_> {
             }
         }
         out
+    }
+
+    /// The files of the dump an `include` of `pattern` reads, in order; each pattern matched
+    /// against the dump's files once (the same snippet is often included by every site).
+    fn matching(&mut self, pattern: &str) -> Vec<&'p str> {
+        if let Some(known) = self.globs.get(pattern) {
+            return known.clone();
+        }
+        let full = self.prefix.join(pattern);
+        let full = full.to_string_lossy();
+        let mut matched: Vec<&'p str> = self
+            .paths
+            .iter()
+            .copied()
+            .filter(|p| crate::fsutil::glob_matches(full.as_bytes(), p.as_bytes()))
+            .collect();
+        matched.sort_unstable();
+        self.globs.insert(pattern.to_owned(), matched.clone());
+        matched
     }
 
     /// [`Self::expand`], inside every block as well (`location`, `if`).
