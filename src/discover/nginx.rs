@@ -1028,7 +1028,11 @@ fn validation(
             Validation::Blocked(why) | Validation::Unknown(why) if !by_host.is_empty() => {
                 return Validation::Blocked(format!(
                     "{}; for the other names: {why}",
-                    by_host.join("; ")
+                    by_host
+                        .iter()
+                        .map(|h| h.strip_suffix(BEFORE).unwrap_or(h))
+                        .collect::<Vec<_>>()
+                        .join("; ")
                 ));
             }
             v => return v,
