@@ -1375,6 +1375,20 @@ server {\n\
     }
 
     #[test]
+    fn includes_inside_locations_and_rules_of_http_count() {
+        let dump = "# configuration file /etc/nginx/nginx.conf:\nhttp {\n  deny all;\n\
+            \x20 server { root /a; location ^~ /.well-known/ { include snippets/acme.conf; } }\n\
+            \x20 server { root /b; }\n}\n\
+            # configuration file /etc/nginx/snippets/acme.conf:\nroot /srv/acme;\nallow all;\n";
+        let v = vhosts(dump).unwrap();
+        assert_eq!(v[0].validation, served_from("/srv/acme"));
+        blocked(
+            &v[1].validation,
+            &["`deny all;` at /etc/nginx/nginx.conf:2"],
+        );
+    }
+
+    #[test]
     fn an_alias_that_ends_in_the_location_is_a_root() {
         let v = probe("location ^~ /.well-known/ { alias /srv/acme/.well-known/; }");
         assert_eq!(v, served_from("/srv/acme"));
