@@ -66,6 +66,9 @@ pub enum Validation {
     Served(PathBuf),
     /// Not, and why (a redirect, a `return`, a proxy, no root).
     Blocked(String),
+    /// Cannot be told from the configuration, and why (a regular expression the `regex`
+    /// crate cannot evaluate, a rewritten URI): to be checked by hand.
+    Unknown(String),
 }
 
 impl Default for Validation {
@@ -89,6 +92,9 @@ pub struct Vhost {
     pub chain_file: Option<PathBuf>,
     pub root: Option<PathBuf>,
     pub validation: Validation,
+    /// What could not be read from the configuration and is to be checked by hand.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// The certificate a site serves today.
@@ -155,6 +161,7 @@ pub fn nginx(dump: &str) -> Result<Discovery, DiscoverError> {
 pub fn apache(listing: &str) -> Result<Discovery, DiscoverError> {
     let mut vhosts = Vec::new();
     let mut texts: BTreeMap<String, String> = BTreeMap::new();
+    let main_root = apache::main_document_root(listing);
     for at in apache::listed(listing)? {
         if !texts.contains_key(&at.file) {
             let text = std::fs::read_to_string(&at.file).map_err(|e| {
@@ -167,7 +174,7 @@ pub fn apache(listing: &str) -> Result<Discovery, DiscoverError> {
             texts.insert(at.file.clone(), text);
         }
         let text = texts.get(&at.file).map(String::as_str).unwrap_or_default();
-        vhosts.push(apache::vhost(text, &at)?);
+        vhosts.push(apache::vhost(text, &at, main_root.as_deref())?);
     }
     Ok(propose(vhosts))
 }
@@ -181,6 +188,7 @@ pub fn apache_vhost(text: &str, file: &str, line: usize) -> Result<Vhost, Discov
             file: file.to_owned(),
             line,
         },
+        None,
     )
 }
 
@@ -218,7 +226,13 @@ fn propose(vhosts: Vec<Vhost>) -> Discovery {
         .map(|v| {
             let mut out: Vec<String> = Vec::new();
             for n in &v.names {
-                let n = n.to_ascii_lowercase();
+                // nginx and Apache compare names without regard to case; a trailing dot
+                // writes the same name fully qualified.
+                let lower = n.to_ascii_lowercase();
+                let n = match lower.strip_suffix('.') {
+                    Some(bare) if !bare.is_empty() && !bare.ends_with('.') => bare.to_owned(),
+                    _ => lower,
+                };
                 match unmanageable(&n) {
                     Some(reason) if !skipped.iter().any(|s: &Skipped| s.name == n) => {
                         skipped.push(Skipped {
@@ -324,6 +338,13 @@ fn propose(vhosts: Vec<Vhost>) -> Discovery {
                         h.at,
                         validation_hint(first.server)
                     )),
+                    Validation::Unknown(why) => notes.push(format!(
+                        "{d}: whether port 80 ({}) serves /.well-known/pki-validation/ from a \
+                         document root is unknown: {why}; or serve it from {VALIDATION_ROOT} \
+                         there ({})",
+                        h.at,
+                        validation_hint(first.server)
+                    )),
                 },
                 None => notes.push(format!(
                     "{d}: no virtual host on port 80 serves this name (the CA fetches the \
@@ -331,6 +352,13 @@ fn propose(vhosts: Vec<Vhost>) -> Discovery {
                      /.well-known/pki-validation/ from {VALIDATION_ROOT} there ({})",
                     validation_hint(first.server)
                 )),
+            }
+        }
+        for &i in members {
+            for n in &vhosts[i].notes {
+                if !notes.contains(n) {
+                    notes.push(n.clone());
+                }
             }
         }
         if !first.tls {
@@ -341,6 +369,7 @@ fn propose(vhosts: Vec<Vhost>) -> Discovery {
             );
         }
         let (existing, existing_error) = match &first.cert_file {
+            Some(c) if not_a_file(c) => (None, None),
             Some(c) => match read_existing(c, first.key_file.as_deref()) {
                 Ok(e) => (Some(e), None),
                 Err(e) => (None, Some(e)),
@@ -359,8 +388,26 @@ fn propose(vhosts: Vec<Vhost>) -> Discovery {
             .map(|p| p.display().to_string())
             .filter(|p| p.contains('$'))
             .collect();
-        let keep_paths = links.is_empty() && variable.is_empty();
-        if !variable.is_empty() {
+        let inline: Vec<String> = [&first.cert_file, &first.key_file, &first.chain_file]
+            .into_iter()
+            .flatten()
+            .filter(|p| not_a_file(p))
+            .map(|p| p.display().to_string())
+            .collect();
+        let keep_paths = links.is_empty() && variable.is_empty() && inline.is_empty();
+        if !inline.is_empty() {
+            notes.push(format!(
+                "{} {} not a file (nginx's `data:`, `engine:` or `store:`): cert-agent \
+                 installs into its own files; give these names a server with file paths \
+                 (`cert-agent snippet NAME`)",
+                inline
+                    .iter()
+                    .map(|p| p.chars().take(40).collect::<String>())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if inline.len() == 1 { "is" } else { "are" }
+            ));
+        } else if !variable.is_empty() {
             notes.push(format!(
                 "{} depend(s) on a variable (one file per name at request time): cert-agent \
                  installs into its own files; give these names a server with fixed paths \
@@ -403,6 +450,15 @@ fn propose(vhosts: Vec<Vhost>) -> Discovery {
         proposals,
         skipped,
     }
+}
+
+/// A certificate or key given in the configuration itself or by a crypto engine or store
+/// (nginx's `data:`, `engine:`, `store:`), not by a file.
+fn not_a_file(p: &Path) -> bool {
+    let p = p.to_string_lossy();
+    ["data:", "engine:", "store:"]
+        .iter()
+        .any(|prefix| p.starts_with(prefix))
 }
 
 /// The lines that serve the validation path from [`VALIDATION_ROOT`].
@@ -599,6 +655,67 @@ mod tests {
         assert_eq!(
             parsed["certificate"][0]["webroot"].as_str(),
             Some("/var/www/html")
+        );
+    }
+
+    #[test]
+    fn certbots_port_80_server_redirects_before_any_location() {
+        let dump = "# configuration file /etc/nginx/sites-enabled/www:\nhttp {\n\
+            server {\n\
+            \x20   if ($host = www.example.com) {\n\
+            \x20       return 301 https://$host$request_uri;\n\
+            \x20   } # managed by Certbot\n\
+            \x20   listen 80;\n\
+            \x20   server_name www.example.com example.com;\n\
+            \x20   return 404; # managed by Certbot\n\
+            }\n\
+            server {\n\
+            \x20   listen [::]:443 ssl http2; listen 443 ssl; listen 443 quic reuseport;\n\
+            \x20   server_name WWW.Example.COM. example.com;\n\
+            \x20   root /var/www/html;\n\
+            \x20   ssl_certificate /c/www.pem; ssl_certificate_key /c/www.key;\n\
+            }\n}\n";
+        let d = nginx(dump).unwrap();
+        assert_eq!(d.proposals.len(), 1, "{:#?}", d.proposals);
+        let p = &d.proposals[0];
+        assert_eq!(p.domains, ["www.example.com", "example.com"]);
+        assert!(p.webroot.is_empty(), "{:?}", p.webroot);
+        for name in ["www.example.com", "example.com"] {
+            let note = p
+                .notes
+                .iter()
+                .find(|n| n.starts_with(&format!("{name}: ")))
+                .unwrap();
+            assert!(
+                note.contains("under `if ($host = www.example.com)` at /etc/nginx/sites-enabled/www:3")
+                    && note.contains("redirects (`return 301 https://$host$request_uri`) at /etc/nginx/sites-enabled/www:4")
+                    && note.contains("for the other names: answers (`return 404`) at /etc/nginx/sites-enabled/www:8")
+                    && note.contains("before any location is chosen (move it into `location / { }`)"),
+                "{note}"
+            );
+        }
+    }
+
+    #[test]
+    fn certificates_that_are_not_files_go_to_cert_agents_own() {
+        let dump = "# configuration file /etc/nginx/nginx.conf:\nhttp {\n\
+            server { listen 443 ssl; server_name a.example.com; \
+            ssl_certificate data:$cert_pem; ssl_certificate_key engine:pkcs11:id_45; }\n}\n";
+        let d = nginx(dump).unwrap();
+        let p = &d.proposals[0];
+        assert!(!p.keep_paths);
+        assert!(p.existing.is_none() && p.existing_error.is_none(), "{p:?}");
+        assert!(
+            p.notes
+                .iter()
+                .any(|n| n.contains("engine:pkcs11:id_45") && n.contains("not a file")),
+            "{:?}",
+            p.notes
+        );
+        let f = p.fragment(None, None);
+        assert!(
+            !f.contains("fullchain_path") && !f.contains("key_path"),
+            "{f}"
         );
     }
 

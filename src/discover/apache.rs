@@ -2,7 +2,7 @@
 //! `<VirtualHost>` block is then read from that file.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{At, DiscoverError, Listen, Validation, Vhost};
 
@@ -45,6 +45,19 @@ pub(super) fn listed(dump: &str) -> Result<Vec<At>, DiscoverError> {
         });
     }
     Ok(out)
+}
+
+/// The main server's document root, `Main DocumentRoot: "DIR"` in `apachectl -S`: a virtual
+/// host without `DocumentRoot` of its own serves from there.
+pub(super) fn main_document_root(dump: &str) -> Option<PathBuf> {
+    dump.lines().find_map(|line| {
+        let rest = line.trim().strip_prefix("Main DocumentRoot:")?.trim();
+        let dir = rest
+            .strip_prefix('"')
+            .and_then(|r| r.strip_suffix('"'))
+            .unwrap_or(rest);
+        (!dir.is_empty()).then(|| PathBuf::from(dir))
+    })
 }
 
 /// One line of a configuration file: directive name (lower case), arguments, line number.
@@ -150,8 +163,9 @@ fn split_words(t: &str) -> Vec<String> {
     out
 }
 
-/// The virtual host at `at`, read from `text` (the file's content).
-pub(super) fn vhost(text: &str, at: &At) -> Result<Vhost, DiscoverError> {
+/// The virtual host at `at`, read from `text` (the file's content); `main_root`: the main
+/// server's document root, which a block without `DocumentRoot` inherits.
+pub(super) fn vhost(text: &str, at: &At, main_root: Option<&Path>) -> Result<Vhost, DiscoverError> {
     let lines = block_lines(text, at)?;
     let mut v = Vhost {
         at: at.clone(),
@@ -162,6 +176,7 @@ pub(super) fn vhost(text: &str, at: &At) -> Result<Vhost, DiscoverError> {
     let mut exception = false;
     let mut alias: Option<(String, usize)> = None;
     let mut depth_location = 0usize;
+    let mut engine: Option<usize> = None;
     for l in &lines {
         let here = At {
             file: at.file.clone(),
@@ -210,7 +225,10 @@ pub(super) fn vhost(text: &str, at: &At) -> Result<Vhost, DiscoverError> {
             }
             "serveralias" => v.names.extend(l.args.iter().cloned()),
             "documentroot" => v.root = Some(PathBuf::from(&first)),
-            "sslengine" => v.tls = first.eq_ignore_ascii_case("on"),
+            "sslengine" => {
+                v.tls = first.eq_ignore_ascii_case("on");
+                engine = Some(l.line);
+            }
             "sslcertificatefile" => v.cert_file = Some(PathBuf::from(&first)),
             "sslcertificatekeyfile" => v.key_file = Some(PathBuf::from(&first)),
             "sslcertificatechainfile" => v.chain_file = Some(PathBuf::from(&first)),
@@ -247,14 +265,43 @@ pub(super) fn vhost(text: &str, at: &At) -> Result<Vhost, DiscoverError> {
             _ => {}
         }
     }
+    // mod_ssl merges the main server's SSL directives into each virtual host: what the
+    // block does not set may come from anywhere in the server configuration, which is not
+    // read here. Said, not guessed.
     if v.tls {
         for l in &mut v.listens {
             l.ssl = true;
         }
+        let engine_at = format!("{}:{}", at.file, engine.unwrap_or(at.line));
+        if v.cert_file.is_none() {
+            v.notes.push(format!(
+                "`SSLEngine on` at {engine_at} but no SSLCertificateFile in the \
+                 <VirtualHost> block: the certificate is inherited from the server \
+                 configuration (not read by discover); check by hand which files it serves, \
+                 and name them in the block"
+            ));
+        } else if v.key_file.is_none() {
+            v.notes.push(format!(
+                "no SSLCertificateKeyFile in the <VirtualHost> block at {}: the key is in the \
+                 certificate file or inherited from the server configuration (not read by \
+                 discover); check by hand, and name the key file in the block",
+                at
+            ));
+        }
     } else {
+        if engine.is_none() && v.listens.iter().any(|l| l.port == 443) {
+            v.notes.push(format!(
+                "the <VirtualHost> at {at} listens on port 443 without `SSLEngine on` in its \
+                 block: taken as plain HTTP; if the server configuration sets SSLEngine and \
+                 the certificate for every virtual host, check its files by hand"
+            ));
+        }
         v.cert_file = None;
         v.key_file = None;
         v.chain_file = None;
+    }
+    if v.root.is_none() {
+        v.root = main_root.map(Path::to_path_buf);
     }
     v.validation = match (alias, redirect) {
         (Some((dir, line)), _) => {
@@ -280,7 +327,9 @@ pub(super) fn vhost(text: &str, at: &At) -> Result<Vhost, DiscoverError> {
                 "DocumentRoot {} is not an absolute path",
                 r.display()
             )),
-            None => Validation::Blocked("no DocumentRoot in this virtual host".into()),
+            None => Validation::Blocked(
+                "no DocumentRoot in this virtual host, and none for the main server".into(),
+            ),
         },
     };
     Ok(v)
@@ -305,7 +354,9 @@ mod tests {
          port 443 namevhost www.example.com (/etc/apache2/sites-enabled/default-ssl.conf:2)\n\
                  alias example.com\n\
 *:80                   www.example.com (/etc/apache2/sites-enabled/000-default.conf:1)\n\
-ServerRoot: \"/etc/apache2\"\n";
+ServerRoot: \"/etc/apache2\"\n\
+Main DocumentRoot: \"/var/www/html\"\n\
+Main ErrorLog: \"/var/log/apache2/error.log\"\n";
 
     #[test]
     fn every_listed_vhost_once() {
@@ -316,6 +367,71 @@ ServerRoot: \"/etc/apache2\"\n";
             "/etc/apache2/sites-enabled/default-ssl.conf:2"
         );
         assert!(listed("garbage").is_err());
+        assert_eq!(main_document_root(S), Some(PathBuf::from("/var/www/html")));
+        assert_eq!(main_document_root("garbage"), None);
+    }
+
+    fn at(file: &str) -> At {
+        At {
+            file: file.into(),
+            line: 1,
+        }
+    }
+
+    #[test]
+    fn a_vhost_without_document_root_serves_the_main_one() {
+        let text = "<VirtualHost *:80>\nServerName a.example.com\n</VirtualHost>\n";
+        let main = Path::new("/var/www/html");
+        let v = vhost(text, &at("/a.conf"), Some(main)).unwrap();
+        assert_eq!(v.root.as_deref(), Some(main));
+        assert_eq!(v.validation, Validation::Served(main.into()));
+        let v = vhost(text, &at("/a.conf"), None).unwrap();
+        assert!(matches!(v.validation, Validation::Blocked(_)), "{v:?}");
+        let own = "<VirtualHost *:80>\nDocumentRoot /srv/a\n</VirtualHost>\n";
+        let v = vhost(own, &at("/a.conf"), Some(main)).unwrap();
+        assert_eq!(v.validation, Validation::Served("/srv/a".into()));
+    }
+
+    #[test]
+    fn ssl_directives_the_block_does_not_set_are_said_not_guessed() {
+        let text =
+            "<VirtualHost _default_:443>\nServerName a.example.com\nSSLEngine on\n</VirtualHost>\n";
+        let v = vhost(text, &at("/etc/httpd/conf.d/ssl.conf"), None).unwrap();
+        assert!(v.tls);
+        assert_eq!(v.cert_file, None);
+        assert!(
+            v.notes
+                .iter()
+                .any(|n| n.contains("/etc/httpd/conf.d/ssl.conf:3")
+                    && n.contains("no SSLCertificateFile")
+                    && n.contains("inherited")),
+            "{:?}",
+            v.notes
+        );
+        let text = "<VirtualHost *:443>\nSSLEngine on\nSSLCertificateFile /c.pem\n</VirtualHost>\n";
+        let v = vhost(text, &at("/b.conf"), None).unwrap();
+        assert!(
+            v.notes
+                .iter()
+                .any(|n| n.contains("no SSLCertificateKeyFile")),
+            "{:?}",
+            v.notes
+        );
+        let text = "<VirtualHost *:443>\nServerName c.example.com\n</VirtualHost>\n";
+        let v = vhost(text, &at("/c.conf"), None).unwrap();
+        assert!(!v.tls);
+        assert!(
+            v.notes.iter().any(|n| n.contains("without `SSLEngine on`")),
+            "{:?}",
+            v.notes
+        );
+        let complete = "<VirtualHost *:443>\nSSLEngine on\nSSLCertificateFile /c.pem\nSSLCertificateKeyFile /c.key\n</VirtualHost>\n";
+        assert!(
+            vhost(complete, &at("/d.conf"), None)
+                .unwrap()
+                .notes
+                .is_empty()
+        );
     }
 
     #[test]
@@ -327,6 +443,7 @@ ServerRoot: \"/etc/apache2\"\n";
                 file: "/f.conf".into(),
                 line: 3,
             },
+            None,
         )
         .unwrap();
         assert_eq!(
@@ -343,6 +460,7 @@ ServerRoot: \"/etc/apache2\"\n";
                 file: "/r.conf".into(),
                 line: 1,
             },
+            None,
         )
         .unwrap();
         assert!(
@@ -355,6 +473,7 @@ ServerRoot: \"/etc/apache2\"\n";
                 file: "/u.conf".into(),
                 line: 1,
             },
+            None,
         )
         .unwrap_err();
         assert!(e.to_string().contains("/u.conf line 1"), "{e}");
@@ -364,6 +483,7 @@ ServerRoot: \"/etc/apache2\"\n";
                 file: "/u.conf".into(),
                 line: 5,
             },
+            None,
         )
         .unwrap_err();
         assert!(e.to_string().contains("/u.conf line 5"), "{e}");

@@ -152,7 +152,8 @@ struct Layout {
 
 /// A Debian-style nginx layout under `env` (nginx.conf, conf.d, sites-enabled, a default
 /// server, several listens, http2, a certificate shared by two sites, a site without TLS, a
-/// proxied site, a regular-expression name), dumped by the real `nginx -T`.
+/// proxied site, a regular-expression name, dot files denied by a regular-expression location
+/// with and without a `^~` prefix before it, a PCRE lookahead), dumped by the real `nginx -T`.
 fn nginx_layout(env: &TestEnv) -> Layout {
     let etc = env.path("etc/nginx");
     let ssl = env.path("etc/ssl");
@@ -220,6 +221,20 @@ fn nginx_layout(env: &TestEnv) -> Layout {
          server {\n  listen 80;\n  server_name ~^(?<user>.+)\\.users\\.example\\.com$ plain.example.com;\n  root /srv/plain;\n}\n",
     )
     .unwrap();
+    // Dot files denied by a regular expression: in the way unless a `^~` prefix comes first;
+    // a PCRE lookahead cannot be evaluated by discover.
+    fs::write(
+        etc.join("sites-enabled/dotfiles"),
+        "server {\n  listen 80;\n  server_name static.example.com;\n  root /srv/static;\n\
+         \x20 location / { try_files $uri $uri/ =404; }\n  location ~ /\\.ht { deny all; }\n\
+         \x20 location ~ \\.php$ { fastcgi_pass unix:/run/php/php-fpm.sock; }\n\
+         \x20 location ~ /\\. { deny all; }\n}\n\
+         server {\n  listen 80;\n  server_name docs.example.com;\n  root /srv/docs;\n\
+         \x20 location ^~ /.well-known/ { root /srv/docs-acme; }\n  location ~ /\\. { deny all; }\n}\n\
+         server {\n  listen 80;\n  server_name legacy.example.com;\n  root /srv/legacy;\n\
+         \x20 location ~ ^/(?!\\.well-known/) { return 301 https://$host$request_uri; }\n}\n",
+    )
+    .unwrap();
     let nginx = support::webserver::Nginx::binary().unwrap();
     let out = std::process::Command::new(nginx)
         .arg("-p")
@@ -248,7 +263,7 @@ fn nginx_layout(env: &TestEnv) -> Layout {
 
 /// Real `nginx -T` of a Debian-style layout (nginx.conf, conf.d, sites-enabled, a default
 /// server, several listens, http2, shared certificate files, a site without TLS, a proxied
-/// site, a regular-expression name) read by `discover`, written as fragments that the
+/// site, a regular-expression name, regular-expression locations) read by `discover`, written as fragments that the
 /// configuration accepts through `include`.
 #[test]
 fn discover_reads_a_real_nginx_dump_and_writes_fragments_the_config_includes() {
@@ -297,6 +312,41 @@ fn discover_reads_a_real_nginx_dump_and_writes_fragments_the_config_includes() {
     );
     let plain = proposal(&d, "plain.example.com");
     assert_eq!(plain["webroot"]["plain.example.com"], "/srv/plain");
+    let dotfiles = etc.join("sites-enabled/dotfiles");
+    let static_site = proposal(&d, "static.example.com");
+    assert!(
+        static_site["webroot"].get("static.example.com").is_none(),
+        "{static_site:#}"
+    );
+    let notes = static_site["notes"].to_string();
+    assert!(
+        notes.contains(&format!("`location ~ /\\\\.` at {}:8", p(&dotfiles)))
+            && notes.contains("deny all"),
+        "the denying location is named: {notes}"
+    );
+    let docs = proposal(&d, "docs.example.com");
+    assert_eq!(
+        docs["webroot"]["docs.example.com"], "/srv/docs-acme",
+        "`^~` wins over the regular expression: {docs:#}"
+    );
+    let legacy = proposal(&d, "legacy.example.com");
+    let notes = legacy["notes"].to_string();
+    assert!(
+        notes.contains("unknown")
+            && notes.contains(&format!("at {}:21", p(&dotfiles)))
+            && notes.contains("(?!"),
+        "a lookahead is not evaluated, and says so: {notes}"
+    );
+    let legacy_vhost = d["vhosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["names"][0] == "legacy.example.com")
+        .unwrap();
+    assert!(
+        legacy_vhost["validation"]["unknown"].is_string(),
+        "{legacy_vhost:#}"
+    );
     let skipped = d["skipped"].to_string();
     assert!(
         skipped.contains("regular expression") && skipped.contains("catch-all"),
@@ -326,8 +376,11 @@ fn discover_reads_a_real_nginx_dump_and_writes_fragments_the_config_includes() {
         [
             "app.example.com.toml",
             "blog.example.com.toml",
+            "docs.example.com.toml",
+            "legacy.example.com.toml",
             "plain.example.com.toml",
-            "shop.example.com.toml"
+            "shop.example.com.toml",
+            "static.example.com.toml"
         ]
     );
     fs::write(
@@ -445,7 +498,8 @@ fn apache_base(root: &Path) -> String {
 }
 
 /// Real `apache2 -S` of a Debian-style layout (sites-enabled, `IfModule`, a redirecting
-/// port 80, SSLCertificateChainFile) read by `discover`.
+/// port 80, SSLCertificateChainFile, a site inheriting the main server's DocumentRoot and
+/// certificate) read by `discover`.
 #[test]
 fn discover_reads_a_real_apache_listing() {
     if !require(Server::Apache) {
@@ -468,8 +522,25 @@ fn discover_reads_a_real_apache_listing() {
     let p = |x: &Path| x.display().to_string();
     let binary = support::webserver::Apache::binary().unwrap();
     let mut conf = apache_base(&root);
-    conf.push_str("Listen 80\n<IfModule ssl_module>\n  Listen 443\n</IfModule>\nIncludeOptional sites-enabled/*.conf\n");
+    // The main server's document root and certificate, inherited by virtual hosts that set
+    // none (RHEL's ssl.conf sets the certificate outside any block too).
+    let htdocs = root.join("htdocs");
+    fs::create_dir_all(&htdocs).unwrap();
+    conf.push_str(&format!(
+        "DocumentRoot {}\nListen 80\n<IfModule ssl_module>\n  Listen 443\n  \
+         SSLCertificateFile {}\n  SSLCertificateKeyFile {}\n</IfModule>\n\
+         IncludeOptional sites-enabled/*.conf\n",
+        p(&htdocs),
+        p(&cert),
+        p(&key)
+    ));
     fs::write(root.join("apache2.conf"), conf).unwrap();
+    fs::write(
+        root.join("sites-enabled/inherit.conf"),
+        "<VirtualHost *:80>\n  ServerName inherit.example.org\n</VirtualHost>\n\
+         <VirtualHost *:443>\n  ServerName inherit.example.org\n  SSLEngine on\n</VirtualHost>\n",
+    )
+    .unwrap();
     fs::write(
         root.join("sites-enabled/000-default.conf"),
         "<VirtualHost *:80>\n  ServerName www.example.org\n  ServerAlias example.org\n  DocumentRoot /var/www/html\n  Redirect permanent / https://www.example.org/\n</VirtualHost>\n",
@@ -501,7 +572,23 @@ fn discover_reads_a_real_apache_listing() {
     let file = env.path("apache-S.txt");
     fs::write(&file, &listing).unwrap();
     let d = agent_discover(&env, &["--server", "apache", "--from", &p(&file)]);
-    assert_eq!(d["vhosts"].as_array().unwrap().len(), 2, "{d:#}");
+    assert_eq!(d["vhosts"].as_array().unwrap().len(), 4, "{d:#}");
+    let inherit = proposal(&d, "inherit.example.org");
+    assert_eq!(
+        inherit["webroot"]["inherit.example.org"],
+        p(&htdocs),
+        "`Main DocumentRoot` of apache2 -S: {inherit:#}"
+    );
+    assert!(inherit["cert_file"].is_null(), "{inherit:#}");
+    let notes = inherit["notes"].to_string();
+    assert!(
+        notes.contains("no SSLCertificateFile")
+            && notes.contains(&format!(
+                "{}:6",
+                p(&root.join("sites-enabled/inherit.conf"))
+            )),
+        "the inherited certificate is to be checked by hand: {notes}"
+    );
     let www = proposal(&d, "www.example.org");
     assert_eq!(
         www["domains"],
