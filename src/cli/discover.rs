@@ -207,7 +207,14 @@ pub(super) async fn run(config_path: &Path, args: &DiscoverArgs, out: &Output) -
         .iter()
         .filter(|v| matches!(v.validation, Validation::Blocked(_)))
         .count();
-    tracing::debug!("{blocked} virtual host(s) do not serve the validation path");
+    let unknown = found
+        .vhosts
+        .iter()
+        .filter(|v| matches!(v.validation, Validation::Unknown(_)))
+        .count();
+    tracing::debug!(
+        "{blocked} virtual host(s) do not serve the validation path; for {unknown} it cannot be told"
+    );
     for f in &written {
         outln!("wrote {}", f.display());
     }
