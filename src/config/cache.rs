@@ -9,12 +9,12 @@
 //! anyone but the kernel, so an edit is always noticed; an edit within the same clock tick as
 //! the read that filled the cache is ruled out by keeping only files whose times are at least
 //! [`SETTLED`] old. The cache is only written after a read without any problem, is owned by
-//! the user who reads it and writable by no one else (otherwise it is ignored), and holds no
-//! secret (certificate entries have none). Any doubt — a missing, unreadable, foreign or
-//! stale file — means the files are read and checked as if there were no cache.
+//! the user who reads it and writable by no one else (otherwise it is ignored), and holds what
+//! the included files hold (mode 0600, in the state directory). Any doubt — a missing,
+//! unreadable, foreign or stale file — means the files are read and checked as if there were
+//! no cache.
 
 use std::collections::HashSet;
-use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::types::{CertificateConfig, Command, DcvSpec, InstallSpec, OrderSpec};
+use super::types::{CertificateConfig, DcvSpec, InstallSpec, OrderSpec};
 
 /// The file under `state_dir`.
 pub(super) const CACHE_FILE: &str = "config-cache.json";
@@ -46,20 +46,7 @@ pub(super) struct Stamp {
 }
 
 impl Stamp {
-    pub(super) fn of(m: &std::fs::Metadata) -> Self {
-        Self {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mode: m.mode(),
-            mtime: m.mtime(),
-            mtime_ns: m.mtime_nsec(),
-            ctime: m.ctime(),
-            ctime_ns: m.ctime_nsec(),
-        }
-    }
-
-    fn of_stat(s: &nix::sys::stat::FileStat) -> Self {
+    pub(super) fn of(s: &nix::sys::stat::FileStat) -> Self {
         Self {
             dev: s.st_dev,
             ino: s.st_ino,
@@ -74,6 +61,10 @@ impl Stamp {
 
     pub(super) fn mode(&self) -> u32 {
         self.mode
+    }
+
+    pub(super) fn size(&self) -> u64 {
+        self.size
     }
 
     /// Modified or changed at or after `limit` (seconds since the epoch).
@@ -174,10 +165,10 @@ pub(super) fn lookup(
     {
         return None;
     }
-    let mut dirs = Dirs::default();
+    let mut dir = super::include::Dir::default();
     let mut modes = Vec::with_capacity(fragments.len());
     for (file, kept) in fragments.iter().zip(&stored.fragments) {
-        if kept.path != *file || dirs.stamp(file)? != kept.stamp {
+        if kept.path != *file || dir.stamp(file).ok()? != kept.stamp {
             return None;
         }
         modes.push(kept.stamp.mode);
@@ -293,36 +284,6 @@ fn read_own(path: &Path) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
-/// Open directories, so that each file is looked up by its name alone.
-#[derive(Default)]
-struct Dirs {
-    path: PathBuf,
-    fd: Option<OwnedFd>,
-}
-
-impl Dirs {
-    /// The stamp of the file `file` names (links followed, as when it is read).
-    fn stamp(&mut self, file: &Path) -> Option<Stamp> {
-        use nix::fcntl::{AtFlags, OFlag, open};
-        use nix::sys::stat::{Mode, fstatat};
-        let (dir, name) = (file.parent()?, file.file_name()?);
-        if self.path != dir || self.fd.is_none() {
-            self.path = dir.to_path_buf();
-            self.fd = Some(
-                open(
-                    dir,
-                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-                    Mode::empty(),
-                )
-                .ok()?,
-            );
-        }
-        let fd = self.fd.as_ref()?;
-        let st = fstatat(fd, name, AtFlags::empty()).ok()?;
-        Some(Stamp::of_stat(&st))
-    }
-}
-
 /// Every program the certificates' commands name can still be run (checked once each).
 fn programs_exist(certificates: &[CertificateConfig]) -> bool {
     let mut seen: HashSet<&str> = HashSet::new();
@@ -334,15 +295,8 @@ fn programs_exist(certificates: &[CertificateConfig]) -> bool {
             &c.dcv.dns_hook,
         ];
         for cmd in commands.into_iter().flatten() {
-            let program = match cmd {
-                Command::Shell(s) => match s.split_whitespace().next() {
-                    Some(p) if p.starts_with('/') => p,
-                    _ => continue,
-                },
-                Command::Argv(a) => match a.first() {
-                    Some(p) => p.as_str(),
-                    None => continue,
-                },
+            let Some(program) = super::check::program_to_check(cmd) else {
+                continue;
             };
             if seen.insert(program) && super::check::check_program(program).is_err() {
                 return false;

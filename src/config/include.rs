@@ -3,7 +3,15 @@
 //! (not in its directories); matches are sorted by name, and names starting with a dot (editor
 //! and package-manager leftovers) are only matched by a pattern that starts with a dot.
 
+use std::ffi::OsStr;
+use std::io::Read as _;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+
+use nix::fcntl::{AtFlags, OFlag, open, openat};
+use nix::sys::stat::{Mode, fstat, fstatat};
+
+use super::cache::Stamp;
 
 /// The files `pattern` names, sorted; relative patterns are read from `base` (the directory of
 /// the main configuration file). A pattern without wildcards names one file, which must exist;
@@ -68,6 +76,75 @@ pub(super) fn expand(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, String>
     // paths compares them component by component).
     out.sort_unstable_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
     Ok(out)
+}
+
+/// The directory of the included files being looked at, open, so that each file is found by
+/// its name alone (a thousand files: a thousand short lookups instead of whole-path walks).
+#[derive(Default)]
+pub(super) struct Dir {
+    path: PathBuf,
+    fd: Option<OwnedFd>,
+}
+
+impl Dir {
+    /// `file`'s name, and its directory open (`None`: it could not be opened; the file is then
+    /// found by its whole path).
+    fn enter<'f>(&mut self, file: &'f Path) -> std::io::Result<(&'f OsStr, Option<&OwnedFd>)> {
+        let (Some(dir), Some(name)) = (file.parent(), file.file_name()) else {
+            return Err(std::io::Error::other("not a file path"));
+        };
+        if self.path != dir || self.fd.is_none() {
+            self.path = dir.to_path_buf();
+            self.fd = open(
+                dir,
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .ok();
+        }
+        Ok((name, self.fd.as_ref()))
+    }
+
+    /// `file`'s text and stamp: open, the stamp (mode, size, times) from the open file, one
+    /// read of that size, close.
+    pub(super) fn read(&mut self, file: &Path) -> std::io::Result<(String, Stamp)> {
+        let mut f = match self.enter(file)? {
+            (name, Some(fd)) => std::fs::File::from(openat(
+                fd,
+                name,
+                OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )?),
+            (_, None) => std::fs::File::open(file)?,
+        };
+        let stamp = Stamp::of(&fstat(&f)?);
+        let size = usize::try_from(stamp.size()).unwrap_or(0);
+        let mut bytes = vec![0u8; size];
+        let mut filled = 0;
+        // The size the file had when opened (no further read to find its end: one read for a
+        // small file).
+        while filled < size {
+            match f.read(&mut bytes[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        bytes.truncate(filled);
+        let text = String::from_utf8(bytes)
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))?;
+        Ok((text, stamp))
+    }
+
+    /// `file`'s stamp, links followed as when it is read: one `stat` by its name.
+    pub(super) fn stamp(&mut self, file: &Path) -> std::io::Result<Stamp> {
+        let st = match self.enter(file)? {
+            (name, Some(fd)) => fstatat(fd, name, AtFlags::empty())?,
+            (_, None) => nix::sys::stat::stat(file)?,
+        };
+        Ok(Stamp::of(&st))
+    }
 }
 
 #[cfg(test)]

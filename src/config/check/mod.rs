@@ -299,15 +299,14 @@ impl<'a> Checker<'a> {
         let f = s.get(key)?;
         match f.value.get_ref() {
             DeValue::String(v) if !v.trim().is_empty() => {
-                // Run by /bin/sh -c: only a leading absolute program path can be checked.
+                let c = Command::Shell(v.to_string());
                 if self.programs
-                    && let Some(program) =
-                        v.split_whitespace().next().filter(|p| p.starts_with('/'))
+                    && let Some(program) = program_to_check(&c)
                     && let Err(why) = check_program(program)
                 {
                     self.bad(s, &f, format!("program {program:?} {why}"));
                 }
-                Some(Command::Shell(v.to_string()))
+                Some(c)
             }
             DeValue::Array(items) => {
                 let argv: Option<Vec<String>> = items
@@ -316,12 +315,14 @@ impl<'a> Checker<'a> {
                     .collect();
                 match argv {
                     Some(a) if a.first().is_some_and(|p| !p.is_empty()) => {
+                        let c = Command::Argv(a);
                         if self.programs
-                            && let Err(why) = check_program(&a[0])
+                            && let Some(program) = program_to_check(&c)
+                            && let Err(why) = check_program(program)
                         {
-                            self.bad(s, &f, format!("program {:?} {why}", a[0]));
+                            self.bad(s, &f, format!("program {program:?} {why}"));
                         }
-                        Some(Command::Argv(a))
+                        Some(c)
                     }
                     _ => {
                         self.bad(
@@ -449,7 +450,7 @@ impl<'a> Checker<'a> {
                 certificates.extend(hit.certificates.into_iter().map(|c| (c, Origin::KEPT)));
                 from_cache = true;
             } else {
-                let mut dir = IncludeDir::default();
+                let mut dir = include::Dir::default();
                 for file in &fragments {
                     if let Some(stamp) =
                         self.fragment(&mut dir, file, &span, defaults_table, &mut certificates)
@@ -532,7 +533,7 @@ impl<'a> Checker<'a> {
     /// applied, every problem naming the included file and its line.
     fn fragment(
         &mut self,
-        dir: &mut IncludeDir,
+        dir: &mut include::Dir,
         file: &Path,
         include_span: &Range<usize>,
         defaults: Option<&DeTable<'_>>,
@@ -606,63 +607,6 @@ impl<'a> Checker<'a> {
     }
 }
 
-/// The directory of the included files being read, open, so that each file is opened by its
-/// name alone (a thousand files: a thousand short lookups instead of whole-path walks).
-#[derive(Default)]
-struct IncludeDir {
-    path: PathBuf,
-    fd: Option<std::os::fd::OwnedFd>,
-}
-
-impl IncludeDir {
-    /// `file`'s text and mode: open (relative to its directory when that is open), the mode
-    /// and size from the open file, one read of that size, close.
-    fn read(&mut self, file: &Path) -> std::io::Result<(String, cache::Stamp)> {
-        use nix::fcntl::{OFlag, open, openat};
-        use nix::sys::stat::Mode;
-        use std::io::Read as _;
-
-        let (dir, name) = match (file.parent(), file.file_name()) {
-            (Some(d), Some(n)) => (d, n),
-            _ => return Err(std::io::Error::other("not a file path")),
-        };
-        if self.path != dir || self.fd.is_none() {
-            self.path = dir.to_path_buf();
-            self.fd = open(
-                dir,
-                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            )
-            .ok();
-        }
-        let mut f = match &self.fd {
-            Some(fd) => std::fs::File::from(
-                openat(fd, name, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
-                    .map_err(std::io::Error::from)?,
-            ),
-            None => std::fs::File::open(file)?,
-        };
-        let meta = f.metadata()?;
-        let size = usize::try_from(meta.len()).unwrap_or(0);
-        let mut bytes = vec![0u8; size];
-        let mut filled = 0;
-        // The size the file had when opened (no further read to find its end: one read for a
-        // small file).
-        while filled < size {
-            match f.read(&mut bytes[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        bytes.truncate(filled);
-        let text = String::from_utf8(bytes)
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))?;
-        Ok((text, cache::Stamp::of(&meta)))
-    }
-}
-
 /// Where a certificate is defined: its file (`None`: the main file) and the line of its name.
 pub(super) struct Origin {
     file: Option<PathBuf>,
@@ -711,6 +655,15 @@ fn serde_plain<T: Serialize>(v: T) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
+}
+
+/// The program of `command` that is checked: an argv's first word; for a string run by
+/// `/bin/sh -c`, only a leading absolute path.
+pub(super) fn program_to_check(command: &Command) -> Option<&str> {
+    match command {
+        Command::Shell(v) => v.split_whitespace().next().filter(|p| p.starts_with('/')),
+        Command::Argv(a) => a.first().map(String::as_str),
+    }
 }
 
 /// A program path exists and is executable, or a bare name is found in `PATH` or the sbin
