@@ -250,7 +250,7 @@ fn issue_one() -> Result<(u8, Vec<u8>, String, Value)> {
         .installed
         .context("no installed certificate recorded")?
         .certificate_id;
-    let client = cert_agent::api::Client::new(cert_agent::renew::client_options(&parsed))?;
+    let client = cert_agent::api::Client::new(cert_agent::engine::client_options(&parsed))?;
     let zip = runtime.block_on(client.download_bundle(id))?.bytes;
     let key = fs::read_to_string(out.join("privkey.pem"))?;
     Ok((code, zip, key, json!(calls)))

@@ -1,6 +1,6 @@
 //! Daemon mode (`cert-agent run`): the long-running alternative to the systemd timer.
 //!
-//! - Runs the renew loop ([`crate::renew::run`]) on a schedule: every
+//! - Runs the renew loop ([`crate::run::once`]) on a schedule: every
 //!   [`DaemonOptions::interval`] ± [`DaemonOptions::jitter`], and sooner — after
 //!   `agent.poll_interval_secs` — while work is pending at the CA (exit code 75), so that a
 //!   validation is followed up without waiting an hour.
@@ -33,7 +33,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::config::Config;
-use crate::renew::{Outcome, RunOptions, RunReport, RunStatus};
+use crate::engine::{Outcome, RunOptions, RunReport, RunStatus};
 
 /// Schedule, limits and test seams of [`run_daemon`].
 #[derive(Debug, Clone)]
@@ -116,7 +116,7 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
     let metrics = match config.agent.metrics_listen {
         Some(addr) => {
             let server =
-                metrics::MetricsServer::start(addr, crate::renew::metrics::text(&config, None))
+                metrics::MetricsServer::start(addr, crate::monitor::metrics_text(&config, None))
                     .await?;
             say(&format!(
                 "serving metrics on http://{}/metrics",
@@ -211,82 +211,23 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Follows the fleet: synchronises at start (a host that was down catches up), then on every
-/// change of a published certificate or validation file, and every five minutes besides. The
-/// configuration is read again before each synchronisation. etcd out of reach is retried
-/// every five seconds; nothing installed is touched meanwhile.
+/// Follows the fleet between runs ([`crate::fleet::follow_changes`]), printing what each
+/// synchronisation installed.
 async fn follow_fleet(config_path: PathBuf) {
-    use crate::renew::fleet;
-    let retry = Duration::from_secs(5);
-    loop {
-        let link = match Config::load(&config_path) {
-            Ok(config) => match fleet::connect(&config).await {
-                Ok(Some(link)) => link,
-                Ok(None) => return,
-                Err(e) => {
-                    tracing::warn!("fleet: {e:#}");
-                    tokio::time::sleep(retry).await;
-                    continue;
-                }
-            },
-            Err(e) => {
-                tracing::warn!("fleet: {e:#}");
-                tokio::time::sleep(retry).await;
-                continue;
-            }
-        };
-        let mut watch = match link.fleet.watch().await {
-            Ok(w) => w,
-            Err(e) => {
-                tracing::warn!("fleet: {e}");
-                tokio::time::sleep(retry).await;
-                continue;
-            }
-        };
-        let mut due = true;
-        loop {
-            if due {
-                match Config::load(&config_path) {
-                    Ok(config) => match fleet::follow(&config, &link).await {
-                        Ok(Some(done)) => {
-                            print_report(&RunReport {
-                                certificates: done
-                                    .into_iter()
-                                    .map(|s| crate::renew::CertReport {
-                                        name: s.name,
-                                        outcome: s.outcome,
-                                        warning: None,
-                                    })
-                                    .collect(),
-                                stats: None,
-                            });
-                            due = false;
-                        }
-                        // A run holds the state: it synchronises itself; try again shortly.
-                        Ok(None) => {}
-                        Err(e) => tracing::warn!("fleet: {e:#}"),
-                    },
-                    Err(e) => tracing::warn!("fleet: {e:#}"),
-                }
-            }
-            let wait = if due {
-                Duration::from_secs(1)
-            } else {
-                Duration::from_secs(300)
-            };
-            tokio::select! {
-                changed = watch.changed() => match changed {
-                    Ok(keys) => due |= keys.iter().any(|k| fleet::concerns_hosts(k)),
-                    Err(e) => {
-                        tracing::warn!("fleet: {e}");
-                        tokio::time::sleep(retry).await;
-                        break;
-                    }
-                },
-                () = tokio::time::sleep(wait) => due = true,
-            }
-        }
-    }
+    crate::fleet::follow_changes(config_path, |synced| {
+        print_report(&RunReport {
+            certificates: synced
+                .into_iter()
+                .map(|s| crate::engine::CertReport {
+                    name: s.name,
+                    outcome: s.outcome,
+                    warning: None,
+                })
+                .collect(),
+            stats: None,
+        });
+    })
+    .await;
 }
 
 struct Daemon {
@@ -328,7 +269,7 @@ impl Daemon {
         self.emit(DaemonEvent::RunStarted {
             certificates: names(config),
         });
-        let run = crate::renew::run(config, &run_opts);
+        let run = crate::run::once(config, &run_opts);
         tokio::pin!(run);
         let result = tokio::select! {
             result = &mut run => result,
@@ -367,7 +308,7 @@ impl Daemon {
             Ok(report) => {
                 print_report(&report);
                 if let Some(m) = &self.metrics {
-                    m.update(crate::renew::metrics::text(config, Some(&report)));
+                    m.update(crate::monitor::metrics_text(config, Some(&report)));
                 }
                 let status = report.status();
                 self.emit(DaemonEvent::RunFinished {

@@ -9,7 +9,7 @@ use anyhow::Result;
 use super::args::CheckArgs;
 use super::output::Output;
 use crate::config::Config;
-use crate::renew::check::{self, CheckOptions, Level};
+use crate::monitor::check::{self, CheckOptions, Level};
 
 /// Runs the check and prints the plugin output (or the report as JSON).
 pub(super) async fn run(path: &Path, args: &CheckArgs, out: &Output) -> Result<u8> {

@@ -14,7 +14,7 @@ use super::exit::{self, UsageError};
 use super::output::Output;
 use crate::config::Config;
 use crate::discover::{self, Discovery, Validation};
-use crate::renew::account_match::{Match, match_site};
+use crate::engine::account_match::{Match, match_site};
 
 /// Output of a web server's dump is capped (a configuration of 10,000 sites is a few MB).
 const DUMP_LIMIT: usize = 256 << 20;
@@ -64,7 +64,7 @@ pub(super) async fn run(config_path: &Path, args: &DiscoverArgs, out: &Output) -
             .products(false)
             .await
             .context("could not read the product list")?;
-        let today = crate::renew::now().date();
+        let today = crate::clock::now().date();
         for p in &found.proposals {
             matches.insert(
                 p.name.clone(),

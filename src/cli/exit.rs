@@ -1,7 +1,7 @@
 //! The documented exit codes (0 done, 1 error, 2 usage or configuration, 3 partial, 75
 //! pending), decided here alone: from a run's status, or from an error's kind.
 
-use crate::renew::RunStatus;
+use crate::engine::RunStatus;
 
 /// Done, nothing left to do.
 pub const OK: u8 = 0;
@@ -35,7 +35,7 @@ pub(super) fn code_for(err: &anyhow::Error) -> u8 {
         if cause.downcast_ref::<UsageError>().is_some()
             || cause.downcast_ref::<crate::config::ConfigError>().is_some()
             || cause
-                .downcast_ref::<crate::renew::UnknownCertificate>()
+                .downcast_ref::<crate::config::UnknownCertificate>()
                 .is_some()
         {
             return USAGE;

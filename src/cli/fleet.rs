@@ -10,10 +10,10 @@ use crate::config::Config;
 /// Prints the leader, each certificate's current serial and every host's; exit 1 when a host
 /// lags behind.
 pub(super) async fn status(config: &Config, out: &Output) -> Result<u8> {
-    let link = crate::renew::fleet::connect(config)
+    let link = crate::fleet::connect(config)
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
-    let status = crate::renew::fleet::status(&link).await?;
+    let status = crate::fleet::status(&link).await?;
     let code = if status.lagging.is_empty() {
         exit::OK
     } else {

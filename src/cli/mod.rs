@@ -133,7 +133,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             let config = load_config(&cli.config)?;
             let client = client_for(&config)?;
             let summary =
-                crate::renew::adopt::adopt(&config, &client, name, *certificate_id).await?;
+                crate::engine::adopt::adopt(&config, &client, name, *certificate_id).await?;
             if out.json {
                 out.print_json(&summary)?;
             } else {
@@ -187,5 +187,5 @@ pub(crate) fn load_config(path: &Path) -> Result<Config> {
 
 /// The API client as the configuration describes it.
 pub fn client_for(config: &Config) -> Result<Client> {
-    crate::renew::client(config)
+    crate::engine::client(config)
 }

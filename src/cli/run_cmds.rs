@@ -9,12 +9,12 @@ use super::args::{Command, RenewArgs};
 use super::exit;
 use super::output::Output;
 use crate::config::Config;
-use crate::renew::{Outcome, RunOptions};
+use crate::engine::{Outcome, RunOptions};
 
 /// Runs the engine with `opts` and prints its report; the exit code follows the run's status
 /// (75 when another run holds the lock).
 pub(super) async fn run(config: &Config, opts: &RunOptions, out: &Output) -> Result<u8> {
-    let report = match crate::renew::run(config, opts).await {
+    let report = match crate::run::once(config, opts).await {
         Ok(r) => r,
         Err(e) => {
             if let Some(crate::store::StoreError::Locked { .. }) =

@@ -8,8 +8,9 @@ use anyhow::{Result, anyhow};
 
 use super::exit;
 use super::output::Output;
+use crate::config::UnknownCertificate;
 use crate::config::{CertificateConfig, Config, ServerKind};
-use crate::renew::{UnknownCertificate, install_paths};
+use crate::engine::install_paths;
 use crate::store::Store;
 
 fn certificate<'c>(config: &'c Config, name: &str) -> Result<&'c CertificateConfig> {
@@ -22,7 +23,7 @@ pub(super) fn placeholder(config: &Config, name: &str, out: &Output) -> Result<u
     let cert = certificate(config, name)?;
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = store.lock()?;
-    let written = crate::renew::placeholder::ensure(&store, cert)?;
+    let written = crate::engine::placeholder::ensure(&store, cert)?;
     if out.json {
         out.print_json(&serde_json::json!({ "name": name, "placeholder": written }))?;
         return Ok(exit::OK);

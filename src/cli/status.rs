@@ -11,9 +11,9 @@ use crate::config::Config;
 /// Prints the local status of every configured certificate (with `served`, also what each
 /// verify address serves).
 pub(super) async fn run(config: &Config, served: bool, out: &Output) -> Result<u8> {
-    let mut rows = crate::renew::status::collect(config)?;
+    let mut rows = crate::monitor::status_rows(config)?;
     if served {
-        crate::renew::status::add_served(config, &mut rows).await;
+        crate::monitor::add_served(config, &mut rows).await;
     }
     if out.json {
         out.print_json(&rows)?;

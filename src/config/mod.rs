@@ -23,6 +23,7 @@ mod error;
 mod include;
 mod keys;
 mod rules;
+mod select;
 mod types;
 
 #[cfg(test)]
@@ -34,6 +35,7 @@ use std::path::{Path, PathBuf};
 
 pub use error::{ConfigError, Problem};
 pub use rules::{validate_certificate_name, validate_domain, validate_email};
+pub use select::UnknownCertificate;
 pub use types::{
     AgentConfig, ApiConfig, CertificateConfig, Command, Config, DcvMethod, Family, FleetConfig,
     KeyType, ServerKind, Webroot,
@@ -87,11 +89,6 @@ pub fn resolve_config_path_from(cli: Option<&Path>, env: Option<OsString>) -> Pa
 }
 
 impl Config {
-    /// The certificate named `name`.
-    pub fn certificate(&self, name: &str) -> Option<&CertificateConfig> {
-        self.certificates.iter().find(|c| c.name == name)
-    }
-
     /// The effective configuration as TOML, defaults applied and secrets masked.
     pub fn render(&self) -> String {
         let body = toml::to_string(self)

@@ -89,7 +89,7 @@ async fn a_configuration_drives_the_client_against_the_sandbox() {
     );
     let config = Config::load(&path).expect("valid");
     assert!(config.warnings.is_empty(), "{:?}", config.warnings);
-    let client = Client::new(cert_agent::renew::client_options(&config)).expect("client");
+    let client = Client::new(cert_agent::engine::client_options(&config)).expect("client");
     let balance = client.balance().await.expect("balance");
     assert!(!balance.balance.currency.is_empty());
     assert!(state.join("token").exists());

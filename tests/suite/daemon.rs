@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use cert_agent::daemon::{DaemonEvent, DaemonOptions, run_daemon};
-use cert_agent::renew::RunStatus;
+use cert_agent::engine::RunStatus;
 use tokio::sync::{mpsc, watch};
 
 /// Signals reach every daemon of this process: tests that send them run one at a time.
@@ -310,7 +310,7 @@ fn an_invalid_config_at_start_is_an_error() {
 }
 
 /// Runs `body` on a single-threaded runtime with a `LocalSet`: the daemon's future is not
-/// `Send` (neither is `renew::run`), as in the binary.
+/// `Send` (neither is `run::once`), as in the binary.
 fn local_test(body: impl Future<Output = ()>) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

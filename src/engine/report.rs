@@ -1,11 +1,10 @@
-//! What a run reports: one outcome per certificate, the run's status as a whole, and the
-//! operator's `notify_command` when something needs attention.
+//! What a run reports: one outcome per certificate and the run's status as a whole.
 
 use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use crate::config::{CertificateConfig, Config};
+use crate::config::CertificateConfig;
 
 /// The outcome for one certificate.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -120,7 +119,7 @@ impl CertReport {
 
 impl RunReport {
     /// Every selected certificate, not started yet.
-    pub(super) fn not_started(certs: &[&CertificateConfig]) -> Self {
+    pub fn not_started(certs: &[&CertificateConfig]) -> Self {
         Self {
             stats: None,
             certificates: certs
@@ -134,30 +133,5 @@ impl RunReport {
                 })
                 .collect(),
         }
-    }
-}
-
-/// Runs `agent.notify_command` with a JSON summary on stdin when something failed or needs the
-/// operator's attention.
-pub(super) async fn notify(config: &Config, report: &RunReport) {
-    let Some(command) = &config.agent.notify_command else {
-        return;
-    };
-    let attention = report
-        .certificates
-        .iter()
-        .any(|c| matches!(c.outcome, Outcome::Failed { .. }) || c.warning.is_some());
-    if !attention {
-        return;
-    }
-    let argv = super::deploy::argv(command);
-    let Ok(summary) = serde_json::to_vec(report) else {
-        return;
-    };
-    let cmd = crate::process::Command::new(&argv, Duration::from_secs(60)).stdin(&summary);
-    match crate::process::run(cmd).await {
-        Ok(done) if done.status.success() => {}
-        Ok(done) => tracing::warn!("notify_command exited with {}", done.status_text()),
-        Err(e) => tracing::warn!("notify_command {e}"),
     }
 }

@@ -7,13 +7,13 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use time::OffsetDateTime;
 
 use crate::api::{Client, ClientOptions, PasswordSource};
 use crate::config::Config;
 use crate::dcv::standalone::StandaloneServer;
 use crate::store::Store;
 
+use super::lead::Lead;
 use super::order;
 
 /// What the caller asked for.
@@ -99,9 +99,8 @@ pub(super) struct Ctx<'a> {
     pub products: order::ProductCache,
     /// Self-checks of published validation files, running beside the run.
     self_checks: std::cell::RefCell<tokio::task::JoinSet<()>>,
-    /// In a fleet, the leader's lead: shared state, validation files and certificates go
-    /// through it.
-    pub fleet: Option<&'a super::fleet::FleetRun<'a>>,
+    /// In a fleet, the leader's lead: shared state and validation files go through it.
+    pub lead: Option<&'a dyn Lead>,
 }
 
 impl<'a> Ctx<'a> {
@@ -116,7 +115,7 @@ impl<'a> Ctx<'a> {
             standalone: tokio::sync::Mutex::new(HashMap::new()),
             products: order::ProductCache::default(),
             self_checks: std::cell::RefCell::new(tokio::task::JoinSet::new()),
-            fleet: None,
+            lead: None,
         }
     }
 
@@ -180,19 +179,6 @@ impl Ctx<'_> {
     }
 }
 
-/// The time every decision of a run uses.
-pub fn now() -> OffsetDateTime {
-    let real = OffsetDateTime::now_utc();
-    if cfg!(debug_assertions)
-        && let Some(secs) = std::env::var(TEST_CLOCK_OFFSET_ENV)
-            .ok()
-            .and_then(|v| v.trim().parse::<i64>().ok())
-    {
-        return real + time::Duration::seconds(secs);
-    }
-    real
-}
-
 /// Options for [`Client::new`] as the configuration describes them: base URL, login, password
 /// source (with the systemd credential when `$CREDENTIALS_DIRECTORY` is set), CA file, token
 /// cache in `state_dir`, timeouts and retries.
@@ -243,11 +229,6 @@ pub(super) async fn stopped(opts: &RunOptions) {
         None => std::future::pending::<()>().await,
     }
 }
-
-/// Environment variable that shifts the agent's clock by a number of seconds, so tests can
-/// follow the sandbox's virtual clock through years of renewals. Honoured only in debug
-/// builds; release builds always use the system clock.
-pub const TEST_CLOCK_OFFSET_ENV: &str = "CERT_AGENT_TEST_CLOCK_OFFSET_SECS";
 
 #[cfg(test)]
 mod tests {

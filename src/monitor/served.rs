@@ -5,11 +5,45 @@
 //! those checks. An observation counts only for the certificate installed when it was made.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+use crate::config::CertificateConfig;
 use crate::store::Store;
+
+/// How long `--served` waits for one handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the verify address served, when asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Served {
+    /// No verify address configured (`verify_address = ""`, or `server = "none"`).
+    NotChecked,
+    /// The serial of the leaf served for the certificate's common name.
+    Serial(String),
+    /// The handshake failed.
+    Failed(String),
+}
+
+/// What the certificate's verify address serves for its common name.
+pub(super) async fn served(cert: &CertificateConfig) -> Served {
+    let Some(address) = cert
+        .install
+        .verify_address
+        .as_deref()
+        .filter(|a| !a.is_empty())
+    else {
+        return Served::NotChecked;
+    };
+    match crate::install::verify::served_serial(address, cert.common_name(), HANDSHAKE_TIMEOUT)
+        .await
+    {
+        Ok(serial) => Served::Serial(serial.to_string()),
+        Err(e) => Served::Failed(e.to_string()),
+    }
+}
 
 /// File of the observations, in the state directory.
 const FILE: &str = "served.json";
@@ -32,15 +66,11 @@ pub(super) struct Observation {
 
 impl Observation {
     /// What was seen at `at` for the installed `installed_serial`.
-    pub(super) fn of(
-        at: OffsetDateTime,
-        installed_serial: &str,
-        served: &super::check::Served,
-    ) -> Option<Self> {
+    pub(super) fn of(at: OffsetDateTime, installed_serial: &str, served: &Served) -> Option<Self> {
         let (served_serial, error) = match served {
-            super::check::Served::NotChecked => return None,
-            super::check::Served::Serial(s) => (Some(s.clone()), None),
-            super::check::Served::Failed(e) => (None, Some(e.clone())),
+            Served::NotChecked => return None,
+            Served::Serial(s) => (Some(s.clone()), None),
+            Served::Failed(e) => (None, Some(e.clone())),
         };
         Some(Self {
             at,
@@ -93,7 +123,7 @@ pub(super) fn remember(store: &Store, seen: Vec<(String, Observation)>) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::check::Served;
+    use super::Served;
     use super::*;
 
     #[test]

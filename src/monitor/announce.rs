@@ -15,7 +15,7 @@ use time::OffsetDateTime;
 use crate::config::Config;
 use crate::store::Store;
 
-use super::report::{Outcome, RunReport};
+use crate::engine::{Outcome, RunReport};
 
 /// Attempts of one delivery.
 const ATTEMPTS: u32 = 3;
@@ -160,7 +160,7 @@ pub(super) async fn announce(config: &Config, store: &Store, report: &RunReport)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
-    let now = super::context::now();
+    let now = crate::clock::now();
     let (new, states) = events(report, &before.states, now);
     if new.is_empty() && before.undelivered.is_empty() {
         return;
@@ -241,7 +241,7 @@ async fn deliver(url: &str, payload: &Payload<'_>, timeout: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::renew::report::CertReport;
+    use crate::engine::CertReport;
 
     fn report(outcome: Outcome, warning: Option<&str>) -> RunReport {
         RunReport {

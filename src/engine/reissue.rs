@@ -87,8 +87,8 @@ pub(super) async fn start(
             "new_key": new_key,
         }),
     )?;
-    if let Some(fleet) = ctx.fleet {
-        fleet.share(cert, record).await?;
+    if let Some(lead) = ctx.lead {
+        lead.share(cert, record).await?;
     }
     send(ctx, cert, record).await
 }

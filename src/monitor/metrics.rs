@@ -15,8 +15,8 @@ use crate::api::RequestCount;
 use crate::config::Config;
 use crate::store::{CertRecord, Store};
 
-use super::report::{Outcome, RunReport};
 use super::served::{self, Observation};
+use crate::engine::{Outcome, RunReport};
 
 /// What one run leaves for the metrics.
 struct RunFacts<'a> {

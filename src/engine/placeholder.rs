@@ -11,7 +11,8 @@ use crate::config::CertificateConfig;
 use crate::crypto::{CertificateInfo, PrivateKey, self_signed_placeholder, write_key_file};
 use crate::store::{PlaceholderMark, Store};
 
-use super::context::now;
+use crate::clock::now;
+
 use super::deploy::install_paths;
 
 /// Days a placeholder is valid (the first real certificate replaces it long before).

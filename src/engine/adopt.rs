@@ -9,7 +9,7 @@ use crate::config::{CertificateConfig, Config};
 use crate::crypto::CertificateInfo;
 use crate::store::{CertRecord, Installed, OrderRef, Store};
 
-use super::context::now;
+use crate::clock::now;
 
 /// What `adopt` did.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -29,7 +29,7 @@ pub async fn adopt(
 ) -> Result<AdoptSummary> {
     let cert = config
         .certificate(name)
-        .ok_or_else(|| anyhow!(super::UnknownCertificate::new(config, name)))?;
+        .ok_or_else(|| anyhow!(crate::config::UnknownCertificate::new(config, name)))?;
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = store.lock()?;
     let mut rec = store.load(name)?;
@@ -93,7 +93,7 @@ pub(super) async fn adopt_record(
         placed_at: now(),
         adopted: true,
     });
-    if let Some(s) = super::subscription_of(&details) {
+    if let Some(s) = super::job::subscription_of(&details) {
         rec.subscription = Some(s);
     }
     // The certificate issued elsewhere decides when the reissue is due.

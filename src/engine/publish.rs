@@ -69,7 +69,7 @@ pub(super) async fn publish_dcv(
         );
     }
 
-    if let Some(s) = super::subscription_of(&details) {
+    if let Some(s) = super::job::subscription_of(&details) {
         rec.subscription = Some(s);
         ctx.store.save(rec)?;
     }
@@ -132,8 +132,8 @@ async fn publish_http(
     } else {
         publish_webroots(ctx, cert, rec, &file)?;
     }
-    if let Some(fleet) = ctx.fleet {
-        fleet.publish_dcv(cert, &file).await?;
+    if let Some(lead) = ctx.lead {
+        lead.publish_dcv(cert, &file).await?;
     }
     crate::failpoint::hit("dcv-placed");
     ctx.store.journal(
@@ -460,7 +460,7 @@ pub(super) async fn standalone_server<'c>(
         .map_err(|_| anyhow!("standalone server on {listen} vanished"))
 }
 
-pub(super) fn webroots(cert: &CertificateConfig) -> Result<dcv::webroot::Webroots> {
+pub(crate) fn webroots(cert: &CertificateConfig) -> Result<dcv::webroot::Webroots> {
     match &cert.dcv.webroot {
         Some(Webroot::Single(p)) => Ok(dcv::webroot::Webroots::One(p.clone())),
         Some(Webroot::PerDomain(m)) => Ok(dcv::webroot::Webroots::PerDomain(m.clone())),
@@ -474,8 +474,8 @@ pub(super) fn webroots(cert: &CertificateConfig) -> Result<dcv::webroot::Webroot
 
 /// Removes what was published for validation (files, directories, DNS records).
 pub(super) async fn cleanup_dcv(ctx: &Ctx<'_>, cert: &CertificateConfig, rec: &mut CertRecord) {
-    if let Some(fleet) = ctx.fleet {
-        fleet.remove_dcv(cert).await;
+    if let Some(lead) = ctx.lead {
+        lead.remove_dcv(cert).await;
     }
     let mut files = std::mem::take(&mut rec.dcv.files);
     // The standalone file in the publish directory of `cert-agent serve`, whether or not one

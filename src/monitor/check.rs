@@ -7,21 +7,18 @@
 //!
 //! The levels are decided by [`assess`], a pure function with table tests.
 
-use std::time::Duration;
-
 use anyhow::Result;
 use time::OffsetDateTime;
 
-use crate::config::{CertificateConfig, Config};
+use crate::config::Config;
 use crate::crypto::Serial;
 use crate::store::{CertRecord, Store};
 
-use super::context::now;
-use super::plan::{Disk, short_time};
-use super::start::disk_state;
+use crate::clock::now;
+use crate::engine::disk_state;
+use crate::engine::plan::{Disk, short_time};
 
-/// How long `--served` waits for one handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+use super::served::{self, Served};
 
 /// A check's result, ordered from best to worst (the exit code of the plugin conventions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -56,17 +53,6 @@ pub struct CheckOptions {
     pub critical_days: i64,
     /// Also compare what each verify address serves with what was installed.
     pub served: bool,
-}
-
-/// What the verify address served, when asked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Served {
-    /// No verify address configured (`verify_address = ""`, or `server = "none"`).
-    NotChecked,
-    /// The serial of the leaf served for the certificate's common name.
-    Serial(String),
-    /// The handshake failed.
-    Failed(String),
 }
 
 /// One certificate's result.
@@ -174,7 +160,7 @@ fn one_line(text: &str) -> String {
 /// Checks the selected certificates.
 pub async fn check(config: &Config, opts: &CheckOptions) -> Result<CheckReport> {
     let store = Store::existing(&config.agent.state_dir);
-    let certs = select(config, &opts.names)?;
+    let certs = config.select(&opts.names)?;
     let now = now();
     let mut certificates = Vec::with_capacity(certs.len());
     let mut seen = Vec::new();
@@ -182,12 +168,12 @@ pub async fn check(config: &Config, opts: &CheckOptions) -> Result<CheckReport> 
         let rec = store.load(&cert.name)?;
         let (disk, _) = disk_state(&rec);
         let served = if opts.served {
-            Some(served(cert).await)
+            Some(served::served(cert).await)
         } else {
             None
         };
         if let (Some(s), Some(inst)) = (&served, &rec.installed)
-            && let Some(o) = super::served::Observation::of(now, &inst.serial, s)
+            && let Some(o) = served::Observation::of(now, &inst.serial, s)
         {
             seen.push((cert.name.clone(), o));
         }
@@ -202,7 +188,7 @@ pub async fn check(config: &Config, opts: &CheckOptions) -> Result<CheckReport> 
         c.name = cert.name.clone();
         certificates.push(c);
     }
-    super::served::remember(&store, seen);
+    served::remember(&store, seen);
     let level = certificates
         .iter()
         .map(|c| c.level)
@@ -214,38 +200,6 @@ pub async fn check(config: &Config, opts: &CheckOptions) -> Result<CheckReport> 
         warning_days: opts.warning_days,
         critical_days: opts.critical_days,
     })
-}
-
-fn select<'a>(config: &'a Config, names: &[String]) -> Result<Vec<&'a CertificateConfig>> {
-    if names.is_empty() {
-        return Ok(config.certificates.iter().collect());
-    }
-    names
-        .iter()
-        .map(|n| {
-            config
-                .certificate(n)
-                .ok_or_else(|| anyhow::anyhow!(super::UnknownCertificate::new(config, n)))
-        })
-        .collect()
-}
-
-/// What the certificate's verify address serves for its common name.
-pub(super) async fn served(cert: &CertificateConfig) -> Served {
-    let Some(address) = cert
-        .install
-        .verify_address
-        .as_deref()
-        .filter(|a| !a.is_empty())
-    else {
-        return Served::NotChecked;
-    };
-    match crate::install::verify::served_serial(address, cert.common_name(), HANDSHAKE_TIMEOUT)
-        .await
-    {
-        Ok(serial) => Served::Serial(serial.to_string()),
-        Err(e) => Served::Failed(e.to_string()),
-    }
 }
 
 /// The level of one certificate from its record, its installed file and (when checked) what is

@@ -7,11 +7,12 @@ use anyhow::{Context, Result, bail};
 
 use crate::store::{CertRecord, FileStamp};
 
-use super::context::{Ctx, now};
-use super::deploy::{self, Ready};
-use super::job::{Job, wanted};
+use crate::clock::now;
+
+use super::context::Ctx;
+use super::deploy;
+use super::job::{Job, Mode, Next, Ready, Waiting, wanted};
 use super::plan::{self, Action, Disk, Inputs, OrderFacts};
-use super::poll::{Mode, Next, Waiting};
 use super::report::Outcome;
 use super::{keys, order, reissue};
 
@@ -81,7 +82,7 @@ async fn plan_action(ctx: &Ctx<'_>, job: &mut Job<'_>, disk: Disk) -> Result<Act
         .await
         .with_context(|| format!("could not read certificate {id} before reissuing it"))?;
     let facts = OrderFacts {
-        subscription: super::subscription_of(&details),
+        subscription: super::job::subscription_of(&details),
         names: details.all_domains.clone(),
     };
     if facts.subscription.is_some() && facts.subscription != job.rec.subscription {
@@ -249,7 +250,7 @@ async fn place_order(ctx: &Ctx<'_>, job: &mut Job<'_>, allow: bool) -> Result<Ne
         &mut job.rec,
         allow,
         now(),
-        ctx.fleet,
+        ctx.lead,
     )
     .await?
     .certificate_id();
@@ -340,7 +341,7 @@ fn wait(rec: &CertRecord, certificate_id: u64, mode: Mode) -> Next {
 
 /// The installed leaf as found on disk: its stamp first, the certificate only when the file
 /// changed.
-pub(super) fn disk_state(rec: &CertRecord) -> (Disk, Option<FileStamp>) {
+pub(crate) fn disk_state(rec: &CertRecord) -> (Disk, Option<FileStamp>) {
     let Some(inst) = &rec.installed else {
         return (Disk::Missing, None);
     };

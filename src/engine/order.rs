@@ -21,6 +21,7 @@ use crate::crypto::{Csr, CsrInfo, PrivateKey};
 use crate::store::{CertRecord, OrderIntent, OrderRef, Store};
 
 use super::keys;
+use super::lead::Lead;
 
 mod request;
 
@@ -147,7 +148,7 @@ pub async fn ensure_order(
     record: &mut CertRecord,
     allow: bool,
     now: OffsetDateTime,
-    fleet: Option<&super::fleet::FleetRun<'_>>,
+    lead: Option<&dyn Lead>,
 ) -> Result<Ordered> {
     if let Some(order) = &record.order {
         return Ok(Ordered::Existing(order.certificate_id));
@@ -199,8 +200,8 @@ pub async fn ensure_order(
 
     // In a fleet the intent (and the key) reach etcd before the order is placed: a leader
     // that dies after this is followed by one that reconciles the intent.
-    if let Some(fleet) = fleet {
-        fleet.share(cert, record).await?;
+    if let Some(lead) = lead {
+        lead.share(cert, record).await?;
     }
     crate::failpoint::hit("intent-saved");
     let request = order_request(cert, product, &csr_pem);
@@ -222,8 +223,8 @@ pub async fn ensure_order(
                 serde_json::json!({ "certificate_id": resp.certificate, "order_id": resp.order }),
             )?;
             crate::failpoint::hit("response-saved");
-            if let Some(fleet) = fleet
-                && let Err(e) = fleet.share(cert, record).await
+            if let Some(lead) = lead
+                && let Err(e) = lead.share(cert, record).await
             {
                 tracing::warn!(certificate = %cert.name, "{e:#}; the next leader reconciles the order from the list");
             }

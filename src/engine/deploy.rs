@@ -17,19 +17,12 @@ use crate::install::{
 };
 use crate::store::{FileStamp, Installed, Subscription};
 
-use super::context::{Ctx, now};
-use super::job::Job;
+use crate::clock::now;
+
+use super::context::Ctx;
+use super::job::{Job, Ready};
 use super::keys;
 use super::report::Outcome;
-
-/// A certificate whose bundle is downloaded and checked, ready to install.
-pub(super) struct Ready {
-    pub certificate_id: u64,
-    pub bundle: ValidatedBundle,
-    pub install: CertInstall,
-    /// The archive as the API sent it (what a fleet's leader hands to the other hosts).
-    pub archive: Vec<u8>,
-}
 
 /// Downloads the per-server bundle and checks it against our key, names and the clock; the
 /// checked bundle and the archive it came from. `None` while the API still answers 422
@@ -65,7 +58,7 @@ pub(super) async fn download_checked(
 
 /// Checks a bundle archive against `key`, the names of `cert` and the clock, for the server
 /// `cert` is installed into.
-pub(super) fn check_archive(
+pub(crate) fn check_archive(
     cert: &CertificateConfig,
     archive: &[u8],
     key: &PrivateKey,
@@ -107,7 +100,7 @@ pub fn install_paths(cert: &CertificateConfig) -> InstallPaths {
     )
 }
 
-pub(super) fn cert_install(
+pub(crate) fn cert_install(
     cert: &CertificateConfig,
     bundle: &ValidatedBundle,
     key: &PrivateKey,
@@ -147,7 +140,7 @@ pub(super) fn cert_install(
 /// Installs every ready certificate (one transaction per web server: config test and reload
 /// once each) and records each result: its outcome, and a warning when only the deploy hook
 /// failed.
-pub(super) async fn install_ready<'a>(
+pub(crate) async fn install_ready<'a>(
     ready: Vec<(Job<'a>, Ready)>,
 ) -> Vec<(Job<'a>, Outcome, Option<String>)> {
     if ready.is_empty() {
@@ -178,7 +171,7 @@ pub(super) async fn install_ready<'a>(
 
 /// Records a successful install: the installed certificate and the stamp of its file, the
 /// pending key discarded (it now lives at the key path), a finished reissue cleared.
-pub(super) fn finish_install(job: &mut Job<'_>, r: &Ready) -> Result<Outcome> {
+pub(crate) fn finish_install(job: &mut Job<'_>, r: &Ready) -> Result<Outcome> {
     let paths = &r.install.paths;
     let files: Vec<PathBuf> = paths.all().map(Path::to_path_buf).collect();
     let leaf_file = leaf_file(paths);
@@ -217,13 +210,13 @@ pub(super) fn finish_install(job: &mut Job<'_>, r: &Ready) -> Result<Outcome> {
 
 /// The installed file whose first certificate is the leaf (fullchain, else leaf, else the
 /// combined file).
-pub(super) fn leaf_file(paths: &InstallPaths) -> Option<PathBuf> {
+pub(crate) fn leaf_file(paths: &InstallPaths) -> Option<PathBuf> {
     paths.leaf_file().map(Path::to_path_buf)
 }
 
 /// Loads the key installed for `cert` (for a reinstall of the same certificate): from the key
 /// file, or from the combined file when only that is configured.
-pub(super) fn installed_key(cert: &CertificateConfig) -> Result<PrivateKey> {
+pub(crate) fn installed_key(cert: &CertificateConfig) -> Result<PrivateKey> {
     let paths = install_paths(cert);
     let path = paths.key_file().ok_or_else(|| {
         anyhow!(
@@ -237,7 +230,7 @@ pub(super) fn installed_key(cert: &CertificateConfig) -> Result<PrivateKey> {
 
 /// The serial of the leaf in a bundle, without validating anything else (to tell the previous
 /// certificate from a reissued one).
-pub(super) fn bundle_leaf_serial(zip: &[u8], server: ServerKind) -> Option<String> {
+pub(crate) fn bundle_leaf_serial(zip: &[u8], server: ServerKind) -> Option<String> {
     let archive = bundle::Archive::unpack(zip).ok()?;
     let name = match server {
         ServerKind::Nginx => "nginx/fullchain.crt",

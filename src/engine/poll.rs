@@ -13,46 +13,17 @@ use time::OffsetDateTime;
 
 use crate::api::{CertificateDetails, CertificateState, ListScope, PendingAction};
 
-use super::context::{Ctx, now, progress, stop_requested, stopped};
-use super::deploy::{self, Ready};
-use super::job::Job;
+use crate::clock::now;
+
+use super::context::{Ctx, progress, stop_requested, stopped};
+use super::deploy;
+use super::job::{Job, Mode, Next, Ready, Waiting, Work};
 use super::keys;
 use super::publish::{self, Published};
 use super::report::{Outcome, RunReport};
-use super::run::Work;
 
 /// At least this many certificates due in one round are polled with the list call.
 const BULK_POLL_MIN: usize = 3;
-
-/// What is being waited for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Mode {
-    /// The first certificate of an order.
-    Issue,
-    /// A reissued certificate: ready when the served serial differs from this one.
-    Reissue { previous_serial: Option<String> },
-}
-
-/// A certificate waiting for the CA.
-#[derive(Debug)]
-pub(super) struct Waiting {
-    pub certificate_id: u64,
-    pub mode: Mode,
-    pub published: bool,
-    /// Details read just before waiting began (after a reissue): the first check uses them
-    /// instead of calling the API again.
-    pub prefetched: Option<Box<CertificateDetails>>,
-    /// When it was last checked, as this run counts it (a round's end once it was in one);
-    /// written to the record when the run leaves it pending.
-    pub last_poll: Option<OffsetDateTime>,
-}
-
-/// Where a certificate stands after a phase.
-pub(super) enum Next {
-    Done(Outcome),
-    Wait(Waiting),
-    Ready(Box<Ready>),
-}
 
 /// Polls the waiting certificates until none is left or the run's wait is over.
 pub(super) async fn rounds<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut RunReport) {
@@ -124,7 +95,7 @@ async fn round<'a>(
         })
         .buffer_unordered(ctx.concurrency());
     while let Some((job, next)) = stepping.next().await {
-        work.settle(ctx, job, next, report);
+        work.settle(ctx.opts.dry_run, job, next, report);
     }
     drop(stepping);
     // Every certificate of the round that still waits counts as checked at the round's end
@@ -182,7 +153,7 @@ fn leave_pending(
                 d.as_secs().max(1)
             ),
         };
-        work.finish(ctx, job, outcome, report);
+        work.finish(ctx.opts.dry_run, job, outcome, report);
     }
 }
 
@@ -210,7 +181,7 @@ async fn stop_waiting(ctx: &Ctx<'_>, work: &mut Work<'_>, report: &mut RunReport
                 w.certificate_id
             ),
         };
-        work.finish(ctx, job, outcome, report);
+        work.finish(ctx.opts.dry_run, job, outcome, report);
     }
 }
 

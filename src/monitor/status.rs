@@ -7,10 +7,11 @@ use time::OffsetDateTime;
 use crate::config::Config;
 use crate::store::Store;
 
-use super::context::now;
-use super::job::wanted;
-use super::plan::{self, Action, Inputs};
-use super::start::disk_state;
+use crate::clock::now;
+use crate::engine::plan::{self, Action, Inputs};
+use crate::engine::{disk_state, wanted};
+
+use super::served;
 
 /// One configured certificate.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -44,8 +45,8 @@ pub async fn add_served(config: &Config, rows: &mut [StatusRow]) {
         let Some(installed) = &row.serial else {
             continue;
         };
-        let served = super::check::served(cert).await;
-        let Some(o) = super::served::Observation::of(now, installed, &served) else {
+        let served = served::served(cert).await;
+        let Some(o) = served::Observation::of(now, installed, &served) else {
             row.served = Some("not checked".into());
             continue;
         };
@@ -57,7 +58,7 @@ pub async fn add_served(config: &Config, rows: &mut [StatusRow]) {
         });
         seen.push((cert.name.clone(), o));
     }
-    super::served::remember(&Store::existing(&config.agent.state_dir), seen);
+    served::remember(&Store::existing(&config.agent.state_dir), seen);
 }
 
 /// Rows for every configured certificate.

@@ -1,0 +1,42 @@
+//! What the engine asks of a fleet's leader, and what it hands back to it: the narrow
+//! interface through which the fleet takes part in a run without the engine knowing etcd.
+
+use futures_util::future::LocalBoxFuture;
+use time::OffsetDateTime;
+
+use crate::config::CertificateConfig;
+use crate::dcv::ValidationFile;
+use crate::store::CertRecord;
+
+/// A fleet's leader, as the engine sees it while it leads.
+pub trait Lead {
+    /// Shares `rec` (and its pending key) with the other hosts: called before every billed or
+    /// state-changing call to the Partner API, which is not made when this fails.
+    fn share<'a>(
+        &'a self,
+        cert: &'a CertificateConfig,
+        rec: &'a CertRecord,
+    ) -> LocalBoxFuture<'a, anyhow::Result<()>>;
+
+    /// Publishes the validation file for every host.
+    fn publish_dcv<'a>(
+        &'a self,
+        cert: &'a CertificateConfig,
+        file: &'a ValidationFile,
+    ) -> LocalBoxFuture<'a, anyhow::Result<()>>;
+
+    /// Withdraws the validation file from every host.
+    fn remove_dcv<'a>(&'a self, cert: &'a CertificateConfig) -> LocalBoxFuture<'a, ()>;
+}
+
+/// A certificate the engine installed, as a leader publishes it to the other hosts.
+#[derive(Clone)]
+pub struct Installable {
+    pub certificate_id: u64,
+    pub serial: String,
+    pub not_before: OffsetDateTime,
+    pub not_after: OffsetDateTime,
+    pub key_pem: Vec<u8>,
+    /// The archive as the API sent it (what the other hosts check again).
+    pub archive: Vec<u8>,
+}

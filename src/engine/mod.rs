@@ -1,0 +1,36 @@
+//! The convergence engine: for each configured certificate, decide the next action from the
+//! stored state, the installed files and (only when needed) the API, and carry it out —
+//! order, validate, wait, download, install, reissue, renew the subscription — with billing
+//! safety throughout.
+//!
+//! Bottom up: `plan` (pure decisions), `report` (outcomes), `lead` (what a fleet's leader is
+//! asked), `keys`, `job` (one certificate and where a phase leaves it), `context` (what a
+//! run shares), then the steps `order`, `deploy`, `publish`, `reissue`, `adopt`,
+//! `placeholder`, the phases `start` and `poll`, and `run` over them. The engine knows
+//! nothing of monitoring or etcd: a fleet takes part through [`Lead`].
+
+pub mod account_match;
+pub mod adopt;
+mod context;
+pub mod deploy;
+mod job;
+pub mod keys;
+mod lead;
+pub mod order;
+pub mod placeholder;
+pub mod plan;
+mod poll;
+mod publish;
+mod reissue;
+mod report;
+mod run;
+mod start;
+
+pub use context::{RunOptions, client, client_options};
+pub use deploy::{argv, install_paths};
+pub use job::{Job, Ready, wanted};
+pub use lead::{Installable, Lead};
+pub(crate) use publish::webroots;
+pub use report::{CertReport, Outcome, RunReport, RunStats, RunStatus};
+pub use run::{EngineRun, run};
+pub(crate) use start::disk_state;

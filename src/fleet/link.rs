@@ -1,0 +1,143 @@
+//! A host's link to its fleet: the etcd connection with the fleet key, and the agreement
+//! every host checks before it acts — the fleet key check and each certificate's spec (names,
+//! product, key type).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Result, anyhow, bail};
+
+use crate::config::{Config, FleetConfig};
+use crate::values::Secret;
+
+use super::coord::{Fleet, FleetOptions};
+use super::key::FleetKey;
+use super::schema::{KEY_CHECK, Spec, b64, parse, spec_key, unb64};
+
+/// The systemd credential holding the fleet key when `secret_file` is not set.
+pub const FLEET_KEY_CREDENTIAL: &str = "cert-agent-fleet-key";
+
+/// A host's connection to its fleet: etcd and the fleet key.
+pub struct FleetLink {
+    pub fleet: Fleet,
+    pub(super) key: FleetKey,
+    pub config: FleetConfig,
+}
+
+impl std::fmt::Debug for FleetLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetLink")
+            .field("fleet", &self.fleet)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Connects to the fleet of `config`; `None` without `[fleet]`.
+pub async fn connect(config: &Config) -> Result<Option<FleetLink>> {
+    let Some(fc) = &config.fleet else {
+        return Ok(None);
+    };
+    let key_path = match &fc.secret_file {
+        Some(p) => p.clone(),
+        None => match std::env::var_os("CREDENTIALS_DIRECTORY") {
+            Some(dir) => PathBuf::from(dir).join(FLEET_KEY_CREDENTIAL),
+            None => bail!(
+                "[fleet] has no `secret_file`, and no systemd credential {FLEET_KEY_CREDENTIAL} \
+                 is passed (LoadCredential=); the fleet key is needed to share private keys"
+            ),
+        },
+    };
+    let key = FleetKey::read(&key_path)?;
+    let password = match &fc.password_file {
+        Some(p) => Some(Secret::new(
+            std::fs::read_to_string(p)
+                .map_err(|e| {
+                    anyhow!(
+                        "[fleet] password_file {}: {}",
+                        p.display(),
+                        crate::fsutil::io_text(&e)
+                    )
+                })?
+                .trim_end_matches(['\n', '\r'])
+                .to_owned(),
+        )),
+        None => None,
+    };
+    let mut opts = FleetOptions::new(fc.endpoints.clone(), fc.host.clone());
+    opts.ca_file.clone_from(&fc.ca_file);
+    opts.cert_file.clone_from(&fc.cert_file);
+    opts.key_file.clone_from(&fc.key_file);
+    opts.user.clone_from(&fc.user);
+    opts.password = password;
+    opts.prefix.clone_from(&fc.prefix);
+    opts.lease_ttl = std::time::Duration::from_secs(fc.lease_ttl_secs);
+    let fleet = Fleet::connect(&opts).await?;
+    Ok(Some(FleetLink {
+        fleet,
+        key,
+        config: fc.clone(),
+    }))
+}
+
+/// Registers the certificates of this host with the fleet, or compares them with what the
+/// fleet has: a certificate whose names, product or key type differ is refused (the error
+/// names the difference).
+pub(super) async fn check_specs(
+    link: &FleetLink,
+    config: &Config,
+) -> Result<BTreeMap<String, String>> {
+    check_key(link).await?;
+    let mut refused = BTreeMap::new();
+    for cert in &config.certificates {
+        let mine = Spec::of(cert, link.fleet.host());
+        let key = spec_key(&cert.name);
+        let Some(existing) = link.fleet.create(&key, serde_json::to_vec(&mine)?).await? else {
+            continue;
+        };
+        let theirs: Spec = parse(&link.fleet, &key, &existing)?;
+        let diff = mine.differences(&theirs);
+        if !diff.is_empty() {
+            refused.insert(
+                cert.name.clone(),
+                format!(
+                    "certificate '{}' differs from the fleet's record (first written by {}): \
+                     {}; this host does nothing for it until its [[certificate]] matches \
+                     (to change it for the whole fleet, see docs/fleet.md)",
+                    cert.name,
+                    theirs.host,
+                    diff.join("; ")
+                ),
+            );
+        }
+    }
+    Ok(refused)
+}
+
+/// The fleet key check: a known text sealed by the first host. A host whose key does not open
+/// it is not part of the fleet: it installs nothing, leads nothing and seals nothing.
+async fn check_key(link: &FleetLink) -> Result<()> {
+    const NAME: &str = "fleet key check";
+    const TEXT: &[u8] = b"cert-agent fleet key";
+    let sealed = b64(&link.key.seal(NAME, 0, TEXT)?);
+    let existing = link.fleet.create(KEY_CHECK, sealed.into_bytes()).await?;
+    let Some(existing) = existing else {
+        return Ok(());
+    };
+    let opened = std::str::from_utf8(&existing)
+        .ok()
+        .and_then(|t| unb64("key check", t).ok())
+        .and_then(|b| link.key.open(NAME, 0, &b).ok());
+    if opened.as_deref() == Some(TEXT) {
+        return Ok(());
+    }
+    bail!(
+        "this host's fleet key ({}) is not the fleet's: it does not open the fleet's key \
+         check ({}); this host installs nothing and does not lead until its secret_file \
+         holds the fleet's key",
+        link.config.secret_file.as_ref().map_or_else(
+            || FLEET_KEY_CREDENTIAL.to_owned(),
+            |p| p.display().to_string()
+        ),
+        link.fleet.key(KEY_CHECK)
+    )
+}

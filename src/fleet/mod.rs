@@ -1,0 +1,33 @@
+//! Fleet mode: the hosts of a web farm act as one agent, coordinated through etcd v3. One
+//! host leads (an etcd lease) and alone talks to the Partner API; its writes are fenced by the
+//! revision of its lead; private keys travel sealed with the fleet key.
+//!
+//! A run on a fleet host first installs what the fleet has ([`follower`]), then tries to take
+//! the lead ([`leader`]). Only the leader imports the shared records into its state
+//! directory, runs the engine (the only host that talks to the Partner API), shares every
+//! record change that precedes a billed call before making it (fenced), publishes the
+//! validation files and, after installing, the new certificate. The others install it, each
+//! through its own web server's config test, reload, verification and rollback. The daemon
+//! follows the fleet's changes between runs ([`watch`]).
+//!
+//! The room, bottom up: `coord` (etcd: connection, lease, fenced transactions, watches),
+//! `key` (the fleet key), `schema` (what lives under the prefix), `link` (connect, key and
+//! spec agreement), `follower`, `leader`, `status`, `watch`. It calls the engine; the engine
+//! sees the leader only through [`crate::engine::Lead`].
+
+pub mod coord;
+mod follower;
+pub mod key;
+mod leader;
+mod link;
+mod schema;
+mod status;
+mod watch;
+
+pub use coord::{Expect, Fleet, FleetError, FleetOptions, FleetWatch, Leadership, Written};
+pub use follower::{Synced, concerns_hosts, follow};
+pub use key::{FleetKey, KeyError};
+pub use leader::run;
+pub use link::{FLEET_KEY_CREDENTIAL, FleetLink, connect};
+pub use status::{CertStatus, FleetStatus, HostStatus, status};
+pub use watch::follow_changes;

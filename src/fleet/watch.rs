@@ -1,0 +1,78 @@
+//! Between runs, the daemon follows the fleet: what the leader publishes is installed (and
+//! validation files served) as it changes, not on the next timer tick.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::config::Config;
+
+use super::follower::{Synced, concerns_hosts, follow};
+use super::link::connect;
+
+/// Follows the fleet: synchronises at start (a host that was down catches up), then on every
+/// change of a published certificate or validation file, and every five minutes besides. The
+/// configuration is read again before each synchronisation. etcd out of reach is retried
+/// every five seconds; nothing installed is touched meanwhile. `done` receives what each
+/// synchronisation did. Returns only when the configuration has no `[fleet]`.
+pub async fn follow_changes(config_path: PathBuf, done: impl Fn(Vec<Synced>)) {
+    let retry = Duration::from_secs(5);
+    loop {
+        let link = match Config::load(&config_path) {
+            Ok(config) => match connect(&config).await {
+                Ok(Some(link)) => link,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!("fleet: {e:#}");
+                    tokio::time::sleep(retry).await;
+                    continue;
+                }
+            },
+            Err(e) => {
+                tracing::warn!("fleet: {e:#}");
+                tokio::time::sleep(retry).await;
+                continue;
+            }
+        };
+        let mut watch = match link.fleet.watch().await {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!("fleet: {e}");
+                tokio::time::sleep(retry).await;
+                continue;
+            }
+        };
+        let mut due = true;
+        loop {
+            if due {
+                match Config::load(&config_path) {
+                    Ok(config) => match follow(&config, &link).await {
+                        Ok(Some(synced)) => {
+                            done(synced);
+                            due = false;
+                        }
+                        // A run holds the state: it synchronises itself; try again shortly.
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!("fleet: {e:#}"),
+                    },
+                    Err(e) => tracing::warn!("fleet: {e:#}"),
+                }
+            }
+            let wait = if due {
+                Duration::from_secs(1)
+            } else {
+                Duration::from_secs(300)
+            };
+            tokio::select! {
+                changed = watch.changed() => match changed {
+                    Ok(keys) => due |= keys.iter().any(|k| concerns_hosts(k)),
+                    Err(e) => {
+                        tracing::warn!("fleet: {e}");
+                        tokio::time::sleep(retry).await;
+                        break;
+                    }
+                },
+                () = tokio::time::sleep(wait) => due = true,
+            }
+        }
+    }
+}
