@@ -27,6 +27,23 @@ pub enum Outcome {
     Failed { error: String },
 }
 
+impl Outcome {
+    /// Every kind of outcome, as [`Outcome::kind`] names them (the `outcome` of `--json`, the
+    /// metrics' `outcome` label).
+    pub const KINDS: [&'static str; 5] = ["unchanged", "installed", "pending", "planned", "failed"];
+
+    /// The outcome's kind in one word.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Unchanged { .. } => "unchanged",
+            Outcome::Installed { .. } => "installed",
+            Outcome::Pending { .. } => "pending",
+            Outcome::Planned { .. } => "planned",
+            Outcome::Failed { .. } => "failed",
+        }
+    }
+}
+
 /// One certificate's line of the report.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CertReport {
@@ -132,6 +149,31 @@ impl RunReport {
                     warning: None,
                 })
                 .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kind_is_the_json_tag() {
+        let all = [
+            Outcome::Unchanged { reason: "r".into() },
+            Outcome::Installed {
+                certificate_id: 1,
+                serial: "01".into(),
+                not_after: OffsetDateTime::UNIX_EPOCH,
+            },
+            Outcome::Pending { reason: "r".into() },
+            Outcome::Planned { action: "a".into() },
+            Outcome::Failed { error: "e".into() },
+        ];
+        for (o, kind) in all.iter().zip(Outcome::KINDS) {
+            assert_eq!(o.kind(), kind);
+            let json = serde_json::to_value(o).unwrap();
+            assert_eq!(json["outcome"], kind);
         }
     }
 }

@@ -103,255 +103,299 @@ fn render_with(config: &Config, store: &Store, report: Option<&RunReport>) -> St
     text
 }
 
-/// One metric family: its help, type and samples.
-struct Family {
-    name: &'static str,
-    help: &'static str,
-    samples: Vec<(String, f64)>,
+/// The metric families, in the order they are written. Each is a gauge; [`Family::def`]
+/// holds its name and help text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    NotAfter,
+    NotBefore,
+    Subscription,
+    Installed,
+    LastAttempt,
+    LastSuccess,
+    ServedMatches,
+    ServedChecked,
+    Failures,
+    Pending,
+    Outcome,
+    RunStart,
+    RunDuration,
+    RunCertificates,
+    RunRequests,
+    RunOrders,
+    RunReissues,
 }
 
 impl Family {
-    fn new(name: &'static str, help: &'static str) -> Self {
-        Self {
-            name,
-            help,
-            samples: Vec::new(),
-        }
-    }
+    const ALL: [Family; 17] = [
+        Family::NotAfter,
+        Family::NotBefore,
+        Family::Subscription,
+        Family::Installed,
+        Family::LastAttempt,
+        Family::LastSuccess,
+        Family::ServedMatches,
+        Family::ServedChecked,
+        Family::Failures,
+        Family::Pending,
+        Family::Outcome,
+        Family::RunStart,
+        Family::RunDuration,
+        Family::RunCertificates,
+        Family::RunRequests,
+        Family::RunOrders,
+        Family::RunReissues,
+    ];
 
-    fn add(&mut self, labels: &str, value: f64) {
-        self.samples.push((labels.to_owned(), value));
+    /// Name and help text.
+    fn def(self) -> (&'static str, &'static str) {
+        match self {
+            Family::NotAfter => (
+                "cert_agent_certificate_not_after_timestamp_seconds",
+                "When the installed certificate expires (Unix time).",
+            ),
+            Family::NotBefore => (
+                "cert_agent_certificate_not_before_timestamp_seconds",
+                "When the installed certificate became valid (Unix time).",
+            ),
+            Family::Subscription => (
+                "cert_agent_subscription_end_timestamp_seconds",
+                "When the paid subscription of the certificate's order ends (Unix time).",
+            ),
+            Family::Installed => (
+                "cert_agent_certificate_installed_timestamp_seconds",
+                "When the installed certificate was last installed successfully (Unix time).",
+            ),
+            Family::LastAttempt => (
+                "cert_agent_certificate_last_attempt_timestamp_seconds",
+                "When a run last looked at the certificate, worked on it or failed on it (Unix time).",
+            ),
+            Family::LastSuccess => (
+                "cert_agent_certificate_last_success_timestamp_seconds",
+                "When a run last installed the certificate or found it in order (Unix time).",
+            ),
+            Family::ServedMatches => (
+                "cert_agent_certificate_served_matches_installed",
+                "1 when the verify address served the installed certificate at the last served check, \
+                 0 when it served another one or none.",
+            ),
+            Family::ServedChecked => (
+                "cert_agent_certificate_served_checked_timestamp_seconds",
+                "When the served certificate was last compared with the installed one (Unix time).",
+            ),
+            Family::Failures => (
+                "cert_agent_certificate_consecutive_failures",
+                "Failed runs in a row for the certificate (0 after a success).",
+            ),
+            Family::Pending => (
+                "cert_agent_certificate_pending",
+                "1 while an order, a reissue or a validation waits at the CA, else 0.",
+            ),
+            Family::Outcome => (
+                "cert_agent_certificate_last_run_outcome",
+                "1 for the outcome of the certificate in the last run that worked on it.",
+            ),
+            Family::RunStart => (
+                "cert_agent_last_run_start_timestamp_seconds",
+                "When the last run started (Unix time).",
+            ),
+            Family::RunDuration => (
+                "cert_agent_last_run_duration_seconds",
+                "How long the last run took.",
+            ),
+            Family::RunCertificates => (
+                "cert_agent_last_run_certificates",
+                "Certificates of the last run by outcome.",
+            ),
+            Family::RunRequests => (
+                "cert_agent_last_run_api_requests",
+                "Partner API requests of the last run by method, endpoint and HTTP status.",
+            ),
+            Family::RunOrders => (
+                "cert_agent_last_run_orders_placed",
+                "Billed orders the last run placed (POST /api/v1/order answered 2xx).",
+            ),
+            Family::RunReissues => (
+                "cert_agent_last_run_reissues_sent",
+                "Reissues the last run sent (answered 2xx).",
+            ),
+        }
     }
 }
 
-/// The text exposition of the metrics.
+/// The samples of every family: labels and value, by family.
+#[derive(Default)]
+struct Samples(Vec<(Family, String, f64)>);
+
+impl Samples {
+    fn add(&mut self, family: Family, labels: &str, value: f64) {
+        self.0.push((family, labels.to_owned(), value));
+    }
+
+    /// The text exposition: each family with samples, in [`Family::ALL`]'s order.
+    fn text(&self) -> String {
+        let mut out = String::new();
+        for family in Family::ALL {
+            let (name, help) = family.def();
+            let mut samples = self.0.iter().filter(|(f, _, _)| *f == family).peekable();
+            if samples.peek().is_none() {
+                continue;
+            }
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            for (_, labels, value) in samples {
+                if labels.is_empty() {
+                    let _ = writeln!(out, "{name} {value}");
+                } else {
+                    let _ = writeln!(out, "{name}{{{labels}}} {value}");
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The text exposition of the metrics, and each certificate's last success.
 fn render(
     certs: &[(&crate::config::CertificateConfig, Option<CertRecord>)],
     seen: &std::collections::BTreeMap<String, Observation>,
     kept: &Successes,
     run: Option<&RunFacts<'_>>,
 ) -> (String, Successes) {
+    let mut samples = Samples::default();
     let mut successes = Successes::new();
-    let empty = RunReport::default();
-    let report = run.map_or(&empty, |r| r.report);
-    let mut not_after = Family::new(
-        "cert_agent_certificate_not_after_timestamp_seconds",
-        "When the installed certificate expires (Unix time).",
-    );
-    let mut not_before = Family::new(
-        "cert_agent_certificate_not_before_timestamp_seconds",
-        "When the installed certificate became valid (Unix time).",
-    );
-    let mut subscription = Family::new(
-        "cert_agent_subscription_end_timestamp_seconds",
-        "When the paid subscription of the certificate's order ends (Unix time).",
-    );
-    let mut installed = Family::new(
-        "cert_agent_certificate_installed_timestamp_seconds",
-        "When the installed certificate was last installed successfully (Unix time).",
-    );
-    let mut last_attempt = Family::new(
-        "cert_agent_certificate_last_attempt_timestamp_seconds",
-        "When a run last looked at the certificate, worked on it or failed on it (Unix time).",
-    );
-    let mut last_success = Family::new(
-        "cert_agent_certificate_last_success_timestamp_seconds",
-        "When a run last installed the certificate or found it in order (Unix time).",
-    );
-    let mut served_matches = Family::new(
-        "cert_agent_certificate_served_matches_installed",
-        "1 when the verify address served the installed certificate at the last served check, \
-         0 when it served another one or none.",
-    );
-    let mut served_checked = Family::new(
-        "cert_agent_certificate_served_checked_timestamp_seconds",
-        "When the served certificate was last compared with the installed one (Unix time).",
-    );
-    let mut failures = Family::new(
-        "cert_agent_certificate_consecutive_failures",
-        "Failed runs in a row for the certificate (0 after a success).",
-    );
-    let mut pending = Family::new(
-        "cert_agent_certificate_pending",
-        "1 while an order, a reissue or a validation waits at the CA, else 0.",
-    );
-    let mut outcome = Family::new(
-        "cert_agent_certificate_last_run_outcome",
-        "1 for the outcome of the certificate in the last run that worked on it.",
-    );
     for (cert, rec) in certs {
+        let Some(rec) = rec else {
+            continue;
+        };
         let labels = format!(
             "name=\"{}\",common_name=\"{}\",server=\"{}\"",
             escape(&cert.name),
             escape(cert.common_name()),
             cert.install.server
         );
-        let Some(rec) = rec else {
-            continue;
-        };
-        if let Some(i) = &rec.installed {
-            not_after.add(&labels, unix(i.not_after));
-            not_before.add(&labels, unix(i.not_before));
-            installed.add(&labels, unix(i.installed_at));
-        }
-        if let Some(s) = &rec.subscription {
-            subscription.add(&labels, unix(s.ends));
-        }
         let this_run = run.and_then(|r| {
             let c = r.report.certificates.iter().find(|c| c.name == cert.name)?;
             Some((r.started_at, &c.outcome))
         });
-        let installed_at = rec.installed.as_ref().map(|i| i.installed_at);
-        let looked = this_run
-            .filter(|(_, o)| !matches!(o, Outcome::Planned { .. }))
-            .map(|(t, _)| t);
-        let fine = looked.filter(|_| {
-            rec.failures == 0 && !matches!(this_run, Some((_, Outcome::Failed { .. })))
-        });
-        if let Some(t) = [looked, rec.last_failed_at, installed_at]
-            .into_iter()
-            .flatten()
-            .max()
-        {
-            last_attempt.add(&labels, unix(t));
+        if let Some(t) = certificate(&mut samples, &cert.name, &labels, rec, this_run, seen, kept) {
+            successes.insert(cert.name.clone(), t);
         }
-        let kept_success = kept.get(&cert.name).copied();
-        if let Some(t) = [
-            fine.map(|t| t.unix_timestamp()),
-            installed_at.map(|t| t.unix_timestamp()),
-            kept_success,
-        ]
+    }
+    if let Some(run) = run {
+        last_run(&mut samples, run);
+    }
+    (samples.text(), successes)
+}
+
+/// The samples of one certificate (`this_run`: when the last run started and what it did with
+/// the certificate); its last success (Unix time), when it has one.
+fn certificate(
+    samples: &mut Samples,
+    name: &str,
+    labels: &str,
+    rec: &CertRecord,
+    this_run: Option<(OffsetDateTime, &Outcome)>,
+    seen: &std::collections::BTreeMap<String, Observation>,
+    kept: &Successes,
+) -> Option<i64> {
+    if let Some(i) = &rec.installed {
+        samples.add(Family::NotAfter, labels, unix(i.not_after));
+        samples.add(Family::NotBefore, labels, unix(i.not_before));
+        samples.add(Family::Installed, labels, unix(i.installed_at));
+    }
+    if let Some(s) = &rec.subscription {
+        samples.add(Family::Subscription, labels, unix(s.ends));
+    }
+    let installed_at = rec.installed.as_ref().map(|i| i.installed_at);
+    let looked = this_run
+        .filter(|(_, o)| !matches!(o, Outcome::Planned { .. }))
+        .map(|(t, _)| t);
+    let fine = looked
+        .filter(|_| rec.failures == 0 && !matches!(this_run, Some((_, Outcome::Failed { .. }))));
+    if let Some(t) = [looked, rec.last_failed_at, installed_at]
         .into_iter()
         .flatten()
         .max()
-        {
-            last_success.add(&labels, t as f64);
-            successes.insert(cert.name.clone(), t);
-        }
-        if let (Some(o), Some(i)) = (seen.get(&cert.name), &rec.installed)
-            && o.is_for(&i.serial)
-        {
-            served_matches.add(&labels, if o.matches() { 1.0 } else { 0.0 });
-            served_checked.add(&labels, unix(o.at));
-        }
-        failures.add(&labels, f64::from(rec.failures));
-        let waiting = rec.intent.is_some()
-            || rec.reissue.is_some()
-            || (rec.pending_key.is_some() && rec.order.is_some());
-        pending.add(&labels, if waiting { 1.0 } else { 0.0 });
-        if let Some(c) = report.certificates.iter().find(|c| c.name == cert.name) {
-            let name = match c.outcome {
-                Outcome::Unchanged { .. } => "unchanged",
-                Outcome::Installed { .. } => "installed",
-                Outcome::Pending { .. } => "pending",
-                Outcome::Planned { .. } => "planned",
-                Outcome::Failed { .. } => "failed",
-            };
-            outcome.add(&format!("{labels},outcome=\"{name}\""), 1.0);
-        }
+    {
+        samples.add(Family::LastAttempt, labels, unix(t));
     }
-
-    let mut per_run = Vec::new();
-    if let Some(run) = run {
-        let mut start = Family::new(
-            "cert_agent_last_run_start_timestamp_seconds",
-            "When the last run started (Unix time).",
-        );
-        start.add("", unix(run.started_at));
-        let mut duration = Family::new(
-            "cert_agent_last_run_duration_seconds",
-            "How long the last run took.",
-        );
-        duration.add("", run.duration.as_secs_f64());
-        let mut outcomes = Family::new(
-            "cert_agent_last_run_certificates",
-            "Certificates of the last run by outcome.",
-        );
-        for name in ["unchanged", "installed", "pending", "planned", "failed"] {
-            let n = run
-                .report
-                .certificates
-                .iter()
-                .filter(|c| {
-                    matches!(
-                        (&c.outcome, name),
-                        (Outcome::Unchanged { .. }, "unchanged")
-                            | (Outcome::Installed { .. }, "installed")
-                            | (Outcome::Pending { .. }, "pending")
-                            | (Outcome::Planned { .. }, "planned")
-                            | (Outcome::Failed { .. }, "failed")
-                    )
-                })
-                .count();
-            outcomes.add(&format!("outcome=\"{name}\""), n as f64);
-        }
-        let mut requests = Family::new(
-            "cert_agent_last_run_api_requests",
-            "Partner API requests of the last run by method, endpoint and HTTP status.",
-        );
-        let mut orders = Family::new(
-            "cert_agent_last_run_orders_placed",
-            "Billed orders the last run placed (POST /api/v1/order answered 2xx).",
-        );
-        let mut reissues = Family::new(
-            "cert_agent_last_run_reissues_sent",
-            "Reissues the last run sent (answered 2xx).",
-        );
-        let mut placed = 0u64;
-        let mut reissued = 0u64;
-        for r in run.requests {
-            requests.add(
-                &format!(
-                    "method=\"{}\",endpoint=\"{}\",status=\"{}\"",
-                    r.method,
-                    escape(&r.endpoint),
-                    r.status
-                ),
-                r.count as f64,
-            );
-            let ok = (200..300).contains(&r.status);
-            if ok && r.method == "POST" && r.endpoint == "/api/v1/order" {
-                placed += r.count;
-            }
-            if ok && r.method == "POST" && r.endpoint.ends_with("/reissue") {
-                reissued += r.count;
-            }
-        }
-        orders.add("", placed as f64);
-        reissues.add("", reissued as f64);
-        per_run = vec![start, duration, outcomes, requests, orders, reissues];
-    }
-    let mut out = String::new();
-    for family in [
-        not_after,
-        not_before,
-        subscription,
-        installed,
-        last_attempt,
-        last_success,
-        served_matches,
-        served_checked,
-        failures,
-        pending,
-        outcome,
+    let success = [
+        fine.map(|t| t.unix_timestamp()),
+        installed_at.map(|t| t.unix_timestamp()),
+        kept.get(name).copied(),
     ]
     .into_iter()
-    .chain(per_run)
+    .flatten()
+    .max();
+    if let Some(t) = success {
+        samples.add(Family::LastSuccess, labels, t as f64);
+    }
+    if let (Some(o), Some(i)) = (seen.get(name), &rec.installed)
+        && o.is_for(&i.serial)
     {
-        if family.samples.is_empty() {
-            continue;
+        samples.add(
+            Family::ServedMatches,
+            labels,
+            if o.matches() { 1.0 } else { 0.0 },
+        );
+        samples.add(Family::ServedChecked, labels, unix(o.at));
+    }
+    samples.add(Family::Failures, labels, f64::from(rec.failures));
+    let waiting = rec.intent.is_some()
+        || rec.reissue.is_some()
+        || (rec.pending_key.is_some() && rec.order.is_some());
+    samples.add(Family::Pending, labels, if waiting { 1.0 } else { 0.0 });
+    if let Some((_, outcome)) = this_run {
+        samples.add(
+            Family::Outcome,
+            &format!("{labels},outcome=\"{}\"", outcome.kind()),
+            1.0,
+        );
+    }
+    success
+}
+
+/// The samples of the last run: start, duration, outcomes, API requests, orders, reissues.
+fn last_run(samples: &mut Samples, run: &RunFacts<'_>) {
+    samples.add(Family::RunStart, "", unix(run.started_at));
+    samples.add(Family::RunDuration, "", run.duration.as_secs_f64());
+    for kind in Outcome::KINDS {
+        let n = run
+            .report
+            .certificates
+            .iter()
+            .filter(|c| c.outcome.kind() == kind)
+            .count();
+        samples.add(
+            Family::RunCertificates,
+            &format!("outcome=\"{kind}\""),
+            n as f64,
+        );
+    }
+    let mut placed = 0u64;
+    let mut reissued = 0u64;
+    for r in run.requests {
+        samples.add(
+            Family::RunRequests,
+            &format!(
+                "method=\"{}\",endpoint=\"{}\",status=\"{}\"",
+                r.method,
+                escape(&r.endpoint),
+                r.status
+            ),
+            r.count as f64,
+        );
+        let ok = (200..300).contains(&r.status);
+        if ok && r.method == "POST" && r.endpoint == "/api/v1/order" {
+            placed += r.count;
         }
-        let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
-        let _ = writeln!(out, "# TYPE {} gauge", family.name);
-        for (labels, value) in &family.samples {
-            if labels.is_empty() {
-                let _ = writeln!(out, "{} {value}", family.name);
-            } else {
-                let _ = writeln!(out, "{}{{{labels}}} {value}", family.name);
-            }
+        if ok && r.method == "POST" && r.endpoint.ends_with("/reissue") {
+            reissued += r.count;
         }
     }
-    (out, successes)
+    samples.add(Family::RunOrders, "", placed as f64);
+    samples.add(Family::RunReissues, "", reissued as f64);
 }
 
 fn unix(t: OffsetDateTime) -> f64 {

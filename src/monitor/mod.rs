@@ -4,11 +4,12 @@
 //! (`notify_command`, `notify_url`) after each run.
 //!
 //! Bottom up: `served` (handshakes and what they saw), `check`, `status`, `metrics`,
-//! `notify`, `announce`. The room reads the engine's outcomes and its start-phase view of
+//! `events` (the one source of notifications), `notify`, `announce`. The room reads the engine's outcomes and its start-phase view of
 //! the disk; the engine never calls it.
 
 mod announce;
 pub mod check;
+mod events;
 mod metrics;
 mod notify;
 mod served;
@@ -22,10 +23,16 @@ use crate::config::Config;
 use crate::engine::RunReport;
 use crate::store::Store;
 
-/// After a run that changed or could have changed something: the operator's program, the
-/// events for `notify_url`, and the metrics file.
+/// After a run: its events (each change of a certificate's state, once) to the operator's
+/// `notify_command` and `notify_url`, then the metrics file.
 pub async fn after_run(config: &Config, store: &Store, report: &RunReport) {
-    notify::notify(config, report).await;
-    announce::announce(config, store, report).await;
+    if config.agent.notify_command.is_some() || config.agent.notify_url.is_some() {
+        let now = crate::clock::now();
+        let mut log = events::Announced::load(store);
+        let new = log.advance(report, now);
+        notify::notify(config, report, &new).await;
+        announce::announce(config, &mut log, &new, now).await;
+        log.save(store);
+    }
     metrics::write(config, store, report);
 }

@@ -1,26 +1,36 @@
-//! `agent.notify_command`: the operator's program, given the run's JSON summary on stdin when
-//! something failed or needs attention.
+//! `agent.notify_command`: the operator's program, run after a run with new events
+//! ([`super::events`]: a certificate installed, failing, recovered, expiring, a renewal
+//! order prepared — each once per change of state, the rule `notify_url` follows too). It gets
+//! the run's JSON report on stdin with the events beside the certificates.
 
 use std::time::Duration;
 
-use crate::config::Config;
-use crate::engine::{Outcome, RunReport};
+use serde::Serialize;
 
-/// Runs `agent.notify_command` with a JSON summary on stdin when something failed or needs the
-/// operator's attention.
-pub(crate) async fn notify(config: &Config, report: &RunReport) {
+use crate::config::Config;
+use crate::engine::RunReport;
+
+use super::events::Event;
+
+/// What the command reads on stdin.
+#[derive(Serialize)]
+struct Summary<'a> {
+    #[serde(flatten)]
+    report: &'a RunReport,
+    events: &'a [Event],
+}
+
+/// Runs `agent.notify_command` when `events` is not empty, with the run's report and the
+/// events on stdin; stopped after 60 s, its output discarded.
+pub(super) async fn notify(config: &Config, report: &RunReport, events: &[Event]) {
     let Some(command) = &config.agent.notify_command else {
         return;
     };
-    let attention = report
-        .certificates
-        .iter()
-        .any(|c| matches!(c.outcome, Outcome::Failed { .. }) || c.warning.is_some());
-    if !attention {
+    if events.is_empty() {
         return;
     }
     let argv = crate::engine::argv(command);
-    let Ok(summary) = serde_json::to_vec(report) else {
+    let Ok(summary) = serde_json::to_vec(&Summary { report, events }) else {
         return;
     };
     let cmd = crate::process::Command::new(&argv, Duration::from_secs(60)).stdin(&summary);
