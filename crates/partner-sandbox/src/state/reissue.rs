@@ -7,13 +7,14 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use super::State;
+use super::answers::refused;
 use super::catalogue::{Family, Kind};
 use super::dcv::schedule_checks;
 use super::lifecycle::{DAY, date};
 use super::model::{Base, Cert, CsrFacts, DNS_TXT_ALIASES, DomainDcv, Method};
 use super::names;
 use super::orders::{assign_txt_values, check_csr};
-use super::routes::{Fields, refused};
+use super::params::Fields;
 use crate::wire::{ApiRequest, ApiResponse};
 
 /// No reissue during the last days of the subscription.
