@@ -1,6 +1,7 @@
-//! Endpoint 5: placement of the billed order. The order's contact and every item are
-//! validated first (`contact`, `item`, `item_dcv`; every problem reported at once), then each
-//! item becomes a certificate with its bill.
+//! Endpoint 5: placement of the billed order. The order's contact (`contact`) and every item
+//! (`item`, `item_dcv`) are validated first, every problem reported at once; then each item
+//! becomes a certificate with its bill. `csr` holds the CSR rules orders share with reissues,
+//! `fields` the readers of JSON fields with their Rails-style messages.
 
 use serde_json::{Value, json};
 
