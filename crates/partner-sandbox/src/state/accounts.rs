@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::routes::{Fields, error};
+use super::answers::error;
+use super::params::Fields;
 use super::{AccountInfo, AccountSpec, State};
 use crate::wire::{ApiRequest, ApiResponse};
 

@@ -5,11 +5,11 @@ use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 
 use super::accounts::Caller;
+use super::answers::{action, error};
 use super::catalogue::{self, Family};
 use super::dcv::dcv_content;
 use super::lifecycle::{DAY, date, datetime};
 use super::model::{Base, Cert, Method};
-use super::routes::{action, error};
 use super::{OwnedHostileInput, State};
 use crate::bundle::{self, BundleParts};
 use crate::ca::Authority;

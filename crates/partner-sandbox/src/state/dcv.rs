@@ -6,10 +6,11 @@ use serde_json::{Map, Value, json};
 
 use super::DnsRecord;
 use super::State;
+use super::answers::{action, error};
 use super::catalogue::{Family, PROVIDER_D};
 use super::model::{Cert, DNS_TXT_ALIASES, DomainDcv, Method};
 use super::names;
-use super::routes::{Fields, action, error};
+use super::params::Fields;
 use crate::wire::{ApiRequest, ApiResponse, DcvCheck};
 
 /// First check of a domain, after the request reaches the CA.

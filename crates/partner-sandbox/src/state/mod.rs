@@ -8,11 +8,12 @@
 //! Where the Partner API v1 reference is silent the strictest plausible behaviour is chosen; every such
 //! choice is listed in `crates/partner-sandbox/docs/semantics.md`.
 //!
-//! Layout: `routes` (dispatch, auth, request helpers), `accounts` (signin, tokens, balance),
-//! `catalogue` (products, software, countries, prices), `names` (host names, validation
-//! addresses), `orders` (order validation and placement), `dcv` (validation methods, checks,
-//! DCV endpoints), `lifecycle` (time-driven transitions, issuance), `certs` (list, details,
-//! status, downloads, cancel, prolong), `reissue`, `control` (the test-only methods).
+//! Layout: `routes` (dispatch, auth), `params` (request parameters), `answers` (plain answer
+//! shapes), `accounts` (signin, tokens, balance), `catalogue` (products, software, countries,
+//! prices), `names` (host names, validation addresses), `orders` (order validation and
+//! placement), `dcv` (validation methods, checks, DCV endpoints), `lifecycle` (time-driven
+//! transitions, issuance), `certs` (list, details, status, downloads, cancel, prolong),
+//! `reissue`, `control` (the test-only methods).
 
 use std::collections::BTreeMap;
 
@@ -24,6 +25,7 @@ use crate::ca::Authority;
 use crate::wire::{ApiRequest, ApiResponse, DcvCheck};
 
 mod accounts;
+mod answers;
 mod catalogue;
 mod certs;
 mod control;
@@ -32,6 +34,7 @@ mod lifecycle;
 mod model;
 mod names;
 mod orders;
+mod params;
 mod reissue;
 mod rng;
 mod routes;

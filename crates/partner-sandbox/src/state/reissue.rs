@@ -7,13 +7,15 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use super::State;
-use super::catalogue::{Family, Kind};
+use super::answers::refused;
+use super::catalogue::{Family, Kind, ProductDef};
 use super::dcv::schedule_checks;
 use super::lifecycle::{DAY, date};
 use super::model::{Base, Cert, CsrFacts, DNS_TXT_ALIASES, DomainDcv, Method};
 use super::names;
 use super::orders::{assign_txt_values, check_csr};
-use super::routes::{Fields, refused};
+use super::params::Fields;
+use crate::ca::CsrInfo;
 use crate::wire::{ApiRequest, ApiResponse};
 
 /// No reissue during the last days of the subscription.
@@ -60,11 +62,36 @@ fn reissue_choice(
 }
 
 /// Rules 2, 4 and 6 and the new validation methods. `Err` is the 422 message.
-#[allow(clippy::too_many_lines)]
 fn plan(cert: &Cert, fields: &Fields) -> Result<Plan, String> {
-    let product = cert.product();
-    let family = product.family();
+    let family = cert.product().family();
+    let new_csr = new_csr(cert, fields, family)?;
+    let (common_name, additional) = match &new_csr {
+        None => (cert.common_name.clone(), cert.additional.clone()),
+        Some((_, info)) => names_from_csr(cert, info)?,
+    };
 
+    let new_domains: Vec<String> = std::iter::once(common_name.clone())
+        .chain(additional.iter().cloned())
+        .collect();
+    let explicit = explicit_choices(fields, &common_name, &new_domains, family)?;
+    check_dns_txt_replaced(cert, family, &new_domains, &explicit)?;
+    let domains = domain_methods(cert, &new_domains, &explicit)?;
+
+    Ok(Plan {
+        csr: new_csr.map(|(pem, info)| CsrFacts::from_info(pem, &info)),
+        common_name,
+        additional,
+        domains,
+    })
+}
+
+/// The `csr` parameter, when given: a CSR passing the order rules, and for family C one with
+/// a new private key (required on every reissue).
+fn new_csr<'a>(
+    cert: &Cert,
+    fields: &'a Fields,
+    family: Family,
+) -> Result<Option<(&'a str, CsrInfo)>, String> {
     let new_csr = match fields.text("csr").filter(|s| !s.trim().is_empty()) {
         Some(pem) => Some((pem, check_csr(pem, "csr").map_err(|errs| errs.join("; "))?)),
         None => None,
@@ -90,7 +117,13 @@ fn plan(cert: &Cert, fields: &Fields) -> Result<Plan, String> {
             Some(_) => {}
         }
     }
+    Ok(new_csr)
+}
 
+/// Rule 2: the names of the reissued certificate under a new CSR. Its common name must be a
+/// domain of the certificate (or the bare domain of one of its wildcards); the names of a
+/// multi-domain product follow the CSR, the others keep theirs.
+fn names_from_csr(cert: &Cert, info: &CsrInfo) -> Result<(String, Vec<String>), String> {
     let current: Vec<String> = std::iter::once(cert.common_name.clone())
         .chain(cert.additional.iter().cloned())
         .collect();
@@ -99,106 +132,121 @@ fn plan(cert: &Cert, fields: &Fields) -> Result<Plan, String> {
         .filter(|n| names::is_wildcard(n))
         .map(|n| names::base_domain(n).to_string())
         .collect();
-    let (common_name, additional) = match &new_csr {
-        None => (cert.common_name.clone(), cert.additional.clone()),
-        Some((_, info)) => {
-            let Some(csr_cn) = info
-                .common_name
-                .as_deref()
-                .map(|c| c.trim().to_ascii_lowercase())
-                .filter(|c| !c.is_empty())
-            else {
-                return Err(
-                    "The CSR has no common name; it must be one of the certificate's domains"
-                        .to_string(),
-                );
-            };
-            if !current.contains(&csr_cn) && !bare_of_wildcards.contains(&csr_cn) {
-                return Err(format!(
-                    "The common name {csr_cn} of the CSR is not one of the certificate's domains ({})",
-                    current.join(", ")
-                ));
-            }
-            if product.kind == Kind::Ucc {
-                // The CSR's names make the new set; a bare domain of a wildcard is accepted
-                // and not counted (nor ordered) unless it is a domain already.
-                let wildcard_of = |bare: &str| {
-                    current
-                        .iter()
-                        .find(|n| names::is_wildcard(n) && names::base_domain(n) == bare)
-                        .cloned()
-                };
-                let mut set: Vec<String> = Vec::new();
-                let cn = if current.contains(&csr_cn) {
-                    csr_cn.clone()
-                } else {
-                    wildcard_of(&csr_cn).unwrap_or(csr_cn.clone())
-                };
-                set.push(cn);
-                for n in info.dns_names.iter().map(|n| n.trim().to_ascii_lowercase()) {
-                    let covered_bare = !current.contains(&n) && bare_of_wildcards.contains(&n);
-                    if !set.contains(&n) && !covered_bare {
-                        set.push(n);
-                    }
-                }
-                if family == Family::S {
-                    let limit = current.len().max(3);
-                    if set.len() > limit {
-                        return Err(format!(
-                            "The number of domains cannot grow beyond {limit} ({} requested)",
-                            set.len()
-                        ));
-                    }
-                    for n in &set {
-                        if let Some(problem) = names::order_name_problem(n) {
-                            return Err(format!("The domain {n} {problem}"));
-                        }
-                        if names::is_wildcard(n) && product.wildcard_max == 0 {
-                            return Err(format!(
-                                "The domain {n}: this product accepts no wildcard names"
-                            ));
-                        }
-                    }
-                    let wildcards = set.iter().filter(|n| names::is_wildcard(n)).count();
-                    if set.len() - wildcards > product.max_names() as usize
-                        || wildcards > product.wildcard_max as usize
-                    {
-                        return Err(format!(
-                            "The product {} does not allow {} domains",
-                            product.name,
-                            set.len()
-                        ));
-                    }
-                } else {
-                    if let Some(n) = set.iter().find(|n| !current.contains(n)) {
-                        return Err(format!(
-                            "{n} is not one of the certificate's domains; the domains of this certificate cannot change on reissue"
-                        ));
-                    }
-                    if set.len() > current.len() {
-                        return Err(format!(
-                            "The number of domains cannot grow ({} now, {} requested)",
-                            current.len(),
-                            set.len()
-                        ));
-                    }
-                }
-                let cn = set.remove(0);
-                (cn, set)
-            } else {
-                (cert.common_name.clone(), cert.additional.clone())
-            }
-        }
+    let Some(csr_cn) = info
+        .common_name
+        .as_deref()
+        .map(|c| c.trim().to_ascii_lowercase())
+        .filter(|c| !c.is_empty())
+    else {
+        return Err(
+            "The CSR has no common name; it must be one of the certificate's domains".to_string(),
+        );
     };
+    if !current.contains(&csr_cn) && !bare_of_wildcards.contains(&csr_cn) {
+        return Err(format!(
+            "The common name {csr_cn} of the CSR is not one of the certificate's domains ({})",
+            current.join(", ")
+        ));
+    }
+    if cert.product().kind != Kind::Ucc {
+        return Ok((cert.common_name.clone(), cert.additional.clone()));
+    }
+    // The CSR's names make the new set; a bare domain of a wildcard is accepted and not
+    // counted (nor ordered) unless it is a domain already.
+    let wildcard_of = |bare: &str| {
+        current
+            .iter()
+            .find(|n| names::is_wildcard(n) && names::base_domain(n) == bare)
+            .cloned()
+    };
+    let mut set: Vec<String> = Vec::new();
+    let cn = if current.contains(&csr_cn) {
+        csr_cn.clone()
+    } else {
+        wildcard_of(&csr_cn).unwrap_or(csr_cn.clone())
+    };
+    set.push(cn);
+    for n in info.dns_names.iter().map(|n| n.trim().to_ascii_lowercase()) {
+        let covered_bare = !current.contains(&n) && bare_of_wildcards.contains(&n);
+        if !set.contains(&n) && !covered_bare {
+            set.push(n);
+        }
+    }
+    if cert.family() == Family::S {
+        check_grown_names(cert.product(), &current, &set)?;
+    } else {
+        check_same_names(&current, &set)?;
+    }
+    let cn = set.remove(0);
+    Ok((cn, set))
+}
 
-    let new_domains: Vec<String> = std::iter::once(common_name.clone())
-        .chain(additional.iter().cloned())
-        .collect();
+/// Rule 4, family S: the set may grow up to the larger of its size and 3, within the
+/// product's limits, every name orderable.
+fn check_grown_names(
+    product: &ProductDef,
+    current: &[String],
+    set: &[String],
+) -> Result<(), String> {
+    let limit = current.len().max(3);
+    if set.len() > limit {
+        return Err(format!(
+            "The number of domains cannot grow beyond {limit} ({} requested)",
+            set.len()
+        ));
+    }
+    for n in set {
+        if let Some(problem) = names::order_name_problem(n) {
+            return Err(format!("The domain {n} {problem}"));
+        }
+        if names::is_wildcard(n) && product.wildcard_max == 0 {
+            return Err(format!(
+                "The domain {n}: this product accepts no wildcard names"
+            ));
+        }
+    }
+    let wildcards = set.iter().filter(|n| names::is_wildcard(n)).count();
+    if set.len() - wildcards > product.max_names() as usize
+        || wildcards > product.wildcard_max as usize
+    {
+        return Err(format!(
+            "The product {} does not allow {} domains",
+            product.name,
+            set.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Rule 4, families D and C: no new name, and no more names than now.
+fn check_same_names(current: &[String], set: &[String]) -> Result<(), String> {
+    if let Some(n) = set.iter().find(|n| !current.contains(n)) {
+        return Err(format!(
+            "{n} is not one of the certificate's domains; the domains of this certificate cannot change on reissue"
+        ));
+    }
+    if set.len() > current.len() {
+        return Err(format!(
+            "The number of domains cannot grow ({} now, {} requested)",
+            current.len(),
+            set.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The methods named by `validation_email` (common name) and `validation_emails[domain]`.
+fn explicit_choices(
+    fields: &Fields,
+    common_name: &str,
+    new_domains: &[String],
+    family: Family,
+) -> Result<BTreeMap<String, (Method, Option<String>)>, String> {
     let mut explicit: BTreeMap<String, (Method, Option<String>)> = BTreeMap::new();
     if let Some(value) = fields.non_blank("validation_email") {
         explicit.insert(
-            common_name.clone(),
-            reissue_choice(value, &common_name, family)
+            common_name.to_string(),
+            reissue_choice(value, common_name, family)
                 .map_err(|e| format!("validation_email: {e}"))?,
         );
     }
@@ -213,8 +261,17 @@ fn plan(cert: &Cert, fields: &Fields) -> Result<Plan, String> {
             .map_err(|e| format!("validation_emails[{domain}]: {e}"))?;
         explicit.insert(domain, choice);
     }
+    Ok(explicit)
+}
 
-    // Rule 6.
+/// Rule 6: a family S certificate validated by DNS_TXT_TOKEN names another method for every
+/// domain.
+fn check_dns_txt_replaced(
+    cert: &Cert,
+    family: Family,
+    new_domains: &[String],
+    explicit: &BTreeMap<String, (Method, Option<String>)>,
+) -> Result<(), String> {
     if family == Family::S && cert.domains.iter().any(|d| d.method == Method::DnsTxt) {
         let missing: Vec<&str> = new_domains
             .iter()
@@ -228,9 +285,18 @@ fn plan(cert: &Cert, fields: &Fields) -> Result<Plan, String> {
             ));
         }
     }
+    Ok(())
+}
 
+/// The validation of every name: the explicit choice, else the domain's current method, else
+/// (a new domain) the common name's method, which must not be EMAIL.
+fn domain_methods(
+    cert: &Cert,
+    new_domains: &[String],
+    explicit: &BTreeMap<String, (Method, Option<String>)>,
+) -> Result<Vec<DomainDcv>, String> {
     let mut domains = Vec::new();
-    for name in &new_domains {
+    for name in new_domains {
         let (method, email) = if let Some(choice) = explicit.get(name) {
             choice.clone()
         } else if let Some(existing) = cert.domains.iter().find(|d| &d.domain == name) {
@@ -254,13 +320,7 @@ fn plan(cert: &Cert, fields: &Fields) -> Result<Plan, String> {
         }
         domains.push(DomainDcv::new(name.clone(), method, email));
     }
-
-    Ok(Plan {
-        csr: new_csr.map(|(pem, info)| CsrFacts::from_info(pem, &info)),
-        common_name,
-        additional,
-        domains,
-    })
+    Ok(domains)
 }
 
 impl State {
