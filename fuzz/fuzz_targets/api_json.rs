@@ -1,4 +1,4 @@
-//! Decoding of every Partner API answer model of `src/api/types.rs` from arbitrary bytes (what
+//! Decoding of every Partner API answer model of `src/api/types/` from arbitrary bytes (what
 //! a compromised or broken API could send), including the `X-Pagination` header and the error
 //! body, followed by the checks the agent applies to the decoded fields (CSR of the details
 //! call, `dcv_content` for the validation file, CSR hashes of the DCV status, API dates).

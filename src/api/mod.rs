@@ -1,24 +1,35 @@
 //! Partner API v1 client: one async function per endpoint, typed models, `ApiError`.
 //!
-//! - [`Client`] (in `client.rs`) holds the HTTPS connection pool and the session, and has one
-//!   `async fn` per endpoint of the Partner API v1 reference
-//!   (`docs/partner-api.openapi.yaml`).
+//! - [`Client`] (in `client.rs`) has one `async fn` per endpoint of the Partner API v1
+//!   reference (`docs/partner-api.openapi.yaml`), defined by area in `endpoints/`.
+//! - `transport.rs` holds the HTTPS connection pool and the session: retries, the auth token
+//!   header, sign-in on 401, body limits; `request.rs` is one request and its raw answer,
+//!   `answer.rs` turns an answer into a value or an [`ApiError`].
+//! - `options.rs`: [`ClientOptions`] and the [`RetryPolicy`].
 //! - [`types`] holds the wire models, each tested against the shapes of the document.
 //! - [`ApiError`] (in `error.rs`) says which call failed, why, and whether repeating it is safe.
 //! - `auth.rs` loads the password and caches the auth token in `state_dir/token` (0600, atomic).
 //!
 //! Depends only on the foundation (`values`, `fsutil`).
 
+mod answer;
 mod auth;
 mod client;
+mod endpoints;
 mod error;
+mod options;
+mod request;
+mod transport;
 pub mod types;
 
 pub use crate::values::{MASK, Secret};
 pub use auth::{PASSWORD_CREDENTIAL, PasswordSource, TOKEN_FILE};
-pub use client::{
-    Client, ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, MAX_JSON_BYTES, MAX_ZIP_BYTES,
-    PAGE_SIZE, RequestCount, RetryPolicy, normalize_base_url, user_agent,
-};
+pub use client::Client;
+pub use endpoints::PAGE_SIZE;
 pub use error::{ApiError, Call, ErrorBody, TransportKind};
+pub use options::{
+    ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, MAX_JSON_BYTES, MAX_ZIP_BYTES,
+    RetryPolicy, normalize_base_url, user_agent,
+};
+pub use transport::RequestCount;
 pub use types::*;
