@@ -136,7 +136,7 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
     };
     let (changes_tx, mut changes) = mpsc::unbounded_channel();
     let _watcher = watch_config(config_path, &include_dirs(&config), changes_tx);
-    let mut stop = StopSignals::new(opts.handle_signals, opts.stop.clone())?;
+    let mut stop = StopRequests::new(opts.handle_signals, opts.stop.clone())?;
     let mut hup = if opts.handle_signals {
         Some(crate::signal::Hangups::install()?)
     } else {
@@ -257,7 +257,7 @@ impl Daemon {
         &mut self,
         config: &Config,
         opts: &DaemonOptions,
-        stop: &mut StopSignals,
+        stop: &mut StopRequests,
     ) -> RunEnd {
         // Asked to stop, the run ends its waiting and removes what it published.
         let (run_stop, run_stop_rx) = watch::channel(false);
@@ -468,12 +468,12 @@ fn random_up_to(max: Duration) -> Duration {
 }
 
 /// `SIGTERM`, `SIGINT` and the embedder's stop flag.
-struct StopSignals {
+struct StopRequests {
     signals: Option<crate::signal::StopSignals>,
     external: Option<watch::Receiver<bool>>,
 }
 
-impl StopSignals {
+impl StopRequests {
     fn new(handle_signals: bool, external: Option<watch::Receiver<bool>>) -> Result<Self> {
         let signals = if handle_signals {
             Some(crate::signal::StopSignals::install()?)

@@ -103,10 +103,10 @@ fn render_with(config: &Config, store: &Store, report: Option<&RunReport>) -> St
     text
 }
 
-/// The metric families, in the order they are written. Each is a gauge; [`Family::def`]
+/// The metrics, in the order they are written. Each is a gauge; [`Metric::def`]
 /// holds its name and help text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Family {
+enum Metric {
     NotAfter,
     NotBefore,
     Subscription,
@@ -126,96 +126,96 @@ enum Family {
     RunReissues,
 }
 
-impl Family {
-    const ALL: [Family; 17] = [
-        Family::NotAfter,
-        Family::NotBefore,
-        Family::Subscription,
-        Family::Installed,
-        Family::LastAttempt,
-        Family::LastSuccess,
-        Family::ServedMatches,
-        Family::ServedChecked,
-        Family::Failures,
-        Family::Pending,
-        Family::Outcome,
-        Family::RunStart,
-        Family::RunDuration,
-        Family::RunCertificates,
-        Family::RunRequests,
-        Family::RunOrders,
-        Family::RunReissues,
+impl Metric {
+    const ALL: [Metric; 17] = [
+        Metric::NotAfter,
+        Metric::NotBefore,
+        Metric::Subscription,
+        Metric::Installed,
+        Metric::LastAttempt,
+        Metric::LastSuccess,
+        Metric::ServedMatches,
+        Metric::ServedChecked,
+        Metric::Failures,
+        Metric::Pending,
+        Metric::Outcome,
+        Metric::RunStart,
+        Metric::RunDuration,
+        Metric::RunCertificates,
+        Metric::RunRequests,
+        Metric::RunOrders,
+        Metric::RunReissues,
     ];
 
     /// Name and help text.
     fn def(self) -> (&'static str, &'static str) {
         match self {
-            Family::NotAfter => (
+            Metric::NotAfter => (
                 "cert_agent_certificate_not_after_timestamp_seconds",
                 "When the installed certificate expires (Unix time).",
             ),
-            Family::NotBefore => (
+            Metric::NotBefore => (
                 "cert_agent_certificate_not_before_timestamp_seconds",
                 "When the installed certificate became valid (Unix time).",
             ),
-            Family::Subscription => (
+            Metric::Subscription => (
                 "cert_agent_subscription_end_timestamp_seconds",
                 "When the paid subscription of the certificate's order ends (Unix time).",
             ),
-            Family::Installed => (
+            Metric::Installed => (
                 "cert_agent_certificate_installed_timestamp_seconds",
                 "When the installed certificate was last installed successfully (Unix time).",
             ),
-            Family::LastAttempt => (
+            Metric::LastAttempt => (
                 "cert_agent_certificate_last_attempt_timestamp_seconds",
                 "When a run last looked at the certificate, worked on it or failed on it (Unix time).",
             ),
-            Family::LastSuccess => (
+            Metric::LastSuccess => (
                 "cert_agent_certificate_last_success_timestamp_seconds",
                 "When a run last installed the certificate or found it in order (Unix time).",
             ),
-            Family::ServedMatches => (
+            Metric::ServedMatches => (
                 "cert_agent_certificate_served_matches_installed",
                 "1 when the verify address served the installed certificate at the last served check, \
                  0 when it served another one or none.",
             ),
-            Family::ServedChecked => (
+            Metric::ServedChecked => (
                 "cert_agent_certificate_served_checked_timestamp_seconds",
                 "When the served certificate was last compared with the installed one (Unix time).",
             ),
-            Family::Failures => (
+            Metric::Failures => (
                 "cert_agent_certificate_consecutive_failures",
                 "Failed runs in a row for the certificate (0 after a success).",
             ),
-            Family::Pending => (
+            Metric::Pending => (
                 "cert_agent_certificate_pending",
                 "1 while an order, a reissue or a validation waits at the CA, else 0.",
             ),
-            Family::Outcome => (
+            Metric::Outcome => (
                 "cert_agent_certificate_last_run_outcome",
                 "1 for the outcome of the certificate in the last run that worked on it.",
             ),
-            Family::RunStart => (
+            Metric::RunStart => (
                 "cert_agent_last_run_start_timestamp_seconds",
                 "When the last run started (Unix time).",
             ),
-            Family::RunDuration => (
+            Metric::RunDuration => (
                 "cert_agent_last_run_duration_seconds",
                 "How long the last run took.",
             ),
-            Family::RunCertificates => (
+            Metric::RunCertificates => (
                 "cert_agent_last_run_certificates",
                 "Certificates of the last run by outcome.",
             ),
-            Family::RunRequests => (
+            Metric::RunRequests => (
                 "cert_agent_last_run_api_requests",
                 "Partner API requests of the last run by method, endpoint and HTTP status.",
             ),
-            Family::RunOrders => (
+            Metric::RunOrders => (
                 "cert_agent_last_run_orders_placed",
                 "Billed orders the last run placed (POST /api/v1/order answered 2xx).",
             ),
-            Family::RunReissues => (
+            Metric::RunReissues => (
                 "cert_agent_last_run_reissues_sent",
                 "Reissues the last run sent (answered 2xx).",
             ),
@@ -225,17 +225,17 @@ impl Family {
 
 /// The samples of every family: labels and value, by family.
 #[derive(Default)]
-struct Samples(Vec<(Family, String, f64)>);
+struct Samples(Vec<(Metric, String, f64)>);
 
 impl Samples {
-    fn add(&mut self, family: Family, labels: &str, value: f64) {
+    fn add(&mut self, family: Metric, labels: &str, value: f64) {
         self.0.push((family, labels.to_owned(), value));
     }
 
-    /// The text exposition: each family with samples, in [`Family::ALL`]'s order.
+    /// The text exposition: each family with samples, in [`Metric::ALL`]'s order.
     fn text(&self) -> String {
         let mut out = String::new();
-        for family in Family::ALL {
+        for family in Metric::ALL {
             let (name, help) = family.def();
             let mut samples = self.0.iter().filter(|(f, _, _)| *f == family).peekable();
             if samples.peek().is_none() {
@@ -300,12 +300,12 @@ fn certificate(
     kept: &Successes,
 ) -> Option<i64> {
     if let Some(i) = &rec.installed {
-        samples.add(Family::NotAfter, labels, unix(i.not_after));
-        samples.add(Family::NotBefore, labels, unix(i.not_before));
-        samples.add(Family::Installed, labels, unix(i.installed_at));
+        samples.add(Metric::NotAfter, labels, unix(i.not_after));
+        samples.add(Metric::NotBefore, labels, unix(i.not_before));
+        samples.add(Metric::Installed, labels, unix(i.installed_at));
     }
     if let Some(s) = &rec.subscription {
-        samples.add(Family::Subscription, labels, unix(s.ends));
+        samples.add(Metric::Subscription, labels, unix(s.ends));
     }
     let installed_at = rec.installed.as_ref().map(|i| i.installed_at);
     let looked = this_run
@@ -318,7 +318,7 @@ fn certificate(
         .flatten()
         .max()
     {
-        samples.add(Family::LastAttempt, labels, unix(t));
+        samples.add(Metric::LastAttempt, labels, unix(t));
     }
     let success = [
         fine.map(|t| t.unix_timestamp()),
@@ -329,26 +329,26 @@ fn certificate(
     .flatten()
     .max();
     if let Some(t) = success {
-        samples.add(Family::LastSuccess, labels, t as f64);
+        samples.add(Metric::LastSuccess, labels, t as f64);
     }
     if let (Some(o), Some(i)) = (seen.get(name), &rec.installed)
         && o.is_for(&i.serial)
     {
         samples.add(
-            Family::ServedMatches,
+            Metric::ServedMatches,
             labels,
             if o.matches() { 1.0 } else { 0.0 },
         );
-        samples.add(Family::ServedChecked, labels, unix(o.at));
+        samples.add(Metric::ServedChecked, labels, unix(o.at));
     }
-    samples.add(Family::Failures, labels, f64::from(rec.failures));
+    samples.add(Metric::Failures, labels, f64::from(rec.failures));
     let waiting = rec.intent.is_some()
         || rec.reissue.is_some()
         || (rec.pending_key.is_some() && rec.order.is_some());
-    samples.add(Family::Pending, labels, if waiting { 1.0 } else { 0.0 });
+    samples.add(Metric::Pending, labels, if waiting { 1.0 } else { 0.0 });
     if let Some((_, outcome)) = this_run {
         samples.add(
-            Family::Outcome,
+            Metric::Outcome,
             &format!("{labels},outcome=\"{}\"", outcome.kind()),
             1.0,
         );
@@ -358,8 +358,8 @@ fn certificate(
 
 /// The samples of the last run: start, duration, outcomes, API requests, orders, reissues.
 fn last_run(samples: &mut Samples, run: &RunFacts<'_>) {
-    samples.add(Family::RunStart, "", unix(run.started_at));
-    samples.add(Family::RunDuration, "", run.duration.as_secs_f64());
+    samples.add(Metric::RunStart, "", unix(run.started_at));
+    samples.add(Metric::RunDuration, "", run.duration.as_secs_f64());
     for kind in Outcome::KINDS {
         let n = run
             .report
@@ -368,7 +368,7 @@ fn last_run(samples: &mut Samples, run: &RunFacts<'_>) {
             .filter(|c| c.outcome.kind() == kind)
             .count();
         samples.add(
-            Family::RunCertificates,
+            Metric::RunCertificates,
             &format!("outcome=\"{kind}\""),
             n as f64,
         );
@@ -377,7 +377,7 @@ fn last_run(samples: &mut Samples, run: &RunFacts<'_>) {
     let mut reissued = 0u64;
     for r in run.requests {
         samples.add(
-            Family::RunRequests,
+            Metric::RunRequests,
             &format!(
                 "method=\"{}\",endpoint=\"{}\",status=\"{}\"",
                 r.method,
@@ -394,8 +394,8 @@ fn last_run(samples: &mut Samples, run: &RunFacts<'_>) {
             reissued += r.count;
         }
     }
-    samples.add(Family::RunOrders, "", placed as f64);
-    samples.add(Family::RunReissues, "", reissued as f64);
+    samples.add(Metric::RunOrders, "", placed as f64);
+    samples.add(Metric::RunReissues, "", reissued as f64);
 }
 
 fn unix(t: OffsetDateTime) -> f64 {
