@@ -7,26 +7,45 @@
 //! - `nginx/`: the `nginx -T` dump, its directives and `server` blocks;
 //! - `apache.rs`: the `apachectl -S` listing and each `<VirtualHost>` block;
 //! - `propose.rs`: virtual hosts into proposals; `existing.rs`: the certificate served today;
-//! - `fragment.rs`: a proposal as a configuration file.
+//! - `fragment.rs`: a proposal as a configuration file;
+//! - the command's steps: `dump.rs` (the server's report, run or read), `account.rs`
+//!   (`--account`: proposals matched against the account's orders), `write.rs` (`--write`),
+//!   `render.rs` (the text and JSON reports).
 //!
 //! Virtual hosts that share one certificate file become one proposal; names that cannot be
 //! managed (regular expressions, wildcards, `_`, IP addresses, variables) are listed with the
 //! reason. Reading a dump never panics: a malformed one is an error naming file and line.
 
+mod account;
 mod apache;
+mod dump;
 mod existing;
 mod fragment;
 mod model;
 mod nginx;
 mod propose;
+mod render;
+mod write;
 
 use std::collections::BTreeMap;
 
+pub use account::{AccountError, Match, PriceOf, match_account};
+pub use dump::{DumpError, Server, read_dump};
 pub use model::{
     At, DiscoverError, Discovery, Existing, Listen, Proposal, Skipped, VALIDATION_ROOT, Validation,
     Vhost,
 };
 use propose::propose;
+pub use render::{Report, log_validation_counts, text};
+pub use write::{WriteError, WriteOptions, configured_as, write_fragments};
+
+/// Reads the report of `server` (an `nginx -T` dump or an `apachectl -S` listing).
+pub fn read(server: Server, text: &str) -> Result<Discovery, DiscoverError> {
+    match server {
+        Server::Nginx => nginx(text),
+        Server::Apache => apache(text),
+    }
+}
 
 /// Reads an `nginx -T` dump.
 pub fn nginx(dump: &str) -> Result<Discovery, DiscoverError> {

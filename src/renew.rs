@@ -3,7 +3,6 @@
 //! order, validate, wait, download, install, reissue, renew the subscription — with billing
 //! safety throughout.
 
-pub mod account_match;
 pub mod adopt;
 mod announce;
 pub mod check;

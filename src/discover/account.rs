@@ -2,13 +2,55 @@
 //! has that covers a site's names is adopted rather than paid for again; otherwise the product
 //! that fits and its price are named.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use time::Date;
 
-use crate::api::{Certificate, CertificateState, Product, ProductType, parse_api_date};
+use super::Proposal;
+use crate::api::{
+    ApiError, Certificate, CertificateState, Client, Product, ProductType, parse_api_date,
+};
 use crate::values::Decimal;
 
-use super::order::order_price_for;
+/// The one-year price (net, account currency) of an order of a product for some names, or
+/// `None` when the product's prices do not tell it. The rules of pricing belong to ordering;
+/// the caller gives them.
+pub type PriceOf<'a> = &'a dyn Fn(&[String], &Product) -> Option<Decimal>;
+
+/// The account's lists could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    #[error("could not read the account's certificate list")]
+    Certificates(#[source] ApiError),
+    #[error("could not read the product list")]
+    Products(#[source] ApiError),
+}
+
+/// What to do for each proposal (by name): the account's orders and products read once, each
+/// proposal matched against them on `today`.
+pub async fn match_account(
+    client: &Client,
+    proposals: &[Proposal],
+    today: Date,
+    price: PriceOf<'_>,
+) -> Result<BTreeMap<String, Match>, AccountError> {
+    let certificates = client
+        .list_all(None, None)
+        .await
+        .map_err(AccountError::Certificates)?;
+    let products = client
+        .products(false)
+        .await
+        .map_err(AccountError::Products)?;
+    Ok(proposals
+        .iter()
+        .map(|p| {
+            let m = match_site(&p.domains, &certificates, &products, today, price);
+            (p.name.clone(), m)
+        })
+        .collect())
+}
 
 /// What to do for a site.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -66,11 +108,12 @@ fn covers(names: &[String], name: &str) -> bool {
 /// The order of `certificates` to adopt for `domains`, or what to order instead. Live: new,
 /// in progress, waiting for approval or issued, with the certificate (for issued ones) and the
 /// subscription not ended on `today`. Among several, the one that lasts longest.
-pub fn match_site(
+fn match_site(
     domains: &[String],
     certificates: &[Certificate],
     products: &[Product],
     today: Date,
+    price: PriceOf<'_>,
 ) -> Match {
     let mut best: Option<(&Certificate, Option<Date>)> = None;
     let mut passed_over = Vec::new();
@@ -141,7 +184,7 @@ pub fn match_site(
             subscription_valid_to: c.subscription_valid_to.clone(),
         };
     }
-    let fit = fit_product(domains, products);
+    let fit = fit_product(domains, products, price);
     Match::Order {
         product_id: fit.as_ref().map(|(p, _)| p.id),
         product: fit.as_ref().and_then(|(p, _)| p.name.clone()),
@@ -152,9 +195,10 @@ pub fn match_site(
 
 /// The cheapest domain-validated product for `domains` (single name: `standart`, several:
 /// `ucc`), with its one-year price.
-pub fn fit_product<'p>(
+fn fit_product<'p>(
     domains: &[String],
     products: &'p [Product],
+    price: PriceOf<'_>,
 ) -> Option<(&'p Product, Option<Decimal>)> {
     let wanted = if domains.len() > 1 {
         ProductType::Ucc
@@ -165,7 +209,7 @@ pub fn fit_product<'p>(
         .iter()
         .filter(|p| p.product_type.as_ref() == Some(&wanted))
         .filter(|p| p.validation_type.as_deref() == Some("dv"))
-        .map(|p| (p, order_price_for(domains, p, 1)))
+        .map(|p| (p, price(domains, p)))
         .filter(|(_, price)| price.is_some())
         .min_by(|(_, a), (_, b)| match (a, b) {
             (Some(a), Some(b)) => a.cmp_value(b),
@@ -194,6 +238,10 @@ mod tests {
             "subscription_valid_to": sub_to,
         }))
         .unwrap()
+    }
+
+    fn no_price(_: &[String], _: &Product) -> Option<Decimal> {
+        None
     }
 
     fn d(v: &[&str]) -> Vec<String> {
@@ -228,7 +276,13 @@ mod tests {
                 None,
             ),
         ];
-        match match_site(&d(&["a.example.com", "b.example.com"]), &certs, &[], today) {
+        match match_site(
+            &d(&["a.example.com", "b.example.com"]),
+            &certs,
+            &[],
+            today,
+            &no_price,
+        ) {
             Match::Order { passed_over, .. } => {
                 let text = passed_over.join("; ");
                 assert!(text.contains("2 is annulled"), "{text}");
@@ -239,7 +293,7 @@ mod tests {
             }
             m => panic!("{m:?}"),
         }
-        let m = match_site(&d(&["a.example.com"]), &certs, &[], today);
+        let m = match_site(&d(&["a.example.com"]), &certs, &[], today, &no_price);
         assert!(
             matches!(
                 m,
@@ -250,7 +304,7 @@ mod tests {
             ),
             "longest subscription: {m:?}"
         );
-        let m = match_site(&d(&["x.wild.example.com"]), &certs, &[], today);
+        let m = match_site(&d(&["x.wild.example.com"]), &certs, &[], today, &no_price);
         assert!(
             matches!(
                 m,
@@ -261,9 +315,15 @@ mod tests {
             ),
             "wildcard covers: {m:?}"
         );
-        let m = match_site(&d(&["x.y.wild.example.com"]), &certs, &[], today);
+        let m = match_site(&d(&["x.y.wild.example.com"]), &certs, &[], today, &no_price);
         assert!(matches!(m, Match::Order { .. }), "one label only: {m:?}");
-        let m = match_site(&d(&["c.example.com", "b.example.com"]), &certs, &[], today);
+        let m = match_site(
+            &d(&["c.example.com", "b.example.com"]),
+            &certs,
+            &[],
+            today,
+            &no_price,
+        );
         assert!(
             matches!(
                 m,
