@@ -36,7 +36,7 @@ pub use model::{
     Vhost,
 };
 use propose::propose;
-pub use render::{Report, log_validation_counts, text};
+pub use render::{Report, log_validation_counts, report_text};
 pub use write::{WriteError, WriteOptions, configured_as, write_fragments};
 
 /// Reads the report of `server` (an `nginx -T` dump or an `apachectl -S` listing).

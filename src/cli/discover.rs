@@ -56,7 +56,10 @@ pub(super) async fn run(config_path: &Path, args: &DiscoverArgs, out: &Output) -
         out.print_json(&discover::Report::new(&found, &matches))?;
         return Ok(exit::OK);
     }
-    out!("{}", discover::text(&found, &matches, configured.as_ref()));
+    out!(
+        "{}",
+        discover::report_text(&found, &matches, configured.as_ref())
+    );
     discover::log_validation_counts(&found);
     for f in &written {
         outln!("wrote {}", f.display());

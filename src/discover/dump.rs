@@ -13,7 +13,9 @@ const DUMP_LIMIT: usize = 256 << 20;
 /// The web servers `discover` reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Server {
+    /// `nginx -T`.
     Nginx,
+    /// `apachectl -S`.
     Apache,
 }
 

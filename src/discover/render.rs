@@ -20,13 +20,14 @@ pub struct Report<'a> {
 }
 
 impl<'a> Report<'a> {
+    /// What was found, and the account's answers (empty: not asked).
     pub fn new(found: &'a Discovery, account: &'a BTreeMap<String, Match>) -> Self {
         Self { found, account }
     }
 }
 
 /// The text report, line by line; a proposal `configured` already has is said so.
-pub fn text(
+pub fn report_text(
     found: &Discovery,
     matches: &BTreeMap<String, Match>,
     configured: Option<&Config>,
