@@ -8,6 +8,7 @@
 //! - `options.rs`: [`ClientOptions`] and the [`RetryPolicy`].
 //! - [`types`] holds the wire models, each tested against the shapes of the document.
 //! - [`ApiError`] (in `error.rs`) says which call failed, why, and whether repeating it is safe.
+//! - `price.rs`: what an order of a product costs ([`price_of_order`]).
 //! - `auth.rs` loads the password and caches the auth token in `state_dir/token` (0600, atomic).
 //!
 //! Depends only on the foundation (`values`, `fsutil`).
@@ -18,6 +19,7 @@ mod client;
 mod endpoints;
 mod error;
 mod options;
+mod price;
 mod request;
 mod transport;
 pub mod types;
@@ -31,5 +33,6 @@ pub use options::{
     ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, MAX_JSON_BYTES, MAX_ZIP_BYTES,
     RetryPolicy, normalize_base_url, user_agent,
 };
+pub use price::price_of_order;
 pub use transport::RequestCount;
 pub use types::*;

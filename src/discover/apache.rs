@@ -172,12 +172,34 @@ pub(super) fn vhost(text: &str, at: &At, main_root: Option<&Path>) -> Result<Vho
         server: "apache",
         ..Vhost::default()
     };
-    let mut redirect: Option<String> = None;
-    let mut exception = false;
-    let mut alias: Option<(String, usize)> = None;
+    let seen = read_block(&lines, at, &mut v);
+    tls_files(&mut v, at, seen.engine);
+    if v.root.is_none() {
+        v.root = main_root.map(Path::to_path_buf);
+    }
+    v.validation = validation(&v, at, seen);
+    Ok(v)
+}
+
+/// What the directives of a block say about the validation path, beyond the [`Vhost`]'s
+/// fields.
+#[derive(Default)]
+struct Seen {
+    /// The first redirect (or `ProxyPass /`) outside `<Location>` and `<If>`, described.
+    redirect: Option<String>,
+    /// A `<Location>`, `<If>`, `RewriteCond` or `ProxyPass ... !` that names `well-known`.
+    exception: bool,
+    /// `Alias` of the validation path (or `/.well-known`): its directory and line.
+    alias: Option<(String, usize)>,
+    /// The line of `SSLEngine`.
+    engine: Option<usize>,
+}
+
+/// Reads the directives of `lines` into `v`; what else they say about the validation path.
+fn read_block(lines: &[Line], at: &At, v: &mut Vhost) -> Seen {
+    let mut seen = Seen::default();
     let mut depth_location = 0usize;
-    let mut engine: Option<usize> = None;
-    for l in &lines {
+    for l in lines {
         let here = At {
             file: at.file.clone(),
             line: l.line,
@@ -205,7 +227,7 @@ pub(super) fn vhost(text: &str, at: &At, main_root: Option<&Path>) -> Result<Vho
             {
                 depth_location += 1;
                 if l.args.iter().any(|a| a.contains("well-known")) {
-                    exception = true;
+                    seen.exception = true;
                 }
             }
             n if n.starts_with("</location") || n == "</if>" => {
@@ -227,44 +249,60 @@ pub(super) fn vhost(text: &str, at: &At, main_root: Option<&Path>) -> Result<Vho
             "documentroot" => v.root = Some(PathBuf::from(&first)),
             "sslengine" => {
                 v.tls = first.eq_ignore_ascii_case("on");
-                engine = Some(l.line);
+                seen.engine = Some(l.line);
             }
             "sslcertificatefile" => v.cert_file = Some(PathBuf::from(&first)),
             "sslcertificatekeyfile" => v.key_file = Some(PathBuf::from(&first)),
             "sslcertificatechainfile" => v.chain_file = Some(PathBuf::from(&first)),
-            "redirect" | "redirectmatch" | "redirectpermanent" | "redirecttemporary" => {
-                redirect.get_or_insert(format!("{} at {here}", directive_name(&l.name)));
-            }
-            "rewriterule" => {
-                let flags = l
-                    .args
-                    .get(2)
-                    .map(|f| f.to_ascii_uppercase())
-                    .unwrap_or_default();
-                if flags.contains("R=") || flags.contains("[R") || flags.contains(",R") {
-                    redirect.get_or_insert(format!("RewriteRule at {here} redirects"));
-                }
-            }
-            "rewritecond" if l.args.iter().any(|a| a.contains("well-known")) => exception = true,
-            "proxypass" => {
-                let target = l.args.get(1).map(String::as_str).unwrap_or_default();
-                if first.contains("well-known") && target == "!" {
-                    exception = true;
-                } else if first == "/" {
-                    redirect.get_or_insert(format!("ProxyPass / at {here} passes requests on"));
-                }
-            }
-            "alias"
-                if first
-                    .trim_end_matches('/')
-                    .ends_with("/.well-known/pki-validation")
-                    || first.trim_end_matches('/').ends_with("/.well-known") =>
-            {
-                alias = Some((l.args.get(1).cloned().unwrap_or_default(), l.line));
-            }
-            _ => {}
+            _ => validation_directive(l, &first, &here, &mut seen),
         }
     }
+    seen
+}
+
+/// A directive that redirects, passes on, or exempts or maps the validation path.
+fn validation_directive(l: &Line, first: &str, here: &At, seen: &mut Seen) {
+    match l.name.as_str() {
+        "redirect" | "redirectmatch" | "redirectpermanent" | "redirecttemporary" => {
+            seen.redirect
+                .get_or_insert(format!("{} at {here}", directive_name(&l.name)));
+        }
+        "rewriterule" => {
+            let flags = l
+                .args
+                .get(2)
+                .map(|f| f.to_ascii_uppercase())
+                .unwrap_or_default();
+            if flags.contains("R=") || flags.contains("[R") || flags.contains(",R") {
+                seen.redirect
+                    .get_or_insert(format!("RewriteRule at {here} redirects"));
+            }
+        }
+        "rewritecond" if l.args.iter().any(|a| a.contains("well-known")) => seen.exception = true,
+        "proxypass" => {
+            let target = l.args.get(1).map(String::as_str).unwrap_or_default();
+            if first.contains("well-known") && target == "!" {
+                seen.exception = true;
+            } else if first == "/" {
+                seen.redirect
+                    .get_or_insert(format!("ProxyPass / at {here} passes requests on"));
+            }
+        }
+        "alias"
+            if first
+                .trim_end_matches('/')
+                .ends_with("/.well-known/pki-validation")
+                || first.trim_end_matches('/').ends_with("/.well-known") =>
+        {
+            seen.alias = Some((l.args.get(1).cloned().unwrap_or_default(), l.line));
+        }
+        _ => {}
+    }
+}
+
+/// The TLS side of `v`: its listens marked, notes for the files the block does not name, or
+/// (plain HTTP) its certificate files cleared. `engine`: the line of `SSLEngine`.
+fn tls_files(v: &mut Vhost, at: &At, engine: Option<usize>) {
     // mod_ssl merges the main server's SSL directives into each virtual host: what the
     // block does not set may come from anywhere in the server configuration, which is not
     // read here. Said, not guessed.
@@ -300,10 +338,11 @@ pub(super) fn vhost(text: &str, at: &At, main_root: Option<&Path>) -> Result<Vho
         v.key_file = None;
         v.chain_file = None;
     }
-    if v.root.is_none() {
-        v.root = main_root.map(Path::to_path_buf);
-    }
-    v.validation = match (alias, redirect) {
+}
+
+/// Whether the validation path of `v` is served from a document root.
+fn validation(v: &Vhost, at: &At, seen: Seen) -> Validation {
+    match (seen.alias, seen.redirect) {
         (Some((dir, line)), _) => {
             let t = dir.trim_end_matches('/');
             match t
@@ -318,7 +357,7 @@ pub(super) fn vhost(text: &str, at: &At, main_root: Option<&Path>) -> Result<Vho
                 )),
             }
         }
-        (None, Some(why)) if !exception => Validation::Blocked(why),
+        (None, Some(why)) if !seen.exception => Validation::Blocked(why),
         _ => match &v.root {
             Some(r) if r.is_absolute() && !r.to_string_lossy().contains('$') => {
                 Validation::Served(r.clone())
@@ -331,8 +370,7 @@ pub(super) fn vhost(text: &str, at: &At, main_root: Option<&Path>) -> Result<Vho
                 "no DocumentRoot in this virtual host, and none for the main server".into(),
             ),
         },
-    };
-    Ok(v)
+    }
 }
 
 fn directive_name(lower: &str) -> &'static str {

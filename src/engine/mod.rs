@@ -9,7 +9,6 @@
 //! `placeholder`, the phases `start` and `poll`, and `run` over them. The engine knows
 //! nothing of monitoring or etcd: a fleet takes part through [`Lead`].
 
-pub mod account_match;
 pub mod adopt;
 mod context;
 pub mod deploy;

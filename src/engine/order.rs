@@ -25,7 +25,7 @@ use super::lead::Lead;
 
 mod request;
 
-pub use request::{MAX_CLOCK_SKEW, order_price, order_price_for, order_request, period_years};
+pub use request::{MAX_CLOCK_SKEW, order_price, order_request, period_years};
 use request::{check_clock, check_names, check_price};
 
 /// Most candidates whose details are read while reconciling one intent.

@@ -1,18 +1,7 @@
 //! Tests of the order checks: names against the product, price limits, the clock, the
 //! order request's fields.
 
-use super::request::{format_micros, micros};
 use super::*;
-
-#[test]
-fn decimal_arithmetic_is_exact() {
-    assert_eq!(micros("6.60"), Some(6_600_000));
-    assert_eq!(micros("27.5"), Some(27_500_000));
-    assert_eq!(micros("x"), None);
-    assert_eq!(micros("1.1234567"), None);
-    assert_eq!(format_micros(40_700_000), "40.70");
-    assert_eq!(format_micros(8_800_000 + 1), "8.800001");
-}
 
 #[test]
 fn period_follows_the_documents_day_counts() {

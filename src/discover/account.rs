@@ -2,13 +2,50 @@
 //! has that covers a site's names is adopted rather than paid for again; otherwise the product
 //! that fits and its price are named.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use time::Date;
 
-use crate::api::{Certificate, CertificateState, Product, ProductType, parse_api_date};
+use super::Proposal;
+use crate::api::{
+    ApiError, Certificate, CertificateState, Client, Product, ProductType, parse_api_date,
+    price_of_order,
+};
 use crate::values::Decimal;
 
-use super::order::order_price_for;
+/// The account's lists could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    #[error("could not read the account's certificate list")]
+    Certificates(#[source] ApiError),
+    #[error("could not read the product list")]
+    Products(#[source] ApiError),
+}
+
+/// What to do for each proposal (by name): the account's orders and products read once, each
+/// proposal matched against them on `today`.
+pub async fn match_account(
+    client: &Client,
+    proposals: &[Proposal],
+    today: Date,
+) -> Result<BTreeMap<String, Match>, AccountError> {
+    let certificates = client
+        .list_all(None, None)
+        .await
+        .map_err(AccountError::Certificates)?;
+    let products = client
+        .products(false)
+        .await
+        .map_err(AccountError::Products)?;
+    Ok(proposals
+        .iter()
+        .map(|p| {
+            let m = match_site(&p.domains, &certificates, &products, today);
+            (p.name.clone(), m)
+        })
+        .collect())
+}
 
 /// What to do for a site.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -66,7 +103,7 @@ fn covers(names: &[String], name: &str) -> bool {
 /// The order of `certificates` to adopt for `domains`, or what to order instead. Live: new,
 /// in progress, waiting for approval or issued, with the certificate (for issued ones) and the
 /// subscription not ended on `today`. Among several, the one that lasts longest.
-pub fn match_site(
+fn match_site(
     domains: &[String],
     certificates: &[Certificate],
     products: &[Product],
@@ -152,7 +189,7 @@ pub fn match_site(
 
 /// The cheapest domain-validated product for `domains` (single name: `standart`, several:
 /// `ucc`), with its one-year price.
-pub fn fit_product<'p>(
+fn fit_product<'p>(
     domains: &[String],
     products: &'p [Product],
 ) -> Option<(&'p Product, Option<Decimal>)> {
@@ -165,7 +202,7 @@ pub fn fit_product<'p>(
         .iter()
         .filter(|p| p.product_type.as_ref() == Some(&wanted))
         .filter(|p| p.validation_type.as_deref() == Some("dv"))
-        .map(|p| (p, order_price_for(domains, p, 1)))
+        .map(|p| (p, price_of_order(domains, p, 1)))
         .filter(|(_, price)| price.is_some())
         .min_by(|(_, a), (_, b)| match (a, b) {
             (Some(a), Some(b)) => a.cmp_value(b),

@@ -1,0 +1,103 @@
+//! A proposal as a configuration fragment (`[agent] include`): the site's existing paths, its
+//! document roots, comments saying where it came from.
+
+use std::path::{Path, PathBuf};
+
+use super::{Proposal, VALIDATION_ROOT};
+
+/// `text` as one comment line: control characters (a line break among them) shown as `?`.
+fn comment(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+fn toml_str(s: &str) -> String {
+    toml::Value::String(s.to_owned()).to_string()
+}
+
+impl Proposal {
+    /// The proposal as a configuration fragment (`[agent] include`): the site's existing
+    /// paths, its document roots, comments saying where it came from.
+    pub fn fragment(&self, product_id: Option<u64>, certificate_id: Option<u64>) -> String {
+        let mut s = String::new();
+        let at: Vec<String> = self.vhosts.iter().map(ToString::to_string).collect();
+        let mut head = format!(
+            "Written by `cert-agent discover` from {} ({}).",
+            at.join(", "),
+            self.server
+        );
+        if let Some(e) = &self.existing {
+            head.push_str(&format!(
+                "\nServes today: {} (issuer {}), valid until {}{}.",
+                comment(&e.subject),
+                comment(&e.issuer),
+                e.not_after.date(),
+                if e.key_on_host {
+                    ""
+                } else {
+                    "; its key is not on this host"
+                }
+            ));
+        }
+        for line in head.lines() {
+            s.push_str(&format!("# {}\n", comment(line)));
+        }
+        for n in &self.notes {
+            s.push_str(&format!("# To do: {}\n", comment(n)));
+        }
+        s.push_str("\n[[certificate]]\n");
+        s.push_str(&format!("name = {}\n", toml_str(&self.name)));
+        let domains: Vec<String> = self.domains.iter().map(|d| toml_str(d)).collect();
+        s.push_str(&format!("domains = [{}]\n", domains.join(", ")));
+        if let Some(id) = certificate_id {
+            s.push_str(&format!(
+                "# The account's order {id} covers these names: adopted, not ordered again.\n\
+                 certificate_id = {id}\n"
+            ));
+        }
+        match product_id {
+            Some(p) => s.push_str(&format!("product_id = {p}\n")),
+            None => s.push_str("# product_id: from [defaults], or see `cert-agent products`\n"),
+        }
+        s.push_str(&format!("server = {}\n", toml_str(self.server)));
+        // Names whose port 80 does not serve the validation path yet: VALIDATION_ROOT.
+        let fallback = PathBuf::from(VALIDATION_ROOT);
+        let roots: Vec<(&String, &PathBuf)> = self
+            .domains
+            .iter()
+            .map(|d| (d, self.webroot.get(d).unwrap_or(&fallback)))
+            .collect();
+        if roots.iter().all(|(_, r)| *r == roots[0].1) {
+            s.push_str(&format!(
+                "webroot = {}\n",
+                toml_str(&roots[0].1.to_string_lossy())
+            ));
+        } else {
+            let entries: Vec<String> = roots
+                .iter()
+                .map(|(d, r)| format!("{} = {}", toml_str(d), toml_str(&r.to_string_lossy())))
+                .collect();
+            s.push_str(&format!("webroot = {{ {} }}\n", entries.join(", ")));
+        }
+        let path = |k: &str, p: &Path| format!("{k} = {}\n", toml_str(&p.to_string_lossy()));
+        if !self.keep_paths {
+            s.push_str(
+                "# Installed at the default paths of `server` (see `cert-agent snippet`).\n",
+            );
+            return s;
+        }
+        match (self.server, &self.cert_file, &self.chain_file) {
+            ("apache", Some(c), Some(ch)) => {
+                s.push_str(&path("cert_path", c));
+                s.push_str(&path("chain_path", ch));
+            }
+            (_, Some(c), _) => s.push_str(&path("fullchain_path", c)),
+            _ => {}
+        }
+        if let Some(k) = &self.key_file {
+            s.push_str(&path("key_path", k));
+        }
+        s
+    }
+}

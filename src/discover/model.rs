@@ -1,0 +1,138 @@
+//! What `discover` reads and proposes: the virtual hosts as the web server configures them,
+//! the names left out, the proposed certificates. Imports nothing of `discover`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// The document root proposed for names whose port 80 does not serve the validation path
+/// from a document root yet: the web server is to serve `/.well-known/pki-validation/` from
+/// here (the proposal's note says how).
+pub const VALIDATION_ROOT: &str = "/var/www/cert-agent";
+
+/// A place in a web server's configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct At {
+    pub file: String,
+    pub line: usize,
+}
+
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
+}
+
+/// A dump that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoverError {
+    #[error("{} line {}: {message}", at.file, at.line)]
+    Parse { at: At, message: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// One `listen` (nginx) or `<VirtualHost>` address (Apache).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Listen {
+    pub port: u16,
+    pub ssl: bool,
+    /// `default_server` / `_default_`.
+    pub default: bool,
+}
+
+/// Whether `/.well-known/pki-validation/` of a virtual host is served from a document root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Validation {
+    /// From this document root.
+    Served(PathBuf),
+    /// Not, and why (a redirect, a `return`, a proxy, no root).
+    Blocked(String),
+    /// Cannot be told from the configuration, and why (a regular expression the `regex`
+    /// crate cannot evaluate, a rewritten URI): to be checked by hand.
+    Unknown(String),
+}
+
+impl Default for Validation {
+    fn default() -> Self {
+        Self::Blocked("not read".into())
+    }
+}
+
+/// A virtual host as the web server configures it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Vhost {
+    pub at: At,
+    pub server: &'static str,
+    pub names: Vec<String>,
+    pub listens: Vec<Listen>,
+    /// Serves TLS.
+    pub tls: bool,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    /// Apache `SSLCertificateChainFile`.
+    pub chain_file: Option<PathBuf>,
+    pub root: Option<PathBuf>,
+    pub validation: Validation,
+    /// What could not be read from the configuration and is to be checked by hand.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// The certificate a site serves today.
+#[derive(Debug, Clone, Serialize)]
+pub struct Existing {
+    pub subject: String,
+    pub issuer: String,
+    pub names: Vec<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub not_after: time::OffsetDateTime,
+    pub self_signed: bool,
+    /// The key file exists on this host and belongs to the certificate.
+    pub key_on_host: bool,
+}
+
+/// A name that cannot be managed, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skipped {
+    pub name: String,
+    pub at: At,
+    pub reason: String,
+}
+
+/// A proposed `[[certificate]]`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Proposal {
+    pub name: String,
+    pub server: &'static str,
+    pub domains: Vec<String>,
+    /// Document root per domain (for HTTP validation).
+    pub webroot: BTreeMap<String, PathBuf>,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    pub chain_file: Option<PathBuf>,
+    /// The site's certificate and key files are written in place by cert-agent. `false` when
+    /// they are symbolic links (certbot's `live/` directory): cert-agent never writes through
+    /// a link, so it installs into its own files and the site is pointed at them.
+    pub keep_paths: bool,
+    /// The certificate the site serves today, when its file could be read.
+    pub existing: Option<Existing>,
+    /// Why the existing certificate could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub existing_error: Option<String>,
+    /// The virtual hosts it covers.
+    pub vhosts: Vec<At>,
+    /// What needs doing before it works (a redirect in the way, no TLS server yet, ...).
+    pub notes: Vec<String>,
+}
+
+/// What `discover` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Discovery {
+    pub vhosts: Vec<Vhost>,
+    pub proposals: Vec<Proposal>,
+    pub skipped: Vec<Skipped>,
+}
