@@ -21,9 +21,10 @@ use crate::engine::plan::{Disk, short_time};
 use super::served::{self, Served};
 
 /// A check's result, ordered from best to worst (the exit code of the plugin conventions).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Level {
+    #[default]
     Ok = 0,
     Warning = 1,
     Critical = 2,
@@ -212,12 +213,41 @@ pub fn assess(
     opts: &CheckOptions,
     renew_before_days: u32,
 ) -> CertCheck {
-    let mut level = Level::Ok;
-    let mut problems = Vec::new();
-    let mut raise = |l: Level, text: String, level: &mut Level| {
-        *level = (*level).max(l);
-        problems.push(text);
-    };
+    let mut found = Findings::default();
+    let days_left = expiry(&mut found, rec, now, opts);
+    installed_file(&mut found, rec, disk);
+    let served_serial = served.and_then(|s| serving(&mut found, rec, s));
+    attention(&mut found, rec, now, renew_before_days);
+    CertCheck {
+        name: rec.name.clone(),
+        level: found.level,
+        days_left,
+        problems: found.problems,
+        served_serial,
+    }
+}
+
+/// The problems found for one certificate and the level they raise it to.
+#[derive(Default)]
+struct Findings {
+    level: Level,
+    problems: Vec<String>,
+}
+
+impl Findings {
+    fn raise(&mut self, level: Level, text: String) {
+        self.level = self.level.max(level);
+        self.problems.push(text);
+    }
+}
+
+/// Whether a certificate is installed and how many days it has left (`None`: none installed).
+fn expiry(
+    found: &mut Findings,
+    rec: &CertRecord,
+    now: OffsetDateTime,
+    opts: &CheckOptions,
+) -> Option<i64> {
     let days_left = rec
         .installed
         .as_ref()
@@ -231,30 +261,32 @@ pub fn assess(
                 }
                 None => "no certificate installed (no order yet)".into(),
             };
-            raise(Level::Critical, why, &mut level);
+            found.raise(Level::Critical, why);
         }
-        (Some(_), Some(d)) if d < 0 => raise(
-            Level::Critical,
-            format!("expired {} days ago", -d),
-            &mut level,
-        ),
+        (Some(_), Some(d)) if d < 0 => {
+            found.raise(Level::Critical, format!("expired {} days ago", -d));
+        }
         (Some(_), Some(d)) if d < opts.critical_days => {
-            raise(Level::Critical, format!("{d} days left"), &mut level)
+            found.raise(Level::Critical, format!("{d} days left"));
         }
         (Some(_), Some(d)) if d < opts.warning_days => {
-            raise(Level::Warning, format!("{d} days left"), &mut level)
+            found.raise(Level::Warning, format!("{d} days left"));
         }
         _ => {}
     }
+    days_left
+}
+
+/// Whether the file on disk still holds the installed certificate.
+fn installed_file(found: &mut Findings, rec: &CertRecord, disk: &Disk) {
     match disk {
         Disk::AsInstalled => {}
-        Disk::Missing if rec.installed.is_some() => raise(
+        Disk::Missing if rec.installed.is_some() => found.raise(
             Level::Critical,
             "the installed certificate file is missing".into(),
-            &mut level,
         ),
         Disk::Missing => {}
-        Disk::Differs(serial) => raise(
+        Disk::Differs(serial) => found.raise(
             Level::Critical,
             format!(
                 "the installed file holds {}, not the installed serial {}",
@@ -265,26 +297,34 @@ pub fn assess(
                     )),
                 rec.installed.as_ref().map_or("-", |i| i.serial.as_str())
             ),
-            &mut level,
         ),
     }
-    let mut served_serial = None;
-    if let (Some(served), Some(inst)) = (served, &rec.installed) {
-        match served {
-            Served::NotChecked => {}
-            Served::Serial(s) => {
-                served_serial = Some(s.clone());
-                if !same(s, &inst.serial) {
-                    raise(
-                        Level::Critical,
-                        format!("serves serial {s}, installed serial {}", inst.serial),
-                        &mut level,
-                    );
-                }
+}
+
+/// Whether the verify address serves the installed certificate; the serial it served.
+fn serving(found: &mut Findings, rec: &CertRecord, served: &Served) -> Option<String> {
+    let inst = rec.installed.as_ref()?;
+    match served {
+        Served::NotChecked => None,
+        Served::Serial(s) => {
+            if !same(s, &inst.serial) {
+                found.raise(
+                    Level::Critical,
+                    format!("serves serial {s}, installed serial {}", inst.serial),
+                );
             }
-            Served::Failed(e) => raise(Level::Critical, format!("serving: {e}"), &mut level),
+            Some(s.clone())
+        }
+        Served::Failed(e) => {
+            found.raise(Level::Critical, format!("serving: {e}"));
+            None
         }
     }
+}
+
+/// What needs the operator: failed runs, an order to reconcile, a validation pending for more
+/// than a day, a subscription ending without a prepared renewal order.
+fn attention(found: &mut Findings, rec: &CertRecord, now: OffsetDateTime, renew_before_days: u32) {
     if rec.failures > 0 {
         let last = rec.last_error.as_deref().unwrap_or("unknown error");
         let text = match rec.retry_after {
@@ -295,22 +335,20 @@ pub fn assess(
             ),
             _ => format!("the last run failed: {last}"),
         };
-        raise(Level::Warning, text, &mut level);
+        found.raise(Level::Warning, text);
     }
     if rec.intent.is_some() {
-        raise(
+        found.raise(
             Level::Warning,
             "an order whose outcome is unknown waits for reconciliation".into(),
-            &mut level,
         );
     }
     if let Some(p) = &rec.pending_key
         && now - p.created_at > time::Duration::days(1)
     {
-        raise(
+        found.raise(
             Level::Warning,
             format!("validation pending since {}", short_time(p.created_at)),
-            &mut level,
         );
     }
     if let (Some(sub), Some(inst)) = (&rec.subscription, &rec.installed)
@@ -318,21 +356,13 @@ pub fn assess(
         && inst.not_after >= sub.ends - time::Duration::days(1)
         && rec.prolong_prepared_at.is_none()
     {
-        raise(
+        found.raise(
             Level::Warning,
             format!(
                 "the subscription ends on {} and no renewal order is prepared",
                 sub.ends.date()
             ),
-            &mut level,
         );
-    }
-    CertCheck {
-        name: rec.name.clone(),
-        level,
-        days_left,
-        problems,
-        served_serial,
     }
 }
 
