@@ -25,6 +25,7 @@
 
 mod metrics;
 
+use crate::clock::Clock;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -66,6 +67,8 @@ pub struct DaemonOptions {
     pub stop: Option<watch::Receiver<bool>>,
     /// Receives what the daemon does (for tests and embedding).
     pub events: Option<mpsc::UnboundedSender<DaemonEvent>>,
+    /// Where the runs' time comes from. Default: [`Clock::from_env`].
+    pub clock: Clock,
 }
 
 impl Default for DaemonOptions {
@@ -82,6 +85,7 @@ impl Default for DaemonOptions {
             handle_signals: true,
             stop: None,
             events: None,
+            clock: Clock::from_env(),
         }
     }
 }
@@ -264,6 +268,7 @@ impl Daemon {
         let run_opts = RunOptions {
             wait: opts.run_wait,
             stop: Some(run_stop_rx),
+            clock: opts.clock,
             ..RunOptions::unattended(config)
         };
         self.emit(DaemonEvent::RunStarted {

@@ -14,7 +14,7 @@ use crate::store::Store;
 pub async fn once(config: &Config, opts: &RunOptions) -> Result<RunReport> {
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = store.lock()?;
-    let started_at = crate::clock::now();
+    let started_at = opts.clock.now();
     let started = tokio::time::Instant::now();
     let certs = config.select(&opts.names)?;
     let (mut report, requests) = if config.fleet.is_some() && !opts.dry_run {
@@ -29,7 +29,7 @@ pub async fn once(config: &Config, opts: &RunOptions) -> Result<RunReport> {
         requests,
     });
     if !opts.dry_run {
-        crate::monitor::after_run(config, &store, &report).await;
+        crate::monitor::after_run(config, &store, &report, opts.clock.now()).await;
     }
     Ok(report)
 }

@@ -8,11 +8,12 @@ use anyhow::Result;
 
 use super::args::CheckArgs;
 use super::output::Output;
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::monitor::check::{self, CheckOptions, Level};
 
 /// Runs the check and prints the plugin output (or the report as JSON).
-pub(super) async fn run(path: &Path, args: &CheckArgs, out: &Output) -> Result<u8> {
+pub(super) async fn run(path: &Path, args: &CheckArgs, out: &Output, clock: Clock) -> Result<u8> {
     let opts = CheckOptions {
         names: args.names.clone(),
         warning_days: args.warning,
@@ -20,7 +21,7 @@ pub(super) async fn run(path: &Path, args: &CheckArgs, out: &Output) -> Result<u
         served: args.served,
     };
     let report = match Config::load(path) {
-        Ok(config) => check::check(&config, &opts).await,
+        Ok(config) => check::check(&config, &opts, clock.now()).await,
         Err(e) => Err(e.into()),
     };
     let report = match report {

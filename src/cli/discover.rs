@@ -10,10 +10,16 @@ use anyhow::Result;
 use super::args::{DiscoverArgs, DiscoverServer};
 use super::exit::{self, UsageError};
 use super::output::Output;
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::discover::{self, DumpError, Match, Server, WriteOptions};
 
-pub(super) async fn run(config_path: &Path, args: &DiscoverArgs, out: &Output) -> Result<u8> {
+pub(super) async fn run(
+    config_path: &Path,
+    args: &DiscoverArgs,
+    out: &Output,
+    clock: Clock,
+) -> Result<u8> {
     let server = args.server.map(|s| match s {
         DiscoverServer::Nginx => Server::Nginx,
         DiscoverServer::Apache => Server::Apache,
@@ -31,7 +37,7 @@ pub(super) async fn run(config_path: &Path, args: &DiscoverArgs, out: &Output) -
     let mut matches: BTreeMap<String, Match> = BTreeMap::new();
     if let Some(config) = configured.as_ref().filter(|_| args.account) {
         let client = super::client_for(config)?;
-        let today = crate::clock::now().date();
+        let today = clock.now().date();
         matches = discover::match_account(&client, &found.proposals, today).await?;
     }
     let mut written = Vec::new();

@@ -46,6 +46,7 @@ use anyhow::Result;
 use clap::Parser;
 
 use crate::api::Client;
+use crate::clock::Clock;
 use crate::config::Config;
 
 pub use args::{
@@ -104,12 +105,14 @@ fn init_logging(verbose: u8, quiet: bool) {
 /// Runs one command; returns the exit code for outcomes that are not errors.
 pub async fn run(cli: &Cli) -> Result<u8> {
     let out = Output { json: cli.json };
+    // The one reading of where time comes from; everything below is given it.
+    let clock = Clock::from_env();
     match &cli.command {
         Command::Config(ConfigCommand::Check) => config_cmd::run(&cli.config, &out),
-        Command::Check(args) => check::run(&cli.config, args, &out).await,
-        Command::Discover(args) => discover::run(&cli.config, args, &out).await,
+        Command::Check(args) => check::run(&cli.config, args, &out, clock).await,
+        Command::Discover(args) => discover::run(&cli.config, args, &out, clock).await,
         Command::Placeholder { name } => {
-            snippet::placeholder(&load_config(&cli.config)?, name, &out)
+            snippet::placeholder(&load_config(&cli.config)?, name, &out, clock)
         }
         Command::Snippet { name } => snippet::snippet(&load_config(&cli.config)?, name, &out),
         Command::Fleet(FleetCommand::Status) => {
@@ -133,7 +136,8 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             let config = load_config(&cli.config)?;
             let client = client_for(&config)?;
             let summary =
-                crate::engine::adopt::adopt(&config, &client, name, *certificate_id).await?;
+                crate::engine::adopt::adopt(&config, &client, name, *certificate_id, clock.now())
+                    .await?;
             if out.json {
                 out.print_json(&summary)?;
             } else {
@@ -149,13 +153,14 @@ pub async fn run(cli: &Cli) -> Result<u8> {
                 interval: std::time::Duration::from_secs(*interval),
                 jitter: std::time::Duration::from_secs((*interval / 6).min(600)),
                 run_wait: std::time::Duration::from_secs(*wait),
+                clock,
                 ..Default::default()
             };
             crate::daemon::run_daemon(&cli.config, opts).await?;
             Ok(exit::OK)
         }
         Command::Status { id: None, served } => {
-            status::run(&load_config(&cli.config)?, *served, &out).await
+            status::run(&load_config(&cli.config)?, *served, &out, clock).await
         }
         Command::Serve => {
             let plan = serve::Plan::of(&load_config(&cli.config)?)?;

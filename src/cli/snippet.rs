@@ -8,6 +8,7 @@ use anyhow::{Result, anyhow};
 
 use super::exit;
 use super::output::Output;
+use crate::clock::Clock;
 use crate::config::UnknownCertificate;
 use crate::config::{CertificateConfig, Config, ServerKind};
 use crate::engine::install_paths;
@@ -19,11 +20,11 @@ fn certificate<'c>(config: &'c Config, name: &str) -> Result<&'c CertificateConf
         .ok_or_else(|| anyhow!(UnknownCertificate::new(config, name)))
 }
 
-pub(super) fn placeholder(config: &Config, name: &str, out: &Output) -> Result<u8> {
+pub(super) fn placeholder(config: &Config, name: &str, out: &Output, clock: Clock) -> Result<u8> {
     let cert = certificate(config, name)?;
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = store.lock()?;
-    let written = crate::engine::placeholder::ensure(&store, cert)?;
+    let written = crate::engine::placeholder::ensure(&store, cert, clock.now())?;
     if out.json {
         out.print_json(&serde_json::json!({ "name": name, "placeholder": written }))?;
         return Ok(exit::OK);

@@ -6,14 +6,15 @@ use anyhow::Result;
 use super::exit;
 use super::output::{Output, or_dash};
 use super::table::Table;
+use crate::clock::Clock;
 use crate::config::Config;
 
 /// Prints the local status of every configured certificate (with `served`, also what each
 /// verify address serves).
-pub(super) async fn run(config: &Config, served: bool, out: &Output) -> Result<u8> {
-    let mut rows = crate::monitor::status_rows(config)?;
+pub(super) async fn run(config: &Config, served: bool, out: &Output, clock: Clock) -> Result<u8> {
+    let mut rows = crate::monitor::status_rows(config, clock.now())?;
     if served {
-        crate::monitor::add_served(config, &mut rows).await;
+        crate::monitor::add_served(config, &mut rows, clock.now()).await;
     }
     if out.json {
         out.print_json(&rows)?;

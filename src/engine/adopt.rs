@@ -2,14 +2,14 @@
 //! is not on this host, so the order is reissued with a local key — on its due date, or at
 //! once with `--reissue`.
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 
 use crate::api::{CertificateState, Client};
 use crate::config::{CertificateConfig, Config};
 use crate::crypto::CertificateInfo;
 use crate::store::{CertRecord, Installed, OrderRef, Store};
 
-use crate::clock::now;
+use time::OffsetDateTime;
 
 /// What `adopt` did.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -26,14 +26,14 @@ pub async fn adopt(
     client: &Client,
     name: &str,
     certificate_id: u64,
+    now: OffsetDateTime,
 ) -> Result<AdoptSummary> {
-    let cert = config
-        .certificate(name)
-        .ok_or_else(|| anyhow!(crate::config::UnknownCertificate::new(config, name)))?;
+    let cert = config.certificate_named(name)?;
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = store.lock()?;
     let mut rec = store.load(name)?;
-    let (state, message) = adopt_record(&store, client, cert, &mut rec, certificate_id).await?;
+    let (state, message) =
+        adopt_record(&store, client, cert, &mut rec, certificate_id, now).await?;
     Ok(AdoptSummary {
         name: name.to_owned(),
         certificate_id,
@@ -52,6 +52,7 @@ pub(super) async fn adopt_record(
     cert: &CertificateConfig,
     rec: &mut CertRecord,
     certificate_id: u64,
+    now: OffsetDateTime,
 ) -> Result<(String, String)> {
     let name = cert.name.as_str();
     check_free(store, rec, name, certificate_id)?;
@@ -90,7 +91,7 @@ pub(super) async fn adopt_record(
     rec.order = Some(OrderRef {
         certificate_id,
         order_id: None,
-        placed_at: now(),
+        placed_at: now,
         adopted: true,
     });
     if let Some(s) = super::job::subscription_of(&details) {
@@ -107,7 +108,7 @@ pub(super) async fn adopt_record(
                 not_after: leaf.not_after,
                 certificate_id,
                 files: Vec::new(),
-                installed_at: now(),
+                installed_at: now,
                 leaf_file: None,
                 leaf_stamp: None,
             });

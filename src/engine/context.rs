@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::api::{Client, ClientOptions, PasswordSource};
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::dcv::standalone::StandaloneServer;
 use crate::store::Store;
@@ -44,6 +45,8 @@ pub struct RunOptions {
     /// certificate is started, waiting ends, what was published for validation is removed
     /// (the next run publishes again), and the rest is reported as pending.
     pub stop: Option<tokio::sync::watch::Receiver<bool>>,
+    /// Where the run's time comes from.
+    pub clock: Clock,
 }
 
 impl RunOptions {
@@ -81,6 +84,7 @@ impl Default for RunOptions {
             ignore_backoff: false,
             replace_ended: false,
             stop: None,
+            clock: Clock::from_env(),
         }
     }
 }
@@ -155,6 +159,11 @@ impl Ctx<'_> {
                 }
             }
         }
+    }
+
+    /// The time now, by the run's clock.
+    pub(super) fn now(&self) -> time::OffsetDateTime {
+        self.opts.clock.now()
     }
 
     /// Certificates worked on at once (`agent.concurrency`, at least one).

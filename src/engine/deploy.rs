@@ -17,8 +17,6 @@ use crate::install::{
 };
 use crate::store::{FileStamp, Installed, Subscription};
 
-use crate::clock::now;
-
 use super::context::Ctx;
 use super::job::{Job, Ready};
 use super::keys;
@@ -50,7 +48,7 @@ pub(super) async fn download_checked(
         // After a reissue the previous certificate is served until the new one is issued.
         return Ok(None);
     }
-    let bundle = check_archive(cert, &download.bytes, key).with_context(|| {
+    let bundle = check_archive(cert, &download.bytes, key, ctx.now()).with_context(|| {
         format!("the bundle of certificate {certificate_id} was rejected; nothing was installed")
     })?;
     Ok(Some((bundle, download.bytes.to_vec())))
@@ -62,6 +60,7 @@ pub(crate) fn check_archive(
     cert: &CertificateConfig,
     archive: &[u8],
     key: &PrivateKey,
+    now: time::OffsetDateTime,
 ) -> Result<ValidatedBundle, bundle::BundleError> {
     let public_key = key.public_key_der();
     let expected = Expected {
@@ -70,7 +69,7 @@ pub(crate) fn check_archive(
         // Five minutes of tolerance for a host clock slightly behind the CA's: a leaf issued
         // a moment ago must not be "not yet valid" (and one ending within five minutes is of
         // no use anyway).
-        now: now() + time::Duration::minutes(5),
+        now: now + time::Duration::minutes(5),
         trust_anchors: &[],
     };
     bundle::read_bundle(archive, cert.install.server, &expected)
@@ -182,7 +181,7 @@ pub(crate) fn finish_install(job: &mut Job<'_>, r: &Ready) -> Result<Outcome> {
         not_after: r.bundle.not_after,
         certificate_id: r.certificate_id,
         files,
-        installed_at: now(),
+        installed_at: job.clock.now(),
         leaf_file,
         leaf_stamp,
     };

@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 
 use crate::api::CertificateDetails;
 use crate::bundle::ValidatedBundle;
-use crate::clock::now;
+use crate::clock::Clock;
 use crate::config::CertificateConfig;
 use crate::install::CertInstall;
 use crate::store::{CertRecord, Store, Subscription};
@@ -28,11 +28,18 @@ pub struct Job<'a> {
     store: &'a Store,
     /// The record carried failures when the run started: cleared when this run does not fail.
     backed_off: bool,
+    /// The run's clock.
+    pub clock: Clock,
 }
 
 impl<'a> Job<'a> {
     /// Reads the record of `cert`.
-    pub fn load(store: &'a Store, cert: &'a CertificateConfig, idx: usize) -> Result<Self> {
+    pub fn load(
+        store: &'a Store,
+        cert: &'a CertificateConfig,
+        idx: usize,
+        clock: Clock,
+    ) -> Result<Self> {
         let rec = store.load(&cert.name)?;
         let backed_off = rec.failures > 0 || rec.retry_after.is_some();
         Ok(Self {
@@ -41,6 +48,7 @@ impl<'a> Job<'a> {
             rec,
             store,
             backed_off,
+            clock,
         })
     }
 
@@ -73,8 +81,9 @@ impl<'a> Job<'a> {
                 return Outcome::Failed { error: text };
             }
         }
-        let failures = self.rec.note_failure(text.clone(), now());
-        self.rec.retry_after = plan::retry_after(&self.rec, failures, now());
+        let now = self.clock.now();
+        let failures = self.rec.note_failure(text.clone(), now);
+        self.rec.retry_after = plan::retry_after(&self.rec, failures, now);
         if let Err(e) = self.save() {
             tracing::warn!(certificate = %self.cert.name, "could not record the failure: {e}");
         }
@@ -87,7 +96,7 @@ impl<'a> Job<'a> {
         if !self.backed_off || matches!(outcome, Outcome::Failed { .. } | Outcome::Planned { .. }) {
             return;
         }
-        let running = self.rec.retry_after.is_some_and(|t| t > now());
+        let running = self.rec.retry_after.is_some_and(|t| t > self.clock.now());
         if matches!(outcome, Outcome::Unchanged { .. }) && running {
             return;
         }

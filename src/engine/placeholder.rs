@@ -11,7 +11,7 @@ use crate::config::CertificateConfig;
 use crate::crypto::{CertificateInfo, PrivateKey, self_signed_placeholder, write_key_file};
 use crate::store::{PlaceholderMark, Store};
 
-use crate::clock::now;
+use time::OffsetDateTime;
 
 use super::deploy::install_paths;
 
@@ -56,7 +56,11 @@ fn all_missing(cert: &CertificateConfig) -> Result<bool> {
 
 /// Writes a placeholder for `cert` when none of its files exist; `None` when they all exist.
 /// The caller holds the run lock of `store`.
-pub fn ensure(store: &Store, cert: &CertificateConfig) -> Result<Option<Placeholder>> {
+pub fn ensure(
+    store: &Store,
+    cert: &CertificateConfig,
+    now: OffsetDateTime,
+) -> Result<Option<Placeholder>> {
     if !all_missing(cert)? {
         return Ok(None);
     }
@@ -97,7 +101,7 @@ pub fn ensure(store: &Store, cert: &CertificateConfig) -> Result<Option<Placehol
     let mut rec = store.load(&cert.name)?;
     rec.placeholder = Some(PlaceholderMark {
         serial: serial.clone(),
-        written_at: now(),
+        written_at: now,
     });
     store.save(&rec)?;
     store.journal(

@@ -13,8 +13,6 @@ use time::OffsetDateTime;
 
 use crate::api::{CertificateDetails, CertificateState, ListScope, PendingAction};
 
-use crate::clock::now;
-
 use super::context::{Ctx, progress, stop_requested, stopped};
 use super::deploy;
 use super::job::{Job, Mode, Next, Ready, Waiting, Work};
@@ -32,7 +30,7 @@ pub(super) async fn rounds<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut 
     while !work.waiting.is_empty() {
         // One clock reading for the whole set, so that certificates checked together stay
         // together.
-        let t = now();
+        let t = ctx.now();
         let delays: Vec<Duration> = work
             .waiting
             .iter()
@@ -102,7 +100,7 @@ async fn round<'a>(
     // (never earlier than its own call), so that they stay in one round — and one list call
     // — for as long as they wait. Kept in memory while the run waits and written to the
     // records when the run leaves them pending.
-    let round_end = now();
+    let round_end = ctx.now();
     for (_, w) in work
         .waiting
         .iter_mut()
@@ -258,7 +256,7 @@ async fn step(
     in_progress: Option<&HashSet<u64>>,
 ) -> Result<Next> {
     let id = w.certificate_id;
-    job.rec.last_poll = Some(now());
+    job.rec.last_poll = Some(job.clock.now());
     w.last_poll = job.rec.last_poll;
     let mut details = w.prefetched.take().map(|d| *d);
     let listed = in_progress.is_some_and(|s| s.contains(&id));

@@ -40,7 +40,7 @@ pub struct EngineRun {
 /// that has nothing installed and none of its files gets a self-signed placeholder, so that
 /// the web server's configuration test (which reads every site's files) passes. A
 /// certificate whose files are partly there is left alone and reported.
-fn placeholders_for_missing_files(config: &Config, store: &Store) {
+fn placeholders_for_missing_files(config: &Config, store: &Store, now: time::OffsetDateTime) {
     for cert in &config.certificates {
         if cert.install.server == crate::config::ServerKind::None {
             continue;
@@ -49,7 +49,7 @@ fn placeholders_for_missing_files(config: &Config, store: &Store) {
             Ok(rec) if rec.installed.is_none() => {}
             _ => continue,
         }
-        match placeholder::ensure(store, cert) {
+        match placeholder::ensure(store, cert, now) {
             Ok(Some(p)) => tracing::info!(
                 certificate = %cert.name,
                 "self-signed placeholder written to {} (replaced by the first certificate)",
@@ -85,7 +85,7 @@ pub async fn run(
     // Before the first install's configuration test (never in a run with nothing to install:
     // a no-op run reads no record twice).
     if opts.allow_orders && !opts.dry_run && !ready.is_empty() {
-        placeholders_for_missing_files(config, store);
+        placeholders_for_missing_files(config, store, ctx.now());
     }
     let installable: Vec<(String, Installable)> = if lead.is_some() {
         ready
@@ -133,7 +133,7 @@ async fn start_all<'a>(
             if stop_requested(ctx.opts) {
                 return (idx, None);
             }
-            let mut job = match Job::load(ctx.store, cert, idx) {
+            let mut job = match Job::load(ctx.store, cert, idx, ctx.opts.clock) {
                 Ok(job) => job,
                 Err(e) => return (idx, Some(Err(e))),
             };

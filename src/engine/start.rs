@@ -7,8 +7,6 @@ use anyhow::{Context, Result, bail};
 
 use crate::store::{CertRecord, FileStamp};
 
-use crate::clock::now;
-
 use super::context::Ctx;
 use super::deploy;
 use super::job::{Job, Mode, Next, Ready, Waiting, wanted};
@@ -41,6 +39,7 @@ pub(super) async fn start(
             job.cert,
             &mut job.rec,
             id,
+            ctx.now(),
         ))
         .await
         .with_context(|| format!("could not adopt certificate {id} (`certificate_id`)"))?;
@@ -100,7 +99,7 @@ fn inputs<'a>(
 ) -> Inputs<'a> {
     let opts = ctx.opts;
     Inputs {
-        now: now(),
+        now: ctx.now(),
         record: &job.rec,
         disk,
         renew_before_days: ctx.config.agent.renew_before_days,
@@ -193,8 +192,14 @@ async fn act(
         Action::Reissue { new_key, reason } => {
             tracing::info!(certificate = %name, "reissuing: {reason}");
             let previous = job.rec.installed.as_ref().map(|i| i.serial.clone());
-            let reissued =
-                Box::pin(reissue::start(ctx, job.cert, &mut job.rec, new_key, now())).await?;
+            let reissued = Box::pin(reissue::start(
+                ctx,
+                job.cert,
+                &mut job.rec,
+                new_key,
+                ctx.now(),
+            ))
+            .await?;
             Ok(wait_reissued(&job.rec, reissued, previous))
         }
         Action::RenewSubscription {
@@ -249,7 +254,7 @@ async fn place_order(ctx: &Ctx<'_>, job: &mut Job<'_>, allow: bool) -> Result<Ne
         ctx.store,
         &mut job.rec,
         allow,
-        now(),
+        ctx.now(),
         ctx.lead,
     )
     .await?
@@ -289,7 +294,7 @@ async fn prepare_renewal(ctx: &Ctx<'_>, job: &mut Job<'_>, reason: &str) -> Resu
         .with_context(|| {
             format!("could not prepare the renewal of certificate {certificate_id}")
         })?;
-    job.rec.prolong_prepared_at = Some(now());
+    job.rec.prolong_prepared_at = Some(ctx.now());
     job.save()?;
     let Some(token) = p.prolongation_token else {
         return Ok(format!(

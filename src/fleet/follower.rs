@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, anyhow};
 use time::OffsetDateTime;
 
-use crate::clock::now;
+use super::link::now;
 use crate::config::{CertificateConfig, Config};
 use crate::crypto::{self, PrivateKey};
 use crate::dcv::ValidationFile;
@@ -58,7 +58,7 @@ pub(super) async fn sync(
             });
             continue;
         }
-        let mut job = match Job::load(store, cert, idx) {
+        let mut job = match Job::load(store, cert, idx, crate::clock::Clock::from_env()) {
             Ok(job) => job,
             Err(e) => {
                 out.push(Synced {
@@ -179,7 +179,7 @@ pub(super) fn prepare(
     let key = PrivateKey::from_pem(&pem, "the fleet's record")
         .with_context(|| format!("the fleet's key of certificate '{}'", cert.name))?;
     let archive = unb64("archive", &current.archive)?;
-    let bundle = deploy::check_archive(cert, &archive, &key).with_context(|| {
+    let bundle = deploy::check_archive(cert, &archive, &key, now()).with_context(|| {
         format!(
             "the fleet's certificate {} (version {}) was rejected on this host; nothing was \
              installed",

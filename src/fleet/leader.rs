@@ -9,7 +9,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use futures_util::future::LocalBoxFuture;
 use time::OffsetDateTime;
 
-use crate::clock::now;
+use super::link::now;
 use crate::config::{CertificateConfig, Config};
 use crate::crypto::{self, PrivateKey};
 use crate::dcv::ValidationFile;
@@ -322,7 +322,7 @@ pub(super) async fn hand_over_installed(
                 installed.certificate_id
             )
         })?;
-    let bundle = deploy::check_archive(cert, &download.bytes, &key).with_context(|| {
+    let bundle = deploy::check_archive(cert, &download.bytes, &key, now()).with_context(|| {
         format!(
             "the bundle of certificate {} does not match what is installed here; not handed \
              to the fleet",

@@ -141,3 +141,8 @@ async fn check_key(link: &FleetLink) -> Result<()> {
         link.fleet.key(KEY_CHECK)
     )
 }
+
+/// The time now for the fleet's records.
+pub(super) fn now() -> time::OffsetDateTime {
+    crate::clock::Clock::from_env().now()
+}

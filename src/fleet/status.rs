@@ -7,7 +7,7 @@ use anyhow::Result;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::clock::now;
+use super::link::now;
 use crate::crypto;
 
 use super::link::FleetLink;

@@ -14,7 +14,6 @@ use crate::config::Config;
 use crate::crypto::Serial;
 use crate::store::{CertRecord, Store};
 
-use crate::clock::now;
 use crate::engine::disk_state;
 use crate::engine::plan::{Disk, short_time};
 
@@ -159,10 +158,13 @@ fn one_line(text: &str) -> String {
 }
 
 /// Checks the selected certificates.
-pub async fn check(config: &Config, opts: &CheckOptions) -> Result<CheckReport> {
+pub async fn check(
+    config: &Config,
+    opts: &CheckOptions,
+    now: OffsetDateTime,
+) -> Result<CheckReport> {
     let store = Store::existing(&config.agent.state_dir);
     let certs = config.select(&opts.names)?;
-    let now = now();
     let mut certificates = Vec::with_capacity(certs.len());
     let mut seen = Vec::new();
     for cert in certs {

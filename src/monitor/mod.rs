@@ -25,9 +25,13 @@ use crate::store::Store;
 
 /// After a run: its events (each change of a certificate's state, once) to the operator's
 /// `notify_command` and `notify_url`, then the metrics file.
-pub async fn after_run(config: &Config, store: &Store, report: &RunReport) {
+pub async fn after_run(
+    config: &Config,
+    store: &Store,
+    report: &RunReport,
+    now: time::OffsetDateTime,
+) {
     if config.agent.notify_command.is_some() || config.agent.notify_url.is_some() {
-        let now = crate::clock::now();
         let mut log = events::Announced::load(store);
         let new = log.advance(report, now);
         notify::notify(config, report, &new).await;

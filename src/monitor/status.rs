@@ -7,7 +7,6 @@ use time::OffsetDateTime;
 use crate::config::Config;
 use crate::store::Store;
 
-use crate::clock::now;
 use crate::engine::plan::{self, Action, Inputs};
 use crate::engine::{disk_state, wanted};
 
@@ -38,8 +37,7 @@ pub struct StatusRow {
 
 /// Fills [`StatusRow::served`]: whether each certificate's verify address serves the installed
 /// certificate (a TLS handshake per certificate with an installed one).
-pub async fn add_served(config: &Config, rows: &mut [StatusRow]) {
-    let now = now();
+pub async fn add_served(config: &Config, rows: &mut [StatusRow], now: OffsetDateTime) {
     let mut seen = Vec::new();
     for (cert, row) in config.certificates.iter().zip(rows.iter_mut()) {
         let Some(installed) = &row.serial else {
@@ -62,9 +60,8 @@ pub async fn add_served(config: &Config, rows: &mut [StatusRow]) {
 }
 
 /// Rows for every configured certificate.
-pub fn collect(config: &Config) -> Result<Vec<StatusRow>> {
+pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
     let store = Store::existing(&config.agent.state_dir);
-    let now = now();
     let mut rows = Vec::new();
     for cert in &config.certificates {
         let rec = store.load(&cert.name)?;

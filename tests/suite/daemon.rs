@@ -83,6 +83,7 @@ fn options(events: mpsc::UnboundedSender<DaemonEvent>) -> DaemonOptions {
         handle_signals: false,
         stop: None,
         events: Some(events),
+        clock: cert_agent::clock::Clock::SYSTEM,
     }
 }
 
