@@ -419,7 +419,7 @@ impl<'a> Checker<'a> {
 
         let mut certificates = self.certificates_of(root, defaults_table);
         let mut fragments = Vec::new();
-        let mut stamps: Vec<(PathBuf, cache::Stamp)> = Vec::new();
+        let mut stamps: Vec<(PathBuf, include::Stamp)> = Vec::new();
         let mut from_cache = false;
         if self.includes
             && let Some(a) = &agent
@@ -538,7 +538,7 @@ impl<'a> Checker<'a> {
         include_span: &Range<usize>,
         defaults: Option<&DeTable<'_>>,
         certificates: &mut Vec<(CertificateConfig, Origin)>,
-    ) -> Option<cache::Stamp> {
+    ) -> Option<include::Stamp> {
         let (text, stamp) = match dir.read(file) {
             Ok((t, stamp)) => {
                 self.writable_by_others(file, stamp.mode());
