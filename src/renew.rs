@@ -26,7 +26,7 @@ mod start;
 pub mod status;
 
 pub use context::{RunOptions, TEST_CLOCK_OFFSET_ENV, client, client_options, now};
-pub use deploy::{argv, install_paths};
+pub use deploy::install_paths;
 pub use report::{CertReport, Outcome, RunReport, RunStats, RunStatus};
 pub use run::run;
 

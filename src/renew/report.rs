@@ -150,7 +150,7 @@ pub(super) async fn notify(config: &Config, report: &RunReport) {
     if !attention {
         return;
     }
-    let argv = super::deploy::argv(command);
+    let argv = command.argv();
     let Ok(summary) = serde_json::to_vec(report) else {
         return;
     };
