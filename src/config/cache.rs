@@ -250,10 +250,10 @@ fn programs_exist(certificates: &[CertificateConfig]) -> bool {
             &c.dcv.dns_hook,
         ];
         for cmd in commands.into_iter().flatten() {
-            let Some(program) = super::check::program_to_check(cmd) else {
+            let Some(program) = super::rules::program_to_check(cmd) else {
                 continue;
             };
-            if seen.insert(program) && super::check::check_program(program).is_err() {
+            if seen.insert(program) && super::rules::check_program(program).is_err() {
                 return false;
             }
         }

@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::SocketAddr;
 use std::ops::Range;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -20,7 +19,9 @@ use toml::de::{DeTable, DeValue};
 
 use super::error::{Problem, suggest};
 use super::keys::*;
-use super::rules::{validate_certificate_name, validate_domain, validate_email};
+use super::rules::{
+    check_program, program_to_check, validate_certificate_name, validate_domain, validate_email,
+};
 use super::types::*;
 use super::*;
 use crate::values::endpoint::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, normalize_base_url};
@@ -385,34 +386,4 @@ fn serde_plain<T: Serialize>(v: T) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
-}
-
-/// The program of `command` that is checked: an argv's first word; for a string run by
-/// `/bin/sh -c`, only a leading absolute path.
-pub(super) fn program_to_check(command: &Command) -> Option<&str> {
-    match command {
-        Command::Shell(v) => v.split_whitespace().next().filter(|p| p.starts_with('/')),
-        Command::Argv(a) => a.first().map(String::as_str),
-    }
-}
-
-/// A program path exists and is executable, or a bare name is found in `PATH` or the sbin
-/// directories; otherwise why not.
-pub(super) fn check_program(program: &str) -> Result<(), &'static str> {
-    let executable =
-        |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0);
-    if program.contains('/') {
-        let p = Path::new(program);
-        if !p.is_absolute() {
-            return Err("must be an absolute path or a bare program name");
-        }
-        return match std::fs::metadata(p) {
-            Err(_) => Err("does not exist"),
-            Ok(_) if executable(p) => Ok(()),
-            Ok(_) => Err("is not an executable file"),
-        };
-    }
-    crate::process::find_program(program)
-        .map(|_| ())
-        .ok_or("was not found in PATH or the sbin directories")
 }
