@@ -7,7 +7,8 @@
 //! - `renew` (the engine) → the leaves `api`, `bundle`, `config`, `dcv`, `install`, `store`;
 //! - `cli → discover` (reading web server configurations) `→ config` (name rules), `crypto`;
 //! - the leaves import no sibling, only the foundation: `crypto`, `values` (value types several
-//!   layers name), `fsutil`, `process` (finding and running programs), `signal`, `failpoint`.
+//!   layers name), `fsutil`, `process` (finding and running programs), `signal`, `failpoint`,
+//!   `http_serve` (the serve loop of the small HTTP servers).
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
@@ -24,6 +25,7 @@ pub mod engine;
 pub mod failpoint;
 pub mod fleet;
 pub mod fsutil;
+mod http_serve;
 pub mod install;
 pub mod monitor;
 pub mod process;

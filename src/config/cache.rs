@@ -22,6 +22,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::include::{Dir, Stamp};
 use super::types::{CertificateConfig, DcvSpec, InstallSpec, OrderSpec};
 
 /// The file under `state_dir`.
@@ -31,52 +32,6 @@ const FORMAT: u32 = 1;
 /// Files changed more recently than this when the cache is written are not kept (their next
 /// change could fall within the same tick of the file system's clock).
 const SETTLED: Duration = Duration::from_secs(1);
-
-/// What identifies one version of a file, from `stat`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct Stamp {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mode: u32,
-    mtime: i64,
-    mtime_ns: i64,
-    ctime: i64,
-    ctime_ns: i64,
-}
-
-impl Stamp {
-    pub(super) fn of(s: &nix::sys::stat::FileStat) -> Self {
-        Self {
-            dev: s.st_dev,
-            ino: s.st_ino,
-            size: u64::try_from(s.st_size).unwrap_or(u64::MAX),
-            mode: s.st_mode,
-            mtime: s.st_mtime,
-            mtime_ns: s.st_mtime_nsec,
-            ctime: s.st_ctime,
-            ctime_ns: s.st_ctime_nsec,
-        }
-    }
-
-    pub(super) fn mode(&self) -> u32 {
-        self.mode
-    }
-
-    pub(super) fn size(&self) -> u64 {
-        self.size
-    }
-
-    /// Modified or changed at or after `limit` (seconds since the epoch).
-    fn recent(&self, limit: Duration) -> bool {
-        let at = |s: i64, ns: i64| {
-            u64::try_from(s).map_or(Duration::ZERO, |s| {
-                Duration::new(s, u32::try_from(ns).unwrap_or(0))
-            })
-        };
-        at(self.mtime, self.mtime_ns) >= limit || at(self.ctime, self.ctime_ns) >= limit
-    }
-}
 
 #[derive(Deserialize)]
 struct Stored {
@@ -165,13 +120,13 @@ pub(super) fn lookup(
     {
         return None;
     }
-    let mut dir = super::include::Dir::default();
+    let mut dir = Dir::default();
     let mut modes = Vec::with_capacity(fragments.len());
     for (file, kept) in fragments.iter().zip(&stored.fragments) {
         if kept.path != *file || dir.stamp(file).ok()? != kept.stamp {
             return None;
         }
-        modes.push(kept.stamp.mode);
+        modes.push(kept.stamp.mode());
     }
     let certificates: Vec<CertificateConfig> = stored
         .certificates
@@ -295,10 +250,10 @@ fn programs_exist(certificates: &[CertificateConfig]) -> bool {
             &c.dcv.dns_hook,
         ];
         for cmd in commands.into_iter().flatten() {
-            let Some(program) = super::check::program_to_check(cmd) else {
+            let Some(program) = super::rules::program_to_check(cmd) else {
                 continue;
             };
-            if seen.insert(program) && super::check::check_program(program).is_err() {
+            if seen.insert(program) && super::rules::check_program(program).is_err() {
                 return false;
             }
         }

@@ -1,17 +1,19 @@
 //! `[agent] include`: the fragment files (`conf.d/*.toml`) that hold further `[[certificate]]`
 //! tables, one per site for hosting panels. A pattern may hold `*` and `?` in its file name
 //! (not in its directories); matches are sorted by name, and names starting with a dot (editor
-//! and package-manager leftovers) are only matched by a pattern that starts with a dot.
+//! and package-manager leftovers) are only matched by a pattern that starts with a dot. The
+//! files are read and stat-ed through their open directory ([`Dir`]); a [`Stamp`] identifies
+//! the version read.
 
 use std::ffi::OsStr;
 use std::io::Read as _;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use nix::fcntl::{AtFlags, OFlag, open, openat};
 use nix::sys::stat::{Mode, fstat, fstatat};
-
-use super::cache::Stamp;
+use serde::{Deserialize, Serialize};
 
 /// The files `pattern` names, sorted; relative patterns are read from `base` (the directory of
 /// the main configuration file). A pattern without wildcards names one file, which must exist;
@@ -76,6 +78,52 @@ pub(super) fn expand(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, String>
     // paths compares them component by component).
     out.sort_unstable_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
     Ok(out)
+}
+
+/// What identifies one version of a file, from `stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mode: u32,
+    mtime: i64,
+    mtime_ns: i64,
+    ctime: i64,
+    ctime_ns: i64,
+}
+
+impl Stamp {
+    pub(super) fn of(s: &nix::sys::stat::FileStat) -> Self {
+        Self {
+            dev: s.st_dev,
+            ino: s.st_ino,
+            size: u64::try_from(s.st_size).unwrap_or(u64::MAX),
+            mode: s.st_mode,
+            mtime: s.st_mtime,
+            mtime_ns: s.st_mtime_nsec,
+            ctime: s.st_ctime,
+            ctime_ns: s.st_ctime_nsec,
+        }
+    }
+
+    pub(super) fn mode(&self) -> u32 {
+        self.mode
+    }
+
+    pub(super) fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Modified or changed at or after `limit` (since the epoch).
+    pub(super) fn recent(&self, limit: Duration) -> bool {
+        let at = |s: i64, ns: i64| {
+            u64::try_from(s).map_or(Duration::ZERO, |s| {
+                Duration::new(s, u32::try_from(ns).unwrap_or(0))
+            })
+        };
+        at(self.mtime, self.mtime_ns) >= limit || at(self.ctime, self.ctime_ns) >= limit
+    }
 }
 
 /// The directory of the included files being looked at, open, so that each file is found by

@@ -1,5 +1,11 @@
 //! Value rules shared with the command line, which checks its arguments with them: domain
-//! names, certificate names, email addresses.
+//! names, certificate names, email addresses; and which program of a configured command is
+//! checked, and how.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use super::types::Command;
 
 /// Checks a domain name: lower-case letters, digits and hyphens in labels of 1..=63
 /// characters, at least two labels, 253 characters at most, a wildcard only as the whole first
@@ -87,4 +93,34 @@ pub fn validate_email(email: &str) -> Result<(), String> {
         }
         _ => Err(format!("{email:?} is not an email address")),
     }
+}
+
+/// The program of `command` that is checked: an argv's first word; for a string run by
+/// `/bin/sh -c`, only a leading absolute path.
+pub(super) fn program_to_check(command: &Command) -> Option<&str> {
+    match command {
+        Command::Shell(v) => v.split_whitespace().next().filter(|p| p.starts_with('/')),
+        Command::Argv(a) => a.first().map(String::as_str),
+    }
+}
+
+/// A program path exists and is executable, or a bare name is found in `PATH` or the sbin
+/// directories; otherwise why not.
+pub(super) fn check_program(program: &str) -> Result<(), &'static str> {
+    let executable =
+        |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0);
+    if program.contains('/') {
+        let p = Path::new(program);
+        if !p.is_absolute() {
+            return Err("must be an absolute path or a bare program name");
+        }
+        return match std::fs::metadata(p) {
+            Err(_) => Err("does not exist"),
+            Ok(_) if executable(p) => Ok(()),
+            Ok(_) => Err("is not an executable file"),
+        };
+    }
+    crate::process::find_program(program)
+        .map(|_| ())
+        .ok_or("was not found in PATH or the sbin directories")
 }

@@ -139,6 +139,17 @@ pub enum Command {
     Argv(Vec<String>),
 }
 
+impl Command {
+    /// The argv vector that runs the command: an array as it is, a string through
+    /// `/bin/sh -c`.
+    pub fn argv(&self) -> Vec<String> {
+        match self {
+            Self::Argv(v) => v.clone(),
+            Self::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
+        }
+    }
+}
+
 /// `key_type`: the key types the agent generates.
 pub use crate::crypto::KeyType;
 

@@ -30,7 +30,6 @@
 //! [`StandaloneServer::from_listener_dir`] (`cert-agent serve` does this).
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::io::Read;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
@@ -41,20 +40,14 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::net::TcpListener;
 
 use super::{DcvError, ValidationFile};
+use crate::http_serve::{self, Limits, OverCap};
 
-/// Largest request head accepted (hyper's minimum buffer is 8 KiB).
-const MAX_HEAD_BYTES: usize = 16 * 1024;
-/// Most request headers accepted.
-const MAX_HEADERS: usize = 32;
+/// The name of the server in log messages.
+const NAME: &str = "standalone DCV server";
 
 /// Limits of the standalone server.
 #[derive(Debug, Clone)]
@@ -164,10 +157,8 @@ fn read_from_dir(dir: &OwnedFd, name: &str) -> std::io::Result<Option<Bytes>> {
 /// [`shutdown`]: StandaloneServer::shutdown
 #[derive(Debug)]
 pub struct StandaloneServer {
-    local_addr: SocketAddr,
     files: Files,
-    stop: watch::Sender<bool>,
-    task: Option<JoinHandle<()>>,
+    server: http_serve::Server,
 }
 
 impl StandaloneServer {
@@ -238,32 +229,27 @@ impl StandaloneServer {
         addr: SocketAddr,
         dir: Option<Arc<OwnedFd>>,
     ) -> Result<Self, DcvError> {
-        let local_addr = listener
-            .local_addr()
-            .map_err(|source| DcvError::Listen { addr, source })?;
-        let runtime = tokio::runtime::Handle::try_current().map_err(|e| DcvError::Listen {
-            addr,
-            source: std::io::Error::other(e),
-        })?;
         let files: Files = Arc::default();
         let source = match dir {
             Some(dir) => Source::Dir(dir),
             None => Source::Memory(files.clone()),
         };
-        let (stop, stopped) = watch::channel(false);
-        let task = runtime.spawn(accept_loop(listener, source, options, stopped));
-        tracing::debug!("standalone DCV server listening on {local_addr}");
-        Ok(Self {
-            local_addr,
-            files,
-            stop,
-            task: Some(task),
-        })
+        let limits = Limits {
+            header_read_timeout: options.header_read_timeout,
+            connection_timeout: options.connection_timeout,
+            max_connections: options.max_connections,
+            over_cap: OverCap::Wait,
+        };
+        let handler = move |req: &Request<Incoming>, peer: SocketAddr| respond(&source, req, peer);
+        let server = http_serve::Server::start(listener, limits, NAME, Arc::new(handler))
+            .map_err(|source| DcvError::Listen { addr, source })?;
+        tracing::debug!("standalone DCV server listening on {}", server.local_addr());
+        Ok(Self { files, server })
     }
 
     /// The address the server listens on (with the real port when bound to port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.server.local_addr()
     }
 
     /// Serves exactly `files` from now on (replacing the previous set).
@@ -309,91 +295,8 @@ impl StandaloneServer {
     }
 
     /// Stops accepting, closes every connection and waits until the server is gone.
-    pub async fn shutdown(mut self) {
-        let _ = self.stop.send(true);
-        if let Some(task) = self.task.take()
-            && let Err(e) = task.await
-            && e.is_panic()
-        {
-            tracing::warn!("standalone DCV server task panicked");
-        }
-    }
-}
-
-impl Drop for StandaloneServer {
-    fn drop(&mut self) {
-        let _ = self.stop.send(true);
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
-
-async fn accept_loop(
-    listener: TcpListener,
-    files: Source,
-    options: ServerOptions,
-    mut stopped: watch::Receiver<bool>,
-) {
-    let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(options.header_read_timeout)
-        .keep_alive(false)
-        .max_buf_size(MAX_HEAD_BYTES)
-        .max_headers(MAX_HEADERS);
-    let builder = Arc::new(builder);
-    let mut conns = JoinSet::new();
-    loop {
-        while conns.try_join_next().is_some() {}
-        // Take a slot before accepting: at the cap, new connections wait in the listen queue.
-        let slot = tokio::select! {
-            _ = stopped.changed() => break,
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => break,
-            },
-        };
-        let (stream, peer) = tokio::select! {
-            _ = stopped.changed() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // E.g. out of file descriptors: do not spin.
-                    tracing::warn!("standalone DCV server: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
-        let files = files.clone();
-        let builder = builder.clone();
-        let limit = options.connection_timeout;
-        conns.spawn(async move {
-            let _slot = slot;
-            serve_connection(&builder, stream, peer, files, limit).await;
-        });
-    }
-    conns.shutdown().await;
-}
-
-async fn serve_connection(
-    builder: &http1::Builder,
-    stream: TcpStream,
-    peer: SocketAddr,
-    files: Source,
-    limit: Duration,
-) {
-    let service = service_fn(move |req: Request<Incoming>| {
-        let response = respond(&files, &req, peer);
-        async move { Ok::<_, Infallible>(response) }
-    });
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
-    match tokio::time::timeout(limit, conn).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::debug!("standalone DCV server: connection from {peer}: {e}"),
-        Err(_) => tracing::debug!("standalone DCV server: connection from {peer} cut off"),
+    pub async fn shutdown(self) {
+        self.server.shutdown().await;
     }
 }
 

@@ -75,14 +75,6 @@ pub(crate) fn check_archive(
     bundle::read_bundle(archive, cert.install.server, &expected)
 }
 
-/// A configured command as an argv vector (a string runs through `/bin/sh -c`).
-pub fn argv(command: &crate::config::Command) -> Vec<String> {
-    match command {
-        crate::config::Command::Argv(v) => v.clone(),
-        crate::config::Command::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
-    }
-}
-
 /// Where certificate `cert` is installed.
 pub fn install_paths(cert: &CertificateConfig) -> InstallPaths {
     InstallPaths::resolve(
@@ -122,8 +114,8 @@ pub(crate) fn cert_install(
         ),
         commands: ServerCommands::configured(
             kind,
-            cert.install.configtest_command.as_ref().map(argv),
-            cert.install.reload_command.as_ref().map(argv),
+            cert.install.configtest_command.as_ref().map(|c| c.argv()),
+            cert.install.reload_command.as_ref().map(|c| c.argv()),
             None,
         ),
         verify: cert
@@ -132,7 +124,7 @@ pub(crate) fn cert_install(
             .as_ref()
             .filter(|a| !a.is_empty())
             .map(|a| VerifyTarget::new(a.clone(), cert.common_name())),
-        deploy_hook: cert.install.deploy_hook.as_ref().map(argv),
+        deploy_hook: cert.install.deploy_hook.as_ref().map(|c| c.argv()),
     }
 }
 

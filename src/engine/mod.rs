@@ -26,7 +26,7 @@ mod run;
 mod start;
 
 pub use context::{RunOptions, client, client_options};
-pub use deploy::{argv, install_paths};
+pub use deploy::install_paths;
 pub use job::{Job, Ready, wanted};
 pub use lead::{Installable, Lead};
 pub(crate) use publish::webroots;

@@ -14,7 +14,6 @@ use crate::dcv::{self, ValidationFile, hook, selfcheck::SelfCheck, standalone::S
 use crate::store::{CertRecord, PublishedDcv};
 
 use super::context::Ctx;
-use super::deploy::argv;
 
 /// What [`publish_dcv`] did.
 pub(super) enum Published {
@@ -306,7 +305,7 @@ async fn publish_dns(
         )));
     };
     let hook = hook::DnsHook {
-        argv: argv(command),
+        argv: command.argv(),
         timeout: Duration::from_secs(120),
     };
     let mut seen = std::collections::HashSet::new();
@@ -525,7 +524,7 @@ pub(super) async fn cleanup_dcv(ctx: &Ctx<'_>, cert: &CertificateConfig, rec: &m
     }
     if let Some(command) = &cert.dcv.dns_hook {
         let hook = hook::DnsHook {
-            argv: argv(command),
+            argv: command.argv(),
             timeout: Duration::from_secs(120),
         };
         let domains = std::mem::take(&mut rec.dcv.dns_domains);

@@ -22,15 +22,18 @@
 //! install flow does after all renames. Leftover `.cert-agent-new` / `.cert-agent-prev` files
 //! of a crashed run are replaced by the next install of the same path.
 
-use std::ffi::OsString;
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::fs;
+use std::io;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::error::InstallError;
 use super::paths::InstallPaths;
+use super::staging::{
+    NEW_SUFFIX, PREV_SUFFIX, StageError, check_ancestors, inspect_target, keep_previous,
+    parent_dir, remove_if_exists, same_content, sibling, write_staged,
+};
 
 /// Mode of new certificate files.
 pub const CERT_MODE: u32 = 0o644;
@@ -42,9 +45,6 @@ pub const KEY_MODE_GROUP: u32 = 0o640;
 pub const DIR_MODE: u32 = 0o755;
 /// Mode of a directory created to hold only keys.
 pub const KEY_DIR_MODE: u32 = 0o700;
-
-const NEW_SUFFIX: &str = ".cert-agent-new";
-const PREV_SUFFIX: &str = ".cert-agent-prev";
 
 /// A user or group, by numeric id or by name (resolved with the system's user database).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -597,158 +597,5 @@ impl Drop for InstallTx {
         {
             tracing::error!("rolling back an unfinished install: {err}");
         }
-    }
-}
-
-enum StageError {
-    Chown(io::Error),
-    Write(io::Error),
-}
-
-/// Creates `staged` owner-only, sets owner and mode, then writes and fsyncs the content.
-fn write_staged(
-    staged: &Path,
-    data: &[u8],
-    uid: Option<u32>,
-    gid: Option<u32>,
-    mode: u32,
-) -> Result<(), StageError> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(staged)
-        .map_err(StageError::Write)?;
-    let meta = file.metadata().map_err(StageError::Write)?;
-    let uid = uid.filter(|&u| u != meta.uid());
-    let gid = gid.filter(|&g| g != meta.gid());
-    if uid.is_some() || gid.is_some() {
-        std::os::unix::fs::fchown(&file, uid, gid).map_err(StageError::Chown)?;
-    }
-    // Explicit bits after the owner change: the umask does not apply, and chown may clear
-    // set-id bits.
-    file.set_permissions(fs::Permissions::from_mode(mode))
-        .map_err(StageError::Write)?;
-    file.write_all(data).map_err(StageError::Write)?;
-    file.sync_all().map_err(StageError::Write)
-}
-
-/// Whether the regular file at `target` holds exactly `data` (false on any error).
-fn same_content(target: &Path, data: &[u8]) -> bool {
-    use std::io::Read;
-    let Ok(file) = OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(target)
-    else {
-        return false;
-    };
-    let mut current = Vec::with_capacity(data.len() + 1);
-    let same = file
-        .take(data.len() as u64 + 1)
-        .read_to_end(&mut current)
-        .is_ok()
-        && current == data;
-    current.fill(0);
-    std::hint::black_box(&current);
-    same
-}
-
-/// Keeps the live file's current version at `prev`: a hard link (same inode, so owner, mode
-/// and content are exactly preserved) or, where links are impossible, a copy with the same
-/// mode and owner.
-fn keep_previous(target: &Path, prev: &Path, meta: &fs::Metadata) -> io::Result<()> {
-    remove_if_exists(prev)?;
-    match fs::hard_link(target, prev) {
-        Ok(()) => Ok(()),
-        Err(link_err) => {
-            tracing::debug!(path = %target.display(), "hard link failed ({link_err}), copying");
-            let data = fs::read(target)?;
-            let result = (|| {
-                let mut file = OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .open(prev)?;
-                let _ = std::os::unix::fs::fchown(&file, Some(meta.uid()), Some(meta.gid()));
-                file.set_permissions(fs::Permissions::from_mode(meta.mode() & 0o7777))?;
-                file.write_all(&data)?;
-                file.sync_all()
-            })();
-            if result.is_err() {
-                let _ = fs::remove_file(prev);
-            }
-            result
-        }
-    }
-}
-
-/// `Some(metadata)` for an existing regular file, `None` when absent; a symlink or any other
-/// kind of file is refused.
-fn inspect_target(target: &Path) -> Result<Option<fs::Metadata>, InstallError> {
-    match fs::symlink_metadata(target) {
-        Ok(meta) if meta.file_type().is_symlink() => Err(InstallError::SymlinkTarget {
-            path: target.to_path_buf(),
-        }),
-        Ok(meta) if !meta.file_type().is_file() => Err(InstallError::NotAFile {
-            path: target.to_path_buf(),
-        }),
-        Ok(meta) => Ok(Some(meta)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(InstallError::Inspect {
-            path: target.to_path_buf(),
-            cause: Arc::new(e),
-        }),
-    }
-}
-
-/// Refuses `dir` or any ancestor that group or others may write, unless it is sticky and
-/// owned by root (like `/tmp`).
-fn check_ancestors(dir: &Path, meta: fs::Metadata) -> Result<(), InstallError> {
-    check_dir(dir, &meta)?;
-    let mut cur = dir.parent();
-    while let Some(d) = cur.filter(|p| !p.as_os_str().is_empty()) {
-        let meta = fs::metadata(d).map_err(|e| InstallError::Inspect {
-            path: d.to_path_buf(),
-            cause: Arc::new(e),
-        })?;
-        check_dir(d, &meta)?;
-        cur = d.parent();
-    }
-    Ok(())
-}
-
-fn check_dir(dir: &Path, meta: &fs::Metadata) -> Result<(), InstallError> {
-    let mode = meta.mode() & 0o7777;
-    let sticky_root = mode & 0o1000 != 0 && meta.uid() == 0;
-    if mode & 0o022 != 0 && !sticky_root {
-        return Err(InstallError::InsecureDirectory {
-            path: dir.to_path_buf(),
-            mode,
-        });
-    }
-    Ok(())
-}
-
-fn remove_if_exists(path: &Path) -> io::Result<()> {
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
-}
-
-/// `dir/.NAME<suffix>` for `dir/NAME`.
-fn sibling(target: &Path, suffix: &str) -> PathBuf {
-    let mut name = OsString::from(".");
-    name.push(target.file_name().unwrap_or(target.as_os_str()));
-    name.push(suffix);
-    parent_dir(target).join(name)
-}
-
-pub(crate) fn parent_dir(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
     }
 }

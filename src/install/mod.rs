@@ -10,6 +10,7 @@ mod files;
 mod flow;
 mod paths;
 pub mod server;
+mod staging;
 pub mod verify;
 
 pub use error::InstallError;

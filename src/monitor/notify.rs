@@ -29,7 +29,7 @@ pub(super) async fn notify(config: &Config, report: &RunReport, events: &[Event]
     if events.is_empty() {
         return;
     }
-    let argv = crate::engine::argv(command);
+    let argv = command.argv();
     let Ok(summary) = serde_json::to_vec(&Summary { report, events }) else {
         return;
     };

@@ -1,6 +1,7 @@
 //! `[[certificate]]` (with `[defaults]` merged in): names, product, validation, install
 //! paths and commands; and the checks across certificates.
 
+use super::document::Origin;
 use super::*;
 
 impl Checker<'_> {

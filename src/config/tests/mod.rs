@@ -152,6 +152,17 @@ fn minimal_file_gets_the_defaults_of_design_md() {
 }
 
 #[test]
+fn a_command_runs_as_its_argv_or_through_the_shell() {
+    let argv = Command::Argv(vec!["nginx".into(), "-t".into()]);
+    assert_eq!(argv.argv(), ["nginx", "-t"]);
+    let shell = Command::Shell("systemctl reload nginx && logger ok".into());
+    assert_eq!(
+        shell.argv(),
+        ["/bin/sh", "-c", "systemctl reload nginx && logger ok"]
+    );
+}
+
+#[test]
 fn full_example_with_every_key() {
     let c = parse(FULL).unwrap();
     assert_eq!(c.api.base_url, "https://partner.example.net");

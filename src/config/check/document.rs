@@ -1,0 +1,317 @@
+//! The whole document: its top-level sections in order (`[api]`, `[agent]`, `[fleet]`,
+//! `[defaults]`, the `[[certificate]]` tables), the included files (read, or kept from an
+//! earlier run by the cache) and the checks across all certificates.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use toml::de::{DeTable, DeValue};
+
+use super::super::error::Problem;
+use super::super::keys::{CERT_ONLY_KEYS, SHARED_KEYS, TOP_KEYS};
+use super::super::types::{AgentConfig, CertificateConfig, Config};
+use super::super::{cache, include};
+use super::{Checker, breaks_of, type_name};
+
+impl Checker<'_> {
+    pub(in crate::config) fn document(&mut self, path: &Path) -> Option<Config> {
+        let root = match DeTable::parse(self.text) {
+            Ok(root) => root,
+            Err(e) => {
+                let span = e.span().unwrap_or(0..0);
+                let msg = format!("invalid TOML: {}", e.message().trim());
+                self.report(&span, "syntax", msg);
+                return None;
+            }
+        };
+        let root = root.get_ref();
+        self.unknown_keys(root, "top level", TOP_KEYS, "top level");
+
+        let section = |name: &str| root.iter().find(|(k, _)| k.get_ref() == name);
+        let table_of = |c: &mut Self, name: &str| -> Option<(&DeTable<'_>, Range<usize>)> {
+            let (k, v) = section(name)?;
+            match v.get_ref() {
+                DeValue::Table(t) => Some((t, v.span())),
+                other => {
+                    let msg = format!(
+                        "`{name}` must be a table ([{name}]), found {}",
+                        type_name(other)
+                    );
+                    c.report(&k.span(), "top level", msg);
+                    None
+                }
+            }
+        };
+        let api = table_of(self, "api");
+        let agent = table_of(self, "agent");
+        let fleet = table_of(self, "fleet");
+        let defaults = table_of(self, "defaults");
+
+        let api = match api {
+            Some((t, header)) => self.api(t, header),
+            None => {
+                if section("api").is_none() {
+                    self.report(&(0..0), "top level", "missing required section [api]");
+                }
+                None
+            }
+        };
+        let empty = DeTable::default();
+        let (agent_table, agent_header) = agent.unwrap_or((&empty, 0..0));
+        let agent = self.agent(agent_table, agent_header);
+        let fleet = match fleet {
+            Some((t, header)) => self.fleet(t, header).map(Some),
+            None => Some(None),
+        };
+
+        if let Some((t, _)) = defaults {
+            self.defaults(t);
+        }
+        let defaults_table = defaults.map(|(t, _)| t);
+
+        let mut certificates = self.certificates_of(root, defaults_table);
+        let mut included = Included::default();
+        if self.includes
+            && let Some(a) = &agent
+            && !a.include.is_empty()
+        {
+            included = self.included(path, a, agent_table, defaults_table, &mut certificates);
+        }
+        let Included {
+            fragments,
+            stamps,
+            from_cache,
+        } = included;
+        if !from_cache {
+            self.across_certificates(&certificates, path);
+            if self.problems.is_empty()
+                && stamps.len() == fragments.len()
+                && !fragments.is_empty()
+                && let Some(a) = &agent
+            {
+                let kept: Vec<(&CertificateConfig, Option<&Path>)> = certificates
+                    .iter()
+                    .map(|(c, o)| (c, o.file.as_deref()))
+                    .collect();
+                cache::store(&a.state_dir, path, self.text, &stamps, &kept);
+            }
+        }
+        let certificates = certificates.into_iter().map(|(c, _)| c).collect();
+
+        let agent = agent?;
+        let api = api?;
+        let fleet = fleet?;
+        Some(Config {
+            path: path.to_path_buf(),
+            api,
+            agent,
+            fleet,
+            certificates,
+            fragments,
+            warnings: Vec::new(),
+        })
+    }
+
+    /// The keys of `[defaults]`: shared keys only.
+    fn defaults(&mut self, t: &DeTable<'_>) {
+        for (k, _) in t.iter() {
+            if CERT_ONLY_KEYS.contains(&k.get_ref().as_ref()) {
+                let msg = format!(
+                    "`{}` cannot be set in [defaults]; set it in each [[certificate]]",
+                    k.get_ref()
+                );
+                self.report(&k.span(), "[defaults]", msg);
+            }
+        }
+        let mut allowed = SHARED_KEYS.to_vec();
+        allowed.extend_from_slice(CERT_ONLY_KEYS);
+        self.unknown_keys(t, "[defaults]", &allowed, "[defaults]");
+    }
+
+    /// The files `[agent] include` names and their certificates, added to `certificates`:
+    /// kept from an earlier run when nothing changed since, otherwise read and checked.
+    fn included(
+        &mut self,
+        path: &Path,
+        a: &AgentConfig,
+        agent_table: &DeTable<'_>,
+        defaults: Option<&DeTable<'_>>,
+        certificates: &mut Vec<(CertificateConfig, Origin)>,
+    ) -> Included {
+        let mut out = Included::default();
+        let span = agent_table
+            .iter()
+            .find(|(k, _)| k.get_ref() == "include")
+            .map_or(0..0, |(k, _)| k.span());
+        let base = path.parent().unwrap_or(Path::new("/"));
+        for pattern in &a.include {
+            match include::expand(pattern, base) {
+                Ok(files) => out.fragments.extend(files),
+                Err(e) => self.report(&span, "[agent]", format!("`include`: {e}")),
+            }
+        }
+        out.fragments.dedup();
+        // Unchanged since a run that found them valid: the kept certificates (the checks
+        // across certificates held for the same main file and the same included files).
+        let kept = self
+            .problems
+            .is_empty()
+            .then(|| cache::lookup(&a.state_dir, path, self.text, &out.fragments, self.programs));
+        if let Some(Some(hit)) = kept {
+            for (file, mode) in out.fragments.iter().zip(hit.modes) {
+                self.writable_by_others(file, mode);
+            }
+            certificates.extend(hit.certificates.into_iter().map(|c| (c, Origin::KEPT)));
+            out.from_cache = true;
+        } else {
+            let mut dir = include::Dir::default();
+            for file in &out.fragments {
+                if let Some(stamp) = self.fragment(&mut dir, file, &span, defaults, certificates) {
+                    out.stamps.push((file.clone(), stamp));
+                }
+            }
+        }
+        out
+    }
+
+    /// The `[[certificate]]` tables of a document, each with where its name is.
+    fn certificates_of(
+        &mut self,
+        root: &DeTable<'_>,
+        defaults: Option<&DeTable<'_>>,
+    ) -> Vec<(CertificateConfig, Origin)> {
+        let mut out = Vec::new();
+        let Some((k, v)) = root.iter().find(|(k, _)| k.get_ref() == "certificate") else {
+            return out;
+        };
+        match v.get_ref() {
+            DeValue::Array(items) if items.iter().all(|i| i.get_ref().is_table()) => {
+                for (i, item) in items.iter().enumerate() {
+                    if let DeValue::Table(t) = item.get_ref()
+                        && let Some(c) = self.certificate(i, t, item.span(), defaults)
+                    {
+                        let span = t
+                            .iter()
+                            .find(|(k, _)| k.get_ref() == "name")
+                            .map_or(item.span(), |(k, _)| k.span());
+                        let origin = Origin {
+                            file: self.file.clone(),
+                            line: self.line(&span),
+                        };
+                        out.push((c, origin));
+                    }
+                }
+            }
+            _ => {
+                self.report(
+                    &k.span(),
+                    "top level",
+                    "`certificate` must be written as [[certificate]] tables",
+                );
+            }
+        }
+        out
+    }
+
+    /// Reads an included file: `[[certificate]]` tables only, `[defaults]` of the main file
+    /// applied, every problem naming the included file and its line.
+    fn fragment(
+        &mut self,
+        dir: &mut include::Dir,
+        file: &Path,
+        include_span: &Range<usize>,
+        defaults: Option<&DeTable<'_>>,
+        certificates: &mut Vec<(CertificateConfig, Origin)>,
+    ) -> Option<include::Stamp> {
+        let (text, stamp) = match dir.read(file) {
+            Ok((t, stamp)) => {
+                self.writable_by_others(file, stamp.mode());
+                (t, stamp)
+            }
+            Err(e) => {
+                let msg = format!(
+                    "`include`: could not read {}: {}",
+                    file.display(),
+                    crate::fsutil::io_text(&e)
+                );
+                self.report(include_span, "[agent]", msg);
+                return None;
+            }
+        };
+        let mut sub = Checker {
+            text: &text,
+            problems: Vec::new(),
+            warnings: Vec::new(),
+            programs: self.programs,
+            includes: false,
+            file: Some(file.to_path_buf()),
+            main_text: Some(self.text),
+            breaks: breaks_of(&text),
+        };
+        match DeTable::parse(&text) {
+            Ok(root) => {
+                let root = root.get_ref();
+                for (k, _) in root.iter() {
+                    if k.get_ref() != "certificate" {
+                        let msg = format!(
+                            "`{}`: an included file holds only [[certificate]] tables; set it \
+                             in the main configuration file",
+                            k.get_ref()
+                        );
+                        sub.report(&k.span(), "top level", msg);
+                    }
+                }
+                certificates.extend(sub.certificates_of(root, defaults));
+            }
+            Err(e) => {
+                let span = e.span().unwrap_or(0..0);
+                let msg = format!("invalid TOML: {}", e.message().trim());
+                sub.report(&span, "syntax", msg);
+            }
+        }
+        self.problems.append(&mut sub.problems);
+        self.warnings.append(&mut sub.warnings);
+        Some(stamp)
+    }
+
+    /// Warns about an included file anyone may write to.
+    fn writable_by_others(&mut self, file: &Path, mode: u32) {
+        if mode & 0o002 != 0 {
+            self.warnings.push(Problem {
+                file: Some(file.to_path_buf()),
+                line: 1,
+                context: "include".into(),
+                message: format!(
+                    "writable by others (mode {:04o}); anyone could add a certificate or a \
+                     command to it: chmod o-w it",
+                    mode & 0o7777
+                ),
+            });
+        }
+    }
+}
+
+/// The included files of a document.
+#[derive(Default)]
+struct Included {
+    /// The files `[agent] include` names, in order.
+    fragments: Vec<PathBuf>,
+    /// The stamps of the files read (none when kept).
+    stamps: Vec<(PathBuf, include::Stamp)>,
+    /// Their certificates were kept from an earlier run.
+    from_cache: bool,
+}
+
+/// Where a certificate is defined: its file (`None`: the main file) and the line of its name.
+pub(super) struct Origin {
+    pub(super) file: Option<PathBuf>,
+    pub(super) line: usize,
+}
+
+impl Origin {
+    /// A certificate kept from an earlier run (no checks across certificates are made again).
+    const KEPT: Origin = Origin {
+        file: None,
+        line: 0,
+    };
+}
