@@ -57,6 +57,18 @@ impl<'a> Job<'a> {
         Ok(self.store.save(&self.rec)?)
     }
 
+    /// Writes the record, then appends `event` to the certificate's journal: a step that
+    /// changed the record and must be on disk before the next one is taken.
+    pub fn record(&self, event: &str, detail: serde_json::Value) -> Result<()> {
+        self.save()?;
+        self.journal(event, detail)
+    }
+
+    /// The state directory the job's record lives in.
+    pub fn store(&self) -> &'a Store {
+        self.store
+    }
+
     /// Appends an event to the certificate's journal.
     pub fn journal(&self, event: &str, detail: serde_json::Value) -> Result<()> {
         Ok(self.store.journal(&self.cert.name, event, detail)?)

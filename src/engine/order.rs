@@ -18,8 +18,9 @@ use time::OffsetDateTime;
 use crate::api::{self, ApiError, CertificateState, Client, Decimal, Product};
 use crate::config::{CertificateConfig, Config};
 use crate::crypto::{Csr, CsrInfo, PrivateKey};
-use crate::store::{CertRecord, OrderIntent, OrderRef, Store};
+use crate::store::{OrderIntent, OrderRef, Store};
 
+use super::job::Job;
 use super::keys;
 use super::lead::Lead;
 
@@ -136,25 +137,23 @@ impl ProductCache {
     }
 }
 
-/// Ensures `record` has an order: reconciles a pending intent, or places the order when
-/// allowed. Saves the record after every step.
-#[allow(clippy::too_many_arguments)]
-pub async fn ensure_order(
+/// Ensures the job's record has an order: reconciles a pending intent, or places the order
+/// when allowed. Saves the record (and journals) after every step, through the job.
+pub(super) async fn ensure_order(
     config: &Config,
-    cert: &CertificateConfig,
     client: &Client,
     products: &ProductCache,
-    store: &Store,
-    record: &mut CertRecord,
+    job: &mut Job<'_>,
     allow: bool,
     now: OffsetDateTime,
     lead: Option<&dyn Lead>,
 ) -> Result<Ordered> {
-    if let Some(order) = &record.order {
+    let cert = job.cert;
+    if let Some(order) = &job.rec.order {
         return Ok(Ordered::Existing(order.certificate_id));
     }
-    if let Some(intent) = record.intent.clone() {
-        let id = reconcile(cert, client, store, record, &intent).await?;
+    if let Some(intent) = job.rec.intent.clone() {
+        let id = reconcile(job, client, &intent).await?;
         return Ok(Ordered::Reconciled(id));
     }
     if !allow {
@@ -176,19 +175,17 @@ pub async fn ensure_order(
     let price = check_price(config, cert, product)?;
     check_clock(cert, client, now)?;
 
-    let pending = keys::ensure_pending_key(store, cert, record, now)?;
+    let pending = keys::ensure_pending_key(job.store(), cert, &mut job.rec, now)?;
     let csr_pem = pending.csr_pem.clone();
 
-    record.intent = Some(OrderIntent {
+    job.rec.intent = Some(OrderIntent {
         csr_sha256: pending.csr_sha256.clone(),
         common_name: cert.common_name().to_owned(),
         created_at: now,
         product_id: cert.order.product_id,
         price: price.as_ref().map(|p| p.as_str().to_owned()),
     });
-    store.save(record)?;
-    store.journal(
-        &cert.name,
+    job.record(
         "order-intent",
         serde_json::json!({
             "csr_sha256": pending.csr_sha256,
@@ -201,30 +198,28 @@ pub async fn ensure_order(
     // In a fleet the intent (and the key) reach etcd before the order is placed: a leader
     // that dies after this is followed by one that reconciles the intent.
     if let Some(lead) = lead {
-        lead.share(cert, record).await?;
+        lead.share(cert, &job.rec).await?;
     }
     crate::failpoint::hit("intent-saved");
     let request = order_request(cert, product, &csr_pem);
     match client.order(&request).await {
         Ok(resp) => {
             crate::failpoint::hit("order-sent");
-            record.order = Some(OrderRef {
+            job.rec.order = Some(OrderRef {
                 certificate_id: resp.certificate,
                 order_id: Some(resp.order),
                 placed_at: now,
                 adopted: false,
             });
-            record.intent = None;
-            record.last_state = Some("new".to_owned());
-            store.save(record)?;
-            store.journal(
-                &cert.name,
+            job.rec.intent = None;
+            job.rec.last_state = Some("new".to_owned());
+            job.record(
                 "ordered",
                 serde_json::json!({ "certificate_id": resp.certificate, "order_id": resp.order }),
             )?;
             crate::failpoint::hit("response-saved");
             if let Some(lead) = lead
-                && let Err(e) = lead.share(cert, record).await
+                && let Err(e) = lead.share(cert, &job.rec).await
             {
                 tracing::warn!(certificate = %cert.name, "{e:#}; the next leader reconciles the order from the list");
             }
@@ -236,11 +231,9 @@ pub async fn ensure_order(
             Ok(Ordered::Placed(resp.certificate))
         }
         Err(err) if definitely_not_placed(&err) => {
-            record.intent = None;
-            record.order_refused |= matches!(err, ApiError::Http { .. });
-            store.save(record)?;
-            store.journal(
-                &cert.name,
+            job.rec.intent = None;
+            job.rec.order_refused |= matches!(err, ApiError::Http { .. });
+            job.record(
                 "order-rejected",
                 serde_json::json!({ "error": err.to_string() }),
             )?;
@@ -250,8 +243,7 @@ pub async fn ensure_order(
             )))
         }
         Err(err) => {
-            store.journal(
-                &cert.name,
+            job.journal(
                 "order-outcome-unknown",
                 serde_json::json!({ "error": err.to_string() }),
             )?;
@@ -280,15 +272,10 @@ fn definitely_not_placed(err: &ApiError) -> bool {
 }
 
 /// Finds the order of a pending intent in the certificate list by its CSR and adopts it.
-async fn reconcile(
-    cert: &CertificateConfig,
-    client: &Client,
-    store: &Store,
-    record: &mut CertRecord,
-    intent: &OrderIntent,
-) -> Result<u64> {
+async fn reconcile(job: &mut Job<'_>, client: &Client, intent: &OrderIntent) -> Result<u64> {
+    let cert = job.cert;
     let cn = intent.common_name.clone();
-    let known = known_certificate_ids(store, &cert.name)?;
+    let known = known_certificate_ids(job.store(), &cert.name)?;
     // Newest first; a lost order is recent, so the first pages hold it.
     let candidates = client.list_all(None, Some(&cn)).await.with_context(|| {
         format!("could not search the certificate list for '{cn}' to reconcile")
@@ -333,8 +320,7 @@ async fn reconcile(
         .unwrap_or_default();
     match matches.as_slice() {
         [] => {
-            store.journal(
-                &cert.name,
+            job.journal(
                 "reconcile-not-found",
                 serde_json::json!({ "csr_sha256": intent.csr_sha256, "candidates": checked }),
             )?;
@@ -346,19 +332,14 @@ async fn reconcile(
             .into())
         }
         [id] => {
-            record.order = Some(OrderRef {
+            job.rec.order = Some(OrderRef {
                 certificate_id: *id,
                 order_id: None,
                 placed_at: intent.created_at,
                 adopted: true,
             });
-            record.intent = None;
-            store.save(record)?;
-            store.journal(
-                &cert.name,
-                "reconciled",
-                serde_json::json!({ "certificate_id": id }),
-            )?;
+            job.rec.intent = None;
+            job.record("reconciled", serde_json::json!({ "certificate_id": id }))?;
             tracing::warn!(
                 certificate = %cert.name,
                 certificate_id = id,
@@ -396,13 +377,11 @@ fn known_certificate_ids(store: &Store, except: &str) -> Result<Vec<u64>> {
 }
 
 /// Clears an unreconciled intent on the operator's word (the pending key is kept).
-pub fn clear_intent(store: &Store, record: &mut CertRecord) -> Result<bool> {
-    let Some(intent) = record.intent.take() else {
+pub(super) fn clear_intent(job: &mut Job<'_>) -> Result<bool> {
+    let Some(intent) = job.rec.intent.take() else {
         return Ok(false);
     };
-    store.save(record)?;
-    store.journal(
-        &record.name,
+    job.record(
         "intent-cleared-by-operator",
         serde_json::json!({ "csr_sha256": intent.csr_sha256 }),
     )?;

@@ -13,9 +13,10 @@ use time::OffsetDateTime;
 use crate::api::{ApiError, CertificateDetails, CertificateState, PendingAction, ReissueRequest};
 use crate::config::{CertificateConfig, DcvMethod, Family};
 use crate::crypto::{CsrInfo, PrivateKey};
-use crate::store::{CertRecord, ReissueState};
+use crate::store::ReissueState;
 
 use super::context::Ctx;
+use super::job::Job;
 use super::keys;
 
 /// The certificate to follow after a reissue, with the details read after it was sent when
@@ -34,15 +35,15 @@ impl Reissued {
     }
 }
 
-/// Starts a reissue of `record`'s order. `new_key` false keeps the installed key.
+/// Starts a reissue of the job's order. `new_key` false keeps the installed key.
 pub(super) async fn start(
     ctx: &Ctx<'_>,
-    cert: &CertificateConfig,
-    record: &mut CertRecord,
+    job: &mut Job<'_>,
     new_key: bool,
     now: OffsetDateTime,
 ) -> Result<Reissued> {
-    let Some(order) = record.order.clone() else {
+    let cert = job.cert;
+    let Some(order) = job.rec.order.clone() else {
         bail!("certificate '{}' has no order to reissue", cert.name);
     };
     // Reissue rule 6: a family S certificate on DNS_TXT_TOKEN must name another method for
@@ -69,17 +70,15 @@ pub(super) async fn start(
         super::deploy::installed_key(cert)?
     };
     let pending = keys::save_new_key(ctx.store, cert, &key, now)?;
-    record.pending_key = Some(pending.clone());
-    record.reissue = Some(ReissueState {
+    job.rec.pending_key = Some(pending.clone());
+    job.rec.reissue = Some(ReissueState {
         certificate_id: order.certificate_id,
         csr_sha256: pending.csr_sha256.clone(),
-        previous_serial: record.installed.as_ref().map(|i| i.serial.clone()),
+        previous_serial: job.rec.installed.as_ref().map(|i| i.serial.clone()),
         requested_at: now,
         confirmed: false,
     });
-    ctx.store.save(record)?;
-    ctx.store.journal(
-        &cert.name,
+    job.record(
         "reissue-intent",
         serde_json::json!({
             "certificate_id": order.certificate_id,
@@ -88,18 +87,15 @@ pub(super) async fn start(
         }),
     )?;
     if let Some(lead) = ctx.lead {
-        lead.share(cert, record).await?;
+        lead.share(cert, &job.rec).await?;
     }
-    send(ctx, cert, record).await
+    send(ctx, job).await
 }
 
 /// Sends the recorded reissue and confirms it.
-async fn send(
-    ctx: &Ctx<'_>,
-    cert: &CertificateConfig,
-    record: &mut CertRecord,
-) -> Result<Reissued> {
-    let (Some(reissue), Some(pending)) = (record.reissue.clone(), record.pending_key.clone())
+async fn send(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Reissued> {
+    let cert = job.cert;
+    let (Some(reissue), Some(pending)) = (job.rec.reissue.clone(), job.rec.pending_key.clone())
     else {
         bail!("no reissue recorded for certificate '{}'", cert.name);
     };
@@ -114,14 +110,14 @@ async fn send(
     {
         Ok(_) => {
             crate::failpoint::hit("reissue-sent");
-            confirm(ctx, cert, record).await
+            confirm(ctx, job).await
         }
         Err(e) if refused(&e) => {
             // Nothing happened at the CA: forget the attempt (the key is discarded).
-            if let Some(p) = record.pending_key.take() {
+            if let Some(p) = job.rec.pending_key.take() {
                 keys::discard_key_file(&p.key_file);
             }
-            record.reissue = None;
+            job.rec.reissue = None;
             // Reissue rule 1: not for expired or annulled certificates. Such an order has
             // ended; only a new order helps, and that is the operator's call.
             if let Ok(status) = ctx.client()?.status(reissue.certificate_id).await
@@ -131,11 +127,9 @@ async fn send(
                     CertificateState::Expired | CertificateState::Annulled
                 )
             {
-                record.ended = Some(state.as_str().to_owned());
+                job.rec.ended = Some(state.as_str().to_owned());
             }
-            ctx.store.save(record)?;
-            ctx.store.journal(
-                &cert.name,
+            job.record(
                 "reissue-refused",
                 serde_json::json!({ "error": e.to_string() }),
             )?;
@@ -193,34 +187,29 @@ fn refused(e: &ApiError) -> bool {
 }
 
 /// Marks the reissue as received and follows a replacement ID.
-async fn confirm(
-    ctx: &Ctx<'_>,
-    cert: &CertificateConfig,
-    record: &mut CertRecord,
-) -> Result<Reissued> {
-    let Some(reissue) = record.reissue.as_mut() else {
+async fn confirm(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Reissued> {
+    let cert = job.cert;
+    let Some(reissue) = job.rec.reissue.as_mut() else {
         bail!("no reissue recorded for certificate '{}'", cert.name);
     };
     reissue.confirmed = true;
     let original = reissue.certificate_id;
-    ctx.store.save(record)?;
-    ctx.store.journal(
-        &cert.name,
+    job.record(
         "reissued",
         serde_json::json!({ "certificate_id": original }),
     )?;
-    follow_replacement(ctx, cert, record, original).await
+    follow_replacement(ctx, job, original).await
 }
 
 /// Reissue rule 7: some reissues give the certificate a new ID; read `replacement_id` from the
 /// details of the original and use it from now on.
-async fn follow_replacement(
-    ctx: &Ctx<'_>,
-    cert: &CertificateConfig,
-    record: &mut CertRecord,
-    original: u64,
-) -> Result<Reissued> {
-    let current = record.order.as_ref().map_or(original, |o| o.certificate_id);
+async fn follow_replacement(ctx: &Ctx<'_>, job: &mut Job<'_>, original: u64) -> Result<Reissued> {
+    let cert = job.cert;
+    let current = job
+        .rec
+        .order
+        .as_ref()
+        .map_or(original, |o| o.certificate_id);
     // Only family S gives a reissued certificate a new ID (Reissue rule 7).
     if cert.order.family.is_some_and(|f| f != Family::S) {
         return Ok(Reissued::id(current));
@@ -228,12 +217,10 @@ async fn follow_replacement(
     let details = ctx.client()?.details(original).await?;
     match details.replacement_id {
         Some(new_id) if new_id != current => {
-            if let Some(order) = record.order.as_mut() {
+            if let Some(order) = job.rec.order.as_mut() {
                 order.certificate_id = new_id;
             }
-            ctx.store.save(record)?;
-            ctx.store.journal(
-                &cert.name,
+            job.record(
                 "replaced",
                 serde_json::json!({ "original": original, "replacement": new_id }),
             )?;
@@ -253,17 +240,14 @@ async fn follow_replacement(
 
 /// Resumes a recorded reissue: confirms one that was received, sends one that was not.
 /// Returns the certificate ID to follow.
-pub(super) async fn resume(
-    ctx: &Ctx<'_>,
-    cert: &CertificateConfig,
-    record: &mut CertRecord,
-) -> Result<Reissued> {
-    let Some(reissue) = record.reissue.clone() else {
+pub(super) async fn resume(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Reissued> {
+    let cert = job.cert;
+    let Some(reissue) = job.rec.reissue.clone() else {
         bail!("no reissue recorded for certificate '{}'", cert.name);
     };
     if reissue.confirmed {
         return Ok(Reissued::id(
-            record
+            job.rec
                 .order
                 .as_ref()
                 .map_or(reissue.certificate_id, |o| o.certificate_id),
@@ -279,8 +263,8 @@ pub(super) async fn resume(
         .and_then(|s| s.pending())
         == Some(PendingAction::Reissuing);
     if shows_new_csr || pending || details.replacement_id.is_some() {
-        confirm(ctx, cert, record).await
+        confirm(ctx, job).await
     } else {
-        send(ctx, cert, record).await
+        send(ctx, job).await
     }
 }

@@ -21,7 +21,7 @@ pub(super) async fn start(
     job: &mut Job<'_>,
     warning_out: &mut Option<String>,
 ) -> Result<Next> {
-    if ctx.opts.clear_intent && order::clear_intent(ctx.store, &mut job.rec)? {
+    if ctx.opts.clear_intent && order::clear_intent(job)? {
         tracing::warn!(certificate = %job.cert.name, "unreconciled order intent cleared by the operator");
     }
     if let Some(id) = job.cert.order.certificate_id
@@ -179,7 +179,7 @@ async fn act(
                     .reissue
                     .as_ref()
                     .and_then(|r| r.previous_serial.clone());
-                let reissued = Box::pin(reissue::resume(ctx, job.cert, &mut job.rec)).await?;
+                let reissued = Box::pin(reissue::resume(ctx, job)).await?;
                 Ok(wait_reissued(&job.rec, reissued, previous))
             } else {
                 Box::pin(place_order(ctx, job, false)).await
@@ -192,14 +192,7 @@ async fn act(
         Action::Reissue { new_key, reason } => {
             tracing::info!(certificate = %name, "reissuing: {reason}");
             let previous = job.rec.installed.as_ref().map(|i| i.serial.clone());
-            let reissued = Box::pin(reissue::start(
-                ctx,
-                job.cert,
-                &mut job.rec,
-                new_key,
-                ctx.now(),
-            ))
-            .await?;
+            let reissued = Box::pin(reissue::start(ctx, job, new_key, ctx.now())).await?;
             Ok(wait_reissued(&job.rec, reissued, previous))
         }
         Action::RenewSubscription {
@@ -248,11 +241,9 @@ fn replace_ended_order(job: &mut Job<'_>) -> Result<()> {
 async fn place_order(ctx: &Ctx<'_>, job: &mut Job<'_>, allow: bool) -> Result<Next> {
     let id = order::ensure_order(
         ctx.config,
-        job.cert,
         ctx.client()?,
         &ctx.products,
-        ctx.store,
-        &mut job.rec,
+        job,
         allow,
         ctx.now(),
         ctx.lead,
