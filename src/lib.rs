@@ -1,14 +1,17 @@
 //! cert-agent: a certificate agent for web servers that orders, validates, installs and renews
 //! certificates through a reseller's Partner API v1.
 //!
-//! Layering (an arrow means "may import"; `docs/architecture.md` draws it):
+//! Layering (an arrow means "may import"; `docs/architecture.md` draws it, and
+//! `scripts/layout --check src` holds the code to it):
 //!
-//! - `main → cli → {daemon, renew}`, `daemon → renew`;
-//! - `renew` (the engine) → the leaves `api`, `bundle`, `config`, `dcv`, `install`, `store`;
-//! - `cli → discover` (reading web server configurations) `→ config` (name rules), `crypto`;
-//! - the leaves import no sibling, only the foundation: `crypto`, `values` (value types several
-//!   layers name), `fsutil`, `process` (finding and running programs), `signal`, `failpoint`,
-//!   `http_serve` (the serve loop of the small HTTP servers).
+//! - `main → cli → {daemon, run, monitor, fleet, engine, discover, the leaves}`;
+//! - `daemon → run → {monitor, fleet} → engine` — the engine never calls monitoring or etcd; a
+//!   fleet's leader takes part through `engine::Lead`;
+//! - `engine` → the leaves `api`, `bundle`, `config`, `dcv`, `install`, `store`; `discover` is
+//!   a leaf too (`→ api, config`);
+//! - the leaves import no sibling (but `discover`), only the foundation: `crypto`, `values`
+//!   (value types several layers name), `clock`, `fsutil`, `process` (finding and running
+//!   programs), `signal`, `failpoint`, `http_serve` (the serve loop of the small HTTP servers).
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
