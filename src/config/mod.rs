@@ -18,13 +18,13 @@
 //! Depends only on the foundation: `values`, `process`, `fsutil`, `crypto` (`KeyType`).
 
 mod cache;
-mod check;
 mod error;
 mod include;
 mod keys;
 mod rules;
 mod select;
 mod types;
+mod validate;
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -37,7 +37,7 @@ pub use error::{ConfigError, Problem};
 pub use rules::{validate_certificate_name, validate_domain, validate_email};
 pub use select::UnknownCertificate;
 pub use types::{
-    AgentConfig, ApiConfig, CertificateConfig, Command, Config, DcvMethod, Family, FleetConfig,
+    AgentConfig, ApiConfig, CertificateConfig, CommandLine, Config, DcvMethod, Family, FleetConfig,
     KeyType, ServerKind, Webroot,
 };
 
@@ -131,7 +131,7 @@ impl Config {
 
     fn parse_checked(text: &str, path: &Path, programs: bool) -> Result<Config, ConfigError> {
         // Read from a file: the files it includes are read too.
-        let mut c = check::Checker::new(text, programs);
+        let mut c = validate::Checker::new(text, programs);
         if programs {
             c = c.with_includes();
         }

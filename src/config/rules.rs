@@ -5,7 +5,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use super::types::Command;
+use super::types::CommandLine;
 
 /// Checks a domain name: lower-case letters, digits and hyphens in labels of 1..=63
 /// characters, at least two labels, 253 characters at most, a wildcard only as the whole first
@@ -97,10 +97,10 @@ pub fn validate_email(email: &str) -> Result<(), String> {
 
 /// The program of `command` that is checked: an argv's first word; for a string run by
 /// `/bin/sh -c`, only a leading absolute path.
-pub(super) fn program_to_check(command: &Command) -> Option<&str> {
+pub(super) fn program_to_check(command: &CommandLine) -> Option<&str> {
     match command {
-        Command::Shell(v) => v.split_whitespace().next().filter(|p| p.starts_with('/')),
-        Command::Argv(a) => a.first().map(String::as_str),
+        CommandLine::Shell(v) => v.split_whitespace().next().filter(|p| p.starts_with('/')),
+        CommandLine::Argv(a) => a.first().map(String::as_str),
     }
 }
 

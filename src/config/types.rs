@@ -111,7 +111,7 @@ pub struct AgentConfig {
     pub concurrency: u32,
     /// Run after a renew run that changed or failed something.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub notify_command: Option<Command>,
+    pub notify_command: Option<CommandLine>,
     /// The user `cert-agent serve` switches to after binding its ports when started as root;
     /// default `nobody`.
     pub serve_user: String,
@@ -134,12 +134,12 @@ pub struct AgentConfig {
 /// A command to run: a string is run by `/bin/sh -c`, an array is an argv run directly.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum Command {
+pub enum CommandLine {
     Shell(String),
     Argv(Vec<String>),
 }
 
-impl Command {
+impl CommandLine {
     /// The argv vector that runs the command: an array as it is, a string through
     /// `/bin/sh -c`.
     pub fn argv(&self) -> Vec<String> {
@@ -297,7 +297,7 @@ pub struct DcvSpec {
     pub listen: SocketAddr,
     /// Program adding/removing DNS records (cname, dns-txt).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub dns_hook: Option<Command>,
+    pub dns_hook: Option<CommandLine>,
     /// Address for EMAIL validation.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(rename = "dcv_email")]
@@ -342,11 +342,11 @@ pub struct InstallSpec {
     )]
     pub mode: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reload_command: Option<Command>,
+    pub reload_command: Option<CommandLine>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub configtest_command: Option<Command>,
+    pub configtest_command: Option<CommandLine>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub deploy_hook: Option<Command>,
+    pub deploy_hook: Option<CommandLine>,
     /// After reload, TLS handshake here (SNI = common name) must show the new serial.
     /// Default 127.0.0.1:443 with a web server; `None` (`""` in the file): no check.
     #[serde(

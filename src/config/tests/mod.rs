@@ -153,9 +153,9 @@ fn minimal_file_gets_the_defaults_of_design_md() {
 
 #[test]
 fn a_command_runs_as_its_argv_or_through_the_shell() {
-    let argv = Command::Argv(vec!["nginx".into(), "-t".into()]);
+    let argv = CommandLine::Argv(vec!["nginx".into(), "-t".into()]);
     assert_eq!(argv.argv(), ["nginx", "-t"]);
-    let shell = Command::Shell("systemctl reload nginx && logger ok".into());
+    let shell = CommandLine::Shell("systemctl reload nginx && logger ok".into());
     assert_eq!(
         shell.argv(),
         ["/bin/sh", "-c", "systemctl reload nginx && logger ok"]
@@ -169,7 +169,7 @@ fn full_example_with_every_key() {
     assert_eq!(c.agent.max_order_price.as_ref().unwrap().as_str(), "100.00");
     assert_eq!(
         c.agent.notify_command,
-        Some(Command::Argv(vec![
+        Some(CommandLine::Argv(vec![
             "/usr/local/bin/notify".into(),
             "--quiet".into()
         ]))
@@ -188,7 +188,7 @@ fn full_example_with_every_key() {
     );
     assert_eq!(
         www.install.reload_command,
-        Some(Command::Shell("systemctl reload nginx".into()))
+        Some(CommandLine::Shell("systemctl reload nginx".into()))
     );
     assert_eq!(www.order.ssl_server_software_id, 180);
     let wild = c.certificate("wild").unwrap();

@@ -1,4 +1,4 @@
-//! The checker: reads the spanned TOML document section by section (one file each), reports
+//! Validation of the configuration: the checker reads the spanned TOML document section by section (one file each), reports
 //! every problem with its line, merges `[defaults]` into each certificate.
 
 mod agent;
@@ -297,11 +297,11 @@ impl<'a> Checker<'a> {
         None
     }
 
-    fn command(&mut self, s: &Scope<'_, '_>, key: &str) -> Option<Command> {
+    fn command(&mut self, s: &Scope<'_, '_>, key: &str) -> Option<CommandLine> {
         let f = s.get(key)?;
         match f.value.get_ref() {
             DeValue::String(v) if !v.trim().is_empty() => {
-                let c = Command::Shell(v.to_string());
+                let c = CommandLine::Shell(v.to_string());
                 if self.programs
                     && let Some(program) = program_to_check(&c)
                     && let Err(why) = check_program(program)
@@ -317,7 +317,7 @@ impl<'a> Checker<'a> {
                     .collect();
                 match argv {
                     Some(a) if a.first().is_some_and(|p| !p.is_empty()) => {
-                        let c = Command::Argv(a);
+                        let c = CommandLine::Argv(a);
                         if self.programs
                             && let Some(program) = program_to_check(&c)
                             && let Err(why) = check_program(program)
