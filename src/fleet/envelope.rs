@@ -122,7 +122,7 @@ fn open_raw(key: &FleetKey, place: &Place<'_>, sealed: &[u8]) -> Result<(u64, Ve
     };
     if key_id != KEY_ID {
         return Err(format!(
-            "is sealed with key id {key_id}, not this host's {KEY_ID}"
+            "is not a sealed value of this fleet's key (key id {key_id}, not {KEY_ID})"
         ));
     }
     let version = u64::from_be_bytes(version);

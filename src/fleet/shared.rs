@@ -71,7 +71,8 @@ pub(super) fn open_state(
         }
         let key = PrivateKey::from_pem(&pem, "the fleet's record")
             .with_context(|| format!("the pending key in {what}"))?;
-        check_pending(cert, p, &key).with_context(|| format!("the fleet's record {what}"))?;
+        check_pending(&cert.domains, p, &key)
+            .with_context(|| format!("the fleet's record {what}"))?;
         pending_key = Some(key);
     }
     if versions.seen_state(&cert.name, value) == Seen::Other {
@@ -86,11 +87,7 @@ pub(super) fn open_state(
 
 /// The pending CSR is the pending key's, lists the configured names, and its stored hashes
 /// are its own.
-pub(super) fn check_pending(
-    cert: &CertificateConfig,
-    p: &PendingKey,
-    key: &PrivateKey,
-) -> Result<()> {
+pub(super) fn check_pending(domains: &[String], p: &PendingKey, key: &PrivateKey) -> Result<()> {
     let info = CsrInfo::from_pem(p.csr_pem.as_bytes()).context("its pending CSR")?;
     if !crypto::same_public_key(&info.public_key_der, &key.public_key_der()) {
         bail!("its pending CSR is not signed for the pending key (another key's CSR); refused");
@@ -100,11 +97,8 @@ pub(super) fn check_pending(
     {
         bail!("the CSR hashes it stores are not its pending CSR's; refused");
     }
-    if !keys::csr_names_match(&p.csr_pem, &cert.domains) {
-        bail!(
-            "its pending CSR does not list the configured names {:?}; refused",
-            cert.domains
-        );
+    if !keys::csr_names_match(&p.csr_pem, domains) {
+        bail!("its pending CSR does not list the configured names {domains:?}; refused");
     }
     Ok(())
 }
@@ -193,4 +187,94 @@ fn prepare(
         install,
         archive,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::{Csr, KeyType};
+    use crate::store::OrderRef;
+
+    fn pending(key: &PrivateKey, domains: &[String]) -> PendingKey {
+        let csr = Csr::new(key, domains).unwrap();
+        PendingKey {
+            key_file: std::path::PathBuf::new(),
+            csr_pem: csr.pem,
+            csr_md5: csr.hashes.md5,
+            csr_sha256: csr.hashes.sha256,
+            created_at: time::OffsetDateTime::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn a_pending_csr_must_be_the_keys_with_its_own_hashes_and_the_configured_names() {
+        let names = vec!["www.example.test".to_owned()];
+        let key = PrivateKey::generate(KeyType::EcdsaP256).unwrap();
+        let p = pending(&key, &names);
+        check_pending(&names, &p, &key).unwrap();
+        // The writer's CSR beside the fleet's key.
+        let writer = PrivateKey::generate(KeyType::EcdsaP256).unwrap();
+        let swapped = pending(&writer, &names);
+        let err = check_pending(&names, &swapped, &key)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("another key's CSR"), "{err}");
+        let mut hashes = p.clone();
+        hashes.csr_md5 = "0".repeat(32);
+        let err = check_pending(&names, &hashes, &key)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("hashes"), "{err}");
+        let other = vec!["evil.example.test".to_owned()];
+        let err = check_pending(&other, &p, &key).unwrap_err().to_string();
+        assert!(err.contains("configured names"), "{err}");
+
+        // A validation file: only the pending CSR's.
+        let h = CsrHashes {
+            md5: p.csr_md5.clone(),
+            sha256: p.csr_sha256.clone(),
+        };
+        let good = DcvEntry {
+            file_name: format!("{}.txt", h.md5),
+            content: format!("{}\nsectigo.com\nabc", h.sha256),
+        };
+        check_dcv(&h, &good).unwrap();
+        let forged = DcvEntry {
+            file_name: format!("{}.txt", "A".repeat(32)),
+            ..good.clone()
+        };
+        assert!(check_dcv(&h, &forged).is_err());
+        let forged = DcvEntry {
+            content: format!("{}\nsectigo.com", "B".repeat(64)),
+            ..good
+        };
+        assert!(check_dcv(&h, &forged).is_err());
+    }
+
+    #[test]
+    fn an_import_never_drops_a_known_order_or_intent() {
+        let known = CertRecord {
+            name: "www".into(),
+            order: Some(OrderRef {
+                certificate_id: 7,
+                order_id: None,
+                placed_at: time::OffsetDateTime::UNIX_EPOCH,
+                adopted: false,
+            }),
+            ..CertRecord::default()
+        };
+        let empty = CertRecord {
+            name: "www".into(),
+            ..CertRecord::default()
+        };
+        let err = check_keeps("/p/certs/www/state", &known, &empty)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/p/certs/www/state") && err.contains("order 7"),
+            "{err}"
+        );
+        check_keeps("k", &known, &known).unwrap();
+        check_keeps("k", &empty, &known).unwrap();
+    }
 }
