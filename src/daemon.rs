@@ -151,7 +151,7 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
     // is published, between the scheduled runs.
     let _follower = config.fleet.as_ref().map(|_| {
         let path = config_path.to_path_buf();
-        AbortOnDrop(tokio::spawn(follow_fleet(path)))
+        AbortOnDrop(tokio::spawn(follow_fleet(path, opts.clock)))
     });
 
     let first = random_up_to(opts.first_run_delay);
@@ -217,8 +217,8 @@ impl Drop for AbortOnDrop {
 
 /// Follows the fleet between runs ([`crate::fleet::follow_changes`]), printing what each
 /// synchronisation installed.
-async fn follow_fleet(config_path: PathBuf) {
-    crate::fleet::follow_changes(config_path, |synced| {
+async fn follow_fleet(config_path: PathBuf, clock: Clock) {
+    crate::fleet::follow_changes(config_path, clock, |synced| {
         print_report(&RunReport {
             certificates: synced
                 .into_iter()

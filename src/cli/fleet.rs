@@ -9,8 +9,12 @@ use crate::config::Config;
 
 /// Prints the leader, each certificate's current serial and every host's; exit 1 when a host
 /// lags behind.
-pub(super) async fn status(config: &Config, out: &Output) -> Result<u8> {
-    let link = crate::fleet::connect(config)
+pub(super) async fn status(
+    config: &Config,
+    out: &Output,
+    clock: crate::clock::Clock,
+) -> Result<u8> {
+    let link = crate::fleet::connect(config, clock)
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
     let status = crate::fleet::status(&link).await?;

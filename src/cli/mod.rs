@@ -117,7 +117,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
         Command::Snippet { name } => snippet::snippet(&load_config(&cli.config)?, name, &out),
         Command::Fleet(FleetCommand::Status) => {
             let config = load_config(&cli.config)?;
-            fleet::status(&config, &out).await
+            fleet::status(&config, &out, clock).await
         }
         Command::Renew(args) => {
             let config = load_config(&cli.config)?;

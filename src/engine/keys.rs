@@ -77,7 +77,7 @@ pub fn save_new_key(
 }
 
 /// True when the CSR lists exactly `domains` (common name first, any order of the rest).
-fn csr_names_match(csr_pem: &str, domains: &[String]) -> bool {
+pub fn csr_names_match(csr_pem: &str, domains: &[String]) -> bool {
     let Ok(info) = crypto::CsrInfo::from_pem(csr_pem.as_bytes()) else {
         return false;
     };

@@ -8,15 +8,17 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, anyhow};
 use time::OffsetDateTime;
 
-use super::link::now;
 use crate::config::{CertificateConfig, Config};
-use crate::crypto::{self, PrivateKey};
+use crate::crypto::{self, CsrHashes};
 use crate::dcv::ValidationFile;
 use crate::engine::{Job, Outcome, Ready, deploy};
 use crate::store::Store;
 
+use super::envelope::{self, Place, Purpose};
 use super::link::{FleetLink, check_specs};
-use super::schema::{Current, DcvEntry, HostResult, current_key, host_key, parse, unb64};
+use super::schema::{DcvEntry, HostResult, current_key, dcv_key, host_key, seen_key, state_key};
+use super::shared::{check_dcv, open_current, open_state};
+use super::versions::{Seen, Versions};
 
 /// What [`sync`] did for one certificate.
 #[derive(Debug)]
@@ -26,18 +28,41 @@ pub struct Synced {
 }
 
 /// What [`sync`] did, and the fleet's current certificates as it read them (serial and
-/// `not_before` by name), for the leader's hand-over to use without reading them again.
+/// `not_before` of the checked bundle, by name), for the leader's hand-over to use without
+/// reading them again.
 #[derive(Debug, Default)]
 pub(super) struct SyncReport {
     pub synced: Vec<Synced>,
     pub(super) fleet_has: BTreeMap<String, (String, OffsetDateTime)>,
 }
 
+/// One synchronisation's view of the fleet: the values under `certs/` and `dcv/` (two
+/// requests whatever the number of certificates), the versions this host accepted, and what
+/// went wrong, by certificate.
+pub(super) struct View {
+    pub(super) docs: BTreeMap<String, Vec<u8>>,
+    pub(super) dcv: BTreeMap<String, Vec<u8>>,
+    pub(super) versions: Versions,
+    pub(super) problems: BTreeMap<String, Vec<String>>,
+}
+
+impl View {
+    fn problem(&mut self, name: &str, error: String) {
+        tracing::warn!(certificate = %name, "{error}");
+        self.problems
+            .entry(name.to_owned())
+            .or_default()
+            .push(error);
+    }
+}
+
 /// Installs, for every certificate of `config` that the fleet has a newer certificate of,
-/// that certificate — decrypted with the fleet key and checked again against this host's key,
-/// names, chain and clock — through this host's own config test, reload, verification and
-/// rollback; records the result under `hosts/HOST/`. Also serves the validation files the
-/// leader published and removes those it withdrew.
+/// that certificate — opened with the fleet key, of a higher version than any accepted
+/// before, and checked again against this host's key, names, chain and clock — through this
+/// host's own config test, reload, verification and rollback; records the result under
+/// `hosts/HOST/`. Also serves the validation files the leader published (each checked
+/// against the fleet's pending CSR) and removes those it withdrew. A value that does not
+/// open or check fails its certificate only.
 pub(super) async fn sync(
     link: &FleetLink,
     config: &Config,
@@ -45,11 +70,24 @@ pub(super) async fn sync(
     refused: &BTreeMap<String, String>,
 ) -> Result<SyncReport> {
     let host = link.fleet.host().to_owned();
-    let validating = sync_dcv(link, config, store, refused).await?;
+    let mut view = View {
+        docs: link.fleet.list("certs/").await?.into_iter().collect(),
+        dcv: link
+            .fleet
+            .list("dcv/")
+            .await?
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix("dcv/")?.to_owned(), v)))
+            .collect(),
+        versions: Versions::load(store.dir())?,
+        problems: BTreeMap::new(),
+    };
+    let pending = pending_csrs(link, config, refused, &mut view);
+    let validating = sync_dcv(link, config, store, refused, &pending, &mut view)?;
     let mut out = Vec::new();
     let mut fleet_has = BTreeMap::new();
     let mut ready: Vec<(Job<'_>, Ready)> = Vec::new();
-    let mut versions = BTreeMap::new();
+    let mut published = BTreeMap::new();
     for (idx, cert) in config.certificates.iter().enumerate() {
         if let Some(why) = refused.get(&cert.name) {
             out.push(Synced {
@@ -58,68 +96,37 @@ pub(super) async fn sync(
             });
             continue;
         }
-        let mut job = match Job::load(store, cert, idx, crate::clock::Clock::from_env()) {
+        let mut job = match Job::load(store, cert, idx, link.clock) {
             Ok(job) => job,
             Err(e) => {
-                out.push(Synced {
-                    name: cert.name.clone(),
-                    outcome: Outcome::Failed {
-                        error: format!("{e:#}"),
-                    },
-                });
+                view.problem(&cert.name, format!("{e:#}"));
                 continue;
             }
         };
         if !validating.contains(&cert.name) {
             remove_own_leftovers(&mut job);
         }
-        let rel = current_key(&cert.name);
-        let Some((bytes, _)) = link.fleet.get(&rel).await? else {
-            continue;
-        };
-        let current: Current = parse(&link.fleet, &rel, &bytes)?;
-        fleet_has.insert(
-            cert.name.clone(),
-            (current.serial.clone(), current.not_before),
-        );
-        let installed = job.rec.installed.as_ref().map(|i| i.serial.clone());
-        if let Some(i) = &job.rec.installed
-            && (crypto::same_serial_hex(&i.serial, &current.serial)
-                || i.not_before > current.not_before)
-        {
-            // Current, or newer than the fleet's (installed here while this host led, not
-            // published yet; its next lead hands it over): never downgraded.
-            continue;
-        }
-        versions.insert(cert.name.clone(), current.version);
-        match prepare(link, cert, &current) {
-            Ok(r) => ready.push((job, r)),
-            Err(e) => {
-                let error = format!("{e:#}");
-                tracing::warn!(certificate = %cert.name, "{error}");
-                let result = HostResult {
-                    serial: installed,
-                    version: current.version,
-                    at: now(),
-                    since: None,
-                    error: Some(error.clone()),
-                };
-                report_host(link, &host, &cert.name, &result).await;
-                out.push(Synced {
-                    name: cert.name.clone(),
-                    outcome: Outcome::Failed { error },
-                });
+        match current_to_install(link, cert, &job, &mut view) {
+            Ok(Some(seen)) => {
+                fleet_has.insert(cert.name.clone(), (seen.serial.clone(), seen.not_before));
+                if let Some(r) = seen.ready {
+                    published.insert(cert.name.clone(), seen.version);
+                    ready.push((job, r));
+                }
             }
+            Ok(None) => {}
+            Err(e) => view.problem(&cert.name, format!("{e:#}")),
         }
     }
+    view.versions.save()?;
     for (job, outcome, _warning) in deploy::install_ready(ready).await {
-        let version = versions.get(&job.cert.name).copied().unwrap_or(0);
+        let version = published.get(&job.cert.name).copied().unwrap_or(0);
         let rec = store.load(&job.cert.name).ok();
         let installed = rec.as_ref().and_then(|r| r.installed.as_ref());
         let result = HostResult {
             serial: installed.map(|i| i.serial.clone()),
             version,
-            at: now(),
+            at: link.clock.now(),
             since: installed.map(|i| i.installed_at),
             error: match &outcome {
                 Outcome::Failed { error } => Some(error.clone()),
@@ -132,20 +139,164 @@ pub(super) async fn sync(
             outcome,
         });
     }
-    let _ = link
-        .fleet
-        .put_own(
-            &format!("hosts/{host}/seen"),
-            now()
-                .format(&time::format_description::well_known::Rfc3339)
-                .unwrap_or_default()
-                .into_bytes(),
-        )
-        .await;
+    report_problems(link, store, &host, view.problems, &mut out).await;
+    report_seen(link, &host).await;
     Ok(SyncReport {
         synced: out,
         fleet_has,
     })
+}
+
+/// The fleet's pending CSR of each certificate (its hashes), from the shared record opened
+/// and checked: read when it changed or a validation file waits for it.
+fn pending_csrs(
+    link: &FleetLink,
+    config: &Config,
+    refused: &BTreeMap<String, String>,
+    view: &mut View,
+) -> BTreeMap<String, CsrHashes> {
+    let mut pending = BTreeMap::new();
+    for cert in &config.certificates {
+        if refused.contains_key(&cert.name) {
+            continue;
+        }
+        let Some(value) = view.docs.get(&state_key(&cert.name)) else {
+            continue;
+        };
+        if view.versions.seen_state(&cert.name, value) == Seen::Same
+            && !view.dcv.contains_key(&cert.name)
+        {
+            continue;
+        }
+        let value = value.clone();
+        match open_state(link, &mut view.versions, cert, &value) {
+            Ok(s) => {
+                if let Some(h) = s.hashes() {
+                    pending.insert(cert.name.clone(), h);
+                }
+            }
+            Err(e) => view.problem(&cert.name, format!("{e:#}")),
+        }
+    }
+    pending
+}
+
+/// The fleet's current certificate of `cert` as this host sees it.
+struct CurrentSeen {
+    version: u64,
+    /// From the checked bundle.
+    serial: String,
+    not_before: OffsetDateTime,
+    /// What to install: `None` when this host serves it already, or something newer.
+    ready: Option<Ready>,
+}
+
+/// Opens the fleet's current certificate of `cert` (a value accepted before is not opened
+/// again unless this host must install it), refuses an older version than the one accepted,
+/// and says what to install: only what differs from what this host serves, and never
+/// something older.
+fn current_to_install(
+    link: &FleetLink,
+    cert: &CertificateConfig,
+    job: &Job<'_>,
+    view: &mut View,
+) -> Result<Option<CurrentSeen>> {
+    let rel = current_key(&cert.name);
+    let Some(value) = view.docs.get(&rel) else {
+        return Ok(None);
+    };
+    let kept = view.versions.of(&cert.name).current;
+    let serves = |serial: &str, not_before: OffsetDateTime| {
+        // Current, or newer than the fleet's (installed here while this host led, not
+        // published yet; its next lead hands it over): never downgraded.
+        job.rec.installed.as_ref().is_some_and(|i| {
+            crypto::same_serial_hex(&i.serial, serial) || i.not_before > not_before
+        })
+    };
+    if let Some(k) = kept.filter(|_| view.versions.seen_current(&cert.name, value) == Seen::Same) {
+        let mut seen = CurrentSeen {
+            version: k.value.version,
+            serial: k.serial,
+            not_before: k.not_before,
+            ready: None,
+        };
+        if !serves(&seen.serial, seen.not_before) {
+            seen.ready = Some(open_current(link, cert, value)?.2);
+        }
+        return Ok(Some(seen));
+    }
+    let (version, _, ready) = open_current(link, cert, value)?;
+    let (serial, not_before) = (ready.bundle.serial_hex.clone(), ready.bundle.not_before);
+    let value = value.clone();
+    view.versions.accept_current(
+        &cert.name,
+        &link.fleet.key(&rel),
+        version,
+        &value,
+        &serial,
+        not_before,
+    )?;
+    let install = !serves(&serial, not_before);
+    Ok(Some(CurrentSeen {
+        version,
+        serial,
+        not_before,
+        ready: install.then_some(ready),
+    }))
+}
+
+/// Each certificate that met a bad value: failed in the run's outcome (unless its install
+/// already failed) and reported under `hosts/HOST/`.
+async fn report_problems(
+    link: &FleetLink,
+    store: &Store,
+    host: &str,
+    problems: BTreeMap<String, Vec<String>>,
+    out: &mut Vec<Synced>,
+) {
+    for (name, errors) in problems {
+        let error = errors.join("; ");
+        if let Some(s) = out.iter_mut().find(|s| s.name == name) {
+            if let Outcome::Failed { error: e } = &mut s.outcome {
+                e.push_str("; ");
+                e.push_str(&error);
+            } else {
+                s.outcome = Outcome::Failed { error };
+            }
+            continue;
+        }
+        let rec = store.load(&name).ok();
+        let installed = rec.as_ref().and_then(|r| r.installed.as_ref());
+        let result = HostResult {
+            serial: installed.map(|i| i.serial.clone()),
+            version: 0,
+            at: link.clock.now(),
+            since: installed.map(|i| i.installed_at),
+            error: Some(error.clone()),
+        };
+        report_host(link, host, &name, &result).await;
+        out.push(Synced {
+            name,
+            outcome: Outcome::Failed { error },
+        });
+    }
+}
+
+/// Records when this host last synchronised.
+async fn report_seen(link: &FleetLink, host: &str) {
+    let at = link.clock.now();
+    let rel = seen_key(host);
+    let text = at
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    let place = Place::new(Purpose::HostSeen, &rel, "");
+    let version = u64::try_from(at.unix_timestamp()).unwrap_or(0);
+    match envelope::seal(&link.key, &place, version, text.as_bytes()) {
+        Ok(sealed) => {
+            let _ = link.fleet.put_own(&rel, sealed).await;
+        }
+        Err(e) => tracing::warn!("{e:#}"),
+    }
 }
 
 /// One synchronisation outside a run (the daemon follows the fleet's changes with it): the
@@ -168,41 +319,18 @@ pub fn concerns_hosts(key: &str) -> bool {
     key.starts_with("dcv/") || (key.starts_with("certs/") && key.ends_with("/current"))
 }
 
-/// Opens and checks the fleet's certificate for this host.
-pub(super) fn prepare(
-    link: &FleetLink,
-    cert: &CertificateConfig,
-    current: &Current,
-) -> Result<Ready> {
-    let sealed = unb64("key", &current.key)?;
-    let pem = link.key.open(&cert.name, current.version, &sealed)?;
-    let key = PrivateKey::from_pem(&pem, "the fleet's record")
-        .with_context(|| format!("the fleet's key of certificate '{}'", cert.name))?;
-    let archive = unb64("archive", &current.archive)?;
-    let bundle = deploy::check_archive(cert, &archive, &key, now()).with_context(|| {
-        format!(
-            "the fleet's certificate {} (version {}) was rejected on this host; nothing was \
-             installed",
-            current.serial, current.version
-        )
-    })?;
-    let install = deploy::cert_install(cert, &bundle, &key);
-    Ok(Ready {
-        certificate_id: current.certificate_id,
-        bundle,
-        install,
-        archive,
-    })
-}
-
+/// Records what this host did with certificate `name` under `hosts/HOST/certs/NAME`.
 pub(super) async fn report_host(link: &FleetLink, host: &str, name: &str, result: &HostResult) {
-    match serde_json::to_vec(result) {
+    let rel = host_key(host, name);
+    let place = Place::new(Purpose::HostResult, &rel, name);
+    let version = u64::try_from(result.at.unix_timestamp()).unwrap_or(0);
+    match envelope::seal_json(&link.key, &place, version, result) {
         Ok(bytes) => {
-            if let Err(e) = link.fleet.put_own(&host_key(host, name), bytes).await {
+            if let Err(e) = link.fleet.put_own(&rel, bytes).await {
                 tracing::warn!(certificate = %name, "could not report to the fleet: {e}");
             }
         }
-        Err(e) => tracing::warn!(certificate = %name, "{e}"),
+        Err(e) => tracing::warn!(certificate = %name, "{e:#}"),
     }
 }
 
@@ -213,12 +341,16 @@ pub(super) type Served = BTreeMap<String, (DcvEntry, Vec<PathBuf>, Vec<PathBuf>)
 pub(super) const SERVED_FILE: &str = "fleet-dcv.json";
 
 /// Serves the published validation files, removes withdrawn ones; the names of the
-/// certificates with a published file.
-pub(super) async fn sync_dcv(
+/// certificates with a published file. A file is served only when it opens and is the
+/// fleet's pending CSR's (`pending`); one that is not is refused and treated as withdrawn,
+/// failing its certificate only.
+pub(super) fn sync_dcv(
     link: &FleetLink,
     config: &Config,
     store: &Store,
     refused: &BTreeMap<String, String>,
+    pending: &BTreeMap<String, CsrHashes>,
+    view: &mut View,
 ) -> Result<std::collections::BTreeSet<String>> {
     let path = store.dir().join(SERVED_FILE);
     let mut served: Served = std::fs::read(&path)
@@ -226,16 +358,23 @@ pub(super) async fn sync_dcv(
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
     let before = served.clone();
-    let published: BTreeMap<String, DcvEntry> = link
-        .fleet
-        .list("dcv/")
-        .await?
-        .into_iter()
-        .filter_map(|(k, v)| {
-            let name = k.strip_prefix("dcv/")?.to_owned();
-            Some((name, serde_json::from_slice(&v).ok()?))
-        })
-        .collect();
+    let mut published: BTreeMap<String, DcvEntry> = BTreeMap::new();
+    let raw = std::mem::take(&mut view.dcv);
+    for (name, value) in &raw {
+        let Some(cert) = config.certificate(name) else {
+            continue;
+        };
+        if refused.contains_key(name) {
+            continue;
+        }
+        match open_dcv(link, cert, pending.get(name), value) {
+            Ok(entry) => {
+                published.insert(name.clone(), entry);
+            }
+            Err(e) => view.problem(name, format!("{e:#}")),
+        }
+    }
+    view.dcv = raw;
     // Withdrawn or replaced: removed.
     served.retain(|name, (entry, files, dirs)| {
         if published.get(name) == Some(entry) {
@@ -254,7 +393,7 @@ pub(super) async fn sync_dcv(
         false
     });
     for (name, entry) in &published {
-        if served.contains_key(name) || refused.contains_key(name) {
+        if served.contains_key(name) {
             continue;
         }
         let Some(cert) = config.certificate(name) else {
@@ -263,27 +402,67 @@ pub(super) async fn sync_dcv(
         if !cert.dcv.method.is_http() {
             continue;
         }
-        let file = ValidationFile::from_parts(&entry.file_name, &entry.content)?;
-        if cert.dcv.standalone {
-            crate::dcv::serve_dir::publish(store.dir(), &file).with_context(|| {
-                format!("could not serve the fleet's validation file of '{name}'")
-            })?;
-            served.insert(name.clone(), (entry.clone(), Vec::new(), Vec::new()));
-        } else {
-            let roots = crate::engine::webroots(cert)?
-                .distinct_for(&cert.domains)
-                .context("could not publish the fleet's validation file")?;
-            let done = crate::dcv::webroot::publish_into(&roots, &file)
-                .context("could not publish the fleet's validation file")?;
-            served.insert(name.clone(), (entry.clone(), done.files, done.dirs));
+        match serve_dcv(store, cert, entry) {
+            Ok(done) => {
+                served.insert(name.clone(), done);
+                tracing::info!(certificate = %name, "serving the fleet's validation file {}", entry.file_name);
+            }
+            Err(e) => view.problem(name, format!("{e:#}")),
         }
-        tracing::info!(certificate = %name, "serving the fleet's validation file {}", entry.file_name);
     }
     if served != before {
         crate::fsutil::write_atomic(&path, &serde_json::to_vec(&served)?, 0o600)
             .map_err(|e| anyhow!("{}: {}", path.display(), crate::fsutil::io_text(&e)))?;
     }
     Ok(published.into_keys().collect())
+}
+
+/// Opens the validation file `value` of `cert` and checks it against the fleet's pending CSR.
+fn open_dcv(
+    link: &FleetLink,
+    cert: &CertificateConfig,
+    pending: Option<&CsrHashes>,
+    value: &[u8],
+) -> Result<DcvEntry> {
+    let rel = dcv_key(&cert.name);
+    let place = Place::new(Purpose::Dcv, &rel, &cert.name);
+    let (_, entry): (u64, DcvEntry) = envelope::open_json(&link.key, &link.fleet, &place, value)?;
+    let hashes = pending.ok_or_else(|| {
+        anyhow!(
+            "the fleet's validation file {} is for no pending CSR of the fleet's record; \
+             not served",
+            link.fleet.key(&rel)
+        )
+    })?;
+    check_dcv(hashes, &entry).with_context(|| {
+        format!(
+            "the fleet's validation file {} is not the pending CSR's; not served",
+            link.fleet.key(&rel)
+        )
+    })?;
+    Ok(entry)
+}
+
+/// Serves `entry` for `cert`: in the standalone directory or the certificate's web roots.
+fn serve_dcv(
+    store: &Store,
+    cert: &CertificateConfig,
+    entry: &DcvEntry,
+) -> Result<(DcvEntry, Vec<PathBuf>, Vec<PathBuf>)> {
+    let name = &cert.name;
+    let file = ValidationFile::from_parts(&entry.file_name, &entry.content)?;
+    if cert.dcv.standalone {
+        crate::dcv::serve_dir::publish(store.dir(), &file)
+            .with_context(|| format!("could not serve the fleet's validation file of '{name}'"))?;
+        Ok((entry.clone(), Vec::new(), Vec::new()))
+    } else {
+        let roots = crate::engine::webroots(cert)?
+            .distinct_for(&cert.domains)
+            .context("could not publish the fleet's validation file")?;
+        let done = crate::dcv::webroot::publish_into(&roots, &file)
+            .context("could not publish the fleet's validation file")?;
+        Ok((entry.clone(), done.files, done.dirs))
+    }
 }
 
 /// Validation files this host published itself while it led, for a validation the fleet no

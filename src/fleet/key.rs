@@ -1,8 +1,7 @@
 //! The fleet key: 32 random bytes shared by every host of a fleet (a file of mode 0600, or a
-//! systemd credential), with which private keys are sealed before they are stored in etcd.
+//! systemd credential), under which every value the fleet stores in etcd is sealed.
 //! Sealing is AES-256-GCM from the TLS stack's provider (aws-lc-rs), with a random 96-bit
-//! nonce per seal and the certificate's name and version as associated data: a sealed key
-//! moved to another certificate or version does not open.
+//! nonce per seal; what the associated data binds is the envelope's ([`super::envelope`]).
 
 use std::path::Path;
 
@@ -16,12 +15,6 @@ pub const KEY_LEN: usize = 32;
 pub enum KeyError {
     #[error("the fleet key {path}: {reason}")]
     Unreadable { path: String, reason: String },
-    #[error(
-        "the sealed key of certificate '{name}' version {version} does not open with this \
-         host's fleet key (a different secret_file on this host, or the value was altered); \
-         nothing was installed"
-    )]
-    DoesNotOpen { name: String, version: u64 },
     #[error("the system's random source failed")]
     Random,
 }
@@ -73,46 +66,40 @@ impl FleetKey {
         })
     }
 
-    /// Seals `plain` for certificate `name`, version `version`: nonce, then ciphertext and tag.
-    pub fn seal(&self, name: &str, version: u64, plain: &[u8]) -> Result<Vec<u8>, KeyError> {
+    /// Seals `plain` with the associated data `aad`: nonce, then ciphertext and tag. The
+    /// envelope ([`super::envelope`]) decides what the associated data binds.
+    pub(super) fn seal_with(&self, aad: &[u8], plain: &[u8]) -> Result<Vec<u8>, KeyError> {
         let mut nonce = [0u8; NONCE_LEN];
         aws_lc_rs::rand::fill(&mut nonce).map_err(|_| KeyError::Random)?;
         let mut data = plain.to_vec();
         self.key
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
-                Aad::from(aad(name, version)),
+                Aad::from(aad),
                 &mut data,
             )
             .map_err(|_| KeyError::Random)?;
-        let mut out = nonce.to_vec();
+        let mut out = Vec::with_capacity(NONCE_LEN + data.len());
+        out.extend_from_slice(&nonce);
         out.extend_from_slice(&data);
         Ok(out)
     }
 
-    /// Opens what [`seal`](Self::seal) made for the same `name` and `version`.
-    pub fn open(&self, name: &str, version: u64, sealed: &[u8]) -> Result<Vec<u8>, KeyError> {
-        let fail = || KeyError::DoesNotOpen {
-            name: name.to_owned(),
-            version,
-        };
+    /// Opens what [`seal_with`](Self::seal_with) made with the same associated data; `None`
+    /// when it does not open (another key, other associated data, altered or cut short).
+    pub(super) fn open_with(&self, aad: &[u8], sealed: &[u8]) -> Option<Vec<u8>> {
         if sealed.len() < NONCE_LEN {
-            return Err(fail());
+            return None;
         }
         let (nonce, rest) = sealed.split_at(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| fail())?;
+        let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
         let mut data = rest.to_vec();
         let plain = self
             .key
-            .open_in_place(nonce, Aad::from(aad(name, version)), &mut data)
-            .map_err(|_| fail())?;
-        Ok(plain.to_vec())
+            .open_in_place(nonce, Aad::from(aad), &mut data)
+            .ok()?;
+        Some(plain.to_vec())
     }
-}
-
-/// The associated data: the name, a NUL (names hold none), the version in decimal.
-fn aad(name: &str, version: u64) -> Vec<u8> {
-    format!("cert-agent fleet key\0{name}\0{version}").into_bytes()
 }
 
 #[cfg(test)]
@@ -124,21 +111,19 @@ mod tests {
     }
 
     #[test]
-    fn a_sealed_value_opens_only_with_the_same_key_name_and_version() {
-        let sealed = key(1).seal("www", 3, b"private key").unwrap();
+    fn a_sealed_value_opens_only_with_the_same_key_and_associated_data() {
+        let sealed = key(1).seal_with(b"www 3", b"private key").unwrap();
         assert!(!sealed.windows(11).any(|w| w == b"private key"));
-        assert_eq!(key(1).open("www", 3, &sealed).unwrap(), b"private key");
-        for (k, name, version) in [(key(2), "www", 3), (key(1), "shop", 3), (key(1), "www", 4)] {
-            let err = k.open(name, version, &sealed).unwrap_err();
-            assert!(matches!(err, KeyError::DoesNotOpen { .. }), "{err}");
-        }
+        assert_eq!(key(1).open_with(b"www 3", &sealed).unwrap(), b"private key");
+        assert!(key(2).open_with(b"www 3", &sealed).is_none());
+        assert!(key(1).open_with(b"www 4", &sealed).is_none());
         let mut altered = sealed.clone();
         let last = altered.len() - 1;
         altered[last] ^= 1;
-        assert!(key(1).open("www", 3, &altered).is_err());
-        assert!(key(1).open("www", 3, &sealed[..5]).is_err());
+        assert!(key(1).open_with(b"www 3", &altered).is_none());
+        assert!(key(1).open_with(b"www 3", &sealed[..5]).is_none());
         // A fresh nonce each time.
-        assert_ne!(sealed, key(1).seal("www", 3, b"private key").unwrap());
+        assert_ne!(sealed, key(1).seal_with(b"www 3", b"private key").unwrap());
     }
 
     #[test]

@@ -9,20 +9,21 @@ use anyhow::{Context, Result, anyhow, bail};
 use futures_util::future::LocalBoxFuture;
 use time::OffsetDateTime;
 
-use super::link::now;
 use crate::config::{CertificateConfig, Config};
-use crate::crypto::{self, PrivateKey};
+use crate::crypto;
 use crate::dcv::ValidationFile;
 use crate::engine::{self, Installable, Lead, Outcome, RunOptions, RunReport, deploy, keys};
 use crate::store::{CertRecord, Store};
 
 use super::coord::{Expect, Leadership, Written};
+use super::envelope::{self, Place, Purpose};
 use super::follower::{report_host, sync};
 use super::link::{FleetLink, check_specs, connect};
 use super::schema::{
-    Current, DcvEntry, HostResult, SharedState, b64, current_key, dcv_key, parse, pending_version,
-    shared_view, state_key, unb64,
+    Current, DcvEntry, HostResult, SharedState, b64, current_key, dcv_key, shared_view, state_key,
 };
+use super::shared::{check_keeps, open_state};
+use super::versions::Versions;
 
 /// The leader's side of a run: its lead and the fleet.
 pub(super) struct FleetRun<'a> {
@@ -30,6 +31,8 @@ pub(super) struct FleetRun<'a> {
     lead: &'a Leadership,
     config: &'a Config,
     client: std::cell::OnceCell<crate::api::Client>,
+    /// The versions this host accepted (and wrote): never borrowed across an `await`.
+    versions: std::cell::RefCell<Versions>,
 }
 
 impl FleetRun<'_> {
@@ -42,34 +45,32 @@ impl FleetRun<'_> {
         Ok(self.client.get_or_init(|| c))
     }
 
-    /// Shares `rec` (and its pending key, sealed) with the fleet, fenced by the lead: called
-    /// before every billed or state-changing call to the Partner API, which is not made when
-    /// this fails.
+    /// Shares `rec` (and its pending key, sealed) with the fleet at the next version, fenced
+    /// by the lead: called before every billed or state-changing call to the Partner API,
+    /// which is not made when this fails.
     pub(super) async fn share(&self, cert: &CertificateConfig, rec: &CertRecord) -> Result<()> {
+        let rel = state_key(&cert.name);
+        let version = self.versions.borrow().next_state(&cert.name, 0)?;
         let pending_key = match &rec.pending_key {
-            Some(p) if p.key_file.is_file() => {
+            Some(p) => {
                 let key = keys::load_pending(p)?;
-                let sealed = self.link.key.seal(
-                    &cert.name,
-                    pending_version(p),
-                    key.secret_pem().as_bytes(),
-                )?;
+                let place = Place::new(Purpose::PendingKey, &rel, &cert.name);
+                let sealed =
+                    envelope::seal(&self.link.key, &place, version, key.secret_pem().as_bytes())?;
                 Some(b64(&sealed))
             }
-            _ => None,
+            None => None,
         };
         let doc = SharedState {
             record: shared_view(rec),
             pending_key,
             written_by: self.link.fleet.host().to_owned(),
-            written_at: now(),
+            written_at: self.link.clock.now(),
         };
+        let place = Place::new(Purpose::State, &rel, &cert.name);
+        let sealed = envelope::seal_json(&self.link.key, &place, version, &doc)?;
         self.lead
-            .put(
-                &state_key(&cert.name),
-                serde_json::to_vec(&doc)?,
-                Expect::Any,
-            )
+            .put(&rel, sealed.clone(), Expect::Any)
             .await
             .with_context(|| {
                 format!(
@@ -77,10 +78,12 @@ impl FleetRun<'_> {
                     cert.name
                 )
             })?;
-        Ok(())
+        let mut versions = self.versions.borrow_mut();
+        versions.accept_state(&cert.name, &self.link.fleet.key(&rel), version, &sealed)?;
+        versions.save()
     }
 
-    /// Publishes the validation file for every host.
+    /// Publishes the validation file for every host, sealed at the shared record's version.
     pub(super) async fn publish_dcv(
         &self,
         cert: &CertificateConfig,
@@ -90,13 +93,16 @@ impl FleetRun<'_> {
             file_name: file.name().to_owned(),
             content: file.content().to_owned(),
         };
-        self.lead
-            .put(
-                &dcv_key(&cert.name),
-                serde_json::to_vec(&entry)?,
-                Expect::Any,
-            )
-            .await?;
+        let rel = dcv_key(&cert.name);
+        let version = self
+            .versions
+            .borrow()
+            .of(&cert.name)
+            .state
+            .map_or(0, |s| s.version);
+        let place = Place::new(Purpose::Dcv, &rel, &cert.name);
+        let sealed = envelope::seal_json(&self.link.key, &place, version, &entry)?;
+        self.lead.put(&rel, sealed, Expect::Any).await?;
         Ok(())
     }
 
@@ -131,20 +137,37 @@ impl Lead for FleetRun<'_> {
 }
 
 impl FleetRun<'_> {
-    /// Publishes an installed certificate as the fleet's current one.
+    /// Publishes an installed certificate as the fleet's current one, at a version higher
+    /// than any this host accepted or etcd holds. A value there that does not open is
+    /// replaced.
     async fn publish_current(&self, cert: &CertificateConfig, r: &Installable) -> Result<()> {
         let rel = current_key(&cert.name);
-        let (version, expect) = match self.link.fleet.get(&rel).await? {
+        let place = Place::new(Purpose::Current, &rel, &cert.name);
+        let (seen, expect) = match self.link.fleet.get(&rel).await? {
             Some((bytes, rev)) => {
-                let before: Current = parse(&self.link.fleet, &rel, &bytes)?;
-                if crypto::same_serial_hex(&before.serial, &r.serial) {
-                    return Ok(());
+                match envelope::open_json::<Current>(
+                    &self.link.key,
+                    &self.link.fleet,
+                    &place,
+                    &bytes,
+                ) {
+                    Ok((version, before)) => {
+                        if crypto::same_serial_hex(&before.serial, &r.serial) {
+                            return Ok(());
+                        }
+                        (version, Expect::Revision(rev))
+                    }
+                    Err(e) => {
+                        tracing::warn!(certificate = %cert.name, "{e:#}; replaced");
+                        (0, Expect::Revision(rev))
+                    }
                 }
-                (before.version + 1, Expect::Revision(rev))
             }
-            None => (1, Expect::Absent),
+            None => (0, Expect::Absent),
         };
-        let sealed = self.link.key.seal(&cert.name, version, &r.key_pem)?;
+        let version = self.versions.borrow().next_current(&cert.name, seen)?;
+        let key_place = Place::new(Purpose::CurrentKey, &rel, &cert.name);
+        let sealed_key = envelope::seal(&self.link.key, &key_place, version, &r.key_pem)?;
         let doc = Current {
             version,
             certificate_id: r.certificate_id,
@@ -152,22 +175,31 @@ impl FleetRun<'_> {
             not_before: r.not_before,
             not_after: r.not_after,
             published_by: self.link.fleet.host().to_owned(),
-            published_at: now(),
+            published_at: self.link.clock.now(),
             archive: b64(&r.archive),
-            key: b64(&sealed),
+            key: b64(&sealed_key),
         };
-        match self
-            .lead
-            .put(&rel, serde_json::to_vec(&doc)?, expect)
-            .await?
-        {
+        let sealed = envelope::seal_json(&self.link.key, &place, version, &doc)?;
+        match self.lead.put(&rel, sealed.clone(), expect).await? {
             Written::Done(_) => {
                 tracing::info!(certificate = %cert.name, version, serial = %doc.serial, "published to the fleet");
+                {
+                    let mut versions = self.versions.borrow_mut();
+                    versions.accept_current(
+                        &cert.name,
+                        &self.link.fleet.key(&rel),
+                        version,
+                        &sealed,
+                        &r.serial,
+                        r.not_before,
+                    )?;
+                    versions.save()?;
+                }
                 let result = HostResult {
                     serial: Some(doc.serial.clone()),
                     version,
-                    at: now(),
-                    since: Some(now()),
+                    at: self.link.clock.now(),
+                    since: Some(self.link.clock.now()),
                     error: None,
                 };
                 report_host(self.link, self.link.fleet.host(), &cert.name, &result).await;
@@ -182,21 +214,26 @@ impl FleetRun<'_> {
     }
 }
 
-/// Before the leader's engine runs: the shared record of each certificate replaces what this
-/// host's state directory holds of it (the installed files and published validation files
-/// stay this host's); a pending key that is not here yet is opened and written to the key
-/// directory. Returns the record as the fleet holds it (`None`: the fleet has none yet).
+/// Before the leader's engine runs: the shared record of each certificate, opened and
+/// checked (its version, its name, its pending CSR against its pending key; it keeps every
+/// order and intent this host knows), replaces what this host's state directory holds of it
+/// (the installed files and published validation files stay this host's); a pending key that
+/// is not here yet is written to the key directory. Returns the record as the fleet holds it
+/// (`None`: the fleet has none yet).
 pub(super) async fn import(
     link: &FleetLink,
     store: &Store,
+    versions: &mut Versions,
     cert: &CertificateConfig,
 ) -> Result<Option<CertRecord>> {
     let rel = state_key(&cert.name);
     let Some((bytes, _)) = link.fleet.get(&rel).await? else {
         return Ok(None);
     };
-    let shared: SharedState = parse(&link.fleet, &rel, &bytes)?;
+    let opened = open_state(link, versions, cert, &bytes)?;
     let local = store.load(&cert.name)?;
+    check_keeps(&link.fleet.key(&rel), &local, &opened.shared.record)?;
+    let shared = opened.shared;
     if shared_view(&local) == shared.record {
         return Ok(Some(shared.record));
     }
@@ -204,39 +241,31 @@ pub(super) async fn import(
     next.installed.clone_from(&local.installed);
     next.dcv = local.dcv.clone();
     if let Some(sp) = &mut next.pending_key {
-        match &local.pending_key {
-            Some(lp) if lp.csr_sha256 == sp.csr_sha256 && lp.key_file.is_file() => {
+        match (&local.pending_key, &opened.pending_key) {
+            (Some(lp), _) if lp.csr_sha256 == sp.csr_sha256 && lp.key_file.is_file() => {
                 sp.key_file.clone_from(&lp.key_file);
             }
-            _ => {
-                let sealed = shared.pending_key.as_deref().ok_or_else(|| {
-                    anyhow!(
-                        "the fleet's record of '{}' has a pending key but not the key itself",
-                        cert.name
-                    )
-                })?;
-                let pem = link.key.open(
-                    &cert.name,
-                    pending_version(sp),
-                    &unb64("pending key", sealed)?,
-                )?;
-                let key = PrivateKey::from_pem(&pem, "the fleet's record")?;
+            (_, Some(key)) => {
                 let dir = store.key_dir(&cert.name)?;
                 let file = dir.join(format!(
                     "{}-{}.key",
                     sp.created_at.unix_timestamp(),
                     sp.csr_sha256.get(..16).unwrap_or("fleet")
                 ));
-                crypto::write_key_file(&file, &key, None)?;
+                crypto::write_key_file(&file, key, None)?;
                 sp.key_file = file;
             }
+            (_, None) => bail!(
+                "the fleet's record {} has a pending CSR but not its key",
+                link.fleet.key(&rel)
+            ),
         }
     }
     store.save(&next)?;
     store.journal(
         &cert.name,
         "fleet-imported",
-        serde_json::json!({ "written_by": shared.written_by }),
+        serde_json::json!({ "written_by": shared.written_by, "version": opened.version }),
     )?;
     Ok(Some(shared.record))
 }
@@ -322,13 +351,14 @@ pub(super) async fn hand_over_installed(
                 installed.certificate_id
             )
         })?;
-    let bundle = deploy::check_archive(cert, &download.bytes, &key, now()).with_context(|| {
-        format!(
-            "the bundle of certificate {} does not match what is installed here; not handed \
+    let bundle = deploy::check_archive(cert, &download.bytes, &key, fr.link.clock.now())
+        .with_context(|| {
+            format!(
+                "the bundle of certificate {} does not match what is installed here; not handed \
              to the fleet",
-            installed.certificate_id
-        )
-    })?;
+                installed.certificate_id
+            )
+        })?;
     if !crypto::same_serial_hex(&bundle.serial_hex, &installed.serial) {
         bail!(
             "certificate {} now downloads as serial {}, not the installed {}; not handed to the \
@@ -361,7 +391,7 @@ pub async fn run(
     store: &Store,
     certs: &[&CertificateConfig],
 ) -> Result<(RunReport, Vec<crate::api::RequestCount>)> {
-    let link = connect(config)
+    let link = connect(config, opts.clock)
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
     let refused = check_specs(&link, config).await?;
@@ -397,11 +427,12 @@ pub async fn run(
     tracing::info!(host = %link.fleet.host(), "leading the fleet for this run");
     let mut eligible = Vec::new();
     let mut imported = BTreeMap::new();
+    let mut versions = Versions::load(store.dir())?;
     for cert in certs {
         if refused.contains_key(&cert.name) {
             continue;
         }
-        match import(&link, store, cert).await {
+        match import(&link, store, &mut versions, cert).await {
             Ok(view) => {
                 imported.insert(cert.name.clone(), view);
                 eligible.push(*cert);
@@ -415,11 +446,13 @@ pub async fn run(
             ),
         }
     }
+    versions.save()?;
     let fr = FleetRun {
         link: &link,
         lead: &lead,
         config,
         client: std::cell::OnceCell::new(),
+        versions: std::cell::RefCell::new(versions),
     };
     let done = engine::run(config, store, opts, &eligible, Some(&fr)).await;
     for c in done.report.certificates {

@@ -7,12 +7,14 @@ use std::path::PathBuf;
 
 use anyhow::{Result, anyhow, bail};
 
+use crate::clock::Clock;
 use crate::config::{Config, FleetConfig};
 use crate::values::Secret;
 
 use super::coord::{Fleet, FleetOptions};
+use super::envelope::{self, Place, Purpose};
 use super::key::FleetKey;
-use super::schema::{KEY_CHECK, Spec, b64, parse, spec_key, unb64};
+use super::schema::{KEY_CHECK, Spec, spec_key};
 
 /// The systemd credential holding the fleet key when `secret_file` is not set.
 pub const FLEET_KEY_CREDENTIAL: &str = "cert-agent-fleet-key";
@@ -22,6 +24,8 @@ pub struct FleetLink {
     pub fleet: Fleet,
     pub(super) key: FleetKey,
     pub config: FleetConfig,
+    /// Where the host's time comes from (record times, the bundle's validity).
+    pub clock: Clock,
 }
 
 impl std::fmt::Debug for FleetLink {
@@ -33,7 +37,7 @@ impl std::fmt::Debug for FleetLink {
 }
 
 /// Connects to the fleet of `config`; `None` without `[fleet]`.
-pub async fn connect(config: &Config) -> Result<Option<FleetLink>> {
+pub async fn connect(config: &Config, clock: Clock) -> Result<Option<FleetLink>> {
     let Some(fc) = &config.fleet else {
         return Ok(None);
     };
@@ -76,12 +80,13 @@ pub async fn connect(config: &Config) -> Result<Option<FleetLink>> {
         fleet,
         key,
         config: fc.clone(),
+        clock,
     }))
 }
 
 /// Registers the certificates of this host with the fleet, or compares them with what the
 /// fleet has: a certificate whose names, product or key type differ is refused (the error
-/// names the difference).
+/// names the difference), and so is one whose spec does not open (the error names the key).
 pub(super) async fn check_specs(
     link: &FleetLink,
     config: &Config,
@@ -91,10 +96,25 @@ pub(super) async fn check_specs(
     for cert in &config.certificates {
         let mine = Spec::of(cert, link.fleet.host());
         let key = spec_key(&cert.name);
-        let Some(existing) = link.fleet.create(&key, serde_json::to_vec(&mine)?).await? else {
+        let place = Place::new(Purpose::Spec, &key, &cert.name);
+        let sealed = envelope::seal_json(&link.key, &place, 1, &mine)?;
+        let Some(existing) = link.fleet.create(&key, sealed).await? else {
             continue;
         };
-        let theirs: Spec = parse(&link.fleet, &key, &existing)?;
+        let theirs: Spec = match envelope::open_json(&link.key, &link.fleet, &place, &existing) {
+            Ok((_, spec)) => spec,
+            Err(e) => {
+                refused.insert(
+                    cert.name.clone(),
+                    format!(
+                        "{e:#}; this host does nothing for certificate '{}' until the spec \
+                         is one the fleet wrote (delete the key to let a host write it again)",
+                        cert.name
+                    ),
+                );
+                continue;
+            }
+        };
         let diff = mine.differences(&theirs);
         if !diff.is_empty() {
             refused.insert(
@@ -116,18 +136,15 @@ pub(super) async fn check_specs(
 /// The fleet key check: a known text sealed by the first host. A host whose key does not open
 /// it is not part of the fleet: it installs nothing, leads nothing and seals nothing.
 async fn check_key(link: &FleetLink) -> Result<()> {
-    const NAME: &str = "fleet key check";
     const TEXT: &[u8] = b"cert-agent fleet key";
-    let sealed = b64(&link.key.seal(NAME, 0, TEXT)?);
-    let existing = link.fleet.create(KEY_CHECK, sealed.into_bytes()).await?;
+    let place = Place::new(Purpose::KeyCheck, KEY_CHECK, "");
+    let sealed = envelope::seal(&link.key, &place, 1, TEXT)?;
+    let existing = link.fleet.create(KEY_CHECK, sealed).await?;
     let Some(existing) = existing else {
         return Ok(());
     };
-    let opened = std::str::from_utf8(&existing)
-        .ok()
-        .and_then(|t| unb64("key check", t).ok())
-        .and_then(|b| link.key.open(NAME, 0, &b).ok());
-    if opened.as_deref() == Some(TEXT) {
+    let opened = envelope::open(&link.key, &link.fleet, &place, &existing).ok();
+    if opened.as_ref().map(|(_, t)| t.as_slice()) == Some(TEXT) {
         return Ok(());
     }
     bail!(
@@ -140,9 +157,4 @@ async fn check_key(link: &FleetLink) -> Result<()> {
         ),
         link.fleet.key(KEY_CHECK)
     )
-}
-
-/// The time now for the fleet's records.
-pub(super) fn now() -> time::OffsetDateTime {
-    crate::clock::Clock::from_env().now()
 }

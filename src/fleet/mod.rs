@@ -11,17 +11,22 @@
 //! follows the fleet's changes between runs ([`watch`]).
 //!
 //! The room, bottom up: `coord` (etcd: connection, lease, fenced transactions, watches),
-//! `key` (the fleet key), `schema` (what lives under the prefix), `link` (connect, key and
-//! spec agreement), `follower`, `leader`, `status`, `watch`. It calls the engine; the engine
+//! `key` (the fleet key), `envelope` (every value sealed for its purpose, key, certificate
+//! and version), `schema` (what lives under the prefix), `versions` (the versions this host
+//! accepted), `link` (connect, key and spec agreement), `shared` (the shared record and the
+//! current certificate opened and checked), `follower`, `leader`, `status`, `watch`. It calls the engine; the engine
 //! sees the leader only through [`crate::engine::Lead`].
 
 pub mod coord;
+mod envelope;
 mod follower;
 pub mod key;
 mod leader;
 mod link;
 mod schema;
+mod shared;
 mod status;
+mod versions;
 mod watch;
 
 pub use coord::{Expect, Fleet, FleetError, FleetOptions, FleetWatch, Leadership, Written};

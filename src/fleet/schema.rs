@@ -3,13 +3,17 @@
 //! | key | what | written by |
 //! |---|---|---|
 //! | `leader` | the leading host's name, on its lease | the leader |
-//! | `keycheck` | a known text sealed with the fleet key | the first host |
+//! | `keycheck` | a known text | the first host |
 //! | `certs/NAME/spec` | names, product and key type every host must agree on | the first host |
-//! | `certs/NAME/state` | the certificate's record (intent, order, reissue, subscription, backoff) and its pending key, sealed | the leader, fenced |
-//! | `certs/NAME/current` | the certificate to serve: version, serial, the API's archive and the key, sealed | the leader, fenced |
+//! | `certs/NAME/state` | the certificate's record (intent, order, reissue, subscription, backoff) and its pending key | the leader, fenced |
+//! | `certs/NAME/current` | the certificate to serve: version, serial, the API's archive and the key | the leader, fenced |
 //! | `dcv/NAME` | the validation file to serve while the CA checks | the leader, fenced |
 //! | `hosts/HOST/certs/NAME` | what HOST installed (serial, version, time) or why it could not | HOST |
 //! | `hosts/HOST/seen` | when HOST last synchronised | HOST |
+//!
+//! Every value but `leader` is sealed in the fleet's envelope ([`super::envelope`]); the
+//! private keys inside the record and the certificate are sealed once more, each under its own
+//! purpose.
 //!
 //! The documents' types, their keys, and their encoding.
 
@@ -21,9 +25,7 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::config::CertificateConfig;
-use crate::store::{CertRecord, PendingKey};
-
-use super::coord::Fleet;
+use crate::store::CertRecord;
 
 /// Where the fleet key check lives, relative to the prefix.
 pub(super) const KEY_CHECK: &str = "keycheck";
@@ -42,6 +44,9 @@ pub(super) fn dcv_key(name: &str) -> String {
 }
 pub(super) fn host_key(host: &str, name: &str) -> String {
     format!("hosts/{host}/certs/{name}")
+}
+pub(super) fn seen_key(host: &str) -> String {
+    format!("hosts/{host}/seen")
 }
 
 /// What every host of the fleet must agree on for one certificate.
@@ -96,7 +101,7 @@ pub(super) struct SharedState {
     /// The record without what belongs to one host (installed files, published validation
     /// files, the path of the pending key).
     pub(super) record: CertRecord,
-    /// The pending key's PEM, sealed with the fleet key (base64).
+    /// The pending key's PEM, sealed for the record's key and version (base64).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) pending_key: Option<String>,
     pub(super) written_by: String,
@@ -107,7 +112,7 @@ pub(super) struct SharedState {
 /// The certificate every host of the fleet serves.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct Current {
-    /// 1 for the first certificate, one more for each after it.
+    /// 1 for the first certificate, one more for each after it (the envelope's version).
     pub version: u64,
     pub certificate_id: u64,
     pub serial: String,
@@ -120,7 +125,7 @@ pub(super) struct Current {
     pub published_at: OffsetDateTime,
     /// The archive the API sent (base64).
     pub(super) archive: String,
-    /// The private key's PEM, sealed with the fleet key for this name and version (base64).
+    /// The private key's PEM, sealed for this key, name and version (base64).
     pub(super) key: String,
 }
 
@@ -156,24 +161,6 @@ pub(super) fn unb64(what: &str, text: &str) -> Result<Vec<u8>> {
     base64::engine::general_purpose::STANDARD
         .decode(text)
         .map_err(|e| anyhow!("the fleet's {what} is not base64: {e}"))
-}
-
-pub(super) fn parse<T: serde::de::DeserializeOwned>(
-    fleet: &Fleet,
-    rel: &str,
-    bytes: &[u8],
-) -> Result<T> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        anyhow!(crate::fleet::FleetError::Corrupt {
-            key: fleet.key(rel),
-            detail: e.to_string(),
-        })
-    })
-}
-
-/// The version a pending key is sealed with: its creation time.
-pub(super) fn pending_version(p: &PendingKey) -> u64 {
-    u64::try_from(p.created_at.unix_timestamp()).unwrap_or(0)
 }
 
 /// The record as the fleet shares it: without this host's installed files, validation files
@@ -220,6 +207,7 @@ mod tests {
 
     #[test]
     fn the_shared_view_leaves_out_what_belongs_to_one_host() {
+        use crate::store::PendingKey;
         let mut rec = CertRecord {
             name: "www".into(),
             failures: 2,

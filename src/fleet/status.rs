@@ -7,11 +7,11 @@ use anyhow::Result;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use super::link::now;
 use crate::crypto;
 
+use super::envelope::{self, Place, Purpose};
 use super::link::FleetLink;
-use super::schema::{Current, HostResult, parse};
+use super::schema::{Current, HostResult};
 
 /// The fleet as `cert-agent fleet status` shows it.
 #[derive(Debug, Serialize)]
@@ -34,6 +34,9 @@ pub struct CertStatus {
     #[serde(with = "time::serde::rfc3339::option")]
     pub published_at: Option<OffsetDateTime>,
     pub published_by: Option<String>,
+    /// Why the current certificate in etcd cannot be shown (it does not open).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     pub hosts: Vec<HostStatus>,
 }
 
@@ -57,9 +60,10 @@ pub struct HostStatus {
 /// too.
 pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
     let leader = link.fleet.leader().await?;
-    let now = now();
+    let now = link.clock.now();
     let lag = time::Duration::seconds(i64::try_from(link.config.lag_alert_secs).unwrap_or(900));
     let mut currents: BTreeMap<String, Option<Current>> = BTreeMap::new();
+    let mut errors: BTreeMap<String, String> = BTreeMap::new();
     for (key, value) in link.fleet.list("certs/").await? {
         let mut parts = key.splitn(3, '/');
         let (Some(_), Some(name), Some(what)) = (parts.next(), parts.next(), parts.next()) else {
@@ -67,7 +71,13 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         };
         let entry = currents.entry(name.to_owned()).or_default();
         if what == "current" {
-            *entry = Some(parse(&link.fleet, &key, &value)?);
+            let place = Place::new(Purpose::Current, &key, name);
+            match envelope::open_json(&link.key, &link.fleet, &place, &value) {
+                Ok((_, c)) => *entry = Some(c),
+                Err(e) => {
+                    errors.insert(name.to_owned(), format!("{e:#}"));
+                }
+            }
         }
     }
     let mut results: BTreeMap<String, BTreeMap<String, HostResult>> = BTreeMap::new();
@@ -80,12 +90,23 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
             }
             ["hosts", host, "certs", name] => {
                 hosts.insert((*host).to_owned());
-                if let Ok(r) = serde_json::from_slice::<HostResult>(&value) {
-                    results
-                        .entry((*name).to_owned())
-                        .or_default()
-                        .insert((*host).to_owned(), r);
-                }
+                let place = Place::new(Purpose::HostResult, &key, name);
+                let r =
+                    match envelope::open_json::<HostResult>(&link.key, &link.fleet, &place, &value)
+                    {
+                        Ok((_, r)) => r,
+                        Err(e) => HostResult {
+                            serial: None,
+                            version: 0,
+                            at: now,
+                            since: None,
+                            error: Some(format!("{e:#}")),
+                        },
+                    };
+                results
+                    .entry((*name).to_owned())
+                    .or_default()
+                    .insert((*host).to_owned(), r);
             }
             _ => {}
         }
@@ -116,12 +137,14 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
                 lagging: late,
             });
         }
+        let error = errors.remove(name.as_str());
         certificates.push(CertStatus {
             name,
             version: current.as_ref().map(|c| c.version),
             serial: current.as_ref().map(|c| c.serial.clone()),
             published_at: current.as_ref().map(|c| c.published_at),
             published_by: current.as_ref().map(|c| c.published_by.clone()),
+            error,
             hosts: host_rows,
         });
     }

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::clock::Clock;
 use crate::config::Config;
 
 use super::follower::{Synced, concerns_hosts, follow};
@@ -14,11 +15,11 @@ use super::link::connect;
 /// configuration is read again before each synchronisation. etcd out of reach is retried
 /// every five seconds; nothing installed is touched meanwhile. `done` receives what each
 /// synchronisation did. Returns only when the configuration has no `[fleet]`.
-pub async fn follow_changes(config_path: PathBuf, done: impl Fn(Vec<Synced>)) {
+pub async fn follow_changes(config_path: PathBuf, clock: Clock, done: impl Fn(Vec<Synced>)) {
     let retry = Duration::from_secs(5);
     loop {
         let link = match Config::load(&config_path) {
-            Ok(config) => match connect(&config).await {
+            Ok(config) => match connect(&config, clock).await {
                 Ok(Some(link)) => link,
                 Ok(None) => return,
                 Err(e) => {

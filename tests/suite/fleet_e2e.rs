@@ -17,11 +17,11 @@ use support::etcd::{self, EtcdCluster};
 use support::webserver::{Server, require};
 
 /// One host of the fleet.
-struct Host {
-    name: String,
-    web: Web,
-    config: PathBuf,
-    state: PathBuf,
+pub(crate) struct Host {
+    pub(crate) name: String,
+    pub(crate) web: Web,
+    pub(crate) config: PathBuf,
+    pub(crate) state: PathBuf,
     daemon: Option<Child>,
 }
 
@@ -40,14 +40,14 @@ impl Host {
     }
 }
 
-struct Fleet {
-    hosts: Vec<Host>,
-    env: TestEnv,
+pub(crate) struct Fleet {
+    pub(crate) hosts: Vec<Host>,
+    pub(crate) env: TestEnv,
     /// The cluster, when this fleet started its own.
     own_cluster: Option<EtcdCluster>,
 }
 
-const DOMAIN: &str = "www.fleet.test";
+pub(crate) const DOMAIN: &str = "www.fleet.test";
 
 impl Fleet {
     /// `n` hosts with nginx, one certificate `www` for [`DOMAIN`]; the validator fetches from
@@ -70,11 +70,18 @@ impl Fleet {
     }
 
     /// One host per entry of `servers`, each with that web server.
-    fn with_servers(
+    fn with_servers(env: TestEnv, endpoints: &[String], prefix: &str, servers: &[Server]) -> Self {
+        Self::build(env, endpoints, prefix, servers, &[("www", DOMAIN)])
+    }
+
+    /// One host per entry of `servers`, each with the certificates `certs` (name, domain):
+    /// `www`'s files under `out/`, the others' under `out/NAME/`, one web root.
+    pub(crate) fn build(
         mut env: TestEnv,
         endpoints: &[String],
         prefix: &str,
         servers: &[Server],
+        certs: &[(&str, &str)],
     ) -> Self {
         let n = servers.len();
         let key = env.path("fleet.key");
@@ -93,28 +100,39 @@ impl Fleet {
             fs::create_dir_all(&webroot).unwrap();
             fs::create_dir_all(dir.join("out")).unwrap();
             let server = servers[i - 1];
-            let mut spec;
-            if server == Server::Apache {
-                spec = env.cert_spec("www", &[DOMAIN], "apache");
-                spec.files = InstallFiles {
-                    cert: Some(dir.join("out/certificate.crt")),
-                    chain: Some(dir.join("out/ca_bundle.crt")),
-                    key: dir.join("out/private.key"),
-                    ..Default::default()
+            let mut specs = Vec::new();
+            for (cert, domain) in certs {
+                let out = if *cert == "www" {
+                    dir.join("out")
+                } else {
+                    dir.join("out").join(cert)
                 };
-            } else {
-                spec = env.cert_spec("www", &[DOMAIN], "nginx");
-                spec.files = InstallFiles {
-                    fullchain: Some(dir.join("out/fullchain.pem")),
-                    key: dir.join("out/privkey.pem"),
-                    ..Default::default()
-                };
+                fs::create_dir_all(&out).unwrap();
+                let mut spec;
+                if server == Server::Apache {
+                    spec = env.cert_spec(cert, &[domain], "apache");
+                    spec.files = InstallFiles {
+                        cert: Some(out.join("certificate.crt")),
+                        chain: Some(out.join("ca_bundle.crt")),
+                        key: out.join("private.key"),
+                        ..Default::default()
+                    };
+                } else {
+                    spec = env.cert_spec(cert, &[domain], "nginx");
+                    spec.files = InstallFiles {
+                        fullchain: Some(out.join("fullchain.pem")),
+                        key: out.join("privkey.pem"),
+                        ..Default::default()
+                    };
+                }
+                spec.publish = Publish::Webroot(webroot.clone());
+                env.write_placeholder(&spec);
+                specs.push(spec);
             }
-            spec.publish = Publish::Webroot(webroot.clone());
-            env.write_placeholder(&spec);
-            let web = Web::start(server, &dir, &[env.site(&spec, &webroot)]);
-            let spec = web.configure(spec);
-            let saved = std::mem::replace(&mut env.certs, vec![spec]);
+            let sites: Vec<_> = specs.iter().map(|s| env.site(s, &webroot)).collect();
+            let web = Web::start(server, &dir, &sites);
+            let specs = specs.into_iter().map(|s| web.configure(s)).collect();
+            let saved = std::mem::replace(&mut env.certs, specs);
             let text = env.config_text();
             env.certs = saved;
             let state = dir.join("state");
@@ -153,7 +171,7 @@ impl Fleet {
         }
     }
 
-    fn agent(&self, i: usize, args: &[&str]) -> AgentOutput {
+    pub(crate) fn agent(&self, i: usize, args: &[&str]) -> AgentOutput {
         self.env.agent_at(&self.hosts[i].config, args).run()
     }
 
@@ -204,7 +222,7 @@ impl Fleet {
         );
     }
 
-    fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         let mut out = String::new();
         for entry in fs::read_dir(self.env.path("logs"))
             .into_iter()
@@ -224,7 +242,7 @@ fn norm(s: &str) -> String {
     norm_serial(s)
 }
 
-fn ready() -> bool {
+pub(crate) fn ready() -> bool {
     etcd::require() && require(Server::Nginx)
 }
 

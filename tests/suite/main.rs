@@ -42,6 +42,8 @@ mod dcv_standalone;
 mod fleet;
 /// Three hosts with nginx: one order, every host serves it, reissue, quorum loss.
 mod fleet_e2e;
+/// The etcd writer without the fleet key: every forged, moved or replayed value refused.
+mod fleet_trust;
 
 // --- End to end: order, validate, install, reload ---
 /// Shared `combined_path` flow for the nginx and apache modules.

@@ -1,0 +1,228 @@
+//! The versions this host accepted: per certificate, the highest version of the shared record
+//! and of the current certificate (with the digest of the value, and for the certificate the
+//! serial and dates read from its checked bundle). Kept in `state_dir/fleet-versions.json`
+//! (0600), so that an older sealed value put back into etcd (a replay) is refused, after a
+//! restart too.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, anyhow, bail};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+
+pub(super) const VERSIONS_FILE: &str = "fleet-versions.json";
+
+/// One accepted value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Accepted {
+    pub(super) version: u64,
+    /// SHA-256 of the value as etcd held it (hex).
+    pub(super) digest: String,
+}
+
+/// The accepted current certificate, with what its checked bundle says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct AcceptedCurrent {
+    #[serde(flatten)]
+    pub(super) value: Accepted,
+    pub(super) serial: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub(super) not_before: OffsetDateTime,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct CertVersions {
+    #[serde(default)]
+    pub(super) state: Option<Accepted>,
+    #[serde(default)]
+    pub(super) current: Option<AcceptedCurrent>,
+}
+
+/// What a value read from etcd is, against what was accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Seen {
+    /// The very value accepted last.
+    Same,
+    /// Not accepted yet: open it, and accept it only at a higher version.
+    Other,
+}
+
+/// The accepted versions of every certificate.
+#[derive(Debug, Default)]
+pub(super) struct Versions {
+    path: PathBuf,
+    certs: BTreeMap<String, CertVersions>,
+    changed: bool,
+}
+
+/// The digest of a value.
+pub(super) fn digest(value: &[u8]) -> String {
+    hex::encode(Sha256::digest(value))
+}
+
+impl Versions {
+    /// Reads the file of `state_dir` (none yet: nothing accepted).
+    pub(super) fn load(state_dir: &Path) -> Result<Self> {
+        let path = state_dir.join(VERSIONS_FILE);
+        let certs = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| anyhow!("{} is not readable: {e}", path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => bail!("{}: {}", path.display(), crate::fsutil::io_text(&e)),
+        };
+        Ok(Self {
+            path,
+            certs,
+            changed: false,
+        })
+    }
+
+    /// Writes the file when something was accepted since it was read.
+    pub(super) fn save(&mut self) -> Result<()> {
+        if !self.changed {
+            return Ok(());
+        }
+        crate::fsutil::write_atomic(&self.path, &serde_json::to_vec(&self.certs)?, 0o600)
+            .map_err(|e| anyhow!("{}: {}", self.path.display(), crate::fsutil::io_text(&e)))?;
+        self.changed = false;
+        Ok(())
+    }
+
+    pub(super) fn of(&self, name: &str) -> CertVersions {
+        self.certs.get(name).cloned().unwrap_or_default()
+    }
+
+    /// Whether `value` of the shared record is the one accepted last.
+    pub(super) fn seen_state(&self, name: &str, value: &[u8]) -> Seen {
+        seen(self.of(name).state.as_ref(), value)
+    }
+
+    /// Whether `value` of the current certificate is the one accepted last.
+    pub(super) fn seen_current(&self, name: &str, value: &[u8]) -> Seen {
+        seen(self.of(name).current.as_ref().map(|c| &c.value), value)
+    }
+
+    /// Accepts the shared record `value` at `version`: refused (a replay) unless higher than
+    /// the one accepted last. `what` names the etcd key.
+    pub(super) fn accept_state(
+        &mut self,
+        name: &str,
+        what: &str,
+        version: u64,
+        value: &[u8],
+    ) -> Result<()> {
+        let before = self.of(name).state;
+        check_higher(what, before.as_ref(), version)?;
+        self.certs.entry(name.to_owned()).or_default().state = Some(Accepted {
+            version,
+            digest: digest(value),
+        });
+        self.changed = true;
+        Ok(())
+    }
+
+    /// Accepts the current certificate `value` at `version`, with the serial and dates of its
+    /// checked bundle.
+    pub(super) fn accept_current(
+        &mut self,
+        name: &str,
+        what: &str,
+        version: u64,
+        value: &[u8],
+        serial: &str,
+        not_before: OffsetDateTime,
+    ) -> Result<()> {
+        let before = self.of(name).current;
+        check_higher(what, before.as_ref().map(|c| &c.value), version)?;
+        self.certs.entry(name.to_owned()).or_default().current = Some(AcceptedCurrent {
+            value: Accepted {
+                version,
+                digest: digest(value),
+            },
+            serial: serial.to_owned(),
+            not_before,
+        });
+        self.changed = true;
+        Ok(())
+    }
+
+    /// The version the leader writes next for the shared record of `name`: one more than the
+    /// highest of `seen` (what etcd holds) and what this host accepted. Overflow is an error.
+    pub(super) fn next_state(&self, name: &str, seen: u64) -> Result<u64> {
+        let kept = self.of(name).state.map_or(0, |a| a.version);
+        next(name, "shared record", kept.max(seen))
+    }
+
+    /// The same for the current certificate.
+    pub(super) fn next_current(&self, name: &str, seen: u64) -> Result<u64> {
+        let kept = self.of(name).current.map_or(0, |a| a.value.version);
+        next(name, "current certificate", kept.max(seen))
+    }
+}
+
+fn seen(accepted: Option<&Accepted>, value: &[u8]) -> Seen {
+    match accepted {
+        Some(a) if a.digest == digest(value) => Seen::Same,
+        _ => Seen::Other,
+    }
+}
+
+fn check_higher(what: &str, before: Option<&Accepted>, version: u64) -> Result<()> {
+    if let Some(b) = before
+        && version <= b.version
+    {
+        bail!(
+            "{what} holds version {version}, but this host accepted version {} already: an \
+             older value put back (a replay); refused",
+            b.version
+        );
+    }
+    Ok(())
+}
+
+fn next(name: &str, what: &str, version: u64) -> Result<u64> {
+    version.checked_add(1).ok_or_else(|| {
+        anyhow!("the {what} of '{name}' is at version {version}, the last there is; refused")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_only_grow_and_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut v = Versions::load(dir.path()).unwrap();
+        assert_eq!(v.seen_state("www", b"a"), Seen::Other);
+        v.accept_state("www", "/p/certs/www/state", 2, b"a")
+            .unwrap();
+        assert_eq!(v.seen_state("www", b"a"), Seen::Same);
+        assert_eq!(v.seen_state("www", b"b"), Seen::Other);
+        let err = v
+            .accept_state("www", "/p/certs/www/state", 2, b"b")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/p/certs/www/state") && err.contains("replay"),
+            "{err}"
+        );
+        assert!(v.accept_state("www", "k", 1, b"c").is_err());
+        v.accept_current("www", "k", 5, b"x", "AB", OffsetDateTime::UNIX_EPOCH)
+            .unwrap();
+        v.save().unwrap();
+        let v = Versions::load(dir.path()).unwrap();
+        assert_eq!(v.seen_current("www", b"x"), Seen::Same);
+        assert_eq!(v.next_state("www", 0).unwrap(), 3);
+        assert_eq!(v.next_current("www", 9).unwrap(), 10);
+        assert!(v.next_state("shop", u64::MAX).is_err(), "no wrap");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join(VERSIONS_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}

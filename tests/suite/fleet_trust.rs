@@ -1,0 +1,324 @@
+//! The etcd writer: a party that can write the fleet's prefix but does not hold the fleet key
+//! (an etcd operator, a leaked etcd user). Two hosts with real nginx and two certificates,
+//! `www` (attacked) and `shop`. For each key the fleet uses the writer puts garbage, a value
+//! of the right shape but not sealed, a sealed value of another certificate or purpose, or
+//! an older sealed value (a replay). Each time: no order and no reissue for `www`, no
+//! validation file, no install, the error names the etcd key, and `shop` is reissued and
+//! installed on both hosts in the same runs.
+
+use crate::fleet_e2e::{DOMAIN, Fleet, ready};
+use crate::support;
+
+use std::fs;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use support::env::{TestEnv, norm_serial, wait_until};
+use support::etcd::EtcdCluster;
+use support::scenario::{show, state_changing};
+use support::webserver::Server;
+
+const SHOP: &str = "shop.fleet.test";
+const PREFIX: &str = "/trust/";
+
+/// A fleet of two hosts that issued both certificates, and the writer's etcd client.
+struct Trial {
+    f: Fleet,
+    _cluster: EtcdCluster,
+    rt: tokio::runtime::Runtime,
+    etcd: etcd_client::Client,
+}
+
+impl Trial {
+    fn start() -> Self {
+        let env = TestEnv::new();
+        let cluster = EtcdCluster::start(env.dir.path(), 3);
+        let f = Fleet::build(
+            env,
+            &cluster.endpoints(),
+            PREFIX,
+            &[Server::Nginx, Server::Nginx],
+            &[("www", DOMAIN), ("shop", SHOP)],
+        );
+        f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
+        f.agent(0, &["--json", "renew", "--wait", "60"])
+            .expect_code(0);
+        f.agent(1, &["--json", "renew"]).expect_code(0);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let etcd = rt
+            .block_on(etcd_client::Client::connect(cluster.endpoints(), None))
+            .unwrap();
+        let t = Self {
+            f,
+            _cluster: cluster,
+            rt,
+            etcd,
+        };
+        for i in 0..2 {
+            assert!(t.installed(i, "www").is_some(), "{}", t.f.logs());
+        }
+        t
+    }
+
+    fn get(&mut self, rel: &str) -> Option<Vec<u8>> {
+        let resp = self
+            .rt
+            .block_on(self.etcd.get(format!("{PREFIX}{rel}"), None))
+            .unwrap();
+        resp.kvs().first().map(|kv| kv.value().to_vec())
+    }
+
+    fn put(&mut self, rel: &str, value: Vec<u8>) {
+        self.rt
+            .block_on(self.etcd.put(format!("{PREFIX}{rel}"), value, None))
+            .unwrap();
+    }
+
+    /// Host `i`'s record of `name`: what is installed (serial and time).
+    fn installed(&self, i: usize, name: &str) -> Option<serde_json::Value> {
+        let path = self.f.hosts[i].state.join(format!("certs/{name}.json"));
+        let v: serde_json::Value = serde_json::from_slice(&fs::read(path).ok()?).ok()?;
+        Some(v["installed"].clone()).filter(|i| !i.is_null())
+    }
+
+    fn www_files(&self, i: usize) -> Vec<Vec<u8>> {
+        let out = self.f.hosts[i].state.parent().unwrap().join("out");
+        ["fullchain.pem", "privkey.pem"]
+            .iter()
+            .map(|f| fs::read(out.join(f)).unwrap())
+            .collect()
+    }
+
+    fn validation_files(&self, i: usize) -> Vec<PathBuf> {
+        let dir = self.f.hosts[i]
+            .state
+            .parent()
+            .unwrap()
+            .join("www-root/.well-known/pki-validation");
+        fs::read_dir(dir)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Reissues `www` (both hosts install it): what etcd held before becomes older values.
+    fn move_www_on(&mut self) {
+        let re = self
+            .f
+            .agent(0, &["--json", "reissue", "www", "--wait", "60"]);
+        re.expect_code(0);
+        self.f.agent(1, &["--json", "renew"]).expect_code(0);
+    }
+
+    /// The writer puts `value` at `rel`; web1 reissues `shop`, web2 renews (it installs
+    /// `shop` and leads). Checks every refusal, then puts the fleet's value back (when no
+    /// leader replaced it).
+    fn attack(&mut self, case: &str, rel: &str, value: Vec<u8>) -> String {
+        let original = self.get(rel);
+        let www: Vec<_> = (0..2)
+            .map(|i| (self.installed(i, "www"), self.www_files(i)))
+            .collect();
+        let calls = self.f.env.calls().len();
+        let billed = self.f.env.billed();
+        self.put(rel, value.clone());
+
+        let re = self
+            .f
+            .agent(0, &["--json", "reissue", "shop", "--wait", "60"]);
+        re.expect_code(0);
+        let shop = re.installed_serial("shop");
+        let out = self.f.agent(1, &["--json", "renew"]);
+        let key = format!("{PREFIX}{rel}");
+        let o = out.outcome("www");
+        assert_eq!(o["outcome"], "failed", "{case}: {}", out.describe());
+        let error = o["error"].as_str().unwrap_or_default().to_owned();
+        assert!(error.contains(&key), "{case}: {error}");
+        // The other certificate of the same run: installed on web2 too.
+        let installed = self.installed(1, "shop").unwrap();
+        assert_eq!(
+            norm_serial(installed["serial"].as_str().unwrap()),
+            shop,
+            "{case}: {}",
+            out.describe()
+        );
+        // No order, no reissue but shop's, nothing billed.
+        let all = self.f.env.calls();
+        let changed = state_changing(&all[calls..]);
+        let shop_id = self.installed(0, "shop").unwrap()["certificate_id"].clone();
+        assert!(
+            changed.len() == 1 && changed[0].path.contains(&shop_id.to_string()),
+            "{case}: {}",
+            show(&all[calls..])
+        );
+        assert_eq!(self.f.env.billed(), billed, "{case}");
+        // No install of www anywhere, no validation file left.
+        for (i, before) in www.iter().enumerate() {
+            assert_eq!(self.installed(i, "www"), before.0, "{case}: host {i}");
+            assert_eq!(self.www_files(i), before.1, "{case}: host {i}");
+            assert!(
+                wait_until(Duration::from_secs(10), || self
+                    .validation_files(i)
+                    .is_empty()),
+                "{case}: host {i}: {:?}",
+                self.validation_files(i)
+            );
+        }
+        if self.get(rel) == Some(value) {
+            match original {
+                Some(v) => self.put(rel, v),
+                None => {
+                    self.rt
+                        .block_on(self.etcd.delete(key.clone(), None))
+                        .unwrap();
+                }
+            }
+        }
+        error
+    }
+}
+
+const GARBAGE: &[u8] = b"\x00\x01 not a value \xff";
+
+/// A record of `www` as the writer would write it: no order, no intent, and a pending CSR of
+/// the writer's own key with an unconfirmed reissue.
+fn unsealed_state(certificate_id: u64) -> Vec<u8> {
+    let csr = support::api::csr(DOMAIN);
+    serde_json::to_vec(&serde_json::json!({
+        "record": {
+            "version": 1, "name": "www", "intent": null, "order": null,
+            "pending_key": {
+                "key_file": "", "csr_pem": csr,
+                "csr_md5": "0123456789ABCDEF0123456789ABCDEF",
+                "csr_sha256": "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF",
+                "created_at": "1970-01-01T00:00:03Z"
+            },
+            "installed": null, "last_poll": null, "last_state": null, "last_error": null,
+            "reissue": {
+                "certificate_id": certificate_id,
+                "csr_sha256": "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF",
+                "previous_serial": null, "requested_at": "2026-01-01T00:00:00Z",
+                "confirmed": false
+            }
+        },
+        "written_by": "writer", "written_at": "2026-01-01T00:00:00Z"
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_shared_record_with_the_writers_csr_or_without_its_order_is_refused() {
+    if !ready() {
+        return;
+    }
+    let mut t = Trial::start();
+    let id = t.installed(0, "www").unwrap()["certificate_id"]
+        .as_u64()
+        .unwrap();
+    let old = t.get("certs/www/state").unwrap();
+    t.move_www_on();
+    let rel = "certs/www/state";
+    // The CSR swap and the null order/intent: a record of the right shape, not sealed.
+    let e = t.attack("csr swap, null order", rel, unsealed_state(id));
+    assert!(e.contains("not a sealed value"), "{e}");
+    t.attack("garbage", rel, GARBAGE.to_vec());
+    let shop = t.get("certs/shop/state").unwrap();
+    t.attack("another certificate's record", rel, shop);
+    let current = t.get("certs/www/current").unwrap();
+    t.attack("another purpose", rel, current);
+    let e = t.attack("replay", rel, old);
+    assert!(e.contains("replay"), "{e}");
+}
+
+#[test]
+fn a_forged_validation_file_is_never_served() {
+    if !ready() {
+        return;
+    }
+    let mut t = Trial::start();
+    let rel = "dcv/www";
+    let forged = serde_json::to_vec(&serde_json::json!({
+        "file_name": "0123456789ABCDEF0123456789ABCDEF.txt",
+        "content": "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF\ncomodoca.com\nforged"
+    }))
+    .unwrap();
+    t.attack("forged validation file", rel, forged);
+    t.attack("garbage", rel, GARBAGE.to_vec());
+    let state = t.get("certs/www/state").unwrap();
+    t.attack("another purpose", rel, state);
+}
+
+#[test]
+fn a_rolled_back_current_certificate_is_refused() {
+    if !ready() {
+        return;
+    }
+    let mut t = Trial::start();
+    let old = t.get("certs/www/current").unwrap();
+    t.move_www_on();
+    let rel = "certs/www/current";
+    // The old certificate put back: refused as a replay, nothing reinstalled.
+    let e = t.attack("rollback", rel, old);
+    assert!(e.contains("replay"), "{e}");
+    let unsealed = serde_json::to_vec(&serde_json::json!({
+        "version": 99, "certificate_id": 1, "serial": "01",
+        "not_before": "2099-01-01T00:00:00Z", "not_after": "2099-12-31T00:00:00Z",
+        "published_by": "writer", "published_at": "2026-01-01T00:00:00Z",
+        "archive": "", "key": ""
+    }))
+    .unwrap();
+    t.attack("unsealed", rel, unsealed);
+    t.attack("garbage", rel, GARBAGE.to_vec());
+    let shop = t.get("certs/shop/current").unwrap();
+    t.attack("another certificate's current", rel, shop);
+    let state = t.get("certs/www/state").unwrap();
+    t.attack("another purpose", rel, state);
+}
+
+#[test]
+fn a_forged_spec_or_host_result_is_refused_for_its_certificate_only() {
+    if !ready() {
+        return;
+    }
+    let mut t = Trial::start();
+    let rel = "certs/www/spec";
+    let unsealed = serde_json::to_vec(&serde_json::json!({
+        "domains": [DOMAIN], "product_id": 1, "key_type": "rsa2048", "host": "writer"
+    }))
+    .unwrap();
+    t.attack("unsealed spec", rel, unsealed);
+    t.attack("garbage spec", rel, GARBAGE.to_vec());
+    let shop = t.get("certs/shop/spec").unwrap();
+    t.attack("another certificate's spec", rel, shop);
+    let check = t.get("keycheck").unwrap();
+    t.attack("another purpose", rel, check);
+
+    // A host result that does not open shows as an error in `fleet status`, never as current.
+    let forged = serde_json::to_vec(&serde_json::json!({
+        "serial": "01", "version": 1, "at": "2026-01-01T00:00:00Z"
+    }))
+    .unwrap();
+    t.put("hosts/web2/certs/www", forged);
+    let st = t.f.agent(0, &["--json", "fleet", "status"]);
+    let v = st.json();
+    let www = v["certificates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "www")
+        .cloned()
+        .unwrap();
+    let web2 = www["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["host"] == "web2")
+        .cloned()
+        .unwrap();
+    let error = web2["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!("{PREFIX}hosts/web2/certs/www")),
+        "{v}"
+    );
+}
