@@ -807,6 +807,7 @@ fn deb_installs_runs_the_example_and_purges() {
 
         assert_eq!(mode_of("/etc/cert-agent/config.toml"), Some(0o600));
         assert_eq!(mode_of("/var/lib/cert-agent"), Some(0o700));
+        assert_eq!(mode_of("/etc/cert-agent/conf.d"), Some(0o700));
         assert_eq!(mode_of("/etc/ssl/cert-agent"), Some(0o755));
         assert_eq!(mode_of("/etc/cron.d/cert-agent"), Some(0o644));
 

@@ -1,9 +1,14 @@
 # %post of cert-agent ($1: 1 on install, 2 and more on upgrade): creates the state directory
-# (0700) and the install directory; on install enables cert-agent.timer and, when systemd
+# (0700), the directory of per-site configuration files (/etc/cert-agent/conf.d, 0700) and
+# the install directory; on install enables cert-agent.timer and, when systemd
 # runs, starts it; on upgrade restarts a running cert-agent-daemon.service and
 # cert-agent-serve.service.
 mkdir -p /var/lib/cert-agent
 chmod 0700 /var/lib/cert-agent
+if [ ! -d /etc/cert-agent/conf.d ]; then
+    mkdir -p /etc/cert-agent/conf.d
+    chmod 0700 /etc/cert-agent/conf.d
+fi
 if [ ! -d /etc/ssl/cert-agent ]; then
     mkdir -p /etc/ssl/cert-agent
     chmod 0755 /etc/ssl/cert-agent

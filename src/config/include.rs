@@ -15,10 +15,20 @@ use nix::fcntl::{AtFlags, OFlag, open, openat};
 use nix::sys::stat::{Mode, fstat, fstatat};
 use serde::{Deserialize, Serialize};
 
+/// What a pattern of `[agent] include` names.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Expanded {
+    /// The files, sorted.
+    Files(Vec<PathBuf>),
+    /// A pattern with wildcards whose directory does not exist (yet): nothing is included.
+    NoDirectory(PathBuf),
+}
+
 /// The files `pattern` names, sorted; relative patterns are read from `base` (the directory of
 /// the main configuration file). A pattern without wildcards names one file, which must exist;
-/// a pattern with wildcards may match nothing (an empty `conf.d/` is normal).
-pub(super) fn expand(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, String> {
+/// a pattern with wildcards may match nothing (an empty `conf.d/` is normal, and so is one not
+/// made yet: `discover --write` makes it).
+pub(super) fn expand(pattern: &str, base: &Path) -> Result<Expanded, String> {
     let path = base.join(pattern);
     let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
         return Err(format!("{pattern:?} does not name a file"));
@@ -31,7 +41,7 @@ pub(super) fn expand(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, String>
     }
     if !name.contains(['*', '?']) {
         return match std::fs::metadata(&path) {
-            Ok(m) if m.is_file() => Ok(vec![path]),
+            Ok(m) if m.is_file() => Ok(Expanded::Files(vec![path])),
             Ok(_) => Err(format!("{} is not a file", path.display())),
             Err(e) => Err(format!(
                 "{}: {}",
@@ -40,13 +50,19 @@ pub(super) fn expand(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, String>
             )),
         };
     }
-    let entries = std::fs::read_dir(dir).map_err(|e| {
-        format!(
-            "directory {} of {pattern:?}: {}",
-            dir.display(),
-            crate::fsutil::io_text(&e)
-        )
-    })?;
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Expanded::NoDirectory(dir.to_path_buf()));
+        }
+        Err(e) => {
+            return Err(format!(
+                "directory {} of {pattern:?}: {}",
+                dir.display(),
+                crate::fsutil::io_text(&e)
+            ));
+        }
+    };
     let mut out = Vec::new();
     for entry in entries {
         let entry =
@@ -77,7 +93,7 @@ pub(super) fn expand(pattern: &str, base: &Path) -> Result<Vec<PathBuf>, String>
     // One directory: the order of the names' bytes is the order of the paths (sorting the
     // paths compares them component by component).
     out.sort_unstable_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
-    Ok(out)
+    Ok(Expanded::Files(out))
 }
 
 /// What identifies one version of a file, from `stat`.
@@ -240,14 +256,23 @@ mod tests {
         }
         std::fs::create_dir(d.join("dir.toml")).unwrap();
         let got = expand("conf.d/*.toml", dir.path()).unwrap();
-        assert_eq!(got, vec![d.join("a.toml"), d.join("b.toml")]);
+        assert_eq!(
+            got,
+            Expanded::Files(vec![d.join("a.toml"), d.join("b.toml")])
+        );
         assert_eq!(
             expand("conf.d/*.none", dir.path()).unwrap(),
-            Vec::<PathBuf>::new()
+            Expanded::Files(Vec::new())
         );
         let e = expand("conf.d/missing.toml", dir.path()).unwrap_err();
         assert!(e.contains("missing.toml"), "{e}");
-        let e = expand("nowhere/*.toml", dir.path()).unwrap_err();
+        // A directory not made yet includes nothing (the caller warns); a file named without
+        // wildcards must exist.
+        assert_eq!(
+            expand("nowhere/*.toml", dir.path()).unwrap(),
+            Expanded::NoDirectory(dir.path().join("nowhere"))
+        );
+        let e = expand("nowhere/x.toml", dir.path()).unwrap_err();
         assert!(e.contains("nowhere"), "{e}");
         let e = expand("*/x.toml", dir.path()).unwrap_err();
         assert!(e.contains("only in the file name"), "{e}");

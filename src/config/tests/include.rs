@@ -169,14 +169,32 @@ fn include_patterns_that_cannot_be_read_are_errors_at_the_include_line() {
         .unwrap()
         .replace("conf.d/*.toml", "missing.d/*.toml");
     fs::write(&main, text).unwrap();
+    // A directory not made yet: nothing included, a warning at the include line.
+    let config = Config::load(&main).unwrap();
+    let warning = config
+        .warnings
+        .iter()
+        .map(ToString::to_string)
+        .find(|w| w.contains("missing.d"))
+        .expect("a warning about missing.d");
+    assert!(
+        warning.contains("line 8: [agent]: `include`: the directory")
+            && warning.contains("does not exist"),
+        "{warning}"
+    );
+    // A directory that cannot be read is an error.
+    let text = fs::read_to_string(&main)
+        .unwrap()
+        .replace("missing.d/*.toml", "config.toml/*.toml");
+    fs::write(&main, text).unwrap();
     let e = error_of(&main);
     assert!(
-        e.contains("line 8: [agent]: `include`: directory") && e.contains("missing.d"),
+        e.contains("line 8: [agent]: `include`: directory") && e.contains("config.toml"),
         "{e}"
     );
     let text = fs::read_to_string(&main)
         .unwrap()
-        .replace("[\"missing.d/*.toml\"]", "7");
+        .replace("[\"config.toml/*.toml\"]", "7");
     fs::write(&main, text).unwrap();
     assert!(error_of(&main).contains("`include`: expected an array of file patterns"));
     // An empty conf.d is normal.

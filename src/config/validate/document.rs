@@ -146,7 +146,17 @@ impl Checker<'_> {
         let base = path.parent().unwrap_or(Path::new("/"));
         for pattern in &a.include {
             match include::expand(pattern, base) {
-                Ok(files) => out.fragments.extend(files),
+                Ok(include::Expanded::Files(files)) => out.fragments.extend(files),
+                Ok(include::Expanded::NoDirectory(dir)) => self.warnings.push(Problem {
+                    file: Some(path.to_path_buf()),
+                    line: self.line(&span),
+                    context: "[agent]".into(),
+                    message: format!(
+                        "`include`: the directory {} of {pattern:?} does not exist; no file is                          included from it (`cert-agent discover --write {}` makes it)",
+                        dir.display(),
+                        dir.display()
+                    ),
+                }),
                 Err(e) => self.report(&span, "[agent]", format!("`include`: {e}")),
             }
         }
