@@ -30,7 +30,7 @@ pub(super) async fn run(
     let found = discover::read(server, &text)?;
     // Certificates already configured are not proposed again.
     let configured = if args.account {
-        Some(super::load_config(config_path)?)
+        Some(super::load_config_quietly(config_path)?)
     } else {
         Config::load(config_path).ok()
     };

@@ -116,7 +116,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
         }
         Command::Snippet { name } => snippet::snippet(&load_config(&cli.config)?, name, &out),
         Command::Fleet(FleetCommand::Status) => {
-            let config = load_config(&cli.config)?;
+            let config = load_config_quietly(&cli.config)?;
             fleet::status(&config, &out, clock).await
         }
         Command::Renew(args) => {
@@ -160,14 +160,14 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             Ok(exit::OK)
         }
         Command::Status { id: None, served } => {
-            status::run(&load_config(&cli.config)?, *served, &out, clock).await
+            status::run(&load_config_quietly(&cli.config)?, *served, &out, clock).await
         }
         Command::Serve => {
             let plan = serve::Plan::of(&load_config(&cli.config)?)?;
             serve::serve(plan).await
         }
         command => {
-            let config = load_config(&cli.config)?;
+            let config = load_config_quietly(&cli.config)?;
             let client = client_for(&config)?;
             account::run(command, &config, &client, &out).await
         }
@@ -182,10 +182,24 @@ async fn engine(command: &Command, config: &Config, out: &Output) -> Result<u8> 
     run_cmds::run(config, &opts, out).await
 }
 
+/// The configuration for a command that works on certificates: its warnings (a polling
+/// interval below the API's limit, a file others may write, an include directory not made
+/// yet) are printed once, here.
 pub(crate) fn load_config(path: &Path) -> Result<Config> {
     let config = Config::load(path)?;
     for warning in &config.warnings {
         tracing::warn!("{warning}");
+    }
+    Ok(config)
+}
+
+/// The configuration for a command that only reads (the account, `status`, `discover`,
+/// `fleet status`): its warnings belong to the runs and to `config check`, and are only
+/// logged at debug level here.
+pub(crate) fn load_config_quietly(path: &Path) -> Result<Config> {
+    let config = Config::load(path)?;
+    for warning in &config.warnings {
+        tracing::debug!("{warning}");
     }
     Ok(config)
 }

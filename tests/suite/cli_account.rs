@@ -303,3 +303,22 @@ fn the_token_is_in_no_output_and_no_url() {
     assert!(!out.text().contains(&token), "token in the output");
     assert!(env.calls().iter().all(|c| !c.query.contains(&token)));
 }
+
+/// Guards where configuration warnings are printed: once by a run that works on certificates
+/// (`renew`), never by a command that only reads the account (`balance`), whose output would
+/// otherwise repeat them on every call.
+#[test]
+fn configuration_warnings_belong_to_runs_not_to_account_commands() {
+    let env = TestEnv::new();
+    // The test configuration polls every second: below the API's 300 s, a warning.
+    let warning = "at most one status call";
+    let renew = env.agent(["renew"]).run();
+    renew.expect_code(0);
+    assert_eq!(renew.stderr.matches(warning).count(), 1, "{}", renew.stderr);
+    let balance = env.agent(["balance"]).run();
+    balance.expect_code(0);
+    assert!(!balance.stderr.contains(warning), "{}", balance.stderr);
+    let check = env.agent(["config", "check"]).run();
+    check.expect_code(0);
+    assert!(check.stderr.contains(warning), "{}", check.stderr);
+}
