@@ -512,4 +512,5 @@ fn fleet_rules() {
 }
 
 mod certificates;
+mod schema;
 mod include;
