@@ -147,8 +147,8 @@ fn open_raw(
         Err("does not open with this host's fleet key".to_owned())
     } else {
         Err(format!(
-            "is sealed under fleet key id {key_id}, a key this host does not hold (its keys: \
-             id {})",
+            "is not a sealed value of a key this host holds (it names fleet key id {key_id}; \
+             this host holds id {})",
             keys.ids()
         ))
     }
@@ -258,7 +258,10 @@ mod tests {
         // A host that has only the new key: the old value is refused, naming its key id.
         let err = open_raw(&one(new), &place, &under_old).unwrap_err();
         assert!(err.contains(&format!("key id {}", key(old).id())), "{err}");
-        assert!(err.contains("does not hold"), "{err}");
+        assert!(
+            err.contains("not a sealed value of a key this host holds"),
+            "{err}"
+        );
         // A host that has only the old key cannot open what the new one sealed.
         assert!(opens(&one(old), &place, &under_new).is_none());
         // The key id is bound: the old value relabelled with the new id does not open.

@@ -149,6 +149,22 @@ fn the_fleet_rotates_its_key_while_it_serves() {
     let sealed_under_old = r.get("certs/www/current").unwrap();
     let (old, new) = (r.old_key.clone(), r.new_key.clone());
 
+    // Without the previous key there is nothing to re-seal from; --help teaches the steps.
+    let out = r.f.agent(0, &["fleet", "rotate-key"]);
+    out.expect_failure();
+    assert!(
+        out.stderr.contains("previous_secret_file"),
+        "{}",
+        out.describe()
+    );
+    let help = r.f.agent(0, &["fleet", "rotate-key", "--help"]);
+    help.expect_code(0);
+    assert!(
+        help.stdout.contains("previous_secret_file") && help.stdout.contains("any order"),
+        "{}",
+        help.describe()
+    );
+
     // Each host in turn: the new key, the old one kept for reading; runs go on.
     r.keys(1, &new, Some(&old));
     r.runs_go_on(&serial, "web2 switched");
