@@ -426,6 +426,25 @@ pub enum FleetCommand {
     /// Exits 1 when a host has not installed the current certificate `lag_alert_secs`
     /// (default 900) after it was published — for monitoring — and 0 otherwise.
     Status,
+    /// Seal every value under the fleet's prefix again under the new fleet key, while the
+    /// fleet keeps serving. Run on one host that holds both keys.
+    ///
+    /// The procedure: 1. make a new key (`head -c 32 /dev/urandom > fleet.key.new`, mode
+    /// 0600); 2. on every host, in any order, make the new key `secret_file` and the old one
+    /// `previous_secret_file` in [fleet] (or the systemd credentials cert-agent-fleet-key and
+    /// cert-agent-fleet-key-previous) — hosts keep serving, and the daemon picks the files up
+    /// at its next run; 3. run `cert-agent fleet rotate-key` on one of them: it takes the lead
+    /// (fenced like a leader run), seals every value again under the new key (the shared
+    /// records and current certificates at a higher version, so no host takes them for
+    /// replays and none reinstalls or reloads), the key check last, and lists what it sealed;
+    /// 4. remove `previous_secret_file` (and the old key) on every host. From then on a host
+    /// holding only the old key is refused, and so is any value sealed under it.
+    ///
+    /// Makes no Partner API call. Exits 0 when everything is under the new key, 3 when some
+    /// value opened under neither key and was left as it is (listed), 1 on error (another
+    /// host leads: run it again after that host's run; nothing is half done — running it
+    /// again re-seals only what is still under the old key).
+    RotateKey,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,4 +1,5 @@
-//! `cert-agent fleet status`: the fleet as etcd holds it.
+//! `cert-agent fleet status`: the fleet as etcd holds it; `cert-agent fleet rotate-key`: every
+//! value sealed again under the new fleet key.
 
 use anyhow::{Result, anyhow};
 
@@ -96,4 +97,63 @@ pub(super) async fn status(
         );
     }
     Ok(code)
+}
+
+/// Seals every value of the fleet again under the new key and lists what it did; exit 3 when
+/// a value was left as it is (it opens under neither key).
+pub(super) async fn rotate_key(
+    config: &Config,
+    out: &Output,
+    clock: crate::clock::Clock,
+) -> Result<u8> {
+    let report = crate::fleet::rotate_key(config, clock).await?;
+    let code = if report.left.is_empty() {
+        exit::OK
+    } else {
+        exit::PARTIAL
+    };
+    if out.json {
+        out.print_json(&report)?;
+        return Ok(code);
+    }
+    let mut t = Table::new(&["KEY", "WHAT", "VERSION"]).flex(0);
+    for r in &report.resealed {
+        let version = if r.from == r.to {
+            r.to.to_string()
+        } else {
+            format!("{} -> {}", r.from, r.to)
+        };
+        t.row(vec![shown(&r.key), r.what.to_owned(), version]);
+    }
+    if !report.resealed.is_empty() {
+        out.table(&t);
+    }
+    outln!(
+        "sealed again under fleet key id {} (previous key id {}): {} value(s); already under \
+         it: {}",
+        report.key_id,
+        report.previous_key_id,
+        report.resealed.len(),
+        report.already.len()
+    );
+    for (key, why) in &report.left {
+        outln!("left as it is: {}: {}", shown(key), shown(why));
+    }
+    if report.left.is_empty() {
+        outln!("every value is under the new key: remove previous_secret_file on every host");
+    }
+    Ok(code)
+}
+
+/// A text read from etcd, its control characters escaped.
+fn shown(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }

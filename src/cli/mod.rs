@@ -119,6 +119,10 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             let config = load_config_quietly(&cli.config)?;
             fleet::status(&config, &out, clock).await
         }
+        Command::Fleet(FleetCommand::RotateKey) => {
+            let config = load_config(&cli.config)?;
+            fleet::rotate_key(&config, &out, clock).await
+        }
         Command::Renew(args) => {
             let config = load_config(&cli.config)?;
             run_cmds::random_start_delay(args.random_delay).await;

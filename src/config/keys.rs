@@ -11,6 +11,7 @@ pub(super) const FLEET_KEYS: &[&str] = &[
     "prefix",
     "host",
     "secret_file",
+    "previous_secret_file",
     "lease_ttl_secs",
     "lag_alert_secs",
 ];

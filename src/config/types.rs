@@ -55,6 +55,10 @@ pub struct FleetConfig {
     /// `cert-agent-fleet-key`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret_file: Option<PathBuf>,
+    /// The previous fleet key, kept for reading while the fleet rotates its key (mode 0600);
+    /// none: the systemd credential `cert-agent-fleet-key-previous` when passed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_secret_file: Option<PathBuf>,
     /// Lease of the leader, in seconds; default 15.
     pub lease_ttl_secs: u64,
     /// `fleet status` exits 1 when a host has not installed the current certificate this

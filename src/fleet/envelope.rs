@@ -4,19 +4,18 @@
 //! moved to another key, certificate or purpose, or altered, or written by anyone without the
 //! fleet key, does not open.
 //!
-//! Layout: one header byte (the key id, 1 for now: room for rotation), the version (8 bytes,
-//! big-endian), then the nonce, the ciphertext and the tag. The header and the version are in
-//! the associated data too.
+//! Layout: one header byte (the id of the key that sealed it, [`super::key`]), the version
+//! (8 bytes, big-endian), then the nonce, the ciphertext and the tag. The header and the
+//! version are in the associated data too. A value is sealed under the host's current key
+//! and opens under any key the host holds whose id it names (the current one, and the
+//! previous one while the fleet rotates).
 
 use anyhow::{Result, anyhow};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::coord::Fleet;
-use super::key::FleetKey;
-
-/// The id of the fleet key values are sealed with.
-pub(super) const KEY_ID: u8 = 1;
+use super::key::{FleetKeys, Which};
 
 const HEADER_LEN: usize = 1 + 8;
 
@@ -77,16 +76,17 @@ fn aad(place: &Place<'_>, version: u64, key_id: u8) -> Vec<u8> {
     .into_bytes()
 }
 
-/// Seals `plain` for `place` at `version`.
+/// Seals `plain` for `place` at `version`, under the current key.
 pub(super) fn seal(
-    key: &FleetKey,
+    keys: &FleetKeys,
     place: &Place<'_>,
     version: u64,
     plain: &[u8],
 ) -> Result<Vec<u8>> {
-    let body = key.seal_with(&aad(place, version, KEY_ID), plain)?;
+    let key = keys.current();
+    let body = key.seal_with(&aad(place, version, key.id()), plain)?;
     let mut out = Vec::with_capacity(HEADER_LEN + body.len());
-    out.push(KEY_ID);
+    out.push(key.id());
     out.extend_from_slice(&version.to_be_bytes());
     out.extend_from_slice(&body);
     Ok(out)
@@ -95,12 +95,22 @@ pub(super) fn seal(
 /// Opens a value sealed for `place`: its version and plain text. The error names the etcd
 /// key and never quotes the value.
 pub(super) fn open(
-    key: &FleetKey,
+    keys: &FleetKeys,
     fleet: &Fleet,
     place: &Place<'_>,
     sealed: &[u8],
 ) -> Result<(u64, Vec<u8>)> {
-    open_raw(key, place, sealed).map_err(|why| {
+    open_which(keys, fleet, place, sealed).map(|(version, plain, _)| (version, plain))
+}
+
+/// [`open`], also saying which of the host's keys opened it.
+pub(super) fn open_which(
+    keys: &FleetKeys,
+    fleet: &Fleet,
+    place: &Place<'_>,
+    sealed: &[u8],
+) -> Result<(u64, Vec<u8>, Which)> {
+    open_raw(keys, place, sealed).map_err(|why| {
         anyhow!(
             "the fleet's {} {} {why}; refused (a value written without the fleet key, moved \
              from another key or certificate, or altered)",
@@ -111,7 +121,11 @@ pub(super) fn open(
 }
 
 /// [`open`] without the words: why it does not open.
-fn open_raw(key: &FleetKey, place: &Place<'_>, sealed: &[u8]) -> Result<(u64, Vec<u8>), String> {
+fn open_raw(
+    keys: &FleetKeys,
+    place: &Place<'_>,
+    sealed: &[u8],
+) -> Result<(u64, Vec<u8>, Which), String> {
     let (Some(&key_id), Some(version)) = (
         sealed.first(),
         sealed
@@ -120,22 +134,29 @@ fn open_raw(key: &FleetKey, place: &Place<'_>, sealed: &[u8]) -> Result<(u64, Ve
     ) else {
         return Err("is not a sealed value".into());
     };
-    if key_id != KEY_ID {
-        return Err(format!(
-            "is not a sealed value of this fleet's key (key id {key_id}, not {KEY_ID})"
-        ));
-    }
     let version = u64::from_be_bytes(version);
     let body = sealed.get(HEADER_LEN..).unwrap_or_default();
-    let plain = key
-        .open_with(&aad(place, version, key_id), body)
-        .ok_or_else(|| "does not open with this host's fleet key".to_owned())?;
-    Ok((version, plain))
+    let mut tried = false;
+    for (which, key) in keys.with_id(key_id) {
+        tried = true;
+        if let Some(plain) = key.open_with(&aad(place, version, key_id), body) {
+            return Ok((version, plain, which));
+        }
+    }
+    if tried {
+        Err("does not open with this host's fleet key".to_owned())
+    } else {
+        Err(format!(
+            "is not a sealed value of a key this host holds (it names fleet key id {key_id}; \
+             this host holds id {})",
+            keys.ids()
+        ))
+    }
 }
 
 /// [`seal`] of a document's JSON.
 pub(super) fn seal_json<T: Serialize>(
-    key: &FleetKey,
+    key: &FleetKeys,
     place: &Place<'_>,
     version: u64,
     doc: &T,
@@ -145,7 +166,7 @@ pub(super) fn seal_json<T: Serialize>(
 
 /// [`open`] of a document's JSON.
 pub(super) fn open_json<T: DeserializeOwned>(
-    key: &FleetKey,
+    key: &FleetKeys,
     fleet: &Fleet,
     place: &Place<'_>,
     sealed: &[u8],
@@ -163,23 +184,36 @@ pub(super) fn open_json<T: DeserializeOwned>(
 
 #[cfg(test)]
 mod tests {
+    use super::super::key::FleetKey;
     use super::*;
 
     fn key(byte: u8) -> FleetKey {
         FleetKey::from_bytes(&[byte; super::super::key::KEY_LEN]).unwrap()
     }
 
-    fn opens(k: &FleetKey, place: &Place<'_>, sealed: &[u8]) -> Option<(u64, Vec<u8>)> {
-        open_raw(k, place, sealed).ok()
+    fn one(byte: u8) -> FleetKeys {
+        FleetKeys::new(key(byte), None)
+    }
+
+    fn opens(k: &FleetKeys, place: &Place<'_>, sealed: &[u8]) -> Option<(u64, Vec<u8>)> {
+        open_raw(k, place, sealed).ok().map(|(v, p, _)| (v, p))
+    }
+
+    /// Two keys of distinct ids (the old one, the new one).
+    fn two() -> (u8, u8) {
+        (2u8..=255)
+            .find(|n| key(1).id() != key(*n).id())
+            .map(|n| (1, n))
+            .unwrap()
     }
 
     #[test]
     fn a_value_opens_only_for_its_purpose_key_name_and_version() {
         let place = Place::new(Purpose::PendingKey, "certs/www/state", "www");
-        let sealed = seal(&key(1), &place, 3, b"secret").unwrap();
-        assert_eq!(sealed[0], KEY_ID);
+        let sealed = seal(&one(1), &place, 3, b"secret").unwrap();
+        assert_eq!(sealed[0], key(1).id());
         assert_eq!(
-            opens(&key(1), &place, &sealed),
+            opens(&one(1), &place, &sealed),
             Some((3, b"secret".to_vec()))
         );
         for other in [
@@ -187,21 +221,58 @@ mod tests {
             Place::new(Purpose::PendingKey, "certs/shop/state", "www"),
             Place::new(Purpose::PendingKey, "certs/www/state", "shop"),
         ] {
-            assert!(opens(&key(1), &other, &sealed).is_none(), "{other:?}");
+            assert!(opens(&one(1), &other, &sealed).is_none(), "{other:?}");
         }
-        assert!(opens(&key(2), &place, &sealed).is_none());
+        assert!(opens(&one(2), &place, &sealed).is_none());
         // Another version written into the header: does not open.
         let mut moved = sealed.clone();
         moved[8] ^= 1;
-        assert!(opens(&key(1), &place, &moved).is_none());
-        assert!(opens(&key(1), &place, &sealed[..10]).is_none());
-        assert!(opens(&key(1), &place, b"{\"record\":{}}").is_none());
+        assert!(opens(&one(1), &place, &moved).is_none());
+        assert!(opens(&one(1), &place, &sealed[..10]).is_none());
+        assert!(opens(&one(1), &place, b"{\"record\":{}}").is_none());
+        // Another key id written into the header: not this host's key, or not the id bound
+        // by the associated data.
         let mut other_id = sealed.clone();
-        other_id[0] = 2;
-        assert!(
-            open_raw(&key(1), &place, &other_id)
-                .unwrap_err()
-                .contains("key id 2")
+        other_id[0] = key(1).id().wrapping_add(1);
+        let err = open_raw(&one(1), &place, &other_id).unwrap_err();
+        assert!(err.contains(&format!("key id {}", other_id[0])), "{err}");
+    }
+
+    #[test]
+    fn with_two_keys_both_open_and_only_the_current_one_seals() {
+        let (old, new) = two();
+        let place = Place::new(Purpose::State, "certs/www/state", "www");
+        let under_old = seal(&one(old), &place, 4, b"record").unwrap();
+        let rotating = FleetKeys::new(key(new), Some(key(old)));
+        // Sealed under the old key: opens with the old key kept as previous.
+        let (v, plain, which) = open_raw(&rotating, &place, &under_old).unwrap();
+        assert_eq!(
+            (v, plain.as_slice(), which),
+            (4, &b"record"[..], Which::Previous)
         );
+        // Sealed now: under the new key, with its id.
+        let under_new = seal(&rotating, &place, 5, b"record").unwrap();
+        assert_eq!(under_new[0], key(new).id());
+        let (_, _, which) = open_raw(&rotating, &place, &under_new).unwrap();
+        assert_eq!(which, Which::Current);
+        // A host that has only the new key: the old value is refused, naming its key id.
+        let err = open_raw(&one(new), &place, &under_old).unwrap_err();
+        assert!(err.contains(&format!("key id {}", key(old).id())), "{err}");
+        assert!(
+            err.contains("not a sealed value of a key this host holds"),
+            "{err}"
+        );
+        // A host that has only the old key cannot open what the new one sealed.
+        assert!(opens(&one(old), &place, &under_new).is_none());
+        // The key id is bound: the old value relabelled with the new id does not open.
+        let mut relabelled = under_old.clone();
+        relabelled[0] = key(new).id();
+        assert!(opens(&rotating, &place, &relabelled).is_none());
+        // Two keys of one id: both are tried.
+        let same = (2u8..=255).find(|n| key(*n).id() == key(1).id() && *n != 1);
+        if let Some(n) = same {
+            let both = FleetKeys::new(key(n), Some(key(1)));
+            assert!(opens(&both, &place, &under_old).is_some());
+        }
     }
 }

@@ -2,10 +2,21 @@
 //! systemd credential), under which every value the fleet stores in etcd is sealed.
 //! Sealing is AES-256-GCM from the TLS stack's provider (aws-lc-rs), with a random 96-bit
 //! nonce per seal; what the associated data binds is the envelope's ([`super::envelope`]).
+//!
+//! Each key has an id of one byte, derived from the key itself: the first byte of
+//! HMAC-SHA256 under the key of a fixed label. Nothing is stored or configured for it; it
+//! names, in each envelope, the key that sealed it, so that a host holding two keys (the
+//! current one and, while the fleet rotates, the previous one: [`FleetKeys`]) tries the right
+//! one. Two keys may share an id (one chance in 256): a host then tries both. The id says
+//! nothing about the key (one byte of a pseudo-random function's output).
 
 use std::path::Path;
 
 use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use aws_lc_rs::hmac;
+
+/// The label whose HMAC under a key gives the key's id.
+const ID_LABEL: &[u8] = b"cert-agent fleet key id";
 
 /// Length of the fleet key in bytes.
 pub const KEY_LEN: usize = 32;
@@ -22,6 +33,7 @@ pub enum KeyError {
 /// The fleet key. Its bytes never appear in `Debug` output.
 pub struct FleetKey {
     key: LessSafeKey,
+    id: u8,
 }
 
 impl std::fmt::Debug for FleetKey {
@@ -37,9 +49,17 @@ impl FleetKey {
             return None;
         }
         let key = UnboundKey::new(&AES_256_GCM, bytes).ok()?;
+        let tag = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, bytes), ID_LABEL);
+        let id = tag.as_ref().first().copied()?;
         Some(Self {
             key: LessSafeKey::new(key),
+            id,
         })
+    }
+
+    /// The key's id: the first byte of HMAC-SHA256 under the key of a fixed label.
+    pub fn id(&self) -> u8 {
+        self.id
     }
 
     /// Reads the key from `path`: exactly 32 bytes, not readable by group or others.
@@ -102,6 +122,55 @@ impl FleetKey {
     }
 }
 
+/// Which of a host's fleet keys opened a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    /// `secret_file`: the key everything is sealed with.
+    Current,
+    /// `previous_secret_file`: kept for reading while the fleet rotates its key.
+    Previous,
+}
+
+/// A host's fleet keys: the current one, which seals everything, and while the fleet
+/// rotates its key the previous one, which only opens.
+#[derive(Debug)]
+pub struct FleetKeys {
+    current: FleetKey,
+    previous: Option<FleetKey>,
+}
+
+impl FleetKeys {
+    pub fn new(current: FleetKey, previous: Option<FleetKey>) -> Self {
+        Self { current, previous }
+    }
+
+    /// The key every value is sealed with.
+    pub fn current(&self) -> &FleetKey {
+        &self.current
+    }
+
+    /// The key kept for reading, if any.
+    pub fn previous(&self) -> Option<&FleetKey> {
+        self.previous.as_ref()
+    }
+
+    /// The keys whose id is `id`, the current one first.
+    pub(super) fn with_id(&self, id: u8) -> impl Iterator<Item = (Which, &FleetKey)> {
+        std::iter::once((Which::Current, &self.current))
+            .chain(self.previous.iter().map(|k| (Which::Previous, k)))
+            .filter(move |(_, k)| k.id == id)
+    }
+
+    /// The ids this host holds, in words: `12 (current)` or `12 (current), 200 (previous)`.
+    pub(super) fn ids(&self) -> String {
+        let mut out = format!("{} (current)", self.current.id);
+        if let Some(p) = &self.previous {
+            out.push_str(&format!(", {} (previous)", p.id));
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,6 +193,26 @@ mod tests {
         assert!(key(1).open_with(b"www 3", &sealed[..5]).is_none());
         // A fresh nonce each time.
         assert_ne!(sealed, key(1).seal_with(b"www 3", b"private key").unwrap());
+    }
+
+    #[test]
+    fn a_key_id_comes_from_the_key_and_picks_the_keys_to_try() {
+        assert_eq!(key(1).id(), key(1).id());
+        // Ids of distinct keys differ but for one chance in 256: find two that do.
+        let (a, b) = (1u8..=255)
+            .map(|n| (key(0), key(n)))
+            .find(|(a, b)| a.id() != b.id())
+            .unwrap();
+        let (ia, ib) = (a.id(), b.id());
+        let both = FleetKeys::new(b, Some(a));
+        let found: Vec<Which> = both.with_id(ia).map(|(w, _)| w).collect();
+        assert_eq!(found, vec![Which::Previous]);
+        let found: Vec<Which> = both.with_id(ib).map(|(w, _)| w).collect();
+        assert_eq!(found, vec![Which::Current]);
+        assert!(both.ids().contains("(previous)"));
+        let one = FleetKeys::new(key(5), None);
+        assert_eq!(one.with_id(one.current().id()).count(), 1);
+        assert!(one.previous().is_none());
     }
 
     #[test]

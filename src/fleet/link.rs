@@ -13,16 +13,21 @@ use crate::values::Secret;
 
 use super::coord::{Fleet, FleetOptions};
 use super::envelope::{self, Place, Purpose};
-use super::key::FleetKey;
+use super::key::{FleetKey, FleetKeys, Which};
 use super::schema::{KEY_CHECK, Spec, spec_key};
 
 /// The systemd credential holding the fleet key when `secret_file` is not set.
 pub const FLEET_KEY_CREDENTIAL: &str = "cert-agent-fleet-key";
 
+/// The systemd credential holding the previous fleet key (while the fleet rotates its key)
+/// when `previous_secret_file` is not set; read only when passed.
+pub const FLEET_PREVIOUS_KEY_CREDENTIAL: &str = "cert-agent-fleet-key-previous";
+
 /// A host's connection to its fleet: etcd and the fleet key.
 pub struct FleetLink {
     pub fleet: Fleet,
-    pub(super) key: FleetKey,
+    /// The current key (seals and opens) and the previous one (opens) while rotating.
+    pub(super) key: FleetKeys,
     pub config: FleetConfig,
     /// Where the host's time comes from (record times, the bundle's validity).
     pub clock: Clock,
@@ -51,7 +56,17 @@ pub async fn connect(config: &Config, clock: Clock) -> Result<Option<FleetLink>>
             ),
         },
     };
-    let key = FleetKey::read(&key_path)?;
+    let previous_path = match &fc.previous_secret_file {
+        Some(p) => Some(p.clone()),
+        None => std::env::var_os("CREDENTIALS_DIRECTORY")
+            .map(|dir| PathBuf::from(dir).join(FLEET_PREVIOUS_KEY_CREDENTIAL))
+            .filter(|p| p.exists()),
+    };
+    let previous = match previous_path {
+        Some(p) => Some(FleetKey::read(&p).map_err(|e| anyhow!("previous_secret_file: {e}"))?),
+        None => None,
+    };
+    let key = FleetKeys::new(FleetKey::read(&key_path)?, previous);
     let password = match &fc.password_file {
         Some(p) => Some(Secret::new(
             std::fs::read_to_string(p)
@@ -133,28 +148,48 @@ pub(super) async fn check_specs(
     Ok(refused)
 }
 
-/// The fleet key check: a known text sealed by the first host. A host whose key does not open
-/// it is not part of the fleet: it installs nothing, leads nothing and seals nothing.
-async fn check_key(link: &FleetLink) -> Result<()> {
-    const TEXT: &[u8] = b"cert-agent fleet key";
+/// The fleet key check: a known text sealed by the first host, and sealed again under the
+/// new key by `fleet rotate-key`. A host whose current key opens it is part of the fleet; so
+/// is, while the fleet rotates, a host whose previous key opens it (it holds the new key as
+/// `secret_file` before the fleet was re-sealed under it). Any other host is not: it
+/// installs nothing, leads nothing and seals nothing.
+pub(super) async fn check_key(link: &FleetLink) -> Result<()> {
     let place = Place::new(Purpose::KeyCheck, KEY_CHECK, "");
-    let sealed = envelope::seal(&link.key, &place, 1, TEXT)?;
+    let sealed = envelope::seal(&link.key, &place, 1, KEY_CHECK_TEXT)?;
     let existing = link.fleet.create(KEY_CHECK, sealed).await?;
     let Some(existing) = existing else {
         return Ok(());
     };
-    let opened = envelope::open(&link.key, &link.fleet, &place, &existing).ok();
-    if opened.as_ref().map(|(_, t)| t.as_slice()) == Some(TEXT) {
-        return Ok(());
-    }
-    bail!(
-        "this host's fleet key ({}) is not the fleet's: it does not open the fleet's key \
-         check ({}); this host installs nothing and does not lead until its secret_file \
-         holds the fleet's key",
-        link.config.secret_file.as_ref().map_or_else(
-            || FLEET_KEY_CREDENTIAL.to_owned(),
-            |p| p.display().to_string()
+    let opened = envelope::open_which(&link.key, &link.fleet, &place, &existing).ok();
+    match opened {
+        Some((_, text, which)) if text == KEY_CHECK_TEXT => {
+            if which == Which::Previous {
+                tracing::info!(
+                    "the fleet's key check {} is still sealed under this host's previous key: \
+                     the fleet is rotating its key (run `cert-agent fleet rotate-key` on one \
+                     host once every host holds the new key)",
+                    link.fleet.key(KEY_CHECK)
+                );
+            }
+            Ok(())
+        }
+        _ => bail!(
+            "this host's fleet key ({}) is not the fleet's: it does not open the fleet's key \
+             check ({}){}; this host installs nothing and does not lead until its secret_file \
+             holds the fleet's key",
+            link.config.secret_file.as_ref().map_or_else(
+                || FLEET_KEY_CREDENTIAL.to_owned(),
+                |p| p.display().to_string()
+            ),
+            link.fleet.key(KEY_CHECK),
+            if link.key.previous().is_some() {
+                ", nor does its previous key"
+            } else {
+                ""
+            }
         ),
-        link.fleet.key(KEY_CHECK)
-    )
+    }
 }
+
+/// The text of the key check.
+pub(super) const KEY_CHECK_TEXT: &[u8] = b"cert-agent fleet key";

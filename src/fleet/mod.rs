@@ -14,7 +14,8 @@
 //! `key` (the fleet key), `envelope` (every value sealed for its purpose, key, certificate
 //! and version), `schema` (what lives under the prefix), `versions` (the versions this host
 //! accepted), `link` (connect, key and spec agreement), `shared` (the shared record and the
-//! current certificate opened and checked), `follower`, `leader`, `status`, `watch`. It calls the engine; the engine
+//! current certificate opened and checked), `follower`, `leader`, `status`, `watch`,
+//! `rotate` (every value sealed again under a new fleet key). It calls the engine; the engine
 //! sees the leader only through [`crate::engine::Lead`].
 
 pub mod coord;
@@ -23,6 +24,7 @@ mod follower;
 pub mod key;
 mod leader;
 mod link;
+mod rotate;
 mod schema;
 mod shared;
 mod status;
@@ -31,8 +33,9 @@ mod watch;
 
 pub use coord::{Expect, Fleet, FleetError, FleetOptions, FleetWatch, Leadership, Written};
 pub use follower::{Synced, concerns_hosts, follow};
-pub use key::{FleetKey, KeyError};
+pub use key::{FleetKey, FleetKeys, KeyError};
 pub use leader::run;
-pub use link::{FLEET_KEY_CREDENTIAL, FleetLink, connect};
+pub use link::{FLEET_KEY_CREDENTIAL, FLEET_PREVIOUS_KEY_CREDENTIAL, FleetLink, connect};
+pub use rotate::{Resealed, RotateReport, rotate_key};
 pub use status::{CertStatus, FleetStatus, HostStatus, status};
 pub use watch::follow_changes;

@@ -3,7 +3,7 @@
 //! | key | what | written by |
 //! |---|---|---|
 //! | `leader` | the leading host's name, on its lease | the leader |
-//! | `keycheck` | a known text | the first host |
+//! | `keycheck` | a known text | the first host; `fleet rotate-key` |
 //! | `certs/NAME/spec` | names, product and key type every host must agree on | the first host |
 //! | `certs/NAME/state` | the certificate's record (intent, order, reissue, subscription, backoff) and its pending key | the leader, fenced |
 //! | `certs/NAME/current` | the certificate to serve: version, serial, the API's archive and the key | the leader, fenced |
@@ -112,7 +112,8 @@ pub(super) struct SharedState {
 /// The certificate every host of the fleet serves.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct Current {
-    /// 1 for the first certificate, one more for each after it (the envelope's version).
+    /// 1 for the first certificate, one more for each after it and for each time the fleet
+    /// key rotates (the envelope's version).
     pub version: u64,
     pub certificate_id: u64,
     pub serial: String,

@@ -8,12 +8,13 @@ use crate::clock::Clock;
 use crate::config::Config;
 
 use super::follower::{Synced, concerns_hosts, follow};
-use super::link::connect;
+use super::link::{FleetLink, connect};
 
 /// Follows the fleet: synchronises at start (a host that was down catches up), then on every
 /// change of a published certificate or validation file, and every five minutes besides. The
-/// configuration is read again before each synchronisation. etcd out of reach is retried
-/// every five seconds; nothing installed is touched meanwhile. `done` receives what each
+/// configuration is read again before each synchronisation (when it names other fleet key
+/// files, the fleet is connected again with them). etcd out of reach is retried every five
+/// seconds; nothing installed is touched meanwhile. `done` receives what each
 /// synchronisation did. Returns only when the configuration has no `[fleet]`.
 pub async fn follow_changes(config_path: PathBuf, clock: Clock, done: impl Fn(Vec<Synced>)) {
     let retry = Duration::from_secs(5);
@@ -46,6 +47,12 @@ pub async fn follow_changes(config_path: PathBuf, clock: Clock, done: impl Fn(Ve
         loop {
             if due {
                 match Config::load(&config_path) {
+                    Ok(config) if keys_changed(&config, &link) => {
+                        tracing::info!(
+                            "fleet: the configuration names other fleet key files; connecting again"
+                        );
+                        break;
+                    }
                     Ok(config) => match follow(&config, &link).await {
                         Ok(Some(synced)) => {
                             done(synced);
@@ -76,4 +83,13 @@ pub async fn follow_changes(config_path: PathBuf, clock: Clock, done: impl Fn(Ve
             }
         }
     }
+}
+
+/// Whether `config` names other fleet key files (or no `[fleet]`) than `link` was opened
+/// with: a rotation of the fleet key is followed without a restart.
+fn keys_changed(config: &Config, link: &FleetLink) -> bool {
+    config.fleet.as_ref().is_none_or(|f| {
+        f.secret_file != link.config.secret_file
+            || f.previous_secret_file != link.config.previous_secret_file
+    })
 }

@@ -73,6 +73,7 @@ impl Checker<'_> {
             }
         };
         let secret_file = self.path(&s, "secret_file");
+        let previous_secret_file = self.path(&s, "previous_secret_file");
         let lease_ttl_secs = self
             .uint(&s, "lease_ttl_secs", 5, 120)
             .unwrap_or(DEFAULT_FLEET_LEASE_TTL_SECS);
@@ -89,6 +90,7 @@ impl Checker<'_> {
             prefix,
             host,
             secret_file,
+            previous_secret_file,
             lease_ttl_secs,
             lag_alert_secs,
         })

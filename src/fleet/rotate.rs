@@ -1,0 +1,335 @@
+//! `cert-agent fleet rotate-key`: every value under the fleet's prefix sealed again under the
+//! current fleet key, by a host that holds the previous key too, as the fleet's leader (every
+//! write fenced by its lead, like a leader run's).
+//!
+//! What is re-sealed keeps its document; the shared record and the current certificate are
+//! sealed at a higher version than any this host accepted or etcd holds (with the private key
+//! each carries, sealed again at that version), so that every host accepts them as new
+//! values, never as replays; a host that already serves the certificate installs nothing and
+//! reloads nothing. The other values keep their version (nobody refuses them by version).
+//! The key check is sealed again last: once it is under the new key, a host that holds only
+//! the old key is no longer part of the fleet. A value that opens under neither key is left
+//! as it is and reported. Running it again re-seals only what is still under the previous
+//! key.
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::Serialize;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::store::{Store, StoreError};
+
+use super::coord::{Expect, Leadership, Written};
+use super::envelope::{self, Place, Purpose};
+use super::key::Which;
+use super::link::{FleetLink, KEY_CHECK_TEXT, check_key, connect};
+use super::schema::{Current, KEY_CHECK, SharedState, b64, unb64};
+use super::versions::Versions;
+
+/// One value sealed again.
+#[derive(Debug, Serialize)]
+pub struct Resealed {
+    /// Its etcd key.
+    pub key: String,
+    /// What it is (the envelope's purpose).
+    pub what: &'static str,
+    /// Its version before and after.
+    pub from: u64,
+    pub to: u64,
+}
+
+/// What `fleet rotate-key` did.
+#[derive(Debug, Serialize)]
+pub struct RotateReport {
+    /// The id of the key everything is sealed under now, and of the previous key.
+    pub key_id: u8,
+    pub previous_key_id: u8,
+    /// The values sealed again under the current key.
+    pub resealed: Vec<Resealed>,
+    /// The etcd keys already under the current key.
+    pub already: Vec<String>,
+    /// The values left as they are: their etcd key and why (they open under neither key, or
+    /// are not the fleet's).
+    pub left: Vec<(String, String)>,
+}
+
+/// What lives at a key under the prefix, with the certificate it belongs to.
+#[derive(Debug, Clone, Copy)]
+enum Kind<'a> {
+    KeyCheck,
+    Spec(&'a str),
+    State(&'a str),
+    Current(&'a str),
+    Dcv(&'a str),
+    HostResult(&'a str),
+    HostSeen,
+}
+
+impl<'a> Kind<'a> {
+    fn of(rel: &'a str) -> Option<Self> {
+        let parts: Vec<&str> = rel.split('/').collect();
+        Some(match parts.as_slice() {
+            [k] if *k == KEY_CHECK => Self::KeyCheck,
+            ["certs", name, "spec"] => Self::Spec(name),
+            ["certs", name, "state"] => Self::State(name),
+            ["certs", name, "current"] => Self::Current(name),
+            ["dcv", name] => Self::Dcv(name),
+            ["hosts", _, "certs", name] => Self::HostResult(name),
+            ["hosts", _, "seen"] => Self::HostSeen,
+            _ => return None,
+        })
+    }
+
+    /// The envelope's place of a value at `rel` of this kind.
+    fn place(self, rel: &'a str) -> Place<'a> {
+        let (purpose, name) = match self {
+            Self::KeyCheck => (Purpose::KeyCheck, ""),
+            Self::Spec(n) => (Purpose::Spec, n),
+            Self::State(n) => (Purpose::State, n),
+            Self::Current(n) => (Purpose::Current, n),
+            Self::Dcv(n) => (Purpose::Dcv, n),
+            Self::HostResult(n) => (Purpose::HostResult, n),
+            Self::HostSeen => (Purpose::HostSeen, ""),
+        };
+        Place::new(purpose, rel, name)
+    }
+}
+
+/// A value sealed again, ready to be written.
+struct Sealed {
+    value: Vec<u8>,
+    what: &'static str,
+    from: u64,
+    to: u64,
+}
+
+/// Re-seals every value under the prefix under the current key, as the leader.
+pub async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateReport> {
+    let link = connect(config, clock)
+        .await?
+        .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
+    let Some(previous) = link.key.previous() else {
+        bail!(
+            "`fleet rotate-key` re-seals what the previous fleet key sealed: this host has no \
+             previous key (set [fleet] previous_secret_file to the old key's file, or pass the \
+             systemd credential cert-agent-fleet-key-previous, with the new key as secret_file)"
+        );
+    };
+    let previous_key_id = previous.id();
+    let store = Store::open(&config.agent.state_dir)?;
+    let _lock = match store.lock() {
+        Ok(l) => l,
+        Err(StoreError::Locked { .. }) => bail!(
+            "a run of this host holds its state directory ({}); run `fleet rotate-key` again \
+             once it has ended",
+            config.agent.state_dir.display()
+        ),
+        Err(e) => return Err(e.into()),
+    };
+    check_key(&link).await?;
+    let Some(lead) = link.fleet.try_lead_exclusive().await? else {
+        let leader = link
+            .fleet
+            .leader()
+            .await?
+            .unwrap_or_else(|| "another host".into());
+        bail!(
+            "{leader} leads the fleet now; nothing was re-sealed: run `fleet rotate-key` again \
+             after its run"
+        );
+    };
+    let mut versions = Versions::load(store.dir())?;
+    let mut report = RotateReport {
+        key_id: link.key.current().id(),
+        previous_key_id,
+        resealed: Vec::new(),
+        already: Vec::new(),
+        left: Vec::new(),
+    };
+    let done = reseal_all(&link, &lead, &mut versions, &mut report).await;
+    lead.resign().await;
+    done?;
+    Ok(report)
+}
+
+/// Every key under the prefix, the key check last.
+async fn reseal_all(
+    link: &FleetLink,
+    lead: &Leadership,
+    versions: &mut Versions,
+    report: &mut RotateReport,
+) -> Result<()> {
+    let mut keys: Vec<String> = link
+        .fleet
+        .list("")
+        .await?
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| k != "leader" && k != KEY_CHECK)
+        .collect();
+    keys.push(KEY_CHECK.to_owned());
+    for rel in keys {
+        lead.ensure_held()?;
+        let Some((value, revision)) = link.fleet.get(&rel).await? else {
+            continue;
+        };
+        let full = link.fleet.key(&rel);
+        let Some(kind) = Kind::of(&rel) else {
+            report
+                .left
+                .push((full, "not a key the fleet writes".to_owned()));
+            continue;
+        };
+        let sealed = match reseal(link, versions, kind, &rel, &value) {
+            Ok(Some(s)) => s,
+            Ok(None) => {
+                report.already.push(full);
+                continue;
+            }
+            Err(e) => {
+                report.left.push((full, format!("{e:#}")));
+                continue;
+            }
+        };
+        match lead
+            .put(&rel, sealed.value.clone(), Expect::Revision(revision))
+            .await?
+        {
+            Written::Done(_) => {}
+            Written::Conflict(_) => bail!(
+                "{full} changed while it was being sealed again; run `fleet rotate-key` again \
+                 (it re-seals only what is still under the previous key)"
+            ),
+        }
+        if let Kind::State(name) = kind {
+            versions.accept_state(name, &full, sealed.to, &sealed.value)?;
+            versions.save()?;
+        }
+        tracing::info!(key = %full, version = sealed.to, "sealed again under the current fleet key");
+        report.resealed.push(Resealed {
+            key: full,
+            what: sealed.what,
+            from: sealed.from,
+            to: sealed.to,
+        });
+    }
+    Ok(())
+}
+
+/// The value at `rel` sealed again under the current key; `None` when it is under it already.
+fn reseal(
+    link: &FleetLink,
+    versions: &Versions,
+    kind: Kind<'_>,
+    rel: &str,
+    value: &[u8],
+) -> Result<Option<Sealed>> {
+    let place = kind.place(rel);
+    let (version, plain, which) = envelope::open_which(&link.key, &link.fleet, &place, value)?;
+    match kind {
+        Kind::State(name) => reseal_state(link, versions, name, rel, version, &plain, which),
+        Kind::Current(name) => reseal_current(link, versions, name, rel, version, &plain, which),
+        _ if which == Which::Current => Ok(None),
+        Kind::KeyCheck if plain != KEY_CHECK_TEXT => {
+            bail!("the key check opens but does not hold the key check's text")
+        }
+        _ => Ok(Some(Sealed {
+            value: envelope::seal(&link.key, &place, version, &plain)?,
+            what: label(kind),
+            from: version,
+            to: version,
+        })),
+    }
+}
+
+fn label(kind: Kind<'_>) -> &'static str {
+    match kind {
+        Kind::KeyCheck => "key check",
+        Kind::Spec(_) => "spec",
+        Kind::State(_) => "shared record",
+        Kind::Current(_) => "current certificate",
+        Kind::Dcv(_) => "validation file",
+        Kind::HostResult(_) => "host result",
+        Kind::HostSeen => "host seen",
+    }
+}
+
+/// The shared record and its pending key, at the next version.
+fn reseal_state(
+    link: &FleetLink,
+    versions: &Versions,
+    name: &str,
+    rel: &str,
+    version: u64,
+    plain: &[u8],
+    which: Which,
+) -> Result<Option<Sealed>> {
+    let mut doc: SharedState =
+        serde_json::from_slice(plain).context("the shared record is not a valid document")?;
+    let key_place = Place::new(Purpose::PendingKey, rel, name);
+    let pending = match &doc.pending_key {
+        Some(sealed) => {
+            let (at, pem, w) = envelope::open_which(
+                &link.key,
+                &link.fleet,
+                &key_place,
+                &unb64("pending key", sealed)?,
+            )?;
+            if at != version {
+                bail!("its pending key is of version {at}, not {version}");
+            }
+            Some((pem, w))
+        }
+        None => None,
+    };
+    if which == Which::Current && pending.as_ref().is_none_or(|(_, w)| *w == Which::Current) {
+        return Ok(None);
+    }
+    let to = versions.next_state(name, version)?;
+    if let Some((pem, _)) = pending {
+        doc.pending_key = Some(b64(&envelope::seal(&link.key, &key_place, to, &pem)?));
+    }
+    let place = Place::new(Purpose::State, rel, name);
+    Ok(Some(Sealed {
+        value: envelope::seal_json(&link.key, &place, to, &doc)?,
+        what: "shared record",
+        from: version,
+        to,
+    }))
+}
+
+/// The current certificate and its key, at the next version.
+fn reseal_current(
+    link: &FleetLink,
+    versions: &Versions,
+    name: &str,
+    rel: &str,
+    version: u64,
+    plain: &[u8],
+    which: Which,
+) -> Result<Option<Sealed>> {
+    let mut doc: Current =
+        serde_json::from_slice(plain).context("the current certificate is not a valid document")?;
+    if doc.version != version {
+        bail!("it says version {}, sealed as {version}", doc.version);
+    }
+    let key_place = Place::new(Purpose::CurrentKey, rel, name);
+    let (at, pem, key_which) =
+        envelope::open_which(&link.key, &link.fleet, &key_place, &unb64("key", &doc.key)?)?;
+    if at != version {
+        bail!("its key is of version {at}, not {version}");
+    }
+    if which == Which::Current && key_which == Which::Current {
+        return Ok(None);
+    }
+    let to = versions.next_current(name, version)?;
+    doc.version = to;
+    doc.key = b64(&envelope::seal(&link.key, &key_place, to, &pem)?);
+    let place = Place::new(Purpose::Current, rel, name);
+    Ok(Some(Sealed {
+        value: envelope::seal_json(&link.key, &place, to, &doc)?,
+        what: "current certificate",
+        from: version,
+        to,
+    }))
+}
