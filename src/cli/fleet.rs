@@ -1,4 +1,5 @@
-//! `cert-agent fleet status`: the fleet as etcd holds it.
+//! `cert-agent fleet status`: the fleet as etcd holds it. Every text it prints from etcd
+//! comes escaped from `fleet::status` (no terminal control passes).
 
 use anyhow::{Result, anyhow};
 
@@ -88,6 +89,11 @@ pub(super) async fn status(
         }
     }
     out.table(&t);
+    for c in &status.certificates {
+        if let Some(e) = &c.error {
+            outln!("{}: {e}", c.name);
+        }
+    }
     if !status.lagging.is_empty() {
         outln!(
             "lagging behind the current certificate for more than {} s: {}",
