@@ -1,9 +1,10 @@
 //! Crash-safe file writes: a temporary file in the target's directory, created with its final
 //! mode before any byte is written, fsynced, renamed over the target, and the directory fsynced.
+//! Also the one rule for reading a secret file (a password, a private key): [`read_private`].
 
 use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// How [`write_atomic_with`] writes a file.
@@ -129,6 +130,42 @@ fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
+/// The mode bits that make a secret file readable by others than its owner.
+const SHARED_READ: u32 = 0o044;
+
+/// Reads a secret file (a password, a private key) of at most `max` bytes. Refused, with the
+/// reason as text: a file that cannot be opened, that is not a regular file, that is readable
+/// by group or others (the same rule for every secret file the agent reads), or that is
+/// larger than `max`. The caller names the file and its key in front of the reason.
+pub fn read_private(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    read_secret(path, max, true)
+}
+
+/// [`read_private`], with the mode check only when `private` (a systemd credential is
+/// protected by systemd, whatever its mode).
+pub fn read_secret(path: &Path, max: u64, private: bool) -> Result<Vec<u8>, String> {
+    let mut file = fs::File::open(path).map_err(|e| io_text(&e))?;
+    let meta = file.metadata().map_err(|e| io_text(&e))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mode = meta.mode() & 0o7777;
+    if private && mode & SHARED_READ != 0 {
+        return Err(format!(
+            "has mode {mode:04o}: it must not be readable by group or others (chmod 600 it)"
+        ));
+    }
+    let mut data = Vec::new();
+    (&mut file)
+        .take(max + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| io_text(&e))?;
+    if data.len() as u64 > max {
+        return Err(format!("is larger than {max} bytes"));
+    }
+    Ok(data)
+}
+
 /// An I/O error as text without the Rust decoration ("permission denied").
 pub fn io_text(e: &io::Error) -> String {
     let s = e.to_string();
@@ -194,5 +231,36 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
             .collect();
         assert!(leftovers.is_empty());
+    }
+
+    #[test]
+    fn a_secret_file_readable_by_group_or_others_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("password");
+        fs::write(&file, b"hunter2\n").unwrap();
+        for mode in [0o644, 0o640, 0o604] {
+            fs::set_permissions(&file, fs::Permissions::from_mode(mode)).unwrap();
+            let err = read_private(&file, 64).unwrap_err();
+            assert!(err.contains(&format!("mode {mode:04o}")), "{err}");
+            assert!(err.contains("readable by group or others"), "{err}");
+            assert!(!err.contains("hunter2"), "{err}");
+        }
+        // Writable by the group only: not a disclosure; the rule is about reading.
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o620)).unwrap();
+        assert_eq!(read_private(&file, 64).unwrap(), b"hunter2\n");
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_private(&file, 64).unwrap(), b"hunter2\n");
+        assert!(
+            read_private(&file, 4)
+                .unwrap_err()
+                .contains("larger than 4 bytes")
+        );
+        assert!(
+            read_private(dir.path(), 64)
+                .unwrap_err()
+                .contains("not a regular file")
+        );
+        let missing = read_private(&dir.path().join("absent"), 64).unwrap_err();
+        assert!(missing.contains("no such file"), "{missing}");
     }
 }

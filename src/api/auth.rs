@@ -97,22 +97,8 @@ impl PasswordSource {
 /// Reads a one-line secret file; with `check_mode`, refuses one readable by group or others.
 fn read_secret_file(path: &Path, what: &str, check_mode: bool) -> Result<Secret, ApiError> {
     let fail = |m: String| ApiError::Credentials(format!("{what} '{}': {m}", path.display()));
-    let mut file = fs::File::open(path).map_err(|e| fail(io_text(&e)))?;
-    let meta = file.metadata().map_err(|e| fail(io_text(&e)))?;
-    if !meta.is_file() {
-        return Err(fail("not a regular file".into()));
-    }
-    let mode = meta.mode() & 0o7777;
-    if check_mode && mode & 0o044 != 0 {
-        return Err(fail(format!(
-            "has mode {mode:04o}: it must not be readable by group or others (chmod 600 it)"
-        )));
-    }
-    let mut text = String::new();
-    (&mut file)
-        .take(MAX_SECRET_FILE)
-        .read_to_string(&mut text)
-        .map_err(|e| fail(io_text(&e)))?;
+    let bytes = crate::fsutil::read_secret(path, MAX_SECRET_FILE, check_mode).map_err(fail)?;
+    let text = String::from_utf8(bytes).map_err(|_| fail("is not UTF-8 text".into()))?;
     let password = text
         .strip_suffix('\n')
         .map(|t| t.strip_suffix('\r').unwrap_or(t))

@@ -1,5 +1,6 @@
-//! `cert-agent fleet status`: the fleet as etcd holds it; `cert-agent fleet rotate-key`: every
-//! value sealed again under the new fleet key.
+//! `cert-agent fleet status`: the fleet as etcd holds it (every text it prints from etcd comes
+//! escaped from `fleet::status`: no terminal control passes); `cert-agent fleet rotate-key`:
+//! every value sealed again under the new fleet key.
 
 use anyhow::{Result, anyhow};
 
@@ -89,6 +90,11 @@ pub(super) async fn status(
         }
     }
     out.table(&t);
+    for c in &status.certificates {
+        if let Some(e) = &c.error {
+            outln!("{}: {e}", c.name);
+        }
+    }
     if !status.lagging.is_empty() {
         outln!(
             "lagging behind the current certificate for more than {} s: {}",

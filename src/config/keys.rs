@@ -8,6 +8,7 @@ pub(super) const FLEET_KEYS: &[&str] = &[
     "key_file",
     "user",
     "password_file",
+    "insecure_plaintext",
     "prefix",
     "host",
     "secret_file",

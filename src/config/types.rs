@@ -47,6 +47,9 @@ pub struct FleetConfig {
     pub user: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub password_file: Option<PathBuf>,
+    /// `http://` endpoints allowed (etcd traffic in clear, on a trusted network); never
+    /// together with `user`/`password_file`.
+    pub insecure_plaintext: bool,
     /// Key prefix of the fleet in etcd; default `/cert-agent/`.
     pub prefix: String,
     /// This host's name in the fleet; default the host name.

@@ -93,6 +93,10 @@ pub struct Existing {
     pub self_signed: bool,
     /// The key file exists on this host and belongs to the certificate.
     pub key_on_host: bool,
+    /// Why the key file the site names is not the certificate's key (unreadable, not a key,
+    /// another key); its path is then not kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_problem: Option<String>,
 }
 
 /// A name that cannot be managed, and why.

@@ -275,6 +275,36 @@ fn keeps_paths(v: &Vhost, notes: &mut Vec<String>) -> bool {
     keep_paths
 }
 
+/// Whether the key file `v` names is the key of the certificate read for `v`: only then are
+/// its paths kept. A site naming another file (`/etc/shadow`, another site's key) must not
+/// make cert-agent write a key there; when not kept, a note says why.
+fn key_is_the_sites(v: &Vhost, existing: Option<&Existing>, notes: &mut Vec<String>) -> bool {
+    let Some(key) = &v.key_file else {
+        return true;
+    };
+    let why = match (existing, &v.cert_file) {
+        (Some(e), _) => match &e.key_problem {
+            None => return true,
+            Some(p) => p.clone(),
+        },
+        (None, Some(c)) => format!(
+            "the certificate {} could not be read to check {} against it",
+            c.display(),
+            key.display()
+        ),
+        (None, None) => format!(
+            "no certificate file is named to check {} against",
+            key.display()
+        ),
+    };
+    notes.push(format!(
+        "the site's key file is not kept: {why}; cert-agent writes a key only where the \
+         site's certificate shows it belongs, so it installs into its own files; point the \
+         site at them (`cert-agent snippet NAME` prints the lines)"
+    ));
+    false
+}
+
 /// The proposal for the virtual hosts `members` (indexes into `vhosts`, the first one's
 /// certificate files kept), named after its first domain unless `earlier` has that name.
 fn proposal(
@@ -309,7 +339,8 @@ fn proposal(
         );
     }
     let (existing, existing_error) = existing_of(first);
-    let keep_paths = keeps_paths(first, &mut notes);
+    let keep_paths =
+        keeps_paths(first, &mut notes) && key_is_the_sites(first, existing.as_ref(), &mut notes);
     let mut name = domains[0].clone();
     let mut k = 2;
     while earlier.iter().any(|p| p.name == name) {
@@ -515,15 +546,119 @@ mod tests {
             c.notes
         );
         assert_eq!(d.skipped[0].name, "_");
+        // The certificate cannot be read, so its key cannot be checked: not kept.
+        assert!(!p.keep_paths);
+        assert!(
+            p.notes.iter().any(|n| n.contains(
+                "the certificate /c/multi.pem could not be read to check /c/multi.key against it"
+            )),
+            "{:?}",
+            p.notes
+        );
         let f = p.fragment(Some(1101), Some(42));
         let parsed: toml::Table = f.parse().unwrap();
-        assert_eq!(
-            parsed["certificate"][0]["fullchain_path"].as_str(),
-            Some("/c/multi.pem")
+        assert!(
+            parsed["certificate"][0].get("fullchain_path").is_none()
+                && parsed["certificate"][0].get("key_path").is_none(),
+            "{f}"
         );
         assert_eq!(
             parsed["certificate"][0]["webroot"].as_str(),
             Some("/var/www/html")
         );
+    }
+
+    /// A site's certificate and key in `dir`, and a dump whose TLS server names them with
+    /// `key` as its `ssl_certificate_key`.
+    fn site_naming_key(dir: &Path, key: &Path) -> (PathBuf, String) {
+        let ck = rcgen::generate_simple_self_signed(vec!["www.example.com".to_owned()]).unwrap();
+        let cert = dir.join("www.pem");
+        std::fs::write(&cert, ck.cert.pem()).unwrap();
+        std::fs::write(dir.join("www.key"), ck.signing_key.serialize_pem()).unwrap();
+        let dump = format!(
+            "# configuration file /etc/nginx/nginx.conf:\nhttp {{\n\
+             server {{ listen 80; server_name www.example.com; root /var/www/html; }}\n\
+             server {{ listen 443 ssl; server_name www.example.com; \
+             ssl_certificate {}; ssl_certificate_key {}; }}\n}}\n",
+            cert.display(),
+            key.display()
+        );
+        (cert, dump)
+    }
+
+    #[test]
+    fn a_key_path_is_kept_only_when_it_holds_the_certificates_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let own = dir.path().join("www.key");
+        let (cert, dump) = site_naming_key(dir.path(), &own);
+        let p = &nginx(&dump).unwrap().proposals[0];
+        assert!(p.keep_paths, "{:?}", p.notes);
+        assert!(p.existing.as_ref().is_some_and(|e| e.key_on_host));
+        let f = p.fragment(None, None);
+        assert!(
+            f.contains(&format!("key_path = \"{}\"", own.display())),
+            "{f}"
+        );
+        assert!(
+            f.contains(&format!("fullchain_path = \"{}\"", cert.display())),
+            "{f}"
+        );
+
+        // Another site's key: not kept, and the fragment says why.
+        let other = dir.path().join("other.key");
+        let kp = rcgen::KeyPair::generate().unwrap();
+        std::fs::write(&other, kp.serialize_pem()).unwrap();
+        let (_, dump) = site_naming_key(dir.path(), &other);
+        let p = &nginx(&dump).unwrap().proposals[0];
+        assert!(!p.keep_paths);
+        assert!(p.existing.as_ref().is_some_and(|e| !e.key_on_host));
+        let f = p.fragment(None, None);
+        assert!(
+            !f.contains("key_path") && !f.contains("fullchain_path"),
+            "{f}"
+        );
+        assert!(
+            f.contains(&format!(
+                "# To do: the site's key file is not kept: {} is not the key of the certificate",
+                other.display()
+            )),
+            "{f}"
+        );
+        assert!(f.contains("Installed at the default paths"), "{f}");
+    }
+
+    #[test]
+    fn a_key_path_that_cannot_be_read_or_is_no_key_is_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("absent.key");
+        // /etc/shadow: unreadable for a user, not a key for root; a directory; a certificate.
+        for (key, why) in [
+            (
+                missing.clone(),
+                format!("{} cannot be read: no such file", missing.display()),
+            ),
+            (PathBuf::from("/etc/shadow"), "/etc/shadow ".to_owned()),
+            (
+                dir.path().to_path_buf(),
+                format!("{} is not a regular file", dir.path().display()),
+            ),
+            (
+                dir.path().join("www.pem"),
+                format!("{}/www.pem is not a private key", dir.path().display()),
+            ),
+        ] {
+            let (_, dump) = site_naming_key(dir.path(), &key);
+            let p = &nginx(&dump).unwrap().proposals[0];
+            assert!(!p.keep_paths, "{key:?}");
+            let note = p.notes.iter().find(|n| n.contains("key file is not kept"));
+            assert!(
+                note.is_some_and(|n| n.contains(&why)),
+                "{why}: {:?}",
+                p.notes
+            );
+            let f = p.fragment(None, None);
+            assert!(!f.contains("key_path"), "{f}");
+            assert!(!f.contains("root:"), "{f}");
+        }
     }
 }

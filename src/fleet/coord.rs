@@ -533,7 +533,7 @@ fn unavailable(endpoints: &str, e: &etcd_client::Error) -> FleetError {
     }
 }
 
-/// The TLS settings of `opts`.
+/// The TLS settings of `opts`; the client key (at most 64 KiB) must be private to its owner.
 fn tls(opts: &FleetOptions) -> Result<TlsOptions, FleetError> {
     let read = |what: &str, p: &PathBuf| {
         std::fs::read(p).map_err(|e| {
@@ -552,7 +552,9 @@ fn tls(opts: &FleetOptions) -> Result<TlsOptions, FleetError> {
         (Some(c), Some(k)) => {
             tls = tls.identity(Identity::from_pem(
                 read("cert_file", c)?,
-                read("key_file", k)?,
+                crate::fsutil::read_private(k, 64 * 1024).map_err(|m| {
+                    FleetError::Setup(format!("[fleet] key_file '{}': {m}", k.display()))
+                })?,
             ));
         }
         (None, None) => {}

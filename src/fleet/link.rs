@@ -68,18 +68,13 @@ pub async fn connect(config: &Config, clock: Clock) -> Result<Option<FleetLink>>
     };
     let key = FleetKeys::new(FleetKey::read(&key_path)?, previous);
     let password = match &fc.password_file {
-        Some(p) => Some(Secret::new(
-            std::fs::read_to_string(p)
-                .map_err(|e| {
-                    anyhow!(
-                        "[fleet] password_file {}: {}",
-                        p.display(),
-                        crate::fsutil::io_text(&e)
-                    )
-                })?
-                .trim_end_matches(['\n', '\r'])
-                .to_owned(),
-        )),
+        // Refused by the configuration's validation too: a password never travels in clear.
+        Some(_) if fc.endpoints.iter().any(|e| e.starts_with("http://")) => {
+            bail!(
+                "[fleet] password_file needs https:// endpoints: the password would travel in clear"
+            )
+        }
+        Some(p) => Some(read_password(p)?),
         None => None,
     };
     let mut opts = FleetOptions::new(fc.endpoints.clone(), fc.host.clone());
@@ -98,6 +93,21 @@ pub async fn connect(config: &Config, clock: Clock) -> Result<Option<FleetLink>>
         clock,
     }))
 }
+
+/// Reads `[fleet] password_file`: private to its owner (as the API's password file), one line.
+fn read_password(path: &std::path::Path) -> Result<Secret> {
+    let fail = |m: String| anyhow!("[fleet] password_file '{}': {m}", path.display());
+    let data = crate::fsutil::read_private(path, MAX_PASSWORD_FILE).map_err(fail)?;
+    let text = String::from_utf8(data).map_err(|_| fail("is not UTF-8 text".into()))?;
+    let password = text.trim_end_matches(['\n', '\r']);
+    if password.is_empty() {
+        return Err(fail("is empty".into()));
+    }
+    Ok(Secret::new(password))
+}
+
+/// The largest `[fleet] password_file` read.
+const MAX_PASSWORD_FILE: u64 = 4096;
 
 /// Registers the certificates of this host with the fleet, or compares them with what the
 /// fleet has: a certificate whose names, product or key type differ is refused (the error
@@ -193,3 +203,30 @@ pub(super) async fn check_key(link: &FleetLink) -> Result<()> {
 
 /// The text of the key check.
 pub(super) const KEY_CHECK_TEXT: &[u8] = b"cert-agent fleet key";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_etcd_password_file_must_be_private_to_its_owner() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("etcd.password");
+        std::fs::write(&file, "agent-secret\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = format!("{:#}", read_password(&file).unwrap_err());
+        assert!(err.contains("[fleet] password_file"), "{err}");
+        assert!(err.contains(&file.display().to_string()), "{err}");
+        assert!(
+            err.contains("mode 0644: it must not be readable by group or others (chmod 600 it)"),
+            "{err}"
+        );
+        assert!(!err.contains("agent-secret"), "{err}");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_password(&file).unwrap().expose(), "agent-secret");
+        std::fs::write(&file, "\n").unwrap();
+        let err = format!("{:#}", read_password(&file).unwrap_err());
+        assert!(err.contains("is empty"), "{err}");
+    }
+}

@@ -1,5 +1,6 @@
 //! `cert-agent fleet status`: the fleet as etcd holds it — the leader, each certificate's
-//! current serial, each host's result, the hosts that lag.
+//! current serial, each host's result, the hosts that lag. Every text read from etcd is
+//! made [`printable`] here, so neither the table nor the JSON carries a terminal control.
 
 use std::collections::BTreeMap;
 
@@ -59,7 +60,7 @@ pub struct HostStatus {
 /// result. Certificates of the fleet that this host's configuration does not list are shown
 /// too.
 pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
-    let leader = link.fleet.leader().await?;
+    let leader = link.fleet.leader().await?.as_deref().map(printable);
     let now = link.clock.now();
     let lag = time::Duration::seconds(i64::try_from(link.config.lag_alert_secs).unwrap_or(900));
     let mut currents: BTreeMap<String, Option<Current>> = BTreeMap::new();
@@ -75,7 +76,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
             match envelope::open_json(&link.key, &link.fleet, &place, &value) {
                 Ok((_, c)) => *entry = Some(c),
                 Err(e) => {
-                    errors.insert(name.to_owned(), format!("{e:#}"));
+                    errors.insert(name.to_owned(), printable(&format!("{e:#}")));
                 }
             }
         }
@@ -127,23 +128,23 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
                 .as_ref()
                 .is_some_and(|c| !serves_current && now - c.published_at > lag);
             if late {
-                lagging.insert(host.clone());
+                lagging.insert(printable(host));
             }
             host_rows.push(HostStatus {
-                host: host.clone(),
-                serial: r.and_then(|r| r.serial.clone()),
+                host: printable(host),
+                serial: r.and_then(|r| r.serial.as_deref()).map(printable),
                 since: r.and_then(|r| r.since),
-                error: r.and_then(|r| r.error.clone()),
+                error: r.and_then(|r| r.error.as_deref()).map(printable),
                 lagging: late,
             });
         }
         let error = errors.remove(name.as_str());
         certificates.push(CertStatus {
-            name,
+            name: printable(&name),
             version: current.as_ref().map(|c| c.version),
-            serial: current.as_ref().map(|c| c.serial.clone()),
+            serial: current.as_ref().map(|c| printable(&c.serial)),
             published_at: current.as_ref().map(|c| c.published_at),
-            published_by: current.as_ref().map(|c| c.published_by.clone()),
+            published_by: current.as_ref().map(|c| printable(&c.published_by)),
             error,
             hosts: host_rows,
         });
@@ -153,4 +154,53 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         certificates,
         lagging: lagging.into_iter().collect(),
     })
+}
+
+/// `text` with every control character (C0, DEL, C1) and every bidirectional override shown
+/// as an escape (`\x1b`, `\u{202e}`) and `\` as `\\`: what etcd holds cannot move the
+/// cursor, recolour or retitle the terminal, or reorder what `fleet status` prints.
+pub(crate) fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", u32::from(c))),
+            '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
+                out.push_str(&format!("\\u{{{:04x}}}", u32::from(c)));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn terminal_controls_from_etcd_are_shown_as_escapes() {
+        // Plain names, serials and messages pass unchanged.
+        for plain in [
+            "web1",
+            "0A1B2C",
+            "certs/www/current does not open: tag",
+            "ä € 漢",
+        ] {
+            assert_eq!(printable(plain), plain);
+        }
+        // Clear screen, recolour, set the window title (OSC ... BEL), a C1 CSI, a carriage
+        // return that overwrites the line, DEL, NUL.
+        assert_eq!(printable("\x1b[2J\x1b[31mweb1"), "\\x1b[2J\\x1b[31mweb1");
+        assert_eq!(printable("\x1b]0;owned\x07"), "\\x1b]0;owned\\x07");
+        assert_eq!(printable("a\u{9b}31mb"), "a\\x9b31mb");
+        assert_eq!(printable("current\rLAGGING"), "current\\x0dLAGGING");
+        assert_eq!(printable("x\x7fy\0z\n"), "x\\x7fy\\x00z\\x0a");
+        assert_eq!(printable("web\u{202e}1bew"), "web\\u{202e}1bew");
+        // A literal backslash cannot pose as an escape.
+        assert_eq!(printable("\\x1b"), "\\\\x1b");
+        // Nothing it returns is a control character.
+        let all: String = (0u32..0x300).filter_map(char::from_u32).collect();
+        assert!(!printable(&all).chars().any(char::is_control));
+    }
 }

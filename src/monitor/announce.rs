@@ -2,7 +2,8 @@
 //! retried (three attempts, each limited to `notify_timeout_secs`); the events not yet
 //! delivered are kept with the announced states, so an undelivered event is posted again,
 //! first, by the next run (at most [`KEPT`] of them are kept). The payload carries no secret:
-//! names, IDs, serials, dates and the run's own messages.
+//! names, IDs, serials, dates and the run's own messages. The URL itself is never logged (a
+//! webhook URL often holds a token): each error is shown without it.
 
 use std::time::Duration;
 
@@ -70,6 +71,18 @@ pub(super) async fn announce(
     }
 }
 
+/// A delivery error without the URL, with its causes (refused, reset) after it.
+fn error_text(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
 /// Posts `payload`, each attempt limited to `timeout`; `true` once a 2xx answer came. 5xx
 /// answers, transport errors and timeouts are retried, other statuses are not.
 async fn deliver(url: &str, payload: &Payload<'_>, timeout: Duration) -> bool {
@@ -81,7 +94,7 @@ async fn deliver(url: &str, payload: &Payload<'_>, timeout: Duration) -> bool {
     {
         Ok(c) => c,
         Err(e) => {
-            tracing::warn!("notify_url: {e}");
+            tracing::warn!("notify_url: {}", e.without_url());
             return false;
         }
     };
@@ -97,7 +110,7 @@ async fn deliver(url: &str, payload: &Payload<'_>, timeout: Duration) -> bool {
                 "notify_url: no answer within {} s (attempt {attempt})",
                 timeout.as_secs()
             ),
-            Err(e) => tracing::warn!("notify_url: {e} (attempt {attempt})"),
+            Err(e) => tracing::warn!("notify_url: {} (attempt {attempt})", error_text(e)),
         }
         if attempt < ATTEMPTS {
             tokio::time::sleep(Duration::from_millis(500) * 2u32.pow(attempt - 1)).await;

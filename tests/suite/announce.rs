@@ -173,3 +173,47 @@ fn a_receiver_that_never_answers_is_given_up_and_posted_to_again_by_the_next_run
     env.renew().expect_code(0);
     assert_eq!(receiver.events().len(), 1);
 }
+
+#[test]
+fn a_failed_delivery_never_logs_the_url_or_its_token() {
+    // A receiver that resets each connection: it closes without reading the request.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            drop(stream);
+        }
+    });
+    let mut env = TestEnv::new();
+    env.agent_extra = format!(
+        "notify_url = \"http://{addr}/hook?token=SECRET-hook-token\"\nnotify_timeout_secs = 2\n"
+    );
+    env.certs
+        .push(env.standalone_spec("www", &["www.reset.test"]));
+    let out = env.renew();
+    out.expect_code(0);
+    assert!(out.stderr.contains("notify_url: "), "{}", out.stderr);
+    assert!(out.stderr.contains("(attempt 3)"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("1 event(s) not delivered"),
+        "{}",
+        out.stderr
+    );
+    for secret in ["SECRET", "token=", "/hook"] {
+        assert!(!out.stderr.contains(secret), "{secret} in {}", out.stderr);
+        assert!(!out.stdout.contains(secret), "{secret} in {}", out.stdout);
+    }
+
+    // Nobody listening (connection refused): the same.
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    env.agent_extra = format!(
+        "notify_url = \"http://127.0.0.1:{port}/hook?token=SECRET-hook-token\"\n\
+         notify_timeout_secs = 2\n"
+    );
+    let out = env.renew();
+    out.expect_code(0);
+    assert!(out.stderr.contains("(attempt 3)"), "{}", out.stderr);
+    assert!(!out.stderr.contains("SECRET"), "{}", out.stderr);
+}

@@ -6,6 +6,7 @@
 
 use crate::support;
 
+use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use cert_agent::fleet::{Expect, Fleet, FleetError, FleetOptions, Written};
@@ -309,5 +310,20 @@ fn etcd_over_tls_with_client_certificates_and_a_user() {
             Err(e) => e,
         };
         assert!(matches!(err, FleetError::Unavailable { .. }), "{err}");
+
+        // A client key readable by group or others is refused before any connection, with
+        // the file and its mode named (the rule of the API's password file).
+        let shared_key = tls.client_key.with_extension("shared.key");
+        std::fs::copy(&tls.client_key, &shared_key).unwrap();
+        std::fs::set_permissions(&shared_key, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let mut shared = o.clone();
+        shared.key_file = Some(shared_key.clone());
+        let err = Fleet::connect(&shared).await.unwrap_err().to_string();
+        assert!(err.contains("[fleet] key_file"), "{err}");
+        assert!(err.contains(&shared_key.display().to_string()), "{err}");
+        assert!(
+            err.contains("mode 0640: it must not be readable by group or others"),
+            "{err}"
+        );
     });
 }

@@ -87,6 +87,12 @@ impl Fleet {
         let key = env.path("fleet.key");
         fs::write(&key, [0x5au8; 32]).unwrap();
         fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
+        // The test clusters serve plain http on loopback: asked for explicitly.
+        let plaintext = if endpoints.iter().any(|e| e.starts_with("http://")) {
+            "insecure_plaintext = true\n"
+        } else {
+            ""
+        };
         let endpoints = endpoints
             .iter()
             .map(|e| format!("\"{e}\""))
@@ -150,7 +156,7 @@ impl Fleet {
             config.push_str(&format!(
                 "\n\n[fleet]\nendpoints = [{endpoints}]\nhost = \"{name}\"\n\
                  prefix = \"{prefix}\"\nsecret_file = \"{}\"\nlease_ttl_secs = 5\n\
-                 lag_alert_secs = 60\n",
+                 lag_alert_secs = 60\n{plaintext}",
                 key.display()
             ));
             let path = dir.join("config.toml");

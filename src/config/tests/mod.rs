@@ -480,37 +480,92 @@ fn fleet_rules() {
         &["`endpoints`", "not an http:// or https:// URL"],
     );
     assert_one(
-        &f("endpoints = [\"http://a:1\"]\nhost = \"web 1\""),
+        &f("endpoints = [\"https://a:1\"]\nhost = \"web 1\""),
         8,
         &["`host`", "host name"],
     );
     assert_one(
-        &f("endpoints = [\"http://a:1\"]\nhost = \"w\"\nprefix = \"ca\""),
+        &f("endpoints = [\"https://a:1\"]\nhost = \"w\"\nprefix = \"ca\""),
         9,
         &["`prefix`", "start and end with `/`"],
     );
     assert_one(
-        &f("endpoints = [\"http://a:1\"]\nhost = \"w\"\ncert_file = \"/c.pem\""),
+        &f("endpoints = [\"https://a:1\"]\nhost = \"w\"\ncert_file = \"/c.pem\""),
         9,
         &["`cert_file`", "`key_file` too"],
     );
     assert_one(
-        &f("endpoints = [\"http://a:1\"]\nhost = \"w\"\nuser = \"agent\""),
+        &f("endpoints = [\"https://a:1\"]\nhost = \"w\"\nuser = \"agent\""),
         9,
         &["`user`", "`password_file` too"],
     );
     assert_one(
-        &f("endpoints = [\"http://a:1\"]\nhost = \"w\"\nlease_ttl_secs = 1"),
+        &f("endpoints = [\"https://a:1\"]\nhost = \"w\"\nlease_ttl_secs = 1"),
         9,
         &["`lease_ttl_secs`"],
     );
     assert_one(
-        &f("endpoints = [\"http://a:1\"]\nhost = \"w\"\nendpoint = 1"),
+        &f("endpoints = [\"https://a:1\"]\nhost = \"w\"\nendpoint = 1"),
         9,
         &["`endpoint`", "endpoints"],
     );
 }
 
+#[test]
+fn fleet_transport_is_tls_unless_plaintext_is_asked_for_and_never_with_a_password() {
+    let f = |body: &str| format!("{MINIMAL}[fleet]\nhost = \"w\"\n{body}\n");
+    // Plain http is refused by default, naming the file, the line, the key and the way out.
+    assert_one(
+        &f("endpoints = [\"https://a:1\", \"http://b:2\"]"),
+        8,
+        &[
+            "[fleet]",
+            "`endpoints`",
+            "\"http://b:2\" is plain http",
+            "`insecure_plaintext = true`",
+        ],
+    );
+    // Asked for, it is accepted (and shown by `config show`).
+    let ok = parse(&f(
+        "endpoints = [\"http://a:1\"]\ninsecure_plaintext = true",
+    ))
+    .unwrap();
+    assert!(ok.render().contains("insecure_plaintext = true"));
+    let fleet = ok.fleet.expect("[fleet]");
+    assert!(fleet.insecure_plaintext);
+    assert_eq!(fleet.endpoints, ["http://a:1"]);
+    let tls = parse(&f("endpoints = [\"https://a:1\"]")).unwrap();
+    assert!(!tls.fleet.expect("[fleet]").insecure_plaintext);
+    // Never together with etcd authentication: the password would travel in clear.
+    for (auth, keys) in [
+        (
+            "user = \"agent\"\npassword_file = \"/etc/cert-agent/etcd.password\"",
+            "`user` and `password_file`",
+        ),
+        (
+            "password_file = \"/etc/cert-agent/etcd.password\"",
+            "`password_file`",
+        ),
+        ("user = \"agent\"", "`user`"),
+    ] {
+        let errs = errors(&f(&format!(
+            "endpoints = [\"http://a:1\"]\ninsecure_plaintext = true\n{auth}"
+        )));
+        let refusal = format!(
+            "/etc/cert-agent/config.toml line 9: [fleet]: `insecure_plaintext`: cannot go with \
+             {keys}: the etcd password would travel in clear"
+        );
+        assert!(errs.iter().any(|e| e.starts_with(&refusal)), "{errs:#?}");
+    }
+    // Also with https endpoints: the switch and a password do not go together.
+    assert_one(
+        &f("endpoints = [\"https://a:1\"]\nuser = \"agent\"\n\
+            password_file = \"/etc/cert-agent/etcd.password\"\ninsecure_plaintext = \"yes\""),
+        11,
+        &["`insecure_plaintext`", "expected true or false"],
+    );
+}
+
 mod certificates;
-mod schema;
 mod include;
+mod schema;

@@ -15,10 +15,16 @@ const READERS: [&str; 6] = [
 ];
 
 fn accepted() -> impl Iterator<Item = &'static str> {
-    [AGENT_KEYS, API_KEYS, CERT_ONLY_KEYS, FLEET_KEYS, SHARED_KEYS]
-        .into_iter()
-        .flatten()
-        .copied()
+    [
+        AGENT_KEYS,
+        API_KEYS,
+        CERT_ONLY_KEYS,
+        FLEET_KEYS,
+        SHARED_KEYS,
+    ]
+    .into_iter()
+    .flatten()
+    .copied()
 }
 
 /// The keys the reference's tables name: every `key` in the first cell of a row.
@@ -60,7 +66,8 @@ fn every_documented_key_is_accepted() {
     let unknown: Vec<&str> = documented()
         .into_iter()
         .filter(|k| {
-            k.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())
+            k.chars()
+                .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())
                 && k.contains('_')
                 && !accepted.contains(k)
         })

@@ -10,7 +10,8 @@ impl Checker<'_> {
             header,
             tables: vec![(t, false)],
         };
-        let endpoints = self.endpoints(&s);
+        let insecure_plaintext = self.boolean(&s, "insecure_plaintext").unwrap_or(false);
+        let endpoints = self.endpoints(&s, insecure_plaintext);
         let ca_file = self.path(&s, "ca_file");
         let cert_file = self.path(&s, "cert_file");
         let key_file = self.path(&s, "key_file");
@@ -29,6 +30,25 @@ impl Checker<'_> {
             if let (Some(f), None) = (s.get(set), s.get(other)) {
                 self.bad(&s, &f, format!("needs `{other}` too (etcd authentication)"));
             }
+        }
+        let auth: Vec<String> = ["user", "password_file"]
+            .into_iter()
+            .filter(|k| s.get(k).is_some())
+            .map(|k| format!("`{k}`"))
+            .collect();
+        if insecure_plaintext
+            && !auth.is_empty()
+            && let Some(f) = s.get("insecure_plaintext")
+        {
+            self.bad(
+                &s,
+                &f,
+                format!(
+                    "cannot go with {}: the etcd password would travel in clear; use \
+                     https:// endpoints (with `ca_file`) for etcd authentication",
+                    auth.join(" and ")
+                ),
+            );
         }
         let prefix = match self.text(&s, "prefix") {
             Some(p) if p.starts_with('/') && p.ends_with('/') && !p.contains("//") => p,
@@ -87,6 +107,7 @@ impl Checker<'_> {
             key_file,
             user,
             password_file,
+            insecure_plaintext,
             prefix,
             host,
             secret_file,
@@ -96,8 +117,9 @@ impl Checker<'_> {
         })
     }
 
-    /// `endpoints`: a non-empty array of `http://` or `https://` URLs.
-    fn endpoints(&mut self, s: &Scope<'_, '_>) -> Option<Vec<String>> {
+    /// `endpoints`: a non-empty array of `https://` URLs, or `http://` ones with
+    /// `insecure_plaintext`.
+    fn endpoints(&mut self, s: &Scope<'_, '_>, plaintext: bool) -> Option<Vec<String>> {
         let Some(f) = s.get("endpoints") else {
             self.missing(s, "endpoints");
             return None;
@@ -121,6 +143,18 @@ impl Checker<'_> {
         let mut out = Vec::new();
         for item in items.iter() {
             match item.get_ref().as_str() {
+                Some(u) if u.starts_with("http://") && !plaintext => {
+                    self.bad(
+                        s,
+                        &f,
+                        format!(
+                            "{u:?} is plain http: etcd traffic would travel in clear; use \
+                             https:// (with `ca_file`), or set `insecure_plaintext = true` in \
+                             [fleet] on a trusted network"
+                        ),
+                    );
+                    return None;
+                }
                 Some(u)
                     if (u.starts_with("https://") || u.starts_with("http://"))
                         && u.len() > "https://".len() =>

@@ -66,6 +66,11 @@ impl EtcdTls {
         let write = |name: &str, text: String| {
             let p = dir.join(name);
             std::fs::write(&p, text).unwrap();
+            if name.ends_with(".key") {
+                // Private keys are read only when private to their owner.
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+            }
             p
         };
         let ca_key = KeyPair::generate().unwrap();
