@@ -19,6 +19,7 @@ use etcd_client::{
     TlsOptions, Txn, TxnOp, TxnOpResponse,
 };
 
+use super::deadline::{self, Held, deadline_of, lock};
 use crate::values::Secret;
 
 /// How a host reaches the fleet's etcd cluster.
@@ -216,8 +217,18 @@ impl Fleet {
     }
 
     /// Writes `rel` without fencing: for what belongs to this host alone (its results under
-    /// `hosts/<host>/`).
+    /// `hosts/<host>/`, which no other host writes); any other key is refused. A leader that
+    /// lost its lead may still write here: what it reports is what it serves, and it can
+    /// overwrite nothing another host wrote.
     pub async fn put_own(&self, rel: &str, value: Vec<u8>) -> Result<(), FleetError> {
+        let own = format!("hosts/{}/", self.host);
+        if !rel.starts_with(&own) || rel.contains("/../") {
+            return Err(FleetError::Setup(format!(
+                "{} is not under this host's {}; not written without the lead",
+                self.key(rel),
+                self.key(&own)
+            )));
+        }
         let key = self.key(rel);
         self.call(|mut c| {
             let (key, value) = (key.clone(), value.clone());
@@ -420,17 +431,6 @@ impl FleetWatch {
 /// The leader key, relative to the prefix.
 const LEADER: &str = "leader";
 
-/// How long a renewal answered with `ttl` seconds lets the leader act: the TTL less a margin
-/// of a fifth (at least 1 s), counted from when the renewal was sent.
-fn deadline_of(ttl: i64) -> Duration {
-    let ttl = Duration::from_secs(u64::try_from(ttl).unwrap_or(0));
-    ttl.saturating_sub((ttl / 5).max(Duration::from_secs(1)))
-}
-
-/// Until the lead is lost: a deadline (when the leader must have stopped acting), or `None`
-/// once lost for good.
-type Held = Arc<Mutex<Option<Instant>>>;
-
 /// Renews `lease` three times per TTL, moving the deadline on after each answered renewal
 /// (counted from when it was sent). A renewal answered "no such lease", or no answer before
 /// the deadline, loses the lead for good.
@@ -480,11 +480,6 @@ async fn renew(mut client: Client, lease: i64, ttl: Duration, held: Held) {
             _ => channel = None,
         }
     }
-}
-
-fn lock(held: &Held) -> std::sync::MutexGuard<'_, Option<Instant>> {
-    held.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn first_value(ops: &[TxnOpResponse]) -> Option<Vec<u8>> {
@@ -631,6 +626,12 @@ impl Leadership {
             host: self.fleet.host.clone(),
             now: None,
         })
+    }
+
+    /// The check a Partner API client of this leader makes before each request (see
+    /// [`deadline::send_guard`]): a leader paused or cut off past its lease sends nothing.
+    pub fn send_guard(&self) -> crate::api::SendGuard {
+        deadline::send_guard(self.held.clone(), self.fleet.lease_ttl)
     }
 
     /// The time left before this host must stop acting as the leader.
