@@ -138,4 +138,70 @@ mod tests {
         );
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 6);
     }
+
+    /// A guard that refuses: no connection reaches the server, for a sign-in, an order or a
+    /// read; the error names the call and the reason, is not retryable, and nothing is
+    /// counted as sent.
+    #[tokio::test]
+    async fn a_refusing_guard_sends_nothing() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((_sock, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+        let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = asked.clone();
+        let mut o = ClientOptions::new(
+            format!("https://{addr}"),
+            "me@example.com",
+            PasswordSource {
+                inline: Some(crate::api::Secret::new("pw")),
+                ..PasswordSource::default()
+            },
+        );
+        o.retry = RetryPolicy::fast(5);
+        o.guard = Some(crate::api::SendGuard::new(move || {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Err("this host's lead of the fleet expired (paused or cut off from etcd)".into())
+        }));
+        let client = Client::new(o).unwrap();
+        // No session yet: the sign-in itself is kept back.
+        let e = client.balance().await.unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("POST /api/v1/users/signin: this host's lead"),
+            "{e}"
+        );
+        client
+            .transport
+            .assume_session(Session {
+                token: crate::api::Secret::new("t"),
+                user_id: 1,
+            })
+            .await;
+        let e = client
+            .order(&OrderRequest {
+                order: Order::default(),
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(e, ApiError::NotSent { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "POST /api/v1/order: this host's lead of the fleet expired (paused or cut off from \
+             etcd); no request was sent"
+        );
+        assert!(!e.is_retryable() && !e.is_outcome_unknown());
+        let e = client.balance().await.unwrap_err();
+        assert!(matches!(e, ApiError::NotSent { .. }), "{e:?}");
+        // Asked once per call: a refusal is never retried.
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 3);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
+        assert!(client.request_counts().is_empty());
+    }
 }

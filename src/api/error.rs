@@ -151,6 +151,11 @@ pub enum ApiError {
         message: String,
     },
 
+    /// The request was not sent: the client's [`SendGuard`](super::SendGuard) refused it
+    /// (e.g. this host's lead of the fleet ended). Certainly not carried out; not repeated.
+    #[error("{call}: {reason}; no request was sent")]
+    NotSent { call: Call, reason: String },
+
     /// The server answered with an error status; `body` is the decoded documented shape and
     /// `excerpt` a bounded, printable excerpt of the raw body.
     #[error("{call}: HTTP {status}: {}", describe_http(body, excerpt))]
@@ -238,6 +243,7 @@ impl ApiError {
     pub fn call(&self) -> Option<&Call> {
         match self {
             Self::Transport { call, .. }
+            | Self::NotSent { call, .. }
             | Self::Http { call, .. }
             | Self::Refused { call, .. }
             | Self::Decode { call, .. }

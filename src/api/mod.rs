@@ -5,7 +5,7 @@
 //! - `transport.rs` holds the HTTPS connection pool and the session: retries, the auth token
 //!   header, sign-in on 401, body limits; `request.rs` is one request and its raw answer,
 //!   `answer.rs` turns an answer into a value or an [`ApiError`].
-//! - `options.rs`: [`ClientOptions`] and the [`RetryPolicy`].
+//! - `options.rs`: [`ClientOptions`], the [`RetryPolicy`] and the [`SendGuard`].
 //! - [`types`] holds the wire models, each tested against the shapes of the document.
 //! - [`ApiError`] (in `error.rs`) says which call failed, why, and whether repeating it is safe.
 //! - `price.rs`: what an order of a product costs ([`price_of_order`]).
@@ -31,7 +31,7 @@ pub use endpoints::PAGE_SIZE;
 pub use error::{ApiError, Call, ErrorBody, TransportKind};
 pub use options::{
     ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, MAX_JSON_BYTES, MAX_ZIP_BYTES,
-    RetryPolicy, normalize_base_url, user_agent,
+    RetryPolicy, SendGuard, normalize_base_url, user_agent,
 };
 pub use price::price_of_order;
 pub use transport::RequestCount;

@@ -1,10 +1,11 @@
 //! What a client is built from: [`ClientOptions`] (base URL, login, password source, trust
-//! anchors, token cache, timeouts, body limits), the [`RetryPolicy`] of idempotent calls, and
-//! the User-Agent.
+//! anchors, token cache, timeouts, body limits, the [`SendGuard`] asked before each request),
+//! the [`RetryPolicy`] of idempotent calls, and the User-Agent.
 //!
 //! Imports only `auth` (the password source) and the foundation (`values`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::auth::PasswordSource;
@@ -77,6 +78,31 @@ impl RetryPolicy {
     }
 }
 
+/// A check made immediately before every request is sent (sign-ins and repeated attempts
+/// included): `Err(reason)` and the request is not sent — the call fails with
+/// [`ApiError::NotSent`](super::ApiError::NotSent), is not repeated and is not counted. A
+/// fleet's leader installs one that refuses once its lead of the fleet may have ended.
+#[derive(Clone)]
+pub struct SendGuard(Arc<dyn Fn() -> Result<(), String> + Send + Sync>);
+
+impl SendGuard {
+    /// A guard that asks `check` before each request.
+    pub fn new(check: impl Fn() -> Result<(), String> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(check))
+    }
+
+    /// `Ok` when a request may be sent now; otherwise why not.
+    pub fn check(&self) -> Result<(), String> {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for SendGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SendGuard")
+    }
+}
+
 /// Everything the client needs. Build it with [`ClientOptions::new`] and adjust fields.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -96,6 +122,8 @@ pub struct ClientOptions {
     pub retry: RetryPolicy,
     pub max_json_bytes: usize,
     pub max_zip_bytes: usize,
+    /// Asked before every request is sent (`None`: every request may be sent).
+    pub guard: Option<SendGuard>,
 }
 
 impl ClientOptions {
@@ -116,6 +144,7 @@ impl ClientOptions {
             retry: RetryPolicy::default(),
             max_json_bytes: MAX_JSON_BYTES,
             max_zip_bytes: MAX_ZIP_BYTES,
+            guard: None,
         }
     }
 }

@@ -13,6 +13,8 @@
 //!   never repeated ("Every POST to the order endpoint creates a new certificate order and is
 //!   billed"), and a lost answer to any of them is [`ApiError::OutcomeUnknown`].
 //! - Response bodies are read chunk by chunk and refused past a limit.
+//! - The options' [`SendGuard`](super::SendGuard) is asked immediately before each request
+//!   goes out; a refusal sends nothing, is never repeated and is not counted.
 //!
 //! Imports `options`, `request`, `answer`, `auth`, `error`, `types` and the foundation.
 
@@ -511,8 +513,15 @@ impl Transport {
                 .header(header::CONTENT_TYPE, "application/json")
                 .body(bytes.clone()),
         };
-        let started = Instant::now();
         let call = req.call();
+        // Asked last, after everything else is ready: nothing is sent once it refuses.
+        if let Some(guard) = &self.options.guard
+            && let Err(reason) = guard.check()
+        {
+            tracing::warn!(call = %call, "{reason}; no request was sent");
+            return Err(Failure::Final(ApiError::NotSent { call, reason }));
+        }
+        let started = Instant::now();
         let result = async {
             let mut response = builder.send().await.map_err(|e| classify(&e))?;
             let status = response.status();

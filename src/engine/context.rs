@@ -178,12 +178,15 @@ impl Ctx<'_> {
         self.client.get()
     }
 
-    /// The API client, built on first use.
+    /// The API client, built on first use; in a fleet, with the lead's check before every
+    /// request.
     pub(super) fn client(&self) -> Result<&Client> {
         if let Some(c) = self.client.get() {
             return Ok(c);
         }
-        let c = client(self.config)?;
+        let mut options = client_options(self.config);
+        options.guard = self.lead.and_then(Lead::send_guard);
+        let c = Client::new(options).context("could not set up the Partner API client")?;
         Ok(self.client.get_or_init(|| c))
     }
 }

@@ -27,6 +27,12 @@ pub trait Lead {
 
     /// Withdraws the validation file from every host.
     fn remove_dcv<'a>(&'a self, cert: &'a CertificateConfig) -> LocalBoxFuture<'a, ()>;
+
+    /// The check the run's Partner API client makes before every request it sends: it
+    /// refuses once this host may no longer lead (`None`: no check).
+    fn send_guard(&self) -> Option<crate::api::SendGuard> {
+        None
+    }
 }
 
 /// A certificate the engine installed, as a leader publishes it to the other hosts.

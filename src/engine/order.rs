@@ -257,10 +257,12 @@ pub(super) async fn ensure_order(
     }
 }
 
-/// An answer that proves the order was not created: a 4xx with a documented body, or a
-/// connection that was never made.
+/// An answer that proves the order was not created: a 4xx with a documented body, a
+/// connection that was never made, or a request the client's guard kept back (a fleet's
+/// leader whose lead ended).
 fn definitely_not_placed(err: &ApiError) -> bool {
     match err {
+        ApiError::NotSent { .. } => true,
         ApiError::Http { status, .. } => (400..500).contains(status),
         ApiError::Transport {
             kind: api::TransportKind::Connect,

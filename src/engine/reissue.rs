@@ -138,6 +138,12 @@ async fn send(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Reissued> {
                 reissue.certificate_id
             )))
         }
+        // Kept back before it was sent (a fleet's leader whose lead ended): the reissue stays
+        // recorded, as the fleet's shared record has it, for the next run to check and send.
+        Err(e @ ApiError::NotSent { .. }) => Err(anyhow!(e).context(format!(
+            "the reissue of certificate {} was not sent; it stays recorded for the next run",
+            reissue.certificate_id
+        ))),
         Err(e) => Err(anyhow!(e).context(format!(
             "the reissue of certificate {} may or may not have been received; the next run \
              checks the certificate before sending it again",

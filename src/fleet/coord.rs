@@ -10,60 +10,15 @@
 //! last renewal, minus a margin, and stops acting at that deadline — before etcd lets another
 //! host take over.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use etcd_client::{
-    Certificate, Client, Compare, CompareOp, ConnectOptions, GetOptions, Identity, PutOptions,
-    TlsOptions, Txn, TxnOp, TxnOpResponse,
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
 };
 
-use crate::values::Secret;
-
-/// How a host reaches the fleet's etcd cluster.
-#[derive(Debug, Clone)]
-pub struct FleetOptions {
-    /// Client URLs of the members (`https://10.0.0.1:2379`, …).
-    pub endpoints: Vec<String>,
-    /// CA of the members' server certificates (with `https://` endpoints).
-    pub ca_file: Option<PathBuf>,
-    /// Client certificate and key (etcd's `--client-cert-auth`).
-    pub cert_file: Option<PathBuf>,
-    pub key_file: Option<PathBuf>,
-    /// etcd user and password (etcd's authentication).
-    pub user: Option<String>,
-    pub password: Option<Secret>,
-    /// Key prefix of this fleet, ending in `/`.
-    pub prefix: String,
-    /// This host's name in the fleet.
-    pub host: String,
-    /// Lease of the leader.
-    pub lease_ttl: Duration,
-    /// Limit of one request to etcd.
-    pub request_timeout: Duration,
-}
-
-impl FleetOptions {
-    /// Options with the defaults: prefix `/cert-agent/`, lease 15 s, requests 5 s.
-    pub fn new(endpoints: Vec<String>, host: impl Into<String>) -> Self {
-        Self {
-            endpoints,
-            ca_file: None,
-            cert_file: None,
-            key_file: None,
-            user: None,
-            password: None,
-            prefix: DEFAULT_PREFIX.to_owned(),
-            host: host.into(),
-            lease_ttl: Duration::from_secs(15),
-            request_timeout: Duration::from_secs(5),
-        }
-    }
-}
-
-/// The default key prefix.
-pub const DEFAULT_PREFIX: &str = "/cert-agent/";
+use super::deadline::{self, Held, deadline_of, lock};
+use super::options::{FleetOptions, tls};
 
 /// What went wrong with the fleet's store.
 #[derive(Debug, thiserror::Error)]
@@ -125,7 +80,7 @@ impl Fleet {
             connect = connect.with_user(user.clone(), password.expose().to_owned());
         }
         if opts.endpoints.iter().any(|e| e.starts_with("https://")) || opts.ca_file.is_some() {
-            connect = connect.with_tls(tls(opts)?);
+            connect = connect.with_tls(tls(opts).map_err(FleetError::Setup)?);
         }
         let endpoints = opts.endpoints.join(", ");
         let client = Client::connect(&opts.endpoints, Some(connect))
@@ -216,8 +171,18 @@ impl Fleet {
     }
 
     /// Writes `rel` without fencing: for what belongs to this host alone (its results under
-    /// `hosts/<host>/`).
+    /// `hosts/<host>/`, which no other host writes); any other key is refused. A leader that
+    /// lost its lead may still write here: what it reports is what it serves, and it can
+    /// overwrite nothing another host wrote.
     pub async fn put_own(&self, rel: &str, value: Vec<u8>) -> Result<(), FleetError> {
+        let own = format!("hosts/{}/", self.host);
+        if !rel.starts_with(&own) {
+            return Err(FleetError::Setup(format!(
+                "{} is not under this host's {}; not written without the lead",
+                self.key(rel),
+                self.key(&own)
+            )));
+        }
         let key = self.key(rel);
         self.call(|mut c| {
             let (key, value) = (key.clone(), value.clone());
@@ -420,17 +385,6 @@ impl FleetWatch {
 /// The leader key, relative to the prefix.
 const LEADER: &str = "leader";
 
-/// How long a renewal answered with `ttl` seconds lets the leader act: the TTL less a margin
-/// of a fifth (at least 1 s), counted from when the renewal was sent.
-fn deadline_of(ttl: i64) -> Duration {
-    let ttl = Duration::from_secs(u64::try_from(ttl).unwrap_or(0));
-    ttl.saturating_sub((ttl / 5).max(Duration::from_secs(1)))
-}
-
-/// Until the lead is lost: a deadline (when the leader must have stopped acting), or `None`
-/// once lost for good.
-type Held = Arc<Mutex<Option<Instant>>>;
-
 /// Renews `lease` three times per TTL, moving the deadline on after each answered renewal
 /// (counted from when it was sent). A renewal answered "no such lease", or no answer before
 /// the deadline, loses the lead for good.
@@ -482,11 +436,6 @@ async fn renew(mut client: Client, lease: i64, ttl: Duration, held: Held) {
     }
 }
 
-fn lock(held: &Held) -> std::sync::MutexGuard<'_, Option<Instant>> {
-    held.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 fn first_value(ops: &[TxnOpResponse]) -> Option<Vec<u8>> {
     ops.iter().find_map(|op| match op {
         TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.value().to_vec()),
@@ -531,40 +480,6 @@ fn unavailable(endpoints: &str, e: &etcd_client::Error) -> FleetError {
         endpoints: endpoints.to_owned(),
         detail: e.to_string(),
     }
-}
-
-/// The TLS settings of `opts`; the client key (at most 64 KiB) must be private to its owner.
-fn tls(opts: &FleetOptions) -> Result<TlsOptions, FleetError> {
-    let read = |what: &str, p: &PathBuf| {
-        std::fs::read(p).map_err(|e| {
-            FleetError::Setup(format!(
-                "[fleet] {what} {}: {}",
-                p.display(),
-                crate::fsutil::io_text(&e)
-            ))
-        })
-    };
-    let mut tls = TlsOptions::new();
-    if let Some(ca) = &opts.ca_file {
-        tls = tls.ca_certificate(Certificate::from_pem(read("ca_file", ca)?));
-    }
-    match (&opts.cert_file, &opts.key_file) {
-        (Some(c), Some(k)) => {
-            tls = tls.identity(Identity::from_pem(
-                read("cert_file", c)?,
-                crate::fsutil::read_private(k, 64 * 1024).map_err(|m| {
-                    FleetError::Setup(format!("[fleet] key_file '{}': {m}", k.display()))
-                })?,
-            ));
-        }
-        (None, None) => {}
-        _ => {
-            return Err(FleetError::Setup(
-                "[fleet] cert_file and key_file go together".into(),
-            ));
-        }
-    }
-    Ok(tls)
 }
 
 /// What a fenced write expects to find at its key.
@@ -633,6 +548,12 @@ impl Leadership {
             host: self.fleet.host.clone(),
             now: None,
         })
+    }
+
+    /// The check a Partner API client of this leader makes before each request (see
+    /// [`deadline::send_guard`]): a leader paused or cut off past its lease sends nothing.
+    pub fn send_guard(&self) -> crate::api::SendGuard {
+        deadline::send_guard(self.held.clone(), self.fleet.lease_ttl)
     }
 
     /// The time left before this host must stop acting as the leader.

@@ -36,12 +36,16 @@ pub(super) struct FleetRun<'a> {
 }
 
 impl FleetRun<'_> {
-    /// A Partner API client for the leader's own calls outside the engine.
+    /// A Partner API client for the leader's own calls outside the engine, with the lead's
+    /// check before every request (as the engine's).
     fn client(&self) -> Result<&crate::api::Client> {
         if let Some(c) = self.client.get() {
             return Ok(c);
         }
-        let c = engine::client(self.config)?;
+        let mut options = engine::client_options(self.config);
+        options.guard = Some(self.lead.send_guard());
+        let c =
+            crate::api::Client::new(options).context("could not set up the Partner API client")?;
         Ok(self.client.get_or_init(|| c))
     }
 
@@ -133,6 +137,10 @@ impl Lead for FleetRun<'_> {
 
     fn remove_dcv<'a>(&'a self, cert: &'a CertificateConfig) -> LocalBoxFuture<'a, ()> {
         Box::pin(FleetRun::remove_dcv(self, cert))
+    }
+
+    fn send_guard(&self) -> Option<crate::api::SendGuard> {
+        Some(self.lead.send_guard())
     }
 }
 

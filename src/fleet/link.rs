@@ -11,9 +11,10 @@ use crate::clock::Clock;
 use crate::config::{Config, FleetConfig};
 use crate::values::Secret;
 
-use super::coord::{Fleet, FleetOptions};
+use super::coord::Fleet;
 use super::envelope::{self, Place, Purpose};
 use super::key::{FleetKey, FleetKeys, Which};
+use super::options::FleetOptions;
 use super::schema::{KEY_CHECK, Spec, spec_key};
 
 /// The systemd credential holding the fleet key when `secret_file` is not set.

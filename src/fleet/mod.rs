@@ -10,7 +10,8 @@
 //! through its own web server's config test, reload, verification and rollback. The daemon
 //! follows the fleet's changes between runs ([`watch`]).
 //!
-//! The room, bottom up: `coord` (etcd: connection, lease, fenced transactions, watches),
+//! The room, bottom up: `deadline` (the lead's local deadline, the guard of the leader's
+//! Partner API requests), `coord` (etcd: connection, lease, fenced transactions, watches),
 //! `key` (the fleet key), `envelope` (every value sealed for its purpose, key, certificate
 //! and version), `schema` (what lives under the prefix), `versions` (the versions this host
 //! accepted), `link` (connect, key and spec agreement), `shared` (the shared record and the
@@ -19,11 +20,13 @@
 //! sees the leader only through [`crate::engine::Lead`].
 
 pub mod coord;
+mod deadline;
 mod envelope;
 mod follower;
 pub mod key;
 mod leader;
 mod link;
+mod options;
 mod rotate;
 mod schema;
 mod shared;
@@ -31,11 +34,13 @@ mod status;
 mod versions;
 mod watch;
 
-pub use coord::{Expect, Fleet, FleetError, FleetOptions, FleetWatch, Leadership, Written};
+pub use coord::{Expect, Fleet, FleetError, FleetWatch, Leadership, Written};
+pub use deadline::{LEAD_EXPIRED, LEAD_EXPIRING};
 pub use follower::{Synced, concerns_hosts, follow};
 pub use key::{FleetKey, FleetKeys, KeyError};
 pub use leader::run;
 pub use link::{FLEET_KEY_CREDENTIAL, FLEET_PREVIOUS_KEY_CREDENTIAL, FleetLink, connect};
+pub use options::{DEFAULT_PREFIX, FleetOptions};
 pub use rotate::{Resealed, RotateReport, rotate_key};
 pub use status::{CertStatus, FleetStatus, HostStatus, status};
 pub use watch::follow_changes;

@@ -192,7 +192,7 @@ impl Fleet {
     }
 
     /// The serial host `i` has installed, from its record.
-    fn installed(&self, i: usize) -> Option<String> {
+    pub(crate) fn installed(&self, i: usize) -> Option<String> {
         let text = fs::read_to_string(self.hosts[i].state.join("certs/www.json")).ok()?;
         let v: serde_json::Value = serde_json::from_str(&text).ok()?;
         v["installed"]["serial"].as_str().map(norm_serial)
@@ -207,7 +207,7 @@ impl Fleet {
     }
 
     /// Waits until every host serves `serial` and has recorded it.
-    fn wait_all_serve(&self, serial: &str, limit: Duration) {
+    pub(crate) fn wait_all_serve(&self, serial: &str, limit: Duration) {
         let ok = wait_until(limit, || {
             (0..self.hosts.len()).all(|i| {
                 self.installed(i).as_deref() == Some(serial)

@@ -42,6 +42,8 @@ mod dcv_standalone;
 mod fleet;
 /// Three hosts with nginx: one order, every host serves it, reissue, quorum loss.
 mod fleet_e2e;
+/// A leader paused past its lease: no API call and no write after it resumes.
+mod fleet_pause;
 /// The fleet key rotated while both hosts serve: no run fails, no order, the old key refused.
 mod fleet_rotate;
 /// The etcd writer without the fleet key: every forged, moved or replayed value refused.

@@ -36,6 +36,10 @@ fn only_4xx_and_unsent_requests_prove_nothing_was_billed() {
         kind: api::TransportKind::Other,
         message: "reset".into()
     }));
+    assert!(definitely_not_placed(&ApiError::NotSent {
+        call: call.clone(),
+        reason: "this host's lead of the fleet expired".into()
+    }));
     assert!(definitely_not_placed(&ApiError::Transport {
         call,
         kind: api::TransportKind::Connect,

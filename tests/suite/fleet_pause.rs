@@ -1,0 +1,261 @@
+//! A leader that stops running without dying: paused (SIGSTOP) for longer than its lease
+//! while it waits at the CA, resumed after another host led. Real parts: a three-member etcd
+//! cluster, two hosts with real nginx, the sandbox. After it resumes the paused leader sends
+//! no Partner API request (the sandbox's call log does not grow) and writes nothing under the
+//! fleet's prefix (etcd's revisions do not move); one order is billed and both hosts end
+//! serving the same serial. Also the engine with a lead lost between the shared order intent
+//! and the order: the order is not sent, counts as not placed, and leaves no intent behind.
+
+use crate::fleet_e2e::{DOMAIN, Fleet, ready};
+use crate::support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures_util::future::LocalBoxFuture;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use cert_agent::api::SendGuard;
+use cert_agent::config::{CertificateConfig, Config};
+use cert_agent::dcv::ValidationFile;
+use cert_agent::engine::{self, Lead, Outcome, RunOptions};
+use cert_agent::store::{CertRecord, Store};
+use support::env::{TestEnv, wait_exit, wait_until};
+use support::etcd::EtcdCluster;
+use support::webserver::Server;
+
+const PREFIX: &str = "/pause/";
+
+/// Every key under the prefix with its modification revision.
+fn revisions(
+    rt: &tokio::runtime::Runtime,
+    etcd: &mut etcd_client::Client,
+) -> BTreeMap<String, i64> {
+    let resp = rt
+        .block_on(etcd.get(PREFIX, Some(etcd_client::GetOptions::new().with_prefix())))
+        .expect("etcd answers");
+    resp.kvs()
+        .iter()
+        .map(|kv| {
+            (
+                String::from_utf8_lossy(kv.key()).into_owned(),
+                kv.mod_revision(),
+            )
+        })
+        .collect()
+}
+
+fn signal(child: &std::process::Child, sig: Signal) {
+    let pid = i32::try_from(child.id()).expect("a pid");
+    kill(Pid::from_raw(pid), sig).expect("the signal is sent to the agent this test started");
+}
+
+#[test]
+fn a_leader_paused_past_its_lease_calls_and_writes_nothing_after_it_resumes() {
+    if !ready() {
+        return;
+    }
+    let env = TestEnv::new();
+    let cluster = EtcdCluster::start(env.dir.path(), 3);
+    let f = Fleet::build(
+        env,
+        &cluster.endpoints(),
+        PREFIX,
+        &[Server::Nginx, Server::Nginx],
+        &[("www", DOMAIN)],
+    );
+    // The CA fetches the validation file from web2, which serves nothing while web1 leads
+    // (no daemon follows the fleet there): web1 orders, then polls.
+    let mut a = f
+        .env
+        .agent_at(&f.hosts[0].config, ["--json", "renew", "--wait", "300"])
+        .spawn();
+    let polling = wait_until(Duration::from_secs(60), || {
+        let calls = f.env.calls();
+        let ordered = calls.iter().position(|c| c.path == "/api/v1/order");
+        ordered.is_some_and(|i| calls[i + 1..].iter().filter(|c| c.method == "GET").count() >= 2)
+    });
+    assert!(polling, "web1 did not order and poll\n{}", f.logs());
+    assert!(
+        a.try_wait().unwrap().is_none(),
+        "web1 still runs\n{}",
+        f.logs()
+    );
+    signal(&a, Signal::SIGSTOP);
+    let paused = std::time::Instant::now();
+
+    // web2 takes the lead once web1's lease (5 s) has ended, validates (the file is in its
+    // own web root now), installs and publishes.
+    let took_over = wait_until(Duration::from_secs(90), || {
+        f.agent(1, &["--json", "renew", "--name", "www", "--wait", "30"]);
+        f.installed(1).is_some()
+    });
+    assert!(took_over, "web2 did not take over\n{}", f.logs());
+    // web2 could lead only once web1's lease (counted from its last renewal, before the
+    // pause) ended; web1 stays stopped for longer than a whole lease in any case.
+    let lease = Duration::from_secs(5);
+    if let Some(rest) = (lease + Duration::from_secs(1)).checked_sub(paused.elapsed()) {
+        std::thread::sleep(rest);
+    }
+    let serial = f.installed(1).expect("web2 installed");
+    assert_eq!(f.env.billed(), 1);
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut etcd = rt
+        .block_on(etcd_client::Client::connect(cluster.endpoints(), None))
+        .unwrap();
+    let before = revisions(&rt, &mut etcd);
+    assert!(
+        !before.contains_key(&format!("{PREFIX}leader")),
+        "nobody leads now: {before:?}"
+    );
+    let calls = f.env.calls().len();
+
+    signal(&a, Signal::SIGCONT);
+    let status = wait_exit(&mut a, Duration::from_secs(60));
+    assert!(status.is_some(), "web1 did not end\n{}", f.logs());
+    let logs = f.logs();
+    // web1's own run (its first): the certificate failed because its next request was kept
+    // back, and nothing was shared or published afterwards.
+    let web1 = std::fs::read_to_string(f.env.path("logs/run-0.out")).unwrap_or_default()
+        + &std::fs::read_to_string(f.env.path("logs/run-0.err")).unwrap_or_default();
+    assert!(
+        web1.contains(
+            "this host's lead of the fleet expired (paused or cut off from etcd); no request \
+             was sent"
+        ),
+        "web1 says why it stopped\n{web1}"
+    );
+    assert!(web1.contains("no longer leads the fleet"), "{web1}");
+    assert_ne!(status.and_then(|s| s.code()), Some(0), "{web1}");
+    // No Partner API call after resuming.
+    let after = f.env.calls();
+    assert_eq!(
+        after.len(),
+        calls,
+        "web1 called the API after resuming: {:?}\n{logs}",
+        &after[calls..]
+    );
+    // No write under the prefix: every key at the revision it had, none added or removed.
+    // (web1's own host results, `hosts/web1/`, are the only keys it could write without the
+    // lead; it did not write them either.)
+    let now = revisions(&rt, &mut etcd);
+    assert_eq!(now, before, "web1 wrote to etcd after resuming\n{logs}");
+
+    // One billed order; web1 installs what the fleet has and both serve it.
+    f.agent(0, &["--json", "renew", "--name", "www", "--wait", "30"]);
+    assert!(
+        wait_until(Duration::from_secs(30), || f.installed(0).as_deref()
+            == Some(serial.as_str())),
+        "web1 did not install the fleet's certificate\n{}",
+        f.logs()
+    );
+    f.wait_all_serve(&serial, Duration::from_secs(30));
+    assert_eq!(f.env.billed(), 1, "one billed order");
+    assert_eq!(f.env.order_posts(), 1, "one POST /order");
+}
+
+/// A lead that is lost as soon as the order intent is shared: the order request that
+/// follows is refused by the guard.
+struct LostAtIntent {
+    lost: Arc<AtomicBool>,
+}
+
+impl Lead for LostAtIntent {
+    fn share<'a>(
+        &'a self,
+        _cert: &'a CertificateConfig,
+        rec: &'a CertRecord,
+    ) -> LocalBoxFuture<'a, anyhow::Result<()>> {
+        if rec.intent.is_some() {
+            self.lost.store(true, Ordering::SeqCst);
+        }
+        Box::pin(async { Ok(()) })
+    }
+
+    fn publish_dcv<'a>(
+        &'a self,
+        _cert: &'a CertificateConfig,
+        _file: &'a ValidationFile,
+    ) -> LocalBoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn remove_dcv<'a>(&'a self, _cert: &'a CertificateConfig) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
+    fn send_guard(&self) -> Option<SendGuard> {
+        let lost = self.lost.clone();
+        Some(SendGuard::new(move || {
+            if lost.load(Ordering::SeqCst) {
+                Err("this host's lead of the fleet expired (paused or cut off from etcd)".into())
+            } else {
+                Ok(())
+            }
+        }))
+    }
+}
+
+#[test]
+fn an_order_kept_back_by_the_lead_guard_is_not_placed_and_leaves_no_intent() {
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["guard.example.test"]);
+    env.certs.push(spec);
+    let path = env.write_config();
+    let config = Config::load(&path).expect("valid configuration");
+    let store = Store::open(&config.agent.state_dir).expect("state directory");
+    let certs: Vec<&CertificateConfig> = config.certificates.iter().collect();
+    let mut opts = RunOptions::unattended(&config);
+    opts.wait = Duration::from_secs(30);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+
+    let lead = LostAtIntent {
+        lost: Arc::new(AtomicBool::new(false)),
+    };
+    let done = rt.block_on(engine::run(&config, &store, &opts, &certs, Some(&lead)));
+    let Outcome::Failed { error } = &done.report.certificates[0].outcome else {
+        panic!("{:?}", done.report.certificates[0].outcome);
+    };
+    assert!(
+        error.contains("POST /api/v1/order: this host's lead of the fleet expired")
+            && error.contains("no request was sent")
+            && error.contains("nothing was billed"),
+        "{error}"
+    );
+    assert_eq!(env.order_posts(), 0, "the order never reached the API");
+    assert_eq!(env.billed(), 0);
+    let rec = env.record("www").expect("a record");
+    assert!(rec["intent"].is_null(), "no intent left: {rec}");
+    assert!(rec["order"].is_null(), "{rec}");
+    assert!(
+        env.journal().contains("order-rejected"),
+        "{}",
+        env.journal()
+    );
+
+    // Nothing is left to reconcile: the next run orders once and issues.
+    let mut again = RunOptions::explicit(vec!["www".into()]);
+    again.allow_orders = true;
+    again.wait = Duration::from_secs(30);
+    let done = rt.block_on(engine::run(&config, &store, &again, &certs, None));
+    assert!(
+        matches!(
+            done.report.certificates[0].outcome,
+            Outcome::Installed { .. }
+        ),
+        "{:?}",
+        done.report.certificates[0].outcome
+    );
+    assert_eq!(env.order_posts(), 1);
+    assert_eq!(env.billed(), 1);
+}
