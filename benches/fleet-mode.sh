@@ -132,6 +132,8 @@ EOF
 
 [fleet]
 endpoints = [$ENDPOINTS]
+# The cluster listens on loopback without TLS; no etcd user.
+insecure_plaintext = true
 host = "$name"
 prefix = "$prefix"
 secret_file = "$W/fleet.key"
