@@ -51,7 +51,7 @@ pub(crate) const DOMAIN: &str = "www.fleet.test";
 
 impl Fleet {
     /// `n` hosts with nginx, one certificate `www` for [`DOMAIN`]; the validator fetches from
-    /// the second host.
+    /// every host (see [`Fleet::build`]).
     fn start(n: usize) -> Self {
         let env = TestEnv::new();
         let cluster = EtcdCluster::start(env.dir.path(), 3);
@@ -75,7 +75,9 @@ impl Fleet {
     }
 
     /// One host per entry of `servers`, each with the certificates `certs` (name, domain):
-    /// `www`'s files under `out/`, the others' under `out/NAME/`, one web root.
+    /// `www`'s files under `out/`, the others' under `out/NAME/`, one web root. The sandbox
+    /// validates through every host's HTTP port in the strict mode: a validation passes only
+    /// when the file is on every host (a test may still pin one host with `set_dcv_ports`).
     pub(crate) fn build(
         mut env: TestEnv,
         endpoints: &[String],
@@ -169,7 +171,8 @@ impl Fleet {
                 daemon: None,
             });
         }
-        env.sandbox.set_dcv_ports(hosts[1].web.http_port(), 0);
+        let ports: Vec<u16> = hosts.iter().map(|h| h.web.http_port()).collect();
+        support::balancer::validate_on_every_host(&env.sandbox, &ports);
         Fleet {
             hosts,
             env,
@@ -260,7 +263,7 @@ fn one_order_for_the_fleet_and_every_host_serves_it() {
     let mut f = Fleet::start(3);
 
     // web1 leads: it orders and publishes the validation file; the validator fetches it from
-    // web2, whose daemon serves it as soon as it is published.
+    // every host, whose daemons serve it as soon as it is published.
     let leader = f
         .env
         .agent_at(&f.hosts[0].config, ["--json", "renew", "--wait", "60"]);

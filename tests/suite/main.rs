@@ -40,6 +40,8 @@ mod dcv_standalone;
 // --- Fleet mode (a real three-member etcd cluster) ---
 /// Leadership, fenced writes, takeover after a leader stops, quorum loss and recovery.
 mod fleet;
+/// The validator behind the strictest balancer: a fleet validates once every host has the file.
+mod fleet_balancer;
 /// Three hosts with nginx: one order, every host serves it, reissue, quorum loss.
 mod fleet_e2e;
 /// A leader paused past its lease: no API call and no write after it resumes.

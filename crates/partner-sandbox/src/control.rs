@@ -6,6 +6,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
+use crate::balancer::{DcvBalance, DcvPorts};
 use crate::faults::Fault;
 use crate::state::{AccountInfo, DnsRecord};
 use crate::world::{CallRecord, Shared, guarded};
@@ -176,15 +177,65 @@ pub(crate) fn inspect(shared: &Shared, certificate_id: u64) -> Option<Value> {
     })
 }
 
+/// One HTTP and one HTTPS port; the balance mode and seed stay.
 pub(crate) fn set_dcv_ports(shared: &Shared, http: u16, https: u16) {
     let mut w = shared.lock();
-    w.dcv_http_port = http;
-    w.dcv_https_port = https;
+    let (balance, seed) = (w.dcv.balance(), w.dcv.seed());
+    w.dcv = DcvPorts::new(vec![http], vec![https], balance, seed);
 }
 
-pub(crate) fn dcv_ports(shared: &Shared) -> (u16, u16) {
-    let w = shared.lock();
-    (w.dcv_http_port, w.dcv_https_port)
+/// Replaces the ports and the balancer (its turns start over).
+pub(crate) fn set_dcv_pool(shared: &Shared, ports: DcvPorts) {
+    shared.lock().dcv = ports;
+}
+
+pub(crate) fn dcv_pool(shared: &Shared) -> DcvPorts {
+    shared.lock().dcv.clone()
+}
+
+/// `{"http", "https"}`: a number for one port, a list for several; `balance` (and `seed` for
+/// random) when a list has several ports.
+fn dcv_ports_json(p: &DcvPorts) -> Value {
+    let list = |v: &[u16]| match v {
+        [one] => json!(one),
+        many => json!(many),
+    };
+    let mut out = json!({ "http": list(p.http()), "https": list(p.https()) });
+    if p.http().len() > 1 || p.https().len() > 1 {
+        out["balance"] = json!(p.balance().name());
+        if p.balance() == DcvBalance::Random {
+            out["seed"] = json!(p.seed());
+        }
+    }
+    out
+}
+
+/// The control API's `POST /_sandbox/dcv_ports`: what is given replaces, the rest stays.
+fn change_dcv_ports(shared: &Shared, p: Ports) -> Result<Value, (u16, String)> {
+    let old = dcv_pool(shared);
+    let list = |given: Option<PortList>, old: &[u16], name: &str| match given {
+        None => Ok(old.to_vec()),
+        Some(PortList::One(p)) => Ok(vec![p]),
+        Some(PortList::Many(v)) if v.is_empty() || v.len() > 64 => {
+            Err((400, format!("{name} must list between 1 and 64 ports")))
+        }
+        Some(PortList::Many(v)) => Ok(v),
+    };
+    let http = list(p.http, old.http(), "http")?;
+    let https = list(p.https, old.https(), "https")?;
+    let balance = match p.balance.as_deref() {
+        None => old.balance(),
+        Some(b) => DcvBalance::parse(b).ok_or_else(|| {
+            (
+                400,
+                format!("balance '{b}' is not one of round_robin, random, all"),
+            )
+        })?,
+    };
+    let ports = DcvPorts::new(http, https, balance, p.seed.unwrap_or(old.seed()));
+    let answer = dcv_ports_json(&ports);
+    set_dcv_pool(shared, ports);
+    Ok(answer)
 }
 
 // ---- HTTP form ----
@@ -212,7 +263,7 @@ const ROUTES: &[&str] = &[
     "POST /_sandbox/faults                   a fault object or an array of them",
     "POST /_sandbox/faults/clear",
     "GET  /_sandbox/dcv_ports",
-    "POST /_sandbox/dcv_ports                {\"http\":N,\"https\":N}",
+    "POST /_sandbox/dcv_ports                {\"http\":N|[N,...],\"https\":N|[N,...],\"balance\":\"round_robin|random|all\",\"seed\":N}",
 ];
 
 /// Answers one control request: `(status, JSON body)`.
@@ -320,16 +371,8 @@ pub(crate) fn handle_http(shared: &Shared, method: &str, path: &str, body: &[u8]
             clear_faults(shared);
             (200, json!({ "ok": true }))
         }
-        (["dcv_ports"], true, _) => {
-            let (http, https) = dcv_ports(shared);
-            (200, json!({ "http": http, "https": https }))
-        }
-        (["dcv_ports"], _, true) => with_body(body, |p: Ports| {
-            let (http, https) = dcv_ports(shared);
-            let (http, https) = (p.http.unwrap_or(http), p.https.unwrap_or(https));
-            set_dcv_ports(shared, http, https);
-            Ok(json!({ "http": http, "https": https }))
-        }),
+        (["dcv_ports"], true, _) => (200, dcv_ports_json(&dcv_pool(shared))),
+        (["dcv_ports"], _, true) => with_body(body, |p: Ports| change_dcv_ports(shared, p)),
         _ => not_found(method, path),
     }
 }
@@ -431,9 +474,20 @@ enum OneOrMany {
 }
 
 #[derive(Deserialize)]
+#[serde(untagged)]
+enum PortList {
+    One(u16),
+    Many(Vec<u16>),
+}
+
+#[derive(Deserialize)]
 struct Ports {
     #[serde(default)]
-    http: Option<u16>,
+    http: Option<PortList>,
     #[serde(default)]
-    https: Option<u16>,
+    https: Option<PortList>,
+    #[serde(default)]
+    balance: Option<String>,
+    #[serde(default)]
+    seed: Option<u64>,
 }

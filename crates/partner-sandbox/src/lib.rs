@@ -6,6 +6,7 @@
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
+pub mod balancer;
 pub mod bundle;
 pub mod ca;
 pub mod state;
@@ -18,6 +19,7 @@ pub mod server;
 pub mod validator;
 mod world;
 
+pub use balancer::{DcvBalance, DcvPorts};
 pub use faults::{BundleFailure, Fault, FaultKind};
 pub use server::{Sandbox, SandboxConfig, SandboxError, SandboxHandle};
 pub use world::CallRecord;

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use partner_sandbox::state::{AccountSpec, StateConfig};
-use partner_sandbox::{Sandbox, SandboxConfig};
+use partner_sandbox::{DcvBalance, Sandbox, SandboxConfig};
 
 #[derive(Parser)]
 #[command(
@@ -51,15 +51,33 @@ struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     http_listen: Option<SocketAddr>,
 
-    /// Port on 127.0.0.1 where the validator fetches HTTP_CSR_HASH files
-    /// (/.well-known/pki-validation/<MD5>.txt, Host header = the domain).
-    #[arg(long, value_name = "PORT", default_value_t = 80)]
-    dcv_http_port: u16,
+    /// Port(s) on 127.0.0.1 where the validator fetches HTTP_CSR_HASH files
+    /// (/.well-known/pki-validation/<MD5>.txt, Host header = the domain). A list
+    /// (`8081,8082`, or the flag repeated) puts the ports behind a load balancer: see
+    /// --dcv-balance.
+    #[arg(
+        long,
+        value_name = "PORT[,PORT...]",
+        value_delimiter = ',',
+        default_value = "80"
+    )]
+    dcv_http_port: Vec<u16>,
 
-    /// Port on 127.0.0.1 where the validator fetches HTTPS_CSR_HASH files (family S); the
+    /// Port(s) on 127.0.0.1 where the validator fetches HTTPS_CSR_HASH files (family S); the
     /// peer's certificate is not verified.
-    #[arg(long, value_name = "PORT", default_value_t = 443)]
-    dcv_https_port: u16,
+    #[arg(
+        long,
+        value_name = "PORT[,PORT...]",
+        value_delimiter = ',',
+        default_value = "443"
+    )]
+    dcv_https_port: Vec<u16>,
+
+    /// How the validator picks among several DCV ports: `round-robin` (each fetch the next
+    /// port), `random` (drawn with --seed), `all` (every check asks every port and passes only
+    /// when all serve the file).
+    #[arg(long, value_name = "MODE", default_value = "round-robin", value_parser = parse_balance)]
+    dcv_balance: DcvBalance,
 
     /// Seed of every random ID and token (same seed, same IDs).
     #[arg(long, value_name = "N")]
@@ -135,8 +153,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         listen: args.listen,
         seed: args.seed,
         time_scale: args.time_scale,
-        dcv_http_port: args.dcv_http_port,
-        dcv_https_port: args.dcv_https_port,
+        dcv_http_ports: args.dcv_http_port.clone(),
+        dcv_https_ports: args.dcv_https_port.clone(),
+        dcv_balance: args.dcv_balance,
         http_listen: args.http_listen,
         state: StateConfig {
             accounts: accounts.clone(),
@@ -160,9 +179,17 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(http) = sandbox.http_addr() {
         println!("  plain HTTP (301 to HTTPS):   http://{http}");
     }
+    let ports = |v: &[u16]| v.iter().map(u16::to_string).collect::<Vec<_>>().join(",");
+    let several = args.dcv_http_port.len() > 1 || args.dcv_https_port.len() > 1;
     println!(
-        "  DCV file checks:             http://127.0.0.1:{} and https://127.0.0.1:{}",
-        args.dcv_http_port, args.dcv_https_port
+        "  DCV file checks:             http://127.0.0.1:{} and https://127.0.0.1:{}{}",
+        ports(&args.dcv_http_port),
+        ports(&args.dcv_https_port),
+        if several {
+            format!(" (balance: {})", args.dcv_balance.name())
+        } else {
+            String::new()
+        }
     );
     println!(
         "  control API (loopback only): {}/_sandbox/",
@@ -204,6 +231,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     eprintln!("partner-sandbox: stopping");
     drop(sandbox);
     Ok(())
+}
+
+fn parse_balance(s: &str) -> Result<DcvBalance, String> {
+    DcvBalance::parse(s).ok_or_else(|| format!("'{s}' is not one of round-robin, random, all"))
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {

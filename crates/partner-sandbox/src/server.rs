@@ -139,8 +139,12 @@ fn open_world(
         clock: Clock::new(start, config.time_scale),
         faults: Faults::default(),
         calls: Vec::new(),
-        dcv_http_port: config.dcv_http_port,
-        dcv_https_port: config.dcv_https_port,
+        dcv: crate::balancer::DcvPorts::new(
+            config.dcv_http_ports.clone(),
+            config.dcv_https_ports.clone(),
+            config.dcv_balance,
+            config.seed.unwrap_or(config.state.seed),
+        ),
     };
     if config.instant {
         let state = &mut world.state;

@@ -1,6 +1,8 @@
 //! The DCV fetcher: every ~200 ms (real time) it lets the state tick, takes the HTTP file checks
 //! that are due and fetches each file from `127.0.0.1:<dcv port>` with the domain as `Host`
-//! header, as a CA's validator would, then reports what it got back to the state.
+//! header, as a CA's validator would, then reports what it got back to the state. The port of
+//! each fetch comes from the load balancer ([`crate::balancer`]); in its strictest mode a check
+//! fetches from every port and passes only when all of them serve the same file.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -45,7 +47,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>
 
 /// One round: tick, take due checks, fetch them all (concurrently, outside the lock), record.
 pub(crate) async fn round(shared: &Arc<Shared>) {
-    let (checks, http_port, https_port) = {
+    let checks = {
         let mut w = shared.lock();
         let now = w.clock.now();
         w.tick(now);
@@ -54,30 +56,35 @@ pub(crate) async fn round(shared: &Arc<Shared>) {
             tracing::error!("due_dcv_checks failed: {e}");
             Vec::new()
         });
-        (checks, w.dcv_http_port, w.dcv_https_port)
+        let dcv = &mut w.dcv;
+        checks
+            .into_iter()
+            .map(|check| {
+                let ports = dcv.pick(check.https);
+                (check, ports)
+            })
+            .collect::<Vec<_>>()
     };
     if checks.is_empty() {
         return;
     }
     let mut set = JoinSet::new();
-    for check in checks {
+    for (check, ports) in checks {
         set.spawn(async move {
-            let port = if check.https { https_port } else { http_port };
-            let result = fetch(&check, port).await;
-            (check, result)
+            let result = fetch_from(&check, &ports).await;
+            (check, ports, result)
         });
     }
     while let Some(joined) = set.join_next().await {
-        let Ok((check, result)) = joined else {
+        let Ok((check, ports, result)) = joined else {
             continue;
         };
         match &result {
             Ok(body) => tracing::debug!(
-                "DCV fetch {}://{}{} (port {}): {} bytes",
+                "DCV fetch {}://{}{} (ports {ports:?}): {} bytes",
                 if check.https { "https" } else { "http" },
                 check.domain,
                 check.path,
-                if check.https { https_port } else { http_port },
                 body.len()
             ),
             Err(e) => tracing::debug!("DCV fetch {}{}: {e}", check.domain, check.path),
@@ -90,6 +97,44 @@ pub(crate) async fn round(shared: &Arc<Shared>) {
             tracing::error!("record_dcv_fetch failed: {e}");
         }
     }
+}
+
+/// Fetches one check's file from the ports the balancer picked: one port, or every port (then
+/// each must answer 200 with the same content; the first failure names its port).
+pub async fn fetch_from(check: &DcvCheck, ports: &[u16]) -> Result<Vec<u8>, String> {
+    let Some((&first, rest)) = ports.split_first() else {
+        return Err("no DCV port is configured".to_string());
+    };
+    if rest.is_empty() {
+        return fetch(check, first).await;
+    }
+    let mut set = JoinSet::new();
+    for (i, &port) in ports.iter().enumerate() {
+        let check = check.clone();
+        set.spawn(async move { (i, port, fetch(&check, port).await) });
+    }
+    let mut results = Vec::with_capacity(ports.len());
+    while let Some(joined) = set.join_next().await {
+        match joined {
+            Ok(r) => results.push(r),
+            Err(e) => return Err(format!("a DCV fetch failed: {e}")),
+        }
+    }
+    results.sort_by_key(|(i, _, _)| *i);
+    let mut served: Option<(u16, Vec<u8>)> = None;
+    for (_, port, result) in results {
+        let body = result.map_err(|e| format!("not served by every host: port {port}: {e}"))?;
+        match &served {
+            Some((p, b)) if *b != body => {
+                return Err(format!(
+                    "not the same file on every host: ports {p} and {port} serve different content"
+                ));
+            }
+            Some(_) => {}
+            None => served = Some((port, body)),
+        }
+    }
+    Ok(served.map(|(_, b)| b).unwrap_or_default())
 }
 
 /// Fetches one file: `http(s)://<domain>:<port><path>` resolved to 127.0.0.1, `Host: <domain>`

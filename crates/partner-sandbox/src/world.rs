@@ -44,8 +44,8 @@ pub(crate) struct World {
     pub clock: Clock,
     pub faults: Faults,
     pub calls: Vec<CallRecord>,
-    pub dcv_http_port: u16,
-    pub dcv_https_port: u16,
+    /// Where (and how) the validator fetches DCV files.
+    pub dcv: crate::balancer::DcvPorts,
 }
 
 /// Most call records kept; beyond it the oldest half is dropped (long benchmarks).

@@ -1,6 +1,7 @@
 //! Shared helpers for integration tests: `mod support;` in a test file brings them in.
 
 pub(crate) mod api;
+pub(crate) mod balancer;
 pub(crate) mod env;
 pub(crate) mod etcd;
 pub(crate) mod faults;

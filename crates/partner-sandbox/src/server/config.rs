@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use time::OffsetDateTime;
 
+use crate::balancer::DcvBalance;
 use crate::ca;
 use crate::state::StateConfig;
 
@@ -24,10 +25,13 @@ pub struct SandboxConfig {
     pub time_scale: f64,
     /// Virtual start time (default: the real time now).
     pub start_time: Option<OffsetDateTime>,
-    /// Port on 127.0.0.1 where the validator fetches HTTP_CSR_HASH files (default 80).
-    pub dcv_http_port: u16,
-    /// Port on 127.0.0.1 where the validator fetches HTTPS_CSR_HASH files (default 443).
-    pub dcv_https_port: u16,
+    /// Ports on 127.0.0.1 where the validator fetches HTTP_CSR_HASH files (default 80).
+    pub dcv_http_ports: Vec<u16>,
+    /// Ports on 127.0.0.1 where the validator fetches HTTPS_CSR_HASH files (default 443).
+    pub dcv_https_ports: Vec<u16>,
+    /// How the validator picks among several ports (default round robin; random draws use
+    /// `seed`).
+    pub dcv_balance: DcvBalance,
     /// Optional plain-HTTP listener that answers every request with 301 to the HTTPS URL.
     pub http_listen: Option<SocketAddr>,
     /// The state's own knobs (accounts, certificate lifetime, seed).
@@ -46,8 +50,9 @@ impl Default for SandboxConfig {
             seed: None,
             time_scale: 1.0,
             start_time: None,
-            dcv_http_port: 80,
-            dcv_https_port: 443,
+            dcv_http_ports: vec![80],
+            dcv_https_ports: vec![443],
+            dcv_balance: DcvBalance::RoundRobin,
             http_listen: None,
             state: StateConfig::default(),
             instant: false,
@@ -78,11 +83,25 @@ impl SandboxConfig {
         self
     }
     pub fn dcv_http_port(mut self, port: u16) -> Self {
-        self.dcv_http_port = port;
+        self.dcv_http_ports = vec![port];
         self
     }
     pub fn dcv_https_port(mut self, port: u16) -> Self {
-        self.dcv_https_port = port;
+        self.dcv_https_ports = vec![port];
+        self
+    }
+    /// Several HTTP ports behind the balancer (one per host of a fleet).
+    pub fn dcv_http_ports(mut self, ports: impl Into<Vec<u16>>) -> Self {
+        self.dcv_http_ports = ports.into();
+        self
+    }
+    /// Several HTTPS ports behind the balancer.
+    pub fn dcv_https_ports(mut self, ports: impl Into<Vec<u16>>) -> Self {
+        self.dcv_https_ports = ports.into();
+        self
+    }
+    pub fn dcv_balance(mut self, balance: DcvBalance) -> Self {
+        self.dcv_balance = balance;
         self
     }
     pub fn http_listen(mut self, addr: SocketAddr) -> Self {

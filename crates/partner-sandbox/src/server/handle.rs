@@ -11,6 +11,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use tokio::sync::watch;
 
+use crate::balancer::{DcvBalance, DcvPorts};
 use crate::control;
 use crate::faults::Fault;
 use crate::state::DnsRecord;
@@ -190,6 +191,26 @@ impl SandboxHandle {
     /// Where the validator fetches HTTP and HTTPS DCV files (ports on 127.0.0.1).
     pub fn set_dcv_ports(&self, http: u16, https: u16) {
         control::set_dcv_ports(&self.shared, http, https);
+    }
+
+    /// Several HTTP ports behind a load balancer (one per host of a fleet): `balance` says
+    /// how the validator picks among them; the HTTPS port and the seed stay.
+    pub fn set_dcv_http_ports(&self, http: &[u16], balance: DcvBalance) {
+        let old = control::dcv_pool(&self.shared);
+        control::set_dcv_pool(
+            &self.shared,
+            DcvPorts::new(http.to_vec(), old.https().to_vec(), balance, old.seed()),
+        );
+    }
+
+    /// Replaces the DCV ports and the balancer at once.
+    pub fn set_dcv_pool(&self, ports: DcvPorts) {
+        control::set_dcv_pool(&self.shared, ports);
+    }
+
+    /// Where (and how) the validator fetches DCV files now.
+    pub fn dcv_ports(&self) -> DcvPorts {
+        control::dcv_pool(&self.shared)
     }
 
     /// Runs one validator round now (tick, due checks, fetches) instead of waiting for the

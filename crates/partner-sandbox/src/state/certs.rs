@@ -10,6 +10,7 @@ use super::catalogue::{self, Family};
 use super::dcv::dcv_content;
 use super::lifecycle::{DAY, date, datetime};
 use super::model::{Base, Cert, Method};
+use super::params::Fields;
 use super::{OwnedHostileInput, State};
 use crate::bundle::{self, BundleParts};
 use crate::ca::Authority;
@@ -181,13 +182,18 @@ impl State {
             .filter(|c| c.account == caller.login)
             .collect();
         certs.sort_by_key(|c| std::cmp::Reverse(c.seq));
+        let params = match Fields::from_body(req) {
+            Ok(f) => f,
+            Err(resp) => return *resp,
+        };
         // The scope is only used with a page, but an unknown value is refused either way.
-        if let Some(s) = req.query_param("scope")
+        let scope = params.scalar("scope");
+        if let Some(s) = scope.as_deref()
             && !matches!(s, "" | "api_issued" | "api_in_progress" | "api_annulled")
         {
             return error(400, "scope does not have a valid value");
         }
-        let Some(page) = req.query_param("page") else {
+        let Some(page) = params.scalar("page") else {
             let all: Vec<Value> = certs.iter().map(|c| self.list_item(c)).collect();
             return ApiResponse::json(200, Value::Array(all));
         };
@@ -195,16 +201,15 @@ impl State {
             Ok(p) if p >= 1 => p,
             _ => return error(400, "page is invalid (an integer >= 1)"),
         };
-        let scope = req.query_param("scope");
-        let wanted: Option<&[Base]> = match scope {
+        let wanted: Option<&[Base]> = match scope.as_deref() {
             None | Some("") => None,
             Some("api_issued") => Some(&[Base::Issued]),
             Some("api_in_progress") => Some(&[Base::InProgress]),
             Some("api_annulled") => Some(&[Base::Annulled]),
             Some(_) => return error(400, "scope does not have a valid value"),
         };
-        let q = req
-            .query_param("q")
+        let q = params
+            .scalar("q")
             .map(|q| q.trim().to_lowercase())
             .filter(|q| !q.is_empty());
         let filtered: Vec<&Cert> = certs

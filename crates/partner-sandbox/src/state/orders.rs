@@ -10,6 +10,7 @@ use super::accounts::{Caller, MSG_NO_PERMISSION, MSG_NOT_PARTNER, Role};
 use super::answers::error;
 use super::catalogue::{self, Family};
 use super::model::{Base, Cert, Method};
+use super::params::Fields;
 use super::rng::SeededRng;
 use crate::wire::{ApiRequest, ApiResponse};
 
@@ -56,20 +57,21 @@ impl State {
         if !caller.role.may_change() {
             return error(403, MSG_NO_PERMISSION);
         }
-        let json_body = req
-            .header("content-type")
-            .is_some_and(|ct| ct.to_ascii_lowercase().contains("json"));
-        let body: Value = if json_body {
-            match serde_json::from_slice(&req.body) {
-                Ok(v) => v,
-                Err(e) => return error(400, &format!("The request body is not valid JSON: {e}")),
-            }
-        } else {
-            // Not JSON: the parameters carry no `order` object.
-            Value::Null
+        let params = match Fields::from_body(req) {
+            Ok(f) => f,
+            Err(resp) => return *resp,
         };
-        let Some(order) = body.get("order").and_then(Value::as_object) else {
+        let Some(order) = params.value("order").and_then(Value::as_object) else {
             return error(400, MSG_ORDER_MISSING);
+        };
+        // Query-string and form parameters are text: integers are read from their digits,
+        // as Rails casts them; a JSON body's values keep their types.
+        let cast;
+        let order = if params.is_typed("order") {
+            order
+        } else {
+            cast = fields::cast_text_integers(order);
+            &cast
         };
 
         let mut errs = Vec::new();

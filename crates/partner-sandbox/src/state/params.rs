@@ -1,81 +1,129 @@
-//! The parameters of a partner-API request: the body (JSON or form data) merged with the query
-//! string. [`Fields::from_body`] is the one way in; the accessors read strings and maps.
+//! The parameters of a partner-API request, read as the real service (Rails) reads them:
+//! the query string and the body merged into one tree, the body winning for a top-level name.
+//! [`Fields::from_body`] is the one way in; the accessors read strings, maps and subtrees.
+//!
+//! - Query string and `application/x-www-form-urlencoded` bodies (also a POST without a
+//!   content type) are text; nested keys (`a[b][c]`, `a[]`, `a[0][b]`) build objects and arrays
+//!   ([`nested`]).
+//! - A body is JSON when its media type is `application/json` or `…/…+json`; an empty (or
+//!   all-blank) JSON body carries nothing. JSON values keep their types.
+//! - Any other media type (`text/plain`, a bare `json`) leaves the body unread, as Rails does;
+//!   a non-empty `multipart/form-data` body is refused (the sandbox does not read it).
 
 use serde_json::{Map, Value};
 
 use super::answers::error;
 use crate::wire::{ApiRequest, ApiResponse};
 
-/// Fields of a form-encoded or JSON body.
-pub(super) struct Fields {
-    json: Map<String, Value>,
-    form: Vec<(String, String)>,
+mod nested;
+
+/// How a body is read, from its media type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyKind {
+    Json,
+    Form,
+    Multipart,
+    Unread,
 }
 
-fn is_json(req: &ApiRequest) -> bool {
-    req.header("content-type").is_some_and(|ct| {
-        let ct = ct.to_ascii_lowercase();
-        ct.starts_with("application/json") || ct.contains("+json")
-    })
+fn body_kind(req: &ApiRequest) -> BodyKind {
+    let Some(ct) = req.header("content-type") else {
+        return BodyKind::Form;
+    };
+    let media = ct
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    match media.split_once('/') {
+        _ if media.is_empty() => BodyKind::Form,
+        Some(("application", "json")) => BodyKind::Json,
+        Some((_, sub)) if sub.ends_with("+json") => BodyKind::Json,
+        Some(("application", "x-www-form-urlencoded")) => BodyKind::Form,
+        Some(("multipart", "form-data")) => BodyKind::Multipart,
+        _ => BodyKind::Unread,
+    }
+}
+
+fn bad(message: String) -> Box<ApiResponse> {
+    Box::new(error(400, &message))
+}
+
+/// The parameters of one request.
+pub(super) struct Fields {
+    params: Map<String, Value>,
+    /// Top-level names whose values came from a JSON body (typed); the others are text.
+    typed: Vec<String>,
 }
 
 impl Fields {
-    /// The request's parameters: the body (JSON when the content type says so, else
-    /// `application/x-www-form-urlencoded`) merged with the query string, as the real service
-    /// reads them (clients such as the PHP client send every parameter in the query string,
-    /// also on POST). The body wins when both carry a parameter.
+    /// The request's parameters: the query string merged with the body (the body wins for a
+    /// top-level name, as the real service merges them). Clients such as the PHP client send
+    /// every parameter in the query string, also on POST, with an empty body.
     pub(super) fn from_body(req: &ApiRequest) -> Result<Fields, Box<ApiResponse>> {
-        let mut fields = Self::body_only(req)?;
-        // Looked up after the body's own fields: the body wins.
-        fields.form.extend(req.query.iter().cloned());
-        Ok(fields)
-    }
-
-    fn body_only(req: &ApiRequest) -> Result<Fields, Box<ApiResponse>> {
-        if is_json(req) {
-            if req.body.iter().all(u8::is_ascii_whitespace) {
-                return Ok(Fields {
-                    json: Map::new(),
-                    form: Vec::new(),
-                });
+        let mut params = nested::expand(&req.query)
+            .map_err(|e| bad(format!("Invalid query parameters: {e}")))?;
+        let mut typed = Vec::new();
+        let body = match body_kind(req) {
+            BodyKind::Json => {
+                let b = Self::json_body(req)?;
+                typed.extend(b.keys().cloned());
+                b
             }
-            return match serde_json::from_slice::<Value>(&req.body) {
-                Ok(Value::Object(map)) => Ok(Fields {
-                    json: map,
-                    form: Vec::new(),
-                }),
-                Ok(_) => Err(Box::new(error(
-                    400,
-                    "The request body must be a JSON object",
-                ))),
-                Err(e) => Err(Box::new(error(
-                    400,
-                    &format!("The request body is not valid JSON: {e}"),
-                ))),
-            };
-        }
-        let form =
-            serde_urlencoded::from_bytes::<Vec<(String, String)>>(&req.body).map_err(|e| {
-                Box::new(error(
-                    400,
-                    &format!("The request body is not valid form data: {e}"),
-                ))
-            })?;
-        Ok(Fields {
-            json: Map::new(),
-            form,
-        })
+            BodyKind::Form => {
+                let pairs = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&req.body)
+                    .map_err(|e| bad(format!("The request body is not valid form data: {e}")))?;
+                nested::expand(&pairs)
+                    .map_err(|e| bad(format!("Invalid request parameters: {e}")))?
+            }
+            BodyKind::Multipart if !req.body.iter().all(u8::is_ascii_whitespace) => {
+                return Err(bad(
+                    "multipart/form-data bodies are not read by the sandbox: send the parameters \
+                     as application/x-www-form-urlencoded, JSON or in the query string"
+                        .to_string(),
+                ));
+            }
+            BodyKind::Multipart | BodyKind::Unread => Map::new(),
+        };
+        params.extend(body);
+        Ok(Fields { params, typed })
     }
 
-    /// A string field (JSON strings only; numbers and others count as absent).
-    pub(super) fn text(&self, key: &str) -> Option<&str> {
-        if let Some(v) = self.json.get(key) {
-            return v.as_str();
+    fn json_body(req: &ApiRequest) -> Result<Map<String, Value>, Box<ApiResponse>> {
+        if req.body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Map::new());
         }
-        self.form
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+        match serde_json::from_slice::<Value>(&req.body) {
+            Ok(Value::Object(map)) => Ok(map),
+            Ok(_) => Err(bad("The request body must be a JSON object".to_string())),
+            Err(e) => Err(bad(format!("The request body is not valid JSON: {e}"))),
+        }
+    }
+
+    /// The value of a top-level parameter, whatever its type.
+    pub(super) fn value(&self, key: &str) -> Option<&Value> {
+        self.params.get(key)
+    }
+
+    /// True when the parameter came from a JSON body (its numbers are numbers); false when it
+    /// came from the query string or a form body (every leaf is text).
+    pub(super) fn is_typed(&self, key: &str) -> bool {
+        self.typed.iter().any(|k| k == key)
+    }
+
+    /// A string field (strings only; numbers, objects and others count as absent).
+    pub(super) fn text(&self, key: &str) -> Option<&str> {
+        self.params.get(key).and_then(Value::as_str)
+    }
+
+    /// A string or a JSON number, as text (`page=2` and `{"page": 2}` alike).
+    pub(super) fn scalar(&self, key: &str) -> Option<String> {
+        match self.params.get(key)? {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
     }
 
     /// A string field, trimmed, `None` when absent or blank.
@@ -83,39 +131,25 @@ impl Fields {
         self.text(key).map(str::trim).filter(|s| !s.is_empty())
     }
 
-    /// A map field: a JSON object of strings, or form keys `key[sub]=value` (deepObject).
+    /// A map field: an object of strings (JSON, or form keys `key[sub]=value`).
     /// `Err` names what is wrong.
     pub(super) fn map(&self, key: &str) -> Result<Vec<(String, String)>, String> {
-        if let Some(v) = self.json.get(key) {
-            return match v {
-                Value::Null => Ok(Vec::new()),
-                Value::Object(m) => m
-                    .iter()
-                    .map(|(k, v)| match v.as_str() {
-                        Some(s) => Ok((k.clone(), s.to_string())),
-                        None => Err(format!("{key}[{k}] must be a string")),
-                    })
-                    .collect(),
-                _ => Err(format!("{key} must be an object")),
-            };
+        match self.params.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Object(m)) => m
+                .iter()
+                .map(|(k, v)| match v.as_str() {
+                    Some(s) => Ok((k.clone(), s.to_string())),
+                    None => Err(format!("{key}[{k}] must be a string")),
+                })
+                .collect(),
+            Some(_) if !self.is_typed(key) => Err(format!(
+                "{key} must be an object (send {key}[domain]=value)"
+            )),
+            Some(_) => Err(format!("{key} must be an object")),
         }
-        let prefix = format!("{key}[");
-        let mut out = Vec::new();
-        for (k, v) in &self.form {
-            if k == key {
-                return Err(format!(
-                    "{key} must be an object (send {key}[domain]=value)"
-                ));
-            }
-            if let Some(rest) = k.strip_prefix(&prefix) {
-                match rest.strip_suffix(']') {
-                    Some(sub) if !sub.is_empty() && !sub.contains(['[', ']']) => {
-                        out.push((sub.to_string(), v.clone()));
-                    }
-                    _ => return Err(format!("{k} is not a valid {key} key")),
-                }
-            }
-        }
-        Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests;

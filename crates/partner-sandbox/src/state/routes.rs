@@ -9,6 +9,7 @@ use super::accounts::{Caller, MSG_NO_PERMISSION};
 use super::answers::{error, not_found_text};
 use super::catalogue;
 use super::model::Cert;
+use super::params::Fields;
 use crate::ca::Authority;
 use crate::wire::{ApiRequest, ApiResponse};
 
@@ -223,7 +224,11 @@ impl State {
         if !caller.role.is_partner() {
             return error(403, super::accounts::MSG_NOT_PARTNER);
         }
-        let end_user = match req.query_param("recommended_prices") {
+        let params = match Fields::from_body(req) {
+            Ok(f) => f,
+            Err(resp) => return *resp,
+        };
+        let end_user = match params.scalar("recommended_prices").as_deref() {
             None => false,
             Some("EU") => true,
             Some(_) => return error(400, "recommended_prices does not have a valid value"),

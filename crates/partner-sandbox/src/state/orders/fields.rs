@@ -62,3 +62,29 @@ pub(super) fn optional_str(
         }
     }
 }
+
+/// The integer fields of an order item.
+const INTEGER_FIELDS: [&str; 3] = ["nomenclature_id", "days", "ssl_server_software_id"];
+
+/// An order read from text (query string or form body) with its items' integer fields cast
+/// as Rails casts them: decimal digits become the number, a blank value is absent, anything
+/// else stays text (and is reported "is not a number").
+pub(super) fn cast_text_integers(order: &Map<String, Value>) -> Map<String, Value> {
+    let mut order = order.clone();
+    if let Some(Value::Array(items)) = order.get_mut("items") {
+        for item in items.iter_mut().filter_map(Value::as_object_mut) {
+            for key in INTEGER_FIELDS {
+                let Some(Value::String(text)) = item.get(key) else {
+                    continue;
+                };
+                let text = text.trim();
+                if text.is_empty() {
+                    item.remove(key);
+                } else if let Ok(n) = text.parse::<i64>() {
+                    item.insert(key.to_string(), Value::from(n));
+                }
+            }
+        }
+    }
+    order
+}

@@ -150,7 +150,7 @@ fn missing_order_object_is_400() {
         ("application/json", "{}"),
         ("application/json", r#"{"order": "x"}"#),
         ("application/json", r#"{"items": []}"#),
-        ("application/x-www-form-urlencoded", "order[items]=1"),
+        ("application/x-www-form-urlencoded", "order=1"),
         ("text/plain", r#"{"order":{"items":[]}}"#),
     ];
     for (ct, body) in bodies {
