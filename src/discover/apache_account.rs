@@ -231,4 +231,34 @@ mod tests {
             .collect();
         counted(&listed, &found);
     }
+
+    /// Hostile macros at every line a listing may name: errors or names left out, no panic.
+    #[test]
+    fn hostile_macros_at_any_line_do_not_panic() {
+        let text = "<Macro M $a $a $aa $aaa>\n<macro M $a>\nUse M $a\n</Macro>\n\
+            <VirtualHost _default_:443>\nSSLEngine on\nSSLCertificateFile /s/$a$aa$aaa.pem\n\
+            </VirtualHost>\n</MACRO>\nUse M x y z w\nUse M\n<Macro Self>\nUse Self\n</Macro>\n";
+        for d in 1..=14 {
+            for u in 1..=14 {
+                for k in 1..=8 {
+                    let used = format!(
+                        "macro 'm' (defined on line {d} of \"{M}\") used on line {u} of \"{M}\""
+                    );
+                    let listing = format!(
+                        "VirtualHost configuration:\n\
+                         \x20        port 80 namevhost a.example ({used}:{k})\n\
+                         \x20        port 80 namevhost b.example (macro 'self' (defined on line {d} of \"{M}\") used on line {u} of \"{used}\":{k})\n"
+                    );
+                    let found = apache_from(&listing, |_| Ok(text.to_owned())).unwrap();
+                    let names = found
+                        .proposals
+                        .iter()
+                        .map(|p| p.domains.len())
+                        .sum::<usize>()
+                        + found.skipped.len();
+                    assert_eq!(names, 2, "{listing}: {found:?}");
+                }
+            }
+        }
+    }
 }
