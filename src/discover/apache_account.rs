@@ -191,6 +191,19 @@ mod tests {
         assert_eq!(one.vhosts[0].to_string(), format!("{M}:8"));
         assert_eq!(one.webroot["one.example"].to_str(), Some("/var/www/one"));
         assert!(one.from_macro[0].contains("macro 'vhost'"), "{one:?}");
+        let text = crate::discover::report_text(&found, &Default::default(), None);
+        assert!(
+            text.contains(&format!(
+                "  from      {M}:8 (apache)\n  macro     made by macro 'vhost'"
+            )),
+            "{text}"
+        );
+        let fragment = one.fragment(None, None);
+        assert!(
+            fragment.contains("# Virtual host made by macro 'vhost'")
+                && fragment.contains("webroot = \"/var/www/one\""),
+            "{fragment}"
+        );
     }
 
     #[test]

@@ -360,6 +360,11 @@ mod tests {
             split_words(&substitute("DocumentRoot @root", &args).unwrap())[1],
             "/srv/my \"site\""
         );
+        let args = [("%port".to_owned(), "8443".to_owned())];
+        assert_eq!(
+            substitute("<VirtualHost *:%port>", &args).unwrap(),
+            "<VirtualHost *:8443>"
+        );
         // A value is not substituted again.
         let args = [
             ("$a".to_owned(), "$b".to_owned()),
