@@ -91,12 +91,17 @@ impl<'r> Files<'r> {
     /// The line of `path` that spans line `line`.
     fn line_at(&mut self, path: &str, line: usize) -> Result<String, String> {
         let lines = self.logical(path).map_err(|e| e.to_string())?;
-        lines
-            .iter()
-            .find(|l| l.first <= line && line <= l.last)
-            .map(|l| l.text.clone())
+        spanning(&lines, line)
+            .map(|i| lines[i].text.clone())
             .ok_or_else(|| format!("{path} has no line {line}"))
     }
+}
+
+/// The index of the line of `lines` (in order, as [`Files::logical`] makes them) that spans
+/// file line `line`.
+fn spanning(lines: &[Logical], line: usize) -> Option<usize> {
+    let i = lines.partition_point(|l| l.last < line);
+    lines.get(i).filter(|l| l.first <= line).map(|_| i)
 }
 
 /// A line of a macro's body for one use: as written, and with the arguments put in.
@@ -167,9 +172,7 @@ pub(super) fn expand(m: &MacroUse, files: &mut Files<'_>) -> Result<Expanded, St
 /// The parameters and body lines (line number, text) of the `<Macro>` of `m`.
 fn definition(m: &MacroUse, files: &mut Files<'_>) -> Result<Definition, String> {
     let lines = files.logical(&m.defined.file).map_err(|e| e.to_string())?;
-    let start = lines
-        .iter()
-        .position(|l| l.first <= m.defined.line && m.defined.line <= l.last)
+    let start = spanning(&lines, m.defined.line)
         .ok_or_else(|| format!("{} has no line {}", m.defined.file, m.defined.line))?;
     let words = split_words(&lines[start].text);
     let opens = words
