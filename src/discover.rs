@@ -5,7 +5,9 @@
 //!
 //! - `model.rs`: what is read and proposed (virtual hosts, proposals, names left out);
 //! - `nginx/`: the `nginx -T` dump, its directives and `server` blocks;
-//! - `apache.rs`: the `apachectl -S` listing and each `<VirtualHost>` block;
+//! - `apache_listing.rs`: the `apachectl -S` listing (names and where each virtual host is);
+//!   `apache.rs`: each `<VirtualHost>` block; `apache_macro.rs`: blocks a mod_macro `Use`
+//!   makes; `apache_account.rs`: every listed name proposed or left out with the reason;
 //! - `propose.rs`: virtual hosts into proposals; `existing.rs`: the certificate served today;
 //! - `fragment.rs`: a proposal as a configuration file;
 //! - the command's steps: `dump.rs` (the server's report, run or read), `account.rs`
@@ -18,6 +20,9 @@
 
 mod account;
 mod apache;
+mod apache_account;
+mod apache_listing;
+mod apache_macro;
 mod dump;
 mod existing;
 mod fragment;
@@ -26,8 +31,6 @@ mod nginx;
 mod propose;
 mod render;
 mod write;
-
-use std::collections::BTreeMap;
 
 pub use account::{AccountError, Match, match_account};
 pub use dump::{DumpError, Server, read_dump};
@@ -54,24 +57,48 @@ pub fn nginx(dump: &str) -> Result<Discovery, DiscoverError> {
 
 /// Reads an `apachectl -S` listing and the `<VirtualHost>` blocks of the files it names.
 pub fn apache(listing: &str) -> Result<Discovery, DiscoverError> {
-    let mut vhosts = Vec::new();
-    let mut texts: BTreeMap<String, String> = BTreeMap::new();
+    apache_from(listing, |path| {
+        std::fs::read_to_string(path).map_err(|e| crate::fsutil::io_text(&e))
+    })
+}
+
+/// [`apache`] with the files the listing names read by `read` (path to content, or why
+/// not).
+pub fn apache_from(
+    listing: &str,
+    read: impl FnMut(&str) -> Result<String, String>,
+) -> Result<Discovery, DiscoverError> {
+    let mut files = apache_macro::Files::new(read);
     let main_root = apache::main_document_root(listing);
-    for at in apache::listed(listing)? {
-        if !texts.contains_key(&at.file) {
-            let text = std::fs::read_to_string(&at.file).map_err(|e| {
-                DiscoverError::Other(format!(
-                    "{}: {} (named by apachectl -S)",
-                    at.file,
-                    crate::fsutil::io_text(&e)
-                ))
-            })?;
-            texts.insert(at.file.clone(), text);
+    let listed = apache_listing::listed(listing)?;
+    let mut vhosts = Vec::new();
+    let mut unread = Vec::new();
+    let mut made = Vec::new();
+    for (i, l) in listed.iter().enumerate() {
+        match &l.origin {
+            apache_listing::Origin::File(at) => {
+                let text = files.text(&at.file)?;
+                vhosts.push(apache::vhost(&text, at, main_root.as_deref())?);
+                made.push(i);
+            }
+            apache_listing::Origin::Macro(m) => {
+                let read = apache_macro::expand(m, &mut files).and_then(|x| {
+                    apache_macro::macro_vhost(m, &x, &l.names, main_root.as_deref())
+                        .map_err(|e| e.to_string())
+                });
+                match read {
+                    Ok(v) => {
+                        vhosts.push(v);
+                        made.push(i);
+                    }
+                    Err(why) => unread.push((i, why)),
+                }
+            }
         }
-        let text = texts.get(&at.file).map(String::as_str).unwrap_or_default();
-        vhosts.push(apache::vhost(text, &at, main_root.as_deref())?);
     }
-    Ok(propose(vhosts))
+    let mut found = propose(vhosts);
+    apache_account::account(&mut found, &listed, &made, &unread);
+    Ok(found)
 }
 
 /// The `<VirtualHost>` block starting at `line` of `text` (the content of `file`), as

@@ -1,5 +1,7 @@
 //! `cert-agent discover` on arbitrary web server output: an `nginx -T` dump (tokens, blocks,
-//! includes, server blocks) and an Apache `<VirtualHost>` block. Must never panic: a malformed
+//! includes, server blocks), an Apache `<VirtualHost>` block, and Apache configuration text
+//! read through an `apachectl -S` listing (a `<VirtualHost>` at a line, a mod_macro `Use` and
+//! its `<Macro>` at lines, a use nested in another macro). Must never panic: a malformed
 //! dump is an error naming file and line, and every proposed certificate's configuration file
 //! is valid TOML.
 #![no_main]
@@ -29,4 +31,33 @@ fuzz_target!(|data: &[u8]| {
     }
     let line = data.first().map_or(1, |b| usize::from(*b % 8) + 1);
     let _ = cert_agent::discover::apache_vhost(text, "/etc/apache2/sites-enabled/x.conf", line);
+    let at = |i: usize| data.get(i).map_or(1, |b| usize::from(*b % 32) + 1);
+    let f = "/etc/apache2/sites-enabled/x.conf";
+    let used = format!(
+        "macro 'vhost' (defined on line {} of \"{f}\") used on line {} of \"{f}\"",
+        at(1),
+        at(2)
+    );
+    let nested = format!(
+        "macro 'vhost' (defined on line {} of \"{f}\") used on line {} of \"{used}\"",
+        at(3),
+        at(4)
+    );
+    let listing = format!(
+        "VirtualHost configuration:\n\
+         *:80                   is a NameVirtualHost\n\
+         \x20        port 80 namevhost a.example ({f}:{line})\n\
+         \x20                alias www.a.example\n\
+         \x20        port 80 namevhost b.example ({used}:{})\n\
+         \x20        port 443 namevhost c.example ({nested}:{})\n",
+        at(5),
+        at(6)
+    );
+    if let Ok(found) = cert_agent::discover::apache_from(&listing, |_| Ok(text.to_owned())) {
+        for p in &found.proposals {
+            p.fragment(None, None)
+                .parse::<toml::Table>()
+                .expect("a proposed configuration file is valid TOML");
+        }
+    }
 });

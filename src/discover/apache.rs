@@ -1,51 +1,9 @@
 //! Apache: `apachectl -S` names every virtual host with its file and line; each
 //! `<VirtualHost>` block is then read from that file.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::{At, DiscoverError, Listen, Validation, Vhost};
-
-/// The `(file, line)` of every virtual host `apachectl -S` lists, in order, once each.
-pub(super) fn listed(dump: &str) -> Result<Vec<At>, DiscoverError> {
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    for line in dump.lines() {
-        let line = line.trim_end();
-        let Some(open) = line.rfind('(') else {
-            continue;
-        };
-        let Some(inner) = line[open + 1..].strip_suffix(')') else {
-            continue;
-        };
-        let Some((file, n)) = inner.rsplit_once(':') else {
-            continue;
-        };
-        let Ok(n) = n.parse::<usize>() else { continue };
-        if !file.starts_with('/') {
-            continue;
-        }
-        let at = At {
-            file: file.to_owned(),
-            line: n,
-        };
-        if seen.insert((at.file.clone(), at.line)) {
-            out.push(at);
-        }
-    }
-    if out.is_empty() && !dump.contains("VirtualHost configuration") {
-        return Err(DiscoverError::Parse {
-            at: At {
-                file: "(apachectl -S)".into(),
-                line: 1,
-            },
-            message: "no virtual host with \"(FILE:LINE)\": this is not the output of \
-                      `apachectl -S`"
-                .into(),
-        });
-    }
-    Ok(out)
-}
 
 /// The main server's document root, `Main DocumentRoot: "DIR"` in `apachectl -S`: a virtual
 /// host without `DocumentRoot` of its own serves from there.
@@ -67,8 +25,12 @@ struct Line {
     line: usize,
 }
 
-/// The directives of the `<VirtualHost>` block starting at line `at.line` of `text`.
-fn block_lines(text: &str, at: &At) -> Result<Vec<Line>, DiscoverError> {
+/// The directives of the `<VirtualHost>` block that `lines` (numbered lines of a file or a
+/// macro's body) start with; `at`: where it is, for errors.
+fn block_lines<'t>(
+    lines: impl Iterator<Item = (usize, &'t str)>,
+    at: &At,
+) -> Result<Vec<Line>, DiscoverError> {
     let err = |line: usize, message: String| DiscoverError::Parse {
         at: At {
             file: at.file.clone(),
@@ -80,8 +42,7 @@ fn block_lines(text: &str, at: &At) -> Result<Vec<Line>, DiscoverError> {
     let mut pending = String::new();
     let mut start = 0;
     let mut opened = false;
-    for (i, raw) in text.lines().enumerate().skip(at.line.saturating_sub(1)) {
-        let n = i + 1;
+    for (n, raw) in lines {
         if pending.is_empty() {
             start = n;
         }
@@ -133,14 +94,20 @@ fn block_lines(text: &str, at: &At) -> Result<Vec<Line>, DiscoverError> {
     ))
 }
 
-/// Words of a directive line; double-quoted words keep their spaces.
-fn split_words(t: &str) -> Vec<String> {
+/// Words of a directive line; double-quoted words keep their spaces (`\"` in them is `"`).
+pub(super) fn split_words(t: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut quoted = false;
     let mut has = false;
-    for c in t.chars() {
+    let mut chars = t.chars().peekable();
+    while let Some(c) = chars.next() {
         match c {
+            '\\' if quoted && matches!(chars.peek(), Some('"' | '\\')) => {
+                if let Some(next) = chars.next() {
+                    cur.push(next);
+                }
+            }
             '"' => {
                 quoted = !quoted;
                 has = true;
@@ -166,7 +133,22 @@ fn split_words(t: &str) -> Vec<String> {
 /// The virtual host at `at`, read from `text` (the file's content); `main_root`: the main
 /// server's document root, which a block without `DocumentRoot` inherits.
 pub(super) fn vhost(text: &str, at: &At, main_root: Option<&Path>) -> Result<Vhost, DiscoverError> {
-    let lines = block_lines(text, at)?;
+    let lines = text
+        .lines()
+        .enumerate()
+        .skip(at.line.saturating_sub(1))
+        .map(|(i, l)| (i + 1, l));
+    vhost_from(lines, at, main_root)
+}
+
+/// The virtual host whose `<VirtualHost>` block `lines` start with (numbered lines of a file
+/// or of a macro's body); `at`: where the block is.
+pub(super) fn vhost_from<'t>(
+    lines: impl Iterator<Item = (usize, &'t str)>,
+    at: &At,
+    main_root: Option<&Path>,
+) -> Result<Vhost, DiscoverError> {
+    let lines = block_lines(lines, at)?;
     let mut v = Vhost {
         at: at.clone(),
         server: "apache",
@@ -397,14 +379,7 @@ Main DocumentRoot: \"/var/www/html\"\n\
 Main ErrorLog: \"/var/log/apache2/error.log\"\n";
 
     #[test]
-    fn every_listed_vhost_once() {
-        let l = listed(S).unwrap();
-        assert_eq!(l.len(), 2);
-        assert_eq!(
-            l[0].to_string(),
-            "/etc/apache2/sites-enabled/default-ssl.conf:2"
-        );
-        assert!(listed("garbage").is_err());
+    fn the_main_document_root() {
         assert_eq!(main_document_root(S), Some(PathBuf::from("/var/www/html")));
         assert_eq!(main_document_root("garbage"), None);
     }

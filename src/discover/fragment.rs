@@ -40,6 +40,9 @@ impl Proposal {
                 }
             ));
         }
+        for m in &self.from_macro {
+            head.push_str(&format!("\nVirtual host {m}."));
+        }
         for line in head.lines() {
             s.push_str(&format!("# {}\n", comment(line)));
         }

@@ -80,6 +80,9 @@ pub struct Vhost {
     /// What could not be read from the configuration and is to be checked by hand.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Apache: the macro use that made it (mod_macro), with the values put in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_macro: Option<String>,
 }
 
 /// The certificate a site serves today.
@@ -129,6 +132,10 @@ pub struct Proposal {
     pub existing_error: Option<String>,
     /// The virtual hosts it covers.
     pub vhosts: Vec<At>,
+    /// Apache: the macro uses that made its virtual hosts (their paths are the ones each use
+    /// makes; the macro needs no edit).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub from_macro: Vec<String>,
     /// What needs doing before it works (a redirect in the way, no TLS server yet, ...).
     pub notes: Vec<String>,
 }

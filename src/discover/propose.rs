@@ -10,7 +10,7 @@ use super::{Discovery, Existing, Proposal, Skipped, VALIDATION_ROOT, Validation,
 use crate::config::validate_domain;
 
 /// Why a server name cannot be managed, or `None`.
-fn unmanageable(name: &str) -> Option<String> {
+pub(super) fn unmanageable(name: &str) -> Option<String> {
     if name.is_empty() || name == "_" || name == "\"\"" {
         return Some("a catch-all name, not a domain".into());
     }
@@ -360,6 +360,10 @@ fn proposal(
         existing,
         existing_error,
         vhosts: members.iter().map(|&i| vhosts[i].at.clone()).collect(),
+        from_macro: members
+            .iter()
+            .filter_map(|&i| vhosts[i].from_macro.clone())
+            .collect(),
         notes,
     }
 }

@@ -63,6 +63,9 @@ fn proposal(s: &mut String, p: &Proposal, m: Option<&Match>, configured: Option<
     let _ = writeln!(s, "{}{state}: {}", p.name, p.domains.join(", "));
     let at: Vec<String> = p.vhosts.iter().map(ToString::to_string).collect();
     let _ = writeln!(s, "  from      {} ({})", at.join(", "), p.server);
+    for m in &p.from_macro {
+        let _ = writeln!(s, "  macro     {m}");
+    }
     let _ = match (&p.existing, &p.existing_error, &p.cert_file) {
         (Some(e), _, Some(c)) => writeln!(
             s,

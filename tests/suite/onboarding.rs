@@ -14,6 +14,8 @@ use cert_agent::api::{Client, ClientOptions, PasswordSource, RetryPolicy};
 use support::env::{LOGIN, TestEnv};
 use support::webserver::{Server, require};
 
+mod macros;
+
 /// A client of the sandbox account the agent uses, for placing orders "on the web site".
 fn account_client(env: &TestEnv) -> Client {
     let mut o = ClientOptions::new(
