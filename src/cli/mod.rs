@@ -190,20 +190,24 @@ async fn engine(command: &Command, config: &Config, out: &Output) -> Result<u8> 
 /// interval below the API's limit, a file others may write, an include directory not made
 /// yet) are printed once, here.
 pub(crate) fn load_config(path: &Path) -> Result<Config> {
-    let config = Config::load(path)?;
-    for warning in &config.warnings {
-        tracing::warn!("{warning}");
-    }
-    Ok(config)
+    read_config(path, true)
 }
 
 /// The configuration for a command that only reads (the account, `status`, `discover`,
 /// `fleet status`): its warnings belong to the runs and to `config check`, and are only
 /// logged at debug level here.
 pub(crate) fn load_config_quietly(path: &Path) -> Result<Config> {
+    read_config(path, false)
+}
+
+fn read_config(path: &Path, print_warnings: bool) -> Result<Config> {
     let config = Config::load(path)?;
     for warning in &config.warnings {
-        tracing::debug!("{warning}");
+        if print_warnings {
+            tracing::warn!("{warning}");
+        } else {
+            tracing::debug!("{warning}");
+        }
     }
     Ok(config)
 }

@@ -223,27 +223,32 @@ impl Metric {
     }
 }
 
-/// The samples of every family: labels and value, by family.
-#[derive(Default)]
-struct Samples(Vec<(Metric, String, f64)>);
+/// The samples of every family (labels and value), kept apart by family in
+/// [`Metric::ALL`]'s order, which is the enum's.
+struct Samples([Vec<(String, f64)>; Metric::ALL.len()]);
+
+impl Default for Samples {
+    fn default() -> Self {
+        Self(std::array::from_fn(|_| Vec::new()))
+    }
+}
 
 impl Samples {
     fn add(&mut self, family: Metric, labels: &str, value: f64) {
-        self.0.push((family, labels.to_owned(), value));
+        self.0[family as usize].push((labels.to_owned(), value));
     }
 
     /// The text exposition: each family with samples, in [`Metric::ALL`]'s order.
     fn text(&self) -> String {
         let mut out = String::new();
-        for family in Metric::ALL {
-            let (name, help) = family.def();
-            let mut samples = self.0.iter().filter(|(f, _, _)| *f == family).peekable();
-            if samples.peek().is_none() {
+        for (family, samples) in Metric::ALL.into_iter().zip(&self.0) {
+            if samples.is_empty() {
                 continue;
             }
+            let (name, help) = family.def();
             let _ = writeln!(out, "# HELP {name} {help}");
             let _ = writeln!(out, "# TYPE {name} gauge");
-            for (_, labels, value) in samples {
+            for (labels, value) in samples {
                 if labels.is_empty() {
                     let _ = writeln!(out, "{name} {value}");
                 } else {
@@ -407,4 +412,16 @@ fn escape(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_is_listed_once_in_the_enums_order() {
+        for (i, m) in Metric::ALL.into_iter().enumerate() {
+            assert_eq!(m as usize, i, "{m:?}");
+        }
+    }
 }
