@@ -215,22 +215,29 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Follows the fleet between runs ([`crate::fleet::follow_changes`]), printing what each
-/// synchronisation installed.
+/// Follows the fleet between runs ([`crate::fleet::follow_changes`]): what each
+/// synchronisation installed or failed on is printed, and goes to the notifications and the
+/// metrics as a run's outcome does ([`crate::monitor::after_run`]).
 async fn follow_fleet(config_path: PathBuf, clock: Clock) {
-    crate::fleet::follow_changes(config_path, clock, |synced| {
-        print_report(&RunReport {
-            certificates: synced
-                .into_iter()
-                .map(|s| crate::engine::CertReport {
-                    name: s.name,
-                    outcome: s.outcome,
-                    warning: None,
-                })
-                .collect(),
-            stats: None,
-        });
-    })
+    crate::fleet::follow_changes(
+        config_path,
+        clock,
+        async move |config: &Config, store: &crate::store::Store, report: RunReport| {
+            let changed = RunReport {
+                certificates: report
+                    .certificates
+                    .iter()
+                    .filter(|c| !matches!(c.outcome, Outcome::Unchanged { .. }))
+                    .cloned()
+                    .collect(),
+                stats: None,
+            };
+            if !changed.certificates.is_empty() {
+                print_report(&changed);
+            }
+            crate::monitor::after_run(config, store, &report, clock.now()).await;
+        },
+    )
     .await;
 }
 

@@ -248,6 +248,67 @@ pub struct CertRecord {
     /// A self-signed placeholder is at the install paths (until the first real install).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placeholder: Option<PlaceholderMark>,
+    /// Fleet mode: the fleet's last attempt at this certificate (the leader's, from the shared
+    /// record), as this host last read it. This host's own failures (a value from etcd that
+    /// does not open, a failed install of the fleet's certificate) are `failures` and
+    /// `last_error` above. Never shared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetAttempt>,
+}
+
+/// The fleet's last attempt at a certificate: what its shared record says about failures.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetAttempt {
+    /// Consecutive failed attempts of the fleet (0: its last attempt did not fail).
+    #[serde(default)]
+    pub failures: u32,
+    /// The last failure's message (printable, at most [`FleetAttempt::MAX_ERROR`] characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When the fleet last failed on it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub failed_at: Option<OffsetDateTime>,
+    /// The host that wrote the shared record (the leader of that attempt).
+    #[serde(default)]
+    pub by: String,
+}
+
+impl FleetAttempt {
+    /// The longest error text kept from the fleet's record.
+    pub const MAX_ERROR: usize = 1000;
+
+    /// Whether the fleet's last attempt failed.
+    pub fn failing(&self) -> bool {
+        self.failures > 0
+    }
+
+    /// One line for `status`, `check` and notifications.
+    pub fn describe(&self) -> String {
+        let when = self
+            .failed_at
+            .map(|t| {
+                let t = t.to_offset(time::UtcOffset::UTC);
+                format!(
+                    " at {:04}-{:02}-{:02} {:02}:{:02} UTC",
+                    t.year(),
+                    u8::from(t.month()),
+                    t.day(),
+                    t.hour(),
+                    t.minute()
+                )
+            })
+            .unwrap_or_default();
+        format!(
+            "the fleet's last {} attempt(s) failed (led by {}{when}): {}",
+            self.failures,
+            if self.by.is_empty() { "?" } else { &self.by },
+            self.error.as_deref().unwrap_or("unknown error")
+        )
+    }
 }
 
 /// The self-signed placeholder written at a certificate's install paths.
@@ -279,6 +340,21 @@ impl CertRecord {
         self.last_failed_at = Some(at);
         self.failures = self.failures.saturating_add(1);
         self.failures
+    }
+
+    /// The failures in a row that monitoring reports: this host's own, or the fleet's last
+    /// attempts (fleet mode), whichever are more.
+    pub fn consecutive_failures(&self) -> u32 {
+        let fleet = self.fleet.as_ref().map_or(0, |f| f.failures);
+        self.failures.max(fleet)
+    }
+
+    /// The fleet's last attempt when it failed and is not this host's own last failure (as
+    /// on the host that led it): what monitoring adds to this host's own state.
+    pub fn fleet_failure(&self) -> Option<&FleetAttempt> {
+        self.fleet.as_ref().filter(|f| {
+            f.failing() && !(self.failures > 0 && self.last_error.as_deref() == f.error.as_deref())
+        })
     }
 
     /// Forgets earlier failures and their backoff; `true` when there were any.

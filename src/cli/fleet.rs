@@ -10,7 +10,7 @@ use super::table::Table;
 use crate::config::Config;
 
 /// Prints the leader, each certificate's current serial and every host's; exit 1 when a host
-/// lags behind.
+/// lags behind or the fleet's work on a certificate fails.
 pub(super) async fn status(
     config: &Config,
     out: &Output,
@@ -20,7 +20,7 @@ pub(super) async fn status(
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
     let status = crate::fleet::status(&link).await?;
-    let code = if status.lagging.is_empty() {
+    let code = if status.lagging.is_empty() && status.failing.is_empty() {
         exit::OK
     } else {
         exit::ERROR
@@ -66,17 +66,7 @@ pub(super) async fn status(
             ]);
         }
         for h in &c.hosts {
-            let current = match (&c.serial, &h.serial) {
-                (Some(a), Some(b)) => crate::crypto::same_serial_hex(a, b),
-                (None, _) => true,
-                _ => false,
-            };
-            let state = match (&h.error, current, h.lagging) {
-                (Some(e), _, _) => format!("error: {e}"),
-                (None, true, _) => "current".to_owned(),
-                (None, false, true) => "LAGGING".to_owned(),
-                (None, false, false) => "installing".to_owned(),
-            };
+            let state = h.state.clone();
             t.row(vec![
                 c.name.clone(),
                 or_dash(c.version),
@@ -93,6 +83,9 @@ pub(super) async fn status(
     for c in &status.certificates {
         if let Some(e) = &c.error {
             outln!("{}: {e}", c.name);
+        }
+        if let Some(f) = &c.failure {
+            outln!("{}: FAILING: {}", c.name, f.describe());
         }
     }
     if !status.lagging.is_empty() {

@@ -2,7 +2,7 @@
 //! key and checked again on this host), serve and withdraw the validation files the leader
 //! publishes, report what this host did under `hosts/HOST/`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, anyhow};
@@ -11,8 +11,8 @@ use time::OffsetDateTime;
 use crate::config::{CertificateConfig, Config};
 use crate::crypto::{self, CsrHashes};
 use crate::dcv::ValidationFile;
-use crate::engine::{Job, Outcome, Ready, deploy};
-use crate::store::Store;
+use crate::engine::{Job, Outcome, Ready, RunReport, RunStats, deploy};
+use crate::store::{FleetAttempt, Store};
 
 use super::envelope::{self, Place, Purpose};
 use super::link::{FleetLink, check_specs};
@@ -44,6 +44,8 @@ pub(super) struct View {
     pub(super) dcv: BTreeMap<String, Vec<u8>>,
     pub(super) versions: Versions,
     pub(super) problems: BTreeMap<String, Vec<String>>,
+    /// The fleet's last attempt of each certificate whose shared record was opened.
+    pub(super) attempts: BTreeMap<String, FleetAttempt>,
 }
 
 impl View {
@@ -81,6 +83,7 @@ pub(super) async fn sync(
             .collect(),
         versions: Versions::load(store.dir())?,
         problems: BTreeMap::new(),
+        attempts: BTreeMap::new(),
     };
     let pending = pending_csrs(link, config, refused, &mut view);
     let validating = sync_dcv(link, config, store, refused, &pending, &mut view)?;
@@ -109,7 +112,14 @@ pub(super) async fn sync(
         match current_to_install(link, cert, &job, &mut view) {
             Ok(Some(seen)) => {
                 fleet_has.insert(cert.name.clone(), (seen.serial.clone(), seen.not_before));
-                if let Some(r) = seen.ready {
+                if let Some(why) = seen.skipped {
+                    tracing::warn!(certificate = %cert.name, "{why}");
+                    report_skip(link, &host, &job, seen.version, &why).await;
+                    out.push(Synced {
+                        name: cert.name.clone(),
+                        outcome: Outcome::Unchanged { reason: why },
+                    });
+                } else if let Some(r) = seen.ready {
                     published.insert(cert.name.clone(), seen.version);
                     ready.push((job, r));
                 }
@@ -119,7 +129,12 @@ pub(super) async fn sync(
         }
     }
     view.versions.save()?;
+    // A failed install is counted by the install itself.
+    let mut counted = BTreeSet::new();
     for (job, outcome, _warning) in deploy::install_ready(ready).await {
+        if matches!(outcome, Outcome::Failed { .. }) {
+            counted.insert(job.cert.name.clone());
+        }
         let version = published.get(&job.cert.name).copied().unwrap_or(0);
         let rec = store.load(&job.cert.name).ok();
         let installed = rec.as_ref().and_then(|r| r.installed.as_ref());
@@ -132,6 +147,7 @@ pub(super) async fn sync(
                 Outcome::Failed { error } => Some(error.clone()),
                 _ => None,
             },
+            skipped: None,
         };
         report_host(link, &host, &job.cert.name, &result).await;
         out.push(Synced {
@@ -140,6 +156,7 @@ pub(super) async fn sync(
         });
     }
     report_problems(link, store, &host, view.problems, &mut out).await;
+    note_outcomes(config, store, &view.attempts, &out, &counted, link.clock.now());
     report_seen(link, &host).await;
     Ok(SyncReport {
         synced: out,
@@ -171,6 +188,8 @@ fn pending_csrs(
         let value = value.clone();
         match open_state(link, &mut view.versions, cert, &value) {
             Ok(s) => {
+                view.attempts
+                    .insert(cert.name.clone(), s.shared.attempt());
                 if let Some(h) = s.hashes() {
                     pending.insert(cert.name.clone(), h);
                 }
@@ -189,6 +208,8 @@ struct CurrentSeen {
     not_before: OffsetDateTime,
     /// What to install: `None` when this host serves it already, or something newer.
     ready: Option<Ready>,
+    /// Why this host keeps a newer certificate of its own instead.
+    skipped: Option<String>,
 }
 
 /// Opens the fleet's current certificate of `cert` (a value accepted before is not opened
@@ -206,22 +227,19 @@ fn current_to_install(
         return Ok(None);
     };
     let kept = view.versions.of(&cert.name).current;
-    let serves = |serial: &str, not_before: OffsetDateTime| {
-        // Current, or newer than the fleet's (installed here while this host led, not
-        // published yet; its next lead hands it over): never downgraded.
-        job.rec.installed.as_ref().is_some_and(|i| {
-            crypto::same_serial_hex(&i.serial, serial) || i.not_before > not_before
-        })
-    };
+    let key = link.fleet.key(&rel);
     if let Some(k) = kept.filter(|_| view.versions.seen_current(&cert.name, value) == Seen::Same) {
         let mut seen = CurrentSeen {
             version: k.value.version,
             serial: k.serial,
             not_before: k.not_before,
             ready: None,
+            skipped: None,
         };
-        if !serves(&seen.serial, seen.not_before) {
-            seen.ready = Some(open_current(link, cert, value)?.2);
+        match keeps(job, &key, seen.version, &seen.serial, seen.not_before) {
+            Keep::Install => seen.ready = Some(open_current(link, cert, value)?.2),
+            Keep::Serves => {}
+            Keep::Newer(why) => seen.skipped = Some(why),
         }
         return Ok(Some(seen));
     }
@@ -236,13 +254,119 @@ fn current_to_install(
         &serial,
         not_before,
     )?;
-    let install = !serves(&serial, not_before);
+    let (ready, skipped) = match keeps(job, &key, version, &serial, not_before) {
+        Keep::Install => (Some(ready), None),
+        Keep::Serves => (None, None),
+        Keep::Newer(why) => (None, Some(why)),
+    };
     Ok(Some(CurrentSeen {
         version,
         serial,
         not_before,
-        ready: install.then_some(ready),
+        ready,
+        skipped,
     }))
+}
+
+/// What this host does with the fleet's certificate `serial` (version `version` at `key`).
+enum Keep {
+    Install,
+    /// It serves that certificate already.
+    Serves,
+    /// It serves a newer certificate of its own (installed while it led, or before it joined,
+    /// not published yet): never downgraded; its next lead hands it to the fleet. The reason,
+    /// in words.
+    Newer(String),
+}
+
+fn keeps(
+    job: &Job<'_>,
+    key: &str,
+    version: u64,
+    serial: &str,
+    not_before: OffsetDateTime,
+) -> Keep {
+    match job.rec.installed.as_ref() {
+        Some(i) if crypto::same_serial_hex(&i.serial, serial) => Keep::Serves,
+        Some(i) if i.not_before > not_before => Keep::Newer(format!(
+            "not installing the fleet's certificate {key} (version {version}, serial {serial}, \
+             valid from {}): this host serves serial {}, valid from {}, which is newer; it \
+             hands it to the fleet when it next leads",
+            short(not_before),
+            i.serial,
+            short(i.not_before)
+        )),
+        _ => Keep::Install,
+    }
+}
+
+/// A time as `YYYY-MM-DD HH:MM:SS UTC`.
+fn short(t: OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
+/// Reports under `hosts/HOST/` that this host keeps its own newer certificate of `job`.
+async fn report_skip(link: &FleetLink, host: &str, job: &Job<'_>, version: u64, why: &str) {
+    let installed = job.rec.installed.as_ref();
+    let result = HostResult {
+        serial: installed.map(|i| i.serial.clone()),
+        version,
+        at: link.clock.now(),
+        since: installed.map(|i| i.installed_at),
+        error: None,
+        skipped: Some(why.to_owned()),
+    };
+    report_host(link, host, &job.cert.name, &result).await;
+}
+
+/// After a synchronisation, each configured certificate's record: the fleet's last attempt as
+/// its shared record tells it (when it was opened), and this host's own failures — a value
+/// that did not open or check, a refused specification (counted here) or a failed install
+/// (counted by the install) — or, when this synchronisation did not fail on it, none.
+fn note_outcomes(
+    config: &Config,
+    store: &Store,
+    attempts: &BTreeMap<String, FleetAttempt>,
+    out: &[Synced],
+    counted: &BTreeSet<String>,
+    now: OffsetDateTime,
+) {
+    for cert in &config.certificates {
+        let Ok(mut rec) = store.load(&cert.name) else {
+            continue;
+        };
+        let before = rec.clone();
+        if let Some(a) = attempts.get(&cert.name) {
+            rec.fleet = Some(a.clone());
+        }
+        match out.iter().find(|s| s.name == cert.name).map(|s| &s.outcome) {
+            Some(Outcome::Failed { error }) => {
+                if counted.contains(&cert.name) {
+                    rec.last_error = Some(error.clone());
+                } else {
+                    rec.note_failure(error.clone(), now);
+                }
+            }
+            Some(Outcome::Installed { .. }) => {}
+            _ => {
+                rec.clear_failures();
+            }
+        }
+        if rec != before
+            && let Err(e) = store.save(&rec)
+        {
+            tracing::warn!(certificate = %cert.name, "could not record the fleet's state: {e:#}");
+        }
+    }
 }
 
 /// Each certificate that met a bad value: failed in the run's outcome (unless its install
@@ -273,6 +397,7 @@ async fn report_problems(
             at: link.clock.now(),
             since: installed.map(|i| i.installed_at),
             error: Some(error.clone()),
+            skipped: None,
         };
         report_host(link, host, &name, &result).await;
         out.push(Synced {
@@ -300,18 +425,73 @@ async fn report_seen(link: &FleetLink, host: &str) {
 }
 
 /// One synchronisation outside a run (the daemon follows the fleet's changes with it): the
-/// certificates checked against the fleet's record, then [`sync`]. `None` when a run holds
-/// the state directory's lock (that run synchronises itself).
-pub async fn follow(config: &Config, link: &FleetLink) -> Result<Option<Vec<Synced>>> {
+/// certificates checked against the fleet's record, then [`sync`]; `done` gets its report
+/// (every configured certificate: installed, failed here, failing in the fleet, or in step)
+/// while the state directory's lock is still held. `false` when a run holds that lock (that
+/// run synchronises itself).
+pub async fn follow(
+    config: &Config,
+    link: &FleetLink,
+    done: &impl AsyncFn(&Config, &Store, RunReport),
+) -> Result<bool> {
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = match store.lock() {
         Ok(l) => l,
-        Err(crate::store::StoreError::Locked { .. }) => return Ok(None),
+        Err(crate::store::StoreError::Locked { .. }) => return Ok(false),
         Err(e) => return Err(e.into()),
     };
+    let started_at = link.clock.now();
+    let started = tokio::time::Instant::now();
     let refused = check_specs(link, config).await?;
-    Ok(Some(sync(link, config, &store, &refused).await?.synced))
+    let mut synced = sync(link, config, &store, &refused).await?.synced;
+    let mut report = RunReport {
+        certificates: config
+            .certificates
+            .iter()
+            .map(|c| {
+                let outcome = match synced.iter().position(|s| s.name == c.name) {
+                    Some(i) => synced.swap_remove(i).outcome,
+                    None => Outcome::Unchanged {
+                        reason: "in step with the fleet".into(),
+                    },
+                };
+                crate::engine::CertReport {
+                    name: c.name.clone(),
+                    outcome,
+                    warning: None,
+                }
+            })
+            .collect(),
+        stats: None,
+    };
+    fleet_failures(&store, &mut report);
+    report.stats = Some(RunStats {
+        started_at,
+        duration: started.elapsed(),
+        requests: Vec::new(),
+    });
+    done(config, &store, report).await;
+    Ok(true)
 }
+
+/// A certificate this host did not fail on, whose fleet's last attempt failed: failed in
+/// this host's report too (its exit code, its notifications, its metrics).
+pub(super) fn fleet_failures(store: &Store, report: &mut RunReport) {
+    for c in &mut report.certificates {
+        if !matches!(c.outcome, Outcome::Unchanged { .. } | Outcome::Pending { .. }) {
+            continue;
+        }
+        if let Ok(rec) = store.load(&c.name)
+            && let Some(f) = rec.fleet_failure()
+        {
+            c.outcome = Outcome::Failed {
+                error: f.describe(),
+            };
+        }
+    }
+}
+
+
 
 /// Whether a change of `key` (relative to the prefix) concerns what [`sync`] does: a
 /// certificate published or a validation file published or withdrawn.
@@ -351,7 +531,7 @@ pub(super) fn sync_dcv(
     refused: &BTreeMap<String, String>,
     pending: &BTreeMap<String, CsrHashes>,
     view: &mut View,
-) -> Result<std::collections::BTreeSet<String>> {
+) -> Result<BTreeSet<String>> {
     let path = store.dir().join(SERVED_FILE);
     let mut served: Served = std::fs::read(&path)
         .ok()

@@ -17,10 +17,11 @@ use crate::store::{CertRecord, Store};
 
 use super::coord::{Expect, Leadership, Written};
 use super::envelope::{self, Place, Purpose};
-use super::follower::{report_host, sync};
+use super::follower::{fleet_failures, report_host, sync};
 use super::link::{FleetLink, check_specs, connect};
 use super::schema::{
-    Current, DcvEntry, HostResult, SharedState, b64, current_key, dcv_key, shared_view, state_key,
+    Current, DcvEntry, HostResult, SharedState, attempt_of, b64, current_key, dcv_key,
+    shared_view, state_key,
 };
 use super::shared::{check_keeps, open_state};
 use super::versions::Versions;
@@ -209,6 +210,7 @@ impl FleetRun<'_> {
                     at: self.link.clock.now(),
                     since: Some(self.link.clock.now()),
                     error: None,
+                    skipped: None,
                 };
                 report_host(self.link, self.link.fleet.host(), &cert.name, &result).await;
                 Ok(())
@@ -246,6 +248,7 @@ pub(super) async fn import(
         return Ok(Some(shared.record));
     }
     let mut next = shared.record.clone();
+    next.fleet = Some(shared.attempt());
     next.installed.clone_from(&local.installed);
     next.dcv = local.dcv.clone();
     if let Some(sp) = &mut next.pending_key {
@@ -430,6 +433,7 @@ pub async fn run(
                 };
             }
         }
+        fleet_failures(store, &mut report);
         return Ok((report, Vec::new()));
     };
     tracing::info!(host = %link.fleet.host(), "leading the fleet for this run");
@@ -494,6 +498,38 @@ pub async fn run(
         tracing::warn!(certificate = %name, "{error}");
         set(&mut report, &name, Outcome::Failed { error });
     }
+    let own = fr.client.get().map(crate::api::Client::request_counts);
+    drop(fr);
     lead.resign().await;
-    Ok((report, done.requests))
+    // What this host shared is the fleet's last attempt now.
+    for cert in &eligible {
+        if let Ok(mut rec) = store.load(&cert.name) {
+            let attempt = Some(attempt_of(&rec, link.fleet.host()));
+            if rec.fleet != attempt {
+                rec.fleet = attempt;
+                if let Err(e) = store.save(&rec) {
+                    tracing::warn!(certificate = %cert.name, "{e:#}");
+                }
+            }
+        }
+    }
+    fleet_failures(store, &mut report);
+    let mut requests = done.requests;
+    if let Some(own) = own {
+        merge_requests(&mut requests, own);
+    }
+    Ok((report, requests))
+}
+
+/// Adds `more` (the leader's own requests: a hand-over's download) to the run's `counts`.
+fn merge_requests(counts: &mut Vec<crate::api::RequestCount>, more: Vec<crate::api::RequestCount>) {
+    for m in more {
+        match counts
+            .iter_mut()
+            .find(|c| c.method == m.method && c.endpoint == m.endpoint && c.status == m.status)
+        {
+            Some(c) => c.count += m.count,
+            None => counts.push(m),
+        }
+    }
 }

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::config::CertificateConfig;
-use crate::store::CertRecord;
+use crate::store::{CertRecord, FleetAttempt};
 
 /// Where the fleet key check lives, relative to the prefix.
 pub(super) const KEY_CHECK: &str = "keycheck";
@@ -152,6 +152,34 @@ pub(super) struct HostResult {
     /// Why the version could not be installed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Why the host does not install the version although it could (it serves a newer
+    /// certificate of its own, which its next lead hands to the fleet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+impl SharedState {
+    /// The fleet's last attempt as this record tells it: its texts made printable and capped
+    /// (they come from etcd, opened but written by another host).
+    pub(super) fn attempt(&self) -> FleetAttempt {
+        attempt_of(&self.record, &self.written_by)
+    }
+}
+
+/// The fleet's last attempt as `r`, the record `by` shared, tells it.
+pub(super) fn attempt_of(r: &CertRecord, by: &str) -> FleetAttempt {
+    {
+        FleetAttempt {
+            failures: r.failures,
+            error: r
+                .last_error
+                .as_deref()
+                .filter(|_| r.failures > 0)
+                .map(|e| printable_capped(e, FleetAttempt::MAX_ERROR)),
+            failed_at: r.last_failed_at,
+            by: printable_capped(by, 255),
+        }
+    }
 }
 
 pub(super) fn b64(bytes: &[u8]) -> String {
@@ -170,11 +198,39 @@ pub(super) fn shared_view(rec: &CertRecord) -> CertRecord {
     let mut r = rec.clone();
     r.installed = None;
     r.dcv = Default::default();
+    r.fleet = None;
     if let Some(p) = &mut r.pending_key {
         p.key_file = PathBuf::new();
     }
     r
 }
+/// `text` with every control character (C0, DEL, C1) and every bidirectional override shown
+/// as an escape (`\x1b`, `\u{202e}`) and `\` as `\\`: what etcd holds cannot move the
+/// cursor, recolour or retitle the terminal, or reorder what `fleet status` prints.
+pub(crate) fn printable(text: &str) -> String {
+    printable_capped(text, usize::MAX)
+}
+
+/// [`printable`], at most `max` characters of `text` (an ellipsis marks the cut).
+pub(crate) fn printable_capped(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max));
+    for (n, c) in text.chars().enumerate() {
+        if n >= max {
+            out.push('…');
+            break;
+        }
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", u32::from(c))),
+            '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
+                out.push_str(&format!("\\u{{{:04x}}}", u32::from(c)));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,5 +282,31 @@ mod tests {
         assert!(v.dcv.files.is_empty());
         assert_eq!(v.pending_key.unwrap().key_file, PathBuf::new());
         assert_eq!(v.failures, 2);
+    }
+
+    #[test]
+    fn terminal_controls_from_etcd_are_shown_as_escapes() {
+        // Plain names, serials and messages pass unchanged.
+        for plain in [
+            "web1",
+            "0A1B2C",
+            "certs/www/current does not open: tag",
+            "ä € 漢",
+        ] {
+            assert_eq!(printable(plain), plain);
+        }
+        // Clear screen, recolour, set the window title (OSC ... BEL), a C1 CSI, a carriage
+        // return that overwrites the line, DEL, NUL.
+        assert_eq!(printable("\x1b[2J\x1b[31mweb1"), "\\x1b[2J\\x1b[31mweb1");
+        assert_eq!(printable("\x1b]0;owned\x07"), "\\x1b]0;owned\\x07");
+        assert_eq!(printable("a\u{9b}31mb"), "a\\x9b31mb");
+        assert_eq!(printable("current\rLAGGING"), "current\\x0dLAGGING");
+        assert_eq!(printable("x\x7fy\0z\n"), "x\\x7fy\\x00z\\x0a");
+        assert_eq!(printable("web\u{202e}1bew"), "web\\u{202e}1bew");
+        // A literal backslash cannot pose as an escape.
+        assert_eq!(printable("\\x1b"), "\\\\x1b");
+        // Nothing it returns is a control character.
+        let all: String = (0u32..0x300).filter_map(char::from_u32).collect();
+        assert!(!printable(&all).chars().any(char::is_control));
     }
 }

@@ -12,7 +12,8 @@ use crate::crypto;
 
 use super::envelope::{self, Place, Purpose};
 use super::link::FleetLink;
-use super::schema::{Current, HostResult};
+use super::schema::{Current, HostResult, SharedState, printable, printable_capped};
+use crate::store::FleetAttempt;
 
 /// The fleet as `cert-agent fleet status` shows it.
 #[derive(Debug, Serialize)]
@@ -23,6 +24,9 @@ pub struct FleetStatus {
     /// Hosts that have not installed a current certificate `lag_alert_secs` after it was
     /// published.
     pub lagging: Vec<String>,
+    /// Certificates whose fleet's last attempt failed, or whose shared record or current
+    /// certificate in etcd does not open.
+    pub failing: Vec<String>,
 }
 
 /// One certificate of the fleet.
@@ -35,9 +39,14 @@ pub struct CertStatus {
     #[serde(with = "time::serde::rfc3339::option")]
     pub published_at: Option<OffsetDateTime>,
     pub published_by: Option<String>,
-    /// Why the current certificate in etcd cannot be shown (it does not open).
+    /// Why the current certificate or the shared record in etcd cannot be shown (it does
+    /// not open).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The fleet's last attempt at the certificate, when it failed (the leader's, from the
+    /// shared record): failures in a row, the error, when, and which host led.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FleetAttempt>,
     pub hosts: Vec<HostStatus>,
 }
 
@@ -51,9 +60,14 @@ pub struct HostStatus {
     pub since: Option<OffsetDateTime>,
     /// Its last error, when its last attempt failed.
     pub error: Option<String>,
+    /// Why it keeps a newer certificate of its own instead of the current one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
     /// It does not serve the current serial, longer than `lag_alert_secs` after it was
     /// published.
     pub lagging: bool,
+    /// `current`, `installing`, `LAGGING`, `never installed`, `skipped: …` or `error: …`.
+    pub state: String,
 }
 
 /// Reads the fleet's state: the leader, every certificate's current serial, every host's
@@ -64,21 +78,38 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
     let now = link.clock.now();
     let lag = time::Duration::seconds(i64::try_from(link.config.lag_alert_secs).unwrap_or(900));
     let mut currents: BTreeMap<String, Option<Current>> = BTreeMap::new();
-    let mut errors: BTreeMap<String, String> = BTreeMap::new();
+    let mut errors: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut failures: BTreeMap<String, FleetAttempt> = BTreeMap::new();
     for (key, value) in link.fleet.list("certs/").await? {
         let mut parts = key.splitn(3, '/');
         let (Some(_), Some(name), Some(what)) = (parts.next(), parts.next(), parts.next()) else {
             continue;
         };
         let entry = currents.entry(name.to_owned()).or_default();
-        if what == "current" {
-            let place = Place::new(Purpose::Current, &key, name);
-            match envelope::open_json(&link.key, &link.fleet, &place, &value) {
-                Ok((_, c)) => *entry = Some(c),
-                Err(e) => {
-                    errors.insert(name.to_owned(), printable(&format!("{e:#}")));
-                }
+        let opened = match what {
+            "current" => {
+                let place = Place::new(Purpose::Current, &key, name);
+                envelope::open_json(&link.key, &link.fleet, &place, &value)
+                    .map(|(_, c)| *entry = Some(c))
             }
+            "state" => {
+                let place = Place::new(Purpose::State, &key, name);
+                envelope::open_json::<SharedState>(&link.key, &link.fleet, &place, &value).map(
+                    |(_, s)| {
+                        let attempt = s.attempt();
+                        if attempt.failing() {
+                            failures.insert(name.to_owned(), attempt);
+                        }
+                    },
+                )
+            }
+            _ => Ok(()),
+        };
+        if let Err(e) = opened {
+            errors
+                .entry(name.to_owned())
+                .or_default()
+                .push(printable_capped(&format!("{e:#}"), FleetAttempt::MAX_ERROR));
         }
     }
     let mut results: BTreeMap<String, BTreeMap<String, HostResult>> = BTreeMap::new();
@@ -102,6 +133,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
                             at: now,
                             since: None,
                             error: Some(format!("{e:#}")),
+                            skipped: None,
                         },
                     };
                 results
@@ -113,13 +145,15 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         }
     }
     let mut lagging = std::collections::BTreeSet::new();
+    let mut failing = Vec::new();
     let mut certificates = Vec::new();
     for (name, current) in currents {
         let of_cert = results.get(&name);
         let mut host_rows = Vec::new();
         for host in &hosts {
             let r = of_cert.and_then(|m| m.get(host));
-            let serves_current = match (&current, r.and_then(|r| r.serial.as_deref())) {
+            let serial = r.and_then(|r| r.serial.as_deref());
+            let serves_current = match (&current, serial) {
                 (Some(c), Some(s)) => crypto::same_serial_hex(&c.serial, s),
                 (None, _) => true,
                 (Some(_), None) => false,
@@ -130,15 +164,35 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
             if late {
                 lagging.insert(printable(host));
             }
+            let error = r
+                .and_then(|r| r.error.as_deref())
+                .map(|e| printable_capped(e, FleetAttempt::MAX_ERROR));
+            let skipped = r
+                .and_then(|r| r.skipped.as_deref())
+                .filter(|_| !serves_current)
+                .map(|e| printable_capped(e, FleetAttempt::MAX_ERROR));
+            let state = host_state(
+                error.as_deref(),
+                skipped.as_deref(),
+                serial.is_some(),
+                serves_current,
+                late,
+            );
             host_rows.push(HostStatus {
                 host: printable(host),
-                serial: r.and_then(|r| r.serial.as_deref()).map(printable),
+                serial: serial.map(printable),
                 since: r.and_then(|r| r.since),
-                error: r.and_then(|r| r.error.as_deref()).map(printable),
+                error,
+                skipped,
                 lagging: late,
+                state,
             });
         }
-        let error = errors.remove(name.as_str());
+        let error = errors.remove(name.as_str()).map(|e| e.join("; "));
+        let failure = failures.remove(name.as_str());
+        if error.is_some() || failure.is_some() {
+            failing.push(printable(&name));
+        }
         certificates.push(CertStatus {
             name: printable(&name),
             version: current.as_ref().map(|c| c.version),
@@ -146,6 +200,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
             published_at: current.as_ref().map(|c| c.published_at),
             published_by: current.as_ref().map(|c| printable(&c.published_by)),
             error,
+            failure,
             hosts: host_rows,
         });
     }
@@ -153,54 +208,53 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         leader,
         certificates,
         lagging: lagging.into_iter().collect(),
+        failing,
     })
 }
 
-/// `text` with every control character (C0, DEL, C1) and every bidirectional override shown
-/// as an escape (`\x1b`, `\u{202e}`) and `\` as `\\`: what etcd holds cannot move the
-/// cursor, recolour or retitle the terminal, or reorder what `fleet status` prints.
-pub(crate) fn printable(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02x}", u32::from(c))),
-            '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
-                out.push_str(&format!("\\u{{{:04x}}}", u32::from(c)));
-            }
-            c => out.push(c),
-        }
+/// A host's state for one certificate: its error first, then a skipped install, then
+/// whether it ever installed one, then whether it serves the current one (or lags).
+fn host_state(
+    error: Option<&str>,
+    skipped: Option<&str>,
+    installed: bool,
+    serves_current: bool,
+    late: bool,
+) -> String {
+    match (error, skipped) {
+        (Some(e), _) => format!("error: {e}"),
+        (None, Some(why)) => format!("skipped: {why}"),
+        (None, None) if !installed && late => "never installed (LAGGING)".to_owned(),
+        (None, None) if !installed => "never installed".to_owned(),
+        (None, None) if serves_current => "current".to_owned(),
+        (None, None) if late => "LAGGING".to_owned(),
+        (None, None) => "installing".to_owned(),
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
-    use super::printable;
+    use super::host_state;
 
     #[test]
-    fn terminal_controls_from_etcd_are_shown_as_escapes() {
-        // Plain names, serials and messages pass unchanged.
-        for plain in [
-            "web1",
-            "0A1B2C",
-            "certs/www/current does not open: tag",
-            "ä € 漢",
-        ] {
-            assert_eq!(printable(plain), plain);
+    fn each_host_state_has_its_own_name() {
+        // (error, skipped, installed, serves current, late) -> state
+        let rows = [
+            (Some("boom"), Some("newer"), true, false, true, "error: boom"),
+            (None, Some("newer"), true, false, false, "skipped: newer"),
+            (None, None, false, true, false, "never installed"),
+            (None, None, false, false, false, "never installed"),
+            (None, None, false, false, true, "never installed (LAGGING)"),
+            (None, None, true, true, false, "current"),
+            (None, None, true, false, true, "LAGGING"),
+            (None, None, true, false, false, "installing"),
+        ];
+        for (error, skipped, installed, current, late, want) in rows {
+            assert_eq!(
+                host_state(error, skipped, installed, current, late),
+                want,
+                "{error:?} {skipped:?} {installed} {current} {late}"
+            );
         }
-        // Clear screen, recolour, set the window title (OSC ... BEL), a C1 CSI, a carriage
-        // return that overwrites the line, DEL, NUL.
-        assert_eq!(printable("\x1b[2J\x1b[31mweb1"), "\\x1b[2J\\x1b[31mweb1");
-        assert_eq!(printable("\x1b]0;owned\x07"), "\\x1b]0;owned\\x07");
-        assert_eq!(printable("a\u{9b}31mb"), "a\\x9b31mb");
-        assert_eq!(printable("current\rLAGGING"), "current\\x0dLAGGING");
-        assert_eq!(printable("x\x7fy\0z\n"), "x\\x7fy\\x00z\\x0a");
-        assert_eq!(printable("web\u{202e}1bew"), "web\\u{202e}1bew");
-        // A literal backslash cannot pose as an escape.
-        assert_eq!(printable("\\x1b"), "\\\\x1b");
-        // Nothing it returns is a control character.
-        let all: String = (0u32..0x300).filter_map(char::from_u32).collect();
-        assert!(!printable(&all).chars().any(char::is_control));
     }
 }

@@ -7,7 +7,10 @@ use std::time::Duration;
 use crate::clock::Clock;
 use crate::config::Config;
 
-use super::follower::{Synced, concerns_hosts, follow};
+use crate::engine::RunReport;
+use crate::store::Store;
+
+use super::follower::{concerns_hosts, follow};
 use super::link::{FleetLink, connect};
 
 /// Follows the fleet: synchronises at start (a host that was down catches up), then on every
@@ -15,8 +18,13 @@ use super::link::{FleetLink, connect};
 /// configuration is read again before each synchronisation (when it names other fleet key
 /// files, the fleet is connected again with them). etcd out of reach is retried every five
 /// seconds; nothing installed is touched meanwhile. `done` receives what each
-/// synchronisation did. Returns only when the configuration has no `[fleet]`.
-pub async fn follow_changes(config_path: PathBuf, clock: Clock, done: impl Fn(Vec<Synced>)) {
+/// synchronisation did (see [`follow`]), with the state directory's lock held. Returns only
+/// when the configuration has no `[fleet]`.
+pub async fn follow_changes(
+    config_path: PathBuf,
+    clock: Clock,
+    done: impl AsyncFn(&Config, &Store, RunReport),
+) {
     let retry = Duration::from_secs(5);
     loop {
         let link = match Config::load(&config_path) {
@@ -53,13 +61,10 @@ pub async fn follow_changes(config_path: PathBuf, clock: Clock, done: impl Fn(Ve
                         );
                         break;
                     }
-                    Ok(config) => match follow(&config, &link).await {
-                        Ok(Some(synced)) => {
-                            done(synced);
-                            due = false;
-                        }
+                    Ok(config) => match follow(&config, &link, &done).await {
+                        Ok(true) => due = false,
                         // A run holds the state: it synchronises itself; try again shortly.
-                        Ok(None) => {}
+                        Ok(false) => {}
                         Err(e) => tracing::warn!("fleet: {e:#}"),
                     },
                     Err(e) => tracing::warn!("fleet: {e:#}"),

@@ -335,9 +335,14 @@ fn attention(found: &mut Findings, rec: &CertRecord, now: OffsetDateTime, renew_
                 rec.failures,
                 short_time(t)
             ),
+            _ if rec.failures > 1 => format!("the last {} runs failed: {last}", rec.failures),
             _ => format!("the last run failed: {last}"),
         };
-        found.raise(Level::Warning, text);
+        found.raise(failing_level(rec.failures), text);
+    }
+    // Fleet mode: the fleet's last attempts (the leader's), on every host.
+    if let Some(f) = rec.fleet_failure() {
+        found.raise(failing_level(f.failures), f.describe());
     }
     if rec.intent.is_some() {
         found.raise(
@@ -365,6 +370,18 @@ fn attention(found: &mut Findings, rec: &CertRecord, now: OffsetDateTime, renew_
                 sub.ends.date()
             ),
         );
+    }
+}
+
+/// Failures in a row from which a certificate is CRITICAL rather than WARNING.
+pub const FAILURES_CRITICAL: u32 = 3;
+
+/// WARNING for a failure, CRITICAL from [`FAILURES_CRITICAL`] in a row.
+fn failing_level(failures: u32) -> Level {
+    if failures >= FAILURES_CRITICAL {
+        Level::Critical
+    } else {
+        Level::Warning
     }
 }
 

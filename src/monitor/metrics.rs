@@ -185,7 +185,8 @@ impl Metric {
             ),
             Metric::Failures => (
                 "cert_agent_certificate_consecutive_failures",
-                "Failed runs in a row for the certificate (0 after a success).",
+                "Failed runs in a row for the certificate (0 after a success); in fleet mode the \
+                 fleet's failed attempts when they are more.",
             ),
             Metric::Pending => (
                 "cert_agent_certificate_pending",
@@ -317,7 +318,9 @@ fn certificate(
         .filter(|(_, o)| !matches!(o, Outcome::Planned { .. }))
         .map(|(t, _)| t);
     let fine = looked
-        .filter(|_| rec.failures == 0 && !matches!(this_run, Some((_, Outcome::Failed { .. }))));
+        .filter(|_| {
+            rec.consecutive_failures() == 0 && !matches!(this_run, Some((_, Outcome::Failed { .. })))
+        });
     if let Some(t) = [looked, rec.last_failed_at, installed_at]
         .into_iter()
         .flatten()
@@ -346,7 +349,7 @@ fn certificate(
         );
         samples.add(Metric::ServedChecked, labels, unix(o.at));
     }
-    samples.add(Metric::Failures, labels, f64::from(rec.failures));
+    samples.add(Metric::Failures, labels, f64::from(rec.consecutive_failures()));
     let waiting = rec.intent.is_some()
         || rec.reissue.is_some()
         || (rec.pending_key.is_some() && rec.order.is_some());

@@ -27,6 +27,9 @@ pub struct StatusRow {
     pub subscription_ends: Option<OffsetDateTime>,
     /// What the next run does, and when.
     pub next_action: String,
+    /// Failed runs in a row (fleet mode: or the fleet's failed attempts, when more).
+    pub failures: u32,
+    /// This host's last error; in fleet mode also the fleet's, when its last attempt failed.
     pub last_error: Option<String>,
     pub warning: Option<String>,
     /// With `--served`: `yes`, `NO: serves serial …`, `not checked` (no verify address) or
@@ -121,10 +124,21 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
                 .map(|i| (i.not_after - now).whole_days()),
             subscription_ends: rec.subscription.as_ref().map(|s| s.ends),
             next_action: plan::describe(&action, wanted(cert)),
-            last_error: rec.last_error.clone(),
+            failures: rec.consecutive_failures(),
+            last_error: last_error(&rec),
             warning,
             served: None,
         });
     }
     Ok(rows)
+}
+
+/// The record's last error, and the fleet's last failed attempt when that is another.
+fn last_error(rec: &crate::store::CertRecord) -> Option<String> {
+    let own = rec.last_error.clone();
+    match (own, rec.fleet_failure()) {
+        (Some(own), Some(f)) => Some(format!("{own}; {}", f.describe())),
+        (None, Some(f)) => Some(f.describe()),
+        (own, None) => own,
+    }
 }

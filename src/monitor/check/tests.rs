@@ -86,7 +86,67 @@ fn levels() {
     });
     let mut prepared = sub_ends.clone();
     prepared.prolong_prepared_at = Some(t(70));
+    let mut failing_long = failed.clone();
+    failing_long.failures = 3;
+    failing_long.retry_after = None;
+    // A follower: this host is fine, the fleet's last attempts (the leader's) failed.
+    let fleet = |failures: u32| {
+        let mut r = installed(90);
+        r.fleet = Some(crate::store::FleetAttempt {
+            failures,
+            error: Some("POST /reissue: 400".into()),
+            failed_at: Some(t(9)),
+            by: "web1".into(),
+        });
+        r
+    };
+    let (fleet_fine, fleet_once, fleet_thrice) = (fleet(0), fleet(1), fleet(3));
+    // The host that led: its own failure is the fleet's; one problem, not two.
+    let mut led = failed.clone();
+    led.fleet = Some(crate::store::FleetAttempt {
+        failures: 2,
+        error: failed.last_error.clone(),
+        failed_at: Some(t(9)),
+        by: "web1".into(),
+    });
     let rows: Vec<Row<'_>> = vec![
+        (
+            "failing for 3 runs",
+            &failing_long,
+            Disk::AsInstalled,
+            None,
+            10,
+            Level::Critical,
+            "the last 3 runs failed: could not read certificate 7",
+        ),
+        ("fleet fine", &fleet_fine, Disk::AsInstalled, None, 10, Level::Ok, ""),
+        (
+            "fleet failed once",
+            &fleet_once,
+            Disk::AsInstalled,
+            None,
+            10,
+            Level::Warning,
+            "the fleet's last 1 attempt(s) failed (led by web1 at ",
+        ),
+        (
+            "fleet failed thrice",
+            &fleet_thrice,
+            Disk::AsInstalled,
+            None,
+            10,
+            Level::Critical,
+            "the fleet's last 3 attempt(s) failed (led by web1",
+        ),
+        (
+            "the leader's own failure is the fleet's",
+            &led,
+            Disk::AsInstalled,
+            None,
+            10,
+            Level::Warning,
+            "the last 2 run(s) failed, next try after",
+        ),
         ("fresh", &ok, Disk::AsInstalled, None, 10, Level::Ok, ""),
         (
             "warning window",
@@ -238,6 +298,8 @@ fn levels() {
         assert_eq!(got, want, "{what}: {problems}");
         assert!(problems.contains(text), "{what}: {problems}");
     }
+    let (_, led_problems) = level(&led, Disk::AsInstalled, None, 10);
+    assert!(!led_problems.contains("the fleet's"), "{led_problems}");
 }
 
 #[test]
