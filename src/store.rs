@@ -249,11 +249,22 @@ pub struct CertRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placeholder: Option<PlaceholderMark>,
     /// Fleet mode: the fleet's last attempt at this certificate (the leader's, from the shared
-    /// record), as this host last read it. This host's own failures (a value from etcd that
-    /// does not open, a failed install of the fleet's certificate) are `failures` and
-    /// `last_error` above. Never shared.
+    /// record), as this host last read it. Never shared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetAttempt>,
+    /// Fleet mode: this host's own failures in a row at its part of the fleet's work (a value
+    /// from etcd that does not open or check, an install of the fleet's certificate that
+    /// failed, an import refused, an export that did not reach etcd); 0 after a
+    /// synchronisation that did not fail. Never shared.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub host_failures: u32,
+    /// The last of those failures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_error: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The fleet's last attempt at a certificate: what its shared record says about failures.
@@ -342,11 +353,17 @@ impl CertRecord {
         self.failures
     }
 
-    /// The failures in a row that monitoring reports: this host's own, or the fleet's last
-    /// attempts (fleet mode), whichever are more.
+    /// The failures in a row that monitoring reports: this host's own, its part of the
+    /// fleet's work, or the fleet's last attempts (fleet mode), whichever are more.
     pub fn consecutive_failures(&self) -> u32 {
         let fleet = self.fleet.as_ref().map_or(0, |f| f.failures);
-        self.failures.max(fleet)
+        self.failures.max(fleet).max(self.host_failures)
+    }
+
+    /// Fleet mode: one more failure of this host's part of the fleet's work.
+    pub fn note_host_failure(&mut self, error: String) {
+        self.host_failures = self.host_failures.saturating_add(1);
+        self.host_error = Some(error);
     }
 
     /// The fleet's last attempt when it failed and is not this host's own last failure (as

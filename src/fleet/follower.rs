@@ -330,8 +330,8 @@ async fn report_skip(link: &FleetLink, host: &str, job: &Job<'_>, version: u64, 
 
 /// After a synchronisation, each configured certificate's record: the fleet's last attempt as
 /// its shared record tells it (when it was opened), and this host's own failures — a value
-/// that did not open or check, a refused specification (counted here) or a failed install
-/// (counted by the install) — or, when this synchronisation did not fail on it, none.
+/// that did not open or check, a refused specification, a failed install — or, when this
+/// synchronisation did not fail on it, none.
 fn note_outcomes(
     config: &Config,
     store: &Store,
@@ -350,15 +350,21 @@ fn note_outcomes(
         }
         match out.iter().find(|s| s.name == cert.name).map(|s| &s.outcome) {
             Some(Outcome::Failed { error }) => {
-                if counted.contains(&cert.name) {
-                    rec.last_error = Some(error.clone());
-                } else {
-                    rec.note_failure(error.clone(), now);
+                if !counted.contains(&cert.name) {
+                    rec.last_failed_at = Some(now);
                 }
+                rec.note_host_failure(error.clone());
             }
-            Some(Outcome::Installed { .. }) => {}
+            Some(Outcome::Installed { .. }) => {
+                rec.host_failures = 0;
+                rec.host_error = None;
+            }
             _ => {
+                // The fleet's own record tells its failures (`fleet`); what this host noted
+                // while it led is the fleet's, and goes when it no longer leads.
                 rec.clear_failures();
+                rec.host_failures = 0;
+                rec.host_error = None;
             }
         }
         if rec != before
@@ -474,15 +480,16 @@ pub async fn follow(
     Ok(true)
 }
 
-/// A certificate this host did not fail on, whose fleet's last attempt failed: failed in
-/// this host's report too (its exit code, its notifications, its metrics).
+/// A certificate this host did not fail on, whose fleet's last attempt failed (a follower,
+/// or the leader left idle by the fleet's backoff): failed in this host's report too (its
+/// exit code, its notifications, its metrics).
 pub(super) fn fleet_failures(store: &Store, report: &mut RunReport) {
     for c in &mut report.certificates {
         if !matches!(c.outcome, Outcome::Unchanged { .. } | Outcome::Pending { .. }) {
             continue;
         }
         if let Ok(rec) = store.load(&c.name)
-            && let Some(f) = rec.fleet_failure()
+            && let Some(f) = rec.fleet.as_ref().filter(|f| f.failing())
         {
             c.outcome = Outcome::Failed {
                 error: f.describe(),

@@ -245,10 +245,18 @@ pub(super) async fn import(
     check_keeps(&link.fleet.key(&rel), &local, &opened.shared.record)?;
     let shared = opened.shared;
     if shared_view(&local) == shared.record {
+        let attempt = Some(shared.attempt());
+        if local.fleet != attempt {
+            let mut local = local;
+            local.fleet = attempt;
+            store.save(&local)?;
+        }
         return Ok(Some(shared.record));
     }
     let mut next = shared.record.clone();
     next.fleet = Some(shared.attempt());
+    next.host_failures = local.host_failures;
+    next.host_error.clone_from(&local.host_error);
     next.installed.clone_from(&local.installed);
     next.dcv = local.dcv.clone();
     if let Some(sp) = &mut next.pending_key {
@@ -449,13 +457,11 @@ pub async fn run(
                 imported.insert(cert.name.clone(), view);
                 eligible.push(*cert);
             }
-            Err(e) => set(
-                &mut report,
-                &cert.name,
-                Outcome::Failed {
-                    error: format!("{e:#}"),
-                },
-            ),
+            Err(e) => {
+                let error = format!("{e:#}");
+                note_host_failure(store, &cert.name, &error);
+                set(&mut report, &cert.name, Outcome::Failed { error });
+            }
         }
     }
     versions.save()?;
@@ -485,6 +491,7 @@ pub async fn run(
             r.warning = c.warning;
         }
     }
+    let mut not_shared = std::collections::BTreeSet::new();
     for (name, error) in export(
         &fr,
         store,
@@ -496,14 +503,24 @@ pub async fn run(
     .await
     {
         tracing::warn!(certificate = %name, "{error}");
+        not_shared.insert(name.clone());
+        note_host_failure(store, &name, &error);
         set(&mut report, &name, Outcome::Failed { error });
     }
     let own = fr.client.get().map(crate::api::Client::request_counts);
     drop(fr);
     lead.resign().await;
-    // What this host shared is the fleet's last attempt now.
-    for cert in &eligible {
+    // What this host shared is the fleet's last attempt now (the records it did not change
+    // keep the attempt their import read).
+    for cert in eligible.iter().filter(|c| !not_shared.contains(&c.name)) {
         if let Ok(mut rec) = store.load(&cert.name) {
+            let unchanged = imported
+                .get(&cert.name)
+                .and_then(Option::as_ref)
+                .is_some_and(|r| *r == shared_view(&rec));
+            if unchanged {
+                continue;
+            }
             let attempt = Some(attempt_of(&rec, link.fleet.host()));
             if rec.fleet != attempt {
                 rec.fleet = attempt;
@@ -519,6 +536,18 @@ pub async fn run(
         merge_requests(&mut requests, own);
     }
     Ok((report, requests))
+}
+
+/// A failure of this host's part of the fleet's work (an import refused, an export that did
+/// not reach etcd): one more on its record, for `status`, `check` and the metrics.
+fn note_host_failure(store: &Store, name: &str, error: &str) {
+    let saved = store.load(name).and_then(|mut rec| {
+        rec.note_host_failure(error.to_owned());
+        store.save(&rec)
+    });
+    if let Err(e) = saved {
+        tracing::warn!(certificate = %name, "could not record the failure: {e:#}");
+    }
 }
 
 /// Adds `more` (the leader's own requests: a hand-over's download) to the run's `counts`.

@@ -199,6 +199,8 @@ pub(super) fn shared_view(rec: &CertRecord) -> CertRecord {
     r.installed = None;
     r.dcv = Default::default();
     r.fleet = None;
+    r.host_failures = 0;
+    r.host_error = None;
     if let Some(p) = &mut r.pending_key {
         p.key_file = PathBuf::new();
     }

@@ -340,7 +340,18 @@ fn attention(found: &mut Findings, rec: &CertRecord, now: OffsetDateTime, renew_
         };
         found.raise(failing_level(rec.failures), text);
     }
-    // Fleet mode: the fleet's last attempts (the leader's), on every host.
+    // Fleet mode: this host's part of the fleet's work, and the fleet's last attempts (the
+    // leader's), on every host.
+    if rec.host_failures > 0 && rec.host_error != rec.last_error {
+        found.raise(
+            failing_level(rec.host_failures),
+            format!(
+                "this host's last {} synchronisation(s) with the fleet failed: {}",
+                rec.host_failures,
+                rec.host_error.as_deref().unwrap_or("unknown error")
+            ),
+        );
+    }
     if let Some(f) = rec.fleet_failure() {
         found.raise(failing_level(f.failures), f.describe());
     }

@@ -133,12 +133,17 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
     Ok(rows)
 }
 
-/// The record's last error, and the fleet's last failed attempt when that is another.
+/// The record's last error, this host's own in fleet mode, and the fleet's last failed
+/// attempt, each when it is another.
 fn last_error(rec: &crate::store::CertRecord) -> Option<String> {
-    let own = rec.last_error.clone();
-    match (own, rec.fleet_failure()) {
-        (Some(own), Some(f)) => Some(format!("{own}; {}", f.describe())),
-        (None, Some(f)) => Some(f.describe()),
-        (own, None) => own,
+    let mut parts: Vec<String> = rec.last_error.iter().cloned().collect();
+    if let Some(e) = rec.host_error.as_ref().filter(|_| rec.host_failures > 0)
+        && !parts.contains(e)
+    {
+        parts.push(e.clone());
     }
+    if let Some(f) = rec.fleet_failure() {
+        parts.push(f.describe());
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }

@@ -18,19 +18,20 @@ use support::etcd::EtcdCluster;
 use support::scenario::{show, state_changing};
 use support::webserver::Server;
 
-const SHOP: &str = "shop.fleet.test";
-const PREFIX: &str = "/trust/";
+pub(crate) const SHOP: &str = "shop.fleet.test";
+pub(crate) const PREFIX: &str = "/trust/";
 
-/// A fleet of two hosts that issued both certificates, and the writer's etcd client.
-struct Trial {
-    f: Fleet,
+/// A fleet of two hosts that issued both certificates, and the writer's etcd client (the
+/// failure tests of `fleet_failures` use it too).
+pub(crate) struct Trial {
+    pub(crate) f: Fleet,
     _cluster: EtcdCluster,
-    rt: tokio::runtime::Runtime,
-    etcd: etcd_client::Client,
+    pub(crate) rt: tokio::runtime::Runtime,
+    pub(crate) etcd: etcd_client::Client,
 }
 
 impl Trial {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let env = TestEnv::new();
         let cluster = EtcdCluster::start(env.dir.path(), 3);
         let f = Fleet::build(
@@ -63,7 +64,7 @@ impl Trial {
         t
     }
 
-    fn get(&mut self, rel: &str) -> Option<Vec<u8>> {
+    pub(crate) fn get(&mut self, rel: &str) -> Option<Vec<u8>> {
         let resp = self
             .rt
             .block_on(self.etcd.get(format!("{PREFIX}{rel}"), None))
@@ -71,14 +72,14 @@ impl Trial {
         resp.kvs().first().map(|kv| kv.value().to_vec())
     }
 
-    fn put(&mut self, rel: &str, value: Vec<u8>) {
+    pub(crate) fn put(&mut self, rel: &str, value: Vec<u8>) {
         self.rt
             .block_on(self.etcd.put(format!("{PREFIX}{rel}"), value, None))
             .unwrap();
     }
 
     /// Host `i`'s record of `name`: what is installed (serial and time).
-    fn installed(&self, i: usize, name: &str) -> Option<serde_json::Value> {
+    pub(crate) fn installed(&self, i: usize, name: &str) -> Option<serde_json::Value> {
         let path = self.f.hosts[i].state.join(format!("certs/{name}.json"));
         let v: serde_json::Value = serde_json::from_slice(&fs::read(path).ok()?).ok()?;
         Some(v["installed"].clone()).filter(|i| !i.is_null())

@@ -44,6 +44,8 @@ mod fleet;
 mod fleet_balancer;
 /// Three hosts with nginx: one order, every host serves it, reissue, quorum loss.
 mod fleet_e2e;
+/// Failures in fleet mode: the fleet's and each host's, on every surface of every host.
+mod fleet_failures;
 /// A leader paused past its lease: no API call and no write after it resumes.
 mod fleet_pause;
 /// The fleet key rotated while both hosts serve: no run fails, no order, the old key refused.
