@@ -156,7 +156,14 @@ pub(super) async fn sync(
         });
     }
     report_problems(link, store, &host, view.problems, &mut out).await;
-    note_outcomes(config, store, &view.attempts, &out, &counted, link.clock.now());
+    note_outcomes(
+        config,
+        store,
+        &view.attempts,
+        &out,
+        &counted,
+        link.clock.now(),
+    );
     report_seen(link, &host).await;
     Ok(SyncReport {
         synced: out,
@@ -188,8 +195,7 @@ fn pending_csrs(
         let value = value.clone();
         match open_state(link, &mut view.versions, cert, &value) {
             Ok(s) => {
-                view.attempts
-                    .insert(cert.name.clone(), s.shared.attempt());
+                view.attempts.insert(cert.name.clone(), s.shared.attempt());
                 if let Some(h) = s.hashes() {
                     pending.insert(cert.name.clone(), h);
                 }
@@ -279,13 +285,7 @@ enum Keep {
     Newer(String),
 }
 
-fn keeps(
-    job: &Job<'_>,
-    key: &str,
-    version: u64,
-    serial: &str,
-    not_before: OffsetDateTime,
-) -> Keep {
+fn keeps(job: &Job<'_>, key: &str, version: u64, serial: &str, not_before: OffsetDateTime) -> Keep {
     match job.rec.installed.as_ref() {
         Some(i) if crypto::same_serial_hex(&i.serial, serial) => Keep::Serves,
         Some(i) if i.not_before > not_before => Keep::Newer(format!(
@@ -485,7 +485,10 @@ pub async fn follow(
 /// exit code, its notifications, its metrics).
 pub(super) fn fleet_failures(store: &Store, report: &mut RunReport) {
     for c in &mut report.certificates {
-        if !matches!(c.outcome, Outcome::Unchanged { .. } | Outcome::Pending { .. }) {
+        if !matches!(
+            c.outcome,
+            Outcome::Unchanged { .. } | Outcome::Pending { .. }
+        ) {
             continue;
         }
         if let Ok(rec) = store.load(&c.name)
@@ -497,8 +500,6 @@ pub(super) fn fleet_failures(store: &Store, report: &mut RunReport) {
         }
     }
 }
-
-
 
 /// Whether a change of `key` (relative to the prefix) concerns what [`sync`] does: a
 /// certificate published or a validation file published or withdrawn.

@@ -20,8 +20,8 @@ use super::envelope::{self, Place, Purpose};
 use super::follower::{fleet_failures, report_host, sync};
 use super::link::{FleetLink, check_specs, connect};
 use super::schema::{
-    Current, DcvEntry, HostResult, SharedState, attempt_of, b64, current_key, dcv_key,
-    shared_view, state_key,
+    Current, DcvEntry, HostResult, SharedState, attempt_of, b64, current_key, dcv_key, shared_view,
+    state_key,
 };
 use super::shared::{check_keeps, open_state};
 use super::versions::Versions;
@@ -510,8 +510,25 @@ pub async fn run(
     let own = fr.client.get().map(crate::api::Client::request_counts);
     drop(fr);
     lead.resign().await;
-    // What this host shared is the fleet's last attempt now (the records it did not change
-    // keep the attempt their import read).
+    record_attempts(store, &link, &eligible, &imported, &not_shared);
+    fleet_failures(store, &mut report);
+    let mut requests = done.requests;
+    if let Some(own) = own {
+        merge_requests(&mut requests, own);
+    }
+    Ok((report, requests))
+}
+
+/// After the leader's export: on each record this host changed and shared, the fleet's last
+/// attempt is this host's (the records it did not change keep the attempt their import
+/// read; `not_shared`: those whose export failed).
+fn record_attempts(
+    store: &Store,
+    link: &FleetLink,
+    eligible: &[&CertificateConfig],
+    imported: &BTreeMap<String, Option<CertRecord>>,
+    not_shared: &std::collections::BTreeSet<String>,
+) {
     for cert in eligible.iter().filter(|c| !not_shared.contains(&c.name)) {
         if let Ok(mut rec) = store.load(&cert.name) {
             let unchanged = imported
@@ -530,12 +547,6 @@ pub async fn run(
             }
         }
     }
-    fleet_failures(store, &mut report);
-    let mut requests = done.requests;
-    if let Some(own) = own {
-        merge_requests(&mut requests, own);
-    }
-    Ok((report, requests))
 }
 
 /// A failure of this host's part of the fleet's work (an import refused, an export that did

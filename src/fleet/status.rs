@@ -77,73 +77,12 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
     let leader = link.fleet.leader().await?.as_deref().map(printable);
     let now = link.clock.now();
     let lag = time::Duration::seconds(i64::try_from(link.config.lag_alert_secs).unwrap_or(900));
-    let mut currents: BTreeMap<String, Option<Current>> = BTreeMap::new();
-    let mut errors: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut failures: BTreeMap<String, FleetAttempt> = BTreeMap::new();
-    for (key, value) in link.fleet.list("certs/").await? {
-        let mut parts = key.splitn(3, '/');
-        let (Some(_), Some(name), Some(what)) = (parts.next(), parts.next(), parts.next()) else {
-            continue;
-        };
-        let entry = currents.entry(name.to_owned()).or_default();
-        let opened = match what {
-            "current" => {
-                let place = Place::new(Purpose::Current, &key, name);
-                envelope::open_json(&link.key, &link.fleet, &place, &value)
-                    .map(|(_, c)| *entry = Some(c))
-            }
-            "state" => {
-                let place = Place::new(Purpose::State, &key, name);
-                envelope::open_json::<SharedState>(&link.key, &link.fleet, &place, &value).map(
-                    |(_, s)| {
-                        let attempt = s.attempt();
-                        if attempt.failing() {
-                            failures.insert(name.to_owned(), attempt);
-                        }
-                    },
-                )
-            }
-            _ => Ok(()),
-        };
-        if let Err(e) = opened {
-            errors
-                .entry(name.to_owned())
-                .or_default()
-                .push(printable_capped(&format!("{e:#}"), FleetAttempt::MAX_ERROR));
-        }
-    }
-    let mut results: BTreeMap<String, BTreeMap<String, HostResult>> = BTreeMap::new();
-    let mut hosts = std::collections::BTreeSet::new();
-    for (key, value) in link.fleet.list("hosts/").await? {
-        let parts: Vec<&str> = key.split('/').collect();
-        match parts.as_slice() {
-            ["hosts", host, "seen"] => {
-                hosts.insert((*host).to_owned());
-            }
-            ["hosts", host, "certs", name] => {
-                hosts.insert((*host).to_owned());
-                let place = Place::new(Purpose::HostResult, &key, name);
-                let r =
-                    match envelope::open_json::<HostResult>(&link.key, &link.fleet, &place, &value)
-                    {
-                        Ok((_, r)) => r,
-                        Err(e) => HostResult {
-                            serial: None,
-                            version: 0,
-                            at: now,
-                            since: None,
-                            error: Some(format!("{e:#}")),
-                            skipped: None,
-                        },
-                    };
-                results
-                    .entry((*name).to_owned())
-                    .or_default()
-                    .insert((*host).to_owned(), r);
-            }
-            _ => {}
-        }
-    }
+    let Certs {
+        currents,
+        mut errors,
+        mut failures,
+    } = read_certs(link).await?;
+    let (results, hosts) = read_hosts(link, now).await?;
     let mut lagging = std::collections::BTreeSet::new();
     let mut failing = Vec::new();
     let mut certificates = Vec::new();
@@ -212,6 +151,100 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
     })
 }
 
+/// What `certs/` holds: each certificate's current certificate (when it opens), why a value
+/// does not open, and the fleet's failing attempts.
+struct Certs {
+    currents: BTreeMap<String, Option<Current>>,
+    errors: BTreeMap<String, Vec<String>>,
+    failures: BTreeMap<String, FleetAttempt>,
+}
+
+async fn read_certs(link: &FleetLink) -> Result<Certs> {
+    let mut currents: BTreeMap<String, Option<Current>> = BTreeMap::new();
+    let mut errors: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut failures: BTreeMap<String, FleetAttempt> = BTreeMap::new();
+    for (key, value) in link.fleet.list("certs/").await? {
+        let mut parts = key.splitn(3, '/');
+        let (Some(_), Some(name), Some(what)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let entry = currents.entry(name.to_owned()).or_default();
+        let opened = match what {
+            "current" => {
+                let place = Place::new(Purpose::Current, &key, name);
+                envelope::open_json(&link.key, &link.fleet, &place, &value)
+                    .map(|(_, c)| *entry = Some(c))
+            }
+            "state" => {
+                let place = Place::new(Purpose::State, &key, name);
+                envelope::open_json::<SharedState>(&link.key, &link.fleet, &place, &value).map(
+                    |(_, s)| {
+                        let attempt = s.attempt();
+                        if attempt.failing() {
+                            failures.insert(name.to_owned(), attempt);
+                        }
+                    },
+                )
+            }
+            _ => Ok(()),
+        };
+        if let Err(e) = opened {
+            errors
+                .entry(name.to_owned())
+                .or_default()
+                .push(printable_capped(&format!("{e:#}"), FleetAttempt::MAX_ERROR));
+        }
+    }
+    Ok(Certs {
+        currents,
+        errors,
+        failures,
+    })
+}
+
+/// Every host's result per certificate (a result that does not open is an error), and the
+/// hosts that reported anything.
+type HostResults = (
+    BTreeMap<String, BTreeMap<String, HostResult>>,
+    std::collections::BTreeSet<String>,
+);
+
+async fn read_hosts(link: &FleetLink, now: OffsetDateTime) -> Result<HostResults> {
+    let mut results: BTreeMap<String, BTreeMap<String, HostResult>> = BTreeMap::new();
+    let mut hosts = std::collections::BTreeSet::new();
+    for (key, value) in link.fleet.list("hosts/").await? {
+        let parts: Vec<&str> = key.split('/').collect();
+        match parts.as_slice() {
+            ["hosts", host, "seen"] => {
+                hosts.insert((*host).to_owned());
+            }
+            ["hosts", host, "certs", name] => {
+                hosts.insert((*host).to_owned());
+                let place = Place::new(Purpose::HostResult, &key, name);
+                let r =
+                    match envelope::open_json::<HostResult>(&link.key, &link.fleet, &place, &value)
+                    {
+                        Ok((_, r)) => r,
+                        Err(e) => HostResult {
+                            serial: None,
+                            version: 0,
+                            at: now,
+                            since: None,
+                            error: Some(format!("{e:#}")),
+                            skipped: None,
+                        },
+                    };
+                results
+                    .entry((*name).to_owned())
+                    .or_default()
+                    .insert((*host).to_owned(), r);
+            }
+            _ => {}
+        }
+    }
+    Ok((results, hosts))
+}
+
 /// A host's state for one certificate: its error first, then a skipped install, then
 /// whether it ever installed one, then whether it serves the current one (or lags).
 fn host_state(
@@ -240,7 +273,14 @@ mod tests {
     fn each_host_state_has_its_own_name() {
         // (error, skipped, installed, serves current, late) -> state
         let rows = [
-            (Some("boom"), Some("newer"), true, false, true, "error: boom"),
+            (
+                Some("boom"),
+                Some("newer"),
+                true,
+                false,
+                true,
+                "error: boom",
+            ),
             (None, Some("newer"), true, false, false, "skipped: newer"),
             (None, None, false, true, false, "never installed"),
             (None, None, false, false, false, "never installed"),

@@ -317,10 +317,9 @@ fn certificate(
     let looked = this_run
         .filter(|(_, o)| !matches!(o, Outcome::Planned { .. }))
         .map(|(t, _)| t);
-    let fine = looked
-        .filter(|_| {
-            rec.consecutive_failures() == 0 && !matches!(this_run, Some((_, Outcome::Failed { .. })))
-        });
+    let fine = looked.filter(|_| {
+        rec.consecutive_failures() == 0 && !matches!(this_run, Some((_, Outcome::Failed { .. })))
+    });
     if let Some(t) = [looked, rec.last_failed_at, installed_at]
         .into_iter()
         .flatten()
@@ -349,7 +348,11 @@ fn certificate(
         );
         samples.add(Metric::ServedChecked, labels, unix(o.at));
     }
-    samples.add(Metric::Failures, labels, f64::from(rec.consecutive_failures()));
+    samples.add(
+        Metric::Failures,
+        labels,
+        f64::from(rec.consecutive_failures()),
+    );
     let waiting = rec.intent.is_some()
         || rec.reissue.is_some()
         || (rec.pending_key.is_some() && rec.order.is_some());

@@ -119,7 +119,15 @@ fn levels() {
             Level::Critical,
             "the last 3 runs failed: could not read certificate 7",
         ),
-        ("fleet fine", &fleet_fine, Disk::AsInstalled, None, 10, Level::Ok, ""),
+        (
+            "fleet fine",
+            &fleet_fine,
+            Disk::AsInstalled,
+            None,
+            10,
+            Level::Ok,
+            "",
+        ),
         (
             "fleet failed once",
             &fleet_once,
