@@ -186,7 +186,7 @@ impl Fleet {
 
     /// Starts `cert-agent run` on host `i` (it follows the fleet at once; its first scheduled
     /// run comes within a minute).
-    fn start_daemon(&mut self, i: usize) {
+    pub(crate) fn start_daemon(&mut self, i: usize) {
         let child = self
             .env
             .agent_at(&self.hosts[i].config, ["run", "--interval", "3600"])

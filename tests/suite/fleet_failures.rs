@@ -12,9 +12,10 @@ use crate::support;
 
 use std::fs;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use partner_sandbox::{Fault, FaultKind};
-use support::env::{TestEnv, norm_serial};
+use support::env::{TestEnv, norm_serial, wait_until};
 use support::etcd::EtcdCluster;
 use support::webserver::Server;
 
@@ -465,4 +466,63 @@ fn a_host_that_installed_nothing_is_never_installed() {
         "{}",
         table.describe()
     );
+}
+
+#[test]
+fn the_daemons_follow_loop_notifies_and_writes_metrics_as_a_run_does() {
+    if !ready() {
+        return;
+    }
+    let mut t = Trial::start();
+    watch(&t.f);
+    // No host can lead: web2's daemon only follows the fleet (its scheduled run, within a
+    // minute, synchronises only, too).
+    t.put("leader", b"web9".to_vec());
+    t.f.start_daemon(1);
+    let original = t.get("certs/www/current").unwrap();
+    let failures = |t: &Trial| {
+        metric(
+            &t.f,
+            1,
+            "cert_agent_certificate_consecutive_failures",
+            "www",
+        )
+    };
+    // Followed once at start: the metrics are there.
+    assert!(
+        wait_until(Duration::from_secs(30), || failures(&t) == Some(0.0)),
+        "{}",
+        t.f.logs()
+    );
+    // A value that does not open: failed at once, not at the next scheduled run.
+    t.put("certs/www/current", b"\x00 not a value".to_vec());
+    assert!(
+        wait_until(Duration::from_secs(20), || events(&t.f, 1, "www")
+            == ["failed"]),
+        "{:?}\n{}",
+        events(&t.f, 1, "www"),
+        t.f.logs()
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || failures(&t)
+            .is_some_and(|n| n >= 1.0)),
+        "{:?}",
+        failures(&t)
+    );
+    // The fleet's value back: recovered.
+    t.put("certs/www/current", original);
+    assert!(
+        wait_until(Duration::from_secs(20), || events(&t.f, 1, "www")
+            == ["failed", "recovered"]),
+        "{:?}\n{}",
+        events(&t.f, 1, "www"),
+        t.f.logs()
+    );
+    // The metrics file is written after the notifications.
+    assert!(
+        wait_until(Duration::from_secs(10), || failures(&t) == Some(0.0)),
+        "{:?}",
+        failures(&t)
+    );
+    assert!(events(&t.f, 1, "shop").is_empty());
 }
