@@ -151,7 +151,8 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
     // is published, between the scheduled runs.
     let _follower = config.fleet.as_ref().map(|_| {
         let path = config_path.to_path_buf();
-        AbortOnDrop(tokio::spawn(follow_fleet(path, opts.clock)))
+        let served = daemon.metrics.as_ref().map(metrics::MetricsServer::updater);
+        AbortOnDrop(tokio::spawn(follow_fleet(path, opts.clock, served)))
     });
 
     let first = random_up_to(opts.first_run_delay);
@@ -216,9 +217,10 @@ impl Drop for AbortOnDrop {
 }
 
 /// Follows the fleet between runs ([`crate::fleet::follow_changes`]): what each
-/// synchronisation installed or failed on is printed, and goes to the notifications and the
-/// metrics as a run's outcome does ([`crate::monitor::after_run`]).
-async fn follow_fleet(config_path: PathBuf, clock: Clock) {
+/// synchronisation installed or failed on is printed, and goes to the notifications, the
+/// metrics file and `/metrics` (`served`) as a run's outcome does
+/// ([`crate::monitor::after_run`]).
+async fn follow_fleet(config_path: PathBuf, clock: Clock, served: Option<metrics::Updater>) {
     crate::fleet::follow_changes(
         config_path,
         clock,
@@ -236,6 +238,9 @@ async fn follow_fleet(config_path: PathBuf, clock: Clock) {
                 print_report(&changed);
             }
             crate::monitor::after_run(config, store, &report, clock.now()).await;
+            if let Some(m) = &served {
+                m.update(crate::monitor::metrics_text(config, Some(&report)));
+            }
         },
     )
     .await;

@@ -68,7 +68,23 @@ impl MetricsServer {
 
     /// Serves `text` from now on.
     pub(super) fn update(&self, text: String) {
-        *self.text.lock().unwrap_or_else(PoisonError::into_inner) = Bytes::from(text);
+        self.updater().update(text);
+    }
+
+    /// What replaces the text served from another task (the fleet's follow loop).
+    pub(super) fn updater(&self) -> Updater {
+        Updater(self.text.clone())
+    }
+}
+
+/// Replaces what a [`MetricsServer`] serves.
+#[derive(Clone)]
+pub(super) struct Updater(Arc<Mutex<Bytes>>);
+
+impl Updater {
+    /// Serves `text` from now on.
+    pub(super) fn update(&self, text: String) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Bytes::from(text);
     }
 }
 
