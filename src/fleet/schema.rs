@@ -280,10 +280,52 @@ mod tests {
             csr_sha256: "S".into(),
             created_at: OffsetDateTime::UNIX_EPOCH,
         });
+        rec.fleet = Some(FleetAttempt::default());
+        rec.host_failures = 3;
+        rec.host_error = Some("certs/www/current does not open".into());
         let v = shared_view(&rec);
+        assert!(v.fleet.is_none() && v.host_failures == 0 && v.host_error.is_none());
         assert!(v.dcv.files.is_empty());
         assert_eq!(v.pending_key.unwrap().key_file, PathBuf::new());
         assert_eq!(v.failures, 2);
+    }
+
+    #[test]
+    fn the_fleets_attempt_is_printable_and_capped() {
+        let rec = CertRecord {
+            name: "www".into(),
+            failures: 2,
+            last_error: Some(format!("\x1b[2J\x1b]0;owned\x07{}", "x".repeat(5000))),
+            ..CertRecord::default()
+        };
+        let a = attempt_of(&rec, "web1\u{202e}");
+        assert_eq!(a.failures, 2);
+        let error = a.error.unwrap();
+        assert!(
+            error.starts_with("\\x1b[2J\\x1b]0;owned\\x07xxx"),
+            "{error}"
+        );
+        assert!(!error.chars().any(char::is_control), "{error}");
+        // Cut after MAX_ERROR characters of the text (14 before the run of `x`), with an
+        // ellipsis.
+        let xs = error
+            .trim_start_matches(|c| c != 'o')
+            .trim_start_matches("owned\\x07");
+        assert_eq!(
+            xs.matches('x').count(),
+            FleetAttempt::MAX_ERROR - 14,
+            "{error}"
+        );
+        assert!(error.ends_with('…'));
+        assert_eq!(a.by, "web1\\u{202e}");
+        // No failure: no error carried, even when the record keeps a message.
+        let fine = CertRecord {
+            failures: 0,
+            last_error: Some("needs consent".into()),
+            ..rec
+        };
+        let a = attempt_of(&fine, "web1");
+        assert!(!a.failing() && a.error.is_none());
     }
 
     #[test]
