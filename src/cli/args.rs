@@ -100,10 +100,11 @@ pub enum Command {
     ///
     /// Exits 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. Reads local state and the installed files
     /// only (no API call). CRITICAL: not installed, fewer than --critical days left, the
-    /// installed file missing or replaced, and with --served a verify address serving another
-    /// certificate than the one installed. WARNING: fewer than --warning days left, a failed
-    /// last run, an order outcome unknown, validation pending for more than a day, the
-    /// subscription ending without a prepared renewal order.
+    /// installed file missing or replaced, with --served a verify address serving another
+    /// certificate than the one installed, the last 3 or more runs failed. WARNING: fewer than
+    /// --warning days left, a failed last run, an order outcome unknown, validation pending for
+    /// more than a day, the subscription ending without a prepared renewal order. In fleet
+    /// mode the fleet's failed attempts (the leader's) count on every host as a host's own.
     Check(CheckArgs),
 
     /// Reissue a configured certificate now (free): a new key and CSR, validation, install.
@@ -420,11 +421,15 @@ pub enum DcvCommand {
 #[derive(Debug, Subcommand)]
 pub enum FleetCommand {
     /// Show the fleet: the leading host, each certificate's current serial (version, when and
-    /// by whom it was published), and per host the serial it serves, since when, and its last
-    /// error. Reads etcd only (no Partner API call).
+    /// by whom it was published), per host the serial it serves, since when, and its state
+    /// (current, installing, LAGGING, never installed, skipped: why, error: its last error),
+    /// and each certificate whose fleet's last attempt failed. Reads etcd only (no Partner
+    /// API call).
     ///
-    /// Exits 1 when a host has not installed the current certificate `lag_alert_secs`
-    /// (default 900) after it was published — for monitoring — and 0 otherwise.
+    /// Exits 1 — for monitoring — when a host has not installed the current certificate
+    /// `lag_alert_secs` (default 900) after it was published, when the fleet's last attempt
+    /// at a certificate failed (the leader's, on every host), or when a certificate's shared
+    /// record or current certificate in etcd does not open; 0 otherwise.
     Status,
     /// Seal every value under the fleet's prefix again under the new fleet key, while the
     /// fleet keeps serving. Run on one host that holds both keys.
