@@ -1,22 +1,35 @@
 //! Between runs, the daemon follows the fleet: what the leader publishes is installed (and
 //! validation files served) as it changes, not on the next timer tick.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::config::Config;
 
+use super::coord::LeadEvent;
 use super::follower::{Synced, concerns_hosts, follow};
 use super::link::{FleetLink, connect};
+use super::status::printable;
+use super::takeover::{Takeover, open_work};
 
 /// Follows the fleet: synchronises at start (a host that was down catches up), then on every
 /// change of a published certificate or validation file, and every five minutes besides. The
 /// configuration is read again before each synchronisation (when it names other fleet key
 /// files, the fleet is connected again with them). etcd out of reach is retried every five
 /// seconds; nothing installed is touched meanwhile. `done` receives what each
-/// synchronisation did. Returns only when the configuration has no `[fleet]`.
-pub async fn follow_changes(config_path: PathBuf, clock: Clock, done: impl Fn(Vec<Synced>)) {
+/// synchronisation did.
+///
+/// When the leader key is deleted without the leader having given the lead up (its lease
+/// ended: killed, cut off, stalled), the shared records are read for open work
+/// ([`open_work`]); `lead_ended` receives it when there is any (the daemon then starts a
+/// run). Returns only when the configuration has no `[fleet]`.
+pub async fn follow_changes(
+    config_path: PathBuf,
+    clock: Clock,
+    done: impl Fn(Vec<Synced>),
+    lead_ended: impl Fn(Takeover),
+) {
     let retry = Duration::from_secs(5);
     loop {
         let link = match Config::load(&config_path) {
@@ -43,6 +56,7 @@ pub async fn follow_changes(config_path: PathBuf, clock: Clock, done: impl Fn(Ve
                 continue;
             }
         };
+        let mut leader = link.fleet.leader().await.ok().flatten();
         let mut due = true;
         loop {
             if due {
@@ -72,7 +86,22 @@ pub async fn follow_changes(config_path: PathBuf, clock: Clock, done: impl Fn(Ve
             };
             tokio::select! {
                 changed = watch.changed() => match changed {
-                    Ok(keys) => due |= keys.iter().any(|k| concerns_hosts(k)),
+                    Ok(changes) => {
+                        due |= changes.keys.iter().any(|k| concerns_hosts(k));
+                        for event in changes.lead {
+                            match event {
+                                LeadEvent::Taken { host } => leader = Some(host),
+                                LeadEvent::Ended { revision } => {
+                                    let held = leader.take();
+                                    if let Some(t) =
+                                        ended(&config_path, &link, held, revision).await
+                                    {
+                                        lead_ended(t);
+                                    }
+                                }
+                            }
+                        }
+                    }
                     Err(e) => {
                         tracing::warn!("fleet: {e}");
                         tokio::time::sleep(retry).await;
@@ -83,6 +112,40 @@ pub async fn follow_changes(config_path: PathBuf, clock: Clock, done: impl Fn(Ve
             }
         }
     }
+}
+
+/// The lead that was `held` ended at `revision`: a takeover when it ended with its lease and
+/// left work open.
+async fn ended(
+    config_path: &Path,
+    link: &FleetLink,
+    held: Option<String>,
+    revision: i64,
+) -> Option<Takeover> {
+    let by = held
+        .as_deref()
+        .map_or_else(|| "a host".to_owned(), printable);
+    match link.fleet.resigned_at(revision).await {
+        Ok(true) => {
+            tracing::debug!("fleet: {by} gave the lead up");
+            return None;
+        }
+        Ok(false) => {}
+        Err(e) => tracing::warn!("fleet: {e}"),
+    }
+    let config = match Config::load(config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!("fleet: {e:#}");
+            return None;
+        }
+    };
+    let open = open_work(&config, link).await;
+    if open.is_empty() {
+        tracing::info!("fleet: the lead of {by} ended with its lease; no work is open");
+        return None;
+    }
+    Some(Takeover { leader: held, open })
 }
 
 /// Whether `config` names other fleet key files (or no `[fleet]`) than `link` was opened
