@@ -34,11 +34,14 @@ CLOSED=$(port)   # nothing listens here: the CA's checks fail and the validation
 dcv_open()   { sbx -d "{\"http\": [$http_ports], \"https\": 0, \"balance\": \"all\"}" "$SB/_sandbox/dcv_ports" >/dev/null; }
 dcv_closed() { sbx -d "{\"http\": $CLOSED, \"https\": 0}" "$SB/_sandbox/dcv_ports" >/dev/null; }
 
-# Every change of the leader key, one line each: "TIME PUT HOST" or "TIME DELETE".
-etcdctl --endpoints "$(IFS=,; echo "${EP[*]}")" watch "${PREFIX}leader" 2>/dev/null | python3 -u -c '
-import sys, time
+# Every change of the leader key, one line each: "TIME PUT HOST" or "TIME DELETE" (the watch
+# ends with this process).
+python3 -u -c '
+import signal, subprocess, sys, time
+watch = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+signal.signal(signal.SIGTERM, lambda *_: (watch.kill(), sys.exit(0)))
 kind = None
-for line in sys.stdin:
+for line in watch.stdout:
     line = line.strip()
     t = time.time()
     if line in ("PUT", "DELETE"):
@@ -48,7 +51,7 @@ for line in sys.stdin:
     elif kind == "PUT" and not line.startswith("/"):
         print(f"{at:.3f} PUT {line}", flush=True)
         kind = None
-' > "$W/leader.log" &
+' etcdctl --endpoints "$(IFS=,; echo "${EP[*]}")" watch "${PREFIX}leader" > "$W/leader.log" &
 PIDS+=($!)
 
 # The serial each host serves (TLS handshake), space-separated ("-": none).

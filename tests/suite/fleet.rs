@@ -9,9 +9,7 @@ use crate::support;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use cert_agent::fleet::{
-    Expect, Fleet, FleetError, FleetOptions, FleetWatch, LeadEvent, Written,
-};
+use cert_agent::fleet::{Expect, Fleet, FleetError, FleetOptions, FleetWatch, LeadEvent, Written};
 use support::etcd::{self, EtcdCluster};
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -207,7 +205,10 @@ fn the_watch_tells_a_lead_given_up_from_one_whose_lease_ended() {
         let LeadEvent::Ended { revision } = next_lead_event(&mut watch).await else {
             panic!("the lease ends")
         };
-        assert!(!b.resigned_at(revision).await.unwrap(), "ended with its lease");
+        assert!(
+            !b.resigned_at(revision).await.unwrap(),
+            "ended with its lease"
+        );
         // A forged marker written later does not match the deletion's revision.
         let mut raw = etcd_client::Client::connect(cluster.endpoints(), None)
             .await
