@@ -9,7 +9,7 @@ use anyhow::{Result, bail};
 use crate::config::{CertificateConfig, Config};
 use crate::engine::{
     self,
-    plan::{self, Action, Disk, Inputs},
+    plan::{self, Action, Disk},
 };
 use crate::store::{CertRecord, Installed};
 
@@ -90,21 +90,14 @@ async fn open_for(
             envelope::open_json(&link.key, &link.fleet, &place, &bytes)?;
         record.installed = Some(installed(&current));
     }
-    let action = plan::decide(&Inputs {
-        now: link.clock.now(),
-        record: &record,
-        disk: Disk::AsInstalled,
-        renew_before_days: config.agent.renew_before_days,
-        allow_orders: config.agent.allow_orders,
-        force: false,
-        ignore_backoff: false,
-        replace_ended: false,
-        reuse_key: cert.order.reuse_key,
-        family: cert.order.family,
-        reinstall: false,
-        wanted: engine::wanted(cert),
-        order_facts: None,
-    });
+    let now = link.clock.now();
+    let action = plan::decide(&engine::unattended_inputs(
+        config,
+        cert,
+        &record,
+        Disk::AsInstalled,
+        now,
+    ));
     Ok(describe(&record, action))
 }
 
@@ -159,6 +152,7 @@ fn describe(record: &CertRecord, action: Action) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::plan::Inputs;
     use crate::store::{OrderRef, ReissueState, Subscription};
     use time::{Duration, OffsetDateTime};
 
