@@ -60,7 +60,7 @@ impl Fleet {
         f
     }
 
-    fn cluster(&mut self) -> &mut EtcdCluster {
+    pub(crate) fn cluster(&mut self) -> &mut EtcdCluster {
         self.own_cluster.as_mut().expect("a cluster of its own")
     }
 

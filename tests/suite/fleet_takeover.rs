@@ -199,3 +199,93 @@ fn a_killed_leader_daemon_is_taken_over_within_the_lease_without_a_second_order(
         .count();
     assert_eq!(reissues, 1, "one reissue\n{}", f.logs());
 }
+
+/// What the daemons read when a lead ends: the sealed shared records. Nothing there (and
+/// orders allowed) is a first order to place; a record that does not open — garbage, or a
+/// genuine record replayed under another certificate's key — is no open work (a warning),
+/// never a reason to act.
+#[test]
+fn open_work_is_read_from_the_sealed_records_and_garbage_is_none() {
+    if !ready() {
+        return;
+    }
+    let mut f = Fleet::start(1);
+    let config = cert_agent::config::Config::load(&f.hosts[0].config).expect("the config");
+    let endpoints = f.cluster().endpoints();
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    rt.block_on(async {
+        let clock = cert_agent::clock::Clock::SYSTEM;
+        let link = cert_agent::fleet::connect(&config, clock)
+            .await
+            .expect("connects")
+            .expect("a fleet");
+        let open = cert_agent::fleet::open_work(&config, &link).await;
+        assert_eq!(open.len(), 1, "{open:?}");
+        assert!(open[0].starts_with("'www': no certificate yet"), "{open:?}");
+
+        let mut raw = etcd_client::Client::connect(endpoints, None)
+            .await
+            .expect("etcd");
+        raw.put("/cert-agent/certs/www/state", vec![0u8, 1, 2, 3], None)
+            .await
+            .expect("put");
+        assert!(
+            cert_agent::fleet::open_work(&config, &link)
+                .await
+                .is_empty()
+        );
+        raw.put("/cert-agent/certs/www/state", "{\"record\": {}}", None)
+            .await
+            .expect("put");
+        assert!(
+            cert_agent::fleet::open_work(&config, &link)
+                .await
+                .is_empty()
+        );
+        raw.delete("/cert-agent/certs/www/state", None)
+            .await
+            .expect("delete");
+    });
+
+    // A genuine record of another certificate, moved under this one's key, does not open.
+    // (The CA fetches from a closed port: the order stays pending.)
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    f.env.sandbox.set_dcv_http_ports(&[closed], DcvBalance::All);
+    f.agent(0, &["--json", "renew", "--wait", "1"]);
+    rt.block_on(async {
+        let mut raw = etcd_client::Client::connect(f.cluster().endpoints(), None)
+            .await
+            .expect("etcd");
+        let genuine = raw
+            .get("/cert-agent/certs/www/state", None)
+            .await
+            .expect("get")
+            .kvs()
+            .first()
+            .map(|kv| kv.value().to_vec())
+            .expect("the leader shared its record");
+        let link = cert_agent::fleet::connect(&config, cert_agent::clock::Clock::SYSTEM)
+            .await
+            .expect("connects")
+            .expect("a fleet");
+        let open = cert_agent::fleet::open_work(&config, &link).await;
+        assert!(
+            open.iter().any(|o| o.starts_with("'www': order")),
+            "the order waits for its validation: {open:?}"
+        );
+        raw.put("/cert-agent/certs/www/state", genuine.clone(), None)
+            .await
+            .expect("put");
+        let mut other = config.clone();
+        if let Some(c) = other.certificates.first_mut() {
+            c.name = "api".into();
+        }
+        raw.put("/cert-agent/certs/api/state", genuine, None)
+            .await
+            .expect("put");
+        assert!(cert_agent::fleet::open_work(&other, &link).await.is_empty());
+    });
+}
