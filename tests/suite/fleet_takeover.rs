@@ -86,6 +86,16 @@ fn serving(f: &Fleet, hosts: std::ops::Range<usize>, serial: Option<&str>, not: 
     })
 }
 
+/// The CA fetches validation files from a port where nothing listens: every validation stays
+/// pending until the ports are set again.
+fn hold_validation(f: &Fleet) {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    f.env.sandbox.set_dcv_http_ports(&[closed], DcvBalance::All);
+}
+
 #[test]
 fn a_killed_leader_daemon_is_taken_over_within_the_lease_without_a_second_order() {
     if !ready() {
@@ -105,16 +115,12 @@ fn a_killed_leader_daemon_is_taken_over_within_the_lease_without_a_second_order(
     }
     f.wait_all_serve(&serial, Duration::from_secs(30));
 
-    // 150 days on, the certificate (199 days) is due for its reissue. The CA fetches from a
-    // port where nothing listens: every validation stays pending.
+    // 150 days on, the certificate (199 days) is due for its reissue. Every validation stays
+    // pending.
     f.env.sandbox.advance(Duration::from_secs(150 * 86_400));
     let offset = clock_offset(&f.env).to_string();
     let clock = [(CLOCK_OFFSET_ENV, offset.as_str())];
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
-    f.env.sandbox.set_dcv_http_ports(&[closed], DcvBalance::All);
+    hold_validation(&f);
 
     // web1's daemon leads: it sends the reissue and waits for the validation.
     f.start_daemon_with(0, &clock);
@@ -249,11 +255,7 @@ fn open_work_is_read_from_the_sealed_records_and_garbage_is_none() {
 
     // A genuine record of another certificate, moved under this one's key, does not open.
     // (The CA fetches from a closed port: the order stays pending.)
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
-    f.env.sandbox.set_dcv_http_ports(&[closed], DcvBalance::All);
+    hold_validation(&f);
     f.agent(0, &["--json", "renew", "--wait", "1"]);
     rt.block_on(async {
         let mut raw = etcd_client::Client::connect(f.cluster().endpoints(), None)
