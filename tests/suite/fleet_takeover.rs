@@ -232,22 +232,13 @@ fn open_work_is_read_from_the_sealed_records_and_garbage_is_none() {
         let mut raw = etcd_client::Client::connect(endpoints, None)
             .await
             .expect("etcd");
-        raw.put("/cert-agent/certs/www/state", vec![0u8, 1, 2, 3], None)
-            .await
-            .expect("put");
-        assert!(
-            cert_agent::fleet::open_work(&config, &link)
+        for garbage in [&[0u8, 1, 2, 3][..], b"{\"record\": {}}", &[0xff; 64][..]] {
+            raw.put("/cert-agent/certs/www/state", garbage, None)
                 .await
-                .is_empty()
-        );
-        raw.put("/cert-agent/certs/www/state", "{\"record\": {}}", None)
-            .await
-            .expect("put");
-        assert!(
-            cert_agent::fleet::open_work(&config, &link)
-                .await
-                .is_empty()
-        );
+                .expect("put");
+            let open = cert_agent::fleet::open_work(&config, &link).await;
+            assert!(open.is_empty(), "{garbage:?}: {open:?}");
+        }
         raw.delete("/cert-agent/certs/www/state", None)
             .await
             .expect("delete");
