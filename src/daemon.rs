@@ -69,6 +69,10 @@ pub struct DaemonOptions {
     pub events: Option<mpsc::UnboundedSender<DaemonEvent>>,
     /// Where the runs' time comes from. Default: [`Clock::from_env`].
     pub clock: Clock,
+    /// In a fleet, when the lead ended with its lease while work was open, a run starts after
+    /// a random delay up to this (so that the hosts do not all ask for the lead at once; one
+    /// gets it). Default: five seconds.
+    pub takeover_jitter: Duration,
 }
 
 impl Default for DaemonOptions {
@@ -86,6 +90,7 @@ impl Default for DaemonOptions {
             stop: None,
             events: None,
             clock: Clock::from_env(),
+            takeover_jitter: Duration::from_secs(5),
         }
     }
 }
@@ -149,11 +154,20 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
 
     // In a fleet, what the leader publishes is installed (and validation files served) as it
     // is published, between the scheduled runs.
+    let (takeover_tx, mut takeovers) = mpsc::unbounded_channel();
     let _follower = config.fleet.as_ref().map(|_| {
         let path = config_path.to_path_buf();
         let served = daemon.metrics.as_ref().map(metrics::MetricsServer::updater);
-        AbortOnDrop(tokio::spawn(follow_fleet(path, opts.clock, served)))
+        AbortOnDrop(tokio::spawn(follow_fleet(
+            path,
+            opts.clock,
+            served,
+            takeover_tx,
+        )))
     });
+    // Why the next run starts before its schedule (a takeover), and when the last run began.
+    let mut takeover: Option<String> = None;
+    let mut last_run = Instant::now();
 
     let first = random_up_to(opts.first_run_delay);
     say(&format!(
@@ -166,7 +180,8 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
     loop {
         tokio::select! {
             () = tokio::time::sleep_until(next) => {
-                match daemon.run_once(&config, &opts, &mut stop).await {
+                last_run = Instant::now();
+                match daemon.run_once(&config, &opts, &mut stop, takeover.take()).await {
                     RunEnd::Finished { pending, locked } => {
                         let wait = if pending || locked {
                             let base = opts.pending_interval.unwrap_or(Duration::from_secs(
@@ -183,6 +198,20 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
                         daemon.emit(DaemonEvent::Stopped { run_abandoned: abandoned });
                         return Ok(());
                     }
+                }
+            }
+            Some(lead) = takeovers.recv() => {
+                // A run that started after the lead ended saw it ended: nothing to add.
+                if lead.noticed > last_run {
+                    let wait = random_up_to(opts.takeover_jitter);
+                    say(&format!(
+                        "the fleet's lead ended with work open ({}); taking over (a run starts \
+                         in {:.1} s)",
+                        lead.takeover.open.join("; "),
+                        wait.as_secs_f64()
+                    ));
+                    takeover = Some(lead.takeover.describe());
+                    next = next.min(Instant::now() + wait);
                 }
             }
             Some(()) = changes.recv() => {
@@ -216,11 +245,28 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// A lead that ended with work open, and when the follow loop saw it.
+struct LeadEnded {
+    takeover: crate::fleet::Takeover,
+    noticed: Instant,
+}
+
 /// Follows the fleet between runs ([`crate::fleet::follow_changes`]): what each
 /// synchronisation installed or failed on is printed, and goes to the notifications, the
 /// metrics file and `/metrics` (`served`) as a run's outcome does
-/// ([`crate::monitor::after_run`]).
-async fn follow_fleet(config_path: PathBuf, clock: Clock, served: Option<metrics::Updater>) {
+/// ([`crate::monitor::after_run`]); a lead that ended with work open is sent to `takeovers`.
+async fn follow_fleet(
+    config_path: PathBuf,
+    clock: Clock,
+    served: Option<metrics::Updater>,
+    takeovers: mpsc::UnboundedSender<LeadEnded>,
+) {
+    let lead_ended = move |takeover| {
+        let _ = takeovers.send(LeadEnded {
+            takeover,
+            noticed: Instant::now(),
+        });
+    };
     crate::fleet::follow_changes(
         config_path,
         clock,
@@ -233,6 +279,7 @@ async fn follow_fleet(config_path: PathBuf, clock: Clock, served: Option<metrics
                     .cloned()
                     .collect(),
                 stats: None,
+                takeover: None,
             };
             if !changed.certificates.is_empty() {
                 print_report(&changed);
@@ -242,6 +289,7 @@ async fn follow_fleet(config_path: PathBuf, clock: Clock, served: Option<metrics
                 m.update(crate::monitor::metrics_text(config, Some(&report)));
             }
         },
+        lead_ended,
     )
     .await;
 }
@@ -274,6 +322,7 @@ impl Daemon {
         config: &Config,
         opts: &DaemonOptions,
         stop: &mut StopRequests,
+        takeover: Option<String>,
     ) -> RunEnd {
         // Asked to stop, the run ends its waiting and removes what it published.
         let (run_stop, run_stop_rx) = watch::channel(false);
@@ -281,6 +330,7 @@ impl Daemon {
             wait: opts.run_wait,
             stop: Some(run_stop_rx),
             clock: opts.clock,
+            takeover,
             ..RunOptions::unattended(config)
         };
         self.emit(DaemonEvent::RunStarted {
@@ -323,6 +373,9 @@ impl Daemon {
     fn finished(&self, config: &Config, result: Result<RunReport>) -> RunEnd {
         match result {
             Ok(report) => {
+                if let Some(why) = &report.takeover {
+                    say(&format!("this run took over the fleet's work ({why})"));
+                }
                 print_report(&report);
                 if let Some(m) = &self.metrics {
                     m.update(crate::monitor::metrics_text(config, Some(&report)));

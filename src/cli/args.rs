@@ -234,6 +234,8 @@ pub enum Command {
     /// Run as a daemon: `renew` on a schedule with jitter (sooner while work is pending at the
     /// CA), reloading the configuration when its file changes or on SIGHUP (an invalid new
     /// configuration is reported and the previous one kept), stopping cleanly on SIGTERM.
+    /// In a fleet it also installs what the leader publishes as it is published, and starts a
+    /// run within 5 s when the lead ends with its lease while work is open (a killed leader).
     ///
     /// An alternative to the systemd timer (`cert-agent.timer`), e.g. in containers; see
     /// `cert-agent-daemon.service`.

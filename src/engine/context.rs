@@ -47,6 +47,10 @@ pub struct RunOptions {
     pub stop: Option<tokio::sync::watch::Receiver<bool>>,
     /// Where the run's time comes from.
     pub clock: Clock,
+    /// Why a daemon started this run before its schedule: the fleet's lead ended with its
+    /// lease while work was open. A fleet run that takes the lead reports and journals it
+    /// (the engine itself does not use it).
+    pub takeover: Option<String>,
 }
 
 impl RunOptions {
@@ -85,6 +89,7 @@ impl Default for RunOptions {
             replace_ended: false,
             stop: None,
             clock: Clock::from_env(),
+            takeover: None,
         }
     }
 }

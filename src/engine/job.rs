@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 use crate::api::CertificateDetails;
 use crate::bundle::ValidatedBundle;
 use crate::clock::Clock;
-use crate::config::CertificateConfig;
+use crate::config::{CertificateConfig, Config};
 use crate::install::CertInstall;
 use crate::store::{CertRecord, Store, Subscription};
 
@@ -117,6 +117,32 @@ impl<'a> Job<'a> {
         {
             tracing::debug!(certificate = %self.cert.name, "could not clear the backoff: {e}");
         }
+    }
+}
+
+/// The planner's inputs for an unattended run (the timer's `renew`, a daemon's run): no
+/// command's options, the backoff respected, billed orders as `config` allows.
+pub fn unattended_inputs<'a>(
+    config: &Config,
+    cert: &'a CertificateConfig,
+    record: &'a CertRecord,
+    disk: plan::Disk,
+    now: OffsetDateTime,
+) -> plan::Inputs<'a> {
+    plan::Inputs {
+        now,
+        record,
+        disk,
+        renew_before_days: config.agent.renew_before_days,
+        allow_orders: config.agent.allow_orders,
+        force: false,
+        ignore_backoff: false,
+        replace_ended: false,
+        reuse_key: cert.order.reuse_key,
+        family: cert.order.family,
+        reinstall: false,
+        wanted: wanted(cert),
+        order_facts: None,
     }
 }
 

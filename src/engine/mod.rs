@@ -27,7 +27,7 @@ mod start;
 
 pub use context::{RunOptions, client, client_options};
 pub use deploy::install_paths;
-pub use job::{Job, Ready, wanted};
+pub use job::{Job, Ready, unattended_inputs, wanted};
 pub use lead::{Installable, Lead};
 pub(crate) use publish::webroots;
 pub use report::{CertReport, Outcome, RunReport, RunStats, RunStatus};

@@ -59,6 +59,9 @@ pub struct CertReport {
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct RunReport {
     pub certificates: Vec<CertReport>,
+    /// Set when this run took over the fleet's work after a lead ended with its lease: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub takeover: Option<String>,
     /// When the run started, how long it took, the API calls it made (for metrics).
     #[serde(skip)]
     pub stats: Option<RunStats>,
@@ -139,6 +142,7 @@ impl RunReport {
     pub fn not_started(certs: &[&CertificateConfig]) -> Self {
         Self {
             stats: None,
+            takeover: None,
             certificates: certs
                 .iter()
                 .map(|c| CertReport {

@@ -239,6 +239,16 @@ impl Fleet {
             .map(|(v, _)| String::from_utf8_lossy(&v).into_owned()))
     }
 
+    /// Whether the deletion of the leader key at `revision` was a leader giving the lead up
+    /// ([`Leadership::resign`], which writes `resigned` in the same transaction) rather than
+    /// its lease ending (the leader killed, cut off or stalled).
+    pub async fn resigned_at(&self, revision: i64) -> Result<bool, FleetError> {
+        Ok(self
+            .get(RESIGNED)
+            .await?
+            .is_some_and(|(_, at)| at == revision))
+    }
+
     /// Takes the lead if no host holds it; `None` when another host leads.
     pub async fn try_lead(&self) -> Result<Option<Leadership>, FleetError> {
         self.try_lead_once().await
@@ -272,7 +282,11 @@ impl Fleet {
                 CompareOp::Equal,
                 stale,
             )])
-            .and_then([TxnOp::delete(key.clone(), None)]);
+            // Marked as given up: this host takes the work on at once, the others need not.
+            .and_then([
+                TxnOp::put(self.key(RESIGNED), self.host.clone(), None),
+                TxnOp::delete(key.clone(), None),
+            ]);
         self.call(|mut c| {
             let txn = txn.clone();
             async move { c.txn(txn).await }
@@ -346,8 +360,9 @@ pub struct FleetWatch {
 
 impl FleetWatch {
     /// Waits for the next changes: the keys (relative to the prefix) that were written or
-    /// deleted. An error means the watch ended (etcd unreachable); watch again.
-    pub async fn changed(&mut self) -> Result<Vec<String>, FleetError> {
+    /// deleted, and what happened to the lead. An error means the watch ended (etcd
+    /// unreachable); watch again.
+    pub async fn changed(&mut self) -> Result<Changes, FleetError> {
         loop {
             match self.stream.message().await {
                 Ok(Some(resp)) => {
@@ -357,17 +372,25 @@ impl FleetWatch {
                             detail: format!("the watch was cancelled: {}", resp.cancel_reason()),
                         });
                     }
-                    let keys: Vec<String> = resp
-                        .events()
-                        .iter()
-                        .filter_map(|e| e.kv())
-                        .map(|kv| {
-                            let k = String::from_utf8_lossy(kv.key());
-                            k.strip_prefix(&self.prefix).unwrap_or(&k).to_owned()
-                        })
-                        .collect();
-                    if !keys.is_empty() {
-                        return Ok(keys);
+                    let mut changes = Changes::default();
+                    for event in resp.events() {
+                        let Some(kv) = event.kv() else { continue };
+                        let k = String::from_utf8_lossy(kv.key());
+                        let rel = k.strip_prefix(&self.prefix).unwrap_or(&k).to_owned();
+                        if rel == LEADER {
+                            changes.lead.push(match event.event_type() {
+                                etcd_client::EventType::Delete => LeadEvent::Ended {
+                                    revision: kv.mod_revision(),
+                                },
+                                etcd_client::EventType::Put => LeadEvent::Taken {
+                                    host: String::from_utf8_lossy(kv.value()).into_owned(),
+                                },
+                            });
+                        }
+                        changes.keys.push(rel);
+                    }
+                    if !changes.keys.is_empty() {
+                        return Ok(changes);
                     }
                 }
                 Ok(None) => {
@@ -382,8 +405,31 @@ impl FleetWatch {
     }
 }
 
+/// What one answer of a [`FleetWatch`] reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// The keys (relative to the prefix) written or deleted.
+    pub keys: Vec<String>,
+    /// What happened to the lead, in order.
+    pub lead: Vec<LeadEvent>,
+}
+
+/// A change of the leader key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeadEvent {
+    /// `host` took the lead.
+    Taken { host: String },
+    /// The leader key was deleted at `revision`: the lead was given up (see
+    /// [`Fleet::resigned_at`]) or its lease ended.
+    Ended { revision: i64 },
+}
+
 /// The leader key, relative to the prefix.
 const LEADER: &str = "leader";
+
+/// Where a leader that gives the lead up writes its name, in the same transaction that
+/// deletes the leader key, relative to the prefix.
+pub(super) const RESIGNED: &str = "resigned";
 
 /// Renews `lease` three times per TTL, moving the deadline on after each answered renewal
 /// (counted from when it was sent). A renewal answered "no such lease", or no answer before
@@ -632,10 +678,33 @@ impl Leadership {
         Ok(Written::Conflict(get(1).map(|kv| kv.value().to_vec())))
     }
 
-    /// Gives the lead up now: the lease is revoked, the leader key goes with it.
+    /// Gives the lead up now: the leader key is deleted in a transaction that writes this
+    /// host's name at `resigned` (the other hosts tell a lead given up from one whose lease
+    /// ended, [`Fleet::resigned_at`]), then the lease is revoked.
     pub async fn resign(self) {
         *lock(&self.held) = None;
         self.renewing.abort();
+        let leader = self.fleet.key(LEADER);
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                leader.clone(),
+                CompareOp::Equal,
+                self.revision,
+            )])
+            .and_then([
+                TxnOp::put(self.fleet.key(RESIGNED), self.fleet.host.clone(), None),
+                TxnOp::delete(leader, None),
+            ]);
+        if let Err(e) = self
+            .fleet
+            .call(|mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await
+        {
+            tracing::debug!("fleet: the lead could not be given up in a transaction ({e})");
+        }
         let lease = self.lease;
         if let Err(e) = self
             .fleet

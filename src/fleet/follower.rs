@@ -469,6 +469,7 @@ pub async fn follow(
             })
             .collect(),
         stats: None,
+        takeover: None,
     };
     fleet_failures(&store, &mut report);
     report.stats = Some(RunStats {

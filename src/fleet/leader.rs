@@ -445,6 +445,16 @@ pub async fn run(
         return Ok((report, Vec::new()));
     };
     tracing::info!(host = %link.fleet.host(), "leading the fleet for this run");
+    if let Some(why) = &opts.takeover {
+        tracing::info!("taking over the fleet's work: {why}");
+        report.takeover = Some(why.clone());
+        for cert in certs {
+            let detail = serde_json::json!({ "host": link.fleet.host(), "reason": why });
+            if let Err(e) = store.journal(&cert.name, "fleet-takeover", detail) {
+                tracing::warn!(certificate = %cert.name, "{e}");
+            }
+        }
+    }
     let mut eligible = Vec::new();
     let mut imported = BTreeMap::new();
     let mut versions = Versions::load(store.dir())?;

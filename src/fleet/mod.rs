@@ -15,7 +15,8 @@
 //! `key` (the fleet key), `envelope` (every value sealed for its purpose, key, certificate
 //! and version), `schema` (what lives under the prefix), `versions` (the versions this host
 //! accepted), `link` (connect, key and spec agreement), `shared` (the shared record and the
-//! current certificate opened and checked), `follower`, `leader`, `status`, `watch`,
+//! current certificate opened and checked), `follower`, `leader`, `status`, `takeover` (what
+//! a lead that ended with its lease left open), `watch`,
 //! `rotate` (every value sealed again under a new fleet key). It calls the engine; the engine
 //! sees the leader only through [`crate::engine::Lead`].
 
@@ -31,10 +32,11 @@ mod rotate;
 mod schema;
 mod shared;
 mod status;
+mod takeover;
 mod versions;
 mod watch;
 
-pub use coord::{Expect, Fleet, FleetError, FleetWatch, Leadership, Written};
+pub use coord::{Changes, Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Written};
 pub use deadline::{LEAD_EXPIRED, LEAD_EXPIRING};
 pub use follower::{Synced, concerns_hosts, follow};
 pub use key::{FleetKey, FleetKeys, KeyError};
@@ -43,4 +45,5 @@ pub use link::{FLEET_KEY_CREDENTIAL, FLEET_PREVIOUS_KEY_CREDENTIAL, FleetLink, c
 pub use options::{DEFAULT_PREFIX, FleetOptions};
 pub use rotate::{Resealed, RotateReport, rotate_key};
 pub use status::{CertStatus, FleetStatus, HostStatus, status};
+pub use takeover::{Takeover, open_work};
 pub use watch::follow_changes;

@@ -19,7 +19,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::store::{Store, StoreError};
 
-use super::coord::{Expect, Leadership, Written};
+use super::coord::{Expect, Leadership, RESIGNED, Written};
 use super::envelope::{self, Place, Purpose};
 use super::key::Which;
 use super::link::{FleetLink, KEY_CHECK_TEXT, check_key, connect};
@@ -165,7 +165,7 @@ async fn reseal_all(
         .await?
         .into_iter()
         .map(|(k, _)| k)
-        .filter(|k| k != "leader" && k != KEY_CHECK)
+        .filter(|k| k != "leader" && k != RESIGNED && k != KEY_CHECK)
         .collect();
     keys.push(KEY_CHECK.to_owned());
     for rel in keys {

@@ -3,6 +3,7 @@
 //! | key | what | written by |
 //! |---|---|---|
 //! | `leader` | the leading host's name, on its lease | the leader |
+//! | `resigned` | the name of the host that last gave the lead up, written in the transaction that deletes `leader` (a lead that ended without it ended with its lease) | the leader |
 //! | `keycheck` | a known text | the first host; `fleet rotate-key` |
 //! | `certs/NAME/spec` | names, product and key type every host must agree on | the first host |
 //! | `certs/NAME/state` | the certificate's record (intent, order, reissue, subscription, backoff) and its pending key | the leader, fenced |
@@ -11,9 +12,11 @@
 //! | `hosts/HOST/certs/NAME` | what HOST installed (serial, version, time) or why it could not | HOST |
 //! | `hosts/HOST/seen` | when HOST last synchronised | HOST |
 //!
-//! Every value but `leader` is sealed in the fleet's envelope ([`super::envelope`]); the
-//! private keys inside the record and the certificate are sealed once more, each under its own
-//! purpose.
+//! Every value but `leader` and `resigned` is sealed in the fleet's envelope
+//! ([`super::envelope`]); the private keys inside the record and the certificate are sealed once
+//! more, each under its own purpose. The two host names carry no secret: a forged `resigned`
+//! could only make the hosts leave a dead leader's work to their next scheduled run, as a host
+//! with write access to the prefix could anyway.
 //!
 //! The documents' types, their keys, and their encoding.
 

@@ -1,7 +1,7 @@
 //! Between runs, the daemon follows the fleet: what the leader publishes is installed (and
 //! validation files served) as it changes, not on the next timer tick.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::clock::Clock;
@@ -10,20 +10,28 @@ use crate::config::Config;
 use crate::engine::RunReport;
 use crate::store::Store;
 
+use super::coord::LeadEvent;
 use super::follower::{concerns_hosts, follow};
 use super::link::{FleetLink, connect};
+use super::schema::printable;
+use super::takeover::{Takeover, open_work};
 
 /// Follows the fleet: synchronises at start (a host that was down catches up), then on every
 /// change of a published certificate or validation file, and every five minutes besides. The
 /// configuration is read again before each synchronisation (when it names other fleet key
 /// files, the fleet is connected again with them). etcd out of reach is retried every five
 /// seconds; nothing installed is touched meanwhile. `done` receives what each
-/// synchronisation did (see [`follow`]), with the state directory's lock held. Returns only
-/// when the configuration has no `[fleet]`.
+/// synchronisation did (see [`follow`]), with the state directory's lock held.
+///
+/// When the leader key is deleted without the leader having given the lead up (its lease
+/// ended: killed, cut off, stalled), the shared records are read for open work
+/// ([`open_work`]); `lead_ended` receives it when there is any (the daemon then starts a
+/// run). Returns only when the configuration has no `[fleet]`.
 pub async fn follow_changes(
     config_path: PathBuf,
     clock: Clock,
     done: impl AsyncFn(&Config, &Store, RunReport),
+    lead_ended: impl Fn(Takeover),
 ) {
     let retry = Duration::from_secs(5);
     loop {
@@ -51,6 +59,7 @@ pub async fn follow_changes(
                 continue;
             }
         };
+        let mut leader = link.fleet.leader().await.ok().flatten();
         let mut due = true;
         loop {
             if due {
@@ -77,7 +86,22 @@ pub async fn follow_changes(
             };
             tokio::select! {
                 changed = watch.changed() => match changed {
-                    Ok(keys) => due |= keys.iter().any(|k| concerns_hosts(k)),
+                    Ok(changes) => {
+                        due |= changes.keys.iter().any(|k| concerns_hosts(k));
+                        for event in changes.lead {
+                            match event {
+                                LeadEvent::Taken { host } => leader = Some(host),
+                                LeadEvent::Ended { revision } => {
+                                    let held = leader.take();
+                                    if let Some(t) =
+                                        ended(&config_path, &link, held, revision).await
+                                    {
+                                        lead_ended(t);
+                                    }
+                                }
+                            }
+                        }
+                    }
                     Err(e) => {
                         tracing::warn!("fleet: {e}");
                         tokio::time::sleep(retry).await;
@@ -88,6 +112,40 @@ pub async fn follow_changes(
             }
         }
     }
+}
+
+/// The lead that was `held` ended at `revision`: a takeover when it ended with its lease and
+/// left work open.
+async fn ended(
+    config_path: &Path,
+    link: &FleetLink,
+    held: Option<String>,
+    revision: i64,
+) -> Option<Takeover> {
+    let by = held
+        .as_deref()
+        .map_or_else(|| "a host".to_owned(), printable);
+    match link.fleet.resigned_at(revision).await {
+        Ok(true) => {
+            tracing::debug!("fleet: {by} gave the lead up");
+            return None;
+        }
+        Ok(false) => {}
+        Err(e) => tracing::warn!("fleet: {e}"),
+    }
+    let config = match Config::load(config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!("fleet: {e:#}");
+            return None;
+        }
+    };
+    let open = open_work(&config, link).await;
+    if open.is_empty() {
+        tracing::info!("fleet: the lead of {by} ended with its lease; no work is open");
+        return None;
+    }
+    Some(Takeover { leader: held, open })
 }
 
 /// Whether `config` names other fleet key files (or no `[fleet]`) than `link` was opened

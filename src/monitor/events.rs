@@ -172,6 +172,7 @@ mod tests {
                 warning: warning.map(str::to_owned),
             }],
             stats: None,
+            takeover: None,
         }
     }
 

@@ -7,8 +7,8 @@ use time::OffsetDateTime;
 use crate::config::Config;
 use crate::store::Store;
 
-use crate::engine::plan::{self, Action, Inputs};
-use crate::engine::{disk_state, wanted};
+use crate::engine::plan::{self, Action};
+use crate::engine::{disk_state, unattended_inputs, wanted};
 
 use super::served;
 
@@ -69,21 +69,7 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
     for cert in &config.certificates {
         let rec = store.load(&cert.name)?;
         let (disk, _) = disk_state(&rec);
-        let action = plan::decide(&Inputs {
-            now,
-            record: &rec,
-            disk,
-            renew_before_days: config.agent.renew_before_days,
-            allow_orders: config.agent.allow_orders,
-            force: false,
-            ignore_backoff: false,
-            replace_ended: false,
-            reuse_key: cert.order.reuse_key,
-            family: cert.order.family,
-            reinstall: false,
-            wanted: wanted(cert),
-            order_facts: None,
-        });
+        let action = plan::decide(&unattended_inputs(config, cert, &rec, disk, now));
         let state = if let Some(ended) = &rec.ended {
             format!("order {ended}")
         } else if rec.intent.is_some() {

@@ -84,6 +84,7 @@ fn options(events: mpsc::UnboundedSender<DaemonEvent>) -> DaemonOptions {
         stop: None,
         events: Some(events),
         clock: cert_agent::clock::Clock::SYSTEM,
+        takeover_jitter: Duration::ZERO,
     }
 }
 

@@ -9,7 +9,7 @@ use crate::support;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use cert_agent::fleet::{Expect, Fleet, FleetError, FleetOptions, Written};
+use cert_agent::fleet::{Expect, Fleet, FleetError, FleetOptions, FleetWatch, LeadEvent, Written};
 use support::etcd::{self, EtcdCluster};
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -148,6 +148,73 @@ fn a_leader_that_stops_renewing_is_replaced_within_its_lease() {
         assert!(took <= Duration::from_secs(8), "takeover after {took:?}");
         assert!(lead_b.is_held());
         eprintln!("takeover {} ms after the leader stopped", took.as_millis());
+    });
+}
+
+/// The next lead event the watch reports (other changes skipped); panics after 15 s.
+async fn next_lead_event(watch: &mut FleetWatch) -> LeadEvent {
+    tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            let changes = watch.changed().await.unwrap();
+            if let Some(e) = changes.lead.into_iter().next() {
+                return e;
+            }
+        }
+    })
+    .await
+    .expect("a lead event within 15 s")
+}
+
+#[test]
+fn the_watch_tells_a_lead_given_up_from_one_whose_lease_ended() {
+    if !etcd::require() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = EtcdCluster::start(dir.path(), 3);
+    runtime().block_on(async {
+        let a = Fleet::connect(&options(&cluster, "web1", "/t5/"))
+            .await
+            .unwrap();
+        let b = Fleet::connect(&options(&cluster, "web2", "/t5/"))
+            .await
+            .unwrap();
+        let mut watch = b.watch().await.unwrap();
+
+        // Given up: the deletion comes with `resigned` at its revision.
+        let lead = a.try_lead().await.unwrap().expect("web1 leads");
+        assert_eq!(
+            next_lead_event(&mut watch).await,
+            LeadEvent::Taken {
+                host: "web1".into()
+            }
+        );
+        lead.resign().await;
+        let LeadEvent::Ended { revision } = next_lead_event(&mut watch).await else {
+            panic!("the lead ends")
+        };
+        assert!(b.resigned_at(revision).await.unwrap(), "given up");
+
+        // Dropped, as by a killed host: the lease ends, nothing marks it.
+        let lead = a.try_lead().await.unwrap().expect("web1 leads again");
+        assert!(matches!(
+            next_lead_event(&mut watch).await,
+            LeadEvent::Taken { .. }
+        ));
+        drop(lead);
+        let LeadEvent::Ended { revision } = next_lead_event(&mut watch).await else {
+            panic!("the lease ends")
+        };
+        assert!(
+            !b.resigned_at(revision).await.unwrap(),
+            "ended with its lease"
+        );
+        // A forged marker written later does not match the deletion's revision.
+        let mut raw = etcd_client::Client::connect(cluster.endpoints(), None)
+            .await
+            .unwrap();
+        raw.put("/t5/resigned", "web1", None).await.unwrap();
+        assert!(!b.resigned_at(revision).await.unwrap());
     });
 }
 

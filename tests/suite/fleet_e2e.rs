@@ -52,7 +52,7 @@ pub(crate) const DOMAIN: &str = "www.fleet.test";
 impl Fleet {
     /// `n` hosts with nginx, one certificate `www` for [`DOMAIN`]; the validator fetches from
     /// every host (see [`Fleet::build`]).
-    fn start(n: usize) -> Self {
+    pub(crate) fn start(n: usize) -> Self {
         let env = TestEnv::new();
         let cluster = EtcdCluster::start(env.dir.path(), 3);
         let mut f = Self::on(env, &cluster.endpoints(), "/cert-agent/", n);
@@ -60,7 +60,7 @@ impl Fleet {
         f
     }
 
-    fn cluster(&mut self) -> &mut EtcdCluster {
+    pub(crate) fn cluster(&mut self) -> &mut EtcdCluster {
         self.own_cluster.as_mut().expect("a cluster of its own")
     }
 
@@ -187,11 +187,23 @@ impl Fleet {
     /// Starts `cert-agent run` on host `i` (it follows the fleet at once; its first scheduled
     /// run comes within a minute).
     pub(crate) fn start_daemon(&mut self, i: usize) {
-        let child = self
+        self.start_daemon_with(i, &[]);
+    }
+
+    /// [`start_daemon`](Self::start_daemon) with extra environment variables.
+    pub(crate) fn start_daemon_with(&mut self, i: usize, vars: &[(&str, &str)]) {
+        let mut agent = self
             .env
-            .agent_at(&self.hosts[i].config, ["run", "--interval", "3600"])
-            .spawn();
-        self.hosts[i].daemon = Some(child);
+            .agent_at(&self.hosts[i].config, ["run", "--interval", "3600"]);
+        for (k, v) in vars {
+            agent = agent.env(k, v);
+        }
+        self.hosts[i].daemon = Some(agent.spawn());
+    }
+
+    /// Kills host `i`'s daemon with SIGKILL (nothing of it runs on: no resignation).
+    pub(crate) fn kill_daemon(&mut self, i: usize) {
+        self.hosts[i].stop_daemon();
     }
 
     /// The serial host `i` has installed, from its record.
@@ -202,7 +214,7 @@ impl Fleet {
     }
 
     /// The serial host `i`'s nginx serves for the domain.
-    fn served(&self, i: usize) -> Option<String> {
+    pub(crate) fn served(&self, i: usize) -> Option<String> {
         self.env
             .served_leaf(&self.hosts[i].web.https_addr(), DOMAIN)
             .ok()

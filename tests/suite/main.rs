@@ -50,6 +50,9 @@ mod fleet_failures;
 mod fleet_pause;
 /// The fleet key rotated while both hosts serve: no run fails, no order, the old key refused.
 mod fleet_rotate;
+/// The leader's daemon killed while validation is pending: another daemon takes over within
+/// the lease time, no second order or reissue.
+mod fleet_takeover;
 /// The etcd writer without the fleet key: every forged, moved or replayed value refused.
 mod fleet_trust;
 

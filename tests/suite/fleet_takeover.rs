@@ -1,0 +1,284 @@
+//! Takeover within the lease: three hosts with real nginx, a real three-member etcd, the
+//! daemons only. The leader's daemon is killed (SIGKILL) while the CA holds the validation of
+//! its reissue pending; another daemon takes the work over once the lease ends — not at its
+//! next scheduled run, an hour away — and every host serves the new certificate. One billed
+//! order, one reissue.
+
+use crate::support;
+
+use std::fs;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use partner_sandbox::DcvBalance;
+use support::env::{norm_serial, wait_until};
+use support::scenario::{CLOCK_OFFSET_ENV, clock_offset};
+
+use support::webserver::served_serial;
+
+use crate::fleet_e2e::{DOMAIN, Fleet, ready};
+
+/// The fleet's `lease_ttl_secs` (the configuration's minimum).
+const LEASE: Duration = Duration::from_secs(5);
+
+/// The leader the fleet names now (`fleet status` on host `i`).
+fn leader(f: &Fleet, i: usize) -> Option<String> {
+    let out = f.agent(i, &["--json", "fleet", "status"]);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).ok()?;
+    v["leader"].as_str().map(str::to_owned)
+}
+
+/// The standard output of host `i`'s daemon (the run that printed "daemon started with" its
+/// configuration).
+fn daemon_log(f: &Fleet, i: usize) -> Option<PathBuf> {
+    let mark = format!("daemon started with {}", f.hosts[i].config.display());
+    fs::read_dir(f.env.path("logs"))
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "out"))
+        .find(|p| fs::read_to_string(p).is_ok_and(|t| t.contains(&mark)))
+}
+
+/// Waits until host `i`'s daemon has printed when its first run starts; returns that delay.
+fn first_run_delay(f: &Fleet, i: usize) -> Duration {
+    let mut delay = None;
+    let found = wait_until(Duration::from_secs(30), || {
+        delay = daemon_log(f, i)
+            .and_then(|p| fs::read_to_string(p).ok())
+            .and_then(|t| {
+                let rest = t.split("first run in ").nth(1)?;
+                rest.split(' ').next()?.parse::<u64>().ok()
+            });
+        delay.is_some()
+    });
+    assert!(
+        found,
+        "{}: the daemon did not start\n{}",
+        f.hosts[i].name,
+        f.logs()
+    );
+    Duration::from_secs(delay.unwrap_or_default())
+}
+
+/// The serial host `i`'s nginx serves for the domain, by TLS handshake (the validity is not
+/// checked: the reissued certificate starts at the sandbox's time, 150 days ahead).
+fn served(f: &Fleet, i: usize) -> Option<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    rt.block_on(served_serial(&f.hosts[i].web.https_addr(), DOMAIN))
+        .ok()
+        .map(|s| norm_serial(&s.to_string()))
+}
+
+/// Whether every host in `hosts` has installed `serial` (or, `None`, a serial other than
+/// `not`) and serves it.
+fn serving(f: &Fleet, hosts: std::ops::Range<usize>, serial: Option<&str>, not: &str) -> bool {
+    hosts.into_iter().all(|i| {
+        let s = f.installed(i);
+        let wanted = match serial {
+            Some(w) => s.as_deref() == Some(w),
+            None => s.as_deref().is_some_and(|s| s != not),
+        };
+        wanted && served(f, i) == s
+    })
+}
+
+/// The CA fetches validation files from a port where nothing listens: every validation stays
+/// pending until the ports are set again.
+fn hold_validation(f: &Fleet) {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    f.env.sandbox.set_dcv_http_ports(&[closed], DcvBalance::All);
+}
+
+#[test]
+fn a_killed_leader_daemon_is_taken_over_within_the_lease_without_a_second_order() {
+    if !ready() {
+        return;
+    }
+    let mut f = Fleet::start(3);
+    let ports: Vec<u16> = f.hosts.iter().map(|h| h.web.http_port()).collect();
+
+    // Before the daemons: the fleet's first certificate (validated on web1), installed on
+    // every host.
+    f.env.sandbox.set_dcv_ports(ports[0], 0);
+    let first = f.agent(0, &["--json", "renew", "--wait", "60"]);
+    first.expect_code(0);
+    let serial = first.installed_serial("www");
+    for i in 1..3 {
+        f.agent(i, &["--json", "renew"]).expect_code(0);
+    }
+    f.wait_all_serve(&serial, Duration::from_secs(30));
+
+    // 150 days on, the certificate (199 days) is due for its reissue. Every validation stays
+    // pending.
+    f.env.sandbox.advance(Duration::from_secs(150 * 86_400));
+    let offset = clock_offset(&f.env).to_string();
+    let clock = [(CLOCK_OFFSET_ENV, offset.as_str())];
+    hold_validation(&f);
+
+    // web1's daemon leads: it sends the reissue and waits for the validation.
+    f.start_daemon_with(0, &clock);
+    let led = wait_until(Duration::from_secs(120), || {
+        leader(&f, 1).as_deref() == Some("web1")
+            && f.env
+                .calls()
+                .iter()
+                .any(|c| c.method == "POST" && c.path.ends_with("/reissue"))
+    });
+    assert!(led, "web1's daemon did not lead a reissue\n{}", f.logs());
+
+    // The other daemons start; their first runs (within a minute) find web1 leading, and
+    // their next ones are an hour away.
+    f.start_daemon_with(1, &clock);
+    f.start_daemon_with(2, &clock);
+    let started = Instant::now();
+    let first_runs = first_run_delay(&f, 1).max(first_run_delay(&f, 2));
+    std::thread::sleep(
+        (started + first_runs + Duration::from_secs(10)).saturating_duration_since(Instant::now()),
+    );
+    assert_eq!(leader(&f, 1).as_deref(), Some("web1"), "{}", f.logs());
+    assert_eq!(f.installed(1).as_deref(), Some(serial.as_str()));
+    let pv = f.env.path("web2/www-root/.well-known/pki-validation");
+    assert!(
+        fs::read_dir(&pv).is_ok_and(|mut d| d.next().is_some()),
+        "the validation is pending: web2 serves the validation file\n{}",
+        f.logs()
+    );
+
+    // web1's daemon is killed in the middle of the reissue.
+    f.kill_daemon(0);
+    let killed = Instant::now();
+    let took = wait_until(LEASE + Duration::from_secs(30), || {
+        matches!(leader(&f, 1).as_deref(), Some("web2" | "web3"))
+    });
+    assert!(took, "no daemon took the lead over\n{}", f.logs());
+    // The new leader continues the same reissue; the CA now reaches every host.
+    support::balancer::validate_on_every_host(&f.env.sandbox, &ports);
+    let limit = LEASE + Duration::from_secs(45);
+    let finished = wait_until(limit.saturating_sub(killed.elapsed()), || {
+        serving(&f, 1..3, None, &serial)
+    });
+    assert!(
+        finished,
+        "web2 and web3 did not serve a new certificate within {limit:?} of the kill: {:?}\n{}",
+        (1..3)
+            .map(|i| (f.installed(i), served(&f, i)))
+            .collect::<Vec<_>>(),
+        f.logs()
+    );
+    let second = f.installed(1).unwrap_or_default();
+    assert_ne!(second, serial);
+
+    let logs = f.logs();
+    assert!(
+        logs.contains("the fleet's lead ended with work open ('www': a reissue"),
+        "{logs}"
+    );
+    assert!(logs.contains("; taking over"), "{logs}");
+    assert!(
+        logs.contains("this run took over the fleet's work"),
+        "{logs}"
+    );
+    let journals: String = (1..3)
+        .map(|i| fs::read_to_string(f.hosts[i].state.join("journal.log")).unwrap_or_default())
+        .collect();
+    assert!(journals.contains("\"fleet-takeover\""), "{journals}");
+
+    // web1 comes back and installs what the fleet has.
+    f.start_daemon_with(0, &clock);
+    let all = wait_until(Duration::from_secs(30), || {
+        serving(&f, 0..3, Some(&second), &serial)
+    });
+    assert!(all, "not every host serves {second}\n{}", f.logs());
+    assert_eq!(f.env.billed(), 1, "one billed order");
+    let reissues = f
+        .env
+        .calls()
+        .iter()
+        .filter(|c| c.method == "POST" && c.path.ends_with("/reissue"))
+        .count();
+    assert_eq!(reissues, 1, "one reissue\n{}", f.logs());
+}
+
+/// What the daemons read when a lead ends: the sealed shared records. Nothing there (and
+/// orders allowed) is a first order to place; a record that does not open — garbage, or a
+/// genuine record replayed under another certificate's key — is no open work (a warning),
+/// never a reason to act.
+#[test]
+fn open_work_is_read_from_the_sealed_records_and_garbage_is_none() {
+    if !ready() {
+        return;
+    }
+    let mut f = Fleet::start(1);
+    let config = cert_agent::config::Config::load(&f.hosts[0].config).expect("the config");
+    let endpoints = f.cluster().endpoints();
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    rt.block_on(async {
+        let clock = cert_agent::clock::Clock::SYSTEM;
+        let link = cert_agent::fleet::connect(&config, clock)
+            .await
+            .expect("connects")
+            .expect("a fleet");
+        let open = cert_agent::fleet::open_work(&config, &link).await;
+        assert_eq!(open.len(), 1, "{open:?}");
+        assert!(open[0].starts_with("'www': no certificate yet"), "{open:?}");
+
+        let mut raw = etcd_client::Client::connect(endpoints, None)
+            .await
+            .expect("etcd");
+        for garbage in [&[0u8, 1, 2, 3][..], b"{\"record\": {}}", &[0xff; 64][..]] {
+            raw.put("/cert-agent/certs/www/state", garbage, None)
+                .await
+                .expect("put");
+            let open = cert_agent::fleet::open_work(&config, &link).await;
+            assert!(open.is_empty(), "{garbage:?}: {open:?}");
+        }
+        raw.delete("/cert-agent/certs/www/state", None)
+            .await
+            .expect("delete");
+    });
+
+    // A genuine record of another certificate, moved under this one's key, does not open.
+    // (The CA fetches from a closed port: the order stays pending.)
+    hold_validation(&f);
+    f.agent(0, &["--json", "renew", "--wait", "1"]);
+    rt.block_on(async {
+        let mut raw = etcd_client::Client::connect(f.cluster().endpoints(), None)
+            .await
+            .expect("etcd");
+        let genuine = raw
+            .get("/cert-agent/certs/www/state", None)
+            .await
+            .expect("get")
+            .kvs()
+            .first()
+            .map(|kv| kv.value().to_vec())
+            .expect("the leader shared its record");
+        let link = cert_agent::fleet::connect(&config, cert_agent::clock::Clock::SYSTEM)
+            .await
+            .expect("connects")
+            .expect("a fleet");
+        let open = cert_agent::fleet::open_work(&config, &link).await;
+        assert!(
+            open.iter().any(|o| o.starts_with("'www': order")),
+            "the order waits for its validation: {open:?}"
+        );
+        raw.put("/cert-agent/certs/www/state", genuine.clone(), None)
+            .await
+            .expect("put");
+        let mut other = config.clone();
+        if let Some(c) = other.certificates.first_mut() {
+            c.name = "api".into();
+        }
+        raw.put("/cert-agent/certs/api/state", genuine, None)
+            .await
+            .expect("put");
+        assert!(cert_agent::fleet::open_work(&other, &link).await.is_empty());
+    });
+}
