@@ -24,6 +24,9 @@ use time::OffsetDateTime;
 use crate::fsutil;
 
 pub mod audit;
+mod retired;
+
+pub use retired::Retired;
 
 /// Version of the record format.
 pub const RECORD_VERSION: u32 = 1;

@@ -27,12 +27,14 @@ macro_rules! out {
 mod account;
 mod actions;
 mod args;
+mod audit;
 mod check;
 mod config_cmd;
 mod discover;
 pub mod exit;
 mod fleet;
 mod output;
+mod retire;
 mod run_cmds;
 mod serve;
 mod snippet;
@@ -115,6 +117,10 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             snippet::placeholder(&load_config(&cli.config)?, name, &out, clock)
         }
         Command::Snippet { name } => snippet::snippet(&load_config(&cli.config)?, name, &out),
+        Command::Audit(args) => audit::run(&load_config_quietly(&cli.config)?, args, &out),
+        Command::Retire(args) => {
+            retire::run(&load_config(&cli.config)?, args, &out, clock).await
+        }
         Command::Fleet(FleetCommand::Status) => {
             let config = load_config_quietly(&cli.config)?;
             fleet::status(&config, &out, clock).await

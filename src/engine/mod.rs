@@ -22,6 +22,7 @@ mod poll;
 mod publish;
 mod reissue;
 mod report;
+pub mod retire;
 mod run;
 mod start;
 

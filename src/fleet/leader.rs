@@ -433,6 +433,13 @@ pub async fn run(
         return Ok((report, Vec::new()));
     };
     tracing::info!(host = %link.fleet.host(), "leading the fleet for this run");
+    if let Err(e) = store.audit(
+        None,
+        "fleet-lead-taken",
+        &serde_json::json!({ "host": link.fleet.host() }),
+    ) {
+        tracing::warn!("{e}");
+    }
     let mut eligible = Vec::new();
     let mut imported = BTreeMap::new();
     let mut versions = Versions::load(store.dir())?;
@@ -495,5 +502,12 @@ pub async fn run(
         set(&mut report, &name, Outcome::Failed { error });
     }
     lead.resign().await;
+    if let Err(e) = store.audit(
+        None,
+        "fleet-lead-given",
+        &serde_json::json!({ "host": link.fleet.host() }),
+    ) {
+        tracing::warn!("{e}");
+    }
     Ok((report, done.requests))
 }
