@@ -28,6 +28,7 @@ mod existing;
 mod fragment;
 mod model;
 mod nginx;
+mod orphans;
 mod propose;
 mod render;
 mod write;
@@ -38,8 +39,9 @@ pub use model::{
     At, DiscoverError, Discovery, Existing, Listen, Proposal, Skipped, VALIDATION_ROOT, Validation,
     Vhost,
 };
+pub use orphans::{Orphan, orphans};
 use propose::propose;
-pub use render::{Report, log_validation_counts, report_text};
+pub use render::{Report, log_validation_counts, orphans_text, report_text};
 pub use write::{WriteError, WriteOptions, configured_as, write_fragments};
 
 /// Reads the report of `server` (an `nginx -T` dump or an `apachectl -S` listing).
