@@ -90,7 +90,12 @@ fn init_logging(verbose: u8, quiet: bool) {
     };
     // Our own crate at the chosen level; dependencies one step quieter so that -vv stays
     // readable and never shows wire dumps.
-    let filter = format!("warn,cert_agent={level}");
+    let mut filter = format!("warn,cert_agent={level}");
+    // Under systemd (`INVOCATION_ID`) the audit log's lines also go to the journal, with
+    // their fields (seq, action, event, certificate, certificate_id, details).
+    if !quiet && verbose == 0 && std::env::var_os("INVOCATION_ID").is_some() {
+        filter.push_str(",cert_agent::audit=info");
+    }
     let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)

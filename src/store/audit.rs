@@ -584,6 +584,18 @@ mod tests {
         assert_eq!(b.line, 4);
     }
 
+    /// The fuzz seed was written by another program from the format described above: the
+    /// format is what the documentation says, not only what this writer does.
+    #[test]
+    fn a_log_written_from_the_documented_format_verifies() {
+        let seed = include_bytes!("../../fuzz/corpus/audit/seed-log");
+        let v = verify(seed);
+        assert_eq!(v.broken, None);
+        assert_eq!(v.lines, 4);
+        let cut = include_bytes!("../../fuzz/corpus/audit/seed-truncated");
+        assert!(verify(cut).broken.unwrap().problem.contains("truncated"));
+    }
+
     #[test]
     fn events_without_effect_are_not_audited() {
         assert_eq!(action_of("reconcile-not-found"), None);
