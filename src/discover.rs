@@ -12,7 +12,8 @@
 //! - `fragment.rs`: a proposal as a configuration file;
 //! - the command's steps: `dump.rs` (the server's report, run or read), `account.rs`
 //!   (`--account`: proposals matched against the account's orders), `write.rs` (`--write`),
-//!   `render.rs` (the text and JSON reports).
+//!   `render.rs` (the text and JSON reports), `orphans.rs` (configured certificates no virtual
+//!   host serves any more).
 //!
 //! Virtual hosts that share one certificate file become one proposal; names that cannot be
 //! managed (regular expressions, wildcards, `_`, IP addresses, variables) are listed with the

@@ -75,7 +75,11 @@ fn print_table(entries: &[AuditEntry], out: &Output) {
     for e in entries {
         t.row([
             e.seq.to_string(),
-            e.time.format(&Rfc3339).unwrap_or_default(),
+            e.time
+                .replace_nanosecond(0)
+                .unwrap_or(e.time)
+                .format(&Rfc3339)
+                .unwrap_or_default(),
             e.host.clone(),
             e.action.clone(),
             e.event.clone(),

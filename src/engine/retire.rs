@@ -270,11 +270,19 @@ pub enum CancelDecision {
     /// Not issued yet, or issued within the window: ask.
     Ask,
     /// Issued more than 28 days ago: the API would refuse; not asked.
-    TooLate { issued: Date },
+    TooLate {
+        #[serde(serialize_with = "date_text")]
+        issued: Date,
+    },
     /// The order already ended (annulled, expired): nothing to cancel.
     Ended { state: String },
     /// A cancellation is already pending.
     Pending,
+}
+
+/// A date as `YYYY-MM-DD`.
+fn date_text<S: serde::Serializer>(d: &Date, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(d)
 }
 
 /// The cancellation rule of the API ("cancel: any not-yet-issued state at any time; issued
@@ -386,7 +394,19 @@ pub async fn carry_out(
     let cancel_report = match (opts.cancel, plan.certificate_id, client) {
         (true, Some(id), Some(client)) => {
             let r = cancel(client, id, now).await?;
-            store.journal(&plan.name, "cancel", serde_json::to_value(&r)?)?;
+            if r.called {
+                let event = if r.success == Some(true) {
+                    "cancel"
+                } else {
+                    "cancel-refused"
+                };
+                let details = serde_json::json!({
+                    "certificate_id": id,
+                    "success": r.success,
+                    "result": r.result,
+                });
+                store.journal(&plan.name, event, details)?;
+            }
             Some(r)
         }
         _ => None,

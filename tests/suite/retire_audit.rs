@@ -77,13 +77,18 @@ fn retire_inside_the_window_cancels_once_and_later_runs_leave_it_alone() {
 fn retire_outside_the_window_makes_no_cancel_call() {
     let env = issued("old", "old.retire-outside.test");
     env.sandbox.advance(31 * DAY);
-    let out = scenario::run_synced(&env, &["retire", "old", "--cancel", "--yes"]);
+    let issued_on = env.sandbox.now().date() - time::Duration::days(31);
+    let out = scenario::run_synced(&env, &["--json", "retire", "old", "--cancel", "--yes"]);
     out.expect_code(0);
     assert_eq!(cancel_calls(&env), 0, "{}", scenario::show(&env.calls()));
+    let cancel = &out.json()["cancel"];
+    assert_eq!(cancel["called"], false, "{}", out.describe());
+    assert_eq!(cancel["decision"]["decision"], "too_late");
+    assert_eq!(cancel["decision"]["issued"], issued_on.to_string());
+    let text = scenario::run_synced(&env, &["audit", "--name", "old"]).text();
     assert!(
-        out.text().contains("not asked: it was issued on"),
-        "{}",
-        out.describe()
+        text.contains("retired") && !text.contains("cancel-refused"),
+        "{text}"
     );
     assert!(env.state_dir().join("retired/old.json").exists());
 }
@@ -297,4 +302,55 @@ fn audit_verify_names_an_edited_a_removed_and_a_reordered_line() {
 
     fs::write(&path, &original).unwrap();
     env.agent(["audit", "--verify"]).run().expect_code(0);
+}
+
+/// Guards the configuration: an include file `discover --write` wrote for the certificate is
+/// cert-agent's own and is removed by retire; the operator's own file is only named.
+#[test]
+fn retire_removes_the_include_file_discover_wrote() {
+    let mut env = TestEnv::new();
+    let webroot = env.path("site-root");
+    fs::create_dir_all(&webroot).unwrap();
+    let dump = env.path("nginx-T.txt");
+    fs::write(
+        &dump,
+        format!(
+            "# configuration file /etc/nginx/nginx.conf:\nhttp {{\n  server {{\n    listen 80;\n    \
+             server_name gone.retire-include.test;\n    root {};\n  }}\n}}\n",
+            webroot.display()
+        ),
+    )
+    .unwrap();
+    let conf_d = env.path("conf.d");
+    let dump_arg = dump.to_str().unwrap();
+    let conf_arg = conf_d.to_str().unwrap();
+    env.agent([
+        "discover",
+        "--from",
+        dump_arg,
+        "--product-id",
+        "1101",
+        "--write",
+        conf_arg,
+    ])
+    .run()
+    .expect_code(0);
+    let fragment = conf_d.join("gone.retire-include.test.toml");
+    assert!(fragment.exists());
+    env.agent_extra = format!("include = [\"{conf_arg}/*.toml\"]\n");
+    let out = env
+        .agent(["retire", "gone.retire-include.test", "--yes"])
+        .run();
+    out.expect_code(0);
+    assert!(!fragment.exists(), "{}", out.describe());
+    assert!(
+        out.stdout.contains(&format!("removed {}", fragment.display())),
+        "{}",
+        out.describe()
+    );
+    assert!(env.calls().is_empty(), "no API call");
+    // Gone from the configuration: nothing left to retire, and the archive says so.
+    let again = env.agent(["retire", "gone.retire-include.test", "--yes"]).run();
+    again.expect_failure();
+    assert!(again.stderr.contains("already retired"), "{}", again.describe());
 }
