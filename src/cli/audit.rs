@@ -84,7 +84,8 @@ fn print_table(entries: &[AuditEntry], out: &Output) {
             e.action.clone(),
             e.event.clone(),
             or_dash(e.certificate.as_deref()),
-            e.certificate_id.map_or_else(|| "-".to_owned(), |i| i.to_string()),
+            e.certificate_id
+                .map_or_else(|| "-".to_owned(), |i| i.to_string()),
             details_text(&e.details),
         ]);
     }

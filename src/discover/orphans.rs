@@ -66,8 +66,8 @@ mod tests {
             webroot = \"/var/www\"\nserver = \"nginx\"\n\
             [[certificate]]\nname = \"apache-site\"\ndomains = [\"a.example.com\"]\n\
             product_id = 1\nwebroot = \"/var/www\"\nserver = \"apache\"\n";
-        let config = Config::parse(text, std::path::Path::new("/etc/cert-agent/config.toml"))
-            .unwrap();
+        let config =
+            Config::parse(text, std::path::Path::new("/etc/cert-agent/config.toml")).unwrap();
         let o = orphans(&found, Server::Nginx, &config);
         assert_eq!(
             o,

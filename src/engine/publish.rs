@@ -488,7 +488,11 @@ pub(super) async fn cleanup_dcv(ctx: &Ctx<'_>, cert: &CertificateConfig, rec: &m
 /// Removes what was published for validation on this host — the files in web roots and in
 /// the publish directory of `cert-agent serve`, the DNS records through the hook — and
 /// saves the record without them (what a run's servers in memory hold is the caller's).
-pub(crate) async fn remove_published(store: &Store, cert: &CertificateConfig, rec: &mut CertRecord) {
+pub(crate) async fn remove_published(
+    store: &Store,
+    cert: &CertificateConfig,
+    rec: &mut CertRecord,
+) {
     let mut files = std::mem::take(&mut rec.dcv.files);
     // The standalone file in the publish directory of `cert-agent serve`, whether or not one
     // runs now: the pending CSR's name and the recorded one.

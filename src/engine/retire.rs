@@ -547,7 +547,11 @@ mod tests {
                     issued: time::macros::date!(2026 - 05 - 31),
                 },
             ),
-            ("issued_pending_cancel", Some("2026-06-25"), CancelDecision::Pending),
+            (
+                "issued_pending_cancel",
+                Some("2026-06-25"),
+                CancelDecision::Pending,
+            ),
             (
                 "annulled",
                 None,

@@ -169,7 +169,10 @@ fn render(body: &Body<'_>) -> io::Result<String> {
     let hash = sha256_hex(text.as_bytes());
     text.pop();
     text.push_str(&format!(",\"hash\":\"{hash}\"}}"));
-    debug_assert_eq!(text.len() - text.rfind(",\"hash\"").unwrap_or(0), HASH_SUFFIX_LEN);
+    debug_assert_eq!(
+        text.len() - text.rfind(",\"hash\"").unwrap_or(0),
+        HASH_SUFFIX_LEN
+    );
     Ok(text)
 }
 
@@ -304,11 +307,7 @@ fn tail(file: &File) -> io::Result<Tail> {
         None => return whole_file_tail(file, close_fragment),
     };
     let prev = sha256_hex(last);
-    let seq_of = |line: &[u8]| {
-        serde_json::from_slice::<SeqOnly>(line)
-            .ok()
-            .map(|s| s.seq)
-    };
+    let seq_of = |line: &[u8]| serde_json::from_slice::<SeqOnly>(line).ok().map(|s| s.seq);
     let seq = if close_fragment {
         // The fragment takes the number after the line before it.
         let before = match cut {
@@ -378,7 +377,8 @@ pub fn append(dir: &Path, entry: &NewEntry<'_>) -> io::Result<u64> {
         .create(true)
         .mode(0o600)
         .open(&path)?;
-    let mut file = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| io::Error::from(e))?;
+    let mut file =
+        Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| io::Error::from(e))?;
     let tail = tail(&file)?;
     let certificate_id = entry
         .details
@@ -512,7 +512,11 @@ mod tests {
         lines[1] = forged;
         let b = verify(&join(&lines)).broken.unwrap();
         assert_eq!(b.line, 3);
-        assert!(b.problem.contains("does not follow line 2"), "{}", b.problem);
+        assert!(
+            b.problem.contains("does not follow line 2"),
+            "{}",
+            b.problem
+        );
     }
 
     #[test]
@@ -570,7 +574,10 @@ mod tests {
         ] {
             assert!(parse_line(bad).is_err(), "{bad:?}");
         }
-        assert_eq!(parse_line(&vec![b'a'; MAX_LINE + 1]), Err(LineError::TooLong));
+        assert_eq!(
+            parse_line(&vec![b'a'; MAX_LINE + 1]),
+            Err(LineError::TooLong)
+        );
         let b = verify(b"garbage\n").broken.unwrap();
         assert_eq!(b.line, 1);
     }

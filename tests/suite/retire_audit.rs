@@ -132,7 +132,11 @@ fn retire_removes_validation_files_and_the_placeholder() {
     for f in env.spec("site").files.all() {
         assert!(!f.exists(), "{} removed", f.display());
     }
-    assert_eq!(env.calls().len(), calls_before, "no API call without --cancel");
+    assert_eq!(
+        env.calls().len(),
+        calls_before,
+        "no API call without --cancel"
+    );
     assert_eq!(cancel_calls(&env), 0);
 }
 
@@ -170,7 +174,14 @@ fn files_the_web_server_still_names_are_kept_and_discover_lists_the_orphan() {
     .unwrap();
     let dump_arg = dump.to_str().unwrap();
     let out = env
-        .agent(["retire", "shop", "--remove-files", "--yes", "--from", dump_arg])
+        .agent([
+            "retire",
+            "shop",
+            "--remove-files",
+            "--yes",
+            "--from",
+            dump_arg,
+        ])
         .run();
     out.expect_failure();
     assert!(
@@ -178,11 +189,21 @@ fn files_the_web_server_still_names_are_kept_and_discover_lists_the_orphan() {
         "{}",
         out.describe()
     );
-    assert!(leaf.exists() && env.record("shop").is_some(), "nothing changed");
+    assert!(
+        leaf.exists() && env.record("shop").is_some(),
+        "nothing changed"
+    );
 
     // The site is removed from the web server: discover names the certificate.
-    fs::write(&dump, nginx_dump("other.retire-inuse.test", &env.path("o.pem"), &env.path("o.key")))
-        .unwrap();
+    fs::write(
+        &dump,
+        nginx_dump(
+            "other.retire-inuse.test",
+            &env.path("o.pem"),
+            &env.path("o.key"),
+        ),
+    )
+    .unwrap();
     let found = env.agent(["discover", "--from", dump_arg]).run();
     found.expect_code(0);
     assert!(
@@ -193,10 +214,22 @@ fn files_the_web_server_still_names_are_kept_and_discover_lists_the_orphan() {
         found.describe()
     );
     let json = env.agent(["--json", "discover", "--from", dump_arg]).run();
-    assert_eq!(json.json()["orphaned"][0]["name"], "shop", "{}", json.describe());
+    assert_eq!(
+        json.json()["orphaned"][0]["name"],
+        "shop",
+        "{}",
+        json.describe()
+    );
 
     let out = env
-        .agent(["retire", "shop", "--remove-files", "--yes", "--from", dump_arg])
+        .agent([
+            "retire",
+            "shop",
+            "--remove-files",
+            "--yes",
+            "--from",
+            dump_arg,
+        ])
         .run();
     out.expect_code(0);
     for f in files.all() {
@@ -246,12 +279,18 @@ fn a_renewal_writes_its_actions_to_the_audit_log_and_verify_passes() {
     );
     let verify = env.agent(["audit", "--verify"]).run();
     verify.expect_code(0);
-    assert!(verify.stdout.contains("chain intact"), "{}", verify.describe());
+    assert!(
+        verify.stdout.contains("chain intact"),
+        "{}",
+        verify.describe()
+    );
     let shown = env.agent(["--json", "audit", "--name", "www"]).run();
     shown.expect_code(0);
     let n = shown.json().as_array().map(Vec::len).unwrap_or(0);
     assert_eq!(n, events.len(), "{}", shown.describe());
-    let none = env.agent(["--json", "audit", "--since", "2999-01-01"]).run();
+    let none = env
+        .agent(["--json", "audit", "--since", "2999-01-01"])
+        .run();
     assert_eq!(none.json(), serde_json::json!([]));
     env.agent(["audit", "--since", "soon"]).run().expect_code(2);
 }
@@ -344,13 +383,20 @@ fn retire_removes_the_include_file_discover_wrote() {
     out.expect_code(0);
     assert!(!fragment.exists(), "{}", out.describe());
     assert!(
-        out.stdout.contains(&format!("removed {}", fragment.display())),
+        out.stdout
+            .contains(&format!("removed {}", fragment.display())),
         "{}",
         out.describe()
     );
     assert!(env.calls().is_empty(), "no API call");
     // Gone from the configuration: nothing left to retire, and the archive says so.
-    let again = env.agent(["retire", "gone.retire-include.test", "--yes"]).run();
+    let again = env
+        .agent(["retire", "gone.retire-include.test", "--yes"])
+        .run();
     again.expect_failure();
-    assert!(again.stderr.contains("already retired"), "{}", again.describe());
+    assert!(
+        again.stderr.contains("already retired"),
+        "{}",
+        again.describe()
+    );
 }
