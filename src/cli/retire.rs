@@ -51,6 +51,11 @@ pub(super) async fn run(
         match in_use_report(args, server).await {
             Ok(vhosts) => plan.check_in_use(&vhosts, args.force)?,
             Err(e) if args.force => tracing::warn!("{e:#}; deleting anyway (--force)"),
+            Err(e) if !args.remove_files => {
+                plan.keep_placeholders(&format!(
+                    "could not see whether the web server still uses it ({e:#})"
+                ));
+            }
             Err(e) => {
                 return Err(e.context(
                     "could not see which files the web server still uses; nothing was \

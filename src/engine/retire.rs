@@ -211,6 +211,13 @@ impl Plan<'_> {
         Ok(())
     }
 
+    /// Keeps the placeholder files (whether the web server still names them is not known).
+    pub fn keep_placeholders(&mut self, reason: &str) {
+        for f in std::mem::take(&mut self.placeholder_files) {
+            self.kept.push((f, format!("placeholder kept: {reason}")));
+        }
+    }
+
     /// What will be done, one line each (for the confirmation and the report).
     pub fn describe(&self, opts: RetireOptions) -> Vec<String> {
         let mut lines = Vec::new();

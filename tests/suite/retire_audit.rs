@@ -173,8 +173,8 @@ fn files_the_web_server_still_names_are_kept_and_discover_lists_the_orphan() {
     )
     .unwrap();
     let dump_arg = dump.to_str().unwrap();
-    let out = env
-        .agent([
+    let retire = || {
+        env.agent([
             "retire",
             "shop",
             "--remove-files",
@@ -182,7 +182,9 @@ fn files_the_web_server_still_names_are_kept_and_discover_lists_the_orphan() {
             "--from",
             dump_arg,
         ])
-        .run();
+        .run()
+    };
+    let out = retire();
     out.expect_failure();
     assert!(
         out.stderr.contains("still uses") && out.stderr.contains(&leaf.display().to_string()),
@@ -221,16 +223,7 @@ fn files_the_web_server_still_names_are_kept_and_discover_lists_the_orphan() {
         json.describe()
     );
 
-    let out = env
-        .agent([
-            "retire",
-            "shop",
-            "--remove-files",
-            "--yes",
-            "--from",
-            dump_arg,
-        ])
-        .run();
+    let out = retire();
     out.expect_code(0);
     for f in files.all() {
         assert!(!f.exists(), "{} deleted: {}", f.display(), out.describe());
