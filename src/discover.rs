@@ -12,7 +12,8 @@
 //! - `fragment.rs`: a proposal as a configuration file;
 //! - the command's steps: `dump.rs` (the server's report, run or read), `account.rs`
 //!   (`--account`: proposals matched against the account's orders), `write.rs` (`--write`),
-//!   `render.rs` (the text and JSON reports).
+//!   `render.rs` (the text and JSON reports), `orphans.rs` (configured certificates no virtual
+//!   host serves any more).
 //!
 //! Virtual hosts that share one certificate file become one proposal; names that cannot be
 //! managed (regular expressions, wildcards, `_`, IP addresses, variables) are listed with the
@@ -28,6 +29,7 @@ mod existing;
 mod fragment;
 mod model;
 mod nginx;
+mod orphans;
 mod propose;
 mod render;
 mod write;
@@ -38,8 +40,9 @@ pub use model::{
     At, DiscoverError, Discovery, Existing, Listen, Proposal, Skipped, VALIDATION_ROOT, Validation,
     Vhost,
 };
+pub use orphans::{Orphan, orphans};
 use propose::propose;
-pub use render::{Report, log_validation_counts, report_text};
+pub use render::{Report, log_validation_counts, orphans_text, report_text};
 pub use write::{WriteError, WriteOptions, configured_as, write_fragments};
 
 /// Reads the report of `server` (an `nginx -T` dump or an `apachectl -S` listing).

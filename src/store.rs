@@ -23,6 +23,11 @@ use time::OffsetDateTime;
 
 use crate::fsutil;
 
+pub mod audit;
+mod retired;
+
+pub use retired::Retired;
+
 /// Version of the record format.
 pub const RECORD_VERSION: u32 = 1;
 
@@ -662,7 +667,6 @@ impl Store {
         Ok(dir)
     }
 
-    /// Appends one event to `journal.log` and fsyncs it. `event` must hold no secret.
     /// Stores the prolongation token of certificate `id` (a credential: `0600` in a `0700`
     /// directory) and returns the file's path.
     pub fn save_prolongation_token(&self, id: u64, token: &str) -> Result<PathBuf, StoreError> {
@@ -681,6 +685,8 @@ impl Store {
         Ok(path)
     }
 
+    /// Appends one event to `journal.log` and fsyncs it; an event with effect (see
+    /// [`audit::action_of`]) is also appended to the audit log. `event` must hold no secret.
     pub fn journal(
         &self,
         name: &str,
@@ -703,7 +709,44 @@ impl Store {
             f.write_all(text.as_bytes())?;
             f.sync_data()
         })();
-        result.map_err(|source| StoreError::Write { path, source })
+        result.map_err(|source| StoreError::Write { path, source })?;
+        if let Some(action) = audit::action_of(event) {
+            self.audit_as(action, Some(name), event, &line["detail"])?;
+        }
+        Ok(())
+    }
+
+    /// Appends an action with effect that is not a certificate's journal event (a
+    /// cancellation asked for by hand, the fleet's lead taken or given) to the audit log.
+    pub fn audit(
+        &self,
+        certificate: Option<&str>,
+        event: &str,
+        details: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let action = audit::action_of(event).unwrap_or("other");
+        self.audit_as(action, certificate, event, details)
+    }
+
+    fn audit_as(
+        &self,
+        action: &str,
+        certificate: Option<&str>,
+        event: &str,
+        details: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let entry = audit::NewEntry {
+            action,
+            event,
+            certificate,
+            details,
+        };
+        audit::append(&self.dir, &entry)
+            .map(drop)
+            .map_err(|source| StoreError::Write {
+                path: self.dir.join(audit::FILE),
+                source,
+            })
     }
 }
 

@@ -62,8 +62,8 @@ async fn api_command(
         Command::Status { id: Some(id), .. } => status(client, *id, out).await,
         Command::Software { product_id } => software(client, *product_id, out).await,
         Command::Countries => countries(client, out).await,
-        Command::Dcv(cmd) => actions::dcv(client, cmd, out).await,
-        Command::Cancel { id, yes } => actions::cancel(client, *id, *yes, out).await,
+        Command::Dcv(cmd) => actions::dcv(client, config, cmd, out).await,
+        Command::Cancel { id, yes } => actions::cancel(client, config, *id, *yes, out).await,
         Command::Prolong { id, show_token } => {
             actions::prolong(client, config, *id, *show_token, out).await
         }
@@ -83,6 +83,8 @@ async fn api_command(
         | Command::Discover(_)
         | Command::Placeholder { .. }
         | Command::Snippet { .. }
+        | Command::Retire(_)
+        | Command::Audit(_)
         | Command::Status { id: None, .. } => unreachable_config(),
     }
 }

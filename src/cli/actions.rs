@@ -10,7 +10,12 @@ use super::table::Table;
 use crate::api::{self, Client};
 use crate::config::Config;
 
-pub(super) async fn dcv(client: &Client, cmd: &DcvCommand, out: &Output) -> Result<u8> {
+pub(super) async fn dcv(
+    client: &Client,
+    config: &Config,
+    cmd: &DcvCommand,
+    out: &Output,
+) -> Result<u8> {
     match cmd {
         DcvCommand::Emails { domain, provider } => {
             let emails = client.dcv_emails(domain, provider.as_deref()).await?;
@@ -76,14 +81,47 @@ pub(super) async fn dcv(client: &Client, cmd: &DcvCommand, out: &Output) -> Resu
             Ok(exit::OK)
         }
         DcvCommand::Change { id, target, domain } => {
-            let r = client.change_dcv(*id, target, domain.as_deref()).await?;
-            action_done(&r, out)
+            let r = client.change_dcv(*id, target, domain.as_deref()).await;
+            let asked = serde_json::json!({ "method": target, "domain": domain });
+            audit_answer(config, "dcv-change", *id, asked, &r)?;
+            action_done(&r?, out)
         }
         DcvCommand::Resend { id } => {
-            let r = client.resend_dcv(*id).await?;
-            action_done(&r, out)
+            let r = client.resend_dcv(*id).await;
+            audit_answer(config, "dcv-resend", *id, serde_json::json!({}), &r)?;
+            action_done(&r?, out)
         }
     }
+}
+
+/// Records in the audit log a state-changing call asked for by hand, with the API's answer
+/// (or why there was none): before the answer is printed, so that a failed record fails
+/// the command rather than leaving the call unrecorded.
+fn audit_answer(
+    config: &Config,
+    event: &str,
+    id: u64,
+    mut details: serde_json::Value,
+    answer: &Result<api::ActionResult, api::ApiError>,
+) -> Result<()> {
+    details["certificate_id"] = serde_json::json!(id);
+    match answer {
+        Ok(r) => {
+            details["success"] = serde_json::json!(r.success);
+            details["result"] = serde_json::json!(r.result);
+        }
+        Err(e) => {
+            details["success"] = serde_json::json!(false);
+            details["error"] = serde_json::json!(e.to_string());
+        }
+    }
+    let event = match (event, answer) {
+        ("cancel", Err(_)) => "cancel-refused",
+        (other, _) => other,
+    };
+    crate::store::Store::open(&config.agent.state_dir)
+        .and_then(|store| store.audit(None, event, &details))
+        .context("could not record the call in the audit log")
 }
 
 fn action_done(r: &api::ActionResult, out: &Output) -> Result<u8> {
@@ -95,7 +133,13 @@ fn action_done(r: &api::ActionResult, out: &Output) -> Result<u8> {
     Ok(exit::OK)
 }
 
-pub(super) async fn cancel(client: &Client, id: u64, yes: bool, out: &Output) -> Result<u8> {
+pub(super) async fn cancel(
+    client: &Client,
+    config: &Config,
+    id: u64,
+    yes: bool,
+    out: &Output,
+) -> Result<u8> {
     if !yes {
         return Err(UsageError(format!(
             "cancelling certificate {id} needs --yes. A cancellation is a request to the \
@@ -104,8 +148,9 @@ pub(super) async fn cancel(client: &Client, id: u64, yes: bool, out: &Output) ->
         ))
         .into());
     }
-    let r = client.cancel(id).await?;
-    action_done(&r, out)
+    let r = client.cancel(id).await;
+    audit_answer(config, "cancel", id, serde_json::json!({}), &r)?;
+    action_done(&r?, out)
 }
 
 /// Base of the order site where renewal orders are completed (`api.order_site_url`).
@@ -121,6 +166,13 @@ pub(super) async fn prolong(
     out: &Output,
 ) -> Result<u8> {
     let p = client.prolong(id).await?;
+    crate::store::Store::open(&config.agent.state_dir)
+        .and_then(|store| {
+            let prepared = p.prolongation_token.is_some();
+            let details = serde_json::json!({ "certificate_id": id, "prepared": prepared });
+            store.audit(None, "prolong", &details)
+        })
+        .context("could not record the call in the audit log")?;
     let Some(token) = p.prolongation_token else {
         if out.json {
             out.print_json(&serde_json::json!({ "certificate": id, "prepared": false }))?;

@@ -142,6 +142,27 @@ pub enum Command {
         reissue: bool,
     },
 
+    /// Stop managing a certificate: its state record is archived under `state_dir/retired/`
+    /// (later runs leave NAME alone), its validation files and placeholder are removed, and
+    /// with --cancel its order is cancelled when the API still allows it.
+    ///
+    /// Cancellation: possible for an order not yet issued, and for an issued one within 28
+    /// days of its issuance; outside that window no call is made. The API's answer is printed
+    /// as it came. With --remove-files the installed certificate and key are deleted too —
+    /// refused while the web server still names them (remove the site first), unless
+    /// --force. The configuration is not edited: the entry to remove is named, except a file
+    /// written by `discover --write`, which is removed. Asks before acting on a terminal
+    /// (--yes to skip); without a terminal --yes is required. Not yet in fleet mode.
+    Retire(RetireArgs),
+
+    /// Show the audit log (`state_dir/audit.log`): every action with effect, one line each,
+    /// chained by hashes; --verify checks the chain.
+    ///
+    /// --verify exits 1 naming the first broken line (edited, removed, reordered or
+    /// truncated). The chain shows edits by someone who did not rewrite every later line; it
+    /// proves nothing against root, who can rewrite the whole file (docs/security.md).
+    Audit(AuditArgs),
+
     /// List the server software entries for a product (the ssl_server_software_id values).
     Software {
         /// Product ID from `cert-agent products`.
@@ -459,4 +480,43 @@ pub enum ConfigCommand {
     /// Validate the configuration file and print the effective configuration (defaults
     /// applied, secrets masked). Makes no API call.
     Check,
+}
+
+/// Options of `cert-agent retire`.
+#[derive(Debug, Args)]
+pub struct RetireArgs {
+    /// The certificate to retire (configured, or only recorded in the state directory).
+    pub name: String,
+    /// Ask the API to cancel the order (refund): only for an order not yet issued, or issued
+    /// within the last 28 days.
+    #[arg(long)]
+    pub cancel: bool,
+    /// Also delete the installed certificate, chain and key files.
+    #[arg(long)]
+    pub remove_files: bool,
+    /// Delete files even when the web server still names them, and retire a certificate
+    /// whose order outcome is unknown.
+    #[arg(long)]
+    pub force: bool,
+    /// Do not ask (needed without a terminal).
+    #[arg(long, short = 'y', alias = "non-interactive")]
+    pub yes: bool,
+    /// Read the web server's report (`nginx -T`, `apachectl -S`) from FILE instead of asking
+    /// the server, to see which files it still uses.
+    #[arg(long, value_name = "FILE")]
+    pub from: Option<PathBuf>,
+}
+
+/// Options of `cert-agent audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Check the chain instead of showing lines: exit 1 naming the first broken line.
+    #[arg(long)]
+    pub verify: bool,
+    /// Only lines from this date on (YYYY-MM-DD, UTC, or an RFC 3339 time).
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+    /// Only lines about this certificate.
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
 }

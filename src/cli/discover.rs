@@ -55,14 +55,19 @@ pub(super) async fn run(
             &mut |file| eprintln!("{} exists: kept (--force replaces it)", file.display()),
         )?;
     }
+    let orphaned = configured
+        .as_ref()
+        .map(|c| discover::orphans(&found, server, c))
+        .unwrap_or_default();
     if out.json {
-        out.print_json(&discover::Report::new(&found, &matches))?;
+        out.print_json(&discover::Report::new(&found, &matches).with_orphaned(&orphaned))?;
         return Ok(exit::OK);
     }
     out!(
         "{}",
         discover::report_text(&found, &matches, configured.as_ref())
     );
+    out!("{}", discover::orphans_text(&orphaned));
     discover::log_validation_counts(&found);
     for f in &written {
         outln!("wrote {}", f.display());

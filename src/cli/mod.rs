@@ -27,12 +27,14 @@ macro_rules! out {
 mod account;
 mod actions;
 mod args;
+mod audit;
 mod check;
 mod config_cmd;
 mod discover;
 pub mod exit;
 mod fleet;
 mod output;
+mod retire;
 mod run_cmds;
 mod serve;
 mod snippet;
@@ -88,7 +90,12 @@ fn init_logging(verbose: u8, quiet: bool) {
     };
     // Our own crate at the chosen level; dependencies one step quieter so that -vv stays
     // readable and never shows wire dumps.
-    let filter = format!("warn,cert_agent={level}");
+    let mut filter = format!("warn,cert_agent={level}");
+    // Under systemd (`INVOCATION_ID`) the audit log's lines also go to the journal, with
+    // their fields (seq, action, event, certificate, certificate_id, details).
+    if !quiet && verbose == 0 && std::env::var_os("INVOCATION_ID").is_some() {
+        filter.push_str(",cert_agent::audit=info");
+    }
     let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)
@@ -115,6 +122,8 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             snippet::placeholder(&load_config(&cli.config)?, name, &out, clock)
         }
         Command::Snippet { name } => snippet::snippet(&load_config(&cli.config)?, name, &out),
+        Command::Audit(args) => audit::run(&load_config_quietly(&cli.config)?, args, &out),
+        Command::Retire(args) => retire::run(&load_config(&cli.config)?, args, &out, clock).await,
         Command::Fleet(FleetCommand::Status) => {
             let config = load_config_quietly(&cli.config)?;
             fleet::status(&config, &out, clock).await

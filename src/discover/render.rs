@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::{Discovery, Match, Proposal, Validation, configured_as};
+use super::{Discovery, Match, Orphan, Proposal, Validation, configured_as};
 use crate::config::Config;
 
 /// `discover --json`: what was found, with the account's answer per proposal (when asked).
@@ -17,13 +17,43 @@ pub struct Report<'a> {
     found: &'a Discovery,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     account: &'a BTreeMap<String, Match>,
+    /// Configured certificates no virtual host serves any more.
+    #[serde(skip_serializing_if = "<[Orphan]>::is_empty")]
+    orphaned: &'a [Orphan],
 }
 
 impl<'a> Report<'a> {
     /// What was found, and the account's answers (empty: not asked).
     pub fn new(found: &'a Discovery, account: &'a BTreeMap<String, Match>) -> Self {
-        Self { found, account }
+        Self {
+            found,
+            account,
+            orphaned: &[],
+        }
     }
+
+    /// With the configured certificates no virtual host serves.
+    pub fn with_orphaned(mut self, orphaned: &'a [Orphan]) -> Self {
+        self.orphaned = orphaned;
+        self
+    }
+}
+
+/// The configured certificates no virtual host serves, with the hint to retire them.
+pub fn orphans_text(orphaned: &[Orphan]) -> String {
+    let mut s = String::new();
+    if orphaned.is_empty() {
+        return s;
+    }
+    s.push_str("\nConfigured, but served by no virtual host any more:\n");
+    for o in orphaned {
+        let _ = writeln!(s, "  {} ({})", o.name, o.domains.join(", "));
+    }
+    s.push_str(
+        "  If these sites are gone, `cert-agent retire NAME [--cancel]` stops renewing them \
+         (and cancels an order issued in the last 28 days).\n",
+    );
+    s
 }
 
 /// The text report, line by line; a proposal `configured` already has is said so.

@@ -153,7 +153,18 @@ pub(crate) async fn install_ready<'a>(
                 Err(e) => anyhow!(e),
                 Ok(()) => anyhow!("the install did not complete"),
             };
-            job.fail(&err.context("install failed"))
+            let err = err.context("install failed");
+            if let Err(e) = job.journal(
+                "install-failed",
+                serde_json::json!({
+                    "certificate_id": r.certificate_id,
+                    "serial": r.bundle.serial_hex,
+                    "error": format!("{err:#}"),
+                }),
+            ) {
+                tracing::warn!(certificate = %job.cert.name, "could not journal the failed install: {e:#}");
+            }
+            job.fail(&err)
         };
         done.push((job, outcome, warning));
     }

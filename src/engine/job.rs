@@ -41,6 +41,18 @@ impl<'a> Job<'a> {
         clock: Clock,
     ) -> Result<Self> {
         let rec = store.load(&cert.name)?;
+        if rec.order.is_none()
+            && rec.intent.is_none()
+            && let Some(archive) = store.retired(&cert.name)
+        {
+            anyhow::bail!(
+                "certificate '{}' was retired ({}): nothing is done for it; remove its \
+                 [[certificate]] entry from the configuration, or move that file aside to \
+                 manage it again",
+                cert.name,
+                archive.display()
+            );
+        }
         let backed_off = rec.failures > 0 || rec.retry_after.is_some();
         Ok(Self {
             idx,

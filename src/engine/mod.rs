@@ -6,7 +6,7 @@
 //! Bottom up: `plan` (pure decisions), `report` (outcomes), `lead` (what a fleet's leader is
 //! asked), `keys`, `job` (one certificate and where a phase leaves it), `context` (what a
 //! run shares), then the steps `order`, `deploy`, `publish`, `reissue`, `adopt`,
-//! `placeholder`, the phases `start` and `poll`, and `run` over them. The engine knows
+//! `placeholder`, `retire`, the phases `start` and `poll`, and `run` over them. The engine knows
 //! nothing of monitoring or etcd: a fleet takes part through [`Lead`].
 
 pub mod adopt;
@@ -22,6 +22,7 @@ mod poll;
 mod publish;
 mod reissue;
 mod report;
+pub mod retire;
 mod run;
 mod start;
 

@@ -11,7 +11,7 @@ use crate::api::{ApiError, CertificateDetails};
 use crate::config::{CertificateConfig, DcvMethod, Family, Webroot};
 use crate::crypto::{CsrHashes, CsrInfo};
 use crate::dcv::{self, ValidationFile, hook, selfcheck::SelfCheck, standalone::StandaloneServer};
-use crate::store::{CertRecord, PublishedDcv};
+use crate::store::{CertRecord, PublishedDcv, Store};
 
 use super::context::Ctx;
 
@@ -476,6 +476,23 @@ pub(super) async fn cleanup_dcv(ctx: &Ctx<'_>, cert: &CertificateConfig, rec: &m
     if let Some(lead) = ctx.lead {
         lead.remove_dcv(cert).await;
     }
+    if let Some(p) = rec.pending_key.as_ref() {
+        let name = format!("{}.txt", p.csr_md5);
+        for server in ctx.standalone.lock().await.values() {
+            server.remove_file(&name);
+        }
+    }
+    remove_published(ctx.store, cert, rec).await;
+}
+
+/// Removes what was published for validation on this host — the files in web roots and in
+/// the publish directory of `cert-agent serve`, the DNS records through the hook — and
+/// saves the record without them (what a run's servers in memory hold is the caller's).
+pub(crate) async fn remove_published(
+    store: &Store,
+    cert: &CertificateConfig,
+    rec: &mut CertRecord,
+) {
     let mut files = std::mem::take(&mut rec.dcv.files);
     // The standalone file in the publish directory of `cert-agent serve`, whether or not one
     // runs now: the pending CSR's name and the recorded one.
@@ -487,16 +504,13 @@ pub(super) async fn cleanup_dcv(ctx: &Ctx<'_>, cert: &CertificateConfig, rec: &m
         .chain(rec.dcv.standalone_file.as_ref().map(|(n, _)| n.clone()));
     if cert.dcv.standalone || rec.dcv.standalone_file.is_some() {
         for name in served {
-            if let Err(e) = dcv::serve_dir::remove(ctx.store.dir(), &name) {
+            if let Err(e) = dcv::serve_dir::remove(store.dir(), &name) {
                 tracing::warn!(certificate = %cert.name, "could not remove a validation file: {e}");
             }
         }
     }
     if let Some(p) = rec.pending_key.as_ref() {
         let name = format!("{}.txt", p.csr_md5);
-        for server in ctx.standalone.lock().await.values() {
-            server.remove_file(&name);
-        }
         // The file for the pending CSR in each web root, recorded or not: the record is
         // written before the file, but a file that outlived its record must not stay.
         if cert.dcv.method.is_http()
@@ -548,7 +562,7 @@ pub(super) async fn cleanup_dcv(ctx: &Ctx<'_>, cert: &CertificateConfig, rec: &m
         }
     }
     rec.dcv = PublishedDcv::default();
-    if let Err(e) = ctx.store.save(rec) {
+    if let Err(e) = store.save(rec) {
         tracing::warn!(certificate = %cert.name, "{e}");
     }
 }

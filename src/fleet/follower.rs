@@ -595,6 +595,13 @@ pub(super) fn sync_dcv(
             Ok(done) => {
                 served.insert(name.clone(), done);
                 tracing::info!(certificate = %name, "serving the fleet's validation file {}", entry.file_name);
+                let details = serde_json::json!({
+                    "file": format!("/.well-known/pki-validation/{}", entry.file_name),
+                    "for": "fleet",
+                });
+                if let Err(e) = store.audit(Some(name), "dcv-published", &details) {
+                    view.problem(name, format!("{e:#}"));
+                }
             }
             Err(e) => view.problem(name, format!("{e:#}")),
         }

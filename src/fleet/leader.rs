@@ -445,6 +445,13 @@ pub async fn run(
         return Ok((report, Vec::new()));
     };
     tracing::info!(host = %link.fleet.host(), "leading the fleet for this run");
+    if let Err(e) = store.audit(
+        None,
+        "fleet-lead-taken",
+        &serde_json::json!({ "host": link.fleet.host() }),
+    ) {
+        tracing::warn!("{e}");
+    }
     if let Some(why) = &opts.takeover {
         tracing::info!("taking over the fleet's work: {why}");
         report.takeover = Some(why.clone());
@@ -520,6 +527,13 @@ pub async fn run(
     let own = fr.client.get().map(crate::api::Client::request_counts);
     drop(fr);
     lead.resign().await;
+    if let Err(e) = store.audit(
+        None,
+        "fleet-lead-given",
+        &serde_json::json!({ "host": link.fleet.host() }),
+    ) {
+        tracing::warn!("{e}");
+    }
     record_attempts(store, &link, &eligible, &imported, &not_shared);
     fleet_failures(store, &mut report);
     let mut requests = done.requests;

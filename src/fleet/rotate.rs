@@ -146,8 +146,26 @@ pub async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateReport> {
         already: Vec::new(),
         left: Vec::new(),
     };
+    let audit = |event: &str, details: serde_json::Value| {
+        if let Err(e) = store.audit(None, event, &details) {
+            tracing::warn!("{e}");
+        }
+    };
+    audit(
+        "fleet-lead-taken",
+        serde_json::json!({ "host": link.fleet.host(), "for": "rotate-key" }),
+    );
     let done = reseal_all(&link, &lead, &mut versions, &mut report).await;
     lead.resign().await;
+    audit(
+        "fleet-lead-given",
+        serde_json::json!({
+            "host": link.fleet.host(),
+            "key_id": report.key_id,
+            "resealed": report.resealed.len(),
+            "ok": done.is_ok(),
+        }),
+    );
     done?;
     Ok(report)
 }

@@ -315,6 +315,40 @@ fn one_order_for_the_fleet_and_every_host_serves_it() {
         "validation file left on web2"
     );
 
+    // The audit logs: the leader took and gave up the lead and ordered; every host logged
+    // its own install.
+    let audit =
+        |i: usize| fs::read_to_string(f.hosts[i].state.join("audit.log")).unwrap_or_default();
+    let lead_log = audit(0);
+    for event in ["fleet-lead-taken", "ordered", "fleet-lead-given"] {
+        assert!(
+            lead_log.contains(&format!("\"event\":\"{event}\"")),
+            "{event}: {lead_log}"
+        );
+    }
+    for i in 0..3 {
+        let log = audit(i);
+        assert!(
+            log.contains("\"event\":\"installed\""),
+            "web{}: {log}",
+            i + 1
+        );
+        f.agent(i, &["audit", "--verify"]).expect_code(0);
+    }
+    assert!(
+        !audit(1).contains("\"event\":\"ordered\""),
+        "a follower orders nothing"
+    );
+    // Retiring is refused in fleet mode, and changes nothing.
+    let refused = f.agent(1, &["retire", "www", "--yes"]);
+    refused.expect_code(2);
+    assert!(
+        refused.stderr.contains("retire in fleet mode: not yet"),
+        "{}",
+        refused.describe()
+    );
+    assert!(f.hosts[1].state.join("certs/www.json").exists());
+
     // Followers never order: a renew on web3 installs nothing new and places no order.
     let calls = f.env.calls().len();
     let out = f.agent(2, &["--json", "renew"]);

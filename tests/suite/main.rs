@@ -30,6 +30,8 @@ mod daemon;
 mod metrics;
 /// Onboarding: adoption without a new order, `include` fragments, `discover`, placeholders.
 mod onboarding;
+/// `cert-agent retire` (the cancellation window, what is removed) and the audit log.
+mod retire_audit;
 /// `cert-agent serve`: the standalone DCV server as a process of its own.
 mod serve;
 

@@ -1,0 +1,395 @@
+//! `cert-agent retire` and the audit log against the sandbox: the cancellation asked for only
+//! inside the API's 28-day window (the sandbox's call log holds one cancel call or none),
+//! validation files and placeholders removed, files the web server still names kept, later
+//! runs leaving a retired certificate alone, `discover` naming a certificate no virtual host
+//! serves; a renewal's actions in `audit.log`, and `audit --verify` on an untouched, an
+//! edited, a shortened and a reordered log.
+
+use crate::support;
+
+use std::fs;
+use std::time::Duration;
+
+use partner_sandbox::SandboxConfig;
+use support::env::{Publish, TestEnv, wait_until};
+use support::faults::{entries, serve_webroot};
+use support::scenario;
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+fn cancel_calls(env: &TestEnv) -> usize {
+    env.calls()
+        .iter()
+        .filter(|c| c.method == "POST" && c.path.ends_with("/cancel"))
+        .count()
+}
+
+/// A certificate issued at once (standalone validation, files only).
+fn issued(name: &str, domain: &str) -> TestEnv {
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec(name, &[domain]);
+    env.certs.push(spec);
+    scenario::renew_synced(&env).expect_code(0);
+    env
+}
+
+/// Guards the cancellation window: an order issued 10 days ago is cancelled with exactly one
+/// call and the API's answer printed as it came; the record is archived and a later run
+/// neither orders again nor touches the certificate.
+#[test]
+fn retire_inside_the_window_cancels_once_and_later_runs_leave_it_alone() {
+    let env = issued("www", "www.retire-inside.test");
+    let id = scenario::certificate_id(&env, "www");
+    env.sandbox.advance(10 * DAY);
+    let out = scenario::run_synced(&env, &["retire", "www", "--cancel", "--yes"]);
+    out.expect_code(0);
+    assert_eq!(cancel_calls(&env), 1, "{}", scenario::show(&env.calls()));
+    let text = out.text();
+    assert!(
+        text.contains(&format!("cancel certificate {id}"))
+            && text.contains("The cancellation order has been sent"),
+        "{text}"
+    );
+    assert!(env.record("www").is_none(), "the live record is gone");
+    let archive = env.state_dir().join("retired/www.json");
+    let archived: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&archive).unwrap()).unwrap();
+    assert_eq!(archived["record"]["order"]["certificate_id"], id);
+    assert!(
+        text.contains("remove the [[certificate]] entry 'www'"),
+        "the operator is told what to remove: {text}"
+    );
+    // The configuration still lists it: the next run fails on it, orders nothing.
+    let posts = env.order_posts();
+    let again = scenario::run_synced(&env, &["--json", "renew", "--wait", "5"]);
+    assert_ne!(again.code, Some(0), "{}", again.describe());
+    assert!(again.stdout.contains("was retired"), "{}", again.describe());
+    assert_eq!(env.order_posts(), posts, "no order after retirement");
+    // The audit log holds the cancellation and the retirement.
+    let audit = fs::read_to_string(env.state_dir().join("audit.log")).unwrap();
+    assert!(audit.contains("\"action\":\"cancel\""), "{audit}");
+    assert!(audit.contains("\"action\":\"retire\""), "{audit}");
+}
+
+/// Guards the other side of the window: 30 days after issuance the API would refuse, so no
+/// cancel call is made and the operator is told why.
+#[test]
+fn retire_outside_the_window_makes_no_cancel_call() {
+    let env = issued("old", "old.retire-outside.test");
+    env.sandbox.advance(31 * DAY);
+    let issued_on = env.sandbox.now().date() - time::Duration::days(31);
+    let out = scenario::run_synced(&env, &["--json", "retire", "old", "--cancel", "--yes"]);
+    out.expect_code(0);
+    assert_eq!(cancel_calls(&env), 0, "{}", scenario::show(&env.calls()));
+    let cancel = &out.json()["cancel"];
+    assert_eq!(cancel["called"], false, "{}", out.describe());
+    assert_eq!(cancel["decision"]["decision"], "too_late");
+    assert_eq!(cancel["decision"]["issued"], issued_on.to_string());
+    let text = scenario::run_synced(&env, &["audit", "--name", "old"]).text();
+    assert!(
+        text.contains("retired") && !text.contains("cancel-refused"),
+        "{text}"
+    );
+    assert!(env.state_dir().join("retired/old.json").exists());
+}
+
+/// Guards what retire removes: a pending order's published validation file in the web root
+/// and a placeholder at the install paths; without --cancel no call at all.
+#[test]
+fn retire_removes_validation_files_and_the_placeholder() {
+    let mut env = TestEnv::with_sandbox(SandboxConfig::default());
+    let webroot = env.path("www-root");
+    fs::create_dir_all(&webroot).unwrap();
+    let server = serve_webroot(&webroot);
+    env.sandbox.set_dcv_ports(server.port, 0);
+    let mut spec = env.cert_spec("site", &["site.retire-files.test"], "none");
+    spec.publish = Publish::Webroot(webroot.clone());
+    env.certs.push(spec);
+    env.agent(["placeholder", "site"]).run().expect_code(0);
+    let key = env.spec("site").files.key.clone();
+    assert!(key.exists(), "placeholder key written");
+    let validation = || {
+        entries(&webroot)
+            .into_iter()
+            .filter(|p| p.starts_with(".well-known/pki-validation") && p.extension().is_some())
+            .collect::<Vec<_>>()
+    };
+    let run = env.agent(["--json", "renew", "--wait", "2"]).run();
+    assert!(
+        wait_until(Duration::from_secs(20), || !validation().is_empty()),
+        "the validation file was published: {}",
+        run.describe()
+    );
+    let calls_before = env.calls().len();
+    // Without a terminal, --yes is needed.
+    let refused = env.agent(["retire", "site"]).run();
+    refused.expect_code(2);
+    assert!(refused.stderr.contains("--yes"), "{}", refused.describe());
+    let out = env.agent(["retire", "site", "--yes"]).run();
+    out.expect_code(0);
+    assert!(validation().is_empty(), "validation file removed");
+    assert!(!key.exists(), "placeholder removed: {}", out.describe());
+    for f in env.spec("site").files.all() {
+        assert!(!f.exists(), "{} removed", f.display());
+    }
+    assert_eq!(
+        env.calls().len(),
+        calls_before,
+        "no API call without --cancel"
+    );
+    assert_eq!(cancel_calls(&env), 0);
+}
+
+/// An `nginx -T` report of one TLS server for `name` with `cert` and `key`.
+fn nginx_dump(name: &str, cert: &std::path::Path, key: &std::path::Path) -> String {
+    format!(
+        "# configuration file /etc/nginx/nginx.conf:\nhttp {{\n  server {{\n    listen 443 ssl;\n    \
+         server_name {name};\n    ssl_certificate {};\n    ssl_certificate_key {};\n  }}\n}}\n",
+        cert.display(),
+        key.display()
+    )
+}
+
+/// Guards installed files a virtual host still names: --remove-files refuses (nothing
+/// changed) until the site is gone from the server's report, then deletes them; `discover`
+/// lists the certificate as served by no virtual host.
+#[test]
+fn files_the_web_server_still_names_are_kept_and_discover_lists_the_orphan() {
+    let mut env = TestEnv::new();
+    let port = support::webserver::free_port();
+    env.sandbox.set_dcv_ports(port, 0);
+    let mut spec = env.cert_spec("shop", &["shop.retire-inuse.test"], "nginx");
+    spec.publish = Publish::Standalone(port);
+    spec.reload_command = Some(vec!["true".into()]);
+    spec.configtest_command = Some(vec!["true".into()]);
+    env.certs.push(spec);
+    scenario::renew_synced(&env).expect_code(0);
+    let files = env.spec("shop").files.clone();
+    let leaf = files.leaf_file();
+    let dump = env.path("nginx-T.txt");
+    fs::write(
+        &dump,
+        nginx_dump("shop.retire-inuse.test", &leaf, &files.key),
+    )
+    .unwrap();
+    let dump_arg = dump.to_str().unwrap();
+    let retire = || {
+        env.agent([
+            "retire",
+            "shop",
+            "--remove-files",
+            "--yes",
+            "--from",
+            dump_arg,
+        ])
+        .run()
+    };
+    let out = retire();
+    out.expect_failure();
+    assert!(
+        out.stderr.contains("still uses") && out.stderr.contains(&leaf.display().to_string()),
+        "{}",
+        out.describe()
+    );
+    assert!(
+        leaf.exists() && env.record("shop").is_some(),
+        "nothing changed"
+    );
+
+    // The site is removed from the web server: discover names the certificate.
+    fs::write(
+        &dump,
+        nginx_dump(
+            "other.retire-inuse.test",
+            &env.path("o.pem"),
+            &env.path("o.key"),
+        ),
+    )
+    .unwrap();
+    let found = env.agent(["discover", "--from", dump_arg]).run();
+    found.expect_code(0);
+    assert!(
+        found.stdout.contains("served by no virtual host")
+            && found.stdout.contains("shop (shop.retire-inuse.test)")
+            && found.stdout.contains("cert-agent retire"),
+        "{}",
+        found.describe()
+    );
+    let json = env.agent(["--json", "discover", "--from", dump_arg]).run();
+    assert_eq!(
+        json.json()["orphaned"][0]["name"],
+        "shop",
+        "{}",
+        json.describe()
+    );
+
+    let out = retire();
+    out.expect_code(0);
+    for f in files.all() {
+        assert!(!f.exists(), "{} deleted: {}", f.display(), out.describe());
+    }
+}
+
+/// Guards the audit trail of a renewal: the first order's steps are in `audit.log` as
+/// chained lines (key, order intent and answer, validation, install), `audit` shows them and
+/// `audit --verify` passes.
+#[test]
+fn a_renewal_writes_its_actions_to_the_audit_log_and_verify_passes() {
+    let env = issued("www", "www.audit-renew.test");
+    let log = fs::read_to_string(env.state_dir().join("audit.log")).unwrap();
+    let events: Vec<(String, String)> = log
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            assert_eq!(v["certificate"], "www", "{l}");
+            (
+                v["action"].as_str().unwrap().to_owned(),
+                v["event"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want = [
+        ("key", "key-generated"),
+        ("order", "order-intent"),
+        ("order", "ordered"),
+        ("dcv", "dcv-published"),
+        ("install", "installed"),
+    ];
+    let mut at = 0;
+    for w in want {
+        let found = events[at..]
+            .iter()
+            .position(|(a, e)| (a.as_str(), e.as_str()) == w);
+        let Some(i) = found else {
+            panic!("{w:?} not in order in {events:?}");
+        };
+        at += i + 1;
+    }
+    let meta = fs::metadata(env.state_dir().join("audit.log")).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+        0o600
+    );
+    let verify = env.agent(["audit", "--verify"]).run();
+    verify.expect_code(0);
+    assert!(
+        verify.stdout.contains("chain intact"),
+        "{}",
+        verify.describe()
+    );
+    let shown = env.agent(["--json", "audit", "--name", "www"]).run();
+    shown.expect_code(0);
+    let n = shown.json().as_array().map(Vec::len).unwrap_or(0);
+    assert_eq!(n, events.len(), "{}", shown.describe());
+    let none = env
+        .agent(["--json", "audit", "--since", "2999-01-01"])
+        .run();
+    assert_eq!(none.json(), serde_json::json!([]));
+    env.agent(["audit", "--since", "soon"]).run().expect_code(2);
+}
+
+/// Guards `audit --verify` against the three tamperings: an edited, a removed and two
+/// reordered lines are each named by line number, and the untouched log passes again.
+#[test]
+fn audit_verify_names_an_edited_a_removed_and_a_reordered_line() {
+    let env = issued("www", "www.audit-verify.test");
+    let path = env.state_dir().join("audit.log");
+    let original = fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = original.lines().collect();
+    assert!(lines.len() >= 4, "{original}");
+    let write = |ls: &[String]| fs::write(&path, ls.join("\n") + "\n").unwrap();
+    let owned = || lines.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+
+    let mut edited = owned();
+    edited[1] = edited[1].replacen("\"host\":\"", "\"host\":\"x", 1);
+    write(&edited);
+    let out = env.agent(["audit", "--verify"]).run();
+    out.expect_code(1);
+    assert!(out.stderr.contains("line 2:"), "{}", out.describe());
+
+    let mut removed = owned();
+    removed.remove(2);
+    write(&removed);
+    let out = env.agent(["audit", "--verify"]).run();
+    out.expect_code(1);
+    assert!(out.stderr.contains("line 3:"), "{}", out.describe());
+
+    let mut reordered = owned();
+    reordered.swap(1, 2);
+    write(&reordered);
+    let out = env.agent(["--json", "audit", "--verify"]).run();
+    out.expect_code(1);
+    assert_eq!(out.json()["broken"]["line"], 2, "{}", out.describe());
+
+    let mut cut = original.clone().into_bytes();
+    cut.truncate(cut.len() - 10);
+    fs::write(&path, &cut).unwrap();
+    let out = env.agent(["audit", "--verify"]).run();
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains(&format!("line {}:", lines.len())) && out.stderr.contains("truncated"),
+        "{}",
+        out.describe()
+    );
+
+    fs::write(&path, &original).unwrap();
+    env.agent(["audit", "--verify"]).run().expect_code(0);
+}
+
+/// Guards the configuration: an include file `discover --write` wrote for the certificate is
+/// cert-agent's own and is removed by retire; the operator's own file is only named.
+#[test]
+fn retire_removes_the_include_file_discover_wrote() {
+    let mut env = TestEnv::new();
+    let webroot = env.path("site-root");
+    fs::create_dir_all(&webroot).unwrap();
+    let dump = env.path("nginx-T.txt");
+    fs::write(
+        &dump,
+        format!(
+            "# configuration file /etc/nginx/nginx.conf:\nhttp {{\n  server {{\n    listen 80;\n    \
+             server_name gone.retire-include.test;\n    root {};\n  }}\n}}\n",
+            webroot.display()
+        ),
+    )
+    .unwrap();
+    let conf_d = env.path("conf.d");
+    let dump_arg = dump.to_str().unwrap();
+    let conf_arg = conf_d.to_str().unwrap();
+    env.agent([
+        "discover",
+        "--from",
+        dump_arg,
+        "--product-id",
+        "1101",
+        "--write",
+        conf_arg,
+    ])
+    .run()
+    .expect_code(0);
+    let fragment = conf_d.join("gone.retire-include.test.toml");
+    assert!(fragment.exists());
+    env.agent_extra = format!("include = [\"{conf_arg}/*.toml\"]\n");
+    let out = env
+        .agent(["retire", "gone.retire-include.test", "--yes"])
+        .run();
+    out.expect_code(0);
+    assert!(!fragment.exists(), "{}", out.describe());
+    assert!(
+        out.stdout
+            .contains(&format!("removed {}", fragment.display())),
+        "{}",
+        out.describe()
+    );
+    assert!(env.calls().is_empty(), "no API call");
+    // Gone from the configuration: nothing left to retire, and the archive says so.
+    let again = env
+        .agent(["retire", "gone.retire-include.test", "--yes"])
+        .run();
+    again.expect_failure();
+    assert!(
+        again.stderr.contains("already retired"),
+        "{}",
+        again.describe()
+    );
+}
