@@ -324,7 +324,8 @@ pub fn money_check(forecast: Result<Forecast>, now: OffsetDateTime) -> MoneyChec
             return MoneyCheck {
                 level: Level::Warning,
                 problems: vec![format!(
-                    "a billed order falls due within {WARNING_DAYS} days and the balance could                      not be read: {e:#}"
+                    "a billed order falls due within {WARNING_DAYS} days and the balance could \
+                 not be read: {e:#}"
                 )],
                 available: None,
                 currency: None,
@@ -345,13 +346,15 @@ pub fn money_check(forecast: Result<Forecast>, now: OffsetDateTime) -> MoneyChec
         if short(&spend_7d) {
             level = Level::Critical;
             problems.push(format!(
-                "available {} {currency} does not cover the {spend_7d} {currency} of orders due                  within {CRITICAL_DAYS} days",
+                "available {} {currency} does not cover the {spend_7d} {currency} of orders due \
+                 within {CRITICAL_DAYS} days",
                 a.sum
             ));
         } else if short(&spend_30d) {
             level = Level::Warning;
             problems.push(format!(
-                "available {} {currency} does not cover the {spend_30d} {currency} of orders due                  within {WARNING_DAYS} days",
+                "available {} {currency} does not cover the {spend_30d} {currency} of orders due \
+                 within {WARNING_DAYS} days",
                 a.sum
             ));
         }
