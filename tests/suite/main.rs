@@ -24,6 +24,10 @@ mod announce;
 mod check;
 /// Account and certificate commands: tables, `--json`, exit codes, refusals, no credentials.
 mod cli_account;
+/// `cert-agent forecast` and the balance in `check`: exact figures against sandbox accounts.
+mod forecast;
+/// Validation foresight across the SC-081v3 dates (2027, 2029) with EMAIL and HTTP orders.
+mod validation_reuse;
 /// `cert-agent run`: configuration reload, SIGTERM/SIGINT with a run in progress.
 mod daemon;
 /// `[agent] metrics_file` and `metrics_listen`, checked with promtool and a real Prometheus.
