@@ -90,7 +90,10 @@ mod tests {
         assert_eq!(format_micros(40_700_000), "40.70");
         assert_eq!(format_micros(8_800_000 + 1), "8.800001");
         let d = |s: &str| Decimal::parse(s).unwrap();
-        assert_eq!(sum_of(&[d("8.80"), d("27.5"), d("0.01")]).unwrap().as_str(), "36.31");
+        assert_eq!(
+            sum_of(&[d("8.80"), d("27.5"), d("0.01")]).unwrap().as_str(),
+            "36.31"
+        );
         assert_eq!(sum_of(&[]).unwrap().as_str(), "0.00");
         assert_eq!(sum_of(&[d("1.1234567")]), None);
     }

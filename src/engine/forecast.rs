@@ -238,7 +238,10 @@ impl ValidationMethod {
     }
 
     /// How a configured certificate validates, with `[validation] reuse_days`.
-    pub fn setup(cert: &crate::config::CertificateConfig, reuse_days: Option<u32>) -> ValidationSetup {
+    pub fn setup(
+        cert: &crate::config::CertificateConfig,
+        reuse_days: Option<u32>,
+    ) -> ValidationSetup {
         ValidationSetup {
             method: Self::of(cert.dcv.method),
             dns_hook: cert.dcv.dns_hook.is_some(),
@@ -296,8 +299,7 @@ impl ValidationSetup {
     /// The reuse period for a certificate issued on `date`.
     pub fn reuse_days_on(self, date: Date) -> i64 {
         let ballot = reuse_days_on(date);
-        self.reuse_days
-            .map_or(ballot, |d| ballot.min(i64::from(d)))
+        self.reuse_days.map_or(ballot, |d| ballot.min(i64::from(d)))
     }
 }
 

@@ -142,8 +142,11 @@ impl CheckReport {
             money_bad
                 .map(|m| format!("balance: {}", m.problems.join(", ")))
                 .into_iter()
-                .chain(bad.iter().take(3)
-                .map(|c| format!("{}: {}", c.name, c.problems.join(", "))))
+                .chain(
+                    bad.iter()
+                        .take(3)
+                        .map(|c| format!("{}: {}", c.name, c.problems.join(", "))),
+                )
                 .collect::<Vec<_>>()
                 .join("; ")
                 + &if bad.len() > 3 {
@@ -250,7 +253,9 @@ pub async fn check(
     }
     served::remember(&store, seen);
     let money = if opts.balance && opts.names.is_empty() {
-        money::for_check(config, now).await.map(|f| money_check(f, now))
+        money::for_check(config, now)
+            .await
+            .map(|f| money_check(f, now))
     } else {
         None
     };
@@ -306,11 +311,7 @@ pub fn validation_level(
     }
     Some((
         Level::Warning,
-        format!(
-            "{}: act before {}",
-            fresh.describe(),
-            short_time(fresh.due)
-        ),
+        format!("{}: act before {}", fresh.describe(), short_time(fresh.due)),
     ))
 }
 
@@ -340,9 +341,8 @@ pub fn money_check(forecast: Result<Forecast>, now: OffsetDateTime) -> MoneyChec
     let mut problems = Vec::new();
     let currency = f.currency.clone().unwrap_or_default();
     if let Some(a) = &f.available {
-        let short = |spend: &crate::values::Decimal| {
-            a.sum.cmp_value(spend) == std::cmp::Ordering::Less
-        };
+        let short =
+            |spend: &crate::values::Decimal| a.sum.cmp_value(spend) == std::cmp::Ordering::Less;
         if short(&spend_7d) {
             level = Level::Critical;
             problems.push(format!(

@@ -49,7 +49,8 @@ pub async fn after_run(
         log.save(store);
     }
     if (config.agent.metrics_file.is_some() || config.agent.metrics_listen.is_some())
-        && report_made_calls(report) {
+        && report_made_calls(report)
+    {
         money::refresh_after_run(config, now).await;
     }
     metrics::write(config, store, report);

@@ -163,11 +163,10 @@ pub fn priced(
             }
         })
         .collect();
-    let total = sum_of(items.iter().filter_map(|i| i.price.as_ref()))
-        .unwrap_or_else(Decimal::zero);
-    let covered = available.as_ref().map(|a| {
-        unpriced.is_empty() && a.sum.cmp_value(&total) != std::cmp::Ordering::Less
-    });
+    let total = sum_of(items.iter().filter_map(|i| i.price.as_ref())).unwrap_or_else(Decimal::zero);
+    let covered = available
+        .as_ref()
+        .map(|a| unpriced.is_empty() && a.sum.cmp_value(&total) != std::cmp::Ordering::Less);
     Forecast {
         generated_at: now,
         days,
@@ -189,8 +188,8 @@ impl Forecast {
             .iter()
             .filter(|i| i.kind == DueKind::Order && i.due <= until)
             .collect();
-        let total = sum_of(within.iter().filter_map(|i| i.price.as_ref()))
-            .unwrap_or_else(Decimal::zero);
+        let total =
+            sum_of(within.iter().filter_map(|i| i.price.as_ref())).unwrap_or_else(Decimal::zero);
         (total, within.iter().any(|i| i.price.is_none()))
     }
 }
@@ -240,8 +239,7 @@ fn remember(store: &Store, f: &Forecast, now: OffsetDateTime) {
         return;
     }
     if let Ok(bytes) = serde_json::to_vec_pretty(&snap)
-        && let Err(e) =
-            crate::fsutil::write_atomic(&store.dir().join(SNAPSHOT_FILE), &bytes, 0o600)
+        && let Err(e) = crate::fsutil::write_atomic(&store.dir().join(SNAPSHOT_FILE), &bytes, 0o600)
     {
         tracing::debug!(
             "could not keep the balance figures: {}",

@@ -63,7 +63,10 @@ fn forecast_prices_billed_renewals_against_the_balance() {
         (items[0]["name"].as_str(), items[0]["kind"].as_str()),
         (Some("shop"), Some("order"))
     );
-    assert_eq!((price_of(&items[0]), items[0]["years"].as_u64()), ("16.72", Some(2)));
+    assert_eq!(
+        (price_of(&items[0]), items[0]["years"].as_u64()),
+        ("16.72", Some(2))
+    );
     assert_eq!(
         (items[1]["name"].as_str(), items[1]["kind"].as_str()),
         (Some("www"), Some("order"))
@@ -75,7 +78,12 @@ fn forecast_prices_billed_renewals_against_the_balance() {
     assert_eq!(f["total"], "25.52");
     assert_eq!(f["currency"], "USD");
     assert_eq!(f["available"]["currency"], "USD");
-    assert_eq!(f["available"]["sum"].as_str().map(|s| s.trim_end_matches(".0")), Some("5000"));
+    assert_eq!(
+        f["available"]["sum"]
+            .as_str()
+            .map(|s| s.trim_end_matches(".0")),
+        Some("5000")
+    );
     assert_eq!(f["covered"], true);
 
     // Ten days: only the order due now.
@@ -96,7 +104,11 @@ fn forecast_prices_billed_renewals_against_the_balance() {
         "Billed orders in the next 30 days: 2, total 25.52 USD",
         "Available balance: 25.51 USD (does NOT cover the total)",
     ] {
-        assert!(table.stdout.contains(want), "{want:?}\n{}", table.describe());
+        assert!(
+            table.stdout.contains(want),
+            "{want:?}\n{}",
+            table.describe()
+        );
     }
 }
 
@@ -114,7 +126,9 @@ fn a_reissue_inside_the_subscription_is_free() {
     assert_eq!(price_of(&items[0]), "0.00");
     // A year ahead reaches the end of the one-year subscription: a billed order.
     assert!(
-        items.iter().any(|i| i["kind"] == "order" && price_of(i) == "8.80"),
+        items
+            .iter()
+            .any(|i| i["kind"] == "order" && price_of(i) == "8.80"),
         "{f:#}"
     );
 
@@ -130,7 +144,10 @@ fn a_reissue_inside_the_subscription_is_free() {
         "no products call without a billed order: {paths:?}"
     );
     assert_eq!(
-        paths.iter().filter(|p| *p == "/api/v1/billing/balance").count(),
+        paths
+            .iter()
+            .filter(|p| *p == "/api/v1/billing/balance")
+            .count(),
         1,
         "{paths:?}"
     );

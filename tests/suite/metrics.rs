@@ -105,7 +105,10 @@ fn the_metrics_file_passes_promtool_and_tells_the_truth() {
         value(&text, "cert_agent_projected_spend_30d{currency=\"USD\"}"),
         0.0
     );
-    assert!(text.contains("cert_agent_balance_read_timestamp_seconds "), "{text}");
+    assert!(
+        text.contains("cert_agent_balance_read_timestamp_seconds "),
+        "{text}"
+    );
     assert_eq!(
         value(
             &text,

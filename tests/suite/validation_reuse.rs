@@ -70,7 +70,10 @@ fn after_march_2027_a_validation_counts_for_100_days() {
             if name == "web" { "HTTP" } else { "EMAIL" },
             "{rec:#}"
         );
-        assert!((when(&mark["at"]) - start).abs() < Duration::days(1), "{mark}");
+        assert!(
+            (when(&mark["at"]) - start).abs() < Duration::days(1),
+            "{mark}"
+        );
     }
 
     let status = run_synced(&env, &["--json", "status"]);
@@ -88,7 +91,10 @@ fn after_march_2027_a_validation_counts_for_100_days() {
         "{due}"
     );
     let web = &row(&rows, "web")["validation"];
-    assert_eq!((web["method"].as_str(), web["automatic"].as_bool()), (Some("HTTP"), Some(true)));
+    assert_eq!(
+        (web["method"].as_str(), web["automatic"].as_bool()),
+        (Some("HTTP"), Some(true))
+    );
     let table = run_synced(&env, &["status"]);
     assert!(
         table.stdout.contains("mail: the renewal due ")
@@ -137,8 +143,16 @@ fn from_march_2029_every_renewal_validates_again() {
     }
     let check = run_synced(&env, &["check"]);
     check.expect_code(1);
-    assert!(check.stdout.contains("WARNING mail: the renewal due"), "{}", check.describe());
-    assert!(!check.stdout.contains("WARNING web:"), "{}", check.describe());
+    assert!(
+        check.stdout.contains("WARNING mail: the renewal due"),
+        "{}",
+        check.describe()
+    );
+    assert!(
+        !check.stdout.contains("WARNING web:"),
+        "{}",
+        check.describe()
+    );
 
     // The renewal falls due: the HTTP certificate is reissued and validated again.
     let web_due = when(&row(&rows, "web")["validation"]["due"]);

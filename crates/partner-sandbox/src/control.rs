@@ -282,7 +282,10 @@ pub(crate) fn handle_http(shared: &Shared, method: &str, path: &str, body: &[u8]
         (["accounts"], true, _) => (200, json!(accounts(shared))),
         (["accounts", "payments"], _, true) => with_body(body, |a: Payments| {
             let cents = cents_of(&a.sum).ok_or_else(|| {
-                (400, format!("sum {:?} is not an amount such as \"12.34\"", a.sum))
+                (
+                    400,
+                    format!("sum {:?} is not an amount such as \"12.34\"", a.sum),
+                )
             })?;
             set_payments(shared, &a.login, cents).map_err(unprocessable)?;
             Ok(json!({ "ok": true }))

@@ -575,7 +575,10 @@ fn validation_rules() {
     let c = parse(MINIMAL).unwrap();
     assert_eq!(c.validation.reuse_days, None);
     assert_eq!(c.validation.warning_days, 21);
-    let c = parse(&format!("{MINIMAL}\n[validation]\nreuse_days = 30\nwarning_days = 28\n")).unwrap();
+    let c = parse(&format!(
+        "{MINIMAL}\n[validation]\nreuse_days = 30\nwarning_days = 28\n"
+    ))
+    .unwrap();
     assert_eq!(
         (c.validation.reuse_days, c.validation.warning_days),
         (Some(30), 28)
@@ -588,7 +591,11 @@ fn validation_rules() {
         ("warning_days = -1", "warning_days"),
         ("reuse_day = 10", "did you mean `reuse_days`"),
     ] {
-        assert_one(&format!("{MINIMAL}\n[validation]\n{value}\n"), line, &[part]);
+        assert_one(
+            &format!("{MINIMAL}\n[validation]\n{value}\n"),
+            line,
+            &[part],
+        );
     }
     let errs = errors(&format!("validation = 5\n{MINIMAL}"));
     assert!(errs[0].contains("`validation` must be a table"), "{errs:?}");

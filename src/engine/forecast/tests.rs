@@ -191,10 +191,19 @@ fn who_validates_and_the_stricter_reuse_period() {
     assert!(!setup(ValidationMethod::Dns, false, None).automatic());
     assert!(!setup(ValidationMethod::Email, true, None).automatic());
     let d = date(2027, Month::April, 1);
-    assert_eq!(setup(ValidationMethod::Http, false, None).reuse_days_on(d), 100);
-    assert_eq!(setup(ValidationMethod::Http, false, Some(30)).reuse_days_on(d), 30);
+    assert_eq!(
+        setup(ValidationMethod::Http, false, None).reuse_days_on(d),
+        100
+    );
+    assert_eq!(
+        setup(ValidationMethod::Http, false, Some(30)).reuse_days_on(d),
+        30
+    );
     // An override longer than the ballot's period does not lengthen it.
-    assert_eq!(setup(ValidationMethod::Http, false, Some(398)).reuse_days_on(d), 100);
+    assert_eq!(
+        setup(ValidationMethod::Http, false, Some(398)).reuse_days_on(d),
+        100
+    );
 }
 
 #[test]
@@ -240,5 +249,9 @@ fn the_first_renewal_past_reuse_needs_a_fresh_validation_across_2027_and_2029() 
     );
     let f = fresh_validation(&[due(v + Duration::days(11))], &domains, &marks, http).unwrap();
     assert_eq!((f.reuse_days, f.automatic), (10, true));
-    assert!(f.describe().contains("done by the agent"), "{}", f.describe());
+    assert!(
+        f.describe().contains("done by the agent"),
+        "{}",
+        f.describe()
+    );
 }

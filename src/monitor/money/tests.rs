@@ -61,17 +61,40 @@ fn amount(sum: &str) -> Amount {
 
 fn dues() -> Vec<(CertificateConfig, CertRecord, Due)> {
     vec![
-        (cert("www", 11, 365), CertRecord::default(), due(3, DueKind::Order)),
-        (cert("api", 12, 365), CertRecord::default(), due(5, DueKind::Reissue)),
-        (cert("shop", 12, 365), CertRecord::default(), due(20, DueKind::Order)),
+        (
+            cert("www", 11, 365),
+            CertRecord::default(),
+            due(3, DueKind::Order),
+        ),
+        (
+            cert("api", 12, 365),
+            CertRecord::default(),
+            due(5, DueKind::Reissue),
+        ),
+        (
+            cert("shop", 12, 365),
+            CertRecord::default(),
+            due(20, DueKind::Order),
+        ),
     ]
 }
 
 #[test]
 fn billed_orders_are_priced_from_the_catalogue_and_reissues_are_free() {
     let products = [product(11, "8.80"), product(12, "27.50")];
-    let f = priced(now(), 30, now() + Duration::days(30), &dues(), &products, Some(amount("40")));
-    let prices: Vec<Option<&str>> = f.items.iter().map(|i| i.price.as_ref().map(Decimal::as_str)).collect();
+    let f = priced(
+        now(),
+        30,
+        now() + Duration::days(30),
+        &dues(),
+        &products,
+        Some(amount("40")),
+    );
+    let prices: Vec<Option<&str>> = f
+        .items
+        .iter()
+        .map(|i| i.price.as_ref().map(Decimal::as_str))
+        .collect();
     assert_eq!(prices, [Some("8.80"), Some("0.00"), Some("27.50")]);
     assert_eq!(f.total.as_str(), "36.30");
     assert_eq!(f.covered, Some(true));
@@ -83,17 +106,32 @@ fn billed_orders_are_priced_from_the_catalogue_and_reissues_are_free() {
 fn the_balance_levels_of_check() {
     let products = [product(11, "8.80"), product(12, "27.50")];
     let level = |available: &str| {
-        let f = priced(now(), 30, now() + Duration::days(30), &dues(), &products, Some(amount(available)));
+        let f = priced(
+            now(),
+            30,
+            now() + Duration::days(30),
+            &dues(),
+            &products,
+            Some(amount(available)),
+        );
         money_check(Ok(f), now())
     };
     assert_eq!(level("36.30").level, Level::Ok);
     let w = level("36.29");
     assert_eq!(w.level, Level::Warning);
-    assert!(w.problems[0].contains("36.30 EUR of orders due within 30 days"), "{:?}", w.problems);
+    assert!(
+        w.problems[0].contains("36.30 EUR of orders due within 30 days"),
+        "{:?}",
+        w.problems
+    );
     assert_eq!(level("8.80").level, Level::Warning);
     let c = level("8.79");
     assert_eq!(c.level, Level::Critical);
-    assert!(c.problems[0].contains("8.80 EUR of orders due within 7 days"), "{:?}", c.problems);
+    assert!(
+        c.problems[0].contains("8.80 EUR of orders due within 7 days"),
+        "{:?}",
+        c.problems
+    );
     // The balance not readable: a WARNING that says so.
     let e = money_check(Err(anyhow::anyhow!("connection refused")), now());
     assert_eq!(e.level, Level::Warning);
@@ -104,11 +142,22 @@ fn the_balance_levels_of_check() {
 fn an_order_without_a_catalogue_price_is_not_covered_silently() {
     // Product 12 is gone from the catalogue.
     let products = [product(11, "8.80")];
-    let f = priced(now(), 30, now() + Duration::days(30), &dues(), &products, Some(amount("1000")));
+    let f = priced(
+        now(),
+        30,
+        now() + Duration::days(30),
+        &dues(),
+        &products,
+        Some(amount("1000")),
+    );
     assert_eq!(f.unpriced, ["shop"]);
     assert_eq!(f.covered, Some(false));
     assert_eq!(f.total.as_str(), "8.80");
     let m = money_check(Ok(f), now());
     assert_eq!(m.level, Level::Warning);
-    assert!(m.problems.iter().any(|p| p.contains("no price for the order of shop")));
+    assert!(
+        m.problems
+            .iter()
+            .any(|p| p.contains("no price for the order of shop"))
+    );
 }

@@ -290,8 +290,10 @@ impl State {
     /// Sets the payments received of `login`'s account (cents of its currency): the balance
     /// call's `available` becomes this sum, `balance` this sum less the delivered bills.
     pub fn set_payments(&mut self, login: &str, cents: i64) -> Result<(), String> {
-        if !(0..=1_000_000_000_00).contains(&cents) {
-            return Err(format!("payments {cents} cents out of range (0 to 1e9 units)"));
+        if !(0..=100_000_000_000).contains(&cents) {
+            return Err(format!(
+                "payments {cents} cents out of range (0 to 1e9 units)"
+            ));
         }
         let account = self
             .accounts
