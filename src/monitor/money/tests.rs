@@ -161,3 +161,40 @@ fn an_order_without_a_catalogue_price_is_not_covered_silently() {
             .any(|p| p.contains("no price for the order of shop"))
     );
 }
+
+#[test]
+fn the_kept_figures_survive_a_round_trip_and_garbage_counts_as_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert!(last_snapshot(&store).is_none(), "no file yet");
+    let products = [product(11, "8.80"), product(12, "27.50")];
+    let f = priced(
+        now(),
+        30,
+        now() + Duration::days(30),
+        &dues(),
+        &products,
+        Some(amount("40")),
+    );
+    remember(&store, &f, now());
+    let kept = last_snapshot(&store).unwrap();
+    assert_eq!(kept.spend_30d.as_str(), "36.30");
+    assert_eq!(kept.by_certificate["shop"].as_str(), "27.50");
+    assert_eq!(kept.available.unwrap().sum.as_str(), "40");
+    let path = dir.path().join(SNAPSHOT_FILE);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    for garbage in [
+        &b"\xff\xfe not json"[..],
+        b"{}",
+        b"{\"at\": \"yesterday\", \"spend_30d\": \"1\"}",
+        b"{\"at\": \"2027-01-01T00:00:00Z\", \"spend_30d\": \"1e9\"}",
+        b"[1,2,3]",
+    ] {
+        std::fs::write(&path, garbage).unwrap();
+        assert!(last_snapshot(&store).is_none(), "{garbage:?}");
+    }
+}
