@@ -196,6 +196,16 @@ impl PublishedDcv {
     }
 }
 
+/// The last successful validation of one domain, as the agent saw it: the certificate it
+/// validated was issued.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValidationMark {
+    /// `HTTP`, `DNS` or `EMAIL`.
+    pub method: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+}
+
 /// Everything cert-agent remembers about one configured certificate.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CertRecord {
@@ -250,6 +260,10 @@ pub struct CertRecord {
     /// a later failure is no longer one "before anything reached the CA".
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub order_refused: bool,
+    /// Per domain (lower case), its last successful validation: when a reissue or order will
+    /// need a fresh one.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub validations: std::collections::BTreeMap<String, ValidationMark>,
     /// A self-signed placeholder is at the install paths (until the first real install).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placeholder: Option<PlaceholderMark>,

@@ -3,7 +3,8 @@
 //! body, followed by the checks the agent applies to the decoded fields (CSR of the details
 //! call, `dcv_content` for the validation file, CSR hashes of the DCV status, API dates).
 //! Must never panic; a decoded value must re-serialize where the model is serializable (the
-//! `--json` outputs print them).
+//! `--json` outputs print them). Also the balance figures the agent keeps in
+//! `state_dir/money.json`, read back for the metrics.
 #![no_main]
 
 use cert_agent::api::{
@@ -38,6 +39,7 @@ fuzz_target!(|data: &[u8]| {
     let ours = CsrHashes::of_der(b"cert-agent fuzz");
 
     let _ = decode::<SignInResponse>(data);
+    let _ = round::<cert_agent::monitor::money::Snapshot>(data);
     let _ = round::<Vec<Product>>(data);
     let _ = round::<OrderResponse>(data);
     let _ = round::<CertificateStatus>(data);

@@ -33,6 +33,6 @@ pub use options::{
     ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, MAX_JSON_BYTES, MAX_ZIP_BYTES,
     RetryPolicy, SendGuard, normalize_base_url, user_agent,
 };
-pub use price::price_of_order;
+pub use price::{price_of_order, sum_of};
 pub use transport::RequestCount;
 pub use types::*;

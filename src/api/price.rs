@@ -37,6 +37,16 @@ pub fn price_of_order(domains: &[String], product: &Product, years: u32) -> Opti
     Decimal::parse(&format_micros(total)).ok()
 }
 
+/// The exact sum of `amounts`; `None` when one has more than six decimals or the sum
+/// overflows.
+pub fn sum_of<'a>(amounts: impl IntoIterator<Item = &'a Decimal>) -> Option<Decimal> {
+    let mut total: i128 = 0;
+    for a in amounts {
+        total = total.checked_add(micros(a.as_str())?)?;
+    }
+    Decimal::parse(&format_micros(total)).ok()
+}
+
 /// A decimal string in millionths (at most 6 decimals).
 pub(crate) fn micros(text: &str) -> Option<i128> {
     let t = text.trim();
@@ -79,5 +89,12 @@ mod tests {
         assert_eq!(micros("1.1234567"), None);
         assert_eq!(format_micros(40_700_000), "40.70");
         assert_eq!(format_micros(8_800_000 + 1), "8.800001");
+        let d = |s: &str| Decimal::parse(s).unwrap();
+        assert_eq!(
+            sum_of(&[d("8.80"), d("27.5"), d("0.01")]).unwrap().as_str(),
+            "36.31"
+        );
+        assert_eq!(sum_of(&[]).unwrap().as_str(), "0.00");
+        assert_eq!(sum_of(&[d("1.1234567")]), None);
     }
 }

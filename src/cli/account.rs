@@ -80,6 +80,7 @@ async fn api_command(
         | Command::Run { .. }
         | Command::Serve
         | Command::Check(_)
+        | Command::Forecast { .. }
         | Command::Discover(_)
         | Command::Placeholder { .. }
         | Command::Snippet { .. }

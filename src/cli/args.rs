@@ -71,6 +71,22 @@ pub enum Command {
     /// Show the account balance (balance, reserved, common, prepayment, available).
     Balance,
 
+    /// The renewals that fall due in the next days, what they cost and whether the balance
+    /// covers them.
+    ///
+    /// Per configured certificate, from local state and the renewal rules: when it falls due,
+    /// whether that is a free reissue (inside the paid subscription) or a billed order (the
+    /// subscription ends, or no reissue can extend coverage, or there is no order yet), and
+    /// the catalogue price of each billed order; then the total and the account's available
+    /// balance. Asks the API for the balance, and for the products only when a billed order
+    /// falls due. `check` warns when the balance does not cover the next 30 days.
+    Forecast {
+        /// How many days ahead.
+        #[arg(long, value_name = "N", default_value_t = 30,
+              value_parser = clap::value_parser!(u32).range(1..=1830))]
+        days: u32,
+    },
+
     /// List the certificates of the account, newest first.
     ///
     /// Without --page, --scope or --q the API returns every certificate in one answer.
@@ -98,13 +114,18 @@ pub enum Command {
     /// Monitoring check for Nagios, Icinga, Zabbix, Checkmk or Sensu: one status line with
     /// performance data, then a line per certificate that is not OK.
     ///
-    /// Exits 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. Reads local state and the installed files
-    /// only (no API call). CRITICAL: not installed, fewer than --critical days left, the
-    /// installed file missing or replaced, with --served a verify address serving another
-    /// certificate than the one installed, the last 3 or more runs failed. WARNING: fewer than
-    /// --warning days left, a failed last run, an order outcome unknown, validation pending for
-    /// more than a day, the subscription ending without a prepared renewal order. In fleet
-    /// mode the fleet's failed attempts (the leader's) count on every host as a host's own.
+    /// Exits 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. Reads local state and the installed files;
+    /// asks the API only when a billed order falls due within 30 days (the balance and the
+    /// prices; not with --no-balance or --name). CRITICAL: not installed, fewer than --critical
+    /// days left, the installed file missing or replaced, with --served a verify address
+    /// serving another certificate than the one installed, the last 3 or more runs failed, the
+    /// available balance short of the orders due within 7 days. WARNING: fewer than --warning
+    /// days left, a failed last run, an order outcome unknown, validation pending for more than
+    /// a day, the subscription ending without a prepared renewal order, the balance short of
+    /// the orders due within 30 days (or not readable), a renewal within [validation]
+    /// warning_days whose fresh domain validation needs a person (EMAIL, DNS without a hook).
+    /// In fleet mode the fleet's failed attempts (the leader's) count on every host as a
+    /// host's own.
     Check(CheckArgs),
 
     /// Reissue a configured certificate now (free): a new key and CSR, validation, install.
@@ -349,6 +370,9 @@ pub struct CheckArgs {
     /// compare the served certificate with the installed one.
     #[arg(long)]
     pub served: bool,
+    /// Do not check the balance against the billed orders ahead (no API call at all).
+    #[arg(long)]
+    pub no_balance: bool,
 }
 
 #[derive(Debug, Args)]

@@ -19,6 +19,7 @@ pub(super) async fn run(path: &Path, args: &CheckArgs, out: &Output, clock: Cloc
         warning_days: args.warning,
         critical_days: args.critical,
         served: args.served,
+        balance: !args.no_balance,
     };
     let report = match Config::load(path) {
         Ok(config) => check::check(&config, &opts, clock.now()).await,

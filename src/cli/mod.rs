@@ -33,6 +33,7 @@ mod config_cmd;
 mod discover;
 pub mod exit;
 mod fleet;
+mod forecast;
 mod output;
 mod retire;
 mod run_cmds;
@@ -171,6 +172,11 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             };
             crate::daemon::run_daemon(&cli.config, opts).await?;
             Ok(exit::OK)
+        }
+        Command::Forecast { days } => {
+            let config = load_config_quietly(&cli.config)?;
+            let client = client_for(&config)?;
+            forecast::run(&config, &client, *days, &out, clock).await
         }
         Command::Status { id: None, served } => {
             status::run(&load_config_quietly(&cli.config)?, *served, &out, clock).await

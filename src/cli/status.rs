@@ -60,6 +60,9 @@ pub(super) async fn run(config: &Config, served: bool, out: &Output, clock: Cloc
         if let Some(w) = &r.warning {
             outln!("{}: {w}", r.name);
         }
+        if let Some(v) = &r.validation {
+            outln!("{}: {}", r.name, v.describe());
+        }
     }
     Ok(exit::OK)
 }

@@ -1,6 +1,14 @@
 //! The keys each section accepts: the checker refuses any other (with a suggestion).
 
-pub(super) const TOP_KEYS: &[&str] = &["api", "agent", "fleet", "defaults", "certificate"];
+pub(super) const TOP_KEYS: &[&str] = &[
+    "api",
+    "agent",
+    "fleet",
+    "validation",
+    "defaults",
+    "certificate",
+];
+pub(super) const VALIDATION_KEYS: &[&str] = &["reuse_days", "warning_days"];
 pub(super) const FLEET_KEYS: &[&str] = &[
     "endpoints",
     "ca_file",

@@ -38,7 +38,7 @@ pub use rules::{validate_certificate_name, validate_domain, validate_email};
 pub use select::UnknownCertificate;
 pub use types::{
     AgentConfig, ApiConfig, CertificateConfig, CommandLine, Config, DcvMethod, Family, FleetConfig,
-    KeyType, ServerKind, Webroot,
+    KeyType, ServerKind, ValidationConfig, Webroot,
 };
 
 /// Default configuration file.
@@ -56,6 +56,9 @@ pub const DEFAULT_POLL_INTERVAL_SECS: u64 = 300;
 pub const DEFAULT_CONCURRENCY: u32 = 4;
 /// Default time limit of one `notify_url` attempt, in seconds.
 pub const DEFAULT_NOTIFY_TIMEOUT_SECS: u64 = 10;
+/// Default `validation.warning_days`: `check` warns three weeks before a renewal whose
+/// fresh validation needs a person.
+pub const DEFAULT_VALIDATION_WARNING_DAYS: u32 = 21;
 /// Default `agent.serve_user`: the user `cert-agent serve` runs as after binding its ports.
 pub const DEFAULT_SERVE_USER: &str = "nobody";
 /// Default key prefix of a fleet in etcd.

@@ -19,6 +19,8 @@ pub struct Config {
     /// `[fleet]`: the hosts sharing these certificates, coordinated through etcd.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetConfig>,
+    /// `[validation]`: domain validation reuse and its warning.
+    pub validation: ValidationConfig,
     #[serde(rename = "certificate", skip_serializing_if = "Vec::is_empty")]
     pub certificates: Vec<CertificateConfig>,
     /// The files `[agent] include` named when the configuration was read, in order.
@@ -67,6 +69,18 @@ pub struct FleetConfig {
     /// `fleet status` exits 1 when a host has not installed the current certificate this
     /// long after it was published, in seconds; default 900.
     pub lag_alert_secs: u64,
+}
+
+/// `[validation]`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ValidationConfig {
+    /// Days a domain validation may be reused, for a CA stricter than CA/Browser Forum ballot
+    /// SC-081v3 (the shorter of the two applies); none: the ballot's period on each date.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reuse_days: Option<u32>,
+    /// `check` warns this many days before a renewal whose fresh validation needs a person;
+    /// default 21.
+    pub warning_days: u32,
 }
 
 /// `[api]`.

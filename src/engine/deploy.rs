@@ -195,6 +195,25 @@ pub(crate) fn finish_install(job: &mut Job<'_>, r: &Ready) -> Result<Outcome> {
         ends: by_days.max(r.bundle.not_after),
         multi_year: false,
     };
+    // A certificate not installed before was issued: its names passed validation.
+    let issued = job
+        .rec
+        .installed
+        .as_ref()
+        .is_none_or(|i| i.serial != r.bundle.serial_hex);
+    if issued {
+        let mark = crate::store::ValidationMark {
+            method: super::forecast::ValidationMethod::of(job.cert.dcv.method)
+                .as_str()
+                .to_owned(),
+            at: job.clock.now(),
+        };
+        for d in &job.cert.domains {
+            job.rec
+                .validations
+                .insert(d.to_ascii_lowercase(), mark.clone());
+        }
+    }
     if let Some(p) = job.rec.mark_installed(installed, fallback) {
         keys::discard_key_file(&p.key_file);
     }

@@ -12,6 +12,7 @@
 pub mod adopt;
 mod context;
 pub mod deploy;
+pub mod forecast;
 mod job;
 pub mod keys;
 mod lead;

@@ -2,8 +2,13 @@
 //! Zabbix, Checkmk, Sensu): one status line naming the worst certificates, performance data
 //! (`'www_days_left'=41;14;7`), the details of every certificate that is not OK on the lines
 //! after, and the exit code 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. It reads local state and
-//! the installed files only — never the Partner API — and, with `--served`, shakes hands with
-//! each certificate's verify address to compare what is served with what was installed.
+//! the installed files, and, with `--served`, shakes hands with each certificate's verify
+//! address to compare what is served with what was installed. The Partner API is asked only
+//! when a billed order falls due within 30 days: whether the balance covers it (one balance
+//! call and one products call; none with `--no-balance`).
+//!
+//! A renewal whose fresh domain validation needs a person (EMAIL, DNS without a hook) is a
+//! WARNING from `[validation] warning_days` before it falls due.
 //!
 //! The levels are decided by [`assess`], a pure function with table tests.
 
@@ -15,8 +20,10 @@ use crate::crypto::Serial;
 use crate::store::{CertRecord, Store};
 
 use crate::engine::disk_state;
+use crate::engine::forecast::{FreshValidation, next_fresh_validation};
 use crate::engine::plan::{Disk, short_time};
 
+use super::money::{self, CRITICAL_DAYS, Forecast, WARNING_DAYS};
 use super::served::{self, Served};
 
 /// A check's result, ordered from best to worst (the exit code of the plugin conventions).
@@ -53,6 +60,9 @@ pub struct CheckOptions {
     pub critical_days: i64,
     /// Also compare what each verify address serves with what was installed.
     pub served: bool,
+    /// Check that the balance covers the billed orders due in 30 days (API calls only when
+    /// one is due).
+    pub balance: bool,
 }
 
 /// One certificate's result.
@@ -66,6 +76,23 @@ pub struct CertCheck {
     /// The serial served at the verify address, when `--served` read one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub served_serial: Option<String>,
+    /// The next renewal that needs a fresh domain validation, if one falls due within a year.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub validation: Option<FreshValidation>,
+}
+
+/// Whether the balance covers the billed orders ahead.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MoneyCheck {
+    pub level: Level,
+    /// Why it is not OK (empty when OK).
+    pub problems: Vec<String>,
+    /// `available` of the balance call, when read.
+    pub available: Option<crate::values::Decimal>,
+    pub currency: Option<String>,
+    /// Billed orders due within 7 and 30 days (catalogue prices).
+    pub spend_7d: Option<crate::values::Decimal>,
+    pub spend_30d: Option<crate::values::Decimal>,
 }
 
 /// The whole check.
@@ -73,6 +100,10 @@ pub struct CertCheck {
 pub struct CheckReport {
     pub level: Level,
     pub certificates: Vec<CertCheck>,
+    /// The balance against the billed orders ahead; `None` when none falls due in 30 days (or
+    /// `--no-balance`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub money: Option<MoneyCheck>,
     /// Thresholds, for the performance data.
     #[serde(skip)]
     pub warning_days: i64,
@@ -93,7 +124,8 @@ impl CheckReport {
             v.sort_by(|a, b| b.level.cmp(&a.level).then_with(|| a.name.cmp(&b.name)));
             v
         };
-        let summary = if bad.is_empty() {
+        let money_bad = self.money.as_ref().filter(|m| m.level != Level::Ok);
+        let summary = if bad.is_empty() && money_bad.is_none() {
             let nearest = self
                 .certificates
                 .iter()
@@ -107,9 +139,14 @@ impl CheckReport {
                 None => format!("{} certificate(s)", self.certificates.len()),
             }
         } else {
-            bad.iter()
-                .take(3)
-                .map(|c| format!("{}: {}", c.name, c.problems.join(", ")))
+            money_bad
+                .map(|m| format!("balance: {}", m.problems.join(", ")))
+                .into_iter()
+                .chain(
+                    bad.iter()
+                        .take(3)
+                        .map(|c| format!("{}: {}", c.name, c.problems.join(", "))),
+                )
                 .collect::<Vec<_>>()
                 .join("; ")
                 + &if bad.len() > 3 {
@@ -118,7 +155,7 @@ impl CheckReport {
                     String::new()
                 }
         };
-        let perf: Vec<String> = self
+        let mut perf: Vec<String> = self
             .certificates
             .iter()
             .filter_map(|c| {
@@ -130,6 +167,14 @@ impl CheckReport {
                 })
             })
             .collect();
+        if let Some(m) = &self.money {
+            if let Some(a) = &m.available {
+                perf.push(format!("'balance_available'={a}"));
+            }
+            if let Some(s) = &m.spend_30d {
+                perf.push(format!("'spend_30d'={s}"));
+            }
+        }
         let mut out = format!(
             "CERT-AGENT {} - {}",
             self.level.as_str(),
@@ -140,6 +185,13 @@ impl CheckReport {
             out.push_str(&perf.join(" "));
         }
         out.push('\n');
+        if let Some(m) = money_bad {
+            out.push_str(&format!(
+                "{} balance: {}\n",
+                m.level.as_str(),
+                one_line(&m.problems.join("; "))
+            ));
+        }
         for c in &bad {
             out.push_str(&format!(
                 "{} {}: {}\n",
@@ -189,17 +241,34 @@ pub async fn check(
             config.agent.renew_before_days,
         );
         c.name = cert.name.clone();
+        c.validation = next_fresh_validation(config, cert, &rec, now);
+        if let Some(fresh) = &c.validation
+            && let Some((level, text)) =
+                validation_level(fresh, now, config.validation.warning_days)
+        {
+            c.level = c.level.max(level);
+            c.problems.push(text);
+        }
         certificates.push(c);
     }
     served::remember(&store, seen);
+    let money = if opts.balance && opts.names.is_empty() {
+        money::for_check(config, now)
+            .await
+            .map(|f| money_check(f, now))
+    } else {
+        None
+    };
     let level = certificates
         .iter()
         .map(|c| c.level)
+        .chain(money.as_ref().map(|m| m.level))
         .max()
         .unwrap_or(Level::Ok);
     Ok(CheckReport {
         level,
         certificates,
+        money,
         warning_days: opts.warning_days,
         critical_days: opts.critical_days,
     })
@@ -226,6 +295,84 @@ pub fn assess(
         days_left,
         problems: found.problems,
         served_serial,
+        validation: None,
+    }
+}
+
+/// A renewal whose fresh validation needs a person is a WARNING from `warning_days` before it
+/// falls due; one the agent validates itself is never a problem.
+pub fn validation_level(
+    fresh: &FreshValidation,
+    now: OffsetDateTime,
+    warning_days: u32,
+) -> Option<(Level, String)> {
+    if fresh.automatic || fresh.due - now > time::Duration::days(i64::from(warning_days)) {
+        return None;
+    }
+    Some((
+        Level::Warning,
+        format!("{}: act before {}", fresh.describe(), short_time(fresh.due)),
+    ))
+}
+
+/// The balance against the billed orders due in 7 and 30 days: CRITICAL when it does not cover
+/// the 7 days, WARNING when not the 30 days, when a price is unknown or when the balance could
+/// not be read.
+pub fn money_check(forecast: Result<Forecast>, now: OffsetDateTime) -> MoneyCheck {
+    let f = match forecast {
+        Ok(f) => f,
+        Err(e) => {
+            return MoneyCheck {
+                level: Level::Warning,
+                problems: vec![format!(
+                    "a billed order falls due within {WARNING_DAYS} days and the balance could \
+                 not be read: {e:#}"
+                )],
+                available: None,
+                currency: None,
+                spend_7d: None,
+                spend_30d: None,
+            };
+        }
+    };
+    let (spend_7d, unknown_7) = f.spend_until(now + time::Duration::days(CRITICAL_DAYS));
+    let (spend_30d, unknown_30) = f.spend_until(now + time::Duration::days(WARNING_DAYS));
+    let mut level = Level::Ok;
+    let mut problems = Vec::new();
+    let currency = f.currency.clone().unwrap_or_default();
+    if let Some(a) = &f.available {
+        let short =
+            |spend: &crate::values::Decimal| a.sum.cmp_value(spend) == std::cmp::Ordering::Less;
+        if short(&spend_7d) {
+            level = Level::Critical;
+            problems.push(format!(
+                "available {} {currency} does not cover the {spend_7d} {currency} of orders due \
+                 within {CRITICAL_DAYS} days",
+                a.sum
+            ));
+        } else if short(&spend_30d) {
+            level = Level::Warning;
+            problems.push(format!(
+                "available {} {currency} does not cover the {spend_30d} {currency} of orders due \
+                 within {WARNING_DAYS} days",
+                a.sum
+            ));
+        }
+    }
+    if unknown_7 || unknown_30 {
+        level = level.max(Level::Warning);
+        problems.push(format!(
+            "the catalogue has no price for the order of {}",
+            f.unpriced.join(", ")
+        ));
+    }
+    MoneyCheck {
+        level,
+        problems,
+        available: f.available.as_ref().map(|a| a.sum.clone()),
+        currency: f.currency,
+        spend_7d: Some(spend_7d),
+        spend_30d: Some(spend_30d),
     }
 }
 

@@ -3,7 +3,10 @@
 //! (validity, subscription end, install time, last attempt and success, failures, pending
 //! work, the last run's outcome, whether the served certificate matched the installed one when
 //! `check --served` or `status --served` last looked), and per run its start, duration,
-//! outcomes and Partner API calls. Names and help texts follow
+//! outcomes and Partner API calls; the account's available balance and the billed renewals of
+//! the next 30 days as last read (`state_dir/money.json`, refreshed by `forecast`, by `check`
+//! when it reads the balance, and after a run that talked to the API). Names and help texts
+//! follow
 //! the Prometheus conventions (`promtool check metrics` passes).
 
 use std::fmt::Write as _;
@@ -96,7 +99,11 @@ fn render_with(config: &Config, store: &Store, report: Option<&RunReport>) -> St
         report: report.unwrap_or(&empty),
         requests: &s.requests,
     });
-    let (text, successes) = render(&records, &seen, &kept, facts.as_ref());
+    let money = super::money::last_snapshot(store);
+    let (mut text, successes) = render(&records, &seen, &kept, facts.as_ref());
+    if let Some(m) = &money {
+        text.push_str(&money_text(m));
+    }
     if report.is_some() {
         keep_successes(store, &kept, &successes);
     }
@@ -124,10 +131,13 @@ enum Metric {
     RunRequests,
     RunOrders,
     RunReissues,
+    BalanceAvailable,
+    ProjectedSpend,
+    BalanceRead,
 }
 
 impl Metric {
-    const ALL: [Metric; 17] = [
+    const ALL: [Metric; 20] = [
         Metric::NotAfter,
         Metric::NotBefore,
         Metric::Subscription,
@@ -145,6 +155,9 @@ impl Metric {
         Metric::RunRequests,
         Metric::RunOrders,
         Metric::RunReissues,
+        Metric::BalanceAvailable,
+        Metric::ProjectedSpend,
+        Metric::BalanceRead,
     ];
 
     /// Name and help text.
@@ -219,6 +232,19 @@ impl Metric {
             Metric::RunReissues => (
                 "cert_agent_last_run_reissues_sent",
                 "Reissues the last run sent (answered 2xx).",
+            ),
+            Metric::BalanceAvailable => (
+                "cert_agent_balance_available",
+                "The account's available balance (usable for new bills) when last read, by currency.",
+            ),
+            Metric::ProjectedSpend => (
+                "cert_agent_projected_spend_30d",
+                "Catalogue price of the billed orders and renewals due in the next 30 days, as \
+                 projected when the balance was last read, by currency.",
+            ),
+            Metric::BalanceRead => (
+                "cert_agent_balance_read_timestamp_seconds",
+                "When the balance and the projected spend were last read (Unix time).",
             ),
         }
     }
@@ -407,6 +433,23 @@ fn last_run(samples: &mut Samples, run: &RunFacts<'_>) {
     }
     samples.add(Metric::RunOrders, "", placed as f64);
     samples.add(Metric::RunReissues, "", reissued as f64);
+}
+
+/// The balance and the projected spend last read.
+fn money_text(m: &super::money::Snapshot) -> String {
+    let mut samples = Samples::default();
+    let currency = m.available.as_ref().map(|a| a.currency.as_str());
+    let labels = currency.map_or(String::new(), |c| format!("currency=\"{}\"", escape(c)));
+    if let Some(a) = &m.available
+        && let Ok(v) = a.sum.as_str().parse::<f64>()
+    {
+        samples.add(Metric::BalanceAvailable, &labels, v);
+    }
+    if let Ok(v) = m.spend_30d.as_str().parse::<f64>() {
+        samples.add(Metric::ProjectedSpend, &labels, v);
+    }
+    samples.add(Metric::BalanceRead, "", unix(m.at));
+    samples.text()
 }
 
 fn unix(t: OffsetDateTime) -> f64 {

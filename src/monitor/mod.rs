@@ -11,6 +11,7 @@ mod announce;
 pub mod check;
 mod events;
 mod metrics;
+pub mod money;
 mod notify;
 mod served;
 pub mod status;
@@ -22,6 +23,15 @@ pub use status::{StatusRow, add_served, collect as status_rows};
 use crate::config::Config;
 use crate::engine::RunReport;
 use crate::store::Store;
+
+/// Whether the run talked to the Partner API (a run that did not is not made to, for the
+/// metrics' balance: they keep the figures last read).
+fn report_made_calls(report: &RunReport) -> bool {
+    report
+        .stats
+        .as_ref()
+        .is_some_and(|s| s.requests.iter().any(|r| r.count > 0))
+}
 
 /// After a run: its events (each change of a certificate's state, once) to the operator's
 /// `notify_command` and `notify_url`, then the metrics file.
@@ -37,6 +47,11 @@ pub async fn after_run(
         notify::notify(config, report, &new).await;
         announce::announce(config, &mut log, &new, now).await;
         log.save(store);
+    }
+    if (config.agent.metrics_file.is_some() || config.agent.metrics_listen.is_some())
+        && report_made_calls(report)
+    {
+        money::refresh_after_run(config, now).await;
     }
     metrics::write(config, store, report);
 }

@@ -36,6 +36,9 @@ pub struct StatusRow {
     /// `error: …`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub served: Option<String>,
+    /// The next renewal (within a year) that needs a fresh domain validation, and whether
+    /// the agent does it without a person.
+    pub validation: Option<crate::engine::forecast::FreshValidation>,
 }
 
 /// Fills [`StatusRow::served`]: whether each certificate's verify address serves the installed
@@ -114,6 +117,7 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
             last_error: last_error(&rec),
             warning,
             served: None,
+            validation: crate::engine::forecast::next_fresh_validation(config, cert, &rec, now),
         });
     }
     Ok(rows)

@@ -35,6 +35,11 @@ impl Decimal {
         }
     }
 
+    /// `0.00`.
+    pub fn zero() -> Self {
+        Self("0.00".to_owned())
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -26,6 +26,8 @@ mod check;
 mod cli_account;
 /// `cert-agent run`: configuration reload, SIGTERM/SIGINT with a run in progress.
 mod daemon;
+/// `cert-agent forecast` and the balance in `check`: exact figures against sandbox accounts.
+mod forecast;
 /// `[agent] metrics_file` and `metrics_listen`, checked with promtool and a real Prometheus.
 mod metrics;
 /// Onboarding: adoption without a new order, `include` fragments, `discover`, placeholders.
@@ -34,6 +36,8 @@ mod onboarding;
 mod retire_audit;
 /// `cert-agent serve`: the standalone DCV server as a process of its own.
 mod serve;
+/// Validation foresight across the SC-081v3 dates (2027, 2029) with EMAIL and HTTP orders.
+mod validation_reuse;
 
 // --- Domain control validation ---
 /// The standalone server, the self-check and DNS hook programs over the network.

@@ -95,6 +95,20 @@ fn the_metrics_file_passes_promtool_and_tells_the_truth() {
         1.0
     );
     assert_eq!(value(&text, "cert_agent_last_run_orders_placed"), 1.0);
+    // The run talked to the API: the balance is read once more for the metrics; nothing
+    // billed falls due in 30 days.
+    assert_eq!(
+        value(&text, "cert_agent_balance_available{currency=\"USD\"}"),
+        5000.0
+    );
+    assert_eq!(
+        value(&text, "cert_agent_projected_spend_30d{currency=\"USD\"}"),
+        0.0
+    );
+    assert!(
+        text.contains("cert_agent_balance_read_timestamp_seconds "),
+        "{text}"
+    );
     assert_eq!(
         value(
             &text,

@@ -124,6 +124,10 @@ pub(crate) fn complete_renewal(shared: &Shared, prolongation_token: &str) -> Res
     })
 }
 
+pub(crate) fn set_payments(shared: &Shared, login: &str, cents: i64) -> Result<(), String> {
+    mutate(shared, |w, _| w.state.set_payments(login, cents))
+}
+
 pub(crate) fn accounts(shared: &Shared) -> Vec<AccountInfo> {
     let w = shared.lock();
     guarded(|| w.state.accounts()).unwrap_or_else(|e| {
@@ -243,6 +247,7 @@ fn change_dcv_ports(shared: &Shared, p: Ports) -> Result<Value, (u16, String)> {
 /// The routes, for `GET /_sandbox/` and the README.
 const ROUTES: &[&str] = &[
     "GET  /_sandbox/accounts",
+    "POST /_sandbox/accounts/payments        {\"login\":\"...\",\"sum\":\"12.34\"}",
     "GET  /_sandbox/clock",
     "POST /_sandbox/clock/advance            {\"days\":N,\"hours\":N,\"minutes\":N,\"seconds\":N}",
     "POST /_sandbox/instant                  {\"instant\":true}",
@@ -275,6 +280,16 @@ pub(crate) fn handle_http(shared: &Shared, method: &str, path: &str, body: &[u8]
     match (segs.as_slice(), get, post) {
         ([], true, _) => (200, json!({ "routes": ROUTES })),
         (["accounts"], true, _) => (200, json!(accounts(shared))),
+        (["accounts", "payments"], _, true) => with_body(body, |a: Payments| {
+            let cents = cents_of(&a.sum).ok_or_else(|| {
+                (
+                    400,
+                    format!("sum {:?} is not an amount such as \"12.34\"", a.sum),
+                )
+            })?;
+            set_payments(shared, &a.login, cents).map_err(unprocessable)?;
+            Ok(json!({ "ok": true }))
+        }),
         (["clock"], true, _) => (200, clock_json(shared)),
         (["clock", "advance"], _, true) => with_body(body, |a: Advance| {
             let secs = a
@@ -459,6 +474,26 @@ struct Status {
 #[derive(Deserialize)]
 struct Renewal {
     prolongation_token: String,
+}
+
+#[derive(Deserialize)]
+struct Payments {
+    login: String,
+    sum: String,
+}
+
+/// `"12.34"` (at most two decimals, not negative) → 1234.
+fn cents_of(text: &str) -> Option<i64> {
+    let (int, frac) = text.split_once('.').unwrap_or((text, ""));
+    if int.is_empty()
+        || int.len() > 12
+        || frac.len() > 2
+        || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let frac: i64 = format!("{frac:0<2}").parse().ok()?;
+    int.parse::<i64>().ok()?.checked_mul(100)?.checked_add(frac)
 }
 
 #[derive(Deserialize)]

@@ -331,6 +331,42 @@ async fn control_api_answers_over_http_from_loopback() {
         401
     );
 
+    // Payments: the balance's `available` follows; garbage and unknown logins are refused.
+    let token = env.signin(PARTNER).await;
+    let a = env
+        .send(
+            env.client
+                .post(c("/accounts/payments"))
+                .body(json!({ "login": PARTNER, "sum": "12.3" }).to_string()),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let balance = env
+        .get("/api/v1/billing/balance", Some(&token))
+        .await
+        .json();
+    assert_eq!(balance["available"]["sum"], 12.3, "{balance}");
+    for (body, status) in [
+        (json!({ "login": PARTNER, "sum": "-1" }), 400),
+        (json!({ "login": PARTNER, "sum": "1.234" }), 400),
+        (json!({ "login": PARTNER, "sum": "1e9" }), 400),
+        (json!({ "login": PARTNER, "sum": "9999999999999" }), 400),
+        (json!({ "login": PARTNER, "sum": 5 }), 400),
+        (
+            json!({ "login": "nobody@sandbox.test", "sum": "1.00" }),
+            422,
+        ),
+    ] {
+        let a = env
+            .send(
+                env.client
+                    .post(c("/accounts/payments"))
+                    .body(body.to_string()),
+            )
+            .await;
+        assert_eq!(a.status, status, "{body}: {}", a.text());
+    }
+
     // Billed counters, certificates, DCV ports.
     let billed = env.get("/_sandbox/billed", None).await;
     assert_eq!(billed.status, 200);

@@ -569,3 +569,34 @@ fn fleet_transport_is_tls_unless_plaintext_is_asked_for_and_never_with_a_passwor
 mod certificates;
 mod include;
 mod schema;
+
+#[test]
+fn validation_rules() {
+    let c = parse(MINIMAL).unwrap();
+    assert_eq!(c.validation.reuse_days, None);
+    assert_eq!(c.validation.warning_days, 21);
+    let c = parse(&format!(
+        "{MINIMAL}\n[validation]\nreuse_days = 30\nwarning_days = 28\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        (c.validation.reuse_days, c.validation.warning_days),
+        (Some(30), 28)
+    );
+    let line = MINIMAL.lines().count() + 3;
+    for (value, part) in [
+        ("reuse_days = 0", "reuse_days"),
+        ("reuse_days = 399", "reuse_days"),
+        ("reuse_days = \"ten\"", "reuse_days"),
+        ("warning_days = -1", "warning_days"),
+        ("reuse_day = 10", "did you mean `reuse_days`"),
+    ] {
+        assert_one(
+            &format!("{MINIMAL}\n[validation]\n{value}\n"),
+            line,
+            &[part],
+        );
+    }
+    let errs = errors(&format!("validation = 5\n{MINIMAL}"));
+    assert!(errs[0].contains("`validation` must be a table"), "{errs:?}");
+}

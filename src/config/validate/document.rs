@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
 
+use super::super::DEFAULT_VALIDATION_WARNING_DAYS;
 use super::super::error::Problem;
 use super::super::keys::{CERT_ONLY_KEYS, SHARED_KEYS, TOP_KEYS};
-use super::super::types::{AgentConfig, CertificateConfig, Config};
+use super::super::types::{AgentConfig, CertificateConfig, Config, ValidationConfig};
 use super::super::{cache, include};
 use super::{Checker, breaks_of, type_name};
 
@@ -46,6 +47,13 @@ impl Checker<'_> {
         let agent = table_of(self, "agent");
         let fleet = table_of(self, "fleet");
         let defaults = table_of(self, "defaults");
+        let validation = match table_of(self, "validation") {
+            Some((t, header)) => self.validation(t, header),
+            None => Some(ValidationConfig {
+                reuse_days: None,
+                warning_days: DEFAULT_VALIDATION_WARNING_DAYS,
+            }),
+        };
 
         let api = match api {
             Some((t, header)) => self.api(t, header),
@@ -101,11 +109,13 @@ impl Checker<'_> {
         let agent = agent?;
         let api = api?;
         let fleet = fleet?;
+        let validation = validation?;
         Some(Config {
             path: path.to_path_buf(),
             api,
             agent,
             fleet,
+            validation,
             certificates,
             fragments,
             warnings: Vec::new(),

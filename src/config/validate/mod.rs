@@ -6,6 +6,7 @@ mod api;
 mod certificate;
 mod document;
 mod fleet;
+mod validation;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;

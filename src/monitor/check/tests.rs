@@ -13,6 +13,7 @@ fn opts() -> CheckOptions {
         warning_days: 14,
         critical_days: 7,
         served: false,
+        balance: false,
     }
 }
 
@@ -325,6 +326,7 @@ fn the_plugin_output_names_the_worst_first_with_performance_data() {
     let report = CheckReport {
         level: Level::Critical,
         certificates: certs,
+        money: None,
         warning_days: 14,
         critical_days: 7,
     };
@@ -350,6 +352,7 @@ fn the_plugin_output_names_the_worst_first_with_performance_data() {
             &o,
             30,
         )],
+        money: None,
         warning_days: 14,
         critical_days: 7,
     };

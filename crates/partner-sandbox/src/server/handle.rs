@@ -133,6 +133,12 @@ impl SandboxHandle {
         control::complete_renewal(&self.shared, prolongation_token)
     }
 
+    /// Sets the payments received of `login`'s account, in cents of its currency: the balance
+    /// call's `available` becomes this sum.
+    pub fn set_payments(&self, login: &str, cents: i64) -> Result<(), String> {
+        control::set_payments(&self.shared, login, cents)
+    }
+
     /// The accounts (ID, login, role, currency, public token).
     pub fn accounts(&self) -> Vec<crate::state::AccountInfo> {
         control::accounts(&self.shared)

@@ -287,6 +287,23 @@ impl State {
         self.rotate(login)
     }
 
+    /// Sets the payments received of `login`'s account (cents of its currency): the balance
+    /// call's `available` becomes this sum, `balance` this sum less the delivered bills.
+    pub fn set_payments(&mut self, login: &str, cents: i64) -> Result<(), String> {
+        if !(0..=100_000_000_000).contains(&cents) {
+            return Err(format!(
+                "payments {cents} cents out of range (0 to 1e9 units)"
+            ));
+        }
+        let account = self
+            .accounts
+            .iter_mut()
+            .find(|a| a.login == login)
+            .ok_or_else(|| format!("no account '{login}'"))?;
+        account.payments_cents = cents;
+        Ok(())
+    }
+
     /// Billed orders per account login.
     pub fn billed_orders(&self) -> Vec<(String, u64)> {
         self.accounts

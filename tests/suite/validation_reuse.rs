@@ -1,0 +1,171 @@
+//! Validation foresight across the dates of CA/Browser Forum ballot SC-081v3, with the
+//! sandbox's virtual clock and the agent's clock following it: each issued certificate
+//! records the validation of its names (method and time); `status` and `check` name the next
+//! renewal that needs a fresh validation — after 2027-03-15 a validation counts for 100 days,
+//! after 2029-03-15 for 10 — and `check` warns three weeks ahead only when that validation
+//! needs a person (EMAIL), not when the agent does it (HTTP).
+
+use crate::support;
+
+use partner_sandbox::SandboxConfig;
+use partner_sandbox::state::StateConfig;
+use support::env::TestEnv;
+use support::scenario::run_synced;
+use time::format_description::well_known::Rfc3339;
+use time::macros::datetime;
+use time::{Duration, OffsetDateTime};
+
+/// `web` validated over HTTP (standalone server), `mail` by EMAIL (approved at the sandbox),
+/// both issued and installed at the sandbox's start time.
+fn issued_env(start: OffsetDateTime, max_cert_days: i64) -> TestEnv {
+    let state = StateConfig {
+        max_cert_days,
+        ..StateConfig::default()
+    };
+    let mut env = TestEnv::with_sandbox(
+        SandboxConfig::default()
+            .instant(true)
+            .state(state)
+            .start_time(start),
+    );
+    let web = env.standalone_spec("web", &["web.reuse.test"]);
+    env.certs.push(web);
+    let mut mail = env.cert_spec("mail", &["mail.reuse.test"], "none");
+    mail.dcv = Some("email".into());
+    mail.extra = "dcv_email = \"admin@mail.reuse.test\"\n".into();
+    env.certs.push(mail);
+    run_synced(&env, &["renew", "--wait", "2"]).expect_code(75);
+    let id = env.record("mail").unwrap()["order"]["certificate_id"]
+        .as_u64()
+        .unwrap();
+    env.sandbox.approve_email(id, None).unwrap();
+    run_synced(&env, &["renew"]).expect_code(0);
+    env
+}
+
+fn when(v: &serde_json::Value) -> OffsetDateTime {
+    OffsetDateTime::parse(v.as_str().unwrap(), &Rfc3339).unwrap()
+}
+
+fn row<'a>(rows: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap()
+}
+
+/// Guards the 2027 step: validated on 2027-01-20, the first renewal (about 2027-06) falls
+/// after 2027-03-15, when a validation counts for 100 days instead of 200: both need a fresh
+/// one; `check` stays OK months ahead and warns about EMAIL (not HTTP) three weeks ahead.
+#[test]
+fn after_march_2027_a_validation_counts_for_100_days() {
+    let start = datetime!(2027-01-20 00:00 UTC);
+    let env = issued_env(start, 199);
+    for name in ["web", "mail"] {
+        let rec = env.record(name).unwrap();
+        let mark = &rec["validations"][format!("{name}.reuse.test")];
+        assert_eq!(
+            mark["method"],
+            if name == "web" { "HTTP" } else { "EMAIL" },
+            "{rec:#}"
+        );
+        assert!(
+            (when(&mark["at"]) - start).abs() < Duration::days(1),
+            "{mark}"
+        );
+    }
+
+    let status = run_synced(&env, &["--json", "status"]);
+    status.expect_code(0);
+    let rows = status.json();
+    let mail = &row(&rows, "mail")["validation"];
+    assert_eq!(mail["method"], "EMAIL", "{rows:#}");
+    assert_eq!(mail["automatic"], false);
+    assert_eq!(mail["reuse_days"], 100);
+    assert_eq!(mail["domains"], serde_json::json!(["mail.reuse.test"]));
+    let due = when(&mail["due"]);
+    // A 199-day certificate renews with a third of its lifetime left (less a spread).
+    assert!(
+        due > datetime!(2027-05-20 00:00 UTC) && due < datetime!(2027-06-10 00:00 UTC),
+        "{due}"
+    );
+    let web = &row(&rows, "web")["validation"];
+    assert_eq!(
+        (web["method"].as_str(), web["automatic"].as_bool()),
+        (Some("HTTP"), Some(true))
+    );
+    let table = run_synced(&env, &["status"]);
+    assert!(
+        table.stdout.contains("mail: the renewal due ")
+            && table.stdout.contains("needs a fresh EMAIL validation of mail.reuse.test (needs a person; reuse 100 days then)"),
+        "{}",
+        table.describe()
+    );
+
+    // Months ahead: nothing to say yet.
+    let calm = run_synced(&env, &["check"]);
+    calm.expect_code(0);
+
+    // Three weeks before the renewal: WARNING for the EMAIL one only.
+    let ahead = (due - Duration::days(20)) - env.sandbox.now();
+    env.sandbox.advance(ahead.unsigned_abs());
+    let warn = run_synced(&env, &["check"]);
+    warn.expect_code(1);
+    assert!(
+        warn.stdout.contains("WARNING mail: the renewal due")
+            && warn.stdout.contains("needs a person"),
+        "{}",
+        warn.describe()
+    );
+    assert!(!warn.stdout.contains("WARNING web:"), "{}", warn.describe());
+}
+
+/// Guards the 2029 step: from 2029-03-15 a validation counts for 10 days, so every renewal of
+/// a 47-day certificate needs a fresh one: `check` warns at once for the EMAIL certificate;
+/// the renewal itself validates again (HTTP, by the agent) and records the new time.
+#[test]
+fn from_march_2029_every_renewal_validates_again() {
+    let start = datetime!(2029-03-20 00:00 UTC);
+    let env = issued_env(start, 47);
+    let status = run_synced(&env, &["--json", "status"]);
+    let rows = status.json();
+    for name in ["web", "mail"] {
+        let v = &row(&rows, name)["validation"];
+        assert_eq!(v["reuse_days"], 10, "{rows:#}");
+        // Due with 30 days left (renew_before_days), less a spread of up to 47/12 days:
+        // 13 to 17 days after issue.
+        let due = when(&v["due"]);
+        assert!(
+            due > start + Duration::days(12) && due < start + Duration::days(18),
+            "{name}: {due}"
+        );
+    }
+    let check = run_synced(&env, &["check"]);
+    check.expect_code(1);
+    assert!(
+        check.stdout.contains("WARNING mail: the renewal due"),
+        "{}",
+        check.describe()
+    );
+    assert!(
+        !check.stdout.contains("WARNING web:"),
+        "{}",
+        check.describe()
+    );
+
+    // The renewal falls due: the HTTP certificate is reissued and validated again.
+    let web_due = when(&row(&rows, "web")["validation"]["due"]);
+    env.sandbox
+        .advance((web_due + Duration::hours(1) - env.sandbox.now()).unsigned_abs());
+    let before = when(&env.record("web").unwrap()["validations"]["web.reuse.test"]["at"]);
+    // The EMAIL certificate, due too, waits for its approval (75).
+    let renew = run_synced(&env, &["renew", "--wait", "2"]);
+    assert!(matches!(renew.code, Some(0 | 75)), "{}", renew.describe());
+    let after = when(&env.record("web").unwrap()["validations"]["web.reuse.test"]["at"]);
+    assert!(after > before + Duration::days(12), "{before} -> {after}");
+    assert_eq!(
+        env.record("web").unwrap()["validations"]["web.reuse.test"]["method"],
+        "HTTP"
+    );
+}
