@@ -4,6 +4,8 @@
 //!   [`DaemonOptions::interval`] ± [`DaemonOptions::jitter`], and sooner — after
 //!   `agent.poll_interval_secs` — while work is pending at the CA (exit code 75), so that a
 //!   validation is followed up without waiting an hour.
+//! - A certificate held until it is valid (issued with a start after this host's clock) is
+//!   installed by a run at its start, not at the next scheduled run.
 //! - Reloads the configuration when its file changes (inotify through `notify`, with a polling
 //!   fallback) or on `SIGHUP`. A new configuration that does not validate is reported and the
 //!   previous one is kept; a valid one is used from a run started shortly after.
@@ -174,6 +176,11 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
                             base + random_up_to(base / 10)
                         } else {
                             jittered(opts.interval, opts.jitter)
+                        };
+                        // A certificate held until it is valid is installed when it begins.
+                        let wait = match until_held_valid(&config, opts.clock) {
+                            Some(held) if held < wait => held,
+                            _ => wait,
                         };
                         tracing::debug!("next run in {} s", wait.as_secs());
                         next = Instant::now() + wait;
@@ -428,6 +435,22 @@ fn include_dirs(config: &Config) -> Vec<PathBuf> {
 
 fn names(config: &Config) -> Vec<String> {
     config.certificates.iter().map(|c| c.name.clone()).collect()
+}
+
+/// How long until the first certificate held until it is valid begins (plus a second), when
+/// one is held.
+fn until_held_valid(config: &Config, clock: Clock) -> Option<Duration> {
+    let store = crate::store::Store::existing(&config.agent.state_dir);
+    let now = clock.now();
+    config
+        .certificates
+        .iter()
+        .filter_map(|c| store.load(&c.name).ok()?.held)
+        .map(|h| {
+            let secs = (h.not_before - now).whole_seconds().max(0);
+            Duration::from_secs(u64::try_from(secs).unwrap_or(0) + 1)
+        })
+        .min()
 }
 
 fn soon_after_reload(next: Instant, opts: &DaemonOptions) -> Instant {

@@ -12,6 +12,7 @@
 pub mod adopt;
 mod context;
 pub mod deploy;
+mod held;
 mod job;
 pub mod keys;
 mod lead;
@@ -27,6 +28,7 @@ mod start;
 
 pub use context::{RunOptions, client, client_options};
 pub use deploy::install_paths;
+pub use held::line as held_line;
 pub use job::{Job, Ready, wanted};
 pub use lead::{Installable, Lead};
 pub(crate) use publish::webroots;

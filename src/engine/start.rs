@@ -12,7 +12,8 @@ use super::deploy;
 use super::job::{Job, Mode, Next, Ready, Waiting, wanted};
 use super::plan::{self, Action, Disk, Inputs, OrderFacts};
 use super::report::Outcome;
-use super::{keys, order, reissue};
+use super::deploy::{Checked, Downloaded};
+use super::{held, keys, order, reissue};
 
 /// Plans and starts the action of one certificate; a warning for the operator goes to
 /// `warning_out`.
@@ -159,6 +160,8 @@ async fn act(
                 job.rec.last_error.as_deref().unwrap_or("unknown")
             ),
         })),
+        Action::Hold { .. } => Ok(held::still_held(job)),
+        Action::InstallHeld => held::install(job),
         Action::Ended { state } => Ok(Next::Done(Outcome::Failed {
             error: format!(
                 "certificate {} is {state}; nothing more can be done with this order and no new \
@@ -259,7 +262,7 @@ async fn reinstall(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Next> {
     let key = deploy::installed_key(job.cert)?;
     Ok(
         match deploy::download_checked(ctx, job.cert, id, &key, None).await? {
-            Some((bundle, archive)) => {
+            Downloaded::Checked(Checked::Valid(bundle), archive) => {
                 let install = deploy::cert_install(job.cert, &bundle, &key);
                 Next::Ready(Box::new(Ready {
                     certificate_id: id,
@@ -268,7 +271,14 @@ async fn reinstall(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Next> {
                     archive,
                 }))
             }
-            None => Next::Done(Outcome::Pending {
+            Downloaded::Checked(Checked::NotYet(bundle), _) => Next::Done(Outcome::Pending {
+                reason: format!(
+                    "certificate {id} (serial {}) is valid from {}; it is installed again then",
+                    bundle.serial_hex,
+                    deploy::rfc3339(bundle.not_before)
+                ),
+            }),
+            Downloaded::NotYet => Next::Done(Outcome::Pending {
                 reason: format!("certificate {id}: its files are not available yet"),
             }),
         },

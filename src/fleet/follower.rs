@@ -109,6 +109,22 @@ pub(super) async fn sync(
         match current_to_install(link, cert, &job, &mut view) {
             Ok(Some(seen)) => {
                 fleet_has.insert(cert.name.clone(), (seen.serial.clone(), seen.not_before));
+                if let Some((id, serial, from)) = &seen.held {
+                    tracing::info!(
+                        certificate = %cert.name,
+                        serial = %serial,
+                        "the fleet's certificate begins after this host's clock; held until then"
+                    );
+                    out.push(Synced {
+                        name: cert.name.clone(),
+                        outcome: Outcome::Pending {
+                            reason: format!(
+                                "the fleet's {}",
+                                crate::engine::held_line(*id, serial, *from)
+                            ),
+                        },
+                    });
+                }
                 if let Some(r) = seen.ready {
                     published.insert(cert.name.clone(), seen.version);
                     ready.push((job, r));
@@ -189,6 +205,8 @@ struct CurrentSeen {
     not_before: OffsetDateTime,
     /// What to install: `None` when this host serves it already, or something newer.
     ready: Option<Ready>,
+    /// It begins after this host's clock: installed by the first sync once it is valid.
+    held: Option<(u64, String, OffsetDateTime)>,
 }
 
 /// Opens the fleet's current certificate of `cert` (a value accepted before is not opened
@@ -219,13 +237,16 @@ fn current_to_install(
             serial: k.serial,
             not_before: k.not_before,
             ready: None,
+            held: None,
         };
         if !serves(&seen.serial, seen.not_before) {
-            seen.ready = Some(open_current(link, cert, value)?.2);
+            let opened = open_current(link, cert, value)?;
+            seen.set_ready(opened.ready, opened.not_yet);
         }
         return Ok(Some(seen));
     }
-    let (version, _, ready) = open_current(link, cert, value)?;
+    let opened = open_current(link, cert, value)?;
+    let (version, ready) = (opened.version, opened.ready);
     let (serial, not_before) = (ready.bundle.serial_hex.clone(), ready.bundle.not_before);
     let value = value.clone();
     view.versions.accept_current(
@@ -236,13 +257,32 @@ fn current_to_install(
         &serial,
         not_before,
     )?;
-    let install = !serves(&serial, not_before);
-    Ok(Some(CurrentSeen {
+    let mut seen = CurrentSeen {
         version,
         serial,
         not_before,
-        ready: install.then_some(ready),
-    }))
+        ready: None,
+        held: None,
+    };
+    if !serves(&seen.serial, not_before) {
+        seen.set_ready(ready, opened.not_yet);
+    }
+    Ok(Some(seen))
+}
+
+impl CurrentSeen {
+    /// What to install, or — when it begins after this host's clock — what is held.
+    fn set_ready(&mut self, ready: Ready, not_yet: bool) {
+        if not_yet {
+            self.held = Some((
+                ready.certificate_id,
+                ready.bundle.serial_hex.clone(),
+                ready.bundle.not_before,
+            ));
+        } else {
+            self.ready = Some(ready);
+        }
+    }
 }
 
 /// Each certificate that met a bad value: failed in the run's outcome (unless its install

@@ -248,6 +248,17 @@ pub(super) async fn import(
     let mut next = shared.record.clone();
     next.installed.clone_from(&local.installed);
     next.dcv = local.dcv.clone();
+    // A certificate this host holds until it is valid stays held while the fleet still waits
+    // for the same pending key (the archive is this host's).
+    let same_pending = matches!(
+        (&local.pending_key, &next.pending_key),
+        (Some(l), Some(n)) if l.csr_sha256 == n.csr_sha256
+    );
+    if same_pending {
+        next.held.clone_from(&local.held);
+    } else if local.held.is_some() {
+        store.discard_held(&cert.name);
+    }
     if let Some(sp) = &mut next.pending_key {
         match (&local.pending_key, &opened.pending_key) {
             (Some(lp), _) if lp.csr_sha256 == sp.csr_sha256 && lp.key_file.is_file() => {
@@ -359,7 +370,7 @@ pub(super) async fn hand_over_installed(
                 installed.certificate_id
             )
         })?;
-    let bundle = deploy::check_archive(cert, &download.bytes, &key, fr.link.clock.now())
+    let bundle = deploy::check_archive_now(cert, &download.bytes, &key, fr.link.clock.now())
         .with_context(|| {
             format!(
                 "the bundle of certificate {} does not match what is installed here; not handed \
@@ -411,7 +422,11 @@ pub async fn run(
             c.outcome = outcome;
         }
     };
+    // The certificates whose outcome this host's install of the fleet's work decided
+    // (installed, failed, or held until it is valid).
+    let mut from_sync = std::collections::BTreeSet::new();
     for s in synced.synced {
+        from_sync.insert(s.name.clone());
         set(&mut report, &s.name, s.outcome);
     }
     let Some(lead) = link.fleet.try_lead_exclusive().await? else {
@@ -421,7 +436,7 @@ pub async fn run(
             .await?
             .unwrap_or_else(|| "another host".into());
         for c in &mut report.certificates {
-            if matches!(c.outcome, Outcome::Pending { .. }) {
+            if matches!(c.outcome, Outcome::Pending { .. }) && !from_sync.contains(&c.name) {
                 c.outcome = Outcome::Unchanged {
                     reason: format!(
                         "{leader} leads the fleet and renews it; this host installs what it \
@@ -467,13 +482,7 @@ pub async fn run(
         // What this host's install of the fleet's certificate did (installed, or failed and
         // rolled back) stays the outcome when the leader's work changed nothing.
         let keep_sync = matches!(c.outcome, Outcome::Unchanged { .. })
-            && report.certificates.iter().any(|r| {
-                r.name == c.name
-                    && matches!(
-                        r.outcome,
-                        Outcome::Installed { .. } | Outcome::Failed { .. }
-                    )
-            });
+            && from_sync.contains(&c.name);
         if let Some(r) = report.certificates.iter_mut().find(|r| r.name == c.name) {
             if !keep_sync {
                 r.outcome = c.outcome;

@@ -169,6 +169,7 @@ pub(super) fn unb64(what: &str, text: &str) -> Result<Vec<u8>> {
 pub(super) fn shared_view(rec: &CertRecord) -> CertRecord {
     let mut r = rec.clone();
     r.installed = None;
+    r.held = None;
     r.dcv = Default::default();
     if let Some(p) = &mut r.pending_key {
         p.key_file = PathBuf::new();

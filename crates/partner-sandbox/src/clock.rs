@@ -47,6 +47,16 @@ impl Clock {
         }
     }
 
+    /// How far the time scale has moved virtual time ahead of real time since the start
+    /// (zero at a scale of 1 or less; what `advance` added is not part of it).
+    pub fn scale_drift(&self) -> Duration {
+        if self.scale <= 1.0 {
+            return Duration::ZERO;
+        }
+        let ahead = self.start_real.elapsed().as_secs_f64() * (self.scale - 1.0);
+        Duration::seconds_f64(ahead.min(1.0e12))
+    }
+
     /// How many virtual seconds pass per real second.
     pub fn scale(&self) -> f64 {
         self.scale
