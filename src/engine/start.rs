@@ -152,13 +152,7 @@ async fn act(
             Ok(Next::Done(Outcome::Failed { error }))
         }
         Action::Backoff { until } => Ok(Next::Done(Outcome::Failed {
-            error: format!(
-                "not retried before {} after {} failed attempt(s) (`cert-agent renew --name \
-                 {name}` retries now); last error: {}",
-                plan::short_time(until),
-                job.rec.failures,
-                job.rec.last_error.as_deref().unwrap_or("unknown")
-            ),
+            error: backoff_message(job, until, ctx.now()),
         })),
         Action::Hold { .. } => Ok(held::still_held(job)),
         Action::InstallHeld => held::install(job),
@@ -222,6 +216,25 @@ async fn act(
             Ok(Next::Done(Outcome::Unchanged { reason: message }))
         }
     }
+}
+
+/// Why a certificate in its failure backoff was not tried: when the next attempt is, how to
+/// try now, and the last error.
+fn backoff_message(job: &Job<'_>, until: time::OffsetDateTime, now: time::OffsetDateTime) -> String {
+    let minutes = (until - now).whole_minutes().max(1);
+    let wait = if minutes >= 120 {
+        format!("{} h {} min", minutes / 60, minutes % 60)
+    } else {
+        format!("{minutes} min")
+    };
+    format!(
+        "not retried before {} (in {wait}) after {} failed attempt(s): the next run from then \
+         tries again, `cert-agent renew --name {}` tries now; last error: {}",
+        plan::short_time(until),
+        job.rec.failures,
+        job.cert.name,
+        job.rec.last_error.as_deref().unwrap_or("unknown")
+    )
 }
 
 /// `issue --yes` replaces an ended order: its ID is kept as the one renewed.

@@ -96,3 +96,5 @@ mod renew_lifetimes;
 mod renew_polling;
 /// Renewal scenarios through the binary: free reissues, replacements, renewals.
 mod renew_scenarios;
+/// Time between the CA and this host: held certificates, the sandbox's fast clock, backoff.
+mod renew_time;

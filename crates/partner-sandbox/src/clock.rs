@@ -169,4 +169,20 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(20));
         assert!(c.now() >= start + Duration::seconds(1000));
     }
+
+    #[test]
+    fn scale_drift_is_the_lead_of_the_scale_alone() {
+        let start = OffsetDateTime::from_unix_timestamp(1_000_000_000).expect("valid");
+        let mut fast = Clock::new(start, 1_000.0);
+        fast.advance(Duration::days(30));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let drift = fast.scale_drift();
+        assert!(drift >= Duration::seconds(19), "{drift}");
+        // What `advance` added is not part of it: the virtual time less the drift is the real
+        // time elapsed plus the advance.
+        let real = fast.now() - drift - start - Duration::days(30);
+        assert!(real < Duration::seconds(5), "{real}");
+        assert_eq!(Clock::new(start, 1.0).scale_drift(), Duration::ZERO);
+        assert_eq!(Clock::new(start, 0.5).scale_drift(), Duration::ZERO);
+    }
 }
