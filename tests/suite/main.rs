@@ -42,6 +42,8 @@ mod dcv_standalone;
 mod fleet;
 /// The validator behind the strictest balancer: a fleet validates once every host has the file.
 mod fleet_balancer;
+/// docs/fleet.md run as printed: etcd with TLS and auth, three hosts with nginx, the sandbox.
+mod fleet_docs;
 /// Three hosts with nginx: one order, every host serves it, reissue, quorum loss.
 mod fleet_e2e;
 /// A leader paused past its lease: no API call and no write after it resumes.
