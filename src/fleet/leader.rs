@@ -425,8 +425,15 @@ pub async fn run(
     // The certificates whose outcome this host's install of the fleet's work decided
     // (installed, failed, or held until it is valid).
     let mut from_sync = std::collections::BTreeSet::new();
+    // The fleet's certificates this host holds until they are valid: the fleet's work on them
+    // is done, so this host's lead leaves them alone (without an installed copy it would
+    // otherwise take them for certificates to reissue).
+    let mut held = std::collections::BTreeSet::new();
     for s in synced.synced {
         from_sync.insert(s.name.clone());
+        if matches!(s.outcome, Outcome::Pending { .. }) {
+            held.insert(s.name.clone());
+        }
         set(&mut report, &s.name, s.outcome);
     }
     let Some(lead) = link.fleet.try_lead_exclusive().await? else {
@@ -452,7 +459,7 @@ pub async fn run(
     let mut imported = BTreeMap::new();
     let mut versions = Versions::load(store.dir())?;
     for cert in certs {
-        if refused.contains_key(&cert.name) {
+        if refused.contains_key(&cert.name) || held.contains(&cert.name) {
             continue;
         }
         match import(&link, store, &mut versions, cert).await {

@@ -52,7 +52,7 @@ pub(crate) const DOMAIN: &str = "www.fleet.test";
 impl Fleet {
     /// `n` hosts with nginx, one certificate `www` for [`DOMAIN`]; the validator fetches from
     /// every host (see [`Fleet::build`]).
-    fn start(n: usize) -> Self {
+    pub(crate) fn start(n: usize) -> Self {
         let env = TestEnv::new();
         let cluster = EtcdCluster::start(env.dir.path(), 3);
         let mut f = Self::on(env, &cluster.endpoints(), "/cert-agent/", n);
@@ -202,7 +202,7 @@ impl Fleet {
     }
 
     /// The serial host `i`'s nginx serves for the domain.
-    fn served(&self, i: usize) -> Option<String> {
+    pub(crate) fn served(&self, i: usize) -> Option<String> {
         self.env
             .served_leaf(&self.hosts[i].web.https_addr(), DOMAIN)
             .ok()

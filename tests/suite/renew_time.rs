@@ -236,3 +236,48 @@ fn a_certificate_in_its_backoff_makes_renew_exit_1_saying_when_and_how_to_retry(
     env.agent(["renew"]).run().expect_code(0);
     assert_eq!(env.billed(), 1);
 }
+
+/// Guards the hold in a fleet: a follower whose clock is 50 minutes behind the leader's holds
+/// the fleet's certificate (pending, exit 75, nothing installed, no failure) and, leading its
+/// own run meanwhile, leaves that certificate alone — no reissue, no order; once valid its
+/// next run installs the fleet's certificate, and both hosts serve the same serial.
+#[test]
+fn a_follower_behind_the_leaders_clock_holds_the_fleets_certificate_until_valid() {
+    if !crate::fleet_e2e::ready() {
+        return;
+    }
+    let f = crate::fleet_e2e::Fleet::start(2);
+    f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
+    f.agent(0, &["--json", "renew", "--wait", "60"])
+        .expect_code(0);
+    let serial = f.installed(0).expect("the leader installed");
+    let calls = f.env.calls().len();
+
+    let behind = f
+        .env
+        .agent_at(&f.hosts[1].config, ["--json", "renew", "--wait", "10"])
+        .env(OFFSET, "-3000")
+        .run();
+    behind.expect_code(75);
+    let reason = behind.outcome("www")["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        reason.contains("the fleet's certificate") && reason.contains("installs then"),
+        "{}",
+        behind.describe()
+    );
+    assert_eq!(f.installed(1), None, "nothing installed before it is valid");
+    assert_ne!(f.served(1).as_deref(), Some(serial.as_str()));
+    assert_eq!(
+        f.env.calls().len(),
+        calls,
+        "the holding host's lead calls nothing: {:?}",
+        &f.env.calls()[calls..]
+    );
+
+    f.agent(1, &["--json", "renew"]).expect_code(0);
+    f.wait_all_serve(&serial, Duration::from_secs(30));
+    assert_eq!(f.env.billed(), 1);
+}
