@@ -67,7 +67,7 @@ pub(super) fn still_held(job: &Job<'_>) -> Next {
 
 /// The held certificate, now valid: read back, checked again (key, names, chain, clock) and
 /// ready to install. A held archive that is gone or no longer checks is dropped, with the
-/// error: the next run downloads the certificate again.
+/// error: the caller downloads the certificate again.
 pub(super) fn install(job: &mut Job<'_>) -> Result<Next> {
     let result = ready(job);
     if result.is_err() {
@@ -84,8 +84,7 @@ fn ready(job: &Job<'_>) -> Result<Next> {
     };
     let Some(pending) = job.rec.pending_key.clone() else {
         bail!(
-            "the held certificate {} has no local key in the state directory; it is dropped \
-             and downloaded again by the next run",
+            "the held certificate {} has no local key in the state directory; it is dropped",
             held.certificate_id
         );
     };
@@ -93,17 +92,17 @@ fn ready(job: &Job<'_>) -> Result<Next> {
     let archive = job
         .store()
         .load_held(&job.cert.name, deploy::HELD_ARCHIVE_MAX)
-        .context("the held certificate could not be read; the next run downloads it again")?;
+        .context("the held certificate could not be read; it is dropped and downloaded again")?;
     let bundle = match deploy::check_archive(job.cert, &archive, &key, job.clock.now())
-        .context("the held certificate was rejected; the next run downloads it again")?
+        .context("the held certificate was rejected; it is dropped and downloaded again")?
     {
         Checked::Valid(b) => b,
         Checked::NotYet(_) => return Ok(still_held(job)),
     };
     if !crate::crypto::same_serial_hex(&bundle.serial_hex, &held.serial) {
         bail!(
-            "the held archive holds serial {}, not the recorded {}; the next run downloads the \
-             certificate again",
+            "the held archive holds serial {}, not the recorded {}; it is dropped and \
+             downloaded again",
             bundle.serial_hex,
             held.serial
         );

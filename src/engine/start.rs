@@ -155,7 +155,16 @@ async fn act(
             error: backoff_message(job, until, ctx.now()),
         })),
         Action::Hold { .. } => Ok(held::still_held(job)),
-        Action::InstallHeld => held::install(job),
+        Action::InstallHeld => match held::install(job) {
+            Ok(next) => Ok(next),
+            Err(e) => {
+                // The held copy is dropped; the certificate is downloaded and checked again.
+                let w = format!("{e:#}");
+                tracing::warn!(certificate = %name, "{w}");
+                *warning_out = Some(w);
+                Box::pin(continue_pending(ctx, job)).await
+            }
+        },
         Action::Ended { state } => Ok(Next::Done(Outcome::Failed {
             error: format!(
                 "certificate {} is {state}; nothing more can be done with this order and no new \
@@ -169,19 +178,7 @@ async fn act(
             let allow = ctx.opts.allow_orders;
             Box::pin(place_order(ctx, job, allow)).await
         }
-        Action::Continue => {
-            if job.rec.reissue.is_some() {
-                let previous = job
-                    .rec
-                    .reissue
-                    .as_ref()
-                    .and_then(|r| r.previous_serial.clone());
-                let reissued = Box::pin(reissue::resume(ctx, job)).await?;
-                Ok(wait_reissued(&job.rec, reissued, previous))
-            } else {
-                Box::pin(place_order(ctx, job, false)).await
-            }
-        }
+        Action::Continue => Box::pin(continue_pending(ctx, job)).await,
         Action::Reinstall => Box::pin(reinstall(ctx, job)).await,
         Action::ReadOrderFirst { .. } => {
             bail!("internal error: a reissue was planned without reading the order first")
@@ -235,6 +232,21 @@ fn backoff_message(job: &Job<'_>, until: time::OffsetDateTime, now: time::Offset
         job.cert.name,
         job.rec.last_error.as_deref().unwrap_or("unknown")
     )
+}
+
+/// Continues an order or reissue pending at the CA: validate, poll, download.
+async fn continue_pending(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Next> {
+    if job.rec.reissue.is_some() {
+        let previous = job
+            .rec
+            .reissue
+            .as_ref()
+            .and_then(|r| r.previous_serial.clone());
+        let reissued = Box::pin(reissue::resume(ctx, job)).await?;
+        Ok(wait_reissued(&job.rec, reissued, previous))
+    } else {
+        Box::pin(place_order(ctx, job, false)).await
+    }
 }
 
 /// `issue --yes` replaces an ended order: its ID is kept as the one renewed.

@@ -281,3 +281,52 @@ fn a_follower_behind_the_leaders_clock_holds_the_fleets_certificate_until_valid(
     f.wait_all_serve(&serial, Duration::from_secs(30));
     assert_eq!(f.env.billed(), 1);
 }
+
+/// Guards the held archive as input: garbage in its place, a copy readable by others, or a
+/// record naming another serial (a forgery) is never installed — the held copy is dropped with
+/// a warning naming the problem, the certificate is downloaded and checked again, and the
+/// CA's certificate is installed and served.
+#[test]
+fn a_damaged_or_forged_held_certificate_is_dropped_and_downloaded_again() {
+    let domain = "www.held-garbage.test";
+    let Some((env, web)) = nginx_world(SandboxConfig::default().instant(true), domain) else {
+        return;
+    };
+    type Spoil = fn(&TestEnv);
+    let spoils: [(&str, Spoil); 3] = [
+        ("rejected", |env| {
+            fs::write(held_archive(env), b"PK\x03\x04 not a zip at all").unwrap();
+        }),
+        ("could not be read", |env| {
+            fs::set_permissions(held_archive(env), fs::Permissions::from_mode(0o644)).unwrap();
+        }),
+        ("not the recorded", |env| {
+            env.edit_record("www", |r| r["held"]["serial"] = "0BADC0DE".into());
+        }),
+    ];
+    let first = env.renew();
+    first.expect_code(0);
+    for (expected, spoil) in spoils {
+        let held = env
+            .agent(["--json", "renew", "--force", "--wait", "30"])
+            .env(OFFSET, "-3000")
+            .run();
+        held.expect_code(75);
+        let serial = env.record("www").expect("record")["held"]["serial"]
+            .as_str()
+            .expect("held")
+            .to_owned();
+        spoil(&env);
+        let calls = env.calls().len();
+        let out = env.renew();
+        out.expect_code(0);
+        assert!(out.text().contains(expected), "{expected}: {}", out.describe());
+        let installed = out.installed_serial("www");
+        assert_eq!(installed, support::env::norm_serial(&serial), "{expected}");
+        assert!(env.calls().len() > calls, "{expected}: downloaded again");
+        env.served_leaf_with_serial(&web.https_addr(), domain, &installed)
+            .unwrap_or_else(|e| panic!("{expected}: served: {e}"));
+        assert!(!held_archive(&env).exists());
+    }
+    assert_eq!(env.billed(), 1);
+}
