@@ -9,10 +9,10 @@ use crate::store::{CertRecord, FileStamp};
 
 use super::context::Ctx;
 use super::deploy;
+use super::deploy::{Checked, Downloaded};
 use super::job::{Job, Mode, Next, Ready, Waiting, wanted};
 use super::plan::{self, Action, Disk, Inputs, OrderFacts};
 use super::report::Outcome;
-use super::deploy::{Checked, Downloaded};
 use super::{held, keys, order, reissue};
 
 /// Plans and starts the action of one certificate; a warning for the operator goes to
@@ -217,7 +217,11 @@ async fn act(
 
 /// Why a certificate in its failure backoff was not tried: when the next attempt is, how to
 /// try now, and the last error.
-fn backoff_message(job: &Job<'_>, until: time::OffsetDateTime, now: time::OffsetDateTime) -> String {
+fn backoff_message(
+    job: &Job<'_>,
+    until: time::OffsetDateTime,
+    now: time::OffsetDateTime,
+) -> String {
     let minutes = (until - now).whole_minutes().max(1);
     let wait = if minutes >= 120 {
         format!("{} h {} min", minutes / 60, minutes % 60)

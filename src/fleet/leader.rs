@@ -488,8 +488,8 @@ pub async fn run(
     for c in done.report.certificates {
         // What this host's install of the fleet's certificate did (installed, or failed and
         // rolled back) stays the outcome when the leader's work changed nothing.
-        let keep_sync = matches!(c.outcome, Outcome::Unchanged { .. })
-            && from_sync.contains(&c.name);
+        let keep_sync =
+            matches!(c.outcome, Outcome::Unchanged { .. }) && from_sync.contains(&c.name);
         if let Some(r) = report.certificates.iter_mut().find(|r| r.name == c.name) {
             if !keep_sync {
                 r.outcome = c.outcome;

@@ -107,7 +107,14 @@ fn sandbox_binary() -> PathBuf {
     let target = bin_dir.parent().expect("target directory");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
-        .args(["build", "--quiet", "--locked", "-p", "partner-sandbox", "--bin"])
+        .args([
+            "build",
+            "--quiet",
+            "--locked",
+            "-p",
+            "partner-sandbox",
+            "--bin",
+        ])
         .arg("partner-sandbox")
         .arg("--manifest-path")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
@@ -238,7 +245,12 @@ fn the_fleet_page_runs_as_printed() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let logs = || {
         let mut text = String::new();
-        for name in ["sandbox.log", "web1/daemon.log", "web2/daemon.log", "etcd1.log"] {
+        for name in [
+            "sandbox.log",
+            "web1/daemon.log",
+            "web2/daemon.log",
+            "etcd1.log",
+        ] {
             let log = fs::read_to_string(trial.join(name)).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(15).collect();
             text.push_str(&format!("--- {name} ---\n"));
@@ -280,7 +292,10 @@ fn the_fleet_page_runs_as_printed() {
         );
     }
     assert_eq!(
-        stdout.lines().filter(|l| l.trim_end().ends_with("current")).count(),
+        stdout
+            .lines()
+            .filter(|l| l.trim_end().ends_with("current"))
+            .count(),
         3,
         "fleet status: every host current\n{describe}"
     );

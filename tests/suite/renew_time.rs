@@ -46,16 +46,18 @@ fn printed_now(text: &str) -> time::OffsetDateTime {
         .unwrap_or_else(|| panic!("no `(now …)` in {text}"));
     let rest = &text[at + 5..];
     let end = rest.find(')').expect("closing parenthesis");
-    time::OffsetDateTime::parse(
-        &rest[..end],
-        &time::format_description::well_known::Rfc3339,
-    )
-    .unwrap_or_else(|e| panic!("{}: {e}", &rest[..end]))
+    time::OffsetDateTime::parse(&rest[..end], &time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|e| panic!("{}: {e}", &rest[..end]))
 }
 
 /// Installs the first certificate (clock in order), then reissues it with this host's clock
 /// `behind` seconds behind the CA's; the reissue's output.
-fn reissue_behind(env: &TestEnv, web: &Web, domain: &str, behind: i64) -> support::env::AgentOutput {
+fn reissue_behind(
+    env: &TestEnv,
+    web: &Web,
+    domain: &str,
+    behind: i64,
+) -> support::env::AgentOutput {
     let first = env.renew();
     first.expect_code(0);
     let serial = first.installed_serial("www");
@@ -95,7 +97,10 @@ fn a_certificate_that_begins_after_this_hosts_clock_is_held_and_installed_once_v
     let rec = env.record("www").expect("record");
     assert_eq!(rec["failures"], 0, "no failure: {rec:#}");
     assert!(rec["retry_after"].is_null(), "no backoff: {rec:#}");
-    let serial = rec["held"]["serial"].as_str().expect("held serial").to_owned();
+    let serial = rec["held"]["serial"]
+        .as_str()
+        .expect("held serial")
+        .to_owned();
     assert_ne!(serial, before);
     let mode = fs::metadata(held_archive(&env))
         .expect("held archive")
@@ -103,7 +108,11 @@ fn a_certificate_that_begins_after_this_hosts_clock_is_held_and_installed_once_v
         .mode();
     assert_eq!(mode & 0o777, 0o600, "the held archive is private");
     let served = env.served_leaf(&web.https_addr(), domain).expect("served");
-    assert_eq!(served.serial, support::env::norm_serial(&before), "the previous one is served");
+    assert_eq!(
+        served.serial,
+        support::env::norm_serial(&before),
+        "the previous one is served"
+    );
 
     let status = env.agent(["status"]).env(OFFSET, "-3000").run();
     status.expect_code(0);
@@ -228,7 +237,9 @@ fn a_certificate_in_its_backoff_makes_renew_exit_1_saying_when_and_how_to_retry(
     assert_eq!(env.calls().len(), calls, "nothing tried during the backoff");
 
     env.spec_mut("www").configtest_command = good_test;
-    let named = env.agent(["--json", "renew", "--name", "www", "--wait", "30"]).run();
+    let named = env
+        .agent(["--json", "renew", "--name", "www", "--wait", "30"])
+        .run();
     named.expect_code(0);
     let serial = named.installed_serial("www");
     env.served_leaf_with_serial(&web.https_addr(), "www.backoff-exit.test", &serial)
@@ -320,7 +331,11 @@ fn a_damaged_or_forged_held_certificate_is_dropped_and_downloaded_again() {
         let calls = env.calls().len();
         let out = env.renew();
         out.expect_code(0);
-        assert!(out.text().contains(expected), "{expected}: {}", out.describe());
+        assert!(
+            out.text().contains(expected),
+            "{expected}: {}",
+            out.describe()
+        );
         let installed = out.installed_serial("www");
         assert_eq!(installed, support::env::norm_serial(&serial), "{expected}");
         assert!(env.calls().len() > calls, "{expected}: downloaded again");
