@@ -41,27 +41,19 @@ pub enum Checked {
     NotYet(ValidatedBundle),
 }
 
-/// What a download gave.
-pub(super) enum Downloaded {
-    /// The API does not serve the new certificate yet.
-    NotYet,
-    /// Checked; the archive as the API sent it.
-    Checked(Checked, Vec<u8>),
-}
-
 /// Downloads the per-server bundle and checks it against our key, names and the clock; the
-/// checked bundle and the archive it came from. [`Downloaded::NotYet`] while the API still
-/// answers 422 (files not available yet) or still serves the previous certificate.
+/// checked bundle and the archive it came from. `None` while the API still answers 422 (files
+/// not available yet) or still serves the previous certificate.
 pub(super) async fn download_checked(
     ctx: &Ctx<'_>,
     cert: &CertificateConfig,
     certificate_id: u64,
     key: &PrivateKey,
     previous_serial: Option<&str>,
-) -> Result<Downloaded> {
+) -> Result<Option<(Checked, Vec<u8>)>> {
     let download = match ctx.client()?.download_bundle(certificate_id).await {
         Ok(d) => d,
-        Err(ApiError::Http { status: 422, .. }) => return Ok(Downloaded::NotYet),
+        Err(ApiError::Http { status: 422, .. }) => return Ok(None),
         Err(e) => {
             return Err(anyhow!(e).context(format!(
                 "could not download the bundle of certificate {certificate_id}"
@@ -73,12 +65,12 @@ pub(super) async fn download_checked(
             .is_some_and(|s| crate::crypto::same_serial_hex(&s, prev))
     {
         // After a reissue the previous certificate is served until the new one is issued.
-        return Ok(Downloaded::NotYet);
+        return Ok(None);
     }
     let checked = check_archive(cert, &download.bytes, key, ctx.now()).with_context(|| {
         format!("the bundle of certificate {certificate_id} was rejected; nothing was installed")
     })?;
-    Ok(Downloaded::Checked(checked, download.bytes.to_vec()))
+    Ok(Some((checked, download.bytes.to_vec())))
 }
 
 /// Checks a bundle archive against `key`, the names of `cert` and the clock, for the server

@@ -14,7 +14,7 @@ use time::OffsetDateTime;
 use crate::api::{CertificateDetails, CertificateState, ListScope, PendingAction};
 
 use super::context::{Ctx, progress, stop_requested, stopped};
-use super::deploy::{self, Checked, Downloaded};
+use super::deploy::{self, Checked};
 use super::held;
 use super::job::{Job, Mode, Next, Ready, Waiting, Work};
 use super::keys;
@@ -319,7 +319,7 @@ async fn issued(
     };
     let key = keys::load_pending(&pending)?;
     match deploy::download_checked(ctx, job.cert, id, &key, previous.as_deref()).await? {
-        Downloaded::Checked(Checked::Valid(bundle), archive) => {
+        Some((Checked::Valid(bundle), archive)) => {
             crate::failpoint::hit("download");
             publish::cleanup_dcv(ctx, job.cert, &mut job.rec).await;
             let install = deploy::cert_install(job.cert, &bundle, &key);
@@ -330,16 +330,16 @@ async fn issued(
                 archive,
             })))
         }
-        Downloaded::Checked(Checked::NotYet(bundle), archive) => {
+        Some((Checked::NotYet(bundle), archive)) => {
             publish::cleanup_dcv(ctx, job.cert, &mut job.rec).await;
             held::hold(job, id, &bundle, &archive)
         }
         // Some CAs keep reporting "issued" for the previous certificate while a reissue is
         // validated: publish for the new CSR meanwhile.
-        Downloaded::NotYet if matches!(w.mode, Mode::Reissue { .. }) => {
+        None if matches!(w.mode, Mode::Reissue { .. }) => {
             keep_waiting(ctx, job, w, true, details).await
         }
-        Downloaded::NotYet => Ok(Next::Wait(w)),
+        None => Ok(Next::Wait(w)),
     }
 }
 

@@ -9,7 +9,7 @@ use crate::store::{CertRecord, FileStamp};
 
 use super::context::Ctx;
 use super::deploy;
-use super::deploy::{Checked, Downloaded};
+use super::deploy::Checked;
 use super::job::{Job, Mode, Next, Ready, Waiting, wanted};
 use super::plan::{self, Action, Disk, Inputs, OrderFacts};
 use super::report::Outcome;
@@ -291,7 +291,7 @@ async fn reinstall(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Next> {
     let key = deploy::installed_key(job.cert)?;
     Ok(
         match deploy::download_checked(ctx, job.cert, id, &key, None).await? {
-            Downloaded::Checked(Checked::Valid(bundle), archive) => {
+            Some((Checked::Valid(bundle), archive)) => {
                 let install = deploy::cert_install(job.cert, &bundle, &key);
                 Next::Ready(Box::new(Ready {
                     certificate_id: id,
@@ -300,14 +300,14 @@ async fn reinstall(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Next> {
                     archive,
                 }))
             }
-            Downloaded::Checked(Checked::NotYet(bundle), _) => Next::Done(Outcome::Pending {
+            Some((Checked::NotYet(bundle), _)) => Next::Done(Outcome::Pending {
                 reason: format!(
                     "certificate {id} (serial {}) is valid from {}; it is installed again then",
                     bundle.serial_hex,
                     deploy::rfc3339(bundle.not_before)
                 ),
             }),
-            Downloaded::NotYet => Next::Done(Outcome::Pending {
+            None => Next::Done(Outcome::Pending {
                 reason: format!("certificate {id}: its files are not available yet"),
             }),
         },
