@@ -658,6 +658,44 @@ mod tests {
     }
 
     #[test]
+    fn a_held_certificate_wakes_the_daemon_at_its_start() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let state = dir.path().join("state");
+        let text = format!(
+            "[api]\nbase_url = \"https://127.0.0.1:1\"\nlogin = \"a@b.test\"\n\
+             password_file = \"/nonexistent\"\n\n[defaults]\ncountry = \"DE\"\n\
+             region = \"Berlin\"\ncity = \"Berlin\"\n\n[agent]\n\
+             state_dir = \"{}\"\n\n[[certificate]]\nname = \"www\"\n\
+             domains = [\"www.example.com\"]\nproduct_id = 1101\nserver = \"none\"\n\
+             cert_path = \"{d}/c.pem\"\nkey_path = \"{d}/k.pem\"\n\
+             webroot = \"{d}/www\"\n",
+            state.display(),
+            d = dir.path().display()
+        );
+        let config = Config::parse(&text, &dir.path().join("config.toml")).expect("configuration");
+        let store = crate::store::Store::open(&state).expect("state");
+        assert_eq!(until_held_valid(&config, Clock::SYSTEM), None);
+        let mut rec = store.load("www").expect("record");
+        rec.held = Some(crate::store::Held {
+            certificate_id: 7,
+            serial: "0A".into(),
+            not_before: Clock::SYSTEM.now() + time::Duration::minutes(10),
+        });
+        store.save(&rec).expect("saved");
+        let wait = until_held_valid(&config, Clock::SYSTEM).expect("a wake-up");
+        assert!(
+            wait > Duration::from_secs(590) && wait <= Duration::from_secs(601),
+            "{wait:?}"
+        );
+        // Already valid: at once (a second).
+        let later = Clock::shifted(time::Duration::minutes(20));
+        assert_eq!(
+            until_held_valid(&config, later),
+            Some(Duration::from_secs(1))
+        );
+    }
+
+    #[test]
     fn random_up_to_zero_is_zero() {
         assert_eq!(random_up_to(Duration::ZERO), Duration::ZERO);
         for _ in 0..100 {
