@@ -84,6 +84,8 @@ pub enum BundleError {
         serial: String,
         not_before: String,
         now: String,
+        /// `not_before` as a time (for the caller's decision to hold the bundle).
+        starts: time::OffsetDateTime,
     },
 
     #[error("the certificate in the bundle (serial {serial}) expired at {not_after} (now {now})")]

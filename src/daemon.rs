@@ -4,6 +4,8 @@
 //!   [`DaemonOptions::interval`] ± [`DaemonOptions::jitter`], and sooner — after
 //!   `agent.poll_interval_secs` — while work is pending at the CA (exit code 75), so that a
 //!   validation is followed up without waiting an hour.
+//! - A certificate held until it is valid (issued with a start after this host's clock) is
+//!   installed by a run at its start, not at the next scheduled run.
 //! - Reloads the configuration when its file changes (inotify through `notify`, with a polling
 //!   fallback) or on `SIGHUP`. A new configuration that does not validate is reported and the
 //!   previous one is kept; a valid one is used from a run started shortly after.
@@ -190,6 +192,11 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
                             base + random_up_to(base / 10)
                         } else {
                             jittered(opts.interval, opts.jitter)
+                        };
+                        // A certificate held until it is valid is installed when it begins.
+                        let wait = match until_held_valid(&config, opts.clock) {
+                            Some(held) if held < wait => held,
+                            _ => wait,
                         };
                         tracing::debug!("next run in {} s", wait.as_secs());
                         next = Instant::now() + wait;
@@ -495,6 +502,22 @@ fn names(config: &Config) -> Vec<String> {
     config.certificates.iter().map(|c| c.name.clone()).collect()
 }
 
+/// How long until the first certificate held until it is valid begins (plus a second), when
+/// one is held.
+fn until_held_valid(config: &Config, clock: Clock) -> Option<Duration> {
+    let store = crate::store::Store::existing(&config.agent.state_dir);
+    let now = clock.now();
+    config
+        .certificates
+        .iter()
+        .filter_map(|c| store.load(&c.name).ok()?.held)
+        .map(|h| {
+            let secs = (h.not_before - now).whole_seconds().max(0);
+            Duration::from_secs(u64::try_from(secs).unwrap_or(0) + 1)
+        })
+        .min()
+}
+
 fn soon_after_reload(next: Instant, opts: &DaemonOptions) -> Instant {
     match opts.run_after_reload {
         Some(delay) => next.min(Instant::now() + delay),
@@ -696,6 +719,44 @@ mod tests {
         assert_eq!(
             jittered(Duration::ZERO, Duration::ZERO),
             Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn a_held_certificate_wakes_the_daemon_at_its_start() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let state = dir.path().join("state");
+        let text = format!(
+            "[api]\nbase_url = \"https://127.0.0.1:1\"\nlogin = \"a@b.test\"\n\
+             password_file = \"/nonexistent\"\n\n[defaults]\ncountry = \"DE\"\n\
+             region = \"Berlin\"\ncity = \"Berlin\"\n\n[agent]\n\
+             state_dir = \"{}\"\n\n[[certificate]]\nname = \"www\"\n\
+             domains = [\"www.example.com\"]\nproduct_id = 1101\nserver = \"none\"\n\
+             cert_path = \"{d}/c.pem\"\nkey_path = \"{d}/k.pem\"\n\
+             webroot = \"{d}/www\"\n",
+            state.display(),
+            d = dir.path().display()
+        );
+        let config = Config::parse(&text, &dir.path().join("config.toml")).expect("configuration");
+        let store = crate::store::Store::open(&state).expect("state");
+        assert_eq!(until_held_valid(&config, Clock::SYSTEM), None);
+        let mut rec = store.load("www").expect("record");
+        rec.held = Some(crate::store::Held {
+            certificate_id: 7,
+            serial: "0A".into(),
+            not_before: Clock::SYSTEM.now() + time::Duration::minutes(10),
+        });
+        store.save(&rec).expect("saved");
+        let wait = until_held_valid(&config, Clock::SYSTEM).expect("a wake-up");
+        assert!(
+            wait > Duration::from_secs(590) && wait <= Duration::from_secs(601),
+            "{wait:?}"
+        );
+        // Already valid: at once (a second).
+        let later = Clock::shifted(time::Duration::minutes(20));
+        assert_eq!(
+            until_held_valid(&config, later),
+            Some(Duration::from_secs(1))
         );
     }
 

@@ -280,6 +280,10 @@ pub struct CertRecord {
     /// The last of those failures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_error: Option<String>,
+    /// An issued and checked certificate that begins after this host's clock: its archive is
+    /// kept in `held/NAME.zip` and installed once it is valid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Held>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -339,6 +343,17 @@ impl FleetAttempt {
             self.error.as_deref().unwrap_or("unknown error")
         )
     }
+}
+
+/// An issued certificate held until it is valid (its archive in `held/NAME.zip`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    pub certificate_id: u64,
+    /// Upper-case hex serial of the held leaf.
+    pub serial: String,
+    /// When it begins: installed from then on.
+    #[serde(with = "time::serde::rfc3339")]
+    pub not_before: OffsetDateTime,
 }
 
 /// The self-signed placeholder written at a certificate's install paths.
@@ -454,6 +469,7 @@ impl CertRecord {
             self.subscription = Some(fallback);
         }
         self.reissue = None;
+        self.held = None;
         self.failures = 0;
         self.retry_after = None;
         self.last_error = None;
@@ -697,6 +713,46 @@ impl Store {
             }
         })?;
         Ok(path)
+    }
+
+    /// Where the archive of a certificate held until it is valid is kept.
+    pub fn held_path(&self, name: &str) -> Result<PathBuf, StoreError> {
+        check_name(name)?;
+        Ok(self.dir.join("held").join(format!("{name}.zip")))
+    }
+
+    /// Keeps the archive of a certificate held until it is valid (0600, in a 0700 directory).
+    pub fn save_held(&self, name: &str, archive: &[u8]) -> Result<PathBuf, StoreError> {
+        let path = self.held_path(name)?;
+        let dir = self.dir.join("held");
+        fsutil::ensure_private_dir(&dir, 0o700).map_err(|source| StoreError::CreateDir {
+            path: dir.clone(),
+            source,
+        })?;
+        fsutil::write_atomic(&path, archive, 0o600).map_err(|source| StoreError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(path)
+    }
+
+    /// The held archive of `name` (at most `max` bytes; checked again before it is installed).
+    pub fn load_held(&self, name: &str, max: u64) -> Result<Vec<u8>, StoreError> {
+        let path = self.held_path(name)?;
+        fsutil::read_private(&path, max).map_err(|message| StoreError::Corrupt {
+            path: path.clone(),
+            message,
+        })
+    }
+
+    /// Removes the held archive of `name`, if any.
+    pub fn discard_held(&self, name: &str) {
+        if let Ok(path) = self.held_path(name)
+            && let Err(e) = fs::remove_file(&path)
+            && e.kind() != io::ErrorKind::NotFound
+        {
+            tracing::warn!("could not remove {}: {e}", path.display());
+        }
     }
 
     /// Appends one event to `journal.log` and fsyncs it; an event with effect (see

@@ -251,6 +251,7 @@ fn check_leaf(
             serial,
             not_before: rfc3339(not_before),
             now: rfc3339(expected.now),
+            starts: not_before,
         });
     }
     if expected.now > not_after {

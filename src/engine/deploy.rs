@@ -22,16 +22,35 @@ use super::job::{Job, Ready};
 use super::keys;
 use super::report::Outcome;
 
+/// A host clock this much behind the CA's installs at once: a leaf issued a moment ago is not
+/// "not yet valid".
+pub const CLOCK_TOLERANCE: time::Duration = time::Duration::minutes(5);
+/// A checked certificate that begins at most this far after this host's clock is held and
+/// installed once it is valid; one that begins later is refused (a clock that far behind, or
+/// a CA's error).
+pub const HOLD_AT_MOST: time::Duration = time::Duration::days(1);
+/// The largest bundle archive kept or read back while held.
+pub const HELD_ARCHIVE_MAX: u64 = 16 * 1024 * 1024;
+
+/// A bundle that passed every check.
+#[derive(Debug)]
+pub enum Checked {
+    /// Valid now (or within [`CLOCK_TOLERANCE`]): install it.
+    Valid(ValidatedBundle),
+    /// Valid from `bundle.not_before`, less than [`HOLD_AT_MOST`] ahead: hold it until then.
+    NotYet(ValidatedBundle),
+}
+
 /// Downloads the per-server bundle and checks it against our key, names and the clock; the
-/// checked bundle and the archive it came from. `None` while the API still answers 422
-/// (files not available yet).
+/// checked bundle and the archive it came from. `None` while the API still answers 422 (files
+/// not available yet) or still serves the previous certificate.
 pub(super) async fn download_checked(
     ctx: &Ctx<'_>,
     cert: &CertificateConfig,
     certificate_id: u64,
     key: &PrivateKey,
     previous_serial: Option<&str>,
-) -> Result<Option<(ValidatedBundle, Vec<u8>)>> {
+) -> Result<Option<(Checked, Vec<u8>)>> {
     let download = match ctx.client()?.download_bundle(certificate_id).await {
         Ok(d) => d,
         Err(ApiError::Http { status: 422, .. }) => return Ok(None),
@@ -48,31 +67,77 @@ pub(super) async fn download_checked(
         // After a reissue the previous certificate is served until the new one is issued.
         return Ok(None);
     }
-    let bundle = check_archive(cert, &download.bytes, key, ctx.now()).with_context(|| {
+    let checked = check_archive(cert, &download.bytes, key, ctx.now()).with_context(|| {
         format!("the bundle of certificate {certificate_id} was rejected; nothing was installed")
     })?;
-    Ok(Some((bundle, download.bytes.to_vec())))
+    Ok(Some((checked, download.bytes.to_vec())))
 }
 
 /// Checks a bundle archive against `key`, the names of `cert` and the clock, for the server
-/// `cert` is installed into.
+/// `cert` is installed into. A leaf that begins up to [`CLOCK_TOLERANCE`] after `now` is
+/// valid; one that begins up to [`HOLD_AT_MOST`] after it is checked as of its beginning and
+/// comes back as [`Checked::NotYet`]; later, the error says how far ahead it begins.
 pub(crate) fn check_archive(
     cert: &CertificateConfig,
     archive: &[u8],
     key: &PrivateKey,
     now: time::OffsetDateTime,
-) -> Result<ValidatedBundle, bundle::BundleError> {
-    let public_key = key.public_key_der();
-    let expected = Expected {
-        public_key_der: &public_key,
-        domains: &cert.domains,
-        // Five minutes of tolerance for a host clock slightly behind the CA's: a leaf issued
-        // a moment ago must not be "not yet valid" (and one ending within five minutes is of
-        // no use anyway).
-        now: now + time::Duration::minutes(5),
-        trust_anchors: &[],
+) -> Result<Checked> {
+    let at = |when: time::OffsetDateTime| {
+        let public_key = key.public_key_der();
+        let expected = Expected {
+            public_key_der: &public_key,
+            domains: &cert.domains,
+            now: when,
+            trust_anchors: &[],
+        };
+        bundle::read_bundle(archive, cert.install.server, &expected)
     };
-    bundle::read_bundle(archive, cert.install.server, &expected)
+    match at(now) {
+        Ok(b) => Ok(Checked::Valid(b)),
+        Err(bundle::BundleError::NotYetValid { starts, .. }) if starts <= now + HOLD_AT_MOST => {
+            // Every other check as of the moment it begins.
+            let b = at(starts)?;
+            Ok(if starts <= now + CLOCK_TOLERANCE {
+                Checked::Valid(b)
+            } else {
+                Checked::NotYet(b)
+            })
+        }
+        Err(e @ bundle::BundleError::NotYetValid { .. }) => Err(anyhow!(
+            "{e}: it begins more than {} hours after this host's clock, more than is waited \
+             for; check this host's clock (`timedatectl`) and the dates the CA issued",
+            HOLD_AT_MOST.whole_hours()
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// [`check_archive`] for a bundle that must be valid now (or within [`CLOCK_TOLERANCE`]).
+pub(crate) fn check_archive_now(
+    cert: &CertificateConfig,
+    archive: &[u8],
+    key: &PrivateKey,
+    now: time::OffsetDateTime,
+) -> Result<ValidatedBundle> {
+    match check_archive(cert, archive, key, now)? {
+        Checked::Valid(b) => Ok(b),
+        Checked::NotYet(b) => Err(anyhow!(
+            "the certificate in the bundle (serial {}) is not valid before {} (now {})",
+            b.serial_hex,
+            rfc3339(b.not_before),
+            rfc3339(now)
+        )),
+    }
+}
+
+/// `2026-11-21T00:13:05Z`.
+pub fn rfc3339(t: time::OffsetDateTime) -> String {
+    t.to_offset(time::UtcOffset::UTC)
+        .replace_nanosecond(0)
+        .unwrap_or(t)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
 }
 
 /// Where certificate `cert` is installed.
@@ -218,6 +283,7 @@ pub(crate) fn finish_install(job: &mut Job<'_>, r: &Ready) -> Result<Outcome> {
         keys::discard_key_file(&p.key_file);
     }
     job.save()?;
+    job.store().discard_held(&job.cert.name);
     job.journal(
         "installed",
         serde_json::json!({ "certificate_id": r.certificate_id, "serial": r.bundle.serial_hex }),

@@ -13,6 +13,7 @@ pub mod adopt;
 mod context;
 pub mod deploy;
 pub mod forecast;
+mod held;
 mod job;
 pub mod keys;
 mod lead;
@@ -29,6 +30,7 @@ mod start;
 
 pub use context::{RunOptions, client, client_options};
 pub use deploy::install_paths;
+pub use held::line as held_line;
 pub use job::{Job, Ready, unattended_inputs, wanted};
 pub use lead::{Installable, Lead};
 pub(crate) use publish::webroots;

@@ -110,12 +110,19 @@ pub enum Action {
     RenewSubscription { order: bool, reason: String },
     /// Failed recently; no attempt before `until`.
     Backoff { until: OffsetDateTime },
+    /// An issued certificate is held until it is valid, at `from`: nothing to call.
+    Hold { from: OffsetDateTime },
+    /// The held certificate is valid now: install it (no API call).
+    InstallHeld,
     /// The order ended (annulled, expired): report it; only `issue --yes` orders anew.
     Ended { state: String },
     /// `--force` asked for a reissue that the rules do not allow now.
     CannotReissue { reason: String },
 }
 
+/// A held certificate that begins within this much of `now` is installed (the tolerance for a
+/// host clock a little behind the CA's).
+pub const HELD_TOLERANCE: Duration = Duration::minutes(5);
 /// Days before the end of the subscription in which no reissue is possible.
 pub const REISSUE_BLACKOUT_DAYS: i64 = 30;
 /// Days before the end of the subscription from which every run warns.
@@ -196,6 +203,14 @@ fn from_state(i: &Inputs<'_>) -> Option<Action> {
     let r = i.record;
     if r.intent.is_some() {
         return Some(Action::Reconcile);
+    }
+    // An issued certificate waits for its start, not for a backoff or a forced reissue.
+    if let Some(h) = &r.held {
+        return Some(if h.not_before <= i.now + HELD_TOLERANCE {
+            Action::InstallHeld
+        } else {
+            Action::Hold { from: h.not_before }
+        });
     }
     // A reissue sent without a known answer is resolved by reading the details: no reason to
     // wait out a backoff for that.
@@ -471,6 +486,11 @@ pub fn describe(action: &Action, wanted: Wanted<'_>) -> String {
             reason,
         } => format!("prepare a renewal order because {reason}"),
         Action::Backoff { until } => format!("wait until {} after failures", short_time(*until)),
+        Action::Hold { from } => format!(
+            "install the issued certificate once it is valid, at {}",
+            short_time(*from)
+        ),
+        Action::InstallHeld => "install the issued certificate held until it was valid".into(),
         Action::Ended { state } => {
             format!("report the {state} order (`issue NAME --yes` orders anew)")
         }

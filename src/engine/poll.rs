@@ -14,7 +14,8 @@ use time::OffsetDateTime;
 use crate::api::{CertificateDetails, CertificateState, ListScope, PendingAction};
 
 use super::context::{Ctx, progress, stop_requested, stopped};
-use super::deploy;
+use super::deploy::{self, Checked};
+use super::held;
 use super::job::{Job, Mode, Next, Ready, Waiting, Work};
 use super::keys;
 use super::publish::{self, Published};
@@ -318,7 +319,7 @@ async fn issued(
     };
     let key = keys::load_pending(&pending)?;
     match deploy::download_checked(ctx, job.cert, id, &key, previous.as_deref()).await? {
-        Some((bundle, archive)) => {
+        Some((Checked::Valid(bundle), archive)) => {
             crate::failpoint::hit("download");
             publish::cleanup_dcv(ctx, job.cert, &mut job.rec).await;
             let install = deploy::cert_install(job.cert, &bundle, &key);
@@ -328,6 +329,10 @@ async fn issued(
                 install,
                 archive,
             })))
+        }
+        Some((Checked::NotYet(bundle), archive)) => {
+            publish::cleanup_dcv(ctx, job.cert, &mut job.rec).await;
+            held::hold(job, id, &bundle, &archive)
         }
         // Some CAs keep reporting "issued" for the previous certificate while a reissue is
         // validated: publish for the new CSR meanwhile.

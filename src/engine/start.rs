@@ -9,10 +9,11 @@ use crate::store::{CertRecord, FileStamp};
 
 use super::context::Ctx;
 use super::deploy;
+use super::deploy::Checked;
 use super::job::{Job, Mode, Next, Ready, Waiting, wanted};
 use super::plan::{self, Action, Disk, Inputs, OrderFacts};
 use super::report::Outcome;
-use super::{keys, order, reissue};
+use super::{held, keys, order, reissue};
 
 /// Plans and starts the action of one certificate; a warning for the operator goes to
 /// `warning_out`.
@@ -151,14 +152,19 @@ async fn act(
             Ok(Next::Done(Outcome::Failed { error }))
         }
         Action::Backoff { until } => Ok(Next::Done(Outcome::Failed {
-            error: format!(
-                "not retried before {} after {} failed attempt(s) (`cert-agent renew --name \
-                 {name}` retries now); last error: {}",
-                plan::short_time(until),
-                job.rec.failures,
-                job.rec.last_error.as_deref().unwrap_or("unknown")
-            ),
+            error: backoff_message(job, until, ctx.now()),
         })),
+        Action::Hold { .. } => Ok(held::still_held(job)),
+        Action::InstallHeld => match held::install(job) {
+            Ok(next) => Ok(next),
+            Err(e) => {
+                // The held copy is dropped; the certificate is downloaded and checked again.
+                let w = format!("{e:#}");
+                tracing::warn!(certificate = %name, "{w}");
+                *warning_out = Some(w);
+                Box::pin(continue_pending(ctx, job)).await
+            }
+        },
         Action::Ended { state } => Ok(Next::Done(Outcome::Failed {
             error: format!(
                 "certificate {} is {state}; nothing more can be done with this order and no new \
@@ -172,19 +178,7 @@ async fn act(
             let allow = ctx.opts.allow_orders;
             Box::pin(place_order(ctx, job, allow)).await
         }
-        Action::Continue => {
-            if job.rec.reissue.is_some() {
-                let previous = job
-                    .rec
-                    .reissue
-                    .as_ref()
-                    .and_then(|r| r.previous_serial.clone());
-                let reissued = Box::pin(reissue::resume(ctx, job)).await?;
-                Ok(wait_reissued(&job.rec, reissued, previous))
-            } else {
-                Box::pin(place_order(ctx, job, false)).await
-            }
-        }
+        Action::Continue => Box::pin(continue_pending(ctx, job)).await,
         Action::Reinstall => Box::pin(reinstall(ctx, job)).await,
         Action::ReadOrderFirst { .. } => {
             bail!("internal error: a reissue was planned without reading the order first")
@@ -218,6 +212,44 @@ async fn act(
             *warning_out = Some(message.clone());
             Ok(Next::Done(Outcome::Unchanged { reason: message }))
         }
+    }
+}
+
+/// Why a certificate in its failure backoff was not tried: when the next attempt is, how to
+/// try now, and the last error.
+fn backoff_message(
+    job: &Job<'_>,
+    until: time::OffsetDateTime,
+    now: time::OffsetDateTime,
+) -> String {
+    let minutes = (until - now).whole_minutes().max(1);
+    let wait = if minutes >= 120 {
+        format!("{} h {} min", minutes / 60, minutes % 60)
+    } else {
+        format!("{minutes} min")
+    };
+    format!(
+        "not retried before {} (in {wait}) after {} failed attempt(s): the next run from then \
+         tries again, `cert-agent renew --name {}` tries now; last error: {}",
+        plan::short_time(until),
+        job.rec.failures,
+        job.cert.name,
+        job.rec.last_error.as_deref().unwrap_or("unknown")
+    )
+}
+
+/// Continues an order or reissue pending at the CA: validate, poll, download.
+async fn continue_pending(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Next> {
+    if job.rec.reissue.is_some() {
+        let previous = job
+            .rec
+            .reissue
+            .as_ref()
+            .and_then(|r| r.previous_serial.clone());
+        let reissued = Box::pin(reissue::resume(ctx, job)).await?;
+        Ok(wait_reissued(&job.rec, reissued, previous))
+    } else {
+        Box::pin(place_order(ctx, job, false)).await
     }
 }
 
@@ -259,7 +291,7 @@ async fn reinstall(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Next> {
     let key = deploy::installed_key(job.cert)?;
     Ok(
         match deploy::download_checked(ctx, job.cert, id, &key, None).await? {
-            Some((bundle, archive)) => {
+            Some((Checked::Valid(bundle), archive)) => {
                 let install = deploy::cert_install(job.cert, &bundle, &key);
                 Next::Ready(Box::new(Ready {
                     certificate_id: id,
@@ -268,6 +300,13 @@ async fn reinstall(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Next> {
                     archive,
                 }))
             }
+            Some((Checked::NotYet(bundle), _)) => Next::Done(Outcome::Pending {
+                reason: format!(
+                    "certificate {id} (serial {}) is valid from {}; it is installed again then",
+                    bundle.serial_hex,
+                    deploy::rfc3339(bundle.not_before)
+                ),
+            }),
             None => Next::Done(Outcome::Pending {
                 reason: format!("certificate {id}: its files are not available yet"),
             }),

@@ -119,6 +119,21 @@ pub(super) async fn sync(
                         name: cert.name.clone(),
                         outcome: Outcome::Unchanged { reason: why },
                     });
+                } else if let Some((id, serial, from)) = &seen.held {
+                    tracing::info!(
+                        certificate = %cert.name,
+                        serial = %serial,
+                        "the fleet's certificate begins after this host's clock; held until then"
+                    );
+                    out.push(Synced {
+                        name: cert.name.clone(),
+                        outcome: Outcome::Pending {
+                            reason: format!(
+                                "the fleet's {}",
+                                crate::engine::held_line(*id, serial, *from)
+                            ),
+                        },
+                    });
                 } else if let Some(r) = seen.ready {
                     published.insert(cert.name.clone(), seen.version);
                     ready.push((job, r));
@@ -216,6 +231,8 @@ struct CurrentSeen {
     ready: Option<Ready>,
     /// Why this host keeps a newer certificate of its own instead.
     skipped: Option<String>,
+    /// It begins after this host's clock: installed by the first sync once it is valid.
+    held: Option<(u64, String, OffsetDateTime)>,
 }
 
 /// Opens the fleet's current certificate of `cert` (a value accepted before is not opened
@@ -241,15 +258,20 @@ fn current_to_install(
             not_before: k.not_before,
             ready: None,
             skipped: None,
+            held: None,
         };
         match keeps(job, &key, seen.version, &seen.serial, seen.not_before) {
-            Keep::Install => seen.ready = Some(open_current(link, cert, value)?.2),
+            Keep::Install => {
+                let opened = open_current(link, cert, value)?;
+                seen.set_ready(opened.ready, opened.not_yet);
+            }
             Keep::Serves => {}
             Keep::Newer(why) => seen.skipped = Some(why),
         }
         return Ok(Some(seen));
     }
-    let (version, _, ready) = open_current(link, cert, value)?;
+    let opened = open_current(link, cert, value)?;
+    let (version, ready) = (opened.version, opened.ready);
     let (serial, not_before) = (ready.bundle.serial_hex.clone(), ready.bundle.not_before);
     let value = value.clone();
     view.versions.accept_current(
@@ -260,18 +282,35 @@ fn current_to_install(
         &serial,
         not_before,
     )?;
-    let (ready, skipped) = match keeps(job, &key, version, &serial, not_before) {
-        Keep::Install => (Some(ready), None),
-        Keep::Serves => (None, None),
-        Keep::Newer(why) => (None, Some(why)),
-    };
-    Ok(Some(CurrentSeen {
+    let mut seen = CurrentSeen {
         version,
         serial,
         not_before,
-        ready,
-        skipped,
-    }))
+        ready: None,
+        skipped: None,
+        held: None,
+    };
+    match keeps(job, &key, version, &seen.serial, not_before) {
+        Keep::Install => seen.set_ready(ready, opened.not_yet),
+        Keep::Serves => {}
+        Keep::Newer(why) => seen.skipped = Some(why),
+    }
+    Ok(Some(seen))
+}
+
+impl CurrentSeen {
+    /// What to install, or — when it begins after this host's clock — what is held.
+    fn set_ready(&mut self, ready: Ready, not_yet: bool) {
+        if not_yet {
+            self.held = Some((
+                ready.certificate_id,
+                ready.bundle.serial_hex.clone(),
+                ready.bundle.not_before,
+            ));
+        } else {
+            self.ready = Some(ready);
+        }
+    }
 }
 
 /// What this host does with the fleet's certificate `serial` (version `version` at `key`).

@@ -259,6 +259,17 @@ pub(super) async fn import(
     next.host_error.clone_from(&local.host_error);
     next.installed.clone_from(&local.installed);
     next.dcv = local.dcv.clone();
+    // A certificate this host holds until it is valid stays held while the fleet still waits
+    // for the same pending key (the archive is this host's).
+    let same_pending = matches!(
+        (&local.pending_key, &next.pending_key),
+        (Some(l), Some(n)) if l.csr_sha256 == n.csr_sha256
+    );
+    if same_pending {
+        next.held.clone_from(&local.held);
+    } else if local.held.is_some() {
+        store.discard_held(&cert.name);
+    }
     if let Some(sp) = &mut next.pending_key {
         match (&local.pending_key, &opened.pending_key) {
             (Some(lp), _) if lp.csr_sha256 == sp.csr_sha256 && lp.key_file.is_file() => {
@@ -370,7 +381,7 @@ pub(super) async fn hand_over_installed(
                 installed.certificate_id
             )
         })?;
-    let bundle = deploy::check_archive(cert, &download.bytes, &key, fr.link.clock.now())
+    let bundle = deploy::check_archive_now(cert, &download.bytes, &key, fr.link.clock.now())
         .with_context(|| {
             format!(
                 "the bundle of certificate {} does not match what is installed here; not handed \
@@ -422,7 +433,18 @@ pub async fn run(
             c.outcome = outcome;
         }
     };
+    // The certificates whose outcome this host's install of the fleet's work decided
+    // (installed, failed, or held until it is valid).
+    let mut from_sync = std::collections::BTreeSet::new();
+    // The fleet's certificates this host holds until they are valid: the fleet's work on them
+    // is done, so this host's lead leaves them alone (without an installed copy it would
+    // otherwise take them for certificates to reissue).
+    let mut held = std::collections::BTreeSet::new();
     for s in synced.synced {
+        from_sync.insert(s.name.clone());
+        if matches!(s.outcome, Outcome::Pending { .. }) {
+            held.insert(s.name.clone());
+        }
         set(&mut report, &s.name, s.outcome);
     }
     let Some(lead) = link.fleet.try_lead_exclusive().await? else {
@@ -432,7 +454,7 @@ pub async fn run(
             .await?
             .unwrap_or_else(|| "another host".into());
         for c in &mut report.certificates {
-            if matches!(c.outcome, Outcome::Pending { .. }) {
+            if matches!(c.outcome, Outcome::Pending { .. }) && !from_sync.contains(&c.name) {
                 c.outcome = Outcome::Unchanged {
                     reason: format!(
                         "{leader} leads the fleet and renews it; this host installs what it \
@@ -466,7 +488,7 @@ pub async fn run(
     let mut imported = BTreeMap::new();
     let mut versions = Versions::load(store.dir())?;
     for cert in certs {
-        if refused.contains_key(&cert.name) {
+        if refused.contains_key(&cert.name) || held.contains(&cert.name) {
             continue;
         }
         match import(&link, store, &mut versions, cert).await {
@@ -493,14 +515,8 @@ pub async fn run(
     for c in done.report.certificates {
         // What this host's install of the fleet's certificate did (installed, or failed and
         // rolled back) stays the outcome when the leader's work changed nothing.
-        let keep_sync = matches!(c.outcome, Outcome::Unchanged { .. })
-            && report.certificates.iter().any(|r| {
-                r.name == c.name
-                    && matches!(
-                        r.outcome,
-                        Outcome::Installed { .. } | Outcome::Failed { .. }
-                    )
-            });
+        let keep_sync =
+            matches!(c.outcome, Outcome::Unchanged { .. }) && from_sync.contains(&c.name);
         if let Some(r) = report.certificates.iter_mut().find(|r| r.name == c.name) {
             if !keep_sync {
                 r.outcome = c.outcome;

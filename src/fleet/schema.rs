@@ -200,6 +200,7 @@ pub(super) fn unb64(what: &str, text: &str) -> Result<Vec<u8>> {
 pub(super) fn shared_view(rec: &CertRecord) -> CertRecord {
     let mut r = rec.clone();
     r.installed = None;
+    r.held = None;
     r.dcv = Default::default();
     r.fleet = None;
     r.host_failures = 0;

@@ -131,6 +131,14 @@ pub(super) fn check_dcv(hashes: &CsrHashes, entry: &DcvEntry) -> Result<()> {
     Ok(())
 }
 
+/// The fleet's current certificate, opened and checked for this host.
+pub(super) struct OpenedCurrent {
+    pub(super) version: u64,
+    pub(super) ready: Ready,
+    /// It begins after this host's clock (less than a day ahead): held until then.
+    pub(super) not_yet: bool,
+}
+
 /// Opens the current certificate `value` of `cert` and checks it for this host: its version,
 /// and what it would install (the key opened, the bundle checked against it, the names and
 /// the chain).
@@ -138,7 +146,7 @@ pub(super) fn open_current(
     link: &FleetLink,
     cert: &CertificateConfig,
     value: &[u8],
-) -> Result<(u64, Current, Ready)> {
+) -> Result<OpenedCurrent> {
     let rel = current_key(&cert.name);
     let place = Place::new(Purpose::Current, &rel, &cert.name);
     let (version, current): (u64, Current) =
@@ -150,8 +158,12 @@ pub(super) fn open_current(
             current.version
         );
     }
-    let ready = prepare(link, cert, &rel, version, &current)?;
-    Ok((version, current, ready))
+    let (ready, not_yet) = prepare(link, cert, &rel, version, &current)?;
+    Ok(OpenedCurrent {
+        version,
+        ready,
+        not_yet,
+    })
 }
 
 /// Opens and checks the fleet's certificate for this host.
@@ -161,7 +173,7 @@ fn prepare(
     rel: &str,
     version: u64,
     current: &Current,
-) -> Result<Ready> {
+) -> Result<(Ready, bool)> {
     let place = Place::new(Purpose::CurrentKey, rel, &cert.name);
     let (at, pem) = envelope::open(&link.key, &link.fleet, &place, &unb64("key", &current.key)?)?;
     if at != version {
@@ -173,7 +185,7 @@ fn prepare(
     let key = PrivateKey::from_pem(&pem, "the fleet's record")
         .with_context(|| format!("the fleet's key of certificate '{}'", cert.name))?;
     let archive = unb64("archive", &current.archive)?;
-    let bundle =
+    let checked =
         deploy::check_archive(cert, &archive, &key, link.clock.now()).with_context(|| {
             format!(
                 "the fleet's certificate of '{}' (version {version}) was rejected on this host; \
@@ -181,13 +193,18 @@ fn prepare(
                 cert.name
             )
         })?;
+    let (bundle, not_yet) = match checked {
+        deploy::Checked::Valid(b) => (b, false),
+        deploy::Checked::NotYet(b) => (b, true),
+    };
     let install = deploy::cert_install(cert, &bundle, &key);
-    Ok(Ready {
+    let ready = Ready {
         certificate_id: current.certificate_id,
         bundle,
         install,
         archive,
-    })
+    };
+    Ok((ready, not_yet))
 }
 
 #[cfg(test)]

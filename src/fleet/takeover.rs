@@ -144,6 +144,8 @@ fn describe(record: &CertRecord, action: Action) -> Option<String> {
         | Action::NeedsOrder
         | Action::Reinstall
         | Action::Backoff { .. }
+        | Action::Hold { .. }
+        | Action::InstallHeld
         | Action::Ended { .. }
         | Action::CannotReissue { .. } => return None,
     })

@@ -17,7 +17,8 @@ use super::served;
 pub struct StatusRow {
     pub name: String,
     pub certificate_id: Option<u64>,
-    /// `no order`, `order outcome unknown`, `installed`, `reissuing`, or the last API state.
+    /// `no order`, `order outcome unknown`, `installed`, `reissuing`, `issued, valid from T;
+    /// installs then`, or the last API state.
     pub state: String,
     pub serial: Option<String>,
     #[serde(with = "time::serde::rfc3339::option")]
@@ -81,6 +82,11 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
             "no order (placeholder installed)".to_owned()
         } else if rec.order.is_none() {
             "no order".to_owned()
+        } else if let Some(h) = &rec.held {
+            format!(
+                "issued, valid from {}; installs then",
+                crate::engine::deploy::rfc3339(h.not_before)
+            )
         } else if rec.reissue.is_some() {
             "reissuing".to_owned()
         } else if rec.pending_key.is_some() {

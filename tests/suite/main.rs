@@ -48,6 +48,8 @@ mod dcv_standalone;
 mod fleet;
 /// The validator behind the strictest balancer: a fleet validates once every host has the file.
 mod fleet_balancer;
+/// docs/fleet.md run as printed: etcd with TLS and auth, three hosts with nginx, the sandbox.
+mod fleet_docs;
 /// Three hosts with nginx: one order, every host serves it, reissue, quorum loss.
 mod fleet_e2e;
 /// Failures in fleet mode: the fleet's and each host's, on every surface of every host.
@@ -107,3 +109,5 @@ mod renew_lifetimes;
 mod renew_polling;
 /// Renewal scenarios through the binary: free reissues, replacements, renewals.
 mod renew_scenarios;
+/// Time between the CA and this host: held certificates, the sandbox's fast clock, backoff.
+mod renew_time;

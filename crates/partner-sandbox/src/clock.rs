@@ -47,6 +47,16 @@ impl Clock {
         }
     }
 
+    /// How far the time scale has moved virtual time ahead of real time since the start
+    /// (zero at a scale of 1 or less; what `advance` added is not part of it).
+    pub fn scale_drift(&self) -> Duration {
+        if self.scale <= 1.0 {
+            return Duration::ZERO;
+        }
+        let ahead = self.start_real.elapsed().as_secs_f64() * (self.scale - 1.0);
+        Duration::seconds_f64(ahead.min(1.0e12))
+    }
+
     /// How many virtual seconds pass per real second.
     pub fn scale(&self) -> f64 {
         self.scale
@@ -158,5 +168,21 @@ mod tests {
         let c = Clock::new(start, 100_000.0);
         std::thread::sleep(std::time::Duration::from_millis(20));
         assert!(c.now() >= start + Duration::seconds(1000));
+    }
+
+    #[test]
+    fn scale_drift_is_the_lead_of_the_scale_alone() {
+        let start = OffsetDateTime::from_unix_timestamp(1_000_000_000).expect("valid");
+        let mut fast = Clock::new(start, 1_000.0);
+        fast.advance(Duration::days(30));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let drift = fast.scale_drift();
+        assert!(drift >= Duration::seconds(19), "{drift}");
+        // What `advance` added is not part of it: the virtual time less the drift is the real
+        // time elapsed plus the advance.
+        let real = fast.now() - drift - start - Duration::days(30);
+        assert!(real < Duration::seconds(5), "{real}");
+        assert_eq!(Clock::new(start, 1.0).scale_drift(), Duration::ZERO);
+        assert_eq!(Clock::new(start, 0.5).scale_drift(), Duration::ZERO);
     }
 }

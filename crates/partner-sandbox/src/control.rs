@@ -29,7 +29,7 @@ pub(crate) fn advance(shared: &Shared, by: time::Duration) -> OffsetDateTime {
     let now = {
         let mut w = shared.lock();
         w.clock.advance(by);
-        let now = w.clock.now();
+        let now = w.now();
         w.tick(now);
         now
     };
@@ -44,7 +44,7 @@ fn mutate<T>(
 ) -> Result<T, String> {
     let out = {
         let mut w = shared.lock();
-        let now = w.clock.now();
+        let now = w.now();
         w.tick(now);
         guarded(|| op(&mut w, now))
             .map_err(|p| format!("sandbox internal error: {p}"))
@@ -173,7 +173,7 @@ pub(crate) fn clear_faults(shared: &Shared) {
 
 pub(crate) fn inspect(shared: &Shared, certificate_id: u64) -> Option<Value> {
     let mut w = shared.lock();
-    let now = w.clock.now();
+    let now = w.now();
     w.tick(now);
     guarded(|| w.state.inspect(certificate_id)).unwrap_or_else(|e| {
         tracing::error!("inspect failed: {e}");

@@ -49,7 +49,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>
 pub(crate) async fn round(shared: &Arc<Shared>) {
     let checks = {
         let mut w = shared.lock();
-        let now = w.clock.now();
+        let now = w.now();
         w.tick(now);
         let state = &mut w.state;
         let checks = guarded(|| state.due_dcv_checks(now)).unwrap_or_else(|e| {
@@ -91,7 +91,7 @@ pub(crate) async fn round(shared: &Arc<Shared>) {
         }
         let mut guard = shared.lock();
         let w = &mut *guard;
-        let now = w.clock.now();
+        let now = w.now();
         let (state, ca) = (&mut w.state, &w.ca);
         if let Err(e) = guarded(|| state.record_dcv_fetch(&check, result, now, ca)) {
             tracing::error!("record_dcv_fetch failed: {e}");

@@ -60,6 +60,16 @@ impl World {
         self.calls.push(record);
     }
 
+    /// The virtual time now. Also tells the state how far the time scale has run ahead of
+    /// real time: certificates it issues begin that much earlier, so that a client on the real
+    /// clock can use them at once.
+    pub(crate) fn now(&mut self) -> OffsetDateTime {
+        let now = self.clock.now();
+        self.state
+            .set_scale_drift(self.clock.scale_drift().whole_seconds());
+        now
+    }
+
     /// `state.tick(now)`, shielding the caller from a panic in the state.
     pub(crate) fn tick(&mut self, now: OffsetDateTime) {
         let (state, ca) = (&mut self.state, &self.ca);

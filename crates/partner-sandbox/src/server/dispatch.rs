@@ -63,7 +63,7 @@ pub(super) async fn handle(conn: Conn, req: Request<Incoming>) -> Response<Full<
     if method == Method::OPTIONS {
         let now = {
             let mut w = conn.shared.lock();
-            let now = w.clock.now();
+            let now = w.now();
             w.log_call(CallRecord {
                 time: now,
                 method: method.to_string(),
@@ -85,7 +85,7 @@ pub(super) async fn handle(conn: Conn, req: Request<Incoming>) -> Response<Full<
         Ok(b) => b,
         Err(status) => {
             let mut w = conn.shared.lock();
-            let now = w.clock.now();
+            let now = w.now();
             w.log_call(CallRecord {
                 time: now,
                 method: method.to_string(),
@@ -135,7 +135,7 @@ fn apply(
     raw_query: String,
 ) -> (Response<Full<Bytes>>, Option<FaultKind>, bool) {
     let mut w = shared.lock();
-    let now = w.clock.now();
+    let now = w.now();
     let fault = w.faults.take(req.method.as_str(), &req.path);
     let mut record = CallRecord {
         time: now,

@@ -192,7 +192,9 @@ impl State {
             public_key_der: &spki,
             common_name: &cert.common_name,
             dns_names: &names,
-            not_before: odt(at),
+            // Under a time scale above 1 the certificate begins on the real clock (the virtual
+            // issuance less the scale's lead), so that a client can install it at once.
+            not_before: odt(at - self.scale_drift),
             not_after: odt(not_after),
         });
         let cert = self.cert_mut(id);

@@ -153,6 +153,10 @@ pub struct State {
     dns: Vec<DnsRecord>,
     /// Creation counter: orders the list newest first even within one second.
     seq: u64,
+    /// Seconds the time scale has moved virtual time ahead of real time: issued certificates
+    /// begin that much before the virtual issuance. Not saved: a restarted sandbox counts anew.
+    #[serde(skip)]
+    scale_drift: i64,
 }
 
 fn ts(t: OffsetDateTime) -> i64 {
@@ -187,6 +191,7 @@ impl State {
             certs: BTreeMap::new(),
             dns: Vec::new(),
             seq: 0,
+            scale_drift: 0,
         }
     }
 
@@ -209,6 +214,11 @@ impl State {
     /// Time-driven transitions up to `now`: validation by DNS records / approved emails,
     /// issuance once every domain is validated, family C's pickup cycle, staff processing of
     /// cancellations, expiry, automatic preparation of renewal tokens ~30 days before expiry.
+    /// How far (seconds) the time scale has run virtual time ahead of real time.
+    pub fn set_scale_drift(&mut self, secs: i64) {
+        self.scale_drift = secs.max(0);
+    }
+
     pub fn tick(&mut self, now: OffsetDateTime, ca: &Authority) {
         self.advance(ts(now), ca);
     }

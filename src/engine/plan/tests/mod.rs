@@ -474,3 +474,36 @@ fn every_branch_of_the_schedule() {
 }
 
 mod timing;
+
+#[test]
+fn a_held_certificate_waits_for_its_start_then_installs_without_backoff_or_force() {
+    let mut rec = installed(200, Some(1825));
+    rec.held = Some(crate::store::Held {
+        certificate_id: 7,
+        serial: "0B".into(),
+        not_before: t(10),
+    });
+    rec.retry_after = Some(t(20));
+    rec.failures = 1;
+    let before = inputs(&rec, t(10) - Duration::hours(1));
+    assert_eq!(decide(&before), Action::Hold { from: t(10) });
+    let forced = Inputs {
+        force: true,
+        ..before.clone()
+    };
+    assert_eq!(decide(&forced), Action::Hold { from: t(10) });
+    assert!(describe(&decide(&before), before.wanted).contains("once it is valid"));
+    // Within the tolerance of a host clock a little behind, and after its start: installed.
+    let almost = inputs(&rec, t(10) - Duration::minutes(4));
+    assert_eq!(decide(&almost), Action::InstallHeld);
+    assert_eq!(decide(&inputs(&rec, t(11))), Action::InstallHeld);
+    // An open order intent is resolved first.
+    rec.intent = Some(OrderIntent {
+        csr_sha256: "AA".into(),
+        common_name: "www.example.com".into(),
+        created_at: t(9),
+        product_id: 1,
+        price: None,
+    });
+    assert_eq!(decide(&inputs(&rec, t(11))), Action::Reconcile);
+}
