@@ -1,6 +1,14 @@
 //! The keys each section accepts: the checker refuses any other (with a suggestion).
 
-pub(super) const TOP_KEYS: &[&str] = &["api", "agent", "fleet", "defaults", "certificate"];
+pub(super) const TOP_KEYS: &[&str] = &[
+    "api",
+    "agent",
+    "fleet",
+    "revocation",
+    "defaults",
+    "certificate",
+];
+pub(super) const REVOCATION_KEYS: &[&str] = &["check", "max_crl_bytes", "timeout_secs"];
 pub(super) const FLEET_KEYS: &[&str] = &[
     "endpoints",
     "ca_file",

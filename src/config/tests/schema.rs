@@ -2,10 +2,13 @@
 //! (`keys.rs`), the readers (`validate/`) and the reference (`docs/configuration.md`). These
 //! tests hold the three together: a key added to one and forgotten in another fails here.
 
-use crate::config::keys::{AGENT_KEYS, API_KEYS, CERT_ONLY_KEYS, FLEET_KEYS, SHARED_KEYS};
+use crate::config::keys::{
+    AGENT_KEYS, API_KEYS, CERT_ONLY_KEYS, FLEET_KEYS, REVOCATION_KEYS, SHARED_KEYS,
+};
 
 const REFERENCE: &str = include_str!("../../../docs/configuration.md");
-const READERS: [&str; 6] = [
+const READERS: [&str; 7] = [
+    include_str!("../validate/revocation.rs"),
     include_str!("../validate/mod.rs"),
     include_str!("../validate/document.rs"),
     include_str!("../validate/api.rs"),
@@ -20,6 +23,7 @@ fn accepted() -> impl Iterator<Item = &'static str> {
         API_KEYS,
         CERT_ONLY_KEYS,
         FLEET_KEYS,
+        REVOCATION_KEYS,
         SHARED_KEYS,
     ]
     .into_iter()

@@ -1,4 +1,4 @@
-//! The whole document: its top-level sections in order (`[api]`, `[agent]`, `[fleet]`,
+//! The whole document: its top-level sections in order (`[api]`, `[agent]`, `[fleet]`, `[revocation]`,
 //! `[defaults]`, the `[[certificate]]` tables), the included files (read, or kept from an
 //! earlier run by the cache) and the checks across all certificates.
 
@@ -9,7 +9,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::super::error::Problem;
 use super::super::keys::{CERT_ONLY_KEYS, SHARED_KEYS, TOP_KEYS};
-use super::super::types::{AgentConfig, CertificateConfig, Config};
+use super::super::types::{AgentConfig, CertificateConfig, Config, RevocationConfig};
 use super::super::{cache, include};
 use super::{Checker, breaks_of, type_name};
 
@@ -45,6 +45,10 @@ impl Checker<'_> {
         let api = table_of(self, "api");
         let agent = table_of(self, "agent");
         let fleet = table_of(self, "fleet");
+        let revocation = match table_of(self, "revocation") {
+            Some((t, header)) => self.revocation(t, header),
+            None => Some(RevocationConfig::default()),
+        };
         let defaults = table_of(self, "defaults");
 
         let api = match api {
@@ -101,11 +105,13 @@ impl Checker<'_> {
         let agent = agent?;
         let api = api?;
         let fleet = fleet?;
+        let revocation = revocation?;
         Some(Config {
             path: path.to_path_buf(),
             api,
             agent,
             fleet,
+            revocation,
             certificates,
             fragments,
             warnings: Vec::new(),

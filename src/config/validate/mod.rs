@@ -6,6 +6,7 @@ mod api;
 mod certificate;
 mod document;
 mod fleet;
+mod revocation;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
