@@ -226,6 +226,7 @@ async fn follow_fleet(config_path: PathBuf, clock: Clock) {
                     name: s.name,
                     outcome: s.outcome,
                     warning: None,
+                    revocation: None,
                 })
                 .collect(),
             stats: None,

@@ -30,6 +30,6 @@ pub use deploy::install_paths;
 pub use job::{Job, Ready, wanted};
 pub use lead::{Installable, Lead};
 pub(crate) use publish::webroots;
-pub use report::{CertReport, Outcome, RunReport, RunStats, RunStatus};
+pub use report::{CertReport, Outcome, RevocationNote, RunReport, RunStats, RunStatus};
 pub use run::{EngineRun, run};
 pub(crate) use start::disk_state;

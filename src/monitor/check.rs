@@ -2,8 +2,10 @@
 //! Zabbix, Checkmk, Sensu): one status line naming the worst certificates, performance data
 //! (`'www_days_left'=41;14;7`), the details of every certificate that is not OK on the lines
 //! after, and the exit code 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. It reads local state and
-//! the installed files only — never the Partner API — and, with `--served`, shakes hands with
-//! each certificate's verify address to compare what is served with what was installed.
+//! the installed files only — never the Partner API — plus, with `[revocation] check`, each
+//! installed certificate's CRL (kept in `state_dir/crl/` until its `nextUpdate`, fetched when
+//! stale), and, with `--served`, shakes hands with each certificate's verify address to
+//! compare what is served with what was installed.
 //!
 //! The levels are decided by [`assess`], a pure function with table tests.
 
@@ -12,6 +14,7 @@ use time::OffsetDateTime;
 
 use crate::config::Config;
 use crate::crypto::Serial;
+use crate::revocation::{Checker, Status};
 use crate::store::{CertRecord, Store};
 
 use crate::engine::disk_state;
@@ -167,6 +170,10 @@ pub async fn check(
     let certs = config.select(&opts.names)?;
     let mut certificates = Vec::with_capacity(certs.len());
     let mut seen = Vec::new();
+    let crls = config
+        .revocation
+        .check
+        .then(|| Checker::new(&config.agent.state_dir, &config.revocation));
     for cert in certs {
         let rec = store.load(&cert.name)?;
         let (disk, _) = disk_state(&rec);
@@ -188,6 +195,9 @@ pub async fn check(
             opts,
             config.agent.renew_before_days,
         );
+        if let (Some(crls), Some(inst), Disk::AsInstalled) = (&crls, &rec.installed, &disk) {
+            revocation(&mut c, &crls.status(inst, now).await);
+        }
         c.name = cert.name.clone();
         certificates.push(c);
     }
@@ -241,6 +251,18 @@ impl Findings {
         self.level = self.level.max(level);
         self.problems.push(text);
     }
+}
+
+/// What the installed certificate's CRL says: revoked is CRITICAL (until a run installs its
+/// replacement), a CRL that could not be used is WARNING naming its URL.
+pub fn revocation(c: &mut CertCheck, status: &Status) {
+    let level = match status {
+        Status::Revoked { .. } => Level::Critical,
+        Status::Unknown { .. } => Level::Warning,
+        Status::Good { .. } | Status::NoCrl => return,
+    };
+    c.level = c.level.max(level);
+    c.problems.push(status.describe());
 }
 
 /// Whether a certificate is installed and how many days it has left (`None`: none installed).
