@@ -41,7 +41,7 @@ pub fn read(inst: &Installed) -> Result<InstalledCert, String> {
     for path in &files {
         // Key files and unreadable files hold no certificate for us; the leaf's absence is
         // reported below.
-        let Ok(bytes) = crate::fsutil::read_private(path, MAX_FILE_BYTES) else {
+        let Ok(bytes) = crate::fsutil::read_secret(path, MAX_FILE_BYTES, false) else {
             continue;
         };
         for der in CertificateDer::pem_slice_iter(&bytes).flatten() {

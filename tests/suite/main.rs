@@ -30,6 +30,8 @@ mod daemon;
 mod metrics;
 /// Onboarding: adoption without a new order, `include` fragments, `discover`, placeholders.
 mod onboarding;
+/// Revocation: the sandbox's CRLs read, a revoked certificate replaced, bad CRLs refused.
+mod revocation;
 /// `cert-agent serve`: the standalone DCV server as a process of its own.
 mod serve;
 
