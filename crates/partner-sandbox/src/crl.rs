@@ -1,33 +1,20 @@
 //! The CA's certificate revocation lists: the serials revoked through the control API (with a
 //! reason code and the time), one CRL per issuer value signed by that issuer's intermediate,
 //! with `thisUpdate`/`nextUpdate` on the sandbox's clock, built on demand and kept in memory
-//! until a revocation or the clock makes it old; the faults a CRL can carry for tests; and the
-//! plain-HTTP listener serving `GET /crl/{issuer}.crl` (CRLs are fetched over plain HTTP: they
-//! are signed, and a client must not need the TLS they are there to check).
+//! until a revocation or the clock makes it old; and the faults a CRL can carry for tests. The
+//! plain-HTTP listener serving them is `server/crl_listen.rs`.
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
-use std::sync::Arc;
-use std::time::Duration as StdDuration;
 
 use bytes::Bytes;
-use http::{Request, Response};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use rcgen::{
     CertificateRevocationListParams, Issuer, KeyIdMethod, KeyPair, RevocationReason,
     RevokedCertParams, SerialNumber,
 };
 use serde::{Deserialize, Serialize};
 use time::{Duration, OffsetDateTime};
-use tokio::net::TcpListener;
-use tokio::sync::watch;
 
 use crate::ca::{self, Authority};
-use crate::world::Shared;
 
 /// How long a CRL is valid: `nextUpdate` is this long after `thisUpdate` (virtual time).
 pub const CRL_VALIDITY: Duration = Duration::days(1);
@@ -239,67 +226,6 @@ fn forged(
         .map_err(|e| e.to_string())?
         .der()
         .to_vec())
-}
-
-/// Serves `GET /crl/{issuer}.crl` on `listener` until shutdown.
-pub(crate) async fn accept_crl(
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    loop {
-        let (stream, _) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!("CRL listener: accept failed: {e}");
-                    tokio::time::sleep(StdDuration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.changed() => return,
-        };
-        let shared = shared.clone();
-        let mut shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |req: Request<Incoming>| {
-                let shared = shared.clone();
-                async move { Ok::<_, Infallible>(answer(&shared, &req)) }
-            });
-            let served = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(StdDuration::from_secs(30))
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                _ = served => {}
-                _ = shutdown.changed() => {}
-            }
-        });
-    }
-}
-
-fn answer(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    let build = |status: u16, ctype: &str, body: Bytes| {
-        Response::builder()
-            .status(status)
-            .header("content-type", ctype)
-            .body(Full::new(body))
-            .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
-    };
-    if req.method() != http::Method::GET && req.method() != http::Method::HEAD {
-        return build(405, "text/plain", Bytes::from_static(b"GET only\n"));
-    }
-    let path = req.uri().path().to_owned();
-    let served = {
-        let mut w = shared.lock();
-        let now = w.clock.now();
-        let world = &mut *w;
-        world.crls.serve(&path, &world.ca, now)
-    };
-    match served {
-        Ok(der) => build(200, "application/pkix-crl", der),
-        Err((status, message)) => build(status, "text/plain", Bytes::from(message + "\n")),
-    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! CRLs (`crate::crl`), and the validator fetches DCV files in the background.
 //!
 //! Layout: this file starts and stops the server; `config` (what it starts with), `handle`
-//! (the running sandbox), `listen` (listeners, TLS, connections), `dispatch` (one request),
+//! (the running sandbox), `listen` (listeners, TLS, connections), `crl_listen` (the CRLs), `dispatch` (one request),
 //! `request` (body and parameters), `answers` (HTTP answers), `fault_answers` (faults that
 //! rewrite an answer).
 
@@ -29,6 +29,7 @@ use crate::world::{Shared, World, guarded, load_saved};
 
 mod answers;
 mod config;
+mod crl_listen;
 mod dispatch;
 mod fault_answers;
 mod handle;
@@ -245,7 +246,7 @@ async fn serve(
         tasks.spawn(accept_redirect(l, base_url, shutdown.clone()));
     }
     if let Some(l) = crl_listener {
-        tasks.spawn(crate::crl::accept_crl(l, shared.clone(), shutdown.clone()));
+        tasks.spawn(crl_listen::accept_crl(l, shared.clone(), shutdown.clone()));
     }
     tasks.spawn(validator::run(shared, shutdown.clone()));
     let _ = ready.send(Ok(()));
