@@ -48,7 +48,7 @@ pub(super) async fn start(
     }
     let disk = refresh_disk(ctx, job)?;
     if disk == Disk::AsInstalled {
-        check_revocation(ctx, job, warning_out).await?;
+        check_revocation(ctx, job).await?;
     }
     let action = plan_action(ctx, job, disk).await?;
     if ctx.opts.dry_run {
@@ -114,12 +114,9 @@ async fn plan_action(ctx: &Ctx<'_>, job: &mut Job<'_>, disk: Disk) -> Result<Act
 
 /// Reads the installed certificate's CRL (when `[revocation] check` is on and no replacement
 /// is under way): what it says is kept in the record when it changed, so that the planner
-/// sees a revocation; a CRL that cannot be used is a warning, never "not revoked".
-async fn check_revocation(
-    ctx: &Ctx<'_>,
-    job: &mut Job<'_>,
-    warning_out: &mut Option<String>,
-) -> Result<()> {
+/// sees a revocation, and goes to the report when it is not "not revoked"; a CRL that cannot
+/// be used is logged as a warning and reported as `unknown`, never as "not revoked".
+async fn check_revocation(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<()> {
     let Some(checker) = &ctx.revocation else {
         return Ok(());
     };
@@ -158,7 +155,6 @@ async fn check_revocation(
         }
         Status::Unknown { .. } => {
             tracing::warn!(certificate = %name, "{}", seen.detail);
-            *warning_out = Some(seen.detail.clone());
         }
         Status::Good { .. } | Status::NoCrl => {}
     }

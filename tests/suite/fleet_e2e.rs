@@ -2,7 +2,8 @@
 //! directory, configuration and real nginx), one sandbox whose validator fetches from a host
 //! that is not the leader. One billed order for the fleet; every host serves the same serial;
 //! a reissue reaches every host; `fleet status` reports the hosts; etcd without quorum stops
-//! orders and keeps what is served; a host whose install fails rolls back alone.
+//! orders and keeps what is served; a host whose install fails rolls back alone; a revoked
+//! certificate is replaced once for the fleet.
 
 use crate::support;
 
@@ -704,4 +705,70 @@ fn hosts_with_different_web_servers_and_paths_share_one_certificate() {
         "Apache's own layout"
     );
     assert_eq!(f.env.billed(), 1);
+}
+
+/// Revocation in a fleet: the CA revokes the certificate every host serves (its order
+/// annulled); each host's `check` says CRITICAL; the leader's next run reads the CRL once, places
+/// one new order for the fleet, and every host installs and serves the replacement.
+#[test]
+fn a_revoked_certificate_is_replaced_once_for_the_whole_fleet() {
+    if !ready() {
+        return;
+    }
+    let mut f = Fleet::start(3);
+    let leader = f
+        .env
+        .agent_at(&f.hosts[0].config, ["--json", "renew", "--wait", "60"]);
+    let mut leader = leader.spawn();
+    f.start_daemon(1);
+    f.start_daemon(2);
+    let status = support::env::wait_exit(&mut leader, Duration::from_secs(90));
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", f.logs());
+    let first = f.installed(0).expect("the leader installed");
+    f.wait_all_serve(&first, Duration::from_secs(30));
+    assert_eq!(f.env.billed(), 1);
+
+    let id = {
+        let text = fs::read_to_string(f.hosts[0].state.join("certs/www.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v["order"]["certificate_id"].as_u64().unwrap()
+    };
+    f.env
+        .sandbox
+        .revoke(
+            partner_sandbox::state::RevokeTarget::CertificateId(id),
+            "keyCompromise",
+            false,
+        )
+        .unwrap();
+    for i in 0..3 {
+        // A CRL kept from before stands until its nextUpdate: dropping it stands for that.
+        let _ = fs::remove_dir_all(f.hosts[i].state.join("crl"));
+        let check = f.agent(i, &["check"]);
+        check.expect_code(2);
+        assert!(
+            check.stdout.contains("was revoked on"),
+            "{}",
+            check.describe()
+        );
+    }
+    let fetched: u64 = f.env.sandbox.crl_fetches().values().sum();
+
+    let run = f.agent(0, &["--json", "renew", "--wait", "60"]);
+    run.expect_code(0);
+    let second = run.installed_serial("www");
+    assert_ne!(second, first);
+    assert_eq!(
+        f.env.billed(),
+        2,
+        "one new order for the fleet\n{}",
+        f.logs()
+    );
+    f.wait_all_serve(&second, Duration::from_secs(60));
+    // The leader's run read the CRL once (each host's check had kept its own copy).
+    let after: u64 = f.env.sandbox.crl_fetches().values().sum();
+    assert!(after - fetched <= 1, "{fetched} -> {after}");
+    for i in 0..3 {
+        f.agent(i, &["check"]).expect_code(0);
+    }
 }

@@ -233,7 +233,10 @@ fn crls_that_cannot_be_trusted_are_refused_and_reported() {
         assert_eq!(o["outcome"], "unchanged", "{fault:?}\n{}", run.describe());
         assert_eq!(o["revocation"]["state"], "unknown", "{}", run.describe());
         assert!(
-            o["warning"].as_str().unwrap_or_default().contains(why),
+            o["revocation"]["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(why),
             "{}",
             run.describe()
         );
