@@ -98,12 +98,14 @@ pub enum Command {
     /// Monitoring check for Nagios, Icinga, Zabbix, Checkmk or Sensu: one status line with
     /// performance data, then a line per certificate that is not OK.
     ///
-    /// Exits 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. Reads local state and the installed files
-    /// only (no API call). CRITICAL: not installed, fewer than --critical days left, the
-    /// installed file missing or replaced, and with --served a verify address serving another
+    /// Exits 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. Reads local state, the installed files and
+    /// their CRLs (kept in the state directory until their nextUpdate; no API call).
+    /// CRITICAL: not installed, fewer than --critical days left, the installed file missing or
+    /// replaced, the certificate revoked, and with --served a verify address serving another
     /// certificate than the one installed. WARNING: fewer than --warning days left, a failed
     /// last run, an order outcome unknown, validation pending for more than a day, the
-    /// subscription ending without a prepared renewal order.
+    /// subscription ending without a prepared renewal order, a CRL that could not be used
+    /// (revocation unknown).
     Check(CheckArgs),
 
     /// Reissue a configured certificate now (free): a new key and CSR, validation, install.

@@ -81,6 +81,11 @@ impl Crl {
     }
 }
 
+fn rfc3339(t: OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| t.to_string())
+}
+
 /// RFC 5280 CRLReason name of a code.
 pub fn reason_name(code: u8) -> String {
     const NAMES: [&str; 11] = [
@@ -138,10 +143,10 @@ pub fn check(der: &[u8], issuer_der: &[u8], now: OffsetDateTime) -> Result<Crl, 
         .map(|t| t.to_datetime())
         .ok_or(CrlError::NoNextUpdate)?;
     if this_update > now + FUTURE_SKEW {
-        return Err(CrlError::Future(this_update.to_string()));
+        return Err(CrlError::Future(rfc3339(this_update)));
     }
     if next_update <= now {
-        return Err(CrlError::Stale(next_update.to_string()));
+        return Err(CrlError::Stale(rfc3339(next_update)));
     }
     extensions(&crl)?;
     let mut entries = HashMap::new();

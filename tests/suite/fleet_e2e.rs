@@ -754,9 +754,25 @@ fn a_revoked_certificate_is_replaced_once_for_the_whole_fleet() {
     }
     let fetched: u64 = f.env.sandbox.crl_fetches().values().sum();
 
-    let run = f.agent(0, &["--json", "renew", "--wait", "60"]);
-    run.expect_code(0);
-    let second = run.installed_serial("www");
+    // The daemons stop, so that web1 takes the lead once their lease is gone (a daemon may
+    // have taken it for its scheduled run); web1's next run replaces the certificate for the
+    // fleet (validated on its own web root: the stopped hosts serve no validation file), and
+    // the other hosts install it with their own runs.
+    f.hosts[1].stop_daemon();
+    f.hosts[2].stop_daemon();
+    f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
+    let mut second = None;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while second.is_none() && std::time::Instant::now() < deadline {
+        let run = f.agent(0, &["--json", "renew", "--wait", "60"]);
+        run.expect_code(0);
+        if run.outcome("www")["outcome"] == "installed" {
+            second = Some(run.installed_serial("www"));
+        } else {
+            std::thread::sleep(Duration::from_secs(2));
+        }
+    }
+    let second = second.unwrap_or_else(|| panic!("web1 never replaced it\n{}", f.logs()));
     assert_ne!(second, first);
     assert_eq!(
         f.env.billed(),
@@ -764,6 +780,10 @@ fn a_revoked_certificate_is_replaced_once_for_the_whole_fleet() {
         "one new order for the fleet\n{}",
         f.logs()
     );
+    for i in 1..3 {
+        f.agent(i, &["--json", "renew", "--wait", "60"])
+            .expect_code(0);
+    }
     f.wait_all_serve(&second, Duration::from_secs(60));
     // The leader's run read the CRL once (each host's check had kept its own copy).
     let after: u64 = f.env.sandbox.crl_fetches().values().sum();
