@@ -536,6 +536,9 @@ fn print_report(report: &RunReport) {
         if let Some(w) = &c.warning {
             tracing::warn!("{}: {w}", c.name);
         }
+        if let Some(r) = &c.revocation {
+            tracing::warn!("{}: {}", c.name, r.detail);
+        }
     }
 }
 

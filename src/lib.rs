@@ -32,6 +32,7 @@ mod http_serve;
 pub mod install;
 pub mod monitor;
 pub mod process;
+pub mod revocation;
 pub mod run;
 pub mod signal;
 pub mod store;

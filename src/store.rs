@@ -206,6 +206,27 @@ pub struct ValidationMark {
     pub at: OffsetDateTime,
 }
 
+/// What the CRL said of an installed certificate when a run last read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevocationSeen {
+    /// The serial it was said of.
+    pub serial: String,
+    /// `good`, `revoked`, `unknown` or `no_crl`.
+    pub state: String,
+    /// The CRL's URL, when one was read or tried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// What was found, in words.
+    pub detail: String,
+}
+
+impl RevocationSeen {
+    /// Whether it is about `serial` (the installed one) and says revoked.
+    pub fn revokes(&self, serial: &str) -> bool {
+        self.state == "revoked" && self.serial.eq_ignore_ascii_case(serial)
+    }
+}
+
 /// Everything cert-agent remembers about one configured certificate.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CertRecord {
@@ -284,6 +305,9 @@ pub struct CertRecord {
     /// kept in `held/NAME.zip` and installed once it is valid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<Held>,
+    /// What the CRL last said of the installed certificate (kept when it changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revocation: Option<RevocationSeen>,
 }
 
 fn is_zero(n: &u32) -> bool {

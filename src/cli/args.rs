@@ -114,18 +114,19 @@ pub enum Command {
     /// Monitoring check for Nagios, Icinga, Zabbix, Checkmk or Sensu: one status line with
     /// performance data, then a line per certificate that is not OK.
     ///
-    /// Exits 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. Reads local state and the installed files;
-    /// asks the API only when a billed order falls due within 30 days (the balance and the
-    /// prices; not with --no-balance or --name). CRITICAL: not installed, fewer than --critical
-    /// days left, the installed file missing or replaced, with --served a verify address
-    /// serving another certificate than the one installed, the last 3 or more runs failed, the
-    /// available balance short of the orders due within 7 days. WARNING: fewer than --warning
-    /// days left, a failed last run, an order outcome unknown, validation pending for more than
-    /// a day, the subscription ending without a prepared renewal order, the balance short of
-    /// the orders due within 30 days (or not readable), a renewal within [validation]
-    /// warning_days whose fresh domain validation needs a person (EMAIL, DNS without a hook).
-    /// In fleet mode the fleet's failed attempts (the leader's) count on every host as a
-    /// host's own.
+    /// Exits 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. Reads local state, the installed files and
+    /// their CRLs (kept in the state directory until their nextUpdate); asks the API only when
+    /// a billed order falls due within 30 days (the balance and the prices; not with
+    /// --no-balance or --name). CRITICAL: not installed, fewer than --critical days left, the
+    /// installed file missing or replaced, the certificate revoked, with --served a verify
+    /// address serving another certificate than the one installed, the last 3 or more runs
+    /// failed, the available balance short of the orders due within 7 days. WARNING: fewer than
+    /// --warning days left, a failed last run, an order outcome unknown, validation pending for
+    /// more than a day, the subscription ending without a prepared renewal order, a CRL that
+    /// could not be used (revocation unknown), the balance short of the orders due within 30
+    /// days (or not readable), a renewal within [validation] warning_days whose fresh domain
+    /// validation needs a person (EMAIL, DNS without a hook). In fleet mode the fleet's failed
+    /// attempts (the leader's) count on every host as a host's own.
     Check(CheckArgs),
 
     /// Reissue a configured certificate now (free): a new key and CSR, validation, install.

@@ -40,6 +40,9 @@ pub(super) async fn run(config: &Config, opts: &RunOptions, out: &Output) -> Res
             text.push_str(&c.line());
             text.push('\n');
         }
+        if let Some(r) = &c.revocation {
+            text.push_str(&format!("{}: {}\n", c.name, r.detail));
+        }
     }
     out!("{text}");
     Ok(exit::of_run(report.status()))

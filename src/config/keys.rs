@@ -5,10 +5,12 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "agent",
     "fleet",
     "validation",
+    "revocation",
     "defaults",
     "certificate",
 ];
 pub(super) const VALIDATION_KEYS: &[&str] = &["reuse_days", "warning_days"];
+pub(super) const REVOCATION_KEYS: &[&str] = &["check", "max_crl_bytes", "timeout_secs"];
 pub(super) const FLEET_KEYS: &[&str] = &[
     "endpoints",
     "ca_file",

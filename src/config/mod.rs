@@ -38,7 +38,7 @@ pub use rules::{validate_certificate_name, validate_domain, validate_email};
 pub use select::UnknownCertificate;
 pub use types::{
     AgentConfig, ApiConfig, CertificateConfig, CommandLine, Config, DcvMethod, Family, FleetConfig,
-    KeyType, ServerKind, ValidationConfig, Webroot,
+    KeyType, RevocationConfig, ServerKind, ValidationConfig, Webroot,
 };
 
 /// Default configuration file.
@@ -75,6 +75,10 @@ pub const DEFAULT_LISTEN: &str = "0.0.0.0:80";
 pub const DEFAULT_VERIFY_ADDRESS: &str = "127.0.0.1:443";
 /// Default `api.retries` (repeats of idempotent calls after the first attempt).
 pub const DEFAULT_RETRIES: u32 = 3;
+/// `[revocation] max_crl_bytes`: 10 MiB.
+pub const DEFAULT_MAX_CRL_BYTES: u64 = 10 * 1024 * 1024;
+/// `[revocation] timeout_secs`.
+pub const DEFAULT_CRL_TIMEOUT_SECS: u64 = 30;
 
 /// The configuration file to use: `--config PATH`, else `$CERT_AGENT_CONFIG`, else
 /// [`DEFAULT_CONFIG_PATH`].

@@ -21,6 +21,8 @@ pub struct Config {
     pub fleet: Option<FleetConfig>,
     /// `[validation]`: domain validation reuse and its warning.
     pub validation: ValidationConfig,
+    /// `[revocation]`: reading the CRLs of the installed certificates.
+    pub revocation: RevocationConfig,
     #[serde(rename = "certificate", skip_serializing_if = "Vec::is_empty")]
     pub certificates: Vec<CertificateConfig>,
     /// The files `[agent] include` named when the configuration was read, in order.
@@ -108,6 +110,27 @@ pub struct ApiConfig {
     pub timeout_secs: u64,
     /// Repeats of idempotent calls after a 5xx, timeout or connection error; default 3.
     pub retries: u32,
+}
+
+/// `[revocation]`: whether and how the CRLs of installed certificates are read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RevocationConfig {
+    /// Read the CRL of every installed certificate; default true.
+    pub check: bool,
+    /// Largest CRL accepted, in bytes; default 10 MiB.
+    pub max_crl_bytes: u64,
+    /// Time limit of one CRL download, in seconds; default 30.
+    pub timeout_secs: u64,
+}
+
+impl Default for RevocationConfig {
+    fn default() -> Self {
+        Self {
+            check: true,
+            max_crl_bytes: super::DEFAULT_MAX_CRL_BYTES,
+            timeout_secs: super::DEFAULT_CRL_TIMEOUT_SECS,
+        }
+    }
 }
 
 /// `[agent]`.

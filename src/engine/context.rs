@@ -110,6 +110,8 @@ pub(super) struct Ctx<'a> {
     self_checks: std::cell::RefCell<tokio::task::JoinSet<()>>,
     /// In a fleet, the leader's lead: shared state and validation files go through it.
     pub lead: Option<&'a dyn Lead>,
+    /// The CRL checks of the run (`[revocation] check`): each CRL read once.
+    pub revocation: Option<crate::revocation::Checker>,
 }
 
 impl<'a> Ctx<'a> {
@@ -125,6 +127,10 @@ impl<'a> Ctx<'a> {
             products: order::ProductCache::default(),
             self_checks: std::cell::RefCell::new(tokio::task::JoinSet::new()),
             lead: None,
+            revocation: config
+                .revocation
+                .check
+                .then(|| crate::revocation::Checker::new(store.dir(), &config.revocation)),
         }
     }
 

@@ -30,6 +30,8 @@ pub struct Job<'a> {
     backed_off: bool,
     /// The run's clock.
     pub clock: Clock,
+    /// What the CRL said of the installed certificate this run, when not "not revoked".
+    pub revocation: Option<super::report::RevocationNote>,
 }
 
 impl<'a> Job<'a> {
@@ -61,6 +63,7 @@ impl<'a> Job<'a> {
             store,
             backed_off,
             clock,
+            revocation: None,
         })
     }
 

@@ -34,6 +34,6 @@ pub use held::line as held_line;
 pub use job::{Job, Ready, unattended_inputs, wanted};
 pub use lead::{Installable, Lead};
 pub(crate) use publish::webroots;
-pub use report::{CertReport, Outcome, RunReport, RunStats, RunStatus};
+pub use report::{CertReport, Outcome, RevocationNote, RunReport, RunStats, RunStatus};
 pub use run::{EngineRun, run};
 pub(crate) use start::disk_state;

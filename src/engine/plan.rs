@@ -18,7 +18,11 @@
 //!   may turn it into a renewal (the subscription ends sooner than recorded) or a refusal
 //!   (Reissue rule 2: the configured names cannot be reissued into this order);
 //! - a failure backs the certificate off for 1 h, doubling to 24 h — except the first failure
-//!   of a certificate that never reached an order, which is tried again on the next run.
+//!   of a certificate that never reached an order, which is tried again on the next run;
+//! - an installed certificate its CRL lists as revoked (`record.revocation`, written by the
+//!   run before it plans) is replaced at once: reissued with a new key while the order allows
+//!   a reissue, else — the order annulled or expired, or the blackout begun — by a new order
+//!   where orders are allowed (the price limit still applies), or a prepared renewal.
 
 use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
@@ -192,6 +196,9 @@ fn decide_from_record(i: &Inputs<'_>) -> Action {
     if i.reinstall || i.disk != Disk::AsInstalled {
         return Action::Reinstall;
     }
+    if let Some(detail) = revoked(r) {
+        return replace_revoked(i, inst, detail);
+    }
 
     on_schedule(i, inst, new_key)
 }
@@ -225,13 +232,17 @@ fn from_state(i: &Inputs<'_>) -> Option<Action> {
         return Some(Action::Backoff { until });
     }
     if let Some(state) = &r.ended {
-        return Some(if i.replace_ended && i.allow_orders {
-            Action::Order
-        } else {
-            Action::Ended {
-                state: state.clone(),
-            }
-        });
+        // A revoked certificate of an ended order is an emergency: the order policy decides
+        // on a new order without waiting for `issue --yes`.
+        return Some(
+            if (i.replace_ended || revoked(r).is_some()) && i.allow_orders {
+                Action::Order
+            } else {
+                Action::Ended {
+                    state: state.clone(),
+                }
+            },
+        );
     }
     if r.order.is_none() {
         return Some(if i.allow_orders {
@@ -262,6 +273,40 @@ fn from_state(i: &Inputs<'_>) -> Option<Action> {
                  current key cannot be reused"
             .to_owned(),
     })
+}
+
+/// What the CRL said of the installed certificate, when it said revoked.
+fn revoked(r: &CertRecord) -> Option<&str> {
+    let inst = r.installed.as_ref()?;
+    r.revocation
+        .as_ref()
+        .filter(|s| s.revokes(&inst.serial))
+        .map(|s| s.detail.as_str())
+}
+
+/// The installed certificate is revoked: a reissue with a new key (the key may be what was
+/// compromised) while one is possible, else the subscription's renewal by the order policy.
+fn replace_revoked(i: &Inputs<'_>, inst: &Installed, detail: &str) -> Action {
+    let ends = i
+        .order_facts
+        .and_then(|f| f.subscription.as_ref())
+        .or(i.record.subscription.as_ref())
+        .map_or(inst.not_after, |s| s.ends.max(inst.not_after));
+    let blackout = ends - Duration::days(REISSUE_BLACKOUT_DAYS);
+    let reason = format!("the installed certificate is revoked: {detail}");
+    if i.now < blackout {
+        Action::Reissue {
+            new_key: true,
+            reason,
+        }
+    } else {
+        Action::RenewSubscription {
+            order: i.allow_orders,
+            reason: format!(
+                "{reason}; the last {REISSUE_BLACKOUT_DAYS} days of the subscription allow no reissue"
+            ),
+        }
+    }
 }
 
 /// The installed certificate's schedule: idle until its renewal time, then a reissue while

@@ -53,6 +53,18 @@ pub struct CertReport {
     /// A warning for the operator (subscription ending, renewal order prepared).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+    /// What the CRL said of the installed certificate, when it was read and did not say
+    /// "not revoked".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revocation: Option<RevocationNote>,
+}
+
+/// What the CRL said of an installed certificate.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RevocationNote {
+    /// `revoked` or `unknown`.
+    pub state: String,
+    pub detail: String,
 }
 
 /// The whole run.
@@ -151,6 +163,7 @@ impl RunReport {
                         reason: "not started".into(),
                     },
                     warning: None,
+                    revocation: None,
                 })
                 .collect(),
         }

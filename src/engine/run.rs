@@ -158,6 +158,7 @@ async fn start_all<'a>(
                 if warning.is_some() {
                     report.certificates[idx].warning = warning;
                 }
+                report.certificates[idx].revocation = job.revocation.clone();
                 work.settle(ctx.opts.dry_run, job, next, report);
             }
         }

@@ -5,7 +5,8 @@
 
 use anyhow::{Context, Result, bail};
 
-use crate::store::{CertRecord, FileStamp};
+use crate::revocation::Status;
+use crate::store::{CertRecord, FileStamp, RevocationSeen};
 
 use super::context::Ctx;
 use super::deploy;
@@ -47,6 +48,9 @@ pub(super) async fn start(
         tracing::info!(certificate = %job.cert.name, "adopted certificate {id} ({state}){message}");
     }
     let disk = refresh_disk(ctx, job)?;
+    if disk == Disk::AsInstalled {
+        check_revocation(ctx, job).await?;
+    }
     let action = plan_action(ctx, job, disk).await?;
     if ctx.opts.dry_run {
         return Ok(Next::Done(Outcome::Planned {
@@ -81,6 +85,23 @@ async fn plan_action(ctx: &Ctx<'_>, job: &mut Job<'_>, disk: Disk) -> Result<Act
     let details = Box::pin(ctx.client()?.details(id))
         .await
         .with_context(|| format!("could not read certificate {id} before reissuing it"))?;
+    // A revoked certificate whose order has ended (annulled, expired) cannot be reissued:
+    // the order is recorded as ended and the policy on new orders decides.
+    let status = details.status.certificate.as_ref().and_then(|s| s.state());
+    if let Some(state) = status.filter(|s| {
+        matches!(
+            s,
+            crate::api::CertificateState::Annulled | crate::api::CertificateState::Expired
+        )
+    }) {
+        job.rec.mark_ended(state.as_str());
+        job.save()?;
+        job.journal(
+            "order-ended",
+            serde_json::json!({ "certificate_id": id, "state": state.as_str() }),
+        )?;
+        return Ok(plan::decide(&inputs(ctx, job, disk, None)));
+    }
     let facts = OrderFacts {
         subscription: super::job::subscription_of(&details),
         names: details.all_domains.clone(),
@@ -90,6 +111,71 @@ async fn plan_action(ctx: &Ctx<'_>, job: &mut Job<'_>, disk: Disk) -> Result<Act
         job.save()?;
     }
     Ok(plan::decide(&inputs(ctx, job, disk, Some(&facts))))
+}
+
+/// Reads the installed certificate's CRL (when `[revocation] check` is on and no replacement
+/// is under way): what it says is kept in the record when it changed, so that the planner
+/// sees a revocation, and goes to the report when it is not "not revoked"; a CRL that cannot
+/// be used is logged as a warning and reported as `unknown`, never as "not revoked".
+async fn check_revocation(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<()> {
+    let Some(checker) = &ctx.revocation else {
+        return Ok(());
+    };
+    let r = &job.rec;
+    let Some(inst) = &r.installed else {
+        return Ok(());
+    };
+    if r.intent.is_some() || r.pending_key.is_some() || r.reissue.is_some() || r.ended.is_some() {
+        // Its replacement is under way (or waits for the order policy): what was seen stands.
+        job.revocation = r
+            .revocation
+            .as_ref()
+            .filter(|s| s.revokes(&inst.serial))
+            .map(|s| super::report::RevocationNote {
+                state: s.state.clone(),
+                detail: s.detail.clone(),
+            });
+        return Ok(());
+    }
+    let status = checker.status(inst, ctx.now()).await;
+    let url = match &status {
+        Status::Good { url, .. } | Status::Revoked { url, .. } => Some(url.clone()),
+        Status::Unknown { url, .. } => url.clone(),
+        Status::NoCrl => None,
+    };
+    let seen = RevocationSeen {
+        serial: inst.serial.clone(),
+        state: status.kind().to_owned(),
+        url,
+        detail: status.describe(),
+    };
+    let name = &job.cert.name;
+    match &status {
+        Status::Revoked { .. } => {
+            tracing::error!(certificate = %name, "the installed certificate is revoked: {}", seen.detail);
+        }
+        Status::Unknown { .. } => {
+            tracing::warn!(certificate = %name, "{}", seen.detail);
+        }
+        Status::Good { .. } | Status::NoCrl => {}
+    }
+    if matches!(status, Status::Revoked { .. } | Status::Unknown { .. }) {
+        job.revocation = Some(super::report::RevocationNote {
+            state: seen.state.clone(),
+            detail: seen.detail.clone(),
+        });
+    }
+    if job.rec.revocation.as_ref() != Some(&seen) && !ctx.opts.dry_run {
+        if matches!(status, Status::Revoked { .. }) {
+            job.journal(
+                "certificate-revoked",
+                serde_json::json!({ "serial": seen.serial, "detail": seen.detail }),
+            )?;
+        }
+        job.rec.revocation = Some(seen);
+        job.save()?;
+    }
+    Ok(())
 }
 
 fn inputs<'a>(

@@ -504,6 +504,7 @@ pub async fn follow(
                     name: c.name.clone(),
                     outcome,
                     warning: None,
+                    revocation: None,
                 }
             })
             .collect(),

@@ -2,10 +2,12 @@
 //! Zabbix, Checkmk, Sensu): one status line naming the worst certificates, performance data
 //! (`'www_days_left'=41;14;7`), the details of every certificate that is not OK on the lines
 //! after, and the exit code 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. It reads local state and
-//! the installed files, and, with `--served`, shakes hands with each certificate's verify
-//! address to compare what is served with what was installed. The Partner API is asked only
-//! when a billed order falls due within 30 days: whether the balance covers it (one balance
-//! call and one products call; none with `--no-balance`).
+//! the installed files, plus, with `[revocation] check`, each installed certificate's CRL (kept
+//! in `state_dir/crl/` until its `nextUpdate`, fetched when stale), and, with `--served`, shakes
+//! hands with each certificate's verify address to compare what is served with what was
+//! installed. The Partner API is asked only when a billed order falls due within 30 days:
+//! whether the balance covers it (one balance call and one products call; none with
+//! `--no-balance`).
 //!
 //! A renewal whose fresh domain validation needs a person (EMAIL, DNS without a hook) is a
 //! WARNING from `[validation] warning_days` before it falls due.
@@ -17,6 +19,7 @@ use time::OffsetDateTime;
 
 use crate::config::Config;
 use crate::crypto::Serial;
+use crate::revocation::{Checker, Status};
 use crate::store::{CertRecord, Store};
 
 use crate::engine::disk_state;
@@ -219,6 +222,10 @@ pub async fn check(
     let certs = config.select(&opts.names)?;
     let mut certificates = Vec::with_capacity(certs.len());
     let mut seen = Vec::new();
+    let crls = config
+        .revocation
+        .check
+        .then(|| Checker::new(&config.agent.state_dir, &config.revocation));
     for cert in certs {
         let rec = store.load(&cert.name)?;
         let (disk, _) = disk_state(&rec);
@@ -240,6 +247,9 @@ pub async fn check(
             opts,
             config.agent.renew_before_days,
         );
+        if let (Some(crls), Some(inst), Disk::AsInstalled) = (&crls, &rec.installed, &disk) {
+            revocation(&mut c, &crls.status(inst, now).await);
+        }
         c.name = cert.name.clone();
         c.validation = next_fresh_validation(config, cert, &rec, now);
         if let Some(fresh) = &c.validation
@@ -388,6 +398,18 @@ impl Findings {
         self.level = self.level.max(level);
         self.problems.push(text);
     }
+}
+
+/// What the installed certificate's CRL says: revoked is CRITICAL (until a run installs its
+/// replacement), a CRL that could not be used is WARNING naming its URL.
+pub fn revocation(c: &mut CertCheck, status: &Status) {
+    let level = match status {
+        Status::Revoked { .. } => Level::Critical,
+        Status::Unknown { .. } => Level::Warning,
+        Status::Good { .. } | Status::NoCrl => return,
+    };
+    c.level = c.level.max(level);
+    c.problems.push(status.describe());
 }
 
 /// Whether a certificate is installed and how many days it has left (`None`: none installed).

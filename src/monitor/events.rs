@@ -23,6 +23,7 @@ enum State {
     Failed,
     Expiring,
     RenewalPrepared,
+    Revoked,
 }
 
 /// One event of the payload (see `docs/monitoring.md` for the schema).
@@ -30,7 +31,7 @@ enum State {
 pub(super) struct Event {
     /// The configured certificate.
     certificate: String,
-    /// `installed`, `failed`, `recovered`, `expiring` or `renewal_prepared`.
+    /// `installed`, `failed`, `recovered`, `expiring`, `renewal_prepared` or `revoked`.
     pub(super) event: String,
     /// When the run that saw it ran.
     #[serde(with = "time::serde::rfc3339")]
@@ -117,6 +118,20 @@ fn events(
                 (State::Expiring, w)
             }
         });
+        // A revoked certificate is announced once, whatever the run then does about it; while
+        // its replacement is not installed, nothing else is announced for it.
+        let revoked = c.revocation.as_ref().filter(|r| r.state == "revoked");
+        if let Some(r) = revoked
+            && !matches!(c.outcome, Outcome::Planned { .. })
+        {
+            if before != Some(State::Revoked) {
+                out.push(event("revoked", r.detail.clone()));
+            }
+            if !matches!(c.outcome, Outcome::Installed { .. }) {
+                next.insert(c.name.clone(), State::Revoked);
+                continue;
+            }
+        }
         let (state, ev) = match &c.outcome {
             Outcome::Installed {
                 certificate_id,
@@ -170,6 +185,7 @@ mod tests {
                 name: "www".into(),
                 outcome,
                 warning: warning.map(str::to_owned),
+                revocation: None,
             }],
             stats: None,
             takeover: None,
@@ -223,6 +239,49 @@ mod tests {
                 &state,
                 OffsetDateTime::UNIX_EPOCH,
             );
+            let got: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
+            assert_eq!(got, want, "row {i}");
+            state = next;
+        }
+    }
+
+    #[test]
+    fn a_revocation_is_announced_once() {
+        let revoked = |outcome: Outcome| RunReport {
+            certificates: vec![CertReport {
+                name: "www".into(),
+                outcome,
+                warning: None,
+                revocation: Some(crate::engine::RevocationNote {
+                    state: "revoked".into(),
+                    detail: "serial 0A was revoked".into(),
+                }),
+            }],
+            stats: None,
+        };
+        let pending = || Outcome::Pending {
+            reason: "reissue sent".into(),
+        };
+        let failed = || Outcome::Failed {
+            error: "orders are not allowed".into(),
+        };
+        let installed = || Outcome::Installed {
+            certificate_id: 7,
+            serial: "0B".into(),
+            not_after: OffsetDateTime::UNIX_EPOCH,
+        };
+        let mut state = BTreeMap::new();
+        // rows: (the run, events announced)
+        let rows: Vec<(RunReport, Vec<&str>)> = vec![
+            (revoked(pending()), vec!["revoked"]),
+            (revoked(failed()), vec![]),
+            (revoked(pending()), vec![]),
+            (report(installed(), None), vec!["installed"]),
+            // Revoked and replaced in one run: both said, once.
+            (revoked(installed()), vec!["revoked", "installed"]),
+        ];
+        for (i, (run, want)) in rows.into_iter().enumerate() {
+            let (events, next) = events(&run, &state, OffsetDateTime::UNIX_EPOCH);
             let got: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
             assert_eq!(got, want, "row {i}");
             state = next;

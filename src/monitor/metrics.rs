@@ -124,6 +124,8 @@ enum Metric {
     ServedChecked,
     Failures,
     Pending,
+    Revoked,
+    CrlUsable,
     Outcome,
     RunStart,
     RunDuration,
@@ -137,7 +139,7 @@ enum Metric {
 }
 
 impl Metric {
-    const ALL: [Metric; 20] = [
+    const ALL: [Metric; 22] = [
         Metric::NotAfter,
         Metric::NotBefore,
         Metric::Subscription,
@@ -148,6 +150,8 @@ impl Metric {
         Metric::ServedChecked,
         Metric::Failures,
         Metric::Pending,
+        Metric::Revoked,
+        Metric::CrlUsable,
         Metric::Outcome,
         Metric::RunStart,
         Metric::RunDuration,
@@ -204,6 +208,16 @@ impl Metric {
             Metric::Pending => (
                 "cert_agent_certificate_pending",
                 "1 while an order, a reissue or a validation waits at the CA, else 0.",
+            ),
+            Metric::Revoked => (
+                "cert_agent_certificate_revoked",
+                "1 when the CRL lists the installed certificate as revoked, 0 when it does not \
+                 (absent until a run read the CRL).",
+            ),
+            Metric::CrlUsable => (
+                "cert_agent_certificate_crl_usable",
+                "1 when the last run could use the installed certificate's CRL (fetched or kept, \
+                 signed by the issuer, not stale), 0 when it was refused: revocation unknown.",
             ),
             Metric::Outcome => (
                 "cert_agent_certificate_last_run_outcome",
@@ -338,6 +352,17 @@ fn certificate(
     }
     if let Some(s) = &rec.subscription {
         samples.add(Metric::Subscription, labels, unix(s.ends));
+    }
+    if let (Some(i), Some(r)) = (&rec.installed, &rec.revocation)
+        && crate::crypto::same_serial_hex(&r.serial, &i.serial)
+        && r.state != "no_crl"
+    {
+        let usable = r.state != "unknown";
+        if usable {
+            let revoked = r.state == "revoked";
+            samples.add(Metric::Revoked, labels, if revoked { 1.0 } else { 0.0 });
+        }
+        samples.add(Metric::CrlUsable, labels, if usable { 1.0 } else { 0.0 });
     }
     let installed_at = rec.installed.as_ref().map(|i| i.installed_at);
     let looked = this_run

@@ -2,7 +2,8 @@
 //! directory, configuration and real nginx), one sandbox whose validator fetches from a host
 //! that is not the leader. One billed order for the fleet; every host serves the same serial;
 //! a reissue reaches every host; `fleet status` reports the hosts; etcd without quorum stops
-//! orders and keeps what is served; a host whose install fails rolls back alone.
+//! orders and keeps what is served; a host whose install fails rolls back alone; a revoked
+//! certificate is replaced once for the fleet.
 
 use crate::support;
 
@@ -750,4 +751,90 @@ fn hosts_with_different_web_servers_and_paths_share_one_certificate() {
         "Apache's own layout"
     );
     assert_eq!(f.env.billed(), 1);
+}
+
+/// Revocation in a fleet: the CA revokes the certificate every host serves (its order
+/// annulled); each host's `check` says CRITICAL; the leader's next run reads the CRL once, places
+/// one new order for the fleet, and every host installs and serves the replacement.
+#[test]
+fn a_revoked_certificate_is_replaced_once_for_the_whole_fleet() {
+    if !ready() {
+        return;
+    }
+    let mut f = Fleet::start(3);
+    let leader = f
+        .env
+        .agent_at(&f.hosts[0].config, ["--json", "renew", "--wait", "60"]);
+    let mut leader = leader.spawn();
+    f.start_daemon(1);
+    f.start_daemon(2);
+    let status = support::env::wait_exit(&mut leader, Duration::from_secs(90));
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", f.logs());
+    let first = f.installed(0).expect("the leader installed");
+    f.wait_all_serve(&first, Duration::from_secs(30));
+    assert_eq!(f.env.billed(), 1);
+
+    let id = {
+        let text = fs::read_to_string(f.hosts[0].state.join("certs/www.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v["order"]["certificate_id"].as_u64().unwrap()
+    };
+    f.env
+        .sandbox
+        .revoke(
+            partner_sandbox::state::RevokeTarget::CertificateId(id),
+            "keyCompromise",
+            false,
+        )
+        .unwrap();
+    for i in 0..3 {
+        // A CRL kept from before stands until its nextUpdate: dropping it stands for that.
+        let _ = fs::remove_dir_all(f.hosts[i].state.join("crl"));
+        let check = f.agent(i, &["check"]);
+        check.expect_code(2);
+        assert!(
+            check.stdout.contains("was revoked on"),
+            "{}",
+            check.describe()
+        );
+    }
+    let fetched: u64 = f.env.sandbox.crl_fetches().values().sum();
+
+    // The daemons stop, so that web1 takes the lead once their lease is gone (a daemon may
+    // have taken it for its scheduled run); web1's next run replaces the certificate for the
+    // fleet (validated on its own web root: the stopped hosts serve no validation file), and
+    // the other hosts install it with their own runs.
+    f.hosts[1].stop_daemon();
+    f.hosts[2].stop_daemon();
+    f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
+    let mut second = None;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while second.is_none() && std::time::Instant::now() < deadline {
+        let run = f.agent(0, &["--json", "renew", "--wait", "60"]);
+        run.expect_code(0);
+        if run.outcome("www")["outcome"] == "installed" {
+            second = Some(run.installed_serial("www"));
+        } else {
+            std::thread::sleep(Duration::from_secs(2));
+        }
+    }
+    let second = second.unwrap_or_else(|| panic!("web1 never replaced it\n{}", f.logs()));
+    assert_ne!(second, first);
+    assert_eq!(
+        f.env.billed(),
+        2,
+        "one new order for the fleet\n{}",
+        f.logs()
+    );
+    for i in 1..3 {
+        f.agent(i, &["--json", "renew", "--wait", "60"])
+            .expect_code(0);
+    }
+    f.wait_all_serve(&second, Duration::from_secs(60));
+    // The leader's run read the CRL once (each host's check had kept its own copy).
+    let after: u64 = f.env.sandbox.crl_fetches().values().sum();
+    assert!(after - fetched <= 1, "{fetched} -> {after}");
+    for i in 0..3 {
+        f.agent(i, &["check"]).expect_code(0);
+    }
 }

@@ -34,6 +34,8 @@ mod metrics;
 mod onboarding;
 /// `cert-agent retire` (the cancellation window, what is removed) and the audit log.
 mod retire_audit;
+/// Revocation: the sandbox's CRLs read, a revoked certificate replaced, bad CRLs refused.
+mod revocation;
 /// `cert-agent serve`: the standalone DCV server as a process of its own.
 mod serve;
 /// Validation foresight across the SC-081v3 dates (2027, 2029) with EMAIL and HTTP orders.

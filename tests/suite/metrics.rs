@@ -152,6 +152,18 @@ fn the_metrics_file_passes_promtool_and_tells_the_truth() {
     let success = format!("cert_agent_certificate_last_success_timestamp_seconds{labels}");
     assert_eq!(value(&again, &attempt), start);
     assert_eq!(value(&again, &success), start);
+    // The no-op run read the certificate's CRL: usable, and it does not list the certificate.
+    assert_eq!(
+        value(
+            &again,
+            &format!("cert_agent_certificate_crl_usable{labels}")
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(&again, &format!("cert_agent_certificate_revoked{labels}")),
+        0.0
+    );
 
     // A failing run: the attempt moves on, the success stays.
     let leaf = env.certs[0].files.leaf_file();

@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use md5::Md5;
 use rcgen::string::Ia5String;
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, PublicKeyData, SanType, SerialNumber, SignatureAlgorithm,
-    SubjectPublicKeyInfo,
+    BasicConstraints, CertificateParams, CertificateRevocationListParams, CrlDistributionPoint,
+    DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+    PublicKeyData, SanType, SerialNumber, SignatureAlgorithm, SubjectPublicKeyInfo,
 };
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use sha2::{Digest, Sha256};
@@ -265,6 +265,14 @@ pub struct Authority {
     root: CaCert,
     /// One per entry of [`ISSUERS`], same order.
     intermediates: Vec<(&'static str, CaCert)>,
+    /// `http://HOST:PORT` of the CRL listener: certificates issued carry
+    /// `{crl_base}/crl/{issuer}.crl` as their CRL distribution point.
+    crl_base: Option<String>,
+}
+
+/// The CRL distribution point of an issuer value under `base` (`http://HOST:PORT`).
+pub fn crl_url(base: &str, issuer: &str) -> String {
+    format!("{base}/crl/{issuer}.crl")
 }
 
 const ROOT_LIFETIME: Duration = Duration::days(365 * 30);
@@ -301,6 +309,7 @@ impl Authority {
         Ok(Self {
             root,
             intermediates,
+            crl_base: None,
         })
     }
 
@@ -346,7 +355,37 @@ impl Authority {
         Ok(Self {
             root,
             intermediates,
+            crl_base: None,
         })
+    }
+
+    /// Certificates issued from now on carry a CRL distribution point under `base`.
+    pub fn set_crl_base(&mut self, base: String) {
+        self.crl_base = Some(base);
+    }
+
+    /// `http://HOST:PORT` of the CRL listener, once set.
+    pub fn crl_base(&self) -> Option<&str> {
+        self.crl_base.as_deref()
+    }
+
+    /// DER of the CA certificate of an issuer value (the intermediate).
+    pub fn intermediate_der(&self, issuer: &str) -> Result<&[u8], CaError> {
+        Ok(&self.intermediate(issuer)?.der)
+    }
+
+    /// Signs `params` as a CRL of the issuer value's intermediate.
+    pub fn sign_crl(
+        &self,
+        issuer: &str,
+        params: &CertificateRevocationListParams,
+    ) -> Result<Vec<u8>, CaError> {
+        let ca = self.intermediate(issuer)?;
+        Ok(params
+            .signed_by(&ca.issuer)
+            .map_err(issue_err)?
+            .der()
+            .to_vec())
     }
 
     pub fn root_pem(&self) -> &str {
@@ -403,6 +442,11 @@ impl Authority {
         }
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         params.use_authority_key_identifier_extension = true;
+        if let Some(base) = &self.crl_base {
+            params.crl_distribution_points = vec![CrlDistributionPoint {
+                uris: vec![crl_url(base, req.issuer)],
+            }];
+        }
 
         let cert = params
             .signed_by(&public_key, &ca.issuer)

@@ -7,8 +7,11 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use crate::balancer::{DcvBalance, DcvPorts};
+use std::collections::BTreeMap;
+
+use crate::crl::{CrlFault, Revocation};
 use crate::faults::Fault;
-use crate::state::{AccountInfo, DnsRecord};
+use crate::state::{AccountInfo, DnsRecord, RevokeTarget};
 use crate::world::{CallRecord, Shared, guarded};
 
 /// Prefix of every control path.
@@ -149,6 +152,70 @@ pub(crate) fn billed_orders(shared: &Shared) -> Vec<(String, u64)> {
     })
 }
 
+/// Revokes a certificate: the CRL of its issuer lists it from now on.
+pub(crate) fn revoke(
+    shared: &Shared,
+    target: &RevokeTarget,
+    reason: &str,
+    keep_order: bool,
+) -> Result<Revocation, String> {
+    let reason = crate::crl::parse_reason(reason).ok_or_else(|| {
+        format!("unknown revocation reason '{reason}' (an RFC 5280 CRLReason name or code, e.g. keyCompromise or 1)")
+    })?;
+    mutate(shared, |w, now| {
+        let found = w.state.revoke(target, keep_order, now)?;
+        let revocation = Revocation {
+            serial_hex: found.serial_hex,
+            issuer: found.issuer,
+            certificate_id: found.certificate_id,
+            reason,
+            revoked_at: now,
+        };
+        w.crls.revoke(revocation.clone());
+        Ok(revocation)
+    })
+}
+
+pub(crate) fn set_crl_fault(shared: &Shared, fault: Option<CrlFault>, bytes: Option<usize>) {
+    shared.lock().crls.set_fault(fault, bytes);
+}
+
+pub(crate) fn crl_fetches(shared: &Shared) -> BTreeMap<String, u64> {
+    shared.lock().crls.fetches().clone()
+}
+
+fn crl_json(shared: &Shared) -> Value {
+    let w = shared.lock();
+    json!({
+        "base": w.ca.crl_base(),
+        "revoked": w.crls.revoked(),
+        "fault": w.crls.fault(),
+        "fetches": w.crls.fetches(),
+    })
+}
+
+/// `POST /_sandbox/revoke`.
+fn revoke_http(shared: &Shared, r: Revoke) -> Result<Value, (u16, String)> {
+    let target = match (r.certificate_id, r.serial) {
+        (Some(id), None) => RevokeTarget::CertificateId(id),
+        (None, Some(serial)) => RevokeTarget::Serial(serial),
+        _ => {
+            return Err((
+                400,
+                "give exactly one of certificate_id and serial".to_owned(),
+            ));
+        }
+    };
+    let reason = r.reason.unwrap_or_else(|| "unspecified".to_owned());
+    let done = revoke(shared, &target, &reason, r.keep_order).map_err(unprocessable)?;
+    let base = shared.lock().ca.crl_base().map(str::to_owned);
+    Ok(json!({
+        "ok": true,
+        "revoked": done,
+        "crl_url": base.map(|b| crate::ca::crl_url(&b, done.issuer)),
+    }))
+}
+
 pub(crate) fn calls(shared: &Shared) -> Vec<CallRecord> {
     shared.lock().calls.clone()
 }
@@ -267,6 +334,9 @@ const ROUTES: &[&str] = &[
     "GET  /_sandbox/faults",
     "POST /_sandbox/faults                   a fault object or an array of them",
     "POST /_sandbox/faults/clear",
+    "POST /_sandbox/revoke                   {\"certificate_id\":N | \"serial\":\"HEX\",\"reason\":\"keyCompromise\",\"keep_order\":false}",
+    "GET  /_sandbox/crl                      revocations, the CRL fault, fetches per path",
+    "POST /_sandbox/crl/fault                {\"fault\":\"wrong_key|oversized|stale|garbage\"|null,\"bytes\":N}",
     "GET  /_sandbox/dcv_ports",
     "POST /_sandbox/dcv_ports                {\"http\":N|[N,...],\"https\":N|[N,...],\"balance\":\"round_robin|random|all\",\"seed\":N}",
 ];
@@ -386,6 +456,12 @@ pub(crate) fn handle_http(shared: &Shared, method: &str, path: &str, body: &[u8]
             clear_faults(shared);
             (200, json!({ "ok": true }))
         }
+        (["revoke"], _, true) => with_body(body, |r: Revoke| revoke_http(shared, r)),
+        (["crl"], true, _) => (200, crl_json(shared)),
+        (["crl", "fault"], _, true) => with_body(body, |f: SetCrlFault| {
+            set_crl_fault(shared, f.fault, f.bytes);
+            Ok(json!({ "ok": true, "fault": f.fault }))
+        }),
         (["dcv_ports"], true, _) => (200, dcv_ports_json(&dcv_pool(shared))),
         (["dcv_ports"], _, true) => with_body(body, |p: Ports| change_dcv_ports(shared, p)),
         _ => not_found(method, path),
@@ -525,4 +601,23 @@ struct Ports {
     balance: Option<String>,
     #[serde(default)]
     seed: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct Revoke {
+    #[serde(default)]
+    certificate_id: Option<u64>,
+    #[serde(default)]
+    serial: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    keep_order: bool,
+}
+
+#[derive(Deserialize)]
+struct SetCrlFault {
+    fault: Option<CrlFault>,
+    #[serde(default)]
+    bytes: Option<usize>,
 }

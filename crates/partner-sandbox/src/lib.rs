@@ -14,6 +14,7 @@ pub mod wire;
 
 pub mod clock;
 pub mod control;
+pub mod crl;
 pub mod faults;
 pub mod server;
 pub mod validator;

@@ -51,6 +51,11 @@ struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     http_listen: Option<SocketAddr>,
 
+    /// Plain-HTTP address serving the CRLs (GET /crl/{issuer}.crl); every certificate issued
+    /// names it as its CRL distribution point. Port 0 picks a free one.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    crl_listen: SocketAddr,
+
     /// Port(s) on 127.0.0.1 where the validator fetches HTTP_CSR_HASH files
     /// (/.well-known/pki-validation/<MD5>.txt, Host header = the domain). A list
     /// (`8081,8082`, or the flag repeated) puts the ports behind a load balancer: see
@@ -157,6 +162,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         dcv_https_ports: args.dcv_https_port.clone(),
         dcv_balance: args.dcv_balance,
         http_listen: args.http_listen,
+        crl_listen: args.crl_listen,
         state: StateConfig {
             accounts: accounts.clone(),
             ..StateConfig::default()
@@ -179,6 +185,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(http) = sandbox.http_addr() {
         println!("  plain HTTP (301 to HTTPS):   http://{http}");
     }
+    println!(
+        "  CRLs (plain HTTP):           {}",
+        sandbox.crl_url("{issuer}")
+    );
     let ports = |v: &[u16]| v.iter().map(u16::to_string).collect::<Vec<_>>().join(",");
     let several = args.dcv_http_port.len() > 1 || args.dcv_https_port.len() > 1;
     println!(

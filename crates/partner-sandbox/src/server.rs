@@ -2,11 +2,11 @@
 //! runtime and hands back a [`SandboxHandle`]. Each partner-API request becomes an
 //! [`ApiRequest`](crate::wire::ApiRequest) for `State::dispatch`; around that sit CORS, the
 //! `Date` header, the call log and fault injection. `/_sandbox/` is the control API (loopback
-//! only), an optional plain-HTTP listener redirects everything to HTTPS, and the validator
-//! fetches DCV files in the background.
+//! only), an optional plain-HTTP listener redirects everything to HTTPS, another serves the
+//! CRLs (`crate::crl`), and the validator fetches DCV files in the background.
 //!
 //! Layout: this file starts and stops the server; `config` (what it starts with), `handle`
-//! (the running sandbox), `listen` (listeners, TLS, connections), `dispatch` (one request),
+//! (the running sandbox), `listen` (listeners, TLS, connections), `crl_listen` (the CRLs), `dispatch` (one request),
 //! `request` (body and parameters), `answers` (HTTP answers), `fault_answers` (faults that
 //! rewrite an answer).
 
@@ -29,6 +29,7 @@ use crate::world::{Shared, World, guarded, load_saved};
 
 mod answers;
 mod config;
+mod crl_listen;
 mod dispatch;
 mod fault_answers;
 mod handle;
@@ -61,8 +62,16 @@ impl Sandbox {
         };
 
         let identity = ca::api_tls_identity(Some(&data_dir))?;
-        let authority = Authority::load_or_generate(&data_dir)?;
+        let mut authority = Authority::load_or_generate(&data_dir)?;
         let tls = tls_config(identity)?;
+        let crl_listener = bind(config.crl_listen)?;
+        let crl_addr = crl_listener
+            .local_addr()
+            .map_err(|source| SandboxError::Listen {
+                addr: config.crl_listen,
+                source,
+            })?;
+        authority.set_crl_base(format!("http://{}", url_authority(crl_addr)));
         let shared = Arc::new(open_world(&config, &data_dir, authority)?);
 
         let listener = bind(config.listen)?;
@@ -86,7 +95,7 @@ impl Sandbox {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let thread = spawn_server(
             listener,
-            http_listener,
+            [http_listener, Some(crl_listener)],
             tls,
             shared.clone(),
             base_url.clone(),
@@ -98,6 +107,7 @@ impl Sandbox {
             shared,
             addr,
             http_addr,
+            crl_addr,
             base_url,
             data_dir,
             owned_dir,
@@ -139,6 +149,7 @@ fn open_world(
         clock: Clock::new(start, config.time_scale),
         faults: Faults::default(),
         calls: Vec::new(),
+        crls: crate::crl::Crls::default(),
         dcv: crate::balancer::DcvPorts::new(
             config.dcv_http_ports.clone(),
             config.dcv_https_ports.clone(),
@@ -158,7 +169,7 @@ fn open_world(
 /// thread once the listeners are up.
 fn spawn_server(
     listener: StdTcpListener,
-    http_listener: Option<StdTcpListener>,
+    plain: [Option<StdTcpListener>; 2],
     tls: rustls::ServerConfig,
     shared: Arc<Shared>,
     base_url: String,
@@ -181,13 +192,7 @@ fn spawn_server(
                 }
             };
             runtime.block_on(serve(
-                listener,
-                http_listener,
-                tls,
-                shared,
-                base_url,
-                shutdown,
-                ready_tx,
+                listener, plain, tls, shared, base_url, shutdown, ready_tx,
             ));
             runtime.shutdown_timeout(Duration::from_secs(2));
         })
@@ -208,19 +213,21 @@ fn spawn_server(
 /// Runs the listeners and the validator until shutdown; reports readiness once listening.
 async fn serve(
     listener: StdTcpListener,
-    http_listener: Option<StdTcpListener>,
+    plain: [Option<StdTcpListener>; 2],
     tls: rustls::ServerConfig,
     shared: Arc<Shared>,
     base_url: String,
     mut shutdown: watch::Receiver<bool>,
     ready: std::sync::mpsc::Sender<Result<(), SandboxError>>,
 ) {
+    let [http_listener, crl_listener] = plain;
     let listeners = (|| {
         let l = TcpListener::from_std(listener)?;
         let h = http_listener.map(TcpListener::from_std).transpose()?;
-        Ok::<_, std::io::Error>((l, h))
+        let c = crl_listener.map(TcpListener::from_std).transpose()?;
+        Ok::<_, std::io::Error>((l, h, c))
     })();
-    let (listener, http_listener) = match listeners {
+    let (listener, http_listener, crl_listener) = match listeners {
         Ok(l) => l,
         Err(e) => {
             let _ = ready.send(Err(SandboxError::Start(format!("listener: {e}"))));
@@ -237,6 +244,9 @@ async fn serve(
     ));
     if let Some(l) = http_listener {
         tasks.spawn(accept_redirect(l, base_url, shutdown.clone()));
+    }
+    if let Some(l) = crl_listener {
+        tasks.spawn(crl_listen::accept_crl(l, shared.clone(), shutdown.clone()));
     }
     tasks.spawn(validator::run(shared, shutdown.clone()));
     let _ = ready.send(Ok(()));

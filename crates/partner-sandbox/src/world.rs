@@ -46,6 +46,8 @@ pub(crate) struct World {
     pub calls: Vec<CallRecord>,
     /// Where (and how) the validator fetches DCV files.
     pub dcv: crate::balancer::DcvPorts,
+    /// Revocations and the CRLs built from them (in memory only).
+    pub crls: crate::crl::Crls,
 }
 
 /// Most call records kept; beyond it the oldest half is dropped (long benchmarks).

@@ -1,5 +1,5 @@
 //! The sandbox's transport over real HTTPS: TLS with the sandbox's own API CA, CORS and
-//! preflight, the plain-HTTP 301 listener, the call log, the control API over HTTP, the clock,
+//! preflight, the plain-HTTP 301 listener, the CRL listener, the call log, the control API over HTTP, the clock,
 //! persistence across a restart, and use from a plain `#[test]`.
 
 mod common;
@@ -547,6 +547,7 @@ fn binary_help_explains_every_flag() {
         "--listen",
         "--data",
         "--http-listen",
+        "--crl-listen",
         "--dcv-http-port",
         "--dcv-https-port",
         "--seed",
@@ -658,4 +659,85 @@ fn binary_serves_until_sigterm() {
         dir.path().join("state.json").exists(),
         "state saved on exit"
     );
+}
+
+#[tokio::test]
+async fn crls_are_served_over_plain_http_and_controlled_over_the_control_api() {
+    let env = Env::instant();
+    let c = |path: &str| env.url(&format!("/_sandbox{path}"));
+    let plain = reqwest::Client::new();
+    let url = env.sandbox.crl_url("s-one");
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+
+    let crl = plain.get(&url).send().await.expect("fetch");
+    assert_eq!(crl.status(), 200);
+    assert_eq!(
+        crl.headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("application/pkix-crl")
+    );
+    let der = crl.bytes().await.expect("body");
+    let (_, parsed) = x509_parser::parse_x509_crl(&der).expect("a DER CRL");
+    assert!(
+        parsed.issuer().to_string().contains("S-One"),
+        "{}",
+        parsed.issuer()
+    );
+    let wrong = plain.post(&url).send().await.expect("post");
+    assert_eq!(wrong.status(), 405);
+    let missing = plain
+        .get(url.replace("s-one", "nope"))
+        .send()
+        .await
+        .expect("404");
+    assert_eq!(missing.status(), 404);
+
+    // A fault through the control API: garbage until cleared.
+    let set = env
+        .send(
+            env.client
+                .post(c("/crl/fault"))
+                .body(r#"{"fault":"garbage"}"#),
+        )
+        .await;
+    assert_eq!(set.status, 200, "{}", set.text());
+    let body = plain
+        .get(&url)
+        .send()
+        .await
+        .expect("fetch")
+        .bytes()
+        .await
+        .expect("body");
+    assert!(body.starts_with(b"this is not"), "{body:?}");
+    let bad = env
+        .send(
+            env.client
+                .post(c("/crl/fault"))
+                .body(r#"{"fault":"melted"}"#),
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    env.send(env.client.post(c("/crl/fault")).body(r#"{"fault":null}"#))
+        .await;
+    let state = env.get("/_sandbox/crl", None).await.json();
+    assert_eq!(state["fault"], Value::Null);
+    // The two GETs; the refused POST is no fetch.
+    assert_eq!(state["fetches"]["/crl/s-one.crl"], 2, "{state}");
+    assert_eq!(state["fetches"]["/crl/nope.crl"], 1, "{state}");
+
+    // Revocation refusals: what to revoke, which reason.
+    for (body, status) in [
+        (r#"{}"#, 400),
+        (r#"{"certificate_id":1,"serial":"0A"}"#, 400),
+        (r#"{"certificate_id":999999}"#, 422),
+        (r#"{"serial":"zz"}"#, 422),
+        (r#"{"serial":"0A1B"}"#, 422),
+        (r#"{"serial":"0A1B","reason":"bored"}"#, 422),
+    ] {
+        let a = env.send(env.client.post(c("/revoke")).body(body)).await;
+        assert_eq!(a.status, status, "{body}: {}", a.text());
+        assert!(a.json()["error"].is_string(), "{body}: {}", a.text());
+    }
 }

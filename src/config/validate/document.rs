@@ -1,4 +1,4 @@
-//! The whole document: its top-level sections in order (`[api]`, `[agent]`, `[fleet]`,
+//! The whole document: its top-level sections in order (`[api]`, `[agent]`, `[fleet]`, `[revocation]`,
 //! `[defaults]`, the `[[certificate]]` tables), the included files (read, or kept from an
 //! earlier run by the cache) and the checks across all certificates.
 
@@ -10,7 +10,7 @@ use toml::de::{DeTable, DeValue};
 use super::super::DEFAULT_VALIDATION_WARNING_DAYS;
 use super::super::error::Problem;
 use super::super::keys::{CERT_ONLY_KEYS, SHARED_KEYS, TOP_KEYS};
-use super::super::types::{AgentConfig, CertificateConfig, Config, ValidationConfig};
+use super::super::types::{AgentConfig, CertificateConfig, Config, RevocationConfig, ValidationConfig};
 use super::super::{cache, include};
 use super::{Checker, breaks_of, type_name};
 
@@ -46,6 +46,10 @@ impl Checker<'_> {
         let api = table_of(self, "api");
         let agent = table_of(self, "agent");
         let fleet = table_of(self, "fleet");
+        let revocation = match table_of(self, "revocation") {
+            Some((t, header)) => self.revocation(t, header),
+            None => Some(RevocationConfig::default()),
+        };
         let defaults = table_of(self, "defaults");
         let validation = match table_of(self, "validation") {
             Some((t, header)) => self.validation(t, header),
@@ -110,12 +114,14 @@ impl Checker<'_> {
         let api = api?;
         let fleet = fleet?;
         let validation = validation?;
+        let revocation = revocation?;
         Some(Config {
             path: path.to_path_buf(),
             api,
             agent,
             fleet,
             validation,
+            revocation,
             certificates,
             fragments,
             warnings: Vec::new(),

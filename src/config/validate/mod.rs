@@ -7,6 +7,7 @@ mod certificate;
 mod document;
 mod fleet;
 mod validation;
+mod revocation;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;

@@ -361,3 +361,57 @@ fn the_plugin_output_names_the_worst_first_with_performance_data() {
         "CERT-AGENT OK - 1 certificate(s), the nearest expiry in 80 days (www) | 'www_days_left'=80;14;7\n"
     );
 }
+
+#[test]
+fn revocation_raises_the_level() {
+    let rec = installed(100);
+    let base = || assess(&rec, &Disk::AsInstalled, None, t(10), &opts(), 30);
+    assert_eq!(base().level, Level::Ok);
+    let url = "http://127.0.0.1:1/crl/s-one.crl".to_owned();
+    // rows: (what the CRL says, level, text expected in the problems)
+    let rows = [
+        (
+            Status::Good {
+                url: url.clone(),
+                next_update: t(11),
+            },
+            Level::Ok,
+            "",
+        ),
+        (Status::NoCrl, Level::Ok, ""),
+        (
+            Status::Revoked {
+                url: url.clone(),
+                serial_hex: "0A".into(),
+                revoked_at: t(9),
+                reason: Some("keyCompromise".into()),
+            },
+            Level::Critical,
+            "serial 0A was revoked on",
+        ),
+        (
+            Status::Unknown {
+                url: Some(url.clone()),
+                why: "the CRL is stale".into(),
+            },
+            Level::Warning,
+            "revocation unknown: the CRL http://127.0.0.1:1/crl/s-one.crl was refused",
+        ),
+    ];
+    for (status, level, text) in rows {
+        let mut c = base();
+        revocation(&mut c, &status);
+        assert_eq!(c.level, level, "{status:?}");
+        assert!(c.problems.join("; ").contains(text), "{:?}", c.problems);
+    }
+    // A CRITICAL expiry stays CRITICAL with an unknown revocation.
+    let mut c = assess(&installed(3), &Disk::AsInstalled, None, t(0), &opts(), 30);
+    revocation(
+        &mut c,
+        &Status::Unknown {
+            url: None,
+            why: "x".into(),
+        },
+    );
+    assert_eq!(c.level, Level::Critical);
+}

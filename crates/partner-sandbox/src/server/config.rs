@@ -34,6 +34,9 @@ pub struct SandboxConfig {
     pub dcv_balance: DcvBalance,
     /// Optional plain-HTTP listener that answers every request with 301 to the HTTPS URL.
     pub http_listen: Option<SocketAddr>,
+    /// Plain-HTTP listener serving the CRLs (default `127.0.0.1:0`); issued certificates name
+    /// it as their CRL distribution point.
+    pub crl_listen: SocketAddr,
     /// The state's own knobs (accounts, certificate lifetime, seed).
     pub state: StateConfig,
     /// Validation and issuance without waiting (see `State::set_instant`).
@@ -54,6 +57,7 @@ impl Default for SandboxConfig {
             dcv_https_ports: vec![443],
             dcv_balance: DcvBalance::RoundRobin,
             http_listen: None,
+            crl_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             state: StateConfig::default(),
             instant: false,
             persist: false,

@@ -2,6 +2,7 @@
 //! operations (clock, DNS, e-mail approval, faults, call log, ...) acting directly on the
 //! shared state. Dropping it stops the sandbox.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,8 +14,10 @@ use tokio::sync::watch;
 
 use crate::balancer::{DcvBalance, DcvPorts};
 use crate::control;
+use crate::crl::{CrlFault, Revocation};
 use crate::faults::Fault;
 use crate::state::DnsRecord;
+use crate::state::RevokeTarget;
 use crate::world::{CallRecord, Shared};
 
 /// A running sandbox; stops (and removes its temporary directory, if it made one) on drop.
@@ -22,6 +25,7 @@ pub struct SandboxHandle {
     pub(super) shared: Arc<Shared>,
     pub(super) addr: SocketAddr,
     pub(super) http_addr: Option<SocketAddr>,
+    pub(super) crl_addr: SocketAddr,
     pub(super) base_url: String,
     pub(super) data_dir: PathBuf,
     pub(super) owned_dir: bool,
@@ -52,6 +56,37 @@ impl SandboxHandle {
     /// The plain-HTTP redirect listener's address, when configured.
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http_addr
+    }
+
+    /// The plain-HTTP CRL listener's address.
+    pub fn crl_addr(&self) -> SocketAddr {
+        self.crl_addr
+    }
+
+    /// The CRL distribution point of an issuer value (`s-one`, `s-two`, `d-one`, `c-one`).
+    pub fn crl_url(&self, issuer: &str) -> String {
+        crate::ca::crl_url(&format!("http://{}", self.crl_addr), issuer)
+    }
+
+    /// Revokes a certificate (its current one for an ID, or a serial) with an RFC 5280 reason
+    /// name or code; annuls its order unless `keep_order`. The CRL changes at once.
+    pub fn revoke(
+        &self,
+        target: RevokeTarget,
+        reason: &str,
+        keep_order: bool,
+    ) -> Result<Revocation, String> {
+        control::revoke(&self.shared, &target, reason, keep_order)
+    }
+
+    /// Sets (or clears) the fault every CRL carries; `bytes` sizes `oversized`.
+    pub fn set_crl_fault(&self, fault: Option<CrlFault>, bytes: Option<usize>) {
+        control::set_crl_fault(&self.shared, fault, bytes);
+    }
+
+    /// How often each CRL path was fetched.
+    pub fn crl_fetches(&self) -> BTreeMap<String, u64> {
+        control::crl_fetches(&self.shared)
     }
 
     /// Trust anchor of the API's TLS certificate (`DIR/api-ca.pem`).

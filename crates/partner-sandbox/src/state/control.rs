@@ -132,3 +132,80 @@ impl State {
         Ok(())
     }
 }
+
+/// What the control API revokes: the current certificate of an ID, or any serial issued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RevokeTarget {
+    CertificateId(u64),
+    /// Hex, any case, leading zeros optional.
+    Serial(String),
+}
+
+/// A certificate found for revocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Revoked {
+    /// Upper-case hex, as issued.
+    pub serial_hex: String,
+    pub issuer: &'static str,
+    pub certificate_id: u64,
+    /// The order's status after the revocation.
+    pub status: &'static str,
+}
+
+impl State {
+    /// Finds the certificate to revoke and, unless `keep_order`, sets its order to
+    /// `annulled` (document: "order cancelled or rejected, or certificate revoked"). The bill
+    /// stands: the CA revoked, nobody cancelled.
+    pub(super) fn revoke_at(
+        &mut self,
+        target: &RevokeTarget,
+        keep_order: bool,
+        now: i64,
+    ) -> Result<Revoked, String> {
+        let trimmed = |s: &str| s.trim_start_matches('0').to_ascii_uppercase();
+        let (id, serial_hex) = match target {
+            RevokeTarget::CertificateId(id) => {
+                let cert = self
+                    .certs
+                    .get(id)
+                    .ok_or_else(|| format!("no certificate {id}"))?;
+                let leaf = cert
+                    .leaf
+                    .as_ref()
+                    .ok_or_else(|| format!("certificate {id} has no issued certificate"))?;
+                (*id, leaf.serial_hex.clone())
+            }
+            RevokeTarget::Serial(serial) => {
+                let wanted = trimmed(serial);
+                if wanted.is_empty() || !wanted.chars().all(|c| c.is_ascii_hexdigit()) {
+                    return Err(format!("serial '{serial}' is not a hexadecimal number"));
+                }
+                self.certs
+                    .values()
+                    .find_map(|c| {
+                        c.serials
+                            .iter()
+                            .find(|s| trimmed(s) == wanted)
+                            .map(|s| (c.id, s.clone()))
+                    })
+                    .ok_or_else(|| format!("no certificate with serial {serial} was issued"))?
+            }
+        };
+        let cert = self.cert_mut(id);
+        let issuer = cert.product().issuer;
+        if !keep_order && cert.base != Base::Annulled {
+            cert.base = Base::Annulled;
+            cert.annulled_at = Some(now);
+            cert.pending_cancel_at = None;
+            cert.reissue_requested_at = None;
+            cert.at_ca = false;
+            cert.updated_at = now;
+        }
+        Ok(Revoked {
+            serial_hex,
+            issuer,
+            certificate_id: id,
+            status: cert.base.as_str(),
+        })
+    }
+}

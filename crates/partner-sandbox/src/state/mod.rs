@@ -46,6 +46,7 @@ use model::Cert;
 use rng::SeededRng;
 
 pub use catalogue::{CA_DOMAINS, PROVIDER_D};
+pub use control::{RevokeTarget, Revoked};
 
 /// Knobs fixed at start.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -290,6 +291,16 @@ impl State {
     /// Force a state (`annulled`, `expired`, `waiting_for_approval`, `other`, ...).
     pub fn force_status(&mut self, certificate_id: u64, status: &str) -> Result<(), String> {
         self.force(certificate_id, status)
+    }
+
+    /// Find the certificate to revoke; annul its order unless `keep_order`.
+    pub fn revoke(
+        &mut self,
+        target: &RevokeTarget,
+        keep_order: bool,
+        now: OffsetDateTime,
+    ) -> Result<Revoked, String> {
+        self.revoke_at(target, keep_order, ts(now))
     }
 
     /// Invalidate the account's token as if another signin had issued a new one.

@@ -507,3 +507,91 @@ fn a_held_certificate_waits_for_its_start_then_installs_without_backoff_or_force
     });
     assert_eq!(decide(&inputs(&rec, t(11))), Action::Reconcile);
 }
+
+#[test]
+fn a_revoked_certificate_is_replaced_at_once() {
+    let seen = |serial: &str, state: &str| crate::store::RevocationSeen {
+        serial: serial.into(),
+        state: state.into(),
+        url: Some("http://crl.example/ca.crl".into()),
+        detail: "serial 0A was revoked on 2026-01-02 00:00 UTC, reason keyCompromise".into(),
+    };
+    // Day 10 of a 200-day certificate in a 5-year subscription: idle by the schedule.
+    let mut rec = installed(200, Some(1825));
+    assert!(matches!(decide(&inputs(&rec, t(10))), Action::Idle { .. }));
+
+    // rows: (what the CRL said, the action)
+    rec.revocation = Some(seen("0a", "revoked"));
+    let Action::Reissue { new_key, reason } = decide(&Inputs {
+        reuse_key: true,
+        ..inputs(&rec, t(10))
+    }) else {
+        panic!("{:?}", decide(&inputs(&rec, t(10))));
+    };
+    assert!(new_key, "a revoked certificate's key is never reused");
+    assert!(
+        reason.contains("revoked") && reason.contains("keyCompromise"),
+        "{reason}"
+    );
+    // Before the order is read, the order is read first.
+    let first = Inputs {
+        order_facts: None,
+        ..inputs(&rec, t(10))
+    };
+    assert!(matches!(
+        decide(&first),
+        Action::ReadOrderFirst { new_key: true, .. }
+    ));
+
+    // Another serial revoked, or a CRL that could not be used: the schedule decides.
+    for other in [
+        seen("0B", "revoked"),
+        seen("0A", "unknown"),
+        seen("0A", "good"),
+    ] {
+        let mut r = rec.clone();
+        r.revocation = Some(other);
+        assert!(matches!(decide(&inputs(&r, t(10))), Action::Idle { .. }));
+    }
+
+    // Inside the blackout: the order policy.
+    let late = installed(40, Some(40));
+    let mut late = CertRecord {
+        revocation: Some(seen("0A", "revoked")),
+        ..late
+    };
+    assert!(matches!(
+        decide(&inputs(&late, t(15))),
+        Action::RenewSubscription { order: false, .. }
+    ));
+    assert!(matches!(
+        decide(&Inputs {
+            allow_orders: true,
+            ..inputs(&late, t(15))
+        }),
+        Action::RenewSubscription { order: true, .. }
+    ));
+
+    // The order is annulled: a new order where allowed, else reported.
+    late.ended = Some("annulled".into());
+    assert_eq!(
+        decide(&Inputs {
+            allow_orders: true,
+            ..inputs(&late, t(15))
+        }),
+        Action::Order
+    );
+    assert!(matches!(
+        decide(&inputs(&late, t(15))),
+        Action::Ended { .. }
+    ));
+    // An annulled order whose certificate is not revoked waits for `issue --yes`.
+    late.revocation = None;
+    assert!(matches!(
+        decide(&Inputs {
+            allow_orders: true,
+            ..inputs(&late, t(15))
+        }),
+        Action::Ended { .. }
+    ));
+}

@@ -1,0 +1,133 @@
+//! Getting a CRL's bytes: from `state_dir/crl/` while the stored copy is still valid (until its
+//! `nextUpdate`), else over HTTP with a time limit and a size cap; a copy that passed the
+//! checks is stored for the next runs. One fetch per URL per [`super::Checker`], however many
+//! certificates name it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+
+use super::crl::{self, Crl};
+
+/// A CRL that passed the checks for one issuer.
+#[derive(Debug)]
+pub(super) struct Fetched {
+    pub(super) bytes: Vec<u8>,
+    pub(super) issuer_der: Vec<u8>,
+    pub(super) crl: Crl,
+}
+
+/// Where the CRL of `url` is kept: `dir/` + the first 32 hex digits of its SHA-256.
+pub(super) fn cache_path(dir: &Path, url: &str) -> PathBuf {
+    let digest = Sha256::digest(url.as_bytes());
+    dir.join(format!("{}.crl", &hex::encode(digest)[..32]))
+}
+
+/// The HTTP client for CRLs: time limits, a few redirects (a CRL is signed: where it comes
+/// from does not matter), the agent's User-Agent.
+pub(super) fn client(timeout: Duration) -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .user_agent(crate::api::user_agent())
+        .redirect(reqwest::redirect::Policy::limited(3))
+        .retry(reqwest::retry::never())
+        .referer(false)
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .timeout(timeout)
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client for CRLs: {}", e.without_url()))
+}
+
+/// The stored copy of `url`'s CRL if it still passes every check at `now`.
+pub(super) fn from_cache(
+    dir: &Path,
+    url: &str,
+    issuer_der: &[u8],
+    now: OffsetDateTime,
+    max_bytes: u64,
+) -> Option<Fetched> {
+    let bytes = crate::fsutil::read_private(&cache_path(dir, url), max_bytes).ok()?;
+    let crl = crl::check(&bytes, issuer_der, now).ok()?;
+    Some(Fetched {
+        bytes,
+        issuer_der: issuer_der.to_vec(),
+        crl,
+    })
+}
+
+/// Downloads `url`, refusing more than `max_bytes`, checks it and stores it.
+pub(super) async fn download(
+    http: &reqwest::Client,
+    dir: &Path,
+    url: &str,
+    issuer_der: &[u8],
+    now: OffsetDateTime,
+    max_bytes: u64,
+) -> Result<Fetched, String> {
+    let bytes = body(http, url, max_bytes).await?;
+    let crl = crl::check(&bytes, issuer_der, now).map_err(|e| e.to_string())?;
+    if let Err(e) = crate::fsutil::ensure_private_dir(dir, 0o700)
+        .and_then(|()| crate::fsutil::write_atomic(&cache_path(dir, url), &bytes, 0o600))
+    {
+        tracing::warn!(
+            "could not keep the CRL of {url} in {}: {}",
+            dir.display(),
+            crate::fsutil::io_text(&e)
+        );
+    }
+    Ok(Fetched {
+        bytes,
+        issuer_der: issuer_der.to_vec(),
+        crl,
+    })
+}
+
+async fn body(http: &reqwest::Client, url: &str, max_bytes: u64) -> Result<Vec<u8>, String> {
+    let mut resp = http
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| format!("download failed: {}", error_text(&e)))?;
+    let status = resp.status();
+    if !status.is_success() {
+        return Err(format!("the server answered {status}"));
+    }
+    let too_big = || format!("the CRL is larger than max_crl_bytes ({max_bytes} bytes)");
+    if resp.content_length().is_some_and(|n| n > max_bytes) {
+        return Err(too_big());
+    }
+    let mut out = Vec::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| format!("download failed: {}", error_text(&e)))?
+    {
+        if out.len() as u64 + chunk.len() as u64 > max_bytes {
+            return Err(too_big());
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// The error and its causes, without the URL (which the caller names).
+fn error_text(e: &reqwest::Error) -> String {
+    let mut text = if e.is_timeout() {
+        "timed out".to_owned()
+    } else {
+        String::new()
+    };
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    if text.is_empty() {
+        text = e.to_string();
+    }
+    text
+}
