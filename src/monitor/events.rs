@@ -258,6 +258,7 @@ mod tests {
                 }),
             }],
             stats: None,
+            takeover: None,
         };
         let pending = || Outcome::Pending {
             reason: "reissue sent".into(),

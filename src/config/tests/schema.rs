@@ -7,7 +7,7 @@ use crate::config::keys::{
 };
 
 const REFERENCE: &str = include_str!("../../../docs/configuration.md");
-const READERS: [&str; 7] = [
+const READERS: [&str; 8] = [
     include_str!("../validate/revocation.rs"),
     include_str!("../validate/mod.rs"),
     include_str!("../validate/document.rs"),
