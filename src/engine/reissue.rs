@@ -168,7 +168,7 @@ pub(crate) fn validation_of(cert: &CertificateConfig) -> ReissueRequest {
         DcvMethod::Email => {
             return ReissueRequest {
                 validation_email: cert.dcv.email.clone(),
-                ..validation_of(cert)
+                ..ReissueRequest::default()
             };
         }
         DcvMethod::DnsTxt => return ReissueRequest::default(),
@@ -272,5 +272,48 @@ pub(super) async fn resume(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Reissued>
         confirm(ctx, job).await
     } else {
         send(ctx, job).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::validation_of;
+    use crate::config::Config;
+
+    fn cert(method: &str, extra: &str) -> crate::config::CertificateConfig {
+        let text = format!(
+            r#"
+[api]
+base_url = "https://127.0.0.1:1"
+login = "a@b.test"
+password = "x"
+[[certificate]]
+name = "www"
+domains = ["www.example.com", "shop.example.com"]
+product_id = 1
+webroot = "/var/www"
+country = "DE"
+region = "Berlin"
+city = "Berlin"
+server = "nginx"
+cert_path = "/tmp/c.pem"
+key_path = "/tmp/k.pem"
+dcv = "{method}"
+{extra}
+"#
+        );
+        let config = Config::parse(&text, std::path::Path::new("/tmp/x.toml"))
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        config.certificates[0].clone()
+    }
+
+    #[test]
+    fn an_email_reissue_names_the_address_for_the_common_name_only() {
+        let r = validation_of(&cert("email", r#"dcv_email = "admin@example.com""#));
+        assert_eq!(r.validation_email.as_deref(), Some("admin@example.com"));
+        assert!(r.validation_emails.is_empty(), "{:?}", r.validation_emails);
+        let r = validation_of(&cert("http", ""));
+        assert_eq!(r.validation_email.as_deref(), Some("HTTP_CSR_HASH"));
+        assert_eq!(r.validation_emails.len(), 1);
     }
 }

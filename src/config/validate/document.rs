@@ -10,7 +10,9 @@ use toml::de::{DeTable, DeValue};
 use super::super::DEFAULT_VALIDATION_WARNING_DAYS;
 use super::super::error::Problem;
 use super::super::keys::{CERT_ONLY_KEYS, SHARED_KEYS, TOP_KEYS};
-use super::super::types::{AgentConfig, CertificateConfig, Config, RevocationConfig, ValidationConfig};
+use super::super::types::{
+    AgentConfig, CertificateConfig, Config, RevocationConfig, ValidationConfig,
+};
 use super::super::{cache, include};
 use super::{Checker, breaks_of, type_name};
 

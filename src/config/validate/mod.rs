@@ -6,8 +6,8 @@ mod api;
 mod certificate;
 mod document;
 mod fleet;
-mod validation;
 mod revocation;
+mod validation;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
