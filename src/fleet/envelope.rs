@@ -32,6 +32,7 @@ pub(super) enum Purpose {
     Dcv,
     HostResult,
     HostSeen,
+    Unplaced,
 }
 
 impl Purpose {
@@ -46,6 +47,7 @@ impl Purpose {
             Self::Dcv => "validation-file",
             Self::HostResult => "host-result",
             Self::HostSeen => "host-seen",
+            Self::Unplaced => "order-not-placed",
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::config::{CertificateConfig, Config};
 use crate::crypto;
 use crate::dcv::ValidationFile;
 use crate::engine::{self, Installable, Lead, Outcome, RunOptions, RunReport, deploy, keys};
-use crate::store::{CertRecord, Store};
+use crate::store::{CertRecord, OrderIntent, Store};
 
 use super::coord::{Expect, Leadership, Written};
 use super::envelope::{self, Place, Purpose};
@@ -139,6 +139,26 @@ impl Lead for FleetRun<'_> {
         Box::pin(FleetRun::remove_dcv(self, cert))
     }
 
+    fn not_placed<'a>(
+        &'a self,
+        cert: &'a CertificateConfig,
+        rec: &'a CertRecord,
+        intent: &'a OrderIntent,
+    ) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async move {
+            match FleetRun::share(self, cert, rec).await {
+                Ok(()) => tracing::info!(
+                    certificate = %cert.name,
+                    "the fleet's record no longer holds the order intent (the order was not placed)"
+                ),
+                Err(e) => {
+                    tracing::warn!(certificate = %cert.name, "{e:#}");
+                    super::unplaced::note(self.link, &cert.name, intent).await;
+                }
+            }
+        })
+    }
+
     fn send_guard(&self) -> Option<crate::api::SendGuard> {
         Some(self.lead.send_guard())
     }
@@ -242,10 +262,25 @@ pub(super) async fn import(
     let local = store.load(&cert.name)?;
     check_keeps(&link.fleet.key(&rel), &local, &opened.shared.record)?;
     let shared = opened.shared;
-    if shared_view(&local) == shared.record {
+    let mut next = shared.record.clone();
+    if let Some(intent) = next.intent.as_ref().filter(|_| next.order.is_none())
+        && let Some(host) = super::unplaced::noted_by(link, &cert.name, intent).await?
+    {
+        tracing::info!(
+            certificate = %cert.name,
+            "{host} noted that the fleet's order intent was never placed: withdrawn, the \
+             certificate is ordered normally"
+        );
+        store.journal(
+            &cert.name,
+            "fleet-intent-withdrawn",
+            serde_json::json!({ "noted_by": host, "csr_sha256": intent.csr_sha256 }),
+        )?;
+        next.intent = None;
+    }
+    if shared_view(&local) == next {
         return Ok(Some(shared.record));
     }
-    let mut next = shared.record.clone();
     next.installed.clone_from(&local.installed);
     next.dcv = local.dcv.clone();
     if let Some(sp) = &mut next.pending_key {

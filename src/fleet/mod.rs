@@ -16,7 +16,8 @@
 //! and version), `schema` (what lives under the prefix), `versions` (the versions this host
 //! accepted), `link` (connect, key and spec agreement), `shared` (the shared record and the
 //! current certificate opened and checked), `follower`, `leader`, `status`, `watch`,
-//! `rotate` (every value sealed again under a new fleet key). It calls the engine; the engine
+//! `rotate` (every value sealed again under a new fleet key), `unplaced` (an order intent
+//! never placed, withdrawn). It calls the engine; the engine
 //! sees the leader only through [`crate::engine::Lead`].
 
 pub mod coord;
@@ -31,6 +32,7 @@ mod rotate;
 mod schema;
 mod shared;
 mod status;
+mod unplaced;
 mod versions;
 mod watch;
 

@@ -23,7 +23,7 @@ use super::coord::{Expect, Leadership, Written};
 use super::envelope::{self, Place, Purpose};
 use super::key::Which;
 use super::link::{FleetLink, KEY_CHECK_TEXT, check_key, connect};
-use super::schema::{Current, KEY_CHECK, SharedState, b64, unb64};
+use super::schema::{Current, KEY_CHECK, Kind, SharedState, b64, unb64};
 use super::versions::Versions;
 
 /// One value sealed again.
@@ -51,48 +51,6 @@ pub struct RotateReport {
     /// The values left as they are: their etcd key and why (they open under neither key, or
     /// are not the fleet's).
     pub left: Vec<(String, String)>,
-}
-
-/// What lives at a key under the prefix, with the certificate it belongs to.
-#[derive(Debug, Clone, Copy)]
-enum Kind<'a> {
-    KeyCheck,
-    Spec(&'a str),
-    State(&'a str),
-    Current(&'a str),
-    Dcv(&'a str),
-    HostResult(&'a str),
-    HostSeen,
-}
-
-impl<'a> Kind<'a> {
-    fn of(rel: &'a str) -> Option<Self> {
-        let parts: Vec<&str> = rel.split('/').collect();
-        Some(match parts.as_slice() {
-            [k] if *k == KEY_CHECK => Self::KeyCheck,
-            ["certs", name, "spec"] => Self::Spec(name),
-            ["certs", name, "state"] => Self::State(name),
-            ["certs", name, "current"] => Self::Current(name),
-            ["dcv", name] => Self::Dcv(name),
-            ["hosts", _, "certs", name] => Self::HostResult(name),
-            ["hosts", _, "seen"] => Self::HostSeen,
-            _ => return None,
-        })
-    }
-
-    /// The envelope's place of a value at `rel` of this kind.
-    fn place(self, rel: &'a str) -> Place<'a> {
-        let (purpose, name) = match self {
-            Self::KeyCheck => (Purpose::KeyCheck, ""),
-            Self::Spec(n) => (Purpose::Spec, n),
-            Self::State(n) => (Purpose::State, n),
-            Self::Current(n) => (Purpose::Current, n),
-            Self::Dcv(n) => (Purpose::Dcv, n),
-            Self::HostResult(n) => (Purpose::HostResult, n),
-            Self::HostSeen => (Purpose::HostSeen, ""),
-        };
-        Place::new(purpose, rel, name)
-    }
 }
 
 /// A value sealed again, ready to be written.
@@ -235,22 +193,10 @@ fn reseal(
         }
         _ => Ok(Some(Sealed {
             value: envelope::seal(&link.key, &place, version, &plain)?,
-            what: label(kind),
+            what: kind.label(),
             from: version,
             to: version,
         })),
-    }
-}
-
-fn label(kind: Kind<'_>) -> &'static str {
-    match kind {
-        Kind::KeyCheck => "key check",
-        Kind::Spec(_) => "spec",
-        Kind::State(_) => "shared record",
-        Kind::Current(_) => "current certificate",
-        Kind::Dcv(_) => "validation file",
-        Kind::HostResult(_) => "host result",
-        Kind::HostSeen => "host seen",
     }
 }
 

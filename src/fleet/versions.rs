@@ -67,8 +67,7 @@ impl Versions {
     pub(super) fn load(state_dir: &Path) -> Result<Self> {
         let path = state_dir.join(VERSIONS_FILE);
         let certs = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| anyhow!("{} is not readable: {e}", path.display()))?,
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| damaged(&path, &e))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => bail!("{}: {}", path.display(), crate::fsutil::io_text(&e)),
         };
@@ -162,6 +161,22 @@ impl Versions {
     }
 }
 
+/// The error of a file that does not read as versions: what it holds, why it matters, and the
+/// safe way back.
+fn damaged(path: &Path, e: &serde_json::Error) -> anyhow::Error {
+    anyhow!(
+        "{} is damaged ({e}): it holds the highest version of each certificate's shared record \
+         and current certificate this host accepted from the fleet, which is how it refuses old \
+         values put back into etcd; this host does nothing with the fleet until it reads. To \
+         recover: move the file aside (`mv {p} {p}.damaged`) and run again — the host then \
+         accepts what etcd holds now as the newest, so first check with `cert-agent fleet \
+         status` that the fleet's current serial is the one you expect (restoring the file \
+         from a backup of the state directory keeps the protection)",
+        path.display(),
+        p = path.display()
+    )
+}
+
 fn seen(accepted: Option<&Accepted>, value: &[u8]) -> Seen {
     match accepted {
         Some(a) if a.digest == digest(value) => Seen::Same,
@@ -224,5 +239,20 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_damaged_file_is_named_with_what_it_holds_and_how_to_recover() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(VERSIONS_FILE);
+        for bad in [&b"{\"www\": {\"state\": 7}}"[..], b"\x00\xff", b"{"] {
+            std::fs::write(&path, bad).unwrap();
+            let err = format!("{:#}", Versions::load(dir.path()).unwrap_err());
+            assert!(err.contains(&path.display().to_string()), "{err}");
+            assert!(err.contains("damaged"), "{err}");
+            assert!(err.contains("highest version"), "{err}");
+            assert!(err.contains(&format!("mv {}", path.display())), "{err}");
+            assert!(err.contains("fleet status"), "{err}");
+        }
     }
 }
