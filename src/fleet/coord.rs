@@ -194,6 +194,15 @@ impl Fleet {
 
     /// Writes `value` at `rel` only if nothing is there yet; otherwise returns what is.
     pub async fn create(&self, rel: &str, value: Vec<u8>) -> Result<Option<Vec<u8>>, FleetError> {
+        Ok(self.create_or_get(rel, value).await?.map(|(v, _)| v))
+    }
+
+    /// [`create`](Self::create), with the modification revision of what is there.
+    pub async fn create_or_get(
+        &self,
+        rel: &str,
+        value: Vec<u8>,
+    ) -> Result<Option<(Vec<u8>, i64)>, FleetError> {
         let key = self.key(rel);
         let txn = Txn::new()
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
@@ -436,9 +445,12 @@ async fn renew(mut client: Client, lease: i64, ttl: Duration, held: Held) {
     }
 }
 
-fn first_value(ops: &[TxnOpResponse]) -> Option<Vec<u8>> {
+fn first_value(ops: &[TxnOpResponse]) -> Option<(Vec<u8>, i64)> {
     ops.iter().find_map(|op| match op {
-        TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.value().to_vec()),
+        TxnOpResponse::Get(g) => g
+            .kvs()
+            .first()
+            .map(|kv| (kv.value().to_vec(), kv.mod_revision())),
         _ => None,
     })
 }

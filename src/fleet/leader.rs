@@ -18,7 +18,7 @@ use crate::store::{CertRecord, OrderIntent, Store};
 use super::coord::{Expect, Leadership, Written};
 use super::envelope::{self, Place, Purpose};
 use super::follower::{report_host, sync};
-use super::link::{FleetLink, check_specs, connect};
+use super::link::{FleetLink, check_specs, connect, reseal_forged_key_check};
 use super::schema::{
     Current, DcvEntry, HostResult, SharedState, b64, current_key, dcv_key, shared_view, state_key,
 };
@@ -468,6 +468,7 @@ pub async fn run(
         return Ok((report, Vec::new()));
     };
     tracing::info!(host = %link.fleet.host(), "leading the fleet for this run");
+    reseal_forged_key_check(&link, &lead).await;
     let mut eligible = Vec::new();
     let mut imported = BTreeMap::new();
     let mut versions = Versions::load(store.dir())?;

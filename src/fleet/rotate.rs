@@ -22,7 +22,7 @@ use crate::store::{Store, StoreError};
 use super::coord::{Expect, Leadership, Written};
 use super::envelope::{self, Place, Purpose};
 use super::key::Which;
-use super::link::{FleetLink, KEY_CHECK_TEXT, check_key, connect};
+use super::link::{FleetLink, KEY_CHECK_TEXT, check_key, connect, reseal_forged_key_check};
 use super::schema::{Current, KEY_CHECK, Kind, SharedState, b64, unb64};
 use super::versions::Versions;
 
@@ -51,6 +51,10 @@ pub struct RotateReport {
     /// The values left as they are: their etcd key and why (they open under neither key, or
     /// are not the fleet's).
     pub left: Vec<(String, String)>,
+    /// Every value is under the current key: the rotation is complete, and the previous key
+    /// file must be removed from every host (each host refuses values under it from its next
+    /// run on, once it sees the key check under the current key).
+    pub complete: bool,
 }
 
 /// A value sealed again, ready to be written.
@@ -96,6 +100,7 @@ pub async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateReport> {
              after its run"
         );
     };
+    reseal_forged_key_check(&link, &lead).await;
     let mut versions = Versions::load(store.dir())?;
     let mut report = RotateReport {
         key_id: link.key.current().id(),
@@ -103,10 +108,12 @@ pub async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateReport> {
         resealed: Vec::new(),
         already: Vec::new(),
         left: Vec::new(),
+        complete: false,
     };
     let done = reseal_all(&link, &lead, &mut versions, &mut report).await;
     lead.resign().await;
     done?;
+    report.complete = report.left.is_empty();
     Ok(report)
 }
 

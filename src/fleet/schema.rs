@@ -114,7 +114,6 @@ impl<'a> Kind<'a> {
     }
 }
 
-
 /// What every host of the fleet must agree on for one certificate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Spec {

@@ -49,11 +49,26 @@ pub(super) enum Seen {
     Other,
 }
 
+/// The file: the versions by certificate, and the fleet keys this host saw retired.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct File {
+    /// The fingerprints of previous fleet keys the fleet finished rotating away from (no
+    /// certificate name holds `@`).
+    #[serde(
+        default,
+        rename = "@retired_keys",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    retired_keys: Vec<String>,
+    #[serde(flatten)]
+    certs: BTreeMap<String, CertVersions>,
+}
+
 /// The accepted versions of every certificate.
 #[derive(Debug, Default)]
 pub(super) struct Versions {
     path: PathBuf,
-    certs: BTreeMap<String, CertVersions>,
+    file: File,
     changed: bool,
 }
 
@@ -66,14 +81,14 @@ impl Versions {
     /// Reads the file of `state_dir` (none yet: nothing accepted).
     pub(super) fn load(state_dir: &Path) -> Result<Self> {
         let path = state_dir.join(VERSIONS_FILE);
-        let certs = match std::fs::read(&path) {
+        let file = match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| damaged(&path, &e))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => File::default(),
             Err(e) => bail!("{}: {}", path.display(), crate::fsutil::io_text(&e)),
         };
         Ok(Self {
             path,
-            certs,
+            file,
             changed: false,
         })
     }
@@ -83,14 +98,27 @@ impl Versions {
         if !self.changed {
             return Ok(());
         }
-        crate::fsutil::write_atomic(&self.path, &serde_json::to_vec(&self.certs)?, 0o600)
+        crate::fsutil::write_atomic(&self.path, &serde_json::to_vec(&self.file)?, 0o600)
             .map_err(|e| anyhow!("{}: {}", self.path.display(), crate::fsutil::io_text(&e)))?;
         self.changed = false;
         Ok(())
     }
 
     pub(super) fn of(&self, name: &str) -> CertVersions {
-        self.certs.get(name).cloned().unwrap_or_default()
+        self.file.certs.get(name).cloned().unwrap_or_default()
+    }
+
+    /// Whether the fleet finished rotating away from the key of `fingerprint`.
+    pub(super) fn is_retired(&self, fingerprint: &str) -> bool {
+        self.file.retired_keys.iter().any(|f| f == fingerprint)
+    }
+
+    /// Records that the fleet finished rotating away from the key of `fingerprint`.
+    pub(super) fn retire(&mut self, fingerprint: &str) {
+        if !self.is_retired(fingerprint) {
+            self.file.retired_keys.push(fingerprint.to_owned());
+            self.changed = true;
+        }
     }
 
     /// Whether `value` of the shared record is the one accepted last.
@@ -114,7 +142,7 @@ impl Versions {
     ) -> Result<()> {
         let before = self.of(name).state;
         check_higher(what, before.as_ref(), version)?;
-        self.certs.entry(name.to_owned()).or_default().state = Some(Accepted {
+        self.file.certs.entry(name.to_owned()).or_default().state = Some(Accepted {
             version,
             digest: digest(value),
         });
@@ -135,7 +163,7 @@ impl Versions {
     ) -> Result<()> {
         let before = self.of(name).current;
         check_higher(what, before.as_ref().map(|c| &c.value), version)?;
-        self.certs.entry(name.to_owned()).or_default().current = Some(AcceptedCurrent {
+        self.file.certs.entry(name.to_owned()).or_default().current = Some(AcceptedCurrent {
             value: Accepted {
                 version,
                 digest: digest(value),
@@ -233,6 +261,14 @@ mod tests {
         assert_eq!(v.next_state("www", 0).unwrap(), 3);
         assert_eq!(v.next_current("www", 9).unwrap(), 10);
         assert!(v.next_state("shop", u64::MAX).is_err(), "no wrap");
+        // A retired key is remembered beside the versions.
+        let mut v = Versions::load(dir.path()).unwrap();
+        assert!(!v.is_retired("ab12"));
+        v.retire("ab12");
+        v.save().unwrap();
+        let v = Versions::load(dir.path()).unwrap();
+        assert!(v.is_retired("ab12"));
+        assert_eq!(v.seen_current("www", b"x"), Seen::Same);
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(dir.path().join(VERSIONS_FILE))
             .unwrap()

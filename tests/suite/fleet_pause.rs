@@ -267,7 +267,10 @@ fn an_order_kept_back_by_the_lead_guard_is_not_placed_and_leaves_no_intent() {
 fn stopped(child: &std::process::Child) -> bool {
     std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
         .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('T')))
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('T'))
+        })
         .unwrap_or(false)
 }
 
@@ -311,9 +314,13 @@ fn an_intent_whose_order_the_paused_leader_never_sent_is_withdrawn_by_the_next_l
     // web2 leads next: it withdraws the intent and orders once; no --clear-intent.
     let out = f.agent(1, &["--json", "renew", "--wait", "60"]);
     out.expect_code(0);
-    assert_eq!(out.outcome("www")["outcome"], "installed", "{}", out.describe());
-    let journal =
-        std::fs::read_to_string(f.hosts[1].state.join("journal.log")).unwrap_or_default();
+    assert_eq!(
+        out.outcome("www")["outcome"],
+        "installed",
+        "{}",
+        out.describe()
+    );
+    let journal = std::fs::read_to_string(f.hosts[1].state.join("journal.log")).unwrap_or_default();
     assert!(journal.contains("fleet-intent-withdrawn"), "{journal}");
     assert_eq!(f.env.order_posts(), 1, "one POST /order");
     assert_eq!(f.env.billed(), 1, "one billed order");

@@ -322,3 +322,77 @@ fn a_forged_spec_or_host_result_is_refused_for_its_certificate_only() {
         "{v}"
     );
 }
+
+/// Host `i`'s `secret_file`.
+fn set_secret_file(t: &Trial, i: usize, key: &std::path::Path) {
+    let path = &t.f.hosts[i].config;
+    let text = fs::read_to_string(path).unwrap();
+    let text: Vec<String> = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("secret_file = ") {
+                format!("secret_file = \"{}\"", key.display())
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    fs::write(path, text.join("\n") + "\n").unwrap();
+}
+
+/// A key check that is not the fleet's (garbage, unsealed, a sealed value of another
+/// purpose) does not stop the fleet: the hosts' key opens the fleet's other values, so the
+/// key check is refused, the runs go on, and the leader seals it again. (A key check sealed
+/// earlier by the fleet holds the same text at the same version: put back, it is the fleet's.)
+/// A host whose key is not the fleet's still stops, saying so.
+#[test]
+fn a_forged_key_check_is_sealed_again_and_a_host_with_another_key_still_stops() {
+    if !ready() {
+        return;
+    }
+    let mut t = Trial::start();
+    let spec = t.get("certs/www/spec").unwrap();
+    let cases: [(&str, Vec<u8>); 3] = [
+        ("garbage", GARBAGE.to_vec()),
+        ("unsealed", b"cert-agent fleet key".to_vec()),
+        ("another purpose", spec),
+    ];
+    let billed = t.f.env.billed();
+    for (case, forged) in cases {
+        t.put("keycheck", forged.clone());
+        for i in [1, 0] {
+            let out = t.f.agent(i, &["--json", "renew"]);
+            out.expect_code(0);
+            for name in ["www", "shop"] {
+                assert_ne!(
+                    out.outcome(name)["outcome"],
+                    "failed",
+                    "{case}: host {i}: {}",
+                    out.describe()
+                );
+            }
+        }
+        let now = t.get("keycheck").unwrap();
+        assert_ne!(now, forged, "{case}: the leader sealed the key check again");
+        t.f.agent(1, &["--json", "renew"]).expect_code(0);
+    }
+    assert_eq!(t.f.env.billed(), billed);
+
+    // A host with another key: nothing opens, it stops and says so.
+    let other = t.f.env.path("other.key");
+    fs::write(&other, [0x11u8; 32]).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&other, fs::Permissions::from_mode(0o600)).unwrap();
+    set_secret_file(&t, 1, &other);
+    let out = t.f.agent(1, &["--json", "renew"]);
+    out.expect_failure();
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        text.contains("not the fleet's") && text.contains(&format!("{PREFIX}keycheck")),
+        "{}",
+        out.describe()
+    );
+    let key = t.f.env.path("fleet.key");
+    set_secret_file(&t, 1, &key);
+    t.f.agent(1, &["--json", "renew"]).expect_code(0);
+}
