@@ -123,7 +123,7 @@ pub(super) fn open_which(
 }
 
 /// [`open`] without the words: why it does not open.
-fn open_raw(
+pub(super) fn open_raw(
     keys: &FleetKeys,
     place: &Place<'_>,
     sealed: &[u8],

@@ -24,6 +24,8 @@ pub mod coord;
 mod deadline;
 mod envelope;
 mod follower;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod key;
 mod leader;
 mod link;

@@ -50,7 +50,7 @@ pub(super) enum Seen {
 }
 
 /// The file: the versions by certificate, and the fleet keys this host saw retired.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct File {
     /// The fingerprints of previous fleet keys the fleet finished rotating away from (no
     /// certificate name holds `@`).
@@ -81,11 +81,20 @@ impl Versions {
     /// Reads the file of `state_dir` (none yet: nothing accepted).
     pub(super) fn load(state_dir: &Path) -> Result<Self> {
         let path = state_dir.join(VERSIONS_FILE);
-        let file = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| damaged(&path, &e))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => File::default(),
+        match std::fs::read(&path) {
+            Ok(bytes) => Self::parse(path, &bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self {
+                path,
+                file: File::default(),
+                changed: false,
+            }),
             Err(e) => bail!("{}: {}", path.display(), crate::fsutil::io_text(&e)),
-        };
+        }
+    }
+
+    /// The versions of the file at `path` that holds `bytes`.
+    pub(super) fn parse(path: PathBuf, bytes: &[u8]) -> Result<Self> {
+        let file = serde_json::from_slice(bytes).map_err(|e| damaged(&path, &e))?;
         Ok(Self {
             path,
             file,
@@ -93,12 +102,22 @@ impl Versions {
         })
     }
 
+    /// What [`save`](Self::save) writes.
+    pub(super) fn to_bytes(&self) -> Result<Vec<u8>> {
+        Ok(serde_json::to_vec(&self.file)?)
+    }
+
+    /// Whether `other` holds the same versions and retired keys.
+    pub(super) fn same_as(&self, other: &Self) -> bool {
+        self.file == other.file
+    }
+
     /// Writes the file when something was accepted since it was read.
     pub(super) fn save(&mut self) -> Result<()> {
         if !self.changed {
             return Ok(());
         }
-        crate::fsutil::write_atomic(&self.path, &serde_json::to_vec(&self.file)?, 0o600)
+        crate::fsutil::write_atomic(&self.path, &self.to_bytes()?, 0o600)
             .map_err(|e| anyhow!("{}: {}", self.path.display(), crate::fsutil::io_text(&e)))?;
         self.changed = false;
         Ok(())
