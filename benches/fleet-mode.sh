@@ -11,6 +11,13 @@
 #     resync period: each daemon once), times 3600/IDLE, plus one scheduled no-op run per
 #     daemon per hour (measured on one host).
 # Usage: benches/fleet-mode.sh [OUT_DIR]   (default benches/results/fleet-mode)
+#   SIZES="3"      fleet sizes (default "3 10")
+#   REISSUES=N     reissues per size (default 1), every host's delay of each counted
+#   IDLE=0         skips the idle etcd figures
+#   AGENT=PATH     the cert-agent binary to measure (default: the release build); with
+#                  AGENT_B=PATH too, the reissues alternate between the two binaries (same load,
+#                  A first) and each gets its own line
+#   VERBOSE=1      the daemons log with timestamps (-v) in their host's daemon.log
 # Needs etcd, nginx, openssl, python3, curl (scripts/test-all installs the first two).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,8 +29,12 @@ export PATH="$PATH:/usr/sbin:/sbin"
 cargo build --release --locked -q -p partner-sandbox --bin partner-sandbox
 cargo build --release --locked -q --bin cert-agent
 TARGET=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-AGENT=$TARGET/release/cert-agent
+AGENT=${AGENT:-$TARGET/release/cert-agent}
+AGENT_B=${AGENT_B:-}
 SANDBOX=$TARGET/release/partner-sandbox
+SIZES=${SIZES:-3 10}
+REISSUES=${REISSUES:-1}
+DAEMON_V=""; [ "${VERBOSE:-0}" = 1 ] && DAEMON_V="-v"
 
 W=$(mktemp -d /tmp/fleet-bench.XXXXXX)
 chmod 755 "$W"
@@ -182,7 +193,7 @@ sbx "$SB/_sandbox/calls" > "$OUT/calls-single.json"
 SINGLE=$(python3 benches/calls.py count "$OUT/calls-single.json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
 echo "one host, first issuance: $SINGLE Partner API calls" | tee "$OUT/summary.txt"
 
-for N in 3 10; do
+for N in $SIZES; do
   prefix="/bench-$N/"
   dirs=()
   for i in $(seq 1 "$N"); do
@@ -190,10 +201,19 @@ for N in 3 10; do
     dirs+=("$W/host$N-$i")
   done
   sbx -d "{\"http\": $(cat "$W/host$N-2/http_port"), \"https\": 0}" "$SB/_sandbox/dcv_ports" >/dev/null
-  for i in $(seq 2 "$N"); do
-    "$AGENT" --config "$W/host$N-$i/config.toml" run --interval 3600 >"$W/host$N-$i/daemon.log" 2>&1 &
-    PIDS+=($!)
-  done
+  start_daemons() {
+    for i in $(seq 2 "$N"); do
+      "$1" $DAEMON_V --config "$W/host$N-$i/config.toml" run --interval 3600 >>"$W/host$N-$i/daemon.log" 2>&1 &
+      PIDS+=($!)
+      DAEMONS+=($!)
+    done
+  }
+  stop_daemons() {
+    for p in "${DAEMONS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    DAEMONS=()
+  }
+  DAEMONS=()
+  start_daemons "$AGENT"
   sleep 1
   sbx -X POST "$SB/_sandbox/calls/clear" >/dev/null
   "$AGENT" --config "$W/host$N-1/config.toml" renew --wait 60 >/dev/null
@@ -201,9 +221,25 @@ for N in 3 10; do
   CALLS=$(python3 benches/calls.py count "$OUT/calls-fleet-$N.json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
   read -r serial t0 < <(record "$W/host$N-1/state/certs/www.json")
   first=$(converge "$serial" "$t0" "${dirs[@]:1}")
-  "$AGENT" --config "$W/host$N-1/config.toml" reissue www --wait 60 >/dev/null
-  read -r serial2 t1 < <(record "$W/host$N-1/state/certs/www.json")
-  second=$(converge "$serial2" "$t1" "${dirs[@]:1}")
+  second=""; second_b=""; bin=$AGENT
+  for r in $(seq 1 "$REISSUES"); do
+    for b in $AGENT $AGENT_B; do
+      if [ "$b" != "$bin" ]; then stop_daemons; start_daemons "$b"; bin=$b; sleep 2; fi
+      "$b" --config "$W/host$N-1/config.toml" reissue www --wait 60 >/dev/null
+      read -r serial2 t1 < <(record "$W/host$N-1/state/certs/www.json")
+      d=$(converge "$serial2" "$t1" "${dirs[@]:1}")
+      if [ "$b" = "$AGENT" ]; then second="$second $d"; else second_b="$second_b $d"; fi
+    done
+  done
+  if [ "$IDLE" = 0 ]; then
+    {
+      echo "fleet of $N hosts:"
+      echo "  leader's install -> host installed and serving, reissue ($AGENT): $(stats $second)"
+      [ -z "$AGENT_B" ] || echo "  leader's install -> host installed and serving, reissue ($AGENT_B): $(stats $second_b)"
+    } | tee -a "$OUT/summary.txt"
+    stop_daemons
+    continue
+  fi
   sleep 60   # the daemons' first scheduled runs (within a minute of their start) are over
   before=$(etcd_messages); sleep "$IDLE"; after=$(etcd_messages)
   resync=$((after - before))

@@ -55,6 +55,7 @@ pub async fn follow_changes(config_path: PathBuf, clock: Clock, done: impl Fn(Ve
                     }
                     Ok(config) => match follow(&config, &link).await {
                         Ok(Some(synced)) => {
+                            tracing::debug!(certificates = synced.len(), "fleet: synchronised");
                             done(synced);
                             due = false;
                         }
@@ -72,7 +73,10 @@ pub async fn follow_changes(config_path: PathBuf, clock: Clock, done: impl Fn(Ve
             };
             tokio::select! {
                 changed = watch.changed() => match changed {
-                    Ok(keys) => due |= keys.iter().any(|k| concerns_hosts(k)),
+                    Ok(keys) => {
+                        tracing::debug!(?keys, "fleet: changed");
+                        due |= keys.iter().any(|k| concerns_hosts(k));
+                    }
                     Err(e) => {
                         tracing::warn!("fleet: {e}");
                         tokio::time::sleep(retry).await;
