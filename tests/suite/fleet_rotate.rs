@@ -172,6 +172,26 @@ fn the_fleet_rotates_its_key_while_it_serves() {
     r.keys(0, &new, Some(&old));
     r.runs_go_on(&serial, "both switched");
 
+    // While another host leads, rotate-key writes nothing: it needs the lead for its whole
+    // re-seal (each write fenced by it).
+    let keycheck = r.get("keycheck").unwrap();
+    let lease = r.rt.block_on(r.etcd.lease_grant(60, None)).unwrap().id();
+    r.rt.block_on(r.etcd.put(
+        format!("{PREFIX}leader"),
+        "web2",
+        Some(etcd_client::PutOptions::new().with_lease(lease)),
+    ))
+    .unwrap();
+    let out = r.f.agent(0, &["--json", "fleet", "rotate-key"]);
+    out.expect_failure();
+    assert!(
+        out.stderr.contains("web2 leads the fleet now; nothing was re-sealed"),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(r.get("keycheck").unwrap(), keycheck);
+    r.rt.block_on(r.etcd.lease_revoke(lease)).unwrap();
+
     // One host seals everything again, as the leader.
     let out = r.f.agent(0, &["--json", "fleet", "rotate-key"]);
     out.expect_code(0);
