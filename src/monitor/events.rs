@@ -165,6 +165,22 @@ fn events(
     (out, next)
 }
 
+/// For the fuzz target `fleet_values`: `data` as `announced.json` — refused or read, never a
+/// panic; what reads is written and read back the same. Not an interface of the agent.
+#[doc(hidden)]
+pub fn fuzz_announced(data: &[u8]) {
+    if let Some(a) = Announced::parse(data) {
+        let Ok(bytes) = serde_json::to_vec(&a) else {
+            panic!("what reads is written");
+        };
+        assert_eq!(
+            Announced::parse(&bytes).as_ref(),
+            Some(&a),
+            "reads back the same"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,21 +248,5 @@ mod tests {
             assert_eq!(got, want, "row {i}");
             state = next;
         }
-    }
-}
-
-/// For the fuzz target `fleet_values`: `data` as `announced.json` — refused or read, never a
-/// panic; what reads is written and read back the same. Not an interface of the agent.
-#[doc(hidden)]
-pub fn fuzz_announced(data: &[u8]) {
-    if let Some(a) = Announced::parse(data) {
-        let Ok(bytes) = serde_json::to_vec(&a) else {
-            panic!("what reads is written");
-        };
-        assert_eq!(
-            Announced::parse(&bytes).as_ref(),
-            Some(&a),
-            "reads back the same"
-        );
     }
 }

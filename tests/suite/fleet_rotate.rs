@@ -185,7 +185,8 @@ fn the_fleet_rotates_its_key_while_it_serves() {
     let out = r.f.agent(0, &["--json", "fleet", "rotate-key"]);
     out.expect_failure();
     assert!(
-        out.stderr.contains("web2 leads the fleet now; nothing was re-sealed"),
+        out.stderr
+            .contains("web2 leads the fleet now; nothing was re-sealed"),
         "{}",
         out.describe()
     );
