@@ -18,6 +18,8 @@
 #                  AGENT_B=PATH too, the reissues alternate between the two binaries (same load,
 #                  A first) and each gets its own line
 #   VERBOSE=1      the daemons log with timestamps (-v) in their host's daemon.log
+#   KEEP=1         keeps the work directory (logs, state directories) and names it
+#   BUILD=0        builds nothing (with AGENT and SANDBOX=PATH: binaries built elsewhere)
 # Needs etcd, nginx, openssl, python3, curl (scripts/test-all installs the first two).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,12 +28,14 @@ IDLE=${IDLE:-300}
 mkdir -p "$OUT"
 export PATH="$PATH:/usr/sbin:/sbin"
 
-cargo build --release --locked -q -p partner-sandbox --bin partner-sandbox
-cargo build --release --locked -q --bin cert-agent
+if [ "${BUILD:-1}" = 1 ]; then
+  cargo build --release --locked -q -p partner-sandbox --bin partner-sandbox
+  cargo build --release --locked -q --bin cert-agent
+fi
 TARGET=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 AGENT=${AGENT:-$TARGET/release/cert-agent}
 AGENT_B=${AGENT_B:-}
-SANDBOX=$TARGET/release/partner-sandbox
+SANDBOX=${SANDBOX:-$TARGET/release/partner-sandbox}
 SIZES=${SIZES:-3 10}
 REISSUES=${REISSUES:-1}
 DAEMON_V=""; [ "${VERBOSE:-0}" = 1 ] && DAEMON_V="-v"
@@ -43,7 +47,7 @@ cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for d in "$W"/host*/nginx; do [ -f "$d/nginx.pid" ] && kill "$(cat "$d/nginx.pid")" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -rf "$W"
+  if [ "${KEEP:-0}" = 1 ]; then echo "kept $W" >&2; else rm -rf "$W"; fi
 }
 trap cleanup EXIT
 
