@@ -256,7 +256,8 @@ impl Fleet {
     /// [`try_lead`](Self::try_lead) for a caller that knows no other process of this host
     /// acts for the fleet (it holds the state directory's run lock): a lead held in this
     /// host's name is then a dead process's (killed, or cut off before it could resign), and
-    /// is ended at once rather than after its lease.
+    /// is ended at once rather than after its lease. So is a leader key on no lease, which no
+    /// host writes.
     pub async fn try_lead_exclusive(&self) -> Result<Option<Leadership>, FleetError> {
         if let Some(lead) = self.try_lead_once().await? {
             return Ok(Some(lead));
@@ -271,7 +272,10 @@ impl Fleet {
         let Some(kv) = resp.kvs().first() else {
             return self.try_lead_once().await;
         };
-        if kv.value() != self.host.as_bytes() {
+        // A leader key on no lease was not written by a host (every lead is on a lease that
+        // ends): it would stop the fleet for good, so it is ended like a dead lead.
+        let leaseless = kv.lease() == 0;
+        if kv.value() != self.host.as_bytes() && !leaseless {
             return Ok(None);
         }
         let stale = kv.create_revision();
@@ -287,7 +291,15 @@ impl Fleet {
             async move { c.txn(txn).await }
         })
         .await?;
-        tracing::info!("fleet: ended a lead this host ({}) left behind", self.host);
+        if leaseless {
+            tracing::warn!(
+                "fleet: {} held a value on no lease (not a host's lead: written by someone \
+                 else); ended",
+                key
+            );
+        } else {
+            tracing::info!("fleet: ended a lead this host ({}) left behind", self.host);
+        }
         self.try_lead_once().await
     }
 

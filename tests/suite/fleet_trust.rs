@@ -342,6 +342,36 @@ fn a_rolled_back_current_certificate_is_refused() {
     t.attack("another purpose", rel, state);
 }
 
+/// The leader key is the one value not sealed (a host's name on its lease; every write of a
+/// leader is fenced by the key's creation): a value put there without a lease — garbage, a
+/// host's name — would stop every lead for good. It is ended, and the run leads as usual.
+#[test]
+fn a_forged_leader_key_without_a_lease_does_not_stop_the_fleet() {
+    if !ready() {
+        return;
+    }
+    let mut t = Trial::start();
+    let billed = t.f.env.billed();
+    for (case, value) in [
+        ("garbage", GARBAGE.to_vec()),
+        ("another host", b"web2".to_vec()),
+    ] {
+        t.put("leader", value);
+        let before = t.installed(0, "shop").unwrap()["serial"].clone();
+        let out = t.f.agent(0, &["--json", "reissue", "shop", "--wait", "60"]);
+        out.expect_code(0);
+        let after = t.installed(0, "shop").unwrap()["serial"].clone();
+        assert_ne!(
+            before,
+            after,
+            "{case}: web1 led and reissued: {}",
+            out.describe()
+        );
+        assert!(t.get("leader").is_none(), "{case}: the lead was given up");
+    }
+    assert_eq!(t.f.env.billed(), billed);
+}
+
 /// (A spec is written once, at version 1, and never changes: an older sealed spec is the same
 /// value.)
 #[test]
