@@ -1,6 +1,7 @@
 //! Failpoints for crash-safety tests: with `CERT_AGENT_FAILPOINT=<name>` in the environment, a
 //! debug build aborts the process (as a crash or `kill -9` would) when it reaches the step of
-//! that name. Release builds compile every failpoint out.
+//! that name; with `<name>:stop` it stops itself there (SIGSTOP, as a paused process) and goes
+//! on once it is sent SIGCONT. Release builds compile every failpoint out.
 //!
 //! Steps, in the order a first issuance meets them: `key-saved`, `intent-saved`, `order-sent`,
 //! `response-saved`, `dcv-placed`, `poll`, `download`, `files-staged`, `files-swapped`,
@@ -12,8 +13,18 @@ pub const ENV: &str = "CERT_AGENT_FAILPOINT";
 /// Aborts here when this is the configured failpoint (debug builds only).
 #[inline]
 pub fn hit(name: &str) {
-    if cfg!(debug_assertions) && std::env::var(ENV).is_ok_and(|v| v == name) {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let Ok(point) = std::env::var(ENV) else {
+        return;
+    };
+    if point == name {
         eprintln!("failpoint '{name}' reached: aborting");
         std::process::abort();
+    }
+    if point.strip_suffix(":stop") == Some(name) {
+        eprintln!("failpoint '{name}' reached: stopping");
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
     }
 }

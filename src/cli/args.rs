@@ -491,7 +491,8 @@ pub enum FleetCommand {
     /// records and current certificates at a higher version, so no host takes them for
     /// replays and none reinstalls or reloads), the key check last, and lists what it sealed;
     /// 4. remove `previous_secret_file` (and the old key) on every host. From then on a host
-    /// holding only the old key is refused, and so is any value sealed under it.
+    /// holding only the old key is refused, and so is any value sealed under it (each host
+    /// refuses such values already once it saw the key check under the new key).
     ///
     /// Makes no Partner API call. Exits 0 when everything is under the new key, 3 when some
     /// value opened under neither key and was left as it is (listed), 1 on error (another

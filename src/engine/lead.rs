@@ -6,7 +6,7 @@ use time::OffsetDateTime;
 
 use crate::config::CertificateConfig;
 use crate::dcv::ValidationFile;
-use crate::store::CertRecord;
+use crate::store::{CertRecord, OrderIntent};
 
 /// A fleet's leader, as the engine sees it while it leads.
 pub trait Lead {
@@ -27,6 +27,20 @@ pub trait Lead {
 
     /// Withdraws the validation file from every host.
     fn remove_dcv<'a>(&'a self, cert: &'a CertificateConfig) -> LocalBoxFuture<'a, ()>;
+
+    /// The order of `intent` was not placed — refused by the API, or kept back by the send
+    /// guard because the lead ended before it was sent — and `rec` (without the intent) is the
+    /// record now: the other hosts must not wait for that order. Shares `rec` while the lead
+    /// is held; otherwise notes, in this host's own part of the fleet, that the intent was
+    /// never placed, so that the next leader withdraws it and orders normally.
+    fn not_placed<'a>(
+        &'a self,
+        _cert: &'a CertificateConfig,
+        _rec: &'a CertRecord,
+        _intent: &'a OrderIntent,
+    ) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
 
     /// The check the run's Partner API client makes before every request it sends: it
     /// refuses once this host may no longer lead (`None`: no check).

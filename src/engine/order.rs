@@ -231,12 +231,17 @@ pub(super) async fn ensure_order(
             Ok(Ordered::Placed(resp.certificate))
         }
         Err(err) if definitely_not_placed(&err) => {
-            job.rec.intent = None;
+            let intent = job.rec.intent.take();
             job.rec.order_refused |= matches!(err, ApiError::Http { .. });
             job.record(
                 "order-rejected",
                 serde_json::json!({ "error": err.to_string() }),
             )?;
+            // In a fleet the shared intent goes too (or, the lead lost, is noted as never
+            // placed): the next leader orders normally instead of waiting for this order.
+            if let (Some(lead), Some(intent)) = (lead, &intent) {
+                lead.not_placed(cert, &job.rec, intent).await;
+            }
             Err(anyhow!(err).context(format!(
                 "the order for certificate '{}' was refused; nothing was billed",
                 cert.name

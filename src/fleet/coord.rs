@@ -194,6 +194,15 @@ impl Fleet {
 
     /// Writes `value` at `rel` only if nothing is there yet; otherwise returns what is.
     pub async fn create(&self, rel: &str, value: Vec<u8>) -> Result<Option<Vec<u8>>, FleetError> {
+        Ok(self.create_or_get(rel, value).await?.map(|(v, _)| v))
+    }
+
+    /// [`create`](Self::create), with the modification revision of what is there.
+    pub async fn create_or_get(
+        &self,
+        rel: &str,
+        value: Vec<u8>,
+    ) -> Result<Option<(Vec<u8>, i64)>, FleetError> {
         let key = self.key(rel);
         let txn = Txn::new()
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
@@ -257,7 +266,8 @@ impl Fleet {
     /// [`try_lead`](Self::try_lead) for a caller that knows no other process of this host
     /// acts for the fleet (it holds the state directory's run lock): a lead held in this
     /// host's name is then a dead process's (killed, or cut off before it could resign), and
-    /// is ended at once rather than after its lease.
+    /// is ended at once rather than after its lease. So is a leader key on no lease, which no
+    /// host writes.
     pub async fn try_lead_exclusive(&self) -> Result<Option<Leadership>, FleetError> {
         if let Some(lead) = self.try_lead_once().await? {
             return Ok(Some(lead));
@@ -272,7 +282,10 @@ impl Fleet {
         let Some(kv) = resp.kvs().first() else {
             return self.try_lead_once().await;
         };
-        if kv.value() != self.host.as_bytes() {
+        // A leader key on no lease was not written by a host (every lead is on a lease that
+        // ends): it would stop the fleet for good, so it is ended like a dead lead.
+        let leaseless = kv.lease() == 0;
+        if kv.value() != self.host.as_bytes() && !leaseless {
             return Ok(None);
         }
         let stale = kv.create_revision();
@@ -292,7 +305,15 @@ impl Fleet {
             async move { c.txn(txn).await }
         })
         .await?;
-        tracing::info!("fleet: ended a lead this host ({}) left behind", self.host);
+        if leaseless {
+            tracing::warn!(
+                "fleet: {} held a value on no lease (not a host's lead: written by someone \
+                 else); ended",
+                key
+            );
+        } else {
+            tracing::info!("fleet: ended a lead this host ({}) left behind", self.host);
+        }
         self.try_lead_once().await
     }
 
@@ -482,9 +503,12 @@ async fn renew(mut client: Client, lease: i64, ttl: Duration, held: Held) {
     }
 }
 
-fn first_value(ops: &[TxnOpResponse]) -> Option<Vec<u8>> {
+fn first_value(ops: &[TxnOpResponse]) -> Option<(Vec<u8>, i64)> {
     ops.iter().find_map(|op| match op {
-        TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.value().to_vec()),
+        TxnOpResponse::Get(g) => g
+            .kvs()
+            .first()
+            .map(|kv| (kv.value().to_vec(), kv.mod_revision())),
         _ => None,
     })
 }

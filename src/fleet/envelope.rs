@@ -32,6 +32,7 @@ pub(super) enum Purpose {
     Dcv,
     HostResult,
     HostSeen,
+    Unplaced,
 }
 
 impl Purpose {
@@ -46,6 +47,7 @@ impl Purpose {
             Self::Dcv => "validation-file",
             Self::HostResult => "host-result",
             Self::HostSeen => "host-seen",
+            Self::Unplaced => "order-not-placed",
         }
     }
 }
@@ -121,7 +123,7 @@ pub(super) fn open_which(
 }
 
 /// [`open`] without the words: why it does not open.
-fn open_raw(
+pub(super) fn open_raw(
     keys: &FleetKeys,
     place: &Place<'_>,
     sealed: &[u8],
@@ -145,6 +147,12 @@ fn open_raw(
     }
     if tried {
         Err("does not open with this host's fleet key".to_owned())
+    } else if keys.retired_with_id(key_id) {
+        Err(format!(
+            "is sealed under this host's previous fleet key (id {key_id}), which the fleet no \
+             longer uses: its key check is under the current key, so the rotation is complete \
+             and this is an old value put back or left behind (remove previous_secret_file)"
+        ))
     } else {
         Err(format!(
             "is not a sealed value of a key this host holds (it names fleet key id {key_id}; \
@@ -268,6 +276,16 @@ mod tests {
         let mut relabelled = under_old.clone();
         relabelled[0] = key(new).id();
         assert!(opens(&rotating, &place, &relabelled).is_none());
+        // The rotation complete: the previous key opens nothing, and says why.
+        let retired = FleetKeys::new(key(new), Some(key(old)));
+        assert!(retired.retire_previous());
+        assert!(!retired.retire_previous(), "once");
+        let err = open_raw(&retired, &place, &under_old).unwrap_err();
+        assert!(
+            err.contains("previous fleet key") && err.contains("rotation is complete"),
+            "{err}"
+        );
+        assert!(opens(&retired, &place, &under_new).is_some());
         // Two keys of one id: both are tried.
         let same = (2u8..=255).find(|n| key(*n).id() == key(1).id() && *n != 1);
         if let Some(n) = same {

@@ -18,6 +18,10 @@ use aws_lc_rs::hmac;
 /// The label whose HMAC under a key gives the key's id.
 const ID_LABEL: &[u8] = b"cert-agent fleet key id";
 
+/// The label whose HMAC under a key gives the key's fingerprint (kept in the state directory
+/// to name a retired key; says nothing about the key).
+const FINGERPRINT_LABEL: &[u8] = b"cert-agent fleet key fingerprint";
+
 /// Length of the fleet key in bytes.
 pub const KEY_LEN: usize = 32;
 
@@ -34,6 +38,7 @@ pub enum KeyError {
 pub struct FleetKey {
     key: LessSafeKey,
     id: u8,
+    fingerprint: String,
 }
 
 impl std::fmt::Debug for FleetKey {
@@ -51,15 +56,22 @@ impl FleetKey {
         let key = UnboundKey::new(&AES_256_GCM, bytes).ok()?;
         let tag = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, bytes), ID_LABEL);
         let id = tag.as_ref().first().copied()?;
+        let print = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, bytes), FINGERPRINT_LABEL);
         Some(Self {
             key: LessSafeKey::new(key),
             id,
+            fingerprint: hex::encode(print.as_ref().get(..16)?),
         })
     }
 
     /// The key's id: the first byte of HMAC-SHA256 under the key of a fixed label.
     pub fn id(&self) -> u8 {
         self.id
+    }
+
+    /// The key's fingerprint: 16 bytes of HMAC-SHA256 under the key of a fixed label (hex).
+    pub(super) fn fingerprint(&self) -> &str {
+        &self.fingerprint
     }
 
     /// Reads the key from `path`: exactly 32 bytes, not readable by group or others.
@@ -137,11 +149,30 @@ pub enum Which {
 pub struct FleetKeys {
     current: FleetKey,
     previous: Option<FleetKey>,
+    /// Set once the fleet's key check is seen under the current key (the rotation is
+    /// complete): the previous key opens nothing any more.
+    retired: std::sync::atomic::AtomicBool,
 }
 
 impl FleetKeys {
     pub fn new(current: FleetKey, previous: Option<FleetKey>) -> Self {
-        Self { current, previous }
+        Self {
+            current,
+            previous,
+            retired: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The previous key opens nothing from now on (the fleet finished rotating); `true` when
+    /// it was in use until now.
+    pub(super) fn retire_previous(&self) -> bool {
+        self.previous.is_some() && !self.retired.swap(true, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Whether the previous key is retired and has the id `id`.
+    pub(super) fn retired_with_id(&self, id: u8) -> bool {
+        self.retired.load(std::sync::atomic::Ordering::SeqCst)
+            && self.previous.as_ref().is_some_and(|k| k.id == id)
     }
 
     /// The key every value is sealed with.
@@ -156,8 +187,14 @@ impl FleetKeys {
 
     /// The keys whose id is `id`, the current one first.
     pub(super) fn with_id(&self, id: u8) -> impl Iterator<Item = (Which, &FleetKey)> {
+        let retired = self.retired.load(std::sync::atomic::Ordering::SeqCst);
         std::iter::once((Which::Current, &self.current))
-            .chain(self.previous.iter().map(|k| (Which::Previous, k)))
+            .chain(
+                self.previous
+                    .iter()
+                    .filter(move |_| !retired)
+                    .map(|k| (Which::Previous, k)),
+            )
             .filter(move |(_, k)| k.id == id)
     }
 

@@ -13,12 +13,12 @@ use crate::config::{CertificateConfig, Config};
 use crate::crypto;
 use crate::dcv::ValidationFile;
 use crate::engine::{self, Installable, Lead, Outcome, RunOptions, RunReport, deploy, keys};
-use crate::store::{CertRecord, Store};
+use crate::store::{CertRecord, OrderIntent, Store};
 
 use super::coord::{Expect, Leadership, Written};
 use super::envelope::{self, Place, Purpose};
 use super::follower::{fleet_failures, report_host, sync};
-use super::link::{FleetLink, check_specs, connect};
+use super::link::{FleetLink, check_specs, connect, reseal_forged_key_check};
 use super::schema::{
     Current, DcvEntry, HostResult, SharedState, attempt_of, b64, current_key, dcv_key, shared_view,
     state_key,
@@ -140,6 +140,26 @@ impl Lead for FleetRun<'_> {
         Box::pin(FleetRun::remove_dcv(self, cert))
     }
 
+    fn not_placed<'a>(
+        &'a self,
+        cert: &'a CertificateConfig,
+        rec: &'a CertRecord,
+        intent: &'a OrderIntent,
+    ) -> LocalBoxFuture<'a, ()> {
+        Box::pin(async move {
+            match FleetRun::share(self, cert, rec).await {
+                Ok(()) => tracing::info!(
+                    certificate = %cert.name,
+                    "the fleet's record no longer holds the order intent (the order was not placed)"
+                ),
+                Err(e) => {
+                    tracing::warn!(certificate = %cert.name, "{e:#}");
+                    super::unplaced::note(self.link, &cert.name, intent).await;
+                }
+            }
+        })
+    }
+
     fn send_guard(&self) -> Option<crate::api::SendGuard> {
         Some(self.lead.send_guard())
     }
@@ -244,7 +264,23 @@ pub(super) async fn import(
     let local = store.load(&cert.name)?;
     check_keeps(&link.fleet.key(&rel), &local, &opened.shared.record)?;
     let shared = opened.shared;
-    if shared_view(&local) == shared.record {
+    let mut next = shared.record.clone();
+    if let Some(intent) = next.intent.as_ref().filter(|_| next.order.is_none())
+        && let Some(host) = super::unplaced::noted_by(link, &cert.name, intent).await?
+    {
+        tracing::info!(
+            certificate = %cert.name,
+            "{host} noted that the fleet's order intent was never placed: withdrawn, the \
+             certificate is ordered normally"
+        );
+        store.journal(
+            &cert.name,
+            "fleet-intent-withdrawn",
+            serde_json::json!({ "noted_by": host, "csr_sha256": intent.csr_sha256 }),
+        )?;
+        next.intent = None;
+    }
+    if shared_view(&local) == next {
         let attempt = Some(shared.attempt());
         if local.fleet != attempt {
             let mut local = local;
@@ -253,7 +289,6 @@ pub(super) async fn import(
         }
         return Ok(Some(shared.record));
     }
-    let mut next = shared.record.clone();
     next.fleet = Some(shared.attempt());
     next.host_failures = local.host_failures;
     next.host_error.clone_from(&local.host_error);
@@ -467,6 +502,7 @@ pub async fn run(
         return Ok((report, Vec::new()));
     };
     tracing::info!(host = %link.fleet.host(), "leading the fleet for this run");
+    reseal_forged_key_check(&link, &lead).await;
     if let Err(e) = store.audit(
         None,
         "fleet-lead-taken",

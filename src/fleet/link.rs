@@ -11,11 +11,11 @@ use crate::clock::Clock;
 use crate::config::{Config, FleetConfig};
 use crate::values::Secret;
 
-use super::coord::Fleet;
+use super::coord::{Expect, Fleet, Leadership, Written};
 use super::envelope::{self, Place, Purpose};
 use super::key::{FleetKey, FleetKeys, Which};
 use super::options::FleetOptions;
-use super::schema::{KEY_CHECK, Spec, spec_key};
+use super::schema::{KEY_CHECK, Kind, Spec, spec_key};
 
 /// The systemd credential holding the fleet key when `secret_file` is not set.
 pub const FLEET_KEY_CREDENTIAL: &str = "cert-agent-fleet-key";
@@ -32,6 +32,9 @@ pub struct FleetLink {
     pub config: FleetConfig,
     /// Where the host's time comes from (record times, the bundle's validity).
     pub clock: Clock,
+    /// The modification revision of a key check refused as not the fleet's (0: none): the
+    /// next leader seals it again.
+    forged_key_check: std::sync::atomic::AtomicI64,
 }
 
 impl std::fmt::Debug for FleetLink {
@@ -92,6 +95,7 @@ pub async fn connect(config: &Config, clock: Clock) -> Result<Option<FleetLink>>
         key,
         config: fc.clone(),
         clock,
+        forged_key_check: std::sync::atomic::AtomicI64::new(0),
     }))
 }
 
@@ -117,7 +121,10 @@ pub(super) async fn check_specs(
     link: &FleetLink,
     config: &Config,
 ) -> Result<BTreeMap<String, String>> {
-    check_key(link).await?;
+    // A key retired before stays retired: a key check sealed again under it is refused too.
+    retire_previous_key(link, config, None)?;
+    let seen = check_key(link).await?;
+    retire_previous_key(link, config, seen)?;
     let mut refused = BTreeMap::new();
     for cert in &config.certificates {
         let mine = Spec::of(cert, link.fleet.host());
@@ -159,21 +166,52 @@ pub(super) async fn check_specs(
     Ok(refused)
 }
 
+/// The previous key is retired — it opens nothing any more — once the fleet finished rotating:
+/// when the key check is seen under the current key (`seen`), and from then on (kept in
+/// `fleet-versions.json`), so that a key check sealed again under the previous key (by whoever
+/// still holds it) does not bring it back: it is refused like any key check that is not the
+/// fleet's.
+fn retire_previous_key(link: &FleetLink, config: &Config, seen: Option<Which>) -> Result<()> {
+    let Some(previous) = link.key.previous() else {
+        return Ok(());
+    };
+    let mut versions = super::versions::Versions::load(&config.agent.state_dir)?;
+    let done = versions.is_retired(previous.fingerprint());
+    if seen == Some(Which::Current) && !done {
+        versions.retire(previous.fingerprint());
+        versions.save()?;
+    } else if !done {
+        return Ok(());
+    }
+    if link.key.retire_previous() {
+        tracing::info!(
+            "the fleet finished rotating its key (its key check {} was seen under this host's \
+             current key): values still sealed under the previous key are refused; remove \
+             previous_secret_file",
+            link.fleet.key(KEY_CHECK)
+        );
+    }
+    Ok(())
+}
+
 /// The fleet key check: a known text sealed by the first host, and sealed again under the
 /// new key by `fleet rotate-key`. A host whose current key opens it is part of the fleet; so
 /// is, while the fleet rotates, a host whose previous key opens it (it holds the new key as
-/// `secret_file` before the fleet was re-sealed under it). Any other host is not: it
-/// installs nothing, leads nothing and seals nothing.
-pub(super) async fn check_key(link: &FleetLink) -> Result<()> {
+/// `secret_file` before the fleet was re-sealed under it). Returns which key opened it.
+///
+/// A key check that opens with neither key is one of two things, told apart by the fleet's
+/// other values (`certs/`): when one of them opens, this host's key is the fleet's and the key
+/// check is not (garbage, or a value put there by someone without the fleet key) — it is
+/// refused (`None`), logged, and the next leader seals it again; when none does, this host's
+/// key is not the fleet's — it installs nothing, leads nothing and seals nothing.
+pub(super) async fn check_key(link: &FleetLink) -> Result<Option<Which>> {
     let place = Place::new(Purpose::KeyCheck, KEY_CHECK, "");
     let sealed = envelope::seal(&link.key, &place, 1, KEY_CHECK_TEXT)?;
-    let existing = link.fleet.create(KEY_CHECK, sealed).await?;
-    let Some(existing) = existing else {
-        return Ok(());
+    let Some((existing, revision)) = link.fleet.create_or_get(KEY_CHECK, sealed).await? else {
+        return Ok(Some(Which::Current));
     };
-    let opened = envelope::open_which(&link.key, &link.fleet, &place, &existing).ok();
-    match opened {
-        Some((_, text, which)) if text == KEY_CHECK_TEXT => {
+    let why = match envelope::open_which(&link.key, &link.fleet, &place, &existing) {
+        Ok((_, text, which)) if text == KEY_CHECK_TEXT => {
             if which == Which::Previous {
                 tracing::info!(
                     "the fleet's key check {} is still sealed under this host's previous key: \
@@ -182,23 +220,87 @@ pub(super) async fn check_key(link: &FleetLink) -> Result<()> {
                     link.fleet.key(KEY_CHECK)
                 );
             }
-            Ok(())
+            return Ok(Some(which));
         }
-        _ => bail!(
-            "this host's fleet key ({}) is not the fleet's: it does not open the fleet's key \
-             check ({}){}; this host installs nothing and does not lead until its secret_file \
-             holds the fleet's key",
-            link.config.secret_file.as_ref().map_or_else(
-                || FLEET_KEY_CREDENTIAL.to_owned(),
-                |p| p.display().to_string()
-            ),
-            link.fleet.key(KEY_CHECK),
-            if link.key.previous().is_some() {
-                ", nor does its previous key"
-            } else {
-                ""
-            }
+        Ok(_) => format!(
+            "the fleet's key check {} opens but does not hold the key check's text",
+            link.fleet.key(KEY_CHECK)
         ),
+        Err(e) => format!("{e:#}"),
+    };
+    if let Some(opened) = another_value_opens(link).await? {
+        tracing::warn!(
+            "{why}; but this host's fleet key opens the fleet's other values ({opened}), so the \
+             key check is not the fleet's (garbage, or written by someone without the fleet \
+             key): refused, and sealed again by the next leader"
+        );
+        link.forged_key_check
+            .store(revision, std::sync::atomic::Ordering::SeqCst);
+        return Ok(None);
+    }
+    bail!(
+        "this host's fleet key ({}) is not the fleet's: it does not open the fleet's key check \
+         ({}){}, nor any other value the fleet wrote under {}; this host installs nothing and \
+         does not lead until its secret_file holds the fleet's key (if every other host says \
+         the same, the fleet's values were replaced: compare the key files, then delete {} to \
+         let a host write it again)",
+        link.config.secret_file.as_ref().map_or_else(
+            || FLEET_KEY_CREDENTIAL.to_owned(),
+            |p| p.display().to_string()
+        ),
+        link.fleet.key(KEY_CHECK),
+        if link.key.previous().is_some() {
+            ", nor does its previous key"
+        } else {
+            ""
+        },
+        link.fleet.key("certs/"),
+        link.fleet.key(KEY_CHECK)
+    )
+}
+
+/// The etcd key of a value under `certs/` that opens with this host's keys, if one does.
+async fn another_value_opens(link: &FleetLink) -> Result<Option<String>> {
+    for (rel, value) in link.fleet.list("certs/").await? {
+        let Some(kind) = Kind::of(&rel) else {
+            continue;
+        };
+        if envelope::open(&link.key, &link.fleet, &kind.place(&rel), &value).is_ok() {
+            return Ok(Some(link.fleet.key(&rel)));
+        }
+    }
+    Ok(None)
+}
+
+/// As the leader: a key check refused as not the fleet's (by [`check_key`], in this run) is
+/// sealed again, unless it changed since.
+pub(super) async fn reseal_forged_key_check(link: &FleetLink, lead: &Leadership) {
+    let revision = link
+        .forged_key_check
+        .swap(0, std::sync::atomic::Ordering::SeqCst);
+    if revision == 0 {
+        return;
+    }
+    let place = Place::new(Purpose::KeyCheck, KEY_CHECK, "");
+    let sealed = match envelope::seal(&link.key, &place, 1, KEY_CHECK_TEXT) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("{e:#}");
+            return;
+        }
+    };
+    let key = link.fleet.key(KEY_CHECK);
+    match lead
+        .put(KEY_CHECK, sealed, Expect::Revision(revision))
+        .await
+    {
+        Ok(Written::Done(_)) => {
+            tracing::warn!("the fleet's key check {key} was not the fleet's: sealed again");
+        }
+        Ok(Written::Conflict(_)) => {
+            tracing::info!("the fleet's key check {key} changed meanwhile: left as it is");
+        }
+        Err(e) => tracing::warn!("the fleet's key check {key} could not be sealed again: {e}"),
     }
 }
 

@@ -17,13 +17,16 @@
 //! accepted), `link` (connect, key and spec agreement), `shared` (the shared record and the
 //! current certificate opened and checked), `follower`, `leader`, `status`, `takeover` (what
 //! a lead that ended with its lease left open), `watch`,
-//! `rotate` (every value sealed again under a new fleet key). It calls the engine; the engine
+//! `rotate` (every value sealed again under a new fleet key), `unplaced` (an order intent
+//! never placed, withdrawn). It calls the engine; the engine
 //! sees the leader only through [`crate::engine::Lead`].
 
 pub mod coord;
 mod deadline;
 mod envelope;
 mod follower;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod key;
 mod leader;
 mod link;
@@ -33,6 +36,7 @@ mod schema;
 mod shared;
 mod status;
 mod takeover;
+mod unplaced;
 mod versions;
 mod watch;
 

@@ -22,8 +22,8 @@ use crate::store::{Store, StoreError};
 use super::coord::{Expect, Leadership, RESIGNED, Written};
 use super::envelope::{self, Place, Purpose};
 use super::key::Which;
-use super::link::{FleetLink, KEY_CHECK_TEXT, check_key, connect};
-use super::schema::{Current, KEY_CHECK, SharedState, b64, unb64};
+use super::link::{FleetLink, KEY_CHECK_TEXT, check_key, connect, reseal_forged_key_check};
+use super::schema::{Current, KEY_CHECK, Kind, SharedState, b64, unb64};
 use super::versions::Versions;
 
 /// One value sealed again.
@@ -51,48 +51,10 @@ pub struct RotateReport {
     /// The values left as they are: their etcd key and why (they open under neither key, or
     /// are not the fleet's).
     pub left: Vec<(String, String)>,
-}
-
-/// What lives at a key under the prefix, with the certificate it belongs to.
-#[derive(Debug, Clone, Copy)]
-enum Kind<'a> {
-    KeyCheck,
-    Spec(&'a str),
-    State(&'a str),
-    Current(&'a str),
-    Dcv(&'a str),
-    HostResult(&'a str),
-    HostSeen,
-}
-
-impl<'a> Kind<'a> {
-    fn of(rel: &'a str) -> Option<Self> {
-        let parts: Vec<&str> = rel.split('/').collect();
-        Some(match parts.as_slice() {
-            [k] if *k == KEY_CHECK => Self::KeyCheck,
-            ["certs", name, "spec"] => Self::Spec(name),
-            ["certs", name, "state"] => Self::State(name),
-            ["certs", name, "current"] => Self::Current(name),
-            ["dcv", name] => Self::Dcv(name),
-            ["hosts", _, "certs", name] => Self::HostResult(name),
-            ["hosts", _, "seen"] => Self::HostSeen,
-            _ => return None,
-        })
-    }
-
-    /// The envelope's place of a value at `rel` of this kind.
-    fn place(self, rel: &'a str) -> Place<'a> {
-        let (purpose, name) = match self {
-            Self::KeyCheck => (Purpose::KeyCheck, ""),
-            Self::Spec(n) => (Purpose::Spec, n),
-            Self::State(n) => (Purpose::State, n),
-            Self::Current(n) => (Purpose::Current, n),
-            Self::Dcv(n) => (Purpose::Dcv, n),
-            Self::HostResult(n) => (Purpose::HostResult, n),
-            Self::HostSeen => (Purpose::HostSeen, ""),
-        };
-        Place::new(purpose, rel, name)
-    }
+    /// Every value is under the current key: the rotation is complete, and the previous key
+    /// file must be removed from every host (each host refuses values under it from its next
+    /// run on, once it sees the key check under the current key).
+    pub complete: bool,
 }
 
 /// A value sealed again, ready to be written.
@@ -138,6 +100,7 @@ pub async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateReport> {
              after its run"
         );
     };
+    reseal_forged_key_check(&link, &lead).await;
     let mut versions = Versions::load(store.dir())?;
     let mut report = RotateReport {
         key_id: link.key.current().id(),
@@ -145,6 +108,7 @@ pub async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateReport> {
         resealed: Vec::new(),
         already: Vec::new(),
         left: Vec::new(),
+        complete: false,
     };
     let audit = |event: &str, details: serde_json::Value| {
         if let Err(e) = store.audit(None, event, &details) {
@@ -167,6 +131,7 @@ pub async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateReport> {
         }),
     );
     done?;
+    report.complete = report.left.is_empty();
     Ok(report)
 }
 
@@ -253,22 +218,10 @@ fn reseal(
         }
         _ => Ok(Some(Sealed {
             value: envelope::seal(&link.key, &place, version, &plain)?,
-            what: label(kind),
+            what: kind.label(),
             from: version,
             to: version,
         })),
-    }
-}
-
-fn label(kind: Kind<'_>) -> &'static str {
-    match kind {
-        Kind::KeyCheck => "key check",
-        Kind::Spec(_) => "spec",
-        Kind::State(_) => "shared record",
-        Kind::Current(_) => "current certificate",
-        Kind::Dcv(_) => "validation file",
-        Kind::HostResult(_) => "host result",
-        Kind::HostSeen => "host seen",
     }
 }
 

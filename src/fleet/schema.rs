@@ -11,6 +11,7 @@
 //! | `dcv/NAME` | the validation file to serve while the CA checks | the leader, fenced |
 //! | `hosts/HOST/certs/NAME` | what HOST installed (serial, version, time) or why it could not | HOST |
 //! | `hosts/HOST/seen` | when HOST last synchronised | HOST |
+//! | `hosts/HOST/unplaced/NAME` | an order intent of NAME whose order HOST did not place (its lead ended before it was sent, or the API refused it) | HOST |
 //!
 //! Every value but `leader` and `resigned` is sealed in the fleet's envelope
 //! ([`super::envelope`]); the private keys inside the record and the certificate are sealed once
@@ -28,7 +29,9 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::config::CertificateConfig;
-use crate::store::{CertRecord, FleetAttempt};
+use crate::store::{CertRecord, FleetAttempt, OrderIntent};
+
+use super::envelope::{Place, Purpose};
 
 /// Where the fleet key check lives, relative to the prefix.
 pub(super) const KEY_CHECK: &str = "keycheck";
@@ -50,6 +53,68 @@ pub(super) fn host_key(host: &str, name: &str) -> String {
 }
 pub(super) fn seen_key(host: &str) -> String {
     format!("hosts/{host}/seen")
+}
+pub(super) fn unplaced_key(host: &str, name: &str) -> String {
+    format!("hosts/{host}/unplaced/{name}")
+}
+
+/// What lives at a key under the prefix, with the certificate it belongs to.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Kind<'a> {
+    KeyCheck,
+    Spec(&'a str),
+    State(&'a str),
+    Current(&'a str),
+    Dcv(&'a str),
+    HostResult(&'a str),
+    HostSeen,
+    Unplaced(&'a str),
+}
+
+impl<'a> Kind<'a> {
+    pub(super) fn of(rel: &'a str) -> Option<Self> {
+        let parts: Vec<&str> = rel.split('/').collect();
+        Some(match parts.as_slice() {
+            [k] if *k == KEY_CHECK => Self::KeyCheck,
+            ["certs", name, "spec"] => Self::Spec(name),
+            ["certs", name, "state"] => Self::State(name),
+            ["certs", name, "current"] => Self::Current(name),
+            ["dcv", name] => Self::Dcv(name),
+            ["hosts", _, "certs", name] => Self::HostResult(name),
+            ["hosts", _, "seen"] => Self::HostSeen,
+            ["hosts", _, "unplaced", name] => Self::Unplaced(name),
+            _ => return None,
+        })
+    }
+
+    /// The envelope's place of a value at `rel` of this kind.
+    pub(super) fn place(self, rel: &'a str) -> Place<'a> {
+        let (purpose, name) = match self {
+            Self::KeyCheck => (Purpose::KeyCheck, ""),
+            Self::Spec(n) => (Purpose::Spec, n),
+            Self::State(n) => (Purpose::State, n),
+            Self::Current(n) => (Purpose::Current, n),
+            Self::Dcv(n) => (Purpose::Dcv, n),
+            Self::HostResult(n) => (Purpose::HostResult, n),
+            Self::HostSeen => (Purpose::HostSeen, ""),
+            Self::Unplaced(n) => (Purpose::Unplaced, n),
+        };
+        Place::new(purpose, rel, name)
+    }
+
+    /// What it is, in words.
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Kind::KeyCheck => "key check",
+            Kind::Spec(_) => "spec",
+            Kind::State(_) => "shared record",
+            Kind::Current(_) => "current certificate",
+            Kind::Dcv(_) => "validation file",
+            Kind::HostResult(_) => "host result",
+            Kind::HostSeen => "host seen",
+            Kind::Unplaced(_) => "order not placed",
+        }
+    }
 }
 
 /// What every host of the fleet must agree on for one certificate.
@@ -181,6 +246,25 @@ pub(super) fn attempt_of(r: &CertRecord, by: &str) -> FleetAttempt {
                 .map(|e| printable_capped(e, FleetAttempt::MAX_ERROR)),
             failed_at: r.last_failed_at,
             by: printable_capped(by, 255),
+        }
+    }
+}
+
+/// An order intent whose order was not placed, as its host notes it (the intent's identity).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Unplaced {
+    pub(super) csr_sha256: String,
+    pub(super) common_name: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub(super) created_at: OffsetDateTime,
+}
+
+impl Unplaced {
+    pub(super) fn of(intent: &OrderIntent) -> Self {
+        Self {
+            csr_sha256: intent.csr_sha256.clone(),
+            common_name: intent.common_name.clone(),
+            created_at: intent.created_at,
         }
     }
 }

@@ -49,11 +49,26 @@ pub(super) enum Seen {
     Other,
 }
 
+/// The file: the versions by certificate, and the fleet keys this host saw retired.
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct File {
+    /// The fingerprints of previous fleet keys the fleet finished rotating away from (no
+    /// certificate name holds `@`).
+    #[serde(
+        default,
+        rename = "@retired_keys",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    retired_keys: Vec<String>,
+    #[serde(flatten)]
+    certs: BTreeMap<String, CertVersions>,
+}
+
 /// The accepted versions of every certificate.
 #[derive(Debug, Default)]
 pub(super) struct Versions {
     path: PathBuf,
-    certs: BTreeMap<String, CertVersions>,
+    file: File,
     changed: bool,
 }
 
@@ -66,17 +81,35 @@ impl Versions {
     /// Reads the file of `state_dir` (none yet: nothing accepted).
     pub(super) fn load(state_dir: &Path) -> Result<Self> {
         let path = state_dir.join(VERSIONS_FILE);
-        let certs = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| anyhow!("{} is not readable: {e}", path.display()))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+        match std::fs::read(&path) {
+            Ok(bytes) => Self::parse(path, &bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self {
+                path,
+                file: File::default(),
+                changed: false,
+            }),
             Err(e) => bail!("{}: {}", path.display(), crate::fsutil::io_text(&e)),
-        };
+        }
+    }
+
+    /// The versions of the file at `path` that holds `bytes`.
+    pub(super) fn parse(path: PathBuf, bytes: &[u8]) -> Result<Self> {
+        let file = serde_json::from_slice(bytes).map_err(|e| damaged(&path, &e))?;
         Ok(Self {
             path,
-            certs,
+            file,
             changed: false,
         })
+    }
+
+    /// What [`save`](Self::save) writes.
+    pub(super) fn to_bytes(&self) -> Result<Vec<u8>> {
+        Ok(serde_json::to_vec(&self.file)?)
+    }
+
+    /// Whether `other` holds the same versions and retired keys.
+    pub(super) fn same_as(&self, other: &Self) -> bool {
+        self.file == other.file
     }
 
     /// Writes the file when something was accepted since it was read.
@@ -84,14 +117,27 @@ impl Versions {
         if !self.changed {
             return Ok(());
         }
-        crate::fsutil::write_atomic(&self.path, &serde_json::to_vec(&self.certs)?, 0o600)
+        crate::fsutil::write_atomic(&self.path, &self.to_bytes()?, 0o600)
             .map_err(|e| anyhow!("{}: {}", self.path.display(), crate::fsutil::io_text(&e)))?;
         self.changed = false;
         Ok(())
     }
 
     pub(super) fn of(&self, name: &str) -> CertVersions {
-        self.certs.get(name).cloned().unwrap_or_default()
+        self.file.certs.get(name).cloned().unwrap_or_default()
+    }
+
+    /// Whether the fleet finished rotating away from the key of `fingerprint`.
+    pub(super) fn is_retired(&self, fingerprint: &str) -> bool {
+        self.file.retired_keys.iter().any(|f| f == fingerprint)
+    }
+
+    /// Records that the fleet finished rotating away from the key of `fingerprint`.
+    pub(super) fn retire(&mut self, fingerprint: &str) {
+        if !self.is_retired(fingerprint) {
+            self.file.retired_keys.push(fingerprint.to_owned());
+            self.changed = true;
+        }
     }
 
     /// Whether `value` of the shared record is the one accepted last.
@@ -115,7 +161,7 @@ impl Versions {
     ) -> Result<()> {
         let before = self.of(name).state;
         check_higher(what, before.as_ref(), version)?;
-        self.certs.entry(name.to_owned()).or_default().state = Some(Accepted {
+        self.file.certs.entry(name.to_owned()).or_default().state = Some(Accepted {
             version,
             digest: digest(value),
         });
@@ -136,7 +182,7 @@ impl Versions {
     ) -> Result<()> {
         let before = self.of(name).current;
         check_higher(what, before.as_ref().map(|c| &c.value), version)?;
-        self.certs.entry(name.to_owned()).or_default().current = Some(AcceptedCurrent {
+        self.file.certs.entry(name.to_owned()).or_default().current = Some(AcceptedCurrent {
             value: Accepted {
                 version,
                 digest: digest(value),
@@ -160,6 +206,22 @@ impl Versions {
         let kept = self.of(name).current.map_or(0, |a| a.value.version);
         next(name, "current certificate", kept.max(seen))
     }
+}
+
+/// The error of a file that does not read as versions: what it holds, why it matters, and the
+/// safe way back.
+fn damaged(path: &Path, e: &serde_json::Error) -> anyhow::Error {
+    anyhow!(
+        "{} is damaged ({e}): it holds the highest version of each certificate's shared record \
+         and current certificate this host accepted from the fleet, which is how it refuses old \
+         values put back into etcd; this host does nothing with the fleet until it reads. To \
+         recover: move the file aside (`mv {p} {p}.damaged`) and run again — the host then \
+         accepts what etcd holds now as the newest, so first check with `cert-agent fleet \
+         status` that the fleet's current serial is the one you expect (restoring the file \
+         from a backup of the state directory keeps the protection)",
+        path.display(),
+        p = path.display()
+    )
 }
 
 fn seen(accepted: Option<&Accepted>, value: &[u8]) -> Seen {
@@ -218,11 +280,34 @@ mod tests {
         assert_eq!(v.next_state("www", 0).unwrap(), 3);
         assert_eq!(v.next_current("www", 9).unwrap(), 10);
         assert!(v.next_state("shop", u64::MAX).is_err(), "no wrap");
+        // A retired key is remembered beside the versions.
+        let mut v = Versions::load(dir.path()).unwrap();
+        assert!(!v.is_retired("ab12"));
+        v.retire("ab12");
+        v.save().unwrap();
+        let v = Versions::load(dir.path()).unwrap();
+        assert!(v.is_retired("ab12"));
+        assert_eq!(v.seen_current("www", b"x"), Seen::Same);
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(dir.path().join(VERSIONS_FILE))
             .unwrap()
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_damaged_file_is_named_with_what_it_holds_and_how_to_recover() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(VERSIONS_FILE);
+        for bad in [&b"{\"www\": {\"state\": 7}}"[..], b"\x00\xff", b"{"] {
+            std::fs::write(&path, bad).unwrap();
+            let err = format!("{:#}", Versions::load(dir.path()).unwrap_err());
+            assert!(err.contains(&path.display().to_string()), "{err}");
+            assert!(err.contains("damaged"), "{err}");
+            assert!(err.contains("highest version"), "{err}");
+            assert!(err.contains(&format!("mv {}", path.display())), "{err}");
+            assert!(err.contains("fleet status"), "{err}");
+        }
     }
 }

@@ -71,7 +71,10 @@ pub async fn follow_changes(
                         break;
                     }
                     Ok(config) => match follow(&config, &link, &done).await {
-                        Ok(true) => due = false,
+                        Ok(true) => {
+                            tracing::debug!("fleet: synchronised");
+                            due = false;
+                        }
                         // A run holds the state: it synchronises itself; try again shortly.
                         Ok(false) => {}
                         Err(e) => tracing::warn!("fleet: {e:#}"),
@@ -87,6 +90,7 @@ pub async fn follow_changes(
             tokio::select! {
                 changed = watch.changed() => match changed {
                     Ok(changes) => {
+                        tracing::debug!(keys = ?changes.keys, "fleet: changed");
                         due |= changes.keys.iter().any(|k| concerns_hosts(k));
                         for event in changes.lead {
                             match event {

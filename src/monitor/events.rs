@@ -52,7 +52,7 @@ pub(super) struct Event {
 
 /// `announced.json`: the state last announced per certificate, and the events no delivery
 /// has taken yet.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Announced {
     #[serde(default)]
     states: BTreeMap<String, State>,
@@ -65,8 +65,14 @@ impl Announced {
     pub(super) fn load(store: &Store) -> Self {
         std::fs::read(store.dir().join(STATE_FILE))
             .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
+            .and_then(|b| Self::parse(&b))
             .unwrap_or_default()
+    }
+
+    /// `announced.json` holding `bytes`: `None` when it does not read (then nothing was
+    /// announced).
+    pub(super) fn parse(bytes: &[u8]) -> Option<Self> {
+        serde_json::from_slice(bytes).ok()
     }
 
     /// The events of `report` (a run at `now`) since the states last announced, which
@@ -172,6 +178,22 @@ fn events(
         next.insert(c.name.clone(), state);
     }
     (out, next)
+}
+
+/// For the fuzz target `fleet_values`: `data` as `announced.json` — refused or read, never a
+/// panic; what reads is written and read back the same. Not an interface of the agent.
+#[doc(hidden)]
+pub fn fuzz_announced(data: &[u8]) {
+    if let Some(a) = Announced::parse(data) {
+        let Ok(bytes) = serde_json::to_vec(&a) else {
+            panic!("what reads is written");
+        };
+        assert_eq!(
+            Announced::parse(&bytes).as_ref(),
+            Some(&a),
+            "reads back the same"
+        );
+    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,8 @@ mod served;
 pub mod status;
 
 pub use check::{CheckOptions, CheckReport, Level, check};
+#[doc(hidden)]
+pub use events::fuzz_announced;
 pub use metrics::text as metrics_text;
 pub use status::{StatusRow, add_served, collect as status_rows};
 

@@ -4,7 +4,10 @@
 //! no Partner API request (the sandbox's call log does not grow) and writes nothing under the
 //! fleet's prefix (etcd's revisions do not move); one order is billed and both hosts end
 //! serving the same serial. Also the engine with a lead lost between the shared order intent
-//! and the order: the order is not sent, counts as not placed, and leaves no intent behind.
+//! and the order: the order is not sent, counts as not placed, and leaves no intent behind —
+//! neither on the host nor, with real etcd, in the fleet: a leader paused right after sharing
+//! its intent notes on resuming that it never sent the order, and the next leader withdraws
+//! the intent and orders once, without `--clear-intent`.
 
 use crate::fleet_e2e::{DOMAIN, Fleet, ready};
 use crate::support;
@@ -258,4 +261,72 @@ fn an_order_kept_back_by_the_lead_guard_is_not_placed_and_leaves_no_intent() {
     );
     assert_eq!(env.order_posts(), 1);
     assert_eq!(env.billed(), 1);
+}
+
+/// Whether the process `child` is stopped (SIGSTOP).
+fn stopped(child: &std::process::Child) -> bool {
+    std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('T'))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn an_intent_whose_order_the_paused_leader_never_sent_is_withdrawn_by_the_next_leader() {
+    if !ready() {
+        return;
+    }
+    let env = TestEnv::new();
+    let cluster = EtcdCluster::start(env.dir.path(), 3);
+    let f = Fleet::build(
+        env,
+        &cluster.endpoints(),
+        "/unsent/",
+        &[Server::Nginx, Server::Nginx],
+        &[("www", DOMAIN)],
+    );
+    f.env.sandbox.set_dcv_ports(f.hosts[1].web.http_port(), 0);
+    // web1 shares its order intent, then stops (as if paused) before it sends the order.
+    let mut a = f
+        .env
+        .agent_at(&f.hosts[0].config, ["--json", "renew", "--wait", "60"])
+        .env("CERT_AGENT_FAILPOINT", "intent-saved:stop")
+        .spawn();
+    assert!(
+        wait_until(Duration::from_secs(60), || stopped(&a)),
+        "web1 did not stop after sharing its intent\n{}",
+        f.logs()
+    );
+    // Past its lease (5 s), then resumed: its guard keeps the order back.
+    std::thread::sleep(Duration::from_secs(7));
+    signal(&a, Signal::SIGCONT);
+    let status = wait_exit(&mut a, Duration::from_secs(60));
+    assert!(status.is_some(), "web1 did not end\n{}", f.logs());
+    let web1 = std::fs::read_to_string(f.env.path("logs/run-0.out")).unwrap_or_default()
+        + &std::fs::read_to_string(f.env.path("logs/run-0.err")).unwrap_or_default();
+    assert!(web1.contains("no request was sent"), "{web1}");
+    assert!(web1.contains("/unsent/hosts/web1/unplaced/www"), "{web1}");
+    assert_eq!(f.env.order_posts(), 0, "{}", f.logs());
+
+    // web2 leads next: it withdraws the intent and orders once; no --clear-intent.
+    let out = f.agent(1, &["--json", "renew", "--wait", "60"]);
+    out.expect_code(0);
+    assert_eq!(
+        out.outcome("www")["outcome"],
+        "installed",
+        "{}",
+        out.describe()
+    );
+    let journal = std::fs::read_to_string(f.hosts[1].state.join("journal.log")).unwrap_or_default();
+    assert!(journal.contains("fleet-intent-withdrawn"), "{journal}");
+    assert_eq!(f.env.order_posts(), 1, "one POST /order");
+    assert_eq!(f.env.billed(), 1, "one billed order");
+    // web1 installs what the fleet has; both serve one serial.
+    f.agent(0, &["--json", "renew"]).expect_code(0);
+    let serial = f.installed(1).expect("web2 installed");
+    f.wait_all_serve(&serial, Duration::from_secs(30));
+    assert_eq!(f.env.billed(), 1);
 }

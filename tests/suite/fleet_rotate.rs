@@ -3,8 +3,9 @@
 //! `secret_file` and the old one as `previous_secret_file` while runs go on, `fleet
 //! rotate-key` seals everything again on one host, then the old key goes everywhere.
 //! Throughout, both hosts serve the same serial (TLS handshake), no run fails and no order is
-//! placed; afterwards a host holding only the old key is refused by the key check, and a
-//! value sealed under the old key put back into etcd is refused, naming its etcd key.
+//! placed; once the rotation is complete, a value sealed under the old key put back into etcd
+//! is refused, naming its etcd key — by a host still holding the old key for reading too —,
+//! and a host holding only the old key is refused by the key check.
 
 use crate::fleet_e2e::{DOMAIN, Fleet};
 use crate::support;
@@ -171,6 +172,27 @@ fn the_fleet_rotates_its_key_while_it_serves() {
     r.keys(0, &new, Some(&old));
     r.runs_go_on(&serial, "both switched");
 
+    // While another host leads, rotate-key writes nothing: it needs the lead for its whole
+    // re-seal (each write fenced by it).
+    let keycheck = r.get("keycheck").unwrap();
+    let lease = r.rt.block_on(r.etcd.lease_grant(60, None)).unwrap().id();
+    r.rt.block_on(r.etcd.put(
+        format!("{PREFIX}leader"),
+        "web2",
+        Some(etcd_client::PutOptions::new().with_lease(lease)),
+    ))
+    .unwrap();
+    let out = r.f.agent(0, &["--json", "fleet", "rotate-key"]);
+    out.expect_failure();
+    assert!(
+        out.stderr
+            .contains("web2 leads the fleet now; nothing was re-sealed"),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(r.get("keycheck").unwrap(), keycheck);
+    r.rt.block_on(r.etcd.lease_revoke(lease)).unwrap();
+
     // One host seals everything again, as the leader.
     let out = r.f.agent(0, &["--json", "fleet", "rotate-key"]);
     out.expect_code(0);
@@ -193,11 +215,33 @@ fn the_fleet_rotates_its_key_while_it_serves() {
         of(rel);
     }
     assert_eq!(report["left"].as_array().unwrap().len(), 0, "{report}");
+    assert_eq!(report["complete"], true, "{report}");
     // Again: nothing is left under the old key.
     let again = r.f.agent(0, &["--json", "fleet", "rotate-key"]);
     again.expect_code(0);
     assert_eq!(again.json()["resealed"].as_array().unwrap().len(), 0);
     r.runs_go_on(&serial, "re-sealed");
+
+    // The rotation complete, the old key still configured for reading: a value sealed under
+    // it put back is refused (the key check is under the new key), naming its etcd key.
+    let resealed_current = r.get("certs/www/current").unwrap();
+    r.put("certs/www/current", sealed_under_old.clone());
+    let out = r.f.agent(1, &["--json", "renew"]);
+    let o = out.outcome("www");
+    assert_eq!(o["outcome"], "failed", "{}", out.describe());
+    let error = o["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!("{PREFIX}certs/www/current"))
+            && error.contains("previous fleet key")
+            && error.contains("rotation is complete"),
+        "{error}"
+    );
+    // The leader of that run published its certificate again over the refused value; put
+    // the fleet's value back otherwise.
+    if r.get("certs/www/current").as_ref() == Some(&sealed_under_old) {
+        r.put("certs/www/current", resealed_current);
+    }
+    r.runs_go_on(&serial, "the old value refused");
 
     // The old key goes, host by host.
     r.keys(1, &new, None);

@@ -9,8 +9,10 @@
 use crate::fleet_e2e::{DOMAIN, Fleet, ready};
 use crate::support;
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use support::env::{TestEnv, norm_serial, wait_until};
@@ -76,6 +78,54 @@ impl Trial {
         self.rt
             .block_on(self.etcd.put(format!("{PREFIX}{rel}"), value, None))
             .unwrap();
+    }
+
+    /// Every value written under `dcv/` from now on, by key (relative to the prefix), in order:
+    /// the sealed validation files the leader publishes and withdraws within one run.
+    fn capture_dcv(&self) -> Arc<Mutex<BTreeMap<String, Vec<Vec<u8>>>>> {
+        let seen: Arc<Mutex<BTreeMap<String, Vec<Vec<u8>>>>> = Arc::default();
+        let out = seen.clone();
+        let endpoints = self._cluster.endpoints();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let Ok(mut etcd) = etcd_client::Client::connect(endpoints, None).await else {
+                    return;
+                };
+                let watch = etcd
+                    .watch(
+                        format!("{PREFIX}dcv/"),
+                        Some(etcd_client::WatchOptions::new().with_prefix()),
+                    )
+                    .await;
+                let Ok(mut stream) = watch else {
+                    return;
+                };
+                let _ = ready_tx.send(());
+                while let Ok(Some(resp)) = stream.message().await {
+                    for kv in resp.events().iter().filter_map(|e| e.kv()) {
+                        if kv.value().is_empty() {
+                            continue;
+                        }
+                        let key = String::from_utf8_lossy(kv.key());
+                        let rel = key.strip_prefix(PREFIX).unwrap_or(&key).to_owned();
+                        out.lock()
+                            .unwrap()
+                            .entry(rel)
+                            .or_default()
+                            .push(kv.value().to_vec());
+                    }
+                }
+            });
+        });
+        ready_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the watch of dcv/ started");
+        seen
     }
 
     /// Host `i`'s record of `name`: what is installed (serial and time).
@@ -238,7 +288,23 @@ fn a_forged_validation_file_is_never_served() {
         return;
     }
     let mut t = Trial::start();
+    // Sealed validation files of the fleet, caught while the leader published them: www's
+    // of the reissue below (older then), shop's of a reissue of shop.
+    let dcv = t.capture_dcv();
+    t.move_www_on();
+    t.f.agent(0, &["--json", "reissue", "shop", "--wait", "60"])
+        .expect_code(0);
+    let caught = |rel: &str| {
+        let seen = dcv.lock().unwrap();
+        seen.get(rel)
+            .and_then(|v| v.first().cloned())
+            .unwrap_or_else(|| panic!("no sealed {rel} was published: {:?}", seen.keys()))
+    };
+    let (old_www, shop) = (caught("dcv/www"), caught("dcv/shop"));
     let rel = "dcv/www";
+    let e = t.attack("an older sealed validation file", rel, old_www);
+    assert!(e.contains("pending CSR"), "{e}");
+    t.attack("another certificate's validation file", rel, shop);
     let forged = serde_json::to_vec(&serde_json::json!({
         "file_name": "0123456789ABCDEF0123456789ABCDEF.txt",
         "content": "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF\ncomodoca.com\nforged"
@@ -277,8 +343,40 @@ fn a_rolled_back_current_certificate_is_refused() {
     t.attack("another purpose", rel, state);
 }
 
+/// The leader key is the one value not sealed (a host's name on its lease; every write of a
+/// leader is fenced by the key's creation): a value put there without a lease — garbage, a
+/// host's name — would stop every lead for good. It is ended, and the run leads as usual.
 #[test]
-fn a_forged_spec_or_host_result_is_refused_for_its_certificate_only() {
+fn a_forged_leader_key_without_a_lease_does_not_stop_the_fleet() {
+    if !ready() {
+        return;
+    }
+    let mut t = Trial::start();
+    let billed = t.f.env.billed();
+    for (case, value) in [
+        ("garbage", GARBAGE.to_vec()),
+        ("another host", b"web2".to_vec()),
+    ] {
+        t.put("leader", value);
+        let before = t.installed(0, "shop").unwrap()["serial"].clone();
+        let out = t.f.agent(0, &["--json", "reissue", "shop", "--wait", "60"]);
+        out.expect_code(0);
+        let after = t.installed(0, "shop").unwrap()["serial"].clone();
+        assert_ne!(
+            before,
+            after,
+            "{case}: web1 led and reissued: {}",
+            out.describe()
+        );
+        assert!(t.get("leader").is_none(), "{case}: the lead was given up");
+    }
+    assert_eq!(t.f.env.billed(), billed);
+}
+
+/// (A spec is written once, at version 1, and never changes: an older sealed spec is the same
+/// value.)
+#[test]
+fn a_forged_spec_is_refused_for_its_certificate_only() {
     if !ready() {
         return;
     }
@@ -294,13 +392,10 @@ fn a_forged_spec_or_host_result_is_refused_for_its_certificate_only() {
     t.attack("another certificate's spec", rel, shop);
     let check = t.get("keycheck").unwrap();
     t.attack("another purpose", rel, check);
+}
 
-    // A host result that does not open shows as an error in `fleet status`, never as current.
-    let forged = serde_json::to_vec(&serde_json::json!({
-        "serial": "01", "version": 1, "at": "2026-01-01T00:00:00Z"
-    }))
-    .unwrap();
-    t.put("hosts/web2/certs/www", forged);
+/// web2's row of `www` in `fleet status --json`.
+fn web2_status(t: &Trial) -> serde_json::Value {
     let st = t.f.agent(0, &["--json", "fleet", "status"]);
     let v = st.json();
     let www = v["certificates"]
@@ -309,17 +404,133 @@ fn a_forged_spec_or_host_result_is_refused_for_its_certificate_only() {
         .iter()
         .find(|c| c["name"] == "www")
         .cloned()
-        .unwrap();
-    let web2 = www["hosts"]
+        .unwrap_or_else(|| panic!("{v}"));
+    www["hosts"]
         .as_array()
         .unwrap()
         .iter()
         .find(|h| h["host"] == "web2")
         .cloned()
+        .unwrap_or_else(|| panic!("{v}"))
+}
+
+/// A host result that does not open — garbage, unsealed, another certificate's, another
+/// purpose's — shows as an error naming its key in `fleet status`, never as current. An older
+/// sealed result put back (a replay) shows the older serial: the host is seen as not serving
+/// the current certificate, never the reverse.
+#[test]
+fn a_forged_or_replayed_host_result_never_shows_a_host_as_current() {
+    if !ready() {
+        return;
+    }
+    let mut t = Trial::start();
+    let rel = "hosts/web2/certs/www";
+    let old = t.get(rel).unwrap();
+    t.move_www_on();
+    let current = t.installed(1, "www").unwrap()["serial"]
+        .as_str()
+        .map(norm_serial)
         .unwrap();
-    let error = web2["error"].as_str().unwrap_or_default();
+    let unsealed = serde_json::to_vec(&serde_json::json!({
+        "serial": current, "version": 99, "at": "2099-01-01T00:00:00Z"
+    }))
+    .unwrap();
+    let shop = t.get("hosts/web2/certs/shop").unwrap();
+    let seen = t.get("hosts/web2/seen").unwrap();
+    let cases: [(&str, Vec<u8>); 4] = [
+        ("garbage", GARBAGE.to_vec()),
+        ("unsealed", unsealed),
+        ("another certificate's", shop),
+        ("another purpose", seen),
+    ];
+    let fresh = t.get(rel).unwrap();
+    for (case, value) in cases {
+        t.put(rel, value);
+        let web2 = web2_status(&t);
+        let error = web2["error"].as_str().unwrap_or_default();
+        assert!(error.contains(&format!("{PREFIX}{rel}")), "{case}: {web2}");
+        assert!(web2["serial"].is_null(), "{case}: {web2}");
+    }
+    t.put(rel, old);
+    let web2 = web2_status(&t);
+    let shown = web2["serial"].as_str().map(norm_serial);
     assert!(
-        error.contains(&format!("{PREFIX}hosts/web2/certs/www")),
-        "{v}"
+        shown.is_some() && shown.as_deref() != Some(current.as_str()),
+        "a replayed result shows the older serial: {web2}"
     );
+    t.put(rel, fresh);
+}
+
+/// Host `i`'s `secret_file`.
+fn set_secret_file(t: &Trial, i: usize, key: &std::path::Path) {
+    let path = &t.f.hosts[i].config;
+    let text = fs::read_to_string(path).unwrap();
+    let text: Vec<String> = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("secret_file = ") {
+                format!("secret_file = \"{}\"", key.display())
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    fs::write(path, text.join("\n") + "\n").unwrap();
+}
+
+/// A key check that is not the fleet's (garbage, unsealed, a sealed value of another
+/// purpose) does not stop the fleet: the hosts' key opens the fleet's other values, so the
+/// key check is refused, the runs go on, and the leader seals it again. (A key check sealed
+/// earlier by the fleet holds the same text at the same version: put back, it is the fleet's.)
+/// A host whose key is not the fleet's still stops, saying so.
+#[test]
+fn a_forged_key_check_is_sealed_again_and_a_host_with_another_key_still_stops() {
+    if !ready() {
+        return;
+    }
+    let mut t = Trial::start();
+    let spec = t.get("certs/www/spec").unwrap();
+    let cases: [(&str, Vec<u8>); 3] = [
+        ("garbage", GARBAGE.to_vec()),
+        ("unsealed", b"cert-agent fleet key".to_vec()),
+        ("another purpose", spec),
+    ];
+    let billed = t.f.env.billed();
+    for (case, forged) in cases {
+        t.put("keycheck", forged.clone());
+        for i in [1, 0] {
+            let out = t.f.agent(i, &["--json", "renew"]);
+            out.expect_code(0);
+            for name in ["www", "shop"] {
+                assert_ne!(
+                    out.outcome(name)["outcome"],
+                    "failed",
+                    "{case}: host {i}: {}",
+                    out.describe()
+                );
+            }
+        }
+        let now = t.get("keycheck").unwrap();
+        assert_ne!(now, forged, "{case}: the leader sealed the key check again");
+        t.f.agent(1, &["--json", "renew"]).expect_code(0);
+    }
+    assert_eq!(t.f.env.billed(), billed);
+
+    // A host with another key: nothing opens, it stops and says so.
+    let other = t.f.env.path("other.key");
+    fs::write(&other, [0x11u8; 32]).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&other, fs::Permissions::from_mode(0o600)).unwrap();
+    set_secret_file(&t, 1, &other);
+    let out = t.f.agent(1, &["--json", "renew"]);
+    out.expect_failure();
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        text.contains("not the fleet's") && text.contains(&format!("{PREFIX}keycheck")),
+        "{}",
+        out.describe()
+    );
+    let key = t.f.env.path("fleet.key");
+    set_secret_file(&t, 1, &key);
+    t.f.agent(1, &["--json", "renew"]).expect_code(0);
 }

@@ -1,0 +1,19 @@
+//! What a fleet host reads from etcd and from its state directory: the sealed envelope of a
+//! value (at every kind of key, with two keys held) and the documents inside one,
+//! `fleet-versions.json` and `announced.json`. The first byte picks the parser, the rest is
+//! its input. Must never panic; a value sealed opens back the same, and a file that reads is
+//! written and read back the same.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    match which % 3 {
+        0 => cert_agent::fleet::fuzzing::envelope(rest),
+        1 => cert_agent::fleet::fuzzing::versions(rest),
+        _ => cert_agent::monitor::fuzz_announced(rest),
+    }
+});

@@ -1,0 +1,92 @@
+//! Entry points for the fuzz target `fleet_values` (fuzz/fuzz_targets/fleet_values.rs): the
+//! parsers of what a host reads from etcd (an envelope, and the documents inside one) and of
+//! `state_dir/fleet-versions.json`, on any bytes. Each must refuse what it cannot read, never
+//! panic, and read back what it writes. Not an interface of the agent.
+
+use std::path::PathBuf;
+
+use super::envelope::{self, Place, Purpose};
+use super::key::{FleetKey, FleetKeys, KEY_LEN};
+use super::schema::{Current, DcvEntry, HostResult, Kind, SharedState, Spec, Unplaced};
+use super::versions::Versions;
+
+/// `data` as a value read from etcd at every kind of key; and `data` sealed, opened back.
+pub fn envelope(data: &[u8]) {
+    let (Some(current), Some(previous)) = (
+        FleetKey::from_bytes(&[0x5a; KEY_LEN]),
+        FleetKey::from_bytes(&[0x11; KEY_LEN]),
+    ) else {
+        panic!("a key of {KEY_LEN} bytes is a key");
+    };
+    let keys = FleetKeys::new(current, Some(previous));
+    for rel in [
+        "keycheck",
+        "certs/www/spec",
+        "certs/www/state",
+        "certs/www/current",
+        "dcv/www",
+        "hosts/web1/certs/www",
+        "hosts/web1/seen",
+        "hosts/web1/unplaced/www",
+    ] {
+        let Some(kind) = Kind::of(rel) else {
+            panic!("{rel} is a key of the fleet");
+        };
+        let _ = envelope::open_raw(&keys, &kind.place(rel), data);
+    }
+    let place = Place::new(Purpose::State, "certs/www/state", "www");
+    let Ok(sealed) = envelope::seal(&keys, &place, 7, data) else {
+        panic!("sealing does not fail");
+    };
+    match envelope::open_raw(&keys, &place, &sealed) {
+        Ok((7, plain, _)) => assert_eq!(plain, data, "opens back as sealed"),
+        other => panic!("a sealed value does not open back: {other:?}"),
+    }
+    let _ = serde_json::from_slice::<SharedState>(data);
+    let _ = serde_json::from_slice::<Current>(data);
+    let _ = serde_json::from_slice::<DcvEntry>(data);
+    let _ = serde_json::from_slice::<HostResult>(data);
+    let _ = serde_json::from_slice::<Spec>(data);
+    let _ = serde_json::from_slice::<Unplaced>(data);
+}
+
+/// `data` as `fleet-versions.json`: what reads is written and read back the same.
+pub fn versions(data: &[u8]) {
+    let path = PathBuf::from("/var/lib/cert-agent/fleet-versions.json");
+    match Versions::parse(path.clone(), data) {
+        Ok(v) => {
+            let Ok(bytes) = v.to_bytes() else {
+                panic!("what reads is written");
+            };
+            match Versions::parse(path, &bytes) {
+                Ok(again) => assert!(again.same_as(&v), "reads back the same"),
+                Err(e) => panic!("what is written does not read back: {e:#}"),
+            }
+        }
+        Err(e) => {
+            let text = format!("{e:#}");
+            assert!(text.contains("fleet-versions.json"), "{text}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The seeds of the fuzz target, and a few cut or altered: none panics.
+    #[test]
+    fn the_fuzz_seeds_read_without_a_panic() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/fleet_values");
+        let mut seeds = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let data = std::fs::read(entry.unwrap().path()).unwrap();
+            seeds += 1;
+            for cut in [data.len(), data.len() / 2, 1] {
+                let rest = &data[1..cut.max(1)];
+                super::envelope(rest);
+                super::versions(rest);
+                crate::monitor::fuzz_announced(rest);
+            }
+        }
+        assert!(seeds >= 4);
+    }
+}
