@@ -130,7 +130,7 @@ fn a_failing_reissue_fails_on_every_host_once_per_change_of_state() {
         re.expect_code(1);
         assert_eq!(re.outcome("www")["outcome"], "failed", "{}", re.describe());
         if round == 3 {
-            t.put("leader", b"web9".to_vec());
+            t.hold_lead("web9");
         }
         let f = &t.f;
         // Exit 3: one certificate failed, the other is in order.
@@ -257,7 +257,7 @@ fn a_value_that_does_not_open_fails_this_host_until_it_is_fixed() {
     t.put("certs/www/current", b"\x00\x01 not a value \xff".to_vec());
 
     // Blocked from leading (another host holds the lead): the garbage stays.
-    t.put("leader", b"web9".to_vec());
+    t.hold_lead("web9");
     let out = t.f.agent(1, &["--json", "renew"]);
     out.expect_code(3);
     let error = out.outcome("www")["error"]
@@ -381,7 +381,7 @@ fn a_follower_that_keeps_a_newer_certificate_says_why() {
     assert_ne!(newer, fleet_serial);
 
     // Another host holds the lead: web2 only synchronises, and keeps its newer certificate.
-    t.put("leader", b"web9".to_vec());
+    t.hold_lead("web9");
     let out = t.f.agent(1, &["--json", "renew"]);
     out.expect_code(0);
     let reason = out.outcome("www")["reason"]
@@ -477,7 +477,7 @@ fn the_daemons_follow_loop_notifies_and_writes_metrics_as_a_run_does() {
     watch(&t.f);
     // No host can lead: web2's daemon only follows the fleet (its scheduled run, within a
     // minute, synchronises only, too).
-    t.put("leader", b"web9".to_vec());
+    t.hold_lead("web9");
     t.f.start_daemon(1);
     let original = t.get("certs/www/current").unwrap();
     let failures = |t: &Trial| {

@@ -80,6 +80,23 @@ impl Trial {
             .unwrap();
     }
 
+    /// Writes the leader key as another host's lead would: `host` on a lease (ten minutes) of
+    /// its own, so that no host of the trial leads until the key is deleted.
+    pub(crate) fn hold_lead(&mut self, host: &str) {
+        let lease = self
+            .rt
+            .block_on(self.etcd.lease_grant(600, None))
+            .unwrap()
+            .id();
+        let options = etcd_client::PutOptions::new().with_lease(lease);
+        self.rt
+            .block_on(
+                self.etcd
+                    .put(format!("{PREFIX}leader"), host.as_bytes(), Some(options)),
+            )
+            .unwrap();
+    }
+
     /// Every value written under `dcv/` from now on, by key (relative to the prefix), in order:
     /// the sealed validation files the leader publishes and withdraws within one run.
     fn capture_dcv(&self) -> Arc<Mutex<BTreeMap<String, Vec<Vec<u8>>>>> {
