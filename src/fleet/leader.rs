@@ -483,43 +483,10 @@ pub async fn run(
         set(&mut report, &s.name, s.outcome);
     }
     let Some(lead) = link.fleet.try_lead_exclusive().await? else {
-        let leader = link
-            .fleet
-            .leader()
-            .await?
-            .unwrap_or_else(|| "another host".into());
-        for c in &mut report.certificates {
-            if matches!(c.outcome, Outcome::Pending { .. }) && !from_sync.contains(&c.name) {
-                c.outcome = Outcome::Unchanged {
-                    reason: format!(
-                        "{leader} leads the fleet and renews it; this host installs what it \
-                         publishes"
-                    ),
-                };
-            }
-        }
-        fleet_failures(store, &mut report);
+        not_leading(&link, store, &mut report, &from_sync).await?;
         return Ok((report, Vec::new()));
     };
-    tracing::info!(host = %link.fleet.host(), "leading the fleet for this run");
-    reseal_forged_key_check(&link, &lead).await;
-    if let Err(e) = store.audit(
-        None,
-        "fleet-lead-taken",
-        &serde_json::json!({ "host": link.fleet.host() }),
-    ) {
-        tracing::warn!("{e}");
-    }
-    if let Some(why) = &opts.takeover {
-        tracing::info!("taking over the fleet's work: {why}");
-        report.takeover = Some(why.clone());
-        for cert in certs {
-            let detail = serde_json::json!({ "host": link.fleet.host(), "reason": why });
-            if let Err(e) = store.journal(&cert.name, "fleet-takeover", detail) {
-                tracing::warn!(certificate = %cert.name, "{e}");
-            }
-        }
-    }
+    announce_lead(&link, &lead, opts, store, certs, &mut report).await;
     let mut eligible = Vec::new();
     let mut imported = BTreeMap::new();
     let mut versions = Versions::load(store.dir())?;
@@ -593,6 +560,65 @@ pub async fn run(
         merge_requests(&mut requests, own);
     }
     Ok((report, requests))
+}
+
+/// When another host leads: each certificate this host's install of the fleet's work did not
+/// decide is left to that leader (`from_sync`: those it decided), then the fleet's failures.
+async fn not_leading(
+    link: &FleetLink,
+    store: &Store,
+    report: &mut RunReport,
+    from_sync: &std::collections::BTreeSet<String>,
+) -> Result<()> {
+    let leader = link
+        .fleet
+        .leader()
+        .await?
+        .unwrap_or_else(|| "another host".into());
+    for c in &mut report.certificates {
+        if matches!(c.outcome, Outcome::Pending { .. }) && !from_sync.contains(&c.name) {
+            c.outcome = Outcome::Unchanged {
+                reason: format!(
+                    "{leader} leads the fleet and renews it; this host installs what it \
+                     publishes"
+                ),
+            };
+        }
+    }
+    fleet_failures(store, report);
+    Ok(())
+}
+
+/// Once this host leads: the forged key check resealed, `fleet-lead-taken` in the audit log
+/// and, when the run takes over a lead that ended with its lease, `fleet-takeover` in each
+/// certificate's journal and the reason in the report.
+async fn announce_lead(
+    link: &FleetLink,
+    lead: &Leadership,
+    opts: &RunOptions,
+    store: &Store,
+    certs: &[&CertificateConfig],
+    report: &mut RunReport,
+) {
+    tracing::info!(host = %link.fleet.host(), "leading the fleet for this run");
+    reseal_forged_key_check(link, lead).await;
+    if let Err(e) = store.audit(
+        None,
+        "fleet-lead-taken",
+        &serde_json::json!({ "host": link.fleet.host() }),
+    ) {
+        tracing::warn!("{e}");
+    }
+    if let Some(why) = &opts.takeover {
+        tracing::info!("taking over the fleet's work: {why}");
+        report.takeover = Some(why.clone());
+        for cert in certs {
+            let detail = serde_json::json!({ "host": link.fleet.host(), "reason": why });
+            if let Err(e) = store.journal(&cert.name, "fleet-takeover", detail) {
+                tracing::warn!(certificate = %cert.name, "{e}");
+            }
+        }
+    }
 }
 
 /// After the leader's export: on each record this host changed and shared, the fleet's last
