@@ -53,6 +53,23 @@ pub(super) struct View {
 }
 
 impl View {
+    /// Reads the values under `certs/` and `dcv/` and the versions this host accepted.
+    async fn read(link: &FleetLink, store: &Store) -> Result<Self> {
+        Ok(View {
+            docs: link.fleet.list("certs/").await?.into_iter().collect(),
+            dcv: link
+                .fleet
+                .list("dcv/")
+                .await?
+                .into_iter()
+                .filter_map(|(k, v)| Some((k.strip_prefix("dcv/")?.to_owned(), v)))
+                .collect(),
+            versions: Versions::load(store.dir())?,
+            problems: BTreeMap::new(),
+            attempts: BTreeMap::new(),
+        })
+    }
+
     fn problem(&mut self, name: &str, error: String) {
         tracing::warn!(certificate = %name, "{error}");
         self.problems
@@ -76,19 +93,7 @@ pub(super) async fn sync(
     refused: &BTreeMap<String, String>,
 ) -> Result<SyncReport> {
     let host = link.fleet.host().to_owned();
-    let mut view = View {
-        docs: link.fleet.list("certs/").await?.into_iter().collect(),
-        dcv: link
-            .fleet
-            .list("dcv/")
-            .await?
-            .into_iter()
-            .filter_map(|(k, v)| Some((k.strip_prefix("dcv/")?.to_owned(), v)))
-            .collect(),
-        versions: Versions::load(store.dir())?,
-        problems: BTreeMap::new(),
-        attempts: BTreeMap::new(),
-    };
+    let mut view = View::read(link, store).await?;
     let pending = pending_csrs(link, config, refused, &mut view);
     let validating = sync_dcv(link, config, store, refused, &pending, &mut view)?;
     let mut out = Vec::new();

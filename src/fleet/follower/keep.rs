@@ -6,12 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use time::OffsetDateTime;
 
-use crate::fleet::link::FleetLink;
-use crate::fleet::schema::HostResult;
 use super::{Synced, report_host};
 use crate::config::Config;
 use crate::crypto;
 use crate::engine::{Job, Outcome};
+use crate::fleet::link::FleetLink;
+use crate::fleet::schema::HostResult;
 use crate::store::{FleetAttempt, Store};
 
 /// What this host does with the fleet's certificate `serial` (version `version` at `key`).
@@ -25,7 +25,13 @@ pub(super) enum Keep {
     Newer(String),
 }
 
-pub(super) fn keeps(job: &Job<'_>, key: &str, version: u64, serial: &str, not_before: OffsetDateTime) -> Keep {
+pub(super) fn keeps(
+    job: &Job<'_>,
+    key: &str,
+    version: u64,
+    serial: &str,
+    not_before: OffsetDateTime,
+) -> Keep {
     match job.rec.installed.as_ref() {
         Some(i) if crypto::same_serial_hex(&i.serial, serial) => Keep::Serves,
         Some(i) if i.not_before > not_before => Keep::Newer(format!(
@@ -55,7 +61,13 @@ fn short(t: OffsetDateTime) -> String {
 }
 
 /// Reports under `hosts/HOST/` that this host keeps its own newer certificate of `job`.
-pub(super) async fn report_skip(link: &FleetLink, host: &str, job: &Job<'_>, version: u64, why: &str) {
+pub(super) async fn report_skip(
+    link: &FleetLink,
+    host: &str,
+    job: &Job<'_>,
+    version: u64,
+    why: &str,
+) {
     let installed = job.rec.installed.as_ref();
     let result = HostResult {
         serial: installed.map(|i| i.serial.clone()),
