@@ -24,8 +24,10 @@ use time::OffsetDateTime;
 use crate::fsutil;
 
 pub mod audit;
+mod parts;
 mod retired;
 
+pub use parts::{FleetAttempt, Held, PlaceholderMark, RevocationSeen, ValidationMark};
 pub use retired::Retired;
 
 /// Version of the record format.
@@ -196,37 +198,6 @@ impl PublishedDcv {
     }
 }
 
-/// The last successful validation of one domain, as the agent saw it: the certificate it
-/// validated was issued.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ValidationMark {
-    /// `HTTP`, `DNS` or `EMAIL`.
-    pub method: String,
-    #[serde(with = "time::serde::rfc3339")]
-    pub at: OffsetDateTime,
-}
-
-/// What the CRL said of an installed certificate when a run last read it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RevocationSeen {
-    /// The serial it was said of.
-    pub serial: String,
-    /// `good`, `revoked`, `unknown` or `no_crl`.
-    pub state: String,
-    /// The CRL's URL, when one was read or tried.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    /// What was found, in words.
-    pub detail: String,
-}
-
-impl RevocationSeen {
-    /// Whether it is about `serial` (the installed one) and says revoked.
-    pub fn revokes(&self, serial: &str) -> bool {
-        self.state == "revoked" && self.serial.eq_ignore_ascii_case(serial)
-    }
-}
-
 /// Everything cert-agent remembers about one configured certificate.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CertRecord {
@@ -312,80 +283,6 @@ pub struct CertRecord {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
-}
-
-/// The fleet's last attempt at a certificate: what its shared record says about failures.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FleetAttempt {
-    /// Consecutive failed attempts of the fleet (0: its last attempt did not fail).
-    #[serde(default)]
-    pub failures: u32,
-    /// The last failure's message (printable, at most [`FleetAttempt::MAX_ERROR`] characters).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// When the fleet last failed on it.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "time::serde::rfc3339::option"
-    )]
-    pub failed_at: Option<OffsetDateTime>,
-    /// The host that wrote the shared record (the leader of that attempt).
-    #[serde(default)]
-    pub by: String,
-}
-
-impl FleetAttempt {
-    /// The longest error text kept from the fleet's record.
-    pub const MAX_ERROR: usize = 1000;
-
-    /// Whether the fleet's last attempt failed.
-    pub fn failing(&self) -> bool {
-        self.failures > 0
-    }
-
-    /// One line for `status`, `check` and notifications.
-    pub fn describe(&self) -> String {
-        let when = self
-            .failed_at
-            .map(|t| {
-                let t = t.to_offset(time::UtcOffset::UTC);
-                format!(
-                    " at {:04}-{:02}-{:02} {:02}:{:02} UTC",
-                    t.year(),
-                    u8::from(t.month()),
-                    t.day(),
-                    t.hour(),
-                    t.minute()
-                )
-            })
-            .unwrap_or_default();
-        format!(
-            "the fleet's last {} attempt(s) failed (led by {}{when}): {}",
-            self.failures,
-            if self.by.is_empty() { "?" } else { &self.by },
-            self.error.as_deref().unwrap_or("unknown error")
-        )
-    }
-}
-
-/// An issued certificate held until it is valid (its archive in `held/NAME.zip`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Held {
-    pub certificate_id: u64,
-    /// Upper-case hex serial of the held leaf.
-    pub serial: String,
-    /// When it begins: installed from then on.
-    #[serde(with = "time::serde::rfc3339")]
-    pub not_before: OffsetDateTime,
-}
-
-/// The self-signed placeholder written at a certificate's install paths.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PlaceholderMark {
-    pub serial: String,
-    #[serde(with = "time::serde::rfc3339")]
-    pub written_at: OffsetDateTime,
 }
 
 impl CertRecord {

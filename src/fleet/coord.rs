@@ -20,6 +20,10 @@ use etcd_client::{
 use super::deadline::{self, Held, deadline_of, lock};
 use super::options::{FleetOptions, tls};
 
+mod events;
+
+pub use events::{Changes, FleetWatch, LeadEvent};
+
 /// What went wrong with the fleet's store.
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
@@ -370,79 +374,6 @@ impl Fleet {
             renewing,
         }))
     }
-}
-
-/// A watch of the fleet's keys.
-pub struct FleetWatch {
-    stream: etcd_client::WatchStream,
-    prefix: String,
-    endpoints: String,
-}
-
-impl FleetWatch {
-    /// Waits for the next changes: the keys (relative to the prefix) that were written or
-    /// deleted, and what happened to the lead. An error means the watch ended (etcd
-    /// unreachable); watch again.
-    pub async fn changed(&mut self) -> Result<Changes, FleetError> {
-        loop {
-            match self.stream.message().await {
-                Ok(Some(resp)) => {
-                    if resp.canceled() {
-                        return Err(FleetError::Unavailable {
-                            endpoints: self.endpoints.clone(),
-                            detail: format!("the watch was cancelled: {}", resp.cancel_reason()),
-                        });
-                    }
-                    let mut changes = Changes::default();
-                    for event in resp.events() {
-                        let Some(kv) = event.kv() else { continue };
-                        let k = String::from_utf8_lossy(kv.key());
-                        let rel = k.strip_prefix(&self.prefix).unwrap_or(&k).to_owned();
-                        if rel == LEADER {
-                            changes.lead.push(match event.event_type() {
-                                etcd_client::EventType::Delete => LeadEvent::Ended {
-                                    revision: kv.mod_revision(),
-                                },
-                                etcd_client::EventType::Put => LeadEvent::Taken {
-                                    host: String::from_utf8_lossy(kv.value()).into_owned(),
-                                },
-                            });
-                        }
-                        changes.keys.push(rel);
-                    }
-                    if !changes.keys.is_empty() {
-                        return Ok(changes);
-                    }
-                }
-                Ok(None) => {
-                    return Err(FleetError::Unavailable {
-                        endpoints: self.endpoints.clone(),
-                        detail: "the watch ended".into(),
-                    });
-                }
-                Err(e) => return Err(unavailable(&self.endpoints, &e)),
-            }
-        }
-    }
-}
-
-/// What one answer of a [`FleetWatch`] reports.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Changes {
-    /// The keys (relative to the prefix) written or deleted.
-    pub keys: Vec<String>,
-    /// What happened to the lead, in order.
-    pub lead: Vec<LeadEvent>,
-}
-
-/// A change of the leader key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LeadEvent {
-    /// `host` took the lead.
-    Taken { host: String },
-    /// The leader key was deleted at `revision`: the lead was given up (see
-    /// [`Fleet::resigned_at`]) or its lease ended.
-    Ended { revision: i64 },
 }
 
 /// The leader key, relative to the prefix.

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, anyhow};
 use time::OffsetDateTime;
 
 use crate::config::{CertificateConfig, Config};
-use crate::crypto::{self, CsrHashes};
+use crate::crypto::CsrHashes;
 use crate::dcv::ValidationFile;
 use crate::engine::{Job, Outcome, Ready, RunReport, RunStats, deploy};
 use crate::store::{FleetAttempt, Store};
@@ -19,6 +19,10 @@ use super::link::{FleetLink, check_specs};
 use super::schema::{DcvEntry, HostResult, current_key, dcv_key, host_key, seen_key, state_key};
 use super::shared::{check_dcv, open_current, open_state};
 use super::versions::{Seen, Versions};
+
+mod keep;
+
+use keep::{Keep, keeps, note_outcomes, report_skip};
 
 /// What [`sync`] did for one certificate.
 #[derive(Debug)]
@@ -49,6 +53,23 @@ pub(super) struct View {
 }
 
 impl View {
+    /// Reads the values under `certs/` and `dcv/` and the versions this host accepted.
+    async fn read(link: &FleetLink, store: &Store) -> Result<Self> {
+        Ok(View {
+            docs: link.fleet.list("certs/").await?.into_iter().collect(),
+            dcv: link
+                .fleet
+                .list("dcv/")
+                .await?
+                .into_iter()
+                .filter_map(|(k, v)| Some((k.strip_prefix("dcv/")?.to_owned(), v)))
+                .collect(),
+            versions: Versions::load(store.dir())?,
+            problems: BTreeMap::new(),
+            attempts: BTreeMap::new(),
+        })
+    }
+
     fn problem(&mut self, name: &str, error: String) {
         tracing::warn!(certificate = %name, "{error}");
         self.problems
@@ -72,19 +93,7 @@ pub(super) async fn sync(
     refused: &BTreeMap<String, String>,
 ) -> Result<SyncReport> {
     let host = link.fleet.host().to_owned();
-    let mut view = View {
-        docs: link.fleet.list("certs/").await?.into_iter().collect(),
-        dcv: link
-            .fleet
-            .list("dcv/")
-            .await?
-            .into_iter()
-            .filter_map(|(k, v)| Some((k.strip_prefix("dcv/")?.to_owned(), v)))
-            .collect(),
-        versions: Versions::load(store.dir())?,
-        problems: BTreeMap::new(),
-        attempts: BTreeMap::new(),
-    };
+    let mut view = View::read(link, store).await?;
     let pending = pending_csrs(link, config, refused, &mut view);
     let validating = sync_dcv(link, config, store, refused, &pending, &mut view)?;
     let mut out = Vec::new();
@@ -309,107 +318,6 @@ impl CurrentSeen {
             ));
         } else {
             self.ready = Some(ready);
-        }
-    }
-}
-
-/// What this host does with the fleet's certificate `serial` (version `version` at `key`).
-enum Keep {
-    Install,
-    /// It serves that certificate already.
-    Serves,
-    /// It serves a newer certificate of its own (installed while it led, or before it joined,
-    /// not published yet): never downgraded; its next lead hands it to the fleet. The reason,
-    /// in words.
-    Newer(String),
-}
-
-fn keeps(job: &Job<'_>, key: &str, version: u64, serial: &str, not_before: OffsetDateTime) -> Keep {
-    match job.rec.installed.as_ref() {
-        Some(i) if crypto::same_serial_hex(&i.serial, serial) => Keep::Serves,
-        Some(i) if i.not_before > not_before => Keep::Newer(format!(
-            "not installing the fleet's certificate {key} (version {version}, serial {serial}, \
-             valid from {}): this host serves serial {}, valid from {}, which is newer; it \
-             hands it to the fleet when it next leads",
-            short(not_before),
-            i.serial,
-            short(i.not_before)
-        )),
-        _ => Keep::Install,
-    }
-}
-
-/// A time as `YYYY-MM-DD HH:MM:SS UTC`.
-fn short(t: OffsetDateTime) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
-}
-
-/// Reports under `hosts/HOST/` that this host keeps its own newer certificate of `job`.
-async fn report_skip(link: &FleetLink, host: &str, job: &Job<'_>, version: u64, why: &str) {
-    let installed = job.rec.installed.as_ref();
-    let result = HostResult {
-        serial: installed.map(|i| i.serial.clone()),
-        version,
-        at: link.clock.now(),
-        since: installed.map(|i| i.installed_at),
-        error: None,
-        skipped: Some(why.to_owned()),
-    };
-    report_host(link, host, &job.cert.name, &result).await;
-}
-
-/// After a synchronisation, each configured certificate's record: the fleet's last attempt as
-/// its shared record tells it (when it was opened), and this host's own failures — a value
-/// that did not open or check, a refused specification, a failed install — or, when this
-/// synchronisation did not fail on it, none.
-fn note_outcomes(
-    config: &Config,
-    store: &Store,
-    attempts: &BTreeMap<String, FleetAttempt>,
-    out: &[Synced],
-    counted: &BTreeSet<String>,
-    now: OffsetDateTime,
-) {
-    for cert in &config.certificates {
-        let Ok(mut rec) = store.load(&cert.name) else {
-            continue;
-        };
-        let before = rec.clone();
-        if let Some(a) = attempts.get(&cert.name) {
-            rec.fleet = Some(a.clone());
-        }
-        match out.iter().find(|s| s.name == cert.name).map(|s| &s.outcome) {
-            Some(Outcome::Failed { error }) => {
-                if !counted.contains(&cert.name) {
-                    rec.last_failed_at = Some(now);
-                }
-                rec.note_host_failure(error.clone());
-            }
-            Some(Outcome::Installed { .. }) => {
-                rec.host_failures = 0;
-                rec.host_error = None;
-            }
-            _ => {
-                // The fleet's own record tells its failures (`fleet`); what this host noted
-                // while it led is the fleet's, and goes when it no longer leads.
-                rec.clear_failures();
-                rec.host_failures = 0;
-                rec.host_error = None;
-            }
-        }
-        if rec != before
-            && let Err(e) = store.save(&rec)
-        {
-            tracing::warn!(certificate = %cert.name, "could not record the fleet's state: {e:#}");
         }
     }
 }

@@ -18,13 +18,16 @@ use crate::store::{CertRecord, OrderIntent, Store};
 use super::coord::{Expect, Leadership, Written};
 use super::envelope::{self, Place, Purpose};
 use super::follower::{fleet_failures, report_host, sync};
-use super::link::{FleetLink, check_specs, connect, reseal_forged_key_check};
+use super::link::{FleetLink, check_specs, connect};
 use super::schema::{
-    Current, DcvEntry, HostResult, SharedState, attempt_of, b64, current_key, dcv_key, shared_view,
-    state_key,
+    Current, DcvEntry, HostResult, SharedState, b64, current_key, dcv_key, shared_view, state_key,
 };
 use super::shared::{check_keeps, open_state};
 use super::versions::Versions;
+
+mod around;
+
+use around::{announce_lead, merge_requests, not_leading, note_host_failure, record_attempts};
 
 /// The leader's side of a run: its lead and the fleet.
 pub(super) struct FleetRun<'a> {
@@ -483,43 +486,10 @@ pub async fn run(
         set(&mut report, &s.name, s.outcome);
     }
     let Some(lead) = link.fleet.try_lead_exclusive().await? else {
-        let leader = link
-            .fleet
-            .leader()
-            .await?
-            .unwrap_or_else(|| "another host".into());
-        for c in &mut report.certificates {
-            if matches!(c.outcome, Outcome::Pending { .. }) && !from_sync.contains(&c.name) {
-                c.outcome = Outcome::Unchanged {
-                    reason: format!(
-                        "{leader} leads the fleet and renews it; this host installs what it \
-                         publishes"
-                    ),
-                };
-            }
-        }
-        fleet_failures(store, &mut report);
+        not_leading(&link, store, &mut report, &from_sync).await?;
         return Ok((report, Vec::new()));
     };
-    tracing::info!(host = %link.fleet.host(), "leading the fleet for this run");
-    reseal_forged_key_check(&link, &lead).await;
-    if let Err(e) = store.audit(
-        None,
-        "fleet-lead-taken",
-        &serde_json::json!({ "host": link.fleet.host() }),
-    ) {
-        tracing::warn!("{e}");
-    }
-    if let Some(why) = &opts.takeover {
-        tracing::info!("taking over the fleet's work: {why}");
-        report.takeover = Some(why.clone());
-        for cert in certs {
-            let detail = serde_json::json!({ "host": link.fleet.host(), "reason": why });
-            if let Err(e) = store.journal(&cert.name, "fleet-takeover", detail) {
-                tracing::warn!(certificate = %cert.name, "{e}");
-            }
-        }
-    }
+    announce_lead(&link, &lead, opts, store, certs, &mut report).await;
     let mut eligible = Vec::new();
     let mut imported = BTreeMap::new();
     let mut versions = Versions::load(store.dir())?;
@@ -593,59 +563,4 @@ pub async fn run(
         merge_requests(&mut requests, own);
     }
     Ok((report, requests))
-}
-
-/// After the leader's export: on each record this host changed and shared, the fleet's last
-/// attempt is this host's (the records it did not change keep the attempt their import
-/// read; `not_shared`: those whose export failed).
-fn record_attempts(
-    store: &Store,
-    link: &FleetLink,
-    eligible: &[&CertificateConfig],
-    imported: &BTreeMap<String, Option<CertRecord>>,
-    not_shared: &std::collections::BTreeSet<String>,
-) {
-    for cert in eligible.iter().filter(|c| !not_shared.contains(&c.name)) {
-        if let Ok(mut rec) = store.load(&cert.name) {
-            let unchanged = imported
-                .get(&cert.name)
-                .and_then(Option::as_ref)
-                .is_some_and(|r| *r == shared_view(&rec));
-            if unchanged {
-                continue;
-            }
-            let attempt = Some(attempt_of(&rec, link.fleet.host()));
-            if rec.fleet != attempt {
-                rec.fleet = attempt;
-                if let Err(e) = store.save(&rec) {
-                    tracing::warn!(certificate = %cert.name, "{e:#}");
-                }
-            }
-        }
-    }
-}
-
-/// A failure of this host's part of the fleet's work (an import refused, an export that did
-/// not reach etcd): one more on its record, for `status`, `check` and the metrics.
-fn note_host_failure(store: &Store, name: &str, error: &str) {
-    let saved = store.load(name).and_then(|mut rec| {
-        rec.note_host_failure(error.to_owned());
-        store.save(&rec)
-    });
-    if let Err(e) = saved {
-        tracing::warn!(certificate = %name, "could not record the failure: {e:#}");
-    }
-}
-
-/// Adds `more` (the leader's own requests: a hand-over's download) to the run's `counts`.
-fn merge_requests(counts: &mut Vec<crate::api::RequestCount>, more: Vec<crate::api::RequestCount>) {
-    for m in more {
-        match counts
-            .iter_mut()
-            .find(|c| c.method == m.method && c.endpoint == m.endpoint && c.status == m.status)
-        {
-            Some(c) => c.count += m.count,
-            None => counts.push(m),
-        }
-    }
 }

@@ -394,28 +394,7 @@ pub(crate) fn handle_http(shared: &Shared, method: &str, path: &str, body: &[u8]
             }
         }
         (["certificates", id, action], _, true) => {
-            let Ok(id) = id.parse::<u64>() else {
-                return (404, json!({ "error": format!("no certificate '{id}'") }));
-            };
-            match *action {
-                "approve_email" => with_body(body, |a: Approve| {
-                    approve_email(shared, id, a.domain.as_deref()).map_err(unprocessable)?;
-                    Ok(json!({ "ok": true }))
-                }),
-                "age" => with_body(body, |a: DaysLeft| {
-                    age_certificate(shared, id, a.days_left).map_err(unprocessable)?;
-                    Ok(json!({ "ok": true }))
-                }),
-                "subscription" => with_body(body, |a: DaysLeft| {
-                    shorten_subscription(shared, id, a.days_left).map_err(unprocessable)?;
-                    Ok(json!({ "ok": true }))
-                }),
-                "status" => with_body(body, |a: Status| {
-                    force_status(shared, id, &a.status).map_err(unprocessable)?;
-                    Ok(json!({ "ok": true }))
-                }),
-                _ => not_found(method, path),
-            }
+            certificate_action(shared, id, action, body, method, path)
         }
         (["rotate_token"], _, true) => with_body(body, |a: Login| {
             rotate_token(shared, &a.login).map_err(unprocessable)?;
@@ -464,6 +443,40 @@ pub(crate) fn handle_http(shared: &Shared, method: &str, path: &str, body: &[u8]
         }),
         (["dcv_ports"], true, _) => (200, dcv_ports_json(&dcv_pool(shared))),
         (["dcv_ports"], _, true) => with_body(body, |p: Ports| change_dcv_ports(shared, p)),
+        _ => not_found(method, path),
+    }
+}
+
+/// `POST /_sandbox/certificates/ID/ACTION`: approves an EMAIL validation, ages the certificate,
+/// shortens its subscription or forces its status.
+fn certificate_action(
+    shared: &Shared,
+    id: &str,
+    action: &str,
+    body: &[u8],
+    method: &str,
+    path: &str,
+) -> (u16, Value) {
+    let Ok(id) = id.parse::<u64>() else {
+        return (404, json!({ "error": format!("no certificate '{id}'") }));
+    };
+    match action {
+        "approve_email" => with_body(body, |a: Approve| {
+            approve_email(shared, id, a.domain.as_deref()).map_err(unprocessable)?;
+            Ok(json!({ "ok": true }))
+        }),
+        "age" => with_body(body, |a: DaysLeft| {
+            age_certificate(shared, id, a.days_left).map_err(unprocessable)?;
+            Ok(json!({ "ok": true }))
+        }),
+        "subscription" => with_body(body, |a: DaysLeft| {
+            shorten_subscription(shared, id, a.days_left).map_err(unprocessable)?;
+            Ok(json!({ "ok": true }))
+        }),
+        "status" => with_body(body, |a: Status| {
+            force_status(shared, id, &a.status).map_err(unprocessable)?;
+            Ok(json!({ "ok": true }))
+        }),
         _ => not_found(method, path),
     }
 }
