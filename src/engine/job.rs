@@ -43,10 +43,7 @@ impl<'a> Job<'a> {
         clock: Clock,
     ) -> Result<Self> {
         let rec = store.load(&cert.name)?;
-        if rec.order.is_none()
-            && rec.intent.is_none()
-            && let Some(archive) = store.retired(&cert.name)
-        {
+        if let Some(archive) = store.retired_and_idle(&cert.name, &rec) {
             anyhow::bail!(
                 "certificate '{}' was retired ({}): nothing is done for it; remove its \
                  [[certificate]] entry from the configuration, or move that file aside to \

@@ -228,6 +228,10 @@ pub async fn check(
         .then(|| Checker::new(&config.agent.state_dir, &config.revocation));
     for cert in certs {
         let rec = store.load(&cert.name)?;
+        if let Some(archive) = store.retired_and_idle(&cert.name, &rec) {
+            certificates.push(retired(&cert.name, &archive));
+            continue;
+        }
         let (disk, _) = disk_state(&rec);
         let served = if opts.served {
             Some(served::served(cert).await)
@@ -282,6 +286,22 @@ pub async fn check(
         warning_days: opts.warning_days,
         critical_days: opts.critical_days,
     })
+}
+
+/// A certificate retired with `cert-agent retire` that the configuration still lists: nothing
+/// is managed for it, and the entry is to go (WARNING, not the CRITICAL of "not installed").
+fn retired(name: &str, archive: &std::path::Path) -> CertCheck {
+    CertCheck {
+        name: name.to_owned(),
+        level: Level::Warning,
+        days_left: None,
+        problems: vec![format!(
+            "retired ({}): remove its [[certificate]] entry from the configuration",
+            archive.display()
+        )],
+        served_serial: None,
+        validation: None,
+    }
 }
 
 /// The level of one certificate from its record, its installed file and (when checked) what is

@@ -72,6 +72,10 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
     let mut rows = Vec::new();
     for cert in &config.certificates {
         let rec = store.load(&cert.name)?;
+        if let Some(archive) = store.retired_and_idle(&cert.name, &rec) {
+            rows.push(retired(&cert.name, &archive));
+            continue;
+        }
         let (disk, _) = disk_state(&rec);
         let action = plan::decide(&unattended_inputs(config, cert, &rec, disk, now));
         let state = if let Some(ended) = &rec.ended {
@@ -127,6 +131,27 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
         });
     }
     Ok(rows)
+}
+
+/// A certificate retired with `cert-agent retire` that the configuration still lists.
+fn retired(name: &str, archive: &std::path::Path) -> StatusRow {
+    StatusRow {
+        name: name.to_owned(),
+        certificate_id: None,
+        state: format!("retired ({})", archive.display()),
+        serial: None,
+        expires: None,
+        days_left: None,
+        subscription_ends: None,
+        next_action: "nothing: remove its [[certificate]] entry from the configuration, or move \
+                      the archive aside to manage it again"
+            .to_owned(),
+        failures: 0,
+        last_error: None,
+        warning: None,
+        served: None,
+        validation: None,
+    }
 }
 
 /// The record's last error, this host's own in fleet mode, and the fleet's last failed

@@ -36,6 +36,16 @@ impl Store {
         std::fs::symlink_metadata(&path).is_ok().then_some(path)
     }
 
+    /// The archive of `name` when it was retired and nothing was started for it since (`rec`,
+    /// its live record, has no order and no order intent): runs, `status` and `check` then
+    /// leave it alone and say so, while the configuration still lists it.
+    pub fn retired_and_idle(&self, name: &str, rec: &CertRecord) -> Option<PathBuf> {
+        if rec.order.is_some() || rec.intent.is_some() {
+            return None;
+        }
+        self.retired(name)
+    }
+
     /// Archives `retired` under `retired/` (0600, an earlier archive kept aside) and then
     /// removes the live record; returns the archive's path.
     pub fn archive_retired(&self, retired: &Retired) -> Result<PathBuf, StoreError> {

@@ -65,6 +65,23 @@ fn retire_inside_the_window_cancels_once_and_later_runs_leave_it_alone() {
     assert_ne!(again.code, Some(0), "{}", again.describe());
     assert!(again.stdout.contains("was retired"), "{}", again.describe());
     assert_eq!(env.order_posts(), posts, "no order after retirement");
+    // `status` and `check` say it is retired and what to do (WARNING, not the CRITICAL of a
+    // certificate that was never installed).
+    let status = scenario::run_synced(&env, &["status"]);
+    status.expect_code(0);
+    assert!(
+        status.stdout.contains("retired (") && status.stdout.contains("[[certificate]] entry"),
+        "{}",
+        status.describe()
+    );
+    let check = scenario::run_synced(&env, &["check", "--no-balance"]);
+    check.expect_code(1);
+    assert!(
+        check.stdout.contains("WARNING www: retired (")
+            && check.stdout.contains("remove its [[certificate]] entry"),
+        "{}",
+        check.describe()
+    );
     // The audit log holds the cancellation and the retirement.
     let audit = fs::read_to_string(env.state_dir().join("audit.log")).unwrap();
     assert!(audit.contains("\"action\":\"cancel\""), "{audit}");
