@@ -137,9 +137,12 @@ impl EtcdCluster {
             for i in 0..n {
                 cluster.spawn(i, "new");
             }
-            if cluster.wait_healthy(Duration::from_secs(20)) {
+            // Every member, not only a quorum: a member whose port another test took in the
+            // meantime would leave the test's clients one endpoint that refuses them.
+            if cluster.wait_all_healthy(Duration::from_secs(20)) {
                 return cluster;
             }
+            cluster.stop_all();
             eprintln!(
                 "etcd cluster did not form (attempt {attempt}):\n{}",
                 cluster.logs()
@@ -248,6 +251,29 @@ impl EtcdCluster {
             "etcd did not recover after member {i} restarted:\n{}",
             self.logs()
         );
+    }
+
+    /// Waits until every running member answers `/health` with a leader.
+    fn wait_all_healthy(&self, limit: Duration) -> bool {
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            if self
+                .members
+                .iter()
+                .filter(|m| m.child.is_some())
+                .all(|m| healthy(m.metrics_port))
+            {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
+    fn stop_all(&mut self) {
+        for i in 0..self.members.len() {
+            self.stop(i);
+        }
     }
 
     /// Waits until a running member answers `/health` with a leader.
