@@ -10,7 +10,8 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "certificate",
 ];
 pub(super) const VALIDATION_KEYS: &[&str] = &["reuse_days", "warning_days"];
-pub(super) const REVOCATION_KEYS: &[&str] = &["check", "max_crl_bytes", "timeout_secs"];
+pub(super) const REVOCATION_KEYS: &[&str] =
+    &["check", "max_crl_bytes", "timeout_secs", "refresh_secs"];
 pub(super) const FLEET_KEYS: &[&str] = &[
     "endpoints",
     "ca_file",

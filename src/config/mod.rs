@@ -79,6 +79,9 @@ pub const DEFAULT_RETRIES: u32 = 3;
 pub const DEFAULT_MAX_CRL_BYTES: u64 = 10 * 1024 * 1024;
 /// `[revocation] timeout_secs`.
 pub const DEFAULT_CRL_TIMEOUT_SECS: u64 = 30;
+/// Default `[revocation] refresh_secs`: a kept CRL is fetched again after six hours, before
+/// its `nextUpdate` (often days ahead) when the CA has published a newer one.
+pub const DEFAULT_CRL_REFRESH_SECS: u64 = 6 * 3600;
 
 /// The configuration file to use: `--config PATH`, else `$CERT_AGENT_CONFIG`, else
 /// [`DEFAULT_CONFIG_PATH`].

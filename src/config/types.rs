@@ -121,6 +121,9 @@ pub struct RevocationConfig {
     pub max_crl_bytes: u64,
     /// Time limit of one CRL download, in seconds; default 30.
     pub timeout_secs: u64,
+    /// Age after which a kept CRL is fetched again even before its `nextUpdate`, in
+    /// seconds; default 6 hours.
+    pub refresh_secs: u64,
 }
 
 impl Default for RevocationConfig {
@@ -129,6 +132,7 @@ impl Default for RevocationConfig {
             check: true,
             max_crl_bytes: super::DEFAULT_MAX_CRL_BYTES,
             timeout_secs: super::DEFAULT_CRL_TIMEOUT_SECS,
+            refresh_secs: super::DEFAULT_CRL_REFRESH_SECS,
         }
     }
 }

@@ -39,15 +39,31 @@ pub(super) fn client(timeout: Duration) -> Result<reqwest::Client, String> {
         .map_err(|e| format!("cannot build the HTTP client for CRLs: {}", e.without_url()))
 }
 
-/// The stored copy of `url`'s CRL if it still passes every check at `now`.
+/// How a stored copy may be used: its size cap, and the age (since it was stored, on this
+/// host's own clock) after which it is fetched again even before its `nextUpdate`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CacheLimits {
+    pub(super) max_bytes: u64,
+    pub(super) refresh: Duration,
+}
+
+/// The stored copy of `url`'s CRL if it is younger than `limits.refresh` and still passes
+/// every check at `now`.
 pub(super) fn from_cache(
     dir: &Path,
     url: &str,
     issuer_der: &[u8],
     now: OffsetDateTime,
-    max_bytes: u64,
+    limits: CacheLimits,
 ) -> Option<Fetched> {
-    let bytes = crate::fsutil::read_private(&cache_path(dir, url), max_bytes).ok()?;
+    let path = cache_path(dir, url);
+    let stored = std::fs::metadata(&path).and_then(|m| m.modified()).ok()?;
+    // A copy stored "in the future" (a clock set back) counts as old.
+    let age = std::time::SystemTime::now().duration_since(stored).ok()?;
+    if age >= limits.refresh {
+        return None;
+    }
+    let bytes = crate::fsutil::read_private(&path, limits.max_bytes).ok()?;
     let crl = crl::check(&bytes, issuer_der, now).ok()?;
     Some(Fetched {
         bytes,

@@ -100,6 +100,7 @@ pub struct Checker {
     dir: PathBuf,
     max_bytes: u64,
     timeout: Duration,
+    refresh: Duration,
     http: std::sync::OnceLock<Result<reqwest::Client, String>>,
     slots: Mutex<HashMap<String, Slot>>,
 }
@@ -120,8 +121,16 @@ impl Checker {
             dir: state_dir.join(CACHE_DIR),
             max_bytes: config.max_crl_bytes,
             timeout: Duration::from_secs(config.timeout_secs),
+            refresh: Duration::from_secs(config.refresh_secs),
             http: std::sync::OnceLock::new(),
             slots: Mutex::default(),
+        }
+    }
+
+    fn limits(&self) -> fetch::CacheLimits {
+        fetch::CacheLimits {
+            max_bytes: self.max_bytes,
+            refresh: self.refresh,
         }
     }
 
@@ -187,8 +196,7 @@ impl Checker {
             .clone();
         let fetched = slot
             .get_or_init(|| async {
-                if let Some(f) = fetch::from_cache(&self.dir, url, issuer_der, now, self.max_bytes)
-                {
+                if let Some(f) = fetch::from_cache(&self.dir, url, issuer_der, now, self.limits()) {
                     return Ok(Arc::new(f));
                 }
                 let http = self

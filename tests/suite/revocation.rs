@@ -3,7 +3,7 @@
 //! reissue where the order allows one) and nginx serves the replacement; the order policy
 //! holds (no order without `allow_orders`); a CRL that is forged, too large, stale or garbage
 //! is refused and reported naming its URL, never read as "not revoked"; one CRL fetched once
-//! for two certificates and kept until its `nextUpdate`.
+//! for two certificates and kept until its `nextUpdate` or for `refresh_secs`.
 
 use crate::support;
 
@@ -66,9 +66,9 @@ fn a_revoked_certificate_is_replaced_and_served() {
         )
         .unwrap();
     assert_eq!(norm_serial(&revoked.serial_hex), first);
-    // The CRL the previous check kept is still valid: the revocation shows once it is read
-    // again. Dropping the kept copy stands for its nextUpdate passing.
-    fs::remove_dir_all(env.state_dir().join("crl")).unwrap();
+    // The CRL the previous check kept is still valid until its nextUpdate, but older than
+    // `refresh_secs` (six hours) it is read again: the revocation shows.
+    age_kept_crls(&env, 6 * 3600);
     let critical = env.agent(["check"]).run();
     critical.expect_code(2);
     assert!(
@@ -291,4 +291,23 @@ fn one_crl_is_fetched_once_for_two_certificates_and_kept() {
     fs::write(kept[0].path(), b"tampered").unwrap();
     env.renew().expect_code(0);
     assert_eq!(fetches(&env), 2, "{:?}", env.sandbox.crl_fetches());
+    // Kept for less than `refresh_secs` (six hours): not fetched; older: fetched again.
+    age_kept_crls(&env, 6 * 3600 - 120);
+    env.agent(["check"]).run().expect_code(0);
+    assert_eq!(fetches(&env), 2, "{:?}", env.sandbox.crl_fetches());
+    age_kept_crls(&env, 6 * 3600 + 1);
+    env.agent(["check"]).run().expect_code(0);
+    assert_eq!(fetches(&env), 3, "{:?}", env.sandbox.crl_fetches());
+}
+
+/// Makes every CRL kept in the state directory look stored `secs` seconds ago.
+fn age_kept_crls(env: &TestEnv, secs: u64) {
+    let when = std::time::SystemTime::now() - std::time::Duration::from_secs(secs);
+    for e in fs::read_dir(env.state_dir().join("crl")).unwrap() {
+        let f = fs::File::options()
+            .write(true)
+            .open(e.unwrap().path())
+            .unwrap();
+        f.set_modified(when).unwrap();
+    }
 }

@@ -600,3 +600,25 @@ fn validation_rules() {
     let errs = errors(&format!("validation = 5\n{MINIMAL}"));
     assert!(errs[0].contains("`validation` must be a table"), "{errs:?}");
 }
+
+#[test]
+fn revocation_section() {
+    let r = |body: &str| format!("{MINIMAL}[revocation]\n{body}\n");
+    let c = parse(MINIMAL).unwrap();
+    assert_eq!(c.revocation.refresh_secs, 6 * 3600);
+    assert!(c.revocation.check);
+    let c = parse(&r("refresh_secs = 3600\ncheck = false")).unwrap();
+    assert_eq!(c.revocation.refresh_secs, 3600);
+    assert!(!c.revocation.check);
+    let line = MINIMAL.lines().count() + 2;
+    assert_one(
+        &r("refresh_secs = 10"),
+        line,
+        &["`refresh_secs`", "between 60 and 604800 (got 10)"],
+    );
+    assert_one(
+        &r("max_crl_bytes = 10"),
+        line,
+        &["`max_crl_bytes`", "between 1024 and 1073741824 (got 10)"],
+    );
+}

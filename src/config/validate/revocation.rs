@@ -29,6 +29,9 @@ impl Checker<'_> {
             timeout_secs: self
                 .uint(&s, "timeout_secs", 1, 600)
                 .unwrap_or(defaults.timeout_secs),
+            refresh_secs: self
+                .uint(&s, "refresh_secs", 60, 7 * 86_400)
+                .unwrap_or(defaults.refresh_secs),
         })
     }
 }
