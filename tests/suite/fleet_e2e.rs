@@ -289,6 +289,30 @@ impl Fleet {
         );
     }
 
+    /// Waits until every host serves `serial` on every handshake for half a second. After a
+    /// reload nginx's old worker still takes some connections for a while (about 0.1 s after
+    /// the new worker's first on an idle machine, longer on a loaded one), so one handshake
+    /// with the new certificate, as the agent's served check and [`Fleet::wait_all_serve`]
+    /// make, does not mean the next one meets it too.
+    pub(crate) fn wait_all_settled(&self, serial: &str, limit: Duration) {
+        let settled = |i: usize| {
+            (0..10).all(|_| {
+                let same = self.served(i).as_deref() == Some(serial);
+                std::thread::sleep(Duration::from_millis(50));
+                same
+            })
+        };
+        let ok = wait_until(limit, || (0..self.hosts.len()).all(settled));
+        assert!(
+            ok,
+            "not every host serves {serial} on every handshake: {:?}\n{}",
+            (0..self.hosts.len())
+                .map(|i| (self.hosts[i].name.clone(), self.served(i)))
+                .collect::<Vec<_>>(),
+            self.logs()
+        );
+    }
+
     pub(crate) fn logs(&self) -> String {
         let mut out = String::new();
         for entry in fs::read_dir(self.env.path("logs"))

@@ -13,6 +13,7 @@ use crate::support;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use support::env::norm_serial;
 use support::etcd::EtcdClient;
@@ -34,6 +35,9 @@ impl Rotation {
         f.agent(0, &["--json", "renew", "--wait", "60"])
             .expect_code(0);
         f.agent(1, &["--json", "renew"]).expect_code(0);
+        // web2 just reloaded: every later handshake must meet the new certificate.
+        let serial = f.installed(0).expect("web1 installed");
+        f.wait_all_settled(&serial, Duration::from_secs(30));
         let etcd = f.etcd();
         let old_key = f.env.path("fleet.key");
         let new_key = f.env.path("fleet-new.key");
