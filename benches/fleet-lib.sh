@@ -1,18 +1,25 @@
 # Shared by the fleet benches (sourced): binaries, a three-member etcd cluster on loopback, the
 # sandbox, and hosts with their own nginx. Expects `set -euo pipefail` and the repository root
-# as the working directory. PROFILE=debug uses the debug binaries (no release build).
+# as the working directory. Knobs (environment):
+#   PROFILE=debug  uses the debug binaries (no release build); default release
+#   AGENT=PATH     the cert-agent binary (default: the PROFILE build)
+#   SANDBOX=PATH   the partner-sandbox binary (default: the PROFILE build)
+#   BUILD=0        builds nothing (with AGENT and SANDBOX: binaries built elsewhere)
+#   KEEP=1         keeps the work directory (logs, state directories) and names it
 export PATH="$PATH:/usr/sbin:/sbin"
 PROFILE=${PROFILE:-release}
-if [ "$PROFILE" = release ]; then
-  cargo build --release --locked -q -p partner-sandbox --bin partner-sandbox
-  cargo build --release --locked -q --bin cert-agent
-else
-  cargo build --locked -q -p partner-sandbox --bin partner-sandbox
-  cargo build --locked -q --bin cert-agent
+if [ "${BUILD:-1}" = 1 ]; then
+  if [ "$PROFILE" = release ]; then
+    cargo build --release --locked -q -p partner-sandbox --bin partner-sandbox
+    cargo build --release --locked -q --bin cert-agent
+  else
+    cargo build --locked -q -p partner-sandbox --bin partner-sandbox
+    cargo build --locked -q --bin cert-agent
+  fi
 fi
 TARGET=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-AGENT=$TARGET/$PROFILE/cert-agent
-SANDBOX=$TARGET/$PROFILE/partner-sandbox
+AGENT=${AGENT:-$TARGET/$PROFILE/cert-agent}
+SANDBOX=${SANDBOX:-$TARGET/$PROFILE/partner-sandbox}
 
 W=$(mktemp -d /tmp/fleet-bench.XXXXXX)
 chmod 755 "$W"
@@ -21,7 +28,7 @@ cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for d in "$W"/*/nginx; do [ -f "$d/nginx.pid" ] && kill "$(cat "$d/nginx.pid")" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -rf "$W"
+  if [ "${KEEP:-0}" = 1 ]; then echo "kept $W" >&2; else rm -rf "$W"; fi
 }
 trap cleanup EXIT
 

@@ -14,62 +14,26 @@
 #   SIZES="3"      fleet sizes (default "3 10")
 #   REISSUES=N     reissues per size (default 1), every host's delay of each counted
 #   IDLE=0         skips the idle etcd figures
-#   AGENT=PATH     the cert-agent binary to measure (default: the release build); with
+#   AGENT=PATH     the cert-agent binary to measure (default: the PROFILE build); with
 #                  AGENT_B=PATH too, the reissues alternate between the two binaries (same load,
 #                  A first) and each gets its own line
 #   VERBOSE=1      the daemons log with timestamps (-v) in their host's daemon.log
 #   KEEP=1         keeps the work directory (logs, state directories) and names it
 #   BUILD=0        builds nothing (with AGENT and SANDBOX=PATH: binaries built elsewhere)
+#   PROFILE=debug  measures the debug build (no release build; default release)
+# The cluster, the sandbox and the hosts come from benches/fleet-lib.sh (shared with
+# benches/fleet-takeover.sh).
 # Needs etcd, nginx, openssl, python3, curl (scripts/test-all installs the first two).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-benches/results/fleet-mode}
 IDLE=${IDLE:-300}
 mkdir -p "$OUT"
-export PATH="$PATH:/usr/sbin:/sbin"
-
-if [ "${BUILD:-1}" = 1 ]; then
-  cargo build --release --locked -q -p partner-sandbox --bin partner-sandbox
-  cargo build --release --locked -q --bin cert-agent
-fi
-TARGET=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-AGENT=${AGENT:-$TARGET/release/cert-agent}
+source benches/fleet-lib.sh
 AGENT_B=${AGENT_B:-}
-SANDBOX=${SANDBOX:-$TARGET/release/partner-sandbox}
 SIZES=${SIZES:-3 10}
 REISSUES=${REISSUES:-1}
 DAEMON_V=""; [ "${VERBOSE:-0}" = 1 ] && DAEMON_V="-v"
-
-W=$(mktemp -d /tmp/fleet-bench.XXXXXX)
-chmod 755 "$W"
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for d in "$W"/host*/nginx; do [ -f "$d/nginx.pid" ] && kill "$(cat "$d/nginx.pid")" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  if [ "${KEEP:-0}" = 1 ]; then echo "kept $W" >&2; else rm -rf "$W"; fi
-}
-trap cleanup EXIT
-
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-# --- etcd ------------------------------------------------------------------------------------
-CLUSTER=""; ENDPOINTS=""; EP=()
-declare -a CP PP
-for i in 0 1 2; do CP[$i]=$(port); PP[$i]=$(port); CLUSTER+="m$i=http://127.0.0.1:${PP[$i]},"; done
-CLUSTER=${CLUSTER%,}
-for i in 0 1 2; do
-  etcd --name "m$i" --data-dir "$W/etcd-$i" \
-    --listen-client-urls "http://127.0.0.1:${CP[$i]}" --advertise-client-urls "http://127.0.0.1:${CP[$i]}" \
-    --listen-peer-urls "http://127.0.0.1:${PP[$i]}" --initial-advertise-peer-urls "http://127.0.0.1:${PP[$i]}" \
-    --initial-cluster "$CLUSTER" --initial-cluster-state new --initial-cluster-token bench \
-    --logger zap --log-level error >"$W/etcd-$i.log" 2>&1 &
-  PIDS+=($!)
-  EP+=("http://127.0.0.1:${CP[$i]}")
-  ENDPOINTS+="\"http://127.0.0.1:${CP[$i]}\", "
-done
-ENDPOINTS=${ENDPOINTS%, }
-for _ in $(seq 200); do curl -sf "${EP[0]}/health" | grep -q '"health":"true"' && break; sleep 0.1; done
 
 etcd_messages() {
   local sum=0
@@ -78,93 +42,6 @@ etcd_messages() {
     sum=$((sum + n))
   done
   echo "$sum"
-}
-
-# --- sandbox ---------------------------------------------------------------------------------
-SB_PORT=$(port)
-"$SANDBOX" serve --listen "127.0.0.1:$SB_PORT" --data "$W/sandbox" --instant >"$W/sandbox.log" 2>&1 &
-PIDS+=($!)
-SB=https://127.0.0.1:$SB_PORT
-SB_CA=$W/sandbox/api-ca.pem
-for _ in $(seq 100); do [ -f "$SB_CA" ] && curl -sf --cacert "$SB_CA" "$SB/_sandbox/clock" >/dev/null && break; sleep 0.1; done
-sbx() { curl -sf --cacert "$SB_CA" "$@"; }
-printf 'sandbox' > "$W/password"; chmod 600 "$W/password"
-head -c 32 /dev/urandom > "$W/fleet.key"; chmod 600 "$W/fleet.key"
-
-# --- hosts -----------------------------------------------------------------------------------
-# host DIR NAME DOMAIN PREFIX [fleet]: nginx on free ports with a placeholder, and a config.
-host() {
-  local d=$1 name=$2 domain=$3 prefix=$4 fleet=${5:-}
-  mkdir -p "$d/www" "$d/out" "$d/nginx/logs" "$d/state"
-  openssl req -x509 -newkey rsa:2048 -nodes -subj "/CN=$domain" -days 2 \
-    -keyout "$d/out/privkey.pem" -out "$d/out/fullchain.pem" 2>/dev/null
-  local hp sp; hp=$(port); sp=$(port)
-  echo "$hp" > "$d/http_port"; echo "$sp" > "$d/https_port"
-  cat > "$d/nginx/nginx.conf" <<EOF
-pid $d/nginx/nginx.pid;
-error_log $d/nginx/logs/error.log;
-events {}
-http {
-  access_log off;
-  client_body_temp_path $d/nginx/tmp; proxy_temp_path $d/nginx/tmp; fastcgi_temp_path $d/nginx/tmp;
-  uwsgi_temp_path $d/nginx/tmp; scgi_temp_path $d/nginx/tmp;
-  server { listen 127.0.0.1:$hp; server_name $domain; root $d/www; }
-  server { listen 127.0.0.1:$sp ssl; server_name $domain;
-           ssl_certificate $d/out/fullchain.pem; ssl_certificate_key $d/out/privkey.pem; root $d/www; }
-}
-EOF
-  mkdir -p "$d/nginx/tmp"
-  nginx -p "$d/nginx/" -c "$d/nginx/nginx.conf" -e "$d/nginx/logs/error.log"
-  cat > "$d/config.toml" <<EOF
-[api]
-base_url = "$SB"
-login = "partner@sandbox.test"
-password_file = "$W/password"
-ca_file = "$SB_CA"
-
-[agent]
-state_dir = "$d/state"
-allow_orders = true
-poll_interval_secs = 2
-
-[[certificate]]
-name = "www"
-domains = ["$domain"]
-product_id = 1101
-country = "DE"
-region = "Berlin"
-city = "Berlin"
-webroot = "$d/www"
-server = "nginx"
-fullchain_path = "$d/out/fullchain.pem"
-key_path = "$d/out/privkey.pem"
-configtest_command = ["nginx", "-p", "$d/nginx/", "-c", "$d/nginx/nginx.conf", "-e", "$d/nginx/logs/error.log", "-t"]
-reload_command = ["nginx", "-p", "$d/nginx/", "-c", "$d/nginx/nginx.conf", "-e", "$d/nginx/logs/error.log", "-s", "reload"]
-verify_address = "127.0.0.1:$sp"
-EOF
-  if [ -n "$fleet" ]; then
-    cat >> "$d/config.toml" <<EOF
-
-[fleet]
-endpoints = [$ENDPOINTS]
-# The cluster listens on loopback without TLS; no etcd user.
-insecure_plaintext = true
-host = "$name"
-prefix = "$prefix"
-secret_file = "$W/fleet.key"
-EOF
-  fi
-}
-
-record() { python3 - "$1" <<'EOF'
-import json, sys, datetime
-try:
-    r = json.load(open(sys.argv[1]))["installed"]
-    t = datetime.datetime.fromisoformat(r["installed_at"].replace("Z", "+00:00")).timestamp()
-    print(r["serial"].lstrip("0").upper(), f"{t:.3f}")
-except Exception:
-    print("- 0")
-EOF
 }
 
 # waits until every follower recorded SERIAL; prints the delays (s) after T0, one per host

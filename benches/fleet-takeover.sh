@@ -11,7 +11,8 @@
 #     daemons' reaction, the takeover jitter (0-5 s) and the run's start;
 #   - kill -> every host serving the new serial (TLS handshakes, openssl s_client).
 # Usage: benches/fleet-takeover.sh [OUT_DIR]   (default benches/results/fleet-takeover)
-#   KILLS=10 LEASE=15 (lease_ttl_secs; 15 is the default) PROFILE=release|debug
+#   KILLS=10 LEASE=15 (lease_ttl_secs; 15 is the default) PROFILE=release|debug, and
+#   benches/fleet-lib.sh's AGENT, SANDBOX, BUILD, KEEP
 # Needs etcd, etcdctl, nginx, openssl, python3, curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -6,7 +6,8 @@
 //! seconds ([`Clock::from_env`], read once per command), so tests can follow the sandbox's
 //! virtual clock through years of renewals. Release builds always use the system clock.
 
-use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use time::{OffsetDateTime, UtcOffset};
 
 /// Environment variable that shifts the agent's clock by a number of seconds (debug builds
 /// only).
@@ -49,9 +50,35 @@ impl Clock {
     }
 }
 
+/// `2026-11-21T00:13:05Z`: UTC to the second, the agent's one exact form of a time (records,
+/// JSON, and messages that quote a certificate's or a CRL's time).
+pub fn rfc3339(t: OffsetDateTime) -> String {
+    let t = t.to_offset(UtcOffset::UTC);
+    let whole = t.replace_nanosecond(0).unwrap_or(t);
+    whole.format(&Rfc3339).unwrap_or_else(|_| whole.to_string())
+}
+
+/// `2026-11-21 00:13 UTC`: UTC to the minute, the form people read in `status`, `check`,
+/// plans and notifications.
+pub fn short_time(t: OffsetDateTime) -> String {
+    let t = t.to_offset(UtcOffset::UTC);
+    format!("{} {:02}:{:02} UTC", t.date(), t.hour(), t.minute())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn times_are_written_in_utc_to_the_second_or_to_the_minute() {
+        let t = datetime!(2026-11-21 01:13:05.75 +01:00);
+        assert_eq!(rfc3339(t), "2026-11-21T00:13:05Z");
+        assert_eq!(short_time(t), "2026-11-21 00:13 UTC");
+        let late = datetime!(2026-12-31 23:59:59.999 UTC);
+        assert_eq!(rfc3339(late), "2026-12-31T23:59:59Z");
+        assert_eq!(short_time(late), "2026-12-31 23:59 UTC");
+    }
 
     #[test]
     fn a_shifted_clock_runs_ahead_by_its_offset() {

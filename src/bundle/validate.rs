@@ -5,7 +5,6 @@
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::{PemObject, SectionKind};
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 use x509_parser::oid_registry::{OID_PKCS1_SHA1WITHRSA, OID_SHA1_WITH_RSA};
 use x509_parser::prelude::{FromDer, X509Certificate};
 
@@ -13,6 +12,7 @@ pub use crate::values::ServerKind;
 
 use super::BundleError;
 use super::archive::{Archive, quote};
+use crate::clock::rfc3339;
 use crate::crypto::{pem_encode, same_public_key, san_dns_names, serial_hex};
 
 /// What the certificate in a bundle must match.
@@ -570,10 +570,6 @@ fn check_signature_algorithm(cert: &X509Certificate<'_>) -> Result<(), BundleErr
         });
     }
     Ok(())
-}
-
-fn rfc3339(t: OffsetDateTime) -> String {
-    t.format(&Rfc3339).unwrap_or_else(|_| t.to_string())
 }
 
 #[cfg(test)]

@@ -27,6 +27,8 @@ mod types;
 mod validate;
 
 #[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
 pub(crate) mod tests;
 
 use std::ffi::OsString;

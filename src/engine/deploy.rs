@@ -9,6 +9,7 @@ use anyhow::{Context, Result, anyhow};
 
 use crate::api::ApiError;
 use crate::bundle::{self, Expected, ValidatedBundle};
+use crate::clock::rfc3339;
 use crate::config::{CertificateConfig, ServerKind};
 use crate::crypto::PrivateKey;
 use crate::install::{
@@ -129,15 +130,6 @@ pub(crate) fn check_archive_now(
             rfc3339(now)
         )),
     }
-}
-
-/// `2026-11-21T00:13:05Z`.
-pub fn rfc3339(t: time::OffsetDateTime) -> String {
-    t.to_offset(time::UtcOffset::UTC)
-        .replace_nanosecond(0)
-        .unwrap_or(t)
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
 }
 
 /// Where certificate `cert` is installed.

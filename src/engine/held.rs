@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use time::OffsetDateTime;
 
 use crate::bundle::ValidatedBundle;
+use crate::clock;
 use crate::store::Held;
 
 use super::deploy::{self, Checked};
@@ -34,14 +35,14 @@ pub(super) fn hold(
         serde_json::json!({
             "certificate_id": certificate_id,
             "serial": bundle.serial_hex,
-            "not_before": deploy::rfc3339(bundle.not_before),
+            "not_before": clock::rfc3339(bundle.not_before),
         }),
     )?;
     tracing::info!(
         certificate = %job.cert.name,
         serial = %bundle.serial_hex,
         "issued, valid from {}; held until then",
-        deploy::rfc3339(bundle.not_before)
+        clock::rfc3339(bundle.not_before)
     );
     Ok(Next::Done(Outcome::Pending {
         reason: line(certificate_id, &bundle.serial_hex, bundle.not_before),
@@ -52,7 +53,7 @@ pub(super) fn hold(
 pub fn line(certificate_id: u64, serial: &str, not_before: OffsetDateTime) -> String {
     format!(
         "certificate {certificate_id} issued (serial {serial}), valid from {}; installs then",
-        deploy::rfc3339(not_before)
+        clock::rfc3339(not_before)
     )
 }
 

@@ -27,6 +27,7 @@
 use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
 
+use crate::clock::short_time;
 use crate::store::{CertRecord, Installed, Subscription};
 
 pub use crate::config::Family;
@@ -541,12 +542,6 @@ pub fn describe(action: &Action, wanted: Wanted<'_>) -> String {
         }
         Action::CannotReissue { reason } => format!("refuse the reissue: {reason}"),
     }
-}
-
-/// `2026-11-21 00:13 UTC`.
-pub fn short_time(t: OffsetDateTime) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC);
-    format!("{} {:02}:{:02} UTC", t.date(), t.hour(), t.minute())
 }
 
 /// Backoff after `failures` consecutive failed runs: 1 h, doubling, at most 24 h.

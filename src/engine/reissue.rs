@@ -278,33 +278,13 @@ pub(super) async fn resume(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Reissued>
 #[cfg(test)]
 mod tests {
     use super::validation_of;
-    use crate::config::Config;
+    use crate::config::testing;
 
     fn cert(method: &str, extra: &str) -> crate::config::CertificateConfig {
-        let text = format!(
-            r#"
-[api]
-base_url = "https://127.0.0.1:1"
-login = "a@b.test"
-password = "x"
-[[certificate]]
-name = "www"
-domains = ["www.example.com", "shop.example.com"]
-product_id = 1
-webroot = "/var/www"
-country = "DE"
-region = "Berlin"
-city = "Berlin"
-server = "nginx"
-cert_path = "/tmp/c.pem"
-key_path = "/tmp/k.pem"
-dcv = "{method}"
-{extra}
-"#
-        );
-        let config = Config::parse(&text, std::path::Path::new("/tmp/x.toml"))
-            .unwrap_or_else(|e| panic!("{e:#}"));
-        config.certificates[0].clone()
+        testing::certificate(&format!(
+            "name = \"www\"\ndomains = [\"www.example.com\", \"shop.example.com\"]\n\
+             product_id = 1\ndcv = \"{method}\"\n{extra}"
+        ))
     }
 
     #[test]

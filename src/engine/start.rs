@@ -5,6 +5,7 @@
 
 use anyhow::{Context, Result, bail};
 
+use crate::clock;
 use crate::revocation::Status;
 use crate::store::{CertRecord, FileStamp, RevocationSeen};
 
@@ -317,7 +318,7 @@ fn backoff_message(
     format!(
         "not retried before {} (in {wait}) after {} failed attempt(s): the next run from then \
          tries again, `cert-agent renew --name {}` tries now; last error: {}",
-        plan::short_time(until),
+        clock::short_time(until),
         job.rec.failures,
         job.cert.name,
         job.rec.last_error.as_deref().unwrap_or("unknown")
@@ -390,7 +391,7 @@ async fn reinstall(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Next> {
                 reason: format!(
                     "certificate {id} (serial {}) is valid from {}; it is installed again then",
                     bundle.serial_hex,
-                    deploy::rfc3339(bundle.not_before)
+                    clock::rfc3339(bundle.not_before)
                 ),
             }),
             None => Next::Done(Outcome::Pending {

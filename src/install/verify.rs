@@ -21,9 +21,12 @@ pub const DEFAULT_VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Limit for one connection attempt and handshake.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Pause between attempts while a reload settles: the first after `FIRST_PAUSE`, doubling up
-/// to `RETRY_PAUSE`. A reloaded nginx or Apache swaps its workers within milliseconds; a
-/// fixed 200 ms pause after a first handshake that met the old workers made most installs
-/// wait 200 ms for nothing.
+/// to `RETRY_PAUSE`. A reloaded nginx or Apache serves from new workers within tens of
+/// milliseconds; a fixed 200 ms pause after a first handshake that met the old workers made
+/// most installs wait 200 ms for nothing. The check passes on the first handshake with the
+/// new certificate: nginx's old worker may still take some connections for about 0.1 s
+/// after that (measured on loopback, longer on a loaded host), with the old certificate,
+/// still valid.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 const FIRST_PAUSE: Duration = Duration::from_millis(10);
 

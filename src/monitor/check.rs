@@ -22,9 +22,10 @@ use crate::crypto::Serial;
 use crate::revocation::{Checker, Status};
 use crate::store::{CertRecord, Store};
 
+use crate::clock::short_time;
 use crate::engine::disk_state;
 use crate::engine::forecast::{FreshValidation, next_fresh_validation};
-use crate::engine::plan::{Disk, short_time};
+use crate::engine::plan::Disk;
 
 use super::money::{self, CRITICAL_DAYS, Forecast, WARNING_DAYS};
 use super::served::{self, Served};

@@ -89,7 +89,7 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
         } else if let Some(h) = &rec.held {
             format!(
                 "issued, valid from {}; installs then",
-                crate::engine::deploy::rfc3339(h.not_before)
+                crate::clock::rfc3339(h.not_before)
             )
         } else if rec.reissue.is_some() {
             "reissuing".to_owned()

@@ -16,6 +16,8 @@ use x509_parser::oid_registry::{
 use x509_parser::prelude::FromDer;
 use x509_parser::revocation_list::CertificateRevocationList;
 
+use crate::clock::rfc3339;
+
 /// How far a CRL's `thisUpdate` may lie ahead of the local clock (clock skew).
 pub(super) const FUTURE_SKEW: time::Duration = time::Duration::hours(1);
 
@@ -79,11 +81,6 @@ impl Crl {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
-}
-
-fn rfc3339(t: OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| t.to_string())
 }
 
 /// RFC 5280 CRLReason name of a code.

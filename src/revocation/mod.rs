@@ -23,6 +23,7 @@ use tokio::sync::{Mutex, OnceCell};
 pub use crl::{Crl, CrlError, Entry, check as check_crl, reason_name};
 pub use installed::{InstalledCert, of_chain, read as read_installed};
 
+use crate::clock::short_time;
 use crate::config::RevocationConfig;
 use crate::store::Installed;
 
@@ -219,10 +220,4 @@ impl Checker {
             Ok((crl.entry(&cert.raw_serial).cloned(), crl.next_update))
         }
     }
-}
-
-/// `2026-11-21 00:13 UTC`.
-fn short_time(t: OffsetDateTime) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC);
-    format!("{} {:02}:{:02} UTC", t.date(), t.hour(), t.minute())
 }

@@ -70,17 +70,7 @@ impl FleetAttempt {
     pub fn describe(&self) -> String {
         let when = self
             .failed_at
-            .map(|t| {
-                let t = t.to_offset(time::UtcOffset::UTC);
-                format!(
-                    " at {:04}-{:02}-{:02} {:02}:{:02} UTC",
-                    t.year(),
-                    u8::from(t.month()),
-                    t.day(),
-                    t.hour(),
-                    t.minute()
-                )
-            })
+            .map(|t| format!(" at {}", crate::clock::short_time(t)))
             .unwrap_or_default();
         format!(
             "the fleet's last {} attempt(s) failed (led by {}{when}): {}",

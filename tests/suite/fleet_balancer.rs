@@ -7,11 +7,9 @@ use crate::support;
 use std::fs;
 use std::process::Child;
 
-use support::env::{TestEnv, norm_serial};
-use support::etcd::EtcdCluster;
-use support::webserver::Server;
+use support::env::norm_serial;
 
-use crate::fleet_e2e::{DOMAIN, Fleet, ready};
+use crate::fleet_e2e::{Fleet, ready};
 
 /// Kills the daemon it holds when dropped.
 struct Daemon(Child);
@@ -34,15 +32,7 @@ fn a_fleet_validates_only_once_the_file_is_on_every_host() {
     if !ready() {
         return;
     }
-    let env = TestEnv::new();
-    let cluster = EtcdCluster::start(env.dir.path(), 3);
-    let f = Fleet::build(
-        env,
-        &cluster.endpoints(),
-        "/balancer/",
-        &[Server::Nginx, Server::Nginx],
-        &[("www", DOMAIN)],
-    );
+    let f = Fleet::pair("/balancer/");
 
     // web2 runs no daemon: it never gets the file, and every check asks it too.
     let first = f.agent(0, &["--json", "renew", "--wait", "8"]);

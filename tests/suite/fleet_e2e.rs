@@ -14,7 +14,7 @@ use std::process::Child;
 use std::time::Duration;
 
 use support::env::{AgentOutput, InstallFiles, Publish, TestEnv, Web, norm_serial, wait_until};
-use support::etcd::{self, EtcdCluster};
+use support::etcd::{self, EtcdClient, EtcdCluster};
 use support::webserver::{Server, require};
 
 /// One host of the fleet.
@@ -46,6 +46,8 @@ pub(crate) struct Fleet {
     pub(crate) env: TestEnv,
     /// The cluster, when this fleet started its own.
     own_cluster: Option<EtcdCluster>,
+    /// The hosts' `[fleet] prefix`.
+    prefix: String,
 }
 
 pub(crate) const DOMAIN: &str = "www.fleet.test";
@@ -54,25 +56,51 @@ impl Fleet {
     /// `n` hosts with nginx, one certificate `www` for [`DOMAIN`]; the validator fetches from
     /// every host (see [`Fleet::build`]).
     pub(crate) fn start(n: usize) -> Self {
+        Self::start_under("/cert-agent/", &vec![Server::Nginx; n], &[("www", DOMAIN)])
+    }
+
+    /// A three-member cluster of its own, one host per entry of `servers` under `prefix`, each
+    /// with the certificates `certs` (see [`Fleet::build`]).
+    pub(crate) fn start_under(prefix: &str, servers: &[Server], certs: &[(&str, &str)]) -> Self {
         let env = TestEnv::new();
         let cluster = EtcdCluster::start(env.dir.path(), 3);
-        let mut f = Self::on(env, &cluster.endpoints(), "/cert-agent/", n);
+        let mut f = Self::build(env, &cluster.endpoints(), prefix, servers, certs);
         f.own_cluster = Some(cluster);
         f
+    }
+
+    /// Two hosts with nginx on a cluster of their own, under `prefix`, one certificate `www`
+    /// for [`DOMAIN`].
+    pub(crate) fn pair(prefix: &str) -> Self {
+        Self::start_under(prefix, &[Server::Nginx, Server::Nginx], &[("www", DOMAIN)])
     }
 
     pub(crate) fn cluster(&mut self) -> &mut EtcdCluster {
         self.own_cluster.as_mut().expect("a cluster of its own")
     }
 
-    /// `n` hosts on the etcd members `endpoints`, under `prefix`.
-    fn on(env: TestEnv, endpoints: &[String], prefix: &str, n: usize) -> Self {
-        Self::with_servers(env, endpoints, prefix, &vec![Server::Nginx; n])
+    /// A client of its own cluster for the keys under the hosts' prefix.
+    pub(crate) fn etcd(&self) -> EtcdClient {
+        EtcdClient::connect(self.endpoints(), &self.prefix)
     }
 
-    /// One host per entry of `servers`, each with that web server.
-    fn with_servers(env: TestEnv, endpoints: &[String], prefix: &str, servers: &[Server]) -> Self {
-        Self::build(env, endpoints, prefix, servers, &[("www", DOMAIN)])
+    /// The client URLs of its own cluster.
+    pub(crate) fn endpoints(&self) -> Vec<String> {
+        self.own_cluster
+            .as_ref()
+            .expect("a cluster of its own")
+            .endpoints()
+    }
+
+    /// `n` hosts on the etcd members `endpoints`, under `prefix`.
+    fn on(env: TestEnv, endpoints: &[String], prefix: &str, n: usize) -> Self {
+        Self::build(
+            env,
+            endpoints,
+            prefix,
+            &vec![Server::Nginx; n],
+            &[("www", DOMAIN)],
+        )
     }
 
     /// One host per entry of `servers`, each with the certificates `certs` (name, domain):
@@ -178,6 +206,7 @@ impl Fleet {
             hosts,
             env,
             own_cluster: None,
+            prefix: prefix.to_owned(),
         }
     }
 
@@ -255,6 +284,30 @@ impl Fleet {
                     self.served(i),
                     self.installed(i)
                 ))
+                .collect::<Vec<_>>(),
+            self.logs()
+        );
+    }
+
+    /// Waits until every host serves `serial` on every handshake for half a second. After a
+    /// reload nginx's old worker still takes some connections for a while (about 0.1 s after
+    /// the new worker's first on an idle machine, longer on a loaded one), so one handshake
+    /// with the new certificate, as the agent's served check and [`Fleet::wait_all_serve`]
+    /// make, does not mean the next one meets it too.
+    pub(crate) fn wait_all_settled(&self, serial: &str, limit: Duration) {
+        let settled = |i: usize| {
+            (0..10).all(|_| {
+                let same = self.served(i).as_deref() == Some(serial);
+                std::thread::sleep(Duration::from_millis(50));
+                same
+            })
+        };
+        let ok = wait_until(limit, || (0..self.hosts.len()).all(settled));
+        assert!(
+            ok,
+            "not every host serves {serial} on every handshake: {:?}\n{}",
+            (0..self.hosts.len())
+                .map(|i| (self.hosts[i].name.clone(), self.served(i)))
                 .collect::<Vec<_>>(),
             self.logs()
         );
@@ -747,13 +800,10 @@ fn hosts_with_different_web_servers_and_paths_share_one_certificate() {
     if !ready() || !require(Server::Apache) {
         return;
     }
-    let env = TestEnv::new();
-    let cluster = EtcdCluster::start(env.dir.path(), 3);
-    let mut f = Fleet::with_servers(
-        env,
-        &cluster.endpoints(),
+    let mut f = Fleet::start_under(
         "/mixed/",
         &[Server::Nginx, Server::Apache],
+        &[("www", DOMAIN)],
     );
     // The CA reaches the Apache host, which follows the nginx leader.
     f.env.sandbox.set_dcv_ports(f.hosts[1].web.http_port(), 0);

@@ -6,7 +6,7 @@
 //! Two hosts with real nginx on a real three-member etcd, the sandbox refusing what a test
 //! asks it to.
 
-use crate::fleet_e2e::{DOMAIN, Fleet, ready};
+use crate::fleet_e2e::{Fleet, ready};
 use crate::fleet_trust::{PREFIX, Trial};
 use crate::support;
 
@@ -15,9 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use partner_sandbox::{Fault, FaultKind};
-use support::env::{TestEnv, norm_serial, wait_until};
-use support::etcd::EtcdCluster;
-use support::webserver::Server;
+use support::env::{norm_serial, wait_until};
 
 /// Each host of `f` writes its metrics file and logs every notification (one JSON document a
 /// line) beside its state directory.
@@ -203,8 +201,7 @@ fn a_failing_reissue_fails_on_every_host_once_per_change_of_state() {
             assert_eq!(host_state(&v, "www", host), "current", "{v}");
         }
     }
-    t.rt.block_on(t.etcd.delete(format!("{PREFIX}leader"), None))
-        .unwrap();
+    t.etcd.delete("leader");
     let f = &t.f;
     let text = f.agent(0, &["fleet", "status"]);
     text.expect_code(1);
@@ -254,7 +251,8 @@ fn a_value_that_does_not_open_fails_this_host_until_it_is_fixed() {
     let mut t = Trial::start();
     watch(&t.f);
     let key = format!("{PREFIX}certs/www/current");
-    t.put("certs/www/current", b"\x00\x01 not a value \xff".to_vec());
+    t.etcd
+        .put("certs/www/current", b"\x00\x01 not a value \xff".to_vec());
 
     // Blocked from leading (another host holds the lead): the garbage stays.
     t.hold_lead("web9");
@@ -327,8 +325,7 @@ fn a_value_that_does_not_open_fails_this_host_until_it_is_fixed() {
 
     // The lead is free again: web2 leads and hands its certificate to the fleet (one download
     // from the Partner API, counted in its metrics), which replaces the value.
-    t.rt.block_on(t.etcd.delete(format!("{PREFIX}leader"), None))
-        .unwrap();
+    t.etcd.delete("leader");
     let out = t.f.agent(1, &["--json", "renew"]);
     let metrics = fs::read_to_string(host_dir(&t.f, 1).join("metrics.prom")).unwrap();
     assert!(
@@ -411,8 +408,7 @@ fn a_follower_that_keeps_a_newer_certificate_says_why() {
     assert_eq!(host_state(&v, "www", "web1"), "current", "{v}");
 
     // Its next lead hands it to the fleet; web1 installs it.
-    t.rt.block_on(t.etcd.delete(format!("{PREFIX}leader"), None))
-        .unwrap();
+    t.etcd.delete("leader");
     t.f.agent(1, &["--json", "renew"]).expect_code(0);
     t.f.agent(0, &["--json", "renew"]).expect_code(0);
     let (code, v) = fleet_status(&t.f, 0);
@@ -432,15 +428,7 @@ fn a_host_that_installed_nothing_is_never_installed() {
     if !ready() {
         return;
     }
-    let env = TestEnv::new();
-    let cluster = EtcdCluster::start(env.dir.path(), 3);
-    let f = Fleet::build(
-        env,
-        &cluster.endpoints(),
-        "/never/",
-        &[Server::Nginx, Server::Nginx],
-        &[("www", DOMAIN)],
-    );
+    let f = Fleet::pair("/never/");
     f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
     // web2 leads first and the sandbox refuses its order: nothing is installed anywhere.
     f.env.sandbox.inject(
@@ -479,7 +467,7 @@ fn the_daemons_follow_loop_notifies_and_writes_metrics_as_a_run_does() {
     // minute, synchronises only, too).
     t.hold_lead("web9");
     t.f.start_daemon(1);
-    let original = t.get("certs/www/current").unwrap();
+    let original = t.etcd.get("certs/www/current").unwrap();
     let failures = |t: &Trial| {
         metric(
             &t.f,
@@ -495,7 +483,8 @@ fn the_daemons_follow_loop_notifies_and_writes_metrics_as_a_run_does() {
         t.f.logs()
     );
     // A value that does not open: failed at once, not at the next scheduled run.
-    t.put("certs/www/current", b"\x00 not a value".to_vec());
+    t.etcd
+        .put("certs/www/current", b"\x00 not a value".to_vec());
     assert!(
         wait_until(Duration::from_secs(20), || events(&t.f, 1, "www")
             == ["failed"]),
@@ -510,7 +499,7 @@ fn the_daemons_follow_loop_notifies_and_writes_metrics_as_a_run_does() {
         failures(&t)
     );
     // The fleet's value back: recovered.
-    t.put("certs/www/current", original);
+    t.etcd.put("certs/www/current", original);
     assert!(
         wait_until(Duration::from_secs(20), || events(&t.f, 1, "www")
             == ["failed", "recovered"]),

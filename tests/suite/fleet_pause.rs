@@ -9,10 +9,9 @@
 //! its intent notes on resuming that it never sent the order, and the next leader withdraws
 //! the intent and orders once, without `--clear-intent`.
 
-use crate::fleet_e2e::{DOMAIN, Fleet, ready};
+use crate::fleet_e2e::{Fleet, ready};
 use crate::support;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -27,29 +26,8 @@ use cert_agent::dcv::ValidationFile;
 use cert_agent::engine::{self, Lead, Outcome, RunOptions};
 use cert_agent::store::{CertRecord, Store};
 use support::env::{TestEnv, wait_exit, wait_until};
-use support::etcd::EtcdCluster;
-use support::webserver::Server;
 
 const PREFIX: &str = "/pause/";
-
-/// Every key under the prefix with its modification revision.
-fn revisions(
-    rt: &tokio::runtime::Runtime,
-    etcd: &mut etcd_client::Client,
-) -> BTreeMap<String, i64> {
-    let resp = rt
-        .block_on(etcd.get(PREFIX, Some(etcd_client::GetOptions::new().with_prefix())))
-        .expect("etcd answers");
-    resp.kvs()
-        .iter()
-        .map(|kv| {
-            (
-                String::from_utf8_lossy(kv.key()).into_owned(),
-                kv.mod_revision(),
-            )
-        })
-        .collect()
-}
 
 fn signal(child: &std::process::Child, sig: Signal) {
     let pid = i32::try_from(child.id()).expect("a pid");
@@ -61,15 +39,7 @@ fn a_leader_paused_past_its_lease_calls_and_writes_nothing_after_it_resumes() {
     if !ready() {
         return;
     }
-    let env = TestEnv::new();
-    let cluster = EtcdCluster::start(env.dir.path(), 3);
-    let f = Fleet::build(
-        env,
-        &cluster.endpoints(),
-        PREFIX,
-        &[Server::Nginx, Server::Nginx],
-        &[("www", DOMAIN)],
-    );
+    let f = Fleet::pair(PREFIX);
     // The CA fetches the validation file from web2, which serves nothing while web1 leads
     // (no daemon follows the fleet there): web1 orders, then polls.
     let mut a = f
@@ -106,14 +76,8 @@ fn a_leader_paused_past_its_lease_calls_and_writes_nothing_after_it_resumes() {
     let serial = f.installed(1).expect("web2 installed");
     assert_eq!(f.env.billed(), 1);
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut etcd = rt
-        .block_on(etcd_client::Client::connect(cluster.endpoints(), None))
-        .unwrap();
-    let before = revisions(&rt, &mut etcd);
+    let mut etcd = f.etcd();
+    let before = etcd.revisions();
     assert!(
         !before.contains_key(&format!("{PREFIX}leader")),
         "nobody leads now: {before:?}"
@@ -148,7 +112,7 @@ fn a_leader_paused_past_its_lease_calls_and_writes_nothing_after_it_resumes() {
     // No write under the prefix: every key at the revision it had, none added or removed.
     // (web1's own host results, `hosts/web1/`, are the only keys it could write without the
     // lead; it did not write them either.)
-    let now = revisions(&rt, &mut etcd);
+    let now = etcd.revisions();
     assert_eq!(now, before, "web1 wrote to etcd after resuming\n{logs}");
 
     // One billed order; web1 installs what the fleet has and both serve it.
@@ -279,15 +243,7 @@ fn an_intent_whose_order_the_paused_leader_never_sent_is_withdrawn_by_the_next_l
     if !ready() {
         return;
     }
-    let env = TestEnv::new();
-    let cluster = EtcdCluster::start(env.dir.path(), 3);
-    let f = Fleet::build(
-        env,
-        &cluster.endpoints(),
-        "/unsent/",
-        &[Server::Nginx, Server::Nginx],
-        &[("www", DOMAIN)],
-    );
+    let f = Fleet::pair("/unsent/");
     f.env.sandbox.set_dcv_ports(f.hosts[1].web.http_port(), 0);
     // web1 shares its order intent, then stops (as if paused) before it sends the order.
     let mut a = f

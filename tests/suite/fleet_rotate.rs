@@ -13,71 +13,42 @@ use crate::support;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use support::env::{TestEnv, norm_serial};
-use support::etcd::EtcdCluster;
+use support::env::norm_serial;
+use support::etcd::EtcdClient;
 use support::scenario::{show, state_changing};
-use support::webserver::Server;
 
 const PREFIX: &str = "/rotate/";
 
 struct Rotation {
     f: Fleet,
-    _cluster: EtcdCluster,
-    rt: tokio::runtime::Runtime,
-    etcd: etcd_client::Client,
+    etcd: EtcdClient,
     old_key: PathBuf,
     new_key: PathBuf,
 }
 
 impl Rotation {
     fn start() -> Self {
-        let env = TestEnv::new();
-        let cluster = EtcdCluster::start(env.dir.path(), 3);
-        let f = Fleet::build(
-            env,
-            &cluster.endpoints(),
-            PREFIX,
-            &[Server::Nginx, Server::Nginx],
-            &[("www", DOMAIN)],
-        );
+        let f = Fleet::pair(PREFIX);
         f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
         f.agent(0, &["--json", "renew", "--wait", "60"])
             .expect_code(0);
         f.agent(1, &["--json", "renew"]).expect_code(0);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let etcd = rt
-            .block_on(etcd_client::Client::connect(cluster.endpoints(), None))
-            .unwrap();
+        // web2 just reloaded: every later handshake must meet the new certificate.
+        let serial = f.installed(0).expect("web1 installed");
+        f.wait_all_settled(&serial, Duration::from_secs(30));
+        let etcd = f.etcd();
         let old_key = f.env.path("fleet.key");
         let new_key = f.env.path("fleet-new.key");
         fs::write(&new_key, [0xa7u8; 32]).unwrap();
         fs::set_permissions(&new_key, fs::Permissions::from_mode(0o600)).unwrap();
         Self {
             f,
-            _cluster: cluster,
-            rt,
             etcd,
             old_key,
             new_key,
         }
-    }
-
-    fn get(&mut self, rel: &str) -> Option<Vec<u8>> {
-        let resp = self
-            .rt
-            .block_on(self.etcd.get(format!("{PREFIX}{rel}"), None))
-            .unwrap();
-        resp.kvs().first().map(|kv| kv.value().to_vec())
-    }
-
-    fn put(&mut self, rel: &str, value: Vec<u8>) {
-        self.rt
-            .block_on(self.etcd.put(format!("{PREFIX}{rel}"), value, None))
-            .unwrap();
     }
 
     /// Host `i`'s `[fleet]` keys: `secret_file` and, when given, `previous_secret_file`.
@@ -147,7 +118,7 @@ fn the_fleet_rotates_its_key_while_it_serves() {
     let installed: Vec<_> = (0..2).map(|i| r.installed_at(i)).collect();
     let calls = r.f.env.calls().len();
     let billed = r.f.env.billed();
-    let sealed_under_old = r.get("certs/www/current").unwrap();
+    let sealed_under_old = r.etcd.get("certs/www/current").unwrap();
     let (old, new) = (r.old_key.clone(), r.new_key.clone());
 
     // Without the previous key there is nothing to re-seal from; --help teaches the steps.
@@ -174,14 +145,8 @@ fn the_fleet_rotates_its_key_while_it_serves() {
 
     // While another host leads, rotate-key writes nothing: it needs the lead for its whole
     // re-seal (each write fenced by it).
-    let keycheck = r.get("keycheck").unwrap();
-    let lease = r.rt.block_on(r.etcd.lease_grant(60, None)).unwrap().id();
-    r.rt.block_on(r.etcd.put(
-        format!("{PREFIX}leader"),
-        "web2",
-        Some(etcd_client::PutOptions::new().with_lease(lease)),
-    ))
-    .unwrap();
+    let keycheck = r.etcd.get("keycheck").unwrap();
+    let lease = r.etcd.put_on_lease("leader", "web2", 60);
     let out = r.f.agent(0, &["--json", "fleet", "rotate-key"]);
     out.expect_failure();
     assert!(
@@ -190,8 +155,8 @@ fn the_fleet_rotates_its_key_while_it_serves() {
         "{}",
         out.describe()
     );
-    assert_eq!(r.get("keycheck").unwrap(), keycheck);
-    r.rt.block_on(r.etcd.lease_revoke(lease)).unwrap();
+    assert_eq!(r.etcd.get("keycheck").unwrap(), keycheck);
+    r.etcd.revoke(lease);
 
     // One host seals everything again, as the leader.
     let out = r.f.agent(0, &["--json", "fleet", "rotate-key"]);
@@ -224,8 +189,8 @@ fn the_fleet_rotates_its_key_while_it_serves() {
 
     // The rotation complete, the old key still configured for reading: a value sealed under
     // it put back is refused (the key check is under the new key), naming its etcd key.
-    let resealed_current = r.get("certs/www/current").unwrap();
-    r.put("certs/www/current", sealed_under_old.clone());
+    let resealed_current = r.etcd.get("certs/www/current").unwrap();
+    r.etcd.put("certs/www/current", sealed_under_old.clone());
     let out = r.f.agent(1, &["--json", "renew"]);
     let o = out.outcome("www");
     assert_eq!(o["outcome"], "failed", "{}", out.describe());
@@ -238,8 +203,8 @@ fn the_fleet_rotates_its_key_while_it_serves() {
     );
     // The leader of that run published its certificate again over the refused value; put
     // the fleet's value back otherwise.
-    if r.get("certs/www/current").as_ref() == Some(&sealed_under_old) {
-        r.put("certs/www/current", resealed_current);
+    if r.etcd.get("certs/www/current").as_ref() == Some(&sealed_under_old) {
+        r.etcd.put("certs/www/current", resealed_current);
     }
     r.runs_go_on(&serial, "the old value refused");
 
@@ -275,7 +240,7 @@ fn the_fleet_rotates_its_key_while_it_serves() {
     r.keys(1, &new, None);
 
     // A value sealed under the old key, put back: refused, naming its etcd key.
-    r.put("certs/www/current", sealed_under_old);
+    r.etcd.put("certs/www/current", sealed_under_old);
     let out = r.f.agent(1, &["--json", "renew"]);
     let o = out.outcome("www");
     assert_eq!(o["outcome"], "failed", "{}", out.describe());

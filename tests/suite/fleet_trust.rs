@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use support::env::{TestEnv, norm_serial, wait_until};
-use support::etcd::EtcdCluster;
+use support::env::{norm_serial, wait_until};
+use support::etcd::EtcdClient;
 use support::scenario::{show, state_changing};
 use support::webserver::Server;
 
@@ -27,18 +27,12 @@ pub(crate) const PREFIX: &str = "/trust/";
 /// failure tests of `fleet_failures` use it too).
 pub(crate) struct Trial {
     pub(crate) f: Fleet,
-    _cluster: EtcdCluster,
-    pub(crate) rt: tokio::runtime::Runtime,
-    pub(crate) etcd: etcd_client::Client,
+    pub(crate) etcd: EtcdClient,
 }
 
 impl Trial {
     pub(crate) fn start() -> Self {
-        let env = TestEnv::new();
-        let cluster = EtcdCluster::start(env.dir.path(), 3);
-        let f = Fleet::build(
-            env,
-            &cluster.endpoints(),
+        let f = Fleet::start_under(
             PREFIX,
             &[Server::Nginx, Server::Nginx],
             &[("www", DOMAIN), ("shop", SHOP)],
@@ -47,54 +41,18 @@ impl Trial {
         f.agent(0, &["--json", "renew", "--wait", "60"])
             .expect_code(0);
         f.agent(1, &["--json", "renew"]).expect_code(0);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let etcd = rt
-            .block_on(etcd_client::Client::connect(cluster.endpoints(), None))
-            .unwrap();
-        let t = Self {
-            f,
-            _cluster: cluster,
-            rt,
-            etcd,
-        };
+        let etcd = f.etcd();
+        let t = Self { f, etcd };
         for i in 0..2 {
             assert!(t.installed(i, "www").is_some(), "{}", t.f.logs());
         }
         t
     }
 
-    pub(crate) fn get(&mut self, rel: &str) -> Option<Vec<u8>> {
-        let resp = self
-            .rt
-            .block_on(self.etcd.get(format!("{PREFIX}{rel}"), None))
-            .unwrap();
-        resp.kvs().first().map(|kv| kv.value().to_vec())
-    }
-
-    pub(crate) fn put(&mut self, rel: &str, value: Vec<u8>) {
-        self.rt
-            .block_on(self.etcd.put(format!("{PREFIX}{rel}"), value, None))
-            .unwrap();
-    }
-
     /// Writes the leader key as another host's lead would: `host` on a lease (ten minutes) of
     /// its own, so that no host of the trial leads until the key is deleted.
     pub(crate) fn hold_lead(&mut self, host: &str) {
-        let lease = self
-            .rt
-            .block_on(self.etcd.lease_grant(600, None))
-            .unwrap()
-            .id();
-        let options = etcd_client::PutOptions::new().with_lease(lease);
-        self.rt
-            .block_on(
-                self.etcd
-                    .put(format!("{PREFIX}leader"), host.as_bytes(), Some(options)),
-            )
-            .unwrap();
+        self.etcd.put_on_lease("leader", host, 600);
     }
 
     /// Every value written under `dcv/` from now on, by key (relative to the prefix), in order:
@@ -102,7 +60,7 @@ impl Trial {
     fn capture_dcv(&self) -> Arc<Mutex<BTreeMap<String, Vec<Vec<u8>>>>> {
         let seen: Arc<Mutex<BTreeMap<String, Vec<Vec<u8>>>>> = Arc::default();
         let out = seen.clone();
-        let endpoints = self._cluster.endpoints();
+        let endpoints = self.f.endpoints();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -184,13 +142,13 @@ impl Trial {
     /// `shop` and leads). Checks every refusal, then puts the fleet's value back (when no
     /// leader replaced it).
     fn attack(&mut self, case: &str, rel: &str, value: Vec<u8>) -> String {
-        let original = self.get(rel);
+        let original = self.etcd.get(rel);
         let www: Vec<_> = (0..2)
             .map(|i| (self.installed(i, "www"), self.www_files(i)))
             .collect();
         let calls = self.f.env.calls().len();
         let billed = self.f.env.billed();
-        self.put(rel, value.clone());
+        self.etcd.put(rel, value.clone());
 
         let re = self
             .f
@@ -233,14 +191,10 @@ impl Trial {
                 self.validation_files(i)
             );
         }
-        if self.get(rel) == Some(value) {
+        if self.etcd.get(rel) == Some(value) {
             match original {
-                Some(v) => self.put(rel, v),
-                None => {
-                    self.rt
-                        .block_on(self.etcd.delete(key.clone(), None))
-                        .unwrap();
-                }
+                Some(v) => self.etcd.put(rel, v),
+                None => self.etcd.delete(rel),
             }
         }
         error
@@ -284,16 +238,16 @@ fn a_shared_record_with_the_writers_csr_or_without_its_order_is_refused() {
     let id = t.installed(0, "www").unwrap()["certificate_id"]
         .as_u64()
         .unwrap();
-    let old = t.get("certs/www/state").unwrap();
+    let old = t.etcd.get("certs/www/state").unwrap();
     t.move_www_on();
     let rel = "certs/www/state";
     // The CSR swap and the null order/intent: a record of the right shape, not sealed.
     let e = t.attack("csr swap, null order", rel, unsealed_state(id));
     assert!(e.contains("not a sealed value"), "{e}");
     t.attack("garbage", rel, GARBAGE.to_vec());
-    let shop = t.get("certs/shop/state").unwrap();
+    let shop = t.etcd.get("certs/shop/state").unwrap();
     t.attack("another certificate's record", rel, shop);
-    let current = t.get("certs/www/current").unwrap();
+    let current = t.etcd.get("certs/www/current").unwrap();
     t.attack("another purpose", rel, current);
     let e = t.attack("replay", rel, old);
     assert!(e.contains("replay"), "{e}");
@@ -329,7 +283,7 @@ fn a_forged_validation_file_is_never_served() {
     .unwrap();
     t.attack("forged validation file", rel, forged);
     t.attack("garbage", rel, GARBAGE.to_vec());
-    let state = t.get("certs/www/state").unwrap();
+    let state = t.etcd.get("certs/www/state").unwrap();
     t.attack("another purpose", rel, state);
 }
 
@@ -339,7 +293,7 @@ fn a_rolled_back_current_certificate_is_refused() {
         return;
     }
     let mut t = Trial::start();
-    let old = t.get("certs/www/current").unwrap();
+    let old = t.etcd.get("certs/www/current").unwrap();
     t.move_www_on();
     let rel = "certs/www/current";
     // The old certificate put back: refused as a replay, nothing reinstalled.
@@ -354,9 +308,9 @@ fn a_rolled_back_current_certificate_is_refused() {
     .unwrap();
     t.attack("unsealed", rel, unsealed);
     t.attack("garbage", rel, GARBAGE.to_vec());
-    let shop = t.get("certs/shop/current").unwrap();
+    let shop = t.etcd.get("certs/shop/current").unwrap();
     t.attack("another certificate's current", rel, shop);
-    let state = t.get("certs/www/state").unwrap();
+    let state = t.etcd.get("certs/www/state").unwrap();
     t.attack("another purpose", rel, state);
 }
 
@@ -374,7 +328,7 @@ fn a_forged_leader_key_without_a_lease_does_not_stop_the_fleet() {
         ("garbage", GARBAGE.to_vec()),
         ("another host", b"web2".to_vec()),
     ] {
-        t.put("leader", value);
+        t.etcd.put("leader", value);
         let before = t.installed(0, "shop").unwrap()["serial"].clone();
         let out = t.f.agent(0, &["--json", "reissue", "shop", "--wait", "60"]);
         out.expect_code(0);
@@ -385,7 +339,10 @@ fn a_forged_leader_key_without_a_lease_does_not_stop_the_fleet() {
             "{case}: web1 led and reissued: {}",
             out.describe()
         );
-        assert!(t.get("leader").is_none(), "{case}: the lead was given up");
+        assert!(
+            t.etcd.get("leader").is_none(),
+            "{case}: the lead was given up"
+        );
     }
     assert_eq!(t.f.env.billed(), billed);
 }
@@ -405,9 +362,9 @@ fn a_forged_spec_is_refused_for_its_certificate_only() {
     .unwrap();
     t.attack("unsealed spec", rel, unsealed);
     t.attack("garbage spec", rel, GARBAGE.to_vec());
-    let shop = t.get("certs/shop/spec").unwrap();
+    let shop = t.etcd.get("certs/shop/spec").unwrap();
     t.attack("another certificate's spec", rel, shop);
-    let check = t.get("keycheck").unwrap();
+    let check = t.etcd.get("keycheck").unwrap();
     t.attack("another purpose", rel, check);
 }
 
@@ -442,7 +399,7 @@ fn a_forged_or_replayed_host_result_never_shows_a_host_as_current() {
     }
     let mut t = Trial::start();
     let rel = "hosts/web2/certs/www";
-    let old = t.get(rel).unwrap();
+    let old = t.etcd.get(rel).unwrap();
     t.move_www_on();
     let current = t.installed(1, "www").unwrap()["serial"]
         .as_str()
@@ -452,30 +409,30 @@ fn a_forged_or_replayed_host_result_never_shows_a_host_as_current() {
         "serial": current, "version": 99, "at": "2099-01-01T00:00:00Z"
     }))
     .unwrap();
-    let shop = t.get("hosts/web2/certs/shop").unwrap();
-    let seen = t.get("hosts/web2/seen").unwrap();
+    let shop = t.etcd.get("hosts/web2/certs/shop").unwrap();
+    let seen = t.etcd.get("hosts/web2/seen").unwrap();
     let cases: [(&str, Vec<u8>); 4] = [
         ("garbage", GARBAGE.to_vec()),
         ("unsealed", unsealed),
         ("another certificate's", shop),
         ("another purpose", seen),
     ];
-    let fresh = t.get(rel).unwrap();
+    let fresh = t.etcd.get(rel).unwrap();
     for (case, value) in cases {
-        t.put(rel, value);
+        t.etcd.put(rel, value);
         let web2 = web2_status(&t);
         let error = web2["error"].as_str().unwrap_or_default();
         assert!(error.contains(&format!("{PREFIX}{rel}")), "{case}: {web2}");
         assert!(web2["serial"].is_null(), "{case}: {web2}");
     }
-    t.put(rel, old);
+    t.etcd.put(rel, old);
     let web2 = web2_status(&t);
     let shown = web2["serial"].as_str().map(norm_serial);
     assert!(
         shown.is_some() && shown.as_deref() != Some(current.as_str()),
         "a replayed result shows the older serial: {web2}"
     );
-    t.put(rel, fresh);
+    t.etcd.put(rel, fresh);
 }
 
 /// Host `i`'s `secret_file`.
@@ -506,7 +463,7 @@ fn a_forged_key_check_is_sealed_again_and_a_host_with_another_key_still_stops() 
         return;
     }
     let mut t = Trial::start();
-    let spec = t.get("certs/www/spec").unwrap();
+    let spec = t.etcd.get("certs/www/spec").unwrap();
     let cases: [(&str, Vec<u8>); 3] = [
         ("garbage", GARBAGE.to_vec()),
         ("unsealed", b"cert-agent fleet key".to_vec()),
@@ -514,7 +471,7 @@ fn a_forged_key_check_is_sealed_again_and_a_host_with_another_key_still_stops() 
     ];
     let billed = t.f.env.billed();
     for (case, forged) in cases {
-        t.put("keycheck", forged.clone());
+        t.etcd.put("keycheck", forged.clone());
         for i in [1, 0] {
             let out = t.f.agent(i, &["--json", "renew"]);
             out.expect_code(0);
@@ -527,7 +484,7 @@ fn a_forged_key_check_is_sealed_again_and_a_host_with_another_key_still_stops() 
                 );
             }
         }
-        let now = t.get("keycheck").unwrap();
+        let now = t.etcd.get("keycheck").unwrap();
         assert_ne!(now, forged, "{case}: the leader sealed the key check again");
         t.f.agent(1, &["--json", "renew"]).expect_code(0);
     }

@@ -2,15 +2,9 @@
 
 use super::error::{distance, suggest};
 use super::keys::*;
+use super::testing::MINIMAL;
 use super::*;
 use crate::values::DcvType;
-
-const MINIMAL: &str = r#"
-[api]
-base_url = "https://partner.example.net"
-login = "ops@example.com"
-password_file = "/etc/cert-agent/password"
-"#;
 
 /// The example of `docs/configuration.md`, with every commented key set.
 pub(crate) const FULL: &str = r#"

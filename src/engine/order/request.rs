@@ -28,8 +28,8 @@ pub(super) fn check_clock(
         let api_now = now - skew;
         return Err(OrderRefusal::ClockSkew {
             name: cert.name.clone(),
-            local: crate::engine::plan::short_time(now),
-            api: crate::engine::plan::short_time(api_now),
+            local: crate::clock::short_time(now),
+            api: crate::clock::short_time(api_now),
         });
     }
     Ok(())

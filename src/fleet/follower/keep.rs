@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use time::OffsetDateTime;
 
 use super::{Synced, report_host};
+use crate::clock;
 use crate::config::Config;
 use crate::crypto;
 use crate::engine::{Job, Outcome};
@@ -38,26 +39,12 @@ pub(super) fn keeps(
             "not installing the fleet's certificate {key} (version {version}, serial {serial}, \
              valid from {}): this host serves serial {}, valid from {}, which is newer; it \
              hands it to the fleet when it next leads",
-            short(not_before),
+            clock::rfc3339(not_before),
             i.serial,
-            short(i.not_before)
+            clock::rfc3339(i.not_before)
         )),
         _ => Keep::Install,
     }
-}
-
-/// A time as `YYYY-MM-DD HH:MM:SS UTC`.
-fn short(t: OffsetDateTime) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
 }
 
 /// Reports under `hosts/HOST/` that this host keeps its own newer certificate of `job`.

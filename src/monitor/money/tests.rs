@@ -10,28 +10,10 @@ fn now() -> OffsetDateTime {
 }
 
 fn cert(name: &str, product_id: u64, days: u32) -> CertificateConfig {
-    let text = format!(
-        r#"
-[api]
-base_url = "https://127.0.0.1:1"
-login = "a@b.test"
-password = "x"
-[[certificate]]
-name = "{name}"
-domains = ["{name}.example.com"]
-product_id = {product_id}
-days = {days}
-webroot = "/var/www"
-country = "DE"
-region = "Berlin"
-city = "Berlin"
-server = "nginx"
-cert_path = "/tmp/c.pem"
-key_path = "/tmp/k.pem"
-"#
-    );
-    let config = Config::parse(&text, std::path::Path::new("/tmp/x.toml")).unwrap();
-    config.certificates[0].clone()
+    crate::config::testing::certificate(&format!(
+        "name = \"{name}\"\ndomains = [\"{name}.example.com\"]\n\
+         product_id = {product_id}\ndays = {days}"
+    ))
 }
 
 fn product(id: u64, one_year: &str) -> Product {

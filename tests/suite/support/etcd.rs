@@ -2,10 +2,12 @@
 //! process, data directory and pair of free ports; members can be stopped (SIGKILL) and
 //! started again on the same data. Elections are tuned for loopback (heartbeat 50 ms,
 //! election timeout 500 ms). `etcd` comes from Debian's `etcd-server`; without it the tests
-//! skip, and fail when `CI` is set.
+//! skip, and fail when `CI` is set. [`EtcdClient`]: a small synchronous client for the tests
+//! that read and write the fleet's keys themselves.
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -316,6 +318,102 @@ impl Drop for EtcdCluster {
         for i in 0..self.members.len() {
             self.stop(i);
         }
+    }
+}
+
+/// A small synchronous etcd client for tests: the keys under one prefix, named relative to it;
+/// every call waits for its answer (a single-thread runtime of its own) and panics when etcd
+/// does not answer (the test fails there).
+pub(crate) struct EtcdClient {
+    rt: tokio::runtime::Runtime,
+    client: etcd_client::Client,
+    prefix: String,
+}
+
+impl EtcdClient {
+    /// Connects to the members `endpoints` (plain http) for the keys under `prefix`.
+    pub(crate) fn connect(endpoints: Vec<String>, prefix: &str) -> Self {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let client = rt
+            .block_on(etcd_client::Client::connect(endpoints, None))
+            .expect("etcd answers");
+        Self {
+            rt,
+            client,
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    fn key(&self, rel: &str) -> String {
+        format!("{}{rel}", self.prefix)
+    }
+
+    /// The value of `PREFIX + rel`, if any.
+    pub(crate) fn get(&mut self, rel: &str) -> Option<Vec<u8>> {
+        let key = self.key(rel);
+        let resp = self
+            .rt
+            .block_on(self.client.get(key, None))
+            .expect("etcd answers");
+        resp.kvs().first().map(|kv| kv.value().to_vec())
+    }
+
+    pub(crate) fn put(&mut self, rel: &str, value: impl Into<Vec<u8>>) {
+        let key = self.key(rel);
+        self.rt
+            .block_on(self.client.put(key, value.into(), None))
+            .expect("etcd answers");
+    }
+
+    pub(crate) fn delete(&mut self, rel: &str) {
+        let key = self.key(rel);
+        self.rt
+            .block_on(self.client.delete(key, None))
+            .expect("etcd answers");
+    }
+
+    /// Puts `value` on a lease of `ttl_secs` of its own (as another host's lead would hold the
+    /// leader key); returns the lease, for [`revoke`](Self::revoke).
+    pub(crate) fn put_on_lease(&mut self, rel: &str, value: &str, ttl_secs: i64) -> i64 {
+        let key = self.key(rel);
+        let lease = self
+            .rt
+            .block_on(self.client.lease_grant(ttl_secs, None))
+            .expect("etcd answers")
+            .id();
+        let options = etcd_client::PutOptions::new().with_lease(lease);
+        self.rt
+            .block_on(self.client.put(key, value, Some(options)))
+            .expect("etcd answers");
+        lease
+    }
+
+    /// Ends `lease`: the keys put on it are deleted.
+    pub(crate) fn revoke(&mut self, lease: i64) {
+        self.rt
+            .block_on(self.client.lease_revoke(lease))
+            .expect("etcd answers");
+    }
+
+    /// Every key under the prefix (full keys) with its modification revision.
+    pub(crate) fn revisions(&mut self) -> BTreeMap<String, i64> {
+        let options = etcd_client::GetOptions::new().with_prefix();
+        let resp = self
+            .rt
+            .block_on(self.client.get(self.prefix.clone(), Some(options)))
+            .expect("etcd answers");
+        resp.kvs()
+            .iter()
+            .map(|kv| {
+                (
+                    String::from_utf8_lossy(kv.key()).into_owned(),
+                    kv.mod_revision(),
+                )
+            })
+            .collect()
     }
 }
 

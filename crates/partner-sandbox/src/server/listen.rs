@@ -1,13 +1,15 @@
 //! The listeners: binding, the TLS configuration (HTTP/1.1 only), the HTTPS accept loop with
-//! its per-connection handshake and kill switch, and the plain-HTTP listener that answers
-//! every request with 301 to the HTTPS URL.
+//! its per-connection handshake and kill switch, the plain-HTTP accept loop (one for every
+//! plain listener: the CRLs, and the one answering every request with 301 to the HTTPS URL).
 
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener as StdTcpListener};
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::Request;
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -64,18 +66,7 @@ pub(super) async fn accept_https(
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    loop {
-        let (stream, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.changed() => return,
-        };
+    while let Some((stream, peer)) = next_connection(&listener, &mut shutdown, "HTTPS").await {
         let _ = stream.set_nodelay(true);
         let conn = Conn {
             shared: shared.clone(),
@@ -126,32 +117,44 @@ async fn serve_tls_connection(
     }
 }
 
-pub(super) async fn accept_redirect(
-    listener: TcpListener,
-    base_url: String,
-    mut shutdown: watch::Receiver<bool>,
-) {
+/// The next connection on `listener`, or `None` at shutdown. A failed accept (too many open
+/// files, a connection reset before it was taken) is logged with `what` and tried again.
+async fn next_connection(
+    listener: &TcpListener,
+    shutdown: &mut watch::Receiver<bool>,
+    what: &str,
+) -> Option<(tokio::net::TcpStream, SocketAddr)> {
     loop {
-        let (stream, _) = tokio::select! {
+        tokio::select! {
             r = listener.accept() => match r {
-                Ok(x) => x,
+                Ok(x) => return Some(x),
                 Err(e) => {
-                    tracing::warn!("accept failed: {e}");
+                    tracing::warn!("{what} listener: accept failed: {e}");
                     tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
                 }
             },
-            _ = shutdown.changed() => return,
-        };
-        let base_url = base_url.clone();
+            _ = shutdown.changed() => return None,
+        }
+    }
+}
+
+/// Serves plain HTTP/1.1 on `listener` until shutdown, every request answered by `answer`
+/// (`what` names the listener in the log).
+pub(super) async fn accept_plain<F>(
+    listener: TcpListener,
+    what: &'static str,
+    answer: F,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    F: Fn(&Request<Incoming>) -> Response<Full<Bytes>> + Clone + Send + Sync + 'static,
+{
+    while let Some((stream, _)) = next_connection(&listener, &mut shutdown, what).await {
+        let answer = answer.clone();
         let mut shutdown = shutdown.clone();
         tokio::spawn(async move {
             let service = service_fn(move |req: Request<Incoming>| {
-                let location = format!(
-                    "{base_url}{}",
-                    req.uri().path_and_query().map_or("/", |p| p.as_str())
-                );
-                async move { Ok::<_, Infallible>(redirect_response(&location)) }
+                let response = answer(&req);
+                async move { Ok::<_, Infallible>(response) }
             });
             let served = http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -163,6 +166,19 @@ pub(super) async fn accept_redirect(
             }
         });
     }
+}
+
+/// Answers every request on `listener` with 301 to the same path under `base_url`.
+pub(super) async fn accept_redirect(
+    listener: TcpListener,
+    base_url: String,
+    shutdown: watch::Receiver<bool>,
+) {
+    let answer = move |req: &Request<Incoming>| {
+        let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+        redirect_response(&format!("{base_url}{path}"))
+    };
+    accept_plain(listener, "HTTP", answer, shutdown).await;
 }
 
 #[cfg(test)]
