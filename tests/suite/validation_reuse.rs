@@ -48,7 +48,8 @@ fn when(v: &serde_json::Value) -> OffsetDateTime {
 }
 
 fn row<'a>(rows: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    rows.as_array()
+    rows["certificates"]
+        .as_array()
         .unwrap()
         .iter()
         .find(|r| r["name"] == name)
