@@ -195,9 +195,15 @@ fn a_renewal_needing_a_person_is_announced_once_and_in_the_metrics() {
 
     let due = "cert_agent_certificate_fresh_validation_due_timestamp_seconds";
     let person = "cert_agent_certificate_fresh_validation_needs_person";
-    assert_eq!(env.metric(due, "mail"), Some(mail_due.unix_timestamp() as f64));
+    assert_eq!(
+        env.metric(due, "mail"),
+        Some(mail_due.unix_timestamp() as f64)
+    );
     assert_eq!(env.metric(person, "mail"), Some(1.0));
     let web_due = when(&row(&rows, "web")["validation"]["due"]);
-    assert_eq!(env.metric(due, "web"), Some(web_due.unix_timestamp() as f64));
+    assert_eq!(
+        env.metric(due, "web"),
+        Some(web_due.unix_timestamp() as f64)
+    );
     assert_eq!(env.metric(person, "web"), Some(0.0));
 }
