@@ -662,6 +662,19 @@ key_path = "/tmp/{name}.key"
         }
     }
 
+    /// Every family is documented for operators in `docs/monitoring.md`.
+    #[test]
+    fn every_metric_is_documented() {
+        let doc = include_str!("../../docs/monitoring.md");
+        for m in Metric::ALL {
+            let (name, _) = m.def();
+            assert!(
+                doc.contains(&format!("`{name}")),
+                "{name} is not in docs/monitoring.md"
+            );
+        }
+    }
+
     #[test]
     fn every_metric_is_listed_once_in_the_enums_order() {
         for (i, m) in Metric::ALL.into_iter().enumerate() {
