@@ -280,4 +280,14 @@ fn status_shows_a_balance_short_of_the_next_30_days() {
     env.agent(["forecast"]).run().expect_code(0);
     let covered = env.agent(["--json", "status"]).run().json();
     assert_eq!(covered["money"]["covered"], true, "{covered}");
+
+    // A damaged money.json is no money line, never a failed status.
+    std::fs::write(
+        env.state_dir().join("money.json"),
+        "{\"at\": 12, \"spend_30d\": [",
+    )
+    .unwrap();
+    let damaged = env.agent(["--json", "status"]).run();
+    damaged.expect_code(0);
+    assert!(damaged.json()["money"].is_null(), "{}", damaged.describe());
 }
