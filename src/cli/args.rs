@@ -99,7 +99,10 @@ pub enum Command {
     },
 
     /// Without ID: every configured certificate — state, serial, expiry, subscription end,
-    /// next action and when, last error — from local state only (no API call). With ID: the
+    /// what its CRL said (CRL: good, REVOKED date reason, UNUSABLE, not checked), next action
+    /// and when, last error, the next renewal needing a fresh validation — and the balance
+    /// against the next 30 days' billed renewals as last read (money.json), from local state
+    /// only (no API call). With ID: the
     /// state of that certificate as the status call reports it (the API asks for at most one
     /// status call every 5 minutes per certificate).
     Status {

@@ -83,7 +83,47 @@ pub(super) async fn run(
     } else {
         print_report(&report);
     }
+    crate::monitor::after_retire(
+        config,
+        &store,
+        &report.name,
+        report.certificate_id,
+        &report.archive,
+        event_message(&report),
+        clock.now(),
+    )
+    .await;
     Ok(exit::OK)
+}
+
+/// The `retired` event's message: what was done, the cancellation's answer included.
+fn event_message(r: &RetireReport) -> String {
+    let mut text = format!(
+        "'{}' is retired; its record is archived in {}",
+        r.name,
+        r.archive.display()
+    );
+    if let Some(c) = &r.cancel {
+        let id = c.certificate_id;
+        text.push_str(&match &c.decision {
+            CancelDecision::Ask => format!(
+                "; cancel certificate {id}: the API answered success={} \"{}\"",
+                c.success.unwrap_or(false),
+                c.result.as_deref().unwrap_or("")
+            ),
+            CancelDecision::TooLate { issued } => format!(
+                "; certificate {id} not cancelled: issued on {issued}, outside the {}-day window",
+                retire::CANCEL_WINDOW_DAYS
+            ),
+            CancelDecision::Ended { state } => {
+                format!("; certificate {id} not cancelled: the order is already {state}")
+            }
+            CancelDecision::Pending => {
+                format!("; certificate {id}: a cancellation is already pending")
+            }
+        });
+    }
+    text
 }
 
 /// The virtual hosts of the configured web server (or of `--from`).

@@ -16,8 +16,12 @@ pub(super) async fn run(config: &Config, served: bool, out: &Output, clock: Cloc
     if served {
         crate::monitor::add_served(config, &mut rows, clock.now()).await;
     }
+    let money = crate::monitor::status::money(config);
     if out.json {
-        out.print_json(&rows)?;
+        out.print_json(&crate::monitor::status::StatusReport {
+            certificates: rows,
+            money,
+        })?;
         return Ok(exit::OK);
     }
     let mut headers = vec![
@@ -28,6 +32,7 @@ pub(super) async fn run(config: &Config, served: bool, out: &Output, clock: Cloc
         "EXPIRES",
         "DAYS",
         "SUBSCRIPTION",
+        "CRL",
     ];
     if served {
         headers.push("SERVED");
@@ -45,6 +50,7 @@ pub(super) async fn run(config: &Config, served: bool, out: &Output, clock: Cloc
                 or_dash(r.expires.map(|d| d.date())),
                 or_dash(r.days_left),
                 or_dash(r.subscription_ends.map(|d| d.date())),
+                or_dash(r.revocation.as_ref().map(|v| v.column())),
             ]
             .into_iter()
             .chain(served.then(|| or_dash(r.served.as_deref())))
@@ -60,9 +66,15 @@ pub(super) async fn run(config: &Config, served: bool, out: &Output, clock: Cloc
         if let Some(w) = &r.warning {
             outln!("{}: {w}", r.name);
         }
+        if let Some(v) = r.revocation.as_ref().filter(|v| v.needs_attention()) {
+            outln!("{}: {}", r.name, v.detail);
+        }
         if let Some(v) = &r.validation {
             outln!("{}: {}", r.name, v.describe());
         }
+    }
+    if let Some(m) = &money {
+        outln!("{}", m.describe());
     }
     Ok(exit::OK)
 }

@@ -144,11 +144,19 @@ async fn check_revocation(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<()> {
         Status::Unknown { url, .. } => url.clone(),
         Status::NoCrl => None,
     };
+    let (revoked_at, reason) = match &status {
+        Status::Revoked {
+            revoked_at, reason, ..
+        } => (Some(*revoked_at), reason.clone()),
+        _ => (None, None),
+    };
     let seen = RevocationSeen {
         serial: inst.serial.clone(),
         state: status.kind().to_owned(),
         url,
         detail: status.describe(),
+        revoked_at,
+        reason,
     };
     let name = &job.cert.name;
     match &status {

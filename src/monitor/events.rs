@@ -1,7 +1,8 @@
 //! The one source of the operator's notifications: the events of a run — a certificate
-//! installed, failing, recovered, its subscription ending, a renewal order prepared — each
-//! once per change of state, measured against the states last announced (kept in
-//! `state_dir/announced.json` with the events `notify_url` could not deliver yet).
+//! installed, failing, recovered, revoked, retired, its subscription ending, a renewal order
+//! prepared, a renewal whose fresh domain validation needs a person within `[validation]
+//! warning_days` — each once per change of state, measured against the states last announced
+//! (kept in `state_dir/announced.json` with the events `notify_url` could not deliver yet).
 //! `notify_command` and `notify_url` are both fed from here, under the same rule.
 
 use std::collections::BTreeMap;
@@ -9,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+use crate::engine::forecast::FreshValidation;
 use crate::engine::{Outcome, RunReport};
 use crate::store::Store;
 
@@ -24,6 +26,7 @@ enum State {
     Expiring,
     RenewalPrepared,
     Revoked,
+    Retired,
 }
 
 /// One event of the payload (see `docs/monitoring.md` for the schema).
@@ -31,7 +34,8 @@ enum State {
 pub(super) struct Event {
     /// The configured certificate.
     certificate: String,
-    /// `installed`, `failed`, `recovered`, `expiring`, `renewal_prepared` or `revoked`.
+    /// `installed`, `failed`, `recovered`, `expiring`, `renewal_prepared`, `revoked`,
+    /// `retired` or `fresh_validation_needed`.
     pub(super) event: String,
     /// When the run that saw it ran.
     #[serde(with = "time::serde::rfc3339")]
@@ -48,6 +52,66 @@ pub(super) struct Event {
         with = "time::serde::rfc3339::option"
     )]
     not_after: Option<OffsetDateTime>,
+    /// `fresh_validation_needed`: when the renewal falls due.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        default,
+        with = "time::serde::rfc3339::option"
+    )]
+    due: Option<OffsetDateTime>,
+    /// `fresh_validation_needed`: the names to validate again.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    domains: Vec<String>,
+    /// `fresh_validation_needed`: the configured method (`EMAIL`, `DNS`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    method: Option<String>,
+    /// `retired`: the archived record.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    archive: Option<String>,
+}
+
+impl Event {
+    fn new(certificate: &str, event: &str, now: OffsetDateTime, message: String) -> Self {
+        Self {
+            certificate: certificate.to_owned(),
+            event: event.to_owned(),
+            time: now,
+            message,
+            certificate_id: None,
+            serial: None,
+            not_after: None,
+            due: None,
+            domains: Vec::new(),
+            method: None,
+            archive: None,
+        }
+    }
+
+    /// `retired`: `name` was retired, its record archived in `archive`.
+    fn retired(
+        name: &str,
+        archive: &str,
+        certificate_id: Option<u64>,
+        message: String,
+        now: OffsetDateTime,
+    ) -> Self {
+        Self {
+            certificate_id,
+            archive: Some(archive.to_owned()),
+            ..Self::new(name, "retired", now, message)
+        }
+    }
+}
+
+/// What the monitor knows of the run's certificates beyond the run's report.
+#[derive(Debug, Default)]
+pub(super) struct Facts {
+    /// Certificates retired (`cert-agent retire`) that the configuration still lists: the
+    /// archive of each.
+    pub(super) retired: BTreeMap<String, String>,
+    /// Renewals whose fresh domain validation needs a person and falls due within
+    /// `[validation] warning_days`.
+    pub(super) person_needed: BTreeMap<String, FreshValidation>,
 }
 
 /// `announced.json`: the state last announced per certificate, and the events no delivery
@@ -58,6 +122,9 @@ pub(super) struct Announced {
     states: BTreeMap<String, State>,
     #[serde(default)]
     pub(super) undelivered: Vec<Event>,
+    /// The fresh validation announced per certificate: the due date of its renewal.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    validations: BTreeMap<String, String>,
 }
 
 impl Announced {
@@ -77,10 +144,33 @@ impl Announced {
 
     /// The events of `report` (a run at `now`) since the states last announced, which
     /// become this run's.
-    pub(super) fn advance(&mut self, report: &RunReport, now: OffsetDateTime) -> Vec<Event> {
-        let (new, states) = events(report, &self.states, now);
+    pub(super) fn advance(
+        &mut self,
+        report: &RunReport,
+        facts: &Facts,
+        now: OffsetDateTime,
+    ) -> Vec<Event> {
+        let (new, states, validations) =
+            events(report, facts, &self.states, &self.validations, now);
         self.states = states;
+        self.validations = validations;
         new
+    }
+
+    /// `cert-agent retire` retired `name`: its `retired` event, unless one was announced
+    /// already; the state becomes retired.
+    pub(super) fn retire(
+        &mut self,
+        name: &str,
+        archive: &str,
+        certificate_id: Option<u64>,
+        message: String,
+        now: OffsetDateTime,
+    ) -> Option<Event> {
+        let before = self.states.insert(name.to_owned(), State::Retired);
+        self.validations.remove(name);
+        (before != Some(State::Retired))
+            .then(|| Event::retired(name, archive, certificate_id, message, now))
     }
 
     /// Writes the states and the undelivered events; a failure is logged.
@@ -97,26 +187,65 @@ impl Announced {
     }
 }
 
-/// The events of `report` (a run at `now`) against the states last announced; the states
-/// after it.
+/// The events of `report` (a run at `now`, `facts` beside it) against the states and the
+/// fresh validations last announced; both after it.
 fn events(
     report: &RunReport,
+    facts: &Facts,
     announced: &BTreeMap<String, State>,
+    validations: &BTreeMap<String, String>,
     now: OffsetDateTime,
-) -> (Vec<Event>, BTreeMap<String, State>) {
+) -> (
+    Vec<Event>,
+    BTreeMap<String, State>,
+    BTreeMap<String, String>,
+) {
     let mut next = announced.clone();
+    let mut next_validations = validations.clone();
     let mut out = Vec::new();
     for c in &report.certificates {
         let before = announced.get(&c.name).copied();
-        let event = |event: &str, message: String| Event {
-            certificate: c.name.clone(),
-            event: event.to_owned(),
-            time: now,
-            message,
-            certificate_id: None,
-            serial: None,
-            not_after: None,
-        };
+        let event = |event: &str, message: String| Event::new(&c.name, event, now, message);
+        if matches!(c.outcome, Outcome::Planned { .. }) {
+            continue;
+        }
+        // Retired while the configuration lists it: said once, and nothing else after it.
+        if let Some(archive) = facts.retired.get(&c.name) {
+            if before != Some(State::Retired) {
+                out.push(Event::retired(
+                    &c.name,
+                    archive,
+                    None,
+                    format!(
+                        "{}: retired ({archive}): nothing is managed for it; remove its \
+                         [[certificate]] entry from the configuration",
+                        c.name
+                    ),
+                    now,
+                ));
+            }
+            next.insert(c.name.clone(), State::Retired);
+            next_validations.remove(&c.name);
+            continue;
+        }
+        // A renewal whose fresh validation needs a person: said once per renewal.
+        match facts.person_needed.get(&c.name) {
+            Some(f) => {
+                let due = f.due.date().to_string();
+                if validations.get(&c.name) != Some(&due) {
+                    out.push(Event {
+                        due: Some(f.due),
+                        domains: f.domains.clone(),
+                        method: Some(f.method.as_str().to_owned()),
+                        ..event("fresh_validation_needed", f.describe())
+                    });
+                }
+                next_validations.insert(c.name.clone(), due);
+            }
+            None => {
+                next_validations.remove(&c.name);
+            }
+        }
         let warned = c.warning.as_ref().map(|w| {
             if w.contains("renewal order is prepared") {
                 (State::RenewalPrepared, w)
@@ -127,9 +256,7 @@ fn events(
         // A revoked certificate is announced once, whatever the run then does about it; while
         // its replacement is not installed, nothing else is announced for it.
         let revoked = c.revocation.as_ref().filter(|r| r.state == "revoked");
-        if let Some(r) = revoked
-            && !matches!(c.outcome, Outcome::Planned { .. })
-        {
+        if let Some(r) = revoked {
             if before != Some(State::Revoked) {
                 out.push(event("revoked", r.detail.clone()));
             }
@@ -177,7 +304,7 @@ fn events(
         out.extend(ev);
         next.insert(c.name.clone(), state);
     }
-    (out, next)
+    (out, next, next_validations)
 }
 
 /// For the fuzz target `fleet_values`: `data` as `announced.json` — refused or read, never a
@@ -256,9 +383,11 @@ mod tests {
             (fine(), None, vec![]),
         ];
         for (i, (outcome, warning, want)) in rows.into_iter().enumerate() {
-            let (events, next) = events(
+            let (events, next, _) = events(
                 &report(outcome, warning),
+                &Facts::default(),
                 &state,
+                &BTreeMap::new(),
                 OffsetDateTime::UNIX_EPOCH,
             );
             let got: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
@@ -304,10 +433,123 @@ mod tests {
             (revoked(installed()), vec!["revoked", "installed"]),
         ];
         for (i, (run, want)) in rows.into_iter().enumerate() {
-            let (events, next) = events(&run, &state, OffsetDateTime::UNIX_EPOCH);
+            let (events, next, _) = events(
+                &run,
+                &Facts::default(),
+                &state,
+                &BTreeMap::new(),
+                OffsetDateTime::UNIX_EPOCH,
+            );
             let got: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
             assert_eq!(got, want, "row {i}");
             state = next;
         }
+    }
+
+    /// A retirement is said once: by `retire` or by the first run that finds the certificate
+    /// retired, never by the runs after it (which fail on it), and no `failed` for it.
+    #[test]
+    fn a_retirement_is_announced_once() {
+        let refused = || Outcome::Failed {
+            error: "certificate 'www' was retired".into(),
+        };
+        let facts = Facts {
+            retired: [(
+                "www".to_owned(),
+                "/var/lib/cert-agent/retired/www.json".to_owned(),
+            )]
+            .into(),
+            ..Facts::default()
+        };
+        let now = OffsetDateTime::UNIX_EPOCH;
+        let (first, states, _) = events(
+            &report(refused(), None),
+            &facts,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            now,
+        );
+        let got: Vec<(&str, Option<&str>)> = first
+            .iter()
+            .map(|e| (e.event.as_str(), e.archive.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [("retired", Some("/var/lib/cert-agent/retired/www.json"))]
+        );
+        let (again, _, _) = events(
+            &report(refused(), None),
+            &facts,
+            &states,
+            &BTreeMap::new(),
+            now,
+        );
+        assert!(again.is_empty(), "{again:?}");
+
+        // Said by `retire` itself: the runs after it say nothing.
+        let mut log = Announced::default();
+        let said = log.retire("www", "/r/www.json", Some(7), "retired".into(), now);
+        assert_eq!(said.map(|e| e.certificate_id), Some(Some(7)));
+        assert!(
+            log.advance(&report(refused(), None), &facts, now)
+                .is_empty()
+        );
+        assert!(
+            log.retire("www", "/r/www.json", None, "again".into(), now)
+                .is_none()
+        );
+    }
+
+    /// A renewal whose fresh validation needs a person is said once per renewal (its due
+    /// date), with the due date, the names and the method; the next renewal that needs one is
+    /// said again.
+    #[test]
+    fn a_fresh_validation_needing_a_person_is_announced_once_per_renewal() {
+        let fine = || Outcome::Unchanged {
+            reason: "up to date".into(),
+        };
+        let needs = |due: OffsetDateTime| Facts {
+            person_needed: [(
+                "www".to_owned(),
+                FreshValidation {
+                    due,
+                    domains: vec!["www.example.com".into()],
+                    reuse_days: 10,
+                    method: crate::engine::forecast::ValidationMethod::Email,
+                    automatic: false,
+                },
+            )]
+            .into(),
+            ..Facts::default()
+        };
+        let first_due = time::macros::datetime!(2029-04-02 00:00 UTC);
+        let later_due = time::macros::datetime!(2029-05-10 00:00 UTC);
+        let mut log = Announced::default();
+        let now = OffsetDateTime::UNIX_EPOCH;
+        // rows: (what the monitor knows, events announced)
+        let rows = [
+            (Facts::default(), vec![]),
+            (needs(first_due), vec!["fresh_validation_needed"]),
+            (needs(first_due), vec![]),
+            (Facts::default(), vec![]),
+            (needs(later_due), vec!["fresh_validation_needed"]),
+            (needs(later_due), vec![]),
+        ];
+        for (i, (facts, want)) in rows.into_iter().enumerate() {
+            let new = log.advance(&report(fine(), None), &facts, now);
+            let got: Vec<&str> = new.iter().map(|e| e.event.as_str()).collect();
+            assert_eq!(got, want, "row {i}");
+            if let Some(e) = new.first() {
+                assert_eq!(e.method.as_deref(), Some("EMAIL"));
+                assert_eq!(e.domains, ["www.example.com"]);
+                assert!(
+                    e.due.is_some() && e.message.contains("needs a person"),
+                    "{e:?}"
+                );
+            }
+        }
+        // What is kept reads back.
+        let bytes = serde_json::to_vec(&log).unwrap();
+        assert_eq!(Announced::parse(&bytes), Some(log));
     }
 }

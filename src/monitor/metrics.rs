@@ -2,7 +2,9 @@
 //! run for node_exporter's textfile collector: per certificate what the state directory knows
 //! (validity, subscription end, install time, last attempt and success, failures, pending
 //! work, the last run's outcome, whether the served certificate matched the installed one when
-//! `check --served` or `status --served` last looked), and per run its start, duration,
+//! `check --served` or `status --served` last looked, what the CRL said, the next renewal that
+//! needs a fresh domain validation and whether a person must do it, whether it was retired while
+//! the configuration still lists it), and per run its start, duration,
 //! outcomes and Partner API calls; the account's available balance and the billed renewals of
 //! the next 30 days as last read (`state_dir/money.json`, refreshed by `forecast`, by `check`
 //! when it reads the balance, and after a run that talked to the API). Names and help texts
@@ -19,6 +21,7 @@ use crate::config::Config;
 use crate::store::{CertRecord, Store};
 
 use super::served::{self, Observation};
+use crate::engine::forecast::{FreshValidation, next_fresh_validation};
 use crate::engine::{Outcome, RunReport};
 
 /// What one run leaves for the metrics.
@@ -82,12 +85,41 @@ fn keep_successes(store: &Store, kept: &Successes, now: &Successes) {
     }
 }
 
+/// One configured certificate as the metrics see it.
+struct CertFacts<'a> {
+    cert: &'a crate::config::CertificateConfig,
+    /// Its record (`None`: it does not read).
+    rec: Option<CertRecord>,
+    /// Retired with `cert-agent retire` and nothing started for it since.
+    retired: bool,
+    /// The next renewal that needs a fresh domain validation.
+    fresh: Option<FreshValidation>,
+}
+
 /// Renders the metrics; after a run (`report`), each certificate's last success is kept.
 fn render_with(config: &Config, store: &Store, report: Option<&RunReport>) -> String {
-    let records: Vec<(&crate::config::CertificateConfig, Option<CertRecord>)> = config
+    let now = report
+        .and_then(|r| r.stats.as_ref())
+        .map_or_else(|| crate::clock::Clock::from_env().now(), |s| s.started_at);
+    let records: Vec<CertFacts<'_>> = config
         .certificates
         .iter()
-        .map(|c| (c, store.load(&c.name).ok()))
+        .map(|cert| {
+            let rec = store.load(&cert.name).ok();
+            let retired = rec
+                .as_ref()
+                .is_some_and(|r| store.retired_and_idle(&cert.name, r).is_some());
+            let fresh = rec
+                .as_ref()
+                .filter(|_| !retired)
+                .and_then(|r| next_fresh_validation(config, cert, r, now));
+            CertFacts {
+                cert,
+                rec,
+                retired,
+                fresh,
+            }
+        })
         .collect();
     let seen = served::load(store);
     let kept = kept_successes(store);
@@ -124,8 +156,11 @@ enum Metric {
     ServedChecked,
     Failures,
     Pending,
+    Retired,
     Revoked,
     CrlUsable,
+    FreshValidationDue,
+    FreshValidationNeedsPerson,
     Outcome,
     RunStart,
     RunDuration,
@@ -139,7 +174,7 @@ enum Metric {
 }
 
 impl Metric {
-    const ALL: [Metric; 22] = [
+    const ALL: [Metric; 25] = [
         Metric::NotAfter,
         Metric::NotBefore,
         Metric::Subscription,
@@ -150,8 +185,11 @@ impl Metric {
         Metric::ServedChecked,
         Metric::Failures,
         Metric::Pending,
+        Metric::Retired,
         Metric::Revoked,
         Metric::CrlUsable,
+        Metric::FreshValidationDue,
+        Metric::FreshValidationNeedsPerson,
         Metric::Outcome,
         Metric::RunStart,
         Metric::RunDuration,
@@ -209,6 +247,11 @@ impl Metric {
                 "cert_agent_certificate_pending",
                 "1 while an order, a reissue or a validation waits at the CA, else 0.",
             ),
+            Metric::Retired => (
+                "cert_agent_certificate_retired",
+                "1 when the certificate was retired (cert-agent retire) and the configuration still \
+                 lists it: nothing is managed and no other sample is written for it; else 0.",
+            ),
             Metric::Revoked => (
                 "cert_agent_certificate_revoked",
                 "1 when the CRL lists the installed certificate as revoked, 0 when it does not \
@@ -218,6 +261,16 @@ impl Metric {
                 "cert_agent_certificate_crl_usable",
                 "1 when the last run could use the installed certificate's CRL (fetched or kept, \
                  signed by the issuer, not stale), 0 when it was refused: revocation unknown.",
+            ),
+            Metric::FreshValidationDue => (
+                "cert_agent_certificate_fresh_validation_due_timestamp_seconds",
+                "When the next renewal that needs a fresh domain validation falls due (Unix time; \
+                 absent when none does within 400 days).",
+            ),
+            Metric::FreshValidationNeedsPerson => (
+                "cert_agent_certificate_fresh_validation_needs_person",
+                "1 when that fresh validation needs a person (EMAIL, DNS without a hook), 0 when \
+                 the agent does it (HTTP file, DNS hook).",
             ),
             Metric::Outcome => (
                 "cert_agent_certificate_last_run_outcome",
@@ -303,15 +356,15 @@ impl Samples {
 
 /// The text exposition of the metrics, and each certificate's last success.
 fn render(
-    certs: &[(&crate::config::CertificateConfig, Option<CertRecord>)],
+    certs: &[CertFacts<'_>],
     seen: &std::collections::BTreeMap<String, Observation>,
     kept: &Successes,
     run: Option<&RunFacts<'_>>,
 ) -> (String, Successes) {
     let mut samples = Samples::default();
     let mut successes = Successes::new();
-    for (cert, rec) in certs {
-        let Some(rec) = rec else {
+    for facts in certs {
+        let (cert, Some(rec)) = (facts.cert, &facts.rec) else {
             continue;
         };
         let labels = format!(
@@ -324,6 +377,20 @@ fn render(
             let c = r.report.certificates.iter().find(|c| c.name == cert.name)?;
             Some((r.started_at, &c.outcome))
         });
+        samples.add(
+            Metric::Retired,
+            &labels,
+            if facts.retired { 1.0 } else { 0.0 },
+        );
+        if facts.retired {
+            // Nothing is managed: it must not look like a certificate never installed.
+            continue;
+        }
+        if let Some(f) = &facts.fresh {
+            samples.add(Metric::FreshValidationDue, &labels, unix(f.due));
+            let person = if f.automatic { 0.0 } else { 1.0 };
+            samples.add(Metric::FreshValidationNeedsPerson, &labels, person);
+        }
         if let Some(t) = certificate(&mut samples, &cert.name, &labels, rec, this_run, seen, kept) {
             successes.insert(cert.name.clone(), t);
         }
@@ -491,6 +558,122 @@ fn escape(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn config() -> Config {
+        let cert = |name: &str| {
+            format!(
+                r#"
+[[certificate]]
+name = "{name}"
+domains = ["{name}.example.com"]
+product_id = 1101
+webroot = "/var/www"
+country = "DE"
+region = "Berlin"
+city = "Berlin"
+server = "nginx"
+cert_path = "/tmp/{name}.pem"
+key_path = "/tmp/{name}.key"
+"#
+            )
+        };
+        let text = format!(
+            "[api]\nbase_url = \"https://127.0.0.1:1\"\nlogin = \"a@b.test\"\npassword = \"x\"\n{}{}",
+            cert("old"),
+            cert("www")
+        );
+        Config::parse(&text, std::path::Path::new("/tmp/x.toml")).unwrap()
+    }
+
+    /// A retired certificate the configuration still lists shows only as retired (no
+    /// failures, no pending work, no outcome: nothing an alert on a certificate never
+    /// installed matches); the other's fresh validation shows when it is due and that a
+    /// person must do it.
+    #[test]
+    fn a_retired_certificate_and_a_fresh_validation_in_the_metrics() {
+        let config = config();
+        let due = time::macros::datetime!(2027-05-20 00:00 UTC);
+        let facts = vec![
+            CertFacts {
+                cert: &config.certificates[0],
+                rec: Some(CertRecord {
+                    name: "old".into(),
+                    ..CertRecord::default()
+                }),
+                retired: true,
+                fresh: None,
+            },
+            CertFacts {
+                cert: &config.certificates[1],
+                rec: Some(CertRecord {
+                    name: "www".into(),
+                    ..CertRecord::default()
+                }),
+                retired: false,
+                fresh: Some(FreshValidation {
+                    due,
+                    domains: vec!["www.example.com".into()],
+                    reuse_days: 100,
+                    method: crate::engine::forecast::ValidationMethod::Email,
+                    automatic: false,
+                }),
+            },
+        ];
+        let report = RunReport {
+            certificates: vec![crate::engine::CertReport {
+                name: "old".into(),
+                outcome: Outcome::Failed {
+                    error: "certificate 'old' was retired".into(),
+                },
+                warning: None,
+                revocation: None,
+            }],
+            stats: None,
+            takeover: None,
+        };
+        let run = RunFacts {
+            started_at: due,
+            duration: Duration::from_secs(1),
+            report: &report,
+            requests: &[],
+        };
+        let (text, _) = render(&facts, &Default::default(), &Default::default(), Some(&run));
+        let old: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("name=\"old\""))
+            .collect();
+        assert_eq!(
+            old,
+            [
+                "cert_agent_certificate_retired{name=\"old\",common_name=\"old.example.com\",server=\"nginx\"} 1"
+            ],
+            "{text}"
+        );
+        let www = "{name=\"www\",common_name=\"www.example.com\",server=\"nginx\"}";
+        for line in [
+            format!("cert_agent_certificate_retired{www} 0"),
+            format!(
+                "cert_agent_certificate_fresh_validation_due_timestamp_seconds{www} {}",
+                due.unix_timestamp()
+            ),
+            format!("cert_agent_certificate_fresh_validation_needs_person{www} 1"),
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        }
+    }
+
+    /// Every family is documented for operators in `docs/monitoring.md`.
+    #[test]
+    fn every_metric_is_documented() {
+        let doc = include_str!("../../docs/monitoring.md");
+        for m in Metric::ALL {
+            let (name, _) = m.def();
+            assert!(
+                doc.contains(&format!("`{name}")),
+                "{name} is not in docs/monitoring.md"
+            );
+        }
+    }
 
     #[test]
     fn every_metric_is_listed_once_in_the_enums_order() {

@@ -35,6 +35,66 @@ fn report_made_calls(report: &RunReport) -> bool {
         .is_some_and(|s| s.requests.iter().any(|r| r.count > 0))
 }
 
+/// What the events need beyond the run's report, for its certificates: the retired ones the
+/// configuration still lists, and the renewals whose fresh validation needs a person within
+/// `[validation] warning_days`.
+fn facts(
+    config: &Config,
+    store: &Store,
+    report: &RunReport,
+    now: time::OffsetDateTime,
+) -> events::Facts {
+    let mut facts = events::Facts::default();
+    for cert in config
+        .certificates
+        .iter()
+        .filter(|c| report.certificates.iter().any(|r| r.name == c.name))
+    {
+        let Ok(rec) = store.load(&cert.name) else {
+            continue;
+        };
+        if let Some(archive) = store.retired_and_idle(&cert.name, &rec) {
+            facts
+                .retired
+                .insert(cert.name.clone(), archive.display().to_string());
+            continue;
+        }
+        if let Some(fresh) = crate::engine::forecast::next_fresh_validation(config, cert, &rec, now)
+            .filter(|f| check::validation_level(f, now, config.validation.warning_days).is_some())
+        {
+            facts.person_needed.insert(cert.name.clone(), fresh);
+        }
+    }
+    facts
+}
+
+/// After `cert-agent retire NAME`: its `retired` event (`message`: what was done) to
+/// `notify_command` and `notify_url`, once — a run that finds NAME retired later says nothing
+/// more.
+pub async fn after_retire(
+    config: &Config,
+    store: &Store,
+    name: &str,
+    certificate_id: Option<u64>,
+    archive: &std::path::Path,
+    message: String,
+    now: time::OffsetDateTime,
+) {
+    if config.agent.notify_command.is_none() && config.agent.notify_url.is_none() {
+        return;
+    }
+    let mut log = events::Announced::load(store);
+    let archive = archive.display().to_string();
+    let new: Vec<_> = log
+        .retire(name, &archive, certificate_id, message, now)
+        .into_iter()
+        .collect();
+    let report = RunReport::default();
+    notify::notify(config, &report, &new).await;
+    announce::announce(config, &mut log, &new, now).await;
+    log.save(store);
+}
+
 /// After a run: its events (each change of a certificate's state, once) to the operator's
 /// `notify_command` and `notify_url`, then the metrics file.
 pub async fn after_run(
@@ -45,7 +105,7 @@ pub async fn after_run(
 ) {
     if config.agent.notify_command.is_some() || config.agent.notify_url.is_some() {
         let mut log = events::Announced::load(store);
-        let new = log.advance(report, now);
+        let new = log.advance(report, &facts(config, store, report, now), now);
         notify::notify(config, report, &new).await;
         announce::announce(config, &mut log, &new, now).await;
         log.save(store);

@@ -1,7 +1,8 @@
 //! `agent.notify_command`: the operator's program, run after a run with new events
-//! ([`super::events`]: a certificate installed, failing, recovered, expiring, a renewal
-//! order prepared — each once per change of state, the rule `notify_url` follows too). It gets
-//! the run's JSON report on stdin with the events beside the certificates.
+//! ([`super::events`]: a certificate installed, failing, recovered, revoked, retired,
+//! expiring, a renewal order prepared, a fresh validation a person must do — each once per
+//! change of state, the rule `notify_url` follows too). It gets the run's JSON report on stdin
+//! with the events beside the certificates (after `retire`, no certificates, its event).
 
 use std::time::Duration;
 

@@ -12,6 +12,26 @@ use crate::engine::{disk_state, unattended_inputs, wanted};
 
 use super::served;
 
+mod views;
+
+pub use views::{MoneyView, RevocationView};
+
+/// `status --json`: the rows and the money line.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StatusReport {
+    pub certificates: Vec<StatusRow>,
+    /// The balance against the billed renewals of the next 30 days as last read (`null`
+    /// before `state_dir/money.json` exists).
+    pub money: Option<MoneyView>,
+}
+
+/// The balance against the billed renewals of the 30 days after it was last read, from
+/// `state_dir/money.json` (`None` before one was written).
+pub fn money(config: &Config) -> Option<MoneyView> {
+    super::money::last_snapshot(&Store::existing(&config.agent.state_dir))
+        .map(|s| MoneyView::of(&s))
+}
+
 /// One configured certificate.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct StatusRow {
@@ -40,6 +60,8 @@ pub struct StatusRow {
     /// The next renewal (within a year) that needs a fresh domain validation, and whether
     /// the agent does it without a person.
     pub validation: Option<crate::engine::forecast::FreshValidation>,
+    /// What the CRL last said of the installed certificate (`null`: none installed).
+    pub revocation: Option<RevocationView>,
 }
 
 /// Fills [`StatusRow::served`]: whether each certificate's verify address serves the installed
@@ -128,6 +150,7 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
             warning,
             served: None,
             validation: crate::engine::forecast::next_fresh_validation(config, cert, &rec, now),
+            revocation: RevocationView::of(&rec, config.revocation.check),
         });
     }
     Ok(rows)
@@ -151,6 +174,7 @@ fn retired(name: &str, archive: &std::path::Path) -> StatusRow {
         warning: None,
         served: None,
         validation: None,
+        revocation: None,
     }
 }
 

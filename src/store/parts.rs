@@ -27,6 +27,16 @@ pub struct RevocationSeen {
     pub url: Option<String>,
     /// What was found, in words.
     pub detail: String,
+    /// When the CRL says it was revoked (`revoked` only).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub revoked_at: Option<OffsetDateTime>,
+    /// The CRL's reason code, when it gives one (`revoked` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl RevocationSeen {

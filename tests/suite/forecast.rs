@@ -235,3 +235,59 @@ fn check_warns_before_the_balance_runs_short() {
         unknown.describe()
     );
 }
+
+/// Guards status's money line: none before `money.json` exists; after `forecast` read the
+/// balance, the available 8.79 USD against the 8.80 USD order due within 30 days, not covered
+/// (table and `--json`), and status itself calls nothing.
+#[test]
+fn status_shows_a_balance_short_of_the_next_30_days() {
+    let env = installed_env();
+    subscription_ends_in(&env, 55);
+    env.sandbox.set_payments(PARTNER, 879).unwrap();
+    let before = env.agent(["--json", "status"]).run();
+    before.expect_code(0);
+    assert!(before.json()["money"].is_null(), "{}", before.describe());
+    let table = env.agent(["status"]).run();
+    assert!(!table.stdout.contains("balance:"), "{}", table.describe());
+
+    env.agent(["forecast"]).run().expect_code(0);
+    env.sandbox.clear_calls();
+    let status = env.agent(["--json", "status"]).run();
+    status.expect_code(0);
+    let money = &status.json()["money"];
+    assert_eq!(money["available"], "8.79", "{money}");
+    assert_eq!(money["spend_30d"], "8.80", "{money}");
+    assert_eq!(money["currency"], "USD", "{money}");
+    assert_eq!(money["covered"], false, "{money}");
+    let table = env.agent(["status"]).run();
+    table.expect_code(0);
+    let line = table
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("balance: "))
+        .unwrap_or_else(|| panic!("no money line\n{}", table.describe()));
+    assert!(
+        line.starts_with("balance: 8.79 USD available (read ")
+            && line.ends_with(
+                "billed renewals of the next 30 days: 8.80 USD, NOT covered: add funds before \
+                 they fall due (cert-agent forecast)"
+            ),
+        "{line}"
+    );
+    assert!(env.calls().is_empty(), "status reads local state only");
+
+    env.sandbox.set_payments(PARTNER, 880).unwrap();
+    env.agent(["forecast"]).run().expect_code(0);
+    let covered = env.agent(["--json", "status"]).run().json();
+    assert_eq!(covered["money"]["covered"], true, "{covered}");
+
+    // A damaged money.json is no money line, never a failed status.
+    std::fs::write(
+        env.state_dir().join("money.json"),
+        "{\"at\": 12, \"spend_30d\": [",
+    )
+    .unwrap();
+    let damaged = env.agent(["--json", "status"]).run();
+    damaged.expect_code(0);
+    assert!(damaged.json()["money"].is_null(), "{}", damaged.describe());
+}

@@ -192,19 +192,25 @@ fn the_metrics_file_passes_promtool_and_tells_the_truth() {
     assert_eq!(mode.permissions().mode() & 0o777, 0o644);
 }
 
+/// The alert rules of `docs/monitoring.md`, written to `dir/cert-agent.yml`.
+fn documented_rules(dir: &std::path::Path) -> std::path::PathBuf {
+    let doc =
+        fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/monitoring.md")).unwrap();
+    let start = doc.find("```yaml\ngroups:").expect("the rules block") + "```yaml\n".len();
+    let end = start + doc[start..].find("```").unwrap();
+    let rules = dir.join("cert-agent.yml");
+    fs::write(&rules, &doc[start..end]).unwrap();
+    rules
+}
+
 /// Guards the alert rules of `docs/monitoring.md`: `promtool check rules` accepts them.
 #[test]
 fn the_documented_alert_rules_pass_promtool() {
     let Some(promtool) = promtool() else {
         return;
     };
-    let doc =
-        fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/monitoring.md")).unwrap();
-    let start = doc.find("```yaml\ngroups:").expect("the rules block") + "```yaml\n".len();
-    let end = start + doc[start..].find("```").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let rules = dir.path().join("cert-agent.yml");
-    fs::write(&rules, &doc[start..end]).unwrap();
+    let rules = documented_rules(dir.path());
     let out = Command::new(promtool)
         .args(["check", "rules"])
         .arg(&rules)
@@ -213,6 +219,154 @@ fn the_documented_alert_rules_pass_promtool() {
     assert!(
         out.status.success(),
         "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Guards what the documented alert rules make of the families (`promtool test rules`): a
+/// retired certificate the configuration still lists (only `cert_agent_certificate_retired`)
+/// is neither "not installed" nor "expiring", only a reminder after a day; a configured one
+/// with nothing installed and nothing under way is "not installed"; a revoked one is critical;
+/// a fresh validation a person must do within 21 days warns, one the agent does does not; a
+/// balance short of the next 30 days' renewals warns.
+#[test]
+fn the_documented_alert_rules_fire_for_what_they_name() {
+    let Some(promtool) = promtool() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    documented_rules(dir.path());
+    // Unix seconds at the evaluation times are the minutes since 0.
+    let series = |metric: &str, name: &str, value: &str| {
+        format!(
+            "      - series: '{metric}{{instance=\"web1\",name=\"{name}\"}}'\n        values: '{value}x1600'\n"
+        )
+    };
+    let ten_days = "864000";
+    let mut input = String::new();
+    for (name, not_after, pending, retired, revoked) in [
+        ("www", Some("8640000"), "0", "0", "0"),
+        ("mail", Some("8640000"), "0", "0", "0"),
+        ("shop", Some("8640000"), "1", "0", "1"),
+        ("new", None, "0", "0", "0"),
+    ] {
+        if let Some(t) = not_after {
+            input += &series(
+                "cert_agent_certificate_not_after_timestamp_seconds",
+                name,
+                t,
+            );
+            input += &series("cert_agent_certificate_revoked", name, revoked);
+            input += &series("cert_agent_certificate_crl_usable", name, "1");
+        }
+        input += &series("cert_agent_certificate_pending", name, pending);
+        input += &series("cert_agent_certificate_consecutive_failures", name, "0");
+        input += &series("cert_agent_certificate_retired", name, retired);
+    }
+    input += &series("cert_agent_certificate_retired", "old", "1");
+    for (name, person) in [("www", "1"), ("mail", "0")] {
+        input += &series(
+            "cert_agent_certificate_fresh_validation_due_timestamp_seconds",
+            name,
+            ten_days,
+        );
+        input += &series(
+            "cert_agent_certificate_fresh_validation_needs_person",
+            name,
+            person,
+        );
+    }
+    input += "      - series: 'cert_agent_balance_available{instance=\"web1\",currency=\"USD\"}'\n        values: '8.79x1600'\n";
+    input += "      - series: 'cert_agent_projected_spend_30d{instance=\"web1\",currency=\"USD\"}'\n        values: '8.80x1600'\n";
+    let alert = |at: &str, name: &str, fired: &[(&str, &str, &str)]| {
+        let mut t =
+            format!("      - eval_time: {at}\n        alertname: {name}\n        exp_alerts:\n");
+        for (labels, severity, summary) in fired {
+            t += &format!(
+                "          - exp_labels: {{severity: {severity}, instance: web1, {labels}}}\n            exp_annotations:\n              summary: \"{summary}\"\n"
+            );
+        }
+        if fired.is_empty() {
+            t = t.replace("exp_alerts:\n", "exp_alerts: []\n");
+        }
+        t
+    };
+    let checks = [
+        alert(
+            "90m",
+            "CertificateNotInstalled",
+            &[(
+                "name: new",
+                "warning",
+                "new: configured, nothing installed and nothing under way (cert-agent status)",
+            )],
+        ),
+        alert(
+            "25h",
+            "CertificateNotInstalled",
+            &[(
+                "name: new",
+                "warning",
+                "new: configured, nothing installed and nothing under way (cert-agent status)",
+            )],
+        ),
+        alert("90m", "CertificateExpiresSoon", &[]),
+        alert("90m", "CertificateRetiredButConfigured", &[]),
+        alert(
+            "25h",
+            "CertificateRetiredButConfigured",
+            &[(
+                "name: old",
+                "info",
+                "old was retired: remove its [[certificate]] entry from the configuration",
+            )],
+        ),
+        alert(
+            "90m",
+            "CertificateRevoked",
+            &[(
+                "name: shop",
+                "critical",
+                "shop: the CA revoked the installed certificate (cert-agent status)",
+            )],
+        ),
+        alert("90m", "CertificateRevocationUnknown", &[]),
+        alert("90m", "CertificateRenewalFailing", &[]),
+        // Due at 10 days; at 90 minutes 9 days 22.5 hours are left.
+        alert(
+            "90m",
+            "FreshValidationNeedsPerson",
+            &[(
+                "name: www",
+                "warning",
+                "www: the renewal due in 9d 22h 30m 0s needs a fresh validation by a person (cert-agent status)",
+            )],
+        ),
+        alert(
+            "90m",
+            "BalanceShortOfRenewals",
+            &[(
+                "currency: USD",
+                "warning",
+                "the Partner API balance does not cover the renewal orders of the next 30 days (cert-agent forecast)",
+            )],
+        ),
+    ];
+    let test = format!(
+        "rule_files:\n  - cert-agent.yml\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{input}    alert_rule_test:\n{}",
+        checks.concat()
+    );
+    let file = dir.path().join("cert-agent.test.yml");
+    fs::write(&file, &test).unwrap();
+    let out = Command::new(promtool)
+        .args(["test", "rules"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}\n{test}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );

@@ -88,6 +88,55 @@ fn retire_inside_the_window_cancels_once_and_later_runs_leave_it_alone() {
     assert!(audit.contains("\"action\":\"retire\""), "{audit}");
 }
 
+/// Guards the surfaces of a retired certificate the configuration still lists: `retire`
+/// announces it once (with the archive and the certificate ID), the runs after it announce
+/// nothing (no `failed`); the metrics carry only `cert_agent_certificate_retired 1` for it (no
+/// expiry, failures or outcome an alert would read as "never installed"); `status --json`
+/// says retired, with no CRL or validation view.
+#[test]
+fn a_retired_certificate_is_announced_once_and_shows_only_as_retired() {
+    let mut env = issued("www", "www.retire-surfaces.test");
+    env.watch_surfaces();
+    let id = scenario::certificate_id(&env, "www");
+    scenario::run_synced(&env, &["retire", "www", "--yes"]).expect_code(0);
+    for _ in 0..2 {
+        let run = scenario::run_synced(&env, &["--json", "renew", "--wait", "5"]);
+        assert_ne!(run.code, Some(0), "{}", run.describe());
+    }
+    let events = env.notified();
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0]["event"], "retired");
+    assert_eq!(events[0]["certificate_id"], id);
+    let archive = env.state_dir().join("retired/www.json");
+    assert_eq!(events[0]["archive"], archive.display().to_string());
+
+    let text = fs::read_to_string(env.path("metrics.prom")).unwrap();
+    let www: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("name=\"www\""))
+        .collect();
+    assert_eq!(www.len(), 1, "{text}");
+    assert!(
+        www[0].starts_with("cert_agent_certificate_retired{") && www[0].ends_with(" 1"),
+        "{text}"
+    );
+
+    let status = scenario::run_synced(&env, &["--json", "status"]);
+    status.expect_code(0);
+    let row = &status.json()["certificates"][0];
+    assert!(
+        row["state"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("retired ("),
+        "{row:#}"
+    );
+    assert!(
+        row["revocation"].is_null() && row["validation"].is_null(),
+        "{row:#}"
+    );
+}
+
 /// Guards the other side of the window: 30 days after issuance the API would refuse, so no
 /// cancel call is made and the operator is told why.
 #[test]

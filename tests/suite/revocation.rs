@@ -311,3 +311,107 @@ fn age_kept_crls(env: &TestEnv, secs: u64) {
         f.set_modified(when).unwrap();
     }
 }
+
+/// `status` (table and `--json`) and the metrics of one installed certificate from what the
+/// CRL says: not checked before a run read it, good, unusable (a garbage CRL: why), and
+/// revoked (date and reason) while the annulled order waits for the operator's leave to order.
+#[test]
+fn status_and_the_metrics_show_what_the_crl_said() {
+    let mut env = TestEnv::new();
+    env.watch_surfaces();
+    let spec = env.standalone_spec("www", &["www.crl-status.test"]);
+    env.certs.push(spec);
+    env.renew().expect_code(0);
+    env.allow_orders = false;
+    let status = || {
+        let out = env.agent(["--json", "status"]).run();
+        out.expect_code(0);
+        let v = out.json();
+        (v["certificates"][0]["revocation"].clone(), out)
+    };
+    let table = || {
+        let out = env.agent(["status"]).run();
+        out.expect_code(0);
+        out.stdout
+    };
+    let (r, out) = status();
+    assert_eq!(r["state"], "not_checked", "{}", out.describe());
+    assert!(table().contains(" not checked "), "{}", table());
+
+    env.renew().expect_code(0);
+    let (r, out) = status();
+    assert_eq!(r["state"], "good", "{}", out.describe());
+    assert!(
+        r["url"].as_str().unwrap_or_default().starts_with("http://"),
+        "{r}"
+    );
+    assert!(table().contains(" good "), "{}", table());
+    assert_eq!(
+        env.metric("cert_agent_certificate_revoked", "www"),
+        Some(0.0)
+    );
+
+    env.sandbox.set_crl_fault(Some(CrlFault::Garbage), None);
+    fs::remove_dir_all(env.state_dir().join("crl")).unwrap();
+    env.renew().expect_code(0);
+    let (r, out) = status();
+    assert_eq!(r["state"], "unknown", "{}", out.describe());
+    let text = table();
+    assert!(
+        text.contains(" UNUSABLE ")
+            && text.contains("www: revocation unknown: the CRL http://")
+            && text.contains("not a DER certificate revocation list"),
+        "{text}"
+    );
+    assert_eq!(
+        env.metric("cert_agent_certificate_crl_usable", "www"),
+        Some(0.0)
+    );
+
+    env.sandbox.set_crl_fault(None, None);
+    let _ = fs::remove_dir_all(env.state_dir().join("crl"));
+    env.sandbox
+        .revoke(
+            RevokeTarget::CertificateId(certificate_id(&env, "www")),
+            "keyCompromise",
+            false,
+        )
+        .unwrap();
+    let run = env.renew();
+    assert_eq!(
+        run.outcome("www")["outcome"],
+        "failed",
+        "{}",
+        run.describe()
+    );
+    let (r, out) = status();
+    assert_eq!(r["state"], "revoked", "{}", out.describe());
+    assert_eq!(r["reason"], "keyCompromise", "{r}");
+    let revoked_at = time::OffsetDateTime::parse(
+        r["revoked_at"].as_str().unwrap_or_default(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap_or_else(|e| panic!("revoked_at: {e}: {r}"));
+    let text = table();
+    assert!(
+        text.contains(&format!(" REVOKED {} keyCompromise ", revoked_at.date()))
+            && text.contains("www: serial ")
+            && text.contains("was revoked on"),
+        "{text}"
+    );
+    assert_eq!(
+        env.metric("cert_agent_certificate_revoked", "www"),
+        Some(1.0)
+    );
+    assert_eq!(
+        env.metric("cert_agent_certificate_crl_usable", "www"),
+        Some(1.0)
+    );
+    // Announced once, by the run that read it.
+    let revoked: Vec<_> = env
+        .notified()
+        .into_iter()
+        .filter(|e| e["event"] == "revoked")
+        .collect();
+    assert_eq!(revoked.len(), 1, "{revoked:?}");
+}

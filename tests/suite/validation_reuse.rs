@@ -48,7 +48,8 @@ fn when(v: &serde_json::Value) -> OffsetDateTime {
 }
 
 fn row<'a>(rows: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    rows.as_array()
+    rows["certificates"]
+        .as_array()
         .unwrap()
         .iter()
         .find(|r| r["name"] == name)
@@ -168,4 +169,41 @@ fn from_march_2029_every_renewal_validates_again() {
         env.record("web").unwrap()["validations"]["web.reuse.test"]["method"],
         "HTTP"
     );
+}
+
+/// Guards the other surfaces of the foresight: with 10-day reuse the EMAIL certificate's next
+/// renewal needs a person within `warning_days` — one `fresh_validation_needed` event over two
+/// runs (due date, names, method), none for the HTTP one; the metrics carry each renewal's due
+/// time and whether a person is needed.
+#[test]
+fn a_renewal_needing_a_person_is_announced_once_and_in_the_metrics() {
+    let mut env = issued_env(datetime!(2029-03-20 00:00 UTC), 47);
+    env.watch_surfaces();
+    for _ in 0..2 {
+        run_synced(&env, &["renew"]).expect_code(0);
+    }
+    let rows = run_synced(&env, &["--json", "status"]).json();
+    let events = env.notified();
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let e = &events[0];
+    assert_eq!(e["event"], "fresh_validation_needed", "{e:#}");
+    assert_eq!(e["certificate"], "mail");
+    assert_eq!(e["method"], "EMAIL");
+    assert_eq!(e["domains"], serde_json::json!(["mail.reuse.test"]));
+    let mail_due = when(&row(&rows, "mail")["validation"]["due"]);
+    assert_eq!(when(&e["due"]), mail_due);
+
+    let due = "cert_agent_certificate_fresh_validation_due_timestamp_seconds";
+    let person = "cert_agent_certificate_fresh_validation_needs_person";
+    assert_eq!(
+        env.metric(due, "mail"),
+        Some(mail_due.unix_timestamp() as f64)
+    );
+    assert_eq!(env.metric(person, "mail"), Some(1.0));
+    let web_due = when(&row(&rows, "web")["validation"]["due"]);
+    assert_eq!(
+        env.metric(due, "web"),
+        Some(web_due.unix_timestamp() as f64)
+    );
+    assert_eq!(env.metric(person, "web"), Some(0.0));
 }

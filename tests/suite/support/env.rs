@@ -468,6 +468,43 @@ impl TestEnv {
         fs::write(&p, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
     }
 
+    /// Adds a `metrics_file` (`metrics.prom`) and a `notify_command` that logs each
+    /// notification's JSON document as one line (`notify.log`), both beside the state
+    /// directory; read them with [`TestEnv::metric`] and [`TestEnv::notified`].
+    pub(crate) fn watch_surfaces(&mut self) {
+        let hook = format!(
+            "cat >> '{log}'; echo >> '{log}'",
+            log = self.path("notify.log").display()
+        );
+        self.agent_extra.push_str(&format!(
+            "metrics_file = \"{}\"\nnotify_command = [\"/bin/sh\", \"-c\", {hook:?}]\n",
+            self.path("metrics.prom").display()
+        ));
+    }
+
+    /// The value of metric `family` for certificate `name` in the metrics file of
+    /// [`TestEnv::watch_surfaces`], if written.
+    pub(crate) fn metric(&self, family: &str, name: &str) -> Option<f64> {
+        let text = fs::read_to_string(self.path("metrics.prom")).ok()?;
+        let start = format!("{family}{{name=\"{name}\"");
+        text.lines()
+            .find(|l| l.starts_with(&start))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    }
+
+    /// Every event `notify_command` received (see [`TestEnv::watch_surfaces`]), in order.
+    pub(crate) fn notified(&self) -> Vec<serde_json::Value> {
+        let text = fs::read_to_string(self.path("notify.log")).unwrap_or_default();
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .flat_map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["events"].as_array().cloned().unwrap_or_default()
+            })
+            .collect()
+    }
+
     /// The journal (`state_dir/journal.log`).
     pub(crate) fn journal(&self) -> String {
         fs::read_to_string(self.state_dir().join("journal.log")).unwrap_or_default()

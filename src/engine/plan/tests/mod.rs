@@ -515,6 +515,8 @@ fn a_revoked_certificate_is_replaced_at_once() {
         state: state.into(),
         url: Some("http://crl.example/ca.crl".into()),
         detail: "serial 0A was revoked on 2026-01-02 00:00 UTC, reason keyCompromise".into(),
+        revoked_at: None,
+        reason: None,
     };
     // Day 10 of a 200-day certificate in a 5-year subscription: idle by the schedule.
     let mut rec = installed(200, Some(1825));
