@@ -16,14 +16,12 @@ pub(super) async fn run(config: &Config, served: bool, out: &Output, clock: Cloc
     if served {
         crate::monitor::add_served(config, &mut rows, clock.now()).await;
     }
-    let money = crate::monitor::status::money(config);
     if out.json {
-        out.print_json(&crate::monitor::status::StatusReport {
-            certificates: rows,
-            money,
-        })?;
+        // An array of the certificates, as it always was; the money in `forecast --json`.
+        out.print_json(&rows)?;
         return Ok(exit::OK);
     }
+    let money = crate::monitor::status::money(config);
     let mut headers = vec![
         "NAME",
         "CERT ID",

@@ -16,15 +16,6 @@ mod views;
 
 pub use views::{MoneyView, RevocationView};
 
-/// `status --json`: the rows and the money line.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct StatusReport {
-    pub certificates: Vec<StatusRow>,
-    /// The balance against the billed renewals of the next 30 days as last read (`null`
-    /// before `state_dir/money.json` exists).
-    pub money: Option<MoneyView>,
-}
-
 /// The balance against the billed renewals of the 30 days after it was last read, from
 /// `state_dir/money.json` (`None` before one was written).
 pub fn money(config: &Config) -> Option<MoneyView> {

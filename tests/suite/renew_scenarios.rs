@@ -381,7 +381,7 @@ fn last_reissue_then_blackout_prepares_renewal_then_one_order() {
         "the last certificate ends with the subscription: {not_after} vs {sub_end}"
     );
     let status = scenario::run_synced(&env, &["--json", "status"]).json();
-    let ends = status["certificates"][0]["subscription_ends"]
+    let ends = status[0]["subscription_ends"]
         .as_str()
         .unwrap_or_default()
         .to_string();
@@ -547,7 +547,7 @@ fn status_json_and_dry_run_describe_without_acting() {
     let status = env.agent(["--json", "status"]).run();
     status.expect_code(0);
     assert_eq!(env.calls().len(), n, "status reads local state only");
-    let row = &status.json()["certificates"][0];
+    let row = &status.json()[0];
     let leaf = installed_leaf(&env, "www");
     assert_eq!(row["name"], "www");
     assert_eq!(row["certificate_id"], id);
@@ -576,7 +576,7 @@ fn status_json_and_dry_run_describe_without_acting() {
     age_installed(&env, 20);
     let status = env.agent(["--json", "status"]).run().json();
     assert!(
-        status["certificates"][0]["next_action"]
+        status[0]["next_action"]
             .as_str()
             .unwrap()
             .contains("reissue"),

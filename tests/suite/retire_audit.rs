@@ -123,7 +123,7 @@ fn a_retired_certificate_is_announced_once_and_shows_only_as_retired() {
 
     let status = scenario::run_synced(&env, &["--json", "status"]);
     status.expect_code(0);
-    let row = &status.json()["certificates"][0];
+    let row = &status.json()[0];
     assert!(
         row["state"]
             .as_str()

@@ -48,8 +48,7 @@ fn when(v: &serde_json::Value) -> OffsetDateTime {
 }
 
 fn row<'a>(rows: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    rows["certificates"]
-        .as_array()
+    rows.as_array()
         .unwrap()
         .iter()
         .find(|r| r["name"] == name)

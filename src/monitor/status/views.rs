@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::engine::plan::short_time;
+use crate::clock::short_time;
 use crate::store::{CertRecord, RevocationSeen};
 use crate::values::Decimal;
 
