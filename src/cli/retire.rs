@@ -11,10 +11,8 @@ use super::exit::{self, UsageError};
 use super::output::Output;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::discover::{self, Server};
 use crate::engine::retire::{self, CancelDecision, ConfigEntry, RetireOptions, RetireReport};
 use crate::store::Store;
-use crate::values::ServerKind;
 
 pub(super) async fn run(
     config: &Config,
@@ -40,31 +38,8 @@ pub(super) async fn run(
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = store.lock()?;
     let mut plan = retire::plan(config, &store, &args.name, opts)?;
-    let kind = plan.cert.map(|c| c.install.server);
-    let server = match kind {
-        Some(ServerKind::Nginx) => Some(Server::Nginx),
-        Some(ServerKind::Apache) => Some(Server::Apache),
-        _ => None,
-    };
-    let deleting = !plan.files.is_empty() || !plan.placeholder_files.is_empty();
-    if deleting && (server.is_some() || args.from.is_some()) {
-        match in_use_report(args, server).await {
-            Ok(vhosts) => plan.check_in_use(&vhosts, args.force)?,
-            Err(e) if args.force => tracing::warn!("{e:#}; deleting anyway (--force)"),
-            Err(e) if !args.remove_files => {
-                plan.keep_placeholders(&format!(
-                    "could not see whether the web server still uses it ({e:#})"
-                ));
-            }
-            Err(e) => {
-                return Err(e.context(
-                    "could not see which files the web server still uses; nothing was \
-                     changed (--from FILE reads its report from a file, --force deletes \
-                     without looking)",
-                ));
-            }
-        }
-    }
+    plan.look_at_web_server(args.from.as_deref(), opts, true)
+        .await?;
     let steps = plan.describe(opts);
     if !args.yes {
         confirm(&args.name, &steps)?;
@@ -84,12 +59,6 @@ pub(super) async fn run(
         print_report(&report);
     }
     Ok(exit::OK)
-}
-
-/// The virtual hosts of the configured web server (or of `--from`).
-async fn in_use_report(args: &RetireArgs, server: Option<Server>) -> Result<Vec<discover::Vhost>> {
-    let (server, text) = discover::read_dump(args.from.as_deref(), server).await?;
-    Ok(discover::read(server, &text)?.vhosts)
 }
 
 /// Asks on a terminal; without one, `--yes` is needed.
