@@ -11,7 +11,8 @@ use super::exit::{self, UsageError};
 use super::output::Output;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::engine::retire::{self, CancelDecision, ConfigEntry, RetireOptions, RetireReport};
+use crate::engine::retire::{self, ConfigEntry, RetireOptions, RetireReport};
+use crate::fleet::Retiring;
 use crate::store::Store;
 
 pub(super) async fn run(
@@ -20,16 +21,6 @@ pub(super) async fn run(
     out: &Output,
     clock: Clock,
 ) -> Result<u8> {
-    if config.fleet.is_some() {
-        return Err(UsageError(format!(
-            "retire in fleet mode: not yet. Retiring '{}' must remove it for every host of the \
-             fleet (shared record, current certificate, validation files) as the leader; until \
-             then remove it from every host's configuration and its state with `cert-agent \
-             retire` on a configuration without [fleet]",
-            args.name
-        ))
-        .into());
-    }
     let opts = RetireOptions {
         cancel: args.cancel,
         remove_files: args.remove_files,
@@ -37,28 +28,80 @@ pub(super) async fn run(
     };
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = store.lock()?;
-    let mut plan = retire::plan(config, &store, &args.name, opts)?;
-    plan.look_at_web_server(args.from.as_deref(), opts, true)
-        .await?;
-    let steps = plan.describe(opts);
-    if !args.yes {
-        confirm(&args.name, &steps)?;
-    }
-    let client = if opts.cancel && plan.certificate_id.is_some() {
-        Some(super::client_for(config)?)
+    let now = clock.now();
+    let report = if config.fleet.is_some() {
+        // The lead first: while another host leads, nothing is asked and nothing changes.
+        let fleet = Retiring::begin(config, &store, &args.name, clock).await?;
+        let ready = async {
+            let plan = prepare(config, &store, args, opts).await?;
+            let client = needs_client(&plan, opts)
+                .then(|| fleet.client(config))
+                .transpose()?;
+            Ok::<_, anyhow::Error>((plan, client))
+        }
+        .await;
+        match ready {
+            Ok((plan, client)) => {
+                fleet
+                    .carry_out(plan, &store, client.as_ref(), opts)
+                    .await?
+            }
+            Err(e) => {
+                fleet.give_up().await;
+                return Err(e);
+            }
+        }
     } else {
-        None
+        let plan = prepare(config, &store, args, opts).await?;
+        let client = needs_client(&plan, opts)
+            .then(|| super::client_for(config))
+            .transpose()?;
+        retire::carry_out(plan, &store, client.as_ref(), opts, now).await?
     };
-    let report = retire::carry_out(plan, &store, client.as_ref(), opts, clock.now()).await?;
     for w in &report.warnings {
         tracing::warn!(certificate = %report.name, "{w}");
     }
     if out.json {
         out.print_json(&report)?;
     } else {
-        print_report(&report);
+        print_report(&report, config.fleet.is_some());
     }
     Ok(exit::OK)
+}
+
+/// What retiring will do, looked at (the web server's report) and confirmed.
+async fn prepare<'a>(
+    config: &'a Config,
+    store: &Store,
+    args: &RetireArgs,
+    opts: RetireOptions,
+) -> Result<retire::Plan<'a>> {
+    let mut plan = retire::plan(config, store, &args.name, opts)?;
+    plan.look_at_web_server(args.from.as_deref(), opts, true)
+        .await?;
+    let mut steps = plan.describe(opts);
+    if config.fleet.is_some() {
+        steps.push(format!(
+            "retire '{}' for the whole fleet: a sealed tombstone in etcd, the fleet's record, \
+             current certificate and validation file deleted; every other host retires it on \
+             its next synchronisation{}",
+            args.name,
+            if opts.remove_files {
+                " and deletes its installed files (never one its web server still names)"
+            } else {
+                ""
+            }
+        ));
+    }
+    if !args.yes {
+        confirm(&args.name, &steps)?;
+    }
+    Ok(plan)
+}
+
+/// Whether the API is called: a cancellation asked for, of a recorded order.
+fn needs_client(plan: &retire::Plan<'_>, opts: RetireOptions) -> bool {
+    opts.cancel && plan.certificate_id.is_some()
 }
 
 /// Asks on a terminal; without one, `--yes` is needed.
@@ -90,29 +133,9 @@ fn confirm(name: &str, steps: &[String]) -> Result<()> {
     }
 }
 
-fn print_report(r: &RetireReport) {
+fn print_report(r: &RetireReport, fleet: bool) {
     if let Some(c) = &r.cancel {
-        let id = c.certificate_id;
-        match &c.decision {
-            CancelDecision::Ask => outln!(
-                "cancel certificate {id}: the API answered success={} \"{}\"",
-                c.success.unwrap_or(false),
-                c.result.as_deref().unwrap_or("")
-            ),
-            CancelDecision::TooLate { issued } => outln!(
-                "cancel certificate {id}: not asked: it was issued on {issued}, more than \
-                 {} days ago, and the API cancels an issued certificate only within {} days \
-                 of its issuance",
-                retire::CANCEL_WINDOW_DAYS,
-                retire::CANCEL_WINDOW_DAYS
-            ),
-            CancelDecision::Ended { state } => {
-                outln!("cancel certificate {id}: not asked: the order is already {state}");
-            }
-            CancelDecision::Pending => {
-                outln!("cancel certificate {id}: not asked: a cancellation is already pending");
-            }
-        }
+        outln!("{}", c.describe());
     }
     for f in &r.removed {
         outln!("removed {}", f.display());
@@ -121,8 +144,13 @@ fn print_report(r: &RetireReport) {
         outln!("kept {} ({why})", f.display());
     }
     outln!(
-        "'{}' is retired; its record is archived in {}",
+        "'{}' is retired{}; its record is archived in {}",
         r.name,
+        if fleet {
+            " for the fleet (every other host retires it on its next synchronisation)"
+        } else {
+            ""
+        },
         r.archive.display()
     );
     if let ConfigEntry::Operator { file } = &r.config_entry {

@@ -403,6 +403,31 @@ pub struct CancelReport {
     pub result: Option<String>,
 }
 
+impl CancelReport {
+    /// What the cancellation came to, in one line.
+    pub fn describe(&self) -> String {
+        let id = self.certificate_id;
+        match &self.decision {
+            CancelDecision::Ask => format!(
+                "cancel certificate {id}: the API answered success={} \"{}\"",
+                self.success.unwrap_or(false),
+                self.result.as_deref().unwrap_or("")
+            ),
+            CancelDecision::TooLate { issued } => format!(
+                "cancel certificate {id}: not asked: it was issued on {issued}, more than \
+                 {CANCEL_WINDOW_DAYS} days ago, and the API cancels an issued certificate only \
+                 within {CANCEL_WINDOW_DAYS} days of its issuance"
+            ),
+            CancelDecision::Ended { state } => {
+                format!("cancel certificate {id}: not asked: the order is already {state}")
+            }
+            CancelDecision::Pending => {
+                format!("cancel certificate {id}: not asked: a cancellation is already pending")
+            }
+        }
+    }
+}
+
 /// What retiring did.
 #[derive(Debug, Clone, Serialize)]
 pub struct RetireReport {
