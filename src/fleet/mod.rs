@@ -51,6 +51,6 @@ pub use link::{FLEET_KEY_CREDENTIAL, FLEET_PREVIOUS_KEY_CREDENTIAL, FleetLink, c
 pub use options::{DEFAULT_PREFIX, FleetOptions};
 pub use retire::{LeadElsewhere, Retiring};
 pub use rotate::{Resealed, RotateReport, rotate_key};
-pub use status::{CertStatus, FleetStatus, HostStatus, status};
+pub use status::{CertStatus, FleetStatus, HostStatus, RetiredStatus, status};
 pub use takeover::{Takeover, open_work};
 pub use watch::follow_changes;
