@@ -66,6 +66,11 @@ impl Trial {
         t
     }
 
+    /// The etcd members' client URLs.
+    pub(crate) fn endpoints(&self) -> Vec<String> {
+        self._cluster.endpoints()
+    }
+
     pub(crate) fn get(&mut self, rel: &str) -> Option<Vec<u8>> {
         let resp = self
             .rt
