@@ -652,6 +652,50 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
+    /// A host retiring what the fleet retired keeps the installed files its web server still
+    /// names and deletes the rest; `retire` on the host itself refuses them (unless forced).
+    #[test]
+    fn files_the_web_server_names_are_kept_by_a_fleet_host_and_refused_by_retire() {
+        let dump = "# configuration file /etc/nginx/nginx.conf:\nhttp {\n  server {\n    \
+                    listen 443 ssl;\n    server_name www.example.com;\n    ssl_certificate \
+                    /srv/out/fullchain.pem;\n    ssl_certificate_key /srv/out/privkey.pem;\n  \
+                    }\n}\n";
+        let vhosts = crate::discover::read(crate::discover::Server::Nginx, dump)
+            .unwrap()
+            .vhosts;
+        let plan = || Plan {
+            name: "www".into(),
+            cert: None,
+            record: CertRecord::default(),
+            certificate_id: None,
+            files: ["fullchain.pem", "privkey.pem", "chain.pem"]
+                .iter()
+                .map(|f| PathBuf::from("/srv/out").join(f))
+                .collect(),
+            placeholder_files: Vec::new(),
+            kept: Vec::new(),
+            config_entry: ConfigEntry::None,
+        };
+        let mut kept = plan();
+        kept.keep_in_use(&vhosts);
+        assert_eq!(kept.files, vec![PathBuf::from("/srv/out/chain.pem")]);
+        let names: Vec<_> = kept.kept.iter().map(|(f, _)| f.clone()).collect();
+        assert_eq!(
+            names,
+            vec![
+                PathBuf::from("/srv/out/fullchain.pem"),
+                PathBuf::from("/srv/out/privkey.pem")
+            ]
+        );
+        assert!(kept.kept[0].1.contains("still named at"), "{:?}", kept.kept);
+        let mut refused = plan();
+        let e = refused.check_in_use(&vhosts, false).unwrap_err().to_string();
+        assert!(e.contains("/srv/out/fullchain.pem (named at"), "{e}");
+        let mut forced = plan();
+        forced.check_in_use(&vhosts, true).unwrap();
+        assert_eq!(forced.files.len(), 3, "--force deletes them all");
+    }
+
     #[test]
     fn the_28_day_window_decides_whether_cancel_is_asked() {
         let now = time::macros::datetime!(2026-06-30 12:00 UTC);

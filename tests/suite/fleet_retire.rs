@@ -13,8 +13,9 @@ use crate::fleet_e2e::ready;
 use crate::fleet_trust::{PREFIX, Trial};
 
 use std::fs;
+use std::time::Duration;
 
-use support::env::norm_serial;
+use support::env::{norm_serial, wait_until};
 use support::scenario::show;
 
 use crate::support;
@@ -74,8 +75,15 @@ fn retire_on_one_host_cancels_once_and_every_host_archives_it_and_it_can_come_ba
         .unwrap();
     let billed = t.f.env.billed();
 
-    // web2 retires it for the fleet (web1 placed the order): one cancel call, its answer.
-    let out = t.f.agent(1, &["retire", "www", "--cancel", "--yes"]);
+    // web1's daemon follows the fleet. web2 retires www for the fleet (web1 placed the
+    // order): one cancel call, its answer. Exit code 75 while web1's daemon leads a run.
+    t.f.start_daemon(0);
+    let mut out = t.f.agent(1, &["retire", "www", "--cancel", "--yes"]);
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while out.code == Some(75) && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(500));
+        out = t.f.agent(1, &["retire", "www", "--cancel", "--yes"]);
+    }
     out.expect_code(0);
     assert_eq!(cancel_calls(&t), 1, "{}", show(&t.f.env.calls()));
     let text = out.text();
@@ -100,18 +108,26 @@ fn retire_on_one_host_cancels_once_and_every_host_archives_it_and_it_can_come_ba
     assert!(state2.join("retired/www.json").exists());
     assert!(!state2.join("certs/www.json").exists());
 
-    // web1 archives it on its next run, keeps the files its nginx still names (no
-    // --remove-files), and asks nothing more of the API for www.
+    // web1's daemon archives it at once (the tombstone's change reaches its watch), keeps
+    // the files its nginx still names (no --remove-files), and asks nothing more of the API
+    // for www.
     let calls = t.f.env.calls().len();
-    let run = t.f.agent(0, &["--json", "renew"]);
-    let o = run.outcome("www");
-    assert_eq!(o["outcome"], "failed", "{}", run.describe());
-    let error = o["error"].as_str().unwrap_or_default();
+    let state1 = t.f.hosts[0].state.clone();
     assert!(
-        error.contains("retired for the fleet by web2") && error.contains("was retired"),
-        "{error}"
+        wait_until(Duration::from_secs(30), || {
+            state1.join("retired/www.json").exists()
+                && fs::read_to_string(state1.join("journal.log"))
+                    .is_ok_and(|j| j.contains("fleet-retired"))
+        }),
+        "{}",
+        t.f.logs()
     );
-    let state1 = &t.f.hosts[0].state;
+    t.f.kill_daemon(0);
+    assert!(
+        t.f.logs().contains("retired for the fleet"),
+        "{}",
+        t.f.logs()
+    );
     let archived: serde_json::Value =
         serde_json::from_slice(&fs::read(state1.join("retired/www.json")).unwrap()).unwrap();
     assert_eq!(archived["record"]["order"]["certificate_id"], id);
