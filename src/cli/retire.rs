@@ -41,11 +41,7 @@ pub(super) async fn run(
         }
         .await;
         match ready {
-            Ok((plan, client)) => {
-                fleet
-                    .carry_out(plan, &store, client.as_ref(), opts)
-                    .await?
-            }
+            Ok((plan, client)) => fleet.carry_out(plan, &store, client.as_ref(), opts).await?,
             Err(e) => {
                 fleet.give_up().await;
                 return Err(e);

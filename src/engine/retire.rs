@@ -689,7 +689,10 @@ mod tests {
         );
         assert!(kept.kept[0].1.contains("still named at"), "{:?}", kept.kept);
         let mut refused = plan();
-        let e = refused.check_in_use(&vhosts, false).unwrap_err().to_string();
+        let e = refused
+            .check_in_use(&vhosts, false)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("/srv/out/fullchain.pem (named at"), "{e}");
         let mut forced = plan();
         forced.check_in_use(&vhosts, true).unwrap();

@@ -114,11 +114,7 @@ pub(super) async fn sync(
             continue;
         }
         if let Some(t) = tombstones.get(&cert.name) {
-            let outcome = retired::retire_here(link, config, store, (idx, cert), t).await;
-            out.push(Synced {
-                name: cert.name.clone(),
-                outcome,
-            });
+            out.push(retired::retire_here(link, config, store, (idx, cert), t).await);
             continue;
         }
         let mut job = match Job::load(store, cert, idx, link.clock) {

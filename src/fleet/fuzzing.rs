@@ -7,9 +7,7 @@ use std::path::PathBuf;
 
 use super::envelope::{self, Place, Purpose};
 use super::key::{FleetKey, FleetKeys, KEY_LEN};
-use super::schema::{
-    Current, DcvEntry, HostResult, Kind, SharedState, Spec, Tombstone, Unplaced,
-};
+use super::schema::{Current, DcvEntry, HostResult, Kind, SharedState, Spec, Tombstone, Unplaced};
 use super::versions::Versions;
 
 /// `data` as a value read from etcd at every kind of key; and `data` sealed, opened back.

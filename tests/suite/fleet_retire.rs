@@ -42,10 +42,16 @@ impl Trial {
     fn keys(&mut self) -> Vec<String> {
         let resp = self
             .rt
-            .block_on(self.etcd.get(
-                PREFIX,
-                Some(etcd_client::GetOptions::new().with_prefix().with_keys_only()),
-            ))
+            .block_on(
+                self.etcd.get(
+                    PREFIX,
+                    Some(
+                        etcd_client::GetOptions::new()
+                            .with_prefix()
+                            .with_keys_only(),
+                    ),
+                ),
+            )
             .unwrap();
         resp.kvs()
             .iter()
@@ -100,7 +106,9 @@ fn retire_on_one_host_cancels_once_and_every_host_archives_it_and_it_can_come_ba
         assert!(!keys.iter().any(|k| k == gone), "{gone}: {keys:?}");
     }
     assert!(
-        !keys.iter().any(|k| k.starts_with("hosts/") && k.ends_with("/www")),
+        !keys
+            .iter()
+            .any(|k| k.starts_with("hosts/") && k.ends_with("/www")),
         "{keys:?}"
     );
     assert!(keys.iter().any(|k| k == "certs/shop/current"), "{keys:?}");
@@ -141,7 +149,12 @@ fn retire_on_one_host_cancels_once_and_every_host_archives_it_and_it_can_come_ba
     // Later runs on both hosts: www refused as retired, no order, nothing for its id.
     for i in [1, 0] {
         let again = t.f.agent(i, &["--json", "renew"]);
-        assert_eq!(again.outcome("www")["outcome"], "failed", "{}", again.describe());
+        assert_eq!(
+            again.outcome("www")["outcome"],
+            "failed",
+            "{}",
+            again.describe()
+        );
         assert!(again.stdout.contains("was retired"), "{}", again.describe());
     }
     let after = t.f.env.calls();
@@ -198,7 +211,12 @@ fn retire_on_one_host_cancels_once_and_every_host_archives_it_and_it_can_come_ba
     let endpoints = t.endpoints().join(",");
     let del = std::process::Command::new("etcdctl")
         .env("ETCDCTL_API", "3")
-        .args(["--endpoints", &endpoints, "del", &format!("{PREFIX}{TOMBSTONE}")])
+        .args([
+            "--endpoints",
+            &endpoints,
+            "del",
+            &format!("{PREFIX}{TOMBSTONE}"),
+        ])
         .output()
         .expect("etcdctl runs");
     assert!(
@@ -213,11 +231,25 @@ fn retire_on_one_host_cancels_once_and_every_host_archives_it_and_it_can_come_ba
         .unwrap();
     }
     let back = t.f.agent(0, &["--json", "renew", "--wait", "60"]);
-    assert_ne!(back.outcome("www")["outcome"], "failed", "{}", back.describe());
+    assert_ne!(
+        back.outcome("www")["outcome"],
+        "failed",
+        "{}",
+        back.describe()
+    );
     let back2 = t.f.agent(1, &["--json", "renew"]);
-    assert_ne!(back2.outcome("www")["outcome"], "failed", "{}", back2.describe());
+    assert_ne!(
+        back2.outcome("www")["outcome"],
+        "failed",
+        "{}",
+        back2.describe()
+    );
     let status = t.f.agent(1, &["status"]);
-    assert!(!status.stdout.contains("retired ("), "{}", status.describe());
+    assert!(
+        !status.stdout.contains("retired ("),
+        "{}",
+        status.describe()
+    );
 
     // The old tombstone put back: an older value than the record each host accepted since,
     // refused as a replay; www is not retired.
@@ -278,7 +310,10 @@ fn a_tombstone_that_does_not_open_is_refused_and_the_certificate_keeps_renewing(
             "{case}"
         );
         for i in 0..2 {
-            assert!(!t.f.hosts[i].state.join("retired/www.json").exists(), "{case}");
+            assert!(
+                !t.f.hosts[i].state.join("retired/www.json").exists(),
+                "{case}"
+            );
         }
         t.delete(TOMBSTONE);
     }

@@ -56,10 +56,10 @@ mod fleet_docs;
 mod fleet_e2e;
 /// Failures in fleet mode: the fleet's and each host's, on every surface of every host.
 mod fleet_failures;
-/// `retire` in fleet mode: the tombstone, every host archives, forged tombstones refused.
-mod fleet_retire;
 /// A leader paused past its lease: no API call and no write after it resumes.
 mod fleet_pause;
+/// `retire` in fleet mode: the tombstone, every host archives, forged tombstones refused.
+mod fleet_retire;
 /// The fleet key rotated while both hosts serve: no run fails, no order, the old key refused.
 mod fleet_rotate;
 /// The leader's daemon killed while validation is pending: another daemon takes over within

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use anyhow::Result;
 
-use super::View;
+use super::{Synced, View};
 use crate::config::{CertificateConfig, Config};
 use crate::engine::retire::{self, RetireOptions};
 use crate::engine::{Job, Outcome};
@@ -88,6 +88,19 @@ pub(super) fn with_retired(
 /// Retires `cert` on this host, as the tombstone `t` says, unless it is retired here already;
 /// the outcome is the one every later run gives while the configuration still lists it.
 pub(super) async fn retire_here(
+    link: &FleetLink,
+    config: &Config,
+    store: &Store,
+    (idx, cert): (usize, &CertificateConfig),
+    t: &Tombstone,
+) -> Synced {
+    Synced {
+        name: cert.name.clone(),
+        outcome: outcome(link, config, store, (idx, cert), t).await,
+    }
+}
+
+async fn outcome(
     link: &FleetLink,
     config: &Config,
     store: &Store,
