@@ -10,9 +10,11 @@
 //! nothing.
 
 use crate::fleet_e2e::ready;
+use crate::fleet_rotate::set_fleet_keys;
 use crate::fleet_trust::{PREFIX, Trial};
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use support::env::{norm_serial, wait_until};
@@ -316,6 +318,39 @@ fn a_tombstone_that_does_not_open_is_refused_and_the_certificate_keeps_renewing(
             );
         }
         t.delete(TOMBSTONE);
+    }
+
+    // The fleet key rotated: shop's tombstone is sealed again, at a higher version, and still
+    // opens on every host (no replay refused): shop stays retired, www goes on.
+    let old_key = t.f.env.path("fleet.key");
+    let new_key = t.f.env.path("fleet-new.key");
+    fs::write(&new_key, [0xa7u8; 32]).unwrap();
+    fs::set_permissions(&new_key, fs::Permissions::from_mode(0o600)).unwrap();
+    for i in 0..2 {
+        set_fleet_keys(&t.f, i, &new_key, Some(&old_key));
+    }
+    let before = t.get("certs/shop/retired").unwrap();
+    let rotated = t.f.agent(0, &["--json", "fleet", "rotate-key"]);
+    rotated.expect_code(0);
+    assert_ne!(t.get("certs/shop/retired").unwrap(), before);
+    for i in [1, 0] {
+        let out = t.f.agent(i, &["--json", "renew"]);
+        let error = out.outcome("shop")["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            error.contains("was retired") && !error.contains("certs/shop/retired"),
+            "host {i}: {}",
+            out.describe()
+        );
+        assert_ne!(
+            out.outcome("www")["outcome"],
+            "failed",
+            "{}",
+            out.describe()
+        );
+        assert!(t.f.hosts[i].state.join("retired/shop.json").exists());
     }
 }
 
