@@ -177,7 +177,16 @@ pub enum Command {
     /// refused while the web server still names them (remove the site first), unless
     /// --force. The configuration is not edited: the entry to remove is named, except a file
     /// written by `discover --write`, which is removed. Asks before acting on a terminal
-    /// (--yes to skip); without a terminal --yes is required. Not yet in fleet mode.
+    /// (--yes to skip); without a terminal --yes is required.
+    ///
+    /// Fleet mode: retires NAME for every host. This host takes the fleet's lead first (exit
+    /// 75, naming the leader, while another host leads: nothing is written; run it again),
+    /// cancels once as above, writes NAME's sealed tombstone under the prefix and deletes its
+    /// shared record, current certificate and validation file in one fenced transaction. Every
+    /// other host archives NAME at its next synchronisation, deletes its installed files only
+    /// with --remove-files and never one its web server still names. To bring NAME back:
+    /// delete PREFIX/certs/NAME/retired (etcdctl del), then move each host's archive aside
+    /// (docs/fleet.md).
     Retire(RetireArgs),
 
     /// Show the audit log (`state_dir/audit.log`): every action with effect, one line each,

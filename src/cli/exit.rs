@@ -40,6 +40,12 @@ pub(super) fn code_for(err: &anyhow::Error) -> u8 {
         {
             return USAGE;
         }
+        if cause
+            .downcast_ref::<crate::fleet::LeadElsewhere>()
+            .is_some()
+        {
+            return PENDING;
+        }
     }
     ERROR
 }

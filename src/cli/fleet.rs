@@ -62,7 +62,11 @@ pub(super) async fn status(
                 "-".into(),
                 "-".into(),
                 "-".into(),
-                "-".into(),
+                if c.retired.is_some() {
+                    "retired".into()
+                } else {
+                    "-".into()
+                },
             ]);
         }
         for h in &c.hosts {
@@ -86,6 +90,20 @@ pub(super) async fn status(
         }
         if let Some(f) = &c.failure {
             outln!("{}: FAILING: {}", c.name, f.describe());
+        }
+        if let Some(r) = &c.retired {
+            outln!(
+                "{}: retired for the fleet by {} at {}{}; every host retires it on its next \
+                 synchronisation: remove its [[certificate]] entry from every host's \
+                 configuration",
+                c.name,
+                r.by,
+                crate::engine::deploy::rfc3339(r.at),
+                r.cancel
+                    .as_deref()
+                    .map(|c| format!(" ({c})"))
+                    .unwrap_or_default()
+            );
         }
     }
     if !status.lagging.is_empty() {

@@ -11,10 +11,9 @@ use super::exit::{self, UsageError};
 use super::output::Output;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::discover::{self, Server};
-use crate::engine::retire::{self, CancelDecision, ConfigEntry, RetireOptions, RetireReport};
+use crate::engine::retire::{self, ConfigEntry, RetireOptions, RetireReport};
+use crate::fleet::Retiring;
 use crate::store::Store;
-use crate::values::ServerKind;
 
 pub(super) async fn run(
     config: &Config,
@@ -22,16 +21,6 @@ pub(super) async fn run(
     out: &Output,
     clock: Clock,
 ) -> Result<u8> {
-    if config.fleet.is_some() {
-        return Err(UsageError(format!(
-            "retire in fleet mode: not yet. Retiring '{}' must remove it for every host of the \
-             fleet (shared record, current certificate, validation files) as the leader; until \
-             then remove it from every host's configuration and its state with `cert-agent \
-             retire` on a configuration without [fleet]",
-            args.name
-        ))
-        .into());
-    }
     let opts = RetireOptions {
         cancel: args.cancel,
         remove_files: args.remove_files,
@@ -39,49 +28,39 @@ pub(super) async fn run(
     };
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = store.lock()?;
-    let mut plan = retire::plan(config, &store, &args.name, opts)?;
-    let kind = plan.cert.map(|c| c.install.server);
-    let server = match kind {
-        Some(ServerKind::Nginx) => Some(Server::Nginx),
-        Some(ServerKind::Apache) => Some(Server::Apache),
-        _ => None,
-    };
-    let deleting = !plan.files.is_empty() || !plan.placeholder_files.is_empty();
-    if deleting && (server.is_some() || args.from.is_some()) {
-        match in_use_report(args, server).await {
-            Ok(vhosts) => plan.check_in_use(&vhosts, args.force)?,
-            Err(e) if args.force => tracing::warn!("{e:#}; deleting anyway (--force)"),
-            Err(e) if !args.remove_files => {
-                plan.keep_placeholders(&format!(
-                    "could not see whether the web server still uses it ({e:#})"
-                ));
-            }
+    let now = clock.now();
+    let report = if config.fleet.is_some() {
+        // The lead first: while another host leads, nothing is asked and nothing changes.
+        let fleet = Retiring::begin(config, &store, &args.name, clock).await?;
+        let ready = async {
+            let plan = prepare(config, &store, args, opts).await?;
+            let client = needs_client(&plan, opts)
+                .then(|| fleet.client(config))
+                .transpose()?;
+            Ok::<_, anyhow::Error>((plan, client))
+        }
+        .await;
+        match ready {
+            Ok((plan, client)) => fleet.carry_out(plan, &store, client.as_ref(), opts).await?,
             Err(e) => {
-                return Err(e.context(
-                    "could not see which files the web server still uses; nothing was \
-                     changed (--from FILE reads its report from a file, --force deletes \
-                     without looking)",
-                ));
+                fleet.give_up().await;
+                return Err(e);
             }
         }
-    }
-    let steps = plan.describe(opts);
-    if !args.yes {
-        confirm(&args.name, &steps)?;
-    }
-    let client = if opts.cancel && plan.certificate_id.is_some() {
-        Some(super::client_for(config)?)
     } else {
-        None
+        let plan = prepare(config, &store, args, opts).await?;
+        let client = needs_client(&plan, opts)
+            .then(|| super::client_for(config))
+            .transpose()?;
+        retire::carry_out(plan, &store, client.as_ref(), opts, now).await?
     };
-    let report = retire::carry_out(plan, &store, client.as_ref(), opts, clock.now()).await?;
     for w in &report.warnings {
         tracing::warn!(certificate = %report.name, "{w}");
     }
     if out.json {
         out.print_json(&report)?;
     } else {
-        print_report(&report);
+        print_report(&report, config.fleet.is_some());
     }
     crate::monitor::after_retire(
         config,
@@ -104,32 +83,45 @@ fn event_message(r: &RetireReport) -> String {
         r.archive.display()
     );
     if let Some(c) = &r.cancel {
-        let id = c.certificate_id;
-        text.push_str(&match &c.decision {
-            CancelDecision::Ask => format!(
-                "; cancel certificate {id}: the API answered success={} \"{}\"",
-                c.success.unwrap_or(false),
-                c.result.as_deref().unwrap_or("")
-            ),
-            CancelDecision::TooLate { issued } => format!(
-                "; certificate {id} not cancelled: issued on {issued}, outside the {}-day window",
-                retire::CANCEL_WINDOW_DAYS
-            ),
-            CancelDecision::Ended { state } => {
-                format!("; certificate {id} not cancelled: the order is already {state}")
-            }
-            CancelDecision::Pending => {
-                format!("; certificate {id}: a cancellation is already pending")
-            }
-        });
+        text.push_str("; ");
+        text.push_str(&c.describe());
     }
     text
 }
 
-/// The virtual hosts of the configured web server (or of `--from`).
-async fn in_use_report(args: &RetireArgs, server: Option<Server>) -> Result<Vec<discover::Vhost>> {
-    let (server, text) = discover::read_dump(args.from.as_deref(), server).await?;
-    Ok(discover::read(server, &text)?.vhosts)
+/// What retiring will do, looked at (the web server's report) and confirmed.
+async fn prepare<'a>(
+    config: &'a Config,
+    store: &Store,
+    args: &RetireArgs,
+    opts: RetireOptions,
+) -> Result<retire::Plan<'a>> {
+    let mut plan = retire::plan(config, store, &args.name, opts)?;
+    plan.look_at_web_server(args.from.as_deref(), opts, true)
+        .await?;
+    let mut steps = plan.describe(opts);
+    if config.fleet.is_some() {
+        steps.push(format!(
+            "retire '{}' for the whole fleet: a sealed tombstone in etcd, the fleet's record, \
+             current certificate and validation file deleted; every other host retires it on \
+             its next synchronisation{}",
+            args.name,
+            if opts.remove_files {
+                " and deletes its installed files (never one its web server still names)"
+            } else {
+                ""
+            }
+        ));
+    }
+    if !args.yes {
+        confirm(&args.name, &steps)?;
+    }
+    Ok(plan)
+}
+
+/// Whether the API is called: a cancellation asked for, of a recorded order.
+fn needs_client(plan: &retire::Plan<'_>, opts: RetireOptions) -> bool {
+    opts.cancel && plan.certificate_id.is_some()
 }
 
 /// Asks on a terminal; without one, `--yes` is needed.
@@ -161,29 +153,9 @@ fn confirm(name: &str, steps: &[String]) -> Result<()> {
     }
 }
 
-fn print_report(r: &RetireReport) {
+fn print_report(r: &RetireReport, fleet: bool) {
     if let Some(c) = &r.cancel {
-        let id = c.certificate_id;
-        match &c.decision {
-            CancelDecision::Ask => outln!(
-                "cancel certificate {id}: the API answered success={} \"{}\"",
-                c.success.unwrap_or(false),
-                c.result.as_deref().unwrap_or("")
-            ),
-            CancelDecision::TooLate { issued } => outln!(
-                "cancel certificate {id}: not asked: it was issued on {issued}, more than \
-                 {} days ago, and the API cancels an issued certificate only within {} days \
-                 of its issuance",
-                retire::CANCEL_WINDOW_DAYS,
-                retire::CANCEL_WINDOW_DAYS
-            ),
-            CancelDecision::Ended { state } => {
-                outln!("cancel certificate {id}: not asked: the order is already {state}");
-            }
-            CancelDecision::Pending => {
-                outln!("cancel certificate {id}: not asked: a cancellation is already pending");
-            }
-        }
+        outln!("{}", c.describe());
     }
     for f in &r.removed {
         outln!("removed {}", f.display());
@@ -192,8 +164,13 @@ fn print_report(r: &RetireReport) {
         outln!("kept {} ({why})", f.display());
     }
     outln!(
-        "'{}' is retired; its record is archived in {}",
+        "'{}' is retired{}; its record is archived in {}",
         r.name,
+        if fleet {
+            " for the fleet (every other host retires it on its next synchronisation)"
+        } else {
+            ""
+        },
         r.archive.display()
     );
     if let ConfigEntry::Operator { file } = &r.config_entry {

@@ -169,6 +169,17 @@ impl Plan<'_> {
     /// Leaves alone the files a virtual host of the web server still names: an installed
     /// file is refused (unless `force`), a placeholder kept with the reason.
     pub fn check_in_use(&mut self, vhosts: &[Vhost], force: bool) -> Result<()> {
+        self.in_use(vhosts, force, false)
+    }
+
+    /// [`check_in_use`](Self::check_in_use) that keeps, rather than refuses, the installed
+    /// files the web server still names (a host retiring what the fleet retired: it removes
+    /// the rest).
+    pub fn keep_in_use(&mut self, vhosts: &[Vhost]) {
+        let _ = self.in_use(vhosts, false, true);
+    }
+
+    fn in_use(&mut self, vhosts: &[Vhost], force: bool, keep: bool) -> Result<()> {
         let users = |f: &Path| -> Vec<String> {
             vhosts
                 .iter()
@@ -182,13 +193,20 @@ impl Plan<'_> {
                 .collect()
         };
         let mut refused = Vec::new();
-        for f in &self.files {
+        let mut kept_files = Vec::new();
+        self.files.retain(|f| {
             let by = users(f);
-            if !by.is_empty() {
-                refused.push(format!("{} (named at {})", f.display(), by.join(", ")));
+            if by.is_empty() {
+                return true;
             }
-        }
-        if !refused.is_empty() && !force {
+            refused.push(format!("{} (named at {})", f.display(), by.join(", ")));
+            if keep {
+                kept_files.push((f.clone(), format!("still named at {}", by.join(", "))));
+            }
+            !keep
+        });
+        self.kept.extend(kept_files);
+        if !refused.is_empty() && !force && !keep {
             bail!(
                 "the web server still uses {}: remove or change those sites first (then reload \
                  it), or retire with --force to delete the files anyway; nothing was changed",
@@ -208,6 +226,55 @@ impl Plan<'_> {
             false
         });
         self.kept.extend(keep);
+        Ok(())
+    }
+
+    /// Looks at which files the web server (`server`, or its report in `from`) still names
+    /// before any is deleted: with `refuse`, an installed file it names stops the retirement
+    /// (unless `force`), else it is kept; a placeholder it names is kept. When the report
+    /// cannot be read: with `force` everything goes, without `--remove-files` (or without
+    /// `refuse`) what would be deleted is kept, else the retirement stops.
+    pub async fn look_at_web_server(
+        &mut self,
+        from: Option<&Path>,
+        opts: RetireOptions,
+        refuse: bool,
+    ) -> Result<()> {
+        use crate::discover::Server;
+        use crate::values::ServerKind;
+        let server = match self.cert.map(|c| c.install.server) {
+            Some(ServerKind::Nginx) => Some(Server::Nginx),
+            Some(ServerKind::Apache) => Some(Server::Apache),
+            _ => None,
+        };
+        let deleting = !self.files.is_empty() || !self.placeholder_files.is_empty();
+        if !deleting || (server.is_none() && from.is_none()) {
+            return Ok(());
+        }
+        let vhosts: Result<Vec<Vhost>> = async {
+            let (server, text) = crate::discover::read_dump(from, server).await?;
+            Ok(crate::discover::read(server, &text)?.vhosts)
+        }
+        .await;
+        match vhosts {
+            Ok(vhosts) if refuse => self.check_in_use(&vhosts, opts.force)?,
+            Ok(vhosts) => self.keep_in_use(&vhosts),
+            Err(e) if opts.force => tracing::warn!("{e:#}; deleting anyway (--force)"),
+            Err(e) if !opts.remove_files || !refuse => {
+                let why = format!("could not see whether the web server still uses it ({e:#})");
+                for f in std::mem::take(&mut self.files) {
+                    self.kept.push((f, why.clone()));
+                }
+                self.keep_placeholders(&why);
+            }
+            Err(e) => {
+                return Err(e.context(
+                    "could not see which files the web server still uses; nothing was \
+                     changed (--from FILE reads its report from a file, --force deletes \
+                     without looking)",
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -336,6 +403,31 @@ pub struct CancelReport {
     pub result: Option<String>,
 }
 
+impl CancelReport {
+    /// What the cancellation came to, in one line.
+    pub fn describe(&self) -> String {
+        let id = self.certificate_id;
+        match &self.decision {
+            CancelDecision::Ask => format!(
+                "cancel certificate {id}: the API answered success={} \"{}\"",
+                self.success.unwrap_or(false),
+                self.result.as_deref().unwrap_or("")
+            ),
+            CancelDecision::TooLate { issued } => format!(
+                "cancel certificate {id}: not asked: it was issued on {issued}, more than \
+                 {CANCEL_WINDOW_DAYS} days ago, and the API cancels an issued certificate only \
+                 within {CANCEL_WINDOW_DAYS} days of its issuance"
+            ),
+            CancelDecision::Ended { state } => {
+                format!("cancel certificate {id}: not asked: the order is already {state}")
+            }
+            CancelDecision::Pending => {
+                format!("cancel certificate {id}: not asked: a cancellation is already pending")
+            }
+        }
+    }
+}
+
 /// What retiring did.
 #[derive(Debug, Clone, Serialize)]
 pub struct RetireReport {
@@ -397,8 +489,20 @@ pub async fn carry_out(
     opts: RetireOptions,
     now: OffsetDateTime,
 ) -> Result<RetireReport> {
-    let mut warnings = Vec::new();
-    let cancel_report = match (opts.cancel, plan.certificate_id, client) {
+    let cancel_report = ask_cancel(&plan, store, client, opts, now).await?;
+    finish(plan, store, cancel_report, now).await
+}
+
+/// The API side of retiring: the cancellation asked for (with `client`) when `opts` asks and
+/// an order is recorded, inside the window; the answer journaled. `None`: not asked for.
+pub async fn ask_cancel(
+    plan: &Plan<'_>,
+    store: &Store,
+    client: Option<&Client>,
+    opts: RetireOptions,
+    now: OffsetDateTime,
+) -> Result<Option<CancelReport>> {
+    Ok(match (opts.cancel, plan.certificate_id, client) {
         (true, Some(id), Some(client)) => {
             let r = cancel(client, id, now).await?;
             if r.called {
@@ -417,7 +521,19 @@ pub async fn carry_out(
             Some(r)
         }
         _ => None,
-    };
+    })
+}
+
+/// This host's side of retiring, after [`ask_cancel`]: the published validation files and
+/// the placeholder removed, the installed files with `--remove-files`, the private leftovers,
+/// the include file `discover` wrote; the record archived and the retirement journaled.
+pub async fn finish(
+    plan: Plan<'_>,
+    store: &Store,
+    cancel_report: Option<CancelReport>,
+    now: OffsetDateTime,
+) -> Result<RetireReport> {
+    let mut warnings = Vec::new();
     let mut rec = plan.record.clone();
     match plan.cert {
         Some(cert) => super::publish::remove_published(store, cert, &mut rec).await,
@@ -534,6 +650,53 @@ mod tests {
             "unpaid": false
         });
         serde_json::from_value(v).unwrap()
+    }
+
+    /// A host retiring what the fleet retired keeps the installed files its web server still
+    /// names and deletes the rest; `retire` on the host itself refuses them (unless forced).
+    #[test]
+    fn files_the_web_server_names_are_kept_by_a_fleet_host_and_refused_by_retire() {
+        let dump = "# configuration file /etc/nginx/nginx.conf:\nhttp {\n  server {\n    \
+                    listen 443 ssl;\n    server_name www.example.com;\n    ssl_certificate \
+                    /srv/out/fullchain.pem;\n    ssl_certificate_key /srv/out/privkey.pem;\n  \
+                    }\n}\n";
+        let vhosts = crate::discover::read(crate::discover::Server::Nginx, dump)
+            .unwrap()
+            .vhosts;
+        let plan = || Plan {
+            name: "www".into(),
+            cert: None,
+            record: CertRecord::default(),
+            certificate_id: None,
+            files: ["fullchain.pem", "privkey.pem", "chain.pem"]
+                .iter()
+                .map(|f| PathBuf::from("/srv/out").join(f))
+                .collect(),
+            placeholder_files: Vec::new(),
+            kept: Vec::new(),
+            config_entry: ConfigEntry::None,
+        };
+        let mut kept = plan();
+        kept.keep_in_use(&vhosts);
+        assert_eq!(kept.files, vec![PathBuf::from("/srv/out/chain.pem")]);
+        let names: Vec<_> = kept.kept.iter().map(|(f, _)| f.clone()).collect();
+        assert_eq!(
+            names,
+            vec![
+                PathBuf::from("/srv/out/fullchain.pem"),
+                PathBuf::from("/srv/out/privkey.pem")
+            ]
+        );
+        assert!(kept.kept[0].1.contains("still named at"), "{:?}", kept.kept);
+        let mut refused = plan();
+        let e = refused
+            .check_in_use(&vhosts, false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/srv/out/fullchain.pem (named at"), "{e}");
+        let mut forced = plan();
+        forced.check_in_use(&vhosts, true).unwrap();
+        assert_eq!(forced.files.len(), 3, "--force deletes them all");
     }
 
     #[test]

@@ -633,6 +633,51 @@ impl Leadership {
         Ok(Written::Conflict(get(1).map(|kv| kv.value().to_vec())))
     }
 
+    /// Writes `puts` and deletes `deletes` (keys relative to the prefix) in one transaction,
+    /// fenced like [`put`](Self::put): all of it or, when the lead is no longer this host's,
+    /// none of it.
+    pub async fn write_all(
+        &self,
+        puts: Vec<(String, Vec<u8>)>,
+        deletes: &[String],
+    ) -> Result<i64, FleetError> {
+        self.ensure_held()?;
+        let leader = self.fleet.key(LEADER);
+        let mut ops: Vec<TxnOp> = puts
+            .into_iter()
+            .map(|(rel, value)| TxnOp::put(self.fleet.key(&rel), value, None))
+            .collect();
+        ops.extend(
+            deletes
+                .iter()
+                .map(|rel| TxnOp::delete(self.fleet.key(rel), None)),
+        );
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                leader.clone(),
+                CompareOp::Equal,
+                self.revision,
+            )])
+            .and_then(ops)
+            .or_else([TxnOp::get(leader, None)]);
+        let resp = self
+            .fleet
+            .call(|mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
+        if resp.succeeded() {
+            return Ok(resp.header().map(|h| h.revision()).unwrap_or_default());
+        }
+        *lock(&self.held) = None;
+        Err(FleetError::NotLeader {
+            host: self.fleet.host.clone(),
+            now: first_value(&resp.op_responses())
+                .map(|(v, _)| String::from_utf8_lossy(&v).into_owned()),
+        })
+    }
+
     /// Gives the lead up now: the leader key is deleted in a transaction that writes this
     /// host's name at `resigned` (the other hosts tell a lead given up from one whose lease
     /// ended, [`Fleet::resigned_at`]), then the lease is revoked.

@@ -21,6 +21,7 @@ use super::shared::{check_dcv, open_current, open_state};
 use super::versions::{Seen, Versions};
 
 mod keep;
+pub(super) mod retired;
 
 use keep::{Keep, keeps, note_outcomes, report_skip};
 
@@ -38,6 +39,8 @@ pub struct Synced {
 pub(super) struct SyncReport {
     pub synced: Vec<Synced>,
     pub(super) fleet_has: BTreeMap<String, (String, OffsetDateTime)>,
+    /// The certificates retired for the fleet (their tombstone opened): no lead works on them.
+    pub(super) retired: BTreeSet<String>,
 }
 
 /// One synchronisation's view of the fleet: the values under `certs/` and `dcv/` (two
@@ -94,8 +97,10 @@ pub(super) async fn sync(
 ) -> Result<SyncReport> {
     let host = link.fleet.host().to_owned();
     let mut view = View::read(link, store).await?;
-    let pending = pending_csrs(link, config, refused, &mut view);
-    let validating = sync_dcv(link, config, store, refused, &pending, &mut view)?;
+    let tombstones = retired::open_tombstones(link, config, &mut view);
+    let skip = retired::with_retired(refused, &tombstones);
+    let pending = pending_csrs(link, config, &skip, &mut view);
+    let validating = sync_dcv(link, config, store, &skip, &pending, &mut view)?;
     let mut out = Vec::new();
     let mut fleet_has = BTreeMap::new();
     let mut ready: Vec<(Job<'_>, Ready)> = Vec::new();
@@ -106,6 +111,10 @@ pub(super) async fn sync(
                 name: cert.name.clone(),
                 outcome: Outcome::Failed { error: why.clone() },
             });
+            continue;
+        }
+        if let Some(t) = tombstones.get(&cert.name) {
+            out.push(retired::retire_here(link, config, store, (idx, cert), t).await);
             continue;
         }
         let mut job = match Job::load(store, cert, idx, link.clock) {
@@ -192,6 +201,7 @@ pub(super) async fn sync(
     Ok(SyncReport {
         synced: out,
         fleet_has,
+        retired: tombstones.into_keys().collect(),
     })
 }
 
@@ -451,9 +461,10 @@ pub(super) fn fleet_failures(store: &Store, report: &mut RunReport) {
 }
 
 /// Whether a change of `key` (relative to the prefix) concerns what [`sync`] does: a
-/// certificate published or a validation file published or withdrawn.
+/// certificate published or retired, or a validation file published or withdrawn.
 pub fn concerns_hosts(key: &str) -> bool {
-    key.starts_with("dcv/") || (key.starts_with("certs/") && key.ends_with("/current"))
+    key.starts_with("dcv/")
+        || (key.starts_with("certs/") && (key.ends_with("/current") || key.ends_with("/retired")))
 }
 
 /// Records what this host did with certificate `name` under `hosts/HOST/certs/NAME`.

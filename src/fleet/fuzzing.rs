@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use super::envelope::{self, Place, Purpose};
 use super::key::{FleetKey, FleetKeys, KEY_LEN};
-use super::schema::{Current, DcvEntry, HostResult, Kind, SharedState, Spec, Unplaced};
+use super::schema::{Current, DcvEntry, HostResult, Kind, SharedState, Spec, Tombstone, Unplaced};
 use super::versions::Versions;
 
 /// `data` as a value read from etcd at every kind of key; and `data` sealed, opened back.
@@ -24,6 +24,7 @@ pub fn envelope(data: &[u8]) {
         "certs/www/spec",
         "certs/www/state",
         "certs/www/current",
+        "certs/www/retired",
         "dcv/www",
         "hosts/web1/certs/www",
         "hosts/web1/seen",
@@ -48,6 +49,32 @@ pub fn envelope(data: &[u8]) {
     let _ = serde_json::from_slice::<HostResult>(data);
     let _ = serde_json::from_slice::<Spec>(data);
     let _ = serde_json::from_slice::<Unplaced>(data);
+    tombstone(&keys, data);
+}
+
+/// `data` as a tombstone's document: one that reads is sealed for its place, opens back and
+/// reads back the same; it never opens at another certificate's key or as another purpose.
+fn tombstone(keys: &FleetKeys, data: &[u8]) {
+    let Ok(t) = serde_json::from_slice::<Tombstone>(data) else {
+        return;
+    };
+    let place = Place::new(Purpose::Retired, "certs/www/retired", "www");
+    let Ok(sealed) = envelope::seal_json(keys, &place, 3, &t) else {
+        panic!("a tombstone that reads is written");
+    };
+    match envelope::open_raw(keys, &place, &sealed) {
+        Ok((3, plain, _)) => match serde_json::from_slice::<Tombstone>(&plain) {
+            Ok(again) => assert_eq!(again, t, "reads back the same"),
+            Err(e) => panic!("what is written does not read back: {e}"),
+        },
+        other => panic!("a sealed tombstone does not open back: {other:?}"),
+    }
+    for other in [
+        Place::new(Purpose::Retired, "certs/shop/retired", "shop"),
+        Place::new(Purpose::State, "certs/www/retired", "www"),
+    ] {
+        assert!(envelope::open_raw(keys, &other, &sealed).is_err());
+    }
 }
 
 /// `data` as `fleet-versions.json`: what reads is written and read back the same.

@@ -465,6 +465,7 @@ pub async fn run(
     let refused = check_specs(&link, config).await?;
     let synced = sync(&link, config, store, &refused).await?;
     let fleet_has = synced.fleet_has;
+    let retired = synced.retired;
     let mut report = RunReport::not_started(certs);
     let set = |report: &mut RunReport, name: &str, outcome: Outcome| {
         if let Some(c) = report.certificates.iter_mut().find(|c| c.name == name) {
@@ -494,7 +495,10 @@ pub async fn run(
     let mut imported = BTreeMap::new();
     let mut versions = Versions::load(store.dir())?;
     for cert in certs {
-        if refused.contains_key(&cert.name) || held.contains(&cert.name) {
+        if refused.contains_key(&cert.name)
+            || held.contains(&cert.name)
+            || retired.contains(&cert.name)
+        {
             continue;
         }
         match import(&link, store, &mut versions, cert).await {

@@ -18,7 +18,8 @@
 //! current certificate opened and checked), `follower`, `leader`, `status`, `takeover` (what
 //! a lead that ended with its lease left open), `watch`,
 //! `rotate` (every value sealed again under a new fleet key), `unplaced` (an order intent
-//! never placed, withdrawn). It calls the engine; the engine
+//! never placed, withdrawn), `retire` (`cert-agent retire` for the fleet: its tombstone;
+//! `follower/retired.rs` retires it on every other host). It calls the engine; the engine
 //! sees the leader only through [`crate::engine::Lead`].
 
 pub mod coord;
@@ -31,6 +32,7 @@ pub mod key;
 mod leader;
 mod link;
 mod options;
+mod retire;
 mod rotate;
 mod schema;
 mod shared;
@@ -47,7 +49,8 @@ pub use key::{FleetKey, FleetKeys, KeyError};
 pub use leader::run;
 pub use link::{FLEET_KEY_CREDENTIAL, FLEET_PREVIOUS_KEY_CREDENTIAL, FleetLink, connect};
 pub use options::{DEFAULT_PREFIX, FleetOptions};
+pub use retire::{LeadElsewhere, Retiring};
 pub use rotate::{Resealed, RotateReport, rotate_key};
-pub use status::{CertStatus, FleetStatus, HostStatus, status};
+pub use status::{CertStatus, FleetStatus, HostStatus, RetiredStatus, status};
 pub use takeover::{Takeover, open_work};
 pub use watch::follow_changes;

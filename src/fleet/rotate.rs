@@ -184,7 +184,7 @@ async fn reseal_all(
                  (it re-seals only what is still under the previous key)"
             ),
         }
-        if let Kind::State(name) = kind {
+        if let Kind::State(name) | Kind::Retired(name) = kind {
             versions.accept_state(name, &full, sealed.to, &sealed.value)?;
             versions.save()?;
         }
@@ -212,6 +212,16 @@ fn reseal(
     match kind {
         Kind::State(name) => reseal_state(link, versions, name, rel, version, &plain, which),
         Kind::Current(name) => reseal_current(link, versions, name, rel, version, &plain, which),
+        // A tombstone takes the shared record's place: at the next version, as the record.
+        Kind::Retired(name) if which != Which::Current => {
+            let to = versions.next_state(name, version)?;
+            Ok(Some(Sealed {
+                value: envelope::seal(&link.key, &place, to, &plain)?,
+                what: kind.label(),
+                from: version,
+                to,
+            }))
+        }
         _ if which == Which::Current => Ok(None),
         Kind::KeyCheck if plain != KEY_CHECK_TEXT => {
             bail!("the key check opens but does not hold the key check's text")

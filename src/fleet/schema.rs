@@ -8,6 +8,7 @@
 //! | `certs/NAME/spec` | names, product and key type every host must agree on | the first host |
 //! | `certs/NAME/state` | the certificate's record (intent, order, reissue, subscription, backoff) and its pending key | the leader, fenced |
 //! | `certs/NAME/current` | the certificate to serve: version, serial, the API's archive and the key | the leader, fenced |
+//! | `certs/NAME/retired` | the tombstone of a certificate `cert-agent retire` retired for the fleet: when, by which host, whether the installed files go, what the cancellation came to | the leader, fenced (with the deletion of the certificate's state, current certificate, validation file, host results and unplaced notes) |
 //! | `dcv/NAME` | the validation file to serve while the CA checks | the leader, fenced |
 //! | `hosts/HOST/certs/NAME` | what HOST installed (serial, version, time) or why it could not | HOST |
 //! | `hosts/HOST/seen` | when HOST last synchronised | HOST |
@@ -45,6 +46,9 @@ pub(super) fn state_key(name: &str) -> String {
 pub(super) fn current_key(name: &str) -> String {
     format!("certs/{name}/current")
 }
+pub(super) fn retired_key(name: &str) -> String {
+    format!("certs/{name}/retired")
+}
 pub(super) fn dcv_key(name: &str) -> String {
     format!("dcv/{name}")
 }
@@ -65,6 +69,7 @@ pub(super) enum Kind<'a> {
     Spec(&'a str),
     State(&'a str),
     Current(&'a str),
+    Retired(&'a str),
     Dcv(&'a str),
     HostResult(&'a str),
     HostSeen,
@@ -79,6 +84,7 @@ impl<'a> Kind<'a> {
             ["certs", name, "spec"] => Self::Spec(name),
             ["certs", name, "state"] => Self::State(name),
             ["certs", name, "current"] => Self::Current(name),
+            ["certs", name, "retired"] => Self::Retired(name),
             ["dcv", name] => Self::Dcv(name),
             ["hosts", _, "certs", name] => Self::HostResult(name),
             ["hosts", _, "seen"] => Self::HostSeen,
@@ -94,6 +100,7 @@ impl<'a> Kind<'a> {
             Self::Spec(n) => (Purpose::Spec, n),
             Self::State(n) => (Purpose::State, n),
             Self::Current(n) => (Purpose::Current, n),
+            Self::Retired(n) => (Purpose::Retired, n),
             Self::Dcv(n) => (Purpose::Dcv, n),
             Self::HostResult(n) => (Purpose::HostResult, n),
             Self::HostSeen => (Purpose::HostSeen, ""),
@@ -109,6 +116,7 @@ impl<'a> Kind<'a> {
             Kind::Spec(_) => "spec",
             Kind::State(_) => "shared record",
             Kind::Current(_) => "current certificate",
+            Kind::Retired(_) => "tombstone",
             Kind::Dcv(_) => "validation file",
             Kind::HostResult(_) => "host result",
             Kind::HostSeen => "host seen",
@@ -196,6 +204,22 @@ pub(super) struct Current {
     pub(super) archive: String,
     /// The private key's PEM, sealed for this key, name and version (base64).
     pub(super) key: String,
+}
+
+/// The tombstone of a certificate retired for the whole fleet: every host archives its record,
+/// withdraws what it serves for it and never installs, orders or publishes it again while the
+/// tombstone is there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Tombstone {
+    #[serde(with = "time::serde::rfc3339")]
+    pub(super) retired_at: OffsetDateTime,
+    /// The host that retired it (and led then).
+    pub(super) by: String,
+    /// Whether each host deletes its installed files (never one its web server still names).
+    pub(super) remove_files: bool,
+    /// What the cancellation came to, in words (`None`: not asked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) cancel: Option<String>,
 }
 
 /// A validation file the hosts serve.

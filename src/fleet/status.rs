@@ -1,5 +1,5 @@
 //! `cert-agent fleet status`: the fleet as etcd holds it — the leader, each certificate's
-//! current serial, each host's result, the hosts that lag. Every text read from etcd is
+//! current serial, each host's result, the hosts that lag, the certificates retired. Every text read from etcd is
 //! made [`printable`] here, so neither the table nor the JSON carries a terminal control.
 
 use std::collections::BTreeMap;
@@ -12,7 +12,7 @@ use crate::crypto;
 
 use super::envelope::{self, Place, Purpose};
 use super::link::FleetLink;
-use super::schema::{Current, HostResult, SharedState, printable, printable_capped};
+use super::schema::{Current, HostResult, SharedState, Tombstone, printable, printable_capped};
 use crate::store::FleetAttempt;
 
 /// The fleet as `cert-agent fleet status` shows it.
@@ -47,7 +47,24 @@ pub struct CertStatus {
     /// shared record): failures in a row, the error, when, and which host led.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<FleetAttempt>,
+    /// Retired for the fleet (`cert-agent retire`): its tombstone, opened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retired: Option<RetiredStatus>,
     pub hosts: Vec<HostStatus>,
+}
+
+/// A certificate's tombstone: retired for the whole fleet.
+#[derive(Debug, Serialize)]
+pub struct RetiredStatus {
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    /// The host that retired it.
+    pub by: String,
+    /// Whether the hosts delete their installed files.
+    pub remove_files: bool,
+    /// What the cancellation came to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancel: Option<String>,
 }
 
 /// What one host reported for a certificate.
@@ -81,6 +98,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         currents,
         mut errors,
         mut failures,
+        mut retired,
     } = read_certs(link).await?;
     let (results, hosts) = read_hosts(link, now).await?;
     let mut lagging = std::collections::BTreeSet::new();
@@ -140,6 +158,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
             published_by: current.as_ref().map(|c| printable(&c.published_by)),
             error,
             failure,
+            retired: retired.remove(name.as_str()),
             hosts: host_rows,
         });
     }
@@ -157,12 +176,14 @@ struct Certs {
     currents: BTreeMap<String, Option<Current>>,
     errors: BTreeMap<String, Vec<String>>,
     failures: BTreeMap<String, FleetAttempt>,
+    retired: BTreeMap<String, RetiredStatus>,
 }
 
 async fn read_certs(link: &FleetLink) -> Result<Certs> {
     let mut currents: BTreeMap<String, Option<Current>> = BTreeMap::new();
     let mut errors: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut failures: BTreeMap<String, FleetAttempt> = BTreeMap::new();
+    let mut retired: BTreeMap<String, RetiredStatus> = BTreeMap::new();
     for (key, value) in link.fleet.list("certs/").await? {
         let mut parts = key.splitn(3, '/');
         let (Some(_), Some(name), Some(what)) = (parts.next(), parts.next(), parts.next()) else {
@@ -186,6 +207,24 @@ async fn read_certs(link: &FleetLink) -> Result<Certs> {
                     },
                 )
             }
+            "retired" => {
+                let place = Place::new(Purpose::Retired, &key, name);
+                envelope::open_json::<Tombstone>(&link.key, &link.fleet, &place, &value).map(
+                    |(_, t)| {
+                        retired.insert(
+                            name.to_owned(),
+                            RetiredStatus {
+                                at: t.retired_at,
+                                by: printable(&t.by),
+                                remove_files: t.remove_files,
+                                cancel: t
+                                    .cancel
+                                    .map(|c| printable_capped(&c, FleetAttempt::MAX_ERROR)),
+                            },
+                        );
+                    },
+                )
+            }
             _ => Ok(()),
         };
         if let Err(e) = opened {
@@ -199,6 +238,7 @@ async fn read_certs(link: &FleetLink) -> Result<Certs> {
         currents,
         errors,
         failures,
+        retired,
     })
 }
 

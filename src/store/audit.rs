@@ -60,7 +60,7 @@ pub fn action_of(event: &str) -> Option<&'static str> {
         "dcv-published" | "dcv-change" | "dcv-resend" => "dcv",
         "installed" | "placeholder" => "install",
         "install-failed" => "rollback",
-        "retired" => "retire",
+        "retired" | "fleet-retired" => "retire",
         "key-generated" => "key",
         "fleet-lead-taken" | "fleet-lead-given" | "fleet-imported" => "fleet",
         _ => return None,

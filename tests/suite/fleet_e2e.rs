@@ -409,16 +409,6 @@ fn one_order_for_the_fleet_and_every_host_serves_it() {
         !audit(1).contains("\"event\":\"ordered\""),
         "a follower orders nothing"
     );
-    // Retiring is refused in fleet mode, and changes nothing.
-    let refused = f.agent(1, &["retire", "www", "--yes"]);
-    refused.expect_code(2);
-    assert!(
-        refused.stderr.contains("retire in fleet mode: not yet"),
-        "{}",
-        refused.describe()
-    );
-    assert!(f.hosts[1].state.join("certs/www.json").exists());
-
     // Followers never order: a renew on web3 installs nothing new and places no order.
     let calls = f.env.calls().len();
     let out = f.agent_beside_daemon(2, &["--json", "renew"]);

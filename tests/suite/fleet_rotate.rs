@@ -28,6 +28,35 @@ struct Rotation {
     new_key: PathBuf,
 }
 
+/// Host `i`'s `[fleet]` keys in its configuration: `secret_file` and, when given,
+/// `previous_secret_file`.
+pub(crate) fn set_fleet_keys(f: &Fleet, i: usize, current: &Path, previous: Option<&Path>) {
+    let path = &f.hosts[i].config;
+    let text = fs::read_to_string(path).unwrap();
+    let mut lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.starts_with("previous_secret_file = "))
+        .map(|l| {
+            if l.starts_with("secret_file = ") {
+                format!("secret_file = \"{}\"", current.display())
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    if let Some(p) = previous {
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("secret_file = "))
+            .unwrap();
+        lines.insert(
+            at + 1,
+            format!("previous_secret_file = \"{}\"", p.display()),
+        );
+    }
+    fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
 impl Rotation {
     fn start() -> Self {
         let f = Fleet::pair(PREFIX);
@@ -53,30 +82,7 @@ impl Rotation {
 
     /// Host `i`'s `[fleet]` keys: `secret_file` and, when given, `previous_secret_file`.
     fn keys(&self, i: usize, current: &Path, previous: Option<&Path>) {
-        let path = &self.f.hosts[i].config;
-        let text = fs::read_to_string(path).unwrap();
-        let mut lines: Vec<String> = text
-            .lines()
-            .filter(|l| !l.starts_with("previous_secret_file = "))
-            .map(|l| {
-                if l.starts_with("secret_file = ") {
-                    format!("secret_file = \"{}\"", current.display())
-                } else {
-                    l.to_owned()
-                }
-            })
-            .collect();
-        if let Some(p) = previous {
-            let at = lines
-                .iter()
-                .position(|l| l.starts_with("secret_file = "))
-                .unwrap();
-            lines.insert(
-                at + 1,
-                format!("previous_secret_file = \"{}\"", p.display()),
-            );
-        }
-        fs::write(path, lines.join("\n") + "\n").unwrap();
+        set_fleet_keys(&self.f, i, current, previous);
     }
 
     /// The serial host `i` serves (TLS handshake).

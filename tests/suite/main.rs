@@ -58,6 +58,8 @@ mod fleet_e2e;
 mod fleet_failures;
 /// A leader paused past its lease: no API call and no write after it resumes.
 mod fleet_pause;
+/// `retire` in fleet mode: the tombstone, every host archives, forged tombstones refused.
+mod fleet_retire;
 /// The fleet key rotated while both hosts serve: no run fails, no order, the old key refused.
 mod fleet_rotate;
 /// The leader's daemon killed while validation is pending: another daemon takes over within

@@ -83,6 +83,9 @@ pub(super) fn note_outcomes(
         let Ok(mut rec) = store.load(&cert.name) else {
             continue;
         };
+        if store.retired_and_idle(&cert.name, &rec).is_some() {
+            continue;
+        }
         let before = rec.clone();
         if let Some(a) = attempts.get(&cert.name) {
             rec.fleet = Some(a.clone());
