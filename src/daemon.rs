@@ -259,9 +259,11 @@ struct LeadEnded {
 }
 
 /// Follows the fleet between runs ([`crate::fleet::follow_changes`]): what each
-/// synchronisation installed or failed on is printed, and goes to the notifications, the
-/// metrics file and `/metrics` (`served`) as a run's outcome does
-/// ([`crate::monitor::after_run`]); a lead that ended with work open is sent to `takeovers`.
+/// synchronisation installed or failed on is printed and goes to the metrics file and
+/// `/metrics` (`served`) as a synchronisation ([`crate::monitor::after_sync`]: the
+/// `cert_agent_last_sync_*` families, not the runs'); its notifications are delivered after the
+/// state directory's lock is released, so that a slow `notify_command` or `notify_url` never
+/// holds up a run. A lead that ended with work open is sent to `takeovers`.
 async fn follow_fleet(
     config_path: PathBuf,
     clock: Clock,
@@ -274,7 +276,8 @@ async fn follow_fleet(
             noticed: Instant::now(),
         });
     };
-    crate::fleet::follow_changes(
+    let (deliveries_tx, mut deliveries) = mpsc::unbounded_channel::<crate::monitor::Delivery>();
+    let follow = crate::fleet::follow_changes(
         config_path,
         clock,
         async move |config: &Config, store: &crate::store::Store, report: RunReport| {
@@ -291,15 +294,28 @@ async fn follow_fleet(
             if !changed.certificates.is_empty() {
                 print_report(&changed);
             }
-            crate::monitor::after_run(config, store, &report, clock.now()).await;
+            let delivery = crate::monitor::after_sync(config, store, &report, clock.now());
+            if !delivery.is_empty() {
+                let _ = deliveries_tx.send(delivery);
+            }
             if let Some(m) = &served {
                 m.update(crate::monitor::metrics_text(config, Some(&report)));
             }
         },
         lead_ended,
-    )
-    .await;
+    );
+    // One delivery after the other, in the order of the synchronisations, beside the loop.
+    let deliver = async {
+        while let Some(d) = deliveries.recv().await {
+            d.deliver(DELIVERY_LOCK_WAIT).await;
+        }
+    };
+    tokio::join!(follow, deliver);
 }
+
+/// How long a delivery of the follow loop whose `notify_url` failed waits for the state
+/// directory's lock to keep the undelivered events.
+const DELIVERY_LOCK_WAIT: Duration = Duration::from_secs(30);
 
 struct Daemon {
     path: PathBuf,

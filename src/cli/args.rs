@@ -38,6 +38,14 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// For the commands that run the renewal engine (renew, issue, reissue, install, adopt
+    /// --reissue): while another cert-agent process holds the state directory's lock (the
+    /// daemon synchronising with its fleet, or another run), wait up to SECS for it, saying on
+    /// stderr which process holds it; 0 fails at once. When the wait ends the command exits
+    /// 75 naming the holder.
+    #[arg(long, global = true, value_name = "SECS", default_value_t = 30)]
+    pub lock_wait: u64,
+
     #[command(subcommand)]
     pub command: Command,
 }

@@ -10,7 +10,6 @@
 //! the Prometheus conventions (`promtool check metrics` passes).
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use time::OffsetDateTime;
 
@@ -21,17 +20,20 @@ use crate::store::{CertRecord, Store};
 use super::served::{self, Observation};
 use crate::engine::{Outcome, RunReport};
 
-/// What one run leaves for the metrics.
+/// What the last run or synchronisation did with each certificate, and when it started.
 struct RunFacts<'a> {
     started_at: OffsetDateTime,
-    duration: Duration,
     report: &'a RunReport,
-    requests: &'a [RequestCount],
 }
 
-/// Writes the metrics file of `config`, if one is configured; a failure is logged, never the
-/// run's failure.
-pub(super) fn write(config: &Config, store: &Store, report: &RunReport) {
+/// Keeps the facts of `report` (a run or a fleet synchronisation, [`Pass`]) for the metrics,
+/// then writes the metrics file of `config`, if one is configured; a failure is logged, never
+/// the run's failure.
+pub(super) fn write(config: &Config, store: &Store, report: &RunReport, pass: Pass) {
+    if config.agent.metrics_file.is_none() && config.agent.metrics_listen.is_none() {
+        return;
+    }
+    keep_pass(store, report, pass);
     let Some(path) = &config.agent.metrics_file else {
         return;
     };
@@ -95,12 +97,11 @@ fn render_with(config: &Config, store: &Store, report: Option<&RunReport>) -> St
     let stats = report.and_then(|r| r.stats.as_ref());
     let facts = stats.map(|s| RunFacts {
         started_at: s.started_at,
-        duration: s.duration,
         report: report.unwrap_or(&empty),
-        requests: &s.requests,
     });
     let money = super::money::last_snapshot(store);
     let (mut text, successes) = render(&records, &seen, &kept, facts.as_ref());
+    text.push_str(&passes_text(store));
     if let Some(m) = &money {
         text.push_str(&money_text(m));
     }
@@ -328,9 +329,6 @@ fn render(
             successes.insert(cert.name.clone(), t);
         }
     }
-    if let Some(run) = run {
-        last_run(&mut samples, run);
-    }
     (samples.text(), successes)
 }
 
@@ -418,17 +416,13 @@ fn certificate(
     success
 }
 
-/// The samples of the last run: start, duration, outcomes, API requests, orders, reissues.
-fn last_run(samples: &mut Samples, run: &RunFacts<'_>) {
-    samples.add(Metric::RunStart, "", unix(run.started_at));
-    samples.add(Metric::RunDuration, "", run.duration.as_secs_f64());
+/// The samples of the last run, as kept: start, duration, outcomes, API requests, orders,
+/// reissues.
+fn last_run(samples: &mut Samples, run: &KeptRun) {
+    samples.add(Metric::RunStart, "", run.started_at as f64);
+    samples.add(Metric::RunDuration, "", run.duration_secs);
     for kind in Outcome::KINDS {
-        let n = run
-            .report
-            .certificates
-            .iter()
-            .filter(|c| c.outcome.kind() == kind)
-            .count();
+        let n = run.certificates.get(kind).copied().unwrap_or(0);
         samples.add(
             Metric::RunCertificates,
             &format!("outcome=\"{kind}\""),
@@ -437,12 +431,12 @@ fn last_run(samples: &mut Samples, run: &RunFacts<'_>) {
     }
     let mut placed = 0u64;
     let mut reissued = 0u64;
-    for r in run.requests {
+    for r in &run.requests {
         samples.add(
             Metric::RunRequests,
             &format!(
                 "method=\"{}\",endpoint=\"{}\",status=\"{}\"",
-                r.method,
+                escape(&r.method),
                 escape(&r.endpoint),
                 r.status
             ),
@@ -450,10 +444,10 @@ fn last_run(samples: &mut Samples, run: &RunFacts<'_>) {
         );
         let ok = (200..300).contains(&r.status);
         if ok && r.method == "POST" && r.endpoint == "/api/v1/order" {
-            placed += r.count;
+            placed = placed.saturating_add(r.count);
         }
         if ok && r.method == "POST" && r.endpoint.ends_with("/reissue") {
-            reissued += r.count;
+            reissued = reissued.saturating_add(r.count);
         }
     }
     samples.add(Metric::RunOrders, "", placed as f64);
@@ -488,6 +482,176 @@ fn escape(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+// ---- Runs and the fleet's synchronisations, kept apart ----
+//
+// A run (`renew` by the timer, the daemon's scheduled runs, `issue`, `reissue`, `install`, a
+// takeover) and a synchronisation of the daemon's follow loop with the fleet each leave their
+// own facts in the state directory: the `cert_agent_last_run_*` families show runs only, the
+// `cert_agent_last_sync_*` families synchronisations only, whichever of them wrote last.
+
+/// What wrote the metrics: a run, or a synchronisation of the daemon's follow loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pass {
+    Run,
+    Sync,
+}
+
+/// `state_dir/metrics-last-run.json`: the last run's facts.
+const LAST_RUN_FILE: &str = "metrics-last-run.json";
+/// `state_dir/metrics-last-sync.json`: the last synchronisation's facts.
+const LAST_SYNC_FILE: &str = "metrics-last-sync.json";
+
+/// The facts of the last run (or synchronisation: no requests) as kept between processes.
+#[derive(Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+struct KeptRun {
+    /// Start, Unix time.
+    started_at: i64,
+    duration_secs: f64,
+    /// Certificates by outcome kind.
+    certificates: std::collections::BTreeMap<String, u64>,
+    #[serde(default)]
+    requests: Vec<KeptRequest>,
+}
+
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct KeptRequest {
+    method: String,
+    endpoint: String,
+    status: u16,
+    count: u64,
+}
+
+impl KeptRun {
+    fn of(report: &RunReport) -> Option<Self> {
+        let stats = report.stats.as_ref()?;
+        let mut certificates = std::collections::BTreeMap::new();
+        for c in &report.certificates {
+            *certificates.entry(c.outcome.kind().to_owned()).or_insert(0) += 1;
+        }
+        Some(Self {
+            started_at: stats.started_at.unix_timestamp(),
+            duration_secs: stats.duration.as_secs_f64(),
+            certificates,
+            requests: stats.requests.iter().map(KeptRequest::of).collect(),
+        })
+    }
+
+    /// The kept facts in `bytes`; `None` when they do not read or make no sense (a damaged
+    /// or foreign file shows no figures rather than wrong ones).
+    fn parse(bytes: &[u8]) -> Option<Self> {
+        let kept: Self = serde_json::from_slice(bytes).ok()?;
+        (kept.duration_secs.is_finite() && kept.duration_secs >= 0.0).then_some(kept)
+    }
+
+    fn load(store: &Store, file: &str) -> Option<Self> {
+        Self::parse(&std::fs::read(store.dir().join(file)).ok()?)
+    }
+}
+
+impl KeptRequest {
+    fn of(r: &RequestCount) -> Self {
+        Self {
+            method: r.method.to_owned(),
+            endpoint: r.endpoint.clone(),
+            status: r.status,
+            count: r.count,
+        }
+    }
+}
+
+/// Keeps the facts of `report` as the last run's or the last synchronisation's; a state
+/// directory the caller cannot write only loses them (logged).
+fn keep_pass(store: &Store, report: &RunReport, pass: Pass) {
+    let Some(kept) = KeptRun::of(report) else {
+        return;
+    };
+    let file = match pass {
+        Pass::Run => LAST_RUN_FILE,
+        Pass::Sync => LAST_SYNC_FILE,
+    };
+    if let Ok(bytes) = serde_json::to_vec(&kept)
+        && let Err(e) = crate::fsutil::write_atomic(&store.dir().join(file), &bytes, 0o600)
+    {
+        tracing::warn!(
+            "could not keep the metrics of the last {}: {}",
+            if pass == Pass::Run { "run" } else { "synchronisation" },
+            crate::fsutil::io_text(&e)
+        );
+    }
+}
+
+/// The last run's families and the last synchronisation's, from what the state directory
+/// keeps.
+fn passes_text(store: &Store) -> String {
+    let mut text = String::new();
+    if let Some(run) = KeptRun::load(store, LAST_RUN_FILE) {
+        let mut samples = Samples::default();
+        last_run(&mut samples, &run);
+        text.push_str(&samples.text());
+    }
+    if let Some(sync) = KeptRun::load(store, LAST_SYNC_FILE) {
+        text.push_str(&sync_text(&sync));
+    }
+    text
+}
+
+/// The families of the last synchronisation with the fleet: name, help text.
+const SYNC_FAMILIES: [(&str, &str); 3] = [
+    (
+        "cert_agent_last_sync_timestamp_seconds",
+        "When the daemon's follow loop last synchronised this host with the fleet (Unix time, \
+         its start).",
+    ),
+    (
+        "cert_agent_last_sync_duration_seconds",
+        "How long the last synchronisation with the fleet took.",
+    ),
+    (
+        "cert_agent_last_sync_certificates",
+        "Certificates of the last synchronisation with the fleet by outcome.",
+    ),
+];
+
+fn sync_text(sync: &KeptRun) -> String {
+    let mut out = String::new();
+    for (i, (name, help)) in SYNC_FAMILIES.into_iter().enumerate() {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        match i {
+            0 => {
+                let _ = writeln!(out, "{name} {}", sync.started_at as f64);
+            }
+            1 => {
+                let _ = writeln!(out, "{name} {}", sync.duration_secs);
+            }
+            _ => {
+                for kind in Outcome::KINDS {
+                    let n = sync.certificates.get(kind).copied().unwrap_or(0);
+                    let _ = writeln!(out, "{name}{{outcome=\"{kind}\"}} {}", n as f64);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// For the fuzz target `fleet_values`: `data` as `metrics-last-run.json` (or
+/// `metrics-last-sync.json`) — refused or read, never a panic; what reads is rendered in the
+/// text format and written and read back the same. Not an interface of the agent.
+#[doc(hidden)]
+pub fn fuzz_kept_pass(data: &[u8]) {
+    if let Some(kept) = KeptRun::parse(data) {
+        let mut samples = Samples::default();
+        last_run(&mut samples, &kept);
+        let _ = samples.text();
+        let _ = sync_text(&kept);
+        let Ok(bytes) = serde_json::to_vec(&kept) else {
+            panic!("what reads is written");
+        };
+        assert_eq!(KeptRun::parse(&bytes).as_ref(), Some(&kept), "reads back the same");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -497,5 +661,35 @@ mod tests {
         for (i, m) in Metric::ALL.into_iter().enumerate() {
             assert_eq!(m as usize, i, "{m:?}");
         }
+    }
+
+    #[test]
+    fn kept_facts_that_make_no_sense_show_nothing() {
+        for bad in [
+            &b""[..],
+            b"{}",
+            b"[]",
+            b"{\"started_at\":1,\"duration_secs\":-1,\"certificates\":{}}",
+            b"{\"started_at\":\"x\",\"duration_secs\":1,\"certificates\":{}}",
+            b"{\"started_at\":1,\"duration_secs\":1,\"certificates\":{\"failed\":-2}}",
+        ] {
+            assert_eq!(KeptRun::parse(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+        // Hostile labels are escaped; unknown outcome kinds are not shown.
+        let kept = KeptRun::parse(
+            br#"{"started_at":5,"duration_secs":0.5,"certificates":{"installed":2,"x\"}":9},
+                "requests":[{"method":"GET\"} 1\n","endpoint":"/a","status":200,"count":3}]}"#,
+        )
+        .expect("reads");
+        let mut samples = Samples::default();
+        last_run(&mut samples, &kept);
+        let text = samples.text();
+        assert!(text.contains("cert_agent_last_run_certificates{outcome=\"installed\"} 2"), "{text}");
+        assert!(!text.contains("} 9"), "{text}");
+        assert!(text.contains("method=\"GET\\\"} 1\\n\""), "{text}");
+        let sync = sync_text(&kept);
+        assert!(sync.contains("cert_agent_last_sync_timestamp_seconds 5\n"), "{sync}");
+        assert!(sync.contains("cert_agent_last_sync_certificates{outcome=\"installed\"} 2"), "{sync}");
+        fuzz_kept_pass(br#"{"started_at":-9223372036854775808,"duration_secs":1e308,"certificates":{}}"#);
     }
 }
