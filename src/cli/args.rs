@@ -298,6 +298,11 @@ pub enum Command {
         /// Seconds each run waits for validation and issuance.
         #[arg(long, value_name = "SECS", default_value_t = 600)]
         wait: u64,
+        /// The first run starts after a random delay of up to SECS (0: at once), so that hosts
+        /// started together do not call the API at the same second. In a fleet the daemon
+        /// follows the fleet from its start whatever this delay.
+        #[arg(long, value_name = "SECS", default_value_t = 60)]
+        first_run_delay: u64,
     },
 
     /// Run the standalone DCV server in the foreground: it listens on every `listen` address

@@ -162,11 +162,16 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             }
             engine(&cli.command, &config, &out, cli.lock_wait).await
         }
-        Command::Run { interval, wait } => {
+        Command::Run {
+            interval,
+            wait,
+            first_run_delay,
+        } => {
             let opts = crate::daemon::DaemonOptions {
                 interval: std::time::Duration::from_secs(*interval),
                 jitter: std::time::Duration::from_secs((*interval / 6).min(600)),
                 run_wait: std::time::Duration::from_secs(*wait),
+                first_run_delay: std::time::Duration::from_secs(*first_run_delay),
                 clock,
                 ..Default::default()
             };
