@@ -94,6 +94,27 @@ impl Status {
 
 type Slot = Arc<OnceCell<Result<Arc<fetch::Fetched>, String>>>;
 
+/// The earliest `nextUpdate` of the CRLs kept in `state_dir/crl/` for the installed
+/// certificate `inst` that are still usable at `now` (signed by its issuer, not stale): when
+/// a newer CRL is due, and a revocation it lists can first be seen. `None` when none is kept
+/// or usable (a run then fetches it anyway). Reads only the local copies.
+pub fn kept_next_update(
+    state_dir: &Path,
+    config: &RevocationConfig,
+    inst: &Installed,
+    now: OffsetDateTime,
+) -> Option<OffsetDateTime> {
+    let cert = installed::read(inst).ok()?;
+    let dir = state_dir.join(CACHE_DIR);
+    cert.crl_urls
+        .iter()
+        .filter_map(|url| {
+            fetch::from_cache(&dir, url, &cert.issuer_der, now, config.max_crl_bytes)
+                .map(|f| f.crl.next_update)
+        })
+        .min()
+}
+
 /// The CRL checks of one run or one `check`: each CRL URL read once, whatever the number of
 /// certificates naming it.
 pub struct Checker {
