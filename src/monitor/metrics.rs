@@ -574,7 +574,11 @@ fn keep_pass(store: &Store, report: &RunReport, pass: Pass) {
     {
         tracing::warn!(
             "could not keep the metrics of the last {}: {}",
-            if pass == Pass::Run { "run" } else { "synchronisation" },
+            if pass == Pass::Run {
+                "run"
+            } else {
+                "synchronisation"
+            },
             crate::fsutil::io_text(&e)
         );
     }
@@ -648,7 +652,11 @@ pub fn fuzz_kept_pass(data: &[u8]) {
         let Ok(bytes) = serde_json::to_vec(&kept) else {
             panic!("what reads is written");
         };
-        assert_eq!(KeptRun::parse(&bytes).as_ref(), Some(&kept), "reads back the same");
+        assert_eq!(
+            KeptRun::parse(&bytes).as_ref(),
+            Some(&kept),
+            "reads back the same"
+        );
     }
 }
 
@@ -673,7 +681,12 @@ mod tests {
             b"{\"started_at\":\"x\",\"duration_secs\":1,\"certificates\":{}}",
             b"{\"started_at\":1,\"duration_secs\":1,\"certificates\":{\"failed\":-2}}",
         ] {
-            assert_eq!(KeptRun::parse(bad), None, "{}", String::from_utf8_lossy(bad));
+            assert_eq!(
+                KeptRun::parse(bad),
+                None,
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
         // Hostile labels are escaped; unknown outcome kinds are not shown.
         let kept = KeptRun::parse(
@@ -684,12 +697,23 @@ mod tests {
         let mut samples = Samples::default();
         last_run(&mut samples, &kept);
         let text = samples.text();
-        assert!(text.contains("cert_agent_last_run_certificates{outcome=\"installed\"} 2"), "{text}");
+        assert!(
+            text.contains("cert_agent_last_run_certificates{outcome=\"installed\"} 2"),
+            "{text}"
+        );
         assert!(!text.contains("} 9"), "{text}");
         assert!(text.contains("method=\"GET\\\"} 1\\n\""), "{text}");
         let sync = sync_text(&kept);
-        assert!(sync.contains("cert_agent_last_sync_timestamp_seconds 5\n"), "{sync}");
-        assert!(sync.contains("cert_agent_last_sync_certificates{outcome=\"installed\"} 2"), "{sync}");
-        fuzz_kept_pass(br#"{"started_at":-9223372036854775808,"duration_secs":1e308,"certificates":{}}"#);
+        assert!(
+            sync.contains("cert_agent_last_sync_timestamp_seconds 5\n"),
+            "{sync}"
+        );
+        assert!(
+            sync.contains("cert_agent_last_sync_certificates{outcome=\"installed\"} 2"),
+            "{sync}"
+        );
+        fuzz_kept_pass(
+            br#"{"started_at":-9223372036854775808,"duration_secs":1e308,"certificates":{}}"#,
+        );
     }
 }

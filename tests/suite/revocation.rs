@@ -320,7 +320,9 @@ fn the_daemon_acts_on_a_revocation_when_the_next_crl_is_due() {
             false,
         )
         .unwrap();
-    let day = partner_sandbox::crl::CRL_VALIDITY.whole_seconds().unsigned_abs();
+    let day = partner_sandbox::crl::CRL_VALIDITY
+        .whole_seconds()
+        .unsigned_abs();
     env.sandbox
         .advance(std::time::Duration::from_secs(day - 80));
     let offset = support::scenario::clock_offset(&env).to_string();
@@ -347,6 +349,10 @@ fn the_daemon_acts_on_a_revocation_when_the_next_crl_is_due() {
         env.journal()
     );
     assert!(fetches(&env) > fetched, "the next CRL was fetched");
-    assert_eq!(env.billed(), billed + 1, "one new order for the annulled one");
+    assert_eq!(
+        env.billed(),
+        billed + 1,
+        "one new order for the annulled one"
+    );
     assert!(env.journal().contains("certificate-revoked"));
 }
