@@ -6,6 +6,9 @@
 //!   validation is followed up without waiting an hour.
 //! - A certificate held until it is valid (issued with a start after this host's clock) is
 //!   installed by a run at its start, not at the next scheduled run.
+//! - With revocation checked, a run also starts when the earliest CRL kept for the installed
+//!   certificates reaches its `nextUpdate` (at most once a minute, never later than the
+//!   schedule): a revocation is acted on within one CRL period ([`wake`]).
 //! - Reloads the configuration when its file changes (inotify through `notify`, with a polling
 //!   fallback) or on `SIGHUP`. A new configuration that does not validate is reported and the
 //!   previous one is kept; a valid one is used from a run started shortly after.
@@ -19,7 +22,11 @@
 //!   recorded in the state and removed by the run that sees the certificate issued.
 //!
 //! - With `[agent] metrics_listen`, serves `/metrics` for Prometheus ([`metrics`]), refreshed
-//!   after every run (the address is read at start; changing it needs a restart).
+//!   after every run and every synchronisation with the fleet (the address is read at start;
+//!   changing it needs a restart).
+//! - In a fleet, a follow loop installs what the leader publishes between the runs; its
+//!   synchronisations are not runs (`cert_agent_last_sync_*`, not `cert_agent_last_run_*`) and
+//!   deliver their notifications after the state directory's lock is released.
 //!
 //! A run's own standalone DCV server listens only while that run validates a certificate;
 //! `cert-agent serve` (a separate process, dropping root after binding) answers between runs,

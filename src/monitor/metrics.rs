@@ -2,8 +2,10 @@
 //! run for node_exporter's textfile collector: per certificate what the state directory knows
 //! (validity, subscription end, install time, last attempt and success, failures, pending
 //! work, the last run's outcome, whether the served certificate matched the installed one when
-//! `check --served` or `status --served` last looked), and per run its start, duration,
-//! outcomes and Partner API calls; the account's available balance and the billed renewals of
+//! `check --served` or `status --served` last looked), per run its start, duration,
+//! outcomes and Partner API calls, per synchronisation of the daemon's follow loop with the
+//! fleet its start, duration and outcomes (each kept in the state directory, so either shows
+//! what the other wrote last); the account's available balance and the billed renewals of
 //! the next 30 days as last read (`state_dir/money.json`, refreshed by `forecast`, by `check`
 //! when it reads the balance, and after a run that talked to the API). Names and help texts
 //! follow
@@ -668,6 +670,20 @@ mod tests {
     fn every_metric_is_listed_once_in_the_enums_order() {
         for (i, m) in Metric::ALL.into_iter().enumerate() {
             assert_eq!(m as usize, i, "{m:?}");
+        }
+    }
+
+    /// The fuzz seed of `metrics-last-run.json` reads, and cut short it is refused without a
+    /// panic.
+    #[test]
+    fn the_kept_pass_fuzz_seed_reads() {
+        let seed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fuzz/corpus/fleet_values/seed-kept-pass");
+        let data = std::fs::read(seed).expect("the seed");
+        assert_eq!(data.first(), Some(&3), "the parser byte of fleet_values");
+        assert!(KeptRun::parse(&data[1..]).is_some());
+        for cut in [data.len() / 2, 2, 1] {
+            fuzz_kept_pass(&data[1..cut]);
         }
     }
 
