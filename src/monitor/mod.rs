@@ -136,3 +136,53 @@ impl Delivery {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{CertReport, Outcome};
+
+    #[tokio::test]
+    async fn a_synchronisations_undelivered_events_are_kept_for_the_next_run() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let d = dir.path().display();
+        // Nothing listens on port 1: every post is refused.
+        let text = format!(
+            "[api]\nbase_url = \"https://127.0.0.1:1\"\nlogin = \"a@b.test\"\n\
+             password_file = \"/nonexistent\"\n\n[defaults]\ncountry = \"DE\"\n\
+             region = \"Berlin\"\ncity = \"Berlin\"\n\n[agent]\nstate_dir = \"{d}/state\"\n\
+             notify_url = \"http://127.0.0.1:1/hook\"\nnotify_timeout_secs = 2\n\n\
+             [[certificate]]\nname = \"www\"\ndomains = [\"www.example.com\"]\n\
+             product_id = 1101\nserver = \"none\"\ncert_path = \"{d}/c.pem\"\n\
+             key_path = \"{d}/k.pem\"\nwebroot = \"{d}/www\"\n"
+        );
+        let config = Config::parse(&text, &dir.path().join("config.toml")).expect("configuration");
+        let store = Store::open(&config.agent.state_dir).expect("state");
+        let report = RunReport {
+            certificates: vec![CertReport {
+                name: "www".into(),
+                outcome: Outcome::Failed {
+                    error: "the fleet's last attempt failed".into(),
+                },
+                warning: None,
+                revocation: None,
+            }],
+            stats: None,
+            takeover: None,
+        };
+        let now = time::OffsetDateTime::now_utc();
+        let delivery = after_sync(&config, &store, &report, now);
+        assert_eq!(delivery.events.len(), 1);
+        // Announced at once (a run meanwhile does not announce it again).
+        let mut log = events::Announced::load(&store);
+        assert!(log.undelivered.is_empty());
+        assert!(log.advance(&report, now).is_empty());
+        // Not delivered: put back for the next run, which posts it first.
+        delivery.deliver(std::time::Duration::from_secs(5)).await;
+        let log = events::Announced::load(&store);
+        assert_eq!(log.undelivered.len(), 1, "{log:?}");
+        assert_eq!(log.undelivered[0].event, "failed");
+        let next = after_sync(&config, &store, &report, now);
+        assert!(next.events.is_empty() && next.undelivered.len() == 1);
+    }
+}
