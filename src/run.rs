@@ -19,8 +19,8 @@ pub async fn once(config: &Config, opts: &RunOptions) -> Result<RunReport> {
 }
 
 /// [`once`], waiting up to `lock_wait` for the run lock while another process holds it (an
-/// operator's command beside the daemon's short synchronisations), saying on stderr which
-/// process holds it. When the wait ends, the [`crate::store::StoreError::Locked`] names the
+/// operator's command beside the daemon's short synchronisations), saying which process holds
+/// it (a warning on stderr). When the wait ends, the [`crate::store::StoreError::Locked`] names the
 /// holder then.
 pub async fn once_waiting(
     config: &Config,
@@ -30,7 +30,7 @@ pub async fn once_waiting(
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = crate::store::lock_waiting(&store, lock_wait, |e| {
         if let StoreError::Locked { pid, .. } = e {
-            eprintln!(
+            tracing::warn!(
                 "the state directory {} is locked by {}; waiting up to {} s for it \
                  (--lock-wait)",
                 store.dir().display(),
