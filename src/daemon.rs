@@ -6,6 +6,9 @@
 //!   validation is followed up without waiting an hour.
 //! - A certificate held until it is valid (issued with a start after this host's clock) is
 //!   installed by a run at its start, not at the next scheduled run.
+//! - With revocation checked, a run also starts when the earliest CRL kept for the installed
+//!   certificates reaches its `nextUpdate` (at most once a minute, never later than the
+//!   schedule): a revocation is acted on within one CRL period ([`wake`]).
 //! - Reloads the configuration when its file changes (inotify through `notify`, with a polling
 //!   fallback) or on `SIGHUP`. A new configuration that does not validate is reported and the
 //!   previous one is kept; a valid one is used from a run started shortly after.
@@ -19,13 +22,18 @@
 //!   recorded in the state and removed by the run that sees the certificate issued.
 //!
 //! - With `[agent] metrics_listen`, serves `/metrics` for Prometheus ([`metrics`]), refreshed
-//!   after every run (the address is read at start; changing it needs a restart).
+//!   after every run and every synchronisation with the fleet (the address is read at start;
+//!   changing it needs a restart).
+//! - In a fleet, a follow loop installs what the leader publishes between the runs; its
+//!   synchronisations are not runs (`cert_agent_last_sync_*`, not `cert_agent_last_run_*`) and
+//!   deliver their notifications after the state directory's lock is released.
 //!
 //! A run's own standalone DCV server listens only while that run validates a certificate;
 //! `cert-agent serve` (a separate process, dropping root after binding) answers between runs,
 //! and runs publish into its directory while it holds its lock.
 
 mod metrics;
+mod wake;
 
 use crate::clock::Clock;
 use std::path::{Path, PathBuf};
@@ -185,19 +193,7 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
                 last_run = Instant::now();
                 match daemon.run_once(&config, &opts, &mut stop, takeover.take()).await {
                     RunEnd::Finished { pending, locked } => {
-                        let wait = if pending || locked {
-                            let base = opts.pending_interval.unwrap_or(Duration::from_secs(
-                                config.agent.poll_interval_secs,
-                            ));
-                            base + random_up_to(base / 10)
-                        } else {
-                            jittered(opts.interval, opts.jitter)
-                        };
-                        // A certificate held until it is valid is installed when it begins.
-                        let wait = match until_held_valid(&config, opts.clock) {
-                            Some(held) if held < wait => held,
-                            _ => wait,
-                        };
+                        let wait = wake::next_wait(&config, &opts, pending || locked);
                         tracing::debug!("next run in {} s", wait.as_secs());
                         next = Instant::now() + wait;
                     }
@@ -259,9 +255,11 @@ struct LeadEnded {
 }
 
 /// Follows the fleet between runs ([`crate::fleet::follow_changes`]): what each
-/// synchronisation installed or failed on is printed, and goes to the notifications, the
-/// metrics file and `/metrics` (`served`) as a run's outcome does
-/// ([`crate::monitor::after_run`]); a lead that ended with work open is sent to `takeovers`.
+/// synchronisation installed or failed on is printed and goes to the metrics file and
+/// `/metrics` (`served`) as a synchronisation ([`crate::monitor::after_sync`]: the
+/// `cert_agent_last_sync_*` families, not the runs'); its notifications are delivered after the
+/// state directory's lock is released, so that a slow `notify_command` or `notify_url` never
+/// holds up a run. A lead that ended with work open is sent to `takeovers`.
 async fn follow_fleet(
     config_path: PathBuf,
     clock: Clock,
@@ -274,7 +272,8 @@ async fn follow_fleet(
             noticed: Instant::now(),
         });
     };
-    crate::fleet::follow_changes(
+    let (deliveries_tx, mut deliveries) = mpsc::unbounded_channel::<crate::monitor::Delivery>();
+    let follow = crate::fleet::follow_changes(
         config_path,
         clock,
         async move |config: &Config, store: &crate::store::Store, report: RunReport| {
@@ -291,15 +290,28 @@ async fn follow_fleet(
             if !changed.certificates.is_empty() {
                 print_report(&changed);
             }
-            crate::monitor::after_run(config, store, &report, clock.now()).await;
+            let delivery = crate::monitor::after_sync(config, store, &report, clock.now());
+            if !delivery.is_empty() {
+                let _ = deliveries_tx.send(delivery);
+            }
             if let Some(m) = &served {
                 m.update(crate::monitor::metrics_text(config, Some(&report)));
             }
         },
         lead_ended,
-    )
-    .await;
+    );
+    // One delivery after the other, in the order of the synchronisations, beside the loop.
+    let deliver = async {
+        while let Some(d) = deliveries.recv().await {
+            d.deliver(DELIVERY_LOCK_WAIT).await;
+        }
+    };
+    tokio::join!(follow, deliver);
 }
+
+/// How long a delivery of the follow loop whose `notify_url` failed waits for the state
+/// directory's lock to keep the undelivered events.
+const DELIVERY_LOCK_WAIT: Duration = Duration::from_secs(30);
 
 struct Daemon {
     path: PathBuf,
@@ -500,22 +512,6 @@ fn include_dirs(config: &Config) -> Vec<PathBuf> {
 
 fn names(config: &Config) -> Vec<String> {
     config.certificates.iter().map(|c| c.name.clone()).collect()
-}
-
-/// How long until the first certificate held until it is valid begins (plus a second), when
-/// one is held.
-fn until_held_valid(config: &Config, clock: Clock) -> Option<Duration> {
-    let store = crate::store::Store::existing(&config.agent.state_dir);
-    let now = clock.now();
-    config
-        .certificates
-        .iter()
-        .filter_map(|c| store.load(&c.name).ok()?.held)
-        .map(|h| {
-            let secs = (h.not_before - now).whole_seconds().max(0);
-            Duration::from_secs(u64::try_from(secs).unwrap_or(0) + 1)
-        })
-        .min()
 }
 
 fn soon_after_reload(next: Instant, opts: &DaemonOptions) -> Instant {
@@ -722,44 +718,6 @@ mod tests {
         assert_eq!(
             jittered(Duration::ZERO, Duration::ZERO),
             Duration::from_secs(1)
-        );
-    }
-
-    #[test]
-    fn a_held_certificate_wakes_the_daemon_at_its_start() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let state = dir.path().join("state");
-        let text = format!(
-            "[api]\nbase_url = \"https://127.0.0.1:1\"\nlogin = \"a@b.test\"\n\
-             password_file = \"/nonexistent\"\n\n[defaults]\ncountry = \"DE\"\n\
-             region = \"Berlin\"\ncity = \"Berlin\"\n\n[agent]\n\
-             state_dir = \"{}\"\n\n[[certificate]]\nname = \"www\"\n\
-             domains = [\"www.example.com\"]\nproduct_id = 1101\nserver = \"none\"\n\
-             cert_path = \"{d}/c.pem\"\nkey_path = \"{d}/k.pem\"\n\
-             webroot = \"{d}/www\"\n",
-            state.display(),
-            d = dir.path().display()
-        );
-        let config = Config::parse(&text, &dir.path().join("config.toml")).expect("configuration");
-        let store = crate::store::Store::open(&state).expect("state");
-        assert_eq!(until_held_valid(&config, Clock::SYSTEM), None);
-        let mut rec = store.load("www").expect("record");
-        rec.held = Some(crate::store::Held {
-            certificate_id: 7,
-            serial: "0A".into(),
-            not_before: Clock::SYSTEM.now() + time::Duration::minutes(10),
-        });
-        store.save(&rec).expect("saved");
-        let wait = until_held_valid(&config, Clock::SYSTEM).expect("a wake-up");
-        assert!(
-            wait > Duration::from_secs(590) && wait <= Duration::from_secs(601),
-            "{wait:?}"
-        );
-        // Already valid: at once (a second).
-        let later = Clock::shifted(time::Duration::minutes(20));
-        assert_eq!(
-            until_held_valid(&config, later),
-            Some(Duration::from_secs(1))
         );
     }
 

@@ -414,6 +414,36 @@ pub struct Store {
     certs_dir: std::sync::OnceLock<Option<std::sync::Arc<std::os::fd::OwnedFd>>>,
 }
 
+/// Takes the run lock of `store`, waiting up to `wait` while another process holds it
+/// (`Duration::ZERO`: not at all). `waiting` is told once, with the holder, when the lock is
+/// taken at the first attempt; when the wait ends without the lock, the last
+/// [`StoreError::Locked`] (naming the holder then) is returned.
+pub async fn lock_waiting(
+    store: &Store,
+    wait: std::time::Duration,
+    mut waiting: impl FnMut(&StoreError),
+) -> Result<RunLock, StoreError> {
+    let until = tokio::time::Instant::now() + wait;
+    let mut told = false;
+    loop {
+        match store.lock() {
+            Err(e @ StoreError::Locked { .. }) => {
+                let now = tokio::time::Instant::now();
+                if now >= until {
+                    return Err(e);
+                }
+                if !told {
+                    waiting(&e);
+                    told = true;
+                }
+                let step = std::time::Duration::from_millis(200).min(until - now);
+                tokio::time::sleep(step).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Held for a whole run; released on drop.
 #[derive(Debug)]
 pub struct RunLock {

@@ -1,7 +1,7 @@
 //! What a fleet host reads from etcd and from its state directory: the sealed envelope of a
 //! value (at every kind of key, with two keys held) and the documents inside one (a
-//! tombstone sealed and opened back too),
-//! `fleet-versions.json` and `announced.json`. The first byte picks the parser, the rest is
+//! tombstone sealed and opened back too), `fleet-versions.json`, `announced.json` and
+//! `metrics-last-run.json` (or `metrics-last-sync.json`). The first byte picks the parser, the rest is
 //! its input. Must never panic; a value sealed opens back the same, and a file that reads is
 //! written and read back the same.
 #![no_main]
@@ -12,9 +12,10 @@ fuzz_target!(|data: &[u8]| {
     let Some((&which, rest)) = data.split_first() else {
         return;
     };
-    match which % 3 {
+    match which % 4 {
         0 => cert_agent::fleet::fuzzing::envelope(rest),
         1 => cert_agent::fleet::fuzzing::versions(rest),
-        _ => cert_agent::monitor::fuzz_announced(rest),
+        2 => cert_agent::monitor::fuzz_announced(rest),
+        _ => cert_agent::monitor::fuzz_kept_pass(rest),
     }
 });

@@ -38,6 +38,14 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// For the commands that run the renewal engine (renew, issue, reissue, install, adopt
+    /// --reissue): while another cert-agent process holds the state directory's lock (the
+    /// daemon synchronising with its fleet, or another run), wait up to SECS for it, saying on
+    /// stderr which process holds it; 0 fails at once. When the wait ends the command exits
+    /// 75 naming the holder.
+    #[arg(long, global = true, value_name = "SECS", default_value_t = 30)]
+    pub lock_wait: u64,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -302,6 +310,11 @@ pub enum Command {
         /// Seconds each run waits for validation and issuance.
         #[arg(long, value_name = "SECS", default_value_t = 600)]
         wait: u64,
+        /// The first run starts after a random delay of up to SECS (0: at once), so that hosts
+        /// started together do not call the API at the same second. In a fleet the daemon
+        /// follows the fleet from its start whatever this delay.
+        #[arg(long, value_name = "SECS", default_value_t = 60)]
+        first_run_delay: u64,
     },
 
     /// Run the standalone DCV server in the foreground: it listens on every `listen` address

@@ -98,7 +98,7 @@ pub(super) async fn status(
                  configuration",
                 c.name,
                 r.by,
-                crate::engine::deploy::rfc3339(r.at),
+                crate::clock::rfc3339(r.at),
                 r.cancel
                     .as_deref()
                     .map(|c| format!(" ({c})"))

@@ -136,11 +136,11 @@ pub async fn run(cli: &Cli) -> Result<u8> {
         Command::Renew(args) => {
             let config = load_config(&cli.config)?;
             run_cmds::random_start_delay(args.random_delay).await;
-            engine(&cli.command, &config, &out).await
+            engine(&cli.command, &config, &out, cli.lock_wait).await
         }
         Command::Issue(_) | Command::Reissue { .. } | Command::Install { .. } => {
             let config = load_config(&cli.config)?;
-            engine(&cli.command, &config, &out).await
+            engine(&cli.command, &config, &out, cli.lock_wait).await
         }
         Command::Adopt {
             name,
@@ -160,13 +160,18 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             if !*reissue {
                 return Ok(exit::OK);
             }
-            engine(&cli.command, &config, &out).await
+            engine(&cli.command, &config, &out, cli.lock_wait).await
         }
-        Command::Run { interval, wait } => {
+        Command::Run {
+            interval,
+            wait,
+            first_run_delay,
+        } => {
             let opts = crate::daemon::DaemonOptions {
                 interval: std::time::Duration::from_secs(*interval),
                 jitter: std::time::Duration::from_secs((*interval / 6).min(600)),
                 run_wait: std::time::Duration::from_secs(*wait),
+                first_run_delay: std::time::Duration::from_secs(*first_run_delay),
                 clock,
                 ..Default::default()
             };
@@ -194,11 +199,12 @@ pub async fn run(cli: &Cli) -> Result<u8> {
 }
 
 /// Runs the renewal engine for `command` (one of the commands that have run options).
-async fn engine(command: &Command, config: &Config, out: &Output) -> Result<u8> {
+async fn engine(command: &Command, config: &Config, out: &Output, lock_wait: u64) -> Result<u8> {
     let Some(opts) = run_cmds::options(command, config) else {
         anyhow::bail!("internal: this command does not run the renewal engine");
     };
-    run_cmds::run(config, &opts, out).await
+    let lock_wait = std::time::Duration::from_secs(lock_wait);
+    run_cmds::run(config, &opts, out, lock_wait).await
 }
 
 /// The configuration for a command that works on certificates: its warnings (a polling

@@ -12,9 +12,14 @@ use crate::config::Config;
 use crate::engine::{Outcome, RunOptions};
 
 /// Runs the engine with `opts` and prints its report; the exit code follows the run's status
-/// (75 when another run holds the lock).
-pub(super) async fn run(config: &Config, opts: &RunOptions, out: &Output) -> Result<u8> {
-    let report = match crate::run::once(config, opts).await {
+/// (75 when another process still holds the lock after `lock_wait`).
+pub(super) async fn run(
+    config: &Config,
+    opts: &RunOptions,
+    out: &Output,
+    lock_wait: Duration,
+) -> Result<u8> {
+    let report = match crate::run::once_waiting(config, opts, lock_wait).await {
         Ok(r) => r,
         Err(e) => {
             if let Some(crate::store::StoreError::Locked { .. }) =

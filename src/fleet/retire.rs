@@ -136,7 +136,7 @@ impl Retiring {
             "fleet-retired",
             serde_json::json!({
                 "by": doc.by,
-                "retired_at": crate::engine::deploy::rfc3339(now),
+                "retired_at": crate::clock::rfc3339(now),
                 "remove_files": doc.remove_files,
                 "cancel": doc.cancel,
                 "archive": report.archive,

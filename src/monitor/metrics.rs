@@ -4,15 +4,16 @@
 //! work, the last run's outcome, whether the served certificate matched the installed one when
 //! `check --served` or `status --served` last looked, what the CRL said, the next renewal that
 //! needs a fresh domain validation and whether a person must do it, whether it was retired while
-//! the configuration still lists it), and per run its start, duration,
-//! outcomes and Partner API calls; the account's available balance and the billed renewals of
+//! the configuration still lists it), per run its start, duration, outcomes and Partner API
+//! calls, per synchronisation of the daemon's follow loop with the fleet its start, duration
+//! and outcomes (each kept in the state directory, so either shows what the other wrote last);
+//! the account's available balance and the billed renewals of
 //! the next 30 days as last read (`state_dir/money.json`, refreshed by `forecast`, by `check`
 //! when it reads the balance, and after a run that talked to the API). Names and help texts
 //! follow
 //! the Prometheus conventions (`promtool check metrics` passes).
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use time::OffsetDateTime;
 
@@ -21,20 +22,28 @@ use crate::config::Config;
 use crate::store::{CertRecord, Store};
 
 use super::served::{self, Observation};
+
+mod passes;
 use crate::engine::forecast::{FreshValidation, next_fresh_validation};
 use crate::engine::{Outcome, RunReport};
+pub(crate) use passes::Pass;
+pub use passes::fuzz_kept_pass;
+use passes::{KeptRun, keep_pass, passes_text};
 
-/// What one run leaves for the metrics.
+/// What the last run or synchronisation did with each certificate, and when it started.
 struct RunFacts<'a> {
     started_at: OffsetDateTime,
-    duration: Duration,
     report: &'a RunReport,
-    requests: &'a [RequestCount],
 }
 
-/// Writes the metrics file of `config`, if one is configured; a failure is logged, never the
-/// run's failure.
-pub(super) fn write(config: &Config, store: &Store, report: &RunReport) {
+/// Keeps the facts of `report` (a run or a fleet synchronisation, [`Pass`]) for the metrics,
+/// then writes the metrics file of `config`, if one is configured; a failure is logged, never
+/// the run's failure.
+pub(super) fn write(config: &Config, store: &Store, report: &RunReport, pass: Pass) {
+    if config.agent.metrics_file.is_none() && config.agent.metrics_listen.is_none() {
+        return;
+    }
+    keep_pass(store, report, pass);
     let Some(path) = &config.agent.metrics_file else {
         return;
     };
@@ -127,12 +136,11 @@ fn render_with(config: &Config, store: &Store, report: Option<&RunReport>) -> St
     let stats = report.and_then(|r| r.stats.as_ref());
     let facts = stats.map(|s| RunFacts {
         started_at: s.started_at,
-        duration: s.duration,
         report: report.unwrap_or(&empty),
-        requests: &s.requests,
     });
     let money = super::money::last_snapshot(store);
     let (mut text, successes) = render(&records, &seen, &kept, facts.as_ref());
+    text.push_str(&passes_text(store));
     if let Some(m) = &money {
         text.push_str(&money_text(m));
     }
@@ -395,9 +403,6 @@ fn render(
             successes.insert(cert.name.clone(), t);
         }
     }
-    if let Some(run) = run {
-        last_run(&mut samples, run);
-    }
     (samples.text(), successes)
 }
 
@@ -485,17 +490,13 @@ fn certificate(
     success
 }
 
-/// The samples of the last run: start, duration, outcomes, API requests, orders, reissues.
-fn last_run(samples: &mut Samples, run: &RunFacts<'_>) {
-    samples.add(Metric::RunStart, "", unix(run.started_at));
-    samples.add(Metric::RunDuration, "", run.duration.as_secs_f64());
+/// The samples of the last run, as kept: start, duration, outcomes, API requests, orders,
+/// reissues.
+fn last_run(samples: &mut Samples, run: &KeptRun) {
+    samples.add(Metric::RunStart, "", run.started_at as f64);
+    samples.add(Metric::RunDuration, "", run.duration_secs);
     for kind in Outcome::KINDS {
-        let n = run
-            .report
-            .certificates
-            .iter()
-            .filter(|c| c.outcome.kind() == kind)
-            .count();
+        let n = run.certificates.get(kind).copied().unwrap_or(0);
         samples.add(
             Metric::RunCertificates,
             &format!("outcome=\"{kind}\""),
@@ -504,12 +505,12 @@ fn last_run(samples: &mut Samples, run: &RunFacts<'_>) {
     }
     let mut placed = 0u64;
     let mut reissued = 0u64;
-    for r in run.requests {
+    for r in &run.requests {
         samples.add(
             Metric::RunRequests,
             &format!(
                 "method=\"{}\",endpoint=\"{}\",status=\"{}\"",
-                r.method,
+                escape(&r.method),
                 escape(&r.endpoint),
                 r.status
             ),
@@ -517,10 +518,10 @@ fn last_run(samples: &mut Samples, run: &RunFacts<'_>) {
         );
         let ok = (200..300).contains(&r.status);
         if ok && r.method == "POST" && r.endpoint == "/api/v1/order" {
-            placed += r.count;
+            placed = placed.saturating_add(r.count);
         }
         if ok && r.method == "POST" && r.endpoint.ends_with("/reissue") {
-            reissued += r.count;
+            reissued = reissued.saturating_add(r.count);
         }
     }
     samples.add(Metric::RunOrders, "", placed as f64);
@@ -557,6 +558,7 @@ fn escape(v: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::passes::sync_text;
     use super::*;
 
     fn config() -> Config {
@@ -633,9 +635,7 @@ key_path = "/tmp/{name}.key"
         };
         let run = RunFacts {
             started_at: due,
-            duration: Duration::from_secs(1),
             report: &report,
-            requests: &[],
         };
         let (text, _) = render(&facts, &Default::default(), &Default::default(), Some(&run));
         let old: Vec<&str> = text
@@ -680,5 +680,65 @@ key_path = "/tmp/{name}.key"
         for (i, m) in Metric::ALL.into_iter().enumerate() {
             assert_eq!(m as usize, i, "{m:?}");
         }
+    }
+
+    /// The fuzz seed of `metrics-last-run.json` reads, and cut short it is refused without a
+    /// panic.
+    #[test]
+    fn the_kept_pass_fuzz_seed_reads() {
+        let seed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fuzz/corpus/fleet_values/seed-kept-pass");
+        let data = std::fs::read(seed).expect("the seed");
+        assert_eq!(data.first(), Some(&3), "the parser byte of fleet_values");
+        assert!(KeptRun::parse(&data[1..]).is_some());
+        for cut in [data.len() / 2, 2, 1] {
+            fuzz_kept_pass(&data[1..cut]);
+        }
+    }
+
+    #[test]
+    fn kept_facts_that_make_no_sense_show_nothing() {
+        for bad in [
+            &b""[..],
+            b"{}",
+            b"[]",
+            b"{\"started_at\":1,\"duration_secs\":-1,\"certificates\":{}}",
+            b"{\"started_at\":\"x\",\"duration_secs\":1,\"certificates\":{}}",
+            b"{\"started_at\":1,\"duration_secs\":1,\"certificates\":{\"failed\":-2}}",
+        ] {
+            assert_eq!(
+                KeptRun::parse(bad),
+                None,
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        // Hostile labels are escaped; unknown outcome kinds are not shown.
+        let kept = KeptRun::parse(
+            br#"{"started_at":5,"duration_secs":0.5,"certificates":{"installed":2,"x\"}":9},
+                "requests":[{"method":"GET\"} 1\n","endpoint":"/a","status":200,"count":3}]}"#,
+        )
+        .expect("reads");
+        let mut samples = Samples::default();
+        last_run(&mut samples, &kept);
+        let text = samples.text();
+        assert!(
+            text.contains("cert_agent_last_run_certificates{outcome=\"installed\"} 2"),
+            "{text}"
+        );
+        assert!(!text.contains("} 9"), "{text}");
+        assert!(text.contains("method=\"GET\\\"} 1\\n\""), "{text}");
+        let sync = sync_text(&kept);
+        assert!(
+            sync.contains("cert_agent_last_sync_timestamp_seconds 5\n"),
+            "{sync}"
+        );
+        assert!(
+            sync.contains("cert_agent_last_sync_certificates{outcome=\"installed\"} 2"),
+            "{sync}"
+        );
+        fuzz_kept_pass(
+            br#"{"started_at":-9223372036854775808,"duration_secs":1e308,"certificates":{}}"#,
+        );
     }
 }

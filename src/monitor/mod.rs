@@ -19,6 +19,8 @@ pub mod status;
 pub use check::{CheckOptions, CheckReport, Level, check};
 #[doc(hidden)]
 pub use events::fuzz_announced;
+#[doc(hidden)]
+pub use metrics::fuzz_kept_pass;
 pub use metrics::text as metrics_text;
 pub use status::{StatusRow, add_served, collect as status_rows};
 
@@ -96,7 +98,8 @@ pub async fn after_retire(
 }
 
 /// After a run: its events (each change of a certificate's state, once) to the operator's
-/// `notify_command` and `notify_url`, then the metrics file.
+/// `notify_command` and `notify_url`, then the metrics file (the `cert_agent_last_run_*`
+/// families).
 pub async fn after_run(
     config: &Config,
     store: &Store,
@@ -115,5 +118,134 @@ pub async fn after_run(
     {
         money::refresh_after_run(config, now).await;
     }
-    metrics::write(config, store, report);
+    metrics::write(config, store, report, metrics::Pass::Run);
+}
+
+/// After a synchronisation of the daemon's follow loop with the fleet, with the state
+/// directory's lock held: its events are recorded as announced and the metrics file written
+/// (the `cert_agent_last_sync_*` families; `cert_agent_last_run_*` stay the last run's). The
+/// notifications are not sent here: the caller delivers the returned [`Delivery`] once it has
+/// released the lock, so that a slow `notify_command` or `notify_url` never holds up a run.
+pub fn after_sync(
+    config: &Config,
+    store: &Store,
+    report: &RunReport,
+    now: time::OffsetDateTime,
+) -> Delivery {
+    let mut delivery = Delivery {
+        config: config.clone(),
+        report: report.clone(),
+        events: Vec::new(),
+        undelivered: Vec::new(),
+        now,
+    };
+    if config.agent.notify_command.is_some() || config.agent.notify_url.is_some() {
+        let mut log = events::Announced::load(store);
+        delivery.events = log.advance(report, &facts(config, store, report, now), now);
+        // Taken along: posted first, and put back when the delivery fails.
+        delivery.undelivered = std::mem::take(&mut log.undelivered);
+        log.save(store);
+    }
+    metrics::write(config, store, report, metrics::Pass::Sync);
+    delivery
+}
+
+/// The notifications of a synchronisation ([`after_sync`]), to send without the state
+/// directory's lock.
+pub struct Delivery {
+    config: Config,
+    report: RunReport,
+    events: Vec<events::Event>,
+    undelivered: Vec<events::Event>,
+    now: time::OffsetDateTime,
+}
+
+impl Delivery {
+    /// Whether there is anything to send.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.undelivered.is_empty()
+    }
+
+    /// Runs `notify_command` and posts to `notify_url`. Events `notify_url` did not take are
+    /// put back into `state_dir/announced.json` (the lock taken for that, waiting for a run
+    /// up to `lock_wait`), so the next run or synchronisation posts them again.
+    pub async fn deliver(self, lock_wait: std::time::Duration) {
+        if self.is_empty() {
+            return;
+        }
+        notify::notify(&self.config, &self.report, &self.events).await;
+        let mut log = events::Announced::default();
+        log.undelivered = self.undelivered;
+        announce::announce(&self.config, &mut log, &self.events, self.now).await;
+        if log.undelivered.is_empty() {
+            return;
+        }
+        let store = Store::existing(&self.config.agent.state_dir);
+        let waited = crate::store::lock_waiting(&store, lock_wait, |_| {}).await;
+        match waited {
+            Ok(_lock) => {
+                let mut kept = events::Announced::load(&store);
+                log.undelivered.append(&mut kept.undelivered);
+                kept.undelivered = log.undelivered;
+                kept.save(&store);
+            }
+            Err(e) => tracing::warn!(
+                "notify_url: {} undelivered event(s) could not be kept for the next run: {e}",
+                log.undelivered.len()
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{CertReport, Outcome};
+
+    #[tokio::test]
+    async fn a_synchronisations_undelivered_events_are_kept_for_the_next_run() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let d = dir.path().display();
+        // Nothing listens on port 1: every post is refused.
+        let text = format!(
+            "[api]\nbase_url = \"https://127.0.0.1:1\"\nlogin = \"a@b.test\"\n\
+             password_file = \"/nonexistent\"\n\n[defaults]\ncountry = \"DE\"\n\
+             region = \"Berlin\"\ncity = \"Berlin\"\n\n[agent]\nstate_dir = \"{d}/state\"\n\
+             notify_url = \"http://127.0.0.1:1/hook\"\nnotify_timeout_secs = 2\n\n\
+             [[certificate]]\nname = \"www\"\ndomains = [\"www.example.com\"]\n\
+             product_id = 1101\nserver = \"none\"\ncert_path = \"{d}/c.pem\"\n\
+             key_path = \"{d}/k.pem\"\nwebroot = \"{d}/www\"\n"
+        );
+        let config = Config::parse(&text, &dir.path().join("config.toml")).expect("configuration");
+        let store = Store::open(&config.agent.state_dir).expect("state");
+        let report = RunReport {
+            certificates: vec![CertReport {
+                name: "www".into(),
+                outcome: Outcome::Failed {
+                    error: "the fleet's last attempt failed".into(),
+                },
+                warning: None,
+                revocation: None,
+            }],
+            stats: None,
+            takeover: None,
+        };
+        let now = time::OffsetDateTime::now_utc();
+        let delivery = after_sync(&config, &store, &report, now);
+        assert_eq!(delivery.events.len(), 1);
+        // Announced at once (a run meanwhile does not announce it again).
+        let mut log = events::Announced::load(&store);
+        assert!(log.undelivered.is_empty());
+        assert!(
+            log.advance(&report, &events::Facts::default(), now)
+                .is_empty()
+        );
+        // Not delivered: put back for the next run, which posts it first.
+        delivery.deliver(std::time::Duration::from_secs(5)).await;
+        let log = events::Announced::load(&store);
+        assert_eq!(log.undelivered.len(), 1, "{log:?}");
+        assert_eq!(log.undelivered[0].event, "failed");
+        let next = after_sync(&config, &store, &report, now);
+        assert!(next.events.is_empty() && next.undelivered.len() == 1);
+    }
 }

@@ -72,6 +72,26 @@ pub(super) fn from_cache(
     })
 }
 
+/// When the stored copy of `url`'s CRL is next to be read again: its `nextUpdate`, or the end
+/// of `limits.refresh` since it was stored, whichever comes first (`None` when it is not
+/// usable now).
+pub(super) fn kept_until(
+    dir: &Path,
+    url: &str,
+    issuer_der: &[u8],
+    now: OffsetDateTime,
+    limits: CacheLimits,
+) -> Option<OffsetDateTime> {
+    let f = from_cache(dir, url, issuer_der, now, limits)?;
+    let stored = std::fs::metadata(cache_path(dir, url))
+        .and_then(|m| m.modified())
+        .ok()?;
+    let age = std::time::SystemTime::now().duration_since(stored).ok()?;
+    let left = limits.refresh.saturating_sub(age);
+    let refresh_at = now + time::Duration::try_from(left).ok()?;
+    Some(f.crl.next_update.min(refresh_at))
+}
+
 /// Downloads `url`, refusing more than `max_bytes`, checks it and stores it.
 pub(super) async fn download(
     http: &reqwest::Client,

@@ -95,6 +95,31 @@ impl Status {
 
 type Slot = Arc<OnceCell<Result<Arc<fetch::Fetched>, String>>>;
 
+/// When the CRLs kept in `state_dir/crl/` for the installed certificate `inst` that are still
+/// usable at `now` (signed by its issuer, not stale) are first to be read again: the earliest
+/// `nextUpdate`, or the end of `refresh_secs` since one was stored — when a newer CRL, and a
+/// revocation it lists, can first be seen. `None` when none is kept
+/// or usable (a run then fetches it anyway). Reads only the local copies.
+pub fn kept_next_update(
+    state_dir: &Path,
+    config: &RevocationConfig,
+    inst: &Installed,
+    now: OffsetDateTime,
+) -> Option<OffsetDateTime> {
+    let cert = installed::read(inst).ok()?;
+    let dir = state_dir.join(CACHE_DIR);
+    cert.crl_urls
+        .iter()
+        .filter_map(|url| {
+            let limits = fetch::CacheLimits {
+                max_bytes: config.max_crl_bytes,
+                refresh: Duration::from_secs(config.refresh_secs),
+            };
+            fetch::kept_until(&dir, url, &cert.issuer_der, now, limits)
+        })
+        .min()
+}
+
 /// The CRL checks of one run or one `check`: each CRL URL read once, whatever the number of
 /// certificates naming it.
 pub struct Checker {

@@ -214,22 +214,6 @@ impl Fleet {
         self.env.agent_at(&self.hosts[i].config, args).run()
     }
 
-    /// [`agent`](Self::agent) on a host whose daemon may be in a run or a synchronisation (it
-    /// holds the state directory's lock meanwhile, and a second run is refused at once): tried
-    /// again for up to a minute while the lock is taken.
-    pub(crate) fn agent_beside_daemon(&self, i: usize, args: &[&str]) -> AgentOutput {
-        let until = std::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let out = self.agent(i, args);
-            if !out.stderr.contains("another cert-agent run holds")
-                || std::time::Instant::now() > until
-            {
-                return out;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
     /// Starts `cert-agent run` on host `i` (it follows the fleet at once; its first scheduled
     /// run comes within a minute).
     pub(crate) fn start_daemon(&mut self, i: usize) {
@@ -238,9 +222,14 @@ impl Fleet {
 
     /// [`start_daemon`](Self::start_daemon) with extra environment variables.
     pub(crate) fn start_daemon_with(&mut self, i: usize, vars: &[(&str, &str)]) {
-        let mut agent = self
-            .env
-            .agent_at(&self.hosts[i].config, ["run", "--interval", "3600"]);
+        self.start_daemon_args(i, &[], vars);
+    }
+
+    /// [`start_daemon_with`](Self::start_daemon_with) with extra arguments of `run`.
+    pub(crate) fn start_daemon_args(&mut self, i: usize, args: &[&str], vars: &[(&str, &str)]) {
+        let mut argv = vec!["run", "--interval", "3600"];
+        argv.extend_from_slice(args);
+        let mut agent = self.env.agent_at(&self.hosts[i].config, argv);
         for (k, v) in vars {
             agent = agent.env(k, v);
         }
@@ -411,7 +400,8 @@ fn one_order_for_the_fleet_and_every_host_serves_it() {
     );
     // Followers never order: a renew on web3 installs nothing new and places no order.
     let calls = f.env.calls().len();
-    let out = f.agent_beside_daemon(2, &["--json", "renew"]);
+    // Beside web3's daemon: a renew waits for the state lock while a synchronisation holds it.
+    let out = f.agent(2, &["--json", "renew"]);
     out.expect_code(0);
     assert_eq!(f.env.billed(), 1);
     let after = f.env.calls().len();

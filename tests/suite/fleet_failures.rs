@@ -503,7 +503,7 @@ fn the_daemons_follow_loop_notifies_and_writes_metrics_as_a_run_does() {
         events(&t.f, 1, "www"),
         t.f.logs()
     );
-    // The metrics file is written after the notifications.
+    // The metrics file follows (written before the notifications are delivered).
     assert!(
         wait_until(Duration::from_secs(10), || failures(&t) == Some(0.0)),
         "{:?}",

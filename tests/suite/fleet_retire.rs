@@ -33,7 +33,7 @@ fn cancel_calls(t: &Trial) -> usize {
 }
 
 /// Every key under the prefix, relative to it.
-fn keys(t: &mut Trial) -> Vec<String> {
+fn keys_of(t: &mut Trial) -> Vec<String> {
     t.etcd
         .revisions()
         .into_keys()
@@ -77,7 +77,7 @@ fn retire_on_one_host_cancels_once_and_every_host_archives_it_and_it_can_come_ba
         "{text}"
     );
     // The tombstone, and none of the certificate's other shared values; shop's untouched.
-    let keys = keys(&mut t);
+    let keys = keys_of(&mut t);
     assert!(keys.iter().any(|k| k == TOMBSTONE), "{keys:?}");
     for gone in ["certs/www/state", "certs/www/current", "dcv/www"] {
         assert!(!keys.iter().any(|k| k == gone), "{gone}: {keys:?}");
@@ -336,7 +336,7 @@ fn retire_while_another_host_leads_exits_75_and_writes_nothing() {
     }
     let mut t = Trial::start();
     t.hold_lead("web9");
-    let keys = keys(&mut t);
+    let keys = keys_of(&mut t);
     let state = t.etcd.get("certs/www/state");
     let calls = t.f.env.calls().len();
     let out = t.f.agent(0, &["retire", "www", "--cancel", "--yes"]);
@@ -346,7 +346,7 @@ fn retire_while_another_host_leads_exits_75_and_writes_nothing() {
         "{}",
         out.describe()
     );
-    assert_eq!(keys(&mut t), keys);
+    assert_eq!(keys_of(&mut t), keys);
     assert_eq!(t.etcd.get("certs/www/state"), state);
     assert_eq!(t.f.env.calls().len(), calls, "no API call");
     assert!(t.f.hosts[0].state.join("certs/www.json").exists());

@@ -290,5 +290,9 @@ fn status_shows_a_balance_short_of_the_next_30_days() {
     .unwrap();
     let damaged = env.agent(["status"]).run();
     damaged.expect_code(0);
-    assert!(!damaged.stdout.contains("balance:"), "{}", damaged.describe());
+    assert!(
+        !damaged.stdout.contains("balance:"),
+        "{}",
+        damaged.describe()
+    );
 }

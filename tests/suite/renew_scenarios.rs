@@ -401,15 +401,16 @@ fn last_reissue_then_blackout_prepares_renewal_then_one_order() {
     orders_once_when_allowed(&mut env, id, true);
 }
 
-/// Guards the run lock: while one run holds it (its order answer is slow), a second run exits
-/// 75 at once naming the PID that holds the lock, and only one order is billed.
+/// Guards the run lock: while one run holds it (its order answer is slow), a second run with
+/// `--lock-wait 0` exits 75 at once naming the PID that holds the lock, a third waits for it
+/// (saying who holds it) and then finds nothing to do, and only one order is billed.
 #[test]
 fn concurrent_run_exits_75_naming_the_lock_holder() {
     let mut env = TestEnv::new();
     let spec = env.standalone_spec("www", &["www.lock.test"]);
     env.certs.push(spec);
     env.sandbox.inject(
-        Fault::new(FaultKind::Delay { ms: 3_000 })
+        Fault::new(FaultKind::Delay { ms: 6_000 })
             .method("POST")
             .path(support::env::ORDER_PATH),
     );
@@ -419,15 +420,31 @@ fn concurrent_run_exits_75_naming_the_lock_holder() {
         env.record("www").is_some_and(|r| !r["intent"].is_null())
     });
     assert!(holding, "the first run reached its order");
-    let second = env.agent(["renew", "--wait", "30"]).run();
-    second.expect_code(75);
-    assert!(
-        second.stderr.contains(&pid.to_string()),
-        "the message names PID {pid}\n{}",
-        second.describe()
-    );
-    let status = first.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
+    // A third run waits for the lock (the default --lock-wait of 30 s), saying who holds it,
+    // and finds the certificate done; the second fails at once with --lock-wait 0.
+    let config = env.config_path();
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| env.agent_at(&config, ["renew", "--wait", "30"]).run());
+        let second = env
+            .agent_at(&config, ["renew", "--wait", "30", "--lock-wait", "0"])
+            .run();
+        second.expect_code(75);
+        assert!(
+            second.stderr.contains(&pid.to_string()),
+            "the message names PID {pid}\n{}",
+            second.describe()
+        );
+        let status = first.wait().unwrap();
+        assert_eq!(status.code(), Some(0));
+        let waited = waiting.join().unwrap();
+        waited.expect_code(0);
+        assert!(
+            waited.stderr.contains(&format!("is locked by PID {pid} ("))
+                && waited.stderr.contains("waiting up to 30 s"),
+            "the waiting run names the holder\n{}",
+            waited.describe()
+        );
+    });
     assert_eq!(env.billed(), 1, "no double order");
     assert_eq!(env.order_posts(), 1);
     assert!(

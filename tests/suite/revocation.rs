@@ -415,3 +415,67 @@ fn status_and_the_metrics_show_what_the_crl_said() {
         .collect();
     assert_eq!(revoked.len(), 1, "{revoked:?}");
 }
+
+/// The daemon wakes at the kept CRL's `nextUpdate`, not at its hourly schedule: a certificate
+/// revoked after the daemon's run read the CRL is replaced by the run that reads the next CRL.
+/// The sandbox's CRLs are valid for a day: its clock (and the agent's with it) is moved to 80 s
+/// before the kept CRL's `nextUpdate`, so that the next one is due within the test.
+#[test]
+fn the_daemon_acts_on_a_revocation_when_the_next_crl_is_due() {
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["www.crl-pace.test"]);
+    env.certs.push(spec);
+    let first = env.agent(["--json", "renew", "--wait", "60"]).run();
+    first.expect_code(0);
+    let first = first.installed_serial("www");
+    // A check keeps the CRL (not listing the certificate) until its nextUpdate.
+    env.agent(["check"]).run().expect_code(0);
+    assert!(
+        fs::read_dir(env.state_dir().join("crl")).unwrap().count() > 0,
+        "a CRL kept"
+    );
+    let fetched = fetches(&env);
+    let billed = env.billed();
+    env.sandbox
+        .revoke(
+            RevokeTarget::CertificateId(certificate_id(&env, "www")),
+            "keyCompromise",
+            false,
+        )
+        .unwrap();
+    let day = partner_sandbox::crl::CRL_VALIDITY
+        .whole_seconds()
+        .unsigned_abs();
+    env.sandbox
+        .advance(std::time::Duration::from_secs(day - 80));
+    let offset = support::scenario::clock_offset(&env).to_string();
+
+    // Hourly schedule; the first run at once reads the kept CRL: nothing revoked yet.
+    let config = env.write_config();
+    let mut daemon = env
+        .agent_at(
+            &config,
+            ["run", "--interval", "3600", "--first-run-delay", "0"],
+        )
+        .env(support::scenario::CLOCK_OFFSET_ENV, &offset)
+        .spawn();
+    let replaced = support::env::wait_until(std::time::Duration::from_secs(240), || {
+        env.record("www")
+            .and_then(|r| r["installed"]["serial"].as_str().map(norm_serial))
+            .is_some_and(|s| s != first)
+    });
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    assert!(
+        replaced,
+        "the daemon replaced the revoked certificate when the next CRL was due\n{}",
+        env.journal()
+    );
+    assert!(fetches(&env) > fetched, "the next CRL was fetched");
+    assert_eq!(
+        env.billed(),
+        billed + 1,
+        "one new order for the annulled one"
+    );
+    assert!(env.journal().contains("certificate-revoked"));
+}

@@ -126,7 +126,7 @@ async fn outcome(
             error: format!(
                 "retired for the fleet by {} at {}: {e:#}",
                 printable(&t.by),
-                crate::engine::deploy::rfc3339(t.retired_at)
+                crate::clock::rfc3339(t.retired_at)
             ),
         },
         Err(e) => Outcome::Failed {
@@ -172,7 +172,7 @@ async fn archive(
         "fleet-retired",
         serde_json::json!({
             "by": t.by,
-            "retired_at": crate::engine::deploy::rfc3339(t.retired_at),
+            "retired_at": crate::clock::rfc3339(t.retired_at),
             "remove_files": t.remove_files,
             "cancel": t.cancel,
             "archive": report.archive,
