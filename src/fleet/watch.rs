@@ -10,18 +10,28 @@ use crate::config::Config;
 use crate::engine::RunReport;
 use crate::store::Store;
 
-use super::coord::LeadEvent;
-use super::follower::{concerns_hosts, follow};
+use super::coord::{Changes, LeadEvent};
+use super::follower::{Followed, concerns_hosts, follow, read_by_sync};
 use super::link::{FleetLink, connect};
 use super::schema::printable;
 use super::takeover::{Takeover, open_work};
 
 /// Follows the fleet: synchronises at start (a host that was down catches up), then on every
-/// change of a published certificate or validation file, and every five minutes besides. The
+/// change of a published certificate or validation file, and every five minutes what else
+/// the synchronisation reads changed (a shared record, a spec, the key check). The
 /// configuration is read again before each synchronisation (when it names other fleet key
 /// files, the fleet is connected again with them). etcd out of reach is retried every five
 /// seconds; nothing installed is touched meanwhile. `done` receives what each
 /// synchronisation did (see [`follow`]), with the state directory's lock held.
+///
+/// A synchronisation reads the fleet in one request whatever the number of certificates,
+/// and only when something it reads changed: the watch tells it, from the revision the last
+/// synchronisation read at (after a reconnection too). While nothing changed, the
+/// configuration did not and the last synchronisation left nothing to try again (a failure,
+/// a certificate held until it is valid), the five-minute resynchronisation is one progress
+/// request on the watch's stream — etcd confirms that the watch is alive and caught up — and
+/// no read. A watch that does not answer it by the next resynchronisation is started again;
+/// one whose revision was compacted away is started from now after a full read.
 ///
 /// When the leader key is deleted without the leader having given the lead up (its lease
 /// ended: killed, cut off, stalled), the shared records are read for open work
@@ -34,6 +44,8 @@ pub async fn follow_changes(
     lead_ended: impl Fn(Takeover),
 ) {
     let retry = Duration::from_secs(5);
+    let every = resync_every();
+    let mut state = Following::default();
     loop {
         let link = match Config::load(&config_path) {
             Ok(config) => match connect(&config, clock).await {
@@ -51,7 +63,8 @@ pub async fn follow_changes(
                 continue;
             }
         };
-        let mut watch = match link.fleet.watch().await {
+        let from = state.last.as_ref().map(|l| l.followed.revision + 1);
+        let mut watch = match link.fleet.watch_from(from).await {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!("fleet: {e}");
@@ -60,38 +73,59 @@ pub async fn follow_changes(
             }
         };
         let mut leader = link.fleet.leader().await.ok().flatten();
-        let mut due = true;
+        // At a (re)connection: a full read unless the watch replays nothing that matters.
+        let mut due = Due::Check;
+        let mut awaiting = false;
         loop {
-            if due {
+            if due != Due::No {
                 match Config::load(&config_path) {
                     Ok(config) if keys_changed(&config, &link) => {
                         tracing::info!(
                             "fleet: the configuration names other fleet key files; connecting again"
                         );
+                        state = Following::default();
                         break;
                     }
-                    Ok(config) => match follow(&config, &link, &done).await {
-                        Ok(true) => {
-                            tracing::debug!("fleet: synchronised");
-                            due = false;
+                    Ok(config) => {
+                        if state.quiet(&config) {
+                            if due == Due::Tick {
+                                tracing::debug!("fleet: nothing changed; asking the watch to confirm");
+                                if let Err(e) = watch.progress().await {
+                                    tracing::warn!("fleet: {e}");
+                                    break;
+                                }
+                                awaiting = true;
+                            }
+                            due = Due::No;
+                        } else {
+                            match follow(&config, &link, &done).await {
+                                Ok(Some(followed)) => {
+                                    tracing::debug!("fleet: synchronised");
+                                    state.synchronised(&config, followed);
+                                    due = Due::No;
+                                }
+                                // A run holds the state: it synchronises itself; try again
+                                // shortly.
+                                Ok(None) => {}
+                                Err(e) => tracing::warn!("fleet: {e:#}"),
+                            }
                         }
-                        // A run holds the state: it synchronises itself; try again shortly.
-                        Ok(false) => {}
-                        Err(e) => tracing::warn!("fleet: {e:#}"),
-                    },
+                    }
                     Err(e) => tracing::warn!("fleet: {e:#}"),
                 }
             }
-            let wait = if due {
-                Duration::from_secs(1)
+            let wait = if due == Due::No {
+                every
             } else {
-                Duration::from_secs(300)
+                Duration::from_secs(1)
             };
             tokio::select! {
                 changed = watch.changed() => match changed {
                     Ok(changes) => {
-                        tracing::debug!(keys = ?changes.keys, "fleet: changed");
-                        due |= changes.keys.iter().any(|k| concerns_hosts(k));
+                        awaiting = false;
+                        if state.changed(&changes) {
+                            due = Due::Now;
+                        }
                         for event in changes.lead {
                             match event {
                                 LeadEvent::Taken { host } => leader = Some(host),
@@ -108,14 +142,105 @@ pub async fn follow_changes(
                     }
                     Err(e) => {
                         tracing::warn!("fleet: {e}");
+                        if watch.compacted() {
+                            // The changes since the last read are gone: read everything again.
+                            state = Following::default();
+                        }
                         tokio::time::sleep(retry).await;
                         break;
                     }
                 },
-                () = tokio::time::sleep(wait) => due = true,
+                () = tokio::time::sleep(wait) => {
+                    if awaiting {
+                        tracing::warn!(
+                            "fleet: the watch did not confirm it is alive since the last \
+                             resynchronisation; watching again"
+                        );
+                        break;
+                    }
+                    if due == Due::No {
+                        due = Due::Tick;
+                    }
+                }
             }
         }
     }
+}
+
+/// When the follow loop looks at the fleet next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Due {
+    /// At the next resynchronisation.
+    No,
+    /// Now, reading only if something changed (a connection, a retry).
+    Check,
+    /// The five-minute resynchronisation.
+    Tick,
+    /// Now: a change the hosts act on at once.
+    Now,
+}
+
+/// What the follow loop knows of the fleet between synchronisations.
+#[derive(Default)]
+struct Following {
+    last: Option<Last>,
+    /// A key the synchronisation reads changed since it last read.
+    stale: bool,
+}
+
+struct Last {
+    followed: Followed,
+    /// The configuration that synchronisation was for, serialised.
+    config: Vec<u8>,
+}
+
+impl Following {
+    /// Whether a synchronisation now would find what the last one found: nothing it reads
+    /// changed, nor the configuration, and it left nothing to try again.
+    fn quiet(&self, config: &Config) -> bool {
+        !self.stale
+            && self.last.as_ref().is_some_and(|l| {
+                l.followed.clean && serde_json::to_vec(config).is_ok_and(|c| c == l.config)
+            })
+    }
+
+    fn synchronised(&mut self, config: &Config, followed: Followed) {
+        let before = self.last.as_ref().map_or(0, |l| l.followed.revision);
+        self.last = Some(Last {
+            followed: Followed {
+                revision: followed.revision.max(before),
+                ..followed
+            },
+            config: serde_json::to_vec(config).unwrap_or_default(),
+        });
+        self.stale = false;
+    }
+
+    /// Notes `changes`; whether the hosts act on them at once.
+    fn changed(&mut self, changes: &Changes) -> bool {
+        tracing::debug!(keys = ?changes.keys, revision = changes.revision, "fleet: changed");
+        if changes.keys.iter().any(|k| read_by_sync(k)) {
+            self.stale = true;
+        }
+        if let Some(l) = self.last.as_mut() {
+            l.followed.revision = l.followed.revision.max(changes.revision);
+        }
+        changes.keys.iter().any(|k| concerns_hosts(k))
+    }
+}
+
+/// How often the follow loop resynchronises: five minutes (in debug builds,
+/// `CERT_AGENT_TEST_FLEET_RESYNC_SECS` for the tests).
+fn resync_every() -> Duration {
+    if cfg!(debug_assertions)
+        && let Some(secs) = std::env::var("CERT_AGENT_TEST_FLEET_RESYNC_SECS")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|s| *s > 0)
+    {
+        return Duration::from_secs(secs);
+    }
+    Duration::from_secs(300)
 }
 
 /// The lead that was `held` ended at `revision`: a takeover when it ended with its lease and
