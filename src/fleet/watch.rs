@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::engine::RunReport;
 use crate::store::Store;
 
-use super::coord::{Changes, LeadEvent};
+use super::coord::{Changes, FleetWatch, LeadEvent};
 use super::follower::{Followed, concerns_hosts, follow, read_by_sync};
 use super::link::{FleetLink, connect};
 use super::schema::printable;
@@ -47,27 +47,12 @@ pub async fn follow_changes(
     let every = resync_every();
     let mut state = Following::default();
     loop {
-        let link = match Config::load(&config_path) {
-            Ok(config) => match connect(&config, clock).await {
-                Ok(Some(link)) => link,
-                Ok(None) => return,
-                Err(e) => {
-                    tracing::warn!("fleet: {e:#}");
-                    tokio::time::sleep(retry).await;
-                    continue;
-                }
-            },
+        let from = state.last.as_ref().map(|l| l.followed.revision + 1);
+        let (link, mut watch) = match watching(&config_path, clock, from).await {
+            Ok(Some(watching)) => watching,
+            Ok(None) => return,
             Err(e) => {
                 tracing::warn!("fleet: {e:#}");
-                tokio::time::sleep(retry).await;
-                continue;
-            }
-        };
-        let from = state.last.as_ref().map(|l| l.followed.revision + 1);
-        let mut watch = match link.fleet.watch_from(from).await {
-            Ok(w) => w,
-            Err(e) => {
-                tracing::warn!("fleet: {e}");
                 tokio::time::sleep(retry).await;
                 continue;
             }
@@ -89,7 +74,9 @@ pub async fn follow_changes(
                     Ok(config) => {
                         if state.quiet(&config) {
                             if due == Due::Tick {
-                                tracing::debug!("fleet: nothing changed; asking the watch to confirm");
+                                tracing::debug!(
+                                    "fleet: nothing changed; asking the watch to confirm"
+                                );
                                 if let Err(e) = watch.progress().await {
                                     tracing::warn!("fleet: {e}");
                                     break;
@@ -165,6 +152,21 @@ pub async fn follow_changes(
             }
         }
     }
+}
+
+/// Connects to the fleet of the configuration at `config_path` and watches it from revision
+/// `from` (`None`: from now); `None` without `[fleet]`.
+async fn watching(
+    config_path: &Path,
+    clock: Clock,
+    from: Option<i64>,
+) -> anyhow::Result<Option<(FleetLink, FleetWatch)>> {
+    let config = Config::load(config_path)?;
+    let Some(link) = connect(&config, clock).await? else {
+        return Ok(None);
+    };
+    let watch = link.fleet.watch_from(from).await?;
+    Ok(Some((link, watch)))
 }
 
 /// When the follow loop looks at the fleet next.
