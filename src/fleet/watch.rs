@@ -287,3 +287,113 @@ fn keys_changed(config: &Config, link: &FleetLink) -> bool {
             || f.previous_secret_file != link.config.previous_secret_file
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(names: &[&str]) -> Config {
+        let mut text = String::from(
+            "[api]\nbase_url = \"https://127.0.0.1:1\"\nlogin = \"a@b.test\"\npassword = \"x\"\n",
+        );
+        for name in names {
+            text.push_str(&format!(
+                "[[certificate]]\nname = \"{name}\"\ndomains = [\"{name}.example.com\"]\n\
+                 product_id = 101\nwebroot = \"/var/www\"\ncountry = \"DE\"\n\
+                 region = \"Berlin\"\ncity = \"Berlin\"\nserver = \"nginx\"\n"
+            ));
+        }
+        Config::parse(&text, Path::new("/tmp/x.toml")).unwrap()
+    }
+
+    fn changes(keys: &[&str], revision: i64) -> Changes {
+        Changes {
+            keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+            revision,
+            ..Changes::default()
+        }
+    }
+
+    #[test]
+    fn a_resynchronisation_reads_only_after_a_change_of_what_it_reads() {
+        let c = config(&["a", "b"]);
+        let mut state = Following::default();
+        assert!(!state.quiet(&c), "nothing read yet");
+        state.synchronised(
+            &c,
+            Followed {
+                revision: 10,
+                clean: true,
+            },
+        );
+        assert!(state.quiet(&c));
+        // Other hosts' reports and the lead: not read by a synchronisation.
+        for key in [
+            "hosts/web2/seen",
+            "hosts/web2/certs/a",
+            "leader",
+            "resigned",
+        ] {
+            assert!(!state.changed(&changes(&[key], 11)), "{key}");
+            assert!(state.quiet(&c), "{key}");
+        }
+        assert_eq!(state.last.as_ref().map(|l| l.followed.revision), Some(11));
+        // A shared record, a spec, the key check: read at the next resynchronisation.
+        for key in ["certs/a/state", "certs/b/spec", "keycheck"] {
+            let mut s = Following::default();
+            s.synchronised(
+                &c,
+                Followed {
+                    revision: 10,
+                    clean: true,
+                },
+            );
+            assert!(!s.changed(&changes(&[key], 12)), "{key}");
+            assert!(!s.quiet(&c), "{key}");
+        }
+        // A published certificate or validation file: read at once.
+        assert!(state.changed(&changes(&["hosts/web2/seen", "certs/a/current"], 13)));
+        assert!(state.changed(&changes(&["dcv/b"], 14)));
+        assert!(!state.quiet(&c));
+        state.synchronised(
+            &c,
+            Followed {
+                revision: 14,
+                clean: true,
+            },
+        );
+        assert!(state.quiet(&c));
+        // A synchronisation never moves the watch's start back.
+        state.synchronised(
+            &c,
+            Followed {
+                revision: 9,
+                clean: true,
+            },
+        );
+        assert_eq!(state.last.as_ref().map(|l| l.followed.revision), Some(14));
+    }
+
+    #[test]
+    fn a_failure_or_another_configuration_reads_again() {
+        let c = config(&["a"]);
+        let mut state = Following::default();
+        state.synchronised(
+            &c,
+            Followed {
+                revision: 5,
+                clean: false,
+            },
+        );
+        assert!(!state.quiet(&c), "a failure is tried again");
+        state.synchronised(
+            &c,
+            Followed {
+                revision: 6,
+                clean: true,
+            },
+        );
+        assert!(state.quiet(&c));
+        assert!(!state.quiet(&config(&["a", "b"])), "a certificate added");
+    }
+}
