@@ -14,6 +14,7 @@
 #   SIZES="1 100 1000"   numbers of certificates (one fleet each)
 #   HOSTS=3              hosts per fleet
 #   IDLE=300             seconds measured per fleet
+#   SETTLE=300           seconds waited after the daemons' first runs before measuring
 #   AGENT=PATH           the cert-agent binary to measure (default: PROFILE's build)
 #   PROFILE=debug        uses the debug binaries (no release build)
 # Needs etcd, etcdctl, openssl, python3, curl.
@@ -23,6 +24,8 @@ OUT=${1:-benches/results/fleet-idle}
 SIZES=${SIZES:-1 100 1000}
 HOSTS=${HOSTS:-3}
 IDLE=${IDLE:-300}
+# Seconds more before measuring, after the first runs: one resynchronisation period.
+SETTLE=${SETTLE:-300}
 mkdir -p "$OUT"
 source benches/fleet-lib.sh
 AGENT=${AGENT_UNDER_TEST:-$AGENT}
@@ -124,7 +127,6 @@ for N in $SIZES; do
   PIDS+=($WEB)
   sbx -d "{\"http\": $SB_HTTP, \"https\": 0}" "$SB/_sandbox/dcv_ports" >/dev/null
   DAEMONS=()
-  started=$(date +%s)
   for i in $(seq 2 "$HOSTS"); do
     "$AGENT" --config "$W/f$N-$i/config.toml" run --interval 3600 >>"$W/f$N-$i/daemon.log" 2>&1 &
     PIDS+=($!); DAEMONS+=($!)
@@ -144,9 +146,8 @@ for N in $SIZES; do
   "$AGENT" --config "$W/f$N-1/config.toml" run --interval 3600 >>"$W/f$N-1/daemon.log" 2>&1 &
   PIDS+=($!); DAEMONS+=($!)
   # Past every daemon's first scheduled run (within a minute of its start) and the
-  # resynchronisation that reads what those runs wrote.
-  now=$(date +%s); wait_s=$(( 75 - (now - started) )); [ "$wait_s" -lt 75 ] && wait_s=75
-  sleep "$wait_s"
+  # resynchronisations that read what those runs wrote (up to one period later).
+  sleep $(( 75 + SETTLE ))
   etcd_messages > "$W/m0"; sleep "$IDLE"; etcd_messages > "$W/m1"
   idle=$(( $(total "$W/m1") - $(total "$W/m0") ))
   idle_methods=$(by_method "$W/m0" "$W/m1")

@@ -61,6 +61,9 @@ pub async fn follow_changes(
         // At a (re)connection: a full read unless the watch replays nothing that matters.
         let mut due = Due::Check;
         let mut awaiting = false;
+        // Every `every`, however many changes arrive meanwhile (other hosts' reports would
+        // otherwise put it off for ever).
+        let mut tick = tokio::time::Instant::now() + every;
         loop {
             if due != Due::No {
                 match Config::load(&config_path) {
@@ -101,10 +104,10 @@ pub async fn follow_changes(
                     Err(e) => tracing::warn!("fleet: {e:#}"),
                 }
             }
-            let wait = if due == Due::No {
-                every
+            let wake = if due == Due::No {
+                tick
             } else {
-                Duration::from_secs(1)
+                tokio::time::Instant::now() + Duration::from_secs(1)
             };
             tokio::select! {
                 changed = watch.changed() => match changed {
@@ -137,7 +140,7 @@ pub async fn follow_changes(
                         break;
                     }
                 },
-                () = tokio::time::sleep(wait) => {
+                () = tokio::time::sleep_until(wake) => {
                     if awaiting {
                         tracing::warn!(
                             "fleet: the watch did not confirm it is alive since the last \
@@ -147,6 +150,7 @@ pub async fn follow_changes(
                     }
                     if due == Due::No {
                         due = Due::Tick;
+                        tick = tokio::time::Instant::now() + every;
                     }
                 }
             }
