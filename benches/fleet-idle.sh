@@ -55,7 +55,7 @@ mkdir -p "$W/dcv-root"
 
 # fleet_host DIR NAME PREFIX N: a configuration with N certificates, `server = "none"`.
 fleet_host() {
-  local d=$1 name=$2 prefix=$3 n=$4
+  local d=$1 name=$2 prefix=$3 n=$4 i
   mkdir -p "$d/www" "$d/out" "$d/state"
   {
     cat <<EOF
@@ -84,6 +84,8 @@ EOF
 [[certificate]]
 name = "site$i"
 domains = ["site$i.idle$n.bench.test"]
+cert_path = "$d/out/site$i.crt"
+chain_path = "$d/out/site$i.chain"
 fullchain_path = "$d/out/site$i.pem"
 key_path = "$d/out/site$i.key"
 EOF
@@ -138,10 +140,13 @@ for N in $SIZES; do
     [ "$(installed_count "$W/f$N-1")" -ge "$N" ] && break
     sleep 2
   done
+  echo "$N certificates issued by host1; waiting for every host to install them" >&2
   for d in "${dirs[@]}"; do
     for _ in $(seq 600); do [ "$(installed_count "$d")" -ge "$N" ] && break; sleep 1; done
+    echo "$d: $(installed_count "$d") installed" >&2
     [ "$(installed_count "$d")" -ge "$N" ] || { echo "$d did not install all $N certificates" >&2; exit 1; }
   done
+  echo "every host installed them; measuring after the first runs" >&2
   # host1 runs a daemon too from now on (every host of a real fleet does).
   "$AGENT" --config "$W/f$N-1/config.toml" run --interval 3600 >>"$W/f$N-1/daemon.log" 2>&1 &
   PIDS+=($!); DAEMONS+=($!)
