@@ -121,8 +121,10 @@ pub async fn follow_changes(
                                 LeadEvent::Taken { host } => leader = Some(host),
                                 LeadEvent::Ended { revision } => {
                                     let held = leader.take();
+                                    let given_up = changes.resigned == Some(revision);
                                     if let Some(t) =
-                                        ended(&config_path, &link, held, revision).await
+                                        ended(&config_path, &link, held, revision, given_up)
+                                            .await
                                     {
                                         lead_ended(t);
                                     }
@@ -250,16 +252,22 @@ fn resync_every() -> Duration {
 }
 
 /// The lead that was `held` ended at `revision`: a takeover when it ended with its lease and
-/// left work open.
+/// left work open. `given_up`: the watch delivered the resignation with the deletion (no
+/// read needed).
 async fn ended(
     config_path: &Path,
     link: &FleetLink,
     held: Option<String>,
     revision: i64,
+    given_up: bool,
 ) -> Option<Takeover> {
     let by = held
         .as_deref()
         .map_or_else(|| "a host".to_owned(), printable);
+    if given_up {
+        tracing::debug!("fleet: {by} gave the lead up");
+        return None;
+    }
     match link.fleet.resigned_at(revision).await {
         Ok(true) => {
             tracing::debug!("fleet: {by} gave the lead up");

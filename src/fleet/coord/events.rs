@@ -1,7 +1,7 @@
 //! A watch of the fleet's keys: each answer of etcd read as the keys that changed and what
 //! happened to the lead.
 
-use super::{FleetError, LEADER, unavailable};
+use super::{FleetError, LEADER, RESIGNED, unavailable};
 
 /// A watch of the fleet's keys.
 pub struct FleetWatch {
@@ -41,6 +41,9 @@ impl FleetWatch {
                         changes.revision = changes.revision.max(kv.mod_revision());
                         let k = String::from_utf8_lossy(kv.key());
                         let rel = k.strip_prefix(&self.prefix).unwrap_or(&k).to_owned();
+                        if rel == RESIGNED && event.event_type() == etcd_client::EventType::Put {
+                            changes.resigned = Some(kv.mod_revision());
+                        }
                         if rel == LEADER {
                             changes.lead.push(match event.event_type() {
                                 etcd_client::EventType::Delete => LeadEvent::Ended {
@@ -98,6 +101,10 @@ pub struct Changes {
     pub revision: i64,
     /// An answer to [`FleetWatch::progress`]: no keys changed.
     pub progress: bool,
+    /// The revision at which a leader that gave the lead up wrote `resigned`, when these
+    /// changes hold it: the lead that ended at that revision was given up (see
+    /// [`Fleet::resigned_at`](super::Fleet::resigned_at)), without reading it again.
+    pub resigned: Option<i64>,
 }
 
 /// A change of the leader key.
