@@ -21,8 +21,10 @@ use super::deadline::{self, Held, deadline_of, lock};
 use super::options::{FleetOptions, tls};
 
 mod events;
+mod snapshot;
 
 pub use events::{Changes, FleetWatch, LeadEvent};
+pub use snapshot::Snapshot;
 
 /// What went wrong with the fleet's store.
 #[derive(Debug, thiserror::Error)]
@@ -227,20 +229,29 @@ impl Fleet {
     /// Watches every key under the prefix: [`FleetWatch::changed`] names the keys (relative to
     /// the prefix) that changed.
     pub async fn watch(&self) -> Result<FleetWatch, FleetError> {
+        self.watch_from(None).await
+    }
+
+    /// [`watch`](Self::watch) from revision `start` (`None`: from now): the changes made since
+    /// are delivered first. A revision etcd compacted away ends the watch at once
+    /// ([`FleetWatch::compacted`]).
+    pub async fn watch_from(&self, start: Option<i64>) -> Result<FleetWatch, FleetError> {
         let prefix = self.prefix.clone();
+        let mut options = etcd_client::WatchOptions::new().with_prefix();
+        if let Some(start) = start.filter(|r| *r > 0) {
+            options = options.with_start_revision(start);
+        }
         let stream = self
             .call(|mut c| {
-                let prefix = prefix.clone();
-                async move {
-                    c.watch(prefix, Some(etcd_client::WatchOptions::new().with_prefix()))
-                        .await
-                }
+                let (prefix, options) = (prefix.clone(), options.clone());
+                async move { c.watch(prefix, Some(options)).await }
             })
             .await?;
         Ok(FleetWatch {
             stream,
             prefix: self.prefix.clone(),
             endpoints: self.endpoints.clone(),
+            compacted: false,
         })
     }
 

@@ -14,9 +14,12 @@ use crate::dcv::ValidationFile;
 use crate::engine::{Job, Outcome, Ready, RunReport, RunStats, deploy};
 use crate::store::{FleetAttempt, Store};
 
+use super::coord::Snapshot;
 use super::envelope::{self, Place, Purpose};
 use super::link::{FleetLink, check_specs};
-use super::schema::{DcvEntry, HostResult, current_key, dcv_key, host_key, seen_key, state_key};
+use super::schema::{
+    DcvEntry, HostResult, KEY_CHECK, current_key, dcv_key, host_key, seen_key, state_key,
+};
 use super::shared::{check_dcv, open_current, open_state};
 use super::versions::{Seen, Versions};
 
@@ -56,14 +59,13 @@ pub(super) struct View {
 }
 
 impl View {
-    /// Reads the values under `certs/` and `dcv/` and the versions this host accepted.
-    async fn read(link: &FleetLink, store: &Store) -> Result<Self> {
+    /// The values under `certs/` and `dcv/` as `snap` read them, and the versions this host
+    /// accepted.
+    fn read(snap: Snapshot, store: &Store) -> Result<Self> {
         Ok(View {
-            docs: link.fleet.list("certs/").await?.into_iter().collect(),
-            dcv: link
-                .fleet
-                .list("dcv/")
-                .await?
+            docs: snap.certs,
+            dcv: snap
+                .dcv
                 .into_iter()
                 .filter_map(|(k, v)| Some((k.strip_prefix("dcv/")?.to_owned(), v)))
                 .collect(),
@@ -88,15 +90,17 @@ impl View {
 /// host's own config test, reload, verification and rollback; records the result under
 /// `hosts/HOST/`. Also serves the validation files the leader published (each checked
 /// against the fleet's pending CSR) and removes those it withdrew. A value that does not
-/// open or check fails its certificate only.
+/// open or check fails its certificate only. `snap` is the fleet as this synchronisation
+/// read it (one request, [`Fleet::snapshot`](super::coord::Fleet::snapshot)).
 pub(super) async fn sync(
     link: &FleetLink,
     config: &Config,
     store: &Store,
     refused: &BTreeMap<String, String>,
+    snap: Snapshot,
 ) -> Result<SyncReport> {
     let host = link.fleet.host().to_owned();
-    let mut view = View::read(link, store).await?;
+    let mut view = View::read(snap, store)?;
     let tombstones = retired::open_tombstones(link, config, &mut view);
     let skip = retired::with_retired(refused, &tombstones);
     let pending = pending_csrs(link, config, &skip, &mut view);
@@ -387,26 +391,45 @@ async fn report_seen(link: &FleetLink, host: &str) {
     }
 }
 
+/// What one [`follow`] read and whether it left anything to try again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Followed {
+    /// The store's revision the fleet was read at.
+    pub revision: i64,
+    /// Every certificate installed or in step: nothing failed here, nothing is held until
+    /// it is valid. Until then each resynchronisation reads the fleet again.
+    pub clean: bool,
+}
+
 /// One synchronisation outside a run (the daemon follows the fleet's changes with it): the
-/// certificates checked against the fleet's record, then [`sync`]; `done` gets its report
-/// (every configured certificate: installed, failed here, failing in the fleet, or in step)
-/// while the state directory's lock is still held. `false` when a run holds that lock (that
-/// run synchronises itself).
+/// fleet read once ([`Fleet::snapshot`](super::coord::Fleet::snapshot)), the certificates
+/// checked against the fleet's record, then [`sync`]; `done` gets its report (every
+/// configured certificate: installed, failed here, failing in the fleet, or in step) while
+/// the state directory's lock is still held. `None` when a run holds that lock (that run
+/// synchronises itself).
 pub async fn follow(
     config: &Config,
     link: &FleetLink,
     done: &impl AsyncFn(&Config, &Store, RunReport),
-) -> Result<bool> {
+) -> Result<Option<Followed>> {
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = match store.lock() {
         Ok(l) => l,
-        Err(crate::store::StoreError::Locked { .. }) => return Ok(false),
+        Err(crate::store::StoreError::Locked { .. }) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
     let started_at = link.clock.now();
     let started = tokio::time::Instant::now();
-    let refused = check_specs(link, config).await?;
-    let mut synced = sync(link, config, &store, &refused).await?.synced;
+    let snap = link.fleet.snapshot(KEY_CHECK).await?;
+    let revision = snap.revision;
+    let refused = check_specs(link, config, &snap).await?;
+    let mut synced = sync(link, config, &store, &refused, snap).await?.synced;
+    let clean = synced.iter().all(|s| {
+        matches!(
+            s.outcome,
+            Outcome::Installed { .. } | Outcome::Unchanged { .. }
+        )
+    });
     let mut report = RunReport {
         certificates: config
             .certificates
@@ -436,7 +459,7 @@ pub async fn follow(
         requests: Vec::new(),
     });
     done(config, &store, report).await;
-    Ok(true)
+    Ok(Some(Followed { revision, clean }))
 }
 
 /// A certificate this host did not fail on, whose fleet's last attempt failed (a follower,
@@ -465,6 +488,12 @@ pub(super) fn fleet_failures(store: &Store, report: &mut RunReport) {
 pub fn concerns_hosts(key: &str) -> bool {
     key.starts_with("dcv/")
         || (key.starts_with("certs/") && (key.ends_with("/current") || key.ends_with("/retired")))
+}
+
+/// Whether [`sync`] reads `key` (relative to the prefix): a change of it is read by the next
+/// resynchronisation (what other hosts report under `hosts/`, and the lead, are not).
+pub fn read_by_sync(key: &str) -> bool {
+    key.starts_with("certs/") || key.starts_with("dcv/") || key == KEY_CHECK
 }
 
 /// Records what this host did with certificate `name` under `hosts/HOST/certs/NAME`.

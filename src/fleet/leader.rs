@@ -20,7 +20,8 @@ use super::envelope::{self, Place, Purpose};
 use super::follower::{fleet_failures, report_host, sync};
 use super::link::{FleetLink, check_specs, connect};
 use super::schema::{
-    Current, DcvEntry, HostResult, SharedState, b64, current_key, dcv_key, shared_view, state_key,
+    Current, DcvEntry, HostResult, KEY_CHECK, SharedState, b64, current_key, dcv_key, shared_view,
+    state_key,
 };
 use super::shared::{check_keeps, open_state};
 use super::versions::Versions;
@@ -252,18 +253,20 @@ impl FleetRun<'_> {
 /// order and intent this host knows), replaces what this host's state directory holds of it
 /// (the installed files and published validation files stay this host's); a pending key that
 /// is not here yet is written to the key directory. Returns the record as the fleet holds it
-/// (`None`: the fleet has none yet).
+/// (`None`: the fleet has none yet). `docs`: the values under `certs/`, read once the lead
+/// was taken (one request for every certificate).
 pub(super) async fn import(
     link: &FleetLink,
     store: &Store,
     versions: &mut Versions,
     cert: &CertificateConfig,
+    docs: &BTreeMap<String, Vec<u8>>,
 ) -> Result<Option<CertRecord>> {
     let rel = state_key(&cert.name);
-    let Some((bytes, _)) = link.fleet.get(&rel).await? else {
+    let Some(bytes) = docs.get(&rel) else {
         return Ok(None);
     };
-    let opened = open_state(link, versions, cert, &bytes)?;
+    let opened = open_state(link, versions, cert, bytes)?;
     let local = store.load(&cert.name)?;
     check_keeps(&link.fleet.key(&rel), &local, &opened.shared.record)?;
     let shared = opened.shared;
@@ -462,8 +465,9 @@ pub async fn run(
     let link = connect(config, opts.clock)
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
-    let refused = check_specs(&link, config).await?;
-    let synced = sync(&link, config, store, &refused).await?;
+    let snap = link.fleet.snapshot(KEY_CHECK).await?;
+    let refused = check_specs(&link, config, &snap).await?;
+    let synced = sync(&link, config, store, &refused, snap).await?;
     let fleet_has = synced.fleet_has;
     let retired = synced.retired;
     let mut report = RunReport::not_started(certs);
@@ -494,6 +498,9 @@ pub async fn run(
     let mut eligible = Vec::new();
     let mut imported = BTreeMap::new();
     let mut versions = Versions::load(store.dir())?;
+    // Read again now that this host leads: another leader may have written since the
+    // synchronisation's read.
+    let docs: BTreeMap<String, Vec<u8>> = link.fleet.list("certs/").await?.into_iter().collect();
     for cert in certs {
         if refused.contains_key(&cert.name)
             || held.contains(&cert.name)
@@ -501,7 +508,7 @@ pub async fn run(
         {
             continue;
         }
-        match import(&link, store, &mut versions, cert).await {
+        match import(&link, store, &mut versions, cert, &docs).await {
             Ok(view) => {
                 imported.insert(cert.name.clone(), view);
                 eligible.push(*cert);

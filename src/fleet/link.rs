@@ -11,7 +11,7 @@ use crate::clock::Clock;
 use crate::config::{Config, FleetConfig};
 use crate::values::Secret;
 
-use super::coord::{Expect, Fleet, Leadership, Written};
+use super::coord::{Expect, Fleet, Leadership, Snapshot, Written};
 use super::envelope::{self, Place, Purpose};
 use super::key::{FleetKey, FleetKeys, Which};
 use super::options::FleetOptions;
@@ -117,22 +117,31 @@ const MAX_PASSWORD_FILE: u64 = 4096;
 /// Registers the certificates of this host with the fleet, or compares them with what the
 /// fleet has: a certificate whose names, product or key type differ is refused (the error
 /// names the difference), and so is one whose spec does not open (the error names the key).
+/// The key check and the specs are taken from `snap` (the synchronisation's one read); only
+/// what it lacks is written (a certificate new to the fleet, a fleet's first host).
 pub(super) async fn check_specs(
     link: &FleetLink,
     config: &Config,
+    snap: &Snapshot,
 ) -> Result<BTreeMap<String, String>> {
     // A key retired before stays retired: a key check sealed again under it is refused too.
     retire_previous_key(link, config, None)?;
-    let seen = check_key(link).await?;
+    let seen = check_key(link, snap.key_check.clone()).await?;
     retire_previous_key(link, config, seen)?;
     let mut refused = BTreeMap::new();
     for cert in &config.certificates {
         let mine = Spec::of(cert, link.fleet.host());
         let key = spec_key(&cert.name);
         let place = Place::new(Purpose::Spec, &key, &cert.name);
-        let sealed = envelope::seal_json(&link.key, &place, 1, &mine)?;
-        let Some(existing) = link.fleet.create(&key, sealed).await? else {
-            continue;
+        let existing = match snap.certs.get(&key) {
+            Some(existing) => existing.clone(),
+            None => {
+                let sealed = envelope::seal_json(&link.key, &place, 1, &mine)?;
+                let Some(existing) = link.fleet.create(&key, sealed).await? else {
+                    continue;
+                };
+                existing
+            }
         };
         let theirs: Spec = match envelope::open_json(&link.key, &link.fleet, &place, &existing) {
             Ok((_, spec)) => spec,
@@ -204,11 +213,23 @@ fn retire_previous_key(link: &FleetLink, config: &Config, seen: Option<Which>) -
 /// check is not (garbage, or a value put there by someone without the fleet key) — it is
 /// refused (`None`), logged, and the next leader seals it again; when none does, this host's
 /// key is not the fleet's — it installs nothing, leads nothing and seals nothing.
-pub(super) async fn check_key(link: &FleetLink) -> Result<Option<Which>> {
+///
+/// `known`: the key check and its modification revision as just read, if it was; otherwise
+/// (or when there is none) it is written if absent, or read.
+pub(super) async fn check_key(
+    link: &FleetLink,
+    known: Option<(Vec<u8>, i64)>,
+) -> Result<Option<Which>> {
     let place = Place::new(Purpose::KeyCheck, KEY_CHECK, "");
-    let sealed = envelope::seal(&link.key, &place, 1, KEY_CHECK_TEXT)?;
-    let Some((existing, revision)) = link.fleet.create_or_get(KEY_CHECK, sealed).await? else {
-        return Ok(Some(Which::Current));
+    let (existing, revision) = match known {
+        Some(known) => known,
+        None => {
+            let sealed = envelope::seal(&link.key, &place, 1, KEY_CHECK_TEXT)?;
+            let Some(existing) = link.fleet.create_or_get(KEY_CHECK, sealed).await? else {
+                return Ok(Some(Which::Current));
+            };
+            existing
+        }
     };
     let why = match envelope::open_which(&link.key, &link.fleet, &place, &existing) {
         Ok((_, text, which)) if text == KEY_CHECK_TEXT => {

@@ -42,9 +42,11 @@ mod unplaced;
 mod versions;
 mod watch;
 
-pub use coord::{Changes, Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Written};
+pub use coord::{
+    Changes, Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Snapshot, Written,
+};
 pub use deadline::{LEAD_EXPIRED, LEAD_EXPIRING};
-pub use follower::{Synced, concerns_hosts, follow};
+pub use follower::{Followed, Synced, concerns_hosts, follow, read_by_sync};
 pub use key::{FleetKey, FleetKeys, KeyError};
 pub use leader::run;
 pub use link::{FLEET_KEY_CREDENTIAL, FLEET_PREVIOUS_KEY_CREDENTIAL, FleetLink, connect};

@@ -17,7 +17,9 @@ use crate::store::Store;
 use super::coord::Leadership;
 use super::envelope::{self, Place, Purpose};
 use super::link::{FleetLink, check_specs, connect};
-use super::schema::{Tombstone, current_key, dcv_key, printable, retired_key, state_key};
+use super::schema::{
+    KEY_CHECK, Tombstone, current_key, dcv_key, printable, retired_key, state_key,
+};
 use super::versions::Versions;
 
 /// Another host leads the fleet: nothing was done (exit code 75: try again).
@@ -48,7 +50,8 @@ impl Retiring {
             .await?
             .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
         // The fleet key agreed on first: nothing is sealed under a key the fleet does not use.
-        check_specs(&link, config).await?;
+        let snap = link.fleet.snapshot(KEY_CHECK).await?;
+        check_specs(&link, config, &snap).await?;
         let Some(lead) = link.fleet.try_lead_exclusive().await? else {
             let leader = link
                 .fleet
@@ -65,7 +68,17 @@ impl Retiring {
         let this = Self { link, lead };
         if let Some(cert) = config.certificate(name) {
             let mut versions = Versions::load(store.dir())?;
-            if let Err(e) = super::leader::import(&this.link, store, &mut versions, cert).await {
+            // Read once this host leads: another leader may have written since.
+            let docs = this
+                .link
+                .fleet
+                .list(&format!("certs/{name}/"))
+                .await?
+                .into_iter()
+                .collect();
+            if let Err(e) =
+                super::leader::import(&this.link, store, &mut versions, cert, &docs).await
+            {
                 tracing::warn!(certificate = %name, "{e:#}; this host's own record is retired");
             }
             versions.save()?;

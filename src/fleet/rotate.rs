@@ -88,7 +88,7 @@ pub async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateReport> {
         ),
         Err(e) => return Err(e.into()),
     };
-    check_key(&link).await?;
+    check_key(&link, None).await?;
     let Some(lead) = link.fleet.try_lead_exclusive().await? else {
         let leader = link
             .fleet

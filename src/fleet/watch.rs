@@ -10,18 +10,28 @@ use crate::config::Config;
 use crate::engine::RunReport;
 use crate::store::Store;
 
-use super::coord::LeadEvent;
-use super::follower::{concerns_hosts, follow};
+use super::coord::{Changes, FleetWatch, LeadEvent};
+use super::follower::{Followed, concerns_hosts, follow, read_by_sync};
 use super::link::{FleetLink, connect};
 use super::schema::printable;
 use super::takeover::{Takeover, open_work};
 
 /// Follows the fleet: synchronises at start (a host that was down catches up), then on every
-/// change of a published certificate or validation file, and every five minutes besides. The
+/// change of a published certificate or validation file, and every five minutes what else
+/// the synchronisation reads changed (a shared record, a spec, the key check). The
 /// configuration is read again before each synchronisation (when it names other fleet key
 /// files, the fleet is connected again with them). etcd out of reach is retried every five
 /// seconds; nothing installed is touched meanwhile. `done` receives what each
 /// synchronisation did (see [`follow`]), with the state directory's lock held.
+///
+/// A synchronisation reads the fleet in one request whatever the number of certificates,
+/// and only when something it reads changed: the watch tells it, from the revision the last
+/// synchronisation read at (after a reconnection too). While nothing changed, the
+/// configuration did not and the last synchronisation left nothing to try again (a failure,
+/// a certificate held until it is valid), the five-minute resynchronisation is one progress
+/// request on the watch's stream — etcd confirms that the watch is alive and caught up — and
+/// no read. A watch that does not answer it by the next resynchronisation is started again;
+/// one whose revision was compacted away is started from now after a full read.
 ///
 /// When the leader key is deleted without the leader having given the lead up (its lease
 /// ended: killed, cut off, stalled), the shared records are read for open work
@@ -34,71 +44,87 @@ pub async fn follow_changes(
     lead_ended: impl Fn(Takeover),
 ) {
     let retry = Duration::from_secs(5);
+    let every = resync_every();
+    let mut state = Following::default();
     loop {
-        let link = match Config::load(&config_path) {
-            Ok(config) => match connect(&config, clock).await {
-                Ok(Some(link)) => link,
-                Ok(None) => return,
-                Err(e) => {
-                    tracing::warn!("fleet: {e:#}");
-                    tokio::time::sleep(retry).await;
-                    continue;
-                }
-            },
+        let from = state.last.as_ref().map(|l| l.followed.revision + 1);
+        let (link, mut watch) = match watching(&config_path, clock, from).await {
+            Ok(Some(watching)) => watching,
+            Ok(None) => return,
             Err(e) => {
                 tracing::warn!("fleet: {e:#}");
                 tokio::time::sleep(retry).await;
                 continue;
             }
         };
-        let mut watch = match link.fleet.watch().await {
-            Ok(w) => w,
-            Err(e) => {
-                tracing::warn!("fleet: {e}");
-                tokio::time::sleep(retry).await;
-                continue;
-            }
-        };
         let mut leader = link.fleet.leader().await.ok().flatten();
-        let mut due = true;
+        // At a (re)connection: a full read unless the watch replays nothing that matters.
+        let mut due = Due::Check;
+        let mut awaiting = false;
+        // Every `every`, however many changes arrive meanwhile (other hosts' reports would
+        // otherwise put it off for ever).
+        let mut tick = tokio::time::Instant::now() + every;
         loop {
-            if due {
+            if due != Due::No {
                 match Config::load(&config_path) {
                     Ok(config) if keys_changed(&config, &link) => {
                         tracing::info!(
                             "fleet: the configuration names other fleet key files; connecting again"
                         );
+                        state = Following::default();
                         break;
                     }
-                    Ok(config) => match follow(&config, &link, &done).await {
-                        Ok(true) => {
-                            tracing::debug!("fleet: synchronised");
-                            due = false;
+                    Ok(config) => {
+                        if state.quiet(&config) {
+                            if due == Due::Tick {
+                                tracing::debug!(
+                                    "fleet: nothing changed; asking the watch to confirm"
+                                );
+                                if let Err(e) = watch.progress().await {
+                                    tracing::warn!("fleet: {e}");
+                                    break;
+                                }
+                                awaiting = true;
+                            }
+                            due = Due::No;
+                        } else {
+                            match follow(&config, &link, &done).await {
+                                Ok(Some(followed)) => {
+                                    tracing::debug!("fleet: synchronised");
+                                    state.synchronised(&config, followed);
+                                    due = Due::No;
+                                }
+                                // A run holds the state: it synchronises itself; try again
+                                // shortly.
+                                Ok(None) => {}
+                                Err(e) => tracing::warn!("fleet: {e:#}"),
+                            }
                         }
-                        // A run holds the state: it synchronises itself; try again shortly.
-                        Ok(false) => {}
-                        Err(e) => tracing::warn!("fleet: {e:#}"),
-                    },
+                    }
                     Err(e) => tracing::warn!("fleet: {e:#}"),
                 }
             }
-            let wait = if due {
-                Duration::from_secs(1)
+            let wake = if due == Due::No {
+                tick
             } else {
-                Duration::from_secs(300)
+                tokio::time::Instant::now() + Duration::from_secs(1)
             };
             tokio::select! {
                 changed = watch.changed() => match changed {
                     Ok(changes) => {
-                        tracing::debug!(keys = ?changes.keys, "fleet: changed");
-                        due |= changes.keys.iter().any(|k| concerns_hosts(k));
+                        awaiting = false;
+                        if state.changed(&changes) {
+                            due = Due::Now;
+                        }
                         for event in changes.lead {
                             match event {
                                 LeadEvent::Taken { host } => leader = Some(host),
                                 LeadEvent::Ended { revision } => {
                                     let held = leader.take();
+                                    let given_up = changes.resigned == Some(revision);
                                     if let Some(t) =
-                                        ended(&config_path, &link, held, revision).await
+                                        ended(&config_path, &link, held, revision, given_up)
+                                            .await
                                     {
                                         lead_ended(t);
                                     }
@@ -108,27 +134,140 @@ pub async fn follow_changes(
                     }
                     Err(e) => {
                         tracing::warn!("fleet: {e}");
+                        if watch.compacted() {
+                            // The changes since the last read are gone: read everything again.
+                            state = Following::default();
+                        }
                         tokio::time::sleep(retry).await;
                         break;
                     }
                 },
-                () = tokio::time::sleep(wait) => due = true,
+                () = tokio::time::sleep_until(wake) => {
+                    if awaiting {
+                        tracing::warn!(
+                            "fleet: the watch did not confirm it is alive since the last \
+                             resynchronisation; watching again"
+                        );
+                        break;
+                    }
+                    if due == Due::No {
+                        due = Due::Tick;
+                        tick = tokio::time::Instant::now() + every;
+                    }
+                }
             }
         }
     }
 }
 
+/// Connects to the fleet of the configuration at `config_path` and watches it from revision
+/// `from` (`None`: from now); `None` without `[fleet]`.
+async fn watching(
+    config_path: &Path,
+    clock: Clock,
+    from: Option<i64>,
+) -> anyhow::Result<Option<(FleetLink, FleetWatch)>> {
+    let config = Config::load(config_path)?;
+    let Some(link) = connect(&config, clock).await? else {
+        return Ok(None);
+    };
+    let watch = link.fleet.watch_from(from).await?;
+    Ok(Some((link, watch)))
+}
+
+/// When the follow loop looks at the fleet next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Due {
+    /// At the next resynchronisation.
+    No,
+    /// Now, reading only if something changed (a connection, a retry).
+    Check,
+    /// The five-minute resynchronisation.
+    Tick,
+    /// Now: a change the hosts act on at once.
+    Now,
+}
+
+/// What the follow loop knows of the fleet between synchronisations.
+#[derive(Default)]
+struct Following {
+    last: Option<Last>,
+    /// A key the synchronisation reads changed since it last read.
+    stale: bool,
+}
+
+struct Last {
+    followed: Followed,
+    /// The configuration that synchronisation was for, serialised.
+    config: Vec<u8>,
+}
+
+impl Following {
+    /// Whether a synchronisation now would find what the last one found: nothing it reads
+    /// changed, nor the configuration, and it left nothing to try again.
+    fn quiet(&self, config: &Config) -> bool {
+        !self.stale
+            && self.last.as_ref().is_some_and(|l| {
+                l.followed.clean && serde_json::to_vec(config).is_ok_and(|c| c == l.config)
+            })
+    }
+
+    fn synchronised(&mut self, config: &Config, followed: Followed) {
+        let before = self.last.as_ref().map_or(0, |l| l.followed.revision);
+        self.last = Some(Last {
+            followed: Followed {
+                revision: followed.revision.max(before),
+                ..followed
+            },
+            config: serde_json::to_vec(config).unwrap_or_default(),
+        });
+        self.stale = false;
+    }
+
+    /// Notes `changes`; whether the hosts act on them at once.
+    fn changed(&mut self, changes: &Changes) -> bool {
+        tracing::debug!(keys = ?changes.keys, revision = changes.revision, "fleet: changed");
+        if changes.keys.iter().any(|k| read_by_sync(k)) {
+            self.stale = true;
+        }
+        if let Some(l) = self.last.as_mut() {
+            l.followed.revision = l.followed.revision.max(changes.revision);
+        }
+        changes.keys.iter().any(|k| concerns_hosts(k))
+    }
+}
+
+/// How often the follow loop resynchronises: five minutes (in debug builds,
+/// `CERT_AGENT_TEST_FLEET_RESYNC_SECS` for the tests).
+fn resync_every() -> Duration {
+    if cfg!(debug_assertions)
+        && let Some(secs) = std::env::var("CERT_AGENT_TEST_FLEET_RESYNC_SECS")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|s| *s > 0)
+    {
+        return Duration::from_secs(secs);
+    }
+    Duration::from_secs(300)
+}
+
 /// The lead that was `held` ended at `revision`: a takeover when it ended with its lease and
-/// left work open.
+/// left work open. `given_up`: the watch delivered the resignation with the deletion (no
+/// read needed).
 async fn ended(
     config_path: &Path,
     link: &FleetLink,
     held: Option<String>,
     revision: i64,
+    given_up: bool,
 ) -> Option<Takeover> {
     let by = held
         .as_deref()
         .map_or_else(|| "a host".to_owned(), printable);
+    if given_up {
+        tracing::debug!("fleet: {by} gave the lead up");
+        return None;
+    }
     match link.fleet.resigned_at(revision).await {
         Ok(true) => {
             tracing::debug!("fleet: {by} gave the lead up");
@@ -159,4 +298,114 @@ fn keys_changed(config: &Config, link: &FleetLink) -> bool {
         f.secret_file != link.config.secret_file
             || f.previous_secret_file != link.config.previous_secret_file
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(names: &[&str]) -> Config {
+        let mut text = String::from(
+            "[api]\nbase_url = \"https://127.0.0.1:1\"\nlogin = \"a@b.test\"\npassword = \"x\"\n",
+        );
+        for name in names {
+            text.push_str(&format!(
+                "[[certificate]]\nname = \"{name}\"\ndomains = [\"{name}.example.com\"]\n\
+                 product_id = 101\nwebroot = \"/var/www\"\ncountry = \"DE\"\n\
+                 region = \"Berlin\"\ncity = \"Berlin\"\nserver = \"nginx\"\n"
+            ));
+        }
+        Config::parse(&text, Path::new("/tmp/x.toml")).unwrap()
+    }
+
+    fn changes(keys: &[&str], revision: i64) -> Changes {
+        Changes {
+            keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+            revision,
+            ..Changes::default()
+        }
+    }
+
+    #[test]
+    fn a_resynchronisation_reads_only_after_a_change_of_what_it_reads() {
+        let c = config(&["a", "b"]);
+        let mut state = Following::default();
+        assert!(!state.quiet(&c), "nothing read yet");
+        state.synchronised(
+            &c,
+            Followed {
+                revision: 10,
+                clean: true,
+            },
+        );
+        assert!(state.quiet(&c));
+        // Other hosts' reports and the lead: not read by a synchronisation.
+        for key in [
+            "hosts/web2/seen",
+            "hosts/web2/certs/a",
+            "leader",
+            "resigned",
+        ] {
+            assert!(!state.changed(&changes(&[key], 11)), "{key}");
+            assert!(state.quiet(&c), "{key}");
+        }
+        assert_eq!(state.last.as_ref().map(|l| l.followed.revision), Some(11));
+        // A shared record, a spec, the key check: read at the next resynchronisation.
+        for key in ["certs/a/state", "certs/b/spec", "keycheck"] {
+            let mut s = Following::default();
+            s.synchronised(
+                &c,
+                Followed {
+                    revision: 10,
+                    clean: true,
+                },
+            );
+            assert!(!s.changed(&changes(&[key], 12)), "{key}");
+            assert!(!s.quiet(&c), "{key}");
+        }
+        // A published certificate or validation file: read at once.
+        assert!(state.changed(&changes(&["hosts/web2/seen", "certs/a/current"], 13)));
+        assert!(state.changed(&changes(&["dcv/b"], 14)));
+        assert!(!state.quiet(&c));
+        state.synchronised(
+            &c,
+            Followed {
+                revision: 14,
+                clean: true,
+            },
+        );
+        assert!(state.quiet(&c));
+        // A synchronisation never moves the watch's start back.
+        state.synchronised(
+            &c,
+            Followed {
+                revision: 9,
+                clean: true,
+            },
+        );
+        assert_eq!(state.last.as_ref().map(|l| l.followed.revision), Some(14));
+    }
+
+    #[test]
+    fn a_failure_or_another_configuration_reads_again() {
+        let c = config(&["a"]);
+        let mut state = Following::default();
+        state.synchronised(
+            &c,
+            Followed {
+                revision: 5,
+                clean: false,
+            },
+        );
+        assert!(!state.quiet(&c), "a failure is tried again");
+        state.synchronised(
+            &c,
+            Followed {
+                revision: 6,
+                clean: true,
+            },
+        );
+        assert!(state.quiet(&c));
+        assert!(!state.quiet(&config(&["a", "b"])), "a certificate added");
+    }
 }

@@ -589,7 +589,7 @@ fn a_leader_killed_while_validating_or_installing_is_followed_without_a_second_o
 }
 
 /// Replaces `from` with `to` in host `i`'s configuration; returns the original text.
-fn edit_config(f: &Fleet, i: usize, from: &str, to: &str) -> String {
+pub(crate) fn edit_config(f: &Fleet, i: usize, from: &str, to: &str) -> String {
     let text = fs::read_to_string(&f.hosts[i].config).unwrap();
     assert!(text.contains(from), "{from:?} not in\n{text}");
     fs::write(&f.hosts[i].config, text.replace(from, to)).unwrap();

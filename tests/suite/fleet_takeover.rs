@@ -41,7 +41,7 @@ fn daemon_log(f: &Fleet, i: usize) -> Option<PathBuf> {
 }
 
 /// Waits until host `i`'s daemon has printed when its first run starts; returns that delay.
-fn first_run_delay(f: &Fleet, i: usize) -> Duration {
+pub(crate) fn first_run_delay(f: &Fleet, i: usize) -> Duration {
     let mut delay = None;
     let found = wait_until(Duration::from_secs(30), || {
         delay = daemon_log(f, i)

@@ -58,6 +58,8 @@ mod fleet_docs;
 mod fleet_e2e;
 /// Failures in fleet mode: the fleet's and each host's, on every surface of every host.
 mod fleet_failures;
+/// An idle follower reads nothing per certificate until the fleet changes, then installs.
+mod fleet_idle;
 /// A leader paused past its lease: no API call and no write after it resumes.
 mod fleet_pause;
 /// `retire` in fleet mode: the tombstone, every host archives, forged tombstones refused.

@@ -1,34 +1,49 @@
 //! A watch of the fleet's keys: each answer of etcd read as the keys that changed and what
 //! happened to the lead.
 
-use super::{FleetError, LEADER, unavailable};
+use super::{FleetError, LEADER, RESIGNED, unavailable};
 
 /// A watch of the fleet's keys.
 pub struct FleetWatch {
     pub(super) stream: etcd_client::WatchStream,
     pub(super) prefix: String,
     pub(super) endpoints: String,
+    /// Whether the watch ended because its start revision was compacted away.
+    pub(super) compacted: bool,
 }
 
 impl FleetWatch {
     /// Waits for the next changes: the keys (relative to the prefix) that were written or
     /// deleted, and what happened to the lead. An error means the watch ended (etcd
     /// unreachable); watch again.
+    ///
+    /// The answer to a [`progress`](Self::progress) request comes as changes without keys,
+    /// with the revision up to which every change was delivered.
     pub async fn changed(&mut self) -> Result<Changes, FleetError> {
         loop {
             match self.stream.message().await {
                 Ok(Some(resp)) => {
                     if resp.canceled() {
+                        self.compacted = resp.compact_revision() > 0;
                         return Err(FleetError::Unavailable {
                             endpoints: self.endpoints.clone(),
                             detail: format!("the watch was cancelled: {}", resp.cancel_reason()),
                         });
                     }
                     let mut changes = Changes::default();
+                    if resp.events().is_empty() && !resp.created() {
+                        changes.revision = resp.header().map_or(0, |h| h.revision());
+                        changes.progress = true;
+                        return Ok(changes);
+                    }
                     for event in resp.events() {
                         let Some(kv) = event.kv() else { continue };
+                        changes.revision = changes.revision.max(kv.mod_revision());
                         let k = String::from_utf8_lossy(kv.key());
                         let rel = k.strip_prefix(&self.prefix).unwrap_or(&k).to_owned();
+                        if rel == RESIGNED && event.event_type() == etcd_client::EventType::Put {
+                            changes.resigned = Some(kv.mod_revision());
+                        }
                         if rel == LEADER {
                             changes.lead.push(match event.event_type() {
                                 etcd_client::EventType::Delete => LeadEvent::Ended {
@@ -57,6 +72,23 @@ impl FleetWatch {
     }
 }
 
+impl FleetWatch {
+    /// Asks etcd to confirm that this watch is alive and caught up: answered through
+    /// [`changed`](Self::changed) (one message on the watch's stream, no read of the store).
+    pub async fn progress(&mut self) -> Result<(), FleetError> {
+        self.stream
+            .request_progress()
+            .await
+            .map_err(|e| unavailable(&self.endpoints, &e))
+    }
+
+    /// Whether the watch ended because the revision it started from was compacted away: the
+    /// changes since are lost, a full read is needed.
+    pub fn compacted(&self) -> bool {
+        self.compacted
+    }
+}
+
 /// What one answer of a [`FleetWatch`] reports.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Changes {
@@ -64,6 +96,15 @@ pub struct Changes {
     pub keys: Vec<String>,
     /// What happened to the lead, in order.
     pub lead: Vec<LeadEvent>,
+    /// The revision up to which changes were delivered (the highest of these changes, or the
+    /// store's revision of a progress answer).
+    pub revision: i64,
+    /// An answer to [`FleetWatch::progress`]: no keys changed.
+    pub progress: bool,
+    /// The revision at which a leader that gave the lead up wrote `resigned`, when these
+    /// changes hold it: the lead that ended at that revision was given up (see
+    /// [`Fleet::resigned_at`](super::Fleet::resigned_at)), without reading it again.
+    pub resigned: Option<i64>,
 }
 
 /// A change of the leader key.

@@ -417,18 +417,52 @@ impl EtcdClient {
     }
 }
 
-/// `GET /health` answers `"health":"true"` (the member sees a leader and a quorum).
-fn healthy(port: u16) -> bool {
+impl EtcdCluster {
+    /// The gRPC messages the members received so far, summed over the members, by method
+    /// (`Range`, `Txn`, `Put`, `Watch`, `LeaseKeepAlive`, …), from their `/metrics`.
+    pub(crate) fn messages_received(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for m in &self.members {
+            for line in get(m.metrics_port, "/metrics").lines() {
+                let Some(rest) = line.strip_prefix("grpc_server_msg_received_total{") else {
+                    continue;
+                };
+                let Some(method) = rest
+                    .split("grpc_method=\"")
+                    .nth(1)
+                    .and_then(|r| r.split('"').next())
+                else {
+                    continue;
+                };
+                let count = line
+                    .rsplit(' ')
+                    .next()
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or_default();
+                *out.entry(method.to_owned()).or_default() += count as u64;
+            }
+        }
+        out
+    }
+}
+
+/// The body of `GET path` on a member's plain HTTP port (empty when it does not answer).
+fn get(port: u16, path: &str) -> String {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
+        return String::new();
     };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    if s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
         .is_err()
     {
-        return false;
+        return String::new();
     }
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
-    out.contains("\"health\":\"true\"")
+    out
+}
+
+/// `GET /health` answers `"health":"true"` (the member sees a leader and a quorum).
+fn healthy(port: u16) -> bool {
+    get(port, "/health").contains("\"health\":\"true\"")
 }
