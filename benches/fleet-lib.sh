@@ -21,7 +21,7 @@ chmod 755 "$W"
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for d in "$W"/*/nginx; do [ -f "$d/nginx.pid" ] && kill "$(cat "$d/nginx.pid")" 2>/dev/null || true; done
+  find "$W" -name nginx.pid 2>/dev/null | while read -r f; do kill "$(cat "$f")" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$W"
 }

@@ -21,7 +21,8 @@
 # else no plot) and the hosts' logs of failed steps.
 # Usage: benches/fleet-scale.sh [OUT_DIR]   (default benches/results/fleet-scale-DATE)
 #   SIZES="100 1000" HOSTS="3 10" CONCURRENCY=16 ([agent] concurrency) TIMEOUT=1800 (seconds
-#   any one step may take) PROFILE=release|debug
+#   any one step may take) LEASE (lease_ttl_secs; default: the agent's 15) PROFILE=release|debug
+#   AGENT_BIN=PATH (another cert-agent build, to compare)
 # Needs etcd, etcdctl, nginx, openssl, python3, curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,7 @@ SIZES=${SIZES:-100 1000}
 HOSTS=${HOSTS:-3 10}
 CONCURRENCY=${CONCURRENCY:-16}
 TIMEOUT=${TIMEOUT:-1800}
+LEASE=${LEASE:-}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 source benches/fleet-lib.sh
@@ -55,7 +57,7 @@ scale_host() {
   if [ "$kind" = nginx ]; then nginx_for "$d" "c0.$domain_of"; else mkdir -p "$d/www" "$d/out"; fi
   agent_config "$d"
   echo "concurrency = $CONCURRENCY" >> "$d/config.toml"
-  fleet_config "$d" "$name" "$prefix"
+  fleet_config "$d" "$name" "$prefix" "$LEASE"
   local argv="" verify=""
   if [ "$kind" = nginx ]; then argv=", $(nginx_argv "$d")"; verify="127.0.0.1:$(cat "$d/https_port")"; fi
   python3 - "$d" "$c" "$kind" "$domain_of" "$W/reload" "$argv" "$verify" >> "$d/config.toml" <<'EOF'
@@ -99,7 +101,11 @@ wait_complete() {
   local ref=$1 c=$2; shift 2
   local n=$# deadline; deadline=$(( $(date +%s) + TIMEOUT ))
   while [ "$(complete "$ref" "$c" "$@")" -lt "$n" ]; do
-    [ "$(date +%s)" -lt "$deadline" ] || { echo "not every host installed all $c certificates in $TIMEOUT s" >&2; return 1; }
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      echo "not every host installed all $c certificates in $TIMEOUT s (logs: $OUT/daemon-*.log)" >&2
+      for d in "$@"; do [ -f "$d/daemon.log" ] && cp "$d/daemon.log" "$OUT/daemon-$(basename "$d").log"; done
+      return 1
+    fi
     sleep 0.2
   done
 }
@@ -112,7 +118,8 @@ led_run() {
   for _ in $(seq 10); do
     local before t; before=$(leads "$d"); t=$(now)
     "$AGENT" --config "$d/config.toml" renew "$@" > "$d/renew.log" 2>&1 \
-      || { echo "renew $* on $d failed:" >&2; tail -n 20 "$d/renew.log" >&2; return 1; }
+      || { echo "renew $* on $d failed (log: $OUT/renew-failed.log):" >&2
+           cp "$d/renew.log" "$OUT/renew-failed.log"; tail -n 20 "$d/renew.log" >&2; return 1; }
     local took; took=$(since "$t")
     [ "$(leads "$d")" -gt "$before" ] && { echo "$took"; return 0; }
     sleep 2
@@ -134,7 +141,8 @@ for C in $SIZES; do
   sbx -d "{\"http\": $(cat "$B/host1/http_port"), \"https\": 0}" "$SB/_sandbox/dcv_ports" >/dev/null
   t=$(now)
   "$AGENT" --config "$B/host1/config.toml" renew --wait 900 > "$B/host1/first-day.log" 2>&1 \
-    || { echo "the first day of $C certificates failed:" >&2; tail -n 20 "$B/host1/first-day.log" >&2; exit 1; }
+    || { echo "the first day of $C certificates failed (log: $OUT/first-day-$C.log):" >&2
+         cp "$B/host1/first-day.log" "$OUT/first-day-$C.log"; tail -n 20 "$B/host1/first-day.log" >&2; exit 1; }
   first_day=$(since "$t")
   echo "C=$C: first day (host1 orders every certificate): ${first_day} s"
   running=1

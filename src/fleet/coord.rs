@@ -21,6 +21,9 @@ use super::deadline::{self, Held, deadline_of, lock};
 use super::options::{FleetOptions, tls};
 
 mod events;
+mod lease;
+
+use lease::Renewer;
 
 pub use events::{Changes, FleetWatch, LeadEvent};
 
@@ -52,6 +55,8 @@ pub enum FleetError {
 #[derive(Clone)]
 pub struct Fleet {
     client: Client,
+    /// How to connect again: the leader renews its lease on a client of its own.
+    reconnect: (Vec<String>, ConnectOptions),
     prefix: String,
     host: String,
     endpoints: String,
@@ -87,11 +92,12 @@ impl Fleet {
             connect = connect.with_tls(tls(opts).map_err(FleetError::Setup)?);
         }
         let endpoints = opts.endpoints.join(", ");
-        let client = Client::connect(&opts.endpoints, Some(connect))
+        let client = Client::connect(&opts.endpoints, Some(connect.clone()))
             .await
             .map_err(|e| unavailable(&endpoints, &e))?;
         Ok(Self {
             client,
+            reconnect: (opts.endpoints.clone(), connect),
             prefix: opts.prefix.clone(),
             host: opts.host.clone(),
             endpoints,
@@ -365,7 +371,7 @@ impl Fleet {
             });
         };
         let held = Arc::new(Mutex::new(Some(asked + deadline_of(grant.ttl()))));
-        let renewing = tokio::spawn(renew(c, lease, self.lease_ttl, held.clone()));
+        let renewing = Renewer::start(&self.reconnect, lease, self.lease_ttl, held.clone());
         Ok(Some(Leadership {
             fleet: self.clone(),
             lease,
@@ -382,57 +388,6 @@ const LEADER: &str = "leader";
 /// Where a leader that gives the lead up writes its name, in the same transaction that
 /// deletes the leader key, relative to the prefix.
 pub(super) const RESIGNED: &str = "resigned";
-
-/// Renews `lease` three times per TTL, moving the deadline on after each answered renewal
-/// (counted from when it was sent). A renewal answered "no such lease", or no answer before
-/// the deadline, loses the lead for good.
-async fn renew(mut client: Client, lease: i64, ttl: Duration, held: Held) {
-    let every = (ttl / 3).max(Duration::from_millis(500));
-    let mut channel = None;
-    loop {
-        tokio::time::sleep(every).await;
-        let Some(deadline) = *lock(&held) else {
-            return;
-        };
-        if Instant::now() >= deadline {
-            *lock(&held) = None;
-            tracing::warn!(
-                "fleet: the leader's lease could not be renewed in time; this host stops leading"
-            );
-            let _ = tokio::time::timeout(every, client.lease_revoke(lease)).await;
-            return;
-        }
-        if channel.is_none() {
-            channel = tokio::time::timeout(every, client.lease_keep_alive(lease))
-                .await
-                .ok()
-                .and_then(Result::ok);
-        }
-        let Some((keeper, stream)) = channel.as_mut() else {
-            continue;
-        };
-        let sent = Instant::now();
-        let answer = tokio::time::timeout(every, async {
-            keeper.keep_alive().await?;
-            stream.message().await
-        })
-        .await;
-        match answer {
-            Ok(Ok(Some(r))) if r.ttl() > 0 => {
-                let mut h = lock(&held);
-                if h.is_some() {
-                    *h = Some(sent + deadline_of(r.ttl()));
-                }
-            }
-            Ok(Ok(Some(_))) => {
-                *lock(&held) = None;
-                tracing::warn!("fleet: the leader's lease has ended; this host stops leading");
-                return;
-            }
-            _ => channel = None,
-        }
-    }
-}
 
 fn first_value(ops: &[TxnOpResponse]) -> Option<(Vec<u8>, i64)> {
     ops.iter().find_map(|op| match op {
@@ -510,7 +465,7 @@ pub struct Leadership {
     lease: i64,
     revision: i64,
     held: Held,
-    renewing: tokio::task::JoinHandle<()>,
+    renewing: Renewer,
 }
 
 impl std::fmt::Debug for Leadership {
@@ -636,7 +591,7 @@ impl Leadership {
     /// Gives the lead up now: the leader key is deleted in a transaction that writes this
     /// host's name at `resigned` (the other hosts tell a lead given up from one whose lease
     /// ended, [`Fleet::resigned_at`]), then the lease is revoked.
-    pub async fn resign(self) {
+    pub async fn resign(mut self) {
         *lock(&self.held) = None;
         self.renewing.abort();
         let leader = self.fleet.key(LEADER);

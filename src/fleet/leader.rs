@@ -252,15 +252,17 @@ impl FleetRun<'_> {
 /// order and intent this host knows), replaces what this host's state directory holds of it
 /// (the installed files and published validation files stay this host's); a pending key that
 /// is not here yet is written to the key directory. Returns the record as the fleet holds it
-/// (`None`: the fleet has none yet).
+/// (`None`: the fleet has none yet). `value`: the shared record as [`read_states`] read it
+/// once this host led.
 pub(super) async fn import(
     link: &FleetLink,
     store: &Store,
     versions: &mut Versions,
     cert: &CertificateConfig,
+    value: Option<Vec<u8>>,
 ) -> Result<Option<CertRecord>> {
     let rel = state_key(&cert.name);
-    let Some((bytes, _)) = link.fleet.get(&rel).await? else {
+    let Some(bytes) = value else {
         return Ok(None);
     };
     let opened = open_state(link, versions, cert, &bytes)?;
@@ -449,6 +451,32 @@ pub(super) async fn hand_over_installed(
     Ok(())
 }
 
+/// How many shared records the leader reads at once.
+const READS_IN_FLIGHT: usize = 64;
+
+/// The shared record of each of `certs` as etcd holds it now (read after the lead was taken,
+/// so that what an earlier leader wrote is seen), [`READS_IN_FLIGHT`] requests at a time: at
+/// thousands of certificates the round trips overlap instead of adding up.
+async fn read_states(
+    link: &FleetLink,
+    certs: &[&CertificateConfig],
+) -> BTreeMap<String, Result<Option<Vec<u8>>>> {
+    use futures_util::stream::{self, StreamExt};
+    stream::iter(certs.iter().map(|cert| async move {
+        let rel = state_key(&cert.name);
+        let value = link
+            .fleet
+            .get(&rel)
+            .await
+            .map(|v| v.map(|(bytes, _)| bytes))
+            .with_context(|| format!("could not read {}", link.fleet.key(&rel)));
+        (cert.name.clone(), value)
+    }))
+    .buffer_unordered(READS_IN_FLIGHT)
+    .collect()
+    .await
+}
+
 /// A run on a fleet host: installs what the fleet has, then — when this host can take the
 /// lead — imports the shared records, runs the engine as the leader, shares and publishes
 /// what changed, and gives the lead up. Without etcd (or its quorum) nothing is ordered and
@@ -490,17 +518,23 @@ pub async fn run(
         return Ok((report, Vec::new()));
     };
     announce_lead(&link, &lead, opts, store, certs, &mut report).await;
-    let mut eligible = Vec::new();
+    let mut eligible: Vec<&CertificateConfig> = Vec::new();
     let mut imported = BTreeMap::new();
     let mut versions = Versions::load(store.dir())?;
-    for cert in certs {
-        if refused.contains_key(&cert.name) || held.contains(&cert.name) {
-            continue;
-        }
-        match import(&link, store, &mut versions, cert).await {
+    let wanted: Vec<&CertificateConfig> = certs
+        .iter()
+        .copied()
+        .filter(|c| !refused.contains_key(&c.name) && !held.contains(&c.name))
+        .collect();
+    let mut values = read_states(&link, &wanted).await;
+    for cert in wanted {
+        let value = values
+            .remove(&cert.name)
+            .unwrap_or_else(|| Err(anyhow!("the fleet's record was not read")));
+        match async { import(&link, store, &mut versions, cert, value?).await }.await {
             Ok(view) => {
                 imported.insert(cert.name.clone(), view);
-                eligible.push(*cert);
+                eligible.push(cert);
             }
             Err(e) => {
                 let error = format!("{e:#}");

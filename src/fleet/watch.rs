@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::engine::RunReport;
 use crate::store::Store;
 
-use super::coord::LeadEvent;
+use super::coord::{FleetError, LeadEvent};
 use super::follower::{concerns_hosts, follow};
 use super::link::{FleetLink, connect};
 use super::schema::printable;
@@ -87,23 +87,25 @@ pub async fn follow_changes(
             } else {
                 Duration::from_secs(300)
             };
+            let mut seen = Seen {
+                config_path: &config_path,
+                link: &link,
+                leader: &mut leader,
+                lead_ended: &lead_ended,
+            };
             tokio::select! {
                 changed = watch.changed() => match changed {
                     Ok(changes) => {
-                        tracing::debug!(keys = ?changes.keys, "fleet: changed");
-                        due |= changes.keys.iter().any(|k| concerns_hosts(k));
-                        for event in changes.lead {
-                            match event {
-                                LeadEvent::Taken { host } => leader = Some(host),
-                                LeadEvent::Ended { revision } => {
-                                    let held = leader.take();
-                                    if let Some(t) =
-                                        ended(&config_path, &link, held, revision).await
-                                    {
-                                        lead_ended(t);
-                                    }
-                                }
+                        if seen.take(changes).await {
+                            // A leader publishes its run's certificates one after the
+                            // other: the rest of the burst joins this synchronisation (one
+                            // install, one reload).
+                            if let Err(e) = seen.settle(&mut watch).await {
+                                tracing::warn!("fleet: {e}");
+                                tokio::time::sleep(retry).await;
+                                break;
                             }
+                            due = true;
                         }
                     }
                     Err(e) => {
@@ -113,6 +115,58 @@ pub async fn follow_changes(
                     }
                 },
                 () = tokio::time::sleep(wait) => due = true,
+            }
+        }
+    }
+}
+
+/// A change of a published certificate or validation file waits this long for the next one
+/// before the synchronisation starts...
+const BURST_QUIET: Duration = Duration::from_millis(500);
+/// ...and no longer than this after the first.
+const BURST_MAX: Duration = Duration::from_secs(5);
+
+/// What the watch loop keeps between changes.
+struct Seen<'a, F: Fn(Takeover)> {
+    config_path: &'a Path,
+    link: &'a FleetLink,
+    /// The host the last `Taken` named.
+    leader: &'a mut Option<String>,
+    lead_ended: &'a F,
+}
+
+impl<F: Fn(Takeover)> Seen<'_, F> {
+    /// Follows the lead's events of `changes`; whether they concern what [`follow`] does.
+    async fn take(&mut self, changes: super::coord::Changes) -> bool {
+        tracing::debug!(keys = ?changes.keys, "fleet: changed");
+        let concerns = changes.keys.iter().any(|k| concerns_hosts(k));
+        for event in changes.lead {
+            match event {
+                LeadEvent::Taken { host } => *self.leader = Some(host),
+                LeadEvent::Ended { revision } => {
+                    let held = self.leader.take();
+                    if let Some(t) = ended(self.config_path, self.link, held, revision).await {
+                        (self.lead_ended)(t);
+                    }
+                }
+            }
+        }
+        concerns
+    }
+
+    /// Takes further changes until none came for [`BURST_QUIET`], or [`BURST_MAX`] passed.
+    async fn settle(&mut self, watch: &mut super::coord::FleetWatch) -> Result<(), FleetError> {
+        let until = tokio::time::Instant::now() + BURST_MAX;
+        loop {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            match tokio::time::timeout(left.min(BURST_QUIET), watch.changed()).await {
+                Ok(changes) => {
+                    self.take(changes?).await;
+                }
+                Err(_) => return Ok(()),
             }
         }
     }
