@@ -160,24 +160,45 @@ impl Fleet {
             .map(|kv| (kv.value().to_vec(), kv.mod_revision())))
     }
 
-    /// Every key under `rel` (relative to the prefix) with its value, in key order.
+    /// Every key under `rel` (relative to the prefix) with its value, in key order: read in
+    /// pages of [`LIST_PAGE`] keys, all at the revision of the first (one consistent view, as
+    /// one read would give), so that no answer outgrows what the client accepts (4 MiB; the
+    /// values of one certificate take about 17 KiB).
     pub async fn list(&self, rel: &str) -> Result<Vec<(String, Vec<u8>)>, FleetError> {
-        let key = self.key(rel);
-        let resp = self
-            .call(|mut c| {
-                let key = key.clone();
-                async move { c.get(key, Some(GetOptions::new().with_prefix())).await }
-            })
-            .await?;
-        Ok(resp
-            .kvs()
-            .iter()
-            .map(|kv| {
+        let prefix = self.key(rel).into_bytes();
+        let end = range_end(&prefix);
+        let mut from = prefix;
+        let mut revision = 0;
+        let mut out = Vec::new();
+        loop {
+            let mut opts = GetOptions::new()
+                .with_range(end.clone())
+                .with_limit(LIST_PAGE);
+            if revision > 0 {
+                opts = opts.with_revision(revision);
+            }
+            let resp = self
+                .call(|mut c| {
+                    let (from, opts) = (from.clone(), opts.clone());
+                    async move { c.get(from, Some(opts)).await }
+                })
+                .await?;
+            if revision == 0 {
+                revision = resp.header().map_or(0, |h| h.revision());
+            }
+            for kv in resp.kvs() {
                 let key = String::from_utf8_lossy(kv.key());
                 let rel = key.strip_prefix(&self.prefix).unwrap_or(&key).to_owned();
-                (rel, kv.value().to_vec())
-            })
-            .collect())
+                out.push((rel, kv.value().to_vec()));
+            }
+            match resp.kvs().last() {
+                Some(last) if resp.more() => {
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => return Ok(out),
+            }
+        }
     }
 
     /// Writes `rel` without fencing: for what belongs to this host alone (its results under
@@ -380,6 +401,22 @@ impl Fleet {
             renewing,
         }))
     }
+}
+
+/// Keys read per request by [`Fleet::list`].
+const LIST_PAGE: i64 = 100;
+
+/// The end of the range of every key that starts with `prefix` (etcd's prefix rule: the last
+/// byte below 0xff incremented, what follows it dropped; none: every key from `prefix` on).
+fn range_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
 }
 
 /// The leader key, relative to the prefix.
