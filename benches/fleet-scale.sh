@@ -203,24 +203,7 @@ for r in rows:
 EOF
 
 # The plot: matplotlib when python3 has it, else gnuplot, else none (said so).
-python3 - "$OUT" <<'EOF' 2>/dev/null || {
-import csv, sys
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-out = sys.argv[1]
-rows = list(csv.DictReader(open(f"{out}/results.csv")))
-fig, axes = plt.subplots(1, 3, figsize=(13, 4))
-for ax, key, title in zip(axes, ["leader_noop_s", "catchup_s", "convergence_s"],
-                          ["leader no-op run", "catch-up of the joining hosts", "mass reissue: every host serving"]):
-    for h in sorted({int(r["hosts"]) for r in rows}):
-        pts = sorted((int(r["certs"]), float(r[key])) for r in rows if int(r["hosts"]) == h)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{h} hosts")
-    ax.set_xscale("log"); ax.set_yscale("log"); ax.set_xlabel("certificates"); ax.set_ylabel("seconds")
-    ax.set_title(title); ax.grid(True, which="both", alpha=0.3); ax.legend()
-fig.tight_layout()
-fig.savefig(f"{out}/fleet-scale.png", dpi=100)
-EOF
+python3 benches/fleet-scale-plot.py "$OUT" 2>/dev/null || {
   if command -v gnuplot >/dev/null; then
     awk -F, 'NR > 1 { print $1, $2, $7, $5, $9 }' "$OUT/results.csv" > "$W/plot.dat"
     gnuplot <<EOF
