@@ -111,11 +111,12 @@ wait_complete() {
 }
 reloads() { [ -f "$1/reloads" ] && wc -l < "$1/reloads" || echo 0; }
 leads() { grep -c '"fleet-lead-taken"' "$1/state/audit.log" 2>/dev/null || echo 0; }
-# led_run DIR ARGS...: a `renew` on DIR that took the lead (tried again, up to 10 times,
-# while a daemon's run leads); prints its seconds.
+# led_run DIR ARGS...: a `renew` on DIR that took the lead (tried again for about five
+# minutes while a daemon's run leads: the joiners' first runs lead one after the other, each
+# a no-op over every certificate); prints its seconds.
 led_run() {
   local d=$1; shift
-  for _ in $(seq 10); do
+  for _ in $(seq 150); do
     local before t; before=$(leads "$d"); t=$(now)
     "$AGENT" --config "$d/config.toml" renew "$@" > "$d/renew.log" 2>&1 \
       || { echo "renew $* on $d failed (log: $OUT/renew-failed.log):" >&2
