@@ -2,7 +2,7 @@
 # sandbox, and hosts with their own nginx. Expects `set -euo pipefail` and the repository root
 # as the working directory. Knobs (environment):
 #   PROFILE=debug  uses the debug binaries (no release build); default release
-#   AGENT=PATH     the cert-agent binary (default: the PROFILE build)
+#   AGENT=PATH     the cert-agent binary (default: the PROFILE build; AGENT_BIN too)
 #   SANDBOX=PATH   the partner-sandbox binary (default: the PROFILE build)
 #   BUILD=0        builds nothing (with AGENT and SANDBOX: binaries built elsewhere)
 #   KEEP=1         keeps the work directory (logs, state directories) and names it
@@ -18,7 +18,7 @@ if [ "${BUILD:-1}" = 1 ]; then
   fi
 fi
 TARGET=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-AGENT=${AGENT:-$TARGET/$PROFILE/cert-agent}
+AGENT=${AGENT:-${AGENT_BIN:-$TARGET/$PROFILE/cert-agent}}
 SANDBOX=${SANDBOX:-$TARGET/$PROFILE/partner-sandbox}
 
 W=$(mktemp -d /tmp/fleet-bench.XXXXXX)
@@ -26,7 +26,7 @@ chmod 755 "$W"
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for d in "$W"/*/nginx; do [ -f "$d/nginx.pid" ] && kill "$(cat "$d/nginx.pid")" 2>/dev/null || true; done
+  find "$W" -name nginx.pid 2>/dev/null | while read -r f; do kill "$(cat "$f")" 2>/dev/null || true; done
   wait 2>/dev/null || true
   if [ "${KEEP:-0}" = 1 ]; then echo "kept $W" >&2; else rm -rf "$W"; fi
 }
@@ -64,11 +64,12 @@ printf 'sandbox' > "$W/password"; chmod 600 "$W/password"
 head -c 32 /dev/urandom > "$W/fleet.key"; chmod 600 "$W/fleet.key"
 
 # --- hosts -----------------------------------------------------------------------------------
-# host DIR NAME DOMAIN PREFIX [fleet [LEASE]]: nginx on free ports with a placeholder, and a
-# config (with [fleet] when asked, lease_ttl_secs = LEASE when given).
-host() {
-  local d=$1 name=$2 domain=$3 prefix=$4 fleet=${5:-} lease=${6:-}
-  mkdir -p "$d/www" "$d/out" "$d/nginx/logs" "$d/state"
+# nginx_for DIR DOMAIN: nginx on free ports (DIR/http_port, DIR/https_port) serving DIR/www
+# over HTTP (the default server of its port) and a placeholder certificate (DIR/out) over
+# HTTPS, started.
+nginx_for() {
+  local d=$1 domain=$2
+  mkdir -p "$d/www" "$d/out" "$d/nginx/logs" "$d/nginx/tmp" "$d/state"
   openssl req -x509 -newkey rsa:2048 -nodes -subj "/CN=$domain" -days 2 \
     -keyout "$d/out/privkey.pem" -out "$d/out/fullchain.pem" 2>/dev/null
   local hp sp; hp=$(port); sp=$(port)
@@ -86,8 +87,13 @@ http {
            ssl_certificate $d/out/fullchain.pem; ssl_certificate_key $d/out/privkey.pem; root $d/www; }
 }
 EOF
-  mkdir -p "$d/nginx/tmp"
   nginx -p "$d/nginx/" -c "$d/nginx/nginx.conf" -e "$d/nginx/logs/error.log"
+}
+
+# agent_config DIR: DIR/config.toml with [api] (the sandbox) and [agent] (DIR/state).
+agent_config() {
+  local d=$1
+  mkdir -p "$d/state"
   cat > "$d/config.toml" <<EOF
 [api]
 base_url = "$SB"
@@ -99,6 +105,38 @@ ca_file = "$SB_CA"
 state_dir = "$d/state"
 allow_orders = true
 poll_interval_secs = 2
+EOF
+}
+
+# fleet_config DIR NAME PREFIX [LEASE]: appends [fleet] (the cluster above, this bench's key).
+fleet_config() {
+  local d=$1 name=$2 prefix=$3 lease=${4:-}
+  cat >> "$d/config.toml" <<EOF
+
+[fleet]
+endpoints = [$ENDPOINTS]
+# The cluster listens on loopback without TLS; no etcd user.
+insecure_plaintext = true
+host = "$name"
+prefix = "$prefix"
+secret_file = "$W/fleet.key"
+EOF
+  [ -z "$lease" ] || echo "lease_ttl_secs = $lease" >> "$d/config.toml"
+}
+
+# nginx_argv DIR: the argv of DIR's nginx (TOML array items, without the action).
+nginx_argv() {
+  local d=$1
+  echo "\"nginx\", \"-p\", \"$d/nginx/\", \"-c\", \"$d/nginx/nginx.conf\", \"-e\", \"$d/nginx/logs/error.log\""
+}
+
+# host DIR NAME DOMAIN PREFIX [fleet [LEASE]]: nginx on free ports with a placeholder, and a
+# config of one certificate "www" (with [fleet] when asked, lease_ttl_secs = LEASE when given).
+host() {
+  local d=$1 name=$2 domain=$3 prefix=$4 fleet=${5:-} lease=${6:-}
+  nginx_for "$d" "$domain"
+  agent_config "$d"
+  cat >> "$d/config.toml" <<EOF
 
 [[certificate]]
 name = "www"
@@ -111,23 +149,11 @@ webroot = "$d/www"
 server = "nginx"
 fullchain_path = "$d/out/fullchain.pem"
 key_path = "$d/out/privkey.pem"
-configtest_command = ["nginx", "-p", "$d/nginx/", "-c", "$d/nginx/nginx.conf", "-e", "$d/nginx/logs/error.log", "-t"]
-reload_command = ["nginx", "-p", "$d/nginx/", "-c", "$d/nginx/nginx.conf", "-e", "$d/nginx/logs/error.log", "-s", "reload"]
-verify_address = "127.0.0.1:$sp"
+configtest_command = [$(nginx_argv "$d"), "-t"]
+reload_command = [$(nginx_argv "$d"), "-s", "reload"]
+verify_address = "127.0.0.1:$(cat "$d/https_port")"
 EOF
-  if [ -n "$fleet" ]; then
-    cat >> "$d/config.toml" <<EOF
-
-[fleet]
-endpoints = [$ENDPOINTS]
-# The cluster listens on loopback without TLS; no etcd user.
-insecure_plaintext = true
-host = "$name"
-prefix = "$prefix"
-secret_file = "$W/fleet.key"
-EOF
-    [ -z "$lease" ] || echo "lease_ttl_secs = $lease" >> "$d/config.toml"
-  fi
+  [ -z "$fleet" ] || fleet_config "$d" "$name" "$prefix" "$lease"
 }
 
 record() { python3 - "$1" <<'EOF'

@@ -1,7 +1,9 @@
 //! Failpoints for crash-safety tests: with `CERT_AGENT_FAILPOINT=<name>` in the environment, a
 //! debug build aborts the process (as a crash or `kill -9` would) when it reaches the step of
 //! that name; with `<name>:stop` it stops itself there (SIGSTOP, as a paused process) and goes
-//! on once it is sent SIGCONT. Release builds compile every failpoint out.
+//! on once it is sent SIGCONT; with `<name>:block=SECS` its thread stays busy there for SECS
+//! seconds (as a long synchronous stretch would: a slow disk). Release builds compile every
+//! failpoint out.
 //!
 //! Steps, in the order a first issuance meets them: `key-saved`, `intent-saved`, `order-sent`,
 //! `response-saved`, `dcv-placed`, `poll`, `download`, `files-staged`, `files-swapped`,
@@ -22,6 +24,14 @@ pub fn hit(name: &str) {
     if point == name {
         eprintln!("failpoint '{name}' reached: aborting");
         std::process::abort();
+    }
+    if let Some(secs) = point
+        .strip_prefix(name)
+        .and_then(|rest| rest.strip_prefix(":block="))
+        .and_then(|secs| secs.parse::<u64>().ok())
+    {
+        eprintln!("failpoint '{name}' reached: busy for {secs} s");
+        std::thread::sleep(std::time::Duration::from_secs(secs));
     }
     if point.strip_suffix(":stop") == Some(name) {
         eprintln!("failpoint '{name}' reached: stopping");

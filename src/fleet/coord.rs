@@ -21,7 +21,10 @@ use super::deadline::{self, Held, deadline_of, lock};
 use super::options::{FleetOptions, tls};
 
 mod events;
+mod lease;
 mod snapshot;
+
+use lease::Renewer;
 
 pub use events::{Changes, FleetWatch, LeadEvent};
 pub use snapshot::Snapshot;
@@ -54,6 +57,8 @@ pub enum FleetError {
 #[derive(Clone)]
 pub struct Fleet {
     client: Client,
+    /// How to connect again: the leader renews its lease on a client of its own.
+    reconnect: (Vec<String>, ConnectOptions),
     prefix: String,
     host: String,
     endpoints: String,
@@ -89,11 +94,12 @@ impl Fleet {
             connect = connect.with_tls(tls(opts).map_err(FleetError::Setup)?);
         }
         let endpoints = opts.endpoints.join(", ");
-        let client = Client::connect(&opts.endpoints, Some(connect))
+        let client = Client::connect(&opts.endpoints, Some(connect.clone()))
             .await
             .map_err(|e| unavailable(&endpoints, &e))?;
         Ok(Self {
             client,
+            reconnect: (opts.endpoints.clone(), connect),
             prefix: opts.prefix.clone(),
             host: opts.host.clone(),
             endpoints,
@@ -156,24 +162,59 @@ impl Fleet {
             .map(|kv| (kv.value().to_vec(), kv.mod_revision())))
     }
 
-    /// Every key under `rel` (relative to the prefix) with its value, in key order.
+    /// Every key under `rel` (relative to the prefix) with its value, in key order: read in
+    /// pages of [`LIST_PAGE`] keys, all at the revision of the first (one consistent view, as
+    /// one read would give), so that no answer outgrows what the client accepts (4 MiB; the
+    /// values of one certificate take about 17 KiB).
     pub async fn list(&self, rel: &str) -> Result<Vec<(String, Vec<u8>)>, FleetError> {
-        let key = self.key(rel);
-        let resp = self
-            .call(|mut c| {
-                let key = key.clone();
-                async move { c.get(key, Some(GetOptions::new().with_prefix())).await }
-            })
+        let mut out = Vec::new();
+        self.list_pages(rel, self.key(rel).into_bytes(), 0, &mut out)
             .await?;
-        Ok(resp
-            .kvs()
-            .iter()
-            .map(|kv| {
-                let key = String::from_utf8_lossy(kv.key());
-                let rel = key.strip_prefix(&self.prefix).unwrap_or(&key).to_owned();
-                (rel, kv.value().to_vec())
-            })
-            .collect())
+        Ok(out)
+    }
+
+    /// The keys under `rel` from `from` on (a full key, inclusive) in pages of [`LIST_PAGE`],
+    /// appended to `out` relative to the prefix; at `revision` (0: the revision of the first
+    /// page's answer, returned).
+    async fn list_pages(
+        &self,
+        rel: &str,
+        mut from: Vec<u8>,
+        mut revision: i64,
+        out: &mut Vec<(String, Vec<u8>)>,
+    ) -> Result<i64, FleetError> {
+        let end = range_end(self.key(rel).as_bytes());
+        loop {
+            let mut opts = GetOptions::new()
+                .with_range(end.clone())
+                .with_limit(LIST_PAGE);
+            if revision > 0 {
+                opts = opts.with_revision(revision);
+            }
+            let resp = self
+                .call(|mut c| {
+                    let (from, opts) = (from.clone(), opts.clone());
+                    async move { c.get(from, Some(opts)).await }
+                })
+                .await?;
+            if revision == 0 {
+                revision = resp.header().map_or(0, |h| h.revision());
+            }
+            self.append_relative(resp.kvs(), out);
+            match resp.kvs().last() {
+                Some(last) if resp.more() => from = after(last.key()),
+                _ => return Ok(revision),
+            }
+        }
+    }
+
+    /// `kvs` appended to `out` with their keys relative to the prefix.
+    fn append_relative(&self, kvs: &[etcd_client::KeyValue], out: &mut Vec<(String, Vec<u8>)>) {
+        for kv in kvs {
+            let key = String::from_utf8_lossy(kv.key());
+            let rel = key.strip_prefix(&self.prefix).unwrap_or(&key).to_owned();
+            out.push((rel, kv.value().to_vec()));
+        }
     }
 
     /// Writes `rel` without fencing: for what belongs to this host alone (its results under
@@ -376,7 +417,7 @@ impl Fleet {
             });
         };
         let held = Arc::new(Mutex::new(Some(asked + deadline_of(grant.ttl()))));
-        let renewing = tokio::spawn(renew(c, lease, self.lease_ttl, held.clone()));
+        let renewing = Renewer::start(&self.reconnect, lease, self.lease_ttl, held.clone());
         Ok(Some(Leadership {
             fleet: self.clone(),
             lease,
@@ -387,63 +428,35 @@ impl Fleet {
     }
 }
 
+/// Keys read per request by [`Fleet::list`].
+const LIST_PAGE: i64 = 100;
+
+/// The smallest key after `key`.
+fn after(key: &[u8]) -> Vec<u8> {
+    let mut next = key.to_vec();
+    next.push(0);
+    next
+}
+
+/// The end of the range of every key that starts with `prefix` (etcd's prefix rule: the last
+/// byte below 0xff incremented, what follows it dropped; none: every key from `prefix` on).
+fn range_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
 /// The leader key, relative to the prefix.
 const LEADER: &str = "leader";
 
 /// Where a leader that gives the lead up writes its name, in the same transaction that
 /// deletes the leader key, relative to the prefix.
 pub(super) const RESIGNED: &str = "resigned";
-
-/// Renews `lease` three times per TTL, moving the deadline on after each answered renewal
-/// (counted from when it was sent). A renewal answered "no such lease", or no answer before
-/// the deadline, loses the lead for good.
-async fn renew(mut client: Client, lease: i64, ttl: Duration, held: Held) {
-    let every = (ttl / 3).max(Duration::from_millis(500));
-    let mut channel = None;
-    loop {
-        tokio::time::sleep(every).await;
-        let Some(deadline) = *lock(&held) else {
-            return;
-        };
-        if Instant::now() >= deadline {
-            *lock(&held) = None;
-            tracing::warn!(
-                "fleet: the leader's lease could not be renewed in time; this host stops leading"
-            );
-            let _ = tokio::time::timeout(every, client.lease_revoke(lease)).await;
-            return;
-        }
-        if channel.is_none() {
-            channel = tokio::time::timeout(every, client.lease_keep_alive(lease))
-                .await
-                .ok()
-                .and_then(Result::ok);
-        }
-        let Some((keeper, stream)) = channel.as_mut() else {
-            continue;
-        };
-        let sent = Instant::now();
-        let answer = tokio::time::timeout(every, async {
-            keeper.keep_alive().await?;
-            stream.message().await
-        })
-        .await;
-        match answer {
-            Ok(Ok(Some(r))) if r.ttl() > 0 => {
-                let mut h = lock(&held);
-                if h.is_some() {
-                    *h = Some(sent + deadline_of(r.ttl()));
-                }
-            }
-            Ok(Ok(Some(_))) => {
-                *lock(&held) = None;
-                tracing::warn!("fleet: the leader's lease has ended; this host stops leading");
-                return;
-            }
-            _ => channel = None,
-        }
-    }
-}
 
 fn first_value(ops: &[TxnOpResponse]) -> Option<(Vec<u8>, i64)> {
     ops.iter().find_map(|op| match op {
@@ -521,7 +534,7 @@ pub struct Leadership {
     lease: i64,
     revision: i64,
     held: Held,
-    renewing: tokio::task::JoinHandle<()>,
+    renewing: Renewer,
 }
 
 impl std::fmt::Debug for Leadership {
@@ -692,7 +705,7 @@ impl Leadership {
     /// Gives the lead up now: the leader key is deleted in a transaction that writes this
     /// host's name at `resigned` (the other hosts tell a lead given up from one whose lease
     /// ended, [`Fleet::resigned_at`]), then the lease is revoked.
-    pub async fn resign(self) {
+    pub async fn resign(mut self) {
         *lock(&self.held) = None;
         self.renewing.abort();
         let leader = self.fleet.key(LEADER);

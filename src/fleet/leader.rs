@@ -495,7 +495,7 @@ pub async fn run(
         return Ok((report, Vec::new()));
     };
     announce_lead(&link, &lead, opts, store, certs, &mut report).await;
-    let mut eligible = Vec::new();
+    let mut eligible: Vec<&CertificateConfig> = Vec::new();
     let mut imported = BTreeMap::new();
     let mut versions = Versions::load(store.dir())?;
     // Read again now that this host leads: another leader may have written since the
@@ -511,7 +511,7 @@ pub async fn run(
         match import(&link, store, &mut versions, cert, &docs).await {
             Ok(view) => {
                 imported.insert(cert.name.clone(), view);
-                eligible.push(*cert);
+                eligible.push(cert);
             }
             Err(e) => {
                 let error = format!("{e:#}");

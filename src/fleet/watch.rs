@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::engine::RunReport;
 use crate::store::Store;
 
-use super::coord::{Changes, FleetWatch, LeadEvent};
+use super::coord::{Changes, FleetError, FleetWatch, LeadEvent};
 use super::follower::{Followed, concerns_hosts, follow, read_by_sync};
 use super::link::{FleetLink, connect};
 use super::schema::printable;
@@ -109,26 +109,28 @@ pub async fn follow_changes(
             } else {
                 tokio::time::Instant::now() + Duration::from_secs(1)
             };
+            let mut seen = Seen {
+                config_path: &config_path,
+                link: &link,
+                leader: &mut leader,
+                lead_ended: &lead_ended,
+            };
             tokio::select! {
                 changed = watch.changed() => match changed {
                     Ok(changes) => {
                         awaiting = false;
-                        if state.changed(&changes) {
+                        if seen.take(&mut state, changes).await {
                             due = Due::Now;
-                        }
-                        for event in changes.lead {
-                            match event {
-                                LeadEvent::Taken { host } => leader = Some(host),
-                                LeadEvent::Ended { revision } => {
-                                    let held = leader.take();
-                                    let given_up = changes.resigned == Some(revision);
-                                    if let Some(t) =
-                                        ended(&config_path, &link, held, revision, given_up)
-                                            .await
-                                    {
-                                        lead_ended(t);
-                                    }
+                            // A leader publishes its run's certificates one after the other:
+                            // the rest of the burst joins this synchronisation (one install,
+                            // one reload).
+                            if let Err(e) = seen.settle(&mut state, &mut watch).await {
+                                tracing::warn!("fleet: {e}");
+                                if watch.compacted() {
+                                    state = Following::default();
                                 }
+                                tokio::time::sleep(retry).await;
+                                break;
                             }
                         }
                     }
@@ -249,6 +251,65 @@ fn resync_every() -> Duration {
         return Duration::from_secs(secs);
     }
     Duration::from_secs(300)
+}
+
+/// A change of a published certificate or validation file waits this long for the next one
+/// before the synchronisation starts...
+const BURST_QUIET: Duration = Duration::from_millis(500);
+/// ...and no longer than this after the first.
+const BURST_MAX: Duration = Duration::from_secs(5);
+
+/// What the follow loop keeps of the lead between changes.
+struct Seen<'a, F: Fn(Takeover)> {
+    config_path: &'a Path,
+    link: &'a FleetLink,
+    /// The host the last `Taken` named.
+    leader: &'a mut Option<String>,
+    lead_ended: &'a F,
+}
+
+impl<F: Fn(Takeover)> Seen<'_, F> {
+    /// Notes `changes` in `state` and follows the lead's events; whether the hosts act on them
+    /// at once.
+    async fn take(&mut self, state: &mut Following, changes: Changes) -> bool {
+        let concerns = state.changed(&changes);
+        for event in changes.lead {
+            match event {
+                LeadEvent::Taken { host } => *self.leader = Some(host),
+                LeadEvent::Ended { revision } => {
+                    let held = self.leader.take();
+                    let given_up = changes.resigned == Some(revision);
+                    if let Some(t) =
+                        ended(self.config_path, self.link, held, revision, given_up).await
+                    {
+                        (self.lead_ended)(t);
+                    }
+                }
+            }
+        }
+        concerns
+    }
+
+    /// Takes further changes until none came for [`BURST_QUIET`], or [`BURST_MAX`] passed.
+    async fn settle(
+        &mut self,
+        state: &mut Following,
+        watch: &mut FleetWatch,
+    ) -> Result<(), FleetError> {
+        let until = tokio::time::Instant::now() + BURST_MAX;
+        loop {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            match tokio::time::timeout(left.min(BURST_QUIET), watch.changed()).await {
+                Ok(changes) => {
+                    self.take(state, changes?).await;
+                }
+                Err(_) => return Ok(()),
+            }
+        }
+    }
 }
 
 /// The lead that was `held` ended at `revision`: a takeover when it ended with its lease and

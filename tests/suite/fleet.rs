@@ -394,3 +394,37 @@ fn etcd_over_tls_with_client_certificates_and_a_user() {
         );
     });
 }
+
+#[test]
+fn a_list_larger_than_one_answer_may_be_is_read_whole_and_in_order() {
+    if !etcd::require() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = EtcdCluster::start(dir.path(), 3);
+    runtime().block_on(async {
+        let a = Fleet::connect(&options(&cluster, "web1", "/t7/"))
+            .await
+            .unwrap();
+        let lead = a.try_lead().await.unwrap().expect("web1 leads");
+        // 250 values of 40 KiB: 10 MiB, more than the 4 MiB one answer may carry.
+        for i in 0..250u32 {
+            let value = vec![u8::try_from(i % 251).unwrap(); 40 * 1024];
+            lead.put(&format!("certs/c{i:03}/current"), value, Expect::Any)
+                .await
+                .unwrap();
+        }
+        // Just past the prefix's range: not listed.
+        lead.put("certs0", b"outside".to_vec(), Expect::Any)
+            .await
+            .unwrap();
+        let listed = a.list("certs/").await.unwrap();
+        assert_eq!(listed.len(), 250);
+        for (i, (key, value)) in listed.iter().enumerate() {
+            assert_eq!(key, &format!("certs/c{i:03}/current"));
+            assert_eq!(value.len(), 40 * 1024);
+            assert_eq!(value[0], u8::try_from(i % 251).unwrap());
+        }
+        lead.resign().await;
+    });
+}

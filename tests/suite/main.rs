@@ -50,6 +50,8 @@ mod dcv_standalone;
 mod fleet;
 /// The validator behind the strictest balancer: a fleet validates once every host has the file.
 mod fleet_balancer;
+/// A follower installs a catch-up and a leader's burst of certificates with one reload each.
+mod fleet_batch;
 /// A fleet host's daemon: its synchronisations are not runs; their notifications hold no lock.
 mod fleet_daemon;
 /// docs/fleet.md run as printed: etcd with TLS and auth, three hosts with nginx, the sandbox.

@@ -1,12 +1,13 @@
 //! One read of everything a synchronisation needs: the values under `certs/` and `dcv/` and
-//! the key check, in one transaction, at one revision of the store — one request whatever the
-//! number of certificates.
+//! the key check, in one transaction, at one revision of the store — one request for a fleet
+//! of up to [`LIST_PAGE`] keys under each, then further pages at the same revision (no answer
+//! may outgrow the 4 MiB the client accepts).
 
 use std::collections::BTreeMap;
 
 use etcd_client::{GetOptions, Txn, TxnOp, TxnOpResponse};
 
-use super::{Fleet, FleetError};
+use super::{Fleet, FleetError, LIST_PAGE, after};
 
 /// The values a synchronisation reads, as one revision of the store holds them.
 #[derive(Debug, Default)]
@@ -24,11 +25,18 @@ pub struct Snapshot {
 
 impl Fleet {
     /// Reads `certs/`, `dcv/` and `key_check` (relative to the prefix) in one linearizable
-    /// read-only transaction.
+    /// read-only transaction (and, for a fleet larger than a page, the rest of `certs/` and
+    /// `dcv/` at the same revision).
     pub async fn snapshot(&self, key_check: &str) -> Result<Snapshot, FleetError> {
         let txn = Txn::new().and_then([
-            TxnOp::get(self.key("certs/"), Some(GetOptions::new().with_prefix())),
-            TxnOp::get(self.key("dcv/"), Some(GetOptions::new().with_prefix())),
+            TxnOp::get(
+                self.key("certs/"),
+                Some(GetOptions::new().with_prefix().with_limit(LIST_PAGE)),
+            ),
+            TxnOp::get(
+                self.key("dcv/"),
+                Some(GetOptions::new().with_prefix().with_limit(LIST_PAGE)),
+            ),
             TxnOp::get(self.key(key_check), None),
         ]);
         let resp = self
@@ -46,26 +54,32 @@ impl Fleet {
                 detail: "the answer to a read carries no revision".into(),
             })?;
         let ops = resp.op_responses();
-        let kvs = |i: usize| match ops.get(i) {
-            Some(TxnOpResponse::Get(g)) => g.kvs().to_vec(),
-            _ => Vec::new(),
+        let get = |i: usize| match ops.get(i) {
+            Some(TxnOpResponse::Get(g)) => Some(g),
+            _ => None,
         };
-        let relative = |kvs: Vec<etcd_client::KeyValue>| {
-            kvs.into_iter()
-                .map(|kv| {
-                    let key = String::from_utf8_lossy(kv.key());
-                    let rel = key.strip_prefix(&self.prefix).unwrap_or(&key).to_owned();
-                    (rel, kv.value().to_vec())
-                })
-                .collect::<BTreeMap<_, _>>()
-        };
+        let mut parts = Vec::new();
+        for (i, rel) in [(0, "certs/"), (1, "dcv/")] {
+            let mut kvs = Vec::new();
+            if let Some(g) = get(i) {
+                self.append_relative(g.kvs(), &mut kvs);
+                if let Some(last) = g.kvs().last().filter(|_| g.more()) {
+                    self.list_pages(rel, after(last.key()), revision, &mut kvs)
+                        .await?;
+                }
+            }
+            parts.push(kvs.into_iter().collect::<BTreeMap<_, _>>());
+        }
+        let key_check = get(2)
+            .and_then(|g| g.kvs().first())
+            .map(|kv| (kv.value().to_vec(), kv.mod_revision()));
+        let dcv = parts.pop().unwrap_or_default();
+        let certs = parts.pop().unwrap_or_default();
         Ok(Snapshot {
             revision,
-            certs: relative(kvs(0)),
-            dcv: relative(kvs(1)),
-            key_check: kvs(2)
-                .first()
-                .map(|kv| (kv.value().to_vec(), kv.mod_revision())),
+            certs,
+            dcv,
+            key_check,
         })
     }
 }

@@ -1,0 +1,118 @@
+//! The leader's lease, renewed while this host leads.
+
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, ConnectOptions};
+
+use super::super::deadline::{Held, deadline_of, lock};
+
+/// The renewal of a leader's lease, on a thread and an etcd client of its own: the lead is
+/// held for as long as the process lives and answers, also while the run's own thread is busy
+/// for longer than the lease (installing thousands of certificates, a slow disk). A process
+/// that stops (paused, killed) stops renewing, and its lead ends with the lease as before.
+pub(super) struct Renewer {
+    /// Dropped to stop the renewal at once.
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Renewer {
+    pub(super) fn start(
+        (endpoints, options): &(Vec<String>, ConnectOptions),
+        lease: i64,
+        ttl: Duration,
+        held: Held,
+    ) -> Self {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (endpoints, options) = (endpoints.clone(), options.clone());
+        let spawned = std::thread::Builder::new()
+            .name("fleet-lease".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::warn!("fleet: the leader's lease cannot be renewed: {e}");
+                        return;
+                    }
+                };
+                let mut stopped = stopped;
+                runtime.block_on(async move {
+                    let client = tokio::select! {
+                        c = Client::connect(&endpoints, Some(options)) => c,
+                        _ = &mut stopped => return,
+                    };
+                    match client {
+                        Ok(client) => tokio::select! {
+                            () = renew(client, lease, ttl, held) => {}
+                            _ = &mut stopped => {}
+                        },
+                        Err(e) => tracing::warn!(
+                            "fleet: the leader's lease cannot be renewed (etcd: {e}); the lead \
+                             ends with it"
+                        ),
+                    }
+                });
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("fleet: the leader's lease cannot be renewed: {e}");
+        }
+        Renewer { stop: Some(stop) }
+    }
+
+    pub(super) fn abort(&mut self) {
+        self.stop.take();
+    }
+}
+
+/// Renews `lease` three times per TTL, moving the deadline on after each answered renewal
+/// (counted from when it was sent). A renewal answered "no such lease", or no answer before
+/// the deadline, loses the lead for good.
+async fn renew(mut client: Client, lease: i64, ttl: Duration, held: Held) {
+    let every = (ttl / 3).max(Duration::from_millis(500));
+    let mut channel = None;
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(deadline) = *lock(&held) else {
+            return;
+        };
+        if Instant::now() >= deadline {
+            *lock(&held) = None;
+            tracing::warn!(
+                "fleet: the leader's lease could not be renewed in time; this host stops leading"
+            );
+            let _ = tokio::time::timeout(every, client.lease_revoke(lease)).await;
+            return;
+        }
+        if channel.is_none() {
+            channel = tokio::time::timeout(every, client.lease_keep_alive(lease))
+                .await
+                .ok()
+                .and_then(Result::ok);
+        }
+        let Some((keeper, stream)) = channel.as_mut() else {
+            continue;
+        };
+        let sent = Instant::now();
+        let answer = tokio::time::timeout(every, async {
+            keeper.keep_alive().await?;
+            stream.message().await
+        })
+        .await;
+        match answer {
+            Ok(Ok(Some(r))) if r.ttl() > 0 => {
+                let mut h = lock(&held);
+                if h.is_some() {
+                    *h = Some(sent + deadline_of(r.ttl()));
+                }
+            }
+            Ok(Ok(Some(_))) => {
+                *lock(&held) = None;
+                tracing::warn!("fleet: the leader's lease has ended; this host stops leading");
+                return;
+            }
+            _ => channel = None,
+        }
+    }
+}
