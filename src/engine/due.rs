@@ -140,11 +140,17 @@ impl Due {
         });
     }
 
-    /// Writes the summary for the next run when it changed.
-    pub(super) fn finish(self, store: &Store) {
-        if self.stood == self.kept.len() && self.next.len() == self.stood {
+    /// Writes the summary for the next run when it changed. The CRL store is stamped as this
+    /// run leaves it (it may have fetched a CRL).
+    pub(super) fn finish(mut self, store: &Store, revocation: bool) {
+        let crl = revocation
+            .then(|| Stamp::of_path(&store.dir().join("crl")))
+            .flatten();
+        if self.stood == self.kept.len() && self.next.len() == self.stood && crl == self.basis.crl
+        {
             return;
         }
+        self.basis.crl = crl;
         let mut seen = HashSet::with_capacity(self.next.len());
         if self.next.iter().any(|e| !seen.insert(e.name.as_str())) {
             due::remove(store);

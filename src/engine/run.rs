@@ -83,8 +83,12 @@ pub async fn run(
     let mut due = Due::open(config, store, opts, lead.is_some());
     start_all(&ctx, certs, &mut work, &mut report, due.as_mut()).await;
     if let Some(due) = due {
-        tracing::debug!("{} certificate(s) quiet by the due summary", due.used());
-        due.finish(store);
+        tracing::debug!(
+            "due summary: {} of {} certificate(s) quiet, their records not read",
+            due.used(),
+            certs.len()
+        );
+        due.finish(store, config.revocation.check);
     }
     poll::rounds(&ctx, &mut work, &mut report).await;
     let ready = std::mem::take(&mut work.ready);

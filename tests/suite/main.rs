@@ -109,6 +109,8 @@ mod renew_concurrency;
 mod renew_lifetimes;
 /// Polling discipline with many pending certificates.
 mod renew_polling;
+/// The due summary: a quiet run reads one file, and every change is acted on.
+mod renew_due;
 /// Renewal scenarios through the binary: free reissues, replacements, renewals.
 mod renew_scenarios;
 /// Time between the CA and this host: held certificates, the sandbox's fast clock, backoff.
