@@ -14,8 +14,8 @@ use std::collections::HashSet;
 use time::OffsetDateTime;
 
 use crate::config::{CertificateConfig, Config};
-use crate::store::due::{self, Basis, DueSummary, Entry, Stamp};
 use crate::store::Store;
+use crate::store::due::{self, Basis, DueSummary, Entry, Stamp};
 
 use super::context::RunOptions;
 use super::job::Job;
@@ -146,8 +146,7 @@ impl Due {
         let crl = revocation
             .then(|| Stamp::of_path(&store.dir().join("crl")))
             .flatten();
-        if self.stood == self.kept.len() && self.next.len() == self.stood && crl == self.basis.crl
-        {
+        if self.stood == self.kept.len() && self.next.len() == self.stood && crl == self.basis.crl {
             return;
         }
         self.basis.crl = crl;

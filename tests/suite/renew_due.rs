@@ -47,7 +47,12 @@ fn quiet(env: &TestEnv, offset: i64) {
         std::thread::sleep(Duration::from_millis(1100));
         let full = renew_at(env, offset);
         full.expect_code(0);
-        assert_eq!(full.outcome("www")["outcome"], "unchanged", "{}", full.describe());
+        assert_eq!(
+            full.outcome("www")["outcome"],
+            "unchanged",
+            "{}",
+            full.describe()
+        );
         if kept() {
             break;
         }
@@ -56,7 +61,12 @@ fn quiet(env: &TestEnv, offset: i64) {
     let calls = env.calls().len();
     let fast = renew_at(env, offset);
     fast.expect_code(0);
-    assert_eq!(fast.outcome("www")["outcome"], "unchanged", "{}", fast.describe());
+    assert_eq!(
+        fast.outcome("www")["outcome"],
+        "unchanged",
+        "{}",
+        fast.describe()
+    );
     assert_eq!(quiet_by_summary(&fast), 1, "{}", fast.describe());
     assert_eq!(env.calls().len(), calls, "a quiet run calls nothing");
 }
@@ -71,6 +81,13 @@ fn issued(domain: &str) -> TestEnv {
     env
 }
 
+/// The instant the summary keeps for `www` (Unix seconds).
+fn kept_until(env: &TestEnv) -> i64 {
+    let text = fs::read_to_string(env.state_dir().join("due.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["certificates"][0]["until"].as_i64().expect("until")
+}
+
 /// Guards every invalidation of the summary through the binary: each change after a quiet run
 /// makes the next run act.
 #[test]
@@ -79,66 +96,83 @@ fn each_change_after_a_quiet_run_is_acted_on() {
     let serial = |env: &TestEnv| env.record("www").unwrap()["installed"]["serial"].to_string();
     quiet(&env, 0);
 
-    // An installed file removed: installed again.
-    fs::remove_file(env.spec("www").files.leaf_file()).unwrap();
-    let out = renew_at(&env, 0);
+    // The clock passes the summary's instant, which is the kept CRL's nextUpdate (a day
+    // ahead; the CA's clock with it): the full path, a new CRL, nothing else to do.
+    let off = kept_until(&env) - time::OffsetDateTime::now_utc().unix_timestamp() + 60;
+    assert!((0..=86_460).contains(&off), "{off}");
+    env.sandbox
+        .advance(Duration::from_secs(u64::try_from(off).unwrap()));
+    let out = renew_at(&env, off);
     out.expect_code(0);
     assert_eq!(quiet_by_summary(&out), 0, "{}", out.describe());
-    out.installed_serial("www");
-    quiet(&env, 0);
-
-    // The configuration changed: the certificate (150 days left) falls due by the new
-    // `renew_before_days` and is reissued.
-    let id = certificate_id(&env, "www");
-    env.sandbox.age_certificate(id, 150).unwrap();
-    env.agent(["--json", "install", "www"]).run().expect_code(0);
-    quiet(&env, 0);
+    assert_eq!(out.outcome("www")["outcome"], "unchanged");
+    quiet(&env, off);
+    // ... and past the renewal time (150 days on, this host's clock only): the certificate
+    // is reissued.
     let before = serial(&env);
-    env.agent_extra = "renew_before_days = 180\n".into();
-    let out = renew_at(&env, 0);
+    let out = renew_at(&env, off + 150 * 86_400);
     out.expect_code(0);
     assert_eq!(quiet_by_summary(&out), 0, "{}", out.describe());
     out.installed_serial("www");
     assert_ne!(serial(&env), before, "reissued");
+    quiet(&env, off);
+
+    // The installed leaf removed: installed again.
+    let leaf = env.record("www").unwrap()["installed"]["leaf_file"]
+        .as_str()
+        .expect("leaf file")
+        .to_owned();
+    fs::remove_file(leaf).unwrap();
+    let out = renew_at(&env, off);
+    out.expect_code(0);
+    assert_eq!(quiet_by_summary(&out), 0, "{}", out.describe());
+    out.installed_serial("www");
+    quiet(&env, off);
+
+    // The configuration changed: the full path is taken, and the new `renew_before_days`
+    // brings the renewal check forward (the report says when).
+    let reason = |out: &AgentOutput| out.outcome("www")["reason"].to_string();
+    let was = reason(&renew_at(&env, off));
+    env.agent_extra = "renew_before_days = 180\n".into();
+    let out = renew_at(&env, off);
+    out.expect_code(0);
+    assert_eq!(quiet_by_summary(&out), 0, "{}", out.describe());
+    assert_eq!(out.outcome("www")["outcome"], "unchanged");
+    assert_ne!(reason(&out), was, "the new renewal time is reported");
+    quiet(&env, off);
     env.agent_extra.clear();
-    quiet(&env, 0);
+    let out = renew_at(&env, off);
+    assert_eq!(quiet_by_summary(&out), 0, "{}", out.describe());
+    assert_eq!(reason(&out), was, "{}", out.describe());
+    quiet(&env, off);
 
     // The record changed by another command: its certificate now ends in 10 days.
     let before = serial(&env);
     env.edit_record("www", |r| {
-        let soon = time::OffsetDateTime::now_utc() + time::Duration::days(10);
+        let soon = time::OffsetDateTime::now_utc()
+            + time::Duration::seconds(off)
+            + time::Duration::days(10);
         r["installed"]["not_after"] = soon
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap()
             .into();
     });
-    let out = renew_at(&env, 0);
+    let out = renew_at(&env, off);
     out.expect_code(0);
     assert_eq!(quiet_by_summary(&out), 0, "{}", out.describe());
     out.installed_serial("www");
     assert_ne!(serial(&env), before, "reissued");
-    quiet(&env, 0);
-
-    // The clock passes the renewal time (the CA's clock with it).
-    let before = serial(&env);
-    let days = 340;
-    env.sandbox.advance(Duration::from_secs(days as u64 * 86_400));
-    let out = renew_at(&env, days * 86_400);
-    out.expect_code(0);
-    assert_eq!(quiet_by_summary(&out), 0, "{}", out.describe());
-    out.installed_serial("www");
-    assert_ne!(serial(&env), before, "reissued");
-    quiet(&env, days * 86_400);
+    quiet(&env, off);
 
     // A damaged summary: ignored, the full path taken, nothing called, the summary rewritten.
     let calls = env.calls().len();
     for garbage in [&b"{\"format\":1,"[..], b"\0\xff", b"[]"] {
         fs::write(env.state_dir().join("due.json"), garbage).unwrap();
-        let out = renew_at(&env, days * 86_400);
+        let out = renew_at(&env, off);
         out.expect_code(0);
         assert_eq!(quiet_by_summary(&out), 0, "{}", out.describe());
         assert_eq!(out.outcome("www")["outcome"], "unchanged");
-        let again = renew_at(&env, days * 86_400);
+        let again = renew_at(&env, off);
         assert_eq!(quiet_by_summary(&again), 1, "{}", again.describe());
     }
     assert_eq!(env.calls().len(), calls, "nothing called");
@@ -150,7 +184,10 @@ fn each_change_after_a_quiet_run_is_acted_on() {
 fn a_revocation_is_acted_on_once_the_kept_crl_reaches_its_next_update() {
     let env = issued("www.due-crl.test");
     quiet(&env, 0);
-    assert!(env.state_dir().join("crl").is_dir(), "a CRL was read and kept");
+    assert!(
+        env.state_dir().join("crl").is_dir(),
+        "a CRL was read and kept"
+    );
     let before = env.record("www").unwrap()["installed"]["serial"].to_string();
     env.sandbox
         .revoke(
@@ -162,7 +199,12 @@ fn a_revocation_is_acted_on_once_the_kept_crl_reaches_its_next_update() {
     // The kept CRL is valid for a day: as without a summary, the run keeps to it.
     let out = renew_at(&env, 0);
     out.expect_code(0);
-    assert_eq!(out.outcome("www")["outcome"], "unchanged", "{}", out.describe());
+    assert_eq!(
+        out.outcome("www")["outcome"],
+        "unchanged",
+        "{}",
+        out.describe()
+    );
     // A day and an hour later (the CA's clock too): the summary's instant has passed.
     let offset = 25 * 3600;
     env.sandbox.advance(Duration::from_secs(offset as u64));

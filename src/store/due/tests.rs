@@ -131,7 +131,8 @@ fn garbage_truncated_or_forged_summaries_are_ignored() {
         b"{\"format\":1}".to_vec(),
         text.replace("\"format\":1", "\"format\":2").into_bytes(),
         // A name that cannot be a certificate's (a path).
-        text.replace("\"name\":\"www\"", "\"name\":\"../www\"").into_bytes(),
+        text.replace("\"name\":\"www\"", "\"name\":\"../www\"")
+            .into_bytes(),
         // The same certificate twice.
         text.replace(
             "\"certificates\":[",

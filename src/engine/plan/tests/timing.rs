@@ -179,7 +179,12 @@ fn backoff_doubles_to_a_day() {
 fn a_quiet_decision_stands_exactly_until_its_instant() {
     // Renewal check first (a one-year certificate in a longer subscription), then the
     // subscription's warning window first (a certificate reaching the subscription's end).
-    for (life, sub) in [(365, Some(1000)), (200, Some(400)), (365, None), (90, Some(100))] {
+    for (life, sub) in [
+        (365, Some(1000)),
+        (200, Some(400)),
+        (365, None),
+        (90, Some(100)),
+    ] {
         let rec = installed(life, sub);
         let now = t(1);
         let i = Inputs {
