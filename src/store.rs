@@ -24,6 +24,7 @@ use time::OffsetDateTime;
 use crate::fsutil;
 
 pub mod audit;
+pub mod due;
 mod parts;
 mod retired;
 
@@ -556,24 +557,31 @@ impl Store {
         Ok(record)
     }
 
+    /// `certs/`, opened once.
+    fn certs_dir(&self) -> Option<&std::os::fd::OwnedFd> {
+        use nix::fcntl::{OFlag, open};
+        self.certs_dir
+            .get_or_init(|| {
+                open(
+                    &self.dir.join("certs"),
+                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                    nix::sys::stat::Mode::empty(),
+                )
+                .ok()
+                .map(std::sync::Arc::new)
+            })
+            .as_deref()
+    }
+
     /// The bytes of a record file: opened relative to `certs/` when that directory is open,
     /// read without a size query (records are small, usually in one read).
     fn read_record(&self, name: &str, path: &Path) -> io::Result<Vec<u8>> {
-        use nix::fcntl::{OFlag, open, openat};
+        use nix::fcntl::{OFlag, openat};
         use nix::sys::stat::Mode;
-        let dir = self.certs_dir.get_or_init(|| {
-            open(
-                &self.dir.join("certs"),
-                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            )
-            .ok()
-            .map(std::sync::Arc::new)
-        });
-        let mut file = match dir {
+        let mut file = match self.certs_dir() {
             Some(dir) => File::from(
                 openat(
-                    dir.as_ref(),
+                    dir,
                     format!("{name}.json").as_str(),
                     OFlag::O_RDONLY | OFlag::O_CLOEXEC,
                     Mode::empty(),

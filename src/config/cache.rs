@@ -91,8 +91,37 @@ struct StoredFragmentRef<'a> {
 pub(super) struct Hit {
     /// In the order of the files, each file's in its order.
     pub certificates: Vec<CertificateConfig>,
-    /// Each file's mode, in the order of the files.
-    pub modes: Vec<u32>,
+    /// Each file's stamp (checked against the file now), in the order of the files.
+    pub stamps: Vec<Stamp>,
+}
+
+/// The digest of a configuration read from `config` with `main_text`, including `fragments`
+/// with their stamps ([`super::Config::source_digest`]); `None` when one of them changed within
+/// [`SETTLED`] of now.
+pub(super) fn source_digest<'a>(
+    config: &Path,
+    main_text: &str,
+    fragments: impl Iterator<Item = (&'a Path, &'a Stamp)>,
+) -> Option<String> {
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO);
+    let mut h = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    field(env!("CARGO_PKG_VERSION").as_bytes());
+    field(config.as_os_str().as_encoded_bytes());
+    field(main_text.as_bytes());
+    for (path, stamp) in fragments {
+        if stamp.recent(now.saturating_sub(SETTLED)) {
+            return None;
+        }
+        field(path.as_os_str().as_encoded_bytes());
+        field(&serde_json::to_vec(stamp).ok()?);
+    }
+    Some(hex::encode(h.finalize()))
 }
 
 fn main_digest(text: &str) -> String {
@@ -121,12 +150,12 @@ pub(super) fn lookup(
         return None;
     }
     let mut dir = Dir::default();
-    let mut modes = Vec::with_capacity(fragments.len());
+    let mut stamps = Vec::with_capacity(fragments.len());
     for (file, kept) in fragments.iter().zip(&stored.fragments) {
         if kept.path != *file || dir.stamp(file).ok()? != kept.stamp {
             return None;
         }
-        modes.push(kept.stamp.mode());
+        stamps.push(kept.stamp);
     }
     let certificates: Vec<CertificateConfig> = stored
         .certificates
@@ -152,7 +181,7 @@ pub(super) fn lookup(
     }
     Some(Hit {
         certificates,
-        modes,
+        stamps,
     })
 }
 

@@ -28,6 +28,15 @@ pub struct Config {
     /// The files `[agent] include` named when the configuration was read, in order.
     #[serde(skip)]
     pub fragments: Vec<PathBuf>,
+    /// What the configuration was read from, as one digest: the main file's path and bytes and
+    /// each included file's path and `stat` (device, inode, size, mode, modification and change
+    /// times). `None` when it was not read from files ([`Config::parse`]), or when an included
+    /// file changed within the last second (a change within the same tick of the file
+    /// system's clock could leave its `stat` as it was). Equal digests mean the same
+    /// configuration: the due summary (`state_dir/due.json`) is only used under the digest
+    /// it was made for.
+    #[serde(skip)]
+    pub source_digest: Option<String>,
     /// Things that work but should be changed (inline password, ...), each naming file and line.
     #[serde(skip)]
     pub warnings: Vec<String>,

@@ -32,6 +32,11 @@ pub struct Job<'a> {
     pub clock: Clock,
     /// What the CRL said of the installed certificate this run, when not "not revoked".
     pub revocation: Option<super::report::RevocationNote>,
+    /// "Not revoked" this run, by a CRL valid until then.
+    pub crl_good_until: Option<OffsetDateTime>,
+    /// Nothing to do this run, and nothing before then ([`plan::quiet_until`]): what the due
+    /// summary keeps.
+    pub quiet_until: Option<OffsetDateTime>,
 }
 
 impl<'a> Job<'a> {
@@ -61,7 +66,14 @@ impl<'a> Job<'a> {
             backed_off,
             clock,
             revocation: None,
+            crl_good_until: None,
+            quiet_until: None,
         })
+    }
+
+    /// Whether the record carried failures when the run started.
+    pub fn backed_off(&self) -> bool {
+        self.backed_off
     }
 
     /// Writes the record.

@@ -12,6 +12,7 @@
 pub mod adopt;
 mod context;
 pub mod deploy;
+mod due;
 pub mod forecast;
 mod held;
 mod job;

@@ -315,11 +315,7 @@ fn replace_revoked(i: &Inputs<'_>, inst: &Installed, detail: &str) -> Action {
 fn on_schedule(i: &Inputs<'_>, inst: &Installed, new_key: bool) -> Action {
     let r = i.record;
     // The subscription end the API reports now, when read, else the recorded one.
-    let subscription = i
-        .order_facts
-        .and_then(|f| f.subscription.as_ref())
-        .or(r.subscription.as_ref());
-    let ends = subscription.map_or(inst.not_after, |s| s.ends.max(inst.not_after));
+    let ends = subscription_end(i, inst);
     let blackout = ends - Duration::days(REISSUE_BLACKOUT_DAYS);
     // A reissue can extend coverage only if the certificate ends before the subscription.
     let reissue_extends = inst.not_after < ends - Duration::days(1);
@@ -408,6 +404,32 @@ fn on_schedule(i: &Inputs<'_>, inst: &Installed, new_key: bool) -> Action {
         order: i.allow_orders,
         reason,
     }
+}
+
+/// The end of the subscription: as the API reports it now, when read, else as recorded; never
+/// before the installed certificate's end.
+fn subscription_end(i: &Inputs<'_>, inst: &Installed) -> OffsetDateTime {
+    i.order_facts
+        .and_then(|f| f.subscription.as_ref())
+        .or(i.record.subscription.as_ref())
+        .map_or(inst.not_after, |s| s.ends.max(inst.not_after))
+}
+
+/// How long a quiet decision stands: when [`decide`] is [`Action::Idle`] without a warning,
+/// the instant before which it stays so for the same record, installed files and knobs — the
+/// renewal check, or the start of the subscription's warning window when sooner. `None` for
+/// any other decision.
+pub fn quiet_until(i: &Inputs<'_>) -> Option<OffsetDateTime> {
+    let Action::Idle {
+        next: Some(next),
+        warning: None,
+    } = decide(i)
+    else {
+        return None;
+    };
+    let inst = i.record.installed.as_ref()?;
+    let warned_from = subscription_end(i, inst) - Duration::days(SUBSCRIPTION_WARNING_DAYS);
+    Some(next.min(warned_from))
 }
 
 /// When a certificate valid from `not_before` to `not_after` is renewed: the earlier of

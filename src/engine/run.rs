@@ -20,7 +20,8 @@ use crate::store::Store;
 
 use super::context::{Ctx, RunOptions, stop_requested};
 use super::deploy;
-use super::job::{Job, Work};
+use super::due::Due;
+use super::job::{Job, Next, Work};
 use super::lead::{Installable, Lead};
 use super::placeholder;
 use super::poll;
@@ -79,7 +80,16 @@ pub async fn run(
     ctx.lead = lead;
     let mut report = RunReport::not_started(certs);
     let mut work = Work::default();
-    start_all(&ctx, certs, &mut work, &mut report).await;
+    let mut due = Due::open(config, store, opts, lead.is_some());
+    start_all(&ctx, certs, &mut work, &mut report, due.as_mut()).await;
+    if let Some(due) = due {
+        tracing::debug!(
+            "due summary: {} of {} certificate(s) quiet, their records not read",
+            due.used(),
+            certs.len()
+        );
+        due.finish(store, config.revocation.check);
+    }
     poll::rounds(&ctx, &mut work, &mut report).await;
     let ready = std::mem::take(&mut work.ready);
     // Before the first install's configuration test (never in a run with nothing to install:
@@ -120,47 +130,94 @@ pub async fn run(
     }
 }
 
+/// How a certificate's start ended. Unboxed, as the tuple it replaced: the job moves on into
+/// the run's work, and boxing it would allocate once per certificate.
+#[allow(clippy::large_enum_variant)]
+enum Started<'a> {
+    /// The run was stopped first.
+    Stopped,
+    /// Its record could not be read.
+    NotLoaded(anyhow::Error),
+    /// Quiet by the due summary: its record was not read.
+    Stood(crate::store::due::Entry),
+    /// Planned and started.
+    Done(Job<'a>, anyhow::Result<Next>, Option<String>),
+}
+
 /// Starts every certificate, up to `agent.concurrency` at once (their API calls and
-/// validation waits overlap).
+/// validation waits overlap). With `due`, a certificate whose summary entry stands is reported
+/// unchanged without reading its record, and the quiet ones are kept for the next run.
 async fn start_all<'a>(
     ctx: &Ctx<'a>,
     certs: &[&'a CertificateConfig],
     work: &mut Work<'a>,
     report: &mut RunReport,
+    due: Option<&mut Due>,
 ) {
+    let now = ctx.now();
+    let kept = due.as_deref();
+    let kept_any = kept.is_some();
     let mut starting = futures_util::stream::iter(certs.iter().copied().enumerate())
         .map(|(idx, cert)| async move {
             if stop_requested(ctx.opts) {
-                return (idx, None);
+                return (idx, Started::Stopped);
+            }
+            if let Some(entry) = kept.and_then(|d| d.standing(ctx.store, cert, now)) {
+                return (idx, Started::Stood(entry.clone()));
             }
             let mut job = match Job::load(ctx.store, cert, idx, ctx.opts.clock) {
                 Ok(job) => job,
-                Err(e) => return (idx, Some(Err(e))),
+                Err(e) => return (idx, Started::NotLoaded(e)),
             };
             let mut warning = None;
             let next = start(ctx, &mut job, &mut warning).await;
-            (idx, Some(Ok((job, next, warning))))
+            (idx, Started::Done(job, next, warning))
         })
         .buffer_unordered(ctx.concurrency());
+    let mut found = Vec::new();
     while let Some((idx, started)) = starting.next().await {
+        let line = &mut report.certificates[idx];
         match started {
-            None => {
-                report.certificates[idx].outcome = Outcome::Pending {
+            Started::Stopped => {
+                line.outcome = Outcome::Pending {
                     reason: "not started: the run was stopped".into(),
                 };
             }
-            Some(Err(e)) => {
-                report.certificates[idx].outcome = Outcome::Failed {
+            Started::NotLoaded(e) => {
+                line.outcome = Outcome::Failed {
                     error: format!("{e:#}"),
                 };
             }
-            Some(Ok((job, next, warning))) => {
-                if warning.is_some() {
-                    report.certificates[idx].warning = warning;
-                }
-                report.certificates[idx].revocation = job.revocation.clone();
-                work.settle(ctx.opts.dry_run, job, next, report);
+            Started::Stood(entry) => {
+                line.outcome = Outcome::Unchanged {
+                    reason: entry.reason.clone(),
+                };
+                found.push(Ok(entry));
             }
+            Started::Done(job, next, warning) => {
+                if warning.is_some() {
+                    line.warning = warning;
+                }
+                line.revocation = job.revocation.clone();
+                let quiet = match &next {
+                    Ok(Next::Done(Outcome::Unchanged { reason })) if kept_any => {
+                        Due::quiet_entry(&job, reason)
+                    }
+                    _ => None,
+                };
+                work.settle(ctx.opts.dry_run, job, next, report);
+                found.extend(quiet.map(Err));
+            }
+        }
+    }
+    drop(starting);
+    let Some(due) = due else {
+        return;
+    };
+    for f in found {
+        match f {
+            Ok(entry) => due.stood(entry),
+            Err(quiet) => due.found_quiet(ctx.store, quiet),
         }
     }
 }

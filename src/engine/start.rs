@@ -52,7 +52,17 @@ pub(super) async fn start(
     if disk == Disk::AsInstalled {
         check_revocation(ctx, job).await?;
     }
-    let action = plan_action(ctx, job, disk).await?;
+    let action = plan_action(ctx, job, disk.clone()).await?;
+    if matches!(action, Action::Idle { warning: None, .. })
+        && disk == Disk::AsInstalled
+        && job.revocation.is_none()
+    {
+        let quiet = plan::quiet_until(&inputs(ctx, job, disk, None));
+        job.quiet_until = match (quiet, job.crl_good_until) {
+            (Some(q), Some(crl)) => Some(q.min(crl)),
+            (q, _) => q,
+        };
+    }
     if ctx.opts.dry_run {
         return Ok(Next::Done(Outcome::Planned {
             action: plan::describe(&action, wanted(job.cert)),
@@ -167,6 +177,9 @@ async fn check_revocation(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<()> {
             tracing::warn!(certificate = %name, "{}", seen.detail);
         }
         Status::Good { .. } | Status::NoCrl => {}
+    }
+    if let Status::Good { next_update, .. } = &status {
+        job.crl_good_until = Some(*next_update);
     }
     if matches!(status, Status::Revoked { .. } | Status::Unknown { .. }) {
         job.revocation = Some(super::report::RevocationNote {

@@ -113,6 +113,8 @@ mod faults_secrets;
 // --- Renewal engine ---
 /// `agent.concurrency`: certificates worked on at once.
 mod renew_concurrency;
+/// The due summary: a quiet run reads one file, and every change is acted on.
+mod renew_due;
 /// 47-day lifetimes over a simulated span of time.
 mod renew_lifetimes;
 /// Polling discipline with many pending certificates.

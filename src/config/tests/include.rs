@@ -405,3 +405,38 @@ fn a_program_gone_since_the_cache_was_written_is_reported() {
         "{e}"
     );
 }
+
+/// The digest the due summary is kept under: equal for an unchanged configuration (read from
+/// the files or from the cache), different after any change of the main file or of an
+/// included file, and none while an included file is changing.
+#[test]
+fn the_source_digest_follows_every_file_of_the_configuration() {
+    let (dir, main) = layout("", &[("a.toml", site("a", "a.example.com"))]);
+    settle();
+    let first = Config::load(&main).unwrap().source_digest;
+    assert!(first.is_some());
+    // Read again, now from the cache: the same.
+    assert_eq!(Config::load(&main).unwrap().source_digest, first);
+    // The main file's bytes.
+    let text = fs::read_to_string(&main).unwrap();
+    fs::write(&main, format!("{text}\n# a comment\n")).unwrap();
+    settle();
+    let second = Config::load(&main).unwrap().source_digest;
+    assert!(second.is_some() && second != first);
+    // An included file rewritten with the same bytes: its stamp changed.
+    let frag = dir.path().join("conf.d/a.toml");
+    let same = fs::read(&frag).unwrap();
+    fs::write(&frag, &same).unwrap();
+    // Within the last second: no digest, no summary.
+    assert_eq!(Config::load(&main).unwrap().source_digest, None);
+    settle();
+    let third = Config::load(&main).unwrap().source_digest;
+    assert!(third.is_some() && third != second);
+    // An included file added.
+    fs::write(dir.path().join("conf.d/b.toml"), site("b", "b.example.com")).unwrap();
+    settle();
+    let fourth = Config::load(&main).unwrap().source_digest;
+    assert!(fourth.is_some() && fourth != third);
+    // Not read from files: none.
+    assert_eq!(Config::parse(&text, &main).unwrap().source_digest, None);
+}

@@ -111,6 +111,17 @@ impl Checker<'_> {
             }
         }
         let certificates = certificates.into_iter().map(|(c, _)| c).collect();
+        // Read from files (every included file with its stamp): what the due summary is
+        // made for.
+        let source_digest = (self.includes && stamps.len() == fragments.len())
+            .then(|| {
+                cache::source_digest(
+                    path,
+                    self.text,
+                    stamps.iter().map(|(p, s)| (p.as_path(), s)),
+                )
+            })
+            .flatten();
 
         let agent = agent?;
         let api = api?;
@@ -126,6 +137,7 @@ impl Checker<'_> {
             revocation,
             certificates,
             fragments,
+            source_digest,
             warnings: Vec::new(),
         })
     }
@@ -186,9 +198,10 @@ impl Checker<'_> {
             .is_empty()
             .then(|| cache::lookup(&a.state_dir, path, self.text, &out.fragments, self.programs));
         if let Some(Some(hit)) = kept {
-            for (file, mode) in out.fragments.iter().zip(hit.modes) {
-                self.writable_by_others(file, mode);
+            for (file, stamp) in out.fragments.iter().zip(&hit.stamps) {
+                self.writable_by_others(file, stamp.mode());
             }
+            out.stamps = out.fragments.iter().cloned().zip(hit.stamps).collect();
             certificates.extend(hit.certificates.into_iter().map(|c| (c, Origin::KEPT)));
             out.from_cache = true;
         } else {
@@ -324,7 +337,7 @@ impl Checker<'_> {
 struct Included {
     /// The files `[agent] include` names, in order.
     fragments: Vec<PathBuf>,
-    /// The stamps of the files read (none when kept).
+    /// The stamps of the files read, or of the kept ones as checked now.
     stamps: Vec<(PathBuf, include::Stamp)>,
     /// Their certificates were kept from an earlier run.
     from_cache: bool,

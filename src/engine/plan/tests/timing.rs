@@ -172,3 +172,81 @@ fn backoff_doubles_to_a_day() {
     assert_eq!(backoff(6), Duration::hours(24));
     assert_eq!(backoff(60), Duration::hours(24));
 }
+
+/// `quiet_until` is the first instant at which the decision is no longer a quiet idle: the
+/// decision just before it is quiet, at it is not (checked minute by minute around it).
+#[test]
+fn a_quiet_decision_stands_exactly_until_its_instant() {
+    // Renewal check first (a one-year certificate in a longer subscription), then the
+    // subscription's warning window first (a certificate reaching the subscription's end).
+    for (life, sub) in [
+        (365, Some(1000)),
+        (200, Some(400)),
+        (365, None),
+        (90, Some(100)),
+    ] {
+        let rec = installed(life, sub);
+        let now = t(1);
+        let i = Inputs {
+            order_facts: None,
+            ..inputs(&rec, now)
+        };
+        let Some(until) = quiet_until(&i) else {
+            panic!("{life}/{sub:?}: not quiet on day 1: {:?}", decide(&i));
+        };
+        assert!(until > now);
+        let at = |when| Inputs {
+            now: when,
+            order_facts: None,
+            ..inputs(&rec, when)
+        };
+        let before = until - Duration::minutes(1);
+        assert!(
+            matches!(decide(&at(before)), Action::Idle { warning: None, .. }),
+            "{life}/{sub:?}: {:?}",
+            decide(&at(before))
+        );
+        assert!(quiet_until(&at(before)) == Some(until));
+        assert!(
+            !matches!(decide(&at(until)), Action::Idle { warning: None, .. }),
+            "{life}/{sub:?}: still quiet at {until}"
+        );
+        assert_eq!(quiet_until(&at(until)), None);
+    }
+}
+
+#[test]
+fn only_a_quiet_idle_has_an_instant() {
+    let rec = installed(365, Some(1000));
+    // Missing files, a backoff, an order in flight: never quiet.
+    let i = Inputs {
+        disk: Disk::Missing,
+        order_facts: None,
+        ..inputs(&rec, t(1))
+    };
+    assert_eq!(quiet_until(&i), None);
+    let mut backed = rec.clone();
+    backed.retry_after = Some(t(2));
+    assert_eq!(
+        quiet_until(&Inputs {
+            order_facts: None,
+            ..inputs(&backed, t(1))
+        }),
+        None
+    );
+    let mut pending = rec.clone();
+    pending.reissue = Some(ReissueState {
+        certificate_id: 7,
+        csr_sha256: "AB".repeat(32),
+        previous_serial: Some("0A".into()),
+        requested_at: t(0),
+        confirmed: true,
+    });
+    assert_eq!(
+        quiet_until(&Inputs {
+            order_facts: None,
+            ..inputs(&pending, t(1))
+        }),
+        None
+    );
+}

@@ -1,0 +1,165 @@
+//! The due summary in a run ([`crate::store::due`]): which certificates the last full run
+//! found with nothing to do, and until when. A certificate whose entry still stands is
+//! reported unchanged without reading its record; every other certificate takes the full path
+//! (record, installed files, CRL, planner), and those it finds quiet are kept for the next
+//! run. The file is rewritten only when what it keeps changed.
+//!
+//! Only an unattended run over every certificate (the timer's `renew`, a daemon's run on a
+//! host outside a fleet) uses and writes the summary; a command with options of its own
+//! (`--force`, named certificates, `issue`, `install`, a dry run...) takes the full path
+//! throughout and leaves the summary to the records' stamps.
+
+use std::collections::HashSet;
+
+use time::OffsetDateTime;
+
+use crate::config::{CertificateConfig, Config};
+use crate::store::Store;
+use crate::store::due::{self, Basis, DueSummary, Entry, Stamp};
+
+use super::context::RunOptions;
+use super::job::Job;
+
+/// A record changed this recently (or later) is not kept: a change within the same tick of
+/// the file system's clock could leave its stamp as it was.
+const SETTLED_NS: i128 = 1_000_000_000;
+
+/// A quiet certificate's entry before its record's stamp is taken.
+pub(super) struct QuietEntry {
+    name: String,
+    until: i64,
+    leaf: Option<(std::path::PathBuf, crate::store::FileStamp)>,
+    reason: String,
+}
+
+/// The summary of one run.
+pub(super) struct Due {
+    basis: Basis,
+    kept: DueSummary,
+    /// The entries for the next run: those that stood, and those the full path found.
+    next: Vec<Entry>,
+    /// Entries used as they were.
+    stood: usize,
+}
+
+impl Due {
+    /// The summary for a run of `opts` over `config`, when such a run may use one.
+    pub(super) fn open(
+        config: &Config,
+        store: &Store,
+        opts: &RunOptions,
+        in_fleet: bool,
+    ) -> Option<Self> {
+        let plain = opts.names.is_empty()
+            && !opts.dry_run
+            && !opts.force
+            && !opts.reinstall
+            && !opts.clear_intent
+            && !opts.replace_ended
+            && !opts.reuse_key
+            && !opts.ignore_backoff;
+        if !plain || in_fleet || config.fleet.is_some() {
+            return None;
+        }
+        let basis = Basis {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            config: config.source_digest.clone()?,
+            options: format!("allow_orders={}", opts.allow_orders),
+            crl: config
+                .revocation
+                .check
+                .then(|| Stamp::of_path(&store.dir().join("crl")))
+                .flatten(),
+        };
+        let kept = DueSummary::load(store, &basis);
+        Some(Self {
+            basis,
+            next: Vec::with_capacity(kept.len()),
+            kept,
+            stood: 0,
+        })
+    }
+
+    /// The kept entry of `cert` if it still stands at `now`.
+    pub(super) fn standing(
+        &self,
+        store: &Store,
+        cert: &CertificateConfig,
+        now: OffsetDateTime,
+    ) -> Option<&Entry> {
+        let entry = self.kept.get(&cert.name)?;
+        entry
+            .stands(now.unix_timestamp(), store.record_stamp(&cert.name))
+            .then_some(entry)
+    }
+
+    /// `entry` stood: it is kept as it is.
+    pub(super) fn stood(&mut self, entry: Entry) {
+        self.stood += 1;
+        self.next.push(entry);
+    }
+
+    /// The entry of a certificate that took the full path and ended unchanged with `reason`,
+    /// when it is quiet ([`Job::quiet_until`]) and has no failures to clear; its record's stamp
+    /// is taken by [`Due::found_quiet`] once the run has settled the certificate.
+    pub(super) fn quiet_entry(job: &Job<'_>, reason: &str) -> Option<QuietEntry> {
+        let until = job.quiet_until?;
+        if job.backed_off() || job.rec.failures > 0 || job.rec.retry_after.is_some() {
+            return None;
+        }
+        let inst = job.rec.installed.as_ref()?;
+        let leaf = match (&inst.leaf_file, inst.leaf_stamp) {
+            (Some(path), Some(stamp)) if path.to_str().is_some() => Some((path.clone(), stamp)),
+            (None, _) => None,
+            _ => return None,
+        };
+        Some(QuietEntry {
+            name: job.cert.name.clone(),
+            until: until.unix_timestamp(),
+            leaf,
+            reason: reason.to_owned(),
+        })
+    }
+
+    /// Keeps a quiet certificate found by the full path, with its record's stamp now; not when
+    /// the record changed within the last second.
+    pub(super) fn found_quiet(&mut self, store: &Store, q: QuietEntry) {
+        let Some(record) = store.record_stamp(&q.name) else {
+            return;
+        };
+        // File times are the system's, whatever the run's clock.
+        if record.changed_since(OffsetDateTime::now_utc().unix_timestamp_nanos() - SETTLED_NS) {
+            return;
+        }
+        self.next.push(Entry {
+            name: q.name,
+            until: q.until,
+            record,
+            leaf: q.leaf,
+            reason: q.reason,
+        });
+    }
+
+    /// Writes the summary for the next run when it changed. The CRL store is stamped as this
+    /// run leaves it (it may have fetched a CRL).
+    pub(super) fn finish(mut self, store: &Store, revocation: bool) {
+        let crl = revocation
+            .then(|| Stamp::of_path(&store.dir().join("crl")))
+            .flatten();
+        if self.stood == self.kept.len() && self.next.len() == self.stood && crl == self.basis.crl {
+            return;
+        }
+        self.basis.crl = crl;
+        let mut seen = HashSet::with_capacity(self.next.len());
+        if self.next.iter().any(|e| !seen.insert(e.name.as_str())) {
+            due::remove(store);
+            return;
+        }
+        due::save(store, &self.basis, self.next);
+    }
+
+    /// How many certificates were reported from the summary.
+    pub(super) fn used(&self) -> usize {
+        self.stood
+    }
+}

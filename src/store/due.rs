@@ -1,0 +1,231 @@
+//! The due summary, `state_dir/due.json`: for each certificate that the last full run found
+//! with nothing to do, until when that stands and what it was decided from, so that a run
+//! with nothing due reads one file and `stat`s each record and installed leaf instead of
+//! reading and parsing every record.
+//!
+//! The file is a hint, never a source of truth. It is used only when it was written by this
+//! program version for the same configuration sources (the main file's bytes and each
+//! included file's `stat`), the same run options and the same CRL store; an entry is used only
+//! while its instant lies ahead and while its record and its installed leaf still have the
+//! `stat` they had when the entry was made. Any doubt — a missing, unreadable, foreign,
+//! truncated or damaged file, a mismatch, an instant passed — means the full path: the record
+//! is read and the planner decides, as if there were no summary.
+
+use std::collections::HashMap;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{FileStamp, Store};
+
+/// The file under `state_dir`.
+pub const DUE_FILE: &str = "due.json";
+/// Version of the file's layout.
+const FORMAT: u32 = 1;
+/// Largest summary read (about 25,000 certificates per MiB is far below this).
+const MAX_BYTES: u64 = 256 * 1024 * 1024;
+
+/// What identifies one version of a record (or the CRL store), from `stat`: a record is
+/// replaced by rename (a new inode), and the change time cannot be set back by anyone but the
+/// kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ctime_ns: i128,
+}
+
+impl Stamp {
+    fn of(s: &nix::sys::stat::FileStat) -> Self {
+        let ns = |sec: i64, nsec: i64| i128::from(sec) * 1_000_000_000 + i128::from(nsec);
+        Self {
+            dev: s.st_dev,
+            ino: s.st_ino,
+            size: u64::try_from(s.st_size).unwrap_or(u64::MAX),
+            mtime_ns: ns(s.st_mtime, s.st_mtime_nsec),
+            ctime_ns: ns(s.st_ctime, s.st_ctime_nsec),
+        }
+    }
+
+    /// The stamp of `path`, or `None` when it cannot be read.
+    pub fn of_path(path: &Path) -> Option<Self> {
+        nix::sys::stat::stat(path).ok().map(|s| Self::of(&s))
+    }
+
+    /// Whether the file changed at or after `ns` (nanoseconds since the epoch): a change
+    /// within the same tick of the file system's clock could leave the stamp as it is.
+    pub fn changed_since(&self, ns: i128) -> bool {
+        self.mtime_ns >= ns || self.ctime_ns >= ns
+    }
+}
+
+/// The whole-summary conditions: what every entry was decided under.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Basis {
+    /// The program's version.
+    pub version: String,
+    /// The configuration's sources ([`crate::config::Config::source_digest`]).
+    pub config: String,
+    /// The run options that the decisions depend on.
+    pub options: String,
+    /// The CRL store's directory (`state_dir/crl`), when it exists.
+    pub crl: Option<Stamp>,
+}
+
+/// One certificate with nothing to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub name: String,
+    /// Nothing to do before this instant (Unix seconds): the renewal check, the start of the
+    /// subscription's warning window, the CRL's `nextUpdate`, whichever comes first.
+    pub until: i64,
+    /// The record as it was when the entry was made.
+    pub record: Stamp,
+    /// The installed leaf and its stamp, as the record has them (`None`: the record names no
+    /// leaf file to check).
+    pub leaf: Option<(PathBuf, FileStamp)>,
+    /// The report's line for the certificate.
+    pub reason: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Stored {
+    format: u32,
+    basis: Basis,
+    certificates: Vec<Entry>,
+}
+
+/// A summary read back and found to match the run's basis.
+#[derive(Debug, Default)]
+pub struct DueSummary {
+    by_name: HashMap<String, Entry>,
+}
+
+impl DueSummary {
+    /// Parses `bytes` and keeps the entries if the file was made under `basis`; `None` for
+    /// anything else (damaged, truncated, another format, version, configuration, options or
+    /// CRL store, a name twice or one that cannot be a certificate's).
+    pub fn parse(bytes: &[u8], basis: &Basis) -> Option<Self> {
+        let stored: Stored = serde_json::from_slice(bytes).ok()?;
+        if stored.format != FORMAT || stored.basis != *basis {
+            return None;
+        }
+        let mut by_name = HashMap::with_capacity(stored.certificates.len());
+        for e in stored.certificates {
+            if super::check_name(&e.name).is_err() {
+                return None;
+            }
+            if let Some(dup) = by_name.insert(e.name.clone(), e) {
+                tracing::debug!("{DUE_FILE}: certificate '{}' listed twice", dup.name);
+                return None;
+            }
+        }
+        Some(Self { by_name })
+    }
+
+    /// The summary in `store` if it matches `basis`; empty otherwise.
+    pub fn load(store: &Store, basis: &Basis) -> Self {
+        let path = store.dir().join(DUE_FILE);
+        match read_own(&path) {
+            Some(bytes) => Self::parse(&bytes, basis).unwrap_or_else(|| {
+                tracing::debug!("{} does not match this run: not used", path.display());
+                Self::default()
+            }),
+            None => Self::default(),
+        }
+    }
+
+    /// The kept entry of `name`, if there is one.
+    pub fn get(&self, name: &str) -> Option<&Entry> {
+        self.by_name.get(name)
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+}
+
+impl Entry {
+    /// Whether the entry still stands at `now` (Unix seconds) for a record stamped `record`:
+    /// the instant lies ahead, the record is the one it was made from, and the installed leaf
+    /// has the stamp the record holds.
+    pub fn stands(&self, now: i64, record: Option<Stamp>) -> bool {
+        now < self.until
+            && record == Some(self.record)
+            && self
+                .leaf
+                .as_ref()
+                .is_none_or(|(path, stamp)| FileStamp::of(path) == Some(*stamp))
+    }
+}
+
+/// Writes the summary (0600, atomically); `entries` in any order. Failures are logged, not
+/// errors: the next run takes the full path.
+pub fn save(store: &Store, basis: &Basis, mut entries: Vec<Entry>) {
+    entries.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+    let stored = Stored {
+        format: FORMAT,
+        basis: basis.clone(),
+        certificates: entries,
+    };
+    let path = store.dir().join(DUE_FILE);
+    let written = serde_json::to_vec(&stored)
+        .map_err(std::io::Error::other)
+        .and_then(|json| crate::fsutil::write_atomic(&path, &json, 0o600));
+    if let Err(e) = written {
+        tracing::debug!("could not write {}: {e}", path.display());
+    }
+}
+
+/// Removes the summary (a run that cannot vouch for it).
+pub fn remove(store: &Store) {
+    let _ = std::fs::remove_file(store.dir().join(DUE_FILE));
+}
+
+impl Store {
+    /// The stamp of the record of `name` (`None` when there is none), read relative to the
+    /// open `certs/` directory.
+    pub fn record_stamp(&self, name: &str) -> Option<Stamp> {
+        super::check_name(name).ok()?;
+        let file = format!("{name}.json");
+        match self.certs_dir() {
+            Some(dir) => nix::sys::stat::fstatat(
+                dir.as_fd(),
+                file.as_str(),
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .ok()
+            .map(|s| Stamp::of(&s)),
+            None => Stamp::of_path(&self.dir().join("certs").join(file)),
+        }
+    }
+}
+
+/// The file's bytes if it is a regular file owned by this user and writable by no one else.
+fn read_own(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o022 != 0
+    {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).ok()?);
+    file.take(MAX_BYTES + 1).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 <= MAX_BYTES).then_some(bytes)
+}
+
+#[cfg(test)]
+mod tests;

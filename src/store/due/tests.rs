@@ -1,0 +1,197 @@
+use super::*;
+use crate::store::CertRecord;
+
+fn basis() -> Basis {
+    Basis {
+        version: "1.0.0".into(),
+        config: "ab".repeat(32),
+        options: "allow_orders=false".into(),
+        crl: None,
+    }
+}
+
+/// A store with the record `www` and an installed leaf; the entry made from them.
+fn setup() -> (tempfile::TempDir, Store, Entry) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("state")).unwrap();
+    store.save(&CertRecord::new("www")).unwrap();
+    let leaf = dir.path().join("fullchain.pem");
+    std::fs::write(&leaf, "leaf").unwrap();
+    let entry = Entry {
+        name: "www".into(),
+        until: 2_000_000_000,
+        record: store.record_stamp("www").unwrap(),
+        leaf: Some((leaf.clone(), FileStamp::of(&leaf).unwrap())),
+        reason: "serial 01 valid until 2027-01-01".into(),
+    };
+    (dir, store, entry)
+}
+
+const NOW: i64 = 1_900_000_000;
+
+#[test]
+fn an_entry_stands_while_its_record_and_leaf_are_unchanged_and_its_instant_is_ahead() {
+    let (_d, store, entry) = setup();
+    assert!(entry.stands(NOW, store.record_stamp("www")));
+    save(&store, &basis(), vec![entry.clone()]);
+    assert_eq!(
+        super::super::mode_of(&store.dir().join(DUE_FILE)).unwrap(),
+        0o600
+    );
+    let kept = DueSummary::load(&store, &basis());
+    assert_eq!(kept.get("www"), Some(&entry));
+}
+
+#[test]
+fn the_clock_passing_the_instant_ends_the_entry() {
+    let (_d, store, entry) = setup();
+    assert!(entry.stands(entry.until - 1, store.record_stamp("www")));
+    assert!(!entry.stands(entry.until, store.record_stamp("www")));
+    assert!(!entry.stands(entry.until + 86_400, store.record_stamp("www")));
+}
+
+#[test]
+fn a_record_saved_again_ends_the_entry() {
+    let (_d, store, entry) = setup();
+    let mut rec = CertRecord::new("www");
+    rec.failures = 1;
+    store.save(&rec).unwrap();
+    assert!(!entry.stands(NOW, store.record_stamp("www")));
+}
+
+#[test]
+fn a_record_edited_in_place_ends_the_entry() {
+    let (_d, store, entry) = setup();
+    let path = store.dir().join("certs/www.json");
+    let text = std::fs::read(&path).unwrap();
+    // Same size, same inode: only the times tell.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&path, &text).unwrap();
+    assert!(!entry.stands(NOW, store.record_stamp("www")));
+}
+
+#[test]
+fn a_removed_record_ends_the_entry() {
+    let (_d, store, entry) = setup();
+    std::fs::remove_file(store.dir().join("certs/www.json")).unwrap();
+    assert_eq!(store.record_stamp("www"), None);
+    assert!(!entry.stands(NOW, store.record_stamp("www")));
+}
+
+#[test]
+fn an_installed_leaf_edited_or_removed_ends_the_entry() {
+    let (_d, store, entry) = setup();
+    let (leaf, _) = entry.leaf.clone().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&leaf, "other").unwrap();
+    assert!(!entry.stands(NOW, store.record_stamp("www")));
+    std::fs::remove_file(&leaf).unwrap();
+    assert!(!entry.stands(NOW, store.record_stamp("www")));
+}
+
+#[test]
+fn another_basis_means_no_summary() {
+    let (_d, store, entry) = setup();
+    save(&store, &basis(), vec![entry]);
+    let changed = [
+        Basis {
+            version: "1.0.1".into(),
+            ..basis()
+        },
+        Basis {
+            config: "cd".repeat(32),
+            ..basis()
+        },
+        Basis {
+            options: "allow_orders=true".into(),
+            ..basis()
+        },
+        Basis {
+            crl: store.record_stamp("www"),
+            ..basis()
+        },
+    ];
+    for b in changed {
+        assert!(DueSummary::load(&store, &b).is_empty(), "{b:?}");
+    }
+    assert_eq!(DueSummary::load(&store, &basis()).len(), 1);
+}
+
+#[test]
+fn garbage_truncated_or_forged_summaries_are_ignored() {
+    let (_d, store, entry) = setup();
+    save(&store, &basis(), vec![entry.clone()]);
+    let path = store.dir().join(DUE_FILE);
+    let good = std::fs::read(&path).unwrap();
+    let text = String::from_utf8(good.clone()).unwrap();
+    let mut bad: Vec<Vec<u8>> = vec![
+        Vec::new(),
+        b"\x00\xff garbage".to_vec(),
+        b"[]".to_vec(),
+        b"{\"format\":1}".to_vec(),
+        text.replace("\"format\":1", "\"format\":2").into_bytes(),
+        // A name that cannot be a certificate's (a path).
+        text.replace("\"name\":\"www\"", "\"name\":\"../www\"")
+            .into_bytes(),
+        // The same certificate twice.
+        text.replace(
+            "\"certificates\":[",
+            &format!(
+                "\"certificates\":[{},",
+                serde_json::to_string(&entry).unwrap()
+            ),
+        )
+        .into_bytes(),
+        // An instant beyond what the file format holds.
+        text.replace("2000000000", "1e400").into_bytes(),
+    ];
+    for cut in [1, good.len() / 2, good.len() - 1] {
+        bad.push(good[..cut].to_vec());
+    }
+    for bytes in &bad {
+        std::fs::write(&path, bytes).unwrap();
+        assert!(
+            DueSummary::load(&store, &basis()).is_empty(),
+            "{}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+    std::fs::write(&path, &good).unwrap();
+    assert_eq!(DueSummary::load(&store, &basis()).len(), 1);
+}
+
+#[test]
+fn a_forged_entry_for_a_changed_record_does_not_stand() {
+    // A summary written by someone else, claiming a later instant for a record that is not
+    // the one stamped: the record's stamp decides.
+    let (_d, store, mut entry) = setup();
+    entry.until = i64::MAX;
+    entry.record.ino ^= 1;
+    save(&store, &basis(), vec![entry]);
+    let kept = DueSummary::load(&store, &basis());
+    let e = kept.get("www").unwrap();
+    assert!(!e.stands(NOW, store.record_stamp("www")));
+}
+
+#[test]
+fn a_summary_others_may_write_or_a_link_is_ignored() {
+    use std::os::unix::fs::PermissionsExt;
+    let (d, store, entry) = setup();
+    save(&store, &basis(), vec![entry]);
+    let path = store.dir().join(DUE_FILE);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    assert!(DueSummary::load(&store, &basis()).is_empty());
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let elsewhere = d.path().join("elsewhere.json");
+    std::fs::rename(&path, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+    assert!(DueSummary::load(&store, &basis()).is_empty());
+}
+
+#[test]
+fn a_stamp_tells_a_recent_change() {
+    let (_d, store, _) = setup();
+    let s = store.record_stamp("www").unwrap();
+    assert!(s.changed_since(0));
+    assert!(!s.changed_since(i128::MAX));
+}
