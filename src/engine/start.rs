@@ -178,8 +178,8 @@ async fn check_revocation(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<()> {
         }
         Status::Good { .. } | Status::NoCrl => {}
     }
-    if let Status::Good { next_update, .. } = &status {
-        job.crl_good_until = Some(*next_update);
+    if let Status::Good { recheck_at, .. } = &status {
+        job.crl_good_until = Some(*recheck_at);
     }
     if matches!(status, Status::Revoked { .. } | Status::Unknown { .. }) {
         job.revocation = Some(super::report::RevocationNote {

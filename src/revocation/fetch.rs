@@ -17,6 +17,9 @@ pub(super) struct Fetched {
     pub(super) bytes: Vec<u8>,
     pub(super) issuer_der: Vec<u8>,
     pub(super) crl: Crl,
+    /// When a run reads it again: its `nextUpdate`, or the end of `refresh_secs` since it was
+    /// stored, whichever comes first.
+    pub(super) recheck_at: OffsetDateTime,
 }
 
 /// Where the CRL of `url` is kept: `dir/` + the first 32 hex digits of its SHA-256.
@@ -65,10 +68,14 @@ pub(super) fn from_cache(
     }
     let bytes = crate::fsutil::read_private(&path, limits.max_bytes).ok()?;
     let crl = crl::check(&bytes, issuer_der, now).ok()?;
+    let recheck_at = crl
+        .next_update
+        .min(now + time::Duration::try_from(limits.refresh.saturating_sub(age)).ok()?);
     Some(Fetched {
         bytes,
         issuer_der: issuer_der.to_vec(),
         crl,
+        recheck_at,
     })
 }
 
@@ -82,26 +89,19 @@ pub(super) fn kept_until(
     now: OffsetDateTime,
     limits: CacheLimits,
 ) -> Option<OffsetDateTime> {
-    let f = from_cache(dir, url, issuer_der, now, limits)?;
-    let stored = std::fs::metadata(cache_path(dir, url))
-        .and_then(|m| m.modified())
-        .ok()?;
-    let age = std::time::SystemTime::now().duration_since(stored).ok()?;
-    let left = limits.refresh.saturating_sub(age);
-    let refresh_at = now + time::Duration::try_from(left).ok()?;
-    Some(f.crl.next_update.min(refresh_at))
+    from_cache(dir, url, issuer_der, now, limits).map(|f| f.recheck_at)
 }
 
-/// Downloads `url`, refusing more than `max_bytes`, checks it and stores it.
+/// Downloads `url`, refusing more than `limits.max_bytes`, checks it and stores it.
 pub(super) async fn download(
     http: &reqwest::Client,
     dir: &Path,
     url: &str,
     issuer_der: &[u8],
     now: OffsetDateTime,
-    max_bytes: u64,
+    limits: CacheLimits,
 ) -> Result<Fetched, String> {
-    let bytes = body(http, url, max_bytes).await?;
+    let bytes = body(http, url, limits.max_bytes).await?;
     let crl = crl::check(&bytes, issuer_der, now).map_err(|e| e.to_string())?;
     if let Err(e) = crate::fsutil::ensure_private_dir(dir, 0o700)
         .and_then(|()| crate::fsutil::write_atomic(&cache_path(dir, url), &bytes, 0o600))
@@ -112,9 +112,11 @@ pub(super) async fn download(
             crate::fsutil::io_text(&e)
         );
     }
+    let refresh = time::Duration::try_from(limits.refresh).unwrap_or(time::Duration::MAX);
     Ok(Fetched {
         bytes,
         issuer_der: issuer_der.to_vec(),
+        recheck_at: crl.next_update.min(now.saturating_add(refresh)),
         crl,
     })
 }

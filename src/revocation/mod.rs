@@ -37,6 +37,9 @@ pub enum Status {
     Good {
         url: String,
         next_update: OffsetDateTime,
+        /// When a run reads the CRL again: `next_update`, or earlier at the end of
+        /// `refresh_secs` since the kept copy was stored.
+        recheck_at: OffsetDateTime,
     },
     /// On the CRL.
     Revoked {
@@ -55,7 +58,9 @@ impl Status {
     /// One line for the operator.
     pub fn describe(&self) -> String {
         match self {
-            Status::Good { url, next_update } => format!(
+            Status::Good {
+                url, next_update, ..
+            } => format!(
                 "not revoked (CRL {url}, valid until {})",
                 short_time(*next_update)
             ),
@@ -175,7 +180,7 @@ impl Checker {
         let mut refused = None;
         for url in &cert.crl_urls {
             match self.lookup(url, cert, now).await {
-                Ok((entry, next_update)) => {
+                Ok((entry, next_update, recheck_at)) => {
                     return match entry {
                         Some(e) => Status::Revoked {
                             url: url.clone(),
@@ -186,6 +191,7 @@ impl Checker {
                         None => Status::Good {
                             url: url.clone(),
                             next_update,
+                            recheck_at,
                         },
                     };
                 }
@@ -211,7 +217,7 @@ impl Checker {
         url: &str,
         cert: &InstalledCert,
         now: OffsetDateTime,
-    ) -> Result<(Option<Entry>, OffsetDateTime), String> {
+    ) -> Result<(Option<Entry>, OffsetDateTime, OffsetDateTime), String> {
         let issuer_der = cert.issuer_der.as_slice();
         let slot = self
             .slots
@@ -231,7 +237,7 @@ impl Checker {
                     .as_ref()
                     .map_err(Clone::clone)?;
                 tracing::debug!("fetching the CRL {url}");
-                fetch::download(http, &self.dir, url, issuer_der, now, self.max_bytes)
+                fetch::download(http, &self.dir, url, issuer_der, now, self.limits())
                     .await
                     .map(Arc::new)
             })
@@ -239,10 +245,19 @@ impl Checker {
             .clone()?;
         if fetched.issuer_der == issuer_der {
             let crl = &fetched.crl;
-            Ok((crl.entry(&cert.raw_serial).cloned(), crl.next_update))
+            Ok((
+                crl.entry(&cert.raw_serial).cloned(),
+                crl.next_update,
+                fetched.recheck_at,
+            ))
         } else {
             let crl = check_crl(&fetched.bytes, issuer_der, now).map_err(|e| e.to_string())?;
-            Ok((crl.entry(&cert.raw_serial).cloned(), crl.next_update))
+            let recheck_at = fetched.recheck_at.min(crl.next_update);
+            Ok((
+                crl.entry(&cert.raw_serial).cloned(),
+                crl.next_update,
+                recheck_at,
+            ))
         }
     }
 }

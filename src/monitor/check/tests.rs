@@ -374,6 +374,7 @@ fn revocation_raises_the_level() {
             Status::Good {
                 url: url.clone(),
                 next_update: t(11),
+                recheck_at: t(11),
             },
             Level::Ok,
             "",
