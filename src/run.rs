@@ -18,17 +18,10 @@ pub async fn once(config: &Config, opts: &RunOptions) -> Result<RunReport> {
     once_waiting(config, opts, Duration::ZERO).await
 }
 
-/// [`once`], waiting up to `lock_wait` for the run lock while another process holds it (an
-/// operator's command beside the daemon's short synchronisations), saying which process holds
-/// it (a warning on stderr). When the wait ends, the [`crate::store::StoreError::Locked`] names the
-/// holder then.
-pub async fn once_waiting(
-    config: &Config,
-    opts: &RunOptions,
-    lock_wait: Duration,
-) -> Result<RunReport> {
-    let store = Store::open(&config.agent.state_dir)?;
-    let _lock = crate::store::lock_waiting(&store, lock_wait, |e| {
+/// The state directory's lock for an operator's command, waiting up to `lock_wait` while
+/// another process holds it and saying which (a warning on stderr, once).
+pub async fn lock(store: &Store, lock_wait: Duration) -> Result<crate::store::RunLock, StoreError> {
+    crate::store::lock_waiting(store, lock_wait, |e| {
         if let StoreError::Locked { pid, .. } = e {
             tracing::warn!(
                 "the state directory {} is locked by {}; waiting up to {} s for it \
@@ -39,7 +32,20 @@ pub async fn once_waiting(
             );
         }
     })
-    .await?;
+    .await
+}
+
+/// [`once`], waiting up to `lock_wait` for the run lock while another process holds it (an
+/// operator's command beside the daemon's short synchronisations), saying which process holds
+/// it (a warning on stderr). When the wait ends, the [`crate::store::StoreError::Locked`] names the
+/// holder then.
+pub async fn once_waiting(
+    config: &Config,
+    opts: &RunOptions,
+    lock_wait: Duration,
+) -> Result<RunReport> {
+    let store = Store::open(&config.agent.state_dir)?;
+    let _lock = lock(&store, lock_wait).await?;
     let started_at = opts.clock.now();
     let started = tokio::time::Instant::now();
     let certs = config.select(&opts.names)?;

@@ -39,7 +39,7 @@ pub struct Cli {
     pub json: bool,
 
     /// For the commands that run the renewal engine (renew, issue, reissue, install, adopt
-    /// --reissue): while another cert-agent process holds the state directory's lock (the
+    /// --reissue) and retire: while another cert-agent process holds the state directory's lock (the
     /// daemon synchronising with its fleet, or another run), wait up to SECS for it, saying on
     /// stderr which process holds it; 0 fails at once. When the wait ends the command exits
     /// 75 naming the holder.

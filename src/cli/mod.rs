@@ -124,7 +124,10 @@ pub async fn run(cli: &Cli) -> Result<u8> {
         }
         Command::Snippet { name } => snippet::snippet(&load_config(&cli.config)?, name, &out),
         Command::Audit(args) => audit::run(&load_config_quietly(&cli.config)?, args, &out),
-        Command::Retire(args) => retire::run(&load_config(&cli.config)?, args, &out, clock).await,
+        Command::Retire(args) => {
+            let lock_wait = std::time::Duration::from_secs(cli.lock_wait);
+            retire::run(&load_config(&cli.config)?, args, &out, clock, lock_wait).await
+        }
         Command::Fleet(FleetCommand::Status) => {
             let config = load_config_quietly(&cli.config)?;
             fleet::status(&config, &out, clock).await

@@ -20,6 +20,7 @@ pub(super) async fn run(
     args: &RetireArgs,
     out: &Output,
     clock: Clock,
+    lock_wait: std::time::Duration,
 ) -> Result<u8> {
     let opts = RetireOptions {
         cancel: args.cancel,
@@ -27,7 +28,7 @@ pub(super) async fn run(
         force: args.force,
     };
     let store = Store::open(&config.agent.state_dir)?;
-    let _lock = store.lock()?;
+    let _lock = crate::run::lock(&store, lock_wait).await?;
     let now = clock.now();
     let report = if config.fleet.is_some() {
         // The lead first: while another host leads, nothing is asked and nothing changes.

@@ -199,7 +199,8 @@ fn max_order_price_refuses_expensive_products() {
 }
 
 /// Guards overlapping runs: while one run waits for its order's answer, a second run neither
-/// orders nor touches the state; it reports the busy lock with the pending exit code.
+/// orders nor touches the state: with `--lock-wait 0` it reports the busy lock with the
+/// pending exit code; waiting for the lock (the default) it finds the order placed.
 #[test]
 fn overlapping_runs_do_not_order_twice() {
     let env = standalone_env("overlap.e2e-billing.test");
@@ -210,8 +211,13 @@ fn overlapping_runs_do_not_order_twice() {
     );
     let mut first = env.agent(["renew", "--wait", "30"]).spawn();
     assert!(wait_until(Duration::from_secs(20), || env.billed() == 1));
-    let second = env.renew();
+    let second = env
+        .agent(["--lock-wait", "0", "--json", "renew", "--wait", "30"])
+        .run();
     assert_eq!(second.code, Some(75), "{}", second.describe());
+    assert_eq!(env.order_posts(), 1);
+    let waiting = env.renew();
+    assert_eq!(waiting.code, Some(0), "{}", waiting.describe());
     assert_eq!(env.order_posts(), 1);
     let status = first.wait().unwrap();
     assert!(status.success(), "the first run completes: {status:?}");

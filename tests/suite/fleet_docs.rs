@@ -4,7 +4,8 @@
 //! root user and role, cert-agent's user, role and password, `auth enable`, the fleet key,
 //! `etcdctl del` with the administrator's certificate, and the trial: the bundled sandbox,
 //! three hosts each with its own nginx, one run that leads, daemons on the others, every host
-//! serving the same serial, `fleet status`, and the trial stopped. The test sets only the
+//! serving the same serial, `fleet status`, the certificate retired for the fleet from one host,
+//! and the trial stopped. The test sets only the
 //! variables the page defines at its top (paths and ports).
 
 use crate::support;
@@ -332,6 +333,18 @@ fn the_fleet_page_runs_as_printed() {
             .count(),
         3,
         "fleet status: every host current\n{describe}"
+    );
+    // Retired for the fleet from web3: one cancellation asked, web2's daemon archived its
+    // record, and `fleet status` says who retired it.
+    assert!(
+        stdout.contains("'www' is retired for the fleet")
+            && stdout.contains("the API answered success=true"),
+        "{describe}"
+    );
+    assert!(stdout.contains("web2: www.json"), "{describe}");
+    assert!(
+        stdout.contains("www: retired for the fleet by web3"),
+        "{describe}"
     );
     eprintln!("docs/fleet.md ran in {:?}", run.elapsed);
     drop(run.started);

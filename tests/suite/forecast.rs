@@ -277,7 +277,7 @@ fn status_shows_a_balance_short_of_the_next_30_days() {
         covered
             .stdout
             .lines()
-            .any(|l| l.starts_with("balance: 8.80 USD available") && l.ends_with(", covered")),
+            .any(|l| l.starts_with("balance: 8.8 USD available") && l.ends_with(", covered")),
         "{}",
         covered.describe()
     );
