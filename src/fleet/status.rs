@@ -106,8 +106,11 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
     let mut certificates = Vec::new();
     for (name, current) in currents {
         let of_cert = results.get(&name);
+        let tombstone = retired.remove(name.as_str());
         let mut host_rows = Vec::new();
-        for host in &hosts {
+        // A retired certificate has no host rows: no host installs it any more (its results
+        // were deleted with the tombstone; "never installed" would say the wrong thing).
+        for host in hosts.iter().filter(|_| tombstone.is_none()) {
             let r = of_cert.and_then(|m| m.get(host));
             let serial = r.and_then(|r| r.serial.as_deref());
             let serves_current = match (&current, serial) {
@@ -158,7 +161,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
             published_by: current.as_ref().map(|c| printable(&c.published_by)),
             error,
             failure,
-            retired: retired.remove(name.as_str()),
+            retired: tombstone,
             hosts: host_rows,
         });
     }

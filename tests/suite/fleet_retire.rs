@@ -167,6 +167,8 @@ fn retire_on_one_host_cancels_once_and_every_host_archives_it_and_it_can_come_ba
         .cloned()
         .unwrap_or_default();
     assert_eq!(www["retired"]["by"], "web2", "{}", fs_out.describe());
+    // No host row: no host installs it any more (not "never installed").
+    assert_eq!(www["hosts"], serde_json::json!([]), "{}", fs_out.describe());
     assert!(
         www["retired"]["cancel"]
             .as_str()
@@ -177,7 +179,12 @@ fn retire_on_one_host_cancels_once_and_every_host_archives_it_and_it_can_come_ba
     );
     let table = t.f.agent(0, &["fleet", "status"]);
     assert!(
-        table.stdout.contains("www: retired for the fleet by web2"),
+        table.stdout.contains("www: retired for the fleet by web2")
+            && !table.stdout.contains("never installed")
+            && table
+                .stdout
+                .lines()
+                .any(|l| l.starts_with("www ") && l.trim_end().ends_with("retired")),
         "{}",
         table.describe()
     );
