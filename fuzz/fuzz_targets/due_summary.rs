@@ -15,7 +15,12 @@ fuzz_target!(|data: &[u8]| {
         crl: None,
     };
     if let Some(summary) = DueSummary::parse(data, &basis) {
-        let stored: serde_json::Value = serde_json::from_slice(data).expect("accepted JSON");
+        assert!(std::str::from_utf8(data).is_ok(), "accepted only as UTF-8");
+        // What the summary ignores (an unknown field) serde_json's `Value` may still refuse
+        // (a lone surrogate escape): the entries are checked against what `Value` reads.
+        let Ok(stored) = serde_json::from_slice::<serde_json::Value>(data) else {
+            return;
+        };
         let listed = stored["certificates"].as_array().map_or(0, Vec::len);
         assert_eq!(summary.len(), listed);
         for e in stored["certificates"].as_array().into_iter().flatten() {

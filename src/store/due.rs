@@ -109,7 +109,9 @@ impl DueSummary {
     /// anything else (damaged, truncated, another format, version, configuration, options or
     /// CRL store, a name twice or one that cannot be a certificate's).
     pub fn parse(bytes: &[u8], basis: &Basis) -> Option<Self> {
-        let stored: Stored = serde_json::from_slice(bytes).ok()?;
+        // Written by this program: UTF-8 throughout, even in what a reader ignores.
+        let text = std::str::from_utf8(bytes).ok()?;
+        let stored: Stored = serde_json::from_str(text).ok()?;
         if stored.format != FORMAT || stored.basis != *basis {
             return None;
         }

@@ -195,3 +195,24 @@ fn a_stamp_tells_a_recent_change() {
     assert!(s.changed_since(0));
     assert!(!s.changed_since(i128::MAX));
 }
+
+/// A summary whose ignored field holds bytes that are not UTF-8 (found by the fuzz target) is
+/// not used.
+#[test]
+fn a_summary_that_is_not_utf8_is_ignored() {
+    let basis = Basis {
+        version: "1.0.0".into(),
+        config: "ab".repeat(32),
+        options: "allow_orders=false".into(),
+        crl: None,
+    };
+    let good = format!(
+        "{{\"format\":1,\"basis\":{},\"certificates\":[],\"extra\":\"x\"}}",
+        serde_json::to_string(&basis).unwrap()
+    );
+    assert!(DueSummary::parse(good.as_bytes(), &basis).is_some());
+    let mut bad = good.into_bytes();
+    let at = bad.len() - 3;
+    bad[at] = 0x97;
+    assert!(DueSummary::parse(&bad, &basis).is_none());
+}
