@@ -63,14 +63,12 @@ fn until_crl_update(config: &Config, clock: Clock) -> Option<Duration> {
     }
     let store = crate::store::Store::existing(&config.agent.state_dir);
     let now = clock.now();
-    let next = config
+    let installed = config
         .certificates
         .iter()
-        .filter_map(|c| store.load(&c.name).ok()?.installed)
-        .filter_map(|i| {
-            crate::revocation::kept_next_update(store.dir(), &config.revocation, &i, now)
-        })
-        .min()?;
+        .filter_map(|c| store.load(&c.name).ok()?.installed);
+    let next =
+        crate::revocation::kept_next_update(store.dir(), &config.revocation, installed, now)?;
     Some(crl_wake(next, now))
 }
 

@@ -100,29 +100,41 @@ impl Status {
 
 type Slot = Arc<OnceCell<Result<Arc<fetch::Fetched>, String>>>;
 
-/// When the CRLs kept in `state_dir/crl/` for the installed certificate `inst` that are still
-/// usable at `now` (signed by its issuer, not stale) are first to be read again: the earliest
-/// `nextUpdate`, or the end of `refresh_secs` since one was stored — when a newer CRL, and a
-/// revocation it lists, can first be seen. `None` when none is kept
-/// or usable (a run then fetches it anyway). Reads only the local copies.
+/// When the CRLs kept in `state_dir/crl/` for the installed certificates `installed` that are
+/// still usable at `now` (signed by their issuer, not stale) are first to be read again: the
+/// earliest `nextUpdate`, or the end of `refresh_secs` since one was stored — when a newer
+/// CRL, and a revocation it lists, can first be seen. `None` when none is kept or usable (a
+/// run then fetches it anyway). Reads only the local copies, each CRL once for all the
+/// certificates that name it (a CA's CRL is shared by thousands of them).
 pub fn kept_next_update(
     state_dir: &Path,
     config: &RevocationConfig,
-    inst: &Installed,
+    installed: impl Iterator<Item = Installed>,
     now: OffsetDateTime,
 ) -> Option<OffsetDateTime> {
-    let cert = installed::read(inst).ok()?;
     let dir = state_dir.join(CACHE_DIR);
-    cert.crl_urls
-        .iter()
-        .filter_map(|url| {
-            let limits = fetch::CacheLimits {
-                max_bytes: config.max_crl_bytes,
-                refresh: Duration::from_secs(config.refresh_secs),
-            };
-            fetch::kept_until(&dir, url, &cert.issuer_der, now, limits)
-        })
-        .min()
+    let limits = fetch::CacheLimits {
+        max_bytes: config.max_crl_bytes,
+        refresh: Duration::from_secs(config.refresh_secs),
+    };
+    let mut seen: HashMap<(String, Vec<u8>), Option<OffsetDateTime>> = HashMap::new();
+    let mut earliest = None;
+    for inst in installed {
+        let Ok(cert) = installed::read(&inst) else {
+            continue;
+        };
+        for url in cert.crl_urls {
+            let at = *seen
+                .entry((url, cert.issuer_der.clone()))
+                .or_insert_with_key(|(url, issuer)| {
+                    fetch::kept_until(&dir, url, issuer, now, limits)
+                });
+            if let Some(a) = at {
+                earliest = Some(earliest.map_or(a, |e: OffsetDateTime| e.min(a)));
+            }
+        }
+    }
+    earliest
 }
 
 /// The CRL checks of one run or one `check`: each CRL URL read once, whatever the number of

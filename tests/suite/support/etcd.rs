@@ -257,19 +257,7 @@ impl EtcdCluster {
 
     /// Waits until every running member answers `/health` with a leader.
     fn wait_all_healthy(&self, limit: Duration) -> bool {
-        let end = Instant::now() + limit;
-        while Instant::now() < end {
-            if self
-                .members
-                .iter()
-                .filter(|m| m.child.is_some())
-                .all(|m| healthy(m.metrics_port))
-            {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        false
+        self.wait_members(limit, true)
     }
 
     fn stop_all(&mut self) {
@@ -280,14 +268,20 @@ impl EtcdCluster {
 
     /// Waits until a running member answers `/health` with a leader.
     pub(crate) fn wait_healthy(&self, limit: Duration) -> bool {
+        self.wait_members(limit, false)
+    }
+
+    /// Waits until every running member (`all`) or one of them answers `/health` with a leader.
+    fn wait_members(&self, limit: Duration, all: bool) -> bool {
         let end = Instant::now() + limit;
         while Instant::now() < end {
-            if self
-                .members
-                .iter()
-                .filter(|m| m.child.is_some())
-                .any(|m| healthy(m.metrics_port))
-            {
+            let mut running = self.members.iter().filter(|m| m.child.is_some());
+            let ready = if all {
+                running.all(|m| healthy(m.metrics_port))
+            } else {
+                running.any(|m| healthy(m.metrics_port))
+            };
+            if ready {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(100));
