@@ -22,11 +22,13 @@ use super::options::{FleetOptions, tls};
 
 mod events;
 mod lease;
+mod since;
 mod snapshot;
 
 use lease::Renewer;
 
 pub use events::{Changes, FleetWatch, LeadEvent};
+pub use since::Since;
 pub use snapshot::Snapshot;
 
 /// What went wrong with the fleet's store.

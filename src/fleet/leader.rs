@@ -7,12 +7,11 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, anyhow, bail};
 use futures_util::future::LocalBoxFuture;
-use time::OffsetDateTime;
 
 use crate::config::{CertificateConfig, Config};
 use crate::crypto;
 use crate::dcv::ValidationFile;
-use crate::engine::{self, Installable, Lead, Outcome, RunOptions, RunReport, deploy, keys};
+use crate::engine::{self, Installable, Lead, Outcome, RunOptions, RunReport, keys};
 use crate::store::{CertRecord, OrderIntent, Store};
 
 use super::coord::{Expect, Leadership, Written};
@@ -27,8 +26,16 @@ use super::shared::{check_keeps, open_state};
 use super::versions::Versions;
 
 mod around;
+mod export;
+mod reads;
 
 use around::{announce_lead, merge_requests, not_leading, note_host_failure, record_attempts};
+use export::export;
+
+/// While a run shares and publishes, the versions it accepted are written at least this often
+/// (and once at the end of its export): not after every certificate (the file holds every
+/// certificate's versions).
+const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The leader's side of a run: its lead and the fleet.
 pub(super) struct FleetRun<'a> {
@@ -38,6 +45,8 @@ pub(super) struct FleetRun<'a> {
     client: std::cell::OnceCell<crate::api::Client>,
     /// The versions this host accepted (and wrote): never borrowed across an `await`.
     versions: std::cell::RefCell<Versions>,
+    /// When the versions were last written.
+    saved_at: std::cell::Cell<std::time::Instant>,
 }
 
 impl FleetRun<'_> {
@@ -52,6 +61,24 @@ impl FleetRun<'_> {
         let c =
             crate::api::Client::new(options).context("could not set up the Partner API client")?;
         Ok(self.client.get_or_init(|| c))
+    }
+
+    /// Writes the versions accepted since the last write. A version is accepted (in memory)
+    /// only once the write it stands for was made; until the file holds it, a restart reads
+    /// it back from the fleet, which holds it.
+    pub(super) fn save_versions(&self) -> Result<()> {
+        self.saved_at.set(std::time::Instant::now());
+        self.versions.borrow_mut().save()
+    }
+
+    /// After a version was accepted: the versions written when [`SAVE_EVERY`] passed since
+    /// they last were (a failure is said; the export's final write says it per certificate).
+    fn accepted(&self) {
+        if self.saved_at.get().elapsed() >= SAVE_EVERY
+            && let Err(e) = self.save_versions()
+        {
+            tracing::warn!("{e:#}");
+        }
     }
 
     /// Shares `rec` (and its pending key, sealed) with the fleet at the next version, fenced
@@ -87,9 +114,14 @@ impl FleetRun<'_> {
                     cert.name
                 )
             })?;
-        let mut versions = self.versions.borrow_mut();
-        versions.accept_state(&cert.name, &self.link.fleet.key(&rel), version, &sealed)?;
-        versions.save()
+        self.versions.borrow_mut().accept_state(
+            &cert.name,
+            &self.link.fleet.key(&rel),
+            version,
+            &sealed,
+        )?;
+        self.accepted();
+        Ok(())
     }
 
     /// Publishes the validation file for every host, sealed at the shared record's version.
@@ -215,19 +247,17 @@ impl FleetRun<'_> {
         let sealed = envelope::seal_json(&self.link.key, &place, version, &doc)?;
         match self.lead.put(&rel, sealed.clone(), expect).await? {
             Written::Done(_) => {
+                crate::failpoint::hit("fleet-published");
                 tracing::info!(certificate = %cert.name, version, serial = %doc.serial, "published to the fleet");
-                {
-                    let mut versions = self.versions.borrow_mut();
-                    versions.accept_current(
-                        &cert.name,
-                        &self.link.fleet.key(&rel),
-                        version,
-                        &sealed,
-                        &r.serial,
-                        r.not_before,
-                    )?;
-                    versions.save()?;
-                }
+                self.versions.borrow_mut().accept_current(
+                    &cert.name,
+                    &self.link.fleet.key(&rel),
+                    version,
+                    &sealed,
+                    &r.serial,
+                    r.not_before,
+                )?;
+                self.accepted();
                 let result = HostResult {
                     serial: Some(doc.serial.clone()),
                     version,
@@ -341,117 +371,6 @@ pub(super) async fn import(
     Ok(Some(shared.record))
 }
 
-/// After the leader's engine ran: every record that changed since `imported` (the records as
-/// the fleet held them) shared, every certificate it installed published, and what this host
-/// has installed but the fleet lacks handed over (`fleet_has`: the fleet's certificates as
-/// the run's synchronisation read them).
-pub(super) async fn export(
-    fr: &FleetRun<'_>,
-    store: &Store,
-    certs: &[&CertificateConfig],
-    imported: &BTreeMap<String, Option<CertRecord>>,
-    fleet_has: &BTreeMap<String, (String, OffsetDateTime)>,
-    installed: &[(String, Installable)],
-) -> Vec<(String, String)> {
-    let mut errors = Vec::new();
-    let mut records = BTreeMap::new();
-    for cert in certs {
-        let rec = match store.load(&cert.name) {
-            Ok(rec) => rec,
-            Err(e) => {
-                errors.push((cert.name.clone(), format!("{e:#}")));
-                continue;
-            }
-        };
-        let unchanged = imported
-            .get(&cert.name)
-            .and_then(Option::as_ref)
-            .is_some_and(|r| *r == shared_view(&rec));
-        if !unchanged && let Err(e) = fr.share(cert, &rec).await {
-            errors.push((cert.name.clone(), format!("{e:#}")));
-        }
-        records.insert(cert.name.clone(), rec);
-    }
-    for (name, r) in installed {
-        let Some(cert) = certs.iter().find(|c| &c.name == name) else {
-            continue;
-        };
-        if let Err(e) = fr.publish_current(cert, r).await {
-            errors.push((name.clone(), format!("{e:#}")));
-        }
-    }
-    // A certificate installed on this host before it joined the fleet (or adopted here, or
-    // installed while it led and not published) that the fleet lacks: handed over, without a
-    // new order.
-    for cert in certs {
-        if installed.iter().any(|(n, _)| *n == cert.name) {
-            continue;
-        }
-        let Some(inst) = records.get(&cert.name).and_then(|r| r.installed.as_ref()) else {
-            continue;
-        };
-        let lacking = match fleet_has.get(&cert.name) {
-            None => true,
-            Some((serial, not_before)) => {
-                !crypto::same_serial_hex(serial, &inst.serial) && inst.not_before > *not_before
-            }
-        };
-        if lacking && let Err(e) = hand_over_installed(fr, cert, inst).await {
-            errors.push((cert.name.clone(), format!("{e:#}")));
-        }
-    }
-    errors
-}
-
-/// Publishes `installed`, this host's certificate of `cert` that the fleet lacks: the bundle
-/// is downloaded again (the archive is what the other hosts check) and the installed key is
-/// sealed beside it.
-pub(super) async fn hand_over_installed(
-    fr: &FleetRun<'_>,
-    cert: &CertificateConfig,
-    installed: &crate::store::Installed,
-) -> Result<()> {
-    let key = deploy::installed_key(cert)?;
-    let client = fr.client()?;
-    let download = client
-        .download_bundle(installed.certificate_id)
-        .await
-        .with_context(|| {
-            format!(
-                "could not download certificate {} to hand it to the fleet",
-                installed.certificate_id
-            )
-        })?;
-    let bundle = deploy::check_archive_now(cert, &download.bytes, &key, fr.link.clock.now())
-        .with_context(|| {
-            format!(
-                "the bundle of certificate {} does not match what is installed here; not handed \
-             to the fleet",
-                installed.certificate_id
-            )
-        })?;
-    if !crypto::same_serial_hex(&bundle.serial_hex, &installed.serial) {
-        bail!(
-            "certificate {} now downloads as serial {}, not the installed {}; not handed to the \
-             fleet",
-            installed.certificate_id,
-            bundle.serial_hex,
-            installed.serial
-        );
-    }
-    let item = Installable {
-        certificate_id: installed.certificate_id,
-        serial: bundle.serial_hex.clone(),
-        not_before: bundle.not_before,
-        not_after: bundle.not_after,
-        key_pem: key.secret_pem().as_bytes().to_vec(),
-        archive: download.bytes.to_vec(),
-    };
-    fr.publish_current(cert, &item).await?;
-    tracing::info!(certificate = %cert.name, serial = %item.serial, "the installed certificate was handed to the fleet");
-    Ok(())
-}
-
 /// A run on a fleet host: installs what the fleet has, then — when this host can take the
 /// lead — imports the shared records, runs the engine as the leader, shares and publishes
 /// what changed, and gives the lead up. Without etcd (or its quorum) nothing is ordered and
@@ -467,6 +386,7 @@ pub async fn run(
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
     let snap = link.fleet.snapshot(KEY_CHECK).await?;
     let refused = check_specs(&link, config, &snap).await?;
+    let kept = reads::Kept::of(&snap);
     let synced = sync(&link, config, store, &refused, snap).await?;
     let fleet_has = synced.fleet_has;
     let retired = synced.retired;
@@ -498,9 +418,9 @@ pub async fn run(
     let mut eligible: Vec<&CertificateConfig> = Vec::new();
     let mut imported = BTreeMap::new();
     let mut versions = Versions::load(store.dir())?;
-    // Read again now that this host leads: another leader may have written since the
-    // synchronisation's read.
-    let docs: BTreeMap<String, Vec<u8>> = link.fleet.list("certs/").await?.into_iter().collect();
+    // As etcd holds them now that this host leads: another leader may have written since the
+    // synchronisation's read (what was written since, read in one request).
+    let docs = kept.now(&link).await?;
     for cert in certs {
         if refused.contains_key(&cert.name)
             || held.contains(&cert.name)
@@ -527,6 +447,7 @@ pub async fn run(
         config,
         client: std::cell::OnceCell::new(),
         versions: std::cell::RefCell::new(versions),
+        saved_at: std::cell::Cell::new(std::time::Instant::now()),
     };
     let done = engine::run(config, store, opts, &eligible, Some(&fr)).await;
     for c in done.report.certificates {
@@ -542,7 +463,7 @@ pub async fn run(
         }
     }
     let mut not_shared = std::collections::BTreeSet::new();
-    for (name, error) in export(
+    let exported = export(
         &fr,
         store,
         &eligible,
@@ -550,8 +471,8 @@ pub async fn run(
         &fleet_has,
         &done.installed,
     )
-    .await
-    {
+    .await;
+    for (name, error) in exported.errors {
         tracing::warn!(certificate = %name, "{error}");
         not_shared.insert(name.clone());
         note_host_failure(store, &name, &error);
@@ -567,7 +488,7 @@ pub async fn run(
     ) {
         tracing::warn!("{e}");
     }
-    record_attempts(store, &link, &eligible, &imported, &not_shared);
+    record_attempts(store, &link, &exported.records, &imported, &not_shared);
     fleet_failures(store, &mut report);
     let mut requests = done.requests;
     if let Some(own) = own {

@@ -3,6 +3,14 @@
 //! serial and dates read from its checked bundle). Kept in `state_dir/fleet-versions.json`
 //! (0600), so that an older sealed value put back into etcd (a replay) is refused, after a
 //! restart too.
+//!
+//! A version is accepted only after the write it stands for (the leader's put to etcd, or the
+//! read of a value etcd holds), never before. The file is written once a run's writes are
+//! done (and every few seconds while a long run writes), not after each certificate: it holds
+//! every certificate's versions, and rewriting it per certificate made a run of N publications
+//! cost N times the file. A crash before the file was written loses only versions whose values
+//! etcd holds: the next run reads them back and accepts them (each is higher than the file's),
+//! while anything at or below what the file holds is still refused.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -294,6 +302,45 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_crash_before_the_write_leaves_only_what_was_written_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut v = Versions::load(dir.path()).unwrap();
+        v.accept_current("www", "k", 1, b"one", "01", OffsetDateTime::UNIX_EPOCH)
+            .unwrap();
+        v.accept_state("www", "s", 4, b"four").unwrap();
+        v.save().unwrap();
+        // A run accepts what it published (after each write to etcd) and dies before the file
+        // is written again.
+        v.accept_current("www", "k", 2, b"two", "02", OffsetDateTime::UNIX_EPOCH)
+            .unwrap();
+        v.accept_state("www", "s", 5, b"five").unwrap();
+        drop(v);
+        let mut v = Versions::load(dir.path()).unwrap();
+        // What the file held stands; what was published meanwhile is new, at a higher version.
+        assert_eq!(v.seen_current("www", b"one"), Seen::Same);
+        assert_eq!(v.seen_current("www", b"two"), Seen::Other);
+        assert_eq!(v.seen_state("www", b"five"), Seen::Other);
+        // Another value at a version already accepted, or lower, is refused (a replay or a
+        // forgery of the crashed run's).
+        assert!(
+            v.accept_current("www", "k", 1, b"forged", "03", OffsetDateTime::UNIX_EPOCH)
+                .is_err()
+        );
+        assert!(v.accept_state("www", "s", 4, b"forged").is_err());
+        assert!(v.accept_state("www", "s", 3, b"three").is_err());
+        // The published values are accepted when read back; the next versions follow them.
+        v.accept_current("www", "k", 2, b"two", "02", OffsetDateTime::UNIX_EPOCH)
+            .unwrap();
+        v.accept_state("www", "s", 5, b"five").unwrap();
+        assert_eq!(v.next_current("www", 0).unwrap(), 3);
+        assert_eq!(v.next_state("www", 0).unwrap(), 6);
+        v.save().unwrap();
+        let v = Versions::load(dir.path()).unwrap();
+        assert_eq!(v.seen_current("www", b"two"), Seen::Same);
+        assert_eq!(v.seen_state("www", b"five"), Seen::Same);
     }
 
     #[test]

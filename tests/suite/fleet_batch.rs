@@ -26,7 +26,7 @@ const CERTS: &[(&str, &str)] = &[
 ];
 
 /// The serial host `i` has installed for certificate `name`, from its record.
-fn installed(f: &Fleet, i: usize, name: &str) -> Option<String> {
+pub(crate) fn installed(f: &Fleet, i: usize, name: &str) -> Option<String> {
     let text = fs::read_to_string(f.hosts[i].state.join(format!("certs/{name}.json"))).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     v["installed"]["serial"].as_str().map(norm_serial)
@@ -34,7 +34,7 @@ fn installed(f: &Fleet, i: usize, name: &str) -> Option<String> {
 
 /// Host `i`'s reloads go through a wrapper that appends one line to `reloads` each time;
 /// returns that file.
-fn count_reloads(f: &Fleet, i: usize) -> std::path::PathBuf {
+pub(crate) fn count_reloads(f: &Fleet, i: usize) -> std::path::PathBuf {
     let dir = f.hosts[i].config.parent().unwrap().to_path_buf();
     let count = dir.join("reloads");
     let wrapper = dir.join("reload-counted");
@@ -57,13 +57,13 @@ fn count_reloads(f: &Fleet, i: usize) -> std::path::PathBuf {
     count
 }
 
-fn reloads(file: &std::path::Path) -> usize {
+pub(crate) fn reloads(file: &std::path::Path) -> usize {
     fs::read_to_string(file).map_or(0, |t| t.lines().count())
 }
 
 /// `renew ARGS` on host 0, tried again while another host's run leads the fleet (a daemon's
 /// first run); the output of the run that led.
-fn led(f: &Fleet, args: &[&str]) -> AgentOutput {
+pub(crate) fn led(f: &Fleet, args: &[&str]) -> AgentOutput {
     let until = std::time::Instant::now() + Duration::from_secs(90);
     loop {
         let out = f.agent(0, args);

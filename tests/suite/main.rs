@@ -64,6 +64,8 @@ mod fleet_failures;
 mod fleet_idle;
 /// A leader paused past its lease: no API call and no write after it resumes.
 mod fleet_pause;
+/// A leader publishes a mass reissue at once, each certificate fenced; a crash mid-way loses none.
+mod fleet_publish;
 /// `retire` in fleet mode: the tombstone, every host archives, forged tombstones refused.
 mod fleet_retire;
 /// The fleet key rotated while both hosts serve: no run fails, no order, the old key refused.

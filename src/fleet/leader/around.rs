@@ -75,29 +75,29 @@ pub(super) async fn announce_lead(
 
 /// After the leader's export: on each record this host changed and shared, the fleet's last
 /// attempt is this host's (the records it did not change keep the attempt their import
-/// read; `not_shared`: those whose export failed).
+/// read; `records`: the records as the export read them; `not_shared`: those whose export
+/// failed).
 pub(super) fn record_attempts(
     store: &Store,
     link: &FleetLink,
-    eligible: &[&CertificateConfig],
+    records: &BTreeMap<String, CertRecord>,
     imported: &BTreeMap<String, Option<CertRecord>>,
     not_shared: &BTreeSet<String>,
 ) {
-    for cert in eligible.iter().filter(|c| !not_shared.contains(&c.name)) {
-        if let Ok(mut rec) = store.load(&cert.name) {
-            let unchanged = imported
-                .get(&cert.name)
-                .and_then(Option::as_ref)
-                .is_some_and(|r| *r == shared_view(&rec));
-            if unchanged {
-                continue;
-            }
-            let attempt = Some(attempt_of(&rec, link.fleet.host()));
-            if rec.fleet != attempt {
-                rec.fleet = attempt;
-                if let Err(e) = store.save(&rec) {
-                    tracing::warn!(certificate = %cert.name, "{e:#}");
-                }
+    for (name, rec) in records.iter().filter(|(n, _)| !not_shared.contains(*n)) {
+        let unchanged = imported
+            .get(name)
+            .and_then(Option::as_ref)
+            .is_some_and(|r| *r == shared_view(rec));
+        if unchanged {
+            continue;
+        }
+        let attempt = Some(attempt_of(rec, link.fleet.host()));
+        if rec.fleet != attempt {
+            let mut rec = rec.clone();
+            rec.fleet = attempt;
+            if let Err(e) = store.save(&rec) {
+                tracing::warn!(certificate = %name, "{e:#}");
             }
         }
     }

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# The fleet leader's own costs, measured on a small fleet: the three-member etcd cluster on
+# loopback, the sandbox (--instant), host1 (the leader: its `cert-agent renew` runs are the
+# measured ones) and host2 (a follower running `cert-agent run --interval 3600`), each with C
+# certificates of `server = "none"` (files and a reload command that counts its reloads; a
+# small Python HTTP server serves host1's web root to the sandbox's validation fetches).
+#   - first day: host1's `renew --wait` orders all C certificates; host2 installs them;
+#   - leader no-op: host1's `renew` with nothing due (each of RUNS runs that led; the median);
+#     PERF=1 records one more no-op run with `perf record -g` (OUT/noop.perf.data, and the
+#     top of `perf report` in OUT/noop.perf.txt), STRACE=1 one with `strace -c -f`
+#     (OUT/noop.strace.txt);
+#   - mass reissue: host1's `renew --force` reissues all C: the leader's run, its publishing
+#     (from its first "published to the fleet" line to its last, from its `-v` log), the time
+#     until host2 has installed every new certificate, and host2's reloads meanwhile.
+# Usage: benches/fleet-leader.sh [OUT_DIR]   (default benches/results/fleet-leader-DATE)
+#   SIZES="1000" RUNS=3 CONCURRENCY=16 PERF=0 STRACE=0 TIMEOUT=1800 REISSUE=1 (0: no mass
+#   reissue) and fleet-lib.sh's PROFILE, AGENT, BUILD, KEEP.
+# Needs etcd, etcdctl, openssl, python3, curl (perf, strace when asked).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-benches/results/fleet-leader-$(date -u +%F)}
+SIZES=${SIZES:-1000}
+RUNS=${RUNS:-3}
+CONCURRENCY=${CONCURRENCY:-16}
+TIMEOUT=${TIMEOUT:-1800}
+REISSUE=${REISSUE:-1}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+source benches/fleet-lib.sh
+
+now() { date +%s.%N; }
+since() { python3 -c "import sys; print(f'{$(now) - $1:.3f}')"; }
+sbx -d '{"login": "partner@sandbox.test", "sum": "100000000.00"}' "$SB/_sandbox/accounts/payments" >/dev/null
+
+cat > "$W/reload" <<'EOF'
+#!/bin/sh
+date +%s.%N >> "$1/reloads"
+EOF
+chmod 755 "$W/reload"
+
+# leader_host DIR NAME PREFIX C DOMAIN: a host of C certificates cI (out/cI.pem), server none.
+leader_host() {
+  local d=$1 name=$2 prefix=$3 c=$4 dom=$5
+  mkdir -p "$d/www" "$d/out"
+  agent_config "$d"
+  echo "concurrency = $CONCURRENCY" >> "$d/config.toml"
+  fleet_config "$d" "$name" "$prefix"
+  python3 - "$d" "$c" "$dom" "$W/reload" >> "$d/config.toml" <<'EOF'
+import sys
+d, c, dom, wrap = sys.argv[1:]
+for i in range(int(c)):
+    print(f'''
+[[certificate]]
+name = "c{i}"
+domains = ["c{i}.{dom}"]
+product_id = 1101
+country = "DE"
+region = "Berlin"
+city = "Berlin"
+webroot = "{d}/www"
+server = "none"
+fullchain_path = "{d}/out/c{i}.pem"
+key_path = "{d}/out/c{i}.key"
+reload_command = ["{wrap}", "{d}"]''')
+EOF
+}
+installed() { ls "$1"/out/*.pem 2>/dev/null | wc -l; }
+# same C A B: whether B holds every certificate file A holds (same content).
+same() {
+  python3 - "$@" <<'EOF'
+import hashlib, sys
+c, a, b = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+def h(d, i):
+    try: return hashlib.sha256(open(f"{d}/out/c{i}.pem", "rb").read()).digest()
+    except OSError: return None
+print(int(all(h(a, i) is not None and h(a, i) == h(b, i) for i in range(c))))
+EOF
+}
+wait_same() {
+  local deadline=$(( $(date +%s) + TIMEOUT ))
+  until [ "$(same "$@")" = 1 ]; do
+    [ "$(date +%s)" -lt "$deadline" ] || { echo "host2 did not install all $1 certificates in $TIMEOUT s" >&2; return 1; }
+    sleep 0.5
+  done
+}
+reloads() { [ -f "$1/reloads" ] && wc -l < "$1/reloads" || echo 0; }
+leads() { grep -c '"fleet-lead-taken"' "$1/state/audit.log" 2>/dev/null || echo 0; }
+# led DIR LOG ARGS...: a `renew` on DIR that took the lead (tried again while host2 leads);
+# prints its seconds.
+led() {
+  local d=$1 log=$2; shift 2
+  for _ in $(seq 100); do
+    local before t; before=$(leads "$d"); t=$(now)
+    "$AGENT" --config "$d/config.toml" renew "$@" > "$log" 2>&1 \
+      || { echo "renew $* failed:" >&2; tail -n 20 "$log" >&2; return 1; }
+    local took; took=$(since "$t")
+    [ "$(leads "$d")" -gt "$before" ] && { echo "$took"; return 0; }
+    sleep 1
+  done
+  echo "renew $* never led" >&2; return 1
+}
+
+echo "certs,first_day_s,leader_noop_median_s,leader_noop_all,reissue_leader_s,publishing_s,follower_installed_s,follower_reloads" > "$OUT/results.csv"
+for C in $SIZES; do
+  B=$W/c$C; P=/leader-$C/; DOM=l$C.bench.test
+  leader_host "$B/host1" host1 "$P" "$C" "$DOM"
+  leader_host "$B/host2" host2 "$P" "$C" "$DOM"
+  HP=$(port)
+  python3 -m http.server "$HP" --bind 127.0.0.1 --directory "$B/host1/www" >/dev/null 2>&1 &
+  PIDS+=($!)
+  sbx -d "{\"http\": $HP, \"https\": 0}" "$SB/_sandbox/dcv_ports" >/dev/null
+  t=$(now)
+  led "$B/host1" "$OUT/first-day-$C.log" --wait 900 >/dev/null
+  first=$(since "$t")
+  echo "C=$C: first day ${first} s"
+  "$AGENT" --config "$B/host2/config.toml" run --interval 3600 > "$OUT/follower-$C.log" 2>&1 &
+  PIDS+=($!); FOLLOWER=$!
+  wait_same "$C" "$B/host1" "$B/host2"
+  sleep 5
+  times=$(for _ in $(seq "$RUNS"); do led "$B/host1" "$OUT/noop-$C.log"; done)
+  med=$(echo "$times" | python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.stdin))')
+  all=$(echo "$times" | tr '\n' ' ')
+  echo "C=$C: leader no-op runs: $all(median $med s)"
+  if [ "${PERF:-0}" = 1 ]; then
+    perf record -g -o "$OUT/noop-$C.perf.data" -- "$AGENT" --config "$B/host1/config.toml" renew > /dev/null 2>&1
+    perf report -i "$OUT/noop-$C.perf.data" --no-children --stdio --percent-limit 1 2>/dev/null | head -n 200 > "$OUT/noop-$C.perf.txt"
+  fi
+  if [ "${STRACE:-0}" = 1 ]; then
+    strace -c -f -o "$OUT/noop-$C.strace.txt" "$AGENT" --config "$B/host1/config.toml" renew > /dev/null 2>&1
+  fi
+  rl=""; pub=""; inst=""; fr=""
+  if [ "$REISSUE" = 1 ]; then
+    r0=$(reloads "$B/host2"); t=$(now)
+    rl=$(led "$B/host1" "$OUT/reissue-$C.log" -v --force --wait 900)
+    pub=$(python3 - "$OUT/reissue-$C.log" <<'EOF'
+import datetime, re, sys
+ts = [datetime.datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp()
+      for line in open(sys.argv[1], errors="replace")
+      if "published to the fleet" in line and (m := re.match(r"\s*(\S+Z)\s", line))]
+print(f"{ts[-1] - ts[0]:.3f}" if ts else "")
+EOF
+)
+    wait_same "$C" "$B/host1" "$B/host2"
+    inst=$(since "$t"); fr=$(( $(reloads "$B/host2") - r0 ))
+    echo "C=$C: mass reissue: leader ${rl} s (publishing ${pub} s), host2 installed all in ${inst} s with $fr reloads"
+  fi
+  echo "$C,$first,$med,$all,$rl,$pub,$inst,$fr" >> "$OUT/results.csv"
+  kill "$FOLLOWER" 2>/dev/null || true
+done
