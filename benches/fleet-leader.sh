@@ -12,9 +12,12 @@
 #   - mass reissue: host1's `renew --force` reissues all C: the leader's run, its publishing
 #     (from its first "published to the fleet" line to its last, from its `-v` log), the time
 #     until host2 has installed every new certificate, and host2's reloads meanwhile.
+# With COMPARE="LABEL=PATH ..." (other cert-agent builds) the no-op runs, the profiles and the
+# mass reissue are measured for each build in turn on the same fleet (the first day and the
+# follower use AGENT); each build's rows carry its label.
 # Usage: benches/fleet-leader.sh [OUT_DIR]   (default benches/results/fleet-leader-DATE)
 #   SIZES="1000" RUNS=3 CONCURRENCY=16 PERF=0 STRACE=0 TIMEOUT=1800 REISSUE=1 (0: no mass
-#   reissue) and fleet-lib.sh's PROFILE, AGENT, BUILD, KEEP.
+#   reissue) COMPARE="" and fleet-lib.sh's PROFILE, AGENT, BUILD, KEEP.
 # Needs etcd, etcdctl, openssl, python3, curl (perf, strace when asked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -91,7 +94,7 @@ led() {
   local d=$1 log=$2; shift 2
   for _ in $(seq 100); do
     local before t; before=$(leads "$d"); t=$(now)
-    "$AGENT" --config "$d/config.toml" renew "$@" > "$log" 2>&1 \
+    "${RUN_AGENT:-$AGENT}" --config "$d/config.toml" renew "$@" > "$log" 2>&1 \
       || { echo "renew $* failed:" >&2; tail -n 20 "$log" >&2; return 1; }
     local took; took=$(since "$t")
     [ "$(leads "$d")" -gt "$before" ] && { echo "$took"; return 0; }
@@ -100,7 +103,8 @@ led() {
   echo "renew $* never led" >&2; return 1
 }
 
-echo "certs,first_day_s,leader_noop_median_s,leader_noop_all,reissue_leader_s,publishing_s,follower_installed_s,follower_reloads" > "$OUT/results.csv"
+echo "build,certs,first_day_s,leader_noop_median_s,leader_noop_all" > "$OUT/noop.csv"
+echo "build,certs,reissue_leader_s,publishing_s,follower_installed_s,follower_reloads" > "$OUT/results.csv"
 for C in $SIZES; do
   B=$W/c$C; P=/leader-$C/; DOM=l$C.bench.test
   leader_host "$B/host1" host1 "$P" "$C" "$DOM"
@@ -117,22 +121,28 @@ for C in $SIZES; do
   PIDS+=($!); FOLLOWER=$!
   wait_same "$C" "$B/host1" "$B/host2"
   sleep 5
-  times=$(for _ in $(seq "$RUNS"); do led "$B/host1" "$OUT/noop-$C.log"; done)
-  med=$(echo "$times" | python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.stdin))')
-  all=$(echo "$times" | tr '\n' ' ')
-  echo "C=$C: leader no-op runs: $all(median $med s)"
-  if [ "${PERF:-0}" = 1 ]; then
-    perf record -g -o "$OUT/noop-$C.perf.data" -- "$AGENT" --config "$B/host1/config.toml" renew > /dev/null 2>&1
-    perf report -i "$OUT/noop-$C.perf.data" --no-children --stdio --percent-limit 1 2>/dev/null | head -n 200 > "$OUT/noop-$C.perf.txt"
-  fi
-  if [ "${STRACE:-0}" = 1 ]; then
-    strace -c -f -o "$OUT/noop-$C.strace.txt" "$AGENT" --config "$B/host1/config.toml" renew > /dev/null 2>&1
-  fi
-  rl=""; pub=""; inst=""; fr=""
-  if [ "$REISSUE" = 1 ]; then
+  BUILDS=${COMPARE:-this=$AGENT}
+  for build in $BUILDS; do
+    label=${build%%=*}; RUN_AGENT=${build#*=}
+    times=$(for _ in $(seq "$RUNS"); do led "$B/host1" "$OUT/noop-$C-$label.log"; done)
+    med=$(echo "$times" | python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.stdin))')
+    all=$(echo "$times" | tr '\n' ' ')
+    echo "C=$C $label: leader no-op runs: $all(median $med s)"
+    if [ "${PERF:-0}" = 1 ]; then
+      perf record -g -o "$OUT/noop-$C-$label.perf.data" -- "$RUN_AGENT" --config "$B/host1/config.toml" renew > /dev/null 2>&1
+      perf report -i "$OUT/noop-$C-$label.perf.data" --children --stdio -g none --percent-limit 1 2>/dev/null | head -n 150 > "$OUT/noop-$C-$label.perf.txt"
+    fi
+    if [ "${STRACE:-0}" = 1 ]; then
+      strace -c -f -o "$OUT/noop-$C-$label.strace.txt" "$RUN_AGENT" --config "$B/host1/config.toml" renew > /dev/null 2>&1
+    fi
+    echo "$label,$C,$first,$med,$all" >> "$OUT/noop.csv"
+  done
+  [ "$REISSUE" = 1 ] || BUILDS=""
+  for build in $BUILDS; do
+    label=${build%%=*}; RUN_AGENT=${build#*=}
     r0=$(reloads "$B/host2"); t=$(now)
-    rl=$(led "$B/host1" "$OUT/reissue-$C.log" -v --force --wait 900)
-    pub=$(python3 - "$OUT/reissue-$C.log" <<'EOF'
+    rl=$(led "$B/host1" "$OUT/reissue-$C-$label.log" -v --force --wait 900)
+    pub=$(python3 - "$OUT/reissue-$C-$label.log" <<'EOF'
 import datetime, re, sys
 ts = [datetime.datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp()
       for line in open(sys.argv[1], errors="replace")
@@ -142,8 +152,9 @@ EOF
 )
     wait_same "$C" "$B/host1" "$B/host2"
     inst=$(since "$t"); fr=$(( $(reloads "$B/host2") - r0 ))
-    echo "C=$C: mass reissue: leader ${rl} s (publishing ${pub} s), host2 installed all in ${inst} s with $fr reloads"
-  fi
-  echo "$C,$first,$med,$all,$rl,$pub,$inst,$fr" >> "$OUT/results.csv"
+    echo "C=$C $label: mass reissue: leader ${rl} s (publishing ${pub} s), host2 installed all in ${inst} s with $fr reloads"
+    echo "$label,$C,$rl,$pub,$inst,$fr" >> "$OUT/results.csv"
+    sleep 5
+  done
   kill "$FOLLOWER" 2>/dev/null || true
 done
