@@ -8,7 +8,8 @@
 //! Steps, in the order a first issuance meets them: `key-saved`, `intent-saved`, `order-sent`,
 //! `response-saved`, `dcv-placed`, `poll`, `download`, `files-staged`, `files-swapped`,
 //! `config-tested`, `reloaded`, `committed`; a reissue also meets `reissue-sent`, and a fleet
-//! leader's publication of a certificate `fleet-published` (right after the write reached etcd).
+//! leader's publication of a certificate `fleet-publishing` (right before its write) and
+//! `fleet-published` (right after the write reached etcd).
 
 /// The environment variable naming the failpoint to trigger.
 pub const ENV: &str = "CERT_AGENT_FAILPOINT";

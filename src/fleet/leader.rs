@@ -245,6 +245,7 @@ impl FleetRun<'_> {
             key: b64(&sealed_key),
         };
         let sealed = envelope::seal_json(&self.link.key, &place, version, &doc)?;
+        crate::failpoint::hit("fleet-publishing");
         match self.lead.put(&rel, sealed.clone(), expect).await? {
             Written::Done(_) => {
                 crate::failpoint::hit("fleet-published");

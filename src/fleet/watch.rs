@@ -119,12 +119,14 @@ pub async fn follow_changes(
                 changed = watch.changed() => match changed {
                     Ok(changes) => {
                         awaiting = false;
+                        let mut burst = Burst::new(tokio::time::Instant::now());
+                        burst.note(&changes.keys);
                         if seen.take(&mut state, changes).await {
                             due = Due::Now;
                             // A leader publishes its run's certificates one after the other:
                             // the rest of the burst joins this synchronisation (one install,
                             // one reload).
-                            if let Err(e) = seen.settle(&mut state, &mut watch).await {
+                            if let Err(e) = seen.settle(&mut state, &mut watch, burst).await {
                                 tracing::warn!("fleet: {e}");
                                 if watch.compacted() {
                                     state = Following::default();
@@ -258,6 +260,64 @@ fn resync_every() -> Duration {
 const BURST_QUIET: Duration = Duration::from_millis(500);
 /// ...and no longer than this after the first.
 const BURST_MAX: Duration = Duration::from_secs(5);
+/// Certificates published while their leader still leads wait for its lead to end (it gives
+/// the lead up once its run's publications are done), at most this long after the first.
+const BURST_LEAD_MAX: Duration = Duration::from_secs(60);
+
+/// A burst of changes taken together into one synchronisation (one install, one reload).
+/// A validation file is served soon ([`BURST_QUIET`], at most [`BURST_MAX`]): the CA may
+/// fetch it any moment. Certificates published by a leader that still leads are its run's
+/// publications, which end when it gives the lead up: the burst waits for that (at most
+/// [`BURST_LEAD_MAX`]), so that a mass reissue of thousands, published over tens of seconds,
+/// is still one reload on every host.
+#[derive(Debug, Clone, Copy)]
+struct Burst {
+    first: tokio::time::Instant,
+    /// A validation file was published or withdrawn.
+    validation: bool,
+    /// A certificate was published or retired.
+    certificates: bool,
+}
+
+impl Burst {
+    fn new(first: tokio::time::Instant) -> Self {
+        Burst {
+            first,
+            validation: false,
+            certificates: false,
+        }
+    }
+
+    fn note(&mut self, keys: &[String]) {
+        for k in keys {
+            if k.starts_with("dcv/") {
+                self.validation = true;
+            } else if concerns_hosts(k) {
+                self.certificates = true;
+            }
+        }
+    }
+
+    /// How long to wait for the next change at `now` (`lead_held`: a host leads the fleet);
+    /// `None`: the burst is over, synchronise.
+    fn wait(&self, now: tokio::time::Instant, lead_held: bool) -> Option<Duration> {
+        let waits_for_lead = self.certificates && !self.validation && lead_held;
+        let cap = if waits_for_lead {
+            BURST_LEAD_MAX
+        } else {
+            BURST_MAX
+        };
+        let left = (self.first + cap).saturating_duration_since(now);
+        if left.is_zero() {
+            return None;
+        }
+        Some(if waits_for_lead {
+            left
+        } else {
+            left.min(BURST_QUIET)
+        })
+    }
+}
 
 /// What the follow loop keeps of the lead between changes.
 struct Seen<'a, F: Fn(Takeover)> {
@@ -290,25 +350,24 @@ impl<F: Fn(Takeover)> Seen<'_, F> {
         concerns
     }
 
-    /// Takes further changes until none came for [`BURST_QUIET`], or [`BURST_MAX`] passed.
+    /// Takes further changes into `burst` until it is over (see [`Burst`]).
     async fn settle(
         &mut self,
         state: &mut Following,
         watch: &mut FleetWatch,
+        mut burst: Burst,
     ) -> Result<(), FleetError> {
-        let until = tokio::time::Instant::now() + BURST_MAX;
-        loop {
-            let left = until.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                return Ok(());
-            }
-            match tokio::time::timeout(left.min(BURST_QUIET), watch.changed()).await {
+        while let Some(wait) = burst.wait(tokio::time::Instant::now(), self.leader.is_some()) {
+            match tokio::time::timeout(wait, watch.changed()).await {
                 Ok(changes) => {
-                    self.take(state, changes?).await;
+                    let changes = changes?;
+                    burst.note(&changes.keys);
+                    self.take(state, changes).await;
                 }
                 Err(_) => return Ok(()),
             }
         }
+        Ok(())
     }
 }
 
@@ -468,5 +527,34 @@ mod tests {
         );
         assert!(state.quiet(&c));
         assert!(!state.quiet(&config(&["a", "b"])), "a certificate added");
+    }
+
+    #[test]
+    fn a_burst_of_certificates_waits_for_the_lead_to_end_and_a_validation_file_does_not() {
+        let t0 = tokio::time::Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let keys = |k: &[&str]| k.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        // Certificates while the leader leads: the wait runs to the lead's end (60 s at most).
+        let mut b = Burst::new(t0);
+        b.note(&keys(&["certs/a/current", "hosts/h1/certs/a"]));
+        assert_eq!(b.wait(at(0), true), Some(BURST_LEAD_MAX));
+        assert_eq!(b.wait(at(20_000), true), Some(Duration::from_secs(40)));
+        assert_eq!(b.wait(at(60_000), true), None);
+        // The lead ended (given up after the publications): half a second of quiet, as any burst.
+        assert_eq!(b.wait(at(20_000), false), None, "past the 5 s of a burst");
+        assert_eq!(b.wait(at(1_000), false), Some(BURST_QUIET));
+        // A validation file in the burst: served soon, lead or not.
+        b.note(&keys(&["dcv/b"]));
+        assert_eq!(b.wait(at(1_000), true), Some(BURST_QUIET));
+        assert_eq!(b.wait(at(4_800), true), Some(Duration::from_millis(200)));
+        assert_eq!(b.wait(at(5_000), true), None);
+        // Only other hosts' reports: the quiet rule.
+        let mut r = Burst::new(t0);
+        r.note(&keys(&["hosts/h2/certs/a", "certs/a/state"]));
+        assert_eq!(r.wait(at(0), true), Some(BURST_QUIET));
+        // A retirement is a certificate change too.
+        let mut t = Burst::new(t0);
+        t.note(&keys(&["certs/a/retired"]));
+        assert_eq!(t.wait(at(0), true), Some(BURST_LEAD_MAX));
     }
 }
