@@ -8,9 +8,12 @@
 # (`strace -c -f`, one extra run), with PERF=1 a `perf record -g` profile (one extra run).
 # The joiner's first run takes the free lead: a leader's run synchronises first, as a
 # follower's does, then finds nothing due.
-# Results: OUT/catchup.csv, OUT/summary.txt, OUT/strace-C.txt, OUT/perf-C.txt.
+# With BASELINE=PATH (another cert-agent build) each repetition also times a fresh joiner
+# with it (the same fleet: before and after a change, under the same load); the leader is
+# always AGENT.
+# Results: OUT/catchup.csv, OUT/summary.txt, OUT/strace-BUILD-C.txt, OUT/perf-C.txt.
 # Usage: benches/fleet-catchup.sh [OUT_DIR]   (default benches/results/fleet-catchup-DATE)
-#   SIZES="1000" REPEAT=3 STRACE=0 PERF=0 PROFILE=release|debug AGENT_BIN=PATH
+#   SIZES="1000" REPEAT=3 STRACE=0 PERF=0 PROFILE=release|debug AGENT_BIN=PATH BASELINE=PATH
 # Needs etcd, nginx, openssl, python3, curl (strace, perf when asked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,7 +54,22 @@ joiner() {
   certs "$d" "$c" none "$dom" >> "$d/config.toml"
 }
 
-echo "certs,run,wall_s,user_s,sys_s,reloads,installed" > "$OUT/catchup.csv"
+# timed BUILD BINARY DIR C R: a fresh joiner's first renew with BINARY, one line in the CSV.
+timed() {
+  local build=$1 bin=$2 d=$3 c=$4 r=$5
+  /usr/bin/time -f '%e %U %S' -o "$d/time" "$bin" --config "$d/config.toml" renew > "$d/renew.log" 2>&1 \
+    || { cp "$d/renew.log" "$OUT/renew-failed-$build-$c.log"; tail -n 20 "$d/renew.log" >&2; exit 1; }
+  local n rl wall user sys
+  n=$(ls "$d/out" | grep -c -e '^c[0-9]*\.pem$' -e '^fullchain\.pem$' || true)
+  rl=$( [ -f "$d/reloads" ] && wc -l < "$d/reloads" || echo 0)
+  read -r wall user sys < "$d/time"
+  echo "C=$c $build run $r: ${wall} s wall, ${user} s user, ${sys} s sys, $rl reloads, $n of $c installed"
+  echo "$build,$c,$r,$wall,$user,$sys,$rl,$n" >> "$OUT/catchup.csv"
+}
+BUILDS=("agent:$AGENT")
+[ -z "${BASELINE:-}" ] || BUILDS=("baseline:$BASELINE" "agent:$AGENT")
+
+echo "build,certs,run,wall_s,user_s,sys_s,reloads,installed" > "$OUT/catchup.csv"
 for C in $SIZES; do
   PREFIX=/catchup-$C/; DOM=k$C.bench.test; B=$W/c$C
   nginx_for "$B/host1" "c0.$DOM"
@@ -62,20 +80,18 @@ for C in $SIZES; do
   "$AGENT" --config "$B/host1/config.toml" renew --wait 900 > "$B/host1/first-day.log" 2>&1 \
     || { cp "$B/host1/first-day.log" "$OUT/first-day-$C.log"; tail -n 20 "$B/host1/first-day.log" >&2; exit 1; }
   for r in $(seq "$REPEAT"); do
-    d=$B/join$r
-    joiner "$d" "$PREFIX" "$C" "$DOM"
-    /usr/bin/time -f '%e %U %S' -o "$d/time" "$AGENT" --config "$d/config.toml" renew > "$d/renew.log" 2>&1 \
-      || { cp "$d/renew.log" "$OUT/renew-failed-$C.log"; tail -n 20 "$d/renew.log" >&2; exit 1; }
-    n=$(ls "$d/out" | grep -c -e '^c[0-9]*\.pem$' -e '^fullchain\.pem$' || true)
-    rl=$( [ -f "$d/reloads" ] && wc -l < "$d/reloads" || echo 0)
-    read -r wall user sys < "$d/time"
-    echo "C=$C run $r: ${wall} s wall, ${user} s user, ${sys} s sys, $rl reloads, $n of $C installed"
-    echo "$C,$r,$wall,$user,$sys,$rl,$n" >> "$OUT/catchup.csv"
+    for b in "${BUILDS[@]}"; do
+      d=$B/join-${b%%:*}-$r
+      joiner "$d" "$PREFIX" "$C" "$DOM"
+      timed "${b%%:*}" "${b#*:}" "$d" "$C" "$r"
+    done
   done
   if [ "${STRACE:-0}" = 1 ]; then
-    d=$B/strace; joiner "$d" "$PREFIX" "$C" "$DOM"
-    strace -c -f -o "$OUT/strace-$C.txt" "$AGENT" --config "$d/config.toml" renew > "$d/renew.log" 2>&1 || true
-    echo "C=$C syscalls: $(tail -n 1 "$OUT/strace-$C.txt")"
+    for b in "${BUILDS[@]}"; do
+      d=$B/strace-${b%%:*}; joiner "$d" "$PREFIX" "$C" "$DOM"
+      strace -c -f -o "$OUT/strace-${b%%:*}-$C.txt" "${b#*:}" --config "$d/config.toml" renew > "$d/renew.log" 2>&1 || true
+      echo "C=$C ${b%%:*} syscalls: $(tail -n 1 "$OUT/strace-${b%%:*}-$C.txt")"
+    done
   fi
   if [ "${PERF:-0}" = 1 ]; then
     d=$B/perf; joiner "$d" "$PREFIX" "$C" "$DOM"
@@ -88,11 +104,12 @@ import csv, statistics, sys
 out, profile = sys.argv[1:]
 rows = list(csv.DictReader(open(f"{out}/catchup.csv")))
 print(f"a fresh host's first renew ({profile} build, sandbox --instant, server = \"none\")")
-print("| certificates | wall (median, min-max) | user CPU | sys CPU | reloads | installed |")
-print("|---:|---:|---:|---:|---:|---:|")
-for c in sorted({int(r["certs"]) for r in rows}):
-    rs = [r for r in rows if int(r["certs"]) == c]
-    wall = [float(r["wall_s"]) for r in rs]
-    med = lambda k: statistics.median(float(r[k]) for r in rs)
-    print(f"| {c} | {statistics.median(wall):.2f} s ({min(wall):.2f}-{max(wall):.2f}) | {med('user_s'):.2f} s | {med('sys_s'):.2f} s | {max(int(r['reloads']) for r in rs)} | {min(int(r['installed']) for r in rs)} |")
+print("| build | certificates | wall (median, min-max) | user CPU | sys CPU | reloads | installed |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+for b in dict.fromkeys(r["build"] for r in rows):
+    for c in sorted({int(r["certs"]) for r in rows if r["build"] == b}):
+        rs = [r for r in rows if int(r["certs"]) == c and r["build"] == b]
+        wall = [float(r["wall_s"]) for r in rs]
+        med = lambda k: statistics.median(float(r[k]) for r in rs)
+        print(f"| {b} | {c} | {statistics.median(wall):.2f} s ({min(wall):.2f}-{max(wall):.2f}) | {med('user_s'):.2f} s | {med('sys_s'):.2f} s | {max(int(r['reloads']) for r in rs)} | {min(int(r['installed']) for r in rs)} |")
 EOF
