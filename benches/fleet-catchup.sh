@@ -40,6 +40,7 @@ for i in range(int(c)):
     print(f'\n[[certificate]]\nname = "c{i}"\ndomains = ["c{i}.{dom}"]\nproduct_id = 1101\n'
           f'country = "DE"\nregion = "Berlin"\ncity = "Berlin"\nwebroot = "{d}/www"\n'
           f'server = "{kind}"\nfullchain_path = "{pem}"\nkey_path = "{key}"\n'
+          + (f'cert_path = "{d}/out/c{i}.cert"\nchain_path = "{d}/out/c{i}.chain"\n' if kind == "none" else "") +
           f'reload_command = ["{wrap}", "{d}"]')
     if kind == "nginx":
         print('configtest_command = ["true"]\nverify_address = ""')

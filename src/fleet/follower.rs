@@ -130,13 +130,13 @@ pub(super) async fn sync(
             remove_own_leftovers(&mut job);
         }
         if let Some(planned) = current::plan(link, cert, &job, &view) {
-            steps.push(Step::Current(job, planned));
+            steps.push(Step::Current(Box::new((job, planned))));
         }
     }
     let to_open = steps
         .iter()
         .filter_map(|s| match s {
-            Step::Current(job, planned) if planned.opens() => Some(job.cert),
+            Step::Current(current) if current.1.opens() => Some(current.0.cert),
             _ => None,
         })
         .collect();

@@ -177,7 +177,7 @@ pub(super) enum Step<'a> {
     /// Refused or retired: its outcome.
     Done(Synced),
     /// The fleet has a current value of it.
-    Current(Job<'a>, Planned),
+    Current(Box<(Job<'a>, Planned)>),
 }
 
 /// What [`take_steps`] found: the outcomes so far (in order), what to install, the version
@@ -207,7 +207,7 @@ pub(super) fn take_steps<'a>(
                 out.push(s);
                 continue;
             }
-            Step::Current(job, planned) => (job, planned),
+            Step::Current(current) => *current,
         };
         let cert = job.cert;
         let this = planned.opens().then(|| opened.next()).flatten();
