@@ -31,6 +31,7 @@ pub mod fsutil;
 mod http_serve;
 pub mod install;
 pub mod monitor;
+pub mod parallel;
 pub mod process;
 pub mod revocation;
 pub mod run;

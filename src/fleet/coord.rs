@@ -20,6 +20,7 @@ use etcd_client::{
 use super::deadline::{self, Held, deadline_of, lock};
 use super::options::{FleetOptions, tls};
 
+mod batch;
 mod events;
 mod lease;
 mod since;
@@ -27,6 +28,7 @@ mod snapshot;
 
 use lease::Renewer;
 
+pub use batch::{PUTS_PER_TXN, Unwritten};
 pub use events::{Changes, FleetWatch, LeadEvent};
 pub use since::Since;
 pub use snapshot::Snapshot;
@@ -224,14 +226,7 @@ impl Fleet {
     /// lost its lead may still write here: what it reports is what it serves, and it can
     /// overwrite nothing another host wrote.
     pub async fn put_own(&self, rel: &str, value: Vec<u8>) -> Result<(), FleetError> {
-        let own = format!("hosts/{}/", self.host);
-        if !rel.starts_with(&own) {
-            return Err(FleetError::Setup(format!(
-                "{} is not under this host's {}; not written without the lead",
-                self.key(rel),
-                self.key(&own)
-            )));
-        }
+        self.check_own(rel)?;
         let key = self.key(rel);
         self.call(|mut c| {
             let (key, value) = (key.clone(), value.clone());

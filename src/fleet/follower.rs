@@ -11,22 +11,22 @@ use time::OffsetDateTime;
 use crate::config::{CertificateConfig, Config};
 use crate::crypto::CsrHashes;
 use crate::dcv::ValidationFile;
-use crate::engine::{Job, Outcome, Ready, RunReport, RunStats, deploy};
+use crate::engine::{Job, Outcome, RunReport, RunStats, deploy};
 use crate::store::{FleetAttempt, Store};
 
 use super::coord::Snapshot;
 use super::envelope::{self, Place, Purpose};
 use super::link::{FleetLink, check_specs};
-use super::schema::{
-    DcvEntry, HostResult, KEY_CHECK, current_key, dcv_key, host_key, seen_key, state_key,
-};
-use super::shared::{check_dcv, open_current, open_state};
+use super::schema::{DcvEntry, HostResult, KEY_CHECK, dcv_key, host_key, seen_key, state_key};
+use super::shared::{check_dcv, open_state};
 use super::versions::{Seen, Versions};
 
+mod current;
 mod keep;
 pub(super) mod retired;
 
-use keep::{Keep, keeps, note_outcomes, report_skip};
+use current::{Step, take_steps};
+use keep::note_outcomes;
 
 /// What [`sync`] did for one certificate.
 #[derive(Debug)]
@@ -105,20 +105,18 @@ pub(super) async fn sync(
     let skip = retired::with_retired(refused, &tombstones);
     let pending = pending_csrs(link, config, &skip, &mut view);
     let validating = sync_dcv(link, config, store, &skip, &pending, &mut view)?;
-    let mut out = Vec::new();
-    let mut fleet_has = BTreeMap::new();
-    let mut ready: Vec<(Job<'_>, Ready)> = Vec::new();
-    let mut published = BTreeMap::new();
+    let mut steps = Vec::new();
     for (idx, cert) in config.certificates.iter().enumerate() {
         if let Some(why) = refused.get(&cert.name) {
-            out.push(Synced {
+            steps.push(Step::Done(Synced {
                 name: cert.name.clone(),
                 outcome: Outcome::Failed { error: why.clone() },
-            });
+            }));
             continue;
         }
         if let Some(t) = tombstones.get(&cert.name) {
-            out.push(retired::retire_here(link, config, store, (idx, cert), t).await);
+            let done = retired::retire_here(link, config, store, (idx, cert), t).await;
+            steps.push(Step::Done(done));
             continue;
         }
         let mut job = match Job::load(store, cert, idx, link.clock) {
@@ -131,40 +129,21 @@ pub(super) async fn sync(
         if !validating.contains(&cert.name) {
             remove_own_leftovers(&mut job);
         }
-        match current_to_install(link, cert, &job, &mut view) {
-            Ok(Some(seen)) => {
-                fleet_has.insert(cert.name.clone(), (seen.serial.clone(), seen.not_before));
-                if let Some(why) = seen.skipped {
-                    tracing::warn!(certificate = %cert.name, "{why}");
-                    report_skip(link, &host, &job, seen.version, &why).await;
-                    out.push(Synced {
-                        name: cert.name.clone(),
-                        outcome: Outcome::Unchanged { reason: why },
-                    });
-                } else if let Some((id, serial, from)) = &seen.held {
-                    tracing::info!(
-                        certificate = %cert.name,
-                        serial = %serial,
-                        "the fleet's certificate begins after this host's clock; held until then"
-                    );
-                    out.push(Synced {
-                        name: cert.name.clone(),
-                        outcome: Outcome::Pending {
-                            reason: format!(
-                                "the fleet's {}",
-                                crate::engine::held_line(*id, serial, *from)
-                            ),
-                        },
-                    });
-                } else if let Some(r) = seen.ready {
-                    published.insert(cert.name.clone(), seen.version);
-                    ready.push((job, r));
-                }
-            }
-            Ok(None) => {}
-            Err(e) => view.problem(&cert.name, format!("{e:#}")),
+        if let Some(planned) = current::plan(link, cert, &job, &view) {
+            steps.push(Step::Current(Box::new((job, planned))));
         }
     }
+    let to_open = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Current(current) if current.1.opens() => Some(current.0.cert),
+            _ => None,
+        })
+        .collect();
+    let mut opened = current::open_all(link, &view, to_open).into_iter();
+    let mut results = Vec::new();
+    let (mut out, ready, published, fleet_has) =
+        take_steps(link, steps, &mut opened, &mut view, &mut results);
     view.versions.save()?;
     // A failed install is counted by the install itself.
     let mut counted = BTreeSet::new();
@@ -172,27 +151,29 @@ pub(super) async fn sync(
         if matches!(outcome, Outcome::Failed { .. }) {
             counted.insert(job.cert.name.clone());
         }
-        let version = published.get(&job.cert.name).copied().unwrap_or(0);
-        let rec = store.load(&job.cert.name).ok();
-        let installed = rec.as_ref().and_then(|r| r.installed.as_ref());
-        let result = HostResult {
-            serial: installed.map(|i| i.serial.clone()),
-            version,
-            at: link.clock.now(),
-            since: installed.map(|i| i.installed_at),
-            error: match &outcome {
-                Outcome::Failed { error } => Some(error.clone()),
-                _ => None,
+        // The record as the install left it (saved): not read again.
+        let installed = job.rec.installed.as_ref();
+        results.push((
+            job.cert.name.clone(),
+            HostResult {
+                serial: installed.map(|i| i.serial.clone()),
+                version: published.get(&job.cert.name).copied().unwrap_or(0),
+                at: link.clock.now(),
+                since: installed.map(|i| i.installed_at),
+                error: match &outcome {
+                    Outcome::Failed { error } => Some(error.clone()),
+                    _ => None,
+                },
+                skipped: None,
             },
-            skipped: None,
-        };
-        report_host(link, &host, &job.cert.name, &result).await;
+        ));
         out.push(Synced {
             name: job.cert.name.clone(),
             outcome,
         });
     }
-    report_problems(link, store, &host, view.problems, &mut out).await;
+    report_problems(link, store, view.problems, &mut out, &mut results);
+    report_hosts(link, &host, results).await;
     note_outcomes(
         config,
         store,
@@ -244,106 +225,14 @@ fn pending_csrs(
     pending
 }
 
-/// The fleet's current certificate of `cert` as this host sees it.
-struct CurrentSeen {
-    version: u64,
-    /// From the checked bundle.
-    serial: String,
-    not_before: OffsetDateTime,
-    /// What to install: `None` when this host serves it already, or something newer.
-    ready: Option<Ready>,
-    /// Why this host keeps a newer certificate of its own instead.
-    skipped: Option<String>,
-    /// It begins after this host's clock: installed by the first sync once it is valid.
-    held: Option<(u64, String, OffsetDateTime)>,
-}
-
-/// Opens the fleet's current certificate of `cert` (a value accepted before is not opened
-/// again unless this host must install it), refuses an older version than the one accepted,
-/// and says what to install: only what differs from what this host serves, and never
-/// something older.
-fn current_to_install(
-    link: &FleetLink,
-    cert: &CertificateConfig,
-    job: &Job<'_>,
-    view: &mut View,
-) -> Result<Option<CurrentSeen>> {
-    let rel = current_key(&cert.name);
-    let Some(value) = view.docs.get(&rel) else {
-        return Ok(None);
-    };
-    let kept = view.versions.of(&cert.name).current;
-    let key = link.fleet.key(&rel);
-    if let Some(k) = kept.filter(|_| view.versions.seen_current(&cert.name, value) == Seen::Same) {
-        let mut seen = CurrentSeen {
-            version: k.value.version,
-            serial: k.serial,
-            not_before: k.not_before,
-            ready: None,
-            skipped: None,
-            held: None,
-        };
-        match keeps(job, &key, seen.version, &seen.serial, seen.not_before) {
-            Keep::Install => {
-                let opened = open_current(link, cert, value)?;
-                seen.set_ready(opened.ready, opened.not_yet);
-            }
-            Keep::Serves => {}
-            Keep::Newer(why) => seen.skipped = Some(why),
-        }
-        return Ok(Some(seen));
-    }
-    let opened = open_current(link, cert, value)?;
-    let (version, ready) = (opened.version, opened.ready);
-    let (serial, not_before) = (ready.bundle.serial_hex.clone(), ready.bundle.not_before);
-    let value = value.clone();
-    view.versions.accept_current(
-        &cert.name,
-        &link.fleet.key(&rel),
-        version,
-        &value,
-        &serial,
-        not_before,
-    )?;
-    let mut seen = CurrentSeen {
-        version,
-        serial,
-        not_before,
-        ready: None,
-        skipped: None,
-        held: None,
-    };
-    match keeps(job, &key, version, &seen.serial, not_before) {
-        Keep::Install => seen.set_ready(ready, opened.not_yet),
-        Keep::Serves => {}
-        Keep::Newer(why) => seen.skipped = Some(why),
-    }
-    Ok(Some(seen))
-}
-
-impl CurrentSeen {
-    /// What to install, or — when it begins after this host's clock — what is held.
-    fn set_ready(&mut self, ready: Ready, not_yet: bool) {
-        if not_yet {
-            self.held = Some((
-                ready.certificate_id,
-                ready.bundle.serial_hex.clone(),
-                ready.bundle.not_before,
-            ));
-        } else {
-            self.ready = Some(ready);
-        }
-    }
-}
-
 /// Each certificate that met a bad value: failed in the run's outcome (unless its install
 /// already failed) and reported under `hosts/HOST/`.
-async fn report_problems(
+fn report_problems(
     link: &FleetLink,
     store: &Store,
-    host: &str,
     problems: BTreeMap<String, Vec<String>>,
     out: &mut Vec<Synced>,
+    results: &mut Vec<(String, HostResult)>,
 ) {
     for (name, errors) in problems {
         let error = errors.join("; ");
@@ -366,12 +255,58 @@ async fn report_problems(
             error: Some(error.clone()),
             skipped: None,
         };
-        report_host(link, host, &name, &result).await;
+        results.push((name.clone(), result));
         out.push(Synced {
             name,
             outcome: Outcome::Failed { error },
         });
     }
+}
+
+/// Records what this host did with each certificate of `results` under
+/// `hosts/HOST/certs/NAME`: each result sealed, written in transactions of at most
+/// [`PUTS_PER_TXN`](super::coord::PUTS_PER_TXN) puts, not one request each.
+async fn report_hosts(link: &FleetLink, host: &str, results: Vec<(String, HostResult)>) {
+    let mut names = Vec::with_capacity(results.len());
+    let mut puts = Vec::with_capacity(results.len());
+    for (name, result) in &results {
+        match seal_result(link, host, name, result) {
+            Ok(put) => {
+                names.push(name.as_str());
+                puts.push(put);
+            }
+            Err(e) => tracing::warn!(certificate = %name, "{e:#}"),
+        }
+    }
+    if let Err(e) = link.fleet.put_own_all(puts).await {
+        let left = &names[e.written.min(names.len())..];
+        let shown: Vec<&str> = left.iter().take(5).copied().collect();
+        tracing::warn!(
+            "could not report {} results to the fleet ({}{}): {}",
+            left.len(),
+            shown.join(", "),
+            if left.len() > shown.len() {
+                ", …"
+            } else {
+                ""
+            },
+            e.error
+        );
+    }
+}
+
+/// The sealed result of certificate `name` and its key under `hosts/HOST/certs/`.
+fn seal_result(
+    link: &FleetLink,
+    host: &str,
+    name: &str,
+    result: &HostResult,
+) -> Result<(String, Vec<u8>)> {
+    let rel = host_key(host, name);
+    let place = Place::new(Purpose::HostResult, &rel, name);
+    let version = u64::try_from(result.at.unix_timestamp()).unwrap_or(0);
+    let sealed = envelope::seal_json(&link.key, &place, version, result)?;
+    Ok((rel, sealed))
 }
 
 /// Records when this host last synchronised.
@@ -423,20 +358,22 @@ pub async fn follow(
     let snap = link.fleet.snapshot(KEY_CHECK).await?;
     let revision = snap.revision;
     let refused = check_specs(link, config, &snap).await?;
-    let mut synced = sync(link, config, &store, &refused, snap).await?.synced;
+    let synced = sync(link, config, &store, &refused, snap).await?.synced;
     let clean = synced.iter().all(|s| {
         matches!(
             s.outcome,
             Outcome::Installed { .. } | Outcome::Unchanged { .. }
         )
     });
+    let mut outcomes: BTreeMap<String, Outcome> =
+        synced.into_iter().map(|s| (s.name, s.outcome)).collect();
     let mut report = RunReport {
         certificates: config
             .certificates
             .iter()
             .map(|c| {
-                let outcome = match synced.iter().position(|s| s.name == c.name) {
-                    Some(i) => synced.swap_remove(i).outcome,
+                let outcome = match outcomes.remove(&c.name) {
+                    Some(outcome) => outcome,
                     None => Outcome::Unchanged {
                         reason: "in step with the fleet".into(),
                     },
@@ -498,11 +435,8 @@ pub fn read_by_sync(key: &str) -> bool {
 
 /// Records what this host did with certificate `name` under `hosts/HOST/certs/NAME`.
 pub(super) async fn report_host(link: &FleetLink, host: &str, name: &str, result: &HostResult) {
-    let rel = host_key(host, name);
-    let place = Place::new(Purpose::HostResult, &rel, name);
-    let version = u64::try_from(result.at.unix_timestamp()).unwrap_or(0);
-    match envelope::seal_json(&link.key, &place, version, result) {
-        Ok(bytes) => {
+    match seal_result(link, host, name, result) {
+        Ok((rel, bytes)) => {
             if let Err(e) = link.fleet.put_own(&rel, bytes).await {
                 tracing::warn!(certificate = %name, "could not report to the fleet: {e}");
             }

@@ -2,9 +2,9 @@
 //! and reload each web server once, verify what is served, roll back what failed, commit the
 //! rest, and run the deploy hooks.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::error::InstallError;
 use super::files::{CertMaterial, InstallTx, Ownership};
@@ -111,19 +111,19 @@ pub async fn install_all(certs: &[CertInstall]) -> Vec<CertOutcome> {
         })
         .collect();
 
-    let mut seen: HashSet<PathBuf> = HashSet::new();
-    let mut staged = Vec::new();
-    for (idx, cert) in certs.iter().enumerate() {
-        match stage(cert, &mut seen) {
-            Ok((tx, serial)) => staged.push(Pending { idx, tx, serial }),
-            Err(e) => outcomes[idx].result = Err(e),
-        }
-    }
+    let staged = stage_all(certs, &mut outcomes);
 
     crate::failpoint::hit("files-staged");
+    // Each transaction switches files of its own (no path is in two of them) and fsyncs
+    // their directories before it counts as switched: switched on a few threads at once,
+    // whose fsyncs the file system commits together.
+    let applied = crate::parallel::map(staged, |mut p| {
+        let result = p.tx.apply();
+        (p, result)
+    });
     let mut groups: Vec<(&ServerCommands, Vec<Pending>)> = Vec::new();
-    for mut p in staged {
-        if let Err(e) = p.tx.apply() {
+    for (p, applied) in applied {
+        if let Err(e) = applied {
             outcomes[p.idx].result = Err(e);
             continue;
         }
@@ -151,6 +151,40 @@ pub async fn install_all(certs: &[CertInstall]) -> Vec<CertOutcome> {
         }
     }
     outcomes
+}
+
+/// Stages every certificate's files (each written and fsynced beside its target). Those
+/// whose paths no other certificate of the batch names (nor the certificate itself twice) are
+/// staged on a few threads at once; the others one after the other, in order, the first one
+/// staged keeping a path and the later ones refused for it. The staged ones in input order.
+fn stage_all(certs: &[CertInstall], outcomes: &mut [CertOutcome]) -> Vec<Pending> {
+    let mut named: HashMap<&Path, usize> = HashMap::new();
+    for cert in certs {
+        for p in cert.paths.all() {
+            *named.entry(p).or_default() += 1;
+        }
+    }
+    let (alone, contested): (Vec<usize>, Vec<usize>) = (0..certs.len()).partition(|&idx| {
+        certs[idx]
+            .paths
+            .all()
+            .all(|p| named.get(p).copied().unwrap_or(0) <= 1)
+    });
+    let mut results =
+        crate::parallel::map(alone, |idx| (idx, stage(&certs[idx], &mut HashSet::new())));
+    let mut seen: HashSet<PathBuf> = HashSet::new();
+    for idx in contested {
+        results.push((idx, stage(&certs[idx], &mut seen)));
+    }
+    results.sort_by_key(|(idx, _)| *idx);
+    let mut staged = Vec::with_capacity(results.len());
+    for (idx, result) in results {
+        match result {
+            Ok((tx, serial)) => staged.push(Pending { idx, tx, serial }),
+            Err(e) => outcomes[idx].result = Err(e),
+        }
+    }
+    staged
 }
 
 fn stage(
@@ -280,9 +314,11 @@ async fn run_server(
 
     crate::failpoint::hit("reloaded");
     let mut committed = Vec::new();
-    for mut p in good {
-        let tx = std::mem::take(&mut p.tx);
-        if let Err(e) = tx.commit() {
+    // Each on its own files: committed on a few threads at once.
+    let txs: Vec<InstallTx> = good.iter_mut().map(|p| std::mem::take(&mut p.tx)).collect();
+    let results = crate::parallel::map(txs, InstallTx::commit);
+    for (p, result) in good.into_iter().zip(results) {
+        if let Err(e) = result {
             // The new files are live; only a kept previous version is left behind.
             tracing::warn!(certificate = %certs[p.idx].name, "{e}");
         }
@@ -311,7 +347,7 @@ async fn run_deploy_hook(
     hook: &[String],
     commands: &ServerCommands,
 ) -> Result<(), InstallError> {
-    let path = |p: Option<&std::path::Path>| p.map(OsString::from).unwrap_or_default();
+    let path = |p: Option<&Path>| p.map(OsString::from).unwrap_or_default();
     let env = [
         ("CERT_AGENT_NAME", OsString::from(&cert.name)),
         ("CERT_AGENT_DOMAINS", OsString::from(cert.domains.join(" "))),

@@ -52,6 +52,7 @@ mod fleet;
 mod fleet_balancer;
 /// A follower installs a catch-up and a leader's burst of certificates with one reload each.
 mod fleet_batch;
+mod fleet_catchup;
 /// A fleet host's daemon: its synchronisations are not runs; their notifications hold no lock.
 mod fleet_daemon;
 /// docs/fleet.md run as printed: etcd with TLS and auth, three hosts with nginx, the sandbox.

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use time::OffsetDateTime;
 
-use super::{Synced, report_host};
+use super::Synced;
 use crate::clock;
 use crate::config::Config;
 use crate::crypto;
@@ -47,24 +47,18 @@ pub(super) fn keeps(
     }
 }
 
-/// Reports under `hosts/HOST/` that this host keeps its own newer certificate of `job`.
-pub(super) async fn report_skip(
-    link: &FleetLink,
-    host: &str,
-    job: &Job<'_>,
-    version: u64,
-    why: &str,
-) {
+/// The result under `hosts/HOST/` that says this host keeps its own newer certificate of
+/// `job`.
+pub(super) fn skip_result(link: &FleetLink, job: &Job<'_>, version: u64, why: &str) -> HostResult {
     let installed = job.rec.installed.as_ref();
-    let result = HostResult {
+    HostResult {
         serial: installed.map(|i| i.serial.clone()),
         version,
         at: link.clock.now(),
         since: installed.map(|i| i.installed_at),
         error: None,
         skipped: Some(why.to_owned()),
-    };
-    report_host(link, host, &job.cert.name, &result).await;
+    }
 }
 
 /// After a synchronisation, each configured certificate's record: the fleet's last attempt as
@@ -79,6 +73,8 @@ pub(super) fn note_outcomes(
     counted: &BTreeSet<String>,
     now: OffsetDateTime,
 ) {
+    let outcomes: BTreeMap<&str, &Outcome> =
+        out.iter().map(|s| (s.name.as_str(), &s.outcome)).collect();
     for cert in &config.certificates {
         let Ok(mut rec) = store.load(&cert.name) else {
             continue;
@@ -90,7 +86,7 @@ pub(super) fn note_outcomes(
         if let Some(a) = attempts.get(&cert.name) {
             rec.fleet = Some(a.clone());
         }
-        match out.iter().find(|s| s.name == cert.name).map(|s| &s.outcome) {
+        match outcomes.get(cert.name.as_str()).copied() {
             Some(Outcome::Failed { error }) => {
                 if !counted.contains(&cert.name) {
                     rec.last_failed_at = Some(now);

@@ -693,9 +693,15 @@ impl Agent<'_> {
     /// Runs to completion (killed and failed after [`RUN_TIMEOUT`]).
     #[track_caller]
     pub(crate) fn run(self) -> AgentOutput {
+        self.run_within(RUN_TIMEOUT)
+    }
+
+    /// Runs to completion (killed and failed after `limit`: a run over many certificates).
+    #[track_caller]
+    pub(crate) fn run_within(self, limit: Duration) -> AgentOutput {
         let (mut cmd, args, out, err) = self.command();
         let mut child = cmd.spawn().expect("cert-agent starts");
-        let status = wait_exit(&mut child, RUN_TIMEOUT);
+        let status = wait_exit(&mut child, limit);
         let output = AgentOutput {
             code: status.and_then(|s| s.code()),
             stdout: fs::read_to_string(out).unwrap_or_default(),
@@ -704,7 +710,7 @@ impl Agent<'_> {
         };
         assert!(
             status.is_some(),
-            "cert-agent did not finish within {RUN_TIMEOUT:?}\n{}",
+            "cert-agent did not finish within {limit:?}\n{}",
             output.describe()
         );
         output

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# A follower's catch-up, measured: a three-member etcd cluster on loopback, the sandbox
+# (--instant), and for each size C of SIZES a fleet (its own prefix) whose leader (host1, its
+# own nginx serving the validation files) orders C certificates with `renew --wait`; then a
+# fresh host (empty state directory, `server = "none"`: files and a counted reload command)
+# joins with `cert-agent renew`, REPEAT times (a fresh state and output directory each): its
+# wall and CPU time (median), its reloads, and — with STRACE=1 — its syscalls
+# (`strace -c -f`, one extra run), with PERF=1 a `perf record -g` profile (one extra run).
+# The joiner's first run takes the free lead: a leader's run synchronises first, as a
+# follower's does, then finds nothing due.
+# With BASELINE=PATH (another cert-agent build) each repetition also times a fresh joiner
+# with it (the same fleet: before and after a change, under the same load); the leader is
+# always AGENT.
+# Results: OUT/catchup.csv, OUT/summary.txt, OUT/strace-BUILD-C.txt, OUT/perf-C.txt.
+# Usage: benches/fleet-catchup.sh [OUT_DIR]   (default benches/results/fleet-catchup-DATE)
+#   SIZES="1000" REPEAT=3 STRACE=0 PERF=0 PROFILE=release|debug AGENT_BIN=PATH BASELINE=PATH
+# Needs etcd, nginx, openssl, python3, curl (strace, perf when asked).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-benches/results/fleet-catchup-$(date -u +%F)}
+SIZES=${SIZES:-1000}
+REPEAT=${REPEAT:-3}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+source benches/fleet-lib.sh
+sbx -d '{"login": "partner@sandbox.test", "sum": "100000000.00"}' "$SB/_sandbox/accounts/payments" >/dev/null
+cat > "$W/reload" <<'EOF'
+#!/bin/sh
+date +%s.%N >> "$1/reloads"
+EOF
+chmod 755 "$W/reload"
+
+# certs DIR C KIND DOMAIN: C certificates c0..c(C-1) in DIR/out (KIND nginx: c0 is nginx's).
+certs() {
+  python3 - "$@" "$W/reload" <<'EOF'
+import sys
+d, c, kind, dom, wrap = sys.argv[1:]
+for i in range(int(c)):
+    pem, key = (f"{d}/out/fullchain.pem", f"{d}/out/privkey.pem") if i == 0 else (f"{d}/out/c{i}.pem", f"{d}/out/c{i}.key")
+    print(f'\n[[certificate]]\nname = "c{i}"\ndomains = ["c{i}.{dom}"]\nproduct_id = 1101\n'
+          f'country = "DE"\nregion = "Berlin"\ncity = "Berlin"\nwebroot = "{d}/www"\n'
+          f'server = "{kind}"\nfullchain_path = "{pem}"\nkey_path = "{key}"\n'
+          + (f'cert_path = "{d}/out/c{i}.cert"\nchain_path = "{d}/out/c{i}.chain"\n' if kind == "none" else "") +
+          f'reload_command = ["{wrap}", "{d}"]')
+    if kind == "nginx":
+        print('configtest_command = ["true"]\nverify_address = ""')
+EOF
+}
+# joiner DIR PREFIX C DOMAIN: a fresh host of the fleet (empty state and output directory).
+joiner() {
+  local d=$1 prefix=$2 c=$3 dom=$4
+  rm -rf "$d"; mkdir -p "$d/www" "$d/out"
+  agent_config "$d"
+  fleet_config "$d" "$(basename "$d")" "$prefix"
+  certs "$d" "$c" none "$dom" >> "$d/config.toml"
+}
+
+# timed BUILD BINARY DIR C R: a fresh joiner's first renew with BINARY, one line in the CSV.
+timed() {
+  local build=$1 bin=$2 d=$3 c=$4 r=$5
+  /usr/bin/time -f '%e %U %S' -o "$d/time" "$bin" --config "$d/config.toml" renew > "$d/renew.log" 2>&1 \
+    || { cp "$d/renew.log" "$OUT/renew-failed-$build-$c.log"; tail -n 20 "$d/renew.log" >&2; exit 1; }
+  local n rl wall user sys
+  n=$(ls "$d/out" | grep -c -e '^c[0-9]*\.pem$' -e '^fullchain\.pem$' || true)
+  rl=$( [ -f "$d/reloads" ] && wc -l < "$d/reloads" || echo 0)
+  read -r wall user sys < "$d/time"
+  echo "C=$c $build run $r: ${wall} s wall, ${user} s user, ${sys} s sys, $rl reloads, $n of $c installed"
+  echo "$build,$c,$r,$wall,$user,$sys,$rl,$n" >> "$OUT/catchup.csv"
+}
+BUILDS=("agent:$AGENT")
+[ -z "${BASELINE:-}" ] || BUILDS=("baseline:$BASELINE" "agent:$AGENT")
+
+echo "build,certs,run,wall_s,user_s,sys_s,reloads,installed" > "$OUT/catchup.csv"
+for C in $SIZES; do
+  PREFIX=/catchup-$C/; DOM=k$C.bench.test; B=$W/c$C
+  nginx_for "$B/host1" "c0.$DOM"
+  agent_config "$B/host1"
+  fleet_config "$B/host1" host1 "$PREFIX"
+  certs "$B/host1" "$C" nginx "$DOM" >> "$B/host1/config.toml"
+  sbx -d "{\"http\": $(cat "$B/host1/http_port"), \"https\": 0}" "$SB/_sandbox/dcv_ports" >/dev/null
+  "$AGENT" --config "$B/host1/config.toml" renew --wait 900 > "$B/host1/first-day.log" 2>&1 \
+    || { cp "$B/host1/first-day.log" "$OUT/first-day-$C.log"; tail -n 20 "$B/host1/first-day.log" >&2; exit 1; }
+  for r in $(seq "$REPEAT"); do
+    for b in "${BUILDS[@]}"; do
+      d=$B/join-${b%%:*}-$r
+      joiner "$d" "$PREFIX" "$C" "$DOM"
+      timed "${b%%:*}" "${b#*:}" "$d" "$C" "$r"
+    done
+  done
+  if [ "${STRACE:-0}" = 1 ]; then
+    for b in "${BUILDS[@]}"; do
+      d=$B/strace-${b%%:*}; joiner "$d" "$PREFIX" "$C" "$DOM"
+      strace -c -f -o "$OUT/strace-${b%%:*}-$C.txt" "${b#*:}" --config "$d/config.toml" renew > "$d/renew.log" 2>&1 || true
+      echo "C=$C ${b%%:*} syscalls: $(tail -n 1 "$OUT/strace-${b%%:*}-$C.txt")"
+    done
+  fi
+  if [ "${PERF:-0}" = 1 ]; then
+    d=$B/perf; joiner "$d" "$PREFIX" "$C" "$DOM"
+    perf record -g -o "$W/perf-$C.data" "$AGENT" --config "$d/config.toml" renew > "$d/renew.log" 2>&1 || true
+    perf report -i "$W/perf-$C.data" --no-children --stdio 2>/dev/null | grep -v '^$' | head -n 300 > "$OUT/perf-$C.txt" || true
+  fi
+done
+python3 - "$OUT" "$PROFILE" <<'EOF' | tee "$OUT/summary.txt"
+import csv, statistics, sys
+out, profile = sys.argv[1:]
+rows = list(csv.DictReader(open(f"{out}/catchup.csv")))
+print(f"a fresh host's first renew ({profile} build, sandbox --instant, server = \"none\")")
+print("| build | certificates | wall (median, min-max) | user CPU | sys CPU | reloads | installed |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+for b in dict.fromkeys(r["build"] for r in rows):
+    for c in sorted({int(r["certs"]) for r in rows if r["build"] == b}):
+        rs = [r for r in rows if int(r["certs"]) == c and r["build"] == b]
+        wall = [float(r["wall_s"]) for r in rs]
+        med = lambda k: statistics.median(float(r[k]) for r in rs)
+        print(f"| {b} | {c} | {statistics.median(wall):.2f} s ({min(wall):.2f}-{max(wall):.2f}) | {med('user_s'):.2f} s | {med('sys_s'):.2f} s | {max(int(r['reloads']) for r in rs)} | {min(int(r['installed']) for r in rs)} |")
+EOF

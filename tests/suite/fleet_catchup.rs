@@ -1,0 +1,142 @@
+//! Hosts catching up on many certificates report every result: more than one etcd transaction
+//! of results (150 certificates: two transactions of at most 100 puts), each one present under
+//! `hosts/HOST/certs/` and opening (`fleet status` reads them); a certificate of the batch whose
+//! published value does not open on a joining host (following while another host leads) fails
+//! alone, reported with its error, the others installed. Real etcd (three members), real nginx on every host.
+
+use crate::support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use support::env::{AgentOutput, norm_serial};
+use support::etcd::{EtcdClient, EtcdCluster};
+use support::webserver::Server;
+
+use crate::fleet_e2e::{Fleet, ready};
+
+const COUNT: usize = 150;
+/// A run over [`COUNT`] certificates (a debug build on a loaded machine).
+const LIMIT: Duration = Duration::from_secs(600);
+
+fn names() -> Vec<String> {
+    (0..COUNT).map(|i| format!("c{i}")).collect()
+}
+
+fn run(f: &Fleet, i: usize, args: &[&str]) -> AgentOutput {
+    f.env.agent_at(&f.hosts[i].config, args).run_within(LIMIT)
+}
+
+/// `fleet status` on web1 (exiting `code`): `host`'s row of each certificate, by name, with
+/// the fleet's current serial as `current`.
+fn rows_of(f: &Fleet, host: &str, code: i32) -> BTreeMap<String, serde_json::Value> {
+    let st = run(f, 0, &["--json", "fleet", "status"]);
+    st.expect_code(code);
+    let v = st.json();
+    let mut rows = BTreeMap::new();
+    for c in v["certificates"].as_array().expect("certificates") {
+        let mut row = c["hosts"]
+            .as_array()
+            .and_then(|h| h.iter().find(|h| h["host"] == host))
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({}));
+        row["current"] = c["serial"].clone();
+        rows.insert(c["name"].as_str().unwrap_or_default().to_owned(), row);
+    }
+    rows
+}
+
+fn serial(v: &serde_json::Value) -> Option<String> {
+    v.as_str().map(norm_serial)
+}
+
+#[test]
+fn hosts_catching_up_on_more_than_one_transaction_of_results_report_every_one() {
+    if !ready() {
+        return;
+    }
+    let env = support::env::TestEnv::new();
+    let cluster = EtcdCluster::start(env.dir.path(), 3);
+    let owned: Vec<(String, String)> = names()
+        .into_iter()
+        .map(|n| {
+            let d = format!("{n}.catchup.test");
+            (n, d)
+        })
+        .collect();
+    let list: Vec<(&str, &str)> = owned
+        .iter()
+        .map(|(n, d)| (n.as_str(), d.as_str()))
+        .collect();
+    let f = Fleet::build(
+        env,
+        &cluster.endpoints(),
+        "/catchup/",
+        &[Server::Nginx, Server::Nginx, Server::Nginx],
+        &list,
+    );
+    f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
+    let first = run(&f, 0, &["--json", "renew", "--wait", "300"]);
+    first.expect_code(0);
+
+    // web2 catches up on all 150: every result under hosts/web2/, each opening and current.
+    let mut etcd = EtcdClient::connect(cluster.endpoints(), "/catchup/");
+    let out = run(&f, 1, &["--json", "renew"]);
+    out.expect_code(0);
+    for name in names() {
+        assert_eq!(
+            Some(out.installed_serial(&name)),
+            serial(&first.outcome(&name)["serial"]),
+            "{name}"
+        );
+        assert!(
+            etcd.get(&format!("hosts/web2/certs/{name}")).is_some(),
+            "no result of {name} under hosts/web2/"
+        );
+    }
+    let rows = rows_of(&f, "web2", 0);
+    assert_eq!(rows.len(), COUNT);
+    for (name, row) in &rows {
+        assert_eq!(
+            serial(&row["serial"]),
+            serial(&row["current"]),
+            "{name}: {row}"
+        );
+        assert_eq!(row["state"], "current", "{name}: {row}");
+    }
+
+    // c7's published value replaced by c8's (sealed for another key and name): it does not
+    // open on web3, which joins now and installs the other 149; c7 fails alone, reported
+    // under hosts/web3/ with its error.
+    let other = etcd.get("certs/c8/current").expect("c8 published");
+    etcd.put("certs/c7/current", other);
+    // Another host leads meanwhile: web3's run only follows (a leader would take c7 for a
+    // certificate the fleet has not issued).
+    let lease = etcd.put_on_lease("leader", "web1", 600);
+    let out = run(&f, 2, &["--json", "renew"]);
+    out.expect_code(3);
+    let bad = out.outcome("c7");
+    assert_eq!(bad["outcome"], "failed", "{}", out.describe());
+    let error = bad["error"].as_str().unwrap_or_default();
+    assert!(error.contains("certs/c7/current"), "{error}");
+    for name in names().iter().filter(|n| *n != "c7") {
+        out.installed_serial(name);
+    }
+    etcd.revoke(lease);
+    // Exit 1: c7's current certificate in etcd does not open.
+    let rows = rows_of(&f, "web3", 1);
+    let c7 = &rows["c7"];
+    let state = c7["state"].as_str().unwrap_or_default();
+    assert!(
+        state.starts_with("error: ") && state.contains("certs/c7/current"),
+        "{c7}"
+    );
+    assert!(c7["serial"].is_null(), "nothing installed for c7: {c7}");
+    for (name, row) in rows.iter().filter(|(n, _)| n.as_str() != "c7") {
+        assert_eq!(
+            serial(&row["serial"]),
+            serial(&row["current"]),
+            "{name}: {row}"
+        );
+    }
+}
