@@ -27,6 +27,10 @@ use super::shared::{check_keeps, open_state};
 use super::versions::Versions;
 
 mod around;
+mod rounds;
+
+pub use rounds::run;
+use rounds::Round;
 
 use around::{announce_lead, merge_requests, not_leading, note_host_failure, record_attempts};
 
@@ -452,16 +456,17 @@ pub(super) async fn hand_over_installed(
     Ok(())
 }
 
-/// A run on a fleet host: installs what the fleet has, then — when this host can take the
-/// lead — imports the shared records, runs the engine as the leader, shares and publishes
+/// One round of a run on a fleet host ([`rounds::run`] repeats them while the run waits):
+/// installs what the fleet has, then — when this host can take the lead — imports the shared
+/// records, runs the engine as the leader (waiting as `opts.wait` says), shares and publishes
 /// what changed, and gives the lead up. Without etcd (or its quorum) nothing is ordered and
-/// the run fails; what is installed stays.
-pub async fn run(
+/// the round fails; what is installed stays.
+async fn round(
     config: &Config,
     opts: &RunOptions,
     store: &Store,
     certs: &[&CertificateConfig],
-) -> Result<(RunReport, Vec<crate::api::RequestCount>)> {
+) -> Result<Round> {
     let link = connect(config, opts.clock)
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
@@ -492,7 +497,7 @@ pub async fn run(
     }
     let Some(lead) = link.fleet.try_lead_exclusive().await? else {
         not_leading(&link, store, &mut report, &from_sync).await?;
-        return Ok((report, Vec::new()));
+        return Ok(Round::followed(report));
     };
     announce_lead(&link, &lead, opts, store, certs, &mut report).await;
     let mut eligible: Vec<&CertificateConfig> = Vec::new();
@@ -573,5 +578,5 @@ pub async fn run(
     if let Some(own) = own {
         merge_requests(&mut requests, own);
     }
-    Ok((report, requests))
+    Ok(Round::led(report, requests))
 }
