@@ -121,6 +121,12 @@ pub async fn run(
         rounds += 1;
         last_led = match round(config, &each, store, &open).await {
             Ok(r) => {
+                if !r.led {
+                    say(&format!(
+                        "round {rounds}: another host holds the fleet's lead; this host \
+                         installed what the fleet has and leaves the checks to it"
+                    ));
+                }
                 merge_requests(&mut requests, r.requests);
                 merge_round(&mut report, r.report, r.led, &waiting);
                 r.led
