@@ -29,8 +29,8 @@ use super::versions::Versions;
 mod around;
 mod rounds;
 
-pub use rounds::run;
 use rounds::Round;
+pub use rounds::run;
 
 use around::{announce_lead, merge_requests, not_leading, note_host_failure, record_attempts};
 

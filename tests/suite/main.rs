@@ -66,10 +66,10 @@ mod fleet_idle;
 mod fleet_pause;
 /// `retire` in fleet mode: the tombstone, every host archives, forged tombstones refused.
 mod fleet_retire;
-/// A waiting run holds the fleet's lead only for its rounds: another host's run leads meanwhile.
-mod fleet_rounds;
 /// The fleet key rotated while both hosts serve: no run fails, no order, the old key refused.
 mod fleet_rotate;
+/// A waiting run holds the fleet's lead only for its rounds: another host's run leads meanwhile.
+mod fleet_rounds;
 /// The leader's daemon killed while validation is pending: another daemon takes over within
 /// the lease time, no second order or reissue.
 mod fleet_takeover;

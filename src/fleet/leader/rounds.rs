@@ -89,10 +89,7 @@ pub async fn run(
     let mut rounds = 1u32;
     while !open.is_empty() && !stopping(opts) {
         let delay = if last_led {
-            let records: Vec<_> = open.iter().filter_map(|c| store.load(&c.name).ok()).collect();
-            engine::until_next_check(interval, &records, opts.clock.now())
-                .unwrap_or(interval)
-                .max(MIN_BETWEEN_ROUNDS)
+            next_round(store, interval, opts, &open)
         } else {
             // Another host led: it checks the fleet's pending certificates; this host looks
             // for what it publishes once per polling interval.
@@ -143,6 +140,34 @@ pub async fn run(
     Ok((report, requests))
 }
 
+/// How long until the next round after one that led: until the earliest of `open` may be
+/// checked again, or — so that certificates checked moments apart (each at its own status
+/// call) stay in one round — until the last of those allowed within a tenth of the polling
+/// interval after it.
+fn next_round(
+    store: &Store,
+    interval: Duration,
+    opts: &RunOptions,
+    open: &[&CertificateConfig],
+) -> Duration {
+    let now = opts.clock.now();
+    let delays: Vec<Duration> = open
+        .iter()
+        .filter_map(|c| store.load(&c.name).ok())
+        .filter_map(|r| engine::until_next_check(interval, [&r], now))
+        .collect();
+    let Some(first) = delays.iter().copied().min() else {
+        return interval.max(MIN_BETWEEN_ROUNDS);
+    };
+    let together = first + interval / 10;
+    delays
+        .into_iter()
+        .filter(|d| *d <= together)
+        .max()
+        .unwrap_or(first)
+        .max(MIN_BETWEEN_ROUNDS)
+}
+
 /// The certificates of `certs` that `report` leaves pending and whose records wait for the
 /// CA (a status check can move them on); their pending reasons are kept in `waiting`.
 fn still_waiting<'c>(
@@ -165,7 +190,9 @@ fn still_waiting<'c>(
             continue;
         };
         if engine::until_next_check(interval, [&rec], opts.clock.now()).is_some() {
-            waiting.entry(cert.name.clone()).or_insert_with(|| reason.clone());
+            waiting
+                .entry(cert.name.clone())
+                .or_insert_with(|| reason.clone());
             open.push(*cert);
         }
     }
