@@ -184,3 +184,49 @@ fn a_round_that_finds_the_lead_taken_calls_nothing() {
     });
     assert_eq!(f.env.order_posts(), 1);
 }
+
+/// Whether host `i` has a validation file in its web root.
+fn publishes(f: &Fleet, i: usize) -> bool {
+    let pv = f.hosts[i]
+        .config
+        .parent()
+        .map(|d| d.join("www-root/.well-known/pki-validation"));
+    pv.and_then(|p| fs::read_dir(p).ok())
+        .is_some_and(|mut d| d.next().is_some())
+}
+
+#[test]
+fn a_run_stopped_while_it_waits_withdraws_its_validation_files() {
+    if !ready() {
+        return;
+    }
+    let f = Fleet::start_under("/rounds-stop/", &[Server::Nginx], &[("www", DOMAIN)]);
+    // The CA fetches from a closed port: the validation stays pending.
+    crate::fleet_takeover::hold_validation(&f);
+    let mut a = f
+        .env
+        .agent_at(&f.hosts[0].config, ["--json", "renew", "--wait", "100"])
+        .spawn();
+    assert!(
+        wait_until(Duration::from_secs(60), || publishes(&f, 0)),
+        "web1 published no validation file\n{}",
+        f.logs()
+    );
+    let mut etcd = f.etcd();
+    assert!(
+        wait_until(Duration::from_secs(30), || etcd.get("dcv/www").is_some()),
+        "published for the fleet"
+    );
+    // Between two rounds (a round is short; the run sleeps a second between them).
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(a.id()).expect("a pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM sent");
+    let status = support::env::wait_exit(&mut a, Duration::from_secs(60));
+    assert_eq!(status.and_then(|s| s.code()), Some(75), "{}", f.logs());
+    assert!(!publishes(&f, 0), "the validation file was removed");
+    assert!(
+        etcd.get("dcv/www").is_none(),
+        "and withdrawn from the fleet"
+    );
+    assert_eq!(f.env.order_posts(), 1);
+}

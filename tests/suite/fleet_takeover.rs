@@ -88,7 +88,7 @@ fn serving(f: &Fleet, hosts: std::ops::Range<usize>, serial: Option<&str>, not: 
 
 /// The CA fetches validation files from a port where nothing listens: every validation stays
 /// pending until the ports are set again.
-fn hold_validation(f: &Fleet) {
+pub(crate) fn hold_validation(f: &Fleet) {
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
