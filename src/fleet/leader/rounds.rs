@@ -87,7 +87,11 @@ pub async fn run(
     let mut open = still_waiting(store, interval, opts, certs, &report, &mut waiting);
     let mut last_led = true;
     let mut rounds = 1u32;
-    while !open.is_empty() && !stopping(opts) {
+    while !open.is_empty() {
+        if stopping(opts) {
+            stop_waiting(config, opts, store, &open, &mut report).await;
+            break;
+        }
         let delay = if last_led {
             next_round(store, interval, opts, &open)
         } else {
@@ -105,14 +109,7 @@ pub async fn run(
             open.len()
         ));
         if sleep_or_stop(delay, opts).await {
-            let what = withdraw(config, opts, store, &open).await;
-            for c in &mut report.certificates {
-                if open.iter().any(|o| o.name == c.name) {
-                    c.outcome = Outcome::Pending {
-                        reason: format!("the run was stopped while waiting; {what}"),
-                    };
-                }
-            }
+            stop_waiting(config, opts, store, &open, &mut report).await;
             break;
         }
         rounds += 1;
@@ -237,6 +234,25 @@ fn note_failed_round(report: &mut RunReport, waiting: &BTreeMap<String, String>,
         if let Some(before) = waiting.get(&line.name) {
             line.outcome = Outcome::Pending {
                 reason: format!("{before} (the last round failed: {error})"),
+            };
+        }
+    }
+}
+
+/// A stop was asked while `open` wait: their validation files withdrawn (see [`withdraw`]),
+/// each reported pending.
+async fn stop_waiting(
+    config: &Config,
+    opts: &RunOptions,
+    store: &Store,
+    open: &[&CertificateConfig],
+    report: &mut RunReport,
+) {
+    let what = withdraw(config, opts, store, open).await;
+    for c in &mut report.certificates {
+        if open.iter().any(|o| o.name == c.name) {
+            c.outcome = Outcome::Pending {
+                reason: format!("the run was stopped while waiting; {what}"),
             };
         }
     }
