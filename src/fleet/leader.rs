@@ -28,10 +28,6 @@ use super::versions::Versions;
 mod around;
 mod export;
 mod reads;
-mod rounds;
-
-use rounds::Round;
-pub use rounds::run;
 
 use around::{announce_lead, merge_requests, not_leading, note_host_failure, record_attempts};
 use export::export;
@@ -376,17 +372,16 @@ pub(super) async fn import(
     Ok(Some(shared.record))
 }
 
-/// One round of a run on a fleet host ([`rounds::run`] repeats them while the run waits):
-/// installs what the fleet has, then — when this host can take the lead — imports the shared
-/// records, runs the engine as the leader (waiting as `opts.wait` says), shares and publishes
+/// A run on a fleet host: installs what the fleet has, then — when this host can take the
+/// lead — imports the shared records, runs the engine as the leader, shares and publishes
 /// what changed, and gives the lead up. Without etcd (or its quorum) nothing is ordered and
-/// the round fails; what is installed stays.
-async fn round(
+/// the run fails; what is installed stays.
+pub async fn run(
     config: &Config,
     opts: &RunOptions,
     store: &Store,
     certs: &[&CertificateConfig],
-) -> Result<Round> {
+) -> Result<(RunReport, Vec<crate::api::RequestCount>)> {
     let link = connect(config, opts.clock)
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
@@ -418,7 +413,7 @@ async fn round(
     }
     let Some(lead) = link.fleet.try_lead_exclusive().await? else {
         not_leading(&link, store, &mut report, &from_sync).await?;
-        return Ok(Round::followed(report));
+        return Ok((report, Vec::new()));
     };
     announce_lead(&link, &lead, opts, store, certs, &mut report).await;
     let mut eligible: Vec<&CertificateConfig> = Vec::new();
@@ -500,5 +495,5 @@ async fn round(
     if let Some(own) = own {
         merge_requests(&mut requests, own);
     }
-    Ok(Round::led(report, requests))
+    Ok((report, requests))
 }
