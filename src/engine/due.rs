@@ -187,7 +187,7 @@ impl Due {
 /// The express part of the summary ([`Express`]) for `config`: only for a configuration
 /// whose source digest is known, outside a fleet, without notifications or metrics (a run
 /// without the configuration does none of what they need).
-fn express_of(config: &Config) -> Option<Express> {
+pub fn express_of(config: &Config) -> Option<Express> {
     use std::os::unix::fs::MetadataExt as _;
     let a = &config.agent;
     if config.source_digest.is_none()

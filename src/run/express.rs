@@ -68,6 +68,11 @@ pub async fn renew(config_path: &Path, clock: Clock, lock_wait: Duration) -> Res
             revocation: None,
         });
     }
+    tracing::debug!(
+        "due summary: {n} of {n} certificate(s) quiet, their records not read; \
+         the configuration not parsed (its sources unchanged)",
+        n = certificates.len()
+    );
     let report = RunReport {
         certificates,
         takeover: None,
@@ -105,3 +110,6 @@ fn matching_summary(config_path: &Path) -> Option<(Store, Stamp, ExpressSummary)
     drop(text);
     (digest == b.config).then_some((store, stamp, summary))
 }
+
+#[cfg(test)]
+mod tests;
