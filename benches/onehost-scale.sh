@@ -17,7 +17,8 @@
 # Knobs (environment): SIZES (100 1000 10000), REPS (cert-agent runs per figure, 21),
 # REPS_CERTBOT (5), BENCH_CERTBOT_MAX (1000), LAYOUTS (one included), OUT
 # (benches/results/onehost-scale), AGENT (a cert-agent binary to measure instead of the
-# release build), BENCH_KEEP=1 keeps the temporary directory.
+# release build), FLEET (the bench_fleet example that lays out the host; with AGENT and FLEET
+# both given nothing is built), BENCH_KEEP=1 keeps the temporary directory.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -44,10 +45,12 @@ if [ "${#need[@]}" -gt 0 ]; then
   ($SUDO systemctl disable --now certbot.timer 2>/dev/null || true) >/dev/null 2>&1
 fi
 
-log "building (release)"
-cargo build --release --locked -q --bin cert-agent --example bench_fleet
+if [ -z "${AGENT:-}" ] || [ -z "${FLEET:-}" ]; then
+  log "building (release)"
+  cargo build --release --locked -q --bin cert-agent --example bench_fleet
+fi
 AGENT=${AGENT:-$TARGET/release/cert-agent}
-FLEET=$TARGET/release/examples/bench_fleet
+FLEET=${FLEET:-$TARGET/release/examples/bench_fleet}
 MEASURE="python3 $ROOT/benches/measure.py"
 
 mkdir -p "$OUT"
