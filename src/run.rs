@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+pub mod express;
+
 use anyhow::Result;
 
 use crate::config::Config;

@@ -1,13 +1,26 @@
 //! The due summary's reader (`state_dir/due.json`, read by every unattended run): any bytes,
 //! under the basis a run would hold. Must never panic. A summary that is accepted holds each
 //! certificate once, under a name that can be a certificate's, and an entry whose record has
-//! no stamp never stands.
+//! no stamp never stands. The same bytes through the reader of a `renew` that has not parsed
+//! its configuration (the summary's express part): accepted only whole, with an entry for
+//! each of the configuration's certificates, each name valid and once, none standing without
+//! its record.
 #![no_main]
 
-use cert_agent::store::due::{Basis, DueSummary};
+use cert_agent::store::due::{Basis, DueSummary, ExpressSummary};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
+    if let Some(x) = ExpressSummary::parse(data) {
+        assert!(std::str::from_utf8(data).is_ok(), "accepted only as UTF-8");
+        assert_eq!(x.certificates.len(), x.express.certificates);
+        let mut seen = std::collections::HashSet::new();
+        for e in &x.certificates {
+            assert!(cert_agent::store::check_name(&e.name).is_ok());
+            assert!(seen.insert(e.name.as_str()), "each name once");
+            assert!(!e.stands(i64::MIN, None));
+        }
+    }
     let basis = Basis {
         version: "1.0.0".into(),
         config: "ab".repeat(32),

@@ -137,6 +137,9 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             fleet::rotate_key(&config, &out, clock).await
         }
         Command::Renew(args) => {
+            if args.names.is_empty() && !args.dry_run && !args.force {
+                return run_cmds::renew_plain(&cli.config, args, &out, clock, cli.lock_wait).await;
+            }
             let config = load_config(&cli.config)?;
             run_cmds::random_start_delay(args.random_delay).await;
             engine(&cli.command, &config, &out, cli.lock_wait).await

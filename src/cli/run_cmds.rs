@@ -19,20 +19,60 @@ pub(super) async fn run(
     out: &Output,
     lock_wait: Duration,
 ) -> Result<u8> {
-    let report = match crate::run::once_waiting(config, opts, lock_wait).await {
-        Ok(r) => r,
-        Err(e) => {
-            if let Some(crate::store::StoreError::Locked { .. }) =
-                e.downcast_ref::<crate::store::StoreError>()
-            {
-                eprintln!("{e:#}");
-                return Ok(exit::PENDING);
+    match crate::run::once_waiting(config, opts, lock_wait).await {
+        Ok(report) => print(&report, out),
+        Err(e) => locked_or(e),
+    }
+}
+
+/// A run that could not take the state directory's lock ends with 75; other errors are
+/// errors.
+fn locked_or(e: anyhow::Error) -> Result<u8> {
+    if let Some(crate::store::StoreError::Locked { .. }) =
+        e.downcast_ref::<crate::store::StoreError>()
+    {
+        eprintln!("{e:#}");
+        return Ok(exit::PENDING);
+    }
+    Err(e)
+}
+
+/// `renew` without names, `--force` or `--dry-run`: when the due summary vouches for every
+/// certificate of the configuration as it is now, reported without parsing the configuration
+/// ([`crate::run::express`]); otherwise the full run.
+pub(super) async fn renew_plain(
+    config_path: &std::path::Path,
+    args: &RenewArgs,
+    out: &Output,
+    clock: crate::clock::Clock,
+    lock_wait: u64,
+) -> Result<u8> {
+    use crate::run::express::{Express, renew};
+    random_start_delay(args.random_delay).await;
+    let wait = Duration::from_secs(lock_wait);
+    match renew(config_path, clock, wait).await {
+        Ok(Express::Done(report, warnings)) => {
+            for w in &warnings {
+                tracing::warn!("{w}");
             }
-            return Err(e);
+            return print(&report, out);
         }
-    };
+        Ok(Express::Full(why)) => tracing::debug!("the full run: {why}"),
+        Err(e) => return locked_or(e),
+    }
+    let config = super::load_config(config_path)?;
+    let command = Command::Renew(RenewArgs {
+        names: Vec::new(),
+        random_delay: 0,
+        ..*args
+    });
+    super::engine(&command, &config, out, lock_wait).await
+}
+
+/// Prints the run's report (a table, or `--json`); the exit code follows the run's status.
+fn print(report: &crate::engine::RunReport, out: &Output) -> Result<u8> {
     if out.json {
-        out.print_json(&report)?;
+        out.print_json(report)?;
         return Ok(exit::of_run(report.status()));
     }
     // One write for the whole report (thousands of lines on a large host); failures go to

@@ -23,6 +23,7 @@ mod include;
 mod keys;
 mod rules;
 mod select;
+pub mod sources;
 mod types;
 mod validate;
 

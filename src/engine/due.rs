@@ -15,7 +15,7 @@ use time::OffsetDateTime;
 
 use crate::config::{CertificateConfig, Config};
 use crate::store::Store;
-use crate::store::due::{self, Basis, DueSummary, Entry, Stamp};
+use crate::store::due::{self, Basis, DueSummary, Entry, Express, Stamp};
 
 use super::context::RunOptions;
 use super::job::Job;
@@ -40,6 +40,9 @@ pub(super) struct Due {
     next: Vec<Entry>,
     /// Entries used as they were.
     stood: usize,
+    /// What a `renew` needs to run without the configuration, for a configuration that allows
+    /// it.
+    express: Option<Express>,
 }
 
 impl Due {
@@ -77,6 +80,7 @@ impl Due {
             next: Vec::with_capacity(kept.len()),
             kept,
             stood: 0,
+            express: express_of(config),
         })
     }
 
@@ -142,11 +146,17 @@ impl Due {
 
     /// Writes the summary for the next run when it changed. The CRL store is stamped as this
     /// run leaves it (it may have fetched a CRL).
-    pub(super) fn finish(mut self, store: &Store, revocation: bool) {
-        let crl = revocation
+    pub(super) fn finish(mut self, store: &Store, config: &Config) {
+        let crl = config
+            .revocation
+            .check
             .then(|| Stamp::of_path(&store.dir().join("crl")))
             .flatten();
-        if self.stood == self.kept.len() && self.next.len() == self.stood && crl == self.basis.crl {
+        if self.stood == self.kept.len()
+            && self.next.len() == self.stood
+            && crl == self.basis.crl
+            && self.kept.express() == self.express.as_ref()
+        {
             return;
         }
         self.basis.crl = crl;
@@ -155,11 +165,49 @@ impl Due {
             due::remove(store);
             return;
         }
-        due::save(store, &self.basis, self.next);
+        drop(seen);
+        // In the configuration's order, for a run that reports them without it.
+        let order: std::collections::HashMap<&str, usize> = config
+            .certificates
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.as_str(), i))
+            .collect();
+        self.next
+            .sort_unstable_by_key(|e| order.get(e.name.as_str()).copied().unwrap_or(usize::MAX));
+        due::save_with(store, &self.basis, &self.next, self.express.as_ref());
     }
 
     /// How many certificates were reported from the summary.
     pub(super) fn used(&self) -> usize {
         self.stood
     }
+}
+
+/// The express part of the summary ([`Express`]) for `config`: only for a configuration
+/// whose source digest is known, outside a fleet, without notifications or metrics (a run
+/// without the configuration does none of what they need).
+pub fn express_of(config: &Config) -> Option<Express> {
+    use std::os::unix::fs::MetadataExt as _;
+    let a = &config.agent;
+    if config.source_digest.is_none()
+        || config.fleet.is_some()
+        || a.notify_command.is_some()
+        || a.notify_url.is_some()
+        || a.metrics_file.is_some()
+        || a.metrics_listen.is_some()
+    {
+        return None;
+    }
+    Some(Express {
+        config: config.path.clone(),
+        config_mode: std::fs::metadata(&config.path).ok()?.mode() & 0o7777,
+        state_dir: a.state_dir.clone(),
+        include: a.include.clone(),
+        allow_orders: a.allow_orders,
+        revocation: config.revocation.check,
+        warnings: config.warnings.clone(),
+        programs: crate::config::sources::command_programs(config),
+        certificates: config.certificates.len(),
+    })
 }

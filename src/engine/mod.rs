@@ -31,6 +31,7 @@ mod start;
 
 pub use context::{RunOptions, client, client_options};
 pub use deploy::install_paths;
+pub use due::express_of;
 pub use held::line as held_line;
 pub use job::{Job, Ready, unattended_inputs, wanted};
 pub use lead::{Installable, Lead};

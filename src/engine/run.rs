@@ -88,7 +88,7 @@ pub async fn run(
             due.used(),
             certs.len()
         );
-        due.finish(store, config.revocation.check);
+        due.finish(store, config);
     }
     poll::rounds(&ctx, &mut work, &mut report).await;
     let ready = std::mem::take(&mut work.ready);

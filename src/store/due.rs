@@ -22,7 +22,7 @@ use super::{FileStamp, Store};
 /// The file under `state_dir`.
 pub const DUE_FILE: &str = "due.json";
 /// Version of the file's layout.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 /// Largest summary read (about 25,000 certificates per MiB is far below this).
 const MAX_BYTES: u64 = 256 * 1024 * 1024;
 
@@ -91,17 +91,95 @@ pub struct Entry {
     pub reason: String,
 }
 
+/// What a `renew` needs to report a run with nothing due without parsing the configuration
+/// (`cert-agent renew` with no option, [`crate::run::express`]): written only for a
+/// configuration without fleet, notifications or metrics, whose every certificate was quiet,
+/// and used only when the configuration's sources, re-read and re-listed, give
+/// [`Basis::config`] again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Express {
+    /// The configuration file as the command named it.
+    pub config: PathBuf,
+    /// Its permission bits (a warning depends on them).
+    pub config_mode: u32,
+    /// `agent.state_dir`.
+    pub state_dir: PathBuf,
+    /// `[agent] include`, as written.
+    pub include: Vec<String>,
+    /// `agent.allow_orders`.
+    pub allow_orders: bool,
+    /// `[revocation] check`.
+    pub revocation: bool,
+    /// The configuration's warnings, printed by every run.
+    pub warnings: Vec<String>,
+    /// The programs the certificates' commands name (each must still exist).
+    pub programs: Vec<String>,
+    /// How many certificates the configuration holds; the entries are theirs, in its order.
+    pub certificates: usize,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 struct Stored {
     format: u32,
     basis: Basis,
+    #[serde(default)]
+    express: Option<Express>,
     certificates: Vec<Entry>,
+}
+
+#[derive(Serialize)]
+struct StoredRef<'a> {
+    format: u32,
+    basis: &'a Basis,
+    express: Option<&'a Express>,
+    certificates: &'a [Entry],
 }
 
 /// A summary read back and found to match the run's basis.
 #[derive(Debug, Default)]
 pub struct DueSummary {
     by_name: HashMap<String, Entry>,
+    express: Option<Express>,
+}
+
+/// A summary read for a run that has not parsed its configuration: the basis is checked by
+/// the caller against the sources as they are now.
+#[derive(Debug)]
+pub struct ExpressSummary {
+    pub basis: Basis,
+    pub express: Express,
+    /// Every certificate's entry, in the configuration's order.
+    pub certificates: Vec<Entry>,
+}
+
+impl ExpressSummary {
+    /// Parses `bytes`: `None` unless it is a whole summary of this format with its express
+    /// part, an entry for each of the configuration's certificates, each name valid and once.
+    pub fn parse(bytes: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let stored: Stored = serde_json::from_str(text).ok()?;
+        let express = stored.express?;
+        if stored.format != FORMAT || stored.certificates.len() != express.certificates {
+            return None;
+        }
+        let mut seen = std::collections::HashSet::with_capacity(stored.certificates.len());
+        for e in &stored.certificates {
+            if super::check_name(&e.name).is_err() || !seen.insert(e.name.as_str()) {
+                return None;
+            }
+        }
+        drop(seen);
+        Some(Self {
+            basis: stored.basis,
+            express,
+            certificates: stored.certificates,
+        })
+    }
+
+    /// The summary under `state_dir` (the file read as [`DueSummary::load`] reads it).
+    pub fn load(store: &Store) -> Option<Self> {
+        Self::parse(&read_own(&store.dir().join(DUE_FILE))?)
+    }
 }
 
 impl DueSummary {
@@ -115,6 +193,7 @@ impl DueSummary {
         if stored.format != FORMAT || stored.basis != *basis {
             return None;
         }
+        let express = stored.express;
         let mut by_name = HashMap::with_capacity(stored.certificates.len());
         for e in stored.certificates {
             if super::check_name(&e.name).is_err() {
@@ -125,7 +204,7 @@ impl DueSummary {
                 return None;
             }
         }
-        Some(Self { by_name })
+        Some(Self { by_name, express })
     }
 
     /// The summary in `store` if it matches `basis`; empty otherwise.
@@ -152,6 +231,11 @@ impl DueSummary {
     pub fn is_empty(&self) -> bool {
         self.by_name.is_empty()
     }
+
+    /// The express part it was written with.
+    pub fn express(&self) -> Option<&Express> {
+        self.express.as_ref()
+    }
 }
 
 impl Entry {
@@ -172,9 +256,15 @@ impl Entry {
 /// errors: the next run takes the full path.
 pub fn save(store: &Store, basis: &Basis, mut entries: Vec<Entry>) {
     entries.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-    let stored = Stored {
+    save_with(store, basis, &entries, None);
+}
+
+/// Writes the summary with its express part: `entries` in the configuration's order.
+pub fn save_with(store: &Store, basis: &Basis, entries: &[Entry], express: Option<&Express>) {
+    let stored = StoredRef {
         format: FORMAT,
-        basis: basis.clone(),
+        basis,
+        express,
         certificates: entries,
     };
     let path = store.dir().join(DUE_FILE);

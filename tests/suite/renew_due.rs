@@ -68,7 +68,13 @@ fn quiet(env: &TestEnv, offset: i64) {
         fast.describe()
     );
     assert_eq!(quiet_by_summary(&fast), 1, "{}", fast.describe());
+    assert!(not_parsed(&fast), "{}", fast.describe());
     assert_eq!(env.calls().len(), calls, "a quiet run calls nothing");
+}
+
+/// Whether the run reported from the summary without parsing the configuration.
+fn not_parsed(out: &AgentOutput) -> bool {
+    out.stderr.contains("the configuration not parsed")
 }
 
 /// One standalone, files-only certificate `www` in a two-year subscription, issued.
@@ -162,6 +168,29 @@ fn each_change_after_a_quiet_run_is_acted_on() {
     assert_eq!(quiet_by_summary(&out), 0, "{}", out.describe());
     out.installed_serial("www");
     assert_ne!(serial(&env), before, "reissued");
+    quiet(&env, off);
+
+    // An option that needs the configuration (`--force` aside, which acts): a dry run and a
+    // named certificate take the full path; the plain run after them still needs no parse.
+    for args in [&["--dry-run"][..], &["--name", "www"][..]] {
+        let out = env
+            .agent(
+                ["-v", "--json", "renew", "--wait", "30"]
+                    .into_iter()
+                    .chain(args.iter().copied()),
+            )
+            .env(OFFSET, off.to_string())
+            .run();
+        out.expect_code(0);
+        assert!(!not_parsed(&out), "{args:?}: {}", out.describe());
+    }
+    let out = renew_at(&env, off);
+    assert!(not_parsed(&out), "{}", out.describe());
+    // The main file edited, if only by a comment: parsed again.
+    std::thread::sleep(Duration::from_millis(1100));
+    env.agent_extra = "# a comment\n".into();
+    let out = renew_at(&env, off);
+    assert!(!not_parsed(&out), "{}", out.describe());
     quiet(&env, off);
 
     // A damaged summary: ignored, the full path taken, nothing called, the summary rewritten.

@@ -128,8 +128,9 @@ fn garbage_truncated_or_forged_summaries_are_ignored() {
         Vec::new(),
         b"\x00\xff garbage".to_vec(),
         b"[]".to_vec(),
-        b"{\"format\":1}".to_vec(),
-        text.replace("\"format\":1", "\"format\":2").into_bytes(),
+        b"{\"format\":2}".to_vec(),
+        text.replace("\"format\":2", "\"format\":1").into_bytes(),
+        text.replace("\"format\":2", "\"format\":3").into_bytes(),
         // A name that cannot be a certificate's (a path).
         text.replace("\"name\":\"www\"", "\"name\":\"../www\"")
             .into_bytes(),
@@ -207,7 +208,7 @@ fn a_summary_that_is_not_utf8_is_ignored() {
         crl: None,
     };
     let good = format!(
-        "{{\"format\":1,\"basis\":{},\"certificates\":[],\"extra\":\"x\"}}",
+        "{{\"format\":2,\"basis\":{},\"certificates\":[],\"extra\":\"x\"}}",
         serde_json::to_string(&basis).unwrap()
     );
     assert!(DueSummary::parse(good.as_bytes(), &basis).is_some());
@@ -215,4 +216,88 @@ fn a_summary_that_is_not_utf8_is_ignored() {
     let at = bad.len() - 3;
     bad[at] = 0x97;
     assert!(DueSummary::parse(&bad, &basis).is_none());
+}
+
+fn express(certificates: usize) -> Express {
+    Express {
+        config: "/etc/cert-agent/config.toml".into(),
+        config_mode: 0o600,
+        state_dir: "/var/lib/cert-agent".into(),
+        include: vec!["conf.d/*.toml".into()],
+        allow_orders: false,
+        revocation: true,
+        warnings: vec!["a warning".into()],
+        programs: vec!["/usr/sbin/nginx".into()],
+        certificates,
+    }
+}
+
+/// The express part is read back as written, with the entries in the order given (the
+/// configuration's), by a run that has not parsed the configuration and by one that has.
+#[test]
+fn the_express_part_is_read_back_with_the_entries_in_order() {
+    let (_d, store, www) = setup();
+    let mut api = www.clone();
+    api.name = "api".into();
+    save_with(
+        &store,
+        &basis(),
+        &[www.clone(), api.clone()],
+        Some(&express(2)),
+    );
+    let read = ExpressSummary::load(&store).unwrap();
+    assert_eq!(read.basis, basis());
+    assert_eq!(read.express, express(2));
+    assert_eq!(read.certificates, [www.clone(), api.clone()]);
+    let full = DueSummary::load(&store, &basis());
+    assert_eq!(full.express(), Some(&express(2)));
+    assert_eq!(full.get("api"), Some(&api));
+    // Without an express part (a configuration with metrics, say): none for the express run.
+    save(&store, &basis(), vec![www]);
+    assert!(ExpressSummary::load(&store).is_none());
+    assert_eq!(DueSummary::load(&store, &basis()).len(), 1);
+}
+
+/// A summary whose express part does not account for every certificate, names one twice or
+/// one that cannot be a certificate's, or is damaged, is not used by the express run.
+#[test]
+fn an_express_part_that_does_not_add_up_is_ignored() {
+    let (_d, store, www) = setup();
+    let mut dup = vec![www.clone(), www.clone()];
+    let mut bad_name = www.clone();
+    bad_name.name = "../www".into();
+    let cases: Vec<(Vec<Entry>, usize)> = vec![
+        (vec![www.clone()], 2),
+        (vec![www.clone()], 0),
+        (std::mem::take(&mut dup), 2),
+        (vec![bad_name], 1),
+    ];
+    for (entries, count) in cases {
+        save_with(&store, &basis(), &entries, Some(&express(count)));
+        assert!(
+            ExpressSummary::load(&store).is_none(),
+            "{entries:?} {count}"
+        );
+    }
+    save_with(&store, &basis(), &[www], Some(&express(1)));
+    let path = store.dir().join(DUE_FILE);
+    let good = std::fs::read(&path).unwrap();
+    assert!(ExpressSummary::parse(&good).is_some());
+    for cut in [0, 1, good.len() / 2, good.len() - 1] {
+        assert!(
+            ExpressSummary::parse(&good[..cut]).is_none(),
+            "cut at {cut}"
+        );
+    }
+    let text = String::from_utf8(good).unwrap();
+    for forged in [
+        text.replace("\"format\":2", "\"format\":1"),
+        text.replace("\"certificates\":1", "\"certificates\":-1"),
+        text.replace("\"allow_orders\":false", "\"allow_orders\":0"),
+    ] {
+        assert!(
+            ExpressSummary::parse(forged.as_bytes()).is_none(),
+            "{forged}"
+        );
+    }
 }
