@@ -83,8 +83,9 @@ EOF
 chmod 755 "$W/reload"
 
 # scale_host DIR NAME PREFIX C KIND: a host of C certificates c0..c(C-1) (c0 in
-# out/fullchain.pem, nginx's; the others in out/cI.pem), KIND nginx or none; its metrics file
-# DIR/metrics.prom.
+# out/fullchain.pem, nginx's; the others in out/cI.pem; every file in DIR/out, none in the
+# default /etc/ssl/cert-agent/NAME/, which the hosts on this machine would share), KIND nginx
+# or none; its metrics file DIR/metrics.prom.
 scale_host() {
   local d=$1 name=$2 prefix=$3 c=$4 kind=$5 domain_of=$6
   if [ "$kind" = nginx ]; then nginx_for "$d" "c0.$domain_of"; else mkdir -p "$d/www" "$d/out"; fi
@@ -105,6 +106,7 @@ for i in range(int(c)):
         "", "[[certificate]]", f'name = "c{i}"', f'domains = ["c{i}.{dom}"]', "product_id = 1101",
         'country = "DE"', 'region = "Berlin"', 'city = "Berlin"', f'webroot = "{d}/www"',
         f'server = "{kind}"', f'fullchain_path = "{pem}"', f'key_path = "{key}"',
+        f'cert_path = "{d}/out/c{i}.crt"', f'chain_path = "{d}/out/c{i}.chain"',
         f'reload_command = ["{wrap}", "{d}"{argv}{reload_args}]',
     ]
     if kind == "nginx":
