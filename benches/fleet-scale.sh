@@ -270,7 +270,7 @@ for C in $SIZES; do
       wait_complete "$B/host1" "$C" "${all[@]}"
       converged=$(since "$t")
       per_host=$(for d in "${all[@]}"; do echo $(( $(reloads "$d") - ${before[$d]} )); done | sort -n)
-      med=$(echo "$per_host" | python3 -c 'import statistics,sys; print(statistics.median(int(x) for x in sys.stdin))')
+      med=$(echo "$per_host" | python3 -c 'import statistics,sys; print(f"{statistics.median(int(x) for x in sys.stdin):g}")')
       max=$(echo "$per_host" | tail -n 1)
       log "C=$C H=$H: mass reissue: leader ${reissue} s, every host serving in ${converged} s, reloads per host median $med, max $max"
     fi
