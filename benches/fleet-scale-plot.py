@@ -45,7 +45,8 @@ lines = [
 ]
 for r in rows:
     reissue = num(r, "reissue_leader_s")
-    reloads = f"{r['reloads_per_host_median']}/{r['reloads_per_host_max']}" if reissue is not None else "not reissued"
+    reloads = (f"{num(r, 'reloads_per_host_median'):g}/{r['reloads_per_host_max']}"
+               if reissue is not None else "not reissued")
     lines.append(
         f"| {r['certs']} | {r['hosts']} | {secs(num(r, 'first_day_s'))}, {r['first_day_reloads']} "
         f"| {secs(num(r, 'catchup_s'))} ({r['joiners']}, ≤ {r['joiner_reloads_max']} reloads) "
