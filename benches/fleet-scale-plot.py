@@ -10,6 +10,7 @@ Usage: benches/fleet-scale-plot.py OUT_DIR"""
 import csv
 import os
 import sys
+import textwrap
 
 out = sys.argv[1]
 rows = list(csv.DictReader(open(f"{out}/results.csv")))
@@ -93,6 +94,6 @@ for ax, (keys, title, unit, scale) in zip(axes.flat, panels):
     ax.grid(True, which="both", alpha=0.3)
     if ax.lines:
         ax.legend()
-fig.suptitle(lines[0], fontsize=9)
+fig.suptitle(textwrap.fill(lines[0], 160), fontsize=9)
 fig.tight_layout()
 fig.savefig(f"{out}/fleet-scale.png", dpi=90)
