@@ -8,7 +8,7 @@
 # request, and every message on a stream: a watch's progress requests, a lease's renewals)
 # over IDLE seconds (default 300, the daemon's resynchronisation period: each daemon at
 # least once), and for one scheduled no-op run on host2. Then the etcd database size
-# (`etcdctl endpoint status`) with and without the history, by compaction and
+# (the largest member's, from the members' metrics) with and without the history, by compaction and
 # defragmentation.
 # Usage: benches/fleet-idle.sh [OUT_DIR]   (default benches/results/fleet-idle)
 #   SIZES="1 100 1000"   numbers of certificates (one fleet each)
@@ -29,26 +29,6 @@ SETTLE=${SETTLE:-300}
 mkdir -p "$OUT"
 source benches/fleet-lib.sh
 AGENT=${AGENT_UNDER_TEST:-$AGENT}
-
-# The gRPC messages received by every member, by method, as "METHOD COUNT" lines.
-etcd_messages() {
-  for e in "${EP[@]}"; do curl -sf "$e/metrics"; done |
-    awk -F'[{}]' '/^grpc_server_msg_received_total/ {
-        split($2, l, ","); for (i in l) if (l[i] ~ /^grpc_method=/) { m = l[i]; gsub(/grpc_method=|"/, "", m) }
-        n = split($3, v, " "); s[m] += v[n] }
-      END { for (m in s) printf "%s %d\n", m, s[m] }' | sort
-}
-total() { awk '{s += $2} END {printf "%d", s}' "$1"; }
-by_method() { join -a2 -e0 -o 0,1.2,2.2 "$1" "$2" | awk '$3 - $2 > 0 {printf "%s %d, ", $1, $3 - $2}'; }
-
-# The database size of member 0 (bytes), and its size in use (etcd 3.4: dbSizeInUse is not in
-# endpoint status; the metric is).
-db_size() {
-  local total use
-  total=$(curl -sf "${EP[0]}/metrics" | awk '/^etcd_mvcc_db_total_size_in_bytes/ {print $2}')
-  use=$(curl -sf "${EP[0]}/metrics" | awk '/^etcd_mvcc_db_total_size_in_use_in_bytes/ {print $2}')
-  python3 -c "print(int(float('$total')), int(float('$use')))"
-}
 
 SB_HTTP=$(port)
 mkdir -p "$W/dcv-root"
@@ -154,17 +134,17 @@ for N in $SIZES; do
   # resynchronisations that read what those runs wrote (up to one period later).
   sleep $(( 75 + SETTLE ))
   etcd_messages > "$W/m0"; sleep "$IDLE"; etcd_messages > "$W/m1"
-  idle=$(( $(total "$W/m1") - $(total "$W/m0") ))
-  idle_methods=$(by_method "$W/m0" "$W/m1")
+  idle=$(( $(msg_total "$W/m1") - $(msg_total "$W/m0") ))
+  idle_methods=$(msg_by_method "$W/m0" "$W/m1")
   etcd_messages > "$W/m2"
   kill "${DAEMONS[1]}" 2>/dev/null || true; wait "${DAEMONS[1]}" 2>/dev/null || true
   etcd_messages > "$W/m3"
   "$AGENT" --config "$W/f$N-2/config.toml" renew >/dev/null 2>&1 || true
   etcd_messages > "$W/m4"
-  run=$(( $(total "$W/m4") - $(total "$W/m3") ))
-  run_methods=$(by_method "$W/m3" "$W/m4")
+  run=$(( $(msg_total "$W/m4") - $(msg_total "$W/m3") ))
+  run_methods=$(msg_by_method "$W/m3" "$W/m4")
   per_host_hour=$(python3 -c "print(round($idle * 3600 / ($IDLE * $HOSTS) + $run, 1))")
-  read -r db use < <(db_size)
+  read -r db use < <(etcd_db)
   {
     echo "fleet of $HOSTS hosts, $N certificates:"
     echo "  idle: $idle messages in $IDLE s from $HOSTS daemons ($idle_methods)"
@@ -178,12 +158,9 @@ done
 
 # Storage: the history (every superseded value) compacted away, then the file defragmented.
 if command -v etcdctl >/dev/null; then
-  read -r db use < <(db_size)
-  rev=$(ETCDCTL_API=3 etcdctl --endpoints "${EP[0]}" endpoint status -w json |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["header"]["revision"])')
-  ETCDCTL_API=3 etcdctl --endpoints "$(IFS=,; echo "${EP[*]}")" compact "$rev" >/dev/null
-  ETCDCTL_API=3 etcdctl --endpoints "$(IFS=,; echo "${EP[*]}")" defrag >/dev/null
-  read -r db2 use2 < <(db_size)
+  read -r db use < <(etcd_db)
+  rev=$(etcd_compact_defrag)
+  read -r db2 use2 < <(etcd_db)
   keys=$(ETCDCTL_API=3 etcdctl --endpoints "${EP[0]}" get / --prefix --keys-only | grep -c . || true)
   bytes=$(ETCDCTL_API=3 etcdctl --endpoints "${EP[0]}" get / --prefix -w json |
     python3 -c 'import json,sys,base64; d=json.load(sys.stdin); print(sum(len(base64.b64decode(k["key"]))+len(base64.b64decode(k.get("value",""))) for k in d.get("kvs",[])))')

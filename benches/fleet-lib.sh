@@ -166,3 +166,42 @@ except Exception:
     print("- 0")
 EOF
 }
+
+# --- etcd measures (the members' /metrics; etcdctl) --------------------------------------------
+# etcd_messages: the gRPC messages received by every member, by method, as sorted "METHOD
+# COUNT" lines (every request, and every message on a stream: a watch's progress requests, a
+# lease's renewals).
+etcd_messages() {
+  for e in "${EP[@]}"; do curl -sf "$e/metrics"; done |
+    awk -F'[{}]' '/^grpc_server_msg_received_total/ {
+        split($2, l, ","); for (i in l) if (l[i] ~ /^grpc_method=/) { m = l[i]; gsub(/grpc_method=|"/, "", m) }
+        n = split($3, v, " "); s[m] += v[n] }
+      END { for (m in s) printf "%s %d\n", m, s[m] }' | sort
+}
+# msg_total FILE: the sum of an etcd_messages file.
+msg_total() { awk '{s += $2} END {printf "%d", s}' "$1"; }
+# msg_by_method BEFORE AFTER: "METHOD N, " for every method that received messages between.
+msg_by_method() { join -a2 -e0 -o 0,1.2,2.2 "$1" "$2" | awk '$3 - $2 > 0 {printf "%s%s %d", n++ ? ", " : "", $1, $3 - $2}'; }
+# etcd_db: "TOTAL IN_USE", the database size in bytes of the largest member and the size in
+# use (etcd 3.4: dbSizeInUse is not in `endpoint status`; the metric is).
+etcd_db() {
+  local e total=0 use=0 t u
+  for e in "${EP[@]}"; do
+    read -r t u < <(curl -sf "$e/metrics" | awk '
+      /^etcd_mvcc_db_total_size_in_bytes / {t = $2} /^etcd_mvcc_db_total_size_in_use_in_bytes / {u = $2}
+      END {printf "%d %d\n", t, u}')
+    [ "$t" -gt "$total" ] && total=$t
+    [ "$u" -gt "$use" ] && use=$u
+  done
+  echo "$total $use"
+}
+# etcd_compact_defrag: the history (every superseded value) compacted away at the current
+# revision, then every member's file defragmented. Prints the revision.
+etcd_compact_defrag() {
+  local eps rev; eps=$(IFS=,; echo "${EP[*]}")
+  rev=$(ETCDCTL_API=3 etcdctl --endpoints "${EP[0]}" endpoint status -w json |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["header"]["revision"])')
+  ETCDCTL_API=3 etcdctl --endpoints "$eps" compact "$rev" >/dev/null
+  ETCDCTL_API=3 etcdctl --endpoints "$eps" --command-timeout 120s defrag >/dev/null
+  echo "$rev"
+}
