@@ -404,10 +404,20 @@ pub async fn run(
     // is done, so this host's lead leaves them alone (without an installed copy it would
     // otherwise take them for certificates to reissue).
     let mut held = std::collections::BTreeSet::new();
+    // The fleet's current certificates this host could not install: a fault of this host, not of the certificate, so its lead does not renew them for
+    // it (without an installed copy it would otherwise take them for certificates to reissue,
+    // for the whole fleet); `--force` still does.
+    let mut not_here = std::collections::BTreeSet::new();
     for s in synced.synced {
         from_sync.insert(s.name.clone());
         if matches!(s.outcome, Outcome::Pending { .. }) {
             held.insert(s.name.clone());
+        }
+        if matches!(s.outcome, Outcome::Failed { .. })
+            && fleet_has.contains_key(&s.name)
+            && !opts.force
+        {
+            not_here.insert(s.name.clone());
         }
         set(&mut report, &s.name, s.outcome);
     }
@@ -427,6 +437,15 @@ pub async fn run(
             || held.contains(&cert.name)
             || retired.contains(&cert.name)
         {
+            continue;
+        }
+        if not_here.contains(&cert.name) {
+            tracing::warn!(
+                certificate = %cert.name,
+                "the fleet's certificate is not installed on this host (see above); this host's \
+                 lead leaves it to the fleet rather than renew it for that (`renew --force` \
+                 renews it)"
+            );
             continue;
         }
         match import(&link, store, &mut versions, cert, &docs).await {

@@ -596,6 +596,45 @@ pub(crate) fn edit_config(f: &Fleet, i: usize, from: &str, to: &str) -> String {
     text
 }
 
+/// A host whose install of the fleet's certificate fails (here: its config test) reports the
+/// failure and, when it leads, does not renew the certificate for the fleet because of it: no
+/// reissue, no order (before, a joiner whose installs failed reissued every certificate of the
+/// fleet); `renew --force` still reissues.
+#[test]
+fn a_host_that_cannot_install_the_fleets_certificate_does_not_renew_it_when_it_leads() {
+    if !ready() {
+        return;
+    }
+    let f = Fleet::start(2);
+    f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
+    let first = f.agent(0, &["--json", "renew", "--wait", "60"]);
+    first.expect_code(0);
+    let serial = first.installed_serial("www");
+    edit_config(
+        &f,
+        1,
+        "configtest_command = [",
+        "configtest_command = [\"/bin/false\", ",
+    );
+    let calls = f.env.calls().len();
+    let failed = f.agent(1, &["--json", "renew"]);
+    assert_ne!(failed.code, Some(0), "{}", failed.describe());
+    assert!(
+        failed.text().contains("leaves it to the fleet"),
+        "web2 led and said why it left www alone\n{}",
+        failed.describe()
+    );
+    assert_eq!(f.installed(1), None, "{}", failed.describe());
+    let after = f.env.calls();
+    let acted: Vec<_> = after[calls..]
+        .iter()
+        .filter(|c| c.path.ends_with("/reissue") || c.path == "/api/v1/order")
+        .collect();
+    assert!(acted.is_empty(), "web2 renewed: {acted:?}\n{}", f.logs());
+    assert_eq!(f.env.order_posts(), 1);
+    assert_eq!(f.installed(0).as_deref(), Some(serial.as_str()));
+}
+
 #[test]
 fn hosts_that_differ_or_fail_are_refused_or_roll_back_alone_and_an_offline_host_catches_up() {
     if !ready() {
