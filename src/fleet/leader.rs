@@ -331,6 +331,7 @@ pub(super) async fn import(
     next.host_error.clone_from(&local.host_error);
     next.installed.clone_from(&local.installed);
     next.dcv = local.dcv.clone();
+    next.revocation.clone_from(&local.revocation);
     // A certificate this host holds until it is valid stays held while the fleet still waits
     // for the same pending key (the archive is this host's).
     let same_pending = matches!(

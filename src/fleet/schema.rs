@@ -308,6 +308,8 @@ pub(super) fn unb64(what: &str, text: &str) -> Result<Vec<u8>> {
 pub(super) fn shared_view(rec: &CertRecord) -> CertRecord {
     let mut r = rec.clone();
     r.installed = None;
+    // What the CRL said of this host's installed certificate: this host's, as `installed`.
+    r.revocation = None;
     r.held = None;
     r.dcv = Default::default();
     r.fleet = None;

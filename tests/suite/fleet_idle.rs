@@ -1,15 +1,17 @@
 //! An idle follower: a real three-member etcd, two hosts with nginx and ten certificates. While
 //! nothing under `certs/` or `dcv/` changes, the daemon's resynchronisations (every 2 s here)
 //! read nothing from etcd — each is one progress request on its watch — and a change (a
-//! reissue by the other host) is still installed at once.
+//! reissue by the other host) is still installed at once; a leader's run with nothing to do
+//! writes nothing the followers read.
 
 use crate::support;
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::time::{Duration, Instant};
 
 use support::env::{TestEnv, norm_serial, wait_until};
-use support::etcd::EtcdCluster;
+use support::etcd::{EtcdClient, EtcdCluster};
 use support::webserver::Server;
 
 use crate::fleet_e2e::{Fleet, edit_config, ready};
@@ -25,11 +27,7 @@ fn installed(f: &Fleet, i: usize, name: &str) -> Option<String> {
 }
 
 /// The messages of `method` the cluster received between `before` and `after`.
-fn delta(
-    before: &std::collections::BTreeMap<String, u64>,
-    after: &std::collections::BTreeMap<String, u64>,
-    method: &str,
-) -> u64 {
+fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, method: &str) -> u64 {
     after.get(method).copied().unwrap_or_default() - before.get(method).copied().unwrap_or_default()
 }
 
@@ -129,5 +127,34 @@ fn an_idle_follower_reads_nothing_per_certificate_until_the_fleet_changes() {
         in_step(),
         "the other certificates left their serials\n{}",
         f.logs()
+    );
+
+    // A leader's run with nothing to do writes nothing under `certs/` (what every follower's
+    // resynchronisation reads), nor under `dcv/`.
+    let mut etcd = EtcdClient::connect(cluster.endpoints(), "/idle/");
+    let mut shared = || -> BTreeMap<String, i64> {
+        etcd.revisions()
+            .into_iter()
+            .filter(|(k, _)| k.starts_with("/idle/certs/") || k.starts_with("/idle/dcv/"))
+            .collect()
+    };
+    let before = shared();
+    let led = crate::fleet_batch::led(&f, &["--json", "renew"]);
+    assert!(
+        !led.text().contains("leads the fleet"),
+        "web1 did not lead\n{}",
+        led.describe()
+    );
+    let after = shared();
+    let changed: Vec<&String> = after
+        .iter()
+        .filter(|(k, r)| before.get(*k) != Some(*r))
+        .map(|(k, _)| k)
+        .chain(before.keys().filter(|k| !after.contains_key(*k)))
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "a leader's no-op run wrote under certs/ or dcv/: {changed:?}\n{}",
+        led.describe()
     );
 }
