@@ -373,6 +373,49 @@ pub(super) async fn import(
     Ok(Some(shared.record))
 }
 
+/// What this host's install of the fleet's work (the run's synchronisation) decided, for the
+/// leader's part of the run; each outcome set in `report`.
+struct FromSync {
+    /// The certificates whose outcome it decided (installed, failed, or held until valid).
+    decided: std::collections::BTreeSet<String>,
+    /// The fleet's certificates this host holds until they are valid: the fleet's work on
+    /// them is done, so this host's lead leaves them alone (without an installed copy it
+    /// would otherwise take them for certificates to reissue).
+    held: std::collections::BTreeSet<String>,
+    /// The fleet's current certificates this host could not install: a fault of this host,
+    /// not of the certificate, so its lead does not renew them for it (without an installed
+    /// copy it would otherwise take them for certificates to reissue, for the whole fleet);
+    /// `--force` still does.
+    not_here: std::collections::BTreeSet<String>,
+}
+
+fn from_sync(
+    synced: Vec<super::follower::Synced>,
+    fleet_has: &BTreeMap<String, (String, time::OffsetDateTime)>,
+    force: bool,
+    report: &mut RunReport,
+) -> FromSync {
+    let mut out = FromSync {
+        decided: std::collections::BTreeSet::new(),
+        held: std::collections::BTreeSet::new(),
+        not_here: std::collections::BTreeSet::new(),
+    };
+    for s in synced {
+        out.decided.insert(s.name.clone());
+        if matches!(s.outcome, Outcome::Pending { .. }) {
+            out.held.insert(s.name.clone());
+        }
+        if matches!(s.outcome, Outcome::Failed { .. }) && fleet_has.contains_key(&s.name) && !force
+        {
+            out.not_here.insert(s.name.clone());
+        }
+        if let Some(c) = report.certificates.iter_mut().find(|c| c.name == s.name) {
+            c.outcome = s.outcome;
+        }
+    }
+    out
+}
+
 /// A run on a fleet host: installs what the fleet has, then — when this host can take the
 /// lead — imports the shared records, runs the engine as the leader, shares and publishes
 /// what changed, and gives the lead up. Without etcd (or its quorum) nothing is ordered and
@@ -398,30 +441,11 @@ pub async fn run(
             c.outcome = outcome;
         }
     };
-    // The certificates whose outcome this host's install of the fleet's work decided
-    // (installed, failed, or held until it is valid).
-    let mut from_sync = std::collections::BTreeSet::new();
-    // The fleet's certificates this host holds until they are valid: the fleet's work on them
-    // is done, so this host's lead leaves them alone (without an installed copy it would
-    // otherwise take them for certificates to reissue).
-    let mut held = std::collections::BTreeSet::new();
-    // The fleet's current certificates this host could not install: a fault of this host, not of the certificate, so its lead does not renew them for
-    // it (without an installed copy it would otherwise take them for certificates to reissue,
-    // for the whole fleet); `--force` still does.
-    let mut not_here = std::collections::BTreeSet::new();
-    for s in synced.synced {
-        from_sync.insert(s.name.clone());
-        if matches!(s.outcome, Outcome::Pending { .. }) {
-            held.insert(s.name.clone());
-        }
-        if matches!(s.outcome, Outcome::Failed { .. })
-            && fleet_has.contains_key(&s.name)
-            && !opts.force
-        {
-            not_here.insert(s.name.clone());
-        }
-        set(&mut report, &s.name, s.outcome);
-    }
+    let FromSync {
+        decided: from_sync,
+        held,
+        not_here,
+    } = from_sync(synced.synced, &fleet_has, opts.force, &mut report);
     let Some(lead) = link.fleet.try_lead_exclusive().await? else {
         not_leading(&link, store, &mut report, &from_sync).await?;
         return Ok((report, Vec::new()));
