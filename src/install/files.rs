@@ -426,8 +426,26 @@ impl InstallTx {
             // Only the innermost directory gets the restricted mode; directories on the way
             // are plain 0755 so that sibling paths stay reachable.
             let this_mode = if d == dir { mode } else { DIR_MODE };
+            match fs::create_dir(d) {
+                Ok(()) => {}
+                // Another certificate of the batch, staged at the same time, created it first:
+                // checked as an existing one (the other's install owns it).
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    let meta = fs::metadata(d).map_err(|e| InstallError::Inspect {
+                        path: d.clone(),
+                        cause: Arc::new(e),
+                    })?;
+                    check_ancestors(d, meta)?;
+                    continue;
+                }
+                Err(e) => {
+                    return Err(InstallError::CreateDir {
+                        path: d.clone(),
+                        cause: Arc::new(e),
+                    });
+                }
+            }
             let created = (|| {
-                fs::create_dir(d)?;
                 self.created_dirs.push(d.clone());
                 if d == dir && this_mode != DIR_MODE && gid.is_some() {
                     std::os::unix::fs::chown(d, None, gid)?;
