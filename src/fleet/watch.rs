@@ -260,16 +260,18 @@ fn resync_every() -> Duration {
 const BURST_QUIET: Duration = Duration::from_millis(500);
 /// ...and no longer than this after the first.
 const BURST_MAX: Duration = Duration::from_secs(5);
-/// Certificates published while their leader still leads wait for its lead to end (it gives
-/// the lead up once its run's publications are done), at most this long after the first.
+/// While a host leads, certificates it publishes wait for the next one this long (its run
+/// publishes them one batch after another, and gives the lead up once done)...
+const BURST_LEAD_QUIET: Duration = Duration::from_secs(3);
+/// ...and no longer than this after the first.
 const BURST_LEAD_MAX: Duration = Duration::from_secs(60);
 
 /// A burst of changes taken together into one synchronisation (one install, one reload).
 /// A validation file is served soon ([`BURST_QUIET`], at most [`BURST_MAX`]): the CA may
-/// fetch it any moment. Certificates published by a leader that still leads are its run's
-/// publications, which end when it gives the lead up: the burst waits for that (at most
-/// [`BURST_LEAD_MAX`]), so that a mass reissue of thousands, published over tens of seconds,
-/// is still one reload on every host.
+/// fetch it any moment. Certificates published while a host leads are its run's
+/// publications, which end when it gives the lead up: the burst waits for that, or for
+/// [`BURST_LEAD_QUIET`] without another change (at most [`BURST_LEAD_MAX`]), so that a mass
+/// reissue of thousands, published over tens of seconds, is still one reload on every host.
 #[derive(Debug, Clone, Copy)]
 struct Burst {
     first: tokio::time::Instant,
@@ -311,11 +313,11 @@ impl Burst {
         if left.is_zero() {
             return None;
         }
-        Some(if waits_for_lead {
-            left
+        Some(left.min(if waits_for_lead {
+            BURST_LEAD_QUIET
         } else {
-            left.min(BURST_QUIET)
-        })
+            BURST_QUIET
+        }))
     }
 }
 
@@ -534,11 +536,12 @@ mod tests {
         let t0 = tokio::time::Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         let keys = |k: &[&str]| k.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        // Certificates while the leader leads: the wait runs to the lead's end (60 s at most).
+        // Certificates while a host leads: 3 s of quiet or the lead's end, 60 s at most.
         let mut b = Burst::new(t0);
         b.note(&keys(&["certs/a/current", "hosts/h1/certs/a"]));
-        assert_eq!(b.wait(at(0), true), Some(BURST_LEAD_MAX));
-        assert_eq!(b.wait(at(20_000), true), Some(Duration::from_secs(40)));
+        assert_eq!(b.wait(at(0), true), Some(BURST_LEAD_QUIET));
+        assert_eq!(b.wait(at(20_000), true), Some(BURST_LEAD_QUIET));
+        assert_eq!(b.wait(at(58_500), true), Some(Duration::from_millis(1_500)));
         assert_eq!(b.wait(at(60_000), true), None);
         // The lead ended (given up after the publications): half a second of quiet, as any burst.
         assert_eq!(b.wait(at(20_000), false), None, "past the 5 s of a burst");
@@ -555,6 +558,6 @@ mod tests {
         // A retirement is a certificate change too.
         let mut t = Burst::new(t0);
         t.note(&keys(&["certs/a/retired"]));
-        assert_eq!(t.wait(at(0), true), Some(BURST_LEAD_MAX));
+        assert_eq!(t.wait(at(0), true), Some(BURST_LEAD_QUIET));
     }
 }
