@@ -33,6 +33,11 @@ pub use events::{Changes, FleetWatch, LeadEvent};
 pub use since::Since;
 pub use snapshot::Snapshot;
 
+/// The largest watch answer read: etcd sends the events of up to 1,000 revisions in one
+/// answer, and a leader's mass reissue writes a certificate (about 17 KiB sealed) per
+/// revision — over the client's default of 4 MiB.
+const WATCH_MESSAGE_MAX: usize = 64 << 20;
+
 /// What went wrong with the fleet's store.
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
@@ -280,9 +285,14 @@ impl Fleet {
             options = options.with_start_revision(start);
         }
         let stream = self
-            .call(|mut c| {
+            .call(|c| {
                 let (prefix, options) = (prefix.clone(), options.clone());
-                async move { c.watch(prefix, Some(options)).await }
+                async move {
+                    c.watch_client()
+                        .max_decoding_message_size(WATCH_MESSAGE_MAX)
+                        .watch(prefix, Some(options))
+                        .await
+                }
             })
             .await?;
         Ok(FleetWatch {

@@ -128,9 +128,8 @@ pub async fn follow_changes(
                             // one reload).
                             if let Err(e) = seen.settle(&mut state, &mut watch, burst).await {
                                 tracing::warn!("fleet: {e}");
-                                if watch.compacted() {
-                                    state = Following::default();
-                                }
+                                // What the watch did not deliver is read in full.
+                                state = Following::default();
                                 tokio::time::sleep(retry).await;
                                 break;
                             }
@@ -138,10 +137,9 @@ pub async fn follow_changes(
                     }
                     Err(e) => {
                         tracing::warn!("fleet: {e}");
-                        if watch.compacted() {
-                            // The changes since the last read are gone: read everything again.
-                            state = Following::default();
-                        }
+                        // Changes the watch did not deliver (its revision compacted away, an
+                        // answer it could not read) may be missed: read everything again.
+                        state = Following::default();
                         tokio::time::sleep(retry).await;
                         break;
                     }
