@@ -34,8 +34,9 @@ pub use since::Since;
 pub use snapshot::Snapshot;
 
 /// The largest watch answer read: etcd sends the events of up to 1,000 revisions in one
-/// answer, and a leader's mass reissue writes a certificate (about 17 KiB sealed) per
-/// revision — over the client's default of 4 MiB.
+/// answer (a leader's mass reissue writes a certificate of about 17 KiB sealed per revision,
+/// a catching-up host 100 results per revision), over the client's default of 4 MiB; the
+/// watch asks for answers in parts (`fragment`), and this bounds what a part may hold.
 const WATCH_MESSAGE_MAX: usize = 64 << 20;
 
 /// What went wrong with the fleet's store.
@@ -280,7 +281,11 @@ impl Fleet {
     /// ([`FleetWatch::compacted`]).
     pub async fn watch_from(&self, start: Option<i64>) -> Result<FleetWatch, FleetError> {
         let prefix = self.prefix.clone();
-        let mut options = etcd_client::WatchOptions::new().with_prefix();
+        // Large answers come in parts of at most etcd's request size (a catch-up of many
+        // revisions, or one transaction of many results, would exceed what a client reads).
+        let mut options = etcd_client::WatchOptions::new()
+            .with_prefix()
+            .with_fragment();
         if let Some(start) = start.filter(|r| *r > 0) {
             options = options.with_start_revision(start);
         }
