@@ -33,12 +33,6 @@ pub use events::{Changes, FleetWatch, LeadEvent};
 pub use since::Since;
 pub use snapshot::Snapshot;
 
-/// The largest watch answer read: etcd sends the events of up to 1,000 revisions in one
-/// answer (a leader's mass reissue writes a certificate of about 17 KiB sealed per revision,
-/// a catching-up host 100 results per revision), over the client's default of 4 MiB; the
-/// watch asks for answers in parts (`fragment`), and this bounds what a part may hold.
-const WATCH_MESSAGE_MAX: usize = 64 << 20;
-
 /// What went wrong with the fleet's store.
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
@@ -268,44 +262,6 @@ impl Fleet {
             return Ok(None);
         }
         Ok(first_value(&resp.op_responses()))
-    }
-
-    /// Watches every key under the prefix: [`FleetWatch::changed`] names the keys (relative to
-    /// the prefix) that changed.
-    pub async fn watch(&self) -> Result<FleetWatch, FleetError> {
-        self.watch_from(None).await
-    }
-
-    /// [`watch`](Self::watch) from revision `start` (`None`: from now): the changes made since
-    /// are delivered first. A revision etcd compacted away ends the watch at once
-    /// ([`FleetWatch::compacted`]).
-    pub async fn watch_from(&self, start: Option<i64>) -> Result<FleetWatch, FleetError> {
-        let prefix = self.prefix.clone();
-        // Large answers come in parts of at most etcd's request size (a catch-up of many
-        // revisions, or one transaction of many results, would exceed what a client reads).
-        let mut options = etcd_client::WatchOptions::new()
-            .with_prefix()
-            .with_fragment();
-        if let Some(start) = start.filter(|r| *r > 0) {
-            options = options.with_start_revision(start);
-        }
-        let stream = self
-            .call(|c| {
-                let (prefix, options) = (prefix.clone(), options.clone());
-                async move {
-                    c.watch_client()
-                        .max_decoding_message_size(WATCH_MESSAGE_MAX)
-                        .watch(prefix, Some(options))
-                        .await
-                }
-            })
-            .await?;
-        Ok(FleetWatch {
-            stream,
-            prefix: self.prefix.clone(),
-            endpoints: self.endpoints.clone(),
-            compacted: false,
-        })
     }
 
     /// The host that leads now, if any.
