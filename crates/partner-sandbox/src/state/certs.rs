@@ -341,17 +341,27 @@ impl State {
 
     /// True when a renewal token may be prepared for `cert` at `now`.
     pub(super) fn renewal_possible(&self, cert: &Cert, now: i64) -> bool {
+        self.renewal_possible_from(cert)
+            .is_some_and(|from| now >= from)
+    }
+
+    /// From when a renewal token may be prepared for `cert` as it is now (`None`: not until
+    /// the order changes): a multi-year family S order only in its last 90 days.
+    pub(super) fn renewal_possible_from(&self, cert: &Cert) -> Option<i64> {
         let renewable = matches!(cert.base, Base::Issued | Base::Expired)
             && cert.first_issued_at.is_some()
             && cert.renewed_by.is_none()
             && cert.replacement_id.is_none()
             && cert.pending_cancel_at.is_none();
-        let far_s_multi_year = cert.family() == Family::S
-            && cert.multi_year()
-            && cert
-                .subscription_end
-                .is_some_and(|end| end - now > S_RENEWAL_HORIZON);
-        renewable && !far_s_multi_year
+        if !renewable {
+            return None;
+        }
+        match cert.subscription_end {
+            Some(end) if cert.family() == Family::S && cert.multi_year() => {
+                Some(end.saturating_sub(S_RENEWAL_HORIZON))
+            }
+            _ => Some(i64::MIN),
+        }
     }
 
     /// Endpoint 16.
@@ -435,6 +445,7 @@ impl State {
         super::orders::assign_txt_values(&mut self.rng, &mut cert);
         let (login, price) = (cert.account.clone(), cert.price_cents);
         self.certs.insert(id, cert);
+        self.wakes.touch(id);
         self.cert_mut(original_id).renewed_by = Some(id);
         self.bill(&login, id, price);
         if let Some(i) = self.account_index(&login) {

@@ -76,6 +76,7 @@ impl State {
 
     pub(super) fn shorten(&mut self, id: u64, days_left: i64, now: i64) -> Result<(), String> {
         check_days(days_left)?;
+        self.wakes.touch(id);
         let cert = self
             .certs
             .get_mut(&id)
@@ -100,6 +101,7 @@ impl State {
         })?;
         let now = self.last_now;
         let instant = self.instant;
+        self.wakes.touch(id);
         let cert = self
             .certs
             .get_mut(&id)

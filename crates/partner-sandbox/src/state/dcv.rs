@@ -154,6 +154,7 @@ impl State {
         now: i64,
     ) {
         let instant = self.instant;
+        self.wakes.touch(check.certificate_id);
         let Some(cert) = self.certs.get_mut(&check.certificate_id) else {
             return;
         };

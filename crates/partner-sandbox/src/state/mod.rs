@@ -40,6 +40,7 @@ mod rng;
 mod routes;
 #[cfg(test)]
 mod tests;
+mod wake;
 
 use accounts::Account;
 use model::Cert;
@@ -158,6 +159,9 @@ pub struct State {
     /// begin that much before the virtual issuance. Not saved: a restarted sandbox counts anew.
     #[serde(skip)]
     scale_drift: i64,
+    /// Which certificates the next advance looks at.
+    #[serde(skip, default = "wake::Wakes::stale")]
+    wakes: wake::Wakes,
 }
 
 fn ts(t: OffsetDateTime) -> i64 {
@@ -193,6 +197,7 @@ impl State {
             dns: Vec::new(),
             seq: 0,
             scale_drift: 0,
+            wakes: wake::Wakes::stale(),
         }
     }
 
@@ -247,6 +252,7 @@ impl State {
     /// Make validation and issuance instant (no waiting on schedules or pickup cycles).
     pub fn set_instant(&mut self, instant: bool) {
         self.instant = instant;
+        self.wakes.touch_all();
     }
 
     pub fn set_dns_record(&mut self, record: DnsRecord) {

@@ -141,6 +141,7 @@ impl State {
                 now,
             );
             self.certs.insert(id, cert);
+            self.wakes.touch(id);
             self.bill(&caller.login, id, price);
         }
         self.accounts[caller.index].billed_orders += 1;

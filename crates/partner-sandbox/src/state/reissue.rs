@@ -400,6 +400,7 @@ impl State {
                 schedule_checks(cert, now, instant);
             }
         }
+        self.wakes.touch(target);
         let cert = self.certs.get_mut(&target).expect("certificate exists");
         assign_txt_values(&mut self.rng, cert);
         ApiResponse::json(200, json!({ "success": true, "result": MSG_REISSUED }))
@@ -436,6 +437,7 @@ impl State {
         r.last_error = None;
         r.forced_hold = false;
         self.certs.insert(new, r);
+        self.wakes.touch(new);
         let mut cur = Some(id);
         while let Some(c) = cur {
             let cert = self.cert_mut(c);

@@ -215,7 +215,9 @@ impl State {
         &self.certs[&id]
     }
 
+    /// The certificate, to change: the next advance looks at it.
     pub(super) fn cert_mut(&mut self, id: u64) -> &mut Cert {
+        self.wakes.touch(id);
         self.certs.get_mut(&id).expect("certificate exists")
     }
 

@@ -556,3 +556,50 @@ fn force_status_sets_the_rare_states() {
     env.state.force_status(id2, "issued").unwrap();
     assert_eq!(env.status(PARTNER, id2), "issued");
 }
+
+#[test]
+fn a_request_looks_only_at_certificates_with_something_due() {
+    let mut env = Env::instant();
+    let mut issued = Vec::new();
+    for n in 0..20 {
+        let name = format!("site{n}.example.com");
+        let (pem, _) = csr(&[name.as_str()]);
+        let id = env.place(PARTNER, item(p::S_DV, &name, &pem));
+        let checks = env.due_for(id);
+        let (_, content) = expected_file(&pem, p::S_DV, &env.unique_value(id));
+        env.fetch(&checks[0], Ok(content.into_bytes()));
+        assert_eq!(env.status(PARTNER, id), "issued");
+        issued.push(id);
+    }
+    // Twenty issued certificates: a status call, then a tick, look at none of them.
+    env.status(PARTNER, issued[0]);
+    let now = env.now.unix_timestamp();
+    assert!(env.state.take_due(now).is_empty(), "nothing is due");
+
+    // One more order: only it is looked at until it is issued.
+    let (pem, _) = csr(&["late.example.com"]);
+    env.state.set_instant(false);
+    env.advance(1);
+    let late = env.place(PARTNER, item(p::S_DV, "late.example.com", &pem));
+    let now = env.now.unix_timestamp();
+    assert_eq!(
+        env.state.take_due(now + 19),
+        Vec::<u64>::new(),
+        "not before the CA has it"
+    );
+    assert_eq!(
+        env.state.take_due(now + 20),
+        vec![late],
+        "the CA has it after 20 s"
+    );
+    env.state.reschedule(&[late]);
+
+    // Expiry: each issued certificate is looked at again when its validity ends.
+    let not_after = env.inspect(issued[3])["leaf"]["not_after"]
+        .as_i64()
+        .expect("not_after");
+    assert!(
+        env.state.take_due(not_after).contains(&issued[3]),
+        "looked at when it expires"
+    );
+}
