@@ -263,6 +263,11 @@ impl Fleet {
         self.hosts[i].daemon = Some(agent.spawn());
     }
 
+    /// Host `i`'s daemon (see [`start_daemon`](Self::start_daemon)).
+    pub(crate) fn daemon(&self, i: usize) -> &Child {
+        self.hosts[i].daemon.as_ref().expect("a daemon started")
+    }
+
     /// Kills host `i`'s daemon with SIGKILL (nothing of it runs on: no resignation).
     pub(crate) fn kill_daemon(&mut self, i: usize) {
         self.hosts[i].stop_daemon();
