@@ -8,12 +8,11 @@
 
 use crate::support;
 
-use std::fs;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use support::env::{TestEnv, norm_serial, wait_until};
+use support::env::{TestEnv, wait_until};
 use support::etcd::{EtcdClient, EtcdCluster};
 use support::webserver::Server;
 
@@ -29,9 +28,7 @@ const VALUE: usize = 24 << 10;
 
 /// The serial host `i` recorded as installed for `c0`.
 fn installed(f: &Fleet, i: usize) -> Option<String> {
-    let text = fs::read_to_string(f.hosts[i].state.join("certs/c0.json")).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    v["installed"]["serial"].as_str().map(norm_serial)
+    crate::fleet_batch::installed(f, i, "c0")
 }
 
 /// The watch streams the cluster's members started so far.
