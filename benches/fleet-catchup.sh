@@ -24,35 +24,11 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 source benches/fleet-lib.sh
 sbx -d '{"login": "partner@sandbox.test", "sum": "100000000.00"}' "$SB/_sandbox/accounts/payments" >/dev/null
-cat > "$W/reload" <<'EOF'
-#!/bin/sh
-date +%s.%N >> "$1/reloads"
-EOF
-chmod 755 "$W/reload"
-
-# certs DIR C KIND DOMAIN: C certificates c0..c(C-1) in DIR/out (KIND nginx: c0 is nginx's).
-certs() {
-  python3 - "$@" "$W/reload" <<'EOF'
-import sys
-d, c, kind, dom, wrap = sys.argv[1:]
-for i in range(int(c)):
-    pem, key = (f"{d}/out/fullchain.pem", f"{d}/out/privkey.pem") if i == 0 else (f"{d}/out/c{i}.pem", f"{d}/out/c{i}.key")
-    print(f'\n[[certificate]]\nname = "c{i}"\ndomains = ["c{i}.{dom}"]\nproduct_id = 1101\n'
-          f'country = "DE"\nregion = "Berlin"\ncity = "Berlin"\nwebroot = "{d}/www"\n'
-          f'server = "{kind}"\nfullchain_path = "{pem}"\nkey_path = "{key}"\n'
-          + (f'cert_path = "{d}/out/c{i}.cert"\nchain_path = "{d}/out/c{i}.chain"\n' if kind == "none" else "") +
-          f'reload_command = ["{wrap}", "{d}"]')
-    if kind == "nginx":
-        print('configtest_command = ["true"]\nverify_address = ""')
-EOF
-}
 # joiner DIR PREFIX C DOMAIN: a fresh host of the fleet (empty state and output directory).
 joiner() {
   local d=$1 prefix=$2 c=$3 dom=$4
-  rm -rf "$d"; mkdir -p "$d/www" "$d/out"
-  agent_config "$d"
-  fleet_config "$d" "$(basename "$d")" "$prefix"
-  certs "$d" "$c" none "$dom" >> "$d/config.toml"
+  rm -rf "$d"
+  scale_host "$d" "$(basename "$d")" "$prefix" "$c" none "$dom"
 }
 
 # timed BUILD BINARY DIR C R: a fresh joiner's first renew with BINARY, one line in the CSV.
@@ -73,10 +49,7 @@ BUILDS=("agent:$AGENT")
 echo "build,certs,run,wall_s,user_s,sys_s,reloads,installed" > "$OUT/catchup.csv"
 for C in $SIZES; do
   PREFIX=/catchup-$C/; DOM=k$C.bench.test; B=$W/c$C
-  nginx_for "$B/host1" "c0.$DOM"
-  agent_config "$B/host1"
-  fleet_config "$B/host1" host1 "$PREFIX"
-  certs "$B/host1" "$C" nginx "$DOM" >> "$B/host1/config.toml"
+  scale_host "$B/host1" host1 "$PREFIX" "$C" nginx "$DOM"
   sbx -d "{\"http\": $(cat "$B/host1/http_port"), \"https\": 0}" "$SB/_sandbox/dcv_ports" >/dev/null
   "$AGENT" --config "$B/host1/config.toml" renew --wait 900 > "$B/host1/first-day.log" 2>&1 \
     || { cp "$B/host1/first-day.log" "$OUT/first-day-$C.log"; tail -n 20 "$B/host1/first-day.log" >&2; exit 1; }

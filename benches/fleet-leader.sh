@@ -35,38 +35,6 @@ now() { date +%s.%N; }
 since() { python3 -c "import sys; print(f'{$(now) - $1:.3f}')"; }
 sbx -d '{"login": "partner@sandbox.test", "sum": "100000000.00"}' "$SB/_sandbox/accounts/payments" >/dev/null
 
-cat > "$W/reload" <<'EOF'
-#!/bin/sh
-date +%s.%N >> "$1/reloads"
-EOF
-chmod 755 "$W/reload"
-
-# leader_host DIR NAME PREFIX C DOMAIN: a host of C certificates cI (out/cI.pem), server none.
-leader_host() {
-  local d=$1 name=$2 prefix=$3 c=$4 dom=$5
-  mkdir -p "$d/www" "$d/out"
-  agent_config "$d"
-  echo "concurrency = $CONCURRENCY" >> "$d/config.toml"
-  fleet_config "$d" "$name" "$prefix"
-  python3 - "$d" "$c" "$dom" "$W/reload" >> "$d/config.toml" <<'EOF'
-import sys
-d, c, dom, wrap = sys.argv[1:]
-for i in range(int(c)):
-    print(f'''
-[[certificate]]
-name = "c{i}"
-domains = ["c{i}.{dom}"]
-product_id = 1101
-country = "DE"
-region = "Berlin"
-city = "Berlin"
-webroot = "{d}/www"
-server = "none"
-fullchain_path = "{d}/out/c{i}.pem"
-key_path = "{d}/out/c{i}.key"
-reload_command = ["{wrap}", "{d}"]''')
-EOF
-}
 installed() { ls "$1"/out/*.pem 2>/dev/null | wc -l; }
 # same C A B: whether B holds every certificate file A holds (same content).
 same() {
@@ -74,7 +42,7 @@ same() {
 import hashlib, sys
 c, a, b = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 def h(d, i):
-    try: return hashlib.sha256(open(f"{d}/out/c{i}.pem", "rb").read()).digest()
+    try: return hashlib.sha256(open(f"{d}/out/" + ("fullchain.pem" if i == 0 else f"c{i}.pem"), "rb").read()).digest()
     except OSError: return None
 print(int(all(h(a, i) is not None and h(a, i) == h(b, i) for i in range(c))))
 EOF
@@ -107,8 +75,8 @@ echo "build,certs,first_day_s,leader_noop_median_s,leader_noop_all" > "$OUT/noop
 echo "build,certs,reissue_leader_s,publishing_s,follower_installed_s,follower_reloads" > "$OUT/results.csv"
 for C in $SIZES; do
   B=$W/c$C; P=/leader-$C/; DOM=l$C.bench.test
-  leader_host "$B/host1" host1 "$P" "$C" "$DOM"
-  leader_host "$B/host2" host2 "$P" "$C" "$DOM"
+  scale_host "$B/host1" host1 "$P" "$C" none "$DOM"
+  scale_host "$B/host2" host2 "$P" "$C" none "$DOM"
   HP=$(port)
   python3 -m http.server "$HP" --bind 127.0.0.1 --directory "$B/host1/www" >/dev/null 2>&1 &
   PIDS+=($!)

@@ -1,6 +1,7 @@
 # Shared by the fleet benches (sourced): binaries, a three-member etcd cluster on loopback, the
-# sandbox, and hosts with their own nginx. Expects `set -euo pipefail` and the repository root
-# as the working directory. Knobs (environment):
+# sandbox, and hosts: one certificate on their own nginx (`host`), or many (`scale_host`).
+# Expects `set -euo pipefail` and the repository root as the working directory. Knobs
+# (environment):
 #   PROFILE=debug  uses the debug binaries (no release build); default release
 #   AGENT=PATH     the cert-agent binary (default: the PROFILE build; AGENT_BIN too)
 #   SANDBOX=PATH   the partner-sandbox binary (default: the PROFILE build)
@@ -154,6 +155,54 @@ reload_command = [$(nginx_argv "$d"), "-s", "reload"]
 verify_address = "127.0.0.1:$(cat "$d/https_port")"
 EOF
   [ -z "$fleet" ] || fleet_config "$d" "$name" "$prefix" "$lease"
+}
+
+# The reload wrapper of scale_host's hosts: one line per reload in DIR/reloads, then the web
+# server's own reload (when its argv follows).
+cat > "$W/reload" <<'EOF'
+#!/bin/sh
+d=$1; shift
+date +%s.%N >> "$d/reloads"
+[ $# -eq 0 ] || exec "$@"
+EOF
+chmod 755 "$W/reload"
+
+# scale_host DIR NAME PREFIX C KIND DOMAIN [LEASE]: a host of C certificates c0..c(C-1) for
+# cI.DOMAIN (c0 in out/fullchain.pem, nginx's; the others in out/cI.pem; every file in
+# DIR/out, none in the default /etc/ssl/cert-agent/NAME/, which the hosts on this machine
+# would share), KIND nginx (its own nginx, started: configtest, reload and c0's verification
+# against it) or none (files only); every reload through $W/reload (counted in DIR/reloads);
+# [agent] concurrency = CONCURRENCY when set, its metrics file DIR/metrics.prom; [fleet] with
+# lease_ttl_secs = LEASE when given.
+scale_host() {
+  local d=$1 name=$2 prefix=$3 c=$4 kind=$5 domain_of=$6 lease=${7:-}
+  if [ "$kind" = nginx ]; then nginx_for "$d" "c0.$domain_of"; else mkdir -p "$d/www" "$d/out"; fi
+  agent_config "$d"
+  [ -z "${CONCURRENCY:-}" ] || echo "concurrency = $CONCURRENCY" >> "$d/config.toml"
+  echo "metrics_file = \"$d/metrics.prom\"" >> "$d/config.toml"
+  fleet_config "$d" "$name" "$prefix" "$lease"
+  local argv="" verify=""
+  if [ "$kind" = nginx ]; then argv=", $(nginx_argv "$d")"; verify="127.0.0.1:$(cat "$d/https_port")"; fi
+  python3 - "$d" "$c" "$kind" "$domain_of" "$W/reload" "$argv" "$verify" >> "$d/config.toml" <<'EOF'
+import sys
+d, c, kind, dom, wrap, argv, verify = sys.argv[1:]
+out = []
+reload_args = ', "-s", "reload"' if argv else ""
+for i in range(int(c)):
+    pem, key = (f"{d}/out/fullchain.pem", f"{d}/out/privkey.pem") if i == 0 else (f"{d}/out/c{i}.pem", f"{d}/out/c{i}.key")
+    lines = [
+        "", "[[certificate]]", f'name = "c{i}"', f'domains = ["c{i}.{dom}"]', "product_id = 1101",
+        'country = "DE"', 'region = "Berlin"', 'city = "Berlin"', f'webroot = "{d}/www"',
+        f'server = "{kind}"', f'fullchain_path = "{pem}"', f'key_path = "{key}"',
+        f'cert_path = "{d}/out/c{i}.crt"', f'chain_path = "{d}/out/c{i}.chain"',
+        f'reload_command = ["{wrap}", "{d}"{argv}{reload_args}]',
+    ]
+    if kind == "nginx":
+        lines.append(f'configtest_command = [{argv[2:]}, "-t"]')
+        lines.append(f'verify_address = "{verify if i == 0 else ""}"')
+    out.extend(lines)
+print("\n".join(out))
+EOF
 }
 
 record() { python3 - "$1" <<'EOF'

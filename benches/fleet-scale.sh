@@ -73,50 +73,6 @@ since() { python3 -c "import sys; print(f'{$(now) - $1:.3f}')"; }
 # Plenty of credit for every order of the bench.
 sbx -d '{"login": "partner@sandbox.test", "sum": "100000000.00"}' "$SB/_sandbox/accounts/payments" >/dev/null
 
-# The reload wrapper: one line per reload in DIR/reloads, then the web server's own reload.
-cat > "$W/reload" <<'EOF'
-#!/bin/sh
-d=$1; shift
-date +%s.%N >> "$d/reloads"
-[ $# -eq 0 ] || exec "$@"
-EOF
-chmod 755 "$W/reload"
-
-# scale_host DIR NAME PREFIX C KIND: a host of C certificates c0..c(C-1) (c0 in
-# out/fullchain.pem, nginx's; the others in out/cI.pem; every file in DIR/out, none in the
-# default /etc/ssl/cert-agent/NAME/, which the hosts on this machine would share), KIND nginx
-# or none; its metrics file DIR/metrics.prom.
-scale_host() {
-  local d=$1 name=$2 prefix=$3 c=$4 kind=$5 domain_of=$6
-  if [ "$kind" = nginx ]; then nginx_for "$d" "c0.$domain_of"; else mkdir -p "$d/www" "$d/out"; fi
-  agent_config "$d"
-  echo "concurrency = $CONCURRENCY" >> "$d/config.toml"
-  echo "metrics_file = \"$d/metrics.prom\"" >> "$d/config.toml"
-  fleet_config "$d" "$name" "$prefix" "$LEASE"
-  local argv="" verify=""
-  if [ "$kind" = nginx ]; then argv=", $(nginx_argv "$d")"; verify="127.0.0.1:$(cat "$d/https_port")"; fi
-  python3 - "$d" "$c" "$kind" "$domain_of" "$W/reload" "$argv" "$verify" >> "$d/config.toml" <<'EOF'
-import sys
-d, c, kind, dom, wrap, argv, verify = sys.argv[1:]
-out = []
-reload_args = ', "-s", "reload"' if argv else ""
-for i in range(int(c)):
-    pem, key = (f"{d}/out/fullchain.pem", f"{d}/out/privkey.pem") if i == 0 else (f"{d}/out/c{i}.pem", f"{d}/out/c{i}.key")
-    lines = [
-        "", "[[certificate]]", f'name = "c{i}"', f'domains = ["c{i}.{dom}"]', "product_id = 1101",
-        'country = "DE"', 'region = "Berlin"', 'city = "Berlin"', f'webroot = "{d}/www"',
-        f'server = "{kind}"', f'fullchain_path = "{pem}"', f'key_path = "{key}"',
-        f'cert_path = "{d}/out/c{i}.crt"', f'chain_path = "{d}/out/c{i}.chain"',
-        f'reload_command = ["{wrap}", "{d}"{argv}{reload_args}]',
-    ]
-    if kind == "nginx":
-        lines.append(f'configtest_command = [{argv[2:]}, "-t"]')
-        lines.append(f'verify_address = "{verify if i == 0 else ""}"')
-    out.extend(lines)
-print("\n".join(out))
-EOF
-}
-
 # wait_complete REF C DIR...: waits until every DIR holds every certificate REF holds (same
 # content; each file checked again only until it matches); fails after TIMEOUT with the
 # daemons' logs copied to OUT.
@@ -212,7 +168,7 @@ for C in $SIZES; do
   DOM=s$C.bench.test
   B=$W/c$C
   mkdir -p "$B"
-  scale_host "$B/host1" host1 "$PREFIX" "$C" nginx "$DOM"
+  scale_host "$B/host1" host1 "$PREFIX" "$C" nginx "$DOM" "$LEASE"
   sbx -d "{\"http\": $(cat "$B/host1/http_port"), \"https\": 0}" "$SB/_sandbox/dcv_ports" >/dev/null
   t=$(now)
   /usr/bin/time -f %M -o "$B/host1/first-day.rss" \
@@ -230,7 +186,7 @@ for C in $SIZES; do
     joiners=()
     for i in $(seq $((running + 1)) "$H"); do
       kind=none; [ "$i" -le 3 ] && kind=nginx
-      scale_host "$B/host$i" "host$i" "$PREFIX" "$C" "$kind" "$DOM"
+      scale_host "$B/host$i" "host$i" "$PREFIX" "$C" "$kind" "$DOM" "$LEASE"
       joiners+=("$B/host$i")
     done
     started=$(date +%s); t=$(now)

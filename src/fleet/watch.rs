@@ -31,7 +31,8 @@ use super::takeover::{Takeover, open_work};
 /// a certificate held until it is valid), the five-minute resynchronisation is one progress
 /// request on the watch's stream — etcd confirms that the watch is alive and caught up — and
 /// no read. A watch that does not answer it by the next resynchronisation is started again;
-/// one whose revision was compacted away is started from now after a full read.
+/// one that ends with an error (etcd out of reach, its revision compacted away, an answer it
+/// could not read) is started from now after a full read.
 ///
 /// When the leader key is deleted without the leader having given the lead up (its lease
 /// ended: killed, cut off, stalled), the shared records are read for open work

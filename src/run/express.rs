@@ -88,9 +88,15 @@ pub async fn renew(config_path: &Path, clock: Clock, lock_wait: Duration) -> Res
 /// The state directory whose summary was made from the configuration at `config_path` as it
 /// is now, the summary file's stamp before it was read, and the summary; `None` on any doubt.
 fn matching_summary(config_path: &Path) -> Option<(Store, Stamp, ExpressSummary)> {
+    use std::io::Read as _;
     use std::os::unix::fs::MetadataExt as _;
-    let text = std::fs::read_to_string(config_path).ok()?;
-    let mode = std::fs::metadata(config_path).ok()?.mode() & 0o7777;
+    // One open: the text (for the state directory's guess and the digest) and the mode come
+    // from the same file, even when it is replaced meanwhile.
+    let mut file = std::fs::File::open(config_path).ok()?;
+    let mode = file.metadata().ok()?.mode() & 0o7777;
+    let mut text = String::new();
+    file.read_to_string(&mut text).ok()?;
+    drop(file);
     let state_dir = sources::guess_state_dir(&text)?;
     let store = Store::existing(&state_dir);
     let path = store.dir().join(DUE_FILE);

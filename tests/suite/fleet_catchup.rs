@@ -13,14 +13,14 @@ use support::env::{AgentOutput, norm_serial};
 use support::etcd::{EtcdClient, EtcdCluster};
 use support::webserver::Server;
 
-use crate::fleet_e2e::{Fleet, ready};
+use crate::fleet_e2e::{Fleet, numbered, ready};
 
 const COUNT: usize = 150;
 /// A run over [`COUNT`] certificates (a debug build on a loaded machine).
 const LIMIT: Duration = Duration::from_secs(600);
 
 fn names() -> Vec<String> {
-    (0..COUNT).map(|i| format!("c{i}")).collect()
+    numbered(COUNT).into_iter().map(|(n, _)| n).collect()
 }
 
 fn run(f: &Fleet, i: usize, args: &[&str]) -> AgentOutput {
@@ -57,25 +57,8 @@ fn hosts_catching_up_on_more_than_one_transaction_of_results_report_every_one() 
     }
     let env = support::env::TestEnv::new();
     let cluster = EtcdCluster::start(env.dir.path(), 3);
-    let owned: Vec<(String, String)> = names()
-        .into_iter()
-        .map(|n| {
-            let d = format!("{n}.catchup.test");
-            (n, d)
-        })
-        .collect();
-    let list: Vec<(&str, &str)> = owned
-        .iter()
-        .map(|(n, d)| (n.as_str(), d.as_str()))
-        .collect();
-    let f = Fleet::build(
-        env,
-        &cluster.endpoints(),
-        "/catchup/",
-        &[Server::Nginx, Server::Nginx, Server::Nginx],
-        &list,
-    );
-    f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
+    let servers = [Server::Nginx, Server::Nginx, Server::Nginx];
+    let f = Fleet::numbered(env, &cluster.endpoints(), "/catchup/", &servers, COUNT);
     let first = run(&f, 0, &["--json", "renew", "--wait", "300"]);
     first.expect_code(0);
 

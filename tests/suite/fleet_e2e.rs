@@ -52,6 +52,14 @@ pub(crate) struct Fleet {
 
 pub(crate) const DOMAIN: &str = "www.fleet.test";
 
+/// A fleet's `n` certificates `c0`, `c1`, … for `c0.fleet.test`, `c1.fleet.test`, …: (name,
+/// domain).
+pub(crate) fn numbered(n: usize) -> Vec<(String, String)> {
+    (0..n)
+        .map(|i| (format!("c{i}"), format!("c{i}.fleet.test")))
+        .collect()
+}
+
 impl Fleet {
     /// `n` hosts with nginx, one certificate `www` for [`DOMAIN`]; the validator fetches from
     /// every host (see [`Fleet::build`]).
@@ -101,6 +109,25 @@ impl Fleet {
             &vec![Server::Nginx; n],
             &[("www", DOMAIN)],
         )
+    }
+
+    /// One host per entry of `servers` on the etcd members `endpoints`, under `prefix`, each
+    /// with the `n` certificates of [`numbered`]; the sandbox validates through web1 alone.
+    pub(crate) fn numbered(
+        env: TestEnv,
+        endpoints: &[String],
+        prefix: &str,
+        servers: &[Server],
+        n: usize,
+    ) -> Self {
+        let names = numbered(n);
+        let certs: Vec<(&str, &str)> = names
+            .iter()
+            .map(|(n, d)| (n.as_str(), d.as_str()))
+            .collect();
+        let f = Self::build(env, endpoints, prefix, servers, &certs);
+        f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
+        f
     }
 
     /// One host per entry of `servers`, each with the certificates `certs` (name, domain):
@@ -234,6 +261,11 @@ impl Fleet {
             agent = agent.env(k, v);
         }
         self.hosts[i].daemon = Some(agent.spawn());
+    }
+
+    /// Host `i`'s daemon (see [`start_daemon`](Self::start_daemon)).
+    pub(crate) fn daemon(&self, i: usize) -> &Child {
+        self.hosts[i].daemon.as_ref().expect("a daemon started")
     }
 
     /// Kills host `i`'s daemon with SIGKILL (nothing of it runs on: no resignation).

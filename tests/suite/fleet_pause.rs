@@ -29,7 +29,8 @@ use support::env::{TestEnv, wait_exit, wait_until};
 
 const PREFIX: &str = "/pause/";
 
-fn signal(child: &std::process::Child, sig: Signal) {
+/// Sends `sig` to `child` (an agent the test started).
+pub(crate) fn signal(child: &std::process::Child, sig: Signal) {
     let pid = i32::try_from(child.id()).expect("a pid");
     kill(Pid::from_raw(pid), sig).expect("the signal is sent to the agent this test started");
 }
@@ -228,7 +229,7 @@ fn an_order_kept_back_by_the_lead_guard_is_not_placed_and_leaves_no_intent() {
 }
 
 /// Whether the process `child` is stopped (SIGSTOP).
-fn stopped(child: &std::process::Child) -> bool {
+pub(crate) fn stopped(child: &std::process::Child) -> bool {
     std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
         .ok()
         .and_then(|s| {

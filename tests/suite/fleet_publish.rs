@@ -14,42 +14,19 @@ use support::etcd::{EtcdClient, EtcdCluster};
 use support::webserver::Server;
 
 use crate::fleet_batch::{count_reloads, installed, led, reloads};
-use crate::fleet_e2e::{Fleet, ready};
+use crate::fleet_e2e::{Fleet, numbered, ready};
 
 /// More than the leader writes at once (32).
 const CERTS: usize = 40;
 
 fn names() -> Vec<(String, String)> {
-    names_of(CERTS)
-}
-
-fn names_of(n: usize) -> Vec<(String, String)> {
-    (0..n)
-        .map(|i| (format!("c{i}"), format!("c{i}.fleet.test")))
-        .collect()
+    numbered(CERTS)
 }
 
 /// Two nginx hosts with [`CERTS`] certificates under `prefix`; web1 validates.
 fn fleet(prefix: &str, cluster: &EtcdCluster, env: TestEnv) -> Fleet {
-    fleet_of(prefix, cluster, env, CERTS)
-}
-
-/// Two nginx hosts with `n` certificates under `prefix`; web1 validates.
-fn fleet_of(prefix: &str, cluster: &EtcdCluster, env: TestEnv, n: usize) -> Fleet {
-    let names = names_of(n);
-    let certs: Vec<(&str, &str)> = names
-        .iter()
-        .map(|(n, d)| (n.as_str(), d.as_str()))
-        .collect();
-    let f = Fleet::build(
-        env,
-        &cluster.endpoints(),
-        prefix,
-        &[Server::Nginx, Server::Nginx],
-        &certs,
-    );
-    f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
-    f
+    let servers = [Server::Nginx, Server::Nginx];
+    Fleet::numbered(env, &cluster.endpoints(), prefix, &servers, CERTS)
 }
 
 /// The version of each certificate's current value host `i` accepted, from its versions file.

@@ -76,6 +76,8 @@ mod fleet_rotate;
 mod fleet_takeover;
 /// The etcd writer without the fleet key: every forged, moved or replayed value refused.
 mod fleet_trust;
+/// A follower whose watch fell behind reads etcd's answer of over 4 MiB in parts and installs.
+mod fleet_watch;
 
 // --- End to end: order, validate, install, reload ---
 /// Shared `combined_path` flow for the nginx and apache modules.

@@ -5,46 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::super::*;
 
-const MAIN: &str = r#"[api]
-base_url = "https://partner.example.net"
-login = "ops@example.com"
-password = "x"
-
-[agent]
-state_dir = "STATE"
-include = ["conf.d/*.toml"]
-
-[defaults]
-country = "DE"
-region = "Berlin"
-city = "Berlin"
-product_id = 101
-server = "nginx"
-webroot = "/var/www/html"
-"#;
-
-fn site(name: &str, domain: &str) -> String {
-    format!(
-        "[[certificate]]\nname = \"{name}\"\ndomains = [\"{domain}\"]\n\
-         fullchain_path = \"/etc/ssl/{name}/fullchain.pem\"\n\
-         key_path = \"/etc/ssl/{name}/privkey.pem\"\n"
-    )
-}
-
-/// A main file with `extra` appended and the fragments `(file name, text)` in `conf.d/`.
-fn layout(extra: &str, fragments: &[(&str, String)]) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let main = dir.path().join("config.toml");
-    let state = dir.path().join("state");
-    fs::create_dir(&state).unwrap();
-    let text = MAIN.replace("STATE", &state.display().to_string());
-    fs::write(&main, format!("{text}{extra}")).unwrap();
-    fs::create_dir(dir.path().join("conf.d")).unwrap();
-    for (name, text) in fragments {
-        fs::write(dir.path().join("conf.d").join(name), text).unwrap();
-    }
-    (dir, main)
-}
+use crate::config::testing::{site, with_conf_d};
 
 fn error_of(main: &Path) -> String {
     match Config::load(main) {
@@ -55,7 +16,7 @@ fn error_of(main: &Path) -> String {
 
 #[test]
 fn certificates_come_from_every_fragment_in_name_order_with_defaults() {
-    let (dir, main) = layout(
+    let (dir, main) = with_conf_d(
         &site("main", "main.example.com"),
         &[
             ("b.toml", site("b", "b.example.com")),
@@ -83,7 +44,7 @@ fn certificates_come_from_every_fragment_in_name_order_with_defaults() {
 fn a_problem_in_a_fragment_names_the_fragment_and_its_line() {
     let bad = "[[certificate]]\nname = \"shop\"\ndomains = [\"shop.example.com\"]\nwebrot = \"/x\"\n\
                fullchain_path = \"/etc/ssl/shop/f.pem\"\nkey_path = \"/etc/ssl/shop/k.pem\"\n";
-    let (dir, main) = layout("", &[("shop.toml", bad.to_owned())]);
+    let (dir, main) = with_conf_d("", &[("shop.toml", bad.to_owned())]);
     let e = error_of(&main);
     let file = dir.path().join("conf.d/shop.toml");
     assert!(
@@ -93,7 +54,7 @@ fn a_problem_in_a_fragment_names_the_fragment_and_its_line() {
         )),
         "{e}"
     );
-    let (_dir, main) = layout(
+    let (_dir, main) = with_conf_d(
         "",
         &[("broken.toml", "[[certificate]\nname = 1\n".to_owned())],
     );
@@ -102,7 +63,7 @@ fn a_problem_in_a_fragment_names_the_fragment_and_its_line() {
         e.contains("broken.toml line 1: syntax: invalid TOML"),
         "{e}"
     );
-    let (_dir, main) = layout("", &[("api.toml", "[api]\nlogin = \"x\"\n".to_owned())]);
+    let (_dir, main) = with_conf_d("", &[("api.toml", "[api]\nlogin = \"x\"\n".to_owned())]);
     let e = error_of(&main);
     assert!(
         e.contains(
@@ -114,7 +75,7 @@ fn a_problem_in_a_fragment_names_the_fragment_and_its_line() {
 
 #[test]
 fn a_name_or_a_path_defined_twice_names_both_files() {
-    let (dir, main) = layout(
+    let (dir, main) = with_conf_d(
         &site("www", "www.example.com"),
         &[("www.toml", site("www", "other.example.com"))],
     );
@@ -130,7 +91,7 @@ fn a_name_or_a_path_defined_twice_names_both_files() {
     );
     let same_key = "[[certificate]]\nname = \"two\"\ndomains = [\"two.example.com\"]\n\
                     fullchain_path = \"/etc/ssl/one/fullchain.pem\"\nkey_path = \"/etc/ssl/two/k.pem\"\n";
-    let (_dir, main) = layout(
+    let (_dir, main) = with_conf_d(
         "",
         &[
             ("1.toml", site("one", "one.example.com")),
@@ -147,7 +108,7 @@ fn a_name_or_a_path_defined_twice_names_both_files() {
 
 #[test]
 fn a_bad_default_is_reported_in_the_main_file() {
-    let (_dir, main) = layout("", &[("a.toml", site("a", "a.example.com"))]);
+    let (_dir, main) = with_conf_d("", &[("a.toml", site("a", "a.example.com"))]);
     let text = fs::read_to_string(&main)
         .unwrap()
         .replace("product_id = 101", "product_id = \"x\"");
@@ -164,7 +125,7 @@ fn a_bad_default_is_reported_in_the_main_file() {
 
 #[test]
 fn include_patterns_that_cannot_be_read_are_errors_at_the_include_line() {
-    let (dir, main) = layout("", &[]);
+    let (dir, main) = with_conf_d("", &[]);
     let text = fs::read_to_string(&main)
         .unwrap()
         .replace("conf.d/*.toml", "missing.d/*.toml");
@@ -198,7 +159,7 @@ fn include_patterns_that_cannot_be_read_are_errors_at_the_include_line() {
     fs::write(&main, text).unwrap();
     assert!(error_of(&main).contains("`include`: expected an array of file patterns"));
     // An empty conf.d is normal.
-    let (_dir, main) = layout("", &[]);
+    let (_dir, main) = with_conf_d("", &[]);
     assert!(Config::load(&main).unwrap().certificates.is_empty());
     drop(dir);
 }
@@ -206,7 +167,7 @@ fn include_patterns_that_cannot_be_read_are_errors_at_the_include_line() {
 #[test]
 fn a_fragment_others_may_write_is_a_warning() {
     use std::os::unix::fs::PermissionsExt;
-    let (dir, main) = layout("", &[("a.toml", site("a", "a.example.com"))]);
+    let (dir, main) = with_conf_d("", &[("a.toml", site("a", "a.example.com"))]);
     let file = dir.path().join("conf.d/a.toml");
     fs::set_permissions(&file, fs::Permissions::from_mode(0o666)).unwrap();
     let c = Config::load(&main).unwrap();
@@ -272,7 +233,7 @@ key_path = "/etc/ssl/dns/privkey.pem"
 
 #[test]
 fn unchanged_fragments_are_read_back_from_the_cache_exactly() {
-    let (dir, main) = layout(
+    let (dir, main) = with_conf_d(
         &site("main", "main.example.com"),
         &[
             ("a.toml", RICH.to_owned()),
@@ -323,7 +284,7 @@ fn unchanged_fragments_are_read_back_from_the_cache_exactly() {
 
 #[test]
 fn any_change_to_what_the_certificates_came_from_is_read_again() {
-    let (dir, main) = layout("", &[("a.toml", site("a", "a.example.com"))]);
+    let (dir, main) = with_conf_d("", &[("a.toml", site("a", "a.example.com"))]);
     settle();
     Config::load(&main).unwrap();
     assert!(cache_of(dir.path()).exists());
@@ -367,7 +328,7 @@ fn any_change_to_what_the_certificates_came_from_is_read_again() {
 
 #[test]
 fn files_changed_just_now_are_not_kept_and_problems_are_never_kept() {
-    let (dir, main) = layout("", &[("a.toml", site("a", "a.example.com"))]);
+    let (dir, main) = with_conf_d("", &[("a.toml", site("a", "a.example.com"))]);
     Config::load(&main).unwrap();
     assert!(
         !cache_of(dir.path()).exists(),
@@ -385,7 +346,7 @@ fn files_changed_just_now_are_not_kept_and_problems_are_never_kept() {
 #[test]
 fn a_program_gone_since_the_cache_was_written_is_reported() {
     use std::os::unix::fs::PermissionsExt;
-    let (dir, main) = layout("", &[]);
+    let (dir, main) = with_conf_d("", &[]);
     let program = dir.path().join("reload-web");
     fs::write(&program, "#!/bin/sh\n").unwrap();
     fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
@@ -411,7 +372,7 @@ fn a_program_gone_since_the_cache_was_written_is_reported() {
 /// included file, and none while an included file is changing.
 #[test]
 fn the_source_digest_follows_every_file_of_the_configuration() {
-    let (dir, main) = layout("", &[("a.toml", site("a", "a.example.com"))]);
+    let (dir, main) = with_conf_d("", &[("a.toml", site("a", "a.example.com"))]);
     settle();
     let first = Config::load(&main).unwrap().source_digest;
     assert!(first.is_some());

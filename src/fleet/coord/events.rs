@@ -17,8 +17,8 @@ impl Fleet {
     }
 
     /// [`watch`](Self::watch) from revision `start` (`None`: from now): the changes made since
-    /// are delivered first. A revision etcd compacted away ends the watch at once
-    /// ([`FleetWatch::compacted`]).
+    /// are delivered first. A revision etcd compacted away ends the watch at once (an error of
+    /// [`FleetWatch::changed`]).
     pub async fn watch_from(&self, start: Option<i64>) -> Result<FleetWatch, FleetError> {
         let prefix = self.prefix.clone();
         // Large answers come in parts of at most etcd's request size (a catch-up of many
@@ -44,7 +44,6 @@ impl Fleet {
             stream,
             prefix: self.prefix.clone(),
             endpoints: self.endpoints.clone(),
-            compacted: false,
         })
     }
 }
@@ -54,8 +53,6 @@ pub struct FleetWatch {
     pub(super) stream: etcd_client::WatchStream,
     pub(super) prefix: String,
     pub(super) endpoints: String,
-    /// Whether the watch ended because its start revision was compacted away.
-    pub(super) compacted: bool,
 }
 
 impl FleetWatch {
@@ -70,10 +67,16 @@ impl FleetWatch {
             match self.stream.message().await {
                 Ok(Some(resp)) => {
                     if resp.canceled() {
-                        self.compacted = resp.compact_revision() > 0;
+                        let detail = match resp.compact_revision() {
+                            0 => format!("the watch was cancelled: {}", resp.cancel_reason()),
+                            r => format!(
+                                "the watch was cancelled: the revision it started from was \
+                                 compacted away (etcd keeps revisions from {r} on)"
+                            ),
+                        };
                         return Err(FleetError::Unavailable {
                             endpoints: self.endpoints.clone(),
-                            detail: format!("the watch was cancelled: {}", resp.cancel_reason()),
+                            detail,
                         });
                     }
                     let mut changes = Changes::default();
@@ -126,12 +129,6 @@ impl FleetWatch {
             .request_progress()
             .await
             .map_err(|e| unavailable(&self.endpoints, &e))
-    }
-
-    /// Whether the watch ended because the revision it started from was compacted away: the
-    /// changes since are lost, a full read is needed.
-    pub fn compacted(&self) -> bool {
-        self.compacted
     }
 }
 

@@ -6,34 +6,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::config::Config;
+use crate::config::{Config, testing};
 use crate::store::FileStamp;
 use crate::store::due::{Basis, Entry, save_with};
 
-const MAIN: &str = r#"[api]
-base_url = "https://partner.example.net"
-login = "ops@example.com"
-password_file = "/etc/cert-agent/password"
-
-[agent]
-state_dir = "STATE"
-include = ["conf.d/*.toml"]
-
-[defaults]
-country = "DE"
-region = "Berlin"
-city = "Berlin"
-product_id = 101
-server = "none"
-webroot = "/var/www/html"
-"#;
-
+/// A certificate `name` for `NAME.example.com`.
 fn site(name: &str) -> String {
-    format!(
-        "[[certificate]]\nname = \"{name}\"\ndomains = [\"{name}.example.com\"]\n\
-         fullchain_path = \"/etc/ssl/{name}/fullchain.pem\"\n\
-         key_path = \"/etc/ssl/{name}/privkey.pem\"\n"
-    )
+    testing::site(name, &format!("{name}.example.com"))
 }
 
 fn settle() {
@@ -53,15 +32,11 @@ struct Host {
 
 impl Host {
     fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let main = dir.path().join("config.toml");
+        let (dir, main) = testing::with_conf_d(
+            &format!("\n{}", site("a")),
+            &[("b.toml", site("b")), ("c.toml", site("c"))],
+        );
         let state = dir.path().join("state");
-        let text = MAIN.replace("STATE", &state.display().to_string());
-        fs::write(&main, format!("{text}\n{}", site("a"))).unwrap();
-        fs::create_dir(dir.path().join("conf.d")).unwrap();
-        for n in ["b", "c"] {
-            fs::write(dir.path().join(format!("conf.d/{n}.toml")), site(n)).unwrap();
-        }
         let leaf = dir.path().join("leaf.pem");
         fs::write(&leaf, "leaf").unwrap();
         let store = Store::open(&state).unwrap();

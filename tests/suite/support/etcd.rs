@@ -415,10 +415,36 @@ impl EtcdCluster {
     /// The gRPC messages the members received so far, summed over the members, by method
     /// (`Range`, `Txn`, `Put`, `Watch`, `LeaseKeepAlive`, …), from their `/metrics`.
     pub(crate) fn messages_received(&self) -> BTreeMap<String, u64> {
+        self.grpc_counts("grpc_server_msg_received_total")
+    }
+
+    /// The gRPC calls the members started so far, summed over the members, by method: a
+    /// stream (`Watch`, `LeaseKeepAlive`) counts once however many messages it carries.
+    pub(crate) fn calls_started(&self) -> BTreeMap<String, u64> {
+        self.grpc_counts("grpc_server_started_total")
+    }
+
+    /// The gauge `name` (a metric without labels) summed over the members.
+    pub(crate) fn gauge(&self, name: &str) -> f64 {
+        let prefix = format!("{name} ");
+        self.members
+            .iter()
+            .flat_map(|m| {
+                get(m.metrics_port, "/metrics")
+                    .lines()
+                    .filter_map(|l| l.strip_prefix(&prefix)?.trim().parse::<f64>().ok())
+                    .collect::<Vec<_>>()
+            })
+            .sum()
+    }
+
+    /// The counter `metric` of the members' gRPC server, summed over the members, by method.
+    fn grpc_counts(&self, metric: &str) -> BTreeMap<String, u64> {
+        let open = format!("{metric}{{");
         let mut out = BTreeMap::new();
         for m in &self.members {
             for line in get(m.metrics_port, "/metrics").lines() {
-                let Some(rest) = line.strip_prefix("grpc_server_msg_received_total{") else {
+                let Some(rest) = line.strip_prefix(open.as_str()) else {
                     continue;
                 };
                 let Some(method) = rest
