@@ -88,26 +88,31 @@ impl State {
             at(if instant { i64::MIN } else { cert.ca_due_at });
         }
         if !hold && cert.dcv_active() {
-            if instant {
-                at(i64::MIN);
-            } else if cert.domains.iter().all(|d| d.valid) {
+            if cert.domains.iter().all(|d| d.valid) {
                 let validated = cert
                     .domains
                     .iter()
                     .filter_map(|d| d.validated_at)
                     .max()
                     .unwrap_or(i64::MIN);
-                at(if cert.family() == Family::C && validated > i64::MIN {
+                at(if instant || validated == i64::MIN {
+                    i64::MIN
+                } else if cert.family() == Family::C {
                     self.next_pickup(validated)
                 } else {
                     validated
                 });
             } else {
                 // File and email validations arrive through the validator or a request
-                // (which touch the certificate); DNS checks run on their schedule.
+                // (which touch the certificate); DNS checks run on their schedule (at every
+                // advance in instant mode).
                 for d in cert.domains.iter().filter(|d| !d.valid) {
                     if matches!(d.method, Method::Cname | Method::DnsTxt) {
-                        at(d.next_check.unwrap_or(i64::MIN));
+                        at(if instant {
+                            i64::MIN
+                        } else {
+                            d.next_check.unwrap_or(i64::MIN)
+                        });
                     }
                 }
             }

@@ -565,6 +565,11 @@ fn a_request_looks_only_at_certificates_with_something_due() {
         let name = format!("site{n}.example.com");
         let (pem, _) = csr(&[name.as_str()]);
         let id = env.place(PARTNER, item(p::S_DV, &name, &pem));
+        let now = env.now.unix_timestamp();
+        assert!(
+            env.state.take_due(now).is_empty(),
+            "waiting for its file check, even in instant mode, it has nothing due"
+        );
         let checks = env.due_for(id);
         let (_, content) = expected_file(&pem, p::S_DV, &env.unique_value(id));
         env.fetch(&checks[0], Ok(content.into_bytes()));
