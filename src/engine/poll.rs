@@ -238,6 +238,7 @@ async fn read_state(
     // Until validation is published, the details call stands in for the status call: it
     // carries the state (with a pending reissue marked) and what to publish, one call for
     // both.
+    crate::failpoint::hit("status-check");
     let polled: Result<_> = async {
         if details.is_none() && !w.published {
             let d = ctx.client()?.details(id).await;
