@@ -430,6 +430,7 @@ async fn round(
     opts: &RunOptions,
     store: &Store,
     certs: &[&CertificateConfig],
+    marked: &std::cell::Cell<bool>,
 ) -> Result<Round> {
     let link = connect(config, opts.clock)
         .await?
@@ -530,6 +531,8 @@ async fn round(
     }
     let own = fr.client.get().map(crate::api::Client::request_counts);
     drop(fr);
+    let host = link.fleet.host();
+    rounds::mark_waiting(&lead, host, opts, store, config, &eligible, marked).await;
     lead.resign().await;
     if let Err(e) = store.audit(
         None,

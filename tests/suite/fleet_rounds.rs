@@ -230,3 +230,93 @@ fn a_run_stopped_while_it_waits_withdraws_its_validation_files() {
     );
     assert_eq!(f.env.order_posts(), 1);
 }
+
+/// Host `i`'s daemon, started with its first scheduled run at least ten minutes away (it
+/// follows the fleet at once): started again until the random delay it drew is that long.
+fn daemon_without_runs(f: &mut Fleet, i: usize) {
+    for _ in 0..20 {
+        f.start_daemon_args(i, &["--first-run-delay", "3600"], &[]);
+        if crate::fleet_takeover::first_run_delay(f, i) >= Duration::from_secs(600) {
+            return;
+        }
+        f.kill_daemon(i);
+        // The next daemon's log is found by its start line: the old one's goes.
+        for entry in fs::read_dir(f.env.path("logs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let started = format!("daemon started with {}", f.hosts[i].config.display());
+            if fs::read_to_string(entry.path()).is_ok_and(|t| t.contains(&started)) {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+    }
+    panic!("no daemon drew a first run ten minutes away in 20 tries");
+}
+
+#[test]
+fn a_run_killed_between_its_rounds_is_taken_over_by_a_daemon() {
+    if !ready() {
+        return;
+    }
+    let mut f = Fleet::pair("/between/");
+    www_by_email(&f);
+    // Rounds 10 s apart, so that the kill lands between two of them.
+    for host in &f.hosts {
+        let text = fs::read_to_string(&host.config).unwrap();
+        let edited = text.replacen("poll_interval_secs = 1\n", "poll_interval_secs = 10\n", 1);
+        assert_ne!(text, edited, "no poll_interval_secs in\n{text}");
+        fs::write(&host.config, edited).unwrap();
+    }
+    // web2's daemon follows the fleet; none of its scheduled runs comes during the test.
+    daemon_without_runs(&mut f, 1);
+    let mut a = f
+        .env
+        .agent_at(&f.hosts[0].config, ["--json", "renew", "--wait", "300"])
+        .spawn();
+    let www = wait_ordered(&f, 0, "www");
+    let mut etcd = f.etcd();
+    let waiting = "/between/waiting".to_owned();
+    let leader = "/between/leader".to_owned();
+    let between = wait_until(Duration::from_secs(60), || {
+        let keys = etcd.revisions();
+        keys.contains_key(&waiting) && !keys.contains_key(&leader)
+    });
+    assert!(between, "web1's run waits between its rounds\n{}", f.logs());
+    assert_eq!(
+        etcd.get("waiting").as_deref(),
+        Some(b"web1".as_slice()),
+        "the waiting run is named"
+    );
+    crate::fleet_pause::signal(&a, nix::sys::signal::Signal::SIGKILL);
+    let _ = support::env::wait_exit(&mut a, Duration::from_secs(10));
+
+    // The person approves; web2's daemon sees that no round followed (10 s and a tenth, a
+    // 5 s lease, 5 s) and takes the work over: one status check, the certificate installed.
+    f.env.sandbox.approve_email(www, None).unwrap();
+    let installed = wait_until(Duration::from_secs(90), || f.installed(1).is_some());
+    assert!(
+        installed,
+        "web2's daemon did not take the waiting certificate over\n{}",
+        f.logs()
+    );
+    let logs = f.logs();
+    assert!(
+        logs.contains("the fleet's lead ended with work open ('www':"),
+        "{logs}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(30), || f
+            .logs()
+            .contains("this run took over the fleet's work")),
+        "{logs}"
+    );
+    // The run that took over left nothing waiting.
+    assert!(
+        wait_until(Duration::from_secs(30), || etcd.get("waiting").is_none()),
+        "the waiting key stays\n{logs}"
+    );
+    assert_eq!(f.env.order_posts(), 1, "one POST /order");
+    assert_eq!(f.env.billed(), 1);
+}

@@ -18,9 +18,9 @@ use crate::store::Store;
 
 use super::around::merge_requests;
 use super::round;
-use crate::fleet::coord::Expect;
+use crate::fleet::coord::{Expect, Leadership};
 use crate::fleet::link::connect;
-use crate::fleet::schema::dcv_key;
+use crate::fleet::schema::{WAITING, dcv_key};
 
 /// What one round did.
 pub(super) struct Round {
@@ -74,7 +74,10 @@ pub async fn run(
     // here, without the lead.
     let mut each = opts.clone();
     each.wait = Duration::ZERO;
-    let first = round(config, &each, store, certs).await?;
+    // Whether the fleet's `waiting` key may be this run's to delete: a takeover's run follows
+    // up a run that left it.
+    let marked = std::cell::Cell::new(opts.takeover.is_some());
+    let first = round(config, &each, store, certs, &marked).await?;
     let mut report = first.report;
     let mut requests = first.requests;
     if !first.led {
@@ -89,7 +92,7 @@ pub async fn run(
     let mut rounds = 1u32;
     while !open.is_empty() {
         if stopping(opts) {
-            stop_waiting(config, opts, store, &open, &mut report).await;
+            stop_waiting(config, opts, store, &open, &mut report, &marked).await;
             break;
         }
         let delay = if last_led {
@@ -109,11 +112,11 @@ pub async fn run(
             open.len()
         ));
         if sleep_or_stop(delay, opts).await {
-            stop_waiting(config, opts, store, &open, &mut report).await;
+            stop_waiting(config, opts, store, &open, &mut report, &marked).await;
             break;
         }
         rounds += 1;
-        last_led = match round(config, &each, store, &open).await {
+        last_led = match round(config, &each, store, &open, &marked).await {
             Ok(r) => {
                 if !r.led {
                     say(&format!(
@@ -247,8 +250,9 @@ async fn stop_waiting(
     store: &Store,
     open: &[&CertificateConfig],
     report: &mut RunReport,
+    marked: &std::cell::Cell<bool>,
 ) {
-    let what = withdraw(config, opts, store, open).await;
+    let what = withdraw(config, opts, store, open, marked).await;
     for c in &mut report.certificates {
         if open.iter().any(|o| o.name == c.name) {
             c.outcome = Outcome::Pending {
@@ -289,6 +293,7 @@ async fn withdraw(
     opts: &RunOptions,
     store: &Store,
     certs: &[&CertificateConfig],
+    marked: &std::cell::Cell<bool>,
 ) -> String {
     let link = match connect(config, opts.clock).await {
         Ok(Some(link)) => link,
@@ -323,9 +328,54 @@ async fn withdraw(
             Err(e) => tracing::warn!(certificate = %cert.name, "{e:#}"),
         }
     }
+    if marked.get() {
+        unmark(&lead, marked).await;
+    }
     lead.resign().await;
     audit(store, "fleet-lead-given", link.fleet.host());
     "validation files were removed and the next run publishes them again".into()
+}
+
+/// Before a round gives the lead up: when certificates of the round (`certs`) still wait for
+/// the CA, the fleet's `waiting` key names this host (the daemons take the work over when no
+/// round follows by the next allowed status check and a lease); otherwise the key goes when
+/// this run may have left it (`marked`). Fenced by the lead; a failure is only said.
+pub(in crate::fleet) async fn mark_waiting(
+    lead: &Leadership,
+    host: &str,
+    opts: &RunOptions,
+    store: &Store,
+    config: &Config,
+    certs: &[&CertificateConfig],
+    marked: &std::cell::Cell<bool>,
+) {
+    let interval = Duration::from_secs(config.agent.poll_interval_secs);
+    let now = opts.clock.now();
+    let waiting = certs.iter().any(|c| {
+        store
+            .load(&c.name)
+            .is_ok_and(|r| engine::until_next_check(interval, [&r], now).is_some())
+    });
+    if !waiting {
+        if marked.get() {
+            unmark(lead, marked).await;
+        }
+        return;
+    }
+    match lead
+        .put(WAITING, host.as_bytes().to_vec(), Expect::Any)
+        .await
+    {
+        Ok(_) => marked.set(true),
+        Err(e) => tracing::warn!("fleet: could not say that this run waits: {e}"),
+    }
+}
+
+async fn unmark(lead: &Leadership, marked: &std::cell::Cell<bool>) {
+    match lead.delete(WAITING, Expect::Any).await {
+        Ok(_) => marked.set(false),
+        Err(e) => tracing::warn!("fleet: could not say that this run no longer waits: {e}"),
+    }
 }
 
 fn audit(store: &Store, event: &str, host: &str) {
