@@ -61,11 +61,7 @@ pub async fn follow_changes(
             }
         };
         let mut leader = link.fleet.leader().await.ok().flatten();
-        // When to look whether a run that waits between its rounds went on (see [`stall`]).
-        let mut waiting: Option<tokio::time::Instant> = None;
-        let stall_after = Config::load(&config_path)
-            .map(|c| stall::stall_after(&c))
-            .unwrap_or(Duration::from_secs(360));
+        let (mut waiting, stall_after) = (stall::not_yet(), stall::after(&config_path));
         // At a (re)connection: a full read unless the watch replays nothing that matters.
         let mut due = Due::Check;
         let mut awaiting = false;
@@ -156,10 +152,7 @@ pub async fn follow_changes(
                     }
                 },
                 () = tokio::time::sleep_until(wake) => {
-                    if seen.waiting.is_some_and(|w| w <= tokio::time::Instant::now()) {
-                        seen.look().await;
-                    }
-                    if tokio::time::Instant::now() < base {
+                    if seen.look_if_due(base).await {
                         continue;
                     }
                     if awaiting {
@@ -380,7 +373,18 @@ impl<F: Fn(Takeover)> Seen<'_, F> {
         concerns
     }
 
-    /// The time to look at a waiting run came (see [`stall`]).
+    /// Looks whether a run that waits between its rounds went on when the time for it came
+    /// (see [`stall`]); whether the follow loop's own wake time (`base`) is still to come.
+    async fn look_if_due(&mut self, base: tokio::time::Instant) -> bool {
+        if self
+            .waiting
+            .is_some_and(|w| w <= tokio::time::Instant::now())
+        {
+            self.look().await;
+        }
+        tokio::time::Instant::now() < base
+    }
+
     async fn look(&mut self) {
         *self.waiting = None;
         match stall::look(self.config_path, self.link).await {

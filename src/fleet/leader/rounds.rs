@@ -340,7 +340,7 @@ async fn withdraw(
 /// the CA, the fleet's `waiting` key names this host (the daemons take the work over when no
 /// round follows by the next allowed status check and a lease); otherwise the key goes when
 /// this run may have left it (`marked`). Fenced by the lead; a failure is only said.
-pub(in crate::fleet) async fn mark_waiting(
+pub(super) async fn mark_waiting(
     lead: &Leadership,
     host: &str,
     opts: &RunOptions,

@@ -18,13 +18,23 @@ use crate::fleet::takeover::{Takeover, open_work};
 pub(super) const WAITING_KEY: &str = WAITING;
 
 /// How long after the last sign of a waiting run (its `waiting` key written, a lead taken)
-/// the daemons look whether it went on.
-pub(super) fn stall_after(config: &Config) -> Duration {
+/// the daemons look whether it went on, for the configuration at `config_path` (as for the
+/// API's 5-minute interval and a 15 s lease when it cannot be read).
+pub(super) fn after(config_path: &Path) -> Duration {
+    Config::load(config_path).map_or(Duration::from_secs(350), |c| stall_after(&c))
+}
+
+fn stall_after(config: &Config) -> Duration {
     let interval = Duration::from_secs(config.agent.poll_interval_secs);
     let lease = config.fleet.as_ref().map_or(Duration::from_secs(15), |f| {
         Duration::from_secs(f.lease_ttl_secs)
     });
     interval + interval / 10 + lease + Duration::from_secs(5)
+}
+
+/// No look planned (until the `waiting` key changes).
+pub(super) fn not_yet() -> Option<tokio::time::Instant> {
+    None
 }
 
 /// What the look found.
@@ -73,4 +83,38 @@ pub(super) async fn look(config_path: &Path, link: &FleetLink) -> Stall {
         leader: Some(host),
         open,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(fleet: &str, poll: u64) -> Config {
+        let text = format!(
+            "[agent]\npoll_interval_secs = {poll}\n[api]\nbase_url = \"https://127.0.0.1:1\"\n\
+             login = \"a@b.test\"\npassword = \"x\"\n{fleet}"
+        );
+        Config::parse(&text, Path::new("/tmp/x.toml")).unwrap()
+    }
+
+    #[test]
+    fn a_waiting_run_is_expected_by_its_next_status_check_and_a_lease() {
+        let fleet = "[fleet]\nendpoints = [\"https://10.0.0.1:2379\"]\nhost = \"web1\"\n\
+                     ca_file = \"/etc/ca.pem\"\nsecret_file = \"/etc/fleet.key\"\n";
+        // The API's 5 minutes, a tenth of them, the default 15 s lease, 5 s.
+        assert_eq!(
+            stall_after(&config(fleet, 300)),
+            Duration::from_secs(300 + 30 + 15 + 5)
+        );
+        let short = format!("{fleet}lease_ttl_secs = 5\n");
+        assert_eq!(
+            stall_after(&config(&short, 10)),
+            Duration::from_secs(10 + 1 + 5 + 5)
+        );
+        // A configuration that cannot be read: as for the API's interval.
+        assert_eq!(
+            after(Path::new("/nonexistent/cert-agent.toml")),
+            Duration::from_secs(350)
+        );
+    }
 }
