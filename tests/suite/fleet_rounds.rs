@@ -291,6 +291,9 @@ fn a_run_killed_between_its_rounds_is_taken_over_by_a_daemon() {
     );
     crate::fleet_pause::signal(&a, nix::sys::signal::Signal::SIGKILL);
     let _ = support::env::wait_exit(&mut a, Duration::from_secs(10));
+    // The key is not sealed: garbage in it (as anyone with write access to the prefix could
+    // put there) is only shown, cut and escaped.
+    etcd.put("waiting", b"web1\x1b[2J\n\xff".repeat(500));
 
     // The person approves; web2's daemon sees that no round followed (10 s and a tenth, a
     // 5 s lease, 5 s) and takes the work over: one status check, the certificate installed.
@@ -312,6 +315,7 @@ fn a_run_killed_between_its_rounds_is_taken_over_by_a_daemon() {
             .contains("this run took over the fleet's work")),
         "{logs}"
     );
+    assert!(!f.logs().contains('\x1b'), "{logs}");
     // The run that took over left nothing waiting.
     assert!(
         wait_until(Duration::from_secs(30), || etcd.get("waiting").is_none()),

@@ -49,7 +49,12 @@ pub(super) enum Stall {
 /// Whether the run that said it waits went on (see the module's description).
 pub(super) async fn look(config_path: &Path, link: &FleetLink) -> Stall {
     let host = match link.fleet.get(WAITING).await {
-        Ok(Some((value, _))) => String::from_utf8_lossy(&value).into_owned(),
+        // A host name as the waiting run wrote it; anything else (the key is not sealed) is
+        // only shown, cut and escaped.
+        Ok(Some((value, _))) => String::from_utf8_lossy(&value)
+            .chars()
+            .take(64)
+            .collect::<String>(),
         Ok(None) => return Stall::No { again: false },
         Err(e) => {
             tracing::warn!("fleet: {e}");
