@@ -16,7 +16,7 @@ use crate::store::{CertRecord, OrderIntent, Store};
 
 use super::coord::{Expect, Leadership, Written};
 use super::envelope::{self, Place, Purpose};
-use super::follower::{fleet_failures, report_host, sync};
+use super::follower::{fleet_failures, known_revisions, report_host, sync};
 use super::link::{FleetLink, check_specs, connect};
 use super::schema::{
     Current, DcvEntry, HostResult, KEY_CHECK, SharedState, b64, current_key, dcv_key, shared_view,
@@ -105,7 +105,8 @@ impl FleetRun<'_> {
         };
         let place = Place::new(Purpose::State, &rel, &cert.name);
         let sealed = envelope::seal_json(&self.link.key, &place, version, &doc)?;
-        self.lead
+        let written = self
+            .lead
             .put(&rel, sealed.clone(), Expect::Any)
             .await
             .with_context(|| {
@@ -114,12 +115,12 @@ impl FleetRun<'_> {
                     cert.name
                 )
             })?;
-        self.versions.borrow_mut().accept_state(
-            &cert.name,
-            &self.link.fleet.key(&rel),
-            version,
-            &sealed,
-        )?;
+        let mut versions = self.versions.borrow_mut();
+        versions.accept_state(&cert.name, &self.link.fleet.key(&rel), version, &sealed)?;
+        if let Written::Done(at) = written {
+            versions.wrote_state(&cert.name, at);
+        }
+        drop(versions);
         self.accepted();
         Ok(())
     }
@@ -247,10 +248,11 @@ impl FleetRun<'_> {
         let sealed = envelope::seal_json(&self.link.key, &place, version, &doc)?;
         crate::failpoint::hit("fleet-publishing");
         match self.lead.put(&rel, sealed.clone(), expect).await? {
-            Written::Done(_) => {
+            Written::Done(at) => {
                 crate::failpoint::hit("fleet-published");
                 tracing::info!(certificate = %cert.name, version, serial = %doc.serial, "published to the fleet");
-                self.versions.borrow_mut().accept_current(
+                let mut versions = self.versions.borrow_mut();
+                versions.accept_current(
                     &cert.name,
                     &self.link.fleet.key(&rel),
                     version,
@@ -258,6 +260,8 @@ impl FleetRun<'_> {
                     &r.serial,
                     r.not_before,
                 )?;
+                versions.wrote_current(&cert.name, at);
+                drop(versions);
                 self.accepted();
                 let result = HostResult {
                     serial: Some(doc.serial.clone()),
@@ -429,7 +433,10 @@ pub async fn run(
     let link = connect(config, opts.clock)
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
-    let snap = link.fleet.snapshot(KEY_CHECK).await?;
+    let snap = link
+        .fleet
+        .snapshot(KEY_CHECK, &known_revisions(&link, config, store))
+        .await?;
     let refused = check_specs(&link, config, &snap).await?;
     let kept = reads::Kept::of(&snap);
     let synced = sync(&link, config, store, &refused, snap).await?;

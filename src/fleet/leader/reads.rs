@@ -15,6 +15,9 @@ pub(super) struct Kept {
     revision: i64,
     keys: BTreeSet<String>,
     states: BTreeMap<String, Vec<u8>>,
+    /// The shared records the snapshot left out (this host accepted them at that revision):
+    /// read at the snapshot's revision once this host leads.
+    unread: Vec<String>,
 }
 
 fn is_state(key: &str) -> bool {
@@ -26,12 +29,23 @@ impl Kept {
     pub(super) fn of(snap: &Snapshot) -> Self {
         Self {
             revision: snap.revision,
-            keys: snap.certs.keys().cloned().collect(),
+            keys: snap
+                .certs
+                .keys()
+                .chain(snap.unread.keys())
+                .cloned()
+                .collect(),
             states: snap
                 .certs
                 .iter()
                 .filter(|(k, _)| is_state(k))
                 .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            unread: snap
+                .unread
+                .keys()
+                .filter(|k| is_state(k))
+                .cloned()
                 .collect(),
         }
     }
@@ -39,9 +53,24 @@ impl Kept {
     /// The shared records as etcd holds them now (read after the lead was taken): the kept
     /// ones with every value written since put in, when no key under `certs/` was deleted
     /// since; otherwise (or when that read fails) `certs/` read again whole.
-    pub(super) async fn now(self, link: &FleetLink) -> Result<BTreeMap<String, Vec<u8>>> {
+    pub(super) async fn now(mut self, link: &FleetLink) -> Result<BTreeMap<String, Vec<u8>>> {
+        let filled = match link.fleet.values_at(&self.unread, self.revision).await {
+            Ok(values) if values.len() == self.unread.len() => {
+                self.states
+                    .extend(values.into_iter().map(|(k, (v, _))| (k, v)));
+                true
+            }
+            Ok(_) => {
+                tracing::debug!("fleet: a shared record left out of the run's read is gone");
+                false
+            }
+            Err(e) => {
+                tracing::debug!("fleet: {e}; certs/ read again");
+                false
+            }
+        };
         match link.fleet.written_since("certs/", self.revision).await {
-            Ok(since) => {
+            Ok(since) if filled => {
                 let added = since
                     .written
                     .iter()
@@ -59,6 +88,7 @@ impl Kept {
                 }
                 tracing::debug!("fleet: keys under certs/ were removed since the run's read");
             }
+            Ok(_) => {}
             Err(e) => tracing::debug!("fleet: {e}; certs/ read again"),
         }
         Ok(link
@@ -89,9 +119,12 @@ mod tests {
         ] {
             snap.certs.insert(k.into(), v.into());
         }
+        snap.unread.insert("certs/shop/state".into(), 5);
+        snap.unread.insert("certs/shop/current".into(), 6);
         let kept = Kept::of(&snap);
         assert_eq!(kept.revision, 7);
-        assert_eq!(kept.keys.len(), 4);
+        assert_eq!(kept.keys.len(), 6);
+        assert_eq!(kept.unread, vec!["certs/shop/state".to_owned()]);
         assert_eq!(
             kept.states.keys().collect::<Vec<_>>(),
             vec!["certs/www/state"]
