@@ -50,7 +50,10 @@ impl Retiring {
             .await?
             .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
         // The fleet key agreed on first: nothing is sealed under a key the fleet does not use.
-        let snap = link.fleet.snapshot(KEY_CHECK, &std::collections::BTreeMap::new()).await?;
+        let snap = link
+            .fleet
+            .snapshot(KEY_CHECK, &std::collections::BTreeMap::new())
+            .await?;
         check_specs(&link, config, &snap).await?;
         let Some(lead) = link.fleet.try_lead_exclusive().await? else {
             let leader = link

@@ -316,7 +316,12 @@ impl Versions {
     /// After this host wrote the current certificate of `name` it accepted last, at
     /// `revision`.
     pub(super) fn wrote_current(&mut self, name: &str, revision: i64) {
-        if let Some(c) = self.file.certs.get_mut(name).and_then(|v| v.current.as_mut()) {
+        if let Some(c) = self
+            .file
+            .certs
+            .get_mut(name)
+            .and_then(|v| v.current.as_mut())
+        {
             c.value.revision = Some(revision).filter(|r| *r > 0);
             self.changed = true;
         }

@@ -149,10 +149,11 @@ impl Fleet {
             .map(|(k, r)| (k.clone(), *r))
             .collect();
         tracing::debug!(
-            "fleet: read at revision {revision}: {} key(s) under certs/, {} value(s) read, {} \
+            "fleet: read at revision {revision}: {} key(s) under certs/, {} value(s) read{}, {} \
              unchanged since this host accepted them (not read)",
             revisions.len(),
             certs.len(),
+            named(certs.keys()),
             unread.len()
         );
         Ok(Snapshot {
@@ -179,10 +180,7 @@ impl Fleet {
                 chunk
                     .iter()
                     .map(|k| {
-                        TxnOp::get(
-                            self.key(k),
-                            Some(GetOptions::new().with_revision(revision)),
-                        )
+                        TxnOp::get(self.key(k), Some(GetOptions::new().with_revision(revision)))
                     })
                     .collect::<Vec<_>>(),
             );
@@ -250,6 +248,17 @@ impl Fleet {
             out.insert(rel, kv.mod_revision());
         }
     }
+}
+
+/// Up to ten keys, named: ` (a, b)`; none or more: nothing.
+fn named<'a>(keys: impl ExactSizeIterator<Item = &'a String>) -> String {
+    if keys.len() == 0 || keys.len() > 10 {
+        return String::new();
+    }
+    format!(
+        " ({})",
+        keys.map(String::as_str).collect::<Vec<_>>().join(", ")
+    )
 }
 
 #[cfg(test)]
