@@ -406,10 +406,7 @@ pub async fn follow(
     };
     let started_at = link.clock.now();
     let started = tokio::time::Instant::now();
-    let snap = link
-        .fleet
-        .snapshot(KEY_CHECK, &known_revisions(link, config, &store))
-        .await?;
+    let snap = read_fleet(link, config, &store).await?;
     let revision = snap.revision;
     let refused = check_specs(link, config, &snap).await?;
     let synced = sync(link, config, &store, &refused, snap).await?.synced;
@@ -456,11 +453,7 @@ pub async fn follow(
 /// The values this host accepted at a revision it knows (its versions file): what a read of
 /// the fleet leaves out. Nothing when the file is missing or does not read (every value read,
 /// and the synchronisation then says what is wrong with the file).
-pub(super) fn known_revisions(
-    link: &FleetLink,
-    config: &Config,
-    store: &Store,
-) -> BTreeMap<String, i64> {
+fn known_revisions(link: &FleetLink, config: &Config, store: &Store) -> BTreeMap<String, i64> {
     let configs = config
         .certificates
         .iter()
@@ -469,6 +462,17 @@ pub(super) fn known_revisions(
     Versions::load(store.dir())
         .map(|v| v.known(&configs))
         .unwrap_or_default()
+}
+
+/// The fleet as a synchronisation reads it ([`Fleet::snapshot`](super::coord::Fleet::snapshot)),
+/// without the values this host accepted at the revision their keys are still at.
+pub(super) async fn read_fleet(
+    link: &FleetLink,
+    config: &Config,
+    store: &Store,
+) -> Result<Snapshot> {
+    let known = known_revisions(link, config, store);
+    Ok(link.fleet.snapshot(KEY_CHECK, &known).await?)
 }
 
 /// A certificate this host did not fail on, whose fleet's last attempt failed (a follower,

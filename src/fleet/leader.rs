@@ -16,11 +16,10 @@ use crate::store::{CertRecord, OrderIntent, Store};
 
 use super::coord::{Expect, Leadership, Written};
 use super::envelope::{self, Place, Purpose};
-use super::follower::{fleet_failures, known_revisions, report_host, sync};
+use super::follower::{fleet_failures, read_fleet, report_host, sync};
 use super::link::{FleetLink, check_specs, connect};
 use super::schema::{
-    Current, DcvEntry, HostResult, KEY_CHECK, SharedState, b64, current_key, dcv_key, shared_view,
-    state_key,
+    Current, DcvEntry, HostResult, SharedState, b64, current_key, dcv_key, shared_view, state_key,
 };
 use super::shared::{check_keeps, open_state};
 use super::versions::Versions;
@@ -28,6 +27,8 @@ use super::versions::Versions;
 mod around;
 mod export;
 mod reads;
+
+pub(super) use reads::Now;
 
 use around::{announce_lead, merge_requests, not_leading, note_host_failure, record_attempts};
 use export::export;
@@ -115,12 +116,13 @@ impl FleetRun<'_> {
                     cert.name
                 )
             })?;
-        let mut versions = self.versions.borrow_mut();
-        versions.accept_state(&cert.name, &self.link.fleet.key(&rel), version, &sealed)?;
-        if let Written::Done(at) = written {
-            versions.wrote_state(&cert.name, at);
+        {
+            let mut versions = self.versions.borrow_mut();
+            versions.accept_state(&cert.name, &self.link.fleet.key(&rel), version, &sealed)?;
+            if let Written::Done(at) = written {
+                versions.wrote_state(&cert.name, at);
+            }
         }
-        drop(versions);
         self.accepted();
         Ok(())
     }
@@ -251,17 +253,18 @@ impl FleetRun<'_> {
             Written::Done(at) => {
                 crate::failpoint::hit("fleet-published");
                 tracing::info!(certificate = %cert.name, version, serial = %doc.serial, "published to the fleet");
-                let mut versions = self.versions.borrow_mut();
-                versions.accept_current(
-                    &cert.name,
-                    &self.link.fleet.key(&rel),
-                    version,
-                    &sealed,
-                    &r.serial,
-                    r.not_before,
-                )?;
-                versions.wrote_current(&cert.name, at);
-                drop(versions);
+                {
+                    let mut versions = self.versions.borrow_mut();
+                    versions.accept_current(
+                        &cert.name,
+                        &self.link.fleet.key(&rel),
+                        version,
+                        &sealed,
+                        &r.serial,
+                        r.not_before,
+                    )?;
+                    versions.wrote_current(&cert.name, at);
+                }
                 self.accepted();
                 let result = HostResult {
                     serial: Some(doc.serial.clone()),
@@ -295,14 +298,29 @@ pub(super) async fn import(
     store: &Store,
     versions: &mut Versions,
     cert: &CertificateConfig,
-    docs: &BTreeMap<String, Vec<u8>>,
+    now: &Now,
+    local: Option<CertRecord>,
 ) -> Result<Option<CertRecord>> {
     let rel = state_key(&cert.name);
-    let Some(bytes) = docs.get(&rel) else {
-        return Ok(None);
+    let Some(bytes) = now.states.get(&rel) else {
+        // Not read: at the revision this host imported, its record as that import left it.
+        return Ok(match local {
+            Some(local) if now.unchanged.contains(&rel) => Some(shared_view(&local)),
+            _ => None,
+        });
     };
     let opened = open_state(link, versions, cert, bytes)?;
-    let local = store.load(&cert.name)?;
+    let local = match local {
+        Some(local) => local,
+        None => store.load(&cert.name)?,
+    };
+    // Once this host's record is what the fleet's says, the import of this revision is done.
+    let revision = now.revisions.get(&rel).copied();
+    let mut imported = |saved: &CertRecord, fleet: &CertRecord| {
+        if let Some(rev) = revision.filter(|_| shared_view(saved) == *fleet) {
+            versions.imported(&cert.name, rev, &reads::record_digest(saved));
+        }
+    };
     check_keeps(&link.fleet.key(&rel), &local, &opened.shared.record)?;
     let shared = opened.shared;
     let mut next = shared.record.clone();
@@ -323,11 +341,12 @@ pub(super) async fn import(
     }
     if shared_view(&local) == next {
         let attempt = Some(shared.attempt());
+        let mut local = local;
         if local.fleet != attempt {
-            let mut local = local;
             local.fleet = attempt;
             store.save(&local)?;
         }
+        imported(&local, &shared.record);
         return Ok(Some(shared.record));
     }
     next.fleet = Some(shared.attempt());
@@ -369,6 +388,7 @@ pub(super) async fn import(
         }
     }
     store.save(&next)?;
+    imported(&next, &shared.record);
     store.journal(
         &cert.name,
         "fleet-imported",
@@ -433,10 +453,7 @@ pub async fn run(
     let link = connect(config, opts.clock)
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
-    let snap = link
-        .fleet
-        .snapshot(KEY_CHECK, &known_revisions(&link, config, store))
-        .await?;
+    let snap = read_fleet(&link, config, store).await?;
     let refused = check_specs(&link, config, &snap).await?;
     let kept = reads::Kept::of(&snap);
     let synced = sync(&link, config, store, &refused, snap).await?;
@@ -461,9 +478,10 @@ pub async fn run(
     let mut eligible: Vec<&CertificateConfig> = Vec::new();
     let mut imported = BTreeMap::new();
     let mut versions = Versions::load(store.dir())?;
+    let (unchanged, mut locals) = reads::unchanged_imports(store, &versions, &kept, certs);
     // As etcd holds them now that this host leads: another leader may have written since the
     // synchronisation's read (what was written since, read in one request).
-    let docs = kept.now(&link).await?;
+    let docs = kept.now(&link, unchanged).await?;
     for cert in certs {
         if refused.contains_key(&cert.name)
             || held.contains(&cert.name)
@@ -480,7 +498,8 @@ pub async fn run(
             );
             continue;
         }
-        match import(&link, store, &mut versions, cert, &docs).await {
+        let local = locals.remove(&cert.name);
+        match import(&link, store, &mut versions, cert, &docs, local).await {
             Ok(view) => {
                 imported.insert(cert.name.clone(), view);
                 eligible.push(cert);

@@ -72,15 +72,16 @@ impl Retiring {
         if let Some(cert) = config.certificate(name) {
             let mut versions = Versions::load(store.dir())?;
             // Read once this host leads: another leader may have written since.
-            let docs = this
-                .link
-                .fleet
-                .list(&format!("certs/{name}/"))
-                .await?
-                .into_iter()
-                .collect();
+            let docs = super::leader::Now::read(
+                this.link
+                    .fleet
+                    .list(&format!("certs/{name}/"))
+                    .await?
+                    .into_iter()
+                    .collect(),
+            );
             if let Err(e) =
-                super::leader::import(&this.link, store, &mut versions, cert, &docs).await
+                super::leader::import(&this.link, store, &mut versions, cert, &docs, None).await
             {
                 tracing::warn!(certificate = %name, "{e:#}; this host's own record is retired");
             }

@@ -66,6 +66,18 @@ pub(super) struct CertVersions {
     pub(super) current: Option<AcceptedCurrent>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) spec: Option<AgreedSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) imported: Option<Imported>,
+}
+
+/// The shared record as this host's lead last imported it into its state directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Imported {
+    /// The etcd modification revision of the shared record imported.
+    pub(super) revision: i64,
+    /// The digest of this host's record as the import left it (what the fleet shares of it,
+    /// and the fleet's last attempt).
+    pub(super) record: String,
 }
 
 /// What a value read from etcd is, against what was accepted.
@@ -174,9 +186,38 @@ impl Versions {
                     c.value.revision = None;
                 }
                 v.spec = None;
+                v.imported = None;
             }
             self.changed = true;
         }
+    }
+
+    /// After this host's lead imported the shared record of `name` read at `revision`, and
+    /// its own record of it was left as `record` (its digest).
+    pub(super) fn imported(&mut self, name: &str, revision: i64, record: &str) {
+        if revision <= 0 {
+            return;
+        }
+        let imported = Some(Imported {
+            revision,
+            record: record.to_owned(),
+        });
+        let v = self.file.certs.entry(name.to_owned()).or_default();
+        if v.imported != imported {
+            v.imported = imported;
+            self.changed = true;
+        }
+    }
+
+    /// Whether importing the shared record of `name`, at `revision`, would change nothing:
+    /// this host imported that very revision, and its record (`record`: its digest) is as the
+    /// import left it.
+    pub(super) fn import_changes_nothing(&self, name: &str, revision: i64, record: &str) -> bool {
+        self.file
+            .certs
+            .get(name)
+            .and_then(|v| v.imported.as_ref())
+            .is_some_and(|i| revision > 0 && i.revision == revision && i.record == record)
     }
 
     /// After the fleet's spec of `name`, read at `revision`, was opened and agreed with this
@@ -516,9 +557,18 @@ mod tests {
         assert_eq!(v.known(&cfg("cfg-a")).get("certs/www/spec"), Some(&5));
         assert_eq!(v.known(&cfg("cfg-b")).get("certs/www/spec"), None);
         assert_eq!(v.known(&none).get("certs/www/spec"), None);
+        // An import: skipped only at the same revision with the record as it left it.
+        v.imported("www", 40, "rec-a");
+        v.imported("shop", -1, "rec-a");
+        assert!(v.import_changes_nothing("www", 40, "rec-a"));
+        assert!(!v.import_changes_nothing("www", 41, "rec-a"));
+        assert!(!v.import_changes_nothing("www", 40, "rec-b"));
+        assert!(!v.import_changes_nothing("shop", -1, "rec-a"));
+        assert!(!v.import_changes_nothing("other", 40, "rec-a"));
         // A retired key: every value read again.
         v.retire("ab12");
         assert!(v.known(&cfg("cfg-a")).is_empty());
+        assert!(!v.import_changes_nothing("www", 40, "rec-a"));
     }
 
     #[test]

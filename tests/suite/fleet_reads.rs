@@ -61,6 +61,14 @@ fn a_host_reads_only_what_changed_and_still_refuses_forged_and_replayed_values()
     assert_eq!(keys, 6, "{}", out.describe());
     assert!(read.is_empty(), "read again: {read:?}\n{}", out.describe());
     assert_eq!(unread, 6, "{}", out.describe());
+    // Nor, once it leads, the shared records its lead imported before (its records are as
+    // those imports left them).
+    assert!(
+        out.text()
+            .contains("2 shared record(s) as this host imported them (not read)"),
+        "{}",
+        out.describe()
+    );
 
     // One certificate changes: web2 reads that certificate's changed values only, and
     // installs it.
@@ -77,6 +85,12 @@ fn a_host_reads_only_what_changed_and_still_refuses_forged_and_replayed_values()
         out.describe()
     );
     assert_eq!(unread, 4, "{}", out.describe());
+    assert!(
+        out.text()
+            .contains("1 shared record(s) as this host imported them (not read)"),
+        "{}",
+        out.describe()
+    );
     let installed = t.installed(1, "shop").unwrap();
     assert_eq!(norm_serial(installed["serial"].as_str().unwrap()), shop);
 
