@@ -48,9 +48,10 @@ pub(super) struct SyncReport {
     pub(super) retired: BTreeSet<String>,
 }
 
-/// One synchronisation's view of the fleet: the values under `certs/` and `dcv/` (two
-/// requests whatever the number of certificates), the versions this host accepted, and what
-/// went wrong, by certificate.
+/// One synchronisation's view of the fleet: the values under `certs/` it read (those this host
+/// accepted at their key's revision left out: a few requests whatever the number of
+/// certificates when little changed) and under `dcv/`, the versions this host accepted, and
+/// what went wrong, by certificate.
 pub(super) struct View {
     pub(super) docs: BTreeMap<String, Vec<u8>>,
     /// The keys under `certs/` whose values the read left out: each at the revision this host
@@ -134,7 +135,7 @@ impl View {
 /// `hosts/HOST/`. Also serves the validation files the leader published (each checked
 /// against the fleet's pending CSR) and removes those it withdrew. A value that does not
 /// open or check fails its certificate only. `snap` is the fleet as this synchronisation
-/// read it (one request, [`Fleet::snapshot`](super::coord::Fleet::snapshot)).
+/// read it ([`read_fleet`]).
 pub(super) async fn sync(
     link: &FleetLink,
     config: &Config,
