@@ -8,7 +8,11 @@
 #   - leader no-op: host1's `renew` with nothing due (each of RUNS runs that led; the median);
 #     PERF=1 records one more no-op run with `perf record -g` (OUT/noop.perf.data, and the
 #     top of `perf report` in OUT/noop.perf.txt), STRACE=1 one with `strace -c -f`
-#     (OUT/noop.strace.txt);
+#     (OUT/noop.strace.txt, and OUT/noop-C-LABEL.files.txt: openat, read, fsync only);
+#     the etcd messages (by method) and bytes sent during the RUNS no-op runs, and the
+#     values the leader's read of the fleet read (OUT/noop-etcd.txt), the CPU time of one
+#     (OUT/noop-C-LABEL.cpu.txt); FULLREAD=1 one more no-op run without host1's versions
+#     file (every value read) and one after it, with their etcd messages and bytes;
 #   - mass reissue: host1's `renew --force` reissues all C: the leader's run, its publishing
 #     (from its first "published to the fleet" line to its last, from its `-v` log), the time
 #     until host2 has installed every new certificate, and host2's reloads meanwhile.
@@ -92,17 +96,37 @@ for C in $SIZES; do
   BUILDS=${COMPARE:-this=$AGENT}
   for build in $BUILDS; do
     label=${build%%=*}; RUN_AGENT=${build#*=}
+    etcd_messages > "$W/msg0"; b0=$(etcd_sent_bytes)
     times=$(for _ in $(seq "$RUNS"); do led "$B/host1" "$OUT/noop-$C-$label.log"; done)
+    etcd_messages > "$W/msg1"; b1=$(etcd_sent_bytes)
+    # What the no-op runs cost etcd (every member; with host2's idle watch beside them).
+    echo "C=$C $label: etcd during $RUNS no-op runs: $(msg_by_method "$W/msg0" "$W/msg1"); $(( b1 - b0 )) bytes sent" | tee -a "$OUT/noop-etcd.txt"
+    "$RUN_AGENT" -v --config "$B/host1/config.toml" renew 2>&1 | grep -E "key\(s\) under certs/" | head -n 1 >> "$OUT/noop-etcd.txt" || true
     med=$(echo "$times" | python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.stdin))')
     all=$(echo "$times" | tr '\n' ' ')
     echo "C=$C $label: leader no-op runs: $all(median $med s)"
+    if [ "${FULLREAD:-0}" = 1 ]; then
+      # One no-op run without host1's versions file: every value read (as before the reads
+      # skipped what the host accepted), then one with the file it wrote again.
+      for what in without with; do
+        [ "$what" = without ] && mv "$B/host1/state/fleet-versions.json" "$W/versions.kept"
+        etcd_messages > "$W/msg0"; b0=$(etcd_sent_bytes)
+        t=$(led "$B/host1" "$OUT/noop-$C-$label-$what-versions.log" -v)
+        etcd_messages > "$W/msg1"; b1=$(etcd_sent_bytes)
+        echo "C=$C $label: one no-op run $what the versions file: $t s; etcd: $(msg_by_method "$W/msg0" "$W/msg1"); $(( b1 - b0 )) bytes sent; $(grep -E 'key\(s\) under certs/|shared record\(s\) as' "$OUT/noop-$C-$label-$what-versions.log" | sed 's/.*fleet: //' | tr '\n' ' ')" | tee -a "$OUT/noop-etcd.txt"
+      done
+    fi
     if [ "${PERF:-0}" = 1 ]; then
       perf record -g -o "$OUT/noop-$C-$label.perf.data" -- "$RUN_AGENT" --config "$B/host1/config.toml" renew > /dev/null 2>&1
       perf report -i "$OUT/noop-$C-$label.perf.data" --children --stdio -g none --percent-limit 1 2>/dev/null | head -n 150 > "$OUT/noop-$C-$label.perf.txt"
     fi
     if [ "${STRACE:-0}" = 1 ]; then
       strace -c -f -o "$OUT/noop-$C-$label.strace.txt" "$RUN_AGENT" --config "$B/host1/config.toml" renew > /dev/null 2>&1
+      strace -c -f -e trace=openat,read,fsync -o "$OUT/noop-$C-$label.files.txt" "$RUN_AGENT" --config "$B/host1/config.toml" renew > /dev/null 2>&1
     fi
+    # CPU time of one no-op run (user and system seconds; instructions where perf counts them).
+    /usr/bin/time -f "%U user %S sys %e elapsed %M KiB" -o "$OUT/noop-$C-$label.cpu.txt" \
+      "$RUN_AGENT" --config "$B/host1/config.toml" renew > /dev/null 2>&1 || true
     echo "$label,$C,$first,$med,$all" >> "$OUT/noop.csv"
   done
   [ "$REISSUE" = 1 ] || BUILDS=""

@@ -227,6 +227,11 @@ etcd_messages() {
         n = split($3, v, " "); s[m] += v[n] }
       END { for (m in s) printf "%s %d\n", m, s[m] }' | sort
 }
+# etcd_sent_bytes: the bytes every member sent its gRPC clients (answers, watch events).
+etcd_sent_bytes() {
+  for e in "${EP[@]}"; do curl -sf "$e/metrics"; done |
+    awk '/^etcd_network_client_grpc_sent_bytes_total / {s += $2} END {printf "%d\n", s}'
+}
 # msg_total FILE: the sum of an etcd_messages file.
 msg_total() { awk '{s += $2} END {printf "%d", s}' "$1"; }
 # msg_by_method BEFORE AFTER: "METHOD N, " for every method that received messages between.

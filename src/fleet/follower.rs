@@ -16,8 +16,10 @@ use crate::store::{FleetAttempt, Store};
 
 use super::coord::Snapshot;
 use super::envelope::{self, Place, Purpose};
-use super::link::{FleetLink, check_specs};
-use super::schema::{DcvEntry, HostResult, KEY_CHECK, dcv_key, host_key, seen_key, state_key};
+use super::link::{FleetLink, check_specs, spec_digest};
+use super::schema::{
+    DcvEntry, HostResult, KEY_CHECK, current_key, dcv_key, host_key, seen_key, state_key,
+};
 use super::shared::{check_dcv, open_state};
 use super::versions::{Seen, Versions};
 
@@ -46,11 +48,18 @@ pub(super) struct SyncReport {
     pub(super) retired: BTreeSet<String>,
 }
 
-/// One synchronisation's view of the fleet: the values under `certs/` and `dcv/` (two
-/// requests whatever the number of certificates), the versions this host accepted, and what
-/// went wrong, by certificate.
+/// One synchronisation's view of the fleet: the values under `certs/` it read (those this host
+/// accepted at their key's revision left out: a few requests whatever the number of
+/// certificates when little changed) and under `dcv/`, the versions this host accepted, and
+/// what went wrong, by certificate.
 pub(super) struct View {
     pub(super) docs: BTreeMap<String, Vec<u8>>,
+    /// The keys under `certs/` whose values the read left out: each at the revision this host
+    /// accepted its value at (the value accepted last, not read again).
+    pub(super) unread: BTreeMap<String, i64>,
+    /// The modification revision of every key under `certs/`, and the revision of the read.
+    revisions: BTreeMap<String, i64>,
+    revision: i64,
     pub(super) dcv: BTreeMap<String, Vec<u8>>,
     pub(super) versions: Versions,
     pub(super) problems: BTreeMap<String, Vec<String>>,
@@ -64,6 +73,9 @@ impl View {
     fn read(snap: Snapshot, store: &Store) -> Result<Self> {
         Ok(View {
             docs: snap.certs,
+            unread: snap.unread,
+            revisions: snap.revisions,
+            revision: snap.revision,
             dcv: snap
                 .dcv
                 .into_iter()
@@ -73,6 +85,38 @@ impl View {
             problems: BTreeMap::new(),
             attempts: BTreeMap::new(),
         })
+    }
+
+    /// Whether the value of `rel` is the one this host accepted last: read and the same, or
+    /// left unread for being at the revision it was accepted at.
+    pub(super) fn unchanged(&self, rel: &str, value: Option<&Vec<u8>>, seen: Seen) -> bool {
+        self.unread.contains_key(rel) || (value.is_some() && seen == Seen::Same)
+    }
+
+    /// Reads the values of those of `keys` the read left out, at the read's revision.
+    async fn fill(&mut self, link: &FleetLink, keys: Vec<String>) -> Result<()> {
+        let keys: Vec<String> = keys
+            .into_iter()
+            .filter(|k| self.unread.contains_key(k))
+            .collect();
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let values = link.fleet.values_at(&keys, self.revision).await?;
+        for (key, (value, _)) in values {
+            self.unread.remove(&key);
+            self.docs.insert(key, value);
+        }
+        Ok(())
+    }
+
+    /// Keeps, with each value read that is the one accepted last, the revision it was read at.
+    fn note_revisions(&mut self) {
+        for (rel, value) in &self.docs {
+            if let Some(rev) = self.revisions.get(rel) {
+                self.versions.note_read(rel, value, *rev);
+            }
+        }
     }
 
     fn problem(&mut self, name: &str, error: String) {
@@ -91,7 +135,7 @@ impl View {
 /// `hosts/HOST/`. Also serves the validation files the leader published (each checked
 /// against the fleet's pending CSR) and removes those it withdrew. A value that does not
 /// open or check fails its certificate only. `snap` is the fleet as this synchronisation
-/// read it (one request, [`Fleet::snapshot`](super::coord::Fleet::snapshot)).
+/// read it ([`read_fleet`]).
 pub(super) async fn sync(
     link: &FleetLink,
     config: &Config,
@@ -103,6 +147,9 @@ pub(super) async fn sync(
     let mut view = View::read(snap, store)?;
     let tombstones = retired::open_tombstones(link, config, &mut view);
     let skip = retired::with_retired(refused, &tombstones);
+    // A validation file is checked against the shared record: read when left out.
+    let dcv_states = view.dcv.keys().map(|n| state_key(n)).collect();
+    view.fill(link, dcv_states).await?;
     let pending = pending_csrs(link, config, &skip, &mut view);
     let validating = sync_dcv(link, config, store, &skip, &pending, &mut view)?;
     let mut steps = Vec::new();
@@ -133,17 +180,21 @@ pub(super) async fn sync(
             steps.push(Step::Current(Box::new((job, planned))));
         }
     }
-    let to_open = steps
+    let to_open: Vec<&CertificateConfig> = steps
         .iter()
         .filter_map(|s| match s {
             Step::Current(current) if current.1.opens() => Some(current.0.cert),
             _ => None,
         })
         .collect();
+    // A value accepted before but not installed here is opened again: read when left out.
+    view.fill(link, to_open.iter().map(|c| current_key(&c.name)).collect())
+        .await?;
     let mut opened = current::open_all(link, &view, to_open).into_iter();
     let mut results = Vec::new();
     let (mut out, ready, published, fleet_has) =
         take_steps(link, steps, &mut opened, &mut view, &mut results);
+    view.note_revisions();
     view.versions.save()?;
     // A failed install is counted by the install itself.
     let mut counted = BTreeSet::new();
@@ -203,14 +254,15 @@ fn pending_csrs(
         if refused.contains_key(&cert.name) {
             continue;
         }
-        let Some(value) = view.docs.get(&state_key(&cert.name)) else {
-            continue;
-        };
-        if view.versions.seen_state(&cert.name, value) == Seen::Same
-            && !view.dcv.contains_key(&cert.name)
-        {
+        let rel = state_key(&cert.name);
+        let value = view.docs.get(&rel);
+        let seen = value.map_or(Seen::Other, |v| view.versions.seen_state(&cert.name, v));
+        if view.unchanged(&rel, value, seen) && !view.dcv.contains_key(&cert.name) {
             continue;
         }
+        let Some(value) = value else {
+            continue;
+        };
         let value = value.clone();
         match open_state(link, &mut view.versions, cert, &value) {
             Ok(s) => {
@@ -355,7 +407,7 @@ pub async fn follow(
     };
     let started_at = link.clock.now();
     let started = tokio::time::Instant::now();
-    let snap = link.fleet.snapshot(KEY_CHECK).await?;
+    let snap = read_fleet(link, config, &store).await?;
     let revision = snap.revision;
     let refused = check_specs(link, config, &snap).await?;
     let synced = sync(link, config, &store, &refused, snap).await?.synced;
@@ -397,6 +449,31 @@ pub async fn follow(
     });
     done(config, &store, report).await;
     Ok(Some(Followed { revision, clean }))
+}
+
+/// The values this host accepted at a revision it knows (its versions file): what a read of
+/// the fleet leaves out. Nothing when the file is missing or does not read (every value read,
+/// and the synchronisation then says what is wrong with the file).
+fn known_revisions(link: &FleetLink, config: &Config, store: &Store) -> BTreeMap<String, i64> {
+    let configs = config
+        .certificates
+        .iter()
+        .map(|c| (c.name.clone(), spec_digest(link, c)))
+        .collect();
+    Versions::load(store.dir())
+        .map(|v| v.known(&configs))
+        .unwrap_or_default()
+}
+
+/// The fleet as a synchronisation reads it ([`Fleet::snapshot`](super::coord::Fleet::snapshot)),
+/// without the values this host accepted at the revision their keys are still at.
+pub(super) async fn read_fleet(
+    link: &FleetLink,
+    config: &Config,
+    store: &Store,
+) -> Result<Snapshot> {
+    let known = known_revisions(link, config, store);
+    Ok(link.fleet.snapshot(KEY_CHECK, &known).await?)
 }
 
 /// A certificate this host did not fail on, whose fleet's last attempt failed (a follower,

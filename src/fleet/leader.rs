@@ -16,11 +16,10 @@ use crate::store::{CertRecord, OrderIntent, Store};
 
 use super::coord::{Expect, Leadership, Written};
 use super::envelope::{self, Place, Purpose};
-use super::follower::{fleet_failures, report_host, sync};
+use super::follower::{fleet_failures, read_fleet, report_host, sync};
 use super::link::{FleetLink, check_specs, connect};
 use super::schema::{
-    Current, DcvEntry, HostResult, KEY_CHECK, SharedState, b64, current_key, dcv_key, shared_view,
-    state_key,
+    Current, DcvEntry, HostResult, SharedState, b64, current_key, dcv_key, shared_view, state_key,
 };
 use super::shared::{check_keeps, open_state};
 use super::versions::Versions;
@@ -32,6 +31,8 @@ mod rounds;
 
 use rounds::Round;
 pub use rounds::run;
+
+pub(super) use reads::Now;
 
 use around::{announce_lead, merge_requests, not_leading, note_host_failure, record_attempts};
 use export::export;
@@ -109,7 +110,8 @@ impl FleetRun<'_> {
         };
         let place = Place::new(Purpose::State, &rel, &cert.name);
         let sealed = envelope::seal_json(&self.link.key, &place, version, &doc)?;
-        self.lead
+        let written = self
+            .lead
             .put(&rel, sealed.clone(), Expect::Any)
             .await
             .with_context(|| {
@@ -118,12 +120,13 @@ impl FleetRun<'_> {
                     cert.name
                 )
             })?;
-        self.versions.borrow_mut().accept_state(
-            &cert.name,
-            &self.link.fleet.key(&rel),
-            version,
-            &sealed,
-        )?;
+        {
+            let mut versions = self.versions.borrow_mut();
+            versions.accept_state(&cert.name, &self.link.fleet.key(&rel), version, &sealed)?;
+            if let Written::Done(at) = written {
+                versions.wrote_state(&cert.name, at);
+            }
+        }
         self.accepted();
         Ok(())
     }
@@ -251,17 +254,21 @@ impl FleetRun<'_> {
         let sealed = envelope::seal_json(&self.link.key, &place, version, &doc)?;
         crate::failpoint::hit("fleet-publishing");
         match self.lead.put(&rel, sealed.clone(), expect).await? {
-            Written::Done(_) => {
+            Written::Done(at) => {
                 crate::failpoint::hit("fleet-published");
                 tracing::info!(certificate = %cert.name, version, serial = %doc.serial, "published to the fleet");
-                self.versions.borrow_mut().accept_current(
-                    &cert.name,
-                    &self.link.fleet.key(&rel),
-                    version,
-                    &sealed,
-                    &r.serial,
-                    r.not_before,
-                )?;
+                {
+                    let mut versions = self.versions.borrow_mut();
+                    versions.accept_current(
+                        &cert.name,
+                        &self.link.fleet.key(&rel),
+                        version,
+                        &sealed,
+                        &r.serial,
+                        r.not_before,
+                    )?;
+                    versions.wrote_current(&cert.name, at);
+                }
                 self.accepted();
                 let result = HostResult {
                     serial: Some(doc.serial.clone()),
@@ -295,14 +302,29 @@ pub(super) async fn import(
     store: &Store,
     versions: &mut Versions,
     cert: &CertificateConfig,
-    docs: &BTreeMap<String, Vec<u8>>,
+    now: &Now,
+    local: Option<CertRecord>,
 ) -> Result<Option<CertRecord>> {
     let rel = state_key(&cert.name);
-    let Some(bytes) = docs.get(&rel) else {
-        return Ok(None);
+    let Some(bytes) = now.states.get(&rel) else {
+        // Not read: at the revision this host imported, its record as that import left it.
+        return Ok(match local {
+            Some(local) if now.unchanged.contains(&rel) => Some(shared_view(&local)),
+            _ => None,
+        });
     };
     let opened = open_state(link, versions, cert, bytes)?;
-    let local = store.load(&cert.name)?;
+    let local = match local {
+        Some(local) => local,
+        None => store.load(&cert.name)?,
+    };
+    // Once this host's record is what the fleet's says, the import of this revision is done.
+    let revision = now.revisions.get(&rel).copied();
+    let mut imported = |saved: &CertRecord, fleet: &CertRecord| {
+        if let Some(rev) = revision.filter(|_| shared_view(saved) == *fleet) {
+            versions.imported(&cert.name, rev, &reads::record_digest(saved));
+        }
+    };
     check_keeps(&link.fleet.key(&rel), &local, &opened.shared.record)?;
     let shared = opened.shared;
     let mut next = shared.record.clone();
@@ -323,11 +345,12 @@ pub(super) async fn import(
     }
     if shared_view(&local) == next {
         let attempt = Some(shared.attempt());
+        let mut local = local;
         if local.fleet != attempt {
-            let mut local = local;
             local.fleet = attempt;
             store.save(&local)?;
         }
+        imported(&local, &shared.record);
         return Ok(Some(shared.record));
     }
     next.fleet = Some(shared.attempt());
@@ -369,6 +392,7 @@ pub(super) async fn import(
         }
     }
     store.save(&next)?;
+    imported(&next, &shared.record);
     store.journal(
         &cert.name,
         "fleet-imported",
@@ -435,7 +459,7 @@ async fn round(
     let link = connect(config, opts.clock)
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
-    let snap = link.fleet.snapshot(KEY_CHECK).await?;
+    let snap = read_fleet(&link, config, store).await?;
     let refused = check_specs(&link, config, &snap).await?;
     let kept = reads::Kept::of(&snap);
     let synced = sync(&link, config, store, &refused, snap).await?;
@@ -460,9 +484,10 @@ async fn round(
     let mut eligible: Vec<&CertificateConfig> = Vec::new();
     let mut imported = BTreeMap::new();
     let mut versions = Versions::load(store.dir())?;
+    let (unchanged, mut locals) = reads::unchanged_imports(store, &versions, &kept, certs);
     // As etcd holds them now that this host leads: another leader may have written since the
     // synchronisation's read (what was written since, read in one request).
-    let docs = kept.now(&link).await?;
+    let docs = kept.now(&link, unchanged).await?;
     for cert in certs {
         if refused.contains_key(&cert.name)
             || held.contains(&cert.name)
@@ -479,7 +504,8 @@ async fn round(
             );
             continue;
         }
-        match import(&link, store, &mut versions, cert, &docs).await {
+        let local = locals.remove(&cert.name);
+        match import(&link, store, &mut versions, cert, &docs, local).await {
             Ok(view) => {
                 imported.insert(cert.name.clone(), view);
                 eligible.push(cert);

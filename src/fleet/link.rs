@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{Result, anyhow, bail};
 
 use crate::clock::Clock;
-use crate::config::{Config, FleetConfig};
+use crate::config::{CertificateConfig, Config, FleetConfig};
 use crate::values::Secret;
 
 use super::coord::{Expect, Fleet, Leadership, Snapshot, Written};
@@ -129,10 +129,15 @@ pub(super) async fn check_specs(
     let seen = check_key(link, snap.key_check.clone()).await?;
     retire_previous_key(link, config, seen)?;
     let mut refused = BTreeMap::new();
+    let mut versions = super::versions::Versions::load(&config.agent.state_dir)?;
     for cert in &config.certificates {
         let mine = Spec::of(cert, link.fleet.host());
         let key = spec_key(&cert.name);
         let place = Place::new(Purpose::Spec, &key, &cert.name);
+        if snap.unread.contains_key(&key) {
+            // At the revision this host found it to agree with this very configuration.
+            continue;
+        }
         let existing = match snap.certs.get(&key) {
             Some(existing) => existing.clone(),
             None => {
@@ -158,6 +163,11 @@ pub(super) async fn check_specs(
             }
         };
         let diff = mine.differences(&theirs);
+        if diff.is_empty()
+            && let Some(rev) = snap.revisions.get(&key)
+        {
+            versions.agreed_spec(&cert.name, *rev, &spec_digest(link, cert));
+        }
         if !diff.is_empty() {
             refused.insert(
                 cert.name.clone(),
@@ -172,7 +182,16 @@ pub(super) async fn check_specs(
             );
         }
     }
+    versions.save()?;
     Ok(refused)
+}
+
+/// The digest of what this host's configuration says of `cert` that the fleet's spec must
+/// agree with (names, product, key type).
+pub(super) fn spec_digest(link: &FleetLink, cert: &CertificateConfig) -> String {
+    let mine = Spec::of(cert, link.fleet.host());
+    let text = serde_json::json!([mine.domains, mine.product_id, mine.key_type]).to_string();
+    super::versions::digest(text.as_bytes())
 }
 
 /// The previous key is retired — it opens nothing any more — once the fleet finished rotating:

@@ -50,7 +50,10 @@ impl Retiring {
             .await?
             .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
         // The fleet key agreed on first: nothing is sealed under a key the fleet does not use.
-        let snap = link.fleet.snapshot(KEY_CHECK).await?;
+        let snap = link
+            .fleet
+            .snapshot(KEY_CHECK, &std::collections::BTreeMap::new())
+            .await?;
         check_specs(&link, config, &snap).await?;
         let Some(lead) = link.fleet.try_lead_exclusive().await? else {
             let leader = link
@@ -69,15 +72,16 @@ impl Retiring {
         if let Some(cert) = config.certificate(name) {
             let mut versions = Versions::load(store.dir())?;
             // Read once this host leads: another leader may have written since.
-            let docs = this
-                .link
-                .fleet
-                .list(&format!("certs/{name}/"))
-                .await?
-                .into_iter()
-                .collect();
+            let docs = super::leader::Now::read(
+                this.link
+                    .fleet
+                    .list(&format!("certs/{name}/"))
+                    .await?
+                    .into_iter()
+                    .collect(),
+            );
             if let Err(e) =
-                super::leader::import(&this.link, store, &mut versions, cert, &docs).await
+                super::leader::import(&this.link, store, &mut versions, cert, &docs, None).await
             {
                 tracing::warn!(certificate = %name, "{e:#}; this host's own record is retired");
             }

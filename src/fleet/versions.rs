@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
+use super::schema::{Kind, current_key, spec_key, state_key};
+
 pub(super) const VERSIONS_FILE: &str = "fleet-versions.json";
 
 /// One accepted value.
@@ -28,6 +30,11 @@ pub(super) struct Accepted {
     pub(super) version: u64,
     /// SHA-256 of the value as etcd held it (hex).
     pub(super) digest: String,
+    /// The etcd modification revision this host read or wrote that very value at: a read
+    /// that finds the key at this revision does not read the value again (etcd changes no
+    /// value without changing its revision). None: read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) revision: Option<i64>,
 }
 
 /// The accepted current certificate, with what its checked bundle says.
@@ -40,12 +47,37 @@ pub(super) struct AcceptedCurrent {
     pub(super) not_before: OffsetDateTime,
 }
 
+/// The fleet's spec of a certificate as this host last opened it and found it to agree with
+/// its own configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct AgreedSpec {
+    /// The etcd modification revision the spec was read at.
+    pub(super) revision: i64,
+    /// The digest of what this host's configuration said of the certificate (names,
+    /// product, key type) when it agreed.
+    pub(super) config: String,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct CertVersions {
     #[serde(default)]
     pub(super) state: Option<Accepted>,
     #[serde(default)]
     pub(super) current: Option<AcceptedCurrent>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) spec: Option<AgreedSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) imported: Option<Imported>,
+}
+
+/// The shared record as this host's lead last imported it into its state directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Imported {
+    /// The etcd modification revision of the shared record imported.
+    pub(super) revision: i64,
+    /// The digest of this host's record as the import left it (what the fleet shares of it,
+    /// and the fleet's last attempt).
+    pub(super) record: String,
 }
 
 /// What a value read from etcd is, against what was accepted.
@@ -141,9 +173,66 @@ impl Versions {
     }
 
     /// Records that the fleet finished rotating away from the key of `fingerprint`.
+    /// The revisions kept with the values are forgotten: every value is read (and opened
+    /// with the keys left) again.
     pub(super) fn retire(&mut self, fingerprint: &str) {
         if !self.is_retired(fingerprint) {
             self.file.retired_keys.push(fingerprint.to_owned());
+            for v in self.file.certs.values_mut() {
+                if let Some(a) = &mut v.state {
+                    a.revision = None;
+                }
+                if let Some(c) = &mut v.current {
+                    c.value.revision = None;
+                }
+                v.spec = None;
+                v.imported = None;
+            }
+            self.changed = true;
+        }
+    }
+
+    /// After this host's lead imported the shared record of `name` read at `revision`, and
+    /// its own record of it was left as `record` (its digest).
+    pub(super) fn imported(&mut self, name: &str, revision: i64, record: &str) {
+        if revision <= 0 {
+            return;
+        }
+        let imported = Some(Imported {
+            revision,
+            record: record.to_owned(),
+        });
+        let v = self.file.certs.entry(name.to_owned()).or_default();
+        if v.imported != imported {
+            v.imported = imported;
+            self.changed = true;
+        }
+    }
+
+    /// Whether importing the shared record of `name`, at `revision`, would change nothing:
+    /// this host imported that very revision, and its record (`record`: its digest) is as the
+    /// import left it.
+    pub(super) fn import_changes_nothing(&self, name: &str, revision: i64, record: &str) -> bool {
+        self.file
+            .certs
+            .get(name)
+            .and_then(|v| v.imported.as_ref())
+            .is_some_and(|i| revision > 0 && i.revision == revision && i.record == record)
+    }
+
+    /// After the fleet's spec of `name`, read at `revision`, was opened and agreed with this
+    /// host's configuration of it (`config`: its digest).
+    pub(super) fn agreed_spec(&mut self, name: &str, revision: i64, config: &str) {
+        if revision <= 0 {
+            return;
+        }
+        let spec = Some(AgreedSpec {
+            revision,
+            config: config.to_owned(),
+        });
+        let v = self.file.certs.entry(name.to_owned()).or_default();
+        if v.spec != spec {
+            v.spec = spec;
             self.changed = true;
         }
     }
@@ -172,6 +261,7 @@ impl Versions {
         self.file.certs.entry(name.to_owned()).or_default().state = Some(Accepted {
             version,
             digest: digest(value),
+            revision: None,
         });
         self.changed = true;
         Ok(())
@@ -194,12 +284,88 @@ impl Versions {
             value: Accepted {
                 version,
                 digest: digest(value),
+                revision: None,
             },
             serial: serial.to_owned(),
             not_before,
         });
         self.changed = true;
         Ok(())
+    }
+
+    /// The keys (relative to the prefix) whose values this host accepted at a revision it
+    /// knows, with that revision: what a read of the fleet need not read again.
+    /// A spec is known while `config` (the digest of this host's configuration of the
+    /// certificate, by name) is the one it agreed with.
+    pub(super) fn known(&self, config: &BTreeMap<String, String>) -> BTreeMap<String, i64> {
+        let mut out = BTreeMap::new();
+        for (name, v) in &self.file.certs {
+            if let Some(s) = v
+                .spec
+                .as_ref()
+                .filter(|s| config.get(name) == Some(&s.config))
+            {
+                out.insert(spec_key(name), s.revision);
+            }
+            if let Some(rev) = v.state.as_ref().and_then(|a| a.revision) {
+                out.insert(state_key(name), rev);
+            }
+            if let Some(rev) = v.current.as_ref().and_then(|c| c.value.revision) {
+                out.insert(current_key(name), rev);
+            }
+        }
+        out
+    }
+
+    /// After `value` was read at `revision` under `rel` (relative to the prefix): when it is
+    /// the very value accepted last for that key (its digest), the revision is kept with it.
+    /// Anything else (not accepted, refused, another key) changes nothing.
+    pub(super) fn note_read(&mut self, rel: &str, value: &[u8], revision: i64) {
+        if revision <= 0 {
+            return;
+        }
+        let (name, is_current) = match Kind::of(rel) {
+            Some(Kind::State(name)) => (name, false),
+            Some(Kind::Current(name)) => (name, true),
+            _ => return,
+        };
+        let Some(v) = self.file.certs.get_mut(name) else {
+            return;
+        };
+        let accepted = if is_current {
+            v.current.as_mut().map(|c| &mut c.value)
+        } else {
+            v.state.as_mut()
+        };
+        if let Some(a) = accepted
+            && a.revision != Some(revision)
+            && a.digest == digest(value)
+        {
+            a.revision = Some(revision);
+            self.changed = true;
+        }
+    }
+
+    /// After this host wrote the shared record of `name` it accepted last, at `revision`.
+    pub(super) fn wrote_state(&mut self, name: &str, revision: i64) {
+        if let Some(a) = self.file.certs.get_mut(name).and_then(|v| v.state.as_mut()) {
+            a.revision = Some(revision).filter(|r| *r > 0);
+            self.changed = true;
+        }
+    }
+
+    /// After this host wrote the current certificate of `name` it accepted last, at
+    /// `revision`.
+    pub(super) fn wrote_current(&mut self, name: &str, revision: i64) {
+        if let Some(c) = self
+            .file
+            .certs
+            .get_mut(name)
+            .and_then(|v| v.current.as_mut())
+        {
+            c.value.revision = Some(revision).filter(|r| *r > 0);
+            self.changed = true;
+        }
     }
 
     /// The version the leader writes next for the shared record of `name`: one more than the
@@ -341,6 +507,68 @@ mod tests {
         let v = Versions::load(dir.path()).unwrap();
         assert_eq!(v.seen_current("www", b"two"), Seen::Same);
         assert_eq!(v.seen_state("www", b"five"), Seen::Same);
+    }
+
+    #[test]
+    fn revisions_are_kept_only_with_the_very_value_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut v = Versions::load(dir.path()).unwrap();
+        let none = BTreeMap::new();
+        // Nothing accepted: nothing known, whatever is read.
+        v.note_read("certs/www/state", b"s1", 10);
+        assert!(v.known(&none).is_empty());
+        v.accept_state("www", "k", 1, b"s1").unwrap();
+        v.accept_current("www", "k", 1, b"c1", "01", OffsetDateTime::UNIX_EPOCH)
+            .unwrap();
+        assert!(v.known(&none).is_empty(), "accepted, revision not seen yet");
+        // Another value (a forgery, a replay) at a revision: not kept.
+        v.note_read("certs/www/state", b"forged", 11);
+        v.note_read("certs/www/current", b"c0", 12);
+        // Garbage revisions and keys: nothing.
+        v.note_read("certs/www/state", b"s1", 0);
+        v.note_read("certs/www/state", b"s1", -3);
+        v.note_read("certs/www/spec", b"s1", 13);
+        v.note_read("certs/shop/state", b"s1", 14);
+        v.note_read("nonsense", b"s1", 15);
+        assert!(v.known(&none).is_empty());
+        // The accepted values, read at their revisions.
+        v.note_read("certs/www/state", b"s1", 20);
+        v.note_read("certs/www/current", b"c1", 21);
+        let known = v.known(&none);
+        assert_eq!(known.get("certs/www/state"), Some(&20));
+        assert_eq!(known.get("certs/www/current"), Some(&21));
+        assert_eq!(known.len(), 2);
+        v.save().unwrap();
+        // Kept in the file; a newer accepted value forgets the revision until it is read.
+        let mut v = Versions::load(dir.path()).unwrap();
+        assert_eq!(v.known(&none).len(), 2);
+        v.accept_state("www", "k", 2, b"s2").unwrap();
+        assert_eq!(v.known(&none).get("certs/www/state"), None);
+        v.wrote_state("www", 30);
+        assert_eq!(v.known(&none).get("certs/www/state"), Some(&30));
+        v.accept_current("www", "k", 2, b"c2", "02", OffsetDateTime::UNIX_EPOCH)
+            .unwrap();
+        v.wrote_current("www", 31);
+        assert_eq!(v.known(&none).get("certs/www/current"), Some(&31));
+        // A spec is known only while the configuration is the one it agreed with.
+        v.agreed_spec("www", 5, "cfg-a");
+        v.agreed_spec("shop", 0, "cfg-a");
+        let cfg = |d: &str| BTreeMap::from([("www".to_owned(), d.to_owned())]);
+        assert_eq!(v.known(&cfg("cfg-a")).get("certs/www/spec"), Some(&5));
+        assert_eq!(v.known(&cfg("cfg-b")).get("certs/www/spec"), None);
+        assert_eq!(v.known(&none).get("certs/www/spec"), None);
+        // An import: skipped only at the same revision with the record as it left it.
+        v.imported("www", 40, "rec-a");
+        v.imported("shop", -1, "rec-a");
+        assert!(v.import_changes_nothing("www", 40, "rec-a"));
+        assert!(!v.import_changes_nothing("www", 41, "rec-a"));
+        assert!(!v.import_changes_nothing("www", 40, "rec-b"));
+        assert!(!v.import_changes_nothing("shop", -1, "rec-a"));
+        assert!(!v.import_changes_nothing("other", 40, "rec-a"));
+        // A retired key: every value read again.
+        v.retire("ab12");
+        assert!(v.known(&cfg("cfg-a")).is_empty());
+        assert!(!v.import_changes_nothing("www", 40, "rec-a"));
     }
 
     #[test]

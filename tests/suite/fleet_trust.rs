@@ -130,7 +130,7 @@ impl Trial {
     }
 
     /// Reissues `www` (both hosts install it): what etcd held before becomes older values.
-    fn move_www_on(&mut self) {
+    pub(crate) fn move_www_on(&mut self) {
         let re = self
             .f
             .agent(0, &["--json", "reissue", "www", "--wait", "60"]);
@@ -141,7 +141,7 @@ impl Trial {
     /// The writer puts `value` at `rel`; web1 reissues `shop`, web2 renews (it installs
     /// `shop` and leads). Checks every refusal, then puts the fleet's value back (when no
     /// leader replaced it).
-    fn attack(&mut self, case: &str, rel: &str, value: Vec<u8>) -> String {
+    pub(crate) fn attack(&mut self, case: &str, rel: &str, value: Vec<u8>) -> String {
         let original = self.etcd.get(rel);
         let www: Vec<_> = (0..2)
             .map(|i| (self.installed(i, "www"), self.www_files(i)))
@@ -201,7 +201,7 @@ impl Trial {
     }
 }
 
-const GARBAGE: &[u8] = b"\x00\x01 not a value \xff";
+pub(crate) const GARBAGE: &[u8] = b"\x00\x01 not a value \xff";
 
 /// A record of `www` as the writer would write it: no order, no intent, and a pending CSR of
 /// the writer's own key with an unconfirmed reissue.

@@ -67,6 +67,8 @@ mod fleet_idle;
 mod fleet_pause;
 /// A leader publishes a mass reissue at once, each certificate fenced; a crash mid-way loses none.
 mod fleet_publish;
+/// A host reads again only the fleet's values that changed; forgeries and replays refused.
+mod fleet_reads;
 /// `retire` in fleet mode: the tombstone, every host archives, forged tombstones refused.
 mod fleet_retire;
 /// The fleet key rotated while both hosts serve: no run fails, no order, the old key refused.

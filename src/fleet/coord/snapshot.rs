@@ -1,13 +1,26 @@
-//! One read of everything a synchronisation needs: the values under `certs/` and `dcv/` and
-//! the key check, in one transaction, at one revision of the store — one request for a fleet
-//! of up to [`LIST_PAGE`] keys under each, then further pages at the same revision (no answer
-//! may outgrow the 4 MiB the client accepts).
+//! One read of everything a synchronisation needs, at one revision of the store: the keys under
+//! `certs/` with their modification revisions only (etcd's `keys_only`: a few requests for a
+//! fleet of thousands of certificates), the values under `dcv/` and the key check, in one
+//! transaction; then, in read-only transactions of at most [`VALUES_PER_TXN`] gets at that
+//! same revision, the values of only those keys whose revision is not one this host already
+//! opened and accepted (`known`, from its own versions file: never from etcd). A value is
+//! never modified in etcd without its key's revision changing, so a key at a known revision
+//! holds the very bytes this host accepted; everything else (a forgery, a replay, under a new
+//! revision) is read and checked as before.
 
 use std::collections::BTreeMap;
 
 use etcd_client::{GetOptions, Txn, TxnOp, TxnOpResponse};
 
-use super::{Fleet, FleetError, LIST_PAGE, after};
+use super::{Fleet, FleetError, LIST_PAGE, after, range_end};
+
+/// Keys read per request by a keys-only page: an answer of 5,000 keys of up to 300 bytes
+/// each (with their revisions) stays well under the 4 MiB the client accepts.
+const KEYS_PAGE: i64 = 5_000;
+
+/// Gets per read-only transaction when values are read by key (etcd allows 128 operations
+/// to a transaction; 100 values of about 17 KiB are under 2 MiB).
+pub(super) const VALUES_PER_TXN: usize = 100;
 
 /// The values a synchronisation reads, as one revision of the store holds them.
 #[derive(Debug, Default)]
@@ -15,23 +28,53 @@ pub struct Snapshot {
     /// The store's revision the values were read at: every change after it is delivered by a
     /// watch started at `revision + 1`.
     pub revision: i64,
-    /// Every key under `certs/` (relative to the prefix) with its value.
+    /// The keys under `certs/` (relative to the prefix) whose values were read, with them.
     pub certs: BTreeMap<String, Vec<u8>>,
+    /// The keys under `certs/` whose values were not read: each at a revision this host
+    /// accepted its value at (`known`), with that revision.
+    pub unread: BTreeMap<String, i64>,
+    /// The modification revision of every key under `certs/`.
+    pub revisions: BTreeMap<String, i64>,
     /// Every key under `dcv/` (relative to the prefix) with its value.
     pub dcv: BTreeMap<String, Vec<u8>>,
     /// The key check's value and modification revision, if there is one.
     pub key_check: Option<(Vec<u8>, i64)>,
 }
 
+/// The keys whose value a snapshot reads: every key of `listed` (key, modification revision)
+/// whose revision is not the one `known` holds for it. A revision that is not a revision
+/// (zero or below) is never taken for a known one.
+pub(super) fn to_read<'a>(
+    listed: &'a BTreeMap<String, i64>,
+    known: &BTreeMap<String, i64>,
+) -> Vec<&'a str> {
+    listed
+        .iter()
+        .filter(|(k, rev)| !(**rev > 0 && known.get(*k) == Some(*rev)))
+        .map(|(k, _)| k.as_str())
+        .collect()
+}
+
 impl Fleet {
-    /// Reads `certs/`, `dcv/` and `key_check` (relative to the prefix) in one linearizable
-    /// read-only transaction (and, for a fleet larger than a page, the rest of `certs/` and
-    /// `dcv/` at the same revision).
-    pub async fn snapshot(&self, key_check: &str) -> Result<Snapshot, FleetError> {
+    /// Reads the keys under `certs/` with their revisions, the values under `dcv/` and
+    /// `key_check` (relative to the prefix) in one linearizable read-only transaction (and,
+    /// for a larger fleet, further pages at the same revision), then the values under
+    /// `certs/` whose key is not at the revision `known` gives for it (relative key →
+    /// revision this host accepted the value at; empty: every value is read).
+    pub async fn snapshot(
+        &self,
+        key_check: &str,
+        known: &BTreeMap<String, i64>,
+    ) -> Result<Snapshot, FleetError> {
         let txn = Txn::new().and_then([
             TxnOp::get(
                 self.key("certs/"),
-                Some(GetOptions::new().with_prefix().with_limit(LIST_PAGE)),
+                Some(
+                    GetOptions::new()
+                        .with_prefix()
+                        .with_keys_only()
+                        .with_limit(KEYS_PAGE),
+                ),
             ),
             TxnOp::get(
                 self.key("dcv/"),
@@ -58,28 +101,206 @@ impl Fleet {
             Some(TxnOpResponse::Get(g)) => Some(g),
             _ => None,
         };
-        let mut parts = Vec::new();
-        for (i, rel) in [(0, "certs/"), (1, "dcv/")] {
-            let mut kvs = Vec::new();
-            if let Some(g) = get(i) {
-                self.append_relative(g.kvs(), &mut kvs);
-                if let Some(last) = g.kvs().last().filter(|_| g.more()) {
-                    self.list_pages(rel, after(last.key()), revision, &mut kvs)
-                        .await?;
-                }
+        let mut revisions = BTreeMap::new();
+        if let Some(g) = get(0) {
+            self.append_revisions(g.kvs(), &mut revisions);
+            if let Some(last) = g.kvs().last().filter(|_| g.more()) {
+                self.key_pages("certs/", after(last.key()), revision, &mut revisions)
+                    .await?;
             }
-            parts.push(kvs.into_iter().collect::<BTreeMap<_, _>>());
+        }
+        let mut dcv = Vec::new();
+        if let Some(g) = get(1) {
+            self.append_relative(g.kvs(), &mut dcv);
+            if let Some(last) = g.kvs().last().filter(|_| g.more()) {
+                self.list_pages("dcv/", after(last.key()), revision, &mut dcv)
+                    .await?;
+            }
         }
         let key_check = get(2)
             .and_then(|g| g.kvs().first())
             .map(|kv| (kv.value().to_vec(), kv.mod_revision()));
-        let dcv = parts.pop().unwrap_or_default();
-        let certs = parts.pop().unwrap_or_default();
+        let wanted: Vec<String> = to_read(&revisions, known)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let mut certs = BTreeMap::new();
+        for (key, (value, at)) in self.values_at(&wanted, revision).await? {
+            if revisions.get(&key) != Some(&at) {
+                return Err(FleetError::Corrupt {
+                    key: self.key(&key),
+                    detail: format!(
+                        "read at revision {at} where the same read listed it at another \
+                         revision"
+                    ),
+                });
+            }
+            certs.insert(key, value);
+        }
+        if let Some(missing) = wanted.iter().find(|k| !certs.contains_key(*k)) {
+            return Err(FleetError::Corrupt {
+                key: self.key(missing),
+                detail: format!("listed at revision {revision} but has no value there"),
+            });
+        }
+        let unread: BTreeMap<String, i64> = revisions
+            .iter()
+            .filter(|(k, _)| !certs.contains_key(*k))
+            .map(|(k, r)| (k.clone(), *r))
+            .collect();
+        tracing::debug!(
+            "fleet: read at revision {revision}: {} key(s) under certs/, {} value(s) read{}, {} \
+             unchanged since this host accepted them (not read)",
+            revisions.len(),
+            certs.len(),
+            named(certs.keys()),
+            unread.len()
+        );
         Ok(Snapshot {
             revision,
             certs,
-            dcv,
+            unread,
+            revisions,
+            dcv: dcv.into_iter().collect(),
             key_check,
         })
+    }
+
+    /// The values of `keys` (relative to the prefix) at `revision`, with their modification
+    /// revisions, read in read-only transactions of at most [`VALUES_PER_TXN`] gets; a key
+    /// that has no value there is left out.
+    pub async fn values_at(
+        &self,
+        keys: &[String],
+        revision: i64,
+    ) -> Result<BTreeMap<String, (Vec<u8>, i64)>, FleetError> {
+        let mut out = BTreeMap::new();
+        for chunk in keys.chunks(VALUES_PER_TXN) {
+            let txn = Txn::new().and_then(
+                chunk
+                    .iter()
+                    .map(|k| {
+                        TxnOp::get(self.key(k), Some(GetOptions::new().with_revision(revision)))
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            let resp = self
+                .call(|mut c| {
+                    let txn = txn.clone();
+                    async move { c.txn(txn).await }
+                })
+                .await?;
+            for (rel, op) in chunk.iter().zip(resp.op_responses()) {
+                let TxnOpResponse::Get(g) = op else {
+                    continue;
+                };
+                if let Some(kv) = g.kvs().first() {
+                    if kv.key() != self.key(rel).as_bytes() {
+                        return Err(FleetError::Corrupt {
+                            key: self.key(rel),
+                            detail: "the answer to its read holds another key".into(),
+                        });
+                    }
+                    out.insert(rel.clone(), (kv.value().to_vec(), kv.mod_revision()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The keys under `rel` from `from` on (a full key, inclusive), without their values, in
+    /// pages of [`KEYS_PAGE`] at `revision`: each key (relative to the prefix) with its
+    /// modification revision, into `out`.
+    async fn key_pages(
+        &self,
+        rel: &str,
+        mut from: Vec<u8>,
+        revision: i64,
+        out: &mut BTreeMap<String, i64>,
+    ) -> Result<(), FleetError> {
+        let end = range_end(self.key(rel).as_bytes());
+        loop {
+            let opts = GetOptions::new()
+                .with_range(end.clone())
+                .with_keys_only()
+                .with_limit(KEYS_PAGE)
+                .with_revision(revision);
+            let resp = self
+                .call(|mut c| {
+                    let (from, opts) = (from.clone(), opts.clone());
+                    async move { c.get(from, Some(opts)).await }
+                })
+                .await?;
+            self.append_revisions(resp.kvs(), out);
+            match resp.kvs().last() {
+                Some(last) if resp.more() => from = after(last.key()),
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// `kvs` (keys only) into `out`: each key relative to the prefix, with its modification
+    /// revision.
+    fn append_revisions(&self, kvs: &[etcd_client::KeyValue], out: &mut BTreeMap<String, i64>) {
+        for kv in kvs {
+            let key = String::from_utf8_lossy(kv.key());
+            let rel = key.strip_prefix(&self.prefix).unwrap_or(&key).to_owned();
+            out.insert(rel, kv.mod_revision());
+        }
+    }
+}
+
+/// Up to ten keys, named: ` (a, b)`; none or more: nothing.
+fn named<'a>(keys: impl ExactSizeIterator<Item = &'a String>) -> String {
+    if keys.len() == 0 || keys.len() > 10 {
+        return String::new();
+    }
+    format!(
+        " ({})",
+        keys.map(String::as_str).collect::<Vec<_>>().join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(items: &[(&str, i64)]) -> BTreeMap<String, i64> {
+        items.iter().map(|(k, r)| ((*k).to_owned(), *r)).collect()
+    }
+
+    #[test]
+    fn only_keys_at_a_known_revision_are_left_unread() {
+        let listed = map(&[
+            ("certs/a/current", 10),
+            ("certs/a/state", 11),
+            ("certs/a/spec", 3),
+            ("certs/b/current", 20),
+        ]);
+        // a/current as accepted; a/state rewritten since (a forgery or a replay under a new
+        // revision is read and checked); b/current never accepted; a/spec not known.
+        let known = map(&[
+            ("certs/a/current", 10),
+            ("certs/a/state", 9),
+            ("certs/gone/current", 5),
+        ]);
+        assert_eq!(
+            to_read(&listed, &known),
+            vec!["certs/a/spec", "certs/a/state", "certs/b/current"]
+        );
+        // Nothing known: everything read (a missing or unreadable versions file).
+        assert_eq!(to_read(&listed, &BTreeMap::new()).len(), 4);
+        // A key that vanished is neither read nor left unread: it is not listed.
+        assert!(!to_read(&listed, &known).contains(&"certs/gone/current"));
+    }
+
+    #[test]
+    fn garbage_revisions_are_never_taken_for_known_ones() {
+        let listed = map(&[("certs/a/current", 0), ("certs/b/current", -4)]);
+        let known = map(&[("certs/a/current", 0), ("certs/b/current", -4)]);
+        assert_eq!(to_read(&listed, &known).len(), 2);
+        let listed = map(&[("certs/a/current", i64::MAX)]);
+        let known = map(&[("certs/a/current", i64::MAX - 1)]);
+        assert_eq!(to_read(&listed, &known), vec!["certs/a/current"]);
     }
 }

@@ -57,10 +57,14 @@ pub(super) fn plan(
     job: &Job<'_>,
     view: &View,
 ) -> Option<Planned> {
-    let value = view.docs.get(&current_key(&cert.name))?;
+    let rel = current_key(&cert.name);
+    let value = view.docs.get(&rel);
+    if value.is_none() && !view.unread.contains_key(&rel) {
+        return None;
+    }
+    let seen = value.map_or(Seen::Other, |v| view.versions.seen_current(&cert.name, v));
     let kept = view.versions.of(&cert.name).current;
-    let Some(k) = kept.filter(|_| view.versions.seen_current(&cert.name, value) == Seen::Same)
-    else {
+    let Some(k) = kept.filter(|_| view.unchanged(&rel, value, seen)) else {
         return Some(Planned::New);
     };
     let key = link.fleet.key(&current_key(&cert.name));
