@@ -1,8 +1,8 @@
 //! The single-file steps of the install transaction ([`super::files::InstallTx`]): where a
 //! target's staged and previous versions live (`.NAME.cert-agent-new`,
-//! `.NAME.cert-agent-prev`), writing a staged file (owner and mode before content, fsynced),
-//! comparing a live file's content, keeping its previous version, and refusing targets that
-//! are not regular files and directories others may write.
+//! `.NAME.cert-agent-prev`), writing a staged file (owner and mode before content, made
+//! durable with its batch), comparing a live file's content, keeping its previous version,
+//! and refusing targets that are not regular files and directories others may write.
 
 use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::error::InstallError;
+use crate::fsutil::SyncGroup;
 
 /// Suffix of a target's staged new version.
 pub(super) const NEW_SUFFIX: &str = ".cert-agent-new";
@@ -24,13 +25,14 @@ pub(super) enum StageError {
     Write(io::Error),
 }
 
-/// Creates `staged` owner-only, sets owner and mode, then writes and fsyncs the content.
+/// Creates `staged` owner-only, sets owner and mode, then writes the content, made durable
+/// through `group` (whose [`SyncGroup::watch`] saw its directory).
 pub(super) fn write_staged(
     staged: &Path,
     data: &[u8],
-    uid: Option<u32>,
-    gid: Option<u32>,
+    (uid, gid): (Option<u32>, Option<u32>),
     mode: u32,
+    group: &SyncGroup,
 ) -> Result<(), StageError> {
     let mut file = OpenOptions::new()
         .write(true)
@@ -50,7 +52,7 @@ pub(super) fn write_staged(
     file.set_permissions(fs::Permissions::from_mode(mode))
         .map_err(StageError::Write)?;
     file.write_all(data).map_err(StageError::Write)?;
-    file.sync_all().map_err(StageError::Write)
+    group.written(&file).map_err(StageError::Write)
 }
 
 /// Whether the regular file at `target` holds exactly `data` (false on any error).
