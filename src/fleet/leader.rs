@@ -27,7 +27,10 @@ use super::versions::Versions;
 
 mod around;
 mod export;
+mod imports;
 mod reads;
+
+pub(super) use imports::Imports;
 
 use around::{announce_lead, merge_requests, not_leading, note_host_failure, record_attempts};
 use export::export;
@@ -285,13 +288,15 @@ impl FleetRun<'_> {
 /// (the installed files and published validation files stay this host's); a pending key that
 /// is not here yet is written to the key directory. Returns the record as the fleet holds it
 /// (`None`: the fleet has none yet). `docs`: the values under `certs/`, read once the lead
-/// was taken (one request for every certificate).
+/// was taken (one request for every certificate). The record and its journal line are
+/// written with the run's other imports, by [`Imports::write`], before anything reads them.
 pub(super) async fn import(
     link: &FleetLink,
     store: &Store,
     versions: &mut Versions,
     cert: &CertificateConfig,
     docs: &BTreeMap<String, Vec<u8>>,
+    imports: &mut Imports,
 ) -> Result<Option<CertRecord>> {
     let rel = state_key(&cert.name);
     let Some(bytes) = docs.get(&rel) else {
@@ -322,7 +327,7 @@ pub(super) async fn import(
         if local.fleet != attempt {
             let mut local = local;
             local.fleet = attempt;
-            store.save(&local)?;
+            imports.save(local);
         }
         return Ok(Some(shared.record));
     }
@@ -364,12 +369,10 @@ pub(super) async fn import(
             ),
         }
     }
-    store.save(&next)?;
-    store.journal(
-        &cert.name,
-        "fleet-imported",
+    imports.import(
+        next,
         serde_json::json!({ "written_by": shared.written_by, "version": opened.version }),
-    )?;
+    );
     Ok(Some(shared.record))
 }
 
@@ -454,6 +457,7 @@ pub async fn run(
     let mut eligible: Vec<&CertificateConfig> = Vec::new();
     let mut imported = BTreeMap::new();
     let mut versions = Versions::load(store.dir())?;
+    let mut imports = Imports::default();
     // As etcd holds them now that this host leads: another leader may have written since the
     // synchronisation's read (what was written since, read in one request).
     let docs = kept.now(&link).await?;
@@ -473,7 +477,7 @@ pub async fn run(
             );
             continue;
         }
-        match import(&link, store, &mut versions, cert, &docs).await {
+        match import(&link, store, &mut versions, cert, &docs, &mut imports).await {
             Ok(view) => {
                 imported.insert(cert.name.clone(), view);
                 eligible.push(cert);
@@ -484,6 +488,13 @@ pub async fn run(
                 set(&mut report, &cert.name, Outcome::Failed { error });
             }
         }
+    }
+    for (name, e) in imports.write(store) {
+        eligible.retain(|c| c.name != name);
+        imported.remove(&name);
+        let error = format!("{e:#}");
+        note_host_failure(store, &name, &error);
+        set(&mut report, &name, Outcome::Failed { error });
     }
     versions.save()?;
     let fr = FleetRun {

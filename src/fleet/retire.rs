@@ -76,9 +76,14 @@ impl Retiring {
                 .await?
                 .into_iter()
                 .collect();
+            let mut imports = super::leader::Imports::default();
             if let Err(e) =
-                super::leader::import(&this.link, store, &mut versions, cert, &docs).await
+                super::leader::import(&this.link, store, &mut versions, cert, &docs, &mut imports)
+                    .await
             {
+                tracing::warn!(certificate = %name, "{e:#}; this host's own record is retired");
+            }
+            for (_, e) in imports.write(store) {
                 tracing::warn!(certificate = %name, "{e:#}; this host's own record is retired");
             }
             versions.save()?;
