@@ -32,8 +32,8 @@ use std::sync::Arc;
 use super::error::InstallError;
 use super::paths::InstallPaths;
 use super::staging::{
-    NEW_SUFFIX, PREV_SUFFIX, StageError, check_ancestors, inspect_target, keep_previous,
-    parent_dir, remove_if_exists, same_content, sibling, write_staged,
+    CheckedDirs, NEW_SUFFIX, PREV_SUFFIX, StageError, check_ancestors, inspect_target,
+    keep_previous, parent_dir, remove_if_exists, same_content, sibling, write_staged,
 };
 use crate::fsutil::{SyncGroup, SyncMode};
 
@@ -213,6 +213,8 @@ pub struct InstallTx {
     files: Vec<TxFile>,
     created_dirs: Vec<PathBuf>,
     state: State,
+    /// The directories found safe, shared with the batch's other transactions.
+    checked: Arc<CheckedDirs>,
 }
 
 impl Default for InstallTx {
@@ -224,10 +226,17 @@ impl Default for InstallTx {
 impl InstallTx {
     /// An empty transaction.
     pub fn new() -> Self {
+        Self::in_batch(Arc::default())
+    }
+
+    /// An empty transaction of a batch whose transactions share `checked`: a directory the
+    /// batch found safe with its ancestors is not checked again up to `/`.
+    pub fn in_batch(checked: Arc<CheckedDirs>) -> Self {
         InstallTx {
             files: Vec::new(),
             created_dirs: Vec::new(),
             state: State::Staging,
+            checked,
         }
     }
 
@@ -434,7 +443,7 @@ impl InstallTx {
         while let Some(d) = cur {
             match fs::metadata(d) {
                 Ok(meta) => {
-                    check_ancestors(d, meta)?;
+                    check_ancestors(d, meta, &self.checked)?;
                     break;
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => missing.push(d.to_path_buf()),
@@ -460,7 +469,7 @@ impl InstallTx {
                         path: d.clone(),
                         cause: Arc::new(e),
                     })?;
-                    check_ancestors(d, meta)?;
+                    check_ancestors(d, meta, &self.checked)?;
                     continue;
                 }
                 Err(e) => {

@@ -12,6 +12,7 @@ use super::error::InstallError;
 use super::files::{CertMaterial, InstallTx, Ownership};
 use super::paths::{InstallPaths, ServerKind};
 use super::server::{ServerCommands, run_command};
+use super::staging::CheckedDirs;
 use super::verify::{VerifyTarget, serial_of_pem, verify_served};
 use crate::crypto::Serial;
 use crate::fsutil::SyncGroup;
@@ -203,12 +204,14 @@ fn stage_all(
             .all()
             .all(|p| named.get(p).copied().unwrap_or(0) <= 1)
     });
+    let checked = Arc::new(CheckedDirs::default());
+    let batch = (group, &checked);
     let mut results = crate::parallel::map(alone, |idx| {
-        (idx, stage(&certs[idx], &mut HashSet::new(), group))
+        (idx, stage(&certs[idx], &mut HashSet::new(), batch))
     });
     let mut seen: HashSet<PathBuf> = HashSet::new();
     for idx in contested {
-        results.push((idx, stage(&certs[idx], &mut seen, group)));
+        results.push((idx, stage(&certs[idx], &mut seen, batch)));
     }
     results.sort_by_key(|(idx, _)| *idx);
     let mut staged = Vec::with_capacity(results.len());
@@ -224,7 +227,7 @@ fn stage_all(
 fn stage(
     cert: &CertInstall,
     seen: &mut HashSet<PathBuf>,
-    group: &SyncGroup,
+    (group, checked): (&SyncGroup, &Arc<CheckedDirs>),
 ) -> Result<(InstallTx, Serial), InstallError> {
     let serial =
         serial_of_pem(&cert.material.leaf_pem).map_err(|reason| InstallError::BadCertificate {
@@ -237,7 +240,7 @@ fn stage(
             return Err(InstallError::DuplicatePath { path: p.clone() });
         }
     }
-    let mut tx = InstallTx::new();
+    let mut tx = InstallTx::in_batch(checked.clone());
     tx.stage_certificate_in(&cert.paths, &cert.material, &cert.ownership, group)?;
     seen.extend(paths);
     Ok((tx, serial))
