@@ -9,7 +9,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 mod group;
-pub use group::{SyncGroup, SyncMode};
+pub use group::{SYNCFS_FROM, SyncGroup, SyncMode};
 
 /// How [`write_atomic_with`] writes a file.
 #[derive(Debug, Clone, Copy)]

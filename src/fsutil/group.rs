@@ -2,6 +2,9 @@
 //! thousand `fsync` calls, each a journal commit and a flush of the disk's cache; a batch that
 //! only needs all of them durable before its next step pays once instead.
 //!
+//! A batch of fewer than [`SYNCFS_FROM`] files is synced file by file (an `fsync` of a small
+//! file costs less than a `syncfs` on a file system with other dirty data).
+//!
 //! A [`SyncGroup`] is told each directory the batch writes in ([`SyncGroup::watch`]) *before*
 //! anything is written there, and [`SyncGroup::sync`] is called once, after the last write
 //! and before anything depends on the writes being durable. With `syncfs(2)` reporting
@@ -30,7 +33,21 @@ pub enum SyncMode {
     EachFile,
 }
 
+/// From this many files on, a batch is synced with `syncfs` (where it reports errors): below,
+/// an `fsync` of each costs less than writing back whatever else is dirty on the file system.
+pub const SYNCFS_FROM: usize = 16;
+
 impl SyncMode {
+    /// [`SyncMode::FileSystem`] for a batch of at least [`SYNCFS_FROM`] files where this
+    /// kernel's `syncfs` reports write-back errors, else [`SyncMode::EachFile`].
+    pub fn for_files(count: usize) -> Self {
+        if count >= SYNCFS_FROM {
+            Self::detect()
+        } else {
+            SyncMode::EachFile
+        }
+    }
+
     /// [`SyncMode::FileSystem`] where this kernel's `syncfs` reports write-back errors
     /// (Linux 5.8 and later), else [`SyncMode::EachFile`].
     pub fn detect() -> Self {
@@ -82,6 +99,11 @@ impl SyncGroup {
     /// A group in this kernel's mode ([`SyncMode::detect`]).
     pub fn new() -> Self {
         Self::with_mode(SyncMode::detect())
+    }
+
+    /// A group for a batch of about `count` files ([`SyncMode::for_files`]).
+    pub fn for_files(count: usize) -> Self {
+        Self::with_mode(SyncMode::for_files(count))
     }
 
     /// A group in `mode`.
@@ -177,6 +199,14 @@ mod tests {
         assert!(!reports_errors(""));
         assert!(!reports_errors("garbage"));
         assert!(!reports_errors("5"));
+    }
+
+    #[test]
+    fn small_batches_are_synced_file_by_file() {
+        assert_eq!(SyncMode::for_files(0), SyncMode::EachFile);
+        assert_eq!(SyncMode::for_files(SYNCFS_FROM - 1), SyncMode::EachFile);
+        assert_eq!(SyncMode::for_files(SYNCFS_FROM), SyncMode::detect());
+        assert_eq!(SyncGroup::for_files(1).mode(), SyncMode::EachFile);
     }
 
     #[test]

@@ -119,7 +119,8 @@ pub async fn install_all(certs: &[CertInstall]) -> Vec<CertOutcome> {
 
     // Every staged file of the batch is durable before the first one is switched: one sync
     // for the batch (see `SyncGroup`), not one per file.
-    let staging = SyncGroup::new();
+    let files: usize = certs.iter().map(|c| c.paths.all().count()).sum();
+    let staging = SyncGroup::for_files(files);
     let staged = stage_all(certs, &mut outcomes, &staging);
     let staged = match staging.sync() {
         Ok(()) => staged,
@@ -139,7 +140,7 @@ pub async fn install_all(certs: &[CertInstall]) -> Vec<CertOutcome> {
     // Each transaction switches files of its own (no path is in two of them), on a few
     // threads at once; the renames of all of them are made durable together before any
     // counts as switched (before the config test and the reload).
-    let switching = SyncGroup::new();
+    let switching = SyncGroup::for_files(files);
     let applied = crate::parallel::map(staged, |mut p| {
         let result = p.tx.apply_in(&switching);
         (p, result)
@@ -354,8 +355,9 @@ async fn run_server(
     let mut committed = Vec::new();
     // Each on its own files: committed on a few threads at once, the removals of the kept
     // previous versions synced once (nothing depends on them).
+    let files = good.iter().map(|p| certs[p.idx].paths.all().count()).sum();
     let txs: Vec<InstallTx> = good.iter_mut().map(|p| std::mem::take(&mut p.tx)).collect();
-    let cleaning = SyncGroup::new();
+    let cleaning = SyncGroup::for_files(files);
     let results = crate::parallel::map(txs, |tx| tx.commit_in(&cleaning));
     let _ = cleaning.sync();
     for (p, result) in good.into_iter().zip(results) {

@@ -49,7 +49,7 @@ impl Store {
         }
         let mut results: Vec<Option<Result<(), StoreError>>> =
             records.iter().map(|_| None).collect();
-        let group = SyncGroup::new();
+        let group = SyncGroup::for_files(records.len());
         let certs = self.dir.join("certs");
         if let Err(source) = group.watch(&certs) {
             return records
