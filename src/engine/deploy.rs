@@ -232,6 +232,9 @@ pub(crate) async fn install_ready<'a>(
     done.into_iter().map(|(_, d)| d).collect()
 }
 
+/// One certificate's result in [`install_ready`], with its place in the input.
+type Done<'a> = (usize, (Job<'a>, Outcome, Option<String>));
+
 /// Records the installs of a batch whose files are live: the `installed` lines of all of
 /// them journalled and audited together (one write and one sync each: the journal holds
 /// every install whose files went live before any record says so, and a crash before the
@@ -241,9 +244,7 @@ pub(crate) async fn install_ready<'a>(
 /// of a crash, each record is either as it was or installed); then the used pending keys
 /// and held archives removed. A journal or a record that could not be written fails its
 /// certificates (their files stay live; the next run installs them again).
-fn record_installs<'a>(
-    mut live: Vec<(usize, Job<'a>, Ready, Option<String>)>,
-) -> Vec<(usize, (Job<'a>, Outcome, Option<String>))> {
+fn record_installs<'a>(mut live: Vec<(usize, Job<'a>, Ready, Option<String>)>) -> Vec<Done<'a>> {
     let Some(store) = live.first().map(|(_, job, _, _)| job.store()) else {
         return Vec::new();
     };

@@ -489,11 +489,7 @@ pub async fn run(
             }
         }
     }
-    for (name, e) in imports.write(store) {
-        eligible.retain(|c| c.name != name);
-        imported.remove(&name);
-        let error = format!("{e:#}");
-        note_host_failure(store, &name, &error);
+    for (name, error) in imports.write_for_run(store, &mut eligible, &mut imported) {
         set(&mut report, &name, Outcome::Failed { error });
     }
     versions.save()?;

@@ -270,8 +270,7 @@ mod tests {
         assert_eq!(v.broken.map(|b| b.line), Some(2));
         let last = text
             .split(|&b| b == b'\n')
-            .filter(|l| !l.is_empty())
-            .next_back()
+            .rfind(|l| !l.is_empty())
             .map(|l| audit::parse_line(l).unwrap())
             .unwrap();
         assert_eq!(last.seq, 5);

@@ -115,7 +115,7 @@ fn hosts_catching_up_on_more_than_one_transaction_of_results_report_every_one() 
     assert_eq!(audited, names());
     let verify = f
         .env
-        .agent_at(&f.hosts[1].config, &["audit", "--verify"])
+        .agent_at(&f.hosts[1].config, ["audit", "--verify"])
         .run();
     verify.expect_code(0);
     for name in names() {

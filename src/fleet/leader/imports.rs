@@ -3,8 +3,11 @@
 //! of certificates (a fresh host's first run) writes them with one sync for the records and
 //! one for the journal lines, not two per certificate.
 
+use std::collections::BTreeMap;
+
 use anyhow::anyhow;
 
+use crate::config::CertificateConfig;
 use crate::store::{CertRecord, JournalEvent, Store};
 
 /// What the imports of one run write.
@@ -26,6 +29,26 @@ impl Imports {
     pub(super) fn import(&mut self, record: CertRecord, detail: serde_json::Value) {
         self.imported.push((record.name.clone(), detail));
         self.records.push(record);
+    }
+
+    /// [`write`](Self::write) for a leader's run: each certificate whose record or line
+    /// could not be written is noted as this host's failure and leaves the run's `eligible`
+    /// and `imported`; returned with its error.
+    pub(super) fn write_for_run(
+        self,
+        store: &Store,
+        eligible: &mut Vec<&CertificateConfig>,
+        imported: &mut BTreeMap<String, Option<CertRecord>>,
+    ) -> Vec<(String, String)> {
+        let mut failed = Vec::new();
+        for (name, e) in self.write(store) {
+            eligible.retain(|c| c.name != name);
+            imported.remove(&name);
+            let error = format!("{e:#}");
+            super::around::note_host_failure(store, &name, &error);
+            failed.push((name, error));
+        }
+        failed
     }
 
     /// Writes the records together ([`Store::save_all`]), then the `fleet-imported` lines of
