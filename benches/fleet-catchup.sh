@@ -5,7 +5,8 @@
 # fresh host (empty state directory, `server = "none"`: files and a counted reload command)
 # joins with `cert-agent renew`, REPEAT times (a fresh state and output directory each): its
 # wall and CPU time (median), its reloads, and — with STRACE=1 — its syscalls
-# (`strace -c -f`, one extra run), with PERF=1 a `perf record -g` profile (one extra run).
+# (`strace -c -f`, one extra run; its fsync, fdatasync, syncfs, openat, rename, statx and
+# unlink calls listed), with PERF=1 a `perf record -g` profile (one extra run).
 # The joiner's first run takes the free lead: a leader's run synchronises first, as a
 # follower's does, then finds nothing due.
 # With BASELINE=PATH (another cert-agent build) each repetition also times a fresh joiner
@@ -65,6 +66,9 @@ for C in $SIZES; do
       d=$B/strace-${b%%:*}; joiner "$d" "$PREFIX" "$C" "$DOM"
       strace -c -f -o "$OUT/strace-${b%%:*}-$C.txt" "${b#*:}" --config "$d/config.toml" renew > "$d/renew.log" 2>&1 || true
       echo "C=$C ${b%%:*} syscalls: $(tail -n 1 "$OUT/strace-${b%%:*}-$C.txt")"
+      # The syncs, the files opened and renamed: what the install's durability costs.
+      awk -v b="${b%%:*}" -v c="$C" '$NF ~ /^(fsync|fdatasync|syncfs|openat|rename|statx|unlink)$/ {
+        printf "C=%s %s %s: %s calls\n", c, b, $NF, $4 }' "$OUT/strace-${b%%:*}-$C.txt"
     done
   fi
   if [ "${PERF:-0}" = 1 ]; then

@@ -9,9 +9,13 @@
 //! Steps, in the order a first issuance meets them: `key-saved`, `intent-saved`, `order-sent`,
 //! `response-saved`, `dcv-placed`, `status-check` (right before a status-type call of a
 //! waiting certificate), `poll` (right after it), `download`, `files-staged`, `files-swapped`,
-//! `config-tested`, `reloaded`, `committed`; a reissue also meets `reissue-sent`, and a fleet
-//! leader's publication of a certificate `fleet-publishing` (right before its write) and
-//! `fleet-published` (right after the write reached etcd).
+//! `config-tested`, `reloaded`, `committed`, `installs-journalled` (the `installed` lines of
+//! the batch written, no record yet), then, as the records of the batch are written together
+//! (and any other batch of records), `records-written` (their new versions written and
+//! synced, none renamed yet) and `record-renamed` (the first of them renamed into place); a
+//! reissue also meets `reissue-sent`, and a fleet leader's publication of a certificate
+//! `fleet-publishing` (right before its write) and `fleet-published` (right after the write
+//! reached etcd).
 
 /// The environment variable naming the failpoint to trigger.
 pub const ENV: &str = "CERT_AGENT_FAILPOINT";

@@ -1,11 +1,15 @@
 //! Crash-safe file writes: a temporary file in the target's directory, created with its final
 //! mode before any byte is written, fsynced, renamed over the target, and the directory fsynced.
-//! Also the one rule for reading a secret file (a password, a private key): [`read_private`].
+//! Also the one rule for reading a secret file (a password, a private key): [`read_private`],
+//! and the writes of a batch made durable together ([`SyncGroup`], [`stage_atomic`]).
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+mod group;
+pub use group::{SYNCFS_FROM, SyncGroup, SyncMode};
 
 /// How [`write_atomic_with`] writes a file.
 #[derive(Debug, Clone, Copy)]
@@ -40,6 +44,67 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
 /// content, fsynced, renamed over `path`, and the directory fsynced. The temporary file is
 /// removed on any failure.
 pub fn write_atomic_with(path: &Path, data: &[u8], opts: WriteOptions) -> io::Result<()> {
+    let (tmp, file) = write_temp(path, data, opts)?;
+    file.sync_all()?;
+    drop(file);
+    StagedWrite {
+        tmp,
+        target: path.to_path_buf(),
+        refuse_links: opts.refuse_links,
+    }
+    .rename()?;
+    sync_dir(&parent_dir(path))
+}
+
+/// A file written in full beside its target (as [`write_atomic`] writes it), not yet renamed
+/// over it; removed when dropped.
+#[derive(Debug)]
+pub struct StagedWrite {
+    tmp: TempPath,
+    target: PathBuf,
+    refuse_links: bool,
+}
+
+impl StagedWrite {
+    /// The path it replaces.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Renames it over its target: durable once its group syncs again.
+    pub fn rename(self) -> io::Result<()> {
+        if self.refuse_links {
+            refuse_link(&self.target)?;
+        }
+        let tmp_path = self.tmp.0.as_deref().unwrap_or(&self.target);
+        fs::rename(tmp_path, &self.target)?;
+        self.tmp.keep();
+        Ok(())
+    }
+}
+
+/// The first half of [`write_atomic_with`] for a batch: `data` written to a temporary file
+/// beside `path` (created exclusively with its final mode and group before any byte), made
+/// durable through `group` — whose [`SyncGroup::watch`] must have seen `path`'s directory
+/// before this call. After [`SyncGroup::sync`], [`StagedWrite::rename`] replaces `path`, and
+/// a second sync makes the rename durable.
+pub fn stage_atomic(
+    path: &Path,
+    data: &[u8],
+    opts: WriteOptions,
+    group: &SyncGroup,
+) -> io::Result<StagedWrite> {
+    let (tmp, file) = write_temp(path, data, opts)?;
+    group.written(&file)?;
+    Ok(StagedWrite {
+        tmp,
+        target: path.to_path_buf(),
+        refuse_links: opts.refuse_links,
+    })
+}
+
+/// A temporary file beside `path` holding `data` (not yet synced), and the file.
+fn write_temp(path: &Path, data: &[u8], opts: WriteOptions) -> io::Result<(TempPath, fs::File)> {
     let dir = parent_dir(path);
     let name = path
         .file_name()
@@ -68,14 +133,7 @@ pub fn write_atomic_with(path: &Path, data: &[u8], opts: WriteOptions) -> io::Re
     // The creation mode is filtered by the umask; set the exact bits before writing.
     file.set_permissions(fs::Permissions::from_mode(opts.mode))?;
     file.write_all(data)?;
-    file.sync_all()?;
-    drop(file);
-    if opts.refuse_links {
-        refuse_link(path)?;
-    }
-    fs::rename(tmp_path, path)?;
-    tmp.keep();
-    sync_dir(&dir)
+    Ok((tmp, file))
 }
 
 /// An error when `path` is a symbolic link or not a regular file (missing is fine).
@@ -96,6 +154,7 @@ fn refuse_link(path: &Path) -> io::Result<()> {
 }
 
 /// A temporary file removed when dropped, unless kept.
+#[derive(Debug)]
 struct TempPath(Option<PathBuf>);
 
 impl TempPath {

@@ -12,9 +12,9 @@
 //! `POST /order` is sent, and the order and certificate IDs right after the answer. An intent
 //! without IDs means the outcome is unknown and must be reconciled before any new order.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -23,7 +23,9 @@ use time::OffsetDateTime;
 use crate::fsutil;
 
 pub mod audit;
+mod batch;
 pub mod due;
+pub use batch::JournalEvent;
 mod lock;
 mod parts;
 mod retired;
@@ -639,27 +641,7 @@ impl Store {
         event: &str,
         detail: serde_json::Value,
     ) -> Result<(), StoreError> {
-        let path = self.dir.join("journal.log");
-        let now = OffsetDateTime::now_utc()
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_default();
-        let line = serde_json::json!({ "time": now, "certificate": name, "event": event, "detail": detail });
-        let mut text = line.to_string();
-        text.push('\n');
-        let result = (|| {
-            let mut f = OpenOptions::new()
-                .append(true)
-                .create(true)
-                .mode(0o600)
-                .open(&path)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_data()
-        })();
-        result.map_err(|source| StoreError::Write { path, source })?;
-        if let Some(action) = audit::action_of(event) {
-            self.audit_as(action, Some(name), event, &line["detail"])?;
-        }
-        Ok(())
+        self.journal_all(&[(name, event, detail)])
     }
 
     /// Appends an action with effect that is not a certificate's journal event (a

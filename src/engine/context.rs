@@ -112,6 +112,10 @@ pub(super) struct Ctx<'a> {
     pub lead: Option<&'a dyn Lead>,
     /// The CRL checks of the run (`[revocation] check`): each CRL read once.
     pub revocation: Option<crate::revocation::Checker>,
+    /// What the CRL said of an installed certificate, where it changed and is not a
+    /// revocation: written to the records together once every certificate has started
+    /// ([`Ctx::record_crl_seen`]), not one record write each.
+    pub crl_seen: std::cell::RefCell<Vec<(String, crate::store::RevocationSeen)>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -127,10 +131,38 @@ impl<'a> Ctx<'a> {
             products: order::ProductCache::default(),
             self_checks: std::cell::RefCell::new(tokio::task::JoinSet::new()),
             lead: None,
+            crl_seen: std::cell::RefCell::default(),
             revocation: config
                 .revocation
                 .check
                 .then(|| crate::revocation::Checker::new(store.dir(), &config.revocation)),
+        }
+    }
+
+    /// Writes what the CRL said of each certificate whose record it changed
+    /// ([`Ctx::crl_seen`]) into its record as saved, all records together
+    /// ([`Store::save_all`]); a record that cannot be read or written keeps what it said
+    /// before (the next run checks again).
+    pub(super) fn record_crl_seen(&self) {
+        let seen = std::mem::take(&mut *self.crl_seen.borrow_mut());
+        let mut changed = Vec::with_capacity(seen.len());
+        for (name, s) in seen {
+            match self.store.load(&name) {
+                Ok(rec) if rec.revocation.as_ref() == Some(&s) => {}
+                Ok(mut rec) => {
+                    rec.revocation = Some(s);
+                    changed.push(rec);
+                }
+                Err(e) => {
+                    tracing::warn!(certificate = %name, "could not record the CRL's answer: {e}")
+                }
+            }
+        }
+        let refs: Vec<&crate::store::CertRecord> = changed.iter().collect();
+        for (rec, saved) in changed.iter().zip(self.store.save_all(&refs)) {
+            if let Err(e) = saved {
+                tracing::warn!(certificate = %rec.name, "could not record the CRL's answer: {e}");
+            }
         }
     }
 

@@ -187,7 +187,8 @@ pub(crate) fn cert_install(
 
 /// Installs every ready certificate (one transaction per web server: config test and reload
 /// once each) and records each result: its outcome, and a warning when only the deploy hook
-/// failed.
+/// failed. The journal and audit lines of the installed ones are written together, then
+/// their records ([`record_installs`]). The results in the order of `ready`.
 pub(crate) async fn install_ready<'a>(
     ready: Vec<(Job<'a>, Ready)>,
 ) -> Vec<(Job<'a>, Outcome, Option<String>)> {
@@ -197,40 +198,113 @@ pub(crate) async fn install_ready<'a>(
     let installs: Vec<CertInstall> = ready.iter().map(|(_, r)| r.install.clone()).collect();
     let results = install::install_all(&installs).await;
     let mut done = Vec::with_capacity(ready.len());
-    for ((mut job, r), result) in ready.into_iter().zip(results) {
-        let mut warning = None;
-        let outcome = if result.installed() {
+    let mut live = Vec::new();
+    for (idx, ((mut job, r), result)) in ready.into_iter().zip(results).enumerate() {
+        if result.installed() {
+            let mut warning = None;
             if let Err(e) = &result.result {
                 tracing::warn!(certificate = %job.cert.name, "deploy hook failed: {e}");
                 warning = Some(format!("deploy hook failed: {e}"));
             }
-            finish_install(&mut job, &r).unwrap_or_else(|e| job.fail(&e))
-        } else {
-            let err = match result.result {
-                Err(e) => anyhow!(e),
-                Ok(()) => anyhow!("the install did not complete"),
-            };
-            let err = err.context("install failed");
-            if let Err(e) = job.journal(
-                "install-failed",
+            live.push((idx, job, r, warning));
+            continue;
+        }
+        let err = match result.result {
+            Err(e) => anyhow!(e),
+            Ok(()) => anyhow!("the install did not complete"),
+        };
+        let err = err.context("install failed");
+        if let Err(e) = job.journal(
+            "install-failed",
+            serde_json::json!({
+                "certificate_id": r.certificate_id,
+                "serial": r.bundle.serial_hex,
+                "error": format!("{err:#}"),
+            }),
+        ) {
+            tracing::warn!(certificate = %job.cert.name, "could not journal the failed install: {e:#}");
+        }
+        let outcome = job.fail(&err);
+        done.push((idx, (job, outcome, None)));
+    }
+    done.extend(record_installs(live));
+    done.sort_by_key(|(idx, _)| *idx);
+    done.into_iter().map(|(_, d)| d).collect()
+}
+
+/// One certificate's result in [`install_ready`], with its place in the input.
+type Done<'a> = (usize, (Job<'a>, Outcome, Option<String>));
+
+/// Records the installs of a batch whose files are live: the `installed` lines of all of
+/// them journalled and audited together (one write and one sync each: the journal holds
+/// every install whose files went live before any record says so, and a crash before the
+/// records are written leaves a line the next run's install repeats, never an install
+/// without its line); then each record marked installed ([`mark_installed`]) and all of them
+/// written together ([`Store::save_all`](crate::store::Store::save_all): whatever the moment
+/// of a crash, each record is either as it was or installed); then the used pending keys
+/// and held archives removed. A journal or a record that could not be written fails its
+/// certificates (their files stay live; the next run installs them again).
+fn record_installs<'a>(mut live: Vec<(usize, Job<'a>, Ready, Option<String>)>) -> Vec<Done<'a>> {
+    let Some(store) = live.first().map(|(_, job, _, _)| job.store()) else {
+        return Vec::new();
+    };
+    let events: Vec<crate::store::JournalEvent<'_>> = live
+        .iter()
+        .map(|(_, job, r, _)| {
+            (
+                job.cert.name.as_str(),
+                "installed",
                 serde_json::json!({
                     "certificate_id": r.certificate_id,
                     "serial": r.bundle.serial_hex,
-                    "error": format!("{err:#}"),
                 }),
-            ) {
-                tracing::warn!(certificate = %job.cert.name, "could not journal the failed install: {e:#}");
+            )
+        })
+        .collect();
+    let journalled = store.journal_all(&events);
+    drop(events);
+    let mut done = Vec::with_capacity(live.len());
+    if let Err(e) = journalled {
+        let e = anyhow!(e).context("the installs could not be journalled");
+        for (idx, mut job, _, warning) in live {
+            let outcome = job.fail(&e);
+            done.push((idx, (job, outcome, warning)));
+        }
+        return done;
+    }
+    crate::failpoint::hit("installs-journalled");
+    let keys: Vec<Option<PathBuf>> = live
+        .iter_mut()
+        .map(|(_, job, r, _)| mark_installed(job, r))
+        .collect();
+    let records: Vec<&crate::store::CertRecord> = live.iter().map(|(_, j, _, _)| &j.rec).collect();
+    let saved = store.save_all(&records);
+    for ((entry, saved), key) in live.into_iter().zip(saved).zip(keys) {
+        let (idx, mut job, r, warning) = entry;
+        let outcome = match saved {
+            Err(e) => job.fail(&anyhow!(e)),
+            Ok(()) => {
+                if let Some(key) = key {
+                    keys::discard_key_file(&key);
+                }
+                job.store().discard_held(&job.cert.name);
+                Outcome::Installed {
+                    certificate_id: r.certificate_id,
+                    serial: r.bundle.serial_hex.clone(),
+                    not_after: r.bundle.not_after,
+                }
             }
-            job.fail(&err)
         };
-        done.push((job, outcome, warning));
+        done.push((idx, (job, outcome, warning)));
     }
     done
 }
 
-/// Records a successful install: the installed certificate and the stamp of its file, the
-/// pending key discarded (it now lives at the key path), a finished reissue cleared.
-pub(crate) fn finish_install(job: &mut Job<'_>, r: &Ready) -> Result<Outcome> {
+/// Marks the record of a successful install (not written): the installed certificate and the
+/// stamp of its file, a finished reissue cleared, the names validated when it was issued.
+/// The pending key it used (now at the key path), whose state-directory copy goes once the
+/// record is written.
+pub(crate) fn mark_installed(job: &mut Job<'_>, r: &Ready) -> Option<PathBuf> {
     let paths = &r.install.paths;
     let files: Vec<PathBuf> = paths.all().map(Path::to_path_buf).collect();
     let leaf_file = leaf_file(paths);
@@ -271,20 +345,9 @@ pub(crate) fn finish_install(job: &mut Job<'_>, r: &Ready) -> Result<Outcome> {
                 .insert(d.to_ascii_lowercase(), mark.clone());
         }
     }
-    if let Some(p) = job.rec.mark_installed(installed, fallback) {
-        keys::discard_key_file(&p.key_file);
-    }
-    job.save()?;
-    job.store().discard_held(&job.cert.name);
-    job.journal(
-        "installed",
-        serde_json::json!({ "certificate_id": r.certificate_id, "serial": r.bundle.serial_hex }),
-    )?;
-    Ok(Outcome::Installed {
-        certificate_id: r.certificate_id,
-        serial: r.bundle.serial_hex.clone(),
-        not_after: r.bundle.not_after,
-    })
+    job.rec
+        .mark_installed(installed, fallback)
+        .map(|p| p.key_file)
 }
 
 /// The installed file whose first certificate is the leaf (fullchain, else leaf, else the

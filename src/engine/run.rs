@@ -211,6 +211,8 @@ async fn start_all<'a>(
         }
     }
     drop(starting);
+    // Before the summary stamps the records it keeps: a record written now is not kept.
+    ctx.record_crl_seen();
     let Some(due) = due else {
         return;
     };

@@ -193,9 +193,16 @@ async fn check_revocation(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<()> {
                 "certificate-revoked",
                 serde_json::json!({ "serial": seen.serial, "detail": seen.detail }),
             )?;
+            job.rec.revocation = Some(seen);
+            job.save()?;
+        } else {
+            // Not a revocation: written with the other certificates' once all have started
+            // (a host that just installed thousands writes them together).
+            job.rec.revocation = Some(seen.clone());
+            ctx.crl_seen
+                .borrow_mut()
+                .push((job.cert.name.clone(), seen));
         }
-        job.rec.revocation = Some(seen);
-        job.save()?;
     }
     Ok(())
 }

@@ -26,6 +26,7 @@ use super::versions::Versions;
 
 mod around;
 mod export;
+mod imports;
 mod reads;
 mod rounds;
 
@@ -33,6 +34,8 @@ use rounds::Round;
 pub use rounds::run;
 
 pub(super) use reads::Now;
+
+pub(super) use imports::Imports;
 
 use around::{announce_lead, merge_requests, not_leading, note_host_failure, record_attempts};
 use export::export;
@@ -296,7 +299,8 @@ impl FleetRun<'_> {
 /// (the installed files and published validation files stay this host's); a pending key that
 /// is not here yet is written to the key directory. Returns the record as the fleet holds it
 /// (`None`: the fleet has none yet). `docs`: the values under `certs/`, read once the lead
-/// was taken (one request for every certificate).
+/// was taken (one request for every certificate). The record and its journal line are
+/// written with the run's other imports, by [`Imports::write`], before anything reads them.
 pub(super) async fn import(
     link: &FleetLink,
     store: &Store,
@@ -304,6 +308,7 @@ pub(super) async fn import(
     cert: &CertificateConfig,
     now: &Now,
     local: Option<CertRecord>,
+    imports: &mut Imports,
 ) -> Result<Option<CertRecord>> {
     let rel = state_key(&cert.name);
     let Some(bytes) = now.states.get(&rel) else {
@@ -346,11 +351,12 @@ pub(super) async fn import(
     if shared_view(&local) == next {
         let attempt = Some(shared.attempt());
         let mut local = local;
-        if local.fleet != attempt {
-            local.fleet = attempt;
-            store.save(&local)?;
-        }
+        let noted = local.fleet != attempt;
+        local.fleet = attempt;
         imported(&local, &shared.record);
+        if noted {
+            imports.save(local);
+        }
         return Ok(Some(shared.record));
     }
     next.fleet = Some(shared.attempt());
@@ -391,13 +397,11 @@ pub(super) async fn import(
             ),
         }
     }
-    store.save(&next)?;
     imported(&next, &shared.record);
-    store.journal(
-        &cert.name,
-        "fleet-imported",
+    imports.import(
+        next,
         serde_json::json!({ "written_by": shared.written_by, "version": opened.version }),
-    )?;
+    );
     Ok(Some(shared.record))
 }
 
@@ -444,6 +448,57 @@ fn from_sync(
     out
 }
 
+/// The imports of a round this host leads: every certificate of `certs` but those `skip`
+/// names, imported from the shared records as etcd holds them now (another leader may have
+/// written since the synchronisation's read: what was written since, read in one request),
+/// their records and journal lines written together. Returns the certificates the engine
+/// works on, each one's record as the fleet holds it, and the versions accepted (saved).
+async fn import_round<'c>(
+    link: &FleetLink,
+    store: &Store,
+    kept: reads::Kept,
+    certs: &[&'c CertificateConfig],
+    skip: &dyn Fn(&str) -> bool,
+    report: &mut RunReport,
+) -> Result<(
+    Vec<&'c CertificateConfig>,
+    BTreeMap<String, Option<CertRecord>>,
+    Versions,
+)> {
+    let mut eligible: Vec<&CertificateConfig> = Vec::new();
+    let mut imported = BTreeMap::new();
+    let mut versions = Versions::load(store.dir())?;
+    let (unchanged, mut locals) = reads::unchanged_imports(store, &versions, &kept, certs);
+    let mut imports = Imports::default();
+    let docs = kept.now(link, unchanged).await?;
+    for cert in certs.iter().filter(|c| !skip(&c.name)) {
+        let local = locals.remove(&cert.name);
+        match import(link, store, &mut versions, cert, &docs, local, &mut imports).await {
+            Ok(view) => {
+                imported.insert(cert.name.clone(), view);
+                eligible.push(*cert);
+            }
+            Err(e) => {
+                let error = format!("{e:#}");
+                note_host_failure(store, &cert.name, &error);
+                set_outcome(report, &cert.name, Outcome::Failed { error });
+            }
+        }
+    }
+    for (name, error) in imports.write_for_run(store, &mut eligible, &mut imported) {
+        set_outcome(report, &name, Outcome::Failed { error });
+    }
+    versions.save()?;
+    Ok((eligible, imported, versions))
+}
+
+/// Sets the outcome of `name` in `report`.
+fn set_outcome(report: &mut RunReport, name: &str, outcome: Outcome) {
+    if let Some(c) = report.certificates.iter_mut().find(|c| c.name == name) {
+        c.outcome = outcome;
+    }
+}
+
 /// One round of a run on a fleet host ([`rounds::run`] repeats them while the run waits):
 /// installs what the fleet has, then — when this host can take the lead — imports the shared
 /// records, runs the engine as the leader (waiting as `opts.wait` says), shares and publishes
@@ -466,11 +521,6 @@ async fn round(
     let fleet_has = synced.fleet_has;
     let retired = synced.retired;
     let mut report = RunReport::not_started(certs);
-    let set = |report: &mut RunReport, name: &str, outcome: Outcome| {
-        if let Some(c) = report.certificates.iter_mut().find(|c| c.name == name) {
-            c.outcome = outcome;
-        }
-    };
     let FromSync {
         decided: from_sync,
         held,
@@ -481,43 +531,23 @@ async fn round(
         return Ok(Round::followed(report));
     };
     announce_lead(&link, &lead, opts, store, certs, &mut report).await;
-    let mut eligible: Vec<&CertificateConfig> = Vec::new();
-    let mut imported = BTreeMap::new();
-    let mut versions = Versions::load(store.dir())?;
-    let (unchanged, mut locals) = reads::unchanged_imports(store, &versions, &kept, certs);
-    // As etcd holds them now that this host leads: another leader may have written since the
-    // synchronisation's read (what was written since, read in one request).
-    let docs = kept.now(&link, unchanged).await?;
-    for cert in certs {
-        if refused.contains_key(&cert.name)
-            || held.contains(&cert.name)
-            || retired.contains(&cert.name)
-        {
-            continue;
+    let skip = |name: &str| {
+        if refused.contains_key(name) || held.contains(name) || retired.contains(name) {
+            return true;
         }
-        if not_here.contains(&cert.name) {
+        if not_here.contains(name) {
             tracing::warn!(
-                certificate = %cert.name,
+                certificate = %name,
                 "the fleet's certificate is not installed on this host (see above); this host's \
                  lead leaves it to the fleet rather than renew it for that (`renew --force` \
                  renews it)"
             );
-            continue;
+            return true;
         }
-        let local = locals.remove(&cert.name);
-        match import(&link, store, &mut versions, cert, &docs, local).await {
-            Ok(view) => {
-                imported.insert(cert.name.clone(), view);
-                eligible.push(cert);
-            }
-            Err(e) => {
-                let error = format!("{e:#}");
-                note_host_failure(store, &cert.name, &error);
-                set(&mut report, &cert.name, Outcome::Failed { error });
-            }
-        }
-    }
-    versions.save()?;
+        false
+    };
+    let (eligible, imported, versions) =
+        import_round(&link, store, kept, certs, &skip, &mut report).await?;
     let fr = FleetRun {
         link: &link,
         lead: &lead,
@@ -553,7 +583,7 @@ async fn round(
         tracing::warn!(certificate = %name, "{error}");
         not_shared.insert(name.clone());
         note_host_failure(store, &name, &error);
-        set(&mut report, &name, Outcome::Failed { error });
+        set_outcome(&mut report, &name, Outcome::Failed { error });
     }
     let own = fr.client.get().map(crate::api::Client::request_counts);
     drop(fr);

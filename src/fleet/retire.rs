@@ -80,9 +80,21 @@ impl Retiring {
                     .into_iter()
                     .collect(),
             );
-            if let Err(e) =
-                super::leader::import(&this.link, store, &mut versions, cert, &docs, None).await
+            let mut imports = super::leader::Imports::default();
+            if let Err(e) = super::leader::import(
+                &this.link,
+                store,
+                &mut versions,
+                cert,
+                &docs,
+                None,
+                &mut imports,
+            )
+            .await
             {
+                tracing::warn!(certificate = %name, "{e:#}; this host's own record is retired");
+            }
+            for (_, e) in imports.write(store) {
                 tracing::warn!(certificate = %name, "{e:#}; this host's own record is retired");
             }
             versions.save()?;

@@ -1,5 +1,6 @@
 //! The install transaction: every file of a certificate is first written in full beside its
-//! target (`.NAME.cert-agent-new`, owner and mode set before any content, fsynced), then the
+//! target (`.NAME.cert-agent-new`, owner and mode set before any content, fsynced — or, for a
+//! batch, made durable together: [`crate::fsutil::SyncGroup`]), then the
 //! live files are switched by `rename`, keeping each previous version as a hard link
 //! `.NAME.cert-agent-prev` so that a rollback restores it byte for byte, with its inode, owner
 //! and mode. A live file is only ever replaced by a rename, so a full disk or a write error
@@ -31,9 +32,10 @@ use std::sync::Arc;
 use super::error::InstallError;
 use super::paths::InstallPaths;
 use super::staging::{
-    NEW_SUFFIX, PREV_SUFFIX, StageError, check_ancestors, inspect_target, keep_previous,
-    parent_dir, remove_if_exists, same_content, sibling, write_staged,
+    CheckedDirs, NEW_SUFFIX, PREV_SUFFIX, StageError, check_ancestors, inspect_target,
+    keep_previous, parent_dir, remove_if_exists, same_content, sibling, write_staged,
 };
+use crate::fsutil::{SyncGroup, SyncMode};
 
 /// Mode of new certificate files.
 pub const CERT_MODE: u32 = 0o644;
@@ -211,6 +213,8 @@ pub struct InstallTx {
     files: Vec<TxFile>,
     created_dirs: Vec<PathBuf>,
     state: State,
+    /// The directories found safe, shared with the batch's other transactions.
+    checked: Arc<CheckedDirs>,
 }
 
 impl Default for InstallTx {
@@ -222,10 +226,17 @@ impl Default for InstallTx {
 impl InstallTx {
     /// An empty transaction.
     pub fn new() -> Self {
+        Self::in_batch(Arc::default())
+    }
+
+    /// An empty transaction of a batch whose transactions share `checked`: a directory the
+    /// batch found safe with its ancestors is not checked again up to `/`.
+    pub fn in_batch(checked: Arc<CheckedDirs>) -> Self {
         InstallTx {
             files: Vec::new(),
             created_dirs: Vec::new(),
             state: State::Staging,
+            checked,
         }
     }
 
@@ -236,14 +247,27 @@ impl InstallTx {
 
     /// Stages every file of one certificate that has a path: the key, the combined file (key
     /// followed by the fullchain, with the key's owner and mode) and the certificate files, in
-    /// the order they are switched. A directory holding only the key and/or the combined file
-    /// is created [`KEY_DIR_MODE`] (0750 with a configured group). Paths with neither a key
-    /// nor a combined file are refused.
+    /// the order they are switched, each fsynced. A directory holding only the key and/or the
+    /// combined file is created [`KEY_DIR_MODE`] (0750 with a configured group). Paths with
+    /// neither a key nor a combined file are refused.
     pub fn stage_certificate(
         &mut self,
         paths: &InstallPaths,
         material: &CertMaterial,
         ownership: &Ownership,
+    ) -> Result<(), InstallError> {
+        let each = SyncGroup::with_mode(SyncMode::EachFile);
+        self.stage_certificate_in(paths, material, ownership, &each)
+    }
+
+    /// [`stage_certificate`](Self::stage_certificate) for a batch: the staged files are
+    /// durable once `group` syncs, which must happen before [`apply_in`](Self::apply_in).
+    pub fn stage_certificate_in(
+        &mut self,
+        paths: &InstallPaths,
+        material: &CertMaterial,
+        ownership: &Ownership,
+        group: &SyncGroup,
     ) -> Result<(), InstallError> {
         if paths.key.is_none() && paths.combined.is_none() {
             return Err(InstallError::NoKeyFile);
@@ -262,9 +286,9 @@ impl InstallTx {
             self.stage(
                 key,
                 &material.key_pem,
-                FileRole::Key,
-                ownership,
+                (FileRole::Key, ownership),
                 private_dir_mode(key),
+                group,
             )?;
         }
         if let Some(combined) = &paths.combined {
@@ -272,9 +296,9 @@ impl InstallTx {
             let staged = self.stage(
                 combined,
                 &pem,
-                FileRole::Key,
-                ownership,
+                (FileRole::Key, ownership),
                 private_dir_mode(combined),
+                group,
             );
             pem.fill(0);
             std::hint::black_box(&pem);
@@ -288,7 +312,13 @@ impl InstallTx {
         ];
         for (path, data) in certs {
             if let Some(path) = path {
-                self.stage(path, data, FileRole::Certificate, ownership, DIR_MODE)?;
+                self.stage(
+                    path,
+                    data,
+                    (FileRole::Certificate, ownership),
+                    DIR_MODE,
+                    group,
+                )?;
             }
         }
         Ok(())
@@ -304,16 +334,17 @@ impl InstallTx {
         role: FileRole,
         ownership: &Ownership,
     ) -> Result<(), InstallError> {
-        self.stage(target, data, role, ownership, DIR_MODE)
+        let each = SyncGroup::with_mode(SyncMode::EachFile);
+        self.stage(target, data, (role, ownership), DIR_MODE, &each)
     }
 
     fn stage(
         &mut self,
         target: &Path,
         data: &[u8],
-        role: FileRole,
-        ownership: &Ownership,
+        (role, ownership): (FileRole, &Ownership),
         dir_mode: u32,
+        group: &SyncGroup,
     ) -> Result<(), InstallError> {
         debug_assert_eq!(self.state, State::Staging, "stage after apply");
         if self.files.iter().any(|f| f.target == target) {
@@ -377,7 +408,10 @@ impl InstallTx {
             });
             return Ok(());
         }
-        if let Err(err) = write_staged(&staged, data, uid, gid, mode) {
+        let watched = group.watch(&dir).map_err(StageError::Write);
+        if let Err(err) =
+            watched.and_then(|()| write_staged(&staged, data, (uid, gid), mode, group))
+        {
             let _ = fs::remove_file(&staged);
             return Err(match err {
                 StageError::Chown(e) => InstallError::Chown {
@@ -409,7 +443,7 @@ impl InstallTx {
         while let Some(d) = cur {
             match fs::metadata(d) {
                 Ok(meta) => {
-                    check_ancestors(d, meta)?;
+                    check_ancestors(d, meta, &self.checked)?;
                     break;
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => missing.push(d.to_path_buf()),
@@ -435,7 +469,7 @@ impl InstallTx {
                         path: d.clone(),
                         cause: Arc::new(e),
                     })?;
-                    check_ancestors(d, meta)?;
+                    check_ancestors(d, meta, &self.checked)?;
                     continue;
                 }
                 Err(e) => {
@@ -467,23 +501,53 @@ impl InstallTx {
     /// Unchanged files are skipped. On error everything already switched is restored before
     /// returning.
     pub fn apply(&mut self) -> Result<(), InstallError> {
+        let each = SyncGroup::with_mode(SyncMode::EachFile);
+        self.apply_in(&each)?;
+        match each.sync() {
+            Ok(()) => Ok(()),
+            Err((dir, e)) => Err(self.undo_unsynced(dir, e)),
+        }
+    }
+
+    /// [`apply`](Self::apply) for a batch: the renames are durable once `group` syncs; when
+    /// that fails, [`undo_unsynced`](Self::undo_unsynced) restores the previous versions.
+    pub fn apply_in(&mut self, group: &SyncGroup) -> Result<(), InstallError> {
         debug_assert_eq!(self.state, State::Staging, "apply twice");
         self.state = State::Applied;
-        let result = self.switch();
+        let result = self.switch(group);
         if let Err(err) = result {
-            return Err(match self.undo() {
-                Ok(()) => err,
-                Err(restore) => InstallError::RestoreFailed {
-                    first: Box::new(err),
-                    restore: Box::new(restore),
-                },
-            });
+            return Err(self.undone(err));
         }
         Ok(())
     }
 
-    fn switch(&mut self) -> Result<(), InstallError> {
+    /// Restores the previous versions of a transaction switched with
+    /// [`apply_in`](Self::apply_in) whose group could not be made durable (at `dir`); the
+    /// error to report.
+    pub fn undo_unsynced(&mut self, dir: PathBuf, e: io::Error) -> InstallError {
+        self.undone(InstallError::Replace {
+            path: dir,
+            cause: Arc::new(e),
+        })
+    }
+
+    fn undone(&mut self, err: InstallError) -> InstallError {
+        match self.undo() {
+            Ok(()) => err,
+            Err(restore) => InstallError::RestoreFailed {
+                first: Box::new(err),
+                restore: Box::new(restore),
+            },
+        }
+    }
+
+    fn switch(&mut self, group: &SyncGroup) -> Result<(), InstallError> {
         for f in self.files.iter_mut().filter(|f| !f.unchanged) {
+            let dir = parent_dir(&f.target);
+            group.watch(&dir).map_err(|e| InstallError::Replace {
+                path: f.target.clone(),
+                cause: Arc::new(e),
+            })?;
             if let Some(meta) = inspect_target(&f.target)? {
                 let prev = sibling(&f.target, PREV_SUFFIX);
                 keep_previous(&f.target, &prev, &meta).map_err(|e| InstallError::Backup {
@@ -507,19 +571,33 @@ impl InstallTx {
             })?;
             f.switched = true;
         }
-        self.sync_dirs().map_err(|(path, e)| InstallError::Replace {
-            path,
-            cause: Arc::new(e),
-        })
+        Ok(())
     }
 
     /// Makes the switch permanent (applying it first if [`apply`](Self::apply) was not
     /// called): removes the kept previous versions.
-    pub fn commit(mut self) -> Result<(), InstallError> {
+    pub fn commit(self) -> Result<(), InstallError> {
+        let each = SyncGroup::with_mode(SyncMode::EachFile);
+        let result = self.commit_in(&each);
+        let _ = each.sync();
+        result
+    }
+
+    /// [`commit`](Self::commit) for a batch: the removals are durable once `group` syncs
+    /// (nothing depends on that: a previous version left behind is replaced by the next
+    /// install of its path).
+    pub fn commit_in(mut self, group: &SyncGroup) -> Result<(), InstallError> {
         if self.state == State::Staging {
             self.apply()?;
         }
         self.state = State::Finished;
+        for f in self
+            .files
+            .iter()
+            .filter(|f| !f.unchanged || f.stale.is_some())
+        {
+            let _ = group.watch(&parent_dir(&f.target));
+        }
         let mut first = None;
         for prev in self.files.iter().filter_map(|f| f.stale.clone()) {
             if let Err(e) = remove_if_exists(&prev) {
@@ -542,7 +620,6 @@ impl InstallTx {
                 });
             }
         }
-        let _ = self.sync_dirs();
         first.map_or(Ok(()), Err)
     }
 

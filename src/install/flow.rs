@@ -4,14 +4,18 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
+use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::error::InstallError;
 use super::files::{CertMaterial, InstallTx, Ownership};
 use super::paths::{InstallPaths, ServerKind};
 use super::server::{ServerCommands, run_command};
+use super::staging::CheckedDirs;
 use super::verify::{VerifyTarget, serial_of_pem, verify_served};
 use crate::crypto::Serial;
+use crate::fsutil::SyncGroup;
 
 /// Everything needed to install one certificate.
 #[derive(Debug, Clone)]
@@ -91,8 +95,10 @@ struct Pending {
 }
 
 /// Installs every certificate of this run:
-/// 1. stage all files (new versions written beside the targets; nothing live changes);
-/// 2. switch them into place, keeping the previous versions;
+/// 1. stage all files (new versions written beside the targets; nothing live changes), made
+///    durable together;
+/// 2. switch them into place, keeping the previous versions, the renames made durable
+///    together;
 /// 3. per web server (certificates with equal [`ServerCommands`]): config test once — on
 ///    failure restore that server's files and report; reload once — on failure restore and
 ///    reload again;
@@ -111,20 +117,44 @@ pub async fn install_all(certs: &[CertInstall]) -> Vec<CertOutcome> {
         })
         .collect();
 
-    let staged = stage_all(certs, &mut outcomes);
+    // Every staged file of the batch is durable before the first one is switched: one sync
+    // for the batch (see `SyncGroup`), not one per file.
+    let files: usize = certs.iter().map(|c| c.paths.all().count()).sum();
+    let staging = SyncGroup::for_files(files);
+    let staged = stage_all(certs, &mut outcomes, &staging);
+    let staged = match staging.sync() {
+        Ok(()) => staged,
+        Err((dir, e)) => {
+            // Dropped unapplied: their staged files are removed, nothing live changed.
+            for p in staged {
+                outcomes[p.idx].result = Err(InstallError::Write {
+                    path: dir.clone(),
+                    cause: Arc::new(io::Error::new(e.kind(), e.to_string())),
+                });
+            }
+            Vec::new()
+        }
+    };
 
     crate::failpoint::hit("files-staged");
-    // Each transaction switches files of its own (no path is in two of them) and fsyncs
-    // their directories before it counts as switched: switched on a few threads at once,
-    // whose fsyncs the file system commits together.
+    // Each transaction switches files of its own (no path is in two of them), on a few
+    // threads at once; the renames of all of them are made durable together before any
+    // counts as switched (before the config test and the reload).
+    let switching = SyncGroup::for_files(files);
     let applied = crate::parallel::map(staged, |mut p| {
-        let result = p.tx.apply();
+        let result = p.tx.apply_in(&switching);
         (p, result)
     });
+    let switched = switching.sync();
     let mut groups: Vec<(&ServerCommands, Vec<Pending>)> = Vec::new();
-    for (p, applied) in applied {
+    for (mut p, applied) in applied {
         if let Err(e) = applied {
             outcomes[p.idx].result = Err(e);
+            continue;
+        }
+        if let Err((dir, e)) = &switched {
+            let e = io::Error::new(e.kind(), e.to_string());
+            outcomes[p.idx].result = Err(p.tx.undo_unsynced(dir.clone(), e));
             continue;
         }
         let commands = &certs[p.idx].commands;
@@ -153,11 +183,16 @@ pub async fn install_all(certs: &[CertInstall]) -> Vec<CertOutcome> {
     outcomes
 }
 
-/// Stages every certificate's files (each written and fsynced beside its target). Those
+/// Stages every certificate's files (each written beside its target, durable once `group`
+/// syncs). Those
 /// whose paths no other certificate of the batch names (nor the certificate itself twice) are
 /// staged on a few threads at once; the others one after the other, in order, the first one
 /// staged keeping a path and the later ones refused for it. The staged ones in input order.
-fn stage_all(certs: &[CertInstall], outcomes: &mut [CertOutcome]) -> Vec<Pending> {
+fn stage_all(
+    certs: &[CertInstall],
+    outcomes: &mut [CertOutcome],
+    group: &SyncGroup,
+) -> Vec<Pending> {
     let mut named: HashMap<&Path, usize> = HashMap::new();
     for cert in certs {
         for p in cert.paths.all() {
@@ -170,11 +205,14 @@ fn stage_all(certs: &[CertInstall], outcomes: &mut [CertOutcome]) -> Vec<Pending
             .all()
             .all(|p| named.get(p).copied().unwrap_or(0) <= 1)
     });
-    let mut results =
-        crate::parallel::map(alone, |idx| (idx, stage(&certs[idx], &mut HashSet::new())));
+    let checked = Arc::new(CheckedDirs::default());
+    let batch = (group, &checked);
+    let mut results = crate::parallel::map(alone, |idx| {
+        (idx, stage(&certs[idx], &mut HashSet::new(), batch))
+    });
     let mut seen: HashSet<PathBuf> = HashSet::new();
     for idx in contested {
-        results.push((idx, stage(&certs[idx], &mut seen)));
+        results.push((idx, stage(&certs[idx], &mut seen, batch)));
     }
     results.sort_by_key(|(idx, _)| *idx);
     let mut staged = Vec::with_capacity(results.len());
@@ -190,6 +228,7 @@ fn stage_all(certs: &[CertInstall], outcomes: &mut [CertOutcome]) -> Vec<Pending
 fn stage(
     cert: &CertInstall,
     seen: &mut HashSet<PathBuf>,
+    (group, checked): (&SyncGroup, &Arc<CheckedDirs>),
 ) -> Result<(InstallTx, Serial), InstallError> {
     let serial =
         serial_of_pem(&cert.material.leaf_pem).map_err(|reason| InstallError::BadCertificate {
@@ -202,8 +241,8 @@ fn stage(
             return Err(InstallError::DuplicatePath { path: p.clone() });
         }
     }
-    let mut tx = InstallTx::new();
-    tx.stage_certificate(&cert.paths, &cert.material, &cert.ownership)?;
+    let mut tx = InstallTx::in_batch(checked.clone());
+    tx.stage_certificate_in(&cert.paths, &cert.material, &cert.ownership, group)?;
     seen.extend(paths);
     Ok((tx, serial))
 }
@@ -314,9 +353,13 @@ async fn run_server(
 
     crate::failpoint::hit("reloaded");
     let mut committed = Vec::new();
-    // Each on its own files: committed on a few threads at once.
+    // Each on its own files: committed on a few threads at once, the removals of the kept
+    // previous versions synced once (nothing depends on them).
+    let files = good.iter().map(|p| certs[p.idx].paths.all().count()).sum();
     let txs: Vec<InstallTx> = good.iter_mut().map(|p| std::mem::take(&mut p.tx)).collect();
-    let results = crate::parallel::map(txs, InstallTx::commit);
+    let cleaning = SyncGroup::for_files(files);
+    let results = crate::parallel::map(txs, |tx| tx.commit_in(&cleaning));
+    let _ = cleaning.sync();
     for (p, result) in good.into_iter().zip(results) {
         if let Err(e) = result {
             // The new files are live; only a kept previous version is left behind.

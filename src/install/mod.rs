@@ -21,6 +21,7 @@ pub use files::{
 pub use flow::{CertInstall, CertOutcome, install_all};
 pub use paths::{DEFAULT_BASE_DIR, InstallPaths, PathOverrides, ServerKind};
 pub use server::{DEFAULT_COMMAND_TIMEOUT, ServerCommands};
+pub use staging::CheckedDirs;
 pub use verify::{DEFAULT_VERIFY_ADDRESS, DEFAULT_VERIFY_TIMEOUT, VerifyTarget};
 
 #[cfg(test)]

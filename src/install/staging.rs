@@ -1,17 +1,19 @@
 //! The single-file steps of the install transaction ([`super::files::InstallTx`]): where a
 //! target's staged and previous versions live (`.NAME.cert-agent-new`,
-//! `.NAME.cert-agent-prev`), writing a staged file (owner and mode before content, fsynced),
-//! comparing a live file's content, keeping its previous version, and refusing targets that
-//! are not regular files and directories others may write.
+//! `.NAME.cert-agent-prev`), writing a staged file (owner and mode before content, made
+//! durable with its batch), comparing a live file's content, keeping its previous version,
+//! and refusing targets that are not regular files and directories others may write.
 
+use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::error::InstallError;
+use crate::fsutil::SyncGroup;
 
 /// Suffix of a target's staged new version.
 pub(super) const NEW_SUFFIX: &str = ".cert-agent-new";
@@ -24,13 +26,14 @@ pub(super) enum StageError {
     Write(io::Error),
 }
 
-/// Creates `staged` owner-only, sets owner and mode, then writes and fsyncs the content.
+/// Creates `staged` owner-only, sets owner and mode, then writes the content, made durable
+/// through `group` (whose [`SyncGroup::watch`] saw its directory).
 pub(super) fn write_staged(
     staged: &Path,
     data: &[u8],
-    uid: Option<u32>,
-    gid: Option<u32>,
+    (uid, gid): (Option<u32>, Option<u32>),
     mode: u32,
+    group: &SyncGroup,
 ) -> Result<(), StageError> {
     let mut file = OpenOptions::new()
         .write(true)
@@ -50,7 +53,7 @@ pub(super) fn write_staged(
     file.set_permissions(fs::Permissions::from_mode(mode))
         .map_err(StageError::Write)?;
     file.write_all(data).map_err(StageError::Write)?;
-    file.sync_all().map_err(StageError::Write)
+    group.written(&file).map_err(StageError::Write)
 }
 
 /// Whether the regular file at `target` holds exactly `data` (false on any error).
@@ -122,19 +125,42 @@ pub(super) fn inspect_target(target: &Path) -> Result<Option<fs::Metadata>, Inst
     }
 }
 
+/// The directories a batch of installs found safe with all their ancestors: each ancestor is
+/// checked once per batch, not once per file staged under it (a batch of thousands of
+/// certificates under one directory otherwise checks every directory up to `/` for each
+/// file). The directory a file goes into is still checked for every file.
+#[derive(Debug, Default)]
+pub struct CheckedDirs(Mutex<HashSet<PathBuf>>);
+
 /// Refuses `dir` or any ancestor that group or others may write, unless it is sticky and
-/// owned by root (like `/tmp`).
-pub(super) fn check_ancestors(dir: &Path, meta: fs::Metadata) -> Result<(), InstallError> {
+/// owned by root (like `/tmp`). The ancestors found safe before in `checked` are not checked
+/// again.
+pub(super) fn check_ancestors(
+    dir: &Path,
+    meta: fs::Metadata,
+    checked: &CheckedDirs,
+) -> Result<(), InstallError> {
     check_dir(dir, &meta)?;
+    let known = |d: &Path| {
+        let set = checked.0.lock().unwrap_or_else(PoisonError::into_inner);
+        set.contains(d)
+    };
+    let mut walked = vec![dir.to_path_buf()];
     let mut cur = dir.parent();
     while let Some(d) = cur.filter(|p| !p.as_os_str().is_empty()) {
+        if known(d) {
+            break;
+        }
         let meta = fs::metadata(d).map_err(|e| InstallError::Inspect {
             path: d.to_path_buf(),
             cause: Arc::new(e),
         })?;
         check_dir(d, &meta)?;
+        walked.push(d.to_path_buf());
         cur = d.parent();
     }
+    let mut set = checked.0.lock().unwrap_or_else(PoisonError::into_inner);
+    set.extend(walked);
     Ok(())
 }
 

@@ -330,6 +330,48 @@ fn writable_parent_directory_is_refused() {
 }
 
 #[test]
+fn a_batch_checks_each_ancestor_once_and_still_each_files_directory() {
+    let dir = tmp();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    for d in [&a, &b] {
+        fs::create_dir(d).unwrap();
+    }
+    let checked = std::sync::Arc::new(CheckedDirs::default());
+    let paths_in = |d: &Path| InstallPaths {
+        key: Some(d.join("k.key")),
+        fullchain: Some(d.join("f.pem")),
+        cert: None,
+        chain: None,
+        combined: None,
+    };
+    let mut first = InstallTx::in_batch(checked.clone());
+    first
+        .stage_certificate(&paths_in(&a), &material("A"), &Ownership::default())
+        .unwrap();
+    // The directory a file goes into is checked for every file, ancestors checked before or
+    // not: `b`, writable by others, is refused in the same batch.
+    fs::set_permissions(&b, fs::Permissions::from_mode(0o777)).unwrap();
+    let err = InstallTx::in_batch(checked.clone())
+        .stage_certificate(&paths_in(&b), &material("B"), &Ownership::default())
+        .unwrap_err();
+    match &err {
+        InstallError::InsecureDirectory { path, .. } => assert_eq!(path, &b),
+        other => panic!("unexpected {other}"),
+    }
+    // So is `a` once it is: its ancestors were found safe, not `a` itself for good.
+    fs::set_permissions(&a, fs::Permissions::from_mode(0o777)).unwrap();
+    let err = InstallTx::in_batch(checked)
+        .stage_certificate(&paths_in(&a), &material("C"), &Ownership::default())
+        .unwrap_err();
+    assert!(
+        matches!(err, InstallError::InsecureDirectory { .. }),
+        "{err}"
+    );
+    fs::set_permissions(&a, fs::Permissions::from_mode(0o755)).unwrap();
+    first.rollback().unwrap();
+}
+
+#[test]
 fn sticky_root_owned_directory_is_accepted() {
     if !is_root() {
         return;

@@ -370,6 +370,17 @@ pub struct NewEntry<'a> {
 /// Appends one line to `dir/audit.log` (created 0600), fsyncs it, and sends it to the log;
 /// returns its number.
 pub fn append(dir: &Path, entry: &NewEntry<'_>) -> io::Result<u64> {
+    append_all(dir, std::slice::from_ref(entry))
+}
+
+/// Appends the lines of a batch to `dir/audit.log` (created 0600) in order, each chained to
+/// the one before, in one write fsynced once, and sends them to the log; returns the number of
+/// the last one (0 for none). A crash during the write leaves a prefix of the lines, the last
+/// one possibly cut short (closed by the next append, as any interrupted write).
+pub fn append_all(dir: &Path, entries: &[NewEntry<'_>]) -> io::Result<u64> {
+    if entries.is_empty() {
+        return Ok(0);
+    }
     let path = dir.join(FILE);
     let file = OpenOptions::new()
         .read(true)
@@ -380,30 +391,7 @@ pub fn append(dir: &Path, entry: &NewEntry<'_>) -> io::Result<u64> {
     let mut file =
         Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| io::Error::from(e))?;
     let tail = tail(&file)?;
-    let certificate_id = entry
-        .details
-        .get("certificate_id")
-        .and_then(serde_json::Value::as_u64);
-    let time = OffsetDateTime::now_utc();
-    let body = Body {
-        seq: tail.seq,
-        time,
-        host: host(),
-        action: entry.action,
-        event: entry.event,
-        certificate: entry.certificate,
-        certificate_id,
-        details: entry.details,
-        prev: &tail.prev,
-    };
-    let line = render(&body)?;
-    if line.len() > MAX_LINE {
-        return Err(io::Error::other(format!(
-            "an audit line of {} bytes is longer than {MAX_LINE}",
-            line.len()
-        )));
-    }
-    let mut out = String::with_capacity(line.len() + 2);
+    let mut out = String::new();
     if tail.close_fragment {
         tracing::warn!(
             seq = tail.seq - 1,
@@ -413,21 +401,53 @@ pub fn append(dir: &Path, entry: &NewEntry<'_>) -> io::Result<u64> {
         );
         out.push('\n');
     }
-    out.push_str(&line);
-    out.push('\n');
+    let (mut seq, mut prev) = (tail.seq, tail.prev);
+    let time = OffsetDateTime::now_utc();
+    let mut logged = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let certificate_id = entry
+            .details
+            .get("certificate_id")
+            .and_then(serde_json::Value::as_u64);
+        let body = Body {
+            seq,
+            time,
+            host: host(),
+            action: entry.action,
+            event: entry.event,
+            certificate: entry.certificate,
+            certificate_id,
+            details: entry.details,
+            prev: &prev,
+        };
+        let line = render(&body)?;
+        if line.len() > MAX_LINE {
+            return Err(io::Error::other(format!(
+                "an audit line of {} bytes is longer than {MAX_LINE}",
+                line.len()
+            )));
+        }
+        prev = sha256_hex(line.as_bytes());
+        out.push_str(&line);
+        out.push('\n');
+        logged.push((seq, entry, certificate_id));
+        seq += 1;
+    }
     file.write_all(out.as_bytes())?;
     file.sync_data()?;
-    tracing::info!(
-        target: "cert_agent::audit",
-        seq = tail.seq,
-        action = entry.action,
-        event = entry.event,
-        certificate = entry.certificate.unwrap_or("-"),
-        certificate_id,
-        details = %entry.details,
-        "audit"
-    );
-    Ok(tail.seq)
+    for (seq, entry, certificate_id) in logged {
+        tracing::info!(
+            target: "cert_agent::audit",
+            seq,
+            action = entry.action,
+            event = entry.event,
+            certificate = entry.certificate.unwrap_or("-"),
+            certificate_id,
+            details = %entry.details,
+            "audit"
+        );
+    }
+    Ok(seq - 1)
 }
 
 #[cfg(test)]

@@ -5,6 +5,9 @@
 //! installed. The same for a free reissue interrupted at `reissue-sent`, `key-saved` and
 //! `files-swapped`. Also: reconciliation that finds no order or two matching orders stops with
 //! its own error instead of ordering, and a clock far from the API's blocks billed actions.
+//! A batch of installs aborted while it is recorded (`installs-journalled`, `records-written`,
+//! `record-renamed`) leaves each record old or installed, every live install journalled and
+//! audited, and the next run completes it.
 
 use crate::support;
 
@@ -333,4 +336,117 @@ fn clock_far_from_the_api_blocks_orders() {
         "the error is about the clock\n{}",
         out.describe()
     );
+}
+
+/// The certificates of [`batch_crash`]: installed in one batch by one run.
+const BATCH: [&str; 4] = ["w0", "w1", "w2", "w3"];
+
+/// `name`'s record as the state directory holds it (it must parse).
+fn record(env: &TestEnv, name: &str) -> serde_json::Value {
+    let path = env.state_dir().join(format!("certs/{name}.json"));
+    let text = fs::read_to_string(&path).unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}: {text}", path.display()))
+}
+
+/// The serials of `name`'s `installed` journal lines, in order.
+fn installed_lines(env: &TestEnv, name: &str) -> Vec<String> {
+    env.journal()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["certificate"] == name && l["event"] == "installed")
+        .map(|l| {
+            l["detail"]["serial"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Four certificates issued by one run and installed in one batch, the run aborted at `point`
+/// while the batch is recorded: each record is either as it was (not installed) or installed,
+/// `renamed` of them installed; every install whose files went live is in the journal and
+/// the audit log (written before the records), whose chain is intact. The next run installs
+/// the rest without another order.
+fn batch_crash(point: &str, renamed: usize) {
+    let mut env = TestEnv::new();
+    let webroot = env.path("www-root");
+    fs::create_dir_all(&webroot).unwrap();
+    let server = serve_webroot(&webroot);
+    env.sandbox.set_dcv_ports(server.port, 0);
+    for name in BATCH {
+        let domain = format!("{name}.{point}.batch-crash.test");
+        let mut spec = env.cert_spec(name, &[domain.as_str()], "none");
+        spec.publish = Publish::Webroot(webroot.clone());
+        spec.configtest_command = Some(vec!["/bin/true".into()]);
+        spec.reload_command = Some(vec!["/bin/true".into()]);
+        env.certs.push(spec);
+    }
+    let first = renew_with(&env, &[(FAILPOINT, point)]);
+    assert!(
+        first
+            .stderr
+            .contains(&format!("failpoint '{point}' reached")),
+        "the run reached '{point}'\n{}",
+        first.describe()
+    );
+    assert_eq!(first.code, None, "aborted\n{}", first.describe());
+    assert_eq!(env.billed(), BATCH.len() as u64);
+    assert_state_parses(&env);
+    let mut installed = 0;
+    for name in BATCH {
+        let rec = record(&env, name);
+        let lines = installed_lines(&env, name);
+        assert_eq!(lines.len(), 1, "{name}: {}", env.journal());
+        if let Some(serial) = rec["installed"]["serial"].as_str() {
+            installed += 1;
+            assert_eq!(lines, [serial.to_owned()], "{name}");
+            assert_pair(&env, name);
+        } else {
+            assert!(rec["installed"].is_null(), "{name}: {rec}");
+        }
+    }
+    assert_eq!(installed, renamed, "records installed at '{point}'");
+    let verify = env.agent(["audit", "--verify"]).run();
+    verify.expect_code(0);
+    let audited = fs::read_to_string(env.state_dir().join("audit.log")).unwrap();
+    assert_eq!(
+        audited.matches("\"event\":\"installed\"").count(),
+        BATCH.len(),
+        "{audited}"
+    );
+
+    let mut second = renew_with(&env, &[]);
+    if second.code != Some(0) {
+        second = run_env(&env, &["--json", "renew", "--wait", "30", "--force"], &[]);
+    }
+    second.expect_code(0);
+    assert_eq!(env.billed(), BATCH.len() as u64, "no further order");
+    for name in BATCH {
+        let rec = record(&env, name);
+        let serial = rec["installed"]["serial"].as_str().unwrap_or_default();
+        let lines = installed_lines(&env, name);
+        assert!(
+            !lines.is_empty() && lines.iter().all(|s| s == serial),
+            "{name}: {serial} {lines:?}"
+        );
+        assert_pair(&env, name);
+        assert_no_install_leftovers(&env, name);
+    }
+    env.agent(["audit", "--verify"]).run().expect_code(0);
+}
+
+#[test]
+fn crash_after_a_batch_is_journalled() {
+    batch_crash("installs-journalled", 0);
+}
+
+#[test]
+fn crash_after_a_batch_of_records_is_written() {
+    batch_crash("records-written", 0);
+}
+
+#[test]
+fn crash_after_the_first_record_of_a_batch_is_renamed() {
+    batch_crash("record-renamed", 1);
 }

@@ -1,6 +1,7 @@
 //! Hosts catching up on many certificates report every result: more than one etcd transaction
 //! of results (150 certificates: two transactions of at most 100 puts), each one present under
-//! `hosts/HOST/certs/` and opening (`fleet status` reads them); a certificate of the batch whose
+//! `hosts/HOST/certs/` and opening (`fleet status` reads them), and each journalled, audited
+//! and recorded installed (written together, one batch); a certificate of the batch whose
 //! published value does not open on a joining host (following while another host leads) fails
 //! alone, reported with its error, the others installed. Real etcd (three members), real nginx on every host.
 
@@ -75,6 +76,38 @@ fn hosts_catching_up_on_more_than_one_transaction_of_results_report_every_one() 
         assert!(
             etcd.get(&format!("hosts/web2/certs/{name}")).is_some(),
             "no result of {name} under hosts/web2/"
+        );
+    }
+    // Its 150 installs recorded together: one `installed` journal line and one audit line
+    // each, in the batch's order, the audit chain intact.
+    let journal = std::fs::read_to_string(f.hosts[1].state.join("journal.log")).unwrap();
+    let installed: Vec<String> = journal
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["event"] == "installed")
+        .map(|l| l["certificate"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(installed, names(), "{journal}");
+    let audit = std::fs::read_to_string(f.hosts[1].state.join("audit.log")).unwrap();
+    let audited: Vec<String> = audit
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["event"] == "installed")
+        .map(|l| l["certificate"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(audited, names());
+    let verify = f
+        .env
+        .agent_at(&f.hosts[1].config, ["audit", "--verify"])
+        .run();
+    verify.expect_code(0);
+    for name in names() {
+        let rec = std::fs::read_to_string(f.hosts[1].state.join(format!("certs/{name}.json")));
+        let rec: serde_json::Value = serde_json::from_str(&rec.unwrap()).unwrap();
+        assert_eq!(
+            serial(&rec["installed"]["serial"]),
+            Some(out.installed_serial(&name)),
+            "{name}"
         );
     }
     let rows = rows_of(&f, "web2", 0);

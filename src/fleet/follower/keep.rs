@@ -75,6 +75,7 @@ pub(super) fn note_outcomes(
 ) {
     let outcomes: BTreeMap<&str, &Outcome> =
         out.iter().map(|s| (s.name.as_str(), &s.outcome)).collect();
+    let mut changed = Vec::new();
     for cert in &config.certificates {
         let Ok(mut rec) = store.load(&cert.name) else {
             continue;
@@ -105,10 +106,15 @@ pub(super) fn note_outcomes(
                 rec.host_error = None;
             }
         }
-        if rec != before
-            && let Err(e) = store.save(&rec)
-        {
-            tracing::warn!(certificate = %cert.name, "could not record the fleet's state: {e:#}");
+        if rec != before {
+            changed.push(rec);
+        }
+    }
+    // Written together: one sync for the batch, not one per record.
+    let records: Vec<&crate::store::CertRecord> = changed.iter().collect();
+    for (rec, saved) in changed.iter().zip(store.save_all(&records)) {
+        if let Err(e) = saved {
+            tracing::warn!(certificate = %rec.name, "could not record the fleet's state: {e:#}");
         }
     }
 }

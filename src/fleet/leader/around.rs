@@ -64,11 +64,13 @@ pub(super) async fn announce_lead(
     if let Some(why) = &opts.takeover {
         tracing::info!("taking over the fleet's work: {why}");
         report.takeover = Some(why.clone());
-        for cert in certs {
-            let detail = serde_json::json!({ "host": link.fleet.host(), "reason": why });
-            if let Err(e) = store.journal(&cert.name, "fleet-takeover", detail) {
-                tracing::warn!(certificate = %cert.name, "{e}");
-            }
+        let detail = serde_json::json!({ "host": link.fleet.host(), "reason": why });
+        let events: Vec<crate::store::JournalEvent<'_>> = certs
+            .iter()
+            .map(|cert| (cert.name.as_str(), "fleet-takeover", detail.clone()))
+            .collect();
+        if let Err(e) = store.journal_all(&events) {
+            tracing::warn!("{e}");
         }
     }
 }
@@ -84,6 +86,7 @@ pub(super) fn record_attempts(
     imported: &BTreeMap<String, Option<CertRecord>>,
     not_shared: &BTreeSet<String>,
 ) {
+    let mut changed = Vec::new();
     for (name, rec) in records.iter().filter(|(n, _)| !not_shared.contains(*n)) {
         let unchanged = imported
             .get(name)
@@ -96,9 +99,14 @@ pub(super) fn record_attempts(
         if rec.fleet != attempt {
             let mut rec = rec.clone();
             rec.fleet = attempt;
-            if let Err(e) = store.save(&rec) {
-                tracing::warn!(certificate = %name, "{e:#}");
-            }
+            changed.push(rec);
+        }
+    }
+    // Written together: one sync for the batch, not one per record.
+    let refs: Vec<&CertRecord> = changed.iter().collect();
+    for (rec, saved) in changed.iter().zip(store.save_all(&refs)) {
+        if let Err(e) = saved {
+            tracing::warn!(certificate = %rec.name, "{e:#}");
         }
     }
 }
