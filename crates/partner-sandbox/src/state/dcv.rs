@@ -298,6 +298,7 @@ impl State {
 
     pub(super) fn approve(&mut self, id: u64, domain: Option<&str>) -> Result<(), String> {
         let now = self.last_now;
+        self.wakes.touch(id);
         let cert = self
             .certs
             .get_mut(&id)

@@ -564,3 +564,16 @@ fn change_dcv_reads_the_query_string() {
     assert_eq!(resp.status, 200, "{:?}", resp.body);
     assert_eq!(env.details(PARTNER, id)["dcv_method"], "CNAME_CSR_HASH");
 }
+
+#[test]
+fn an_approval_alone_issues_at_the_next_request() {
+    let mut env = Env::new();
+    let (pem, _) = csr(&["www.example.com"]);
+    let mut it = with_method(item(p::S_DV, "www.example.com", &pem), "EMAIL");
+    it["dcv_email"] = json!("admin@example.com");
+    let id = env.place(PARTNER, it);
+    env.advance(90);
+    assert_eq!(env.status(PARTNER, id), "in_progress");
+    env.state.approve_email(id, None).unwrap();
+    assert_eq!(env.status(PARTNER, id), "issued");
+}
