@@ -28,10 +28,6 @@ mod around;
 mod export;
 mod imports;
 mod reads;
-mod rounds;
-
-use rounds::Round;
-pub use rounds::run;
 
 pub(super) use reads::Now;
 
@@ -499,18 +495,16 @@ fn set_outcome(report: &mut RunReport, name: &str, outcome: Outcome) {
     }
 }
 
-/// One round of a run on a fleet host ([`rounds::run`] repeats them while the run waits):
-/// installs what the fleet has, then — when this host can take the lead — imports the shared
-/// records, runs the engine as the leader (waiting as `opts.wait` says), shares and publishes
+/// A run on a fleet host: installs what the fleet has, then — when this host can take the
+/// lead — imports the shared records, runs the engine as the leader, shares and publishes
 /// what changed, and gives the lead up. Without etcd (or its quorum) nothing is ordered and
-/// the round fails; what is installed stays.
-async fn round(
+/// the run fails; what is installed stays.
+pub async fn run(
     config: &Config,
     opts: &RunOptions,
     store: &Store,
     certs: &[&CertificateConfig],
-    marked: &std::cell::Cell<bool>,
-) -> Result<Round> {
+) -> Result<(RunReport, Vec<crate::api::RequestCount>)> {
     let link = connect(config, opts.clock)
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
@@ -528,7 +522,7 @@ async fn round(
     } = from_sync(synced.synced, &fleet_has, opts.force, &mut report);
     let Some(lead) = link.fleet.try_lead_exclusive().await? else {
         not_leading(&link, store, &mut report, &from_sync).await?;
-        return Ok(Round::followed(report));
+        return Ok((report, Vec::new()));
     };
     announce_lead(&link, &lead, opts, store, certs, &mut report).await;
     let skip = |name: &str| {
@@ -587,8 +581,6 @@ async fn round(
     }
     let own = fr.client.get().map(crate::api::Client::request_counts);
     drop(fr);
-    let host = link.fleet.host();
-    rounds::mark_waiting(&lead, host, opts, store, config, &eligible, marked).await;
     lead.resign().await;
     if let Err(e) = store.audit(
         None,
@@ -603,5 +595,5 @@ async fn round(
     if let Some(own) = own {
         merge_requests(&mut requests, own);
     }
-    Ok(Round::led(report, requests))
+    Ok((report, requests))
 }

@@ -83,7 +83,13 @@ pub(super) async fn export(
         if installed.iter().any(|(n, _)| *n == cert.name) {
             return None;
         }
-        let inst = records.get(&cert.name)?.installed.as_ref()?;
+        let rec = records.get(&cert.name)?;
+        // A reissue or order in flight: the fleet gets its certificate once issued (the
+        // order's download may already be the new certificate, not the one installed here).
+        if rec.pending_key.is_some() || rec.reissue.is_some() || rec.intent.is_some() {
+            return None;
+        }
+        let inst = rec.installed.as_ref()?;
         let lacking = match fleet_has.get(&cert.name) {
             None => true,
             Some((serial, not_before)) => {
