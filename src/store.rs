@@ -530,8 +530,8 @@ impl Store {
         })
     }
 
-    /// Replaces the record of `record.name` atomically and durably (0600).
-    pub fn save(&self, record: &CertRecord) -> Result<(), StoreError> {
+    /// Where the record of `record.name` lives, and its text at the current format version.
+    fn record_text(&self, record: &CertRecord) -> Result<(PathBuf, Vec<u8>), StoreError> {
         let path = self.record_path(&record.name)?;
         let mut record = record.clone();
         record.version = RECORD_VERSION;
@@ -539,6 +539,12 @@ impl Store {
             path: path.clone(),
             source: io::Error::other(e),
         })?;
+        Ok((path, text))
+    }
+
+    /// Replaces the record of `record.name` atomically and durably (0600).
+    pub fn save(&self, record: &CertRecord) -> Result<(), StoreError> {
+        let (path, text) = self.record_text(record)?;
         fsutil::write_atomic(&path, &text, 0o600)
             .map_err(|source| StoreError::Write { path, source })
     }

@@ -22,7 +22,7 @@ use std::path::Path;
 
 use time::OffsetDateTime;
 
-use super::{CertRecord, RECORD_VERSION, Store, StoreError, audit};
+use super::{CertRecord, Store, StoreError, audit};
 use crate::fsutil::{self, SyncGroup, WriteOptions};
 
 /// The error of a record whose batch could not be made durable.
@@ -107,13 +107,7 @@ impl Store {
         record: &CertRecord,
         group: &SyncGroup,
     ) -> Result<fsutil::StagedWrite, StoreError> {
-        let path = self.record_path(&record.name)?;
-        let mut record = record.clone();
-        record.version = RECORD_VERSION;
-        let text = serde_json::to_vec(&record).map_err(|e| StoreError::Write {
-            path: path.clone(),
-            source: io::Error::other(e),
-        })?;
+        let (path, text) = self.record_text(record)?;
         let opts = WriteOptions {
             mode: 0o600,
             group: None,

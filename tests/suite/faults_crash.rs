@@ -68,10 +68,9 @@ fn assert_consistent(env: &TestEnv, billed_at_most: u64) {
     assert_state_parses(env);
 }
 
-/// Aborts the first issuance at `point`, then runs again without the failpoint.
-fn crash_during_issuance(point: &str, domain: &str) {
-    let (env, _server) = webroot_env(domain);
-    let first = renew_with(&env, &[(FAILPOINT, point)]);
+/// A run that aborts at the failpoint `point` (reached, no exit code).
+fn crash_at(env: &TestEnv, point: &str) {
+    let first = renew_with(env, &[(FAILPOINT, point)]);
     assert!(
         first
             .stderr
@@ -80,6 +79,12 @@ fn crash_during_issuance(point: &str, domain: &str) {
         first.describe()
     );
     assert_eq!(first.code, None, "aborted\n{}", first.describe());
+}
+
+/// Aborts the first issuance at `point`, then runs again without the failpoint.
+fn crash_during_issuance(point: &str, domain: &str) {
+    let (env, _server) = webroot_env(domain);
+    crash_at(&env, point);
     assert!(env.billed() <= 1);
 
     let mut second = renew_with(&env, &[]);
@@ -382,15 +387,7 @@ fn batch_crash(point: &str, renamed: usize) {
         spec.reload_command = Some(vec!["/bin/true".into()]);
         env.certs.push(spec);
     }
-    let first = renew_with(&env, &[(FAILPOINT, point)]);
-    assert!(
-        first
-            .stderr
-            .contains(&format!("failpoint '{point}' reached")),
-        "the run reached '{point}'\n{}",
-        first.describe()
-    );
-    assert_eq!(first.code, None, "aborted\n{}", first.describe());
+    crash_at(&env, point);
     assert_eq!(env.billed(), BATCH.len() as u64);
     assert_state_parses(&env);
     let mut installed = 0;

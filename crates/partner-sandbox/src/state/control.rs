@@ -76,10 +76,8 @@ impl State {
 
     pub(super) fn shorten(&mut self, id: u64, days_left: i64, now: i64) -> Result<(), String> {
         check_days(days_left)?;
-        self.wakes.touch(id);
         let cert = self
-            .certs
-            .get_mut(&id)
+            .find_mut(id)
             .ok_or_else(|| format!("no certificate {id}"))?;
         if cert.subscription_end.is_none() {
             return Err(format!(
@@ -101,10 +99,8 @@ impl State {
         })?;
         let now = self.last_now;
         let instant = self.instant;
-        self.wakes.touch(id);
         let cert = self
-            .certs
-            .get_mut(&id)
+            .find_mut(id)
             .ok_or_else(|| format!("no certificate {id}"))?;
         if base == Base::Issued && cert.leaf.is_none() {
             return Err(format!("certificate {id} has no issued certificate"));

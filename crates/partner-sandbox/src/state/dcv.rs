@@ -154,8 +154,7 @@ impl State {
         now: i64,
     ) {
         let instant = self.instant;
-        self.wakes.touch(check.certificate_id);
-        let Some(cert) = self.certs.get_mut(&check.certificate_id) else {
+        let Some(cert) = self.find_mut(check.certificate_id) else {
             return;
         };
         // A check handed out before a reissue or method change is stale.
@@ -298,10 +297,8 @@ impl State {
 
     pub(super) fn approve(&mut self, id: u64, domain: Option<&str>) -> Result<(), String> {
         let now = self.last_now;
-        self.wakes.touch(id);
         let cert = self
-            .certs
-            .get_mut(&id)
+            .find_mut(id)
             .ok_or_else(|| format!("no certificate {id}"))?;
         if !cert.dcv_active() {
             return Err(format!(

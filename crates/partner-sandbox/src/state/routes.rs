@@ -215,6 +215,14 @@ impl State {
         &self.certs[&id]
     }
 
+    /// The certificate `id` if there is one, to change: the next advance looks at it. Every
+    /// change of a certificate goes through this or [`cert_mut`](Self::cert_mut) (or touches
+    /// it in [`wake`](super::wake)), so that its schedule is computed again.
+    pub(super) fn find_mut(&mut self, id: u64) -> Option<&mut Cert> {
+        self.wakes.touch(id);
+        self.certs.get_mut(&id)
+    }
+
     /// The certificate, to change: the next advance looks at it.
     pub(super) fn cert_mut(&mut self, id: u64) -> &mut Cert {
         self.wakes.touch(id);
