@@ -195,8 +195,93 @@ pub(crate) async fn install_ready<'a>(
     if ready.is_empty() {
         return Vec::new();
     }
-    let installs: Vec<CertInstall> = ready.iter().map(|(_, r)| r.install.clone()).collect();
-    let results = install::install_all(&installs).await;
+    let files = ready
+        .iter()
+        .map(|(_, r)| r.install.paths.all().count())
+        .sum();
+    let mut batch = ReadyBatch::new(files);
+    batch.stage(ready);
+    batch.finish().await
+}
+
+/// [`install_ready`] with the certificates staged a slice at a time ([`ReadyBatch::stage`]):
+/// of each, once its files are written beside their targets, only what recording its install
+/// needs is kept (not its bundle's content, its archive, its key), so that installing
+/// thousands at once holds one slice of them at a time; all of them are then switched,
+/// tested, reloaded and recorded together ([`ReadyBatch::finish`]).
+pub(crate) struct ReadyBatch<'a> {
+    install: install::InstallBatch,
+    ready: Vec<(Job<'a>, Ready)>,
+}
+
+impl<'a> ReadyBatch<'a> {
+    /// An empty batch of about `files` files ([`install::InstallBatch::new`]).
+    pub(crate) fn new(files: usize) -> Self {
+        ReadyBatch {
+            install: install::InstallBatch::new(files),
+            ready: Vec::new(),
+        }
+    }
+
+    /// Stages the files of `ready` (the next certificates of the batch, in order).
+    pub(crate) fn stage(&mut self, ready: Vec<(Job<'a>, Ready)>) {
+        let mut installs = Vec::with_capacity(ready.len());
+        for (job, r) in ready {
+            let (install, kept) = slim(r);
+            installs.push(install);
+            self.ready.push((job, kept));
+        }
+        self.install.stage(installs);
+    }
+
+    /// Installs everything staged and records each result ([`install_ready`]), in order.
+    pub(crate) async fn finish(self) -> Vec<(Job<'a>, Outcome, Option<String>)> {
+        let ReadyBatch { install, ready } = self;
+        if ready.is_empty() {
+            return Vec::new();
+        }
+        let results = install.finish().await;
+        installed(ready, results)
+    }
+}
+
+/// The install of `r` (its content, to stage) and what is kept of `r` to record it: its
+/// certificate's id, serial and dates, the install's paths and commands — not the archive,
+/// the bundle's PEM and DER nor the key.
+fn slim(r: Ready) -> (CertInstall, Ready) {
+    let Ready {
+        certificate_id,
+        bundle,
+        mut install,
+        archive: _,
+    } = r;
+    let empty = CertMaterial::new(Vec::new(), Vec::new(), Vec::new());
+    let material = std::mem::replace(&mut install.material, empty);
+    let without = install.clone();
+    install.material = material;
+    let kept = Ready {
+        certificate_id,
+        bundle: ValidatedBundle {
+            leaf_pem: String::new(),
+            chain_pem: String::new(),
+            fullchain_pem: String::new(),
+            root_pem: None,
+            leaf_der: Vec::new(),
+            chain_der: Vec::new(),
+            ..bundle
+        },
+        install: without,
+        archive: Vec::new(),
+    };
+    (install, kept)
+}
+
+/// The results of a batch's install (`results`, one per entry of `ready`, in order),
+/// recorded ([`record_installs`]).
+fn installed<'a>(
+    ready: Vec<(Job<'a>, Ready)>,
+    results: Vec<install::CertOutcome>,
+) -> Vec<(Job<'a>, Outcome, Option<String>)> {
     let mut done = Vec::with_capacity(ready.len());
     let mut live = Vec::new();
     for (idx, ((mut job, r), result)) in ready.into_iter().zip(results).enumerate() {

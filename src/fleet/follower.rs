@@ -11,23 +11,21 @@ use time::OffsetDateTime;
 use crate::config::{CertificateConfig, Config};
 use crate::crypto::CsrHashes;
 use crate::dcv::ValidationFile;
-use crate::engine::{Job, Outcome, RunReport, RunStats, deploy};
+use crate::engine::{Job, Outcome, RunReport, RunStats};
 use crate::store::{FleetAttempt, Store};
 
 use super::coord::Snapshot;
 use super::envelope::{self, Place, Purpose};
 use super::link::{FleetLink, check_specs, spec_digest};
-use super::schema::{
-    DcvEntry, HostResult, KEY_CHECK, current_key, dcv_key, host_key, seen_key, state_key,
-};
+use super::schema::{DcvEntry, HostResult, KEY_CHECK, dcv_key, host_key, seen_key, state_key};
 use super::shared::{check_dcv, open_state};
 use super::versions::{Seen, Versions};
 
 mod current;
 mod keep;
 pub(super) mod retired;
+mod slices;
 
-use current::{Step, take_steps};
 use keep::note_outcomes;
 
 /// What [`sync`] did for one certificate.
@@ -57,6 +55,9 @@ pub(super) struct View {
     /// The keys under `certs/` whose values the read left out: each at the revision this host
     /// accepted its value at (the value accepted last, not read again).
     pub(super) unread: BTreeMap<String, i64>,
+    /// The keys under `certs/` whose values the read left to be read a slice at a time (see
+    /// [`slices`]), each at its listed revision.
+    pub(super) deferred: BTreeMap<String, i64>,
     /// The modification revision of every key under `certs/`, and the revision of the read.
     revisions: BTreeMap<String, i64>,
     revision: i64,
@@ -74,6 +75,7 @@ impl View {
         Ok(View {
             docs: snap.certs,
             unread: snap.unread,
+            deferred: snap.deferred,
             revisions: snap.revisions,
             revision: snap.revision,
             dcv: snap
@@ -108,6 +110,38 @@ impl View {
             self.docs.insert(key, value);
         }
         Ok(())
+    }
+
+    /// Reads the values of those of `keys` the read left to be read later, at the read's
+    /// revision, each where the read listed it.
+    async fn read_deferred(&mut self, link: &FleetLink, keys: Vec<String>) -> Result<()> {
+        let keys: Vec<String> = keys
+            .into_iter()
+            .filter(|k| self.deferred.contains_key(k))
+            .collect();
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let values = link
+            .fleet
+            .values_listed(&keys, self.revision, &self.revisions)
+            .await?;
+        for (key, value) in values {
+            self.deferred.remove(&key);
+            self.docs.insert(key, value);
+        }
+        Ok(())
+    }
+
+    /// Drops the values of `keys` once taken, each noted as [`View::note_revisions`] does.
+    fn forget(&mut self, keys: impl Iterator<Item = String>) {
+        for rel in keys {
+            if let Some(value) = self.docs.remove(&rel)
+                && let Some(rev) = self.revisions.get(&rel)
+            {
+                self.versions.note_read(&rel, &value, *rev);
+            }
+        }
     }
 
     /// Keeps, with each value read that is the one accepted last, the revision it was read at.
@@ -152,53 +186,24 @@ pub(super) async fn sync(
     view.fill(link, dcv_states).await?;
     let pending = pending_csrs(link, config, &skip, &mut view);
     let validating = sync_dcv(link, config, store, &skip, &pending, &mut view)?;
-    let mut steps = Vec::new();
-    for (idx, cert) in config.certificates.iter().enumerate() {
-        if let Some(why) = refused.get(&cert.name) {
-            steps.push(Step::Done(Synced {
-                name: cert.name.clone(),
-                outcome: Outcome::Failed { error: why.clone() },
-            }));
-            continue;
-        }
-        if let Some(t) = tombstones.get(&cert.name) {
-            let done = retired::retire_here(link, config, store, (idx, cert), t).await;
-            steps.push(Step::Done(done));
-            continue;
-        }
-        let mut job = match Job::load(store, cert, idx, link.clock) {
-            Ok(job) => job,
-            Err(e) => {
-                view.problem(&cert.name, format!("{e:#}"));
-                continue;
-            }
-        };
-        if !validating.contains(&cert.name) {
-            remove_own_leftovers(&mut job);
-        }
-        if let Some(planned) = current::plan(link, cert, &job, &view) {
-            steps.push(Step::Current(Box::new((job, planned))));
-        }
-    }
-    let to_open: Vec<&CertificateConfig> = steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Current(current) if current.1.opens() => Some(current.0.cert),
-            _ => None,
-        })
-        .collect();
-    // A value accepted before but not installed here is opened again: read when left out.
-    view.fill(link, to_open.iter().map(|c| current_key(&c.name)).collect())
-        .await?;
-    let mut opened = current::open_all(link, &view, to_open).into_iter();
     let mut results = Vec::new();
-    let (mut out, ready, published, fleet_has) =
-        take_steps(link, steps, &mut opened, &mut view, &mut results);
+    let given = slices::Given {
+        refused,
+        tombstones: &tombstones,
+        validating: &validating,
+    };
+    let slices::Sliced {
+        mut out,
+        batch,
+        published,
+        fleet_has,
+    } = slices::take_slices(link, config, store, &given, &mut view, &mut results).await?;
     view.note_revisions();
     view.versions.save()?;
     // A failed install is counted by the install itself.
     let mut counted = BTreeSet::new();
-    for (job, outcome, _warning) in deploy::install_ready(ready).await {
+    let mut saved = BTreeMap::new();
+    for (job, outcome, _warning) in batch.finish().await {
         if matches!(outcome, Outcome::Failed { .. }) {
             counted.insert(job.cert.name.clone());
         }
@@ -218,6 +223,9 @@ pub(super) async fn sync(
                 skipped: None,
             },
         ));
+        if matches!(outcome, Outcome::Installed { .. }) {
+            saved.insert(job.cert.name.clone(), job.rec);
+        }
         out.push(Synced {
             name: job.cert.name.clone(),
             outcome,
@@ -229,7 +237,7 @@ pub(super) async fn sync(
         config,
         store,
         &view.attempts,
-        &out,
+        (&out, saved),
         &counted,
         link.clock.now(),
     );
@@ -473,7 +481,12 @@ pub(super) async fn read_fleet(
     store: &Store,
 ) -> Result<Snapshot> {
     let known = known_revisions(link, config, store);
-    Ok(link.fleet.snapshot(KEY_CHECK, &known).await?)
+    // The certificates' bundles are read a slice at a time by the synchronisation.
+    let snap = link
+        .fleet
+        .snapshot_deferring(KEY_CHECK, &known, |k| k.ends_with("/current"))
+        .await?;
+    Ok(snap)
 }
 
 /// A certificate this host did not fail on, whose fleet's last attempt failed (a follower,

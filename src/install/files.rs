@@ -383,11 +383,8 @@ impl InstallTx {
             mode
         };
 
+        // A staged file left by a crashed run is replaced when written (`write_staged`).
         let staged = sibling(target, NEW_SUFFIX);
-        remove_if_exists(&staged).map_err(|e| InstallError::Write {
-            path: target.to_path_buf(),
-            cause: Arc::new(e),
-        })?;
         if let Some(meta) = &existing
             && meta.mode() & 0o7777 == mode
             && uid.is_none_or(|u| u == meta.uid())
@@ -395,6 +392,10 @@ impl InstallTx {
             && same_content(target, data)
         {
             tracing::debug!(path = %target.display(), "unchanged, not replaced");
+            remove_if_exists(&staged).map_err(|e| InstallError::Write {
+                path: target.to_path_buf(),
+                cause: Arc::new(e),
+            })?;
             // A previous version left by a crashed run goes once this transaction commits.
             let prev = sibling(target, PREV_SUFFIX);
             self.files.push(TxFile {

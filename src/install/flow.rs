@@ -107,35 +107,114 @@ struct Pending {
 /// 5. commit the rest and run their deploy hooks.
 ///
 /// One certificate's failure does not stop the others; one outcome per input, in order.
+/// [`InstallBatch`] does the same with the certificates staged a slice at a time.
 pub async fn install_all(certs: &[CertInstall]) -> Vec<CertOutcome> {
-    let mut outcomes: Vec<CertOutcome> = certs
-        .iter()
-        .map(|c| CertOutcome {
+    let files: usize = certs.iter().map(|c| c.paths.all().count()).sum();
+    let mut batch = InstallBatch::new(files);
+    batch.stage(certs.to_vec());
+    batch.finish().await
+}
+
+/// One install transaction ([`install_all`]) whose certificates are staged a slice at a time
+/// ([`InstallBatch::stage`]: each slice's files written beside their targets, then its PEM
+/// content dropped), and then all switched, tested, reloaded and verified together
+/// ([`InstallBatch::finish`]): a host installing thousands of certificates holds one slice's
+/// content at a time, and still switches once and reloads each web server once. Nothing live
+/// changes before `finish`; a batch dropped before it removes what it staged.
+pub struct InstallBatch {
+    /// Each certificate staged or refused so far, in order, without its content once staged.
+    certs: Vec<CertInstall>,
+    outcomes: Vec<CertOutcome>,
+    staged: Vec<Pending>,
+    /// Every staged file is durable once it syncs, before the first one is switched.
+    staging: SyncGroup,
+    checked: Arc<CheckedDirs>,
+    /// Every path staged so far: a later certificate naming one is refused for it (the first
+    /// one staged keeps it, as within a slice).
+    paths: HashSet<PathBuf>,
+}
+
+impl InstallBatch {
+    /// An empty batch of about `files` files (how its staged files are made durable: one
+    /// `syncfs`, or an `fsync` of each for a few; see [`SyncGroup`]).
+    pub fn new(files: usize) -> Self {
+        InstallBatch {
+            certs: Vec::new(),
+            outcomes: Vec::new(),
+            staged: Vec::new(),
+            staging: SyncGroup::for_files(files),
+            checked: Arc::default(),
+            paths: HashSet::new(),
+        }
+    }
+
+    /// Stages the files of `certs` (the next ones of the batch, in order): a certificate that
+    /// cannot be staged fails alone. Only what switching, testing, verifying and the deploy
+    /// hooks need is kept of each (its content is written, and dropped).
+    pub fn stage(&mut self, certs: Vec<CertInstall>) {
+        let base = self.certs.len();
+        self.outcomes.extend(certs.iter().map(|c| CertOutcome {
             name: c.name.clone(),
             installed_serial: None,
             result: Ok(()),
-        })
-        .collect();
+        }));
+        let staged = stage_all(
+            &certs,
+            base,
+            &mut self.outcomes[base..],
+            (&self.staging, &self.checked),
+            &mut self.paths,
+        );
+        self.staged.extend(staged);
+        self.certs.extend(certs.into_iter().map(|mut c| {
+            c.material = CertMaterial::new(Vec::new(), Vec::new(), Vec::new());
+            c
+        }));
+    }
 
-    // Every staged file of the batch is durable before the first one is switched: one sync
-    // for the batch (see `SyncGroup`), not one per file.
-    let files: usize = certs.iter().map(|c| c.paths.all().count()).sum();
-    let staging = SyncGroup::for_files(files);
-    let staged = stage_all(certs, &mut outcomes, &staging);
-    let staged = match staging.sync() {
-        Ok(()) => staged,
-        Err((dir, e)) => {
-            // Dropped unapplied: their staged files are removed, nothing live changed.
-            for p in staged {
-                outcomes[p.idx].result = Err(InstallError::Write {
-                    path: dir.clone(),
-                    cause: Arc::new(io::Error::new(e.kind(), e.to_string())),
-                });
-            }
-            Vec::new()
+    /// Switches, tests, reloads, verifies and commits everything staged (see
+    /// [`install_all`]); one outcome per certificate staged, in order.
+    pub async fn finish(self) -> Vec<CertOutcome> {
+        let InstallBatch {
+            certs,
+            mut outcomes,
+            staged,
+            staging,
+            ..
+        } = self;
+        if certs.is_empty() {
+            return outcomes;
         }
-    };
+        let files: usize = staged
+            .iter()
+            .map(|p| certs[p.idx].paths.all().count())
+            .sum();
+        // Every staged file of the batch is durable before the first one is switched: one
+        // sync for the batch (see `SyncGroup`), not one per file.
+        let staged = match staging.sync() {
+            Ok(()) => staged,
+            Err((dir, e)) => {
+                // Dropped unapplied: their staged files are removed, nothing live changed.
+                for p in staged {
+                    outcomes[p.idx].result = Err(InstallError::Write {
+                        path: dir.clone(),
+                        cause: Arc::new(io::Error::new(e.kind(), e.to_string())),
+                    });
+                }
+                Vec::new()
+            }
+        };
+        switch_and_reload(&certs, staged, files, outcomes).await
+    }
+}
 
+/// After the staged files are durable: steps 2 to 5 of [`install_all`].
+async fn switch_and_reload(
+    certs: &[CertInstall],
+    staged: Vec<Pending>,
+    files: usize,
+    mut outcomes: Vec<CertOutcome>,
+) -> Vec<CertOutcome> {
     crate::failpoint::hit("files-staged");
     // Each transaction switches files of its own (no path is in two of them), on a few
     // threads at once; the renames of all of them are made durable together before any
@@ -183,15 +262,18 @@ pub async fn install_all(certs: &[CertInstall]) -> Vec<CertOutcome> {
     outcomes
 }
 
-/// Stages every certificate's files (each written beside its target, durable once `group`
-/// syncs). Those
-/// whose paths no other certificate of the batch names (nor the certificate itself twice) are
-/// staged on a few threads at once; the others one after the other, in order, the first one
-/// staged keeping a path and the later ones refused for it. The staged ones in input order.
+/// Stages every certificate's files (each written beside its target, durable once the
+/// batch's group syncs). Those whose paths no other certificate of the batch names (nor the
+/// certificate itself twice, nor one staged before: `paths`) are staged on a few threads at
+/// once; the others one after the other, in order, the first one staged keeping a path and
+/// the later ones refused for it. The staged ones in input order, numbered from `base`;
+/// `paths` gains their paths.
 fn stage_all(
     certs: &[CertInstall],
+    base: usize,
     outcomes: &mut [CertOutcome],
-    group: &SyncGroup,
+    (group, checked): (&SyncGroup, &Arc<CheckedDirs>),
+    paths: &mut HashSet<PathBuf>,
 ) -> Vec<Pending> {
     let mut named: HashMap<&Path, usize> = HashMap::new();
     for cert in certs {
@@ -203,22 +285,29 @@ fn stage_all(
         certs[idx]
             .paths
             .all()
-            .all(|p| named.get(p).copied().unwrap_or(0) <= 1)
+            .all(|p| named.get(p).copied().unwrap_or(0) <= 1 && !paths.contains(p))
     });
-    let checked = Arc::new(CheckedDirs::default());
-    let batch = (group, &checked);
+    let batch = (group, checked);
     let mut results = crate::parallel::map(alone, |idx| {
         (idx, stage(&certs[idx], &mut HashSet::new(), batch))
     });
-    let mut seen: HashSet<PathBuf> = HashSet::new();
+    for (idx, result) in &results {
+        if result.is_ok() {
+            paths.extend(certs[*idx].paths.all().map(PathBuf::from));
+        }
+    }
     for idx in contested {
-        results.push((idx, stage(&certs[idx], &mut seen, batch)));
+        results.push((idx, stage(&certs[idx], paths, batch)));
     }
     results.sort_by_key(|(idx, _)| *idx);
     let mut staged = Vec::with_capacity(results.len());
     for (idx, result) in results {
         match result {
-            Ok((tx, serial)) => staged.push(Pending { idx, tx, serial }),
+            Ok((tx, serial)) => staged.push(Pending {
+                idx: base + idx,
+                tx,
+                serial,
+            }),
             Err(e) => outcomes[idx].result = Err(e),
         }
     }

@@ -26,8 +26,9 @@ pub(super) enum StageError {
     Write(io::Error),
 }
 
-/// Creates `staged` owner-only, sets owner and mode, then writes the content, made durable
-/// through `group` (whose [`SyncGroup::watch`] saw its directory).
+/// Creates `staged` owner-only (a file left there by a crashed run, or anything else at that
+/// name, removed first — never followed), sets owner and mode, then writes the content, made
+/// durable through `group` (whose [`SyncGroup::watch`] saw its directory).
 pub(super) fn write_staged(
     staged: &Path,
     data: &[u8],
@@ -35,18 +36,31 @@ pub(super) fn write_staged(
     mode: u32,
     group: &SyncGroup,
 ) -> Result<(), StageError> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(staged)
-        .map_err(StageError::Write)?;
-    let meta = file.metadata().map_err(StageError::Write)?;
-    let uid = uid.filter(|&u| u != meta.uid());
-    let gid = gid.filter(|&g| g != meta.gid());
+    let create = || {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(staged)
+    };
+    // Nothing is there on a host that installs for the first time: no removal to try first.
+    let mut file = match create() {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            remove_if_exists(staged).map_err(StageError::Write)?;
+            create()
+        }
+        other => other,
+    }
+    .map_err(StageError::Write)?;
+    // The owner a new file got is only looked at when one is asked for.
     if uid.is_some() || gid.is_some() {
-        std::os::unix::fs::fchown(&file, uid, gid).map_err(StageError::Chown)?;
+        let meta = file.metadata().map_err(StageError::Write)?;
+        let uid = uid.filter(|&u| u != meta.uid());
+        let gid = gid.filter(|&g| g != meta.gid());
+        if uid.is_some() || gid.is_some() {
+            std::os::unix::fs::fchown(&file, uid, gid).map_err(StageError::Chown)?;
+        }
     }
     // Explicit bits after the owner change: the umask does not apply, and chown may clear
     // set-id bits.

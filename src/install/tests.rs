@@ -756,3 +756,57 @@ async fn deploy_hook_gets_the_combined_path() {
     assert!(env.contains("CERT_AGENT_FULLCHAIN_PATH=\n"), "{env}");
     assert!(!env.contains("PRIVATE KEY"));
 }
+
+#[tokio::test]
+async fn a_batch_staged_in_slices_changes_nothing_before_it_finishes_and_tests_once() {
+    let dir = tmp();
+    let counter = dir.path().join("count");
+    let count = format!("echo x >> '{}'", counter.display());
+    let a = cert_install(dir.path(), "a", &["sh", "-c", &count]);
+    let b = cert_install(dir.path(), "b", &["sh", "-c", &count]);
+    // A later slice naming a path staged by an earlier one is refused for it.
+    let mut dup = cert_install(dir.path(), "d", &["sh", "-c", &count]);
+    dup.paths.fullchain = a.paths.fullchain.clone();
+    let mut batch = InstallBatch::new(12);
+    batch.stage(vec![a.clone()]);
+    let full_a = a.paths.fullchain.clone().unwrap();
+    assert!(!full_a.exists(), "nothing live before the batch finishes");
+    batch.stage(vec![b.clone(), dup]);
+    let out = batch.finish().await;
+    assert_eq!(out.len(), 3);
+    assert!(out[0].result.is_ok(), "{:?}", out[0].result);
+    assert!(out[1].result.is_ok(), "{:?}", out[1].result);
+    assert!(
+        matches!(out[2].result, Err(InstallError::DuplicatePath { .. })),
+        "{:?}",
+        out[2].result
+    );
+    assert!(out[0].installed() && out[1].installed() && !out[2].installed());
+    assert_eq!(fs::read(&full_a).unwrap(), a.material.fullchain_pem);
+    let full_b = b.paths.fullchain.clone().unwrap();
+    assert_eq!(fs::read(&full_b).unwrap(), b.material.fullchain_pem);
+    assert_eq!(fs::read(key_of(&b.paths)).unwrap(), b.material.key_pem);
+    // One config test for both slices.
+    assert_eq!(fs::read_to_string(&counter).unwrap(), "x\n");
+    for full in [&full_a, &full_b] {
+        let dir = full.parent().unwrap();
+        assert!(leftovers(dir).is_empty(), "{:?}", leftovers(dir));
+    }
+}
+
+#[tokio::test]
+async fn a_batch_dropped_before_it_finishes_removes_what_it_staged() {
+    let dir = tmp();
+    let a = cert_install(dir.path(), "a", &["true"]);
+    let full = a.paths.fullchain.clone().unwrap();
+    let mut batch = InstallBatch::new(4);
+    batch.stage(vec![a.clone()]);
+    let staged = leftovers(full.parent().unwrap());
+    assert!(!staged.is_empty(), "staged beside the targets");
+    drop(batch);
+    assert!(!full.exists());
+    assert!(!key_of(&a.paths).exists());
+    // The directories it created went with it.
+    let parent = full.parent().unwrap();
+    assert!(!parent.exists() || leftovers(parent).is_empty());
+}

@@ -3,7 +3,9 @@
 //! `hosts/HOST/certs/` and opening (`fleet status` reads them), and each journalled, audited
 //! and recorded installed (written together, one batch); a certificate of the batch whose
 //! published value does not open on a joining host (following while another host leads) fails
-//! alone, reported with its error, the others installed. Real etcd (three members), real nginx on every host.
+//! alone, reported with its error, the others installed. A catch-up taken in several slices
+//! (`CERT_AGENT_TEST_SYNC_SLICE`) refuses a forged and a garbage value of later slices and
+//! installs the rest with one reload. Real etcd (three members), real nginx on every host.
 
 use crate::support;
 
@@ -14,6 +16,7 @@ use support::env::{AgentOutput, norm_serial};
 use support::etcd::{EtcdClient, EtcdCluster};
 use support::webserver::Server;
 
+use crate::fleet_batch::{count_reloads, reloads};
 use crate::fleet_e2e::{Fleet, numbered, ready};
 
 const COUNT: usize = 150;
@@ -21,7 +24,7 @@ const COUNT: usize = 150;
 const LIMIT: Duration = Duration::from_secs(600);
 
 fn names() -> Vec<String> {
-    numbered(COUNT).into_iter().map(|(n, _)| n).collect()
+    names_of(COUNT)
 }
 
 fn run(f: &Fleet, i: usize, args: &[&str]) -> AgentOutput {
@@ -155,4 +158,69 @@ fn hosts_catching_up_on_more_than_one_transaction_of_results_report_every_one() 
             "{name}: {row}"
         );
     }
+}
+
+/// Certificates of [`a_catch_up_in_slices_refuses_bad_values_of_later_slices_with_one_reload`],
+/// taken [`SLICE`] at a time: three slices.
+const SLICED: usize = 12;
+const SLICE: &str = "5";
+
+#[test]
+fn a_catch_up_in_slices_refuses_bad_values_of_later_slices_with_one_reload() {
+    if !ready() {
+        return;
+    }
+    let env = support::env::TestEnv::new();
+    let cluster = EtcdCluster::start(env.dir.path(), 3);
+    let servers = [Server::Nginx, Server::Nginx];
+    let f = Fleet::numbered(env, &cluster.endpoints(), "/sliced/", &servers, SLICED);
+    let first = run(&f, 0, &["--json", "renew", "--wait", "300"]);
+    first.expect_code(0);
+    let counted = count_reloads(&f, 1);
+
+    // c11 (third slice) holds c10's value (sealed for another key and name), c6 (second
+    // slice) garbage.
+    let mut etcd = EtcdClient::connect(cluster.endpoints(), "/sliced/");
+    let other = etcd.get("certs/c10/current").expect("c10 published");
+    etcd.put("certs/c11/current", other);
+    etcd.put("certs/c6/current", b"\x00garbage{".to_vec());
+    // Another host leads meanwhile: web2's run only follows.
+    let lease = etcd.put_on_lease("leader", "web1", 600);
+    let out = f
+        .env
+        .agent_at(&f.hosts[1].config, ["--json", "renew"])
+        .env("CERT_AGENT_TEST_SYNC_SLICE", SLICE)
+        .run_within(LIMIT);
+    etcd.revoke(lease);
+    out.expect_code(3);
+    for bad in ["c6", "c11"] {
+        let o = out.outcome(bad);
+        assert_eq!(o["outcome"], "failed", "{bad}: {}", out.describe());
+        let error = o["error"].as_str().unwrap_or_default();
+        assert!(error.contains(&format!("certs/{bad}/current")), "{error}");
+        let rec = std::fs::read_to_string(f.hosts[1].state.join(format!("certs/{bad}.json")));
+        let installed = rec
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .map(|v| v["installed"].clone());
+        assert!(
+            installed.is_none_or(|i| i.is_null()),
+            "nothing installed for {bad}"
+        );
+    }
+    for name in names_of(SLICED)
+        .iter()
+        .filter(|n| !["c6", "c11"].contains(&n.as_str()))
+    {
+        assert_eq!(
+            Some(out.installed_serial(name)),
+            serial(&first.outcome(name)["serial"]),
+            "{name}"
+        );
+    }
+    assert_eq!(reloads(&counted), 1, "one reload for three slices");
+}
+
+fn names_of(n: usize) -> Vec<String> {
+    numbered(n).into_iter().map(|(n, _)| n).collect()
 }

@@ -7,6 +7,11 @@
 //! never modified in etcd without its key's revision changing, so a key at a known revision
 //! holds the very bytes this host accepted; everything else (a forgery, a replay, under a new
 //! revision) is read and checked as before.
+//!
+//! A synchronisation may also leave some values to be read later, in slices
+//! ([`Fleet::snapshot_deferring`]): their keys come back in [`Snapshot::deferred`] with their
+//! listed revisions, and [`Fleet::values_listed`] reads them at the snapshot's revision (the
+//! same one-revision view), checking each against the listing.
 
 use std::collections::BTreeMap;
 
@@ -33,6 +38,9 @@ pub struct Snapshot {
     /// The keys under `certs/` whose values were not read: each at a revision this host
     /// accepted its value at (`known`), with that revision.
     pub unread: BTreeMap<String, i64>,
+    /// The keys under `certs/` whose values were to be read but were left for later (see
+    /// [`Fleet::snapshot_deferring`]), with their listed revisions.
+    pub deferred: BTreeMap<String, i64>,
     /// The modification revision of every key under `certs/`.
     pub revisions: BTreeMap<String, i64>,
     /// Every key under `dcv/` (relative to the prefix) with its value.
@@ -65,6 +73,19 @@ impl Fleet {
         &self,
         key_check: &str,
         known: &BTreeMap<String, i64>,
+    ) -> Result<Snapshot, FleetError> {
+        self.snapshot_deferring(key_check, known, |_| false).await
+    }
+
+    /// [`Fleet::snapshot`], leaving the values of the keys `defer` names (relative to the
+    /// prefix) unread: in [`Snapshot::deferred`], to be read by [`Fleet::values_listed`] at
+    /// the snapshot's revision, a slice at a time (a fresh host's ten thousand bundles are
+    /// never all held at once).
+    pub async fn snapshot_deferring(
+        &self,
+        key_check: &str,
+        known: &BTreeMap<String, i64>,
+        defer: impl Fn(&str) -> bool,
     ) -> Result<Snapshot, FleetError> {
         let txn = Txn::new().and_then([
             TxnOp::get(
@@ -120,13 +141,52 @@ impl Fleet {
         let key_check = get(2)
             .and_then(|g| g.kvs().first())
             .map(|kv| (kv.value().to_vec(), kv.mod_revision()));
-        let wanted: Vec<String> = to_read(&revisions, known)
+        let (deferred, wanted): (Vec<String>, Vec<String>) = to_read(&revisions, known)
             .into_iter()
             .map(str::to_owned)
+            .partition(|k| defer(k));
+        let certs = self.values_listed(&wanted, revision, &revisions).await?;
+        let deferred: BTreeMap<String, i64> = deferred
+            .into_iter()
+            .filter_map(|k| revisions.get(&k).map(|r| (k, *r)))
             .collect();
+        let unread: BTreeMap<String, i64> = revisions
+            .iter()
+            .filter(|(k, _)| !certs.contains_key(*k) && !deferred.contains_key(*k))
+            .map(|(k, r)| (k.clone(), *r))
+            .collect();
+        tracing::debug!(
+            "fleet: read at revision {revision}: {} key(s) under certs/, {} value(s) read{}, {} \
+             unchanged since this host accepted them (not read), {} left to read in slices",
+            revisions.len(),
+            certs.len(),
+            named(certs.keys()),
+            unread.len(),
+            deferred.len()
+        );
+        Ok(Snapshot {
+            revision,
+            certs,
+            unread,
+            deferred,
+            revisions,
+            dcv: dcv.into_iter().collect(),
+            key_check,
+        })
+    }
+
+    /// The values of `keys` (relative to the prefix) at `revision`, where the listing of that
+    /// revision (`listed`: key → modification revision) says each is: a value at another
+    /// revision, or none, is refused (the store does not answer as its own listing said).
+    pub async fn values_listed(
+        &self,
+        keys: &[String],
+        revision: i64,
+        listed: &BTreeMap<String, i64>,
+    ) -> Result<BTreeMap<String, Vec<u8>>, FleetError> {
         let mut certs = BTreeMap::new();
-        for (key, (value, at)) in self.values_at(&wanted, revision).await? {
-            if revisions.get(&key) != Some(&at) {
+        for (key, (value, at)) in self.values_at(keys, revision).await? {
+            if listed.get(&key) != Some(&at) {
                 return Err(FleetError::Corrupt {
                     key: self.key(&key),
                     detail: format!(
@@ -137,33 +197,13 @@ impl Fleet {
             }
             certs.insert(key, value);
         }
-        if let Some(missing) = wanted.iter().find(|k| !certs.contains_key(*k)) {
+        if let Some(missing) = keys.iter().find(|k| !certs.contains_key(*k)) {
             return Err(FleetError::Corrupt {
                 key: self.key(missing),
                 detail: format!("listed at revision {revision} but has no value there"),
             });
         }
-        let unread: BTreeMap<String, i64> = revisions
-            .iter()
-            .filter(|(k, _)| !certs.contains_key(*k))
-            .map(|(k, r)| (k.clone(), *r))
-            .collect();
-        tracing::debug!(
-            "fleet: read at revision {revision}: {} key(s) under certs/, {} value(s) read{}, {} \
-             unchanged since this host accepted them (not read)",
-            revisions.len(),
-            certs.len(),
-            named(certs.keys()),
-            unread.len()
-        );
-        Ok(Snapshot {
-            revision,
-            certs,
-            unread,
-            revisions,
-            dcv: dcv.into_iter().collect(),
-            key_check,
-        })
+        Ok(certs)
     }
 
     /// The values of `keys` (relative to the prefix) at `revision`, with their modification

@@ -13,7 +13,7 @@ use crate::crypto;
 use crate::engine::{Job, Outcome};
 use crate::fleet::link::FleetLink;
 use crate::fleet::schema::HostResult;
-use crate::store::{FleetAttempt, Store};
+use crate::store::{CertRecord, FleetAttempt, Store};
 
 /// What this host does with the fleet's certificate `serial` (version `version` at `key`).
 pub(super) enum Keep {
@@ -64,12 +64,13 @@ pub(super) fn skip_result(link: &FleetLink, job: &Job<'_>, version: u64, why: &s
 /// After a synchronisation, each configured certificate's record: the fleet's last attempt as
 /// its shared record tells it (when it was opened), and this host's own failures — a value
 /// that did not open or check, a refused specification, a failed install — or, when this
-/// synchronisation did not fail on it, none.
+/// synchronisation did not fail on it, none. `saved`: the records this synchronisation's
+/// installs just wrote, by name (not read again).
 pub(super) fn note_outcomes(
     config: &Config,
     store: &Store,
     attempts: &BTreeMap<String, FleetAttempt>,
-    out: &[Synced],
+    (out, mut saved): (&[Synced], BTreeMap<String, CertRecord>),
     counted: &BTreeSet<String>,
     now: OffsetDateTime,
 ) {
@@ -77,7 +78,11 @@ pub(super) fn note_outcomes(
         out.iter().map(|s| (s.name.as_str(), &s.outcome)).collect();
     let mut changed = Vec::new();
     for cert in &config.certificates {
-        let Ok(mut rec) = store.load(&cert.name) else {
+        let loaded = match saved.remove(&cert.name) {
+            Some(rec) => Ok(rec),
+            None => store.load(&cert.name),
+        };
+        let Ok(mut rec) = loaded else {
             continue;
         };
         if store.retired_and_idle(&cert.name, &rec).is_some() {
@@ -111,7 +116,7 @@ pub(super) fn note_outcomes(
         }
     }
     // Written together: one sync for the batch, not one per record.
-    let records: Vec<&crate::store::CertRecord> = changed.iter().collect();
+    let records: Vec<&CertRecord> = changed.iter().collect();
     for (rec, saved) in changed.iter().zip(store.save_all(&records)) {
         if let Err(e) = saved {
             tracing::warn!(certificate = %rec.name, "could not record the fleet's state: {e:#}");

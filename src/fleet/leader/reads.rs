@@ -97,6 +97,7 @@ impl Kept {
                 .certs
                 .keys()
                 .chain(snap.unread.keys())
+                .chain(snap.deferred.keys())
                 .cloned()
                 .collect(),
             states: snap

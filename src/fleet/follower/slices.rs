@@ -1,0 +1,160 @@
+//! The fleet's current certificates taken a slice at a time: for each slice of the configured
+//! certificates (in the configuration's order), the values not accepted before are read at the
+//! synchronisation's revision (the snapshot left them out: [`Fleet::snapshot_deferring`]),
+//! planned, opened and checked, accepted, and what is to be installed staged into one batch
+//! ([`deploy::ReadyBatch`]); then the slice's raw values, bundles and keys are dropped. A
+//! fresh host catching up on ten thousand certificates holds one slice of them at a time,
+//! and still switches everything once and reloads each web server once, when the batch is
+//! finished.
+//!
+//! [`Fleet::snapshot_deferring`]: crate::fleet::coord::Fleet::snapshot_deferring
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::Result;
+use time::OffsetDateTime;
+
+use super::current::{self, Step, take_steps};
+use super::retired;
+use super::{Synced, View, remove_own_leftovers};
+use crate::config::{CertificateConfig, Config};
+use crate::engine::{Job, Outcome, deploy};
+use crate::fleet::link::FleetLink;
+use crate::fleet::schema::{HostResult, Tombstone, current_key};
+use crate::store::Store;
+
+/// Certificates per slice: the values of at most this many are held at once (about 17 KiB
+/// each as read, and their opened bundles and keys until staged).
+pub(super) const SLICE: usize = 500;
+
+/// [`SLICE`] (in debug builds, `CERT_AGENT_TEST_SYNC_SLICE` for the tests).
+pub(super) fn slice_size() -> usize {
+    if cfg!(debug_assertions)
+        && let Some(n) = std::env::var("CERT_AGENT_TEST_SYNC_SLICE")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|n| *n > 0)
+    {
+        return n;
+    }
+    SLICE
+}
+
+/// What the slices of a synchronisation found: the outcomes so far (in order), the batch to
+/// install, the version published of each certificate in it, and the fleet's certificates as
+/// read (serial and `not_before`).
+pub(super) struct Sliced<'a> {
+    pub(super) out: Vec<Synced>,
+    pub(super) batch: deploy::ReadyBatch<'a>,
+    pub(super) published: BTreeMap<String, u64>,
+    pub(super) fleet_has: BTreeMap<String, (String, OffsetDateTime)>,
+}
+
+/// What every slice needs besides the view: the specifications refused, the tombstones that
+/// opened, the certificates whose validation file the fleet publishes.
+pub(super) struct Given<'g> {
+    pub(super) refused: &'g BTreeMap<String, String>,
+    pub(super) tombstones: &'g BTreeMap<String, Tombstone>,
+    pub(super) validating: &'g BTreeSet<String>,
+}
+
+/// Takes the configured certificates a slice at a time (see the module's documentation);
+/// the results of what is kept go to `results`, the errors to the view's problems. An error
+/// reading a slice's values ends the synchronisation before anything is switched (what was
+/// staged is removed with the batch).
+pub(super) async fn take_slices<'a>(
+    link: &'a FleetLink,
+    config: &'a Config,
+    store: &'a Store,
+    given: &Given<'_>,
+    view: &mut View,
+    results: &mut Vec<(String, HostResult)>,
+) -> Result<Sliced<'a>> {
+    let size = slice_size();
+    let fresh = config
+        .certificates
+        .iter()
+        .filter(|c| view.deferred.contains_key(&current_key(&c.name)))
+        .count();
+    // About four files a certificate (key, certificate, chain, full chain).
+    let mut taken = Sliced {
+        out: Vec::new(),
+        batch: deploy::ReadyBatch::new(fresh.saturating_mul(4)),
+        published: BTreeMap::new(),
+        fleet_has: BTreeMap::new(),
+    };
+    for (n, slice) in config.certificates.chunks(size).enumerate() {
+        let first = n.saturating_mul(size);
+        view.read_deferred(link, slice.iter().map(|c| current_key(&c.name)).collect())
+            .await?;
+        let steps = plan_slice(link, config, store, given, (first, slice), view).await;
+        let to_open: Vec<&CertificateConfig> = steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Current(current) if current.1.opens() => Some(current.0.cert),
+                _ => None,
+            })
+            .collect();
+        // A value accepted before but not installed here is opened again: read when left out.
+        view.fill(link, to_open.iter().map(|c| current_key(&c.name)).collect())
+            .await?;
+        let mut opened = current::open_all(link, view, to_open).into_iter();
+        let (out, mut ready, published, fleet_has) =
+            take_steps(link, steps, &mut opened, view, results);
+        // The fleet's last attempt goes into the record the install writes: not written
+        // again after it ([`note_outcomes`](super::keep::note_outcomes)).
+        for (job, _) in &mut ready {
+            if let Some(a) = view.attempts.get(&job.cert.name) {
+                job.rec.fleet = Some(a.clone());
+            }
+        }
+        taken.out.extend(out);
+        taken.published.extend(published);
+        taken.fleet_has.extend(fleet_has);
+        view.forget(slice.iter().map(|c| current_key(&c.name)));
+        taken.batch.stage(ready);
+    }
+    Ok(taken)
+}
+
+/// The step of each certificate of `slice` (the configured certificates from index `first`
+/// on): refused, retired here, or what its current value needs.
+async fn plan_slice<'a>(
+    link: &'a FleetLink,
+    config: &'a Config,
+    store: &'a Store,
+    given: &Given<'_>,
+    (first, slice): (usize, &'a [CertificateConfig]),
+    view: &mut View,
+) -> Vec<Step<'a>> {
+    let mut steps = Vec::new();
+    for (i, cert) in slice.iter().enumerate() {
+        let idx = first + i;
+        if let Some(why) = given.refused.get(&cert.name) {
+            steps.push(Step::Done(Synced {
+                name: cert.name.clone(),
+                outcome: Outcome::Failed { error: why.clone() },
+            }));
+            continue;
+        }
+        if let Some(t) = given.tombstones.get(&cert.name) {
+            let done = retired::retire_here(link, config, store, (idx, cert), t).await;
+            steps.push(Step::Done(done));
+            continue;
+        }
+        let mut job = match Job::load(store, cert, idx, link.clock) {
+            Ok(job) => job,
+            Err(e) => {
+                view.problem(&cert.name, format!("{e:#}"));
+                continue;
+            }
+        };
+        if !given.validating.contains(&cert.name) {
+            remove_own_leftovers(&mut job);
+        }
+        if let Some(planned) = current::plan(link, cert, &job, view) {
+            steps.push(Step::Current(Box::new((job, planned))));
+        }
+    }
+    steps
+}
