@@ -6,15 +6,17 @@
 # joins with `cert-agent renew`, REPEAT times (a fresh state and output directory each): its
 # wall and CPU time (median), its peak RSS (the largest of the repetitions), its reloads, and — with STRACE=1 — its syscalls
 # (`strace -c -f`, one extra run; its fsync, fdatasync, syncfs, openat, rename, statx and
-# unlink calls listed), with PERF=1 a `perf record -g` profile (one extra run).
+# unlink calls listed), with PERF=1 a `perf record -g` profile (one extra run), with
+# HEAPTRACK=1 the largest allocations at the heap's peak (`heaptrack`, one extra run).
 # The joiner's first run takes the free lead: a leader's run synchronises first, as a
 # follower's does, then finds nothing due.
 # With BASELINE=PATH (another cert-agent build) each repetition also times a fresh joiner
 # with it (the same fleet: before and after a change, under the same load); the leader is
 # always AGENT.
-# Results: OUT/catchup.csv, OUT/summary.txt, OUT/strace-BUILD-C.txt, OUT/perf-C.txt.
+# Results: OUT/catchup.csv, OUT/summary.txt, OUT/strace-BUILD-C.txt, OUT/perf-C.txt,
+# OUT/heaptrack-C.txt.
 # Usage: benches/fleet-catchup.sh [OUT_DIR]   (default benches/results/fleet-catchup-DATE)
-#   SIZES="1000" REPEAT=3 STRACE=0 PERF=0 PROFILE=release|debug AGENT_BIN=PATH BASELINE=PATH
+#   SIZES="1000" REPEAT=3 STRACE=0 PERF=0 HEAPTRACK=0 PROFILE=release|debug AGENT_BIN=PATH BASELINE=PATH
 # Needs etcd, nginx, openssl, python3, curl (strace, perf when asked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,6 +72,13 @@ for C in $SIZES; do
       awk -v b="${b%%:*}" -v c="$C" '$NF ~ /^(fsync|fdatasync|syncfs|openat|rename|statx|unlink)$/ {
         printf "C=%s %s %s: %s calls\n", c, b, $NF, $4 }' "$OUT/strace-${b%%:*}-$C.txt"
     done
+  fi
+  if [ "${HEAPTRACK:-0}" = 1 ]; then
+    # Where the peak of the heap goes (one extra run): the largest allocators at the peak.
+    d=$B/heaptrack; joiner "$d" "$PREFIX" "$C" "$DOM"
+    heaptrack -o "$W/heaptrack-$C" "$AGENT" --config "$d/config.toml" renew > "$d/renew.log" 2>&1 || true
+    heaptrack_print -f "$W/heaptrack-$C".* --print-peaks 1 --print-allocators 0 --print-leaks 0 \
+      --print-temporary 0 -n 25 2>/dev/null > "$OUT/heaptrack-$C.txt" || true
   fi
   if [ "${PERF:-0}" = 1 ]; then
     d=$B/perf; joiner "$d" "$PREFIX" "$C" "$DOM"

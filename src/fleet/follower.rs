@@ -126,6 +126,16 @@ impl View {
             .fleet
             .values_listed(&keys, self.revision, &self.revisions)
             .await?;
+        let shown = if keys.len() <= 10 {
+            format!(" ({})", keys.join(", "))
+        } else {
+            String::new()
+        };
+        tracing::debug!(
+            "fleet: {} value(s) read in a slice at revision {}{shown}",
+            keys.len(),
+            self.revision
+        );
         for (key, value) in values {
             self.deferred.remove(&key);
             self.docs.insert(key, value);
