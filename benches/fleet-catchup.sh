@@ -78,7 +78,7 @@ for C in $SIZES; do
     d=$B/heaptrack; joiner "$d" "$PREFIX" "$C" "$DOM"
     heaptrack -o "$W/heaptrack-$C" "$AGENT" --config "$d/config.toml" renew > "$d/renew.log" 2>&1 || true
     heaptrack_print -f "$W/heaptrack-$C".* --print-peaks 1 --print-allocators 0 --print-leaks 0 \
-      --print-temporary 0 -n 25 2>/dev/null > "$OUT/heaptrack-$C.txt" || true
+      --print-temporary 0 -n 25 2>/dev/null | head -n 400 > "$OUT/heaptrack-$C.txt" || true
   fi
   if [ "${PERF:-0}" = 1 ]; then
     d=$B/perf; joiner "$d" "$PREFIX" "$C" "$DOM"
