@@ -179,7 +179,8 @@ impl View {
 /// `hosts/HOST/`. Also serves the validation files the leader published (each checked
 /// against the fleet's pending CSR) and removes those it withdrew. A value that does not
 /// open or check fails its certificate only. `snap` is the fleet as this synchronisation
-/// read it ([`read_fleet`]).
+/// read it ([`read_fleet`]); the certificates' values it left out are read, opened and staged
+/// a slice at a time ([`slices`]), and everything staged is installed together.
 pub(super) async fn sync(
     link: &FleetLink,
     config: &Config,
