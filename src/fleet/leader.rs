@@ -503,13 +503,16 @@ fn set_outcome(report: &mut RunReport, name: &str, outcome: Outcome) {
 /// installs what the fleet has, then — when this host can take the lead — imports the shared
 /// records, runs the engine as the leader (waiting as `opts.wait` says), shares and publishes
 /// what changed, and gives the lead up. Without etcd (or its quorum) nothing is ordered and
-/// the round fails; what is installed stays.
+/// the round fails; what is installed stays. A later round of a run (`follows`) works on the
+/// certificates the run follows up (`certs`): one whose fleet value failed here is not left
+/// to the fleet as [`FromSync::not_here`] says, since its work may be in flight here.
 async fn round(
     config: &Config,
     opts: &RunOptions,
     store: &Store,
     certs: &[&CertificateConfig],
     marked: &std::cell::Cell<bool>,
+    follows: bool,
 ) -> Result<Round> {
     let link = connect(config, opts.clock)
         .await?
@@ -525,7 +528,7 @@ async fn round(
         decided: from_sync,
         held,
         not_here,
-    } = from_sync(synced.synced, &fleet_has, opts.force, &mut report);
+    } = from_sync(synced.synced, &fleet_has, opts.force || follows, &mut report);
     let Some(lead) = link.fleet.try_lead_exclusive().await? else {
         not_leading(&link, store, &mut report, &from_sync).await?;
         return Ok(Round::followed(report));

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use cert_agent::fleet::{Fleet as Coord, FleetOptions, Leadership};
 use support::env::{AgentOutput, wait_until};
+use support::etcd::EtcdClient;
+use support::scenario;
 use support::webserver::Server;
 
 use crate::fleet_e2e::{DOMAIN, Fleet, ready};
@@ -255,6 +257,126 @@ fn daemon_without_runs(f: &mut Fleet, i: usize) {
     panic!("no daemon drew a first run ten minutes away in 20 tries");
 }
 
+/// Every host's status checks (and so a waiting run's rounds) 10 s apart.
+fn poll_every_10s(f: &Fleet) {
+    for host in &f.hosts {
+        let text = fs::read_to_string(&host.config).unwrap();
+        let edited = text.replacen("poll_interval_secs = 1\n", "poll_interval_secs = 10\n", 1);
+        assert_ne!(text, edited, "no poll_interval_secs in\n{text}");
+        fs::write(&host.config, edited).unwrap();
+    }
+}
+
+/// Waits (up to a minute) until a run waits between its rounds: the fleet's
+/// `waiting` key is there and nobody leads.
+fn wait_between_rounds(f: &Fleet, prefix: &str, etcd: &mut EtcdClient) {
+    let waiting = format!("{prefix}waiting");
+    let leader = format!("{prefix}leader");
+    let between = wait_until(Duration::from_secs(60), || {
+        let keys = etcd.revisions();
+        keys.contains_key(&waiting) && !keys.contains_key(&leader)
+    });
+    assert!(between, "the run does not wait between its rounds\n{}", f.logs());
+}
+
+/// The version of `www`'s current value that host `i` accepted last (its versions file).
+fn current_version(f: &Fleet, i: usize) -> Option<u64> {
+    let text = fs::read_to_string(f.hosts[i].state.join("fleet-versions.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v["www"]["current"]["version"].as_u64()
+}
+
+#[test]
+fn a_forced_run_reissues_once_when_another_host_completes_the_reissue_between_its_rounds() {
+    if !ready() {
+        return;
+    }
+    let mut f = Fleet::pair("/force-once/");
+    www_by_email(&f);
+    poll_every_10s(&f);
+    // The first certificate, approved while web1's run waits; version 1 in the fleet.
+    let first = std::thread::scope(|s| {
+        let a = s.spawn(|| f.agent(0, &["--json", "renew", "--wait", "100"]));
+        let id = wait_ordered(&f, 0, "www");
+        f.env.sandbox.approve_email(id, None).unwrap();
+        a.join().expect("web1's first run")
+    });
+    first.expect_code(0);
+    let old = first.installed_serial("www");
+    assert_eq!(current_version(&f, 0), Some(1));
+    let id = ordered(&f, 0, "www").expect("the order");
+    // web2's daemon follows the fleet; none of its scheduled runs comes during the test.
+    daemon_without_runs(&mut f, 1);
+
+    // web1 forces a reissue; its first round sends it and leaves it waiting for the email.
+    let runs = fs::read_dir(f.env.path("logs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("run-"))
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".out"))
+        .count();
+    let mut a = f
+        .env
+        .agent_at(
+            &f.hosts[0].config,
+            ["--json", "renew", "--force", "--name", "www", "--wait", "150"],
+        )
+        .spawn();
+    let reissues = || scenario::matching(&f.env.calls(), "POST", scenario::REISSUE).len();
+    assert!(
+        wait_until(Duration::from_secs(60), || reissues() == 1),
+        "web1 sent no reissue\n{}",
+        f.logs()
+    );
+    let mut etcd = f.etcd();
+    wait_between_rounds(&f, "/force-once/", &mut etcd);
+    // Paused between its rounds: web2's daemon sees no round follow and takes the work
+    // over; the person approves, web2 completes the reissue and publishes version 2.
+    crate::fleet_pause::signal(&a, nix::sys::signal::Signal::SIGSTOP);
+    f.env.sandbox.approve_email(id, None).unwrap();
+    let completed = wait_until(Duration::from_secs(90), || {
+        f.installed(1).is_some_and(|s| s != old) && etcd.get("waiting").is_none()
+    });
+    if !completed {
+        let _ = a.kill();
+        let _ = a.wait();
+    }
+    assert!(
+        completed,
+        "web2's daemon did not complete the reissue\n{}",
+        f.logs()
+    );
+    let new = f.installed(1).expect("web2's reissued certificate");
+    assert_eq!(current_version(&f, 1), Some(2));
+
+    // web1 goes on: its next round follows what its first started and finds it done. The
+    // run's `--force` asked for one reissue, and one was made.
+    crate::fleet_pause::signal(&a, nix::sys::signal::Signal::SIGCONT);
+    let status = support::env::wait_exit(&mut a, Duration::from_secs(120));
+    let out = fs::read_to_string(f.env.path(&format!("logs/run-{runs}.out"))).unwrap_or_default();
+    assert_eq!(
+        reissues(),
+        1,
+        "one reissue for one --force\n{}",
+        scenario::show(&f.env.calls())
+    );
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "{out}\n{}",
+        f.logs()
+    );
+    assert_eq!(f.installed(0).as_deref(), Some(new.as_str()), "{out}");
+    assert_eq!(current_version(&f, 0), Some(2), "{out}");
+    // Nothing more reaches web2 either (a second publication would within a second).
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(current_version(&f, 1), Some(2), "{}", f.logs());
+    assert_eq!(f.installed(1).as_deref(), Some(new.as_str()));
+    assert_eq!(f.env.order_posts(), 1);
+    assert_eq!(f.env.billed(), 1);
+}
+
 #[test]
 fn a_run_killed_between_its_rounds_is_taken_over_by_a_daemon() {
     if !ready() {
@@ -263,12 +385,7 @@ fn a_run_killed_between_its_rounds_is_taken_over_by_a_daemon() {
     let mut f = Fleet::pair("/between/");
     www_by_email(&f);
     // Rounds 10 s apart, so that the kill lands between two of them.
-    for host in &f.hosts {
-        let text = fs::read_to_string(&host.config).unwrap();
-        let edited = text.replacen("poll_interval_secs = 1\n", "poll_interval_secs = 10\n", 1);
-        assert_ne!(text, edited, "no poll_interval_secs in\n{text}");
-        fs::write(&host.config, edited).unwrap();
-    }
+    poll_every_10s(&f);
     // web2's daemon follows the fleet; none of its scheduled runs comes during the test.
     daemon_without_runs(&mut f, 1);
     let mut a = f
@@ -277,13 +394,7 @@ fn a_run_killed_between_its_rounds_is_taken_over_by_a_daemon() {
         .spawn();
     let www = wait_ordered(&f, 0, "www");
     let mut etcd = f.etcd();
-    let waiting = "/between/waiting".to_owned();
-    let leader = "/between/leader".to_owned();
-    let between = wait_until(Duration::from_secs(60), || {
-        let keys = etcd.revisions();
-        keys.contains_key(&waiting) && !keys.contains_key(&leader)
-    });
-    assert!(between, "web1's run waits between its rounds\n{}", f.logs());
+    wait_between_rounds(&f, "/between/", &mut etcd);
     assert_eq!(
         etcd.get("waiting").as_deref(),
         Some(b"web1".as_slice()),

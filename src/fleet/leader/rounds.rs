@@ -72,19 +72,20 @@ pub async fn run(
     let interval = Duration::from_secs(config.agent.poll_interval_secs);
     // Each round checks what is due once and leaves the rest pending: the waiting happens
     // here, without the lead.
-    let mut each = opts.clone();
-    each.wait = Duration::ZERO;
+    let each = RunOptions {
+        wait: Duration::ZERO,
+        ..opts.clone()
+    };
     // Whether the fleet's `waiting` key may be this run's to delete: a takeover's run follows
     // up a run that left it.
     let marked = std::cell::Cell::new(opts.takeover.is_some());
-    let first = round(config, &each, store, certs, &marked).await?;
+    let first = round(config, &each, store, certs, &marked, false).await?;
     let mut report = first.report;
     let mut requests = first.requests;
     if !first.led {
         return Ok((report, requests));
     }
-    // A takeover is announced (and journalled) by the round that took it over.
-    each.takeover = None;
+    let each = following(opts);
     // The pending outcome of each waiting certificate as the last round that led gave it.
     let mut waiting: BTreeMap<String, String> = BTreeMap::new();
     let mut open = still_waiting(store, interval, opts, certs, &report, &mut waiting);
@@ -116,7 +117,7 @@ pub async fn run(
             break;
         }
         rounds += 1;
-        last_led = match round(config, &each, store, &open, &marked).await {
+        last_led = match round(config, &each, store, &open, &marked, true).await {
             Ok(r) => {
                 if !r.led {
                     say(&format!(
@@ -138,6 +139,28 @@ pub async fn run(
     }
     tracing::debug!("fleet run: {rounds} round(s)");
     Ok((report, requests))
+}
+
+/// The options of a round after the first: it follows what the first round started (status
+/// checks, downloads, installs, the fleet's publication) and starts nothing a second time. No
+/// `--force`: a certificate whose reissue another host completed between this run's rounds
+/// would be reissued again (a second reissue, a new serial, one version too many in the
+/// fleet). No billed order (`allow_orders`, nor an ended one replaced), no order intent
+/// cleared, no reinstall, no key reuse asked: each was the first round's to do. No wait (the
+/// run waits between its rounds, without the lead) and no takeover (announced and journalled
+/// by the round that took the work over).
+fn following(first: &RunOptions) -> RunOptions {
+    RunOptions {
+        force: false,
+        allow_orders: false,
+        replace_ended: false,
+        clear_intent: false,
+        reinstall: false,
+        reuse_key: false,
+        wait: Duration::ZERO,
+        takeover: None,
+        ..first.clone()
+    }
 }
 
 /// How long until the next round after one that led: until the earliest of `open` may be
@@ -200,8 +223,10 @@ fn still_waiting<'c>(
 }
 
 /// Takes a later round's outcomes into the run's report. A round that led decides; in a
-/// round that another host led, a certificate this host's synchronisation did not decide
-/// (installed, failed, held) stays pending: the leader follows it up.
+/// round that another host led, a certificate this host's synchronisation did not install or
+/// hold stays pending: the leader follows it up. One whose fleet value failed here (a value
+/// this host cannot open or install, its failure recorded) stays pending too, the failure
+/// said: the work on it goes on at the leader, whose publication the next round installs.
 fn merge_round(
     report: &mut RunReport,
     round: RunReport,
@@ -218,6 +243,12 @@ fn merge_round(
                     Some(before) => format!("{before} ({reason})"),
                     None => reason,
                 },
+            },
+            (false, Outcome::Failed { error }) => Outcome::Pending {
+                reason: format!(
+                    "{} (the fleet's certificate failed here: {error}; another host leads                      its work and this run follows it)",
+                    waiting.get(&c.name).map_or("waiting", String::as_str)
+                ),
             },
             (_, outcome) => outcome,
         };
