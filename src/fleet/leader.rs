@@ -528,7 +528,12 @@ async fn round(
         decided: from_sync,
         held,
         not_here,
-    } = from_sync(synced.synced, &fleet_has, opts.force || follows, &mut report);
+    } = from_sync(
+        synced.synced,
+        &fleet_has,
+        opts.force || follows,
+        &mut report,
+    );
     let Some(lead) = link.fleet.try_lead_exclusive().await? else {
         not_leading(&link, store, &mut report, &from_sync).await?;
         return Ok(Round::followed(report));

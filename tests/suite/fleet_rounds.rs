@@ -276,7 +276,11 @@ fn wait_between_rounds(f: &Fleet, prefix: &str, etcd: &mut EtcdClient) {
         let keys = etcd.revisions();
         keys.contains_key(&waiting) && !keys.contains_key(&leader)
     });
-    assert!(between, "the run does not wait between its rounds\n{}", f.logs());
+    assert!(
+        between,
+        "the run does not wait between its rounds\n{}",
+        f.logs()
+    );
 }
 
 /// The version of `www`'s current value that host `i` accepted last (its versions file).
@@ -320,7 +324,9 @@ fn a_forced_run_reissues_once_when_another_host_completes_the_reissue_between_it
         .env
         .agent_at(
             &f.hosts[0].config,
-            ["--json", "renew", "--force", "--name", "www", "--wait", "150"],
+            [
+                "--json", "renew", "--force", "--name", "www", "--wait", "150",
+            ],
         )
         .spawn();
     let reissues = || scenario::matching(&f.env.calls(), "POST", scenario::REISSUE).len();

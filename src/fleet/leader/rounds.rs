@@ -246,7 +246,8 @@ fn merge_round(
             },
             (false, Outcome::Failed { error }) => Outcome::Pending {
                 reason: format!(
-                    "{} (the fleet's certificate failed here: {error}; another host leads                      its work and this run follows it)",
+                    "{} (the fleet's certificate failed here: {error}; another host leads \
+                     its work and this run follows it)",
                     waiting.get(&c.name).map_or("waiting", String::as_str)
                 ),
             },
@@ -422,3 +423,6 @@ fn say(message: &str) {
     }
     tracing::info!("{message}");
 }
+
+#[cfg(test)]
+mod tests;
