@@ -145,14 +145,15 @@ pub async fn run(
 /// checks, downloads, installs, the fleet's publication) and starts nothing a second time. No
 /// `--force`: a certificate whose reissue another host completed between this run's rounds
 /// would be reissued again (a second reissue, a new serial, one version too many in the
-/// fleet). No billed order (`allow_orders`, nor an ended one replaced), no order intent
-/// cleared, no reinstall, no key reuse asked: each was the first round's to do. No wait (the
-/// run waits between its rounds, without the lead) and no takeover (announced and journalled
-/// by the round that took the work over).
+/// fleet). No ended order replaced (`issue --yes`), no order intent cleared, no reinstall, no
+/// key reuse asked: each was the first round's to do. No wait (the run waits between its
+/// rounds, without the lead) and no takeover (announced and journalled by the round that took
+/// the work over). `allow_orders` stays: it permits and starts nothing by itself here (a later
+/// round works only on certificates waiting at the CA, each with its order placed), and the
+/// installs need it for the placeholders of sites whose certificate is not there yet.
 fn following(first: &RunOptions) -> RunOptions {
     RunOptions {
         force: false,
-        allow_orders: false,
         replace_ended: false,
         clear_intent: false,
         reinstall: false,

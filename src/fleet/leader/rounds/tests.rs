@@ -22,16 +22,17 @@ fn a_later_round_starts_nothing_the_first_round_started() {
     };
     let later = following(&first);
     assert!(!later.force, "a forced reissue is the first round's");
-    assert!(!later.allow_orders, "a billed order is the first round's");
     assert!(!later.replace_ended);
     assert!(!later.clear_intent);
     assert!(!later.reinstall);
     assert!(!later.reuse_key);
     assert_eq!(later.wait, Duration::ZERO, "the run waits between rounds");
     assert!(later.takeover.is_none());
-    // What only selects or allows the follow-up is kept.
+    // What only selects or allows the follow-up is kept (the installs' placeholders need
+    // `allow_orders`).
     assert_eq!(later.names, first.names);
     assert!(later.ignore_backoff);
+    assert!(later.allow_orders);
 }
 
 fn line(name: &str, outcome: Outcome) -> CertReport {
