@@ -119,11 +119,16 @@ fn a_leader_waiting_for_an_email_leaves_the_lead_to_another_hosts_run() {
     assert_eq!(f.env.billed(), 2);
 }
 
-/// Holds the fleet's lead as host `name` (up to 60 s of tries while another run's round
-/// holds it).
-fn take_lead(rt: &tokio::runtime::Runtime, f: &Fleet, name: &str) -> (Coord, Leadership) {
+/// Holds the fleet's lead under `prefix` as host `name` (up to 60 s of tries while another
+/// run's round holds it).
+fn take_lead(
+    rt: &tokio::runtime::Runtime,
+    f: &Fleet,
+    prefix: &str,
+    name: &str,
+) -> (Coord, Leadership) {
     let mut o = FleetOptions::new(f.endpoints(), name);
-    o.prefix = "/rounds-taken/".into();
+    o.prefix = prefix.into();
     o.lease_ttl = Duration::from_secs(5);
     let coord = rt.block_on(Coord::connect(&o)).unwrap();
     let until = Instant::now() + Duration::from_secs(60);
@@ -143,11 +148,7 @@ fn a_round_that_finds_the_lead_taken_calls_nothing() {
     }
     let f = Fleet::start_under("/rounds-taken/", &[Server::Nginx], &[("www", DOMAIN)]);
     www_by_email(&f);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     std::thread::scope(|s| {
         let a = s.spawn(|| {
             f.agent(
@@ -159,7 +160,7 @@ fn a_round_that_finds_the_lead_taken_calls_nothing() {
 
         // Another host takes the lead between two rounds of web1's run: web1's rounds
         // meanwhile only synchronise (at least three of them, one a second).
-        let (_coord, lead) = take_lead(&rt, &f, "web9");
+        let (_coord, lead) = take_lead(&rt, &f, "/rounds-taken/", "web9");
         let calls = f.env.calls().len();
         let led_before = audit_count(&f, 0, "fleet-lead-taken");
         std::thread::sleep(Duration::from_secs(6));
@@ -184,6 +185,83 @@ fn a_round_that_finds_the_lead_taken_calls_nothing() {
             .count();
         assert!(found_taken >= 3, "{}", a.describe());
     });
+    assert_eq!(f.env.order_posts(), 1);
+}
+
+/// A runtime for the test's own fleet client.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// `www` issued on host 0 by a run whose email is approved while it waits; the run's output
+/// and the order's certificate ID.
+fn issue_www_by_email(f: &Fleet) -> (AgentOutput, u64) {
+    let first = std::thread::scope(|s| {
+        let a = s.spawn(|| f.agent(0, &["--json", "renew", "--wait", "100"]));
+        let id = wait_ordered(f, 0, "www");
+        f.env.sandbox.approve_email(id, None).unwrap();
+        a.join().expect("web1's first run")
+    });
+    first.expect_code(0);
+    let id = ordered(f, 0, "www").expect("the order");
+    (first, id)
+}
+
+fn reissue_posts(f: &Fleet) -> usize {
+    scenario::matching(&f.env.calls(), "POST", scenario::REISSUE).len()
+}
+
+#[test]
+fn a_run_follows_a_certificate_whose_fleet_value_fails_here_while_another_host_leads() {
+    if !ready() {
+        return;
+    }
+    let f = Fleet::start_under("/forged-follow/", &[Server::Nginx], &[("www", DOMAIN)]);
+    www_by_email(&f);
+    let (first, id) = issue_www_by_email(&f);
+    let old = first.installed_serial("www");
+    // A current value that is not the fleet's (no fleet key): this host cannot install it.
+    let mut etcd = f.etcd();
+    etcd.put("certs/www/current", b"forged".to_vec());
+    let rt = runtime();
+    std::thread::scope(|s| {
+        let a = s.spawn(|| {
+            f.agent(
+                0,
+                &[
+                    "--json", "renew", "--force", "--name", "www", "--wait", "100",
+                ],
+            )
+        });
+        assert!(
+            wait_until(Duration::from_secs(60), || reissue_posts(&f) == 1),
+            "web1 sent no reissue\n{}",
+            f.logs()
+        );
+        // Another host leads between web1's rounds: each of web1's rounds meanwhile only
+        // synchronises, and the fleet's value of www fails there every time.
+        let (_coord, lead) = take_lead(&rt, &f, "/forged-follow/", "web9");
+        std::thread::sleep(Duration::from_secs(5));
+        assert!(
+            !a.is_finished(),
+            "web1's run follows www on while another host leads\n{}",
+            f.logs()
+        );
+        // The lead is free again and the email approved: web1's next round completes the
+        // reissue and replaces the forged value.
+        rt.block_on(lead.resign());
+        f.env.sandbox.approve_email(id, None).unwrap();
+        let a = a.join().expect("web1's run");
+        a.expect_code(0);
+        assert_ne!(a.installed_serial("www"), old);
+    });
+    assert_eq!(reissue_posts(&f), 1, "{}", scenario::show(&f.env.calls()));
+    // The forged value counted as none: the version after the one web1 accepted.
+    assert_eq!(current_version(&f, 0), Some(2));
     assert_eq!(f.env.order_posts(), 1);
 }
 
@@ -235,7 +313,7 @@ fn a_run_stopped_while_it_waits_withdraws_its_validation_files() {
 
 /// Host `i`'s daemon, started with its first scheduled run at least ten minutes away (it
 /// follows the fleet at once): started again until the random delay it drew is that long.
-fn daemon_without_runs(f: &mut Fleet, i: usize) {
+pub(crate) fn daemon_without_runs(f: &mut Fleet, i: usize) {
     for _ in 0..20 {
         f.start_daemon_args(i, &["--first-run-delay", "3600"], &[]);
         if crate::fleet_takeover::first_run_delay(f, i) >= Duration::from_secs(600) {
@@ -299,16 +377,9 @@ fn a_forced_run_reissues_once_when_another_host_completes_the_reissue_between_it
     www_by_email(&f);
     poll_every_10s(&f);
     // The first certificate, approved while web1's run waits; version 1 in the fleet.
-    let first = std::thread::scope(|s| {
-        let a = s.spawn(|| f.agent(0, &["--json", "renew", "--wait", "100"]));
-        let id = wait_ordered(&f, 0, "www");
-        f.env.sandbox.approve_email(id, None).unwrap();
-        a.join().expect("web1's first run")
-    });
-    first.expect_code(0);
+    let (first, id) = issue_www_by_email(&f);
     let old = first.installed_serial("www");
     assert_eq!(current_version(&f, 0), Some(1));
-    let id = ordered(&f, 0, "www").expect("the order");
     // web2's daemon follows the fleet; none of its scheduled runs comes during the test.
     daemon_without_runs(&mut f, 1);
 
@@ -329,7 +400,7 @@ fn a_forced_run_reissues_once_when_another_host_completes_the_reissue_between_it
             ],
         )
         .spawn();
-    let reissues = || scenario::matching(&f.env.calls(), "POST", scenario::REISSUE).len();
+    let reissues = || reissue_posts(&f);
     assert!(
         wait_until(Duration::from_secs(60), || reissues() == 1),
         "web1 sent no reissue\n{}",
