@@ -35,6 +35,8 @@ pub use due::express_of;
 pub use held::line as held_line;
 pub use job::{Job, Ready, unattended_inputs, wanted};
 pub use lead::{Installable, Lead};
+pub use poll::until_next_check;
+pub(crate) use publish::remove_published;
 pub(crate) use publish::webroots;
 pub use report::{CertReport, Outcome, RevocationNote, RunReport, RunStats, RunStatus};
 pub use run::{EngineRun, run};

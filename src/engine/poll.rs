@@ -12,6 +12,7 @@ use futures_util::StreamExt;
 use time::OffsetDateTime;
 
 use crate::api::{CertificateDetails, CertificateState, ListScope, PendingAction};
+use crate::store::CertRecord;
 
 use super::context::{Ctx, progress, stop_requested, stopped};
 use super::deploy::{self, Checked};
@@ -184,6 +185,33 @@ async fn stop_waiting(ctx: &Ctx<'_>, work: &mut Work<'_>, report: &mut RunReport
     }
 }
 
+/// How long until the earliest of `records` that waits for the CA (an order or a reissue in
+/// flight, not held, not ended, no order intent to reconcile) may have its status checked
+/// again: its last check (for a certificate checked in a round, the round's end) plus
+/// `interval` (`agent.poll_interval_secs`); zero when one was never checked or is due. `None`
+/// when none of them waits for the CA. What a fleet's run that gave the lead up between its
+/// rounds sleeps for.
+pub fn until_next_check<'r>(
+    interval: Duration,
+    records: impl IntoIterator<Item = &'r CertRecord>,
+    now: OffsetDateTime,
+) -> Option<Duration> {
+    records
+        .into_iter()
+        .filter(|r| waits_for_ca(r))
+        .map(|r| until_allowed(r.last_poll, interval, now))
+        .min()
+}
+
+/// Whether `rec` waits for the CA: a status check can move it on.
+fn waits_for_ca(rec: &CertRecord) -> bool {
+    rec.order.is_some()
+        && (rec.pending_key.is_some() || rec.reissue.is_some())
+        && rec.held.is_none()
+        && rec.ended.is_none()
+        && rec.intent.is_none()
+}
+
 fn until_allowed(last: Option<OffsetDateTime>, interval: Duration, t: OffsetDateTime) -> Duration {
     let Some(last) = last else {
         return Duration::ZERO;
@@ -210,6 +238,7 @@ async fn read_state(
     // Until validation is published, the details call stands in for the status call: it
     // carries the state (with a pending reissue marked) and what to publish, one call for
     // both.
+    crate::failpoint::hit("status-check");
     let polled: Result<_> = async {
         if details.is_none() && !w.published {
             let d = ctx.client()?.details(id).await;
@@ -374,4 +403,77 @@ async fn keep_waiting(
         Published::Operator(reason) => return Ok(Next::Done(Outcome::Pending { reason })),
     }
     Ok(Next::Wait(w))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Held, OrderIntent, OrderRef, PendingKey};
+    use time::macros::datetime;
+
+    fn waiting(name: &str, last_poll: Option<OffsetDateTime>) -> CertRecord {
+        CertRecord {
+            name: name.into(),
+            order: Some(OrderRef {
+                certificate_id: 7,
+                order_id: None,
+                placed_at: datetime!(2026-11-26 09:00 UTC),
+                adopted: false,
+            }),
+            pending_key: Some(PendingKey {
+                key_file: "k".into(),
+                csr_pem: String::new(),
+                csr_md5: "AA".into(),
+                csr_sha256: "BB".into(),
+                created_at: datetime!(2026-11-26 09:00 UTC),
+            }),
+            last_poll,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_earliest_waiting_record_says_when_the_next_check_is_allowed() {
+        let now = datetime!(2026-11-26 10:00 UTC);
+        let five = Duration::from_secs(300);
+        let a = waiting("a", Some(now - time::Duration::seconds(60)));
+        let b = waiting("b", Some(now - time::Duration::seconds(200)));
+        assert_eq!(
+            until_next_check(five, [&a, &b], now),
+            Some(Duration::from_secs(100))
+        );
+        // Checked longer ago than the interval, or never: due now.
+        let c = waiting("c", Some(now - time::Duration::seconds(900)));
+        assert_eq!(until_next_check(five, [&a, &c], now), Some(Duration::ZERO));
+        let d = waiting("d", None);
+        assert_eq!(until_next_check(five, [&d], now), Some(Duration::ZERO));
+        // Records that no status check moves on are not counted.
+        let mut held = waiting("held", None);
+        held.held = Some(Held {
+            certificate_id: 7,
+            serial: "01".into(),
+            not_before: now + time::Duration::days(1),
+        });
+        let mut ended = waiting("ended", None);
+        ended.ended = Some("annulled".into());
+        let mut intent = waiting("intent", None);
+        intent.intent = Some(OrderIntent {
+            csr_sha256: "BB".into(),
+            common_name: "a.test".into(),
+            created_at: now,
+            product_id: 1,
+            price: None,
+        });
+        let mut installed = waiting("installed", None);
+        installed.pending_key = None;
+        let none = CertRecord::default();
+        assert_eq!(
+            until_next_check(five, [&held, &ended, &intent, &installed, &none], now),
+            None
+        );
+        assert_eq!(
+            until_next_check(five, [&held, &a], now),
+            Some(Duration::from_secs(240))
+        );
+    }
 }

@@ -28,6 +28,10 @@ mod around;
 mod export;
 mod imports;
 mod reads;
+mod rounds;
+
+use rounds::Round;
+pub use rounds::run;
 
 pub(super) use reads::Now;
 
@@ -495,16 +499,21 @@ fn set_outcome(report: &mut RunReport, name: &str, outcome: Outcome) {
     }
 }
 
-/// A run on a fleet host: installs what the fleet has, then — when this host can take the
-/// lead — imports the shared records, runs the engine as the leader, shares and publishes
+/// One round of a run on a fleet host ([`rounds::run`] repeats them while the run waits):
+/// installs what the fleet has, then — when this host can take the lead — imports the shared
+/// records, runs the engine as the leader (waiting as `opts.wait` says), shares and publishes
 /// what changed, and gives the lead up. Without etcd (or its quorum) nothing is ordered and
-/// the run fails; what is installed stays.
-pub async fn run(
+/// the round fails; what is installed stays. A later round of a run (`follows`) works on the
+/// certificates the run follows up (`certs`): one whose fleet value failed here is not left
+/// to the fleet as [`FromSync::not_here`] says, since its work may be in flight here.
+async fn round(
     config: &Config,
     opts: &RunOptions,
     store: &Store,
     certs: &[&CertificateConfig],
-) -> Result<(RunReport, Vec<crate::api::RequestCount>)> {
+    marked: &std::cell::Cell<bool>,
+    follows: bool,
+) -> Result<Round> {
     let link = connect(config, opts.clock)
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
@@ -519,10 +528,15 @@ pub async fn run(
         decided: from_sync,
         held,
         not_here,
-    } = from_sync(synced.synced, &fleet_has, opts.force, &mut report);
+    } = from_sync(
+        synced.synced,
+        &fleet_has,
+        opts.force || follows,
+        &mut report,
+    );
     let Some(lead) = link.fleet.try_lead_exclusive().await? else {
         not_leading(&link, store, &mut report, &from_sync).await?;
-        return Ok((report, Vec::new()));
+        return Ok(Round::followed(report));
     };
     announce_lead(&link, &lead, opts, store, certs, &mut report).await;
     let skip = |name: &str| {
@@ -581,6 +595,8 @@ pub async fn run(
     }
     let own = fr.client.get().map(crate::api::Client::request_counts);
     drop(fr);
+    let host = link.fleet.host();
+    rounds::mark_waiting(&lead, host, opts, store, config, &eligible, marked).await;
     lead.resign().await;
     if let Err(e) = store.audit(
         None,
@@ -595,5 +611,5 @@ pub async fn run(
     if let Some(own) = own {
         merge_requests(&mut requests, own);
     }
-    Ok((report, requests))
+    Ok(Round::led(report, requests))
 }

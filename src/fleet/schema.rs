@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `leader` | the leading host's name, on its lease | the leader |
 //! | `resigned` | the name of the host that last gave the lead up, written in the transaction that deletes `leader` (a lead that ended without it ended with its lease) | the leader |
+//! | `waiting` | the name of the host whose run left certificates waiting for the CA at its last round and means to check them again at the next allowed status check (deleted by the round that leaves none waiting); the daemons take the work over when no round follows in time | the leader, fenced |
 //! | `keycheck` | a known text | the first host; `fleet rotate-key` |
 //! | `certs/NAME/spec` | names, product and key type every host must agree on | the first host |
 //! | `certs/NAME/state` | the certificate's record (intent, order, reissue, subscription, backoff) and its pending key | the leader, fenced |
@@ -14,11 +15,12 @@
 //! | `hosts/HOST/seen` | when HOST last synchronised | HOST |
 //! | `hosts/HOST/unplaced/NAME` | an order intent of NAME whose order HOST did not place (its lead ended before it was sent, or the API refused it) | HOST |
 //!
-//! Every value but `leader` and `resigned` is sealed in the fleet's envelope
+//! Every value but `leader`, `resigned` and `waiting` is sealed in the fleet's envelope
 //! ([`super::envelope`]); the private keys inside the record and the certificate are sealed once
-//! more, each under its own purpose. The two host names carry no secret: a forged `resigned`
+//! more, each under its own purpose. The three host names carry no secret: a forged `resigned`
 //! could only make the hosts leave a dead leader's work to their next scheduled run, as a host
-//! with write access to the prefix could anyway.
+//! with write access to the prefix could anyway; a forged `waiting` only makes the daemons read
+//! the shared records for open work once, as a lead ended with its lease does.
 //!
 //! The documents' types, their keys, and their encoding.
 
@@ -33,6 +35,9 @@ use crate::config::CertificateConfig;
 use crate::store::{CertRecord, FleetAttempt, OrderIntent};
 
 use super::envelope::{Place, Purpose};
+
+/// Where a run that waits between its rounds says so, relative to the prefix.
+pub(super) const WAITING: &str = "waiting";
 
 /// Where the fleet key check lives, relative to the prefix.
 pub(super) const KEY_CHECK: &str = "keycheck";

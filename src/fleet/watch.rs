@@ -16,6 +16,8 @@ use super::link::{FleetLink, connect};
 use super::schema::printable;
 use super::takeover::{Takeover, open_work};
 
+mod stall;
+
 /// Follows the fleet: synchronises at start (a host that was down catches up), then on every
 /// change of a published certificate or validation file, and every five minutes what else
 /// the synchronisation reads changed (a shared record, a spec, the key check). The
@@ -59,6 +61,7 @@ pub async fn follow_changes(
             }
         };
         let mut leader = link.fleet.leader().await.ok().flatten();
+        let (mut waiting, stall_after) = (stall::not_yet(), stall::after(&config_path));
         // At a (re)connection: a full read unless the watch replays nothing that matters.
         let mut due = Due::Check;
         let mut awaiting = false;
@@ -105,16 +108,19 @@ pub async fn follow_changes(
                     Err(e) => tracing::warn!("fleet: {e:#}"),
                 }
             }
-            let wake = if due == Due::No {
+            let base = if due == Due::No {
                 tick
             } else {
                 tokio::time::Instant::now() + Duration::from_secs(1)
             };
+            let wake = waiting.map_or(base, |w| w.min(base));
             let mut seen = Seen {
                 config_path: &config_path,
                 link: &link,
                 leader: &mut leader,
                 lead_ended: &lead_ended,
+                waiting: &mut waiting,
+                stall_after,
             };
             tokio::select! {
                 changed = watch.changed() => match changed {
@@ -146,6 +152,9 @@ pub async fn follow_changes(
                     }
                 },
                 () = tokio::time::sleep_until(wake) => {
+                    if seen.look_if_due(base).await {
+                        continue;
+                    }
                     if awaiting {
                         tracing::warn!(
                             "fleet: the watch did not confirm it is alive since the last \
@@ -327,6 +336,9 @@ struct Seen<'a, F: Fn(Takeover)> {
     /// The host the last `Taken` named.
     leader: &'a mut Option<String>,
     lead_ended: &'a F,
+    /// When to look whether a run that waits between its rounds went on.
+    waiting: &'a mut Option<tokio::time::Instant>,
+    stall_after: Duration,
 }
 
 impl<F: Fn(Takeover)> Seen<'_, F> {
@@ -334,9 +346,19 @@ impl<F: Fn(Takeover)> Seen<'_, F> {
     /// at once.
     async fn take(&mut self, state: &mut Following, changes: Changes) -> bool {
         let concerns = state.changed(&changes);
+        let now = tokio::time::Instant::now();
+        if changes.keys.iter().any(|k| k == stall::WAITING_KEY) {
+            *self.waiting = Some(now + self.stall_after);
+        }
         for event in changes.lead {
             match event {
-                LeadEvent::Taken { host } => *self.leader = Some(host),
+                LeadEvent::Taken { host } => {
+                    // A round is under way: it writes or deletes `waiting` before it ends.
+                    if self.waiting.is_some() {
+                        *self.waiting = Some(now + self.stall_after);
+                    }
+                    *self.leader = Some(host);
+                }
                 LeadEvent::Ended { revision } => {
                     let held = self.leader.take();
                     let given_up = changes.resigned == Some(revision);
@@ -349,6 +371,29 @@ impl<F: Fn(Takeover)> Seen<'_, F> {
             }
         }
         concerns
+    }
+
+    /// Looks whether a run that waits between its rounds went on when the time for it came
+    /// (see [`stall`]); whether the follow loop's own wake time (`base`) is still to come.
+    async fn look_if_due(&mut self, base: tokio::time::Instant) -> bool {
+        if self
+            .waiting
+            .is_some_and(|w| w <= tokio::time::Instant::now())
+        {
+            self.look().await;
+        }
+        tokio::time::Instant::now() < base
+    }
+
+    async fn look(&mut self) {
+        *self.waiting = None;
+        match stall::look(self.config_path, self.link).await {
+            stall::Stall::Open(t) => (self.lead_ended)(t),
+            stall::Stall::No { again: true } => {
+                *self.waiting = Some(tokio::time::Instant::now() + self.stall_after);
+            }
+            stall::Stall::No { again: false } => {}
+        }
     }
 
     /// Takes further changes into `burst` until it is over (see [`Burst`]).

@@ -41,25 +41,32 @@ fn a_leader_paused_past_its_lease_calls_and_writes_nothing_after_it_resumes() {
         return;
     }
     let f = Fleet::pair(PREFIX);
-    // The CA fetches the validation file from web2, which serves nothing while web1 leads
-    // (no daemon follows the fleet there): web1 orders, then polls.
+    // web1 leads a round: it orders, publishes the validation file (in its web root and in
+    // the fleet) and gives the lead up; in its next round it leads again and stops (as if
+    // paused) right before the certificate's status check. The CA checks the file on both
+    // hosts: web2 serves it once it leads (no daemon follows the fleet there).
     let mut a = f
         .env
         .agent_at(&f.hosts[0].config, ["--json", "renew", "--wait", "300"])
+        .env("CERT_AGENT_FAILPOINT", "status-check@2:stop")
         .spawn();
-    let polling = wait_until(Duration::from_secs(60), || {
-        let calls = f.env.calls();
-        let ordered = calls.iter().position(|c| c.path == "/api/v1/order");
-        ordered.is_some_and(|i| calls[i + 1..].iter().filter(|c| c.method == "GET").count() >= 2)
-    });
+    let polling = wait_until(Duration::from_secs(60), || stopped(&a));
     assert!(polling, "web1 did not order and poll\n{}", f.logs());
+    let calls = f.env.calls();
+    let ordered = calls.iter().position(|c| c.path == "/api/v1/order");
     assert!(
-        a.try_wait().unwrap().is_none(),
-        "web1 still runs\n{}",
+        ordered.is_some_and(|i| calls[i + 1..].iter().any(|c| c.method == "GET")),
+        "web1 ordered and checked once before it stopped\n{}",
         f.logs()
     );
-    signal(&a, Signal::SIGSTOP);
     let paused = std::time::Instant::now();
+    assert!(
+        f.etcd()
+            .revisions()
+            .contains_key(&format!("{PREFIX}leader")),
+        "web1 stopped while it leads a round\n{}",
+        f.logs()
+    );
 
     // web2 takes the lead once web1's lease (5 s) has ended, validates (the file is in its
     // own web root now), installs and publishes.

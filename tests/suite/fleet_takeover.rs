@@ -88,7 +88,7 @@ fn serving(f: &Fleet, hosts: std::ops::Range<usize>, serial: Option<&str>, not: 
 
 /// The CA fetches validation files from a port where nothing listens: every validation stays
 /// pending until the ports are set again.
-fn hold_validation(f: &Fleet) {
+pub(crate) fn hold_validation(f: &Fleet) {
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -122,8 +122,14 @@ fn a_killed_leader_daemon_is_taken_over_within_the_lease_without_a_second_order(
     let clock = [(CLOCK_OFFSET_ENV, offset.as_str())];
     hold_validation(&f);
 
-    // web1's daemon leads: it sends the reissue and waits for the validation.
-    f.start_daemon_with(0, &clock);
+    // web1's daemon leads: it sends the reissue and publishes the validation file, and its
+    // run is then busy in the middle of that round (its lead held, renewed on a thread of its
+    // own), as a leader installing thousands of certificates is.
+    let busy = [
+        clock[0],
+        (cert_agent::failpoint::ENV, "dcv-placed:block=600"),
+    ];
+    f.start_daemon_with(0, &busy);
     let led = wait_until(Duration::from_secs(120), || {
         leader(&f, 1).as_deref() == Some("web1")
             && f.env

@@ -73,6 +73,8 @@ mod fleet_reads;
 mod fleet_retire;
 /// The fleet key rotated while both hosts serve: no run fails, no order, the old key refused.
 mod fleet_rotate;
+/// A waiting run holds the fleet's lead only for its rounds: another host's run leads meanwhile.
+mod fleet_rounds;
 /// The leader's daemon killed while validation is pending: another daemon takes over within
 /// the lease time, no second order or reissue.
 mod fleet_takeover;
