@@ -68,7 +68,9 @@ pub(crate) fn led(f: &Fleet, args: &[&str]) -> AgentOutput {
     loop {
         let out = f.agent(0, args);
         out.expect_code(0);
-        if !out.text().contains("leads the fleet") || std::time::Instant::now() > until {
+        if !out.text().contains("leads the fleet and renews it")
+            || std::time::Instant::now() > until
+        {
             return out;
         }
         std::thread::sleep(Duration::from_secs(1));
