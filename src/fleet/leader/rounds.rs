@@ -151,16 +151,37 @@ pub async fn run(
 /// the work over). `allow_orders` stays: it permits and starts nothing by itself here (a later
 /// round works only on certificates waiting at the CA, each with its order placed), and the
 /// installs need it for the placeholders of sites whose certificate is not there yet.
+/// Every field is named (no `..`): an option added to `RunOptions` must be decided here.
 fn following(first: &RunOptions) -> RunOptions {
+    let RunOptions {
+        names,
+        dry_run,
+        force: _,
+        wait: _,
+        allow_orders,
+        clear_intent: _,
+        reuse_key: _,
+        reinstall: _,
+        ignore_backoff,
+        replace_ended: _,
+        stop,
+        clock,
+        takeover: _,
+    } = first;
     RunOptions {
+        names: names.clone(),
+        dry_run: *dry_run,
         force: false,
-        replace_ended: false,
-        clear_intent: false,
-        reinstall: false,
-        reuse_key: false,
         wait: Duration::ZERO,
+        allow_orders: *allow_orders,
+        clear_intent: false,
+        reuse_key: false,
+        reinstall: false,
+        ignore_backoff: *ignore_backoff,
+        replace_ended: false,
+        stop: stop.clone(),
+        clock: clock.clone(),
         takeover: None,
-        ..first.clone()
     }
 }
 
