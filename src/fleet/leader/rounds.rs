@@ -180,7 +180,7 @@ fn following(first: &RunOptions) -> RunOptions {
         ignore_backoff: *ignore_backoff,
         replace_ended: false,
         stop: stop.clone(),
-        clock: clock.clone(),
+        clock: *clock,
         takeover: None,
     }
 }
