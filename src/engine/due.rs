@@ -4,10 +4,19 @@
 //! (record, installed files, CRL, planner), and those it finds quiet are kept for the next
 //! run. The file is rewritten only when what it keeps changed.
 //!
-//! Only an unattended run over every certificate (the timer's `renew`, a daemon's run on a
-//! host outside a fleet) uses and writes the summary; a command with options of its own
-//! (`--force`, named certificates, `issue`, `install`, a dry run...) takes the full path
-//! throughout and leaves the summary to the records' stamps.
+//! Only an unattended run over every certificate (the timer's `renew`, a daemon's run, on a
+//! host outside a fleet or as a fleet's leader) uses and writes the summary; a command with
+//! options of its own (`--force`, named certificates, `issue`, `install`, a dry run...) takes
+//! the full path throughout and leaves the summary to the records' stamps.
+//!
+//! In a fleet leader's run the summary is as sound as on one host: what the engine decides
+//! for a certificate depends on its record, the configuration, the installed leaf, the CRL
+//! store, the run's options and the time — never on etcd directly. The fleet reaches the
+//! engine only through the records: before the engine runs, the leader's import writes every
+//! shared record this host has not accepted yet into the local record (a new file, so a new
+//! stamp, and the entry no longer stands), and the certificates the fleet decides for
+//! elsewhere (held, not installed here, refused, retired) never reach the engine. A leader's
+//! summary is kept under its own run options, so a run outside a fleet never uses it.
 
 use std::collections::HashSet;
 
@@ -61,13 +70,18 @@ impl Due {
             && !opts.replace_ended
             && !opts.reuse_key
             && !opts.ignore_backoff;
-        if !plain || in_fleet || config.fleet.is_some() {
+        // In a fleet, only the leader's engine (`in_fleet`) runs over every certificate.
+        if !plain || (config.fleet.is_some() && !in_fleet) {
             return None;
         }
         let basis = Basis {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             config: config.source_digest.clone()?,
-            options: format!("allow_orders={}", opts.allow_orders),
+            options: if in_fleet {
+                format!("allow_orders={},fleet-leader", opts.allow_orders)
+            } else {
+                format!("allow_orders={}", opts.allow_orders)
+            },
             crl: config
                 .revocation
                 .check

@@ -13,6 +13,8 @@
 //! One certificate's failure never stops the others. Failures are recorded with a backoff
 //! (1 h doubling to 24 h) so that a broken certificate does not call the API on every tick.
 
+use std::collections::HashSet;
+
 use futures_util::StreamExt;
 
 use crate::config::{CertificateConfig, Config};
@@ -35,6 +37,9 @@ pub struct EngineRun {
     pub requests: Vec<crate::api::RequestCount>,
     /// What it installed, for a fleet's leader to publish.
     pub installed: Vec<(String, Installable)>,
+    /// The certificates reported unchanged from the due summary: this run neither read nor
+    /// wrote their records (each is as the run found it).
+    pub untouched: HashSet<String>,
 }
 
 /// Before the installs of a run that may order: every configured certificate for a web server
@@ -81,7 +86,7 @@ pub async fn run(
     let mut report = RunReport::not_started(certs);
     let mut work = Work::default();
     let mut due = Due::open(config, store, opts, lead.is_some());
-    start_all(&ctx, certs, &mut work, &mut report, due.as_mut()).await;
+    let untouched = start_all(&ctx, certs, &mut work, &mut report, due.as_mut()).await;
     if let Some(due) = due {
         tracing::debug!(
             "due summary: {} of {} certificate(s) quiet, their records not read",
@@ -127,6 +132,7 @@ pub async fn run(
         report,
         requests,
         installed,
+        untouched,
     }
 }
 
@@ -147,13 +153,14 @@ enum Started<'a> {
 /// Starts every certificate, up to `agent.concurrency` at once (their API calls and
 /// validation waits overlap). With `due`, a certificate whose summary entry stands is reported
 /// unchanged without reading its record, and the quiet ones are kept for the next run.
+/// Returns the certificates reported from the summary.
 async fn start_all<'a>(
     ctx: &Ctx<'a>,
     certs: &[&'a CertificateConfig],
     work: &mut Work<'a>,
     report: &mut RunReport,
     due: Option<&mut Due>,
-) {
+) -> HashSet<String> {
     let now = ctx.now();
     let kept = due.as_deref();
     let kept_any = kept.is_some();
@@ -175,6 +182,7 @@ async fn start_all<'a>(
         })
         .buffer_unordered(ctx.concurrency());
     let mut found = Vec::new();
+    let mut untouched = HashSet::new();
     while let Some((idx, started)) = starting.next().await {
         let line = &mut report.certificates[idx];
         match started {
@@ -192,6 +200,7 @@ async fn start_all<'a>(
                 line.outcome = Outcome::Unchanged {
                     reason: entry.reason.clone(),
                 };
+                untouched.insert(entry.name.clone());
                 found.push(Ok(entry));
             }
             Started::Done(job, next, warning) => {
@@ -214,7 +223,7 @@ async fn start_all<'a>(
     // Before the summary stamps the records it keeps: a record written now is not kept.
     ctx.record_crl_seen();
     let Some(due) = due else {
-        return;
+        return untouched;
     };
     for f in found {
         match f {
@@ -222,4 +231,5 @@ async fn start_all<'a>(
             Err(quiet) => due.found_quiet(ctx.store, quiet),
         }
     }
+    untouched
 }
