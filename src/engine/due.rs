@@ -77,11 +77,7 @@ impl Due {
         let basis = Basis {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             config: config.source_digest.clone()?,
-            options: if in_fleet {
-                format!("allow_orders={},fleet-leader", opts.allow_orders)
-            } else {
-                format!("allow_orders={}", opts.allow_orders)
-            },
+            options: options_of(opts, in_fleet),
             crl: config
                 .revocation
                 .check
@@ -198,6 +194,16 @@ impl Due {
     }
 }
 
+/// The run options a summary's entries were decided under: a fleet leader's summary is its
+/// own (a summary of a run outside a fleet is not used by a leader's run, nor the other way).
+fn options_of(opts: &RunOptions, in_fleet: bool) -> String {
+    if in_fleet {
+        format!("allow_orders={},fleet-leader", opts.allow_orders)
+    } else {
+        format!("allow_orders={}", opts.allow_orders)
+    }
+}
+
 /// The express part of the summary ([`Express`]) for `config`: only for a configuration
 /// whose source digest is known, outside a fleet, without notifications or metrics (a run
 /// without the configuration does none of what they need).
@@ -224,4 +230,55 @@ pub fn express_of(config: &Config) -> Option<Express> {
         programs: crate::config::sources::command_programs(config),
         certificates: config.certificates.len(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn basis(options: String) -> Basis {
+        Basis {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            config: "sources".into(),
+            options,
+            crl: None,
+        }
+    }
+
+    /// A summary written by a run outside a fleet is not a leader's, nor the other way round;
+    /// each is used by its own kind of run; damaged or truncated, by neither.
+    #[test]
+    fn a_leaders_summary_and_a_single_hosts_are_not_each_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state")).unwrap();
+        let opts = RunOptions::default();
+        let leader = basis(options_of(&opts, true));
+        let single = basis(options_of(&opts, false));
+        assert_ne!(leader, single);
+        let entry = |name: &str| Entry {
+            name: name.into(),
+            until: i64::MAX,
+            record: due::Stamp::of_path(dir.path()).unwrap(),
+            leaf: None,
+            reason: "up to date".into(),
+        };
+        due::save(&store, &leader, vec![entry("www")]);
+        assert_eq!(DueSummary::load(&store, &leader).len(), 1);
+        assert!(DueSummary::load(&store, &single).is_empty());
+        due::save(&store, &single, vec![entry("shop")]);
+        assert!(DueSummary::load(&store, &leader).is_empty());
+        assert!(DueSummary::load(&store, &single).get("shop").is_some());
+        let file = store.dir().join(due::DUE_FILE);
+        let whole = std::fs::read(&file).unwrap();
+        for garbage in [
+            &whole[..whole.len() / 2],
+            &b"\0\xff"[..],
+            &b"[]"[..],
+            &b""[..],
+        ] {
+            std::fs::write(&file, garbage).unwrap();
+            assert!(DueSummary::load(&store, &leader).is_empty());
+            assert!(DueSummary::load(&store, &single).is_empty());
+        }
+    }
 }
