@@ -258,7 +258,7 @@ mod tests {
         let entry = |name: &str| Entry {
             name: name.into(),
             until: i64::MAX,
-            record: due::Stamp::of_path(dir.path()).unwrap(),
+            record: Stamp::of_path(dir.path()).unwrap(),
             leaf: None,
             reason: "up to date".into(),
         };
