@@ -172,7 +172,12 @@ async fn start_all<'a>(
             if let Some(entry) = kept.and_then(|d| d.standing(ctx.store, cert, now)) {
                 return (idx, Started::Stood(entry.clone()));
             }
-            let mut job = match Job::load(ctx.store, cert, idx, ctx.opts.clock) {
+            // The record the leader's run already holds, or read.
+            let loaded = match ctx.lead.and_then(|l| l.take_record(&cert.name)) {
+                Some(rec) => Job::of(ctx.store, cert, idx, ctx.opts.clock, rec),
+                None => Job::load(ctx.store, cert, idx, ctx.opts.clock),
+            };
+            let mut job = match loaded {
                 Ok(job) => job,
                 Err(e) => return (idx, Started::NotLoaded(e)),
             };

@@ -54,6 +54,9 @@ pub(super) struct FleetRun<'a> {
     versions: std::cell::RefCell<Versions>,
     /// When the versions were last written.
     saved_at: std::cell::Cell<std::time::Instant>,
+    /// The records as the run's imports left them on disk: each one the engine works on taken
+    /// by it ([`Lead::take_record`]), the others handed to the export.
+    records: std::cell::RefCell<BTreeMap<String, CertRecord>>,
 }
 
 impl FleetRun<'_> {
@@ -207,6 +210,10 @@ impl Lead for FleetRun<'_> {
 
     fn send_guard(&self) -> Option<crate::api::SendGuard> {
         Some(self.lead.send_guard())
+    }
+
+    fn take_record(&self, name: &str) -> Option<CertRecord> {
+        self.records.borrow_mut().remove(name)
     }
 }
 
@@ -457,7 +464,8 @@ struct Round<'c> {
     versions: Versions,
     /// Each one's record as this host's state directory holds it after the imports (read or
     /// written by them; a certificate whose record could not be read is not here): handed
-    /// to the export for what the engine neither read nor wrote, instead of read again.
+    /// to the engine, and to the export for what the engine neither read nor wrote, instead
+    /// of read again.
     records: BTreeMap<String, CertRecord>,
 }
 
@@ -577,6 +585,7 @@ pub async fn run(
         client: std::cell::OnceCell::new(),
         versions: std::cell::RefCell::new(versions),
         saved_at: std::cell::Cell::new(std::time::Instant::now()),
+        records: std::cell::RefCell::new(records),
     };
     let done = engine::run(config, store, opts, &eligible, Some(&fr)).await;
     for c in done.report.certificates {
@@ -601,7 +610,7 @@ pub async fn run(
         export::Ran {
             installed: &done.installed,
             untouched: &done.untouched,
-            records,
+            records: fr.records.take(),
         },
     )
     .await;

@@ -34,7 +34,7 @@ pub(super) struct Ran<'a> {
     pub(super) installed: &'a [(String, Installable)],
     /// The certificates whose records it neither read nor wrote.
     pub(super) untouched: &'a HashSet<String>,
-    /// The records as the run's imports left them on disk.
+    /// The records as the run's imports left them on disk, but those the engine took.
     pub(super) records: BTreeMap<String, CertRecord>,
 }
 
