@@ -102,13 +102,13 @@ pub async fn run(
     if opts.allow_orders && !opts.dry_run && !ready.is_empty() {
         placeholders_for_missing_files(config, store, ctx.now());
     }
-    let installable: Vec<(String, Installable)> = if lead.is_some() {
+    let mut installable: std::collections::HashMap<String, Installable> = if lead.is_some() {
         ready
             .iter()
             .map(|(job, r)| (job.cert.name.clone(), Installable::of(r)))
             .collect()
     } else {
-        Vec::new()
+        std::collections::HashMap::new()
     };
     let mut installed = Vec::new();
     for (job, outcome, warning) in deploy::install_ready(ready).await {
@@ -117,9 +117,9 @@ pub async fn run(
             report.certificates[idx].warning = warning;
         }
         if matches!(outcome, Outcome::Installed { .. })
-            && let Some(i) = installable.iter().find(|(n, _)| *n == job.cert.name)
+            && let Some(i) = installable.remove(&job.cert.name)
         {
-            installed.push(i.clone());
+            installed.push((job.cert.name.clone(), i));
         }
         work.finish(opts.dry_run, job, outcome, &mut report);
     }

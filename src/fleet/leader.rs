@@ -588,12 +588,16 @@ pub async fn run(
         records: std::cell::RefCell::new(records),
     };
     let done = engine::run(config, store, opts, &eligible, Some(&fr)).await;
+    let lines = around::lines_by_name(&report);
     for c in done.report.certificates {
         // What this host's install of the fleet's certificate did (installed, or failed and
         // rolled back) stays the outcome when the leader's work changed nothing.
         let keep_sync =
             matches!(c.outcome, Outcome::Unchanged { .. }) && from_sync.contains(&c.name);
-        if let Some(r) = report.certificates.iter_mut().find(|r| r.name == c.name) {
+        if let Some(r) = lines
+            .get(&c.name)
+            .and_then(|&i| report.certificates.get_mut(i))
+        {
             if !keep_sync {
                 r.outcome = c.outcome;
             }

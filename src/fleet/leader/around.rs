@@ -161,6 +161,17 @@ pub(super) fn note_host_failure(store: &Store, name: &str, error: &str) {
     }
 }
 
+/// The line of each certificate in `report`, by name: looked up once per certificate, not
+/// searched for (quadratic at 10,000 certificates).
+pub(super) fn lines_by_name(report: &RunReport) -> std::collections::HashMap<String, usize> {
+    report
+        .certificates
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.name.clone(), i))
+        .collect()
+}
+
 /// Adds `more` (the leader's own requests: a hand-over's download) to the run's `counts`.
 pub(super) fn merge_requests(
     counts: &mut Vec<crate::api::RequestCount>,

@@ -4,7 +4,7 @@
 //! mass reissue reaches the fleet as one short burst and the followers install it with one
 //! reload. Every write keeps its fence and every failure stays its certificate's.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use anyhow::{Context, Result, bail};
 use futures_util::StreamExt;
@@ -92,8 +92,10 @@ pub(super) async fn export(
     .collect::<Vec<_>>()
     .await;
     note(shares, &mut errors, &mut written);
+    let by_name: HashMap<&str, &CertificateConfig> =
+        certs.iter().map(|c| (c.name.as_str(), *c)).collect();
     let publishing = installed.iter().filter_map(|(name, r)| {
-        let cert = *certs.iter().find(|c| &c.name == name)?;
+        let cert = *by_name.get(name.as_str())?;
         Some(async move { (cert, fr.publish_current(cert, r).await) })
     });
     let published = futures_util::stream::iter(publishing)
@@ -104,8 +106,9 @@ pub(super) async fn export(
     // A certificate installed on this host before it joined the fleet (or adopted here, or
     // installed while it led and not published) that the fleet lacks: handed over, without a
     // new order.
+    let published: HashSet<&str> = installed.iter().map(|(n, _)| n.as_str()).collect();
     let lacking = certs.iter().filter_map(|cert| {
-        if installed.iter().any(|(n, _)| *n == cert.name) {
+        if published.contains(cert.name.as_str()) {
             return None;
         }
         let rec = records.get(&cert.name)?;
