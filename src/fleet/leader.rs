@@ -438,6 +438,7 @@ fn from_sync(
         held: std::collections::BTreeSet::new(),
         not_here: std::collections::BTreeSet::new(),
     };
+    let lines = around::lines_by_name(report);
     for s in synced {
         out.decided.insert(s.name.clone());
         if matches!(s.outcome, Outcome::Pending { .. }) {
@@ -447,7 +448,10 @@ fn from_sync(
         {
             out.not_here.insert(s.name.clone());
         }
-        if let Some(c) = report.certificates.iter_mut().find(|c| c.name == s.name) {
+        if let Some(c) = lines
+            .get(&s.name)
+            .and_then(|&i| report.certificates.get_mut(i))
+        {
             c.outcome = s.outcome;
         }
     }
