@@ -61,12 +61,14 @@ wait_same() {
 reloads() { [ -f "$1/reloads" ] && wc -l < "$1/reloads" || echo 0; }
 leads() { grep -c '"fleet-lead-taken"' "$1/state/audit.log" 2>/dev/null || echo 0; }
 # led DIR LOG ARGS...: a `renew` on DIR that took the lead (tried again while host2 leads);
-# prints its seconds.
+# prints its seconds. WRAP: a command the run is started under (strace, perf: what it
+# writes is the leading run's, each attempt writing it again).
 led() {
   local d=$1 log=$2; shift 2
   for _ in $(seq 100); do
     local before t; before=$(leads "$d"); t=$(now)
-    "${RUN_AGENT:-$AGENT}" --config "$d/config.toml" renew "$@" > "$log" 2>&1 \
+    # shellcheck disable=SC2086 # WRAP: a measuring command and its arguments, split.
+    ${WRAP:-} "${RUN_AGENT:-$AGENT}" --config "$d/config.toml" renew "$@" > "$log" 2>&1 \
       || { echo "renew $* failed:" >&2; tail -n 20 "$log" >&2; return 1; }
     local took; took=$(since "$t")
     [ "$(leads "$d")" -gt "$before" ] && { echo "$took"; return 0; }
@@ -117,16 +119,42 @@ for C in $SIZES; do
       done
     fi
     if [ "${PERF:-0}" = 1 ]; then
-      perf record -g -o "$OUT/noop-$C-$label.perf.data" -- "$RUN_AGENT" --config "$B/host1/config.toml" renew > /dev/null 2>&1
+      WRAP="perf record -g -o $OUT/noop-$C-$label.perf.data --" led "$B/host1" /dev/null >/dev/null
       perf report -i "$OUT/noop-$C-$label.perf.data" --children --stdio -g none --percent-limit 1 2>/dev/null | head -n 150 > "$OUT/noop-$C-$label.perf.txt"
     fi
     if [ "${STRACE:-0}" = 1 ]; then
-      strace -c -f -o "$OUT/noop-$C-$label.strace.txt" "$RUN_AGENT" --config "$B/host1/config.toml" renew > /dev/null 2>&1
-      strace -c -f -e trace=openat,read,fsync -o "$OUT/noop-$C-$label.files.txt" "$RUN_AGENT" --config "$B/host1/config.toml" renew > /dev/null 2>&1
+      WRAP="strace -c -f -o $OUT/noop-$C-$label.strace.txt" led "$B/host1" /dev/null >/dev/null
+      WRAP="strace -c -f -e trace=openat,read,fsync -o $OUT/noop-$C-$label.files.txt" led "$B/host1" /dev/null >/dev/null
+      # Which files the run opens, by kind (certificate names and long numbers folded): the
+      # opens per certificate of each, in the order the run first opens it.
+      WRAP="strace -f -e trace=openat -o $W/opens.txt" led "$B/host1" /dev/null >/dev/null
+      python3 - "$W/opens.txt" "$C" > "$OUT/noop-$C-$label.opens.txt" <<'EOF'
+import re, sys
+counts, order = {}, []
+for line in open(sys.argv[1], errors="replace"):
+    m = re.search(r'openat\([^,]*, "([^"]*)"', line)
+    if not m or "= -1" in line:
+        continue
+    k = re.sub(r"\d{6,}", "T", re.sub(r"\bc\d+\b", "cN", m.group(1)))
+    if k not in counts:
+        order.append(k)
+    counts[k] = counts.get(k, 0) + 1
+c = int(sys.argv[2])
+print(f"{sum(counts.values())} opens ({sum(counts.values()) / c:.2f} per certificate)")
+for k in order:
+    if counts[k] >= c // 2:
+        print(f"{counts[k] / c:6.2f} per certificate  {k}")
+print(f"{sum(v for v in counts.values() if v < c // 2)} other opens")
+EOF
     fi
-    # CPU time of one no-op run (user and system seconds; instructions where perf counts them).
-    /usr/bin/time -f "%U user %S sys %e elapsed %M KiB" -o "$OUT/noop-$C-$label.cpu.txt" \
-      "$RUN_AGENT" --config "$B/host1/config.toml" renew > /dev/null 2>&1 || true
+    # CPU time of one no-op run that led (user and system seconds, peak RSS), and its
+    # instructions where perf counts them.
+    WRAP="/usr/bin/time -f %U_user_%S_sys_%e_elapsed_%M_KiB -o $OUT/noop-$C-$label.cpu.txt" \
+      led "$B/host1" /dev/null >/dev/null && sed -i 's/_/ /g' "$OUT/noop-$C-$label.cpu.txt" || true
+    if [ "${PERF:-0}" = 1 ]; then
+      WRAP="perf stat -x, -e instructions:u -o $W/instructions.txt" led "$B/host1" /dev/null >/dev/null \
+        && grep instructions "$W/instructions.txt" | cut -d, -f1 | sed 's/$/ instructions:u/' >> "$OUT/noop-$C-$label.cpu.txt"
+    fi
     echo "$label,$C,$first,$med,$all" >> "$OUT/noop.csv"
   done
   [ "$REISSUE" = 1 ] || BUILDS=""

@@ -4,10 +4,19 @@
 //! (record, installed files, CRL, planner), and those it finds quiet are kept for the next
 //! run. The file is rewritten only when what it keeps changed.
 //!
-//! Only an unattended run over every certificate (the timer's `renew`, a daemon's run on a
-//! host outside a fleet) uses and writes the summary; a command with options of its own
-//! (`--force`, named certificates, `issue`, `install`, a dry run...) takes the full path
-//! throughout and leaves the summary to the records' stamps.
+//! Only an unattended run over every certificate (the timer's `renew`, a daemon's run, on a
+//! host outside a fleet or as a fleet's leader) uses and writes the summary; a command with
+//! options of its own (`--force`, named certificates, `issue`, `install`, a dry run...) takes
+//! the full path throughout and leaves the summary to the records' stamps.
+//!
+//! In a fleet leader's run the summary is as sound as on one host: what the engine decides
+//! for a certificate depends on its record, the configuration, the installed leaf, the CRL
+//! store, the run's options and the time — never on etcd directly. The fleet reaches the
+//! engine only through the records: before the engine runs, the leader's import writes every
+//! shared record this host has not accepted yet into the local record (a new file, so a new
+//! stamp, and the entry no longer stands), and the certificates the fleet decides for
+//! elsewhere (held, not installed here, refused, retired) never reach the engine. A leader's
+//! summary is kept under its own run options, so a run outside a fleet never uses it.
 
 use std::collections::HashSet;
 
@@ -61,13 +70,14 @@ impl Due {
             && !opts.replace_ended
             && !opts.reuse_key
             && !opts.ignore_backoff;
-        if !plain || in_fleet || config.fleet.is_some() {
+        // In a fleet, only the leader's engine (`in_fleet`) runs over every certificate.
+        if !plain || (config.fleet.is_some() && !in_fleet) {
             return None;
         }
         let basis = Basis {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             config: config.source_digest.clone()?,
-            options: format!("allow_orders={}", opts.allow_orders),
+            options: options_of(opts, in_fleet),
             crl: config
                 .revocation
                 .check
@@ -184,6 +194,16 @@ impl Due {
     }
 }
 
+/// The run options a summary's entries were decided under: a fleet leader's summary is its
+/// own (a summary of a run outside a fleet is not used by a leader's run, nor the other way).
+fn options_of(opts: &RunOptions, in_fleet: bool) -> String {
+    if in_fleet {
+        format!("allow_orders={},fleet-leader", opts.allow_orders)
+    } else {
+        format!("allow_orders={}", opts.allow_orders)
+    }
+}
+
 /// The express part of the summary ([`Express`]) for `config`: only for a configuration
 /// whose source digest is known, outside a fleet, without notifications or metrics (a run
 /// without the configuration does none of what they need).
@@ -210,4 +230,55 @@ pub fn express_of(config: &Config) -> Option<Express> {
         programs: crate::config::sources::command_programs(config),
         certificates: config.certificates.len(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn basis(options: String) -> Basis {
+        Basis {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            config: "sources".into(),
+            options,
+            crl: None,
+        }
+    }
+
+    /// A summary written by a run outside a fleet is not a leader's, nor the other way round;
+    /// each is used by its own kind of run; damaged or truncated, by neither.
+    #[test]
+    fn a_leaders_summary_and_a_single_hosts_are_not_each_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state")).unwrap();
+        let opts = RunOptions::default();
+        let leader = basis(options_of(&opts, true));
+        let single = basis(options_of(&opts, false));
+        assert_ne!(leader, single);
+        let entry = |name: &str| Entry {
+            name: name.into(),
+            until: i64::MAX,
+            record: Stamp::of_path(dir.path()).unwrap(),
+            leaf: None,
+            reason: "up to date".into(),
+        };
+        due::save(&store, &leader, vec![entry("www")]);
+        assert_eq!(DueSummary::load(&store, &leader).len(), 1);
+        assert!(DueSummary::load(&store, &single).is_empty());
+        due::save(&store, &single, vec![entry("shop")]);
+        assert!(DueSummary::load(&store, &leader).is_empty());
+        assert!(DueSummary::load(&store, &single).get("shop").is_some());
+        let file = store.dir().join(due::DUE_FILE);
+        let whole = std::fs::read(&file).unwrap();
+        for garbage in [
+            &whole[..whole.len() / 2],
+            &b"\0\xff"[..],
+            &b"[]"[..],
+            &b""[..],
+        ] {
+            std::fs::write(&file, garbage).unwrap();
+            assert!(DueSummary::load(&store, &leader).is_empty());
+            assert!(DueSummary::load(&store, &single).is_empty());
+        }
+    }
 }

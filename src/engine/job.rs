@@ -47,7 +47,17 @@ impl<'a> Job<'a> {
         idx: usize,
         clock: Clock,
     ) -> Result<Self> {
-        let rec = store.load(&cert.name)?;
+        Self::of(store, cert, idx, clock, store.load(&cert.name)?)
+    }
+
+    /// The job of `cert` with its record `rec`, as the state directory holds it now.
+    pub fn of(
+        store: &'a Store,
+        cert: &'a CertificateConfig,
+        idx: usize,
+        clock: Clock,
+        rec: CertRecord,
+    ) -> Result<Self> {
         if let Some(archive) = store.retired_and_idle(&cert.name, &rec) {
             anyhow::bail!(
                 "certificate '{}' was retired ({}): nothing is done for it; remove its \

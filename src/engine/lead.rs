@@ -47,6 +47,13 @@ pub trait Lead {
     fn send_guard(&self) -> Option<crate::api::SendGuard> {
         None
     }
+
+    /// The record of `name` as this host's state directory holds it now, when the leader's
+    /// run already read or wrote it (its import): the engine takes it instead of reading it
+    /// again (`None`: read it).
+    fn take_record(&self, _name: &str) -> Option<CertRecord> {
+        None
+    }
 }
 
 /// A certificate the engine installed, as a leader publishes it to the other hosts.

@@ -13,6 +13,8 @@
 //! One certificate's failure never stops the others. Failures are recorded with a backoff
 //! (1 h doubling to 24 h) so that a broken certificate does not call the API on every tick.
 
+use std::collections::HashSet;
+
 use futures_util::StreamExt;
 
 use crate::config::{CertificateConfig, Config};
@@ -35,6 +37,9 @@ pub struct EngineRun {
     pub requests: Vec<crate::api::RequestCount>,
     /// What it installed, for a fleet's leader to publish.
     pub installed: Vec<(String, Installable)>,
+    /// The certificates reported unchanged from the due summary: this run neither read nor
+    /// wrote their records (each is as the run found it).
+    pub untouched: HashSet<String>,
 }
 
 /// Before the installs of a run that may order: every configured certificate for a web server
@@ -81,7 +86,7 @@ pub async fn run(
     let mut report = RunReport::not_started(certs);
     let mut work = Work::default();
     let mut due = Due::open(config, store, opts, lead.is_some());
-    start_all(&ctx, certs, &mut work, &mut report, due.as_mut()).await;
+    let untouched = start_all(&ctx, certs, &mut work, &mut report, due.as_mut()).await;
     if let Some(due) = due {
         tracing::debug!(
             "due summary: {} of {} certificate(s) quiet, their records not read",
@@ -97,13 +102,13 @@ pub async fn run(
     if opts.allow_orders && !opts.dry_run && !ready.is_empty() {
         placeholders_for_missing_files(config, store, ctx.now());
     }
-    let installable: Vec<(String, Installable)> = if lead.is_some() {
+    let mut installable: std::collections::HashMap<String, Installable> = if lead.is_some() {
         ready
             .iter()
             .map(|(job, r)| (job.cert.name.clone(), Installable::of(r)))
             .collect()
     } else {
-        Vec::new()
+        std::collections::HashMap::new()
     };
     let mut installed = Vec::new();
     for (job, outcome, warning) in deploy::install_ready(ready).await {
@@ -112,9 +117,9 @@ pub async fn run(
             report.certificates[idx].warning = warning;
         }
         if matches!(outcome, Outcome::Installed { .. })
-            && let Some(i) = installable.iter().find(|(n, _)| *n == job.cert.name)
+            && let Some(i) = installable.remove(&job.cert.name)
         {
-            installed.push(i.clone());
+            installed.push((job.cert.name.clone(), i));
         }
         work.finish(opts.dry_run, job, outcome, &mut report);
     }
@@ -127,6 +132,7 @@ pub async fn run(
         report,
         requests,
         installed,
+        untouched,
     }
 }
 
@@ -147,13 +153,14 @@ enum Started<'a> {
 /// Starts every certificate, up to `agent.concurrency` at once (their API calls and
 /// validation waits overlap). With `due`, a certificate whose summary entry stands is reported
 /// unchanged without reading its record, and the quiet ones are kept for the next run.
+/// Returns the certificates reported from the summary.
 async fn start_all<'a>(
     ctx: &Ctx<'a>,
     certs: &[&'a CertificateConfig],
     work: &mut Work<'a>,
     report: &mut RunReport,
     due: Option<&mut Due>,
-) {
+) -> HashSet<String> {
     let now = ctx.now();
     let kept = due.as_deref();
     let kept_any = kept.is_some();
@@ -165,7 +172,12 @@ async fn start_all<'a>(
             if let Some(entry) = kept.and_then(|d| d.standing(ctx.store, cert, now)) {
                 return (idx, Started::Stood(entry.clone()));
             }
-            let mut job = match Job::load(ctx.store, cert, idx, ctx.opts.clock) {
+            // The record the leader's run already holds, or read.
+            let loaded = match ctx.lead.and_then(|l| l.take_record(&cert.name)) {
+                Some(rec) => Job::of(ctx.store, cert, idx, ctx.opts.clock, rec),
+                None => Job::load(ctx.store, cert, idx, ctx.opts.clock),
+            };
+            let mut job = match loaded {
                 Ok(job) => job,
                 Err(e) => return (idx, Started::NotLoaded(e)),
             };
@@ -175,6 +187,7 @@ async fn start_all<'a>(
         })
         .buffer_unordered(ctx.concurrency());
     let mut found = Vec::new();
+    let mut untouched = HashSet::new();
     while let Some((idx, started)) = starting.next().await {
         let line = &mut report.certificates[idx];
         match started {
@@ -192,6 +205,7 @@ async fn start_all<'a>(
                 line.outcome = Outcome::Unchanged {
                     reason: entry.reason.clone(),
                 };
+                untouched.insert(entry.name.clone());
                 found.push(Ok(entry));
             }
             Started::Done(job, next, warning) => {
@@ -214,7 +228,7 @@ async fn start_all<'a>(
     // Before the summary stamps the records it keeps: a record written now is not kept.
     ctx.record_crl_seen();
     let Some(due) = due else {
-        return;
+        return untouched;
     };
     for f in found {
         match f {
@@ -222,4 +236,5 @@ async fn start_all<'a>(
             Err(quiet) => due.found_quiet(ctx.store, quiet),
         }
     }
+    untouched
 }

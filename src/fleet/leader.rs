@@ -16,7 +16,7 @@ use crate::store::{CertRecord, OrderIntent, Store};
 
 use super::coord::{Expect, Leadership, Written};
 use super::envelope::{self, Place, Purpose};
-use super::follower::{fleet_failures, read_fleet, report_host, sync};
+use super::follower::{read_fleet, report_host, sync};
 use super::link::{FleetLink, check_specs, connect};
 use super::schema::{
     Current, DcvEntry, HostResult, SharedState, b64, current_key, dcv_key, shared_view, state_key,
@@ -37,7 +37,10 @@ pub(super) use reads::Now;
 
 pub(super) use imports::Imports;
 
-use around::{announce_lead, merge_requests, not_leading, note_host_failure, record_attempts};
+use around::{
+    announce_lead, fleet_failures_of, merge_requests, not_leading, note_host_failure,
+    record_attempts,
+};
 use export::export;
 
 /// While a run shares and publishes, the versions it accepted are written at least this often
@@ -55,6 +58,9 @@ pub(super) struct FleetRun<'a> {
     versions: std::cell::RefCell<Versions>,
     /// When the versions were last written.
     saved_at: std::cell::Cell<std::time::Instant>,
+    /// The records as the run's imports left them on disk: each one the engine works on taken
+    /// by it ([`Lead::take_record`]), the others handed to the export.
+    records: std::cell::RefCell<BTreeMap<String, CertRecord>>,
 }
 
 impl FleetRun<'_> {
@@ -208,6 +214,10 @@ impl Lead for FleetRun<'_> {
 
     fn send_guard(&self) -> Option<crate::api::SendGuard> {
         Some(self.lead.send_guard())
+    }
+
+    fn take_record(&self, name: &str) -> Option<CertRecord> {
+        self.records.borrow_mut().remove(name)
     }
 }
 
@@ -432,6 +442,7 @@ fn from_sync(
         held: std::collections::BTreeSet::new(),
         not_here: std::collections::BTreeSet::new(),
     };
+    let lines = around::lines_by_name(report);
     for s in synced {
         out.decided.insert(s.name.clone());
         if matches!(s.outcome, Outcome::Pending { .. }) {
@@ -441,18 +452,35 @@ fn from_sync(
         {
             out.not_here.insert(s.name.clone());
         }
-        if let Some(c) = report.certificates.iter_mut().find(|c| c.name == s.name) {
+        if let Some(c) = lines
+            .get(&s.name)
+            .and_then(|&i| report.certificates.get_mut(i))
+        {
             c.outcome = s.outcome;
         }
     }
     out
 }
 
+/// What the imports of a round leave for the rest of the run.
+struct Imported<'c> {
+    /// The certificates the engine works on.
+    eligible: Vec<&'c CertificateConfig>,
+    /// Each one's record as the fleet holds it.
+    imported: BTreeMap<String, Option<CertRecord>>,
+    /// The versions accepted (saved).
+    versions: Versions,
+    /// Each one's record as this host's state directory holds it after the imports (read or
+    /// written by them; a certificate whose record could not be read is not here): handed
+    /// to the engine, and to the export for what the engine neither read nor wrote, instead
+    /// of read again.
+    records: BTreeMap<String, CertRecord>,
+}
+
 /// The imports of a round this host leads: every certificate of `certs` but those `skip`
 /// names, imported from the shared records as etcd holds them now (another leader may have
 /// written since the synchronisation's read: what was written since, read in one request),
-/// their records and journal lines written together. Returns the certificates the engine
-/// works on, each one's record as the fleet holds it, and the versions accepted (saved).
+/// their records and journal lines written together.
 async fn import_round<'c>(
     link: &FleetLink,
     store: &Store,
@@ -460,36 +488,44 @@ async fn import_round<'c>(
     certs: &[&'c CertificateConfig],
     skip: &dyn Fn(&str) -> bool,
     report: &mut RunReport,
-) -> Result<(
-    Vec<&'c CertificateConfig>,
-    BTreeMap<String, Option<CertRecord>>,
-    Versions,
-)> {
+) -> Result<Imported<'c>> {
     let mut eligible: Vec<&CertificateConfig> = Vec::new();
     let mut imported = BTreeMap::new();
+    let mut records = BTreeMap::new();
     let mut versions = Versions::load(store.dir())?;
     let (unchanged, mut locals) = reads::unchanged_imports(store, &versions, &kept, certs);
     let mut imports = Imports::default();
     let docs = kept.now(link, unchanged).await?;
     for cert in certs.iter().filter(|c| !skip(&c.name)) {
         let local = locals.remove(&cert.name);
+        // As read: what the import writes replaces it below.
+        if let Some(local) = &local {
+            records.insert(cert.name.clone(), local.clone());
+        }
         match import(link, store, &mut versions, cert, &docs, local, &mut imports).await {
             Ok(view) => {
                 imported.insert(cert.name.clone(), view);
                 eligible.push(*cert);
             }
             Err(e) => {
+                records.remove(&cert.name);
                 let error = format!("{e:#}");
                 note_host_failure(store, &cert.name, &error);
                 set_outcome(report, &cert.name, Outcome::Failed { error });
             }
         }
     }
-    for (name, error) in imports.write_for_run(store, &mut eligible, &mut imported) {
+    let failed = imports.write_for_run(store, &mut eligible, &mut imported, &mut records);
+    for (name, error) in failed {
         set_outcome(report, &name, Outcome::Failed { error });
     }
     versions.save()?;
-    Ok((eligible, imported, versions))
+    Ok(Imported {
+        eligible,
+        imported,
+        versions,
+        records,
+    })
 }
 
 /// Sets the outcome of `name` in `report`.
@@ -554,8 +590,12 @@ async fn round(
         }
         false
     };
-    let (eligible, imported, versions) =
-        import_round(&link, store, kept, certs, &skip, &mut report).await?;
+    let Imported {
+        eligible,
+        imported,
+        versions,
+        records,
+    } = import_round(&link, store, kept, certs, &skip, &mut report).await?;
     let fr = FleetRun {
         link: &link,
         lead: &lead,
@@ -563,14 +603,19 @@ async fn round(
         client: std::cell::OnceCell::new(),
         versions: std::cell::RefCell::new(versions),
         saved_at: std::cell::Cell::new(std::time::Instant::now()),
+        records: std::cell::RefCell::new(records),
     };
     let done = engine::run(config, store, opts, &eligible, Some(&fr)).await;
+    let lines = around::lines_by_name(&report);
     for c in done.report.certificates {
         // What this host's install of the fleet's certificate did (installed, or failed and
         // rolled back) stays the outcome when the leader's work changed nothing.
         let keep_sync =
             matches!(c.outcome, Outcome::Unchanged { .. }) && from_sync.contains(&c.name);
-        if let Some(r) = report.certificates.iter_mut().find(|r| r.name == c.name) {
+        if let Some(r) = lines
+            .get(&c.name)
+            .and_then(|&i| report.certificates.get_mut(i))
+        {
             if !keep_sync {
                 r.outcome = c.outcome;
             }
@@ -584,7 +629,11 @@ async fn round(
         &eligible,
         &imported,
         &fleet_has,
-        &done.installed,
+        export::Ran {
+            installed: &done.installed,
+            untouched: &done.untouched,
+            records: fr.records.take(),
+        },
     )
     .await;
     for (name, error) in exported.errors {
@@ -605,8 +654,9 @@ async fn round(
     ) {
         tracing::warn!("{e}");
     }
-    record_attempts(store, &link, &exported.records, &imported, &not_shared);
-    fleet_failures(store, &mut report);
+    let mut records = exported.records;
+    record_attempts(store, &link, &mut records, &imported, &not_shared);
+    fleet_failures_of(store, &mut report, &records);
     let mut requests = done.requests;
     if let Some(own) = own {
         merge_requests(&mut requests, own);

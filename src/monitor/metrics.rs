@@ -371,6 +371,17 @@ fn render(
 ) -> (String, Successes) {
     let mut samples = Samples::default();
     let mut successes = Successes::new();
+    // Each certificate's line of the run's report, by name (not searched for: quadratic at
+    // 10,000 certificates).
+    let lines: std::collections::HashMap<&str, &crate::engine::CertReport> = run
+        .map(|r| {
+            r.report
+                .certificates
+                .iter()
+                .map(|c| (c.name.as_str(), c))
+                .collect()
+        })
+        .unwrap_or_default();
     for facts in certs {
         let (cert, Some(rec)) = (facts.cert, &facts.rec) else {
             continue;
@@ -382,7 +393,7 @@ fn render(
             cert.install.server
         );
         let this_run = run.and_then(|r| {
-            let c = r.report.certificates.iter().find(|c| c.name == cert.name)?;
+            let c = lines.get(cert.name.as_str())?;
             Some((r.started_at, &c.outcome))
         });
         samples.add(

@@ -47,10 +47,15 @@ fn facts(
     now: time::OffsetDateTime,
 ) -> events::Facts {
     let mut facts = events::Facts::default();
+    let in_report: std::collections::HashSet<&str> = report
+        .certificates
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
     for cert in config
         .certificates
         .iter()
-        .filter(|c| report.certificates.iter().any(|r| r.name == c.name))
+        .filter(|c| in_report.contains(c.name.as_str()))
     {
         let Ok(rec) = store.load(&cert.name) else {
             continue;

@@ -57,6 +57,8 @@ mod fleet_catchup;
 mod fleet_daemon;
 /// docs/fleet.md run as printed: etcd with TLS and auth, three hosts with nginx, the sandbox.
 mod fleet_docs;
+/// A fleet leader's quiet runs use the due summary; every change between two runs is seen.
+mod fleet_due;
 /// Three hosts with nginx: one order, every host serves it, reissue, quorum loss.
 mod fleet_e2e;
 /// Failures in fleet mode: the fleet's and each host's, on every surface of every host.

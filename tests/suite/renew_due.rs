@@ -17,7 +17,7 @@ use support::scenario::certificate_id;
 const OFFSET: &str = "CERT_AGENT_TEST_CLOCK_OFFSET_SECS";
 
 /// How many certificates the run reported from the summary (its debug line).
-fn quiet_by_summary(out: &AgentOutput) -> usize {
+pub(crate) fn quiet_by_summary(out: &AgentOutput) -> usize {
     let line = out
         .stderr
         .lines()

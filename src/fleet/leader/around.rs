@@ -77,12 +77,12 @@ pub(super) async fn announce_lead(
 
 /// After the leader's export: on each record this host changed and shared, the fleet's last
 /// attempt is this host's (the records it did not change keep the attempt their import
-/// read; `records`: the records as the export read them; `not_shared`: those whose export
-/// failed).
+/// read; `records`: the records as the export read them, each one written here replaced by
+/// what was written; `not_shared`: those whose export failed).
 pub(super) fn record_attempts(
     store: &Store,
     link: &FleetLink,
-    records: &BTreeMap<String, CertRecord>,
+    records: &mut BTreeMap<String, CertRecord>,
     imported: &BTreeMap<String, Option<CertRecord>>,
     not_shared: &BTreeSet<String>,
 ) {
@@ -104,9 +104,47 @@ pub(super) fn record_attempts(
     }
     // Written together: one sync for the batch, not one per record.
     let refs: Vec<&CertRecord> = changed.iter().collect();
-    for (rec, saved) in changed.iter().zip(store.save_all(&refs)) {
-        if let Err(e) = saved {
-            tracing::warn!(certificate = %rec.name, "{e:#}");
+    let saved = store.save_all(&refs);
+    drop(refs);
+    for (rec, saved) in changed.into_iter().zip(saved) {
+        match saved {
+            Ok(()) => {
+                records.insert(rec.name.clone(), rec);
+            }
+            Err(e) => tracing::warn!(certificate = %rec.name, "{e:#}"),
+        }
+    }
+}
+
+/// [`fleet_failures`] at the end of a leader's run, from `records` (the records as the run
+/// leaves them: read or written by it) where it holds them; the others read.
+pub(super) fn fleet_failures_of(
+    store: &Store,
+    report: &mut RunReport,
+    records: &BTreeMap<String, CertRecord>,
+) {
+    for c in &mut report.certificates {
+        if !matches!(
+            c.outcome,
+            Outcome::Unchanged { .. } | Outcome::Pending { .. }
+        ) {
+            continue;
+        }
+        let read;
+        let rec = match records.get(&c.name) {
+            Some(rec) => rec,
+            None => match store.load(&c.name) {
+                Ok(rec) => {
+                    read = rec;
+                    &read
+                }
+                Err(_) => continue,
+            },
+        };
+        if let Some(f) = rec.fleet.as_ref().filter(|f| f.failing()) {
+            c.outcome = Outcome::Failed {
+                error: f.describe(),
+            };
         }
     }
 }
@@ -121,6 +159,17 @@ pub(super) fn note_host_failure(store: &Store, name: &str, error: &str) {
     if let Err(e) = saved {
         tracing::warn!(certificate = %name, "could not record the failure: {e:#}");
     }
+}
+
+/// The line of each certificate in `report`, by name: looked up once per certificate, not
+/// searched for (quadratic at 10,000 certificates).
+pub(super) fn lines_by_name(report: &RunReport) -> std::collections::HashMap<String, usize> {
+    report
+        .certificates
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.name.clone(), i))
+        .collect()
 }
 
 /// Adds `more` (the leader's own requests: a hand-over's download) to the run's `counts`.

@@ -4,7 +4,7 @@
 //! mass reissue reaches the fleet as one short burst and the followers install it with one
 //! reload. Every write keeps its fence and every failure stays its certificate's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use anyhow::{Context, Result, bail};
 use futures_util::StreamExt;
@@ -28,6 +28,30 @@ pub(super) struct Exported {
     pub(super) records: BTreeMap<String, CertRecord>,
 }
 
+/// What the leader's engine left for the export.
+pub(super) struct Ran<'a> {
+    /// What it installed.
+    pub(super) installed: &'a [(String, Installable)],
+    /// The certificates whose records it neither read nor wrote.
+    pub(super) untouched: &'a HashSet<String>,
+    /// The records as the run's imports left them on disk, but those the engine took.
+    pub(super) records: BTreeMap<String, CertRecord>,
+}
+
+impl Ran<'_> {
+    /// The record of `name` as it is on disk now: the import's, when the engine neither read
+    /// nor wrote it (nothing else writes a record while the run holds the state directory's
+    /// lock), otherwise read.
+    fn record(&mut self, store: &Store, name: &str) -> Result<CertRecord> {
+        if self.untouched.contains(name)
+            && let Some(rec) = self.records.remove(name)
+        {
+            return Ok(rec);
+        }
+        Ok(store.load(name)?)
+    }
+}
+
 /// Every record that changed since `imported` (the records as the fleet held them) shared,
 /// every certificate the engine installed published, and what this host has installed but the
 /// fleet lacks handed over (`fleet_has`: the fleet's certificates as the run's synchronisation
@@ -38,13 +62,14 @@ pub(super) async fn export(
     certs: &[&CertificateConfig],
     imported: &BTreeMap<String, Option<CertRecord>>,
     fleet_has: &BTreeMap<String, (String, OffsetDateTime)>,
-    installed: &[(String, Installable)],
+    mut ran: Ran<'_>,
 ) -> Exported {
+    let installed = ran.installed;
     let mut errors = Vec::new();
     let mut records = BTreeMap::new();
     let mut changed = Vec::new();
     for cert in certs {
-        match store.load(&cert.name) {
+        match ran.record(store, &cert.name) {
             Ok(rec) => {
                 let unchanged = imported
                     .get(&cert.name)
@@ -67,8 +92,10 @@ pub(super) async fn export(
     .collect::<Vec<_>>()
     .await;
     note(shares, &mut errors, &mut written);
+    let by_name: HashMap<&str, &CertificateConfig> =
+        certs.iter().map(|c| (c.name.as_str(), *c)).collect();
     let publishing = installed.iter().filter_map(|(name, r)| {
-        let cert = *certs.iter().find(|c| &c.name == name)?;
+        let cert = *by_name.get(name.as_str())?;
         Some(async move { (cert, fr.publish_current(cert, r).await) })
     });
     let published = futures_util::stream::iter(publishing)
@@ -79,8 +106,9 @@ pub(super) async fn export(
     // A certificate installed on this host before it joined the fleet (or adopted here, or
     // installed while it led and not published) that the fleet lacks: handed over, without a
     // new order.
+    let published: HashSet<&str> = installed.iter().map(|(n, _)| n.as_str()).collect();
     let lacking = certs.iter().filter_map(|cert| {
-        if installed.iter().any(|(n, _)| *n == cert.name) {
+        if published.contains(cert.name.as_str()) {
             return None;
         }
         let rec = records.get(&cert.name)?;

@@ -31,19 +31,26 @@ impl Imports {
         self.records.push(record);
     }
 
-    /// [`write`](Self::write) for a leader's run: each certificate whose record or line
-    /// could not be written is noted as this host's failure and leaves the run's `eligible`
-    /// and `imported`; returned with its error.
+    /// [`write`](Self::write) for a leader's run: each record written is put in `records`
+    /// (the records as the run leaves them on disk); each certificate whose record or line
+    /// could not be written is noted as this host's failure and leaves the run's `eligible`,
+    /// `imported` and `records`; returned with its error.
     pub(super) fn write_for_run(
         self,
         store: &Store,
         eligible: &mut Vec<&CertificateConfig>,
         imported: &mut BTreeMap<String, Option<CertRecord>>,
+        records: &mut BTreeMap<String, CertRecord>,
     ) -> Vec<(String, String)> {
+        let (written, errors) = self.write_keeping(store);
+        for rec in written {
+            records.insert(rec.name.clone(), rec);
+        }
         let mut failed = Vec::new();
-        for (name, e) in self.write(store) {
+        for (name, e) in errors {
             eligible.retain(|c| c.name != name);
             imported.remove(&name);
+            records.remove(&name);
             let error = format!("{e:#}");
             super::around::note_host_failure(store, &name, &error);
             failed.push((name, error));
@@ -56,6 +63,11 @@ impl Imports {
     /// alone wrote them. The certificates whose record or line could not be written, each with
     /// its error.
     pub(in crate::fleet) fn write(self, store: &Store) -> Vec<(String, anyhow::Error)> {
+        self.write_keeping(store).1
+    }
+
+    /// [`write`](Self::write), and the records whose write succeeded.
+    fn write_keeping(self, store: &Store) -> (Vec<CertRecord>, Vec<(String, anyhow::Error)>) {
         let refs: Vec<&CertRecord> = self.records.iter().collect();
         let mut failed = Vec::new();
         for (rec, saved) in self.records.iter().zip(store.save_all(&refs)) {
@@ -74,6 +86,13 @@ impl Imports {
                 failed.push(((*name).to_owned(), anyhow!("{e}")));
             }
         }
-        failed
+        drop(events);
+        drop(refs);
+        let gone: std::collections::HashSet<&str> =
+            failed.iter().map(|(f, _)| f.as_str()).collect();
+        let mut written = self.records;
+        written.retain(|r| !gone.contains(r.name.as_str()));
+        drop(gone);
+        (written, failed)
     }
 }
