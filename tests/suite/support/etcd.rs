@@ -348,11 +348,31 @@ impl EtcdClient {
     /// The value of `PREFIX + rel`, if any.
     pub(crate) fn get(&mut self, rel: &str) -> Option<Vec<u8>> {
         let key = self.key(rel);
-        let resp = self
-            .rt
-            .block_on(self.client.get(key, None))
-            .expect("etcd answers");
+        let resp = self.read(|mut c| {
+            let key = key.clone();
+            async move { c.get(key, None).await }
+        });
         resp.kvs().first().map(|kv| kv.value().to_vec())
+    }
+
+    /// A read, tried again for up to ten seconds while the member the client picked does not
+    /// take the connection (a loaded machine: the cluster keeps its quorum meanwhile).
+    fn read<F, Fut>(&mut self, call: F) -> etcd_client::GetResponse
+    where
+        F: Fn(etcd_client::Client) -> Fut,
+        Fut: Future<Output = Result<etcd_client::GetResponse, etcd_client::Error>>,
+    {
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.rt.block_on(call(self.client.clone())) {
+                Ok(resp) => return resp,
+                Err(e) if Instant::now() < until => {
+                    eprintln!("etcd read failed, trying again: {e}");
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+                Err(e) => panic!("etcd answers: {e}"),
+            }
+        }
     }
 
     pub(crate) fn put(&mut self, rel: &str, value: impl Into<Vec<u8>>) {
@@ -394,11 +414,14 @@ impl EtcdClient {
 
     /// Every key under the prefix (full keys) with its modification revision.
     pub(crate) fn revisions(&mut self) -> BTreeMap<String, i64> {
-        let options = etcd_client::GetOptions::new().with_prefix();
-        let resp = self
-            .rt
-            .block_on(self.client.get(self.prefix.clone(), Some(options)))
-            .expect("etcd answers");
+        let prefix = self.prefix.clone();
+        let resp = self.read(|mut c| {
+            let prefix = prefix.clone();
+            async move {
+                c.get(prefix, Some(etcd_client::GetOptions::new().with_prefix()))
+                    .await
+            }
+        });
         resp.kvs()
             .iter()
             .map(|kv| {
