@@ -504,6 +504,16 @@ pub(super) async fn read_fleet(
 /// or the leader left idle by the fleet's backoff): failed in this host's report too (its
 /// exit code, its notifications, its metrics).
 pub(super) fn fleet_failures(store: &Store, report: &mut RunReport) {
+    fleet_failures_of(store, report, &BTreeMap::new());
+}
+
+/// [`fleet_failures`], taking each certificate's record from `records` (the run's, as the
+/// state directory holds them) where it is there, instead of reading it again.
+pub(crate) fn fleet_failures_of(
+    store: &Store,
+    report: &mut RunReport,
+    records: &BTreeMap<String, crate::store::CertRecord>,
+) {
     for c in &mut report.certificates {
         if !matches!(
             c.outcome,
@@ -511,9 +521,18 @@ pub(super) fn fleet_failures(store: &Store, report: &mut RunReport) {
         ) {
             continue;
         }
-        if let Ok(rec) = store.load(&c.name)
-            && let Some(f) = rec.fleet.as_ref().filter(|f| f.failing())
-        {
+        let read;
+        let rec = match records.get(&c.name) {
+            Some(rec) => rec,
+            None => match store.load(&c.name) {
+                Ok(rec) => {
+                    read = rec;
+                    &read
+                }
+                Err(_) => continue,
+            },
+        };
+        if let Some(f) = rec.fleet.as_ref().filter(|f| f.failing()) {
             c.outcome = Outcome::Failed {
                 error: f.describe(),
             };

@@ -37,10 +37,7 @@ pub(super) use reads::Now;
 
 pub(super) use imports::Imports;
 
-use around::{
-    announce_lead, fleet_failures_of, merge_requests, not_leading, note_host_failure,
-    record_attempts,
-};
+use around::{announce_lead, merge_requests, not_leading, note_host_failure, record_attempts};
 use export::export;
 
 /// While a run shares and publishes, the versions it accepted are written at least this often
@@ -656,7 +653,7 @@ async fn round(
     }
     let mut records = exported.records;
     record_attempts(store, &link, &mut records, &imported, &not_shared);
-    fleet_failures_of(store, &mut report, &records);
+    crate::fleet::follower::fleet_failures_of(store, &mut report, &records);
     let mut requests = done.requests;
     if let Some(own) = own {
         merge_requests(&mut requests, own);

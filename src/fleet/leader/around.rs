@@ -116,39 +116,6 @@ pub(super) fn record_attempts(
     }
 }
 
-/// [`fleet_failures`] at the end of a leader's run, from `records` (the records as the run
-/// leaves them: read or written by it) where it holds them; the others read.
-pub(super) fn fleet_failures_of(
-    store: &Store,
-    report: &mut RunReport,
-    records: &BTreeMap<String, CertRecord>,
-) {
-    for c in &mut report.certificates {
-        if !matches!(
-            c.outcome,
-            Outcome::Unchanged { .. } | Outcome::Pending { .. }
-        ) {
-            continue;
-        }
-        let read;
-        let rec = match records.get(&c.name) {
-            Some(rec) => rec,
-            None => match store.load(&c.name) {
-                Ok(rec) => {
-                    read = rec;
-                    &read
-                }
-                Err(_) => continue,
-            },
-        };
-        if let Some(f) = rec.fleet.as_ref().filter(|f| f.failing()) {
-            c.outcome = Outcome::Failed {
-                error: f.describe(),
-            };
-        }
-    }
-}
-
 /// A failure of this host's part of the fleet's work (an import refused, an export that did
 /// not reach etcd): one more on its record, for `status`, `check` and the metrics.
 pub(super) fn note_host_failure(store: &Store, name: &str, error: &str) {
