@@ -10,7 +10,7 @@ use anyhow::Result;
 
 use crate::config::Config;
 use crate::engine::{self, RunOptions, RunReport, RunStats};
-use crate::store::{Store, StoreError};
+use crate::store::{Records, Store, StoreError};
 
 /// Runs once over the selected certificates. Takes the run lock for its whole duration (failing
 /// at once with [`crate::store::StoreError::Locked`] when another process holds it). On a
@@ -51,19 +51,21 @@ pub async fn once_waiting(
     let started_at = opts.clock.now();
     let started = tokio::time::Instant::now();
     let certs = config.select(&opts.names)?;
-    let (mut report, requests) = if config.fleet.is_some() && !opts.dry_run {
-        crate::fleet::run(config, opts, &store, &certs).await?
+    let (mut report, requests, records) = if config.fleet.is_some() && !opts.dry_run {
+        let ran = crate::fleet::run(config, opts, &store, &certs).await?;
+        (ran.report, ran.requests, ran.records)
     } else {
         let done = engine::run(config, &store, opts, &certs, None).await;
-        (done.report, done.requests)
+        (done.report, done.requests, Records::new())
     };
     report.stats = Some(RunStats {
         started_at,
         duration: started.elapsed(),
         requests,
     });
+    store.debug_check_held(&records, "after the fleet run");
     if !opts.dry_run {
-        crate::monitor::after_run(config, &store, &report, opts.clock.now()).await;
+        crate::monitor::after_run(config, &store, (&report, &records), opts.clock.now()).await;
     }
     Ok(report)
 }

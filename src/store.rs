@@ -203,6 +203,10 @@ impl PublishedDcv {
     }
 }
 
+/// Records by certificate name, each as the state directory holds it, that a run holds in
+/// memory: handed on instead of read again.
+pub type Records = std::collections::BTreeMap<String, CertRecord>;
+
 /// Everything cert-agent remembers about one configured certificate.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CertRecord {
@@ -452,6 +456,37 @@ impl Store {
     fn record_path(&self, name: &str) -> Result<PathBuf, StoreError> {
         check_name(name)?;
         Ok(self.dir.join("certs").join(format!("{name}.json")))
+    }
+
+    /// The record of `name` from `records` (records the run holds, each as on disk) where it
+    /// is there, otherwise read.
+    pub fn held_or_load<'r>(
+        &self,
+        records: &'r Records,
+        name: &str,
+    ) -> Result<std::borrow::Cow<'r, CertRecord>, StoreError> {
+        match records.get(name) {
+            Some(rec) => Ok(std::borrow::Cow::Borrowed(rec)),
+            None => self.load(name).map(std::borrow::Cow::Owned),
+        }
+    }
+
+    /// In debug builds (the tests), that each of `records` — records a run holds and hands on
+    /// instead of reading them again — is the record on disk: a record written after it was
+    /// taken, and not replaced in `records`, would otherwise be reported stale. `at`: the
+    /// hand-over, for the message.
+    pub fn debug_check_held(&self, records: &Records, at: &str) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        for (name, held) in records {
+            if let Ok(on_disk) = self.load(name) {
+                assert!(
+                    *held == on_disk,
+                    "{at}: the record of '{name}' handed on is not the one on disk"
+                );
+            }
+        }
     }
 
     /// The record of certificate `name` (a fresh one when none exists).

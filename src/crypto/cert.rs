@@ -191,6 +191,13 @@ pub fn serial_hex(raw: &[u8]) -> String {
 /// Whether two serials written in hex are the same number (case, `:` and leading zeros do not
 /// matter); text that is not hex equals nothing.
 pub fn same_serial_hex(a: &str, b: &str) -> bool {
+    // The same text (the common case: a serial as this program wrote it, compared with
+    // itself) is the same serial when it is one, told without parsing it.
+    if a == b {
+        let t = a.trim();
+        return t.bytes().any(|c| c.is_ascii_hexdigit())
+            && t.bytes().all(|c| c.is_ascii_hexdigit() || c == b':');
+    }
     matches!((Serial::parse_hex(a), Serial::parse_hex(b)), (Some(x), Some(y)) if x == y)
 }
 
@@ -296,6 +303,16 @@ mod tests {
         assert!(Serial::parse_hex("xyz").is_none());
         assert!(same_serial_hex("0a01", "A01"));
         assert!(!same_serial_hex("zz", "zz"));
+        // The same text: the same serial exactly when parsing would say so.
+        for text in [
+            "", " ", ":", "::", "0A:01", " 0a01 ", "zz", "0x1", "1 2", "\u{e9}",
+        ] {
+            assert_eq!(
+                same_serial_hex(text, text),
+                Serial::parse_hex(text).is_some(),
+                "{text:?}"
+            );
+        }
     }
 
     #[test]

@@ -17,15 +17,18 @@ use crate::store::{FleetAttempt, Store};
 use super::coord::Snapshot;
 use super::envelope::{self, Place, Purpose};
 use super::link::{FleetLink, check_specs, spec_digest};
-use super::schema::{DcvEntry, HostResult, KEY_CHECK, dcv_key, host_key, seen_key, state_key};
+use super::schema::{DcvEntry, HostResult, KEY_CHECK, dcv_key, state_key};
 use super::shared::{check_dcv, open_state};
 use super::versions::{Seen, Versions};
 
 mod current;
+mod hosts;
 mod keep;
 pub(super) mod retired;
 mod slices;
 
+pub(super) use hosts::report_host;
+use hosts::{report_hosts, report_problems, report_seen};
 use keep::note_outcomes;
 
 /// What [`sync`] did for one certificate.
@@ -44,6 +47,11 @@ pub(super) struct SyncReport {
     pub(super) fleet_has: BTreeMap<String, (String, OffsetDateTime)>,
     /// The certificates retired for the fleet (their tombstone opened): no lead works on them.
     pub(super) retired: BTreeSet<String>,
+    /// Each record as the synchronisation left it in the state directory (one that could
+    /// not be read or written is not here): for the leader's imports, not read again.
+    pub(super) records: BTreeMap<String, crate::store::CertRecord>,
+    /// The versions this host accepted, as the synchronisation wrote them.
+    pub(super) versions: Versions,
 }
 
 /// One synchronisation's view of the fleet: the values under `certs/` it read (those this host
@@ -71,8 +79,8 @@ pub(super) struct View {
 impl View {
     /// The values under `certs/` and `dcv/` as `snap` read them, and the versions this host
     /// accepted.
-    fn read(snap: Snapshot, store: &Store) -> Result<Self> {
-        Ok(View {
+    fn read(snap: Snapshot, versions: Versions) -> Self {
+        View {
             docs: snap.certs,
             unread: snap.unread,
             deferred: snap.deferred,
@@ -83,10 +91,10 @@ impl View {
                 .into_iter()
                 .filter_map(|(k, v)| Some((k.strip_prefix("dcv/")?.to_owned(), v)))
                 .collect(),
-            versions: Versions::load(store.dir())?,
+            versions,
             problems: BTreeMap::new(),
             attempts: BTreeMap::new(),
-        })
+        }
     }
 
     /// Whether the value of `rel` is the one this host accepted last: read and the same, or
@@ -186,10 +194,10 @@ pub(super) async fn sync(
     config: &Config,
     store: &Store,
     refused: &BTreeMap<String, String>,
-    snap: Snapshot,
+    (snap, versions): (Snapshot, Versions),
 ) -> Result<SyncReport> {
     let host = link.fleet.host().to_owned();
-    let mut view = View::read(snap, store)?;
+    let mut view = View::read(snap, versions);
     let tombstones = retired::open_tombstones(link, config, &mut view);
     let skip = retired::with_retired(refused, &tombstones);
     // A validation file is checked against the shared record: read when left out.
@@ -208,16 +216,18 @@ pub(super) async fn sync(
         batch,
         published,
         fleet_has,
+        mut records,
     } = slices::take_slices(link, config, store, &given, &mut view, &mut results).await?;
     view.note_revisions();
     view.versions.save()?;
     // A failed install is counted by the install itself.
     let mut counted = BTreeSet::new();
-    let mut saved = BTreeMap::new();
     for (job, outcome, _warning) in batch.finish().await {
         if matches!(outcome, Outcome::Failed { .. }) {
             counted.insert(job.cert.name.clone());
         }
+        // The install wrote the record: read again unless it is the one it saved.
+        records.remove(&job.cert.name);
         // The record as the install left it (saved): not read again.
         let installed = job.rec.installed.as_ref();
         results.push((
@@ -235,7 +245,7 @@ pub(super) async fn sync(
             },
         ));
         if matches!(outcome, Outcome::Installed { .. }) {
-            saved.insert(job.cert.name.clone(), job.rec);
+            records.insert(job.cert.name.clone(), job.rec);
         }
         out.push(Synced {
             name: job.cert.name.clone(),
@@ -244,19 +254,22 @@ pub(super) async fn sync(
     }
     report_problems(link, store, view.problems, &mut out, &mut results);
     report_hosts(link, &host, results).await;
-    note_outcomes(
+    let records = note_outcomes(
         config,
         store,
         &view.attempts,
-        (&out, saved),
+        (&out, records),
         &counted,
         link.clock.now(),
     );
     report_seen(link, &host).await;
+    store.debug_check_held(&records, "after the synchronisation");
     Ok(SyncReport {
         synced: out,
         fleet_has,
         retired: tombstones.into_keys().collect(),
+        records,
+        versions: view.versions,
     })
 }
 
@@ -296,107 +309,6 @@ fn pending_csrs(
     pending
 }
 
-/// Each certificate that met a bad value: failed in the run's outcome (unless its install
-/// already failed) and reported under `hosts/HOST/`.
-fn report_problems(
-    link: &FleetLink,
-    store: &Store,
-    problems: BTreeMap<String, Vec<String>>,
-    out: &mut Vec<Synced>,
-    results: &mut Vec<(String, HostResult)>,
-) {
-    for (name, errors) in problems {
-        let error = errors.join("; ");
-        if let Some(s) = out.iter_mut().find(|s| s.name == name) {
-            if let Outcome::Failed { error: e } = &mut s.outcome {
-                e.push_str("; ");
-                e.push_str(&error);
-            } else {
-                s.outcome = Outcome::Failed { error };
-            }
-            continue;
-        }
-        let rec = store.load(&name).ok();
-        let installed = rec.as_ref().and_then(|r| r.installed.as_ref());
-        let result = HostResult {
-            serial: installed.map(|i| i.serial.clone()),
-            version: 0,
-            at: link.clock.now(),
-            since: installed.map(|i| i.installed_at),
-            error: Some(error.clone()),
-            skipped: None,
-        };
-        results.push((name.clone(), result));
-        out.push(Synced {
-            name,
-            outcome: Outcome::Failed { error },
-        });
-    }
-}
-
-/// Records what this host did with each certificate of `results` under
-/// `hosts/HOST/certs/NAME`: each result sealed, written in transactions of at most
-/// [`PUTS_PER_TXN`](super::coord::PUTS_PER_TXN) puts, not one request each.
-async fn report_hosts(link: &FleetLink, host: &str, results: Vec<(String, HostResult)>) {
-    let mut names = Vec::with_capacity(results.len());
-    let mut puts = Vec::with_capacity(results.len());
-    for (name, result) in &results {
-        match seal_result(link, host, name, result) {
-            Ok(put) => {
-                names.push(name.as_str());
-                puts.push(put);
-            }
-            Err(e) => tracing::warn!(certificate = %name, "{e:#}"),
-        }
-    }
-    if let Err(e) = link.fleet.put_own_all(puts).await {
-        let left = &names[e.written.min(names.len())..];
-        let shown: Vec<&str> = left.iter().take(5).copied().collect();
-        tracing::warn!(
-            "could not report {} results to the fleet ({}{}): {}",
-            left.len(),
-            shown.join(", "),
-            if left.len() > shown.len() {
-                ", …"
-            } else {
-                ""
-            },
-            e.error
-        );
-    }
-}
-
-/// The sealed result of certificate `name` and its key under `hosts/HOST/certs/`.
-fn seal_result(
-    link: &FleetLink,
-    host: &str,
-    name: &str,
-    result: &HostResult,
-) -> Result<(String, Vec<u8>)> {
-    let rel = host_key(host, name);
-    let place = Place::new(Purpose::HostResult, &rel, name);
-    let version = u64::try_from(result.at.unix_timestamp()).unwrap_or(0);
-    let sealed = envelope::seal_json(&link.key, &place, version, result)?;
-    Ok((rel, sealed))
-}
-
-/// Records when this host last synchronised.
-async fn report_seen(link: &FleetLink, host: &str) {
-    let at = link.clock.now();
-    let rel = seen_key(host);
-    let text = at
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default();
-    let place = Place::new(Purpose::HostSeen, &rel, "");
-    let version = u64::try_from(at.unix_timestamp()).unwrap_or(0);
-    match envelope::seal(&link.key, &place, version, text.as_bytes()) {
-        Ok(sealed) => {
-            let _ = link.fleet.put_own(&rel, sealed).await;
-        }
-        Err(e) => tracing::warn!("{e:#}"),
-    }
-}
-
 /// What one [`follow`] read and whether it left anything to try again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Followed {
@@ -426,10 +338,14 @@ pub async fn follow(
     };
     let started_at = link.clock.now();
     let started = tokio::time::Instant::now();
-    let snap = read_fleet(link, config, &store).await?;
+    let versions = Versions::load(store.dir());
+    let snap = read_fleet(link, config, versions.as_ref().ok()).await?;
+    let mut versions = versions?;
     let revision = snap.revision;
-    let refused = check_specs(link, config, &snap).await?;
-    let synced = sync(link, config, &store, &refused, snap).await?.synced;
+    let refused = check_specs(link, config, &snap, &mut versions).await?;
+    let synced = sync(link, config, &store, &refused, (snap, versions))
+        .await?
+        .synced;
     let clean = synced.iter().all(|s| {
         matches!(
             s.outcome,
@@ -470,28 +386,26 @@ pub async fn follow(
     Ok(Some(Followed { revision, clean }))
 }
 
-/// The values this host accepted at a revision it knows (its versions file): what a read of
-/// the fleet leaves out. Nothing when the file is missing or does not read (every value read,
-/// and the synchronisation then says what is wrong with the file).
-fn known_revisions(link: &FleetLink, config: &Config, store: &Store) -> BTreeMap<String, i64> {
-    let configs = config
-        .certificates
-        .iter()
-        .map(|c| (c.name.clone(), spec_digest(link, c)))
-        .collect();
-    Versions::load(store.dir())
-        .map(|v| v.known(&configs))
-        .unwrap_or_default()
-}
-
 /// The fleet as a synchronisation reads it ([`Fleet::snapshot`](super::coord::Fleet::snapshot)),
-/// without the values this host accepted at the revision their keys are still at.
+/// without the values this host accepted at the revision their keys are still at (its
+/// `versions`, as the run read them). Without them (the file does not read) every value is
+/// read, and the synchronisation then says what is wrong with the file.
 pub(super) async fn read_fleet(
     link: &FleetLink,
     config: &Config,
-    store: &Store,
+    versions: Option<&Versions>,
 ) -> Result<Snapshot> {
-    let known = known_revisions(link, config, store);
+    let known = match versions {
+        Some(versions) => {
+            let configs = config
+                .certificates
+                .iter()
+                .map(|c| (c.name.clone(), spec_digest(link, c)))
+                .collect();
+            versions.known(&configs)
+        }
+        None => BTreeMap::new(),
+    };
     // The certificates' bundles are read a slice at a time by the synchronisation.
     let snap = link
         .fleet
@@ -521,16 +435,8 @@ pub(crate) fn fleet_failures_of(
         ) {
             continue;
         }
-        let read;
-        let rec = match records.get(&c.name) {
-            Some(rec) => rec,
-            None => match store.load(&c.name) {
-                Ok(rec) => {
-                    read = rec;
-                    &read
-                }
-                Err(_) => continue,
-            },
+        let Ok(rec) = store.held_or_load(records, &c.name) else {
+            continue;
         };
         if let Some(f) = rec.fleet.as_ref().filter(|f| f.failing()) {
             c.outcome = Outcome::Failed {
@@ -551,18 +457,6 @@ pub fn concerns_hosts(key: &str) -> bool {
 /// resynchronisation (what other hosts report under `hosts/`, and the lead, are not).
 pub fn read_by_sync(key: &str) -> bool {
     key.starts_with("certs/") || key.starts_with("dcv/") || key == KEY_CHECK
-}
-
-/// Records what this host did with certificate `name` under `hosts/HOST/certs/NAME`.
-pub(super) async fn report_host(link: &FleetLink, host: &str, name: &str, result: &HostResult) {
-    match seal_result(link, host, name, result) {
-        Ok((rel, bytes)) => {
-            if let Err(e) = link.fleet.put_own(&rel, bytes).await {
-                tracing::warn!(certificate = %name, "could not report to the fleet: {e}");
-            }
-        }
-        Err(e) => tracing::warn!(certificate = %name, "{e:#}"),
-    }
 }
 
 /// The validation files this host serves for the fleet, by certificate: kept in
@@ -704,10 +598,11 @@ fn serve_dcv(
 }
 
 /// Validation files this host published itself while it led, for a validation the fleet no
-/// longer waits for (it stopped leading half-way, killed or cut off): removed.
-pub(super) fn remove_own_leftovers(job: &mut Job<'_>) {
+/// longer waits for (it stopped leading half-way, killed or cut off): removed. Whether the
+/// record on disk is `job`'s (false: its write failed).
+pub(super) fn remove_own_leftovers(job: &mut Job<'_>) -> bool {
     if job.rec.dcv.files.is_empty() && job.rec.dcv.dirs.is_empty() {
-        return;
+        return true;
     }
     let gone = crate::dcv::webroot::Published {
         files: std::mem::take(&mut job.rec.dcv.files),
@@ -716,7 +611,11 @@ pub(super) fn remove_own_leftovers(job: &mut Job<'_>) {
     if let Err(e) = crate::dcv::webroot::remove(&gone) {
         tracing::warn!(certificate = %job.cert.name, "could not remove a validation file: {e}");
     }
-    if let Err(e) = job.save() {
-        tracing::warn!(certificate = %job.cert.name, "{e:#}");
+    match job.save() {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(certificate = %job.cert.name, "{e:#}");
+            false
+        }
     }
 }

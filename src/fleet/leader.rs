@@ -31,7 +31,7 @@ mod reads;
 mod rounds;
 
 use rounds::Round;
-pub use rounds::run;
+pub use rounds::{FleetRan, run};
 
 pub(super) use reads::Now;
 
@@ -477,11 +477,12 @@ struct Imported<'c> {
 /// The imports of a round this host leads: every certificate of `certs` but those `skip`
 /// names, imported from the shared records as etcd holds them now (another leader may have
 /// written since the synchronisation's read: what was written since, read in one request),
-/// their records and journal lines written together.
+/// their records and journal lines written together. `versions` and `known`: this host's
+/// versions and records as the round's synchronisation left them (not read again).
 async fn import_round<'c>(
     link: &FleetLink,
     store: &Store,
-    kept: reads::Kept,
+    (kept, (mut versions, known)): (reads::Kept, (Versions, BTreeMap<String, CertRecord>)),
     certs: &[&'c CertificateConfig],
     skip: &dyn Fn(&str) -> bool,
     report: &mut RunReport,
@@ -489,8 +490,7 @@ async fn import_round<'c>(
     let mut eligible: Vec<&CertificateConfig> = Vec::new();
     let mut imported = BTreeMap::new();
     let mut records = BTreeMap::new();
-    let mut versions = Versions::load(store.dir())?;
-    let (unchanged, mut locals) = reads::unchanged_imports(store, &versions, &kept, certs);
+    let (unchanged, mut locals) = reads::unchanged_imports(store, &versions, &kept, certs, known);
     let mut imports = Imports::default();
     let docs = kept.now(link, unchanged).await?;
     for cert in certs.iter().filter(|c| !skip(&c.name)) {
@@ -517,12 +517,37 @@ async fn import_round<'c>(
         set_outcome(report, &name, Outcome::Failed { error });
     }
     versions.save()?;
+    store.debug_check_held(&records, "after the imports");
     Ok(Imported {
         eligible,
         imported,
         versions,
         records,
     })
+}
+
+/// The engine's outcome of each certificate in `report`, with its warning. What this host's
+/// install of the fleet's certificate did (`from_sync`: installed, or failed and rolled back)
+/// stays the outcome when the leader's work changed nothing.
+fn take_engine_outcomes(
+    report: &mut RunReport,
+    engine: Vec<engine::CertReport>,
+    from_sync: &std::collections::BTreeSet<String>,
+) {
+    let lines = around::lines_by_name(report);
+    for c in engine {
+        let keep_sync =
+            matches!(c.outcome, Outcome::Unchanged { .. }) && from_sync.contains(&c.name);
+        if let Some(r) = lines
+            .get(&c.name)
+            .and_then(|&i| report.certificates.get_mut(i))
+        {
+            if !keep_sync {
+                r.outcome = c.outcome;
+            }
+            r.warning = c.warning;
+        }
+    }
 }
 
 /// Sets the outcome of `name` in `report`.
@@ -550,12 +575,15 @@ async fn round(
     let link = connect(config, opts.clock)
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
-    let snap = read_fleet(&link, config, store).await?;
-    let refused = check_specs(&link, config, &snap).await?;
+    let versions = Versions::load(store.dir());
+    let snap = read_fleet(&link, config, versions.as_ref().ok()).await?;
+    let mut versions = versions?;
+    let refused = check_specs(&link, config, &snap, &mut versions).await?;
     let kept = reads::Kept::of(&snap);
-    let synced = sync(&link, config, store, &refused, snap).await?;
+    let synced = sync(&link, config, store, &refused, (snap, versions)).await?;
     let fleet_has = synced.fleet_has;
     let retired = synced.retired;
+    let from_run = (synced.versions, synced.records);
     let mut report = RunReport::not_started(certs);
     let FromSync {
         decided: from_sync,
@@ -592,7 +620,7 @@ async fn round(
         imported,
         versions,
         records,
-    } = import_round(&link, store, kept, certs, &skip, &mut report).await?;
+    } = import_round(&link, store, (kept, from_run), certs, &skip, &mut report).await?;
     let fr = FleetRun {
         link: &link,
         lead: &lead,
@@ -603,22 +631,7 @@ async fn round(
         records: std::cell::RefCell::new(records),
     };
     let done = engine::run(config, store, opts, &eligible, Some(&fr)).await;
-    let lines = around::lines_by_name(&report);
-    for c in done.report.certificates {
-        // What this host's install of the fleet's certificate did (installed, or failed and
-        // rolled back) stays the outcome when the leader's work changed nothing.
-        let keep_sync =
-            matches!(c.outcome, Outcome::Unchanged { .. }) && from_sync.contains(&c.name);
-        if let Some(r) = lines
-            .get(&c.name)
-            .and_then(|&i| report.certificates.get_mut(i))
-        {
-            if !keep_sync {
-                r.outcome = c.outcome;
-            }
-            r.warning = c.warning;
-        }
-    }
+    take_engine_outcomes(&mut report, done.report.certificates, &from_sync);
     let mut not_shared = std::collections::BTreeSet::new();
     let exported = export(
         &fr,
@@ -633,16 +646,26 @@ async fn round(
         },
     )
     .await;
+    let mut records = exported.records;
     for (name, error) in exported.errors {
         tracing::warn!(certificate = %name, "{error}");
         not_shared.insert(name.clone());
+        // Written again below: read where needed.
+        records.remove(&name);
         note_host_failure(store, &name, &error);
         set_outcome(&mut report, &name, Outcome::Failed { error });
     }
     let own = fr.client.get().map(crate::api::Client::request_counts);
     drop(fr);
     let host = link.fleet.host();
-    rounds::mark_waiting(&lead, host, opts, store, config, &eligible, marked).await;
+    rounds::mark_waiting(
+        (&lead, host, marked),
+        opts,
+        (store, &records),
+        config,
+        &eligible,
+    )
+    .await;
     lead.resign().await;
     if let Err(e) = store.audit(
         None,
@@ -651,12 +674,12 @@ async fn round(
     ) {
         tracing::warn!("{e}");
     }
-    let mut records = exported.records;
     record_attempts(store, &link, &mut records, &imported, &not_shared);
     crate::fleet::follower::fleet_failures_of(store, &mut report, &records);
     let mut requests = done.requests;
     if let Some(own) = own {
         merge_requests(&mut requests, own);
     }
-    Ok(Round::led(report, requests))
+    store.debug_check_held(&records, "after the leader's round");
+    Ok(Round::led(report, requests, records))
 }

@@ -16,6 +16,7 @@ use super::envelope::{self, Place, Purpose};
 use super::key::{FleetKey, FleetKeys, Which};
 use super::options::FleetOptions;
 use super::schema::{KEY_CHECK, Kind, Spec, spec_key};
+use super::versions::Versions;
 
 /// The systemd credential holding the fleet key when `secret_file` is not set.
 pub const FLEET_KEY_CREDENTIAL: &str = "cert-agent-fleet-key";
@@ -118,18 +119,19 @@ const MAX_PASSWORD_FILE: u64 = 4096;
 /// fleet has: a certificate whose names, product or key type differ is refused (the error
 /// names the difference), and so is one whose spec does not open (the error names the key).
 /// The key check and the specs are taken from `snap` (the synchronisation's one read); only
-/// what it lacks is written (a certificate new to the fleet, a fleet's first host).
+/// what it lacks is written (a certificate new to the fleet, a fleet's first host). What it
+/// learns goes into `versions` (this host's, as the run read them), written.
 pub(super) async fn check_specs(
     link: &FleetLink,
     config: &Config,
     snap: &Snapshot,
+    versions: &mut Versions,
 ) -> Result<BTreeMap<String, String>> {
     // A key retired before stays retired: a key check sealed again under it is refused too.
-    retire_previous_key(link, config, None)?;
+    retire_previous_key(link, versions, None)?;
     let seen = check_key(link, snap.key_check.clone()).await?;
-    retire_previous_key(link, config, seen)?;
+    retire_previous_key(link, versions, seen)?;
     let mut refused = BTreeMap::new();
-    let mut versions = super::versions::Versions::load(&config.agent.state_dir)?;
     for cert in &config.certificates {
         let mine = Spec::of(cert, link.fleet.host());
         let key = spec_key(&cert.name);
@@ -199,11 +201,14 @@ pub(super) fn spec_digest(link: &FleetLink, cert: &CertificateConfig) -> String 
 /// `fleet-versions.json`), so that a key check sealed again under the previous key (by whoever
 /// still holds it) does not bring it back: it is refused like any key check that is not the
 /// fleet's.
-fn retire_previous_key(link: &FleetLink, config: &Config, seen: Option<Which>) -> Result<()> {
+fn retire_previous_key(
+    link: &FleetLink,
+    versions: &mut Versions,
+    seen: Option<Which>,
+) -> Result<()> {
     let Some(previous) = link.key.previous() else {
         return Ok(());
     };
-    let mut versions = super::versions::Versions::load(&config.agent.state_dir)?;
     let done = versions.is_retired(previous.fingerprint());
     if seen == Some(Which::Current) && !done {
         versions.retire(previous.fingerprint());

@@ -48,7 +48,7 @@ pub use coord::{
 pub use deadline::{LEAD_EXPIRED, LEAD_EXPIRING};
 pub use follower::{Followed, Synced, concerns_hosts, follow, read_by_sync};
 pub use key::{FleetKey, FleetKeys, KeyError};
-pub use leader::run;
+pub use leader::{FleetRan, run};
 pub use link::{FLEET_KEY_CREDENTIAL, FLEET_PREVIOUS_KEY_CREDENTIAL, FleetLink, connect};
 pub use options::{DEFAULT_PREFIX, FleetOptions};
 pub use retire::{LeadElsewhere, Retiring};

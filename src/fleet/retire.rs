@@ -54,7 +54,7 @@ impl Retiring {
             .fleet
             .snapshot(KEY_CHECK, &std::collections::BTreeMap::new())
             .await?;
-        check_specs(&link, config, &snap).await?;
+        check_specs(&link, config, &snap, &mut Versions::load(store.dir())?).await?;
         let Some(lead) = link.fleet.try_lead_exclusive().await? else {
             let leader = link
                 .fleet

@@ -13,13 +13,14 @@
 //! follow
 //! the Prometheus conventions (`promtool check metrics` passes).
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use time::OffsetDateTime;
 
 use crate::api::RequestCount;
 use crate::config::Config;
-use crate::store::{CertRecord, Store};
+use crate::store::{CertRecord, Records, Store};
 
 use super::served::{self, Observation};
 
@@ -38,8 +39,15 @@ struct RunFacts<'a> {
 
 /// Keeps the facts of `report` (a run or a fleet synchronisation, [`Pass`]) for the metrics,
 /// then writes the metrics file of `config`, if one is configured; a failure is logged, never
-/// the run's failure.
-pub(super) fn write(config: &Config, store: &Store, report: &RunReport, pass: Pass) {
+/// the run's failure. `records`: records as the state directory holds them, that the run
+/// holds (the others are read).
+pub(super) fn write(
+    config: &Config,
+    store: &Store,
+    report: &RunReport,
+    pass: Pass,
+    records: &Records,
+) {
     if config.agent.metrics_file.is_none() && config.agent.metrics_listen.is_none() {
         return;
     }
@@ -47,7 +55,7 @@ pub(super) fn write(config: &Config, store: &Store, report: &RunReport, pass: Pa
     let Some(path) = &config.agent.metrics_file else {
         return;
     };
-    let text = render_with(config, store, Some(report));
+    let text = render_with(config, store, Some(report), records);
     if let Err(e) = crate::fsutil::write_atomic(path, text.as_bytes(), 0o644) {
         tracing::warn!(
             "could not write the metrics file {}: {}",
@@ -61,7 +69,12 @@ pub(super) fn write(config: &Config, store: &Store, report: &RunReport, pass: Pa
 /// run) when there is one — what `[agent] metrics_file` holds and `cert-agent run` serves on
 /// `metrics_listen`.
 pub fn text(config: &Config, report: Option<&RunReport>) -> String {
-    render_with(config, &Store::existing(&config.agent.state_dir), report)
+    render_with(
+        config,
+        &Store::existing(&config.agent.state_dir),
+        report,
+        &Records::new(),
+    )
 }
 
 /// Each certificate's last success (Unix time), as the metrics last showed it: a run that
@@ -97,16 +110,22 @@ fn keep_successes(store: &Store, kept: &Successes, now: &Successes) {
 /// One configured certificate as the metrics see it.
 struct CertFacts<'a> {
     cert: &'a crate::config::CertificateConfig,
-    /// Its record (`None`: it does not read).
-    rec: Option<CertRecord>,
+    /// Its record (`None`: it does not read), as the run held it or read.
+    rec: Option<Cow<'a, CertRecord>>,
     /// Retired with `cert-agent retire` and nothing started for it since.
     retired: bool,
     /// The next renewal that needs a fresh domain validation.
     fresh: Option<FreshValidation>,
 }
 
-/// Renders the metrics; after a run (`report`), each certificate's last success is kept.
-fn render_with(config: &Config, store: &Store, report: Option<&RunReport>) -> String {
+/// Renders the metrics; after a run (`report`), each certificate's last success is kept. Each
+/// record is taken from `records` where it is there, otherwise read.
+fn render_with<'a>(
+    config: &'a Config,
+    store: &Store,
+    report: Option<&RunReport>,
+    records: &'a Records,
+) -> String {
     let now = report
         .and_then(|r| r.stats.as_ref())
         .map_or_else(|| crate::clock::Clock::from_env().now(), |s| s.started_at);
@@ -114,7 +133,7 @@ fn render_with(config: &Config, store: &Store, report: Option<&RunReport>) -> St
         .certificates
         .iter()
         .map(|cert| {
-            let rec = store.load(&cert.name).ok();
+            let rec = store.held_or_load(records, &cert.name).ok();
             let retired = rec
                 .as_ref()
                 .is_some_and(|r| store.retired_and_idle(&cert.name, r).is_some());
@@ -383,7 +402,7 @@ fn render(
         })
         .unwrap_or_default();
     for facts in certs {
-        let (cert, Some(rec)) = (facts.cert, &facts.rec) else {
+        let (cert, Some(rec)) = (facts.cert, facts.rec.as_deref()) else {
             continue;
         };
         let labels = format!(
@@ -609,19 +628,19 @@ key_path = "/tmp/{name}.key"
         let facts = vec![
             CertFacts {
                 cert: &config.certificates[0],
-                rec: Some(CertRecord {
+                rec: Some(Cow::Owned(CertRecord {
                     name: "old".into(),
                     ..CertRecord::default()
-                }),
+                })),
                 retired: true,
                 fresh: None,
             },
             CertFacts {
                 cert: &config.certificates[1],
-                rec: Some(CertRecord {
+                rec: Some(Cow::Owned(CertRecord {
                     name: "www".into(),
                     ..CertRecord::default()
-                }),
+                })),
                 retired: false,
                 fresh: Some(FreshValidation {
                     due,

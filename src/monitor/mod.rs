@@ -26,7 +26,7 @@ pub use status::{StatusRow, add_served, collect as status_rows};
 
 use crate::config::Config;
 use crate::engine::RunReport;
-use crate::store::Store;
+use crate::store::{Records, Store};
 
 /// Whether the run talked to the Partner API (a run that did not is not made to, for the
 /// metrics' balance: they keep the figures last read).
@@ -43,7 +43,7 @@ fn report_made_calls(report: &RunReport) -> bool {
 fn facts(
     config: &Config,
     store: &Store,
-    report: &RunReport,
+    (report, records): (&RunReport, &Records),
     now: time::OffsetDateTime,
 ) -> events::Facts {
     let mut facts = events::Facts::default();
@@ -57,7 +57,7 @@ fn facts(
         .iter()
         .filter(|c| in_report.contains(c.name.as_str()))
     {
-        let Ok(rec) = store.load(&cert.name) else {
+        let Ok(rec) = store.held_or_load(records, &cert.name) else {
             continue;
         };
         if let Some(archive) = store.retired_and_idle(&cert.name, &rec) {
@@ -104,16 +104,17 @@ pub async fn after_retire(
 
 /// After a run: its events (each change of a certificate's state, once) to the operator's
 /// `notify_command` and `notify_url`, then the metrics file (the `cert_agent_last_run_*`
-/// families).
+/// families). `records`: the records the run holds as the state directory does (the others
+/// are read).
 pub async fn after_run(
     config: &Config,
     store: &Store,
-    report: &RunReport,
+    (report, records): (&RunReport, &Records),
     now: time::OffsetDateTime,
 ) {
     if config.agent.notify_command.is_some() || config.agent.notify_url.is_some() {
         let mut log = events::Announced::load(store);
-        let new = log.advance(report, &facts(config, store, report, now), now);
+        let new = log.advance(report, &facts(config, store, (report, records), now), now);
         notify::notify(config, report, &new).await;
         announce::announce(config, &mut log, &new, now).await;
         log.save(store);
@@ -123,7 +124,7 @@ pub async fn after_run(
     {
         money::refresh_after_run(config, now).await;
     }
-    metrics::write(config, store, report, metrics::Pass::Run);
+    metrics::write(config, store, report, metrics::Pass::Run, records);
 }
 
 /// After a synchronisation of the daemon's follow loop with the fleet, with the state
@@ -146,12 +147,13 @@ pub fn after_sync(
     };
     if config.agent.notify_command.is_some() || config.agent.notify_url.is_some() {
         let mut log = events::Announced::load(store);
-        delivery.events = log.advance(report, &facts(config, store, report, now), now);
+        let none = Records::new();
+        delivery.events = log.advance(report, &facts(config, store, (report, &none), now), now);
         // Taken along: posted first, and put back when the delivery fails.
         delivery.undelivered = std::mem::take(&mut log.undelivered);
         log.save(store);
     }
-    metrics::write(config, store, report, metrics::Pass::Sync);
+    metrics::write(config, store, report, metrics::Pass::Sync, &Records::new());
     delivery
 }
 

@@ -3,7 +3,9 @@
 //! CRL not read again, nothing shared or called), and each change between two leader runs
 //! is still seen — a certificate the fleet's leader reissued elsewhere, a record changed on
 //! disk, the configuration edited, a damaged summary. Two hosts with nginx, `www` and `shop`
-//! (the trial of `fleet_trust`); web2 is the leader whose runs are watched.
+//! (the trial of `fleet_trust`); web2 is the leader whose runs are watched. After each of its
+//! runs, the metrics it wrote (from the records the run holds, not read again) show each
+//! certificate as its record on disk says.
 
 use crate::fleet_e2e::{edit_config, ready};
 use crate::fleet_trust::Trial;
@@ -15,8 +17,65 @@ use std::time::Duration;
 
 use support::env::{AgentOutput, norm_serial};
 
+/// web2's metrics file (beside its state directory).
+fn metrics_file(t: &Trial) -> std::path::PathBuf {
+    t.f.hosts[1].state.parent().unwrap().join("metrics.prom")
+}
+
+/// web2 writes its metrics file and runs a notification command (which reads the records
+/// too: a certificate that needs a person).
+fn with_metrics(t: &Trial) {
+    let extra = format!(
+        "metrics_file = \"{}\"\nnotify_command = [\"/bin/true\"]\n",
+        metrics_file(t).display()
+    );
+    edit_config(&t.f, 1, "\nstate_dir = ", &format!("\n{extra}state_dir = "));
+}
+
+/// The value of `family` for certificate `name` in the metrics `text`.
+fn metric(text: &str, family: &str, name: &str) -> Option<f64> {
+    let start = format!("{family}{{name=\"{name}\",");
+    text.lines()
+        .find(|l| l.starts_with(&start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// The metrics web2's last run wrote show each certificate's installed certificate as its
+/// record on disk holds it.
+fn metrics_match_records(t: &Trial, out: &AgentOutput) {
+    let text = fs::read_to_string(metrics_file(t)).expect("web2's metrics file");
+    for name in ["www", "shop"] {
+        let record = t.f.hosts[1].state.join(format!("certs/{name}.json"));
+        let rec: serde_json::Value = serde_json::from_slice(&fs::read(&record).unwrap()).unwrap();
+        let at = |field: &str| {
+            let text = rec["installed"][field].as_str().expect(field);
+            time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+                .unwrap()
+                .unix_timestamp() as f64
+        };
+        for (family, field) in [
+            (
+                "cert_agent_certificate_not_after_timestamp_seconds",
+                "not_after",
+            ),
+            (
+                "cert_agent_certificate_installed_timestamp_seconds",
+                "installed_at",
+            ),
+        ] {
+            assert_eq!(
+                metric(&text, family, name),
+                Some(at(field)),
+                "{name}: {family} against its record\n{}",
+                out.describe()
+            );
+        }
+    }
+}
+
 /// web2's `renew -v --json`: led by web2 (no other host runs), each certificate unchanged
-/// unless `acting` names it.
+/// unless `acting` names it; its metrics as its records say.
 fn led(t: &Trial, acting: &[&str]) -> AgentOutput {
     let out = t.f.agent(1, &["-v", "--json", "renew", "--wait", "60"]);
     out.expect_code(0);
@@ -25,6 +84,7 @@ fn led(t: &Trial, acting: &[&str]) -> AgentOutput {
         "{}",
         out.describe()
     );
+    metrics_match_records(t, &out);
     for name in ["www", "shop"].iter().filter(|n| !acting.contains(n)) {
         assert_eq!(
             out.outcome(name)["outcome"],
@@ -93,6 +153,7 @@ fn a_leaders_quiet_runs_use_the_due_summary_and_still_see_each_change() {
         return;
     }
     let mut t = Trial::start();
+    with_metrics(&t);
     quiet(&mut t);
 
     // Another host leads and reissues `shop`: web2's next run installs it (the sync and the

@@ -288,6 +288,7 @@ impl Checker<'_> {
             file: Some(file.to_path_buf()),
             main_text: Some(self.text),
             breaks: breaks_of(&text),
+            checked: std::mem::take(&mut self.checked),
         };
         match DeTable::parse(&text) {
             Ok(root) => {
@@ -312,6 +313,7 @@ impl Checker<'_> {
         }
         self.problems.append(&mut sub.problems);
         self.warnings.append(&mut sub.warnings);
+        self.checked = sub.checked;
         Some(stamp)
     }
 

@@ -93,6 +93,9 @@ pub(super) struct Checker<'a> {
     main_text: Option<&'a str>,
     /// Offsets of the text's line breaks, for line numbers in O(log n).
     breaks: Vec<usize>,
+    /// Each program checked so far, and what its check found: thousands of certificates
+    /// naming the same reload command cost one check of it.
+    checked: HashMap<String, Result<(), &'static str>>,
 }
 
 fn breaks_of(text: &str) -> Vec<usize> {
@@ -124,7 +127,18 @@ impl<'a> Checker<'a> {
             file: None,
             main_text: None,
             breaks: breaks_of(text),
+            checked: HashMap::new(),
         }
+    }
+
+    /// [`check_program`], once per program.
+    fn program_fails(&mut self, program: &str) -> Option<&'static str> {
+        if let Some(found) = self.checked.get(program) {
+            return found.err();
+        }
+        let found = check_program(program);
+        self.checked.insert(program.to_owned(), found);
+        found.err()
     }
 
     /// Also reads the files `[agent] include` names.
@@ -306,7 +320,7 @@ impl<'a> Checker<'a> {
                 let c = CommandLine::Shell(v.to_string());
                 if self.programs
                     && let Some(program) = program_to_check(&c)
-                    && let Err(why) = check_program(program)
+                    && let Some(why) = self.program_fails(program)
                 {
                     self.bad(s, &f, format!("program {program:?} {why}"));
                 }
@@ -322,7 +336,7 @@ impl<'a> Checker<'a> {
                         let c = CommandLine::Argv(a);
                         if self.programs
                             && let Some(program) = program_to_check(&c)
-                            && let Err(why) = check_program(program)
+                            && let Some(why) = self.program_fails(program)
                         {
                             self.bad(s, &f, format!("program {program:?} {why}"));
                         }

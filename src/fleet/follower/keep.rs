@@ -64,21 +64,24 @@ pub(super) fn skip_result(link: &FleetLink, job: &Job<'_>, version: u64, why: &s
 /// After a synchronisation, each configured certificate's record: the fleet's last attempt as
 /// its shared record tells it (when it was opened), and this host's own failures — a value
 /// that did not open or check, a refused specification, a failed install — or, when this
-/// synchronisation did not fail on it, none. `saved`: the records this synchronisation's
-/// installs just wrote, by name (not read again).
+/// synchronisation did not fail on it, none. `known`: the records as the state directory
+/// holds them, by name, that this synchronisation read or its installs wrote (not read
+/// again). Returns each record as it leaves it in the state directory (those it could not
+/// read or write left out).
 pub(super) fn note_outcomes(
     config: &Config,
     store: &Store,
     attempts: &BTreeMap<String, FleetAttempt>,
-    (out, mut saved): (&[Synced], BTreeMap<String, CertRecord>),
+    (out, mut known): (&[Synced], BTreeMap<String, CertRecord>),
     counted: &BTreeSet<String>,
     now: OffsetDateTime,
-) {
+) -> BTreeMap<String, CertRecord> {
     let outcomes: BTreeMap<&str, &Outcome> =
         out.iter().map(|s| (s.name.as_str(), &s.outcome)).collect();
     let mut changed = Vec::new();
+    let mut left = BTreeMap::new();
     for cert in &config.certificates {
-        let loaded = match saved.remove(&cert.name) {
+        let loaded = match known.remove(&cert.name) {
             Some(rec) => Ok(rec),
             None => store.load(&cert.name),
         };
@@ -111,15 +114,25 @@ pub(super) fn note_outcomes(
                 rec.host_error = None;
             }
         }
-        if rec != before {
+        if rec == before {
+            left.insert(cert.name.clone(), rec);
+        } else {
             changed.push(rec);
         }
     }
     // Written together: one sync for the batch, not one per record.
     let records: Vec<&CertRecord> = changed.iter().collect();
-    for (rec, saved) in changed.iter().zip(store.save_all(&records)) {
-        if let Err(e) = saved {
-            tracing::warn!(certificate = %rec.name, "could not record the fleet's state: {e:#}");
+    let saved = store.save_all(&records);
+    drop(records);
+    for (rec, saved) in changed.into_iter().zip(saved) {
+        match saved {
+            Ok(()) => {
+                left.insert(rec.name.clone(), rec);
+            }
+            Err(e) => {
+                tracing::warn!(certificate = %rec.name, "could not record the fleet's state: {e:#}");
+            }
         }
     }
+    left
 }

@@ -21,7 +21,7 @@ use crate::config::{CertificateConfig, Config};
 use crate::engine::{Job, Outcome, deploy};
 use crate::fleet::link::FleetLink;
 use crate::fleet::schema::{HostResult, Tombstone, current_key};
-use crate::store::Store;
+use crate::store::{CertRecord, Store};
 
 /// Certificates per slice: the values of at most this many are held at once (about 17 KiB
 /// each as read, and their opened bundles and keys until staged).
@@ -41,13 +41,15 @@ pub(super) fn slice_size() -> usize {
 }
 
 /// What the slices of a synchronisation found: the outcomes so far (in order), the batch to
-/// install, the version published of each certificate in it, and the fleet's certificates as
-/// read (serial and `not_before`).
+/// install, the version published of each certificate in it, the fleet's certificates as
+/// read (serial and `not_before`), and each record read as the state directory holds it
+/// (for [`note_outcomes`](super::keep::note_outcomes), not read again).
 pub(super) struct Sliced<'a> {
     pub(super) out: Vec<Synced>,
     pub(super) batch: deploy::ReadyBatch<'a>,
     pub(super) published: BTreeMap<String, u64>,
     pub(super) fleet_has: BTreeMap<String, (String, OffsetDateTime)>,
+    pub(super) records: BTreeMap<String, CertRecord>,
 }
 
 /// What every slice needs besides the view: the specifications refused, the tombstones that
@@ -82,12 +84,21 @@ pub(super) async fn take_slices<'a>(
         batch: deploy::ReadyBatch::new(fresh.saturating_mul(4)),
         published: BTreeMap::new(),
         fleet_has: BTreeMap::new(),
+        records: BTreeMap::new(),
     };
     for (n, slice) in config.certificates.chunks(size).enumerate() {
         let first = n.saturating_mul(size);
         view.read_deferred(link, slice.iter().map(|c| current_key(&c.name)).collect())
             .await?;
-        let steps = plan_slice(link, config, store, given, (first, slice), view).await;
+        let steps = plan_slice(
+            link,
+            config,
+            store,
+            given,
+            (first, slice),
+            (view, &mut taken.records),
+        )
+        .await;
         let to_open: Vec<&CertificateConfig> = steps
             .iter()
             .filter_map(|s| match s {
@@ -118,14 +129,15 @@ pub(super) async fn take_slices<'a>(
 }
 
 /// The step of each certificate of `slice` (the configured certificates from index `first`
-/// on): refused, retired here, or what its current value needs.
+/// on): refused, retired here, or what its current value needs. Each record read goes into
+/// `records` as the state directory holds it.
 async fn plan_slice<'a>(
     link: &'a FleetLink,
     config: &'a Config,
     store: &'a Store,
     given: &Given<'_>,
     (first, slice): (usize, &'a [CertificateConfig]),
-    view: &mut View,
+    (view, records): (&mut View, &mut BTreeMap<String, CertRecord>),
 ) -> Vec<Step<'a>> {
     let mut steps = Vec::new();
     for (i, cert) in slice.iter().enumerate() {
@@ -149,8 +161,9 @@ async fn plan_slice<'a>(
                 continue;
             }
         };
-        if !given.validating.contains(&cert.name) {
-            remove_own_leftovers(&mut job);
+        let on_disk = given.validating.contains(&cert.name) || remove_own_leftovers(&mut job);
+        if on_disk {
+            records.insert(cert.name.clone(), job.rec.clone());
         }
         if let Some(planned) = current::plan(link, cert, &job, view) {
             steps.push(Step::Current(Box::new((job, planned))));

@@ -46,20 +46,26 @@ pub(super) fn record_digest(rec: &CertRecord) -> String {
 }
 
 /// The shared records whose import would change nothing (keys), and this host's records of
-/// `certs` (each read once, for the import): a record the snapshot left out, at the revision
-/// this host imported, with this host's record as that import left it and no order intent
-/// waiting for its order (whose import asks whether a host noted it unplaced).
+/// `certs` (each read once, for the import, unless `known` holds it as the state directory
+/// does): a record the snapshot left out, at the revision this host imported, with this
+/// host's record as that import left it and no order intent waiting for its order (whose
+/// import asks whether a host noted it unplaced).
 pub(super) fn unchanged_imports(
     store: &Store,
     versions: &Versions,
     kept: &Kept,
     certs: &[&CertificateConfig],
+    mut known: BTreeMap<String, CertRecord>,
 ) -> (BTreeSet<String>, BTreeMap<String, CertRecord>) {
     let mut unchanged = BTreeSet::new();
     let mut locals = BTreeMap::new();
     for cert in certs {
-        let Ok(local) = store.load(&cert.name) else {
-            continue;
+        let local = match known.remove(&cert.name) {
+            Some(rec) => rec,
+            None => match store.load(&cert.name) {
+                Ok(rec) => rec,
+                Err(_) => continue,
+            },
         };
         let rel = state_key(&cert.name);
         let waiting = local.intent.is_some() && local.order.is_none();

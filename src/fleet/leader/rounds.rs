@@ -14,7 +14,7 @@ use anyhow::Result;
 
 use crate::config::{CertificateConfig, Config};
 use crate::engine::{self, Outcome, RunOptions, RunReport};
-use crate::store::Store;
+use crate::store::{Records, Store};
 
 use super::around::merge_requests;
 use super::round;
@@ -30,14 +30,22 @@ pub(super) struct Round {
     /// This host led the round; otherwise another host held the lead and this host only
     /// installed what the fleet has.
     pub(super) led: bool,
+    /// The records the round holds as it left them in the state directory (none when it did
+    /// not lead).
+    pub(super) records: Records,
 }
 
 impl Round {
-    pub(super) fn led(report: RunReport, requests: Vec<crate::api::RequestCount>) -> Self {
+    pub(super) fn led(
+        report: RunReport,
+        requests: Vec<crate::api::RequestCount>,
+        records: Records,
+    ) -> Self {
         Self {
             report,
             requests,
             led: true,
+            records,
         }
     }
 
@@ -46,8 +54,19 @@ impl Round {
             report,
             requests: Vec::new(),
             led: false,
+            records: Records::new(),
         }
     }
+}
+
+/// What a fleet run did: its report (each certificate's last outcome), the Partner API
+/// requests of every round, and the records it holds as it left them in the state directory
+/// (those of a run of one round that led; after more rounds none, as what happens between
+/// rounds writes records too): for what runs after it, instead of reading them again.
+pub struct FleetRan {
+    pub report: RunReport,
+    pub requests: Vec<crate::api::RequestCount>,
+    pub records: Records,
 }
 
 /// The shortest sleep between two rounds: a guard against a round that left a certificate
@@ -67,7 +86,7 @@ pub async fn run(
     opts: &RunOptions,
     store: &Store,
     certs: &[&CertificateConfig],
-) -> Result<(RunReport, Vec<crate::api::RequestCount>)> {
+) -> Result<FleetRan> {
     let started = tokio::time::Instant::now();
     let interval = Duration::from_secs(config.agent.poll_interval_secs);
     // Each round checks what is due once and leaves the rest pending: the waiting happens
@@ -83,12 +102,21 @@ pub async fn run(
     let mut report = first.report;
     let mut requests = first.requests;
     if !first.led {
-        return Ok((report, requests));
+        return Ok(FleetRan {
+            report,
+            requests,
+            records: Records::new(),
+        });
     }
     let each = following(opts);
     // The pending outcome of each waiting certificate as the last round that led gave it.
     let mut waiting: BTreeMap<String, String> = BTreeMap::new();
     let mut open = still_waiting(store, interval, opts, certs, &report, &mut waiting);
+    let records = if open.is_empty() {
+        first.records
+    } else {
+        Records::new()
+    };
     let mut last_led = true;
     let mut rounds = 1u32;
     while !open.is_empty() {
@@ -138,7 +166,11 @@ pub async fn run(
         open = still_waiting(store, interval, opts, &open, &report, &mut waiting);
     }
     tracing::debug!("fleet run: {rounds} round(s)");
-    Ok((report, requests))
+    Ok(FleetRan {
+        report,
+        requests,
+        records,
+    })
 }
 
 /// The options of a round after the first: it follows what the first round started (status
@@ -224,8 +256,12 @@ fn still_waiting<'c>(
     waiting: &mut BTreeMap<String, String>,
 ) -> Vec<&'c CertificateConfig> {
     let mut open = Vec::new();
+    let lines = super::around::lines_by_name(report);
     for cert in certs {
-        let Some(line) = report.certificates.iter().find(|c| c.name == cert.name) else {
+        let Some(line) = lines
+            .get(&cert.name)
+            .and_then(|&i| report.certificates.get(i))
+        else {
             continue;
         };
         let Outcome::Pending { reason } = &line.outcome else {
@@ -255,8 +291,12 @@ fn merge_round(
     led: bool,
     waiting: &BTreeMap<String, String>,
 ) {
+    let lines = super::around::lines_by_name(report);
     for c in round.certificates {
-        let Some(line) = report.certificates.iter_mut().find(|r| r.name == c.name) else {
+        let Some(line) = lines
+            .get(&c.name)
+            .and_then(|&i| report.certificates.get_mut(i))
+        else {
             continue;
         };
         line.outcome = match (led, c.outcome) {
@@ -393,22 +433,21 @@ async fn withdraw(
 /// Before a round gives the lead up: when certificates of the round (`certs`) still wait for
 /// the CA, the fleet's `waiting` key names this host (the daemons take the work over when no
 /// round follows by the next allowed status check and a lease); otherwise the key goes when
-/// this run may have left it (`marked`). Fenced by the lead; a failure is only said.
+/// this run may have left it (`marked`). Fenced by the lead; a failure is only said. Each
+/// record is taken from `records` (the round's) where it is there, otherwise read.
 pub(super) async fn mark_waiting(
-    lead: &Leadership,
-    host: &str,
+    (lead, host, marked): (&Leadership, &str, &std::cell::Cell<bool>),
     opts: &RunOptions,
-    store: &Store,
+    (store, records): (&Store, &Records),
     config: &Config,
     certs: &[&CertificateConfig],
-    marked: &std::cell::Cell<bool>,
 ) {
     let interval = Duration::from_secs(config.agent.poll_interval_secs);
     let now = opts.clock.now();
     let waiting = certs.iter().any(|c| {
         store
-            .load(&c.name)
-            .is_ok_and(|r| engine::until_next_check(interval, [&r], now).is_some())
+            .held_or_load(records, &c.name)
+            .is_ok_and(|r| engine::until_next_check(interval, [&*r], now).is_some())
     });
     if !waiting {
         if marked.get() {

@@ -1,0 +1,131 @@
+//! What this host reports to the fleet under `hosts/HOST/`: its result for each certificate
+//! (installed, kept, failed and why), sealed, and when it last synchronised.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+
+use super::Synced;
+use crate::engine::Outcome;
+use crate::fleet::envelope::{self, Place, Purpose};
+use crate::fleet::link::FleetLink;
+use crate::fleet::schema::{HostResult, host_key, seen_key};
+use crate::store::Store;
+
+/// Each certificate that met a bad value: failed in the run's outcome (unless its install
+/// already failed) and reported under `hosts/HOST/`.
+pub(super) fn report_problems(
+    link: &FleetLink,
+    store: &Store,
+    problems: BTreeMap<String, Vec<String>>,
+    out: &mut Vec<Synced>,
+    results: &mut Vec<(String, HostResult)>,
+) {
+    for (name, errors) in problems {
+        let error = errors.join("; ");
+        if let Some(s) = out.iter_mut().find(|s| s.name == name) {
+            if let Outcome::Failed { error: e } = &mut s.outcome {
+                e.push_str("; ");
+                e.push_str(&error);
+            } else {
+                s.outcome = Outcome::Failed { error };
+            }
+            continue;
+        }
+        let rec = store.load(&name).ok();
+        let installed = rec.as_ref().and_then(|r| r.installed.as_ref());
+        let result = HostResult {
+            serial: installed.map(|i| i.serial.clone()),
+            version: 0,
+            at: link.clock.now(),
+            since: installed.map(|i| i.installed_at),
+            error: Some(error.clone()),
+            skipped: None,
+        };
+        results.push((name.clone(), result));
+        out.push(Synced {
+            name,
+            outcome: Outcome::Failed { error },
+        });
+    }
+}
+
+/// Records what this host did with each certificate of `results` under
+/// `hosts/HOST/certs/NAME`: each result sealed, written in transactions of at most
+/// [`PUTS_PER_TXN`](crate::fleet::coord::PUTS_PER_TXN) puts, not one request each.
+pub(super) async fn report_hosts(link: &FleetLink, host: &str, results: Vec<(String, HostResult)>) {
+    let mut names = Vec::with_capacity(results.len());
+    let mut puts = Vec::with_capacity(results.len());
+    for (name, result) in &results {
+        match seal_result(link, host, name, result) {
+            Ok(put) => {
+                names.push(name.as_str());
+                puts.push(put);
+            }
+            Err(e) => tracing::warn!(certificate = %name, "{e:#}"),
+        }
+    }
+    if let Err(e) = link.fleet.put_own_all(puts).await {
+        let left = &names[e.written.min(names.len())..];
+        let shown: Vec<&str> = left.iter().take(5).copied().collect();
+        tracing::warn!(
+            "could not report {} results to the fleet ({}{}): {}",
+            left.len(),
+            shown.join(", "),
+            if left.len() > shown.len() {
+                ", …"
+            } else {
+                ""
+            },
+            e.error
+        );
+    }
+}
+
+/// The sealed result of certificate `name` and its key under `hosts/HOST/certs/`.
+fn seal_result(
+    link: &FleetLink,
+    host: &str,
+    name: &str,
+    result: &HostResult,
+) -> Result<(String, Vec<u8>)> {
+    let rel = host_key(host, name);
+    let place = Place::new(Purpose::HostResult, &rel, name);
+    let version = u64::try_from(result.at.unix_timestamp()).unwrap_or(0);
+    let sealed = envelope::seal_json(&link.key, &place, version, result)?;
+    Ok((rel, sealed))
+}
+
+/// Records when this host last synchronised.
+pub(super) async fn report_seen(link: &FleetLink, host: &str) {
+    let at = link.clock.now();
+    let rel = seen_key(host);
+    let text = at
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    let place = Place::new(Purpose::HostSeen, &rel, "");
+    let version = u64::try_from(at.unix_timestamp()).unwrap_or(0);
+    match envelope::seal(&link.key, &place, version, text.as_bytes()) {
+        Ok(sealed) => {
+            let _ = link.fleet.put_own(&rel, sealed).await;
+        }
+        Err(e) => tracing::warn!("{e:#}"),
+    }
+}
+
+/// Records what this host did with certificate `name` under `hosts/HOST/certs/NAME`.
+pub(in crate::fleet) async fn report_host(
+    link: &FleetLink,
+    host: &str,
+    name: &str,
+    result: &HostResult,
+) {
+    match seal_result(link, host, name, result) {
+        Ok((rel, bytes)) => {
+            if let Err(e) = link.fleet.put_own(&rel, bytes).await {
+                tracing::warn!(certificate = %name, "could not report to the fleet: {e}");
+            }
+        }
+        Err(e) => tracing::warn!(certificate = %name, "{e:#}"),
+    }
+}
