@@ -21,7 +21,8 @@
 # follower use AGENT); each build's rows carry its label.
 # Usage: benches/fleet-leader.sh [OUT_DIR]   (default benches/results/fleet-leader-DATE)
 #   SIZES="1000" RUNS=3 CONCURRENCY=16 PERF=0 STRACE=0 TIMEOUT=1800 REISSUE=1 (0: no mass
-#   reissue) COMPARE="" and fleet-lib.sh's PROFILE, AGENT, BUILD, KEEP.
+#   reissue) COMPARE="" KIND=none (nginx: host1 and host2 each with its own nginx, as
+#   fleet-scale.sh's first three hosts) and fleet-lib.sh's PROFILE, AGENT, BUILD, KEEP.
 # Needs etcd, etcdctl, openssl, python3, curl (perf, strace when asked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,7 @@ RUNS=${RUNS:-3}
 CONCURRENCY=${CONCURRENCY:-16}
 TIMEOUT=${TIMEOUT:-1800}
 REISSUE=${REISSUE:-1}
+KIND=${KIND:-none}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 source benches/fleet-lib.sh
@@ -81,8 +83,8 @@ echo "build,certs,first_day_s,leader_noop_median_s,leader_noop_all" > "$OUT/noop
 echo "build,certs,reissue_leader_s,publishing_s,follower_installed_s,follower_reloads" > "$OUT/results.csv"
 for C in $SIZES; do
   B=$W/c$C; P=/leader-$C/; DOM=l$C.bench.test
-  scale_host "$B/host1" host1 "$P" "$C" none "$DOM"
-  scale_host "$B/host2" host2 "$P" "$C" none "$DOM"
+  scale_host "$B/host1" host1 "$P" "$C" "$KIND" "$DOM"
+  scale_host "$B/host2" host2 "$P" "$C" "$KIND" "$DOM"
   HP=$(port)
   python3 -m http.server "$HP" --bind 127.0.0.1 --directory "$B/host1/www" >/dev/null 2>&1 &
   PIDS+=($!)

@@ -54,6 +54,15 @@ pub(super) struct SyncReport {
     pub(super) versions: Versions,
 }
 
+/// What a read of the fleet left out, to be read when needed ([`View::read_left`]).
+#[derive(Clone, Copy)]
+enum Left {
+    /// Values this host accepted at their key's revision.
+    Unread,
+    /// The certificates' values, read a slice at a time.
+    Deferred,
+}
+
 /// One synchronisation's view of the fleet: the values under `certs/` it read (those this host
 /// accepted at their key's revision left out: a few requests whatever the number of
 /// certificates when little changed) and under `dcv/`, the versions this host accepted, and
@@ -105,50 +114,55 @@ impl View {
 
     /// Reads the values of those of `keys` the read left out, at the read's revision.
     async fn fill(&mut self, link: &FleetLink, keys: Vec<String>) -> Result<()> {
-        let keys: Vec<String> = keys
-            .into_iter()
-            .filter(|k| self.unread.contains_key(k))
-            .collect();
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let values = link.fleet.values_at(&keys, self.revision).await?;
-        for (key, (value, _)) in values {
-            self.unread.remove(&key);
-            self.docs.insert(key, value);
-        }
-        Ok(())
+        self.read_left(link, keys, Left::Unread).await.map(|_| ())
     }
 
     /// Reads the values of those of `keys` the read left to be read later, at the read's
     /// revision, each where the read listed it.
     async fn read_deferred(&mut self, link: &FleetLink, keys: Vec<String>) -> Result<()> {
-        let keys: Vec<String> = keys
-            .into_iter()
-            .filter(|k| self.deferred.contains_key(k))
-            .collect();
-        if keys.is_empty() {
+        let read = self.read_left(link, keys, Left::Deferred).await?;
+        if read.is_empty() {
             return Ok(());
         }
-        let values = link
-            .fleet
-            .values_listed(&keys, self.revision, &self.revisions)
-            .await?;
-        let shown = if keys.len() <= 10 {
-            format!(" ({})", keys.join(", "))
+        let shown = if read.len() <= 10 {
+            format!(" ({})", read.join(", "))
         } else {
             String::new()
         };
         tracing::debug!(
             "fleet: {} value(s) read in a slice at revision {}{shown}",
-            keys.len(),
+            read.len(),
             self.revision
         );
+        Ok(())
+    }
+
+    /// Reads the values of those of `keys` that the read left out as `which` says, at the
+    /// read's revision: each must be at the revision the read listed it at. Returns the keys
+    /// read.
+    async fn read_left(
+        &mut self,
+        link: &FleetLink,
+        keys: Vec<String>,
+        which: Left,
+    ) -> Result<Vec<String>> {
+        let left = match which {
+            Left::Unread => &mut self.unread,
+            Left::Deferred => &mut self.deferred,
+        };
+        let keys: Vec<String> = keys.into_iter().filter(|k| left.contains_key(k)).collect();
+        if keys.is_empty() {
+            return Ok(keys);
+        }
+        let values = link
+            .fleet
+            .values_listed(&keys, self.revision, &self.revisions)
+            .await?;
         for (key, value) in values {
-            self.deferred.remove(&key);
+            left.remove(&key);
             self.docs.insert(key, value);
         }
-        Ok(())
+        Ok(keys)
     }
 
     /// Drops the values of `keys` once taken, each noted as [`View::note_revisions`] does.
