@@ -40,34 +40,64 @@ impl Takeover {
     }
 }
 
+/// Certificates whose shared record and current certificate are read together: their values
+/// are read in transactions of a hundred gets and held until looked at (a current
+/// certificate is about 17 KiB).
+const CHUNK: usize = 250;
+
 /// What the fleet's shared records leave open for a leader, one line per certificate of
 /// `config` (`'NAME': what`); empty when a new leader would have nothing to do now. Read as a
 /// run's planner would decide for the shared record and the fleet's current certificate
-/// (backoffs respected). A record that does not open is left out, with a warning.
+/// (backoffs respected). A record that does not open is left out, with a warning. Every
+/// daemon of the fleet reads this when a lead ends with its lease: the values are read
+/// [`CHUNK`] certificates at a time in transactions, not one request per value (ten
+/// thousand certificates on fifty hosts would otherwise send a million requests at once).
 pub async fn open_work(config: &Config, link: &FleetLink) -> Vec<String> {
     let mut open = Vec::new();
-    for cert in &config.certificates {
-        match open_for(config, link, cert).await {
-            Ok(Some(what)) => open.push(format!("'{}': {what}", cert.name)),
-            Ok(None) => {}
-            Err(e) => tracing::warn!(certificate = %cert.name, "fleet: {e:#}"),
+    for chunk in config.certificates.chunks(CHUNK) {
+        let keys: Vec<String> = chunk
+            .iter()
+            .flat_map(|c| [state_key(&c.name), current_key(&c.name)])
+            .collect();
+        // Revision 0: the values as etcd holds them now.
+        let values = match link.fleet.values_at(&keys, 0).await {
+            Ok(values) => values,
+            Err(e) => {
+                tracing::warn!("fleet: {e}");
+                continue;
+            }
+        };
+        for cert in chunk {
+            let state = values
+                .get(&state_key(&cert.name))
+                .map(|(v, _)| v.as_slice());
+            let current = values
+                .get(&current_key(&cert.name))
+                .map(|(v, _)| v.as_slice());
+            match open_for(config, link, cert, (state, current)) {
+                Ok(Some(what)) => open.push(format!("'{}': {what}", cert.name)),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(certificate = %cert.name, "fleet: {e:#}"),
+            }
         }
     }
     open
 }
 
-/// What is open for `cert`, if anything.
-async fn open_for(
+/// What is open for `cert`, if anything, from its shared record and the fleet's current
+/// certificate as etcd holds them (`None`: no value).
+fn open_for(
     config: &Config,
     link: &FleetLink,
     cert: &CertificateConfig,
+    (state, current): (Option<&[u8]>, Option<&[u8]>),
 ) -> Result<Option<String>> {
     let rel = state_key(&cert.name);
-    let mut record = match link.fleet.get(&rel).await? {
-        Some((bytes, _)) => {
+    let mut record = match state {
+        Some(bytes) => {
             let place = Place::new(Purpose::State, &rel, &cert.name);
             let (_, shared): (u64, SharedState) =
-                envelope::open_json(&link.key, &link.fleet, &place, &bytes)?;
+                envelope::open_json(&link.key, &link.fleet, &place, bytes)?;
             if shared.record.name != cert.name {
                 bail!(
                     "the fleet's record {} names certificate '{}', not '{}'",
@@ -84,10 +114,10 @@ async fn open_for(
         },
     };
     let rel = current_key(&cert.name);
-    if let Some((bytes, _)) = link.fleet.get(&rel).await? {
+    if let Some(bytes) = current {
         let place = Place::new(Purpose::Current, &rel, &cert.name);
         let (_, current): (u64, Current) =
-            envelope::open_json(&link.key, &link.fleet, &place, &bytes)?;
+            envelope::open_json(&link.key, &link.fleet, &place, bytes)?;
         record.installed = Some(installed(&current));
     }
     let now = link.clock.now();

@@ -206,9 +206,9 @@ impl Fleet {
         Ok(certs)
     }
 
-    /// The values of `keys` (relative to the prefix) at `revision`, with their modification
-    /// revisions, read in read-only transactions of at most [`VALUES_PER_TXN`] gets; a key
-    /// that has no value there is left out.
+    /// The values of `keys` (relative to the prefix) at `revision` (0: as etcd holds them
+    /// now), with their modification revisions, read in read-only transactions of at most
+    /// [`VALUES_PER_TXN`] gets; a key that has no value there is left out.
     pub async fn values_at(
         &self,
         keys: &[String],
