@@ -22,7 +22,9 @@
 # Usage: benches/fleet-leader.sh [OUT_DIR]   (default benches/results/fleet-leader-DATE)
 #   SIZES="1000" RUNS=3 CONCURRENCY=16 PERF=0 STRACE=0 TIMEOUT=1800 REISSUE=1 (0: no mass
 #   reissue) COMPARE="" KIND=none (nginx: host1 and host2 each with its own nginx, as
-#   fleet-scale.sh's first three hosts) and fleet-lib.sh's PROFILE, AGENT, BUILD, KEEP.
+#   fleet-scale.sh's first three hosts) LEASE_END=0 (1: after the no-op runs, a lead that
+#   ends with its lease, and the etcd messages of host2's daemon's look at the open work,
+#   OUT/lease-end.txt) and fleet-lib.sh's PROFILE, AGENT, BUILD, KEEP.
 # Needs etcd, etcdctl, openssl, python3, curl (perf, strace when asked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -159,6 +161,17 @@ EOF
     fi
     echo "$label,$C,$first,$med,$all" >> "$OUT/noop.csv"
   done
+  if [ "${LEASE_END:-0}" = 1 ]; then
+    # A lead that ends with its lease: the leader key written for a host that never gives it
+    # up, on a 5 s lease. host2's daemon sees it deleted without a resignation and reads what
+    # work the fleet left open (none here); the etcd messages of the 20 s after the write.
+    lease=$(ETCDCTL_API=3 etcdctl --endpoints "${EP[0]}" lease grant 5 | awk '{print $2}')
+    etcd_messages > "$W/le.m0"; b0=$(etcd_sent_bytes)
+    ETCDCTL_API=3 etcdctl --endpoints "${EP[0]}" put --lease="$lease" "${P}leader" ghost >/dev/null
+    sleep 20
+    etcd_messages > "$W/le.m1"; b1=$(etcd_sent_bytes)
+    echo "C=$C: a lead that ended with its lease: etcd messages in the 20 s after it was taken: $(msg_by_method "$W/le.m0" "$W/le.m1"); $(( b1 - b0 )) bytes sent" | tee -a "$OUT/lease-end.txt"
+  fi
   [ "$REISSUE" = 1 ] || BUILDS=""
   for build in $BUILDS; do
     label=${build%%=*}; RUN_AGENT=${build#*=}
