@@ -61,6 +61,10 @@ pub struct DaemonOptions {
     pub pending_interval: Option<Duration>,
     /// How long one run waits for validation and issuance (`renew --wait`). Default: 600 s.
     pub run_wait: Duration,
+    /// After a run that failed as a whole (the state directory, the fleet's etcd or the API
+    /// out of reach), the next run starts after this, doubled after each further failure in a
+    /// row up to `interval`, plus up to half of it at random. Default: two minutes.
+    pub retry_after_failure: Duration,
     /// After a stop request, how long a run in progress may take to finish. Default: 60 s
     /// (below systemd's default `TimeoutStopSec=90s`).
     pub stop_grace: Duration,
@@ -93,6 +97,7 @@ impl Default for DaemonOptions {
             first_run_delay: Duration::from_secs(60),
             pending_interval: None,
             run_wait: Duration::from_secs(600),
+            retry_after_failure: Duration::from_secs(120),
             stop_grace: Duration::from_secs(60),
             reload_settle: Duration::from_secs(1),
             run_after_reload: Some(Duration::from_secs(10)),
@@ -178,6 +183,8 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
     // Why the next run starts before its schedule (a takeover), and when the last run began.
     let mut takeover: Option<String> = None;
     let mut last_run = Instant::now();
+    // Runs that failed as a whole in a row, for the retry's backoff.
+    let mut failures: u32 = 0;
 
     let first = random_up_to(opts.first_run_delay);
     say(&format!(
@@ -192,8 +199,12 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
             () = tokio::time::sleep_until(next) => {
                 last_run = Instant::now();
                 match daemon.run_once(&config, &opts, &mut stop, takeover.take()).await {
-                    RunEnd::Finished { pending, locked } => {
-                        let wait = wake::next_wait(&config, &opts, pending || locked);
+                    RunEnd::Finished { pending, locked, failed } => {
+                        failures = if failed { failures.saturating_add(1) } else { 0 };
+                        let wait = wake::next_wait(&config, &opts, pending || locked, failures);
+                        if failed {
+                            say(&format!("the next run starts in {} s", wait.as_secs()));
+                        }
                         tracing::debug!("next run in {} s", wait.as_secs());
                         next = Instant::now() + wait;
                     }
@@ -324,8 +335,15 @@ struct Daemon {
 }
 
 enum RunEnd {
-    Finished { pending: bool, locked: bool },
-    Stopped { abandoned: bool },
+    /// `failed`: the run failed as a whole (not only some of its certificates).
+    Finished {
+        pending: bool,
+        locked: bool,
+        failed: bool,
+    },
+    Stopped {
+        abandoned: bool,
+    },
 }
 
 impl Daemon {
@@ -407,6 +425,7 @@ impl Daemon {
                 RunEnd::Finished {
                     pending: status == RunStatus::Pending,
                     locked: false,
+                    failed: false,
                 }
             }
             Err(e) => {
@@ -426,6 +445,7 @@ impl Daemon {
                 RunEnd::Finished {
                     pending: false,
                     locked,
+                    failed: !locked,
                 }
             }
         }

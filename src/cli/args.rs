@@ -295,7 +295,8 @@ pub enum Command {
     Fleet(FleetCommand),
 
     /// Run as a daemon: `renew` on a schedule with jitter (sooner while work is pending at the
-    /// CA), reloading the configuration when its file changes or on SIGHUP (an invalid new
+    /// CA, and after a run that failed as a whole: 2 minutes, doubling up to --interval),
+    /// reloading the configuration when its file changes or on SIGHUP (an invalid new
     /// configuration is reported and the previous one kept), stopping cleanly on SIGTERM.
     /// In a fleet it also installs what the leader publishes as it is published, and starts a
     /// run within 5 s when the lead ends with its lease while work is open (a killed leader).

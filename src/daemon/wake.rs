@@ -1,5 +1,6 @@
-//! When the daemon's next run starts: its schedule, sooner while work is pending, at the start
-//! of a certificate held until it is valid, and when a kept CRL is due for its update.
+//! When the daemon's next run starts: its schedule, sooner while work is pending or after a
+//! run that failed as a whole, at the start of a certificate held until it is valid, and when a
+//! kept CRL is due for its update.
 
 use std::time::Duration;
 
@@ -9,9 +10,18 @@ use crate::config::Config;
 use super::{DaemonOptions, jittered, random_up_to};
 
 /// The wait until the next run after one that ended; `pending`: it left work pending at the
-/// CA or found the lock taken.
-pub(super) fn next_wait(config: &Config, opts: &DaemonOptions, pending: bool) -> Duration {
-    let wait = if pending {
+/// CA or found the lock taken; `failures`: the runs that failed as a whole in a row, this one
+/// included (0 when it did not fail).
+pub(super) fn next_wait(
+    config: &Config,
+    opts: &DaemonOptions,
+    pending: bool,
+    failures: u32,
+) -> Duration {
+    let wait = if failures > 0 {
+        let base = retry_base(opts.retry_after_failure, opts.interval, failures);
+        base + random_up_to(base / 2)
+    } else if pending {
         let base = opts
             .pending_interval
             .unwrap_or(Duration::from_secs(config.agent.poll_interval_secs));
@@ -32,6 +42,16 @@ pub(super) fn next_wait(config: &Config, opts: &DaemonOptions, pending: bool) ->
         }
         _ => wait,
     }
+}
+
+/// The wait before the next run after `failures` runs in a row failed as a whole (at least
+/// one), before its jitter: `first`, doubled for each further failure, at most `interval`
+/// (and never below `first` when `interval` is shorter).
+fn retry_base(first: Duration, interval: Duration, failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(20);
+    first
+        .saturating_mul(1 << doublings)
+        .min(interval.max(first))
 }
 
 /// How long until the first certificate held until it is valid begins (plus a second), when
@@ -96,6 +116,47 @@ mod tests {
             d = dir.display()
         );
         Config::parse(&text, &dir.join("config.toml")).expect("configuration")
+    }
+
+    #[test]
+    fn a_failed_run_is_retried_sooner_doubling_up_to_the_interval() {
+        let minute = Duration::from_secs(60);
+        let hour = Duration::from_secs(3600);
+        let first = 2 * minute;
+        let waits: Vec<u64> = (1..=8)
+            .map(|n| retry_base(first, hour, n).as_secs())
+            .collect();
+        assert_eq!(waits, [120, 240, 480, 960, 1920, 3600, 3600, 3600]);
+        // A thousand failures in a row neither overflow nor pass the interval.
+        assert_eq!(retry_base(first, hour, u32::MAX), hour);
+        // An interval shorter than the first retry: the first retry's wait.
+        assert_eq!(retry_base(first, minute, 3), first);
+    }
+
+    #[test]
+    fn the_retry_wait_replaces_the_schedule_and_keeps_its_jitter_bounded() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = one_certificate(dir.path(), &dir.path().join("state"));
+        let opts = DaemonOptions {
+            interval: Duration::from_secs(3600),
+            retry_after_failure: Duration::from_secs(100),
+            ..DaemonOptions::default()
+        };
+        for _ in 0..50 {
+            let w = next_wait(&config, &opts, false, 1);
+            assert!(
+                w >= Duration::from_secs(100) && w <= Duration::from_secs(150),
+                "{w:?}"
+            );
+            let w = next_wait(&config, &opts, false, 2);
+            assert!(
+                w >= Duration::from_secs(200) && w <= Duration::from_secs(300),
+                "{w:?}"
+            );
+            // Not failed: the schedule.
+            let w = next_wait(&config, &opts, false, 0);
+            assert!(w >= Duration::from_secs(3000), "{w:?}");
+        }
     }
 
     #[test]

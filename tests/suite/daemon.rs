@@ -77,6 +77,7 @@ fn options(events: mpsc::UnboundedSender<DaemonEvent>) -> DaemonOptions {
         first_run_delay: Duration::ZERO,
         pending_interval: Some(Duration::from_secs(2)),
         run_wait: Duration::from_secs(5),
+        retry_after_failure: Duration::from_millis(300),
         stop_grace: Duration::from_secs(10),
         reload_settle: Duration::from_millis(200),
         run_after_reload: Some(Duration::ZERO),
@@ -291,6 +292,77 @@ fn a_fragment_added_to_an_included_directory_is_reloaded() {
         );
         drop(stop_tx);
         daemon.await.expect("joins").expect("clean stop");
+    });
+}
+
+/// A run that fails as a whole (here: its state directory cannot be created) is tried again
+/// after `retry_after_failure`, doubling, not after the hour's interval; once a run works, the
+/// schedule is back.
+#[test]
+fn a_run_that_failed_as_a_whole_is_retried_soon_then_the_schedule_is_back() {
+    local_test(async {
+        let env = Env::new();
+        let blocker = env.dir.path().join("blocked");
+        std::fs::write(&blocker, "a file where a directory should be").expect("write");
+        let state = env.dir.path().join("state");
+        let text = env.config(&["a"], None).replace(
+            &format!("state_dir = \"{}\"", state.display()),
+            &format!("state_dir = \"{}\"", blocker.join("state").display()),
+        );
+        assert!(text.contains("blocked/state"), "{text}");
+        env.rewrite_config(&text);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let opts = DaemonOptions {
+            interval: Duration::from_secs(3600),
+            stop: Some(stop_rx),
+            ..options(tx)
+        };
+        let path = env.config_path();
+        let daemon = tokio::task::spawn_local(async move { run_daemon(&path, opts).await });
+        let t = Duration::from_secs(10);
+        let failed = |e: &DaemonEvent| {
+            matches!(
+                e,
+                DaemonEvent::RunFinished {
+                    status: None,
+                    report: None
+                }
+            )
+        };
+        expect_event(&mut rx, t, "the first run's failure", failed).await;
+        let first = Instant::now();
+        expect_event(&mut rx, t, "the second run's failure", failed).await;
+        let second = Instant::now();
+        // 300 ms plus up to half of it, then 600 ms plus up to half of it.
+        let gap = second - first;
+        assert!(
+            gap >= Duration::from_millis(300) && gap < Duration::from_secs(3),
+            "{gap:?}"
+        );
+        std::fs::remove_file(&blocker).expect("unblock");
+        let done = expect_event(&mut rx, t, "a run that works", |e| {
+            matches!(
+                e,
+                DaemonEvent::RunFinished {
+                    status: Some(_),
+                    ..
+                }
+            )
+        })
+        .await;
+        let gap = Instant::now() - second;
+        assert!(gap >= Duration::from_millis(600), "{gap:?} {done:?}");
+        // Back on the hour's schedule: no further run.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        drop(stop_tx);
+        daemon.await.expect("joins").expect("clean stop");
+        while let Ok(e) = rx.try_recv() {
+            assert!(
+                !matches!(e, DaemonEvent::RunStarted { .. }),
+                "a run after one that worked, yet {e:?}"
+            );
+        }
     });
 }
 
