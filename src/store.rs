@@ -471,6 +471,20 @@ impl Store {
         }
     }
 
+    /// The record of `name` taken out of `records` (records the run holds, each as on disk)
+    /// where it is there, otherwise read: [`Store::held_or_load`] for a caller that changes
+    /// it.
+    pub fn take_or_load(
+        &self,
+        records: &mut Records,
+        name: &str,
+    ) -> Result<CertRecord, StoreError> {
+        match records.remove(name) {
+            Some(rec) => Ok(rec),
+            None => self.load(name),
+        }
+    }
+
     /// In debug builds (the tests), that each of `records` — records a run holds and hands on
     /// instead of reading them again — is the record on disk: a record written after it was
     /// taken, and not replaced in `records`, would otherwise be reported stale. `at`: the

@@ -49,7 +49,7 @@ pub(super) struct SyncReport {
     pub(super) retired: BTreeSet<String>,
     /// Each record as the synchronisation left it in the state directory (one that could
     /// not be read or written is not here): for the leader's imports, not read again.
-    pub(super) records: BTreeMap<String, crate::store::CertRecord>,
+    pub(super) records: crate::store::Records,
     /// The versions this host accepted, as the synchronisation wrote them.
     pub(super) versions: Versions,
 }

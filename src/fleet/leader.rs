@@ -12,7 +12,7 @@ use crate::config::{CertificateConfig, Config};
 use crate::crypto;
 use crate::dcv::ValidationFile;
 use crate::engine::{self, Installable, Lead, Outcome, RunOptions, RunReport, keys};
-use crate::store::{CertRecord, OrderIntent, Store};
+use crate::store::{CertRecord, OrderIntent, Records, Store};
 
 use super::coord::{Expect, Leadership, Written};
 use super::envelope::{self, Place, Purpose};
@@ -57,7 +57,7 @@ pub(super) struct FleetRun<'a> {
     saved_at: std::cell::Cell<std::time::Instant>,
     /// The records as the run's imports left them on disk: each one the engine works on taken
     /// by it ([`Lead::take_record`]), the others handed to the export.
-    records: std::cell::RefCell<BTreeMap<String, CertRecord>>,
+    records: std::cell::RefCell<Records>,
 }
 
 impl FleetRun<'_> {
@@ -471,7 +471,7 @@ struct Imported<'c> {
     /// written by them; a certificate whose record could not be read is not here): handed
     /// to the engine, and to the export for what the engine neither read nor wrote, instead
     /// of read again.
-    records: BTreeMap<String, CertRecord>,
+    records: Records,
 }
 
 /// The imports of a round this host leads: every certificate of `certs` but those `skip`
@@ -482,7 +482,7 @@ struct Imported<'c> {
 async fn import_round<'c>(
     link: &FleetLink,
     store: &Store,
-    (kept, (mut versions, known)): (reads::Kept, (Versions, BTreeMap<String, CertRecord>)),
+    (kept, (mut versions, known)): (reads::Kept, (Versions, Records)),
     certs: &[&'c CertificateConfig],
     skip: &dyn Fn(&str) -> bool,
     report: &mut RunReport,

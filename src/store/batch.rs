@@ -22,7 +22,7 @@ use std::path::Path;
 
 use time::OffsetDateTime;
 
-use super::{CertRecord, Store, StoreError, audit};
+use super::{CertRecord, Records, Store, StoreError, audit};
 use crate::fsutil::{self, SyncGroup, WriteOptions};
 
 /// The error of a record whose batch could not be made durable.
@@ -100,6 +100,29 @@ impl Store {
             });
         }
         results.into_iter().map(|r| r.unwrap_or(Ok(()))).collect()
+    }
+
+    /// [`Store::save_all`] of records handed over: each one written goes into `into` (the
+    /// records as the run holds them); each that could not be written is returned, by name,
+    /// with its error (`into` keeps what it held for that name).
+    pub fn save_all_into(
+        &self,
+        changed: Vec<CertRecord>,
+        into: &mut Records,
+    ) -> Vec<(String, StoreError)> {
+        let refs: Vec<&CertRecord> = changed.iter().collect();
+        let saved = self.save_all(&refs);
+        drop(refs);
+        let mut failed = Vec::new();
+        for (rec, saved) in changed.into_iter().zip(saved) {
+            match saved {
+                Ok(()) => {
+                    into.insert(rec.name.clone(), rec);
+                }
+                Err(e) => failed.push((rec.name, e)),
+            }
+        }
+        failed
     }
 
     fn stage_record(

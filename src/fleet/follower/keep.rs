@@ -13,7 +13,7 @@ use crate::crypto;
 use crate::engine::{Job, Outcome};
 use crate::fleet::link::FleetLink;
 use crate::fleet::schema::HostResult;
-use crate::store::{CertRecord, FleetAttempt, Store};
+use crate::store::{FleetAttempt, Records, Store};
 
 /// What this host does with the fleet's certificate `serial` (version `version` at `key`).
 pub(super) enum Keep {
@@ -72,20 +72,16 @@ pub(super) fn note_outcomes(
     config: &Config,
     store: &Store,
     attempts: &BTreeMap<String, FleetAttempt>,
-    (out, mut known): (&[Synced], BTreeMap<String, CertRecord>),
+    (out, mut known): (&[Synced], Records),
     counted: &BTreeSet<String>,
     now: OffsetDateTime,
-) -> BTreeMap<String, CertRecord> {
+) -> Records {
     let outcomes: BTreeMap<&str, &Outcome> =
         out.iter().map(|s| (s.name.as_str(), &s.outcome)).collect();
     let mut changed = Vec::new();
     let mut left = BTreeMap::new();
     for cert in &config.certificates {
-        let loaded = match known.remove(&cert.name) {
-            Some(rec) => Ok(rec),
-            None => store.load(&cert.name),
-        };
-        let Ok(mut rec) = loaded else {
+        let Ok(mut rec) = store.take_or_load(&mut known, &cert.name) else {
             continue;
         };
         if store.retired_and_idle(&cert.name, &rec).is_some() {
@@ -121,18 +117,8 @@ pub(super) fn note_outcomes(
         }
     }
     // Written together: one sync for the batch, not one per record.
-    let records: Vec<&CertRecord> = changed.iter().collect();
-    let saved = store.save_all(&records);
-    drop(records);
-    for (rec, saved) in changed.into_iter().zip(saved) {
-        match saved {
-            Ok(()) => {
-                left.insert(rec.name.clone(), rec);
-            }
-            Err(e) => {
-                tracing::warn!(certificate = %rec.name, "could not record the fleet's state: {e:#}");
-            }
-        }
+    for (name, e) in store.save_all_into(changed, &mut left) {
+        tracing::warn!(certificate = %name, "could not record the fleet's state: {e:#}");
     }
     left
 }

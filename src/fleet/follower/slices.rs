@@ -21,7 +21,7 @@ use crate::config::{CertificateConfig, Config};
 use crate::engine::{Job, Outcome, deploy};
 use crate::fleet::link::FleetLink;
 use crate::fleet::schema::{HostResult, Tombstone, current_key};
-use crate::store::{CertRecord, Store};
+use crate::store::{Records, Store};
 
 /// Certificates per slice: the values of at most this many are held at once (about 17 KiB
 /// each as read, and their opened bundles and keys until staged).
@@ -49,7 +49,7 @@ pub(super) struct Sliced<'a> {
     pub(super) batch: deploy::ReadyBatch<'a>,
     pub(super) published: BTreeMap<String, u64>,
     pub(super) fleet_has: BTreeMap<String, (String, OffsetDateTime)>,
-    pub(super) records: BTreeMap<String, CertRecord>,
+    pub(super) records: Records,
 }
 
 /// What every slice needs besides the view: the specifications refused, the tombstones that
@@ -137,7 +137,7 @@ async fn plan_slice<'a>(
     store: &'a Store,
     given: &Given<'_>,
     (first, slice): (usize, &'a [CertificateConfig]),
-    (view, records): (&mut View, &mut BTreeMap<String, CertRecord>),
+    (view, records): (&mut View, &mut Records),
 ) -> Vec<Step<'a>> {
     let mut steps = Vec::new();
     for (i, cert) in slice.iter().enumerate() {

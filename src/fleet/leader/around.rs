@@ -12,7 +12,7 @@ use crate::fleet::coord::Leadership;
 use crate::fleet::follower::fleet_failures;
 use crate::fleet::link::{FleetLink, reseal_forged_key_check};
 use crate::fleet::schema::{attempt_of, shared_view};
-use crate::store::{CertRecord, Store};
+use crate::store::{CertRecord, Records, Store};
 
 /// When another host leads: each certificate this host's install of the fleet's work did not
 /// decide is left to that leader (`from_sync`: those it decided), then the fleet's failures.
@@ -82,7 +82,7 @@ pub(super) async fn announce_lead(
 pub(super) fn record_attempts(
     store: &Store,
     link: &FleetLink,
-    records: &mut BTreeMap<String, CertRecord>,
+    records: &mut Records,
     imported: &BTreeMap<String, Option<CertRecord>>,
     not_shared: &BTreeSet<String>,
 ) {
@@ -103,16 +103,8 @@ pub(super) fn record_attempts(
         }
     }
     // Written together: one sync for the batch, not one per record.
-    let refs: Vec<&CertRecord> = changed.iter().collect();
-    let saved = store.save_all(&refs);
-    drop(refs);
-    for (rec, saved) in changed.into_iter().zip(saved) {
-        match saved {
-            Ok(()) => {
-                records.insert(rec.name.clone(), rec);
-            }
-            Err(e) => tracing::warn!(certificate = %rec.name, "{e:#}"),
-        }
+    for (name, e) in store.save_all_into(changed, records) {
+        tracing::warn!(certificate = %name, "{e:#}");
     }
 }
 

@@ -14,7 +14,7 @@ use crate::config::CertificateConfig;
 use crate::crypto;
 use crate::engine::{Installable, deploy};
 use crate::fleet::schema::shared_view;
-use crate::store::{CertRecord, Store};
+use crate::store::{CertRecord, Records, Store};
 
 use super::FleetRun;
 
@@ -25,7 +25,7 @@ pub(super) const PUBLISHING: usize = 32;
 /// every record it read (the records after the run, read once).
 pub(super) struct Exported {
     pub(super) errors: Vec<(String, String)>,
-    pub(super) records: BTreeMap<String, CertRecord>,
+    pub(super) records: Records,
 }
 
 /// What the leader's engine left for the export.
@@ -35,7 +35,7 @@ pub(super) struct Ran<'a> {
     /// The certificates whose records it neither read nor wrote.
     pub(super) untouched: &'a HashSet<String>,
     /// The records as the run's imports left them on disk, but those the engine took.
-    pub(super) records: BTreeMap<String, CertRecord>,
+    pub(super) records: Records,
 }
 
 impl Ran<'_> {

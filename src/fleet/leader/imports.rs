@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use anyhow::anyhow;
 
 use crate::config::CertificateConfig;
-use crate::store::{CertRecord, JournalEvent, Store};
+use crate::store::{CertRecord, JournalEvent, Records, Store};
 
 /// What the imports of one run write.
 #[derive(Debug, Default)]
@@ -40,14 +40,10 @@ impl Imports {
         store: &Store,
         eligible: &mut Vec<&CertificateConfig>,
         imported: &mut BTreeMap<String, Option<CertRecord>>,
-        records: &mut BTreeMap<String, CertRecord>,
+        records: &mut Records,
     ) -> Vec<(String, String)> {
-        let (written, errors) = self.write_keeping(store);
-        for rec in written {
-            records.insert(rec.name.clone(), rec);
-        }
         let mut failed = Vec::new();
-        for (name, e) in errors {
+        for (name, e) in self.write_into(store, records) {
             eligible.retain(|c| c.name != name);
             imported.remove(&name);
             records.remove(&name);
@@ -63,18 +59,17 @@ impl Imports {
     /// alone wrote them. The certificates whose record or line could not be written, each with
     /// its error.
     pub(in crate::fleet) fn write(self, store: &Store) -> Vec<(String, anyhow::Error)> {
-        self.write_keeping(store).1
+        self.write_into(store, &mut Records::new())
     }
 
-    /// [`write`](Self::write), and the records whose write succeeded.
-    fn write_keeping(self, store: &Store) -> (Vec<CertRecord>, Vec<(String, anyhow::Error)>) {
-        let refs: Vec<&CertRecord> = self.records.iter().collect();
-        let mut failed = Vec::new();
-        for (rec, saved) in self.records.iter().zip(store.save_all(&refs)) {
-            if let Err(e) = saved {
-                failed.push((rec.name.clone(), anyhow!(e)));
-            }
-        }
+    /// [`write`](Self::write), each record written put into `into`; a certificate whose line
+    /// could not be written is taken out of it again.
+    fn write_into(self, store: &Store, into: &mut Records) -> Vec<(String, anyhow::Error)> {
+        let mut failed: Vec<(String, anyhow::Error)> = store
+            .save_all_into(self.records, into)
+            .into_iter()
+            .map(|(name, e)| (name, anyhow!(e)))
+            .collect();
         let events: Vec<JournalEvent<'_>> = self
             .imported
             .iter()
@@ -83,16 +78,10 @@ impl Imports {
             .collect();
         if let Err(e) = store.journal_all(&events) {
             for (name, _, _) in &events {
+                into.remove(*name);
                 failed.push(((*name).to_owned(), anyhow!("{e}")));
             }
         }
-        drop(events);
-        drop(refs);
-        let gone: std::collections::HashSet<&str> =
-            failed.iter().map(|(f, _)| f.as_str()).collect();
-        let mut written = self.records;
-        written.retain(|r| !gone.contains(r.name.as_str()));
-        drop(gone);
-        (written, failed)
+        failed
     }
 }

@@ -11,7 +11,7 @@ use crate::fleet::coord::Snapshot;
 use crate::fleet::link::FleetLink;
 use crate::fleet::schema::{shared_view, state_key};
 use crate::fleet::versions::Versions;
-use crate::store::{CertRecord, Store};
+use crate::store::{CertRecord, Records, Store};
 
 /// What the leader keeps of the run's snapshot: the shared records (`certs/<name>/state`),
 /// every key under `certs/`, and the revision it was read at.
@@ -55,17 +55,13 @@ pub(super) fn unchanged_imports(
     versions: &Versions,
     kept: &Kept,
     certs: &[&CertificateConfig],
-    mut known: BTreeMap<String, CertRecord>,
-) -> (BTreeSet<String>, BTreeMap<String, CertRecord>) {
+    mut known: Records,
+) -> (BTreeSet<String>, Records) {
     let mut unchanged = BTreeSet::new();
-    let mut locals = BTreeMap::new();
+    let mut locals = Records::new();
     for cert in certs {
-        let local = match known.remove(&cert.name) {
-            Some(rec) => rec,
-            None => match store.load(&cert.name) {
-                Ok(rec) => rec,
-                Err(_) => continue,
-            },
+        let Ok(local) = store.take_or_load(&mut known, &cert.name) else {
+            continue;
         };
         let rel = state_key(&cert.name);
         let waiting = local.intent.is_some() && local.order.is_none();
