@@ -344,40 +344,90 @@ impl Metric {
     }
 }
 
-/// The samples of every family (labels and value), kept apart by family in
-/// [`Metric::ALL`]'s order, which is the enum's.
-struct Samples([Vec<(String, f64)>; Metric::ALL.len()]);
+/// The samples of every family (label set and value), kept apart by family in
+/// [`Metric::ALL`]'s order, which is the enum's. A label set is kept once and shared by its
+/// samples (a certificate's ~15).
+struct Samples {
+    /// The label sets; the first is the empty one.
+    labels: Vec<String>,
+    families: [Vec<(usize, f64)>; Metric::ALL.len()],
+}
 
 impl Default for Samples {
     fn default() -> Self {
-        Self(std::array::from_fn(|_| Vec::new()))
+        Self {
+            labels: vec![String::new()],
+            families: std::array::from_fn(|_| Vec::new()),
+        }
     }
 }
 
 impl Samples {
+    /// A label set for [`put`](Self::put).
+    fn label(&mut self, labels: String) -> usize {
+        self.labels.push(labels);
+        self.labels.len() - 1
+    }
+
+    fn put(&mut self, family: Metric, label: usize, value: f64) {
+        self.families[family as usize].push((label, value));
+    }
+
+    /// A sample with a label set of its own.
     fn add(&mut self, family: Metric, labels: &str, value: f64) {
-        self.0[family as usize].push((labels.to_owned(), value));
+        let label = if labels.is_empty() {
+            0
+        } else {
+            self.label(labels.to_owned())
+        };
+        self.put(family, label, value);
     }
 
     /// The text exposition: each family with samples, in [`Metric::ALL`]'s order.
     fn text(&self) -> String {
-        let mut out = String::new();
-        for (family, samples) in Metric::ALL.into_iter().zip(&self.0) {
+        let size: usize = Metric::ALL
+            .into_iter()
+            .zip(&self.families)
+            .flat_map(|(family, samples)| {
+                let name = family.def().0.len();
+                samples
+                    .iter()
+                    .map(move |(l, _)| name + self.labels[*l].len() + 24)
+            })
+            .sum();
+        let mut out = String::with_capacity(size + 8192);
+        for (family, samples) in Metric::ALL.into_iter().zip(&self.families) {
             if samples.is_empty() {
                 continue;
             }
             let (name, help) = family.def();
             let _ = writeln!(out, "# HELP {name} {help}");
             let _ = writeln!(out, "# TYPE {name} gauge");
-            for (labels, value) in samples {
-                if labels.is_empty() {
-                    let _ = writeln!(out, "{name} {value}");
-                } else {
-                    let _ = writeln!(out, "{name}{{{labels}}} {value}");
+            for (label, value) in samples {
+                out.push_str(name);
+                let labels = &self.labels[*label];
+                if !labels.is_empty() {
+                    out.push('{');
+                    out.push_str(labels);
+                    out.push('}');
                 }
+                out.push(' ');
+                push_value(&mut out, *value);
+                out.push('\n');
             }
         }
         out
+    }
+}
+
+/// `value` as the text format writes it: a whole number (the timestamps, counts and flags) as
+/// an integer, anything else as Rust prints an `f64` (both as `{value}` would).
+fn push_value(out: &mut String, value: f64) {
+    // Whole numbers below 2^53 are exact as integers; -0 prints as "-0".
+    if value.fract() == 0.0 && value.abs() < 9.0e15 && !(value == 0.0 && value.is_sign_negative()) {
+        let _ = write!(out, "{}", value as i64);
+    } else {
+        let _ = write!(out, "{value}");
     }
 }
 
@@ -405,19 +455,19 @@ fn render(
         let (cert, Some(rec)) = (facts.cert, facts.rec.as_deref()) else {
             continue;
         };
-        let labels = format!(
+        let labels = samples.label(format!(
             "name=\"{}\",common_name=\"{}\",server=\"{}\"",
             escape(&cert.name),
             escape(cert.common_name()),
             cert.install.server
-        );
+        ));
         let this_run = run.and_then(|r| {
             let c = lines.get(cert.name.as_str())?;
             Some((r.started_at, &c.outcome))
         });
-        samples.add(
+        samples.put(
             Metric::Retired,
-            &labels,
+            labels,
             if facts.retired { 1.0 } else { 0.0 },
         );
         if facts.retired {
@@ -425,11 +475,11 @@ fn render(
             continue;
         }
         if let Some(f) = &facts.fresh {
-            samples.add(Metric::FreshValidationDue, &labels, unix(f.due));
+            samples.put(Metric::FreshValidationDue, labels, unix(f.due));
             let person = if f.automatic { 0.0 } else { 1.0 };
-            samples.add(Metric::FreshValidationNeedsPerson, &labels, person);
+            samples.put(Metric::FreshValidationNeedsPerson, labels, person);
         }
-        if let Some(t) = certificate(&mut samples, &cert.name, &labels, rec, this_run, seen, kept) {
+        if let Some(t) = certificate(&mut samples, &cert.name, labels, rec, this_run, seen, kept) {
             successes.insert(cert.name.clone(), t);
         }
     }
@@ -441,19 +491,19 @@ fn render(
 fn certificate(
     samples: &mut Samples,
     name: &str,
-    labels: &str,
+    labels: usize,
     rec: &CertRecord,
     this_run: Option<(OffsetDateTime, &Outcome)>,
     seen: &std::collections::BTreeMap<String, Observation>,
     kept: &Successes,
 ) -> Option<i64> {
     if let Some(i) = &rec.installed {
-        samples.add(Metric::NotAfter, labels, unix(i.not_after));
-        samples.add(Metric::NotBefore, labels, unix(i.not_before));
-        samples.add(Metric::Installed, labels, unix(i.installed_at));
+        samples.put(Metric::NotAfter, labels, unix(i.not_after));
+        samples.put(Metric::NotBefore, labels, unix(i.not_before));
+        samples.put(Metric::Installed, labels, unix(i.installed_at));
     }
     if let Some(s) = &rec.subscription {
-        samples.add(Metric::Subscription, labels, unix(s.ends));
+        samples.put(Metric::Subscription, labels, unix(s.ends));
     }
     if let (Some(i), Some(r)) = (&rec.installed, &rec.revocation)
         && crate::crypto::same_serial_hex(&r.serial, &i.serial)
@@ -462,9 +512,9 @@ fn certificate(
         let usable = r.state != "unknown";
         if usable {
             let revoked = r.state == "revoked";
-            samples.add(Metric::Revoked, labels, if revoked { 1.0 } else { 0.0 });
+            samples.put(Metric::Revoked, labels, if revoked { 1.0 } else { 0.0 });
         }
-        samples.add(Metric::CrlUsable, labels, if usable { 1.0 } else { 0.0 });
+        samples.put(Metric::CrlUsable, labels, if usable { 1.0 } else { 0.0 });
     }
     let installed_at = rec.installed.as_ref().map(|i| i.installed_at);
     let looked = this_run
@@ -478,7 +528,7 @@ fn certificate(
         .flatten()
         .max()
     {
-        samples.add(Metric::LastAttempt, labels, unix(t));
+        samples.put(Metric::LastAttempt, labels, unix(t));
     }
     let success = [
         fine.map(|t| t.unix_timestamp()),
@@ -489,19 +539,19 @@ fn certificate(
     .flatten()
     .max();
     if let Some(t) = success {
-        samples.add(Metric::LastSuccess, labels, t as f64);
+        samples.put(Metric::LastSuccess, labels, t as f64);
     }
     if let (Some(o), Some(i)) = (seen.get(name), &rec.installed)
         && o.is_for(&i.serial)
     {
-        samples.add(
+        samples.put(
             Metric::ServedMatches,
             labels,
             if o.matches() { 1.0 } else { 0.0 },
         );
-        samples.add(Metric::ServedChecked, labels, unix(o.at));
+        samples.put(Metric::ServedChecked, labels, unix(o.at));
     }
-    samples.add(
+    samples.put(
         Metric::Failures,
         labels,
         f64::from(rec.consecutive_failures()),
@@ -509,13 +559,10 @@ fn certificate(
     let waiting = rec.intent.is_some()
         || rec.reissue.is_some()
         || (rec.pending_key.is_some() && rec.order.is_some());
-    samples.add(Metric::Pending, labels, if waiting { 1.0 } else { 0.0 });
+    samples.put(Metric::Pending, labels, if waiting { 1.0 } else { 0.0 });
     if let Some((_, outcome)) = this_run {
-        samples.add(
-            Metric::Outcome,
-            &format!("{labels},outcome=\"{}\"", outcome.kind()),
-            1.0,
-        );
+        let with_outcome = format!("{},outcome=\"{}\"", samples.labels[labels], outcome.kind());
+        samples.add(Metric::Outcome, &with_outcome, 1.0);
     }
     success
 }
@@ -615,6 +662,35 @@ key_path = "/tmp/{name}.key"
             cert("www")
         );
         Config::parse(&text, std::path::Path::new("/tmp/x.toml")).unwrap()
+    }
+
+    /// The integer shortcut writes every value as `{value}` does.
+    #[test]
+    fn values_are_written_as_rust_prints_them() {
+        for v in [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            0.5,
+            1_800_000_000.0,
+            -1_800_000_000.0,
+            8.999_999_999_999_998e15,
+            9.0e15,
+            1e16,
+            2f64.powi(53) + 2.0,
+            1e308,
+            -9.223_372_036_854_776e18,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE,
+            0.1 + 0.2,
+        ] {
+            let mut out = String::new();
+            push_value(&mut out, v);
+            assert_eq!(out, format!("{v}"), "{v:?}");
+        }
     }
 
     /// A retired certificate the configuration still lists shows only as retired (no
