@@ -4,6 +4,8 @@
 //! deleted; this module reads, from the sealed shared records every host already syncs, what
 //! a new leader would do, and the daemon starts a run when there is any.
 
+use std::collections::{BTreeMap, HashMap};
+
 use anyhow::{Result, bail};
 
 use crate::config::{CertificateConfig, Config};
@@ -11,11 +13,13 @@ use crate::engine::{
     self,
     plan::{self, Action, Disk},
 };
-use crate::store::{CertRecord, Installed};
+use crate::store::{CertRecord, Installed, Store};
 
+use super::coord::FleetError;
 use super::envelope::{self, Place, Purpose};
 use super::link::FleetLink;
 use super::schema::{Current, SharedState, current_key, state_key};
+use super::versions::Versions;
 
 /// A lead that ended with its lease while work was open.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,15 +56,26 @@ const CHUNK: usize = 250;
 /// daemon of the fleet reads this when a lead ends with its lease: the values are read
 /// [`CHUNK`] certificates at a time in transactions, not one request per value (ten
 /// thousand certificates on fifty hosts would otherwise send a million requests at once).
+/// A current certificate this host already holds — etcd still lists it at the revision this
+/// host accepted it at (its own versions file, never etcd), and this host installed that
+/// very certificate — is not read again: only its revision is (about 17 KiB less per
+/// certificate, 170 MB less per daemon at 10,000). A replayed or forged value carries
+/// another revision and is read and opened as before.
 pub async fn open_work(config: &Config, link: &FleetLink) -> Vec<String> {
+    let versions = Versions::load(&config.agent.state_dir)
+        .inspect_err(|e| tracing::warn!("fleet: {e:#}"))
+        .ok();
+    let store = Store::existing(&config.agent.state_dir);
     let mut open = Vec::new();
     for chunk in config.certificates.chunks(CHUNK) {
-        let keys: Vec<String> = chunk
+        let held: HashMap<String, (i64, Installed)> = chunk
             .iter()
-            .flat_map(|c| [state_key(&c.name), current_key(&c.name)])
+            .filter_map(|c| {
+                let h = held_current(versions.as_ref()?, &store, &c.name)?;
+                Some((current_key(&c.name), h))
+            })
             .collect();
-        // Revision 0: the values as etcd holds them now.
-        let values = match link.fleet.values_at(&keys, 0).await {
+        let values = match read_chunk(link, chunk, &held).await {
             Ok(values) => values,
             Err(e) => {
                 tracing::warn!("fleet: {e}");
@@ -71,10 +86,13 @@ pub async fn open_work(config: &Config, link: &FleetLink) -> Vec<String> {
             let state = values
                 .get(&state_key(&cert.name))
                 .map(|(v, _)| v.as_slice());
-            let current = values
-                .get(&current_key(&cert.name))
-                .map(|(v, _)| v.as_slice());
-            match open_for(config, link, cert, (state, current)) {
+            let rel = current_key(&cert.name);
+            let current = match (values.get(&rel), held.get(&rel)) {
+                (None, _) => Ok(None),
+                (Some((_, at)), Some((rev, installed))) if at == rev => Ok(Some(installed.clone())),
+                (Some((bytes, _)), _) => open_current(link, cert, bytes).map(Some),
+            };
+            match current.and_then(|current| open_for(config, link, cert, state, current)) {
                 Ok(Some(what)) => open.push(format!("'{}': {what}", cert.name)),
                 Ok(None) => {}
                 Err(e) => tracing::warn!(certificate = %cert.name, "fleet: {e:#}"),
@@ -84,13 +102,65 @@ pub async fn open_work(config: &Config, link: &FleetLink) -> Vec<String> {
     open
 }
 
-/// What is open for `cert`, if anything, from its shared record and the fleet's current
-/// certificate as etcd holds them (`None`: no value).
+/// The shared records and current certificates of `chunk` as etcd holds them now (each with
+/// its modification revision): of a current in `held`, first only its revision, and its
+/// value only when etcd holds it at another revision than the one held.
+async fn read_chunk(
+    link: &FleetLink,
+    chunk: &[CertificateConfig],
+    held: &HashMap<String, (i64, Installed)>,
+) -> Result<BTreeMap<String, (Vec<u8>, i64)>, FleetError> {
+    let keys: Vec<String> = chunk
+        .iter()
+        .flat_map(|c| [state_key(&c.name), current_key(&c.name)])
+        .collect();
+    // Revision 0: the values as etcd holds them now.
+    let mut values = link
+        .fleet
+        .read_at(&keys, 0, |k| held.contains_key(k))
+        .await?;
+    let changed: Vec<String> = held
+        .iter()
+        .filter(|(k, (rev, _))| values.get(*k).is_some_and(|(_, at)| at != rev))
+        .map(|(k, _)| k.clone())
+        .collect();
+    if !changed.is_empty() {
+        for k in &changed {
+            values.remove(k);
+        }
+        values.extend(link.fleet.values_at(&changed, 0).await?);
+    }
+    Ok(values)
+}
+
+/// The current certificate of `name` as this host holds it: the revision it accepted the
+/// fleet's value at, and its own install of that very certificate (the same serial).
+/// `None`: its value is to be read.
+fn held_current(versions: &Versions, store: &Store, name: &str) -> Option<(i64, Installed)> {
+    let accepted = versions.accepted_current(name)?;
+    let revision = accepted.value.revision.filter(|r| *r > 0)?;
+    let installed = store.load(name).ok()?.installed?;
+    crate::crypto::same_serial_hex(&installed.serial, &accepted.serial)
+        .then_some((revision, installed))
+}
+
+/// The fleet's current certificate of `cert` from its sealed value, as the planner sees an
+/// installed one.
+fn open_current(link: &FleetLink, cert: &CertificateConfig, bytes: &[u8]) -> Result<Installed> {
+    let rel = current_key(&cert.name);
+    let place = Place::new(Purpose::Current, &rel, &cert.name);
+    let (_, current): (u64, Current) = envelope::open_json(&link.key, &link.fleet, &place, bytes)?;
+    Ok(installed(&current))
+}
+
+/// What is open for `cert`, if anything, from its shared record as etcd holds it (`None`: no
+/// value) and the fleet's current certificate.
 fn open_for(
     config: &Config,
     link: &FleetLink,
     cert: &CertificateConfig,
-    (state, current): (Option<&[u8]>, Option<&[u8]>),
+    state: Option<&[u8]>,
+    current: Option<Installed>,
 ) -> Result<Option<String>> {
     let rel = state_key(&cert.name);
     let mut record = match state {
@@ -113,12 +183,8 @@ fn open_for(
             ..CertRecord::default()
         },
     };
-    let rel = current_key(&cert.name);
-    if let Some(bytes) = current {
-        let place = Place::new(Purpose::Current, &rel, &cert.name);
-        let (_, current): (u64, Current) =
-            envelope::open_json(&link.key, &link.fleet, &place, bytes)?;
-        record.installed = Some(installed(&current));
+    if current.is_some() {
+        record.installed = current;
     }
     let now = link.clock.now();
     let action = plan::decide(&engine::unattended_inputs(

@@ -167,6 +167,11 @@ impl Versions {
         self.file.certs.get(name).cloned().unwrap_or_default()
     }
 
+    /// The current certificate of `name` this host accepted last, if any.
+    pub(super) fn accepted_current(&self, name: &str) -> Option<&AcceptedCurrent> {
+        self.file.certs.get(name)?.current.as_ref()
+    }
+
     /// Whether the fleet finished rotating away from the key of `fingerprint`.
     pub(super) fn is_retired(&self, fingerprint: &str) -> bool {
         self.file.retired_keys.iter().any(|f| f == fingerprint)

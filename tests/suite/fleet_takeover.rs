@@ -288,3 +288,64 @@ fn open_work_is_read_from_the_sealed_records_and_garbage_is_none() {
         assert!(cert_agent::fleet::open_work(&other, &link).await.is_empty());
     });
 }
+
+/// The look at the open work does not read again a current certificate this host holds (etcd
+/// lists it at the revision this host accepted it at, and this host installed that very
+/// certificate): it goes by this host's own install. A value put under the key again — the
+/// same bytes replayed, or garbage — has a new revision, and is read and opened as before.
+#[test]
+fn open_work_reads_a_current_certificate_only_when_etcd_changed_it() {
+    if !ready() {
+        return;
+    }
+    let f = Fleet::start(1);
+    let out = f.agent(0, &["--json", "renew", "--wait", "60"]);
+    assert!(
+        f.installed(0).is_some(),
+        "{}\n{}\n{}",
+        out.stdout,
+        out.stderr,
+        f.logs()
+    );
+    let config = cert_agent::config::Config::load(&f.hosts[0].config).expect("the config");
+    // This host's own record says its certificate ends tomorrow (the same serial): going by
+    // it, the look finds a reissue due, which the fleet's value would not say.
+    let store = cert_agent::store::Store::open(&f.hosts[0].state).expect("the state");
+    let mut rec = store.load("www").expect("the record");
+    let installed = rec.installed.as_mut().expect("installed");
+    installed.not_after = time::OffsetDateTime::now_utc() + time::Duration::days(1);
+    store.save(&rec).expect("saved");
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    rt.block_on(async {
+        let link = cert_agent::fleet::connect(&config, cert_agent::clock::Clock::SYSTEM)
+            .await
+            .expect("connects")
+            .expect("a fleet");
+        let open = cert_agent::fleet::open_work(&config, &link).await;
+        assert!(
+            open.len() == 1 && open[0].starts_with("'www': a reissue is due"),
+            "the look went by this host's install: {open:?}"
+        );
+        let mut raw = etcd_client::Client::connect(f.endpoints(), None)
+            .await
+            .expect("etcd");
+        let key = "/cert-agent/certs/www/current";
+        let genuine = raw
+            .get(key, None)
+            .await
+            .expect("get")
+            .kvs()
+            .first()
+            .map(|kv| kv.value().to_vec())
+            .expect("the leader published its certificate");
+        // The same bytes put back: a new revision, so read and opened; the fleet's
+        // certificate is far from its end.
+        raw.put(key, genuine, None).await.expect("put");
+        let open = cert_agent::fleet::open_work(&config, &link).await;
+        assert!(open.is_empty(), "the value was read: {open:?}");
+        // Garbage under the key: read, refused, left out.
+        raw.put(key, b"garbage".to_vec(), None).await.expect("put");
+        let open = cert_agent::fleet::open_work(&config, &link).await;
+        assert!(open.is_empty(), "{open:?}");
+    });
+}

@@ -214,13 +214,30 @@ impl Fleet {
         keys: &[String],
         revision: i64,
     ) -> Result<BTreeMap<String, (Vec<u8>, i64)>, FleetError> {
+        self.read_at(keys, revision, |_| false).await
+    }
+
+    /// [`Fleet::values_at`], reading only the modification revision (an empty value) of the
+    /// keys `revision_only` names: what a look that may already hold their values needs.
+    pub async fn read_at(
+        &self,
+        keys: &[String],
+        revision: i64,
+        revision_only: impl Fn(&str) -> bool,
+    ) -> Result<BTreeMap<String, (Vec<u8>, i64)>, FleetError> {
         let mut out = BTreeMap::new();
         for chunk in keys.chunks(VALUES_PER_TXN) {
             let txn = Txn::new().and_then(
                 chunk
                     .iter()
                     .map(|k| {
-                        TxnOp::get(self.key(k), Some(GetOptions::new().with_revision(revision)))
+                        let opts = GetOptions::new().with_revision(revision);
+                        let opts = if revision_only(k) {
+                            opts.with_keys_only()
+                        } else {
+                            opts
+                        };
+                        TxnOp::get(self.key(k), Some(opts))
                     })
                     .collect::<Vec<_>>(),
             );
