@@ -37,7 +37,8 @@
 #   IDLE=300 (seconds of the idle window: the daemon's resynchronisation period, five minutes,
 #   so each daemon resynchronises about once in it) RESYNC=SECS (debug builds only: the
 #   daemons' resynchronisation period, CERT_AGENT_TEST_FLEET_RESYNC_SECS; set IDLE to a
-#   multiple) CONCURRENCY=16 ([agent] concurrency) TIMEOUT=1800 (seconds any one step may
+#   multiple) SETTLE=5 (seconds between the last joiner's first run and the idle window; the
+#   window's messages are also logged minute by minute) CONCURRENCY=16 ([agent] concurrency) TIMEOUT=1800 (seconds any one step may
 #   take) LEASE (lease_ttl_secs; default: the agent's 15) PROFILE=release|debug AGENT=PATH
 #   SANDBOX=PATH BUILD=0 KEEP=1 (see benches/fleet-lib.sh)
 # Needs etcd, etcdctl, nginx, openssl, python3, curl, /usr/bin/time.
@@ -48,6 +49,7 @@ SIZES=${SIZES:-100 1000}
 HOSTS=${HOSTS:-3 10}
 REISSUE_AT=${REISSUE_AT:-$HOSTS}
 IDLE=${IDLE:-300}
+SETTLE=${SETTLE:-5}
 RESYNC=${RESYNC:-}
 CONCURRENCY=${CONCURRENCY:-16}
 TIMEOUT=${TIMEOUT:-1800}
@@ -63,6 +65,7 @@ cat > "$OUT/bench.txt" <<EOF
 profile=$PROFILE
 concurrency=$CONCURRENCY
 idle_window_s=$IDLE
+settle_s=$SETTLE
 resync_s=${RESYNC:-300}
 agent=$("$AGENT" --version 2>/dev/null | head -n 1) ($AGENT)
 sandbox=$SANDBOX
@@ -204,8 +207,18 @@ for C in $SIZES; do
     # Idle: every daemon past its first run (within a minute of its start; they lead one
     # after the other), then a quiet window.
     first_runs_over "$started" "${joiners[@]}"
-    sleep 5
-    etcd_messages > "$W/idle.m0"; sleep "$IDLE"; etcd_messages > "$W/idle.m1"
+    log "C=$C H=$H: every joiner's first run is over; the idle window starts in $SETTLE s"
+    sleep "$SETTLE"
+    # The window in minutes (and what is left), each minute's messages logged: a burst at its
+    # start is work still under way, not the idle cost.
+    etcd_messages > "$W/idle.m0"; cp "$W/idle.m0" "$W/idle.prev"; left=$IDLE; minute=0
+    while [ "$left" -gt 0 ]; do
+      step=$(( left < 60 ? left : 60 )); sleep "$step"; left=$(( left - step )); minute=$(( minute + 1 ))
+      etcd_messages > "$W/idle.now"
+      log "C=$C H=$H: idle window, minute $minute: $(( $(msg_total "$W/idle.now") - $(msg_total "$W/idle.prev") )) messages ($(msg_by_method "$W/idle.prev" "$W/idle.now"))"
+      mv "$W/idle.now" "$W/idle.prev"
+    done
+    mv "$W/idle.prev" "$W/idle.m1"
     idle=$(( $(msg_total "$W/idle.m1") - $(msg_total "$W/idle.m0") ))
     log "C=$C H=$H: idle: $idle etcd messages in $IDLE s from ${#DAEMONS[@]} daemons ($(msg_by_method "$W/idle.m0" "$W/idle.m1"))"
 
