@@ -7,6 +7,8 @@
 //! - `main → cli → {daemon, run, monitor, fleet, engine, discover, the leaves}`;
 //! - `daemon → run → {monitor, fleet} → engine` — the engine never calls monitoring or etcd; a
 //!   fleet's leader takes part through `engine::Lead`;
+//! - `engine → issuer` (what only one kind of CA knows: the Partner API's side of validation,
+//!   as neutral challenges) `→` the leaves;
 //! - `engine` → the leaves `api`, `bundle`, `config`, `dcv`, `install`, `store`; `discover` is
 //!   a leaf too (`→ api, config`);
 //! - the leaves import no sibling (but `discover`), only the foundation: `crypto`, `values`
@@ -30,6 +32,7 @@ pub mod fleet;
 pub mod fsutil;
 mod http_serve;
 pub mod install;
+pub mod issuer;
 pub mod monitor;
 pub mod parallel;
 pub mod process;

@@ -1,4 +1,4 @@
-//! Self-check before waiting for the CA: fetch `http://<domain>/.well-known/pki-validation/<name>`
+//! Self-check before waiting for the CA: fetch `http://<domain>/.well-known/<directory>/<name>`
 //! as the CA would (plain HTTP, no redirects followed, short timeout) and classify the answer,
 //! so that a failure is reported with its likely cause instead of after hours of waiting.
 //!

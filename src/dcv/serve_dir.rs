@@ -254,8 +254,8 @@ pub fn publish(state_dir: &Path, file: &ValidationFile) -> Result<PathBuf, DcvEr
     Ok(path)
 }
 
-/// Removes the validation file `name` (`<MD5>.txt`) from the publish directory; true when
-/// there was one. Nothing but a validation file name is accepted.
+/// Removes the validation file `name` (`<MD5>.txt` or an ACME token) from the publish
+/// directory; true when there was one. Nothing but a validation file name is accepted.
 pub fn remove(state_dir: &Path, name: &str) -> Result<bool, DcvError> {
     super::check_file_name(name)?;
     let path = dir_path(state_dir).join(name);

@@ -1,7 +1,8 @@
 //! Standalone mode: a built-in HTTP/1.1 server (hyper) that answers `GET` and `HEAD` of exactly
 //! the published validation files (`text/plain`) and `404` for everything else.
 //!
-//! Request paths are compared byte for byte with `/.well-known/pki-validation/<MD5>.txt`:
+//! Request paths are compared byte for byte with `/.well-known/pki-validation/<MD5>.txt` or
+//! `/.well-known/acme-challenge/<token>`:
 //! nothing is decoded or normalised, so `..`, `%2e%2e`, `//` and the like never match; a query
 //! string is ignored on a published path (as a static file server does) and a request for
 //! anything else is `404`. The `Host` header is not consulted: one server answers for every
@@ -11,7 +12,8 @@
 //! server fills ([`StandaloneServer::add_file`], the server inside `renew`), or a directory
 //! opened once ([`StandaloneServer::from_listener_dir`], `cert-agent serve`). A directory is
 //! read through its open descriptor only: the request's file name must be a validation file
-//! name (32 upper-case hex digits and `.txt`) before anything is opened, the file is opened
+//! name of the request's directory (32 upper-case hex digits and `.txt`, or an ACME token)
+//! before anything is opened, the file is opened
 //! with `openat(O_NOFOLLOW)` (a symbolic link is never followed), must be a regular file of at
 //! most [`super::MAX_CONTENT_BYTES`] bytes and must pass the content check of
 //! [`ValidationFile`]; anything else is `404`. Because only the descriptor is used, a process
@@ -92,10 +94,11 @@ impl Source {
                 .get(path)
                 .cloned(),
             Self::Dir(dir) => {
-                let name = path
-                    .strip_prefix(super::DCV_URL_DIR)
-                    .and_then(|rest| rest.strip_prefix('/'))?;
-                match read_from_dir(dir, name) {
+                let (well_known, name) = super::WellKnown::ALL.into_iter().find_map(|w| {
+                    let name = path.strip_prefix(w.url_dir())?.strip_prefix('/')?;
+                    Some((w, name))
+                })?;
+                match read_from_dir(dir, well_known, name) {
                     Ok(content) => content,
                     Err(e) => {
                         tracing::warn!(
@@ -110,15 +113,20 @@ impl Source {
     }
 }
 
-/// Reads the validation file `name` from the directory `dir`: `None` when `name` is not a
-/// validation file name, there is no such file, it is a symbolic link or not a regular file,
-/// or its content is not a valid validation file.
-fn read_from_dir(dir: &OwnedFd, name: &str) -> std::io::Result<Option<Bytes>> {
+/// Reads the validation file `name` of the URL directory `well_known` from the directory
+/// `dir`: `None` when `name` is not a validation file name of that directory, there is no such
+/// file, it is a symbolic link or not a regular file, or its content is not a valid validation
+/// file.
+fn read_from_dir(
+    dir: &OwnedFd,
+    well_known: super::WellKnown,
+    name: &str,
+) -> std::io::Result<Option<Bytes>> {
     use nix::errno::Errno;
     use nix::fcntl::{OFlag, openat};
     use nix::sys::stat::Mode;
 
-    if !super::is_file_name(name) {
+    if !well_known.accepts_name(name) {
         return Ok(None);
     }
     // O_NONBLOCK: a FIFO planted in the directory must not hang the server.
@@ -272,9 +280,12 @@ impl StandaloneServer {
             );
     }
 
-    /// Stops serving the file named `name` (`<MD5>.txt`).
+    /// Stops serving the file named `name` (`<MD5>.txt` or an ACME token).
     pub fn remove_file(&self, name: &str) {
-        let path = format!("{}/{name}", super::DCV_URL_DIR);
+        let Some(well_known) = super::WellKnown::of_file_name(name) else {
+            return;
+        };
+        let path = format!("{}/{name}", well_known.url_dir());
         self.files
             .write()
             .unwrap_or_else(PoisonError::into_inner)

@@ -1,10 +1,11 @@
-//! Webroot mode: the validation file written under
-//! `<webroot>/.well-known/pki-validation/<MD5>.txt` of every distinct webroot of a
-//! certificate's domains, and its removal.
+//! Webroot mode: the validation file written under `<webroot>/.well-known/<directory>/<name>`
+//! of every distinct webroot of a certificate's domains, and its removal. The directory is the
+//! file's [`WellKnown`](super::WellKnown) one: `pki-validation` (`<MD5>.txt`) or
+//! `acme-challenge` (`<token>`).
 //!
 //! Web roots are often writable by the site's own users while the agent runs as root, so the
 //! two directories below the webroot are opened relative to each other with `O_NOFOLLOW`: a
-//! symbolic link at `.well-known` or `pki-validation` is refused, and swapping one in while we
+//! symbolic link at `.well-known` or `pki-validation`/`acme-challenge` is refused, and swapping one in while we
 //! work cannot redirect a write. The webroot itself may be a symbolic link (it is
 //! configuration). The file is written atomically (temporary file created `0644` before any
 //! byte, fsync, rename, fsync of the directory); missing directories are created `0755`
@@ -26,12 +27,10 @@ use nix::sys::stat::{FileStat, Mode, SFlag, fchmod, fstatat, mkdirat};
 use nix::unistd::{UnlinkatFlags, unlinkat};
 use serde::{Deserialize, Serialize};
 
-use super::{DcvError, ValidationFile, is_file_name};
+use super::{DcvError, ValidationFile, WellKnown};
 
 /// First directory below the webroot.
 const WELL_KNOWN: &str = ".well-known";
-/// Second directory below the webroot.
-const PKI_VALIDATION: &str = "pki-validation";
 /// Mode of the validation file.
 const FILE_MODE: u32 = 0o644;
 /// Mode of directories we create.
@@ -123,8 +122,9 @@ fn publish_one(root: &Path, file: &ValidationFile, rec: &mut Published) -> Resul
     let root_fd = open_webroot(root)?;
     let wk_path = root.join(WELL_KNOWN);
     let wk = open_or_create_dir(&root_fd, WELL_KNOWN, &wk_path, rec)?;
-    let pv_path = wk_path.join(PKI_VALIDATION);
-    let pv = open_or_create_dir(&wk, PKI_VALIDATION, &pv_path, rec)?;
+    let dir_name = file.well_known().dir_name();
+    let pv_path = wk_path.join(dir_name);
+    let pv = open_or_create_dir(&wk, dir_name, &pv_path, rec)?;
     let path = pv_path.join(file.name());
     write_at(&pv, file, &path)?;
     rec.files.push(path);
@@ -155,12 +155,17 @@ fn remove_file(path: &Path) -> Result<(), DcvError> {
         path: path.to_path_buf(),
         reason,
     };
+    let pv_path = path.parent().ok_or_else(|| foreign("no parent"))?;
+    let well_known = pv_path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(WellKnown::of_dir_name)
+        .ok_or_else(|| foreign("not in a pki-validation or acme-challenge directory"))?;
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
-        .filter(|n| is_file_name(n))
+        .filter(|n| well_known.accepts_name(n))
         .ok_or_else(|| foreign("not a validation file name"))?;
-    let pv_path = path.parent().ok_or_else(|| foreign("no parent"))?;
     let Some(pv) = open_chain(pv_path, "remove validation file")? else {
         return Ok(());
     };
@@ -206,7 +211,7 @@ fn remove_dir_if_empty(path: &Path) -> Result<(), DcvError> {
     let parent = path.parent().ok_or_else(|| foreign("no parent"))?;
     let parent_fd = match name {
         WELL_KNOWN => open_webroot_if_present(parent)?,
-        PKI_VALIDATION => open_chain_well_known(parent)?,
+        _ if WellKnown::of_dir_name(name).is_some() => open_chain_well_known(parent)?,
         _ => return Err(foreign("not a directory publishing creates")),
     };
     let Some(parent_fd) = parent_fd else {
@@ -230,21 +235,28 @@ fn remove_dir_if_empty(path: &Path) -> Result<(), DcvError> {
     }
 }
 
-/// Opens `<webroot>/.well-known/pki-validation` given its path, refusing symbolic links
-/// below the webroot. `None` when a part is missing.
+/// Opens `<webroot>/.well-known/<pki-validation|acme-challenge>` given its path, refusing
+/// symbolic links below the webroot. `None` when a part is missing.
 fn open_chain(pv_path: &Path, op: &'static str) -> Result<Option<OwnedFd>, DcvError> {
     let foreign = |reason| DcvError::ForeignPath {
         path: pv_path.to_path_buf(),
         reason,
     };
-    if pv_path.file_name().and_then(|n| n.to_str()) != Some(PKI_VALIDATION) {
-        return Err(foreign("not in a pki-validation directory"));
-    }
+    let Some(dir_name) = pv_path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(WellKnown::of_dir_name)
+        .map(WellKnown::dir_name)
+    else {
+        return Err(foreign(
+            "not in a pki-validation or acme-challenge directory",
+        ));
+    };
     let wk_path = pv_path.parent().ok_or_else(|| foreign("no parent"))?;
     let Some(wk) = open_chain_well_known(wk_path)? else {
         return Ok(None);
     };
-    open_existing_dir(&wk, PKI_VALIDATION, pv_path, op)
+    open_existing_dir(&wk, dir_name, pv_path, op)
 }
 
 /// Opens `<webroot>/.well-known` given its path. `None` when a part is missing.
@@ -674,5 +686,87 @@ mod tests {
         symlink(&elsewhere, &pv).unwrap();
         assert!(remove(&published).is_err());
         assert!(elsewhere.join(file().name()).exists());
+    }
+
+    fn acme_file() -> ValidationFile {
+        let token = "evaGxfADs6pSRb2LAv9IZf17Dt3juxGJ-PCt92wr-oA";
+        ValidationFile::acme_http01(
+            token,
+            &format!("{token}.9jg46WB3rR_AHD-EBXdN7cBkH1WOu0tA3M9fm21mqTI"),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn an_acme_file_goes_into_acme_challenge_beside_a_csr_hash_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let (pki, acme) = (file(), acme_file());
+        let first = publish_into(std::slice::from_ref(&root), &pki).unwrap();
+        let second = publish_into(std::slice::from_ref(&root), &acme).unwrap();
+        let ac = root.join(".well-known/acme-challenge");
+        assert_eq!(second.files, vec![ac.join(acme.name())]);
+        // `.well-known` was made by the first publication, `acme-challenge` by the second.
+        assert_eq!(second.dirs, vec![ac.clone()]);
+        assert_eq!(
+            fs::read_to_string(ac.join(acme.name())).unwrap(),
+            acme.content()
+        );
+        assert_eq!(mode(&ac), 0o755);
+        // Each removal takes its own file and directory, and leaves the other's.
+        let stored: Published =
+            serde_json::from_str(&serde_json::to_string(&second).unwrap()).unwrap();
+        remove(&stored).unwrap();
+        assert!(!ac.exists());
+        assert!(first.files[0].is_file());
+        remove(&first).unwrap();
+        assert!(!root.join(".well-known").exists());
+    }
+
+    #[test]
+    fn a_symlinked_acme_challenge_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("www");
+        let elsewhere = dir.path().join("elsewhere");
+        fs::create_dir_all(root.join(".well-known")).unwrap();
+        fs::create_dir_all(&elsewhere).unwrap();
+        symlink(&elsewhere, root.join(".well-known/acme-challenge")).unwrap();
+        let err = publish_into(std::slice::from_ref(&root), &acme_file()).unwrap_err();
+        assert!(matches!(err, DcvError::Symlink { .. }), "{err}");
+        assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn remove_refuses_names_of_the_other_directory_and_unknown_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        for (sub, name) in [
+            // A token's shape in the CSR-hash directory, and the other way round.
+            ("pki-validation", acme_file().name().to_owned()),
+            ("acme-challenge", file().name().to_owned()),
+            ("other", acme_file().name().to_owned()),
+            ("acme-challenge", "index.html".to_owned()),
+        ] {
+            let d = root.join(".well-known").join(sub);
+            fs::create_dir_all(&d).unwrap();
+            let victim = d.join(&name);
+            fs::write(&victim, b"keep").unwrap();
+            let err = remove(&Published {
+                files: vec![victim.clone()],
+                dirs: vec![],
+            })
+            .unwrap_err();
+            assert!(
+                matches!(err, DcvError::ForeignPath { .. }),
+                "{sub}/{name}: {err}"
+            );
+            assert!(victim.exists());
+        }
+        let err = remove(&Published {
+            files: vec![],
+            dirs: vec![root.join(".well-known/other")],
+        })
+        .unwrap_err();
+        assert!(matches!(err, DcvError::ForeignPath { .. }), "{err}");
     }
 }

@@ -1,16 +1,21 @@
 //! Publishing what domain control validation needs — the file in web roots or the standalone
-//! server, DNS records through the hook — after checking the API's values against our own CSR,
-//! and removing it all once validation is over.
+//! server, DNS records through the hook — as the issuer asks for it in neutral challenges
+//! (the Partner issuer checks the API's values against our own CSR first), and removing it all
+//! once validation is over.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::api::{ApiError, CertificateDetails};
-use crate::config::{CertificateConfig, DcvMethod, Family, Webroot};
-use crate::crypto::{CsrHashes, CsrInfo};
-use crate::dcv::{self, ValidationFile, hook, selfcheck::SelfCheck, standalone::StandaloneServer};
+use crate::api::CertificateDetails;
+use crate::config::{CertificateConfig, DcvMethod, Webroot};
+use crate::crypto::CsrHashes;
+use crate::dcv::{
+    self, Challenge, HttpChallenge, ValidationFile, hook, selfcheck::SelfCheck,
+    standalone::StandaloneServer,
+};
+use crate::issuer::{Validation, partner};
 use crate::store::{CertRecord, PublishedDcv, Store};
 
 use super::context::Ctx;
@@ -54,18 +59,8 @@ pub(super) async fn publish_dcv(
     };
     let ours = csr_hashes(rec)?;
     // The order must carry our CSR: its key is the one kept on this host.
-    let theirs = CsrInfo::from_pem(details.csr.as_bytes()).with_context(|| {
-        format!("certificate {certificate_id}: the CSR the API reports cannot be read")
-    })?;
-    if !theirs.hashes.sha256.eq_ignore_ascii_case(&ours.sha256) {
-        if reissue {
-            // The reissue is not processed yet: the details still show the previous CSR.
-            return Ok(Published::Later);
-        }
-        bail!(
-            "certificate {certificate_id} was ordered with another CSR than the one whose key \
-             this host keeps; refusing to validate it"
-        );
+    if !partner::carries_our_csr(certificate_id, &details, &ours, reissue)? {
+        return Ok(Published::Later);
     }
 
     if let Some(s) = super::job::subscription_of(&details) {
@@ -73,66 +68,61 @@ pub(super) async fn publish_dcv(
         ctx.store.save(rec)?;
     }
 
-    match cert.dcv.method {
-        DcvMethod::Http | DcvMethod::Https => {
-            publish_http(ctx, cert, rec, certificate_id, &details, &ours).await
-        }
-        DcvMethod::DnsTxt => publish_txt(ctx, cert, rec, certificate_id, &details).await,
-        DcvMethod::Cname => publish_cname(ctx, cert, rec, certificate_id, &ours).await,
-        DcvMethod::Email => Ok(Published::Operator(format!(
-            "certificate {certificate_id} validates by email to {}: approve the message the \
-             CA sent (resend it with `cert-agent dcv resend {certificate_id}`)",
-            if details.validation_email.is_empty() {
-                "the validation address"
-            } else {
-                details.validation_email.as_str()
-            }
-        ))),
+    let client = ctx.client()?;
+    match partner::challenges(client, cert, certificate_id, &details, &ours).await? {
+        Validation::Later => Ok(Published::Later),
+        Validation::Publish(challenges) => publish_challenges(ctx, cert, rec, challenges).await,
     }
 }
 
-/// HTTP(S) validation: the file named by our CSR's hashes, in the web roots or the standalone
-/// server.
+/// Publishes what an issuer asks for: HTTP files into the web roots or the standalone server
+/// (and to the fleet), DNS records through the hook; steps for a person are handed back.
+async fn publish_challenges(
+    ctx: &Ctx<'_>,
+    cert: &CertificateConfig,
+    rec: &mut CertRecord,
+    challenges: Vec<Challenge>,
+) -> Result<Published> {
+    let mut files = Vec::new();
+    let mut records = Vec::new();
+    let mut steps = Vec::new();
+    for challenge in challenges {
+        match challenge {
+            Challenge::Http(h) => files.push(h),
+            Challenge::Dns(r) => records.push(r),
+            Challenge::Person(step) => steps.push(step),
+        }
+    }
+    if !steps.is_empty() {
+        return Ok(Published::Operator(steps.join("; ")));
+    }
+    for http in &files {
+        publish_http(ctx, cert, rec, http).await?;
+    }
+    if records.is_empty() {
+        return Ok(Published::Yes);
+    }
+    publish_dns(ctx, cert, rec, records).await
+}
+
+/// An HTTP validation file, in the web roots of its names or the standalone server.
 async fn publish_http(
     ctx: &Ctx<'_>,
     cert: &CertificateConfig,
     rec: &mut CertRecord,
-    certificate_id: u64,
-    details: &CertificateDetails,
-    ours: &CsrHashes,
-) -> Result<Published> {
-    if !details.dcv_method.contains("CSR_HASH") || details.dcv_method.contains("CNAME") {
-        bail!(
-            "certificate {certificate_id} validates by {}, but the configuration says \
-             `dcv = \"{}\"`; switch it with `cert-agent dcv change {certificate_id} {}`",
-            details.dcv_method,
-            if cert.dcv.method == DcvMethod::Https {
-                "https"
-            } else {
-                "http"
-            },
-            cert.dcv.method.dcv_type().as_str()
-        );
-    }
-    let Some(content) = details.dcv_content.as_deref() else {
-        return Ok(Published::Later);
-    };
-    let file = ValidationFile::for_csr(ours, content).with_context(|| {
-        format!("certificate {certificate_id}: the validation content from the API")
-    })?;
-    if cert.order.family == Some(Family::S) {
-        cross_check_hashes(ctx, certificate_id, ours).await?;
-    }
+    http: &HttpChallenge,
+) -> Result<()> {
+    let file = &http.file;
     if cert.dcv.standalone {
         // Recorded first: a run stopped half-way still removes the file next time.
         rec.dcv.standalone_file = Some((file.name().to_owned(), file.content().to_owned()));
         ctx.store.save(rec)?;
-        publish_standalone(ctx, cert, &file).await?;
+        publish_standalone(ctx, cert, file).await?;
     } else {
-        publish_webroots(ctx, cert, rec, &file)?;
+        publish_webroots(ctx, cert, rec, http)?;
     }
     if let Some(lead) = ctx.lead {
-        lead.publish_dcv(cert, &file).await?;
+        lead.publish_dcv(cert, file).await?;
     }
     crate::failpoint::hit("dcv-placed");
     ctx.store.journal(
@@ -140,8 +130,8 @@ async fn publish_http(
         "dcv-published",
         serde_json::json!({ "file": file.url_path() }),
     )?;
-    self_check(ctx, cert, &file);
-    Ok(Published::Yes)
+    self_check(ctx, cert, http);
+    Ok(())
 }
 
 /// Writes the validation file into the web roots of the certificate's names; what is written
@@ -151,17 +141,18 @@ fn publish_webroots(
     ctx: &Ctx<'_>,
     cert: &CertificateConfig,
     rec: &mut CertRecord,
-    file: &ValidationFile,
+    http: &HttpChallenge,
 ) -> Result<()> {
+    let file = &http.file;
     let webroots = webroots(cert)?;
     let roots = webroots
-        .distinct_for(&cert.domains)
+        .distinct_for(&http.domains)
         .context("could not publish the validation file")?;
     // Recorded before anything is written, so that a run stopped half-way still
     // removes everything next time.
     for root in &roots {
         let wk = root.join(".well-known");
-        let pv = wk.join("pki-validation");
+        let pv = wk.join(file.well_known().dir_name());
         for dir in [wk, pv.clone()] {
             if !dir.exists() && !rec.dcv.dirs.contains(&dir) {
                 rec.dcv.dirs.push(dir);
@@ -189,105 +180,7 @@ fn publish_webroots(
     Ok(())
 }
 
-/// DNS TXT validation: one record per name, published through the hook.
-async fn publish_txt(
-    ctx: &Ctx<'_>,
-    cert: &CertificateConfig,
-    rec: &mut CertRecord,
-    certificate_id: u64,
-    details: &CertificateDetails,
-) -> Result<Published> {
-    // Family S has one value for the whole order (`dcv_content`); other families give
-    // one per domain (`emails.random_value` of the DCV status).
-    let per_domain: std::collections::BTreeMap<String, String> =
-        match ctx.client()?.dcv_status(certificate_id).await {
-            Ok(s) => s
-                .domains
-                .into_iter()
-                .filter_map(|(d, e)| {
-                    let v = e.emails.and_then(|m| m.random_value)?;
-                    Some((d.to_ascii_lowercase(), v))
-                })
-                .collect(),
-            Err(ApiError::Http { status: 422, .. }) => Default::default(),
-            Err(e) => return Err(anyhow!(e).context("could not read the DCV status")),
-        };
-    let common = details
-        .dcv_content
-        .as_deref()
-        .map(str::trim)
-        .filter(|v| !v.is_empty());
-    let mut records = Vec::new();
-    for domain in &cert.domains {
-        let key = domain.to_ascii_lowercase();
-        let value = per_domain
-            .get(&key)
-            .or_else(|| per_domain.get(key.trim_start_matches("*.")))
-            .map(String::as_str)
-            .or(common);
-        let Some(value) = value else {
-            return Ok(Published::Later);
-        };
-        records.push(hook::txt_record(domain, value).context("the DNS TXT value from the API")?);
-    }
-    publish_dns(ctx, cert, rec, records).await
-}
-
-/// CNAME validation: one record per name, through the hook when the CA's domain is configured,
-/// otherwise by the operator.
-async fn publish_cname(
-    ctx: &Ctx<'_>,
-    cert: &CertificateConfig,
-    rec: &mut CertRecord,
-    certificate_id: u64,
-    ours: &CsrHashes,
-) -> Result<Published> {
-    let Some(ca_domain) = cert.dcv.cname_target_domain.as_deref() else {
-        return Ok(Published::Operator(format!(
-            "certificate {certificate_id} validates by CNAME records: for each domain \
-             create `_{}.<domain>` CNAME `{}.{}[.<unique value>].<CA validation \
-             domain>` (set `cname_target_domain` to let dns_hook create them)",
-            ours.md5.to_ascii_lowercase(),
-            &ours.sha256[..32].to_ascii_lowercase(),
-            &ours.sha256[32..].to_ascii_lowercase()
-        )));
-    };
-    // Family S puts its unique value into the target; the DCV status reports it.
-    let unique = match ctx.client()?.dcv_status(certificate_id).await {
-        Ok(s) => s
-            .unique_value
-            .or_else(|| s.domains.values().find_map(|d| d.unique_value.clone())),
-        Err(ApiError::Http { status: 422, .. }) => None,
-        Err(e) => return Err(anyhow!(e).context("could not read the DCV status")),
-    };
-    let records = cert
-        .domains
-        .iter()
-        .map(|d| hook::cname_record(d, ours, unique.as_deref(), ca_domain))
-        .collect::<Result<Vec<_>, _>>()
-        .context("the CNAME record for validation")?;
-    publish_dns(ctx, cert, rec, records).await
-}
-
-/// Family S reports the CSR hashes in the DCV status; they must be ours.
-async fn cross_check_hashes(ctx: &Ctx<'_>, certificate_id: u64, ours: &CsrHashes) -> Result<()> {
-    let status = match ctx.client()?.dcv_status(certificate_id).await {
-        Ok(s) => s,
-        // Only available while in progress; the content check above already holds.
-        Err(ApiError::Http { status: 422, .. }) => return Ok(()),
-        Err(e) => return Err(anyhow!(e).context("could not read the DCV status")),
-    };
-    for (domain, entry) in &status.domains {
-        if let Some(h) = &entry.hashes {
-            dcv::content::check_api_hashes(ours, h.md5.as_deref(), h.sha1.as_deref())
-                .with_context(|| {
-                    format!("certificate {certificate_id}, domain {domain}: DCV status hashes")
-                })?;
-        }
-    }
-    Ok(())
-}
-
+/// DNS records through the hook (or, without one, a step for the operator).
 async fn publish_dns(
     ctx: &Ctx<'_>,
     cert: &CertificateConfig,
@@ -348,7 +241,7 @@ pub(super) async fn republish(
     let Some(pending) = rec.pending_key.as_ref() else {
         return Ok(false);
     };
-    let name = format!("{}.txt", pending.csr_md5);
+    let name = partner::validation_file_name(pending);
     match cert.dcv.method {
         DcvMethod::Http | DcvMethod::Https if cert.dcv.standalone => {
             let Some((n, content)) = rec.dcv.standalone_file.as_ref().filter(|(n, _)| *n == name)
@@ -374,15 +267,15 @@ pub(super) async fn republish(
 /// waiting for the CA meanwhile (a name that does not resolve can take the whole timeout), and
 /// what the check finds is logged as a warning. Checks still running when the run ends are
 /// dropped ([`Ctx::finish_self_checks`]).
-fn self_check(ctx: &Ctx<'_>, cert: &CertificateConfig, file: &ValidationFile) {
+fn self_check(ctx: &Ctx<'_>, cert: &CertificateConfig, http: &HttpChallenge) {
     let name = cert.name.clone();
-    let domains: Vec<String> = cert
+    let domains: Vec<String> = http
         .domains
         .iter()
         .filter(|d| !d.starts_with("*."))
         .cloned()
         .collect();
-    let file = file.clone();
+    let file = http.file.clone();
     ctx.spawn_self_check(async move {
         let check = SelfCheck {
             timeout: Duration::from_secs(5),
@@ -477,7 +370,7 @@ pub(super) async fn cleanup_dcv(ctx: &Ctx<'_>, cert: &CertificateConfig, rec: &m
         lead.remove_dcv(cert).await;
     }
     if let Some(p) = rec.pending_key.as_ref() {
-        let name = format!("{}.txt", p.csr_md5);
+        let name = partner::validation_file_name(p);
         for server in ctx.standalone.lock().await.values() {
             server.remove_file(&name);
         }
@@ -499,7 +392,7 @@ pub(crate) async fn remove_published(
     let served = rec
         .pending_key
         .as_ref()
-        .map(|p| format!("{}.txt", p.csr_md5))
+        .map(partner::validation_file_name)
         .into_iter()
         .chain(rec.dcv.standalone_file.as_ref().map(|(n, _)| n.clone()));
     if cert.dcv.standalone || rec.dcv.standalone_file.is_some() {
@@ -510,7 +403,7 @@ pub(crate) async fn remove_published(
         }
     }
     if let Some(p) = rec.pending_key.as_ref() {
-        let name = format!("{}.txt", p.csr_md5);
+        let name = partner::validation_file_name(p);
         // The file for the pending CSR in each web root, recorded or not: the record is
         // written before the file, but a file that outlived its record must not stay.
         if cert.dcv.method.is_http()
@@ -519,7 +412,10 @@ pub(crate) async fn remove_published(
             && let Ok(roots) = w.distinct_for(&cert.domains)
         {
             for root in roots {
-                let path = root.join(".well-known").join("pki-validation").join(&name);
+                let path = root
+                    .join(".well-known")
+                    .join(partner::WELL_KNOWN.dir_name())
+                    .join(&name);
                 if !files.contains(&path) && path.exists() {
                     files.push(path);
                 }

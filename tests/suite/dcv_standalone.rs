@@ -360,6 +360,71 @@ async fn server_of_a_directory_serves_its_current_validation_files() {
     server.shutdown().await;
 }
 
+const TOKEN: &str = "evaGxfADs6pSRb2LAv9IZf17Dt3juxGJ-PCt92wr-oA";
+const THUMBPRINT: &str = "9jg46WB3rR_AHD-EBXdN7cBkH1WOu0tA3M9fm21mqTI";
+
+/// Guards ACME's `http-01` file in the standalone server, from memory (`renew`) and from a
+/// directory (`cert-agent serve`): served at `/.well-known/acme-challenge/<token>` only, never
+/// under the CSR-hash directory, and a CSR-hash file never under the ACME one; a token-like
+/// file whose content is no key authorization for it is not served.
+#[tokio::test]
+async fn an_acme_file_is_served_at_its_own_path_only() {
+    let key_authorization = format!("{TOKEN}.{THUMBPRINT}");
+    let acme = ValidationFile::acme_http01(TOKEN, &key_authorization).unwrap();
+    let acme_path = format!("/.well-known/acme-challenge/{TOKEN}");
+    let wrong = [
+        format!("/.well-known/pki-validation/{TOKEN}"),
+        format!("/.well-known/acme-challenge/{NAME}"),
+        format!("/.well-known/acme-challenge/{TOKEN}/"),
+        format!("/.well-known/acme-challenge/../acme-challenge/{TOKEN}"),
+        format!("/.well-known/acme-challenge//{TOKEN}"),
+        format!("/.well-known/acme-challenge/{}", &TOKEN[1..]),
+    ];
+
+    let memory = server(ServerOptions::default()).await;
+    memory.add_file(&acme);
+    let addr = memory.local_addr();
+    let r = request(addr, "GET", &acme_path).await;
+    assert_eq!(status(&r), 200);
+    assert_eq!(body(&r), key_authorization);
+    assert_eq!(status(&request(addr, "GET", &path()).await), 200);
+    for target in &wrong {
+        assert_eq!(status(&request(addr, "GET", target).await), 404, "{target}");
+    }
+    memory.remove_file(TOKEN);
+    assert_eq!(status(&request(addr, "GET", &acme_path).await), 404);
+    assert_eq!(status(&request(addr, "GET", &path()).await), 200);
+    memory.shutdown().await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let fd = nix::fcntl::open(
+        dir.path(),
+        nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_DIRECTORY,
+        nix::sys::stat::Mode::empty(),
+    )
+    .unwrap();
+    let listener = std::net::TcpListener::bind(localhost()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let from_dir = StandaloneServer::from_listener_dir(
+        listener,
+        ServerOptions::default(),
+        std::sync::Arc::new(fd),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join(TOKEN), &key_authorization).unwrap();
+    std::fs::write(dir.path().join(NAME), CONTENT).unwrap();
+    let r = request(addr, "GET", &acme_path).await;
+    assert_eq!(status(&r), 200);
+    assert_eq!(body(&r), key_authorization);
+    for target in &wrong {
+        assert_eq!(status(&request(addr, "GET", target).await), 404, "{target}");
+    }
+    // A file under a token's name that does not hold its key authorization.
+    std::fs::write(dir.path().join(TOKEN), CONTENT).unwrap();
+    assert_eq!(status(&request(addr, "GET", &acme_path).await), 404);
+    from_dir.shutdown().await;
+}
+
 #[test]
 fn a_listener_outside_a_runtime_is_an_error_not_a_panic() {
     let listener = std::net::TcpListener::bind(localhost()).unwrap();
