@@ -197,12 +197,19 @@ fn build(a: &Args) -> Result<()> {
         let record = CertRecord {
             version: RECORD_VERSION,
             name: name.clone(),
-            order: Some(OrderRef {
-                certificate_id: id,
-                order_id: Some(id + 1_000_000),
-                placed_at: not_before,
-                adopted: false,
-            }),
+            partner: cert_agent::store::PartnerBook {
+                order: Some(OrderRef {
+                    certificate_id: id,
+                    order_id: Some(id + 1_000_000),
+                    placed_at: not_before,
+                    adopted: false,
+                }),
+                subscription: Some(Subscription {
+                    ends: not_after,
+                    multi_year: false,
+                }),
+                ..Default::default()
+            },
             installed: Some(Installed {
                 serial: serial_hex,
                 not_before,
@@ -214,10 +221,6 @@ fn build(a: &Args) -> Result<()> {
                 leaf_stamp: FileStamp::of(&files[2]),
             }),
             last_state: Some("issued".into()),
-            subscription: Some(Subscription {
-                ends: not_after,
-                multi_year: false,
-            }),
             ..CertRecord::default()
         };
         let text = serde_json::to_vec_pretty(&record)?;

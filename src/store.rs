@@ -27,11 +27,13 @@ mod batch;
 pub mod due;
 pub use batch::JournalEvent;
 mod lock;
+mod partner;
 mod parts;
 mod retired;
 
 pub use lock::{RunLock, lock_waiting};
 
+pub use partner::{OrderIntent, OrderRef, PartnerBook, ReissueState, Subscription};
 pub use parts::{FleetAttempt, Held, PlaceholderMark, RevocationSeen, ValidationMark};
 pub use retired::Retired;
 
@@ -55,34 +57,6 @@ pub enum StoreError {
     Lock { path: PathBuf, source: io::Error },
     #[error("certificate name '{0}' cannot be used as a file name")]
     BadName(String),
-}
-
-/// A billed order about to be sent, or sent without a known answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OrderIntent {
-    /// Upper-case hex SHA-256 of the CSR's DER: identifies the order when reconciling.
-    pub csr_sha256: String,
-    /// Common name ordered (the `q` of the reconciling list call).
-    pub common_name: String,
-    /// When the intent was recorded (before the request was sent).
-    #[serde(with = "time::serde::rfc3339")]
-    pub created_at: OffsetDateTime,
-    /// Product ordered.
-    pub product_id: u64,
-    /// Price of the product for the period at the time of the order, as the API gave it.
-    pub price: Option<String>,
-}
-
-/// The order this certificate belongs to.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OrderRef {
-    pub certificate_id: u64,
-    pub order_id: Option<u64>,
-    #[serde(with = "time::serde::rfc3339")]
-    pub placed_at: OffsetDateTime,
-    /// True when the order was found by reconciliation or adopted, not from our own answer.
-    #[serde(default)]
-    pub adopted: bool,
 }
 
 /// A key and CSR generated locally whose certificate is not installed yet.
@@ -143,32 +117,6 @@ impl FileStamp {
     }
 }
 
-/// A reissue requested for this certificate.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReissueState {
-    /// The certificate ID the reissue was sent for.
-    pub certificate_id: u64,
-    /// SHA-256 of the CSR sent (upper-case hex).
-    pub csr_sha256: String,
-    /// Serial of the certificate installed when the reissue was requested.
-    pub previous_serial: Option<String>,
-    #[serde(with = "time::serde::rfc3339")]
-    pub requested_at: OffsetDateTime,
-    /// False between "about to send" and the API's answer: after a crash the next run checks
-    /// the certificate's details before sending again.
-    pub confirmed: bool,
-}
-
-/// What the API said about the subscription, recorded at install time.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Subscription {
-    /// End of the paid subscription (the certificate's own end when the API reports none).
-    #[serde(with = "time::serde::rfc3339")]
-    pub ends: OffsetDateTime,
-    /// True when the API reported a multi-year subscription end.
-    pub multi_year: bool,
-}
-
 /// Validation files or records published for a pending certificate, so that a later run can
 /// remove them even after a crash.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -212,9 +160,6 @@ pub type Records = std::collections::BTreeMap<String, CertRecord>;
 pub struct CertRecord {
     pub version: u32,
     pub name: String,
-    /// Set before `POST /order`, cleared once the answer (or a reconciliation) is recorded.
-    pub intent: Option<OrderIntent>,
-    pub order: Option<OrderRef>,
     pub pending_key: Option<PendingKey>,
     pub installed: Option<Installed>,
     #[serde(default)]
@@ -239,28 +184,11 @@ pub struct CertRecord {
     /// No new attempt before this time (after failures), unless forced.
     #[serde(default, with = "time::serde::rfc3339::option")]
     pub retry_after: Option<OffsetDateTime>,
-    /// A reissue in flight.
-    #[serde(default)]
-    pub reissue: Option<ReissueState>,
-    /// The order ended (`annulled`, `expired`): nothing more can be done with it, and a new
-    /// order is placed only on the operator's explicit `issue --yes`.
-    #[serde(default)]
-    pub ended: Option<String>,
-    /// The subscription of the current order.
-    #[serde(default)]
-    pub subscription: Option<Subscription>,
-    /// The certificate ID this order renews (a billed order placed when the previous
-    /// subscription ended).
-    #[serde(default)]
-    pub renews: Option<u64>,
-    /// When a renewal order was last prepared with `prolong` (the token file is beside the
-    /// record), to prepare it at most once a day.
-    #[serde(default, with = "time::serde::rfc3339::option")]
-    pub prolong_prepared_at: Option<OffsetDateTime>,
-    /// The CA answered an order request of this certificate with a refusal (nothing billed):
-    /// a later failure is no longer one "before anything reached the CA".
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub order_refused: bool,
+    /// The issuer's bookkeeping: the Partner API's order intent, order, reissue and
+    /// subscription. Stored flat beside the other fields (the format of every record written
+    /// so far, and of the fleet's shared records).
+    #[serde(flatten)]
+    pub partner: PartnerBook,
     /// Per domain (lower case), its last successful validation: when a reissue or order will
     /// need a fresh one.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -305,7 +233,7 @@ impl CertRecord {
 
     /// The ID of the current order's certificate.
     pub fn certificate_id(&self) -> Option<u64> {
-        self.order.as_ref().map(|o| o.certificate_id)
+        self.partner.certificate_id()
     }
 
     /// One more consecutive failure, with its message; returns how many there are now. The
@@ -360,12 +288,12 @@ impl CertRecord {
     /// `issue --yes` on an ended order: the ended order becomes the one renewed and everything
     /// about it is dropped. Returns the ended state and the pending key to discard.
     pub fn replace_ended_order(&mut self) -> Option<(String, Option<PendingKey>)> {
-        let state = self.ended.take()?;
-        self.renews = self.certificate_id();
-        self.order = None;
-        self.subscription = None;
-        self.reissue = None;
-        self.prolong_prepared_at = None;
+        let state = self.partner.ended.take()?;
+        self.partner.renews = self.certificate_id();
+        self.partner.order = None;
+        self.partner.subscription = None;
+        self.partner.reissue = None;
+        self.partner.prolong_prepared_at = None;
         Some((state, self.pending_key.take()))
     }
 
@@ -373,16 +301,16 @@ impl CertRecord {
     /// one renewed. Returns its certificate ID.
     pub fn begin_subscription_renewal(&mut self) -> Option<u64> {
         let old = self.certificate_id();
-        self.renews = old;
-        self.order = None;
-        self.subscription = None;
-        self.prolong_prepared_at = None;
+        self.partner.renews = old;
+        self.partner.order = None;
+        self.partner.subscription = None;
+        self.partner.prolong_prepared_at = None;
         old
     }
 
     /// The API reports the order ended (`annulled`, `expired`).
     pub fn mark_ended(&mut self, state: &str) {
-        self.ended = Some(state.to_owned());
+        self.partner.ended = Some(state.to_owned());
     }
 
     /// A certificate is installed and live: it is recorded, a finished reissue and earlier
@@ -395,10 +323,10 @@ impl CertRecord {
     ) -> Option<PendingKey> {
         self.installed = Some(installed);
         self.placeholder = None;
-        if self.subscription.is_none() {
-            self.subscription = Some(fallback);
+        if self.partner.subscription.is_none() {
+            self.partner.subscription = Some(fallback);
         }
-        self.reissue = None;
+        self.partner.reissue = None;
         self.held = None;
         self.failures = 0;
         self.retry_after = None;
@@ -768,7 +696,7 @@ mod tests {
         assert_eq!(mode_of(store.dir()).unwrap(), 0o700);
         let mut rec = store.load("www").unwrap();
         assert_eq!(rec, CertRecord::new("www"));
-        rec.intent = Some(OrderIntent {
+        rec.partner.intent = Some(OrderIntent {
             csr_sha256: "AB".repeat(32),
             common_name: "www.example.com".into(),
             created_at: now(),
@@ -778,8 +706,79 @@ mod tests {
         store.save(&rec).unwrap();
         let path = store.dir().join("certs/www.json");
         assert_eq!(mode_of(&path).unwrap(), 0o600);
-        assert_eq!(store.load("www").unwrap().intent, rec.intent);
+        assert_eq!(
+            store.load("www").unwrap().partner.intent,
+            rec.partner.intent
+        );
         assert_eq!(store.names().unwrap(), vec!["www".to_owned()]);
+    }
+
+    /// The issuer's bookkeeping is its own part of the record in memory, and the record's
+    /// stored form stays what every state file and shared record written so far holds: the
+    /// Partner fields flat beside the others, read into the part and written back the same.
+    #[test]
+    fn a_record_written_before_the_issuer_part_reads_and_writes_the_same_fields() {
+        let stored = serde_json::json!({
+            "version": 1,
+            "name": "www",
+            "intent": null,
+            "order": {"certificate_id": 7, "order_id": 8,
+                      "placed_at": "2027-01-15T08:00:00Z", "adopted": true},
+            "pending_key": null,
+            "installed": null,
+            "last_poll": "2027-01-15T08:05:00Z",
+            "last_state": "processing",
+            "last_error": null,
+            "failures": 2,
+            "retry_after": null,
+            "reissue": {"certificate_id": 7, "csr_sha256": "AB", "previous_serial": "0A",
+                        "requested_at": "2027-01-15T08:01:00Z", "confirmed": false},
+            "ended": null,
+            "subscription": {"ends": "2029-01-15T08:00:00Z", "multi_year": true},
+            "renews": 5,
+            "prolong_prepared_at": "2027-01-14T08:00:00Z",
+            "order_refused": true,
+            "something_newer": {"kept": false}
+        });
+        let rec: CertRecord = serde_json::from_value(stored.clone()).unwrap();
+        assert_eq!(rec.partner.certificate_id(), Some(7));
+        assert!(rec.partner.order.as_ref().is_some_and(|o| o.adopted));
+        assert_eq!(
+            rec.partner.reissue.as_ref().map(|r| r.confirmed),
+            Some(false)
+        );
+        assert_eq!(rec.partner.renews, Some(5));
+        assert!(rec.partner.order_refused);
+        assert!(rec.partner.prolong_prepared_at.is_some());
+        assert_eq!(rec.failures, 2);
+        let mut written = serde_json::to_value(&rec).unwrap();
+        let mut expected = stored;
+        if let (Some(w), Some(e)) = (written.as_object_mut(), expected.as_object_mut()) {
+            e.remove("something_newer");
+            for (k, v) in e.iter() {
+                assert_eq!(w.get(k), Some(v), "field {k}");
+            }
+            // Nothing nested under a new name: the fields written are the ones read, plus
+            // the record's own optional parts.
+            w.retain(|k, _| !e.contains_key(k));
+            assert!(
+                w.keys().all(|k| ["dcv"].contains(&k.as_str())),
+                "new fields: {w:?}"
+            );
+        } else {
+            panic!("not objects");
+        }
+        // A record without any Partner field (a certificate never ordered) reads too.
+        let bare: CertRecord =
+            serde_json::from_value(serde_json::json!({"version": 1, "name": "new",
+                "intent": null, "order": null, "pending_key": null, "installed": null,
+                "last_poll": null, "last_state": null, "last_error": null}))
+            .unwrap();
+        assert_eq!(bare.partner, PartnerBook::default());
+        // A damaged Partner field is an error, as any damaged field is.
+        let damaged =
+            serde_json::json!({"version": 1, "name": "x", "order": {"certificate_id": "seven"}});
+        assert!(serde_json::from_value::<CertRecord>(damaged).is_err());
     }
 
     #[test]

@@ -88,14 +88,14 @@ pub(super) async fn adopt_record(
         bail!("certificate {certificate_id} is {state}; it cannot be reissued");
     }
 
-    rec.order = Some(OrderRef {
+    rec.partner.order = Some(OrderRef {
         certificate_id,
         order_id: None,
         placed_at: now,
         adopted: true,
     });
     if let Some(s) = super::job::subscription_of(&details) {
-        rec.subscription = Some(s);
+        rec.partner.subscription = Some(s);
     }
     // The certificate issued elsewhere decides when the reissue is due.
     let mut message = String::new();
@@ -152,13 +152,13 @@ pub(super) async fn adopt_record(
 /// Refuses to adopt into a record that is busy (an order outcome unknown), belongs to another
 /// order, or an order that another configured certificate manages.
 fn check_free(store: &Store, rec: &CertRecord, name: &str, certificate_id: u64) -> Result<()> {
-    if rec.intent.is_some() {
+    if rec.partner.intent.is_some() {
         bail!(
             "certificate '{name}' has an order whose outcome is unknown; resolve it first \
              (`cert-agent renew --name {name}` reconciles it)"
         );
     }
-    if let Some(o) = &rec.order
+    if let Some(o) = &rec.partner.order
         && o.certificate_id != certificate_id
     {
         bail!(
@@ -175,7 +175,8 @@ fn check_free(store: &Store, rec: &CertRecord, name: &str, certificate_id: u64) 
     for other in store.names()? {
         if other != name
             && let Ok(r) = store.load(&other)
-            && r.order
+            && r.partner
+                .order
                 .as_ref()
                 .is_some_and(|o| o.certificate_id == certificate_id)
         {

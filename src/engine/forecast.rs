@@ -101,7 +101,7 @@ pub fn upcoming(
     until: OffsetDateTime,
 ) -> Vec<Due> {
     let mut out = Vec::new();
-    let mut term = match (&rec.installed, &rec.ended) {
+    let mut term = match (&rec.installed, &rec.partner.ended) {
         (_, Some(state)) => {
             out.push(Due {
                 at: now,
@@ -110,7 +110,7 @@ pub fn upcoming(
             });
             after_order(now, now, knobs)
         }
-        (None, None) if rec.order.is_none() && rec.intent.is_none() => {
+        (None, None) if rec.partner.order.is_none() && rec.partner.intent.is_none() => {
             out.push(Due {
                 at: now,
                 kind: DueKind::Order,
@@ -120,7 +120,10 @@ pub fn upcoming(
         }
         (None, None) => return out,
         (Some(inst), None) => {
-            if rec.pending_key.is_some() || rec.reissue.is_some() || rec.intent.is_some() {
+            if rec.pending_key.is_some()
+                || rec.partner.reissue.is_some()
+                || rec.partner.intent.is_some()
+            {
                 return out;
             }
             Term {
@@ -128,6 +131,7 @@ pub fn upcoming(
                 not_before: inst.not_before,
                 not_after: inst.not_after,
                 ends: rec
+                    .partner
                     .subscription
                     .as_ref()
                     .map_or(inst.not_after, |s| s.ends.max(inst.not_after)),

@@ -149,10 +149,10 @@ pub(super) async fn ensure_order(
     lead: Option<&dyn Lead>,
 ) -> Result<Ordered> {
     let cert = job.cert;
-    if let Some(order) = &job.rec.order {
+    if let Some(order) = &job.rec.partner.order {
         return Ok(Ordered::Existing(order.certificate_id));
     }
-    if let Some(intent) = job.rec.intent.clone() {
+    if let Some(intent) = job.rec.partner.intent.clone() {
         let id = reconcile(job, client, &intent).await?;
         return Ok(Ordered::Reconciled(id));
     }
@@ -178,7 +178,7 @@ pub(super) async fn ensure_order(
     let pending = keys::ensure_pending_key(job.store(), cert, &mut job.rec, now)?;
     let csr_pem = pending.csr_pem.clone();
 
-    job.rec.intent = Some(OrderIntent {
+    job.rec.partner.intent = Some(OrderIntent {
         csr_sha256: pending.csr_sha256.clone(),
         common_name: cert.common_name().to_owned(),
         created_at: now,
@@ -205,13 +205,13 @@ pub(super) async fn ensure_order(
     match client.order(&request).await {
         Ok(resp) => {
             crate::failpoint::hit("order-sent");
-            job.rec.order = Some(OrderRef {
+            job.rec.partner.order = Some(OrderRef {
                 certificate_id: resp.certificate,
                 order_id: Some(resp.order),
                 placed_at: now,
                 adopted: false,
             });
-            job.rec.intent = None;
+            job.rec.partner.intent = None;
             job.rec.last_state = Some("new".to_owned());
             job.record(
                 "ordered",
@@ -231,8 +231,8 @@ pub(super) async fn ensure_order(
             Ok(Ordered::Placed(resp.certificate))
         }
         Err(err) if definitely_not_placed(&err) => {
-            let intent = job.rec.intent.take();
-            job.rec.order_refused |= matches!(err, ApiError::Http { .. });
+            let intent = job.rec.partner.intent.take();
+            job.rec.partner.order_refused |= matches!(err, ApiError::Http { .. });
             job.record(
                 "order-rejected",
                 serde_json::json!({ "error": err.to_string() }),
@@ -339,13 +339,13 @@ async fn reconcile(job: &mut Job<'_>, client: &Client, intent: &OrderIntent) -> 
             .into())
         }
         [id] => {
-            job.rec.order = Some(OrderRef {
+            job.rec.partner.order = Some(OrderRef {
                 certificate_id: *id,
                 order_id: None,
                 placed_at: intent.created_at,
                 adopted: true,
             });
-            job.rec.intent = None;
+            job.rec.partner.intent = None;
             job.record("reconciled", serde_json::json!({ "certificate_id": id }))?;
             tracing::warn!(
                 certificate = %cert.name,
@@ -375,7 +375,7 @@ fn known_certificate_ids(store: &Store, except: &str) -> Result<Vec<u64>> {
             continue;
         }
         if let Ok(r) = store.load(&name)
-            && let Some(o) = r.order
+            && let Some(o) = r.partner.order
         {
             ids.push(o.certificate_id);
         }
@@ -385,7 +385,7 @@ fn known_certificate_ids(store: &Store, except: &str) -> Result<Vec<u64>> {
 
 /// Clears an unreconciled intent on the operator's word (the pending key is kept).
 pub(super) fn clear_intent(job: &mut Job<'_>) -> Result<bool> {
-    let Some(intent) = job.rec.intent.take() else {
+    let Some(intent) = job.rec.partner.intent.take() else {
         return Ok(false);
     };
     job.record(

@@ -144,7 +144,7 @@ pub fn decide(i: &Inputs<'_>) -> Action {
         return action;
     };
     match i.order_facts {
-        None if i.record.order.is_some() => Action::ReadOrderFirst { new_key, reason },
+        None if i.record.partner.order.is_some() => Action::ReadOrderFirst { new_key, reason },
         Some(facts) => {
             match names_cannot_change(&i.record.name, i.wanted, i.family, &facts.names) {
                 Some(reason) => Action::CannotReissue { reason },
@@ -165,12 +165,12 @@ pub fn retry_after(
     failures: u32,
     now: OffsetDateTime,
 ) -> Option<OffsetDateTime> {
-    let never_ordered = record.order.is_none()
-        && record.intent.is_none()
-        && !record.order_refused
-        && record.ended.is_none()
+    let never_ordered = record.partner.order.is_none()
+        && record.partner.intent.is_none()
+        && !record.partner.order_refused
+        && record.partner.ended.is_none()
         && record.installed.is_none()
-        && record.renews.is_none();
+        && record.partner.renews.is_none();
     let counted = if never_ordered {
         failures.saturating_sub(1)
     } else {
@@ -209,7 +209,7 @@ fn decide_from_record(i: &Inputs<'_>) -> Action {
 /// certificate's schedule decides.
 fn from_state(i: &Inputs<'_>) -> Option<Action> {
     let r = i.record;
-    if r.intent.is_some() {
+    if r.partner.intent.is_some() {
         return Some(Action::Reconcile);
     }
     // An issued certificate waits for its start, not for a backoff or a forced reissue.
@@ -222,7 +222,7 @@ fn from_state(i: &Inputs<'_>) -> Option<Action> {
     }
     // A reissue sent without a known answer is resolved by reading the details: no reason to
     // wait out a backoff for that.
-    if r.reissue.as_ref().is_some_and(|x| !x.confirmed) {
+    if r.partner.reissue.as_ref().is_some_and(|x| !x.confirmed) {
         return Some(Action::Continue);
     }
     if !i.force
@@ -232,7 +232,7 @@ fn from_state(i: &Inputs<'_>) -> Option<Action> {
     {
         return Some(Action::Backoff { until });
     }
-    if let Some(state) = &r.ended {
+    if let Some(state) = &r.partner.ended {
         // A revoked certificate of an ended order is an emergency: the order policy decides
         // on a new order without waiting for `issue --yes`.
         return Some(
@@ -245,14 +245,14 @@ fn from_state(i: &Inputs<'_>) -> Option<Action> {
             },
         );
     }
-    if r.order.is_none() {
+    if r.partner.order.is_none() {
         return Some(if i.allow_orders {
             Action::Order
         } else {
             Action::NeedsOrder
         });
     }
-    if r.pending_key.is_some() || r.reissue.is_some() {
+    if r.pending_key.is_some() || r.partner.reissue.is_some() {
         return Some(Action::Continue);
     }
     // Family C refuses a reused key (Reissue rule 4): asking for one is refused before any
@@ -291,7 +291,7 @@ fn replace_revoked(i: &Inputs<'_>, inst: &Installed, detail: &str) -> Action {
     let ends = i
         .order_facts
         .and_then(|f| f.subscription.as_ref())
-        .or(i.record.subscription.as_ref())
+        .or(i.record.partner.subscription.as_ref())
         .map_or(inst.not_after, |s| s.ends.max(inst.not_after));
     let blackout = ends - Duration::days(REISSUE_BLACKOUT_DAYS);
     let reason = format!("the installed certificate is revoked: {detail}");
@@ -337,7 +337,7 @@ fn on_schedule(i: &Inputs<'_>, inst: &Installed, new_key: bool) -> Action {
         format!(
             "the subscription ends on {} ({days_left} days); {}",
             ends.date(),
-            if r.prolong_prepared_at.is_some() {
+            if r.partner.prolong_prepared_at.is_some() {
                 "a renewal order is prepared: complete it on the order site"
             } else if i.allow_orders {
                 "a new order will be placed when the certificate falls due"
@@ -380,7 +380,7 @@ fn on_schedule(i: &Inputs<'_>, inst: &Installed, new_key: bool) -> Action {
         return Action::Reissue { new_key, reason };
     }
     if !i.allow_orders
-        && let Some(at) = r.prolong_prepared_at
+        && let Some(at) = r.partner.prolong_prepared_at
         && i.now - at < Duration::days(1)
     {
         return Action::Idle {
@@ -411,7 +411,7 @@ fn on_schedule(i: &Inputs<'_>, inst: &Installed, new_key: bool) -> Action {
 fn subscription_end(i: &Inputs<'_>, inst: &Installed) -> OffsetDateTime {
     i.order_facts
         .and_then(|f| f.subscription.as_ref())
-        .or(i.record.subscription.as_ref())
+        .or(i.record.partner.subscription.as_ref())
         .map_or(inst.not_after, |s| s.ends.max(inst.not_after))
 }
 

@@ -205,11 +205,11 @@ pub fn until_next_check<'r>(
 
 /// Whether `rec` waits for the CA: a status check can move it on.
 fn waits_for_ca(rec: &CertRecord) -> bool {
-    rec.order.is_some()
-        && (rec.pending_key.is_some() || rec.reissue.is_some())
+    rec.partner.order.is_some()
+        && (rec.pending_key.is_some() || rec.partner.reissue.is_some())
         && rec.held.is_none()
-        && rec.ended.is_none()
-        && rec.intent.is_none()
+        && rec.partner.ended.is_none()
+        && rec.partner.intent.is_none()
 }
 
 fn until_allowed(last: Option<OffsetDateTime>, interval: Duration, t: OffsetDateTime) -> Duration {
@@ -414,12 +414,15 @@ mod tests {
     fn waiting(name: &str, last_poll: Option<OffsetDateTime>) -> CertRecord {
         CertRecord {
             name: name.into(),
-            order: Some(OrderRef {
-                certificate_id: 7,
-                order_id: None,
-                placed_at: datetime!(2026-11-26 09:00 UTC),
-                adopted: false,
-            }),
+            partner: crate::store::PartnerBook {
+                order: Some(OrderRef {
+                    certificate_id: 7,
+                    order_id: None,
+                    placed_at: datetime!(2026-11-26 09:00 UTC),
+                    adopted: false,
+                }),
+                ..Default::default()
+            },
             pending_key: Some(PendingKey {
                 key_file: "k".into(),
                 csr_pem: String::new(),
@@ -455,9 +458,9 @@ mod tests {
             not_before: now + time::Duration::days(1),
         });
         let mut ended = waiting("ended", None);
-        ended.ended = Some("annulled".into());
+        ended.partner.ended = Some("annulled".into());
         let mut intent = waiting("intent", None);
-        intent.intent = Some(OrderIntent {
+        intent.partner.intent = Some(OrderIntent {
             csr_sha256: "BB".into(),
             common_name: "a.test".into(),
             created_at: now,

@@ -64,7 +64,7 @@ pub(super) async fn publish_dcv(
     }
 
     if let Some(s) = super::job::subscription_of(&details) {
-        rec.subscription = Some(s);
+        rec.partner.subscription = Some(s);
         ctx.store.save(rec)?;
     }
 

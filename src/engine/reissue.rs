@@ -43,7 +43,7 @@ pub(super) async fn start(
     now: OffsetDateTime,
 ) -> Result<Reissued> {
     let cert = job.cert;
-    let Some(order) = job.rec.order.clone() else {
+    let Some(order) = job.rec.partner.order.clone() else {
         bail!("certificate '{}' has no order to reissue", cert.name);
     };
     // Reissue rule 6: a family S certificate on DNS_TXT_TOKEN must name another method for
@@ -71,7 +71,7 @@ pub(super) async fn start(
     };
     let pending = keys::save_new_key(ctx.store, cert, &key, now)?;
     job.rec.pending_key = Some(pending.clone());
-    job.rec.reissue = Some(ReissueState {
+    job.rec.partner.reissue = Some(ReissueState {
         certificate_id: order.certificate_id,
         csr_sha256: pending.csr_sha256.clone(),
         previous_serial: job.rec.installed.as_ref().map(|i| i.serial.clone()),
@@ -95,7 +95,8 @@ pub(super) async fn start(
 /// Sends the recorded reissue and confirms it.
 async fn send(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Reissued> {
     let cert = job.cert;
-    let (Some(reissue), Some(pending)) = (job.rec.reissue.clone(), job.rec.pending_key.clone())
+    let (Some(reissue), Some(pending)) =
+        (job.rec.partner.reissue.clone(), job.rec.pending_key.clone())
     else {
         bail!("no reissue recorded for certificate '{}'", cert.name);
     };
@@ -117,7 +118,7 @@ async fn send(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Reissued> {
             if let Some(p) = job.rec.pending_key.take() {
                 keys::discard_key_file(&p.key_file);
             }
-            job.rec.reissue = None;
+            job.rec.partner.reissue = None;
             // Reissue rule 1: not for expired or annulled certificates. Such an order has
             // ended; only a new order helps, and that is the operator's call.
             if let Ok(status) = ctx.client()?.status(reissue.certificate_id).await
@@ -127,7 +128,7 @@ async fn send(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Reissued> {
                     CertificateState::Expired | CertificateState::Annulled
                 )
             {
-                job.rec.ended = Some(state.as_str().to_owned());
+                job.rec.partner.ended = Some(state.as_str().to_owned());
             }
             job.record(
                 "reissue-refused",
@@ -195,7 +196,7 @@ fn refused(e: &ApiError) -> bool {
 /// Marks the reissue as received and follows a replacement ID.
 async fn confirm(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Reissued> {
     let cert = job.cert;
-    let Some(reissue) = job.rec.reissue.as_mut() else {
+    let Some(reissue) = job.rec.partner.reissue.as_mut() else {
         bail!("no reissue recorded for certificate '{}'", cert.name);
     };
     reissue.confirmed = true;
@@ -213,6 +214,7 @@ async fn follow_replacement(ctx: &Ctx<'_>, job: &mut Job<'_>, original: u64) -> 
     let cert = job.cert;
     let current = job
         .rec
+        .partner
         .order
         .as_ref()
         .map_or(original, |o| o.certificate_id);
@@ -223,7 +225,7 @@ async fn follow_replacement(ctx: &Ctx<'_>, job: &mut Job<'_>, original: u64) -> 
     let details = ctx.client()?.details(original).await?;
     match details.replacement_id {
         Some(new_id) if new_id != current => {
-            if let Some(order) = job.rec.order.as_mut() {
+            if let Some(order) = job.rec.partner.order.as_mut() {
                 order.certificate_id = new_id;
             }
             job.record(
@@ -248,12 +250,13 @@ async fn follow_replacement(ctx: &Ctx<'_>, job: &mut Job<'_>, original: u64) -> 
 /// Returns the certificate ID to follow.
 pub(super) async fn resume(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Reissued> {
     let cert = job.cert;
-    let Some(reissue) = job.rec.reissue.clone() else {
+    let Some(reissue) = job.rec.partner.reissue.clone() else {
         bail!("no reissue recorded for certificate '{}'", cert.name);
     };
     if reissue.confirmed {
         return Ok(Reissued::id(
             job.rec
+                .partner
                 .order
                 .as_ref()
                 .map_or(reissue.certificate_id, |o| o.certificate_id),

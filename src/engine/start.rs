@@ -28,8 +28,8 @@ pub(super) async fn start(
         tracing::warn!(certificate = %job.cert.name, "unreconciled order intent cleared by the operator");
     }
     if let Some(id) = job.cert.order.certificate_id
-        && job.rec.order.is_none()
-        && job.rec.intent.is_none()
+        && job.rec.partner.order.is_none()
+        && job.rec.partner.intent.is_none()
     {
         if ctx.opts.dry_run {
             return Ok(Next::Done(Outcome::Planned {
@@ -117,8 +117,8 @@ async fn plan_action(ctx: &Ctx<'_>, job: &mut Job<'_>, disk: Disk) -> Result<Act
         subscription: super::job::subscription_of(&details),
         names: details.all_domains.clone(),
     };
-    if facts.subscription.is_some() && facts.subscription != job.rec.subscription {
-        job.rec.subscription = facts.subscription.clone();
+    if facts.subscription.is_some() && facts.subscription != job.rec.partner.subscription {
+        job.rec.partner.subscription = facts.subscription.clone();
         job.save()?;
     }
     Ok(plan::decide(&inputs(ctx, job, disk, Some(&facts))))
@@ -136,7 +136,11 @@ async fn check_revocation(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<()> {
     let Some(inst) = &r.installed else {
         return Ok(());
     };
-    if r.intent.is_some() || r.pending_key.is_some() || r.reissue.is_some() || r.ended.is_some() {
+    if r.partner.intent.is_some()
+        || r.pending_key.is_some()
+        || r.partner.reissue.is_some()
+        || r.partner.ended.is_some()
+    {
         // Its replacement is under way (or waits for the order policy): what was seen stands.
         job.revocation = r
             .revocation
@@ -355,9 +359,10 @@ fn backoff_message(
 
 /// Continues an order or reissue pending at the CA: validate, poll, download.
 async fn continue_pending(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Next> {
-    if job.rec.reissue.is_some() {
+    if job.rec.partner.reissue.is_some() {
         let previous = job
             .rec
+            .partner
             .reissue
             .as_ref()
             .and_then(|r| r.previous_serial.clone());
@@ -379,7 +384,7 @@ fn replace_ended_order(job: &mut Job<'_>) -> Result<()> {
     job.save()?;
     job.journal(
         "ended-order-replaced",
-        serde_json::json!({ "previous": job.rec.renews, "state": state }),
+        serde_json::json!({ "previous": job.rec.partner.renews, "state": state }),
     )
 }
 
@@ -439,7 +444,7 @@ async fn prepare_renewal(ctx: &Ctx<'_>, job: &mut Job<'_>, reason: &str) -> Resu
         .with_context(|| {
             format!("could not prepare the renewal of certificate {certificate_id}")
         })?;
-    job.rec.prolong_prepared_at = Some(ctx.now());
+    job.rec.partner.prolong_prepared_at = Some(ctx.now());
     job.save()?;
     let Some(token) = p.prolongation_token else {
         return Ok(format!(

@@ -105,7 +105,7 @@ pub(super) fn check_pending(domains: &[String], p: &PendingKey, key: &PrivateKey
 
 /// An import keeps what this host knows: an order or an order intent is never dropped.
 pub(super) fn check_keeps(what: &str, local: &CertRecord, shared: &CertRecord) -> Result<()> {
-    if local.order.is_some() && shared.order.is_none() {
+    if local.partner.order.is_some() && shared.partner.order.is_none() {
         bail!(
             "the fleet's record {what} has no order, but this host knows order {}; refused \
              (an import never drops an order)",
@@ -114,7 +114,10 @@ pub(super) fn check_keeps(what: &str, local: &CertRecord, shared: &CertRecord) -
                 .map_or_else(|| "?".to_owned(), |id| id.to_string())
         );
     }
-    if local.intent.is_some() && shared.intent.is_none() && shared.order.is_none() {
+    if local.partner.intent.is_some()
+        && shared.partner.intent.is_none()
+        && shared.partner.order.is_none()
+    {
         bail!(
             "the fleet's record {what} has neither an order nor an order intent, but this \
              host recorded an intent to order; refused (an import never drops an intent)"
@@ -273,12 +276,15 @@ mod tests {
     fn an_import_never_drops_a_known_order_or_intent() {
         let known = CertRecord {
             name: "www".into(),
-            order: Some(OrderRef {
-                certificate_id: 7,
-                order_id: None,
-                placed_at: time::OffsetDateTime::UNIX_EPOCH,
-                adopted: false,
-            }),
+            partner: crate::store::PartnerBook {
+                order: Some(OrderRef {
+                    certificate_id: 7,
+                    order_id: None,
+                    placed_at: time::OffsetDateTime::UNIX_EPOCH,
+                    adopted: false,
+                }),
+                ..Default::default()
+            },
             ..CertRecord::default()
         };
         let empty = CertRecord {

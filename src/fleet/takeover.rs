@@ -216,7 +216,7 @@ fn installed(current: &Current) -> Installed {
 fn describe(record: &CertRecord, action: Action) -> Option<String> {
     Some(match action {
         Action::Reconcile => "an order sent without a known answer".to_owned(),
-        Action::Continue => match &record.reissue {
+        Action::Continue => match &record.partner.reissue {
             Some(r) if !r.confirmed => "a reissue sent without a known answer".to_owned(),
             Some(r) => format!(
                 "a reissue of certificate {} pending at the CA (validation, issuance)",
@@ -292,17 +292,20 @@ mod tests {
         };
         CertRecord {
             name: "www".into(),
-            order: Some(OrderRef {
-                certificate_id: 7,
-                order_id: Some(7),
-                placed_at: now - Duration::days(199 - days_left),
-                adopted: false,
-            }),
+            partner: crate::store::PartnerBook {
+                order: Some(OrderRef {
+                    certificate_id: 7,
+                    order_id: Some(7),
+                    placed_at: now - Duration::days(199 - days_left),
+                    adopted: false,
+                }),
+                subscription: Some(Subscription {
+                    ends: now + Duration::days(400),
+                    multi_year: true,
+                }),
+                ..Default::default()
+            },
             installed: Some(installed(&current)),
-            subscription: Some(Subscription {
-                ends: now + Duration::days(400),
-                multi_year: true,
-            }),
             ..CertRecord::default()
         }
     }
@@ -312,7 +315,7 @@ mod tests {
         let now = OffsetDateTime::now_utc();
         let mut r = issued(now, 150);
         assert_eq!(decide(&r, now), None, "nothing due");
-        r.reissue = Some(ReissueState {
+        r.partner.reissue = Some(ReissueState {
             certificate_id: 7,
             csr_sha256: "AB".into(),
             previous_serial: Some("0A".into()),
@@ -325,7 +328,7 @@ mod tests {
         r.retry_after = Some(now + Duration::hours(1));
         assert_eq!(decide(&r, now), None);
         // …but not one sent without a known answer.
-        if let Some(x) = r.reissue.as_mut() {
+        if let Some(x) = r.partner.reissue.as_mut() {
             x.confirmed = false;
         }
         let open = decide(&r, now).unwrap_or_default();
@@ -344,7 +347,10 @@ mod tests {
         let open = decide(&none, now).unwrap_or_default();
         assert!(open.contains("first order"), "{open}");
         let ended = CertRecord {
-            ended: Some("annulled".into()),
+            partner: crate::store::PartnerBook {
+                ended: Some("annulled".into()),
+                ..issued(now, 20).partner
+            },
             ..issued(now, 20)
         };
         assert_eq!(

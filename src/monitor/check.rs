@@ -446,9 +446,9 @@ fn expiry(
         .map(|i| (i.not_after - now).whole_days());
     match (&rec.installed, days_left) {
         (None, _) => {
-            let why = match &rec.ended {
+            let why = match &rec.partner.ended {
                 Some(state) => format!("no certificate installed (order {state})"),
-                None if rec.order.is_some() => {
+                None if rec.partner.order.is_some() => {
                     "no certificate installed yet (issuance pending)".into()
                 }
                 None => "no certificate installed (no order yet)".into(),
@@ -545,7 +545,7 @@ fn attention(found: &mut Findings, rec: &CertRecord, now: OffsetDateTime, renew_
     if let Some(f) = rec.fleet_failure() {
         found.raise(failing_level(f.failures), f.describe());
     }
-    if rec.intent.is_some() {
+    if rec.partner.intent.is_some() {
         found.raise(
             Level::Warning,
             "an order whose outcome is unknown waits for reconciliation".into(),
@@ -559,10 +559,10 @@ fn attention(found: &mut Findings, rec: &CertRecord, now: OffsetDateTime, renew_
             format!("validation pending since {}", short_time(p.created_at)),
         );
     }
-    if let (Some(sub), Some(inst)) = (&rec.subscription, &rec.installed)
+    if let (Some(sub), Some(inst)) = (&rec.partner.subscription, &rec.installed)
         && sub.ends - now < time::Duration::days(i64::from(renew_before_days))
         && inst.not_after >= sub.ends - time::Duration::days(1)
-        && rec.prolong_prepared_at.is_none()
+        && rec.partner.prolong_prepared_at.is_none()
     {
         found.raise(
             Level::Warning,

@@ -502,7 +502,7 @@ fn certificate(
         samples.put(Metric::NotBefore, labels, unix(i.not_before));
         samples.put(Metric::Installed, labels, unix(i.installed_at));
     }
-    if let Some(s) = &rec.subscription {
+    if let Some(s) = &rec.partner.subscription {
         samples.put(Metric::Subscription, labels, unix(s.ends));
     }
     if let (Some(i), Some(r)) = (&rec.installed, &rec.revocation)
@@ -556,9 +556,9 @@ fn certificate(
         labels,
         f64::from(rec.consecutive_failures()),
     );
-    let waiting = rec.intent.is_some()
-        || rec.reissue.is_some()
-        || (rec.pending_key.is_some() && rec.order.is_some());
+    let waiting = rec.partner.intent.is_some()
+        || rec.partner.reissue.is_some()
+        || (rec.pending_key.is_some() && rec.partner.order.is_some());
     samples.put(Metric::Pending, labels, if waiting { 1.0 } else { 0.0 });
     if let Some((_, outcome)) = this_run {
         let with_outcome = format!("{},outcome=\"{}\"", samples.labels[labels], outcome.kind());

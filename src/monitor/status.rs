@@ -91,20 +91,20 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
         }
         let (disk, _) = disk_state(&rec);
         let action = plan::decide(&unattended_inputs(config, cert, &rec, disk, now));
-        let state = if let Some(ended) = &rec.ended {
+        let state = if let Some(ended) = &rec.partner.ended {
             format!("order {ended}")
-        } else if rec.intent.is_some() {
+        } else if rec.partner.intent.is_some() {
             "order outcome unknown".to_owned()
-        } else if rec.order.is_none() && rec.placeholder.is_some() {
+        } else if rec.partner.order.is_none() && rec.placeholder.is_some() {
             "no order (placeholder installed)".to_owned()
-        } else if rec.order.is_none() {
+        } else if rec.partner.order.is_none() {
             "no order".to_owned()
         } else if let Some(h) = &rec.held {
             format!(
                 "issued, valid from {}; installs then",
                 crate::clock::rfc3339(h.not_before)
             )
-        } else if rec.reissue.is_some() {
+        } else if rec.partner.reissue.is_some() {
             "reissuing".to_owned()
         } else if rec.pending_key.is_some() {
             rec.last_state.clone().unwrap_or_else(|| "ordered".into())
@@ -126,7 +126,7 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
         };
         rows.push(StatusRow {
             name: cert.name.clone(),
-            certificate_id: rec.order.as_ref().map(|o| o.certificate_id),
+            certificate_id: rec.partner.order.as_ref().map(|o| o.certificate_id),
             state,
             serial: rec.installed.as_ref().map(|i| i.serial.clone()),
             expires: rec.installed.as_ref().map(|i| i.not_after),
@@ -134,7 +134,7 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
                 .installed
                 .as_ref()
                 .map(|i| (i.not_after - now).whole_days()),
-            subscription_ends: rec.subscription.as_ref().map(|s| s.ends),
+            subscription_ends: rec.partner.subscription.as_ref().map(|s| s.ends),
             next_action: plan::describe(&action, wanted(cert)),
             failures: rec.consecutive_failures(),
             last_error: last_error(&rec),

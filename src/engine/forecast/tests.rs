@@ -16,12 +16,19 @@ fn date(y: i32, m: Month, d: u8) -> Date {
 fn installed(from: i64, until: i64, sub: i64) -> CertRecord {
     CertRecord {
         name: "www".into(),
-        order: Some(OrderRef {
-            certificate_id: 7,
-            order_id: Some(1),
-            placed_at: day(from),
-            adopted: false,
-        }),
+        partner: crate::store::PartnerBook {
+            order: Some(OrderRef {
+                certificate_id: 7,
+                order_id: Some(1),
+                placed_at: day(from),
+                adopted: false,
+            }),
+            subscription: Some(Subscription {
+                ends: day(sub),
+                multi_year: false,
+            }),
+            ..Default::default()
+        },
         installed: Some(Installed {
             serial: "0A".into(),
             not_before: day(from),
@@ -31,10 +38,6 @@ fn installed(from: i64, until: i64, sub: i64) -> CertRecord {
             installed_at: day(from),
             leaf_file: None,
             leaf_stamp: None,
-        }),
-        subscription: Some(Subscription {
-            ends: day(sub),
-            multi_year: false,
         }),
         ..CertRecord::default()
     }
@@ -94,7 +97,7 @@ fn no_order_or_an_ended_order_is_billed_now() {
     assert_eq!((dues[0].at, dues[0].kind), (day(0), DueKind::Order));
 
     let mut ended = installed(0, 90, 365);
-    ended.ended = Some("annulled".into());
+    ended.partner.ended = Some("annulled".into());
     let dues = upcoming(&ended, KNOBS, day(10), day(30));
     assert_eq!((dues[0].at, dues[0].kind), (day(10), DueKind::Order));
     assert!(dues[0].reason.contains("annulled"));

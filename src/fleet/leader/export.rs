@@ -114,7 +114,10 @@ pub(super) async fn export(
         let rec = records.get(&cert.name)?;
         // A reissue or order in flight: the fleet gets its certificate once issued (the
         // order's download may already be the new certificate, not the one installed here).
-        if rec.pending_key.is_some() || rec.reissue.is_some() || rec.intent.is_some() {
+        if rec.pending_key.is_some()
+            || rec.partner.reissue.is_some()
+            || rec.partner.intent.is_some()
+        {
             return None;
         }
         let inst = rec.installed.as_ref()?;

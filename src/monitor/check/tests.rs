@@ -21,12 +21,19 @@ fn opts() -> CheckOptions {
 fn installed(until: i64) -> CertRecord {
     CertRecord {
         name: "www".into(),
-        order: Some(OrderRef {
-            certificate_id: 7,
-            order_id: Some(1),
-            placed_at: t(0),
-            adopted: false,
-        }),
+        partner: crate::store::PartnerBook {
+            order: Some(OrderRef {
+                certificate_id: 7,
+                order_id: Some(1),
+                placed_at: t(0),
+                adopted: false,
+            }),
+            subscription: Some(Subscription {
+                ends: t(365),
+                multi_year: false,
+            }),
+            ..Default::default()
+        },
         installed: Some(Installed {
             serial: "0A".into(),
             not_before: t(0),
@@ -36,10 +43,6 @@ fn installed(until: i64) -> CertRecord {
             installed_at: t(0),
             leaf_file: None,
             leaf_stamp: None,
-        }),
-        subscription: Some(Subscription {
-            ends: t(365),
-            multi_year: false,
         }),
         ..CertRecord::default()
     }
@@ -79,14 +82,14 @@ fn levels() {
     let mut none = installed(90);
     none.installed = None;
     let mut ended = none.clone();
-    ended.ended = Some("annulled".into());
+    ended.partner.ended = Some("annulled".into());
     let mut sub_ends = installed(90);
-    sub_ends.subscription = Some(Subscription {
+    sub_ends.partner.subscription = Some(Subscription {
         ends: t(90),
         multi_year: false,
     });
     let mut prepared = sub_ends.clone();
-    prepared.prolong_prepared_at = Some(t(70));
+    prepared.partner.prolong_prepared_at = Some(t(70));
     let mut failing_long = failed.clone();
     failing_long.failures = 3;
     failing_long.retry_after = None;

@@ -14,12 +14,19 @@ fn t(days: i64) -> OffsetDateTime {
 fn installed(life: i64, sub: Option<i64>) -> CertRecord {
     CertRecord {
         name: "www".into(),
-        order: Some(OrderRef {
-            certificate_id: 7,
-            order_id: Some(1),
-            placed_at: t(0),
-            adopted: false,
-        }),
+        partner: crate::store::PartnerBook {
+            order: Some(OrderRef {
+                certificate_id: 7,
+                order_id: Some(1),
+                placed_at: t(0),
+                adopted: false,
+            }),
+            subscription: sub.map(|d| Subscription {
+                ends: t(d),
+                multi_year: true,
+            }),
+            ..Default::default()
+        },
         installed: Some(Installed {
             serial: "0A".into(),
             not_before: t(0),
@@ -29,10 +36,6 @@ fn installed(life: i64, sub: Option<i64>) -> CertRecord {
             installed_at: t(0),
             leaf_file: None,
             leaf_stamp: None,
-        }),
-        subscription: sub.map(|d| Subscription {
-            ends: t(d),
-            multi_year: true,
         }),
         ..CertRecord::default()
     }
@@ -142,7 +145,7 @@ fn reissue_is_decided_again_with_the_order_read() {
     // Without an order there is nothing to read: adopted keys are reissued directly only
     // with an order, so a record without one never asks.
     let mut no_order = rec.clone();
-    no_order.order = None;
+    no_order.partner.order = None;
     no_order.installed = None;
     let i = Inputs {
         order_facts: None,
@@ -186,7 +189,7 @@ fn a_first_failure_before_any_order_is_retried_on_the_next_run() {
     assert_eq!(retry_after(&fresh, 3, now), Some(now + Duration::hours(2)));
     // an order sent without an answer is not "never ordered"
     let mut intent = fresh.clone();
-    intent.intent = Some(OrderIntent {
+    intent.partner.intent = Some(OrderIntent {
         csr_sha256: "AA".into(),
         common_name: "www.example.com".into(),
         created_at: now,
@@ -196,7 +199,10 @@ fn a_first_failure_before_any_order_is_retried_on_the_next_run() {
     assert_eq!(retry_after(&intent, 1, now), Some(now + Duration::hours(1)));
     // nor is one whose order the CA refused
     let refused = CertRecord {
-        order_refused: true,
+        partner: crate::store::PartnerBook {
+            order_refused: true,
+            ..fresh.clone().partner
+        },
         ..fresh.clone()
     };
     assert_eq!(
@@ -291,7 +297,7 @@ fn records() -> Records {
         ..CertRecord::default()
     };
     let mut with_intent = no_order.clone();
-    with_intent.intent = Some(OrderIntent {
+    with_intent.partner.intent = Some(OrderIntent {
         csr_sha256: "AA".into(),
         common_name: "www.example.com".into(),
         created_at: t(0),
@@ -302,7 +308,7 @@ fn records() -> Records {
     pending.installed = None;
     pending.pending_key = Some(pending_key());
     let mut reissuing = installed(200, Some(1825));
-    reissuing.reissue = Some(ReissueState {
+    reissuing.partner.reissue = Some(ReissueState {
         certificate_id: 7,
         csr_sha256: "BB".into(),
         previous_serial: Some("0A".into()),
@@ -498,7 +504,7 @@ fn a_held_certificate_waits_for_its_start_then_installs_without_backoff_or_force
     assert_eq!(decide(&almost), Action::InstallHeld);
     assert_eq!(decide(&inputs(&rec, t(11))), Action::InstallHeld);
     // An open order intent is resolved first.
-    rec.intent = Some(OrderIntent {
+    rec.partner.intent = Some(OrderIntent {
         csr_sha256: "AA".into(),
         common_name: "www.example.com".into(),
         created_at: t(9),
@@ -575,7 +581,7 @@ fn a_revoked_certificate_is_replaced_at_once() {
     ));
 
     // The order is annulled: a new order where allowed, else reported.
-    late.ended = Some("annulled".into());
+    late.partner.ended = Some("annulled".into());
     assert_eq!(
         decide(&Inputs {
             allow_orders: true,

@@ -129,7 +129,7 @@ fn force_reissues_now_but_never_orders() {
 #[test]
 fn an_ended_order_is_reported_until_issue_replaces_it() {
     let mut rec = installed(200, Some(1825));
-    rec.ended = Some("annulled".into());
+    rec.partner.ended = Some("annulled".into());
     let mut i = inputs(&rec, t(10));
     i.allow_orders = true;
     assert!(matches!(decide(&i), Action::Ended { .. }));
@@ -140,7 +140,7 @@ fn an_ended_order_is_reported_until_issue_replaces_it() {
 #[test]
 fn prolong_is_prepared_at_most_once_a_day() {
     let mut rec = installed(365, Some(365));
-    rec.prolong_prepared_at = Some(t(300));
+    rec.partner.prolong_prepared_at = Some(t(300));
     let a = decide(&inputs(&rec, t(300) + Duration::hours(5)));
     assert!(matches!(a, Action::Idle { .. }), "{a:?}");
     let a = decide(&inputs(&rec, t(301) + Duration::hours(1)));
@@ -235,7 +235,7 @@ fn only_a_quiet_idle_has_an_instant() {
         None
     );
     let mut pending = rec.clone();
-    pending.reissue = Some(ReissueState {
+    pending.partner.reissue = Some(ReissueState {
         certificate_id: 7,
         csr_sha256: "AB".repeat(32),
         previous_serial: Some("0A".into()),
