@@ -1,4 +1,5 @@
-//! Reading the per-server bundle: safe in-memory ZIP unpacking and validation of what the CA sent.
+//! Reading the per-server bundle: safe in-memory ZIP unpacking and validation of what the CA sent;
+//! a chain an issuer hands over as PEM ([`validate_chain`]) gets the same checks.
 //!
 //! The bundle of `download_bundle` (Partner API v1, endpoint 15) is untrusted input. It is
 //! unpacked in memory only — nothing is ever extracted by entry name — with bounds on the
@@ -13,7 +14,7 @@ mod archive;
 mod validate;
 
 pub use archive::{Archive, EntryProblem, Limits};
-pub use validate::{Expected, ServerKind, ValidatedBundle, validate};
+pub use validate::{Expected, ServerKind, ValidatedBundle, validate, validate_chain};
 
 /// Unpacks `zip` with the default [`Limits`] and validates the files for `server`.
 pub fn read_bundle(

@@ -101,8 +101,42 @@ pub fn validate(
         }
     }
 
+    check_sources(&sources, server, expected, Some(archive))
+}
+
+/// Validates a certificate chain an issuer handed over as PEM (the leaf first, then its
+/// issuers, as ACME's `application/pem-certificate-chain`), for `server`: the same checks as
+/// a bundle's files, without an archive around them.
+pub fn validate_chain(
+    pem: &[u8],
+    server: ServerKind,
+    expected: &Expected<'_>,
+) -> Result<ValidatedBundle, BundleError> {
+    const MAX_CERTIFICATES: usize = 10;
+    let sources = read_pem("certificate chain", pem)?;
+    if sources.len() > MAX_CERTIFICATES {
+        return Err(BundleError::BadPem {
+            file: quote("certificate chain"),
+            problem: format!(
+                "{} certificates, more than the {MAX_CERTIFICATES} a chain may hold",
+                sources.len()
+            ),
+        });
+    }
+    check_sources(&sources, server, expected, None)
+}
+
+/// The checks of every chain, whoever issued it: the leaf against `expected`, the chain
+/// linked by names and signatures up to a trust anchor when some are given; for server
+/// `none`, the other `pem/` files of `archive` agree with the chain.
+fn check_sources(
+    sources: &[Source],
+    server: ServerKind,
+    expected: &Expected<'_>,
+    archive: Option<&Archive>,
+) -> Result<ValidatedBundle, BundleError> {
     let mut certs = Vec::with_capacity(sources.len());
-    for s in &sources {
+    for s in sources {
         certs.push(parse(s)?);
     }
     let leaf = &certs[0];
@@ -110,7 +144,7 @@ pub fn validate(
     let links = link_chain(&certs, expected.now)?;
 
     let mut root = links.root;
-    if server == ServerKind::None {
+    if let (ServerKind::None, Some(archive)) = (server, archive) {
         root = cross_check_pem_dir(archive, &certs, &links.chain, root)?;
     }
     for cert in std::iter::once(leaf).chain(links.chain.iter().map(|&i| &certs[i])) {

@@ -8,7 +8,10 @@
 //!
 //! - [`partner`]: the reseller's Partner API v1 (CSR-hash files, DNS TXT/CNAME records, email
 //!   approval).
+//! - [`acme`]: an ACME CA (RFC 8555): the account and an order from `newOrder` to the chain,
+//!   its `http-01` challenges handed out as neutral challenges.
 
+pub mod acme;
 pub mod partner;
 
 use crate::dcv::Challenge;

@@ -10,6 +10,7 @@ use std::io::{Cursor, Write};
 
 use cert_agent::bundle::{
     Archive, BundleError, EntryProblem, Expected, Limits, ServerKind, read_bundle, validate,
+    validate_chain,
 };
 use cert_agent::crypto::{KeyType, PrivateKey};
 use rcgen::{
@@ -881,5 +882,68 @@ impl FromPemSliceDer for CertificateDer<'_> {
         CertificateDer::from_pem_slice(pem.as_bytes())
             .unwrap()
             .to_vec()
+    }
+}
+
+// ---- a chain handed over as PEM (ACME's certificate chain) ----
+
+/// Guards the chain an issuer hands over without an archive: the same leaf, names, dates and
+/// linking checks as a bundle's files, a chain the bundle would refuse refused too, and a
+/// chain of more certificates than any CA sends refused before it is linked.
+#[test]
+fn a_pem_chain_gets_the_checks_of_a_bundle() {
+    let pki = Pki::new();
+    let names = domains();
+    let leaf = pki.leaf(LeafSpec::default());
+    let chain = format!("{leaf}{}", pki.int.pem());
+    for server in [ServerKind::Nginx, ServerKind::Apache, ServerKind::None] {
+        let v = validate_chain(chain.as_bytes(), server, &pki.expected(&names))
+            .unwrap_or_else(|e| panic!("{server}: {e}"));
+        assert_eq!(v.serial_hex, "0ABCDE");
+        assert_eq!(v.chain_der.len(), 1);
+        assert!(v.root_pem.is_none());
+        assert_eq!(v.fullchain_pem, format!("{}{}", v.leaf_pem, v.chain_pem));
+    }
+    // With the root at the end, it is kept apart from the chain.
+    let with_root = format!("{chain}{}", pki.root.pem());
+    let v = validate_chain(
+        with_root.as_bytes(),
+        ServerKind::Nginx,
+        &pki.expected(&names),
+    )
+    .unwrap();
+    assert!(v.root_pem.is_some());
+
+    let other = PrivateKey::generate(KeyType::EcdsaP256).unwrap();
+    let foreign = leaf_for(&other.public_key_der(), &pki.int, LeafSpec::default()).pem();
+    let expired = pki.leaf(LeafSpec {
+        not_before: Some(NOW - Duration::days(100)),
+        not_after: Some(NOW - Duration::days(1)),
+        ..LeafSpec::default()
+    });
+    let elsewhere = pki.leaf(LeafSpec {
+        names: Some(vec!["www.example.org".to_owned()]),
+        ..LeafSpec::default()
+    });
+    let stranger = Ca::root("Someone Else");
+    let int = pki.int.pem();
+    let too_long = format!("{leaf}{}", int.repeat(12));
+    let cases: Vec<(&str, String)> = vec![
+        ("another key", format!("{foreign}{int}")),
+        ("expired", format!("{expired}{int}")),
+        ("other names", format!("{elsewhere}{int}")),
+        ("no issuer", leaf.clone()),
+        ("unrelated issuer", format!("{leaf}{}", stranger.pem())),
+        ("garbage", "not a certificate".to_owned()),
+        ("a key inside", format!("{leaf}{}", pki.key.secret_pem())),
+        ("too long", too_long),
+        ("empty", String::new()),
+    ];
+    for (what, pem) in cases {
+        let err = validate_chain(pem.as_bytes(), ServerKind::Nginx, &pki.expected(&names))
+            .expect_err(what);
+        let text = err.to_string();
+        assert!(!text.contains("PRIVATE KEY"), "{what}: {text}");
+        assert!(!text.chars().any(char::is_control), "{what}: {text}");
     }
 }

@@ -9,7 +9,9 @@
 /// Helpers shared by the modules below: sandbox setup, agent environments, web servers, faults.
 mod support;
 
-// --- Partner API client and bundle reader (library level) ---
+// --- Issuers and the bundle reader (library level) ---
+/// The ACME issuer against Debian's Pebble: account with EAB, http-01, finalize, the chain.
+mod acme_pebble;
 /// The API client against the sandbox: error shapes, re-signin, retries, pagination, secrets.
 mod api_client;
 /// The bundle reader against good and hostile `download_bundle` archives.

@@ -5,5 +5,6 @@ pub(crate) mod balancer;
 pub(crate) mod env;
 pub(crate) mod etcd;
 pub(crate) mod faults;
+pub(crate) mod pebble;
 pub(crate) mod scenario;
 pub(crate) mod webserver;

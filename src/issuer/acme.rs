@@ -1,0 +1,317 @@
+//! The ACME issuer (RFC 8555), on the `instant-acme` crate: the account (generated locally,
+//! ECDSA P-256, registered once — with External Account Binding where the directory requires
+//! it — and kept `0600`), and an order from `newOrder` to the certificate chain: the
+//! authorizations' `http-01` challenges handed out as neutral [`Challenge`]s for the engine's
+//! writers to publish, answered once published, the order finalized with the locally generated
+//! CSR, the chain downloaded.
+//!
+//! Everything the directory sends is untrusted: answers are capped in size and time
+//! ([`http`]), tokens and key authorizations are checked for their shape before anything is
+//! written ([`ValidationFile::acme_http01`]), problem documents are quoted escaped and cut, and
+//! the chain is checked against the key and names by the caller before it is installed.
+
+pub mod http;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use instant_acme::{
+    Account, AccountCredentials, AuthorizationStatus, ChallengeType, ExternalAccountKey,
+    Identifier, NewAccount, NewOrder, Order, OrderStatus, RetryPolicy,
+};
+
+use crate::dcv::{Challenge, HttpChallenge, ValidationFile, quote_max};
+
+/// The account's file in its directory under the state directory.
+pub const ACCOUNT_FILE: &str = "account.json";
+
+/// Errors of the ACME issuer; each names the directory, the identifier or the file.
+#[derive(Debug, thiserror::Error)]
+pub enum AcmeError {
+    /// The issuer cannot be set up as configured.
+    #[error("ACME: {0}")]
+    Config(String),
+    /// The account file cannot be read or written.
+    #[error("ACME account file '{}': {message}", path.display())]
+    AccountFile { path: PathBuf, message: String },
+    /// The directory answered with a problem document, or could not be reached.
+    #[error("ACME directory {directory}: {message}")]
+    Directory { directory: String, message: String },
+    /// An identifier could not be validated.
+    #[error("ACME validation of {identifier} failed: {message}")]
+    Validation { identifier: String, message: String },
+    /// The order went somewhere it should not.
+    #[error("ACME order {order}: {message}")]
+    Order { order: String, message: String },
+}
+
+/// An ACME CA as configured.
+#[derive(Debug, Clone)]
+pub struct Directory {
+    /// The directory URL (`https://`; `http://` only on loopback).
+    pub url: String,
+    /// Contact URLs for the account (`mailto:…`).
+    pub contact: Vec<String>,
+    /// External Account Binding: the key id and the HMAC key, for CAs that require it.
+    pub eab: Option<(String, Vec<u8>)>,
+    /// An extra trust anchor for the directory's TLS (a private CA).
+    pub ca_file: Option<PathBuf>,
+}
+
+/// How long an order may take from the answered challenges to the chain.
+const ORDER_WAIT: Duration = Duration::from_secs(90);
+
+/// The account of `directory`: read from `dir/account.json` when it was registered with this
+/// directory before, else generated, registered and written there (`0600`, the directory
+/// `0700`) before it is used.
+pub async fn account(directory: &Directory, dir: &Path) -> Result<Account, AcmeError> {
+    if !http::allowed_url(&directory.url) {
+        return Err(AcmeError::Config(format!(
+            "directory URL {} is not https:// (http:// is accepted on loopback only)",
+            quote_max(&directory.url, 200)
+        )));
+    }
+    let client = http::AcmeHttp::new(directory.ca_file.as_deref())?;
+    let path = dir.join(ACCOUNT_FILE);
+    let file_error = |message: String| AcmeError::AccountFile {
+        path: path.clone(),
+        message,
+    };
+    let stored = match crate::fsutil::read_private(&path, 64 * 1024) {
+        Ok(bytes) => Some(bytes),
+        Err(_) if !path.exists() => None,
+        Err(message) => return Err(file_error(message)),
+    };
+    if let Some(bytes) = stored {
+        let kept: KeptAccount = serde_json::from_slice(&bytes)
+            .map_err(|e| file_error(format!("not an account file ({e})")))?;
+        if kept.directory != directory.url {
+            return Err(file_error(format!(
+                "registered with {}, not with the configured {}; move it aside to register anew",
+                quote_max(&kept.directory, 200),
+                quote_max(&directory.url, 200)
+            )));
+        }
+        return Account::builder_with_http(Box::new(client))
+            .from_credentials(kept.credentials)
+            .await
+            .map_err(|e| problem(&directory.url, e));
+    }
+    let contact: Vec<&str> = directory.contact.iter().map(String::as_str).collect();
+    let eab = directory
+        .eab
+        .as_ref()
+        .map(|(id, key)| ExternalAccountKey::new(id.clone(), key));
+    let (account, credentials) = Account::builder_with_http(Box::new(client))
+        .create(
+            &NewAccount {
+                contact: &contact,
+                terms_of_service_agreed: true,
+                only_return_existing: false,
+            },
+            directory.url.clone(),
+            eab.as_ref(),
+        )
+        .await
+        .map_err(|e| problem(&directory.url, e))?;
+    let kept = KeptAccount {
+        directory: directory.url.clone(),
+        credentials,
+    };
+    let text = serde_json::to_vec(&kept).map_err(|e| file_error(e.to_string()))?;
+    crate::fsutil::ensure_private_dir(dir, 0o700)
+        .map_err(|e| file_error(format!("could not create its directory: {e}")))?;
+    crate::fsutil::write_atomic(&path, &text, 0o600).map_err(|e| file_error(e.to_string()))?;
+    Ok(account)
+}
+
+/// What the account file holds: the directory it was registered with and the credentials
+/// (the account URL and its private key).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct KeptAccount {
+    directory: String,
+    credentials: AccountCredentials,
+}
+
+/// An order placed, with what must be published before its challenges are answered.
+pub struct Placed {
+    /// The order (its URL is [`Order::url`]: journaled, it resumes the same order).
+    pub order: Order,
+    /// The files to publish, one per authorization still pending.
+    pub challenges: Vec<Challenge>,
+}
+
+/// Places an order for `domains` and reads what each pending authorization asks for
+/// (`http-01`).
+pub async fn place(account: &Account, domains: &[String]) -> Result<Placed, AcmeError> {
+    let identifiers: Vec<Identifier> = domains.iter().cloned().map(Identifier::Dns).collect();
+    let mut order = account
+        .new_order(&NewOrder::new(&identifiers))
+        .await
+        .map_err(|e| problem("newOrder", e))?;
+    let challenges = pending_challenges(&mut order, domains).await?;
+    Ok(Placed { order, challenges })
+}
+
+/// The `http-01` file of every authorization of `order` still pending, each for the ordered
+/// name it validates (an authorization for a name not ordered is refused).
+async fn pending_challenges(
+    order: &mut Order,
+    domains: &[String],
+) -> Result<Vec<Challenge>, AcmeError> {
+    let order_url = order.url().to_owned();
+    let mut out = Vec::new();
+    let mut authorizations = order.authorizations();
+    while let Some(authz) = authorizations.next().await {
+        let mut authz = authz.map_err(|e| problem(&order_url, e))?;
+        if authz.status != AuthorizationStatus::Pending {
+            continue;
+        }
+        let identifier = identifier_text(authz.identifier().identifier);
+        let ordered = match &authz.identifier().identifier {
+            Identifier::Dns(name) => domains
+                .iter()
+                .find(|d| d.eq_ignore_ascii_case(name))
+                .cloned(),
+            _ => None,
+        };
+        let Some(domain) = ordered else {
+            return Err(AcmeError::Validation {
+                identifier,
+                message: "the CA asks to validate a name that was not ordered".into(),
+            });
+        };
+        let Some(challenge) = authz.challenge(ChallengeType::Http01) else {
+            return Err(AcmeError::Validation {
+                identifier,
+                message: "the CA offers no http-01 challenge for it".into(),
+            });
+        };
+        let key_authorization = challenge.key_authorization();
+        let file = ValidationFile::acme_http01(&challenge.token, key_authorization.as_str())
+            .map_err(|e| AcmeError::Validation {
+                identifier: identifier.clone(),
+                message: format!("the CA's challenge was refused: {e}"),
+            })?;
+        out.push(Challenge::Http(HttpChallenge {
+            file,
+            domains: vec![domain],
+        }));
+    }
+    Ok(out)
+}
+
+/// Answers every pending challenge of `order` (their files published), waits for the order to
+/// be ready, finalizes it with `csr_der` and returns the certificate chain (PEM).
+pub async fn finish(order: &mut Order, csr_der: &[u8]) -> Result<String, AcmeError> {
+    let order_url = order.url().to_owned();
+    let mut authorizations = order.authorizations();
+    while let Some(authz) = authorizations.next().await {
+        let mut authz = authz.map_err(|e| problem(&order_url, e))?;
+        if authz.status != AuthorizationStatus::Pending {
+            continue;
+        }
+        let identifier = identifier_text(authz.identifier().identifier);
+        let Some(mut challenge) = authz.challenge(ChallengeType::Http01) else {
+            return Err(AcmeError::Validation {
+                identifier,
+                message: "the CA offers no http-01 challenge for it".into(),
+            });
+        };
+        challenge
+            .set_ready()
+            .await
+            .map_err(|e| problem(&identifier, e))?;
+    }
+    let policy = RetryPolicy::new()
+        .initial_delay(Duration::from_millis(250))
+        .timeout(ORDER_WAIT);
+    match order.poll_ready(&policy).await {
+        Ok(OrderStatus::Ready) => {}
+        Ok(status) => return Err(invalid_order(order, format!("{status:?}")).await),
+        Err(instant_acme::Error::Api(p)) => {
+            return Err(invalid_order(order, problem_text(&p)).await);
+        }
+        Err(e) => return Err(problem(&order_url, e)),
+    }
+    order
+        .finalize_csr(csr_der)
+        .await
+        .map_err(|e| problem(&order_url, e))?;
+    order
+        .poll_certificate(&policy)
+        .await
+        .map_err(|e| problem(&order_url, e))
+}
+
+/// Why an order is not ready: what the order says (`why`) and each failed authorization's
+/// problem, by identifier (read again from the CA).
+async fn invalid_order(order: &mut Order, why: String) -> AcmeError {
+    let order_url = order.url().to_owned();
+    let mut failures = Vec::new();
+    let mut authorizations = order.authorizations();
+    while let Some(Ok(mut authz)) = authorizations.next().await {
+        let Ok(state) = authz.refresh().await else {
+            continue;
+        };
+        if state.status == AuthorizationStatus::Valid {
+            continue;
+        }
+        let identifier = identifier_text(state.identifier().identifier);
+        let reason = state
+            .challenges
+            .iter()
+            .find_map(|c| c.error.as_ref())
+            .map_or_else(|| format!("{:?}", state.status), problem_text);
+        failures.push(format!("{identifier}: {reason}"));
+    }
+    AcmeError::Order {
+        order: quote_max(&order_url, 200),
+        message: if failures.is_empty() {
+            format!("not ready: {why}")
+        } else {
+            format!("not ready: {}", failures.join("; "))
+        },
+    }
+}
+
+fn identifier_text(id: &Identifier) -> String {
+    match id {
+        Identifier::Dns(name) => quote_max(name, 253),
+        other => quote_max(&format!("{other:?}"), 253),
+    }
+}
+
+/// An error of the directory `at`, with the problem document quoted escaped.
+fn problem(at: &str, e: instant_acme::Error) -> AcmeError {
+    let message = match &e {
+        instant_acme::Error::Api(p) => problem_text(p),
+        instant_acme::Error::Timeout(_) => "no answer in time".to_owned(),
+        other => quote_max(&other.to_string(), 400),
+    };
+    AcmeError::Directory {
+        directory: quote_max(at, 200),
+        message,
+    }
+}
+
+/// `type: detail` of a problem document, escaped and cut, with its subproblems' identifiers.
+fn problem_text(p: &instant_acme::Problem) -> String {
+    let kind = p
+        .r#type
+        .as_deref()
+        .map(|t| t.trim_start_matches("urn:ietf:params:acme:error:"))
+        .unwrap_or("problem");
+    let detail = p.detail.as_deref().unwrap_or("(no detail)");
+    let mut text = format!("{}: {}", quote_max(kind, 60), quote_max(detail, 300));
+    for sub in p.subproblems.iter().take(10) {
+        if let Some(id) = &sub.identifier {
+            text.push_str(&format!(
+                "; {}: {}",
+                identifier_text(id),
+                quote_max(sub.detail.as_deref().unwrap_or("(no detail)"), 200)
+            ));
+        }
+    }
+    text
+}

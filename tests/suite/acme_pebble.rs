@@ -1,0 +1,172 @@
+//! The ACME issuer against a real ACME server: Debian's Pebble (External Account Binding
+//! required, `-strict`), its DNS pointing every name at 127.0.0.1, and its `http-01`
+//! validations fetched over real HTTP from the agent's standalone DCV server.
+
+use std::net::SocketAddr;
+
+use cert_agent::bundle::{Expected, ServerKind, validate_chain};
+use cert_agent::crypto::{Csr, KeyType, PrivateKey};
+use cert_agent::dcv::Challenge;
+use cert_agent::dcv::standalone::StandaloneServer;
+use cert_agent::issuer::acme::{self, AcmeError, Directory};
+
+use crate::support::pebble::{self, EAB_KID, Pebble};
+
+fn domains() -> Vec<String> {
+    vec![
+        "www.example.test".to_owned(),
+        "shop.example.test".to_owned(),
+    ]
+}
+
+async fn server() -> StandaloneServer {
+    StandaloneServer::start(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("standalone server on 127.0.0.1:0")
+}
+
+fn directory(p: &Pebble, eab: bool) -> Directory {
+    Directory {
+        url: p.directory.clone(),
+        contact: vec!["mailto:ops@example.test".to_owned()],
+        eab: eab.then(|| (EAB_KID.to_owned(), p.eab_key.clone())),
+        ca_file: Some(p.ca_file.clone()),
+    }
+}
+
+/// Guards the ACME issuer's whole path against a real CA: the account registered once with
+/// External Account Binding and kept 0600 (a second use reads it, no second registration),
+/// an order for two names whose `http-01` files the standalone server serves as the CA
+/// fetches them, the order finalized with a CSR of a key made here, and the chain the CA
+/// returns accepted by the bundle checks for that key and those names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_is_validated_over_http_and_finalized_with_our_csr() {
+    if !pebble::require() {
+        return;
+    }
+    let server = server().await;
+    let pebble = Pebble::start(server.local_addr().port());
+    let state = tempfile::tempdir().unwrap();
+    let account_dir = state.path().join("acme").join("pebble");
+    let account = acme::account(&directory(&pebble, true), &account_dir)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", pebble.log()));
+    let file = account_dir.join(acme::ACCOUNT_FILE);
+    let mode = std::fs::metadata(&file).unwrap().permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
+    let again = acme::account(&directory(&pebble, true), &account_dir)
+        .await
+        .unwrap();
+    assert_eq!(again.id(), account.id(), "the kept account is reused");
+
+    let names = domains();
+    let key = PrivateKey::generate(KeyType::EcdsaP256).unwrap();
+    let csr = Csr::new(&key, &names).unwrap();
+    let mut placed = acme::place(&account, &names)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", pebble.log()));
+    assert_eq!(placed.challenges.len(), 2, "one file per name");
+    let mut served = Vec::new();
+    for challenge in &placed.challenges {
+        let Challenge::Http(http) = challenge else {
+            panic!("not an HTTP challenge: {challenge:?}");
+        };
+        assert_eq!(http.domains.len(), 1);
+        assert!(
+            http.file
+                .url_path()
+                .starts_with("/.well-known/acme-challenge/")
+        );
+        assert!(http.file.content().starts_with(http.file.name()));
+        server.add_file(&http.file);
+        served.push(http.domains[0].clone());
+    }
+    served.sort();
+    let mut expected_names = names.clone();
+    expected_names.sort();
+    assert_eq!(served, expected_names);
+
+    let chain = acme::finish(&mut placed.order, &csr.der)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", pebble.log()));
+    let spki = key.public_key_der();
+    let bundle = validate_chain(
+        chain.as_bytes(),
+        ServerKind::Nginx,
+        &Expected {
+            public_key_der: &spki,
+            domains: &names,
+            now: time::OffsetDateTime::now_utc(),
+            trust_anchors: &[],
+        },
+    )
+    .unwrap_or_else(|e| panic!("the chain from Pebble: {e}"));
+    let mut issued = bundle.dns_names.clone();
+    issued.sort();
+    assert_eq!(issued, expected_names);
+    assert!(!bundle.chain_der.is_empty(), "the intermediate comes along");
+    server.shutdown().await;
+}
+
+/// Guards the errors an operator sees: a directory that requires External Account Binding
+/// asked without it names the problem; a validation the CA could not complete (nothing
+/// served) names each identifier and the CA's reason; no account file is left by a failed
+/// registration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_registration_and_a_failed_validation_say_what_and_which() {
+    if !pebble::require() {
+        return;
+    }
+    let server = server().await;
+    let pebble = Pebble::start(server.local_addr().port());
+    let state = tempfile::tempdir().unwrap();
+
+    let no_eab = state.path().join("no-eab");
+    let err = acme::account(&directory(&pebble, false), &no_eab)
+        .await
+        .err()
+        .expect("registration without EAB is refused");
+    let text = err.to_string();
+    assert!(
+        matches!(err, AcmeError::Directory { .. }) && text.contains("externalAccountRequired"),
+        "{text}"
+    );
+    assert!(!no_eab.join(acme::ACCOUNT_FILE).exists());
+
+    let account = acme::account(&directory(&pebble, true), &state.path().join("eab"))
+        .await
+        .unwrap();
+    let names = domains();
+    let key = PrivateKey::generate(KeyType::EcdsaP256).unwrap();
+    let csr = Csr::new(&key, &names).unwrap();
+    let mut placed = acme::place(&account, &names).await.unwrap();
+    // Nothing is served: the CA's fetches find 404.
+    let err = acme::finish(&mut placed.order, &csr.der)
+        .await
+        .expect_err("validation fails");
+    let text = err.to_string();
+    eprintln!("a failed validation: {text}");
+    assert!(matches!(err, AcmeError::Order { .. }), "{text}");
+    assert!(
+        text.contains("www.example.test") || text.contains("shop.example.test"),
+        "{text}"
+    );
+    assert!(
+        text.contains("unauthorized") || text.contains("404"),
+        "{text}"
+    );
+    assert!(!text.chars().any(char::is_control), "{text}");
+
+    // A directory URL that is plain HTTP off loopback is refused before anything is sent.
+    let mut plain = directory(&pebble, true);
+    plain.url = "http://acme.example.test/dir".to_owned();
+    let err = acme::account(&plain, &state.path().join("plain"))
+        .await
+        .err()
+        .expect("plain http refused");
+    assert!(matches!(err, AcmeError::Config(_)), "{err}");
+    server.shutdown().await;
+}
