@@ -170,3 +170,67 @@ async fn a_refused_registration_and_a_failed_validation_say_what_and_which() {
     assert!(matches!(err, AcmeError::Config(_)), "{err}");
     server.shutdown().await;
 }
+
+/// A directory answering `body` with `status` to every request, on plain HTTP on loopback
+/// (allowed there only), until dropped.
+async fn fake_directory(status: u16, body: Vec<u8>) -> (String, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/dir", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        for _ in 0..20 {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            let mut head = [0u8; 4096];
+            let _ = s.read(&mut head).await;
+            let answer = format!(
+                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = s.write_all(answer.as_bytes()).await;
+            let _ = s.write_all(&body).await;
+        }
+    });
+    (url, task)
+}
+
+/// Guards the ACME client against a hostile directory: garbage, a problem document full of
+/// terminal escapes, and an answer larger than the cap each end the account's set-up with an
+/// error that names the directory, shows nothing raw, and leaves no account file.
+#[tokio::test]
+async fn a_garbage_huge_or_escaping_directory_is_a_clear_error() {
+    let state = tempfile::tempdir().unwrap();
+    let escapes = br#"{"type":"urn:ietf:params:acme:error:malformed","detail":"\u001b[2J\u001b]0;owned\u0007 bad"}"#;
+    let cases: Vec<(&str, u16, Vec<u8>)> = vec![
+        ("garbage", 200, b"<html>not a directory</html>".to_vec()),
+        ("escapes", 400, escapes.to_vec()),
+        (
+            "huge",
+            200,
+            vec![b' '; cert_agent::issuer::acme::http::MAX_ANSWER_BYTES + 1],
+        ),
+    ];
+    for (what, status, body) in cases {
+        let (url, task) = fake_directory(status, body).await;
+        let dir = Directory {
+            url: url.clone(),
+            contact: vec![],
+            eab: None,
+            ca_file: None,
+        };
+        let at = state.path().join(what);
+        let err = acme::account(&dir, &at)
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{what}: accepted"));
+        let text = err.to_string();
+        assert!(text.contains(&url), "{what}: {text}");
+        assert!(!text.chars().any(char::is_control), "{what}: {text}");
+        if what == "huge" {
+            assert!(text.contains("larger than"), "{text}");
+        }
+        assert!(!at.join(acme::ACCOUNT_FILE).exists(), "{what}");
+        task.abort();
+    }
+}
