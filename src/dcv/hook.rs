@@ -1,5 +1,5 @@
-//! DNS validation (`dcv = "cname"` → CNAME_CSR_HASH, `dcv = "dns-txt"` → DNS_TXT_TOKEN): the
-//! record the CA looks for, and the `dns_hook` program that adds or removes it.
+//! DNS validation (`dcv = "cname"` → CNAME_CSR_HASH, `dcv = "dns-txt"` → DNS_TXT_TOKEN, ACME's
+//! `dns-01`): the record the CA looks for, and the `dns_hook` program that adds or removes it.
 //!
 //! The hook is started directly from its argument vector, never through a shell. It gets the
 //! record in its environment:
@@ -7,7 +7,7 @@
 //! | Variable | Value |
 //! |---|---|
 //! | `CERT_AGENT_DCV_ACTION` | `add` or `remove` |
-//! | `CERT_AGENT_DCV_RECORD_NAME` | e.g. `_pki-validation.example.com` (no trailing dot) |
+//! | `CERT_AGENT_DCV_RECORD_NAME` | e.g. `_pki-validation.example.com` or `_acme-challenge.example.com` (no trailing dot) |
 //! | `CERT_AGENT_DCV_RECORD_TYPE` | `CNAME` or `TXT` |
 //! | `CERT_AGENT_DCV_RECORD_VALUE` | the CNAME target or the TXT value |
 //! | `CERT_AGENT_DCV_DOMAIN` | the certificate's domain being validated |
@@ -85,6 +85,18 @@ impl std::fmt::Display for DnsRecord {
 /// The value comes from the API and is untrusted: 1 to 255 characters of letters, digits and
 /// `- _ . + / = :`.
 pub fn txt_record(domain: &str, random_value: &str) -> Result<DnsRecord, DcvError> {
+    txt_record_at("_pki-validation", domain, random_value)
+}
+
+/// ACME's `dns-01` record (RFC 8555, section 8.4): `_acme-challenge.<domain>` (a wildcard
+/// without `*.`) with the base64url SHA-256 of the key authorization. Checked like
+/// [`txt_record`]'s value.
+pub fn acme_txt_record(domain: &str, digest: &str) -> Result<DnsRecord, DcvError> {
+    txt_record_at("_acme-challenge", domain, digest)
+}
+
+/// A TXT record `<label>.<domain>` with `value`, both checked.
+fn txt_record_at(label: &str, domain: &str, random_value: &str) -> Result<DnsRecord, DcvError> {
     let base = check_domain(domain)?;
     let value = random_value.trim();
     if value.is_empty() || value.len() > MAX_TXT_VALUE {
@@ -106,7 +118,7 @@ pub fn txt_record(domain: &str, random_value: &str) -> Result<DnsRecord, DcvErro
     }
     Ok(DnsRecord {
         domain: domain.to_owned(),
-        name: format!("_pki-validation.{base}"),
+        name: format!("{label}.{base}"),
         record_type: RecordType::Txt,
         value: value.to_owned(),
     })

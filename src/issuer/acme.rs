@@ -20,7 +20,7 @@ use instant_acme::{
     Identifier, NewAccount, NewOrder, Order, OrderStatus, RetryPolicy,
 };
 
-use crate::dcv::{Challenge, HttpChallenge, ValidationFile, quote_max};
+use crate::dcv::{Challenge, HttpChallenge, ValidationFile, hook, quote_max};
 
 /// The account's file in its directory under the state directory.
 pub const ACCOUNT_FILE: &str = "account.json";
@@ -141,16 +141,87 @@ pub struct Placed {
     pub challenges: Vec<Challenge>,
 }
 
-/// Places an order for `domains` and reads what each pending authorization asks for
-/// (`http-01`).
-pub async fn place(account: &Account, domains: &[String]) -> Result<Placed, AcmeError> {
+/// How the names of an order are validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// `http-01`: a file under `/.well-known/acme-challenge/` of each name.
+    Http,
+    /// `dns-01`: a TXT record `_acme-challenge.<name>` (through the DNS hook); the only one
+    /// for a wildcard.
+    Dns,
+}
+
+impl Method {
+    fn challenge_type(self) -> ChallengeType {
+        match self {
+            Self::Http => ChallengeType::Http01,
+            Self::Dns => ChallengeType::Dns01,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Http => "http-01",
+            Self::Dns => "dns-01",
+        }
+    }
+}
+
+/// Places an order for `domains` and reads what each pending authorization asks for by
+/// `method`. A wildcard needs [`Method::Dns`].
+pub async fn place(
+    account: &Account,
+    domains: &[String],
+    method: Method,
+) -> Result<Placed, AcmeError> {
+    if method == Method::Http
+        && let Some(wildcard) = domains.iter().find(|d| d.starts_with("*."))
+    {
+        return Err(AcmeError::Validation {
+            identifier: quote_max(wildcard, 253),
+            message: "a wildcard can be validated by dns-01 only (configure a dns_hook)".into(),
+        });
+    }
     let identifiers: Vec<Identifier> = domains.iter().cloned().map(Identifier::Dns).collect();
     let mut order = account
         .new_order(&NewOrder::new(&identifiers))
         .await
         .map_err(|e| problem("newOrder", e))?;
-    let challenges = pending_challenges(&mut order, domains).await?;
+    let challenges = pending_challenges(&mut order, domains, method).await?;
     Ok(Placed { order, challenges })
+}
+
+/// The order at `url` (journaled when it was placed), with what its pending authorizations
+/// still ask for: a run stopped at any step goes on with the same order.
+pub async fn resume(
+    account: &Account,
+    url: &str,
+    domains: &[String],
+    method: Method,
+) -> Result<Placed, AcmeError> {
+    let mut order = account
+        .order(url.to_owned())
+        .await
+        .map_err(|e| problem(url, e))?;
+    let challenges = pending_challenges(&mut order, domains, method).await?;
+    Ok(Placed { order, challenges })
+}
+
+/// Revokes the certificate `leaf_der` issued through `account` (RFC 8555, section 7.6), with
+/// a CRL reason code when given.
+pub async fn revoke(
+    account: &Account,
+    leaf_der: &[u8],
+    reason: Option<instant_acme::RevocationReason>,
+) -> Result<(), AcmeError> {
+    let certificate = rustls_pki_types::CertificateDer::from(leaf_der);
+    account
+        .revoke(&instant_acme::RevocationRequest {
+            certificate: &certificate,
+            reason,
+        })
+        .await
+        .map_err(|e| problem("revokeCert", e))
 }
 
 /// The `http-01` file of every authorization of `order` still pending, each for the ordered
@@ -158,6 +229,7 @@ pub async fn place(account: &Account, domains: &[String]) -> Result<Placed, Acme
 async fn pending_challenges(
     order: &mut Order,
     domains: &[String],
+    method: Method,
 ) -> Result<Vec<Challenge>, AcmeError> {
     let order_url = order.url().to_owned();
     let mut out = Vec::new();
@@ -168,11 +240,20 @@ async fn pending_challenges(
             continue;
         }
         let identifier = identifier_text(authz.identifier().identifier);
+        // A wildcard's authorization names the base domain, marked as a wildcard.
+        let wildcard = authz.identifier().wildcard;
         let ordered = match &authz.identifier().identifier {
-            Identifier::Dns(name) => domains
-                .iter()
-                .find(|d| d.eq_ignore_ascii_case(name))
-                .cloned(),
+            Identifier::Dns(name) => {
+                let want = if wildcard {
+                    format!("*.{name}")
+                } else {
+                    name.clone()
+                };
+                domains
+                    .iter()
+                    .find(|d| d.eq_ignore_ascii_case(&want))
+                    .cloned()
+            }
             _ => None,
         };
         let Some(domain) = ordered else {
@@ -181,29 +262,38 @@ async fn pending_challenges(
                 message: "the CA asks to validate a name that was not ordered".into(),
             });
         };
-        let Some(challenge) = authz.challenge(ChallengeType::Http01) else {
+        let Some(challenge) = authz.challenge(method.challenge_type()) else {
             return Err(AcmeError::Validation {
                 identifier,
-                message: "the CA offers no http-01 challenge for it".into(),
+                message: format!("the CA offers no {} challenge for it", method.name()),
             });
         };
         let key_authorization = challenge.key_authorization();
-        let file = ValidationFile::acme_http01(&challenge.token, key_authorization.as_str())
-            .map_err(|e| AcmeError::Validation {
-                identifier: identifier.clone(),
-                message: format!("the CA's challenge was refused: {e}"),
-            })?;
-        out.push(Challenge::Http(HttpChallenge {
-            file,
-            domains: vec![domain],
-        }));
+        let refused = |e: crate::dcv::DcvError| AcmeError::Validation {
+            identifier: identifier.clone(),
+            message: format!("the CA's challenge was refused: {e}"),
+        };
+        out.push(match method {
+            Method::Http => Challenge::Http(HttpChallenge {
+                file: ValidationFile::acme_http01(&challenge.token, key_authorization.as_str())
+                    .map_err(refused)?,
+                domains: vec![domain],
+            }),
+            Method::Dns => Challenge::Dns(
+                hook::acme_txt_record(&domain, &key_authorization.dns_value()).map_err(refused)?,
+            ),
+        });
     }
     Ok(out)
 }
 
 /// Answers every pending challenge of `order` (their files published), waits for the order to
 /// be ready, finalizes it with `csr_der` and returns the certificate chain (PEM).
-pub async fn finish(order: &mut Order, csr_der: &[u8]) -> Result<String, AcmeError> {
+pub async fn finish(
+    order: &mut Order,
+    csr_der: &[u8],
+    method: Method,
+) -> Result<String, AcmeError> {
     let order_url = order.url().to_owned();
     let mut authorizations = order.authorizations();
     while let Some(authz) = authorizations.next().await {
@@ -212,10 +302,10 @@ pub async fn finish(order: &mut Order, csr_der: &[u8]) -> Result<String, AcmeErr
             continue;
         }
         let identifier = identifier_text(authz.identifier().identifier);
-        let Some(mut challenge) = authz.challenge(ChallengeType::Http01) else {
+        let Some(mut challenge) = authz.challenge(method.challenge_type()) else {
             return Err(AcmeError::Validation {
                 identifier,
-                message: "the CA offers no http-01 challenge for it".into(),
+                message: format!("the CA offers no {} challenge for it", method.name()),
             });
         };
         challenge

@@ -7,8 +7,9 @@ use std::net::SocketAddr;
 use cert_agent::bundle::{Expected, ServerKind, validate_chain};
 use cert_agent::crypto::{Csr, KeyType, PrivateKey};
 use cert_agent::dcv::Challenge;
+use cert_agent::dcv::hook::{self, DnsHook, HookAction};
 use cert_agent::dcv::standalone::StandaloneServer;
-use cert_agent::issuer::acme::{self, AcmeError, Directory};
+use cert_agent::issuer::acme::{self, AcmeError, Directory, Method};
 
 use crate::support::pebble::{self, EAB_KID, Pebble};
 
@@ -65,9 +66,22 @@ async fn an_order_is_validated_over_http_and_finalized_with_our_csr() {
     let names = domains();
     let key = PrivateKey::generate(KeyType::EcdsaP256).unwrap();
     let csr = Csr::new(&key, &names).unwrap();
-    let mut placed = acme::place(&account, &names)
+    let first = acme::place(&account, &names, Method::Http)
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", pebble.log()));
+    // A run stopped right after placing the order: the next one resumes it by its URL.
+    let url = first.order.url().to_owned();
+    let first_challenges = first.challenges.clone();
+    drop(first);
+    let mut placed = acme::resume(&account, &url, &names, Method::Http)
+        .await
+        .unwrap();
+    assert_eq!(placed.order.url(), url);
+    let by_text = |c: &Challenge| format!("{c:?}");
+    let (mut before, mut after) = (first_challenges, placed.challenges.clone());
+    before.sort_by_key(by_text);
+    after.sort_by_key(by_text);
+    assert_eq!(after, before, "the same order, the same files");
     assert_eq!(placed.challenges.len(), 2, "one file per name");
     let mut served = Vec::new();
     for challenge in &placed.challenges {
@@ -89,7 +103,7 @@ async fn an_order_is_validated_over_http_and_finalized_with_our_csr() {
     expected_names.sort();
     assert_eq!(served, expected_names);
 
-    let chain = acme::finish(&mut placed.order, &csr.der)
+    let chain = acme::finish(&mut placed.order, &csr.der, Method::Http)
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", pebble.log()));
     let spki = key.public_key_der();
@@ -142,9 +156,9 @@ async fn a_refused_registration_and_a_failed_validation_say_what_and_which() {
     let names = domains();
     let key = PrivateKey::generate(KeyType::EcdsaP256).unwrap();
     let csr = Csr::new(&key, &names).unwrap();
-    let mut placed = acme::place(&account, &names).await.unwrap();
+    let mut placed = acme::place(&account, &names, Method::Http).await.unwrap();
     // Nothing is served: the CA's fetches find 404.
-    let err = acme::finish(&mut placed.order, &csr.der)
+    let err = acme::finish(&mut placed.order, &csr.der, Method::Http)
         .await
         .expect_err("validation fails");
     let text = err.to_string();
@@ -205,11 +219,7 @@ async fn a_garbage_huge_or_escaping_directory_is_a_clear_error() {
     let cases: Vec<(&str, u16, Vec<u8>)> = vec![
         ("garbage", 200, b"<html>not a directory</html>".to_vec()),
         ("escapes", 400, escapes.to_vec()),
-        (
-            "huge",
-            200,
-            vec![b' '; cert_agent::issuer::acme::http::MAX_ANSWER_BYTES + 1],
-        ),
+        ("huge", 200, vec![b' '; acme::http::MAX_ANSWER_BYTES + 1]),
     ];
     for (what, status, body) in cases {
         let (url, task) = fake_directory(status, body).await;
@@ -233,4 +243,102 @@ async fn a_garbage_huge_or_escaping_directory_is_a_clear_error() {
         assert!(!at.join(acme::ACCOUNT_FILE).exists(), "{what}");
         task.abort();
     }
+}
+
+/// Guards `dns-01` through the DNS hook runner, for a wildcard and its base name (two values
+/// under one `_acme-challenge` name), and revocation: a real hook program puts the records
+/// into Pebble's DNS, the chain covers both names, and the revoked certificate is reported
+/// revoked by the CA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wildcard_is_validated_by_dns_through_the_hook_and_revoked() {
+    if !pebble::require() {
+        return;
+    }
+    let server = server().await;
+    let pebble = Pebble::start(server.local_addr().port());
+    let state = tempfile::tempdir().unwrap();
+    let account = acme::account(&directory(&pebble, true), &state.path().join("acme"))
+        .await
+        .unwrap();
+    let hook_path = state.path().join("dns-hook");
+    std::fs::write(
+        &hook_path,
+        format!(
+            "#!/bin/sh\nset -e\ncase \"$CERT_AGENT_DCV_ACTION\" in\n\
+             add) body='{{\"host\":\"'\"$CERT_AGENT_DCV_RECORD_NAME\"'.\",\"value\":\"'\"$CERT_AGENT_DCV_RECORD_VALUE\"'\"}}'; path=set-txt;;\n\
+             *) body='{{\"host\":\"'\"$CERT_AGENT_DCV_RECORD_NAME\"'.\"}}'; path=clear-txt;;\n\
+             esac\n\
+             exec curl -sSf -X POST -d \"$body\" {}/$path\n",
+            pebble.dns_management
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &hook_path,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let hook = DnsHook {
+        argv: vec![hook_path.display().to_string()],
+        timeout: std::time::Duration::from_secs(20),
+    };
+
+    let names = vec!["*.example.test".to_owned(), "example.test".to_owned()];
+    let err = acme::place(&account, &names, Method::Http)
+        .await
+        .err()
+        .expect("a wildcard over http-01 is refused before ordering");
+    assert!(err.to_string().contains("dns-01"), "{err}");
+
+    let key = PrivateKey::generate(KeyType::EcdsaP256).unwrap();
+    let csr = Csr::new(&key, &names).unwrap();
+    let mut placed = acme::place(&account, &names, Method::Dns)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", pebble.log()));
+    assert_eq!(placed.challenges.len(), 2);
+    for challenge in &placed.challenges {
+        let Challenge::Dns(record) = challenge else {
+            panic!("not a DNS challenge: {challenge:?}");
+        };
+        assert_eq!(record.name, "_acme-challenge.example.test");
+        assert_eq!(record.value.len(), 43, "base64url SHA-256");
+        hook::run(&hook, HookAction::Add, record, "wild")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let chain = acme::finish(&mut placed.order, &csr.der, Method::Dns)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", pebble.log()));
+    for challenge in &placed.challenges {
+        if let Challenge::Dns(record) = challenge {
+            hook::run(&hook, HookAction::Remove, record, "wild")
+                .await
+                .unwrap();
+        }
+    }
+    let spki = key.public_key_der();
+    let bundle = validate_chain(
+        chain.as_bytes(),
+        ServerKind::Nginx,
+        &Expected {
+            public_key_der: &spki,
+            domains: &names,
+            now: time::OffsetDateTime::now_utc(),
+            trust_anchors: &[],
+        },
+    )
+    .unwrap();
+    assert!(bundle.dns_names.contains(&"*.example.test".to_owned()));
+
+    acme::revoke(
+        &account,
+        &bundle.leaf_der,
+        Some(instant_acme::RevocationReason::Superseded),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", pebble.log()));
+    let again = acme::revoke(&account, &bundle.leaf_der, None).await;
+    let err = again.expect_err("a second revocation is refused");
+    assert!(err.to_string().contains("alreadyRevoked"), "{err}");
+    server.shutdown().await;
 }

@@ -49,6 +49,9 @@ pub(crate) struct Pebble {
     pub(crate) eab_key: Vec<u8>,
     /// Pebble's management interface (`https://127.0.0.1:PORT`): its roots and intermediates.
     pub(crate) management: String,
+    /// The DNS server's management interface (`http://127.0.0.1:PORT`): `/set-txt`,
+    /// `/clear-txt`.
+    pub(crate) dns_management: String,
 }
 
 impl Pebble {
@@ -57,6 +60,7 @@ impl Pebble {
         let dir = tempfile::tempdir().expect("temporary directory");
         let (ca_file, cert, key) = tls_files(dir.path());
         let (listen, management, tls, dns) = (free_port(), free_port(), free_port(), free_port());
+        let dns_management = free_port();
         let eab_key: Vec<u8> = (0..48).map(|i| (i * 37 + 11) as u8).collect();
         let config = serde_json::json!({
             "pebble": {
@@ -80,7 +84,7 @@ impl Pebble {
         let dns_child = Command::new("/usr/bin/pebble-challtestsrv")
             .args(["-dns01", &format!("127.0.0.1:{dns}")])
             .args(["-http01", "", "-https01", "", "-tlsalpn01", ""])
-            .args(["-management", &format!("127.0.0.1:{}", free_port())])
+            .args(["-management", &format!("127.0.0.1:{dns_management}")])
             .args(["-defaultIPv4", "127.0.0.1", "-defaultIPv6", ""])
             .stdin(Stdio::null())
             .stdout(log("challtestsrv.log"))
@@ -107,6 +111,7 @@ impl Pebble {
             ca_file,
             eab_key,
             management: format!("https://127.0.0.1:{management}"),
+            dns_management: format!("http://127.0.0.1:{dns_management}"),
         };
         started.wait_listening(listen);
         started
