@@ -14,9 +14,13 @@
 //!   billed"), and a lost answer to any of them is [`ApiError::OutcomeUnknown`].
 //! - Response bodies are read chunk by chunk and refused past a limit.
 //! - The options' [`SendGuard`](super::SendGuard) is asked immediately before each request
-//!   goes out; a refusal sends nothing, is never repeated and is not counted.
+//!   goes out; a refusal sends nothing, is never repeated and is not counted. A request it
+//!   gives a time limit is sent through `gate.rs`: abandoned unless handed to the connection
+//!   within it (then not sent, as a refusal), or, without a body, at the limit (then it may
+//!   have been sent: an unknown outcome for a call with side effects).
 //!
-//! Imports `options`, `request`, `answer`, `auth`, `error`, `types` and the foundation.
+//! Imports `options`, `request`, `answer`, `auth`, `error`, `gate`, `types` and the
+//! foundation.
 
 use std::time::Instant;
 
@@ -28,7 +32,8 @@ use tokio::sync::Mutex;
 use super::answer::{check_status, decode, disposition_filename, parse_http_date, received};
 use super::auth::{self, Session};
 use super::error::{ApiError, ErrorBody, TransportKind};
-use super::options::{ClientOptions, normalize_base_url, user_agent};
+use super::gate::{self, Abandoned};
+use super::options::{ClientOptions, SendGuard, normalize_base_url, user_agent};
 use super::request::{Body, Kind, Raw, Request};
 use super::types::{ActionResult, Download, SignInResponse};
 use crate::fsutil::io_text;
@@ -514,16 +519,44 @@ impl Transport {
                 .body(bytes.clone()),
         };
         let call = req.call();
-        // Asked last, after everything else is ready: nothing is sent once it refuses.
-        if let Some(guard) = &self.options.guard
-            && let Err(reason) = guard.check()
-        {
-            tracing::warn!(call = %call, "{reason}; no request was sent");
-            return Err(Failure::Final(ApiError::NotSent { call, reason }));
+        // Asked last, after everything else is ready: nothing is sent once it refuses, and a
+        // request it gives a time limit is abandoned unless sent within it.
+        let limit = match self.options.guard.as_ref().map(SendGuard::remaining) {
+            Some(Err(reason)) => {
+                tracing::warn!(call = %call, "{reason}; no request was sent");
+                return Err(Failure::Final(ApiError::NotSent { call, reason }));
+            }
+            Some(Ok(Some(left))) => self
+                .options
+                .guard
+                .clone()
+                .map(|guard| (guard, tokio::time::Instant::now() + left)),
+            _ => None,
+        };
+        if limit.is_some() && req.kind == Kind::Order {
+            crate::failpoint::hit("order-guarded");
         }
         let started = Instant::now();
         let result = async {
-            let mut response = builder.send().await.map_err(|e| classify(&e))?;
+            let mut response = match limit {
+                None => builder.send().await.map_err(|e| classify(&e))?,
+                Some((guard, until)) => {
+                    let request = builder.build().map_err(|e| classify(&e))?;
+                    match gate::send(&self.http, request, guard, until).await {
+                        Ok(sent) => sent.map_err(|e| classify(&e))?,
+                        Err(Abandoned::NotSent(reason)) => {
+                            tracing::warn!(call = %call, "{reason}; no request was sent");
+                            return Err(Failure::Final(ApiError::NotSent {
+                                call: call.clone(),
+                                reason,
+                            }));
+                        }
+                        Err(Abandoned::MaybeSent(reason)) => {
+                            return Err(Failure::MaybeSent(TransportKind::Timeout, reason));
+                        }
+                    }
+                }
+            };
             let status = response.status();
             let headers = response.headers().clone();
             if let Some(server) = headers
