@@ -487,6 +487,59 @@ impl Transport {
         }
     }
 
+    /// Asks the options' guard whether `req` may be sent now: `Some` with the guard and the
+    /// instant by which it must be handed to the connection when the guard gives a time limit.
+    fn guard_limit(
+        &self,
+        req: &Request,
+    ) -> Result<Option<(SendGuard, tokio::time::Instant)>, Failure> {
+        let Some(guard) = &self.options.guard else {
+            return Ok(None);
+        };
+        match guard.remaining() {
+            Err(reason) => {
+                let call = req.call();
+                tracing::warn!(call = %call, "{reason}; no request was sent");
+                Err(Failure::Final(ApiError::NotSent { call, reason }))
+            }
+            Ok(None) => Ok(None),
+            Ok(Some(left)) => {
+                let until = tokio::time::Instant::now() + left;
+                if req.kind == Kind::Order {
+                    crate::failpoint::hit("order-guarded");
+                }
+                Ok(Some((guard.clone(), until)))
+            }
+        }
+    }
+
+    /// Sends `builder`: at once, or through the gate when `limit` says by when it must be
+    /// handed to the connection (abandoned before: not sent; without a body: it may have been).
+    async fn send_within(
+        &self,
+        builder: reqwest::RequestBuilder,
+        limit: Option<(SendGuard, tokio::time::Instant)>,
+        call: &super::error::Call,
+    ) -> Result<reqwest::Response, Failure> {
+        let Some((guard, until)) = limit else {
+            return builder.send().await.map_err(|e| classify(&e));
+        };
+        let request = builder.build().map_err(|e| classify(&e))?;
+        match gate::send(&self.http, request, guard, until).await {
+            Ok(sent) => sent.map_err(|e| classify(&e)),
+            Err(Abandoned::NotSent(reason)) => {
+                tracing::warn!(call = %call, "{reason}; no request was sent");
+                Err(Failure::Final(ApiError::NotSent {
+                    call: call.clone(),
+                    reason,
+                }))
+            }
+            Err(Abandoned::MaybeSent(reason)) => {
+                Err(Failure::MaybeSent(TransportKind::Timeout, reason))
+            }
+        }
+    }
+
     /// One HTTP exchange, body read within its limit.
     async fn attempt(
         &self,
@@ -519,44 +572,11 @@ impl Transport {
                 .body(bytes.clone()),
         };
         let call = req.call();
-        // Asked last, after everything else is ready: nothing is sent once it refuses, and a
-        // request it gives a time limit is abandoned unless sent within it.
-        let limit = match self.options.guard.as_ref().map(SendGuard::remaining) {
-            Some(Err(reason)) => {
-                tracing::warn!(call = %call, "{reason}; no request was sent");
-                return Err(Failure::Final(ApiError::NotSent { call, reason }));
-            }
-            Some(Ok(Some(left))) => self
-                .options
-                .guard
-                .clone()
-                .map(|guard| (guard, tokio::time::Instant::now() + left)),
-            _ => None,
-        };
-        if limit.is_some() && req.kind == Kind::Order {
-            crate::failpoint::hit("order-guarded");
-        }
+        // Asked last, after everything else is ready: nothing is sent once it refuses.
+        let limit = self.guard_limit(req)?;
         let started = Instant::now();
         let result = async {
-            let mut response = match limit {
-                None => builder.send().await.map_err(|e| classify(&e))?,
-                Some((guard, until)) => {
-                    let request = builder.build().map_err(|e| classify(&e))?;
-                    match gate::send(&self.http, request, guard, until).await {
-                        Ok(sent) => sent.map_err(|e| classify(&e))?,
-                        Err(Abandoned::NotSent(reason)) => {
-                            tracing::warn!(call = %call, "{reason}; no request was sent");
-                            return Err(Failure::Final(ApiError::NotSent {
-                                call: call.clone(),
-                                reason,
-                            }));
-                        }
-                        Err(Abandoned::MaybeSent(reason)) => {
-                            return Err(Failure::MaybeSent(TransportKind::Timeout, reason));
-                        }
-                    }
-                }
-            };
+            let mut response = self.send_within(builder, limit, &call).await?;
             let status = response.status();
             let headers = response.headers().clone();
             if let Some(server) = headers

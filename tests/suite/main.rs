@@ -12,6 +12,8 @@ mod support;
 // --- Partner API client and bundle reader (library level) ---
 /// The API client against the sandbox: error shapes, re-signin, retries, pagination, secrets.
 mod api_client;
+/// The API client with a guard that gives each request a time limit (a fleet leader's lease).
+mod api_deadline;
 /// The bundle reader against good and hostile `download_bundle` archives.
 mod bundle_hostile;
 /// Configuration files on disk: errors naming file and line, secret warnings, a live client.
