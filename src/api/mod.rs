@@ -12,7 +12,7 @@
 //! - `price.rs`: what an order of a product costs ([`price_of_order`]).
 //! - `auth.rs` loads the password and caches the auth token in `state_dir/token` (0600, atomic).
 //!
-//! Depends only on the foundation (`values`, `fsutil`).
+//! Depends only on the foundation (`values`, `fsutil`, `failpoint`).
 
 mod answer;
 mod auth;
