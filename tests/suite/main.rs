@@ -65,6 +65,8 @@ mod fleet_due;
 mod fleet_e2e;
 /// Failures in fleet mode: the fleet's and each host's, on every surface of every host.
 mod fleet_failures;
+/// The daemon's follow loop: a failing synchronisation backs off.
+mod fleet_follow;
 /// An idle follower reads nothing per certificate until the fleet changes, then installs.
 mod fleet_idle;
 /// A leader paused past its lease: no API call and no write after it resumes.
