@@ -313,6 +313,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_limit_beyond_the_clock_is_no_limit() {
+        let (addr, accepted) = silent_server().await;
+        let (client, _) = client_at(addr, Duration::MAX).await;
+        let call = tokio::time::timeout(
+            Duration::from_millis(500),
+            client.order(&OrderRequest {
+                order: Order::default(),
+            }),
+        )
+        .await;
+        assert!(call.is_err(), "still waiting for the server: {call:?}");
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
     async fn a_read_without_a_body_past_its_time_limit_may_have_been_sent() {
         let (addr, accepted) = silent_server().await;
         let (client, _) = client_at(addr, Duration::from_millis(200)).await;

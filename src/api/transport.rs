@@ -504,11 +504,12 @@ impl Transport {
             }
             Ok(None) => Ok(None),
             Ok(Some(left)) => {
-                let until = tokio::time::Instant::now() + left;
+                // A limit beyond what the clock can count is no limit.
+                let until = tokio::time::Instant::now().checked_add(left);
                 if req.kind == Kind::Order {
                     crate::failpoint::hit("order-guarded");
                 }
-                Ok(Some((guard.clone(), until)))
+                Ok(until.map(|until| (guard.clone(), until)))
             }
         }
     }
