@@ -546,7 +546,8 @@ impl Leadership {
     }
 
     /// The check a Partner API client of this leader makes before each request (see
-    /// [`deadline::send_guard`]): a leader paused or cut off past its lease sends nothing.
+    /// [`deadline::send_guard`]): a leader paused, suspended or cut off past its lease sends
+    /// nothing, and a request not sent within the time left before the deadline is abandoned.
     pub fn send_guard(&self) -> crate::api::SendGuard {
         deadline::send_guard(self.held.clone(), self.fleet.lease_ttl)
     }
