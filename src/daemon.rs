@@ -169,7 +169,7 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
 
     // In a fleet, what the leader publishes is installed (and validation files served) as it
     // is published, between the scheduled runs.
-    let (takeover_tx, mut takeovers) = mpsc::unbounded_channel();
+    let (takeover_tx, mut takeovers) = watch::channel(None::<LeadEnded>);
     let _follower = config.fleet.as_ref().map(|_| {
         let path = config_path.to_path_buf();
         let served = daemon.metrics.as_ref().map(metrics::MetricsServer::updater);
@@ -214,9 +214,12 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
                     }
                 }
             }
-            Some(lead) = takeovers.recv() => {
+            Ok(()) = takeovers.changed() => {
+                let latest = takeovers.borrow_and_update().clone();
                 // A run that started after the lead ended saw it ended: nothing to add.
-                if lead.noticed > last_run {
+                if let Some(lead) = latest
+                    && lead.noticed > last_run
+                {
                     let wait = random_up_to(opts.takeover_jitter);
                     say(&format!(
                         "the fleet's lead ended with work open ({}); taking over (a run starts \
@@ -260,6 +263,7 @@ impl Drop for AbortOnDrop {
 }
 
 /// A lead that ended with work open, and when the follow loop saw it.
+#[derive(Debug, Clone, PartialEq)]
 struct LeadEnded {
     takeover: crate::fleet::Takeover,
     noticed: Instant,
@@ -270,19 +274,15 @@ struct LeadEnded {
 /// `/metrics` (`served`) as a synchronisation ([`crate::monitor::after_sync`]: the
 /// `cert_agent_last_sync_*` families, not the runs'); its notifications are delivered after the
 /// state directory's lock is released, so that a slow `notify_command` or `notify_url` never
-/// holds up a run. A lead that ended with work open is sent to `takeovers`.
+/// holds up a run. A lead that ended with work open is noted in `takeovers`
+/// ([`notice_lead_ended`]).
 async fn follow_fleet(
     config_path: PathBuf,
     clock: Clock,
     served: Option<metrics::Updater>,
-    takeovers: mpsc::UnboundedSender<LeadEnded>,
+    takeovers: watch::Sender<Option<LeadEnded>>,
 ) {
-    let lead_ended = move |takeover| {
-        let _ = takeovers.send(LeadEnded {
-            takeover,
-            noticed: Instant::now(),
-        });
-    };
+    let lead_ended = notice_lead_ended(takeovers);
     let (deliveries_tx, mut deliveries) = mpsc::unbounded_channel::<crate::monitor::Delivery>();
     let follow = crate::fleet::follow_changes(
         config_path,
@@ -318,6 +318,19 @@ async fn follow_fleet(
         }
     };
     tokio::join!(follow, deliver);
+}
+
+/// What the follow loop calls when a lead ended with work open: the notice replaces any the
+/// daemon has not taken yet (it takes them between runs; one run takes all the open work
+/// over), so a flood of lead-ended events — forged or replayed by an etcd writer — holds one
+/// notice, the latest, not one each.
+fn notice_lead_ended(slot: watch::Sender<Option<LeadEnded>>) -> impl Fn(crate::fleet::Takeover) {
+    move |takeover| {
+        slot.send_replace(Some(LeadEnded {
+            takeover,
+            noticed: Instant::now(),
+        }));
+    }
 }
 
 /// How long a delivery of the follow loop whose `notify_url` failed waits for the state
@@ -747,5 +760,25 @@ mod tests {
         for _ in 0..100 {
             assert!(random_up_to(Duration::from_millis(5)) <= Duration::from_millis(5));
         }
+    }
+
+    #[test]
+    fn only_the_latest_lead_ended_notice_waits_for_the_daemon() {
+        let (slot, mut notices) = watch::channel(None::<LeadEnded>);
+        let notice = notice_lead_ended(slot);
+        for i in 0..1000 {
+            notice(crate::fleet::Takeover {
+                leader: Some(format!("web{i}")),
+                open: vec![format!("'c{i}': an order intent")],
+            });
+        }
+        assert!(notices.has_changed().unwrap_or(false));
+        let latest = notices.borrow_and_update().clone().expect("a notice");
+        assert_eq!(latest.takeover.leader.as_deref(), Some("web999"));
+        assert_eq!(latest.takeover.open, ["'c999': an order intent"]);
+        assert!(
+            !notices.has_changed().unwrap_or(true),
+            "one notice, not a thousand"
+        );
     }
 }

@@ -6,7 +6,9 @@
 //! triggers at the step's Nth pass only (e.g. `status-check@2:stop`: paused right before the
 //! second status check). Release builds compile every failpoint out.
 //!
-//! Steps, in the order a first issuance meets them: `key-saved`, `intent-saved`, `order-sent`,
+//! Steps, in the order a first issuance meets them: `key-saved`, `intent-saved`,
+//! `order-guarded` (a fleet leader's order, right after its lead's guard let it go and gave it
+//! its time limit, before anything of it is sent), `order-sent`,
 //! `response-saved`, `dcv-placed`, `status-check` (right before a status-type call of a
 //! waiting certificate), `poll` (right after it), `download`, `files-staged`, `files-swapped`,
 //! `config-tested`, `reloaded`, `committed`, `installs-journalled` (the `installed` lines of

@@ -5,19 +5,21 @@
 //! - `transport.rs` holds the HTTPS connection pool and the session: retries, the auth token
 //!   header, sign-in on 401, body limits; `request.rs` is one request and its raw answer,
 //!   `answer.rs` turns an answer into a value or an [`ApiError`].
-//! - `options.rs`: [`ClientOptions`], the [`RetryPolicy`] and the [`SendGuard`].
+//! - `options.rs`: [`ClientOptions`], the [`RetryPolicy`] and the [`SendGuard`]; `gate.rs`
+//!   abandons a guarded request not sent within the time its guard gives it.
 //! - [`types`] holds the wire models, each tested against the shapes of the document.
 //! - [`ApiError`] (in `error.rs`) says which call failed, why, and whether repeating it is safe.
 //! - `price.rs`: what an order of a product costs ([`price_of_order`]).
 //! - `auth.rs` loads the password and caches the auth token in `state_dir/token` (0600, atomic).
 //!
-//! Depends only on the foundation (`values`, `fsutil`).
+//! Depends only on the foundation (`values`, `fsutil`, `failpoint`).
 
 mod answer;
 mod auth;
 mod client;
 mod endpoints;
 mod error;
+mod gate;
 mod options;
 mod price;
 mod request;

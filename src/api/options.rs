@@ -82,20 +82,44 @@ impl RetryPolicy {
 /// included): `Err(reason)` and the request is not sent — the call fails with
 /// [`ApiError::NotSent`](super::ApiError::NotSent), is not repeated and is not counted. A
 /// fleet's leader installs one that refuses once its lead of the fleet may have ended.
+///
+/// A guard made [`with_deadline`](Self::with_deadline) also yields how long the request has
+/// to be sent in: the client abandons a request not handed to the connection by then (see
+/// `api/gate.rs`), and asks the guard again at that last moment.
 #[derive(Clone)]
-pub struct SendGuard(Arc<dyn Fn() -> Result<(), String> + Send + Sync>);
+pub struct SendGuard(Arc<dyn Fn() -> Result<Option<Duration>, String> + Send + Sync>);
 
 impl SendGuard {
-    /// A guard that asks `check` before each request.
+    /// A guard that asks `check` before each request, with no time limit for the sending.
     pub fn new(check: impl Fn() -> Result<(), String> + Send + Sync + 'static) -> Self {
-        Self(Arc::new(check))
+        Self(Arc::new(move || check().map(|()| None)))
+    }
+
+    /// A guard that asks `remaining` before each request: `Ok(time)` is how long the request
+    /// has to be sent in (zero counts as a refusal).
+    pub fn with_deadline(
+        remaining: impl Fn() -> Result<Duration, String> + Send + Sync + 'static,
+    ) -> Self {
+        Self(Arc::new(move || remaining().map(Some)))
     }
 
     /// `Ok` when a request may be sent now; otherwise why not.
     pub fn check(&self) -> Result<(), String> {
-        (self.0)()
+        self.remaining().map(|_| ())
+    }
+
+    /// `Ok` when a request may be sent now, with the time it has to be sent in (`None`: no
+    /// limit); otherwise why not.
+    pub fn remaining(&self) -> Result<Option<Duration>, String> {
+        match (self.0)()? {
+            Some(left) if left.is_zero() => Err(ZERO_LEFT.to_owned()),
+            left => Ok(left),
+        }
     }
 }
+
+/// Why a guard that yields no time at all refuses.
+const ZERO_LEFT: &str = "no time is left to send the request in";
 
 impl std::fmt::Debug for SendGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

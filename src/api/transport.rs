@@ -14,9 +14,13 @@
 //!   billed"), and a lost answer to any of them is [`ApiError::OutcomeUnknown`].
 //! - Response bodies are read chunk by chunk and refused past a limit.
 //! - The options' [`SendGuard`](super::SendGuard) is asked immediately before each request
-//!   goes out; a refusal sends nothing, is never repeated and is not counted.
+//!   goes out; a refusal sends nothing, is never repeated and is not counted. A request it
+//!   gives a time limit is sent through `gate.rs`: abandoned unless handed to the connection
+//!   within it (then not sent, as a refusal), or, without a body, at the limit (then it may
+//!   have been sent: an unknown outcome for a call with side effects).
 //!
-//! Imports `options`, `request`, `answer`, `auth`, `error`, `types` and the foundation.
+//! Imports `options`, `request`, `answer`, `auth`, `error`, `gate`, `types` and the
+//! foundation.
 
 use std::time::Instant;
 
@@ -28,7 +32,8 @@ use tokio::sync::Mutex;
 use super::answer::{check_status, decode, disposition_filename, parse_http_date, received};
 use super::auth::{self, Session};
 use super::error::{ApiError, ErrorBody, TransportKind};
-use super::options::{ClientOptions, normalize_base_url, user_agent};
+use super::gate::{self, Abandoned};
+use super::options::{ClientOptions, SendGuard, normalize_base_url, user_agent};
 use super::request::{Body, Kind, Raw, Request};
 use super::types::{ActionResult, Download, SignInResponse};
 use crate::fsutil::io_text;
@@ -482,6 +487,60 @@ impl Transport {
         }
     }
 
+    /// Asks the options' guard whether `req` may be sent now: `Some` with the guard and the
+    /// instant by which it must be handed to the connection when the guard gives a time limit.
+    fn guard_limit(
+        &self,
+        req: &Request,
+    ) -> Result<Option<(SendGuard, tokio::time::Instant)>, Failure> {
+        let Some(guard) = &self.options.guard else {
+            return Ok(None);
+        };
+        match guard.remaining() {
+            Err(reason) => {
+                let call = req.call();
+                tracing::warn!(call = %call, "{reason}; no request was sent");
+                Err(Failure::Final(ApiError::NotSent { call, reason }))
+            }
+            Ok(None) => Ok(None),
+            Ok(Some(left)) => {
+                // A limit beyond what the clock can count is no limit.
+                let until = tokio::time::Instant::now().checked_add(left);
+                if req.kind == Kind::Order {
+                    crate::failpoint::hit("order-guarded");
+                }
+                Ok(until.map(|until| (guard.clone(), until)))
+            }
+        }
+    }
+
+    /// Sends `builder`: at once, or through the gate when `limit` says by when it must be
+    /// handed to the connection (abandoned before: not sent; without a body: it may have been).
+    async fn send_within(
+        &self,
+        builder: reqwest::RequestBuilder,
+        limit: Option<(SendGuard, tokio::time::Instant)>,
+        call: &super::error::Call,
+    ) -> Result<reqwest::Response, Failure> {
+        let Some((guard, until)) = limit else {
+            return builder.send().await.map_err(|e| classify(&e));
+        };
+        let request = builder.build().map_err(|e| classify(&e))?;
+        match gate::send(&self.http, request, guard, until).await {
+            Ok(sent) => sent.map_err(|e| classify(&e)),
+            Err(Abandoned::NotSent(reason)) => {
+                tracing::warn!(call = %call, "{reason}; no request was sent");
+                Err(Failure::Final(ApiError::NotSent {
+                    call: call.clone(),
+                    reason,
+                }))
+            }
+            Err(Abandoned::MaybeSent(reason)) => {
+                Err(Failure::MaybeSent(TransportKind::Timeout, reason))
+            }
+        }
+    }
+
     /// One HTTP exchange, body read within its limit.
     async fn attempt(
         &self,
@@ -515,15 +574,10 @@ impl Transport {
         };
         let call = req.call();
         // Asked last, after everything else is ready: nothing is sent once it refuses.
-        if let Some(guard) = &self.options.guard
-            && let Err(reason) = guard.check()
-        {
-            tracing::warn!(call = %call, "{reason}; no request was sent");
-            return Err(Failure::Final(ApiError::NotSent { call, reason }));
-        }
+        let limit = self.guard_limit(req)?;
         let started = Instant::now();
         let result = async {
-            let mut response = builder.send().await.map_err(|e| classify(&e))?;
+            let mut response = self.send_within(builder, limit, &call).await?;
             let status = response.status();
             let headers = response.headers().clone();
             if let Some(server) = headers

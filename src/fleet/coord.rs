@@ -7,17 +7,17 @@
 //! cut off). Every write of the leader is a transaction that also compares the leader key's
 //! `create_revision` with the one it created: a leader whose lease ended cannot write anything
 //! once another host leads. Locally, a leader counts its lease from the moment it *sent* the
-//! last renewal, minus a margin, and stops acting at that deadline — before etcd lets another
-//! host take over.
+//! last renewal, minus a margin, on the boot clock (which counts a suspend), and stops acting
+//! at that deadline — before etcd lets another host take over.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
 };
 
-use super::deadline::{self, Held, deadline_of, lock};
+use super::deadline::{self, BootInstant, Held, deadline_of, lock};
 use super::options::{FleetOptions, tls};
 
 mod batch;
@@ -344,7 +344,7 @@ impl Fleet {
     async fn try_lead_once(&self) -> Result<Option<Leadership>, FleetError> {
         let mut c = self.client.clone();
         let ttl = i64::try_from(self.lease_ttl.as_secs().max(2)).unwrap_or(15);
-        let asked = Instant::now();
+        let asked = BootInstant::now();
         let grant = self
             .call(|mut c| async move { c.lease_grant(ttl, None).await })
             .await?;
@@ -384,7 +384,9 @@ impl Fleet {
                 detail: "the answer that created the lead carries no revision".into(),
             });
         };
-        let held = Arc::new(Mutex::new(Some(asked + deadline_of(grant.ttl()))));
+        let held = Arc::new(Mutex::new(Some(
+            asked.saturating_add(deadline_of(grant.ttl())),
+        )));
         let renewing = Renewer::start(&self.reconnect, lease, self.lease_ttl, held.clone());
         Ok(Some(Leadership {
             fleet: self.clone(),
@@ -528,7 +530,7 @@ impl Leadership {
 
     /// Whether this host may still act as the leader: its lease was renewed recently enough.
     pub fn is_held(&self) -> bool {
-        lock(&self.held).is_some_and(|deadline| Instant::now() < deadline)
+        lock(&self.held).is_some_and(|deadline| BootInstant::now() < deadline)
     }
 
     /// `Ok` while the lead is held (see [`is_held`](Self::is_held)).
@@ -544,7 +546,8 @@ impl Leadership {
     }
 
     /// The check a Partner API client of this leader makes before each request (see
-    /// [`deadline::send_guard`]): a leader paused or cut off past its lease sends nothing.
+    /// [`deadline::send_guard`]): a leader paused, suspended or cut off past its lease sends
+    /// nothing, and a request not sent within the time left before the deadline is abandoned.
     pub fn send_guard(&self) -> crate::api::SendGuard {
         deadline::send_guard(self.held.clone(), self.fleet.lease_ttl)
     }
@@ -552,7 +555,7 @@ impl Leadership {
     /// The time left before this host must stop acting as the leader.
     pub fn time_left(&self) -> Duration {
         lock(&self.held)
-            .map(|d| d.saturating_duration_since(Instant::now()))
+            .map(|d| d.saturating_duration_since(BootInstant::now()))
             .unwrap_or_default()
     }
 

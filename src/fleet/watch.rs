@@ -16,14 +16,19 @@ use super::link::{FleetLink, connect};
 use super::schema::printable;
 use super::takeover::{Takeover, open_work};
 
+mod retry;
 mod stall;
+
+use retry::Retry;
 
 /// Follows the fleet: synchronises at start (a host that was down catches up), then on every
 /// change of a published certificate or validation file, and every five minutes what else
 /// the synchronisation reads changed (a shared record, a spec, the key check). The
 /// configuration is read again before each synchronisation (when it names other fleet key
 /// files, the fleet is connected again with them). etcd out of reach is retried every five
-/// seconds; nothing installed is touched meanwhile. `done` receives what each
+/// seconds; nothing installed is touched meanwhile. A synchronisation that failed is tried
+/// again after 1 s, doubling to 60 s with jitter ([`retry`]), sooner only for a change the
+/// hosts act on at once; a success starts again at 1 s. `done` receives what each
 /// synchronisation did (see [`follow`]), with the state directory's lock held.
 ///
 /// A synchronisation reads the fleet in one request whatever the number of certificates,
@@ -46,9 +51,10 @@ pub async fn follow_changes(
     done: impl AsyncFn(&Config, &Store, RunReport),
     lead_ended: impl Fn(Takeover),
 ) {
-    let retry = Duration::from_secs(5);
+    let retry_connect = Duration::from_secs(5);
     let every = resync_every();
     let mut state = Following::default();
+    let mut retry = Retry::default();
     loop {
         let from = state.last.as_ref().map(|l| l.followed.revision + 1);
         let (link, mut watch) = match watching(&config_path, clock, from).await {
@@ -56,7 +62,7 @@ pub async fn follow_changes(
             Ok(None) => return,
             Err(e) => {
                 tracing::warn!("fleet: {e:#}");
-                tokio::time::sleep(retry).await;
+                tokio::time::sleep(retry_connect).await;
                 continue;
             }
         };
@@ -65,53 +71,35 @@ pub async fn follow_changes(
         // At a (re)connection: a full read unless the watch replays nothing that matters.
         let mut due = Due::Check;
         let mut awaiting = false;
+        // When to look again after a failure or while a run holds the state.
+        let mut retry_at: Option<tokio::time::Instant> = None;
         // Every `every`, however many changes arrive meanwhile (other hosts' reports would
         // otherwise put it off for ever).
         let mut tick = tokio::time::Instant::now() + every;
         loop {
-            if due != Due::No {
-                match Config::load(&config_path) {
-                    Ok(config) if keys_changed(&config, &link) => {
-                        tracing::info!(
-                            "fleet: the configuration names other fleet key files; connecting again"
-                        );
-                        state = Following::default();
-                        break;
+            let now = tokio::time::Instant::now();
+            if due != Due::No && (due == Due::Now || retry_at.is_none_or(|t| t <= now)) {
+                match look(&config_path, &link, &mut watch, &mut state, due, &done).await {
+                    Looked::Reconnect => break,
+                    Looked::Done { progress } => {
+                        awaiting |= progress;
+                        due = Due::No;
+                        retry_at = None;
+                        retry.succeeded();
                     }
-                    Ok(config) => {
-                        if state.quiet(&config) {
-                            if due == Due::Tick {
-                                tracing::debug!(
-                                    "fleet: nothing changed; asking the watch to confirm"
-                                );
-                                if let Err(e) = watch.progress().await {
-                                    tracing::warn!("fleet: {e}");
-                                    break;
-                                }
-                                awaiting = true;
-                            }
-                            due = Due::No;
-                        } else {
-                            match follow(&config, &link, &done).await {
-                                Ok(Some(followed)) => {
-                                    tracing::debug!("fleet: synchronised");
-                                    state.synchronised(&config, followed);
-                                    due = Due::No;
-                                }
-                                // A run holds the state: it synchronises itself; try again
-                                // shortly.
-                                Ok(None) => {}
-                                Err(e) => tracing::warn!("fleet: {e:#}"),
-                            }
-                        }
+                    // A run holds the state: it synchronises itself; try again shortly.
+                    Looked::Busy => retry_at = Some(now + Duration::from_secs(1)),
+                    // Only a change the hosts act on at once goes before the backoff.
+                    Looked::Failed => {
+                        retry_at = Some(tokio::time::Instant::now() + retry.failed());
+                        due = Due::Check;
                     }
-                    Err(e) => tracing::warn!("fleet: {e:#}"),
                 }
             }
             let base = if due == Due::No {
                 tick
             } else {
-                tokio::time::Instant::now() + Duration::from_secs(1)
+                retry_at.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(1))
             };
             let wake = waiting.map_or(base, |w| w.min(base));
             let mut seen = Seen {
@@ -137,7 +125,7 @@ pub async fn follow_changes(
                                 tracing::warn!("fleet: {e}");
                                 // What the watch did not deliver is read in full.
                                 state = Following::default();
-                                tokio::time::sleep(retry).await;
+                                tokio::time::sleep(retry_connect).await;
                                 break;
                             }
                         }
@@ -147,7 +135,7 @@ pub async fn follow_changes(
                         // Changes the watch did not deliver (its revision compacted away, an
                         // answer it could not read) may be missed: read everything again.
                         state = Following::default();
-                        tokio::time::sleep(retry).await;
+                        tokio::time::sleep(retry_connect).await;
                         break;
                     }
                 },
@@ -168,6 +156,69 @@ pub async fn follow_changes(
                     }
                 }
             }
+        }
+    }
+}
+
+/// What one look at the fleet came to.
+enum Looked {
+    /// Nothing to do until the next change or resynchronisation (`progress`: a progress
+    /// request is out on the watch).
+    Done { progress: bool },
+    /// A run holds the state directory.
+    Busy,
+    /// The configuration or the synchronisation failed.
+    Failed,
+    /// Connect and watch again (other fleet key files, a watch that failed).
+    Reconnect,
+}
+
+/// Looks at the fleet as `due` says: synchronises unless nothing changed since the last
+/// synchronisation, and at a resynchronisation with nothing changed asks the watch to
+/// confirm it is alive.
+async fn look<D: AsyncFn(&Config, &Store, RunReport)>(
+    config_path: &Path,
+    link: &FleetLink,
+    watch: &mut FleetWatch,
+    state: &mut Following,
+    due: Due,
+    done: &D,
+) -> Looked {
+    let config = match Config::load(config_path) {
+        Ok(config) => config,
+        Err(e) => {
+            tracing::warn!("fleet: {e:#}");
+            return Looked::Failed;
+        }
+    };
+    if keys_changed(&config, link) {
+        tracing::info!("fleet: the configuration names other fleet key files; connecting again");
+        *state = Following::default();
+        return Looked::Reconnect;
+    }
+    if state.quiet(&config) {
+        if due != Due::Tick {
+            return Looked::Done { progress: false };
+        }
+        tracing::debug!("fleet: nothing changed; asking the watch to confirm");
+        return match watch.progress().await {
+            Ok(()) => Looked::Done { progress: true },
+            Err(e) => {
+                tracing::warn!("fleet: {e}");
+                Looked::Reconnect
+            }
+        };
+    }
+    match follow(&config, link, done).await {
+        Ok(Some(followed)) => {
+            tracing::debug!("fleet: synchronised");
+            state.synchronised(&config, followed);
+            Looked::Done { progress: false }
+        }
+        Ok(None) => Looked::Busy,
+        Err(e) => {
+            tracing::warn!("fleet: {e:#}");
+            Looked::Failed
         }
     }
 }
@@ -350,24 +401,17 @@ impl<F: Fn(Takeover)> Seen<'_, F> {
         if changes.keys.iter().any(|k| k == stall::WAITING_KEY) {
             *self.waiting = Some(now + self.stall_after);
         }
-        for event in changes.lead {
-            match event {
-                LeadEvent::Taken { host } => {
-                    // A round is under way: it writes or deletes `waiting` before it ends.
-                    if self.waiting.is_some() {
-                        *self.waiting = Some(now + self.stall_after);
-                    }
-                    *self.leader = Some(host);
-                }
-                LeadEvent::Ended { revision } => {
-                    let held = self.leader.take();
-                    let given_up = changes.resigned == Some(revision);
-                    if let Some(t) =
-                        ended(self.config_path, self.link, held, revision, given_up).await
-                    {
-                        (self.lead_ended)(t);
-                    }
-                }
+        let taken = |_: &str| {
+            // A round is under way: it writes or deletes `waiting` before it ends.
+            if self.waiting.is_some() {
+                *self.waiting = Some(now + self.stall_after);
+            }
+        };
+        // One look at the open work covers every lead that ended in these changes.
+        if let Some((held, revision)) = latest_ended(&mut *self.leader, changes.lead, taken) {
+            let given_up = changes.resigned == Some(revision);
+            if let Some(t) = ended(self.config_path, self.link, held, revision, given_up).await {
+                (self.lead_ended)(t);
             }
         }
         concerns
@@ -415,6 +459,32 @@ impl<F: Fn(Takeover)> Seen<'_, F> {
         }
         Ok(())
     }
+}
+
+/// Follows the lead `events` of one batch of changes: `leader` becomes the host that leads
+/// after them (`taken` is told of each lead taken), and the result is the last lead that
+/// ended among them — its holder as last seen, and the revision — or `None`. However many
+/// ends a batch holds (a flood of them, forged or replayed by an etcd writer), the open work
+/// is read once.
+fn latest_ended(
+    leader: &mut Option<String>,
+    events: Vec<LeadEvent>,
+    mut taken: impl FnMut(&str),
+) -> Option<(Option<String>, i64)> {
+    let mut latest: Option<(Option<String>, i64)> = None;
+    for event in events {
+        match event {
+            LeadEvent::Taken { host } => {
+                taken(&host);
+                *leader = Some(host);
+            }
+            LeadEvent::Ended { revision } => {
+                let held = leader.take().or_else(|| latest.take().and_then(|(h, _)| h));
+                latest = Some((held, revision));
+            }
+        }
+    }
+    latest
 }
 
 /// The lead that was `held` ended at `revision`: a takeover when it ended with its lease and
@@ -603,5 +673,36 @@ mod tests {
         let mut t = Burst::new(t0);
         t.note(&keys(&["certs/a/retired"]));
         assert_eq!(t.wait(at(0), true), Some(BURST_LEAD_QUIET));
+    }
+
+    #[test]
+    fn the_lead_events_of_a_batch_end_in_one_look_at_the_latest_end() {
+        let taken = |host: &str| LeadEvent::Taken { host: host.into() };
+        let ended = |revision| LeadEvent::Ended { revision };
+        let mut seen = Vec::new();
+        let mut leader = Some("web1".to_owned());
+        // A flood of ends (forged or replayed) between leads taken: one look, at the last.
+        let mut events = vec![ended(10), taken("web2"), ended(11)];
+        events.extend((12..1012).map(ended));
+        events.push(taken("web3"));
+        events.push(ended(1013));
+        let latest = latest_ended(&mut leader, events, |h| seen.push(h.to_owned()));
+        assert_eq!(latest, Some((Some("web3".to_owned()), 1013)));
+        assert_eq!(leader, None);
+        assert_eq!(seen, ["web2", "web3"]);
+
+        // Ends without a lead taken in between keep the holder last seen.
+        let mut leader = Some("web1".to_owned());
+        let latest = latest_ended(&mut leader, vec![ended(5), ended(6)], |_| {});
+        assert_eq!(latest, Some((Some("web1".to_owned()), 6)));
+
+        // A lead taken after the end: that host leads now, the end is still looked at.
+        let mut leader = None;
+        let latest = latest_ended(&mut leader, vec![ended(7), taken("web2")], |_| {});
+        assert_eq!(latest, Some((None, 7)));
+        assert_eq!(leader.as_deref(), Some("web2"));
+        let mut leader = Some("web2".to_owned());
+        assert_eq!(latest_ended(&mut leader, vec![taken("web3")], |_| {}), None);
+        assert_eq!(leader.as_deref(), Some("web3"));
     }
 }

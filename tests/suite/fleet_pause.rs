@@ -7,7 +7,9 @@
 //! and the order: the order is not sent, counts as not placed, and leaves no intent behind —
 //! neither on the host nor, with real etcd, in the fleet: a leader paused right after sharing
 //! its intent notes on resuming that it never sent the order, and the next leader withdraws
-//! the intent and orders once, without `--clear-intent`.
+//! the intent and orders once, without `--clear-intent`. And a leader stopped inside its
+//! order request — after its lead's guard let the order go, before anything of it was sent —
+//! past its lease: on resuming the request is abandoned and never reaches the sandbox.
 
 use crate::fleet_e2e::{Fleet, ready};
 use crate::support;
@@ -289,6 +291,60 @@ fn an_intent_whose_order_the_paused_leader_never_sent_is_withdrawn_by_the_next_l
     assert_eq!(f.env.order_posts(), 1, "one POST /order");
     assert_eq!(f.env.billed(), 1, "one billed order");
     // web1 installs what the fleet has; both serve one serial.
+    f.agent(0, &["--json", "renew"]).expect_code(0);
+    let serial = f.installed(1).expect("web2 installed");
+    f.wait_all_serve(&serial, Duration::from_secs(30));
+    assert_eq!(f.env.billed(), 1);
+}
+
+#[test]
+fn a_leader_stopped_inside_its_order_request_past_its_lease_never_sends_it() {
+    if !ready() {
+        return;
+    }
+    let f = Fleet::pair("/inside/");
+    f.env.sandbox.set_dcv_ports(f.hosts[1].web.http_port(), 0);
+    // web1's guard lets the order go and gives it its time limit (the lease's 4 s deadline
+    // less a 0.5 s margin, at most); web1 stops right there, before the request is made.
+    let mut a = f
+        .env
+        .agent_at(&f.hosts[0].config, ["--json", "renew", "--wait", "60"])
+        .env("CERT_AGENT_FAILPOINT", "order-guarded:stop")
+        .spawn();
+    assert!(
+        wait_until(Duration::from_secs(60), || stopped(&a)),
+        "web1 did not stop inside its order request\n{}",
+        f.logs()
+    );
+    let calls = f.env.calls().len();
+    // Past its lease (5 s): its renewals stopped with it, and another host could lead.
+    std::thread::sleep(Duration::from_secs(7));
+    signal(&a, Signal::SIGCONT);
+    let status = wait_exit(&mut a, Duration::from_secs(60));
+    assert!(status.is_some(), "web1 did not end\n{}", f.logs());
+    let web1 = std::fs::read_to_string(f.env.path("logs/run-0.out")).unwrap_or_default()
+        + &std::fs::read_to_string(f.env.path("logs/run-0.err")).unwrap_or_default();
+    let after = f.env.calls();
+    assert_eq!(
+        after.len(),
+        calls,
+        "web1 called the API after resuming: {:?}\n{web1}",
+        &after[calls..]
+    );
+    assert_eq!(
+        f.env.order_posts(),
+        0,
+        "the order never reached the sandbox\n{web1}"
+    );
+    assert!(web1.contains("no request was sent"), "{web1}");
+    assert!(!web1.contains("outcome unknown"), "{web1}");
+    assert!(web1.contains("/inside/hosts/web1/unplaced/www"), "{web1}");
+
+    // web2 leads next: it withdraws the intent and orders once; web1 installs the same.
+    let out = f.agent(1, &["--json", "renew", "--wait", "60"]);
+    out.expect_code(0);
+    assert_eq!(f.env.order_posts(), 1, "one POST /order");
+    assert_eq!(f.env.billed(), 1, "one billed order");
     f.agent(0, &["--json", "renew"]).expect_code(0);
     let serial = f.installed(1).expect("web2 installed");
     f.wait_all_serve(&serial, Duration::from_secs(30));

@@ -14,6 +14,8 @@ mod support;
 mod acme_pebble;
 /// The API client against the sandbox: error shapes, re-signin, retries, pagination, secrets.
 mod api_client;
+/// The API client with a guard that gives each request a time limit (a fleet leader's lease).
+mod api_deadline;
 /// The bundle reader against good and hostile `download_bundle` archives.
 mod bundle_hostile;
 /// Configuration files on disk: errors naming file and line, secret warnings, a live client.
@@ -65,6 +67,8 @@ mod fleet_due;
 mod fleet_e2e;
 /// Failures in fleet mode: the fleet's and each host's, on every surface of every host.
 mod fleet_failures;
+/// The daemon's follow loop: a failing synchronisation backs off.
+mod fleet_follow;
 /// An idle follower reads nothing per certificate until the fleet changes, then installs.
 mod fleet_idle;
 /// A leader paused past its lease: no API call and no write after it resumes.

@@ -1,10 +1,10 @@
 //! The leader's lease, renewed while this host leads.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
 
-use super::super::deadline::{Held, deadline_of, lock};
+use super::super::deadline::{BootInstant, Held, deadline_of, lock};
 
 /// The renewal of a leader's lease, on a thread and an etcd client of its own: the lead is
 /// held for as long as the process lives and answers, also while the run's own thread is busy
@@ -67,7 +67,7 @@ impl Renewer {
 }
 
 /// Renews `lease` three times per TTL, moving the deadline on after each answered renewal
-/// (counted from when it was sent). A renewal answered "no such lease", or no answer before
+/// (counted from when it was sent, on the boot clock). A renewal answered "no such lease", or no answer before
 /// the deadline, loses the lead for good.
 async fn renew(mut client: Client, lease: i64, ttl: Duration, held: Held) {
     let every = (ttl / 3).max(Duration::from_millis(500));
@@ -77,7 +77,7 @@ async fn renew(mut client: Client, lease: i64, ttl: Duration, held: Held) {
         let Some(deadline) = *lock(&held) else {
             return;
         };
-        if Instant::now() >= deadline {
+        if BootInstant::now() >= deadline {
             *lock(&held) = None;
             tracing::warn!(
                 "fleet: the leader's lease could not be renewed in time; this host stops leading"
@@ -94,7 +94,7 @@ async fn renew(mut client: Client, lease: i64, ttl: Duration, held: Held) {
         let Some((keeper, stream)) = channel.as_mut() else {
             continue;
         };
-        let sent = Instant::now();
+        let sent = BootInstant::now();
         let answer = tokio::time::timeout(every, async {
             keeper.keep_alive().await?;
             stream.message().await
@@ -104,7 +104,7 @@ async fn renew(mut client: Client, lease: i64, ttl: Duration, held: Held) {
             Ok(Ok(Some(r))) if r.ttl() > 0 => {
                 let mut h = lock(&held);
                 if h.is_some() {
-                    *h = Some(sent + deadline_of(r.ttl()));
+                    *h = Some(sent.saturating_add(deadline_of(r.ttl())));
                 }
             }
             Ok(Ok(Some(_))) => {
