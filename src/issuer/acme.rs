@@ -15,6 +15,8 @@ pub mod http;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use time::OffsetDateTime;
+
 use instant_acme::{
     Account, AccountCredentials, AuthorizationStatus, ChallengeType, ExternalAccountKey,
     Identifier, NewAccount, NewOrder, Order, OrderStatus, RetryPolicy,
@@ -174,6 +176,26 @@ pub async fn place(
     domains: &[String],
     method: Method,
 ) -> Result<Placed, AcmeError> {
+    place_with(account, domains, method, &Options::default()).await
+}
+
+/// What a new order may carry beyond its names.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The profile to ask for (checked against the directory's with [`check_profile`]).
+    pub profile: Option<String>,
+    /// The certificate this order renews (ARI's `replaces`, when the directory offers
+    /// Renewal Information): its DER.
+    pub replaces: Option<Vec<u8>>,
+}
+
+/// [`place`] with a profile and the certificate the order replaces.
+pub async fn place_with(
+    account: &Account,
+    domains: &[String],
+    method: Method,
+    options: &Options,
+) -> Result<Placed, AcmeError> {
     if method == Method::Http
         && let Some(wildcard) = domains.iter().find(|d| d.starts_with("*."))
     {
@@ -183,10 +205,37 @@ pub async fn place(
         });
     }
     let identifiers: Vec<Identifier> = domains.iter().cloned().map(Identifier::Dns).collect();
-    let mut order = account
-        .new_order(&NewOrder::new(&identifiers))
-        .await
-        .map_err(|e| problem("newOrder", e))?;
+    if let Some(profile) = &options.profile {
+        check_profile(account, profile)?;
+    }
+    let plain = || {
+        let order = NewOrder::new(&identifiers);
+        match &options.profile {
+            Some(profile) => order.profile(profile),
+            None => order,
+        }
+    };
+    let replaced = options
+        .replaces
+        .as_deref()
+        .map(rustls_pki_types::CertificateDer::from);
+    let replaces = replaced
+        .as_ref()
+        .map(instant_acme::CertificateIdentifier::try_from)
+        .transpose()
+        .map_err(|e| {
+            AcmeError::Config(format!("the replaced certificate has no identifier: {e}"))
+        })?;
+    let answer = match replaces {
+        // Without Renewal Information the directory knows no `replaces`: the crate says so
+        // before anything is sent, and the order goes without it.
+        Some(id) => match account.new_order(&plain().replaces(id)).await {
+            Err(instant_acme::Error::Unsupported(_)) => account.new_order(&plain()).await,
+            other => other,
+        },
+        None => account.new_order(&plain()).await,
+    };
+    let mut order = answer.map_err(|e| problem("newOrder", e))?;
     let challenges = pending_challenges(&mut order, domains, method).await?;
     Ok(Placed { order, challenges })
 }
@@ -205,6 +254,106 @@ pub async fn resume(
         .map_err(|e| problem(url, e))?;
     let challenges = pending_challenges(&mut order, domains, method).await?;
     Ok(Placed { order, challenges })
+}
+
+/// The renewal window a directory with Renewal Information (RFC 9773) suggests for a
+/// certificate, and when to ask again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    /// Renew from here…
+    pub start: OffsetDateTime,
+    /// …and before here.
+    pub end: OffsetDateTime,
+    /// The CA's page explaining the window (e.g. after an incident), quoted escaped.
+    pub explanation: Option<String>,
+    /// Ask again no sooner than this (`Retry-After`, at least a minute, at most a day).
+    pub retry_after: Duration,
+}
+
+/// Shortest and longest wait before asking for a window again, whatever `Retry-After` says.
+const RETRY_AFTER_BOUNDS: (Duration, Duration) =
+    (Duration::from_secs(60), Duration::from_secs(24 * 3600));
+
+/// The window the directory suggests for the certificate `leaf_der`; `None` when the directory
+/// offers no Renewal Information (the agent's own due rule then applies).
+pub async fn renewal_window(
+    account: &Account,
+    leaf_der: &[u8],
+) -> Result<Option<Window>, AcmeError> {
+    let certificate = rustls_pki_types::CertificateDer::from(leaf_der);
+    let id = instant_acme::CertificateIdentifier::try_from(&certificate).map_err(|e| {
+        AcmeError::Config(format!(
+            "the certificate has no identifier for Renewal Information: {e}"
+        ))
+    })?;
+    let (info, retry_after) = match account.renewal_info(&id).await {
+        Ok(answer) => answer,
+        Err(instant_acme::Error::Unsupported(_)) => return Ok(None),
+        Err(e) => return Err(problem("renewalInfo", e)),
+    };
+    let window = info.suggested_window;
+    if window.end <= window.start {
+        return Err(AcmeError::Directory {
+            directory: "renewalInfo".into(),
+            message: format!(
+                "a renewal window that ends ({}) before it starts ({})",
+                crate::clock::rfc3339(window.end),
+                crate::clock::rfc3339(window.start)
+            ),
+        });
+    }
+    Ok(Some(Window {
+        start: window.start,
+        end: window.end,
+        explanation: info.explanation_url.map(|u| quote_max(&u, 200)),
+        // `Retry-After` is whole seconds; the crate hands it back less the time since.
+        retry_after: Duration::from_secs(retry_after.as_secs_f64().round() as u64)
+            .clamp(RETRY_AFTER_BOUNDS.0, RETRY_AFTER_BOUNDS.1),
+    }))
+}
+
+/// When to renew inside `window` (RFC 9773, section 4.2): a time chosen uniformly in the
+/// window by `fraction` (in `[0, 1)`, random per certificate so that a fleet of certificates
+/// spreads over it); `now` when the window has already passed.
+pub fn renew_at(window: &Window, now: OffsetDateTime, fraction: f64) -> OffsetDateTime {
+    if window.end <= now {
+        return now;
+    }
+    let start = window.start.max(now);
+    let fraction = if fraction.is_finite() {
+        fraction.clamp(0.0, 0.999_999)
+    } else {
+        0.0
+    };
+    let span = (window.end - start).as_seconds_f64();
+    start
+        .checked_add(time::Duration::saturating_seconds_f64(span * fraction))
+        .map_or(window.end, |at| at.min(window.end))
+}
+
+/// Whether the directory advertises `profile`; otherwise a configuration error naming the
+/// ones it does advertise.
+pub fn check_profile(account: &Account, profile: &str) -> Result<(), AcmeError> {
+    let advertised: Vec<String> = account.profiles().map(|p| p.name.to_owned()).collect();
+    if advertised.iter().any(|p| p == profile) {
+        return Ok(());
+    }
+    Err(AcmeError::Config(format!(
+        "profile {} is not offered by the directory ({})",
+        quote_max(profile, 60),
+        if advertised.is_empty() {
+            "it advertises no profiles".to_owned()
+        } else {
+            format!(
+                "it offers: {}",
+                advertised
+                    .iter()
+                    .map(|p| quote_max(p, 60))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    )))
 }
 
 /// Revokes the certificate `leaf_der` issued through `account` (RFC 8555, section 7.6), with
@@ -404,4 +553,55 @@ fn problem_text(p: &instant_acme::Problem) -> String {
         }
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    fn window(start: OffsetDateTime, end: OffsetDateTime) -> Window {
+        Window {
+            start,
+            end,
+            explanation: None,
+            retry_after: Duration::from_secs(3600),
+        }
+    }
+
+    #[test]
+    fn the_renewal_time_is_inside_the_window_and_spread_over_it() {
+        let now = datetime!(2027-03-01 00:00 UTC);
+        let w = window(
+            datetime!(2027-03-10 00:00 UTC),
+            datetime!(2027-03-12 00:00 UTC),
+        );
+        assert_eq!(renew_at(&w, now, 0.0), w.start);
+        assert_eq!(renew_at(&w, now, 0.5), datetime!(2027-03-11 00:00 UTC));
+        let last = renew_at(&w, now, 1.0);
+        assert!(
+            last < w.end && last > datetime!(2027-03-11 23:59 UTC),
+            "{last}"
+        );
+        // Fractions out of range (a broken random source) stay inside.
+        assert_eq!(renew_at(&w, now, -3.0), w.start);
+        assert!(renew_at(&w, now, 7.0) < w.end);
+        assert!(renew_at(&w, now, f64::NAN) >= w.start);
+    }
+
+    #[test]
+    fn a_window_already_open_or_passed_renews_from_now() {
+        let w = window(
+            datetime!(2027-03-10 00:00 UTC),
+            datetime!(2027-03-12 00:00 UTC),
+        );
+        let inside = datetime!(2027-03-11 00:00 UTC);
+        assert_eq!(renew_at(&w, inside, 0.0), inside);
+        assert!(renew_at(&w, inside, 0.99) < w.end);
+        let after = datetime!(2027-04-01 00:00 UTC);
+        assert_eq!(renew_at(&w, after, 0.5), after);
+        // A window at the limits of time does not panic.
+        let far = window(OffsetDateTime::UNIX_EPOCH, datetime!(9999-12-31 23:59 UTC));
+        assert!(renew_at(&far, OffsetDateTime::UNIX_EPOCH, 0.999) <= far.end);
+    }
 }

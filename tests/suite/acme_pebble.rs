@@ -342,3 +342,156 @@ async fn a_wildcard_is_validated_by_dns_through_the_hook_and_revoked() {
     assert!(err.to_string().contains("alreadyRevoked"), "{err}");
     server.shutdown().await;
 }
+
+/// Issues one certificate for `names` over http-01 through `directory`; its leaf's DER.
+async fn issue_one(
+    server: &StandaloneServer,
+    account: &instant_acme::Account,
+    names: &[String],
+    options: &acme::Options,
+) -> Vec<u8> {
+    let key = PrivateKey::generate(KeyType::EcdsaP256).unwrap();
+    let csr = Csr::new(&key, names).unwrap();
+    let mut placed = acme::place_with(account, names, Method::Http, options)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    for challenge in &placed.challenges {
+        if let Challenge::Http(http) = challenge {
+            server.add_file(&http.file);
+        }
+    }
+    let chain = acme::finish(&mut placed.order, &csr.der, Method::Http)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let spki = key.public_key_der();
+    validate_chain(
+        chain.as_bytes(),
+        ServerKind::Nginx,
+        &Expected {
+            public_key_der: &spki,
+            domains: names,
+            now: time::OffsetDateTime::now_utc(),
+            trust_anchors: &[],
+        },
+    )
+    .unwrap()
+    .leaf_der
+}
+
+/// Guards Renewal Information and profiles, with Pebble behind a proxy that adds both: the
+/// window the directory suggests is read for an issued certificate (with `Retry-After`, kept
+/// within bounds) and the renewal time falls inside it; the renewal order names the
+/// certificate it replaces; a profile the directory advertises is asked for, one it does not
+/// is an error naming the advertised ones; a window that ends before it starts, or garbage, is
+/// an error; and straight against Pebble (no ARI, no profiles) the agent's own rule applies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewal_information_and_profiles_are_used_where_offered() {
+    use crate::support::pebble::{AriProxy, ProxyAnswers};
+    if !pebble::require() {
+        return;
+    }
+    let server = server().await;
+    let pebble = Pebble::start(server.local_addr().port());
+    let state = tempfile::tempdir().unwrap();
+    let names = vec!["ari.example.test".to_owned()];
+    let answers = ProxyAnswers {
+        window: Ok((
+            "2030-01-10T00:00:00Z".to_owned(),
+            "2030-01-12T00:00:00Z".to_owned(),
+        )),
+        profiles: vec![
+            ("classic".to_owned(), "the default".to_owned()),
+            ("shortlived".to_owned(), "6 days".to_owned()),
+        ],
+    };
+    let proxy = AriProxy::start(&pebble, answers.clone()).await;
+    let mut via_proxy = directory(&pebble, true);
+    via_proxy.url = proxy.directory.clone();
+    let account = acme::account(&via_proxy, &state.path().join("proxy"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", pebble.log()));
+
+    let err = acme::check_profile(&account, "tiny").expect_err("not advertised");
+    let text = err.to_string();
+    assert!(
+        text.contains("\"classic\"") && text.contains("\"shortlived\""),
+        "{text}"
+    );
+    acme::check_profile(&account, "shortlived").unwrap();
+
+    let leaf = issue_one(
+        &server,
+        &account,
+        &names,
+        &acme::Options {
+            profile: Some("shortlived".to_owned()),
+            replaces: None,
+        },
+    )
+    .await;
+    let window = acme::renewal_window(&account, &leaf)
+        .await
+        .unwrap()
+        .expect("the proxy offers Renewal Information");
+    assert_eq!(window.start, time::macros::datetime!(2030-01-10 00:00 UTC));
+    assert_eq!(window.end, time::macros::datetime!(2030-01-12 00:00 UTC));
+    assert_eq!(window.retry_after, std::time::Duration::from_secs(21600));
+    let now = time::OffsetDateTime::now_utc();
+    let at = acme::renew_at(&window, now, 0.25);
+    assert!(at >= window.start && at < window.end, "{at}");
+    // The renewal says what it replaces (Pebble ignores the field; the order goes through).
+    let renewed = issue_one(
+        &server,
+        &account,
+        &names,
+        &acme::Options {
+            profile: None,
+            replaces: Some(leaf.clone()),
+        },
+    )
+    .await;
+    assert_ne!(renewed, leaf);
+
+    for (what, raw) in [
+        (
+            "backwards",
+            r#"{"suggestedWindow":{"start":"2030-01-12T00:00:00Z","end":"2030-01-10T00:00:00Z"}}"#,
+        ),
+        ("garbage", "<html>no</html>"),
+    ] {
+        let broken = AriProxy::start(
+            &pebble,
+            ProxyAnswers {
+                window: Err(raw.to_owned()),
+                profiles: vec![],
+            },
+        )
+        .await;
+        let mut dir = directory(&pebble, true);
+        dir.url = broken.directory.clone();
+        let acct = acme::account(&dir, &state.path().join(what)).await.unwrap();
+        let err = acme::renewal_window(&acct, &leaf).await.expect_err(what);
+        assert!(matches!(err, AcmeError::Directory { .. }), "{what}: {err}");
+    }
+
+    // Pebble itself: no Renewal Information, no profiles.
+    let plain = acme::account(&directory(&pebble, true), &state.path().join("plain"))
+        .await
+        .unwrap();
+    assert_eq!(acme::renewal_window(&plain, &leaf).await.unwrap(), None);
+    let err = acme::check_profile(&plain, "shortlived").expect_err("no profiles");
+    assert!(err.to_string().contains("advertises no profiles"), "{err}");
+    let again = issue_one(
+        &server,
+        &plain,
+        &names,
+        &acme::Options {
+            profile: None,
+            replaces: Some(leaf),
+        },
+    )
+    .await;
+    assert!(!again.is_empty());
+    drop(proxy);
+    server.shutdown().await;
+}

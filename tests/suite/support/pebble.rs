@@ -16,6 +16,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     SanType,
 };
+use rustls_pki_types::pem::PemObject;
 
 use super::webserver::free_port;
 
@@ -178,4 +179,241 @@ fn tls_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
         write("cert.pem", cert.pem()),
         write("key.pem", key.serialize_pem()),
     )
+}
+
+/// A reverse proxy in front of Pebble that adds what Pebble lacks: Renewal Information (RFC
+/// 9773: `renewalInfo` in the directory, each certificate's window answered by the proxy) and
+/// profiles (`meta.profiles`). Everything else goes to Pebble unchanged, with the proxy's
+/// `Host`, so the URLs Pebble builds and the ones the client signs name the proxy.
+pub(crate) struct AriProxy {
+    /// `https://127.0.0.1:PORT/dir`.
+    pub(crate) directory: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// What the proxy answers for every renewal window.
+#[derive(Clone)]
+pub(crate) struct ProxyAnswers {
+    /// `suggestedWindow` (RFC 3339 start and end), or a raw body to answer instead.
+    pub(crate) window: Result<(String, String), String>,
+    /// `meta.profiles`: name → description.
+    pub(crate) profiles: Vec<(String, String)>,
+}
+
+impl AriProxy {
+    pub(crate) async fn start(pebble: &Pebble, answers: ProxyAnswers) -> Self {
+        use std::sync::Arc;
+
+        let dir = pebble.dir.path();
+        let certs = rustls_pki_types::CertificateDer::pem_file_iter(dir.join("cert.pem"))
+            .expect("cert.pem")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("certificates");
+        let key =
+            rustls_pki_types::PrivateKeyDer::from_pem_file(dir.join("key.pem")).expect("key.pem");
+        let tls = rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .expect("TLS configuration");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls_pki_types::CertificateDer::pem_file_iter(&pebble.ca_file).expect("CA") {
+            roots.add(cert.expect("CA certificate")).expect("a root");
+        }
+        let upstream = tokio_rustls::TlsConnector::from(Arc::new(
+            rustls::ClientConfig::builder()
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+        ));
+        let pebble_base = pebble
+            .directory
+            .trim_start_matches("https://")
+            .trim_end_matches("/dir")
+            .to_owned();
+        let state = Arc::new((upstream, pebble_base, addr, answers));
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    return;
+                };
+                let acceptor = acceptor.clone();
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper::service::service_fn(move |req| {
+                        let state = state.clone();
+                        async move { Ok::<_, std::convert::Infallible>(forward(&state, req).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        Self {
+            directory: format!("https://{addr}/dir"),
+            task,
+        }
+    }
+}
+
+impl Drop for AriProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+type ProxyState = (
+    tokio_rustls::TlsConnector,
+    String,
+    std::net::SocketAddr,
+    ProxyAnswers,
+);
+
+async fn forward(
+    state: &ProxyState,
+    req: hyper::Request<hyper::body::Incoming>,
+) -> hyper::Response<http_body_util::Full<bytes::Bytes>> {
+    use http_body_util::BodyExt;
+    let (client, base, addr, answers) = state;
+    let respond = |status: u16, headers: Vec<(String, String)>, body: Vec<u8>| {
+        let mut r = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(body)));
+        *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::OK);
+        for (k, v) in headers {
+            if let (Ok(k), Ok(v)) = (
+                hyper::header::HeaderName::from_bytes(k.as_bytes()),
+                hyper::header::HeaderValue::from_str(&v),
+            ) {
+                r.headers_mut().append(k, v);
+            }
+        }
+        r
+    };
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_default();
+    if path.starts_with("/renewal-info/") {
+        let body = match &answers.window {
+            Ok((start, end)) => serde_json::json!({
+                "suggestedWindow": {"start": start, "end": end},
+                "explanationURL": "https://ca.example.test/why"
+            })
+            .to_string(),
+            Err(raw) => raw.clone(),
+        };
+        return respond(
+            200,
+            vec![
+                ("content-type".into(), "application/json".into()),
+                ("retry-after".into(), "21600".into()),
+            ],
+            body.into_bytes(),
+        );
+    }
+    let method = req.method().clone();
+    let headers = req.headers().clone();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    // What the client's JWS asks to replace (ARI): echoed in the new order, as a CA with
+    // Renewal Information does.
+    let replaces = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|jws| jws["payload"].as_str().map(str::to_owned))
+        .and_then(|p| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(p)
+                .ok()
+        })
+        .and_then(|p| serde_json::from_slice::<serde_json::Value>(&p).ok())
+        .and_then(|p| p.get("replaces").cloned());
+    let Some((status, headers, answer)) =
+        exchange(client, base, &method, &path, &headers, addr, &body).await
+    else {
+        return respond(502, vec![], b"upstream".to_vec());
+    };
+    let mut body = answer;
+    if path == "/dir"
+        && let Ok(mut dir) = serde_json::from_slice::<serde_json::Value>(&body)
+    {
+        dir["renewalInfo"] = format!("https://{addr}/renewal-info").into();
+        let profiles: serde_json::Map<String, serde_json::Value> = answers
+            .profiles
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone().into()))
+            .collect();
+        if !profiles.is_empty() {
+            dir["meta"]["profiles"] = profiles.into();
+        }
+        body = dir.to_string().into_bytes();
+    }
+    if let Some(replaces) = replaces
+        && let Ok(mut order) = serde_json::from_slice::<serde_json::Value>(&body)
+        && order.get("identifiers").is_some()
+    {
+        order["replaces"] = replaces;
+        body = order.to_string().into_bytes();
+    }
+    respond(status, headers, body)
+}
+
+/// One request to Pebble at `base` (`127.0.0.1:PORT`) as HTTP/1.0 with the proxy's `Host`
+/// (Pebble then answers without chunks and closes): status, headers, body.
+async fn exchange(
+    tls: &tokio_rustls::TlsConnector,
+    base: &str,
+    method: &hyper::Method,
+    path: &str,
+    headers: &hyper::HeaderMap,
+    proxy: &std::net::SocketAddr,
+    body: &[u8],
+) -> Option<(u16, Vec<(String, String)>, Vec<u8>)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let tcp = tokio::net::TcpStream::connect(base).await.ok()?;
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").ok()?;
+    let mut stream = tls.connect(name, tcp).await.ok()?;
+    let mut head = format!("{method} {path} HTTP/1.0\r\nHost: {proxy}\r\n");
+    for (k, v) in headers {
+        if matches!(
+            k.as_str(),
+            "host" | "connection" | "content-length" | "transfer-encoding"
+        ) {
+            continue;
+        }
+        head.push_str(&format!("{k}: {}\r\n", v.to_str().ok()?));
+    }
+    head.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    ));
+    stream.write_all(head.as_bytes()).await.ok()?;
+    stream.write_all(body).await.ok()?;
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw).await;
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let text = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = text.split("\r\n");
+    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .filter(|(k, _)| {
+            !matches!(
+                k.as_str(),
+                "content-length" | "transfer-encoding" | "connection"
+            )
+        })
+        .collect();
+    Some((status, headers, raw[split + 4..].to_vec()))
 }
