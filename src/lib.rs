@@ -1,19 +1,21 @@
 //! cert-agent: a certificate agent for web servers that orders, validates, installs and renews
-//! certificates through a reseller's Partner API v1.
+//! certificates through a reseller's Partner API v1 (and, as a library for now, an ACME CA).
 //!
-//! Layering (an arrow means "may import"; `docs/architecture.md` draws it, and
-//! `scripts/layout --check src` holds the code to it):
+//! Layering (an arrow means "may import"; `docs/architecture.md` draws it and names each
+//! room's imports, and `scripts/layout --check src` holds the code to it):
 //!
 //! - `main → cli → {daemon, run, monitor, fleet, engine, discover, the leaves}`;
 //! - `daemon → run → {monitor, fleet} → engine` — the engine never calls monitoring or etcd; a
 //!   fleet's leader takes part through `engine::Lead`;
 //! - `engine → issuer` (what only one kind of CA knows: the Partner API's side of validation,
-//!   as neutral challenges) `→` the leaves;
-//! - `engine` → the leaves `api`, `bundle`, `config`, `dcv`, `install`, `store`; `discover` is
-//!   a leaf too (`→ api, config`);
-//! - the leaves import no sibling (but `discover`), only the foundation: `crypto`, `values`
-//!   (value types several layers name), `clock`, `fsutil`, `process` (finding and running
-//!   programs), `signal`, `failpoint`, `http_serve` (the serve loop of the small HTTP servers).
+//!   as neutral challenges; the ACME issuer) `→` the leaves;
+//! - `engine` → the leaves `api`, `bundle`, `config`, `dcv`, `install`, `revocation`, `store`;
+//!   `discover` is a leaf too (`→ api, config`), and `revocation` reads `api`, `config` and
+//!   `store`;
+//! - the other leaves import no sibling, only the foundation: `crypto`, `values` (value types
+//!   several layers name), `clock`, `fsutil`, `process` (finding and running programs),
+//!   `signal`, `failpoint`, `http_serve` (the serve loop of the small HTTP servers),
+//!   `parallel` (a batch's independent items on a few threads).
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
