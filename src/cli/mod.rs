@@ -76,7 +76,11 @@ pub fn main() -> ExitCode {
     match runtime.block_on(run(&cli)) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // The chain may carry what the API, a file or a command said.
+            eprintln!(
+                "error: {}",
+                crate::values::text::printable_lines(&format!("{err:#}"))
+            );
             ExitCode::from(exit::code_for(&err))
         }
     }

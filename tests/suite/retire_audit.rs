@@ -643,3 +643,69 @@ fn retire_removes_the_include_file_discover_wrote() {
         again.describe()
     );
 }
+
+/// Whether `c` would act on a terminal: a control character (line breaks aside) or a
+/// bidirectional control.
+fn acts_on_a_terminal(c: char) -> bool {
+    (c.is_control() && c != '\n')
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Guards the terminal against the API's text: a refusal whose message holds terminal
+/// controls (clear screen, a window title, a C1 CSI, a bidi override) is printed escaped in
+/// the error, in the `audit` table and in `--json` (there as the same string, the controls as
+/// JSON escapes).
+#[test]
+fn terminal_controls_in_an_api_message_are_shown_escaped() {
+    let env = issued("www", "www.audit-escape.test");
+    let id = scenario::certificate_id(&env, "www").to_string();
+    let message = "No\u{1b}[2J\u{1b}]0;owned\u{7} \u{9b}31mway \u{202e}exe.txt";
+    env.sandbox.inject(
+        partner_sandbox::Fault::new(partner_sandbox::FaultKind::Refusal {
+            message: message.to_owned(),
+        })
+        .method("POST")
+        .path("/api/v1/ssl_certificates/*/cancel"),
+    );
+    let out = env.agent(["cancel", &id, "--yes"]).run();
+    out.expect_code(1);
+    let escaped = "No\\x1b[2J\\x1b]0;owned\\x07 \\x9b31mway \\u{202e}exe.txt";
+    assert!(out.stderr.contains("No\\x1b[2J"), "{}", out.describe());
+    assert!(
+        !out.stderr.chars().any(acts_on_a_terminal),
+        "{}",
+        out.describe()
+    );
+    // The refusal is audited as it came, and shown escaped.
+    let table = env.agent(["audit"]).run();
+    table.expect_code(0);
+    assert!(
+        table.stdout.contains("cancel-refused"),
+        "{}",
+        table.describe()
+    );
+    assert!(table.stdout.contains(escaped), "{}", table.describe());
+    assert!(
+        !table.stdout.chars().any(acts_on_a_terminal),
+        "{}",
+        table.describe()
+    );
+    let json = env.agent(["--json", "audit"]).run();
+    json.expect_code(0);
+    assert!(
+        !json.stdout.chars().any(acts_on_a_terminal),
+        "{}",
+        json.describe()
+    );
+    let refused = json
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == "cancel-refused")
+        .cloned()
+        .unwrap();
+    let error = refused["details"]["error"].as_str().unwrap();
+    assert!(error.contains(message), "{error:?}");
+    env.agent(["audit", "--verify"]).run().expect_code(0);
+}
