@@ -381,7 +381,10 @@ pub fn cancel_decision(details: &CertificateDetails, now: OffsetDateTime) -> Can
                 .or(details.valid_from.as_deref())
                 .and_then(crate::api::parse_api_date);
             match issued {
-                Some(d) if now.date() > d + time::Duration::days(CANCEL_WINDOW_DAYS + 1) => {
+                Some(d)
+                    if d.checked_add(time::Duration::days(CANCEL_WINDOW_DAYS + 1))
+                        .is_some_and(|end| now.date() > end) =>
+                {
                     CancelDecision::TooLate { issued: d }
                 }
                 _ => CancelDecision::Ask,
