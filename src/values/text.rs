@@ -52,15 +52,27 @@ pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// [`shown`] line by line, keeping the line breaks: for a message of several lines (an error
-/// with its causes) whose parts may hold untrusted text.
+/// [`shown`] line by line, keeping the line breaks and tabs (layout, harmless on a
+/// terminal): for a message of several lines (an error with its causes, a command's output)
+/// whose parts may hold untrusted text. Text with nothing unsafe is returned as it is.
 pub fn printable_lines(text: &str) -> String {
+    if !text
+        .chars()
+        .any(|c| is_unsafe(c) && !matches!(c, '\n' | '\t'))
+    {
+        return text.to_owned();
+    }
     let mut out = String::with_capacity(text.len());
     for (i, line) in text.split('\n').enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        out.push_str(&shown(line));
+        for (j, part) in line.split('\t').enumerate() {
+            if j > 0 {
+                out.push('\t');
+            }
+            out.push_str(&shown(part));
+        }
     }
     out
 }
@@ -130,6 +142,8 @@ mod tests {
         assert_eq!(printable("\\x1b"), "\\\\x1b");
         assert_eq!(printable_capped("abcdef", 3), "abc…");
         assert_eq!(printable_lines("a\x1b\nb\u{202e}"), "a\\x1b\nb\\u{202e}");
+        assert_eq!(printable_lines("a\tb\n"), "a\tb\n");
+        assert_eq!(printable_lines("a\tb\x07\r\n"), "a\tb\\x07\\x0d\n");
         assert_eq!(printable_lines("\"a\\x1b\"\nC:\\x"), "\"a\\x1b\"\nC:\\x");
         assert_eq!(shown("C:\\x\x07"), "C:\\\\x\\x07");
     }

@@ -708,4 +708,24 @@ fn terminal_controls_in_an_api_message_are_shown_escaped() {
     let error = refused["details"]["error"].as_str().unwrap();
     assert!(error.contains(message), "{error:?}");
     env.agent(["audit", "--verify"]).run().expect_code(0);
+
+    // A record's last error (an API message kept from a failed run) in `status`: its table
+    // and the line under it.
+    env.edit_record("www", |v| {
+        v["last_error"] = message.into();
+        v["failures"] = 1.into();
+    });
+    for args in [&["status"][..], &["--json", "status"], &["check"]] {
+        let out = env.agent(args.iter().copied()).run();
+        assert!(
+            out.stdout.contains("No\\x1b[2J") || out.stdout.contains("No\\u001b[2J"),
+            "{}",
+            out.describe()
+        );
+        assert!(
+            !out.stdout.chars().any(acts_on_a_terminal),
+            "{}",
+            out.describe()
+        );
+    }
 }
