@@ -710,6 +710,8 @@ mod tests {
             ("in_progress", None, CancelDecision::Ask),
             ("waiting_for_approval", None, CancelDecision::Ask),
             ("issued", Some("2026-06-25"), CancelDecision::Ask),
+            // Issued on the last day there is: its window has not ended (and no panic).
+            ("issued", Some("9999-12-31"), CancelDecision::Ask),
             // 28 and 29 days: the API decides the boundary day.
             ("issued", Some("2026-06-02"), CancelDecision::Ask),
             ("issued", Some("2026-06-01"), CancelDecision::Ask),
