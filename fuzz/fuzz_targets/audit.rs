@@ -1,9 +1,11 @@
-//! The audit log's reader (`cert-agent audit`, `audit --verify`): any bytes as one line and as
-//! a whole log. Must never panic. A line that parses must be a sound line (its hash matches
-//! its content), and a log whose chain verifies must have every line parse.
+//! The audit log's reader (`cert-agent audit`, `audit --verify`) and its anchor file: any
+//! bytes as one line, as a whole log and as an anchor. Must never panic. A line that parses
+//! must be a sound line (its hash matches its content); a log that verifies with no break has
+//! every line parse, numbered in order; breaks are reported in the order of the file, each on
+//! a line the log has.
 #![no_main]
 
-use cert_agent::store::audit::{parse_line, verify};
+use cert_agent::store::audit::{Anchor, parse_line, verify, verify_against};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -11,17 +13,33 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(entry.hash.len(), 64);
         assert_eq!(entry.prev.len(), 64);
     }
+    if let Ok(anchor) = Anchor::parse(data) {
+        assert_eq!(anchor.hash.len(), 64);
+    }
     let v = verify(data);
-    match &v.broken {
-        None => {
-            let lines: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
-            // Every line before the final line break parses, in order.
-            for (i, line) in lines[..lines.len().saturating_sub(1)].iter().enumerate() {
-                let e = parse_line(line).expect("a verified line parses");
-                assert_eq!(e.seq, i as u64 + 1);
-            }
-            assert_eq!(v.lines as usize, lines.len().saturating_sub(1));
+    let lines: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
+    // The last piece is empty when the data ends with a line break.
+    let all = if data.ends_with(b"\n") || data.is_empty() {
+        lines.len() - 1
+    } else {
+        lines.len()
+    };
+    assert!(v.lines as usize <= all);
+    if v.breaks.is_empty() {
+        for (i, line) in lines[..all].iter().enumerate() {
+            let e = parse_line(line).expect("a verified line parses");
+            assert_eq!(e.seq, i as u64 + 1);
         }
-        Some(b) => assert!(b.line >= 1 && b.line == v.lines + 1),
+        assert_eq!(v.last_seq as usize, all);
+    }
+    let mut at = 0;
+    for b in &v.breaks {
+        assert!(b.line >= 1 && b.line as usize <= all && b.line >= at);
+        at = b.line;
+    }
+    let found = verify_against(data, &[v.last_hash.as_str()]);
+    assert_eq!(found.breaks, v.breaks);
+    if v.last_seq > 0 {
+        assert!(found.found[0].is_some());
     }
 });

@@ -292,7 +292,7 @@ pub(crate) fn excerpt(body: &[u8]) -> String {
     for c in text.chars() {
         let c = if c.is_whitespace() {
             ' '
-        } else if c.is_control() {
+        } else if crate::values::text::is_unsafe(c) {
             '\u{FFFD}'
         } else {
             c

@@ -349,10 +349,7 @@ fn check_name(raw: &[u8], limits: &Limits) -> Result<String, EntryProblem> {
 
 /// A name from the archive for an error message: escaped, at most 100 characters.
 pub(super) fn quote(s: &str) -> String {
-    const MAX: usize = 100;
-    let cut: String = s.chars().take(MAX).collect();
-    let ellipsis = if s.chars().count() > MAX { "…" } else { "" };
-    format!("{cut:?}{ellipsis}")
+    crate::values::text::quote_max(s, 100)
 }
 
 fn quote_bytes(b: &[u8]) -> String {

@@ -128,7 +128,10 @@ fn action_done(r: &api::ActionResult, out: &Output) -> Result<u8> {
     if out.json {
         out.print_json(r)?;
     } else {
-        outln!("{}", r.result.as_deref().unwrap_or("done"));
+        outln!(
+            "{}",
+            crate::values::text::printable(r.result.as_deref().unwrap_or("done"))
+        );
     }
     Ok(exit::OK)
 }

@@ -562,9 +562,18 @@ pub struct RetireArgs {
 /// Options of `cert-agent audit`.
 #[derive(Debug, Args)]
 pub struct AuditArgs {
-    /// Check the chain instead of showing lines: exit 1 naming the first broken line.
+    /// Check the chain instead of showing lines: exit 1 naming every line changed, removed,
+    /// inserted or moved, and a log cut short or missing (lines an interrupted write left
+    /// incomplete are listed as gaps).
     #[arg(long)]
     pub verify: bool,
+    /// With --verify: the log must still hold the line with this hash (its `hash`, as the
+    /// journal shows it, or the `last_hash` an earlier --verify printed).
+    #[arg(long, value_name = "HASH", requires = "verify")]
+    pub expect_last_hash: Option<String>,
+    /// With --verify: the log must reach at least this `seq`.
+    #[arg(long, value_name = "SEQ", requires = "verify")]
+    pub expect_min_seq: Option<u64>,
     /// Only lines from this date on (YYYY-MM-DD, UTC, or an RFC 3339 time).
     #[arg(long, value_name = "DATE")]
     pub since: Option<String>,

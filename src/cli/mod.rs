@@ -4,11 +4,15 @@
 //! documented exit codes.
 
 /// `println!` that ends the process quietly when stdout is a closed pipe (`cert-agent list |
-/// head`), instead of panicking.
+/// head`), instead of panicking. What it prints goes through the sanitiser line by line
+/// ([`crate::values::text::printable_lines`]): an API message, a record's last error or a
+/// value from etcd cannot reach the terminal as a control.
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        if let Err(e) = writeln!(std::io::stdout(), $($arg)*) {
+        let text = format!($($arg)*);
+        let text = $crate::values::text::printable_lines(&text);
+        if let Err(e) = writeln!(std::io::stdout(), "{text}") {
             $crate::cli::exit::stdout_failed(&e);
         }
     }};
@@ -18,7 +22,9 @@ macro_rules! outln {
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        if let Err(e) = write!(std::io::stdout(), $($arg)*) {
+        let text = format!($($arg)*);
+        let text = $crate::values::text::printable_lines(&text);
+        if let Err(e) = write!(std::io::stdout(), "{text}") {
             $crate::cli::exit::stdout_failed(&e);
         }
     }};
@@ -76,7 +82,11 @@ pub fn main() -> ExitCode {
     match runtime.block_on(run(&cli)) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // The chain may carry what the API, a file or a command said.
+            eprintln!(
+                "error: {}",
+                crate::values::text::printable_lines(&format!("{err:#}"))
+            );
             ExitCode::from(exit::code_for(&err))
         }
     }

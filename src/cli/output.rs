@@ -14,7 +14,7 @@ pub(super) struct Output {
 impl Output {
     pub(super) fn print_json<T: Serialize + ?Sized>(&self, value: &T) -> Result<()> {
         let text = serde_json::to_string_pretty(value).context("could not encode JSON output")?;
-        outln!("{text}");
+        outln!("{}", crate::values::text::json_printable(&text));
         Ok(())
     }
 

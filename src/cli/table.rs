@@ -1,5 +1,9 @@
 //! Aligned text tables for human output that fit the terminal width.
 
+use std::borrow::Cow;
+
+use crate::values::text::shown;
+
 /// Column alignment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Align {
@@ -42,13 +46,24 @@ impl Table {
         self
     }
 
-    /// Add a row; missing cells are empty, extra cells are ignored.
+    /// Add a row; missing cells are empty, extra cells are ignored. Every cell goes through
+    /// the sanitiser ([`shown`]): what the API, etcd or a file put there cannot reach the
+    /// terminal as a control.
     pub(super) fn row<I, S>(&mut self, cells: I)
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let mut row: Vec<String> = cells.into_iter().map(Into::into).collect();
+        let mut row: Vec<String> = cells
+            .into_iter()
+            .map(|c| {
+                let c: String = c.into();
+                match shown(&c) {
+                    Cow::Borrowed(_) => c,
+                    Cow::Owned(escaped) => escaped,
+                }
+            })
+            .collect();
         row.resize(self.headers.len(), String::new());
         self.rows.push(row);
     }
@@ -158,6 +173,7 @@ pub(super) fn money(amount: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::values::text::is_unsafe;
 
     #[test]
     fn aligns_columns_and_right_aligns_numbers() {
@@ -171,6 +187,30 @@ mod tests {
             "1234  X           7.5 EUR",
         ];
         assert_eq!(out.lines().collect::<Vec<_>>(), expected);
+    }
+
+    /// Guards the table against terminal controls in its cells (an API message, a value from
+    /// etcd): shown escaped, the rest of the row as it was.
+    #[test]
+    fn cells_with_terminal_controls_are_shown_escaped() {
+        let mut t = Table::new(&["NAME", "ERROR"]);
+        t.row([
+            "www",
+            "refused\x1b[2J\x1b]0;owned\x07 \u{9b}31m \u{202e}txt.exe",
+        ]);
+        t.row(["api", "path C:\\x"]);
+        let out = t.render(200);
+        assert!(!out.chars().any(is_unsafe_but_newline), "{out:?}");
+        assert!(
+            out.contains("refused\\x1b[2J\\x1b]0;owned\\x07 \\x9b31m \\u{202e}txt.exe"),
+            "{out}"
+        );
+        // Text without a control is left as it is (a value escaped before stays so).
+        assert!(out.contains("path C:\\x"), "{out}");
+    }
+
+    fn is_unsafe_but_newline(c: char) -> bool {
+        c != '\n' && is_unsafe(c)
     }
 
     #[test]

@@ -185,10 +185,7 @@ pub fn check_api_hashes(
 /// Untrusted text for an error message: escaped (no control characters reach a terminal)
 /// and cut to 80 characters.
 fn quote(s: &str) -> String {
-    const MAX: usize = 80;
-    let cut: String = s.chars().take(MAX).collect();
-    let ellipsis = if s.chars().count() > MAX { "…" } else { "" };
-    format!("{cut:?}{ellipsis}")
+    crate::values::text::quote_max(s, 80)
 }
 
 #[cfg(test)]
@@ -318,7 +315,7 @@ mod tests {
 
     #[test]
     fn quote_escapes_and_shortens() {
-        assert_eq!(quote("a\x1bb"), "\"a\\u{1b}b\"");
+        assert_eq!(quote("a\x1bb"), "\"a\\x1bb\"");
         let long = "x".repeat(200);
         let q = quote(&long);
         assert!(q.len() < 100 && q.ends_with('…'));

@@ -261,9 +261,7 @@ fn check_content(content: &str) -> Result<(), DcvError> {
 /// Untrusted text for a message: escaped (no control character reaches a terminal or a log)
 /// and cut to `max` characters.
 pub(crate) fn quote_max(s: &str, max: usize) -> String {
-    let cut: String = s.chars().take(max).collect();
-    let ellipsis = if s.chars().count() > max { "…" } else { "" };
-    format!("{cut:?}{ellipsis}")
+    crate::values::text::quote_max(s, max)
 }
 
 /// [`quote_max`] with 80 characters.

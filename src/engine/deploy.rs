@@ -406,7 +406,12 @@ pub(crate) fn mark_installed(job: &mut Job<'_>, r: &Ready) -> Option<PathBuf> {
     };
     // Without the API's subscription end: the order's days from the first issuance, or the
     // certificate's own end, whichever is later.
-    let by_days = r.bundle.not_before + time::Duration::days(i64::from(job.cert.order.days));
+    // (A certificate starting within `days` of the largest date: its own end.)
+    let by_days = r
+        .bundle
+        .not_before
+        .checked_add(time::Duration::days(i64::from(job.cert.order.days)))
+        .unwrap_or(r.bundle.not_after);
     let fallback = Subscription {
         ends: by_days.max(r.bundle.not_after),
         multi_year: false,

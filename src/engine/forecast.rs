@@ -108,7 +108,10 @@ pub fn upcoming(
                 kind: DueKind::Order,
                 reason: format!("the order is {state}; only a new order replaces it"),
             });
-            after_order(now, now, knobs)
+            match after_order(now, now, knobs) {
+                Some(term) => term,
+                None => return out,
+            }
         }
         (None, None) if rec.partner.order.is_none() && rec.partner.intent.is_none() => {
             out.push(Due {
@@ -116,7 +119,10 @@ pub fn upcoming(
                 kind: DueKind::Order,
                 reason: "no order yet".into(),
             });
-            after_order(now, now, knobs)
+            match after_order(now, now, knobs) {
+                Some(term) => term,
+                None => return out,
+            }
         }
         (None, None) => return out,
         (Some(inst), None) => {
@@ -143,7 +149,16 @@ pub fn upcoming(
         // A certificate shorter than the renewal window falls due when it starts: at most two
         // renewals at one moment (a reissue, then the order it leads to), never a loop.
         let same_moment = out.iter().filter(|d| d.at == due.at).count();
-        if due.at > until || next.not_after <= due.at || same_moment >= 2 {
+        if due.at > until || same_moment >= 2 {
+            break;
+        }
+        // A renewal whose term would run past the largest date (the end of year 9999) is
+        // still due; nothing is projected after it.
+        let Some(next) = next else {
+            out.push(due);
+            break;
+        };
+        if next.not_after <= due.at {
             break;
         }
         out.push(due);
@@ -153,20 +168,21 @@ pub fn upcoming(
 }
 
 /// The term a billed order placed at `at` starts: a subscription of `days`, its first
-/// certificate as long as the rules of `at` allow.
-fn after_order(at: OffsetDateTime, lifetime_from: OffsetDateTime, knobs: Knobs) -> Term {
+/// certificate as long as the rules of `at` allow; `None` when it would end after the largest
+/// date there is (the end of year 9999).
+fn after_order(at: OffsetDateTime, lifetime_from: OffsetDateTime, knobs: Knobs) -> Option<Term> {
     let days = i64::from(knobs.order_days.max(1));
     let life = max_lifetime_days_on(lifetime_from.date()).min(days);
-    Term {
+    Some(Term {
         serial: String::new(),
         not_before: at,
-        not_after: at + Duration::days(life),
-        ends: at + Duration::days(days),
-    }
+        not_after: at.checked_add(Duration::days(life))?,
+        ends: at.checked_add(Duration::days(days))?,
+    })
 }
 
-/// The next renewal of `term` and the term it starts.
-fn step(name: &str, term: &Term, knobs: Knobs, now: OffsetDateTime) -> (Due, Term) {
+/// The next renewal of `term` and the term it starts (`None` past the largest date).
+fn step(name: &str, term: &Term, knobs: Knobs, now: OffsetDateTime) -> (Due, Option<Term>) {
     let blackout = term.ends - Duration::days(REISSUE_BLACKOUT_DAYS);
     let reissue_extends = term.not_after < term.ends - Duration::days(1);
     let mut at = renewal_time(
@@ -197,10 +213,12 @@ fn step(name: &str, term: &Term, knobs: Knobs, now: OffsetDateTime) -> (Due, Ter
         let next = Term {
             serial: String::new(),
             not_before: at,
-            not_after: (at + lifetime).min(term.ends),
+            not_after: at
+                .checked_add(lifetime)
+                .map_or(term.ends, |end| end.min(term.ends)),
             ends: term.ends,
         };
-        return (due, next);
+        return (due, Some(next));
     }
     let reason = if reissue_extends {
         format!(
@@ -318,9 +336,11 @@ pub fn stale_domains(
     domains
         .iter()
         .filter(|d| {
-            marks
-                .get(&d.to_ascii_lowercase())
-                .is_none_or(|m| m.at + Duration::days(reuse_days) < due)
+            marks.get(&d.to_ascii_lowercase()).is_none_or(|m| {
+                // A reuse period running past the largest date has not ended.
+                m.at.checked_add(Duration::days(reuse_days))
+                    .is_some_and(|end| end < due)
+            })
         })
         .cloned()
         .collect()

@@ -384,7 +384,7 @@ fn on_schedule(i: &Inputs<'_>, inst: &Installed, new_key: bool) -> Action {
         && i.now - at < Duration::days(1)
     {
         return Action::Idle {
-            next: Some(at + Duration::days(1)),
+            next: at.checked_add(Duration::days(1)),
             warning,
         };
     }

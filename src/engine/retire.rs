@@ -381,7 +381,10 @@ pub fn cancel_decision(details: &CertificateDetails, now: OffsetDateTime) -> Can
                 .or(details.valid_from.as_deref())
                 .and_then(crate::api::parse_api_date);
             match issued {
-                Some(d) if now.date() > d + time::Duration::days(CANCEL_WINDOW_DAYS + 1) => {
+                Some(d)
+                    if d.checked_add(time::Duration::days(CANCEL_WINDOW_DAYS + 1))
+                        .is_some_and(|end| now.date() > end) =>
+                {
                     CancelDecision::TooLate { issued: d }
                 }
                 _ => CancelDecision::Ask,
@@ -707,6 +710,8 @@ mod tests {
             ("in_progress", None, CancelDecision::Ask),
             ("waiting_for_approval", None, CancelDecision::Ask),
             ("issued", Some("2026-06-25"), CancelDecision::Ask),
+            // Issued on the last day there is: its window has not ended (and no panic).
+            ("issued", Some("9999-12-31"), CancelDecision::Ask),
             // 28 and 29 days: the API decides the boundary day.
             ("issued", Some("2026-06-02"), CancelDecision::Ask),
             ("issued", Some("2026-06-01"), CancelDecision::Ask),

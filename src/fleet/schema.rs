@@ -325,32 +325,9 @@ pub(super) fn shared_view(rec: &CertRecord) -> CertRecord {
     }
     r
 }
-/// `text` with every control character (C0, DEL, C1) and every bidirectional override shown
-/// as an escape (`\x1b`, `\u{202e}`) and `\` as `\\`: what etcd holds cannot move the
-/// cursor, recolour or retitle the terminal, or reorder what `fleet status` prints.
-pub(crate) fn printable(text: &str) -> String {
-    printable_capped(text, usize::MAX)
-}
-
-/// [`printable`], at most `max` characters of `text` (an ellipsis marks the cut).
-pub(crate) fn printable_capped(text: &str, max: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(max));
-    for (n, c) in text.chars().enumerate() {
-        if n >= max {
-            out.push('…');
-            break;
-        }
-        match c {
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02x}", u32::from(c))),
-            '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
-                out.push_str(&format!("\\u{{{:04x}}}", u32::from(c)));
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// What etcd holds is shown through the one sanitiser: it cannot move the cursor, recolour or
+/// retitle the terminal, or reorder what `fleet status` prints.
+pub(crate) use crate::values::text::{printable, printable_capped};
 
 #[cfg(test)]
 mod tests {

@@ -163,8 +163,8 @@ pub fn parse_line(line: &[u8]) -> Result<AuditEntry, LineError> {
     Ok(entry)
 }
 
-/// The line for `body`: its bytes and its hash.
-fn render(body: &Body<'_>) -> io::Result<String> {
+/// The line for `body`: its bytes and its `hash` member.
+fn render(body: &Body<'_>) -> io::Result<(String, String)> {
     let mut text = serde_json::to_string(body).map_err(io::Error::other)?;
     let hash = sha256_hex(text.as_bytes());
     text.pop();
@@ -173,14 +173,28 @@ fn render(body: &Body<'_>) -> io::Result<String> {
         text.len() - text.rfind(",\"hash\"").unwrap_or(0),
         HASH_SUFFIX_LEN
     );
-    Ok(text)
+    Ok((text, hash))
 }
 
-/// What the first broken line of a log is.
+/// What kind of break [`verify`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BreakKind {
+    /// A line an interrupted write left incomplete: closed by the next write (the line after
+    /// it chains to it) or still open at the end. The action it was to record may be missing;
+    /// nothing written before or after it was changed. Tolerated.
+    Gap,
+    /// A line changed, removed, inserted or moved after it was written.
+    Edit,
+}
+
+/// A break in the chain.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Broken {
-    /// Its number (1 for the first line).
+    /// The line's number in the file (1 for the first).
     pub line: u64,
+    /// A tolerated gap or an edit.
+    pub kind: BreakKind,
     /// What is wrong with it.
     pub problem: String,
 }
@@ -188,76 +202,268 @@ pub struct Broken {
 /// The result of [`verify`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Verified {
-    /// Complete lines read.
+    /// Complete lines read (each ended by a line break).
     pub lines: u64,
-    /// Hash of the last sound line (what the next line's `prev` must be).
+    /// `seq` of the last sound line, 0 if there is none.
+    pub last_seq: u64,
+    /// SHA-256 of the last sound line ([`GENESIS`] if there is none): the `prev` of the line
+    /// written after it.
     pub last_hash: String,
-    /// The first broken line, if any.
-    pub broken: Option<Broken>,
+    /// Every break, in the order of the file.
+    pub breaks: Vec<Broken>,
+    /// For each hash asked for ([`verify_against`]), the `seq` of the sound line that has it
+    /// (as its `hash` member or as the SHA-256 of its bytes), if any.
+    #[serde(skip)]
+    pub found: Vec<Option<u64>>,
+}
+
+impl Verified {
+    /// The first edit, if any.
+    pub fn first_edit(&self) -> Option<&Broken> {
+        self.breaks.iter().find(|b| b.kind == BreakKind::Edit)
+    }
+
+    /// Whether no line was changed, removed, inserted or moved (tolerated gaps aside).
+    pub fn intact(&self) -> bool {
+        self.first_edit().is_none()
+    }
+}
+
+/// Checks the whole chain of `text` (the file's bytes); see [`verify_against`].
+pub fn verify(text: &[u8]) -> Verified {
+    verify_against(text, &[])
+}
+
+/// An unreadable line, waiting for the line after it to tell a closed fragment from an edit.
+struct Unreadable {
+    line: u64,
+    problem: String,
+    /// It can be what an interrupted write leaves: a cut-short line.
+    cut_short: bool,
+}
+
+/// Whether `line` can be a line the writer began and did not finish: not empty, begun as a
+/// JSON object, and ended before the object was.
+fn cut_short(line: &[u8]) -> bool {
+    line.first() == Some(&b'{')
+        && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_err_and(|e| e.is_eof())
 }
 
 /// Checks the whole chain of `text` (the file's bytes): each line sound, numbered in order,
-/// and chained to the one before. Stops at the first broken line.
-pub fn verify(text: &[u8]) -> Verified {
+/// and chained to the one before. Reports every break and goes on after it: the next sound
+/// line anchors the chain again. A cut-short line that the next line chains to (the writer
+/// closed it), or that ends the file, is a tolerated gap. `wanted` are hashes whose lines are
+/// looked for (`--expect-last-hash`, the state directory's anchor).
+pub fn verify_against(text: &[u8], wanted: &[&str]) -> Verified {
+    let mut v = Verified {
+        lines: 0,
+        last_seq: 0,
+        last_hash: GENESIS.to_owned(),
+        breaks: Vec::new(),
+        found: vec![None; wanted.len()],
+    };
+    // What the next line must carry: the SHA-256 of the line before it (sound or not) and the
+    // number after it.
     let mut expected_prev = GENESIS.to_owned();
+    let mut expected_seq: u64 = 1;
+    let mut unreadable: Option<Unreadable> = None;
     let mut n: u64 = 0;
     let mut rest = text;
     while !rest.is_empty() {
         n += 1;
-        let (line, complete) = match rest.iter().position(|&b| b == b'\n') {
+        let line = match rest.iter().position(|&b| b == b'\n') {
             Some(i) => {
+                v.lines = n;
                 let line = &rest[..i];
                 rest = &rest[i + 1..];
-                (line, true)
+                line
             }
-            None => {
-                let line = rest;
-                rest = &[];
-                (line, false)
-            }
+            None => std::mem::take(&mut rest),
         };
-        let broken = |problem: String| Verified {
-            lines: n - 1,
-            last_hash: expected_prev.clone(),
-            broken: Some(Broken { line: n, problem }),
-        };
-        if !complete {
-            return broken(
-                "truncated: the last line has no line break (a write that did not finish, or a \
-                 file cut short)"
-                    .to_owned(),
-            );
-        }
         let entry = match parse_line(line) {
             Ok(e) => e,
-            Err(e) if line.is_empty() => return broken(format!("an empty line ({e})")),
-            Err(e) => return broken(e.to_string()),
+            Err(e) => {
+                if let Some(u) = unreadable.take() {
+                    v.breaks.push(u.into_break(BreakKind::Edit));
+                }
+                unreadable = Some(Unreadable {
+                    line: n,
+                    problem: if line.is_empty() {
+                        format!("an empty line ({e})")
+                    } else {
+                        e.to_string()
+                    },
+                    cut_short: cut_short(line),
+                });
+                expected_prev = sha256_hex(line);
+                expected_seq = expected_seq.saturating_add(1);
+                continue;
+            }
         };
-        if entry.seq != n {
-            return broken(format!(
-                "it carries seq {} where {n} was expected: lines before it were removed, \
-                 inserted or reordered",
-                entry.seq
-            ));
-        }
-        if entry.prev != expected_prev {
-            return broken(if n == 1 {
-                "the first line does not start the chain (lines before it were removed)".into()
+        let follows = entry.prev == expected_prev;
+        if let Some(u) = unreadable.take() {
+            // The line before was unreadable: a closed fragment if this one chains to it,
+            // else an edit whose first sound line after it anchors the chain again.
+            let kind = if u.cut_short && follows {
+                BreakKind::Gap
             } else {
-                format!(
-                    "it does not follow line {}: that line was changed, or lines were removed, \
-                     inserted or reordered",
-                    n - 1
-                )
+                BreakKind::Edit
+            };
+            v.breaks.push(u.into_break(kind));
+            if entry.seq != expected_seq {
+                v.breaks.push(seq_break(n, entry.seq, expected_seq));
+            }
+        } else if entry.seq != expected_seq {
+            v.breaks.push(seq_break(n, entry.seq, expected_seq));
+        } else if !follows {
+            v.breaks.push(Broken {
+                line: n,
+                kind: BreakKind::Edit,
+                problem: if n == 1 {
+                    "the first line does not start the chain (lines before it were removed)"
+                        .to_owned()
+                } else {
+                    format!(
+                        "it does not follow line {}: that line was changed, or lines were \
+                         removed, inserted or reordered",
+                        n - 1
+                    )
+                },
             });
         }
         expected_prev = sha256_hex(line);
+        expected_seq = entry.seq.saturating_add(1);
+        v.last_seq = entry.seq;
+        v.last_hash.clone_from(&expected_prev);
+        for (found, w) in v.found.iter_mut().zip(wanted) {
+            if *w == entry.hash || *w == expected_prev {
+                *found = Some(entry.seq);
+            }
+        }
     }
-    Verified {
-        lines: n,
-        last_hash: expected_prev,
-        broken: None,
+    if let Some(u) = unreadable {
+        v.breaks.push(if u.cut_short {
+            Broken {
+                line: u.line,
+                kind: BreakKind::Gap,
+                problem: format!(
+                    "the last line is incomplete ({}): a write that did not finish (the next \
+                     one closes it), or the file was cut short",
+                    u.problem
+                ),
+            }
+        } else {
+            u.into_break(BreakKind::Edit)
+        });
     }
+    v
+}
+
+impl Unreadable {
+    fn into_break(self, kind: BreakKind) -> Broken {
+        let problem = match kind {
+            BreakKind::Gap => format!(
+                "an incomplete line left by an interrupted write and closed by the next write \
+                 ({}); the action it was to record may be missing, and the chain goes on after \
+                 it",
+                self.problem
+            ),
+            BreakKind::Edit => self.problem,
+        };
+        Broken {
+            line: self.line,
+            kind,
+            problem,
+        }
+    }
+}
+
+fn seq_break(line: u64, seq: u64, expected: u64) -> Broken {
+    Broken {
+        line,
+        kind: BreakKind::Edit,
+        problem: format!(
+            "it carries seq {seq} where {expected} was expected: lines before it were removed, \
+             inserted or reordered"
+        ),
+    }
+}
+
+/// The anchor's file in the state directory: where the log ended when it was last written.
+pub const ANCHOR_FILE: &str = "audit.anchor";
+
+/// The anchor's length: a 20-digit `seq`, a space, 64 hex digits, a line break. Always the
+/// same, so that it is rewritten in place.
+const ANCHOR_LEN: usize = 20 + 1 + 64 + 1;
+
+/// The last line written: its number and its SHA-256 (what the next line's `prev` is). Kept
+/// in [`ANCHOR_FILE`] beside the log, so that a log cut short, or deleted, while the anchor is
+/// left does not verify. It never names a line the log does not hold durably (it is written
+/// after the log's fsync); after a crash it can name an earlier line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Anchor {
+    pub seq: u64,
+    pub hash: String,
+}
+
+impl Anchor {
+    fn render(&self) -> String {
+        format!("{:020} {}\n", self.seq, self.hash)
+    }
+
+    /// Reads an anchor file's bytes.
+    pub fn parse(bytes: &[u8]) -> Result<Self, String> {
+        let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_owned())?;
+        let Some((seq, hash)) = text.strip_suffix('\n').and_then(|t| t.split_once(' ')) else {
+            return Err("expected `SEQ HASH` and a line break".to_owned());
+        };
+        let seq = seq
+            .parse::<u64>()
+            .ok()
+            .filter(|_| seq.len() == 20)
+            .ok_or_else(|| "the number is not 20 digits".to_owned())?;
+        if !is_hex64(hash) {
+            return Err("the hash is not 64 lower-case hex digits".to_owned());
+        }
+        Ok(Self {
+            seq,
+            hash: hash.to_owned(),
+        })
+    }
+}
+
+/// Reads `dir`'s anchor: `None` when there is none (or an empty one, as a crash can leave a
+/// file just created).
+pub fn read_anchor(dir: &Path) -> Result<Option<Anchor>, String> {
+    let path = dir.join(ANCHOR_FILE);
+    match std::fs::read(&path) {
+        Ok(b) if b.is_empty() => Ok(None),
+        Ok(b) if b.len() > ANCHOR_LEN => Err(format!(
+            "{}: longer than an anchor ({} bytes)",
+            path.display(),
+            b.len()
+        )),
+        Ok(b) => Anchor::parse(&b)
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", path.display())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("could not read {}: {e}", path.display())),
+    }
+}
+
+/// Rewrites `dir`'s anchor in place (never through a link). Not fsynced: after a crash it may
+/// name an earlier line, which verifies.
+fn write_anchor(dir: &Path, anchor: &Anchor) -> io::Result<()> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(dir.join(ANCHOR_FILE))?;
+    let text = anchor.render();
+    debug_assert_eq!(text.len(), ANCHOR_LEN);
+    file.write_all_at(text.as_bytes(), 0)?;
+    file.set_len(ANCHOR_LEN as u64)
 }
 
 /// This host's name, read once.
@@ -420,22 +626,33 @@ pub fn append_all(dir: &Path, entries: &[NewEntry<'_>]) -> io::Result<u64> {
             details: entry.details,
             prev: &prev,
         };
-        let line = render(&body)?;
+        let (line, hash) = render(&body)?;
         if line.len() > MAX_LINE {
             return Err(io::Error::other(format!(
                 "an audit line of {} bytes is longer than {MAX_LINE}",
                 line.len()
             )));
         }
-        prev = sha256_hex(line.as_bytes());
+        let line_prev = std::mem::replace(&mut prev, sha256_hex(line.as_bytes()));
         out.push_str(&line);
         out.push('\n');
-        logged.push((seq, entry, certificate_id));
+        logged.push((seq, entry, certificate_id, line_prev, hash));
         seq += 1;
     }
     file.write_all(out.as_bytes())?;
     file.sync_data()?;
-    for (seq, entry, certificate_id) in logged {
+    let anchor = Anchor {
+        seq: seq - 1,
+        hash: prev,
+    };
+    if let Err(e) = write_anchor(dir, &anchor) {
+        tracing::warn!(
+            "could not write {}: {e}; `audit --verify` checks the log against the anchor \
+             written before",
+            dir.join(ANCHOR_FILE).display()
+        );
+    }
+    for (seq, entry, certificate_id, prev, hash) in logged {
         tracing::info!(
             target: "cert_agent::audit",
             seq,
@@ -444,10 +661,12 @@ pub fn append_all(dir: &Path, entries: &[NewEntry<'_>]) -> io::Result<u64> {
             certificate = entry.certificate.unwrap_or("-"),
             certificate_id,
             details = %entry.details,
+            prev = %prev,
+            hash = %hash,
             "audit"
         );
     }
-    Ok(seq - 1)
+    Ok(anchor.seq)
 }
 
 #[cfg(test)]
@@ -483,12 +702,21 @@ mod tests {
         s.into_bytes()
     }
 
+    /// The breaks as (line, kind).
+    fn breaks(v: &Verified) -> Vec<(u64, BreakKind)> {
+        v.breaks.iter().map(|b| (b.line, b.kind)).collect()
+    }
+
+    use BreakKind::{Edit, Gap};
+
     #[test]
     fn an_untouched_log_verifies_and_chains_from_genesis() {
         let (dir, lines) = log(4);
         let v = verify(&join(&lines));
-        assert_eq!(v.broken, None);
-        assert_eq!(v.lines, 4);
+        assert_eq!(v.breaks, []);
+        assert!(v.intact());
+        assert_eq!((v.lines, v.last_seq), (4, 4));
+        assert_eq!(v.last_hash, sha256_hex(lines[3].as_bytes()));
         let first = parse_line(lines[0].as_bytes()).unwrap();
         assert_eq!(first.prev, GENESIS);
         assert_eq!(first.certificate_id, Some(1));
@@ -499,17 +727,28 @@ mod tests {
             crate::store::mode_of(&dir.path().join(FILE)).unwrap(),
             0o600
         );
+        // The anchor beside it names the last line.
+        let anchor = read_anchor(dir.path()).unwrap().unwrap();
+        assert_eq!(anchor.seq, 4);
+        assert_eq!(anchor.hash, v.last_hash);
+        assert_eq!(
+            crate::store::mode_of(&dir.path().join(ANCHOR_FILE)).unwrap(),
+            0o600
+        );
     }
 
     #[test]
-    fn an_edited_line_is_named() {
-        let (_dir, mut lines) = log(4);
+    fn an_edited_line_is_named_and_the_lines_after_it_are_checked() {
+        let (_dir, mut lines) = log(6);
         lines[2] = lines[2].replace("\"certificate_id\":3", "\"certificate_id\":9");
         let v = verify(&join(&lines));
-        let b = v.broken.unwrap();
-        assert_eq!(b.line, 3);
-        assert!(b.problem.contains("changed"), "{}", b.problem);
-        assert_eq!(v.lines, 2);
+        // One break: the line after it anchors the chain again.
+        assert_eq!(breaks(&v), [(3, Edit)]);
+        assert!(v.breaks[0].problem.contains("changed"), "{:?}", v.breaks);
+        assert_eq!((v.lines, v.last_seq), (6, 6));
+        // A second edit further on is found too.
+        lines[4] = lines[4].replace("\"certificate_id\":5", "\"certificate_id\":7");
+        assert_eq!(breaks(&verify(&join(&lines))), [(3, Edit), (5, Edit)]);
     }
 
     #[test]
@@ -529,57 +768,191 @@ mod tests {
             prev: &e.prev,
         })
         .unwrap();
-        lines[1] = forged;
-        let b = verify(&join(&lines)).broken.unwrap();
-        assert_eq!(b.line, 3);
+        lines[1] = forged.0;
+        let v = verify(&join(&lines));
+        assert_eq!(breaks(&v), [(3, Edit)]);
         assert!(
-            b.problem.contains("does not follow line 2"),
-            "{}",
-            b.problem
+            v.breaks[0].problem.contains("does not follow line 2"),
+            "{:?}",
+            v.breaks
         );
     }
 
     #[test]
     fn a_removed_line_is_named() {
-        let (_dir, mut lines) = log(4);
+        let (_dir, mut lines) = log(5);
         lines.remove(1);
-        let b = verify(&join(&lines)).broken.unwrap();
-        assert_eq!(b.line, 2);
-        assert!(b.problem.contains("seq 3"), "{}", b.problem);
+        let v = verify(&join(&lines));
+        assert_eq!(breaks(&v), [(2, Edit)]);
+        assert!(v.breaks[0].problem.contains("seq 3"), "{:?}", v.breaks);
+        assert_eq!(v.last_seq, 5);
         // The first line removed: the chain does not start at the genesis.
         let (_dir, mut lines) = log(2);
         lines.remove(0);
-        assert_eq!(verify(&join(&lines)).broken.unwrap().line, 1);
+        assert_eq!(breaks(&verify(&join(&lines))), [(1, Edit)]);
     }
 
     #[test]
     fn reordered_lines_are_named() {
         let (_dir, mut lines) = log(4);
         lines.swap(1, 2);
-        let b = verify(&join(&lines)).broken.unwrap();
-        assert_eq!(b.line, 2);
+        let v = verify(&join(&lines));
+        assert_eq!(v.first_edit().map(|b| b.line), Some(2));
+        assert!(v.breaks.iter().all(|b| b.kind == Edit), "{:?}", v.breaks);
     }
 
     #[test]
-    fn a_truncated_last_line_is_reported_as_such_and_the_writer_closes_it() {
+    fn a_cut_short_last_line_is_a_gap_and_the_closed_fragment_stays_one() {
         let (dir, lines) = log(3);
         let mut text = join(&lines);
         text.truncate(text.len() - 20);
-        let b = verify(&text).broken.unwrap();
-        assert_eq!(b.line, 3);
-        assert!(b.problem.contains("truncated"), "{}", b.problem);
+        let v = verify(&text);
+        assert_eq!(breaks(&v), [(3, Gap)]);
+        assert!(v.breaks[0].problem.contains("incomplete"), "{:?}", v.breaks);
+        assert!(v.intact());
+        assert_eq!(v.last_seq, 2);
         std::fs::write(dir.path().join(FILE), &text).unwrap();
         // The next write ends the fragment and continues the numbering after it.
         assert_eq!(add(dir.path(), "installed", 4), 4);
+        assert_eq!(add(dir.path(), "installed", 5), 5);
         let text = std::fs::read(dir.path().join(FILE)).unwrap();
-        let b = verify(&text).broken.unwrap();
-        assert_eq!(b.line, 3, "{}", b.problem);
-        let last = text[..text.len() - 1]
-            .rsplit(|&b| b == b'\n')
-            .next()
-            .unwrap();
-        let e = parse_line(last).unwrap();
-        assert_eq!(e.seq, 4);
+        let v = verify(&text);
+        assert_eq!(breaks(&v), [(3, Gap)]);
+        assert!(v.breaks[0].problem.contains("closed"), "{:?}", v.breaks);
+        assert_eq!((v.lines, v.last_seq), (5, 5));
+        assert_eq!(read_anchor(dir.path()).unwrap().unwrap().seq, 5);
+    }
+
+    /// Guards the check after a gap: a closed fragment then an edit after it are both
+    /// reported, each as what it is (the chain was checked past the fragment).
+    #[test]
+    fn a_closed_fragment_then_an_edit_after_it_are_both_reported() {
+        let (dir, lines) = log(2);
+        let mut text = join(&lines);
+        text.extend_from_slice(b"{\"seq\":3,\"time\":\"2026-");
+        std::fs::write(dir.path().join(FILE), &text).unwrap();
+        for i in 4..=7 {
+            assert_eq!(add(dir.path(), "installed", i), i);
+        }
+        let text = String::from_utf8(std::fs::read(dir.path().join(FILE)).unwrap()).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        assert_eq!(breaks(&verify(&join(&lines))), [(3, Gap)]);
+        lines[5] = lines[5].replace("\"certificate_id\":6", "\"certificate_id\":66");
+        let v = verify(&join(&lines));
+        assert_eq!(breaks(&v), [(3, Gap), (6, Edit)]);
+        assert!(!v.intact());
+        assert_eq!(v.last_seq, 7);
+    }
+
+    /// A line that is not cut short (garbage, an edited line) is an edit even when the line
+    /// after it chains to it: only what an interrupted write leaves is tolerated.
+    #[test]
+    fn only_a_cut_short_line_is_tolerated() {
+        let (dir, lines) = log(1);
+        let mut text = join(&lines);
+        text.extend_from_slice(b"{\"seq\":2} garbage");
+        std::fs::write(dir.path().join(FILE), &text).unwrap();
+        add(dir.path(), "installed", 3);
+        let v = verify(&std::fs::read(dir.path().join(FILE)).unwrap());
+        assert_eq!(breaks(&v), [(2, Edit)]);
+        // A fragment the next line does not chain to is an edit too.
+        let (_dir, mut lines) = log(3);
+        lines[1].truncate(30);
+        assert_eq!(breaks(&verify(&join(&lines))), [(2, Edit)]);
+        // A last line whose line break alone is missing is sound.
+        let (_dir, lines) = log(2);
+        let mut text = join(&lines);
+        text.pop();
+        let v = verify(&text);
+        assert_eq!((breaks(&v), v.last_seq), (vec![], 2));
+    }
+
+    #[test]
+    fn wanted_hashes_are_found_by_member_or_line_hash() {
+        let (_dir, lines) = log(3);
+        let second = parse_line(lines[1].as_bytes()).unwrap();
+        let line_hash = sha256_hex(lines[2].as_bytes());
+        let v = verify_against(&join(&lines), &[&second.hash, &line_hash, GENESIS]);
+        assert_eq!(v.found, [Some(2), Some(3), None]);
+        // A dropped tail loses the line.
+        let v = verify_against(&join(&lines[..2]), &[&line_hash]);
+        assert_eq!((v.found[0], v.last_seq), (None, 2));
+        assert!(v.intact());
+    }
+
+    #[test]
+    fn anchors_are_read_strictly() {
+        let good = Anchor {
+            seq: 42,
+            hash: GENESIS.to_owned(),
+        };
+        assert_eq!(Anchor::parse(good.render().as_bytes()), Ok(good));
+        for bad in [
+            &b""[..],
+            b"42 0000\n",
+            b"00000000000000000042 0000000000000000000000000000000000000000000000000000000000000000",
+            b"0000000000000000004x 0000000000000000000000000000000000000000000000000000000000000000\n",
+            b"00000000000000000042 000000000000000000000000000000000000000000000000000000000000000G\n",
+            b"\xff\xfe",
+        ] {
+            assert!(Anchor::parse(bad).is_err(), "{bad:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read_anchor(dir.path()), Ok(None));
+        std::fs::write(dir.path().join(ANCHOR_FILE), "").unwrap();
+        assert_eq!(read_anchor(dir.path()), Ok(None));
+        std::fs::write(dir.path().join(ANCHOR_FILE), "garbage\n").unwrap();
+        assert!(read_anchor(dir.path()).is_err());
+        // Never written through a link.
+        std::fs::remove_file(dir.path().join(ANCHOR_FILE)).unwrap();
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, "x").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join(ANCHOR_FILE)).unwrap();
+        add(dir.path(), "ordered", 1);
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "x");
+    }
+
+    /// The fuzz target's rules over every cut and many single-byte changes of a real log: no
+    /// panic, breaks in file order on lines the log has, a log without a break all sound.
+    #[test]
+    fn every_cut_and_flipped_byte_keeps_the_verifiers_rules() {
+        let (_dir, lines) = log(4);
+        let text = join(&lines);
+        let check = |data: &[u8]| {
+            let v = verify(data);
+            let all = data.split(|&b| b == b'\n').count() - usize::from(data.ends_with(b"\n"));
+            let all = if data.is_empty() { 0 } else { all };
+            if v.breaks.is_empty() {
+                assert_eq!(
+                    v.last_seq as usize,
+                    all,
+                    "{:?}",
+                    String::from_utf8_lossy(data)
+                );
+            }
+            let mut at = 0;
+            for b in &v.breaks {
+                assert!(
+                    b.line >= 1 && b.line as usize <= all && b.line >= at,
+                    "{v:?}"
+                );
+                at = b.line;
+            }
+            v
+        };
+        for cut in 0..text.len() {
+            let v = check(&text[..cut]);
+            // A cut is never an edit: at most a gap at the end.
+            assert!(v.intact(), "cut at {cut}: {:?}", v.breaks);
+        }
+        for at in (0..text.len()).step_by(7) {
+            let mut flipped = text.clone();
+            flipped[at] ^= 0x20;
+            let v = check(&flipped);
+            if flipped[at] != b'\n' && text[at] != b'\n' {
+                assert!(!v.intact(), "byte {at} changed: {:?}", v.breaks);
+            }
+        }
     }
 
     #[test]
@@ -598,8 +971,8 @@ mod tests {
             parse_line(&vec![b'a'; MAX_LINE + 1]),
             Err(LineError::TooLong)
         );
-        let b = verify(b"garbage\n").broken.unwrap();
-        assert_eq!(b.line, 1);
+        assert_eq!(breaks(&verify(b"garbage\n")), [(1, Edit)]);
+        assert_eq!(breaks(&verify(b"\n\n")), [(1, Edit), (2, Edit)]);
     }
 
     #[test]
@@ -607,8 +980,7 @@ mod tests {
         let (_dir, mut lines) = log(3);
         let again = lines[2].clone();
         lines.push(again);
-        let b = verify(&join(&lines)).broken.unwrap();
-        assert_eq!(b.line, 4);
+        assert_eq!(breaks(&verify(&join(&lines))), [(4, Edit)]);
     }
 
     /// The fuzz seed was written by another program from the format described above: the
@@ -617,10 +989,12 @@ mod tests {
     fn a_log_written_from_the_documented_format_verifies() {
         let seed = include_bytes!("../../fuzz/corpus/audit/seed-log");
         let v = verify(seed);
-        assert_eq!(v.broken, None);
+        assert_eq!(v.breaks, []);
         assert_eq!(v.lines, 4);
         let cut = include_bytes!("../../fuzz/corpus/audit/seed-truncated");
-        assert!(verify(cut).broken.unwrap().problem.contains("truncated"));
+        let v = verify(cut);
+        assert_eq!(v.breaks.len(), 1);
+        assert_eq!(v.breaks[0].kind, Gap);
     }
 
     #[test]

@@ -245,7 +245,7 @@ mod tests {
 
         let audit = fs::read(dir.path().join(audit::FILE)).unwrap();
         let verified = audit::verify(&audit);
-        assert_eq!(verified.broken, None);
+        assert_eq!(verified.breaks, []);
         assert_eq!(verified.lines, 152);
         let entries: Vec<audit::AuditEntry> = audit
             .split(|&b| b == b'\n')
@@ -282,9 +282,13 @@ mod tests {
         store.journal_all(&batch).unwrap();
         let text = fs::read(dir.path().join(audit::FILE)).unwrap();
         let v = audit::verify(&text);
-        // The fragment is line 2, the batch lines 3 to 5 after it.
-        assert_eq!(v.lines, 1);
-        assert_eq!(v.broken.map(|b| b.line), Some(2));
+        // The fragment is line 2, a tolerated gap; the batch lines 3 to 5 after it.
+        assert_eq!(v.lines, 5);
+        assert_eq!(v.breaks.len(), 1, "{:?}", v.breaks);
+        assert_eq!(
+            (v.breaks[0].line, v.breaks[0].kind),
+            (2, audit::BreakKind::Gap)
+        );
         let last = text
             .split(|&b| b == b'\n')
             .rfind(|l| !l.is_empty())

@@ -7,6 +7,7 @@ mod decimal;
 pub mod endpoint;
 mod secret;
 mod server_kind;
+pub mod text;
 
 pub use dcv_type::DcvType;
 pub use decimal::{Decimal, InvalidDecimal};

@@ -412,7 +412,7 @@ fn rejects_nul_in_names() {
     );
     let (name, p) = entry_problem(read(&zip, ServerKind::Nginx, &pki));
     assert_eq!(p, EntryProblem::Nul);
-    assert!(name.contains("\\0"), "{name}");
+    assert!(name.contains("\\x00"), "{name}");
 }
 
 #[test]

@@ -140,3 +140,5 @@ mod renew_polling;
 mod renew_scenarios;
 /// Time between the CA and this host: held certificates, the sandbox's fast clock, backoff.
 mod renew_time;
+/// Certificates dated near the end of year 9999: no command panics.
+mod renew_year_9999;

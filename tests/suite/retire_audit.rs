@@ -3,7 +3,8 @@
 //! validation files and placeholders removed, files the web server still names kept, later
 //! runs leaving a retired certificate alone, `discover` naming a certificate no virtual host
 //! serves; a renewal's actions in `audit.log`, and `audit --verify` on an untouched, an
-//! edited, a shortened and a reordered log.
+//! edited, a shortened and a reordered log, a closed fragment with an edit after it, a dropped
+//! tail checked against the hash the journal showed, and a deleted log.
 
 use crate::support;
 
@@ -11,6 +12,7 @@ use std::fs;
 use std::time::Duration;
 
 use partner_sandbox::SandboxConfig;
+use sha2::Digest;
 use support::env::{Publish, TestEnv, wait_until};
 use support::faults::{entries, serve_webroot};
 use support::scenario;
@@ -387,19 +389,201 @@ fn audit_verify_names_an_edited_a_removed_and_a_reordered_line() {
     out.expect_code(1);
     assert_eq!(out.json()["broken"]["line"], 2, "{}", out.describe());
 
+    // The last line cut short: an interrupted write would look so, but the anchor beside the
+    // log names that line.
     let mut cut = original.clone().into_bytes();
     cut.truncate(cut.len() - 10);
     fs::write(&path, &cut).unwrap();
     let out = env.agent(["audit", "--verify"]).run();
     out.expect_code(1);
     assert!(
-        out.stderr.contains(&format!("line {}:", lines.len())) && out.stderr.contains("truncated"),
+        out.stderr.contains(&format!("line {}: gap:", lines.len()))
+            && out.stderr.contains("cut short"),
         "{}",
         out.describe()
     );
 
     fs::write(&path, &original).unwrap();
     env.agent(["audit", "--verify"]).run().expect_code(0);
+}
+
+/// The audit lines' `hash` fields as `-v` logs them (the journal's copy), in order.
+fn logged_hashes(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("audit"))
+        .filter_map(|l| {
+            let at = l.find(" hash=")? + 6;
+            let h: String = l[at..]
+                .chars()
+                .take_while(char::is_ascii_hexdigit)
+                .collect();
+            (h.len() == 64).then_some(h)
+        })
+        .collect()
+}
+
+/// Guards the check past a gap: a write cut short (closed by the next write) is a tolerated
+/// gap, the chain is checked after it, and an edit further on is found and named.
+#[test]
+fn audit_verify_reports_a_closed_fragment_and_an_edit_after_it() {
+    let mut env = issued("www", "www.audit-gap.test");
+    let path = env.state_dir().join("audit.log");
+    let before = fs::read_to_string(&path).unwrap().lines().count();
+    // A write interrupted by a crash, then a second certificate's run writes after it.
+    let mut text = fs::read(&path).unwrap();
+    text.extend_from_slice(b"{\"seq\":99,\"time\":\"2026-11-");
+    fs::write(&path, &text).unwrap();
+    let spec = env.standalone_spec("api", &["api.audit-gap.test"]);
+    env.certs.push(spec);
+    scenario::renew_synced(&env).expect_code(0);
+    let out = env.agent(["audit", "--verify"]).run();
+    out.expect_code(0);
+    let gap = format!("line {}: gap:", before + 1);
+    assert!(
+        out.stdout.contains("1 gap(s)") && out.stdout.contains(&gap),
+        "{}",
+        out.describe()
+    );
+
+    let log = fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<String> = log.lines().map(str::to_owned).collect();
+    let edited = lines.len() - 2;
+    lines[edited] = lines[edited].replacen("\"host\":\"", "\"host\":\"x", 1);
+    fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let out = env.agent(["--json", "audit", "--verify"]).run();
+    out.expect_code(1);
+    let v = out.json();
+    let breaks: Vec<(u64, String)> = v["breaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["line"].as_u64().unwrap(),
+                b["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want = vec![
+        (before as u64 + 1, "gap".to_owned()),
+        (edited as u64 + 1, "edit".to_owned()),
+    ];
+    assert_eq!(breaks, want, "{}", out.describe());
+    assert_eq!(v["broken"]["line"], edited as u64 + 1);
+    let out = env.agent(["audit", "--verify"]).run();
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains(&gap) && out.stderr.contains(&format!("line {}: ", edited + 1)),
+        "{}",
+        out.describe()
+    );
+}
+
+/// Guards the anchors off the host: the journal's copy of each audit line carries its `hash`
+/// and `prev`; a log whose tail was dropped (and its anchor rewritten to match) verifies on
+/// its own but not against `--expect-last-hash` (the hash the journal showed) or
+/// `--expect-min-seq`.
+#[test]
+fn audit_verify_refuses_a_dropped_tail_against_the_expected_hash_and_seq() {
+    let mut env = issued("www", "www.audit-tail.test");
+    let spec = env.standalone_spec("api", &["api.audit-tail.test"]);
+    env.certs.push(spec);
+    let run = scenario::run_synced(&env, &["-v", "--json", "renew", "--wait", "30"]);
+    run.expect_code(0);
+    let hashes = logged_hashes(&run.stderr);
+    assert!(hashes.len() >= 3, "{}", run.describe());
+    assert!(run.stderr.contains(" prev="), "{}", run.describe());
+    let path = env.state_dir().join("audit.log");
+    let log = fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    let last = lines.len().to_string();
+    let journal_hash = hashes.last().unwrap().clone();
+    assert!(
+        lines.last().unwrap().contains(&journal_hash),
+        "{journal_hash} {log}"
+    );
+    let expect = |extra: &[&str]| {
+        let mut args = vec!["audit", "--verify"];
+        args.extend_from_slice(extra);
+        env.agent(args).run()
+    };
+    expect(&[
+        "--expect-last-hash",
+        &journal_hash,
+        "--expect-min-seq",
+        &last,
+    ])
+    .expect_code(0);
+    let written_anchor = fs::read(env.state_dir().join("audit.anchor")).unwrap();
+
+    // The last two lines dropped and the anchor made to match what is left.
+    let kept = &lines[..lines.len() - 2];
+    fs::write(&path, kept.join("\n") + "\n").unwrap();
+    let anchor = format!(
+        "{:020} {}\n",
+        kept.len(),
+        hex::encode(sha2::Sha256::digest(kept.last().unwrap().as_bytes()))
+    );
+    fs::write(env.state_dir().join("audit.anchor"), anchor).unwrap();
+    expect(&[]).expect_code(0);
+    let out = expect(&["--expect-last-hash", &journal_hash]);
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains("no sound line has hash"),
+        "{}",
+        out.describe()
+    );
+    let out = expect(&["--expect-min-seq", &last]);
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains(&format!("at least {last} expected")),
+        "{}",
+        out.describe()
+    );
+    expect(&["--expect-last-hash", "nothex"]).expect_code(2);
+    env.agent(["audit", "--expect-min-seq", "3"])
+        .run()
+        .expect_code(2);
+
+    // The anchor as the writer left it catches the same drop by itself.
+    fs::write(env.state_dir().join("audit.anchor"), &written_anchor).unwrap();
+    let out = expect(&[]);
+    out.expect_code(1);
+    assert!(out.stderr.contains("cut short"), "{}", out.describe());
+}
+
+/// Guards a deleted log: with the anchor left it is named as cut short or deleted; with the
+/// anchor deleted too, the records (an order, an install) show that actions were taken. A
+/// state with no action verifies with no log.
+#[test]
+fn audit_verify_fails_on_a_deleted_log_while_the_state_shows_actions() {
+    let env = issued("www", "www.audit-gone.test");
+    let path = env.state_dir().join("audit.log");
+    fs::remove_file(&path).unwrap();
+    let out = env.agent(["audit", "--verify"]).run();
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains("cut short, or deleted"),
+        "{}",
+        out.describe()
+    );
+    fs::remove_file(env.state_dir().join("audit.anchor")).unwrap();
+    let out = env.agent(["audit", "--verify"]).run();
+    out.expect_code(1);
+    assert!(
+        out.stderr
+            .contains("the state shows actions: certificate 'www'"),
+        "{}",
+        out.describe()
+    );
+    fs::write(&path, "").unwrap();
+    env.agent(["audit", "--verify"]).run().expect_code(1);
+
+    let fresh = TestEnv::new();
+    let out = fresh.agent(["audit", "--verify"]).run();
+    out.expect_code(0);
+    assert!(out.stdout.contains("chain intact"), "{}", out.describe());
 }
 
 /// Guards the configuration: an include file `discover --write` wrote for the certificate is
@@ -458,4 +642,90 @@ fn retire_removes_the_include_file_discover_wrote() {
         "{}",
         again.describe()
     );
+}
+
+/// Whether `c` would act on a terminal: a control character (line breaks aside) or a
+/// bidirectional control.
+fn acts_on_a_terminal(c: char) -> bool {
+    (c.is_control() && c != '\n')
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Guards the terminal against the API's text: a refusal whose message holds terminal
+/// controls (clear screen, a window title, a C1 CSI, a bidi override) is printed escaped in
+/// the error, in the `audit` table and in `--json` (there as the same string, the controls as
+/// JSON escapes).
+#[test]
+fn terminal_controls_in_an_api_message_are_shown_escaped() {
+    let env = issued("www", "www.audit-escape.test");
+    let id = scenario::certificate_id(&env, "www").to_string();
+    let message = "No\u{1b}[2J\u{1b}]0;owned\u{7} \u{9b}31mway \u{202e}exe.txt";
+    env.sandbox.inject(
+        partner_sandbox::Fault::new(partner_sandbox::FaultKind::Refusal {
+            message: message.to_owned(),
+        })
+        .method("POST")
+        .path("/api/v1/ssl_certificates/*/cancel"),
+    );
+    let out = env.agent(["cancel", &id, "--yes"]).run();
+    out.expect_code(1);
+    let escaped = "No\\x1b[2J\\x1b]0;owned\\x07 \\x9b31mway \\u{202e}exe.txt";
+    assert!(out.stderr.contains("No\\x1b[2J"), "{}", out.describe());
+    assert!(
+        !out.stderr.chars().any(acts_on_a_terminal),
+        "{}",
+        out.describe()
+    );
+    // The refusal is audited as it came, and shown escaped.
+    let table = env.agent(["audit"]).run();
+    table.expect_code(0);
+    assert!(
+        table.stdout.contains("cancel-refused"),
+        "{}",
+        table.describe()
+    );
+    assert!(table.stdout.contains(escaped), "{}", table.describe());
+    assert!(
+        !table.stdout.chars().any(acts_on_a_terminal),
+        "{}",
+        table.describe()
+    );
+    let json = env.agent(["--json", "audit"]).run();
+    json.expect_code(0);
+    assert!(
+        !json.stdout.chars().any(acts_on_a_terminal),
+        "{}",
+        json.describe()
+    );
+    let refused = json
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == "cancel-refused")
+        .cloned()
+        .unwrap();
+    let error = refused["details"]["error"].as_str().unwrap();
+    assert!(error.contains(message), "{error:?}");
+    env.agent(["audit", "--verify"]).run().expect_code(0);
+
+    // A record's last error (an API message kept from a failed run) in `status`: its table
+    // and the line under it.
+    env.edit_record("www", |v| {
+        v["last_error"] = message.into();
+        v["failures"] = 1.into();
+    });
+    for args in [&["status"][..], &["--json", "status"], &["check"]] {
+        let out = env.agent(args.iter().copied()).run();
+        assert!(
+            out.stdout.contains("No\\x1b[2J") || out.stdout.contains("No\\u001b[2J"),
+            "{}",
+            out.describe()
+        );
+        assert!(
+            !out.stdout.chars().any(acts_on_a_terminal),
+            "{}",
+            out.describe()
+        );
+    }
 }

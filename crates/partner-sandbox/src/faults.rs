@@ -64,6 +64,10 @@ pub enum FaultKind {
     /// The bundle is replaced by a broken one (only when the call would otherwise have
     /// succeeded).
     HostileBundle { hostile: HostileKind },
+    /// The call answers 422 `{success: false, error: <message>}` with the message given (only
+    /// when the call would otherwise have succeeded): a refusal whose text a test chooses,
+    /// terminal controls included.
+    Refusal { message: String },
 }
 
 fn default_login() -> String {
@@ -118,6 +122,7 @@ impl FaultKind {
             Self::CaUnreachable => "ca_unreachable",
             Self::BundleFailure { .. } => "bundle_failure",
             Self::HostileBundle { .. } => "hostile_bundle",
+            Self::Refusal { .. } => "refusal",
         }
     }
 }

@@ -258,3 +258,32 @@ fn the_first_renewal_past_reuse_needs_a_fresh_validation_across_2027_and_2029() 
         f.describe()
     );
 }
+
+/// Guards the projection near the largest date: certificates and subscriptions ending in the
+/// last days of year 9999 (a reissue that would run past it, an order after it) project
+/// what falls before it and stop there, without a panic.
+#[test]
+fn terms_ending_near_year_9999_project_without_a_panic() {
+    let last = datetime!(9999-12-31 23:59:59 UTC);
+    let now = datetime!(2026-11-28 00:00 UTC);
+    let shapes = [
+        // (not_before, not_after, subscription end)
+        (now - Duration::days(1), last, last),
+        (last - Duration::days(30), last, last),
+        (last - Duration::days(90), last - Duration::days(20), last),
+        (last - Duration::days(400), last - Duration::days(200), last),
+        (now, now + Duration::days(90), last),
+    ];
+    for (from, until, sub) in shapes {
+        let mut rec = installed(0, 1, 2);
+        let inst = rec.installed.as_mut().unwrap();
+        inst.not_before = from;
+        inst.not_after = until;
+        rec.subscription.as_mut().unwrap().ends = sub;
+        for (n, horizon) in [(now, now + Duration::days(400)), (from, last)] {
+            let dues = upcoming(&rec, KNOBS, n, horizon);
+            assert!(dues.iter().all(|d| d.at <= last), "{dues:?}");
+            assert!(dues.windows(2).all(|w| w[0].at <= w[1].at), "{dues:?}");
+        }
+    }
+}

@@ -1,6 +1,6 @@
 //! The faults that change an answer after the request was applied: half a JSON document, a
 //! maintenance page, every value of the wrong type, the CA unreachable, a failing or hostile
-//! bundle. (A `status` fault answers before; `delay` and `drop_after_apply` act on the
+//! bundle, a refusal with a chosen message. (A `status` fault answers before; `delay` and `drop_after_apply` act on the
 //! connection.)
 
 use bytes::Bytes;
@@ -49,6 +49,11 @@ pub(super) fn answer_fault(
                 "success": false,
                 "error": "Failed to retrieve DCV status: the certificate authority cannot be reached, try again later",
             }));
+        }
+        Some(FaultKind::Refusal { message }) if resp.status == 200 => {
+            resp.status = 422;
+            resp.headers.clear();
+            resp.body = ResponseBody::Json(json!({ "success": false, "error": message }));
         }
         Some(FaultKind::BundleFailure { failure }) if resp.status == 200 => {
             resp.status = 422;
