@@ -279,7 +279,7 @@ fn terms_ending_near_year_9999_project_without_a_panic() {
         let inst = rec.installed.as_mut().unwrap();
         inst.not_before = from;
         inst.not_after = until;
-        rec.subscription.as_mut().unwrap().ends = sub;
+        rec.partner.subscription.as_mut().unwrap().ends = sub;
         for (n, horizon) in [(now, now + Duration::days(400)), (from, last)] {
             let dues = upcoming(&rec, KNOBS, n, horizon);
             assert!(dues.iter().all(|d| d.at <= last), "{dues:?}");

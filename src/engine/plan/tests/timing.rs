@@ -149,7 +149,7 @@ fn prolong_is_prepared_at_most_once_a_day() {
         "{a:?}"
     );
     // Prepared on the last second there is (an edited record): idle, no panic.
-    rec.prolong_prepared_at = Some(time::macros::datetime!(9999-12-31 23:59:59 UTC));
+    rec.partner.prolong_prepared_at = Some(time::macros::datetime!(9999-12-31 23:59:59 UTC));
     let a = decide(&inputs(&rec, t(301)));
     assert!(matches!(a, Action::Idle { next: None, .. }), "{a:?}");
 }
