@@ -61,13 +61,7 @@ pub async fn connect(config: &Config, clock: Clock) -> Result<Option<FleetLink>>
             ),
         },
     };
-    let previous_path = match &fc.previous_secret_file {
-        Some(p) => Some(p.clone()),
-        None => std::env::var_os("CREDENTIALS_DIRECTORY")
-            .map(|dir| PathBuf::from(dir).join(FLEET_PREVIOUS_KEY_CREDENTIAL))
-            .filter(|p| p.exists()),
-    };
-    let previous = match previous_path {
+    let previous = match previous_key_path(fc) {
         Some(p) => Some(FleetKey::read(&p).map_err(|e| anyhow!("previous_secret_file: {e}"))?),
         None => None,
     };
@@ -98,6 +92,35 @@ pub async fn connect(config: &Config, clock: Clock) -> Result<Option<FleetLink>>
         clock,
         forged_key_check: std::sync::atomic::AtomicI64::new(0),
     }))
+}
+
+/// Where the previous fleet key is read from: `previous_secret_file`, or the systemd
+/// credential when it is passed.
+fn previous_key_path(fc: &FleetConfig) -> Option<PathBuf> {
+    match &fc.previous_secret_file {
+        Some(p) => Some(p.clone()),
+        None => std::env::var_os("CREDENTIALS_DIRECTORY")
+            .map(|dir| PathBuf::from(dir).join(FLEET_PREVIOUS_KEY_CREDENTIAL))
+            .filter(|p| p.exists()),
+    }
+}
+
+/// What `check` and `status` warn of while a previous fleet key is configured after the
+/// rotation ended on this host (as `fleet-versions.json` records it, at `now`): the file is
+/// to go. Reads only; `None` without a previous key, or while the rotation goes on.
+pub fn previous_key_warning(config: &Config, now: time::OffsetDateTime) -> Option<String> {
+    let fc = config.fleet.as_ref()?;
+    let path = previous_key_path(fc)?;
+    let key = FleetKey::read(&path).ok()?;
+    let versions = Versions::load(&config.agent.state_dir).ok()?;
+    versions.rotation_ended(key.fingerprint(), now).then(|| {
+        format!(
+            "the fleet key rotation has ended on this host: the previous fleet key ({}) \
+                 opens nothing any more; remove previous_secret_file from [fleet] (or the \
+                 credential {FLEET_PREVIOUS_KEY_CREDENTIAL}) and delete the old key",
+            path.display()
+        )
+    })
 }
 
 /// Reads `[fleet] password_file`: private to its owner (as the API's password file), one line.
@@ -196,12 +219,13 @@ pub(super) fn spec_digest(link: &FleetLink, cert: &CertificateConfig) -> String 
     super::versions::digest(text.as_bytes())
 }
 
-/// The previous key is retired — it opens nothing any more — once the fleet finished rotating:
-/// when the key check is seen under the current key (`seen`), and from then on (kept in
-/// `fleet-versions.json`), so that a key check sealed again under the previous key (by whoever
-/// still holds it) does not bring it back: it is refused like any key check that is not the
-/// fleet's.
-fn retire_previous_key(
+/// The previous key is retired — it opens nothing any more — once the rotation ended on this
+/// host: when the key check is seen under the current key (`seen`), or once
+/// [`ROTATION_GRACE`](super::versions::ROTATION_GRACE) passed since this host first ran
+/// holding the previous key; and from then on (both kept in `fleet-versions.json`), so that a
+/// key check sealed again under the previous key (by whoever still holds it) does not bring
+/// it back: it is refused like any key check that is not the fleet's.
+pub(super) fn retire_previous_key(
     link: &FleetLink,
     versions: &mut Versions,
     seen: Option<Which>,
@@ -209,19 +233,35 @@ fn retire_previous_key(
     let Some(previous) = link.key.previous() else {
         return Ok(());
     };
-    let done = versions.is_retired(previous.fingerprint());
-    if seen == Some(Which::Current) && !done {
+    let now = link.clock.now();
+    let since = versions.rotating_since(previous.fingerprint(), now);
+    let before = versions.is_retired(previous.fingerprint());
+    let ended = versions.rotation_ended(previous.fingerprint(), now);
+    if seen == Some(Which::Current) || ended {
         versions.retire(previous.fingerprint());
-        versions.save()?;
-    } else if !done {
+    }
+    versions.save()?;
+    if !versions.is_retired(previous.fingerprint()) {
         return Ok(());
     }
     if link.key.retire_previous() {
+        let why = if before {
+            "as recorded in fleet-versions.json".to_owned()
+        } else if seen != Some(Which::Current) {
+            format!(
+                "{} h passed since this host first ran with it ({})",
+                super::versions::ROTATION_GRACE.whole_hours(),
+                crate::clock::rfc3339(since)
+            )
+        } else {
+            format!(
+                "the fleet's key check {} was seen under this host's current key",
+                link.fleet.key(KEY_CHECK)
+            )
+        };
         tracing::info!(
-            "the fleet finished rotating its key (its key check {} was seen under this host's \
-             current key): values still sealed under the previous key are refused; remove \
-             previous_secret_file",
-            link.fleet.key(KEY_CHECK)
+            "the fleet key rotation has ended on this host ({why}): values still sealed \
+             under the previous key are refused; remove previous_secret_file"
         );
     }
     Ok(())
