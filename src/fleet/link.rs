@@ -36,6 +36,8 @@ pub struct FleetLink {
     /// The modification revision of a key check refused as not the fleet's (0: none): the
     /// next leader seals it again.
     forged_key_check: std::sync::atomic::AtomicI64,
+    /// This host's instance id, once its state directory was read ([`check_instance`]).
+    pub(super) instance: std::sync::OnceLock<String>,
 }
 
 impl std::fmt::Debug for FleetLink {
@@ -91,6 +93,7 @@ pub async fn connect(config: &Config, clock: Clock) -> Result<Option<FleetLink>>
         config: fc.clone(),
         clock,
         forged_key_check: std::sync::atomic::AtomicI64::new(0),
+        instance: std::sync::OnceLock::new(),
     }))
 }
 
@@ -150,6 +153,7 @@ pub(super) async fn check_specs(
     snap: &Snapshot,
     versions: &mut Versions,
 ) -> Result<BTreeMap<String, String>> {
+    check_instance(link, versions).await?;
     // A key retired before stays retired: a key check sealed again under it is refused too.
     retire_previous_key(link, versions, None)?;
     let seen = check_key(link, snap.key_check.clone()).await?;
@@ -209,6 +213,42 @@ pub(super) async fn check_specs(
     }
     versions.save()?;
     Ok(refused)
+}
+
+/// How long after its last synchronisation a host's `seen` record counts as a live process's
+/// announcement: twice the daemon's five-minute resynchronisation.
+pub(super) const LIVE_FOR: time::Duration = time::Duration::minutes(10);
+
+/// Refuses this host's fleet work while another live process announces the same host name:
+/// `hosts/HOST/seen` opens, names another instance id than this state directory's, and was
+/// written less than [`LIVE_FOR`] ago. Two hosts configured with the same `[fleet] host` end
+/// each other's leads; the second to start stops here, naming the name. A `seen` record that
+/// does not open, or of an older version without an instance id, announces nothing.
+pub(super) async fn check_instance(link: &FleetLink, versions: &Versions) -> Result<()> {
+    let mine = versions.instance()?;
+    let host = link.fleet.host();
+    let rel = super::schema::seen_key(host);
+    if let Some((value, _)) = link.fleet.get(&rel).await? {
+        let place = Place::new(Purpose::HostSeen, &rel, "");
+        if let Ok((_, seen)) =
+            envelope::open_json::<super::schema::HostSeen>(&link.key, &link.fleet, &place, &value)
+            && let Some(theirs) = seen.instance.filter(|t| *t != mine)
+            && link.clock.now() - seen.at < LIVE_FOR
+        {
+            bail!(
+                "another host announces this host's name '{host}' ([fleet] host) in {}: \
+                 instance {theirs}, last synchronised {} (this host is instance {mine}); two \
+                 hosts configured with the same name end each other's leads, so this host does \
+                 no fleet work: give each host its own [fleet] host (the other stops counting \
+                 as live {} minutes after its last synchronisation)",
+                link.fleet.key(&rel),
+                crate::clock::rfc3339(seen.at),
+                LIVE_FOR.whole_minutes()
+            );
+        }
+    }
+    let _ = link.instance.set(mine);
+    Ok(())
 }
 
 /// The digest of what this host's configuration says of `cert` that the fleet's spec must

@@ -31,7 +31,8 @@ use super::envelope::{self, Place, Purpose};
 use super::follower::hosts::report_seen;
 use super::key::Which;
 use super::link::{
-    FleetLink, KEY_CHECK_TEXT, check_key, connect, reseal_forged_key_check, retire_previous_key,
+    FleetLink, KEY_CHECK_TEXT, check_instance, check_key, connect, reseal_forged_key_check,
+    retire_previous_key,
 };
 use super::schema::{Current, HostSeen, KEY_CHECK, Kind, SharedState, b64, unb64};
 use super::versions::Versions;
@@ -108,6 +109,7 @@ pub async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateReport> {
         Err(e) => return Err(e.into()),
     };
     let mut versions = Versions::load(store.dir())?;
+    check_instance(&link, &versions).await?;
     retire_previous_key(&link, &mut versions, None)?;
     let seen = check_key(&link, None).await?;
     retire_previous_key(&link, &mut versions, seen)?;

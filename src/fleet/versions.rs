@@ -24,6 +24,9 @@ use super::schema::{Kind, current_key, spec_key, state_key};
 
 pub(super) const VERSIONS_FILE: &str = "fleet-versions.json";
 
+/// This host's instance id, beside the versions ([`Versions::instance`]).
+pub(super) const INSTANCE_FILE: &str = "fleet-instance";
+
 /// One accepted value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Accepted {
@@ -215,6 +218,32 @@ impl Versions {
     /// Whether the fleet finished rotating away from the key of `fingerprint`.
     pub(super) fn is_retired(&self, fingerprint: &str) -> bool {
         self.file.retired_keys.iter().any(|f| f == fingerprint)
+    }
+
+    /// This host's instance id: 16 random bytes (hex), made the first time and kept beside
+    /// this file in `fleet-instance` (0600; a deleted or damaged versions file keeps it). It
+    /// tells this host's `hosts/HOST/seen` from one another host configured with the same
+    /// name wrote.
+    pub(super) fn instance(&self) -> Result<String> {
+        let path = self.path.with_file_name(INSTANCE_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text)
+                if text.trim().len() == 32
+                    && text.trim().bytes().all(|b| b.is_ascii_hexdigit()) =>
+            {
+                return Ok(text.trim().to_owned());
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => bail!("{}: {}", path.display(), crate::fsutil::io_text(&e)),
+        }
+        let mut bytes = [0u8; 16];
+        aws_lc_rs::rand::fill(&mut bytes)
+            .map_err(|_| anyhow!("the system's random source failed"))?;
+        let id = hex::encode(bytes);
+        crate::fsutil::write_atomic(&path, format!("{id}\n").as_bytes(), 0o600)
+            .map_err(|e| anyhow!("{}: {}", path.display(), crate::fsutil::io_text(&e)))?;
+        Ok(id)
     }
 
     /// When this host first ran holding the key of `fingerprint` as its previous key: recorded
@@ -568,6 +597,20 @@ mod tests {
         let mut far = Versions::load(dir.path()).unwrap();
         far.rotating_since("ef56", time::PrimitiveDateTime::MAX.assume_utc());
         assert!(!far.rotation_ended("ef56", time::PrimitiveDateTime::MAX.assume_utc()));
+        // The instance id: made once, kept.
+        let id = Versions::load(dir.path()).unwrap().instance().unwrap();
+        assert_eq!(id.len(), 32);
+        std::fs::remove_file(dir.path().join(VERSIONS_FILE)).unwrap();
+        assert_eq!(Versions::load(dir.path()).unwrap().instance().unwrap(), id);
+        let other = tempfile::tempdir().unwrap();
+        assert_ne!(
+            Versions::load(other.path()).unwrap().instance().unwrap(),
+            id
+        );
+        // A damaged id file: a new id.
+        std::fs::write(dir.path().join(INSTANCE_FILE), "garbage").unwrap();
+        let new = Versions::load(dir.path()).unwrap().instance().unwrap();
+        assert!(new != id && new.len() == 32);
         // A damaged start is a damaged file, named.
         let bad = br#"{"@rotating_since":{"ab12":"yesterday"}}"#;
         let err = Versions::parse(dir.path().join(VERSIONS_FILE), bad).unwrap_err();

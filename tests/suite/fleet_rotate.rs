@@ -88,6 +88,11 @@ impl Rotation {
         }
     }
 
+    /// The value at `rel` (relative to the prefix), read on a connection of its own.
+    fn etcd_get(&self, rel: &str) -> Option<Vec<u8>> {
+        self.f.etcd().get(rel)
+    }
+
     /// Host `i`'s `[fleet]` keys: `secret_file` and, when given, `previous_secret_file`.
     fn keys(&self, i: usize, current: &Path, previous: Option<&Path>) {
         set_fleet_keys(&self.f, i, current, previous);
@@ -490,4 +495,41 @@ fn an_old_key_check_put_back_after_rotate_key_brings_the_old_key_back_nowhere() 
         "{}",
         check.describe()
     );
+}
+
+#[test]
+fn a_second_host_configured_with_a_live_hosts_name_refuses_its_fleet_work() {
+    let r = Rotation::start();
+    let serial = r.served(0);
+    let calls = r.f.env.calls().len();
+    let web1_seen = r.etcd_get("hosts/web1/seen");
+    // web2 configured as web1 while web1 is live (it synchronised moments ago).
+    let path = &r.f.hosts[1].config;
+    let text = fs::read_to_string(path).unwrap();
+    assert!(text.contains("host = \"web2\""), "{text}");
+    fs::write(path, text.replace("host = \"web2\"", "host = \"web1\"")).unwrap();
+    let out = r.f.agent(1, &["--json", "renew"]);
+    out.expect_failure();
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        said.contains("another host announces this host's name 'web1' ([fleet] host)")
+            && said.contains(&format!("{PREFIX}hosts/web1/seen"))
+            && said.contains("give each host its own [fleet] host"),
+        "{}",
+        out.describe()
+    );
+    // It wrote nothing as web1: web1's record is web1's, and web1 goes on.
+    assert_eq!(r.etcd_get("hosts/web1/seen"), web1_seen);
+    let out = r.f.agent(0, &["--json", "renew"]);
+    out.expect_code(0);
+    assert_eq!(r.served(0), serial);
+    let all = r.f.env.calls();
+    assert!(
+        state_changing(&all[calls..]).is_empty(),
+        "{}",
+        show(&all[calls..])
+    );
+    // The first host restarted keeps its instance (its state directory): not refused.
+    let out = r.f.agent(0, &["--json", "renew"]);
+    out.expect_code(0);
 }

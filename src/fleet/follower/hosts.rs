@@ -106,6 +106,7 @@ pub(in crate::fleet) async fn report_seen(link: &FleetLink, host: &str) {
         at,
         key_id: link.key.current().id(),
         previous_key_id: link.key.previous_in_use(),
+        instance: link.instance.get().cloned(),
     };
     let place = Place::new(Purpose::HostSeen, &rel, "");
     let version = u64::try_from(at.unix_timestamp()).unwrap_or(0);
