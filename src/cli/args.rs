@@ -516,14 +516,20 @@ pub enum FleetCommand {
     /// (fenced like a leader run), seals every value again under the new key (the shared
     /// records and current certificates at a higher version, so no host takes them for
     /// replays and none reinstalls or reloads), the key check last, and lists what it sealed;
-    /// 4. remove `previous_secret_file` (and the old key) on every host. From then on a host
-    /// holding only the old key is refused, and so is any value sealed under it (each host
-    /// refuses such values already once it saw the key check under the new key).
+    /// then it checks that every host has moved (each host's sealed seen record names the new
+    /// key and no previous key in use: the host ran since and saw the key check under the new
+    /// key) and lists those that have not — run it again after their next run; 4. remove
+    /// `previous_secret_file` (and the old key) on every host. A host stops opening values
+    /// sealed under the old key once it saw the key check under the new key, or 24 h after it
+    /// first ran holding both keys, whichever comes first, for good (recorded in its state
+    /// directory): run step 3 within 24 h of step 2's first host.
     ///
-    /// Makes no Partner API call. Exits 0 when everything is under the new key, 3 when some
-    /// value opened under neither key and was left as it is (listed), 1 on error (another
-    /// host leads: run it again after that host's run; nothing is half done — running it
-    /// again re-seals only what is still under the old key).
+    /// Makes no Partner API call. Exits 0 when everything is under the new key and every host
+    /// has moved, 75 when every value is under it but hosts have not moved yet (listed), 3
+    /// when some value opened under neither key and was left as it is (listed), 1 on error
+    /// (another host leads: run it again after that host's run; nothing is half done — running
+    /// it again re-seals only what is still under the old key, until the rotation has ended on
+    /// this host).
     RotateKey,
 }
 

@@ -19,7 +19,10 @@ pub(super) async fn status(
     let link = crate::fleet::connect(config, clock)
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
-    let status = crate::fleet::status(&link).await?;
+    let mut status = crate::fleet::status(&link).await?;
+    status
+        .warnings
+        .extend(crate::fleet::previous_key_warning(config, clock.now()));
     let code = if status.lagging.is_empty() && status.failing.is_empty() {
         exit::OK
     } else {
@@ -28,6 +31,9 @@ pub(super) async fn status(
     if out.json {
         out.print_json(&status)?;
         return Ok(code);
+    }
+    for w in &status.warnings {
+        outln!("WARNING: {w}");
     }
     outln!(
         "leader: {}",
@@ -117,17 +123,21 @@ pub(super) async fn status(
 }
 
 /// Seals every value of the fleet again under the new key and lists what it did; exit 3 when
-/// a value was left as it is (it opens under neither key).
+/// a value was left as it is (it opens under neither key), 75 when every value is under the
+/// new key but some hosts have not moved to it yet (listed; run it again after their next
+/// run).
 pub(super) async fn rotate_key(
     config: &Config,
     out: &Output,
     clock: crate::clock::Clock,
 ) -> Result<u8> {
     let report = crate::fleet::rotate_key(config, clock).await?;
-    let code = if report.left.is_empty() {
-        exit::OK
-    } else {
+    let code = if !report.left.is_empty() {
         exit::PARTIAL
+    } else if !report.unmoved.is_empty() {
+        exit::PENDING
+    } else {
+        exit::OK
     };
     if out.json {
         out.print_json(&report)?;
@@ -156,8 +166,21 @@ pub(super) async fn rotate_key(
     for (key, why) in &report.left {
         outln!("left as it is: {}: {}", shown(key), shown(why));
     }
-    if report.left.is_empty() {
-        outln!("every value is under the new key: remove previous_secret_file on every host");
+    for u in &report.unmoved {
+        outln!("not moved yet: {}: {}", shown(&u.host), shown(&u.why));
+    }
+    if report.complete {
+        outln!(
+            "every value is under the new key and every host has moved: the rotation is \
+             complete; remove previous_secret_file on every host"
+        );
+    } else if report.left.is_empty() {
+        outln!(
+            "the rotation is not complete: {} host(s) still open values with the previous key; \
+             run `cert-agent fleet rotate-key` again after their next run (a host that will not \
+             run again: delete its hosts/HOST/ keys)",
+            report.unmoved.len()
+        );
     }
     Ok(code)
 }

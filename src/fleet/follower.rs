@@ -22,7 +22,7 @@ use super::shared::{check_dcv, open_state};
 use super::versions::{Seen, Versions};
 
 mod current;
-mod hosts;
+pub(super) mod hosts;
 mod keep;
 pub(super) mod retired;
 mod slices;

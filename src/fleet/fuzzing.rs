@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 use super::envelope::{self, Place, Purpose};
 use super::key::{FleetKey, FleetKeys, KEY_LEN};
-use super::schema::{Current, DcvEntry, HostResult, Kind, SharedState, Spec, Tombstone, Unplaced};
+use super::schema::{
+    Current, DcvEntry, HostResult, HostSeen, Kind, SharedState, Spec, Tombstone, Unplaced,
+};
 use super::versions::Versions;
 
 /// `data` as a value read from etcd at every kind of key; and `data` sealed, opened back.
@@ -49,7 +51,29 @@ pub fn envelope(data: &[u8]) {
     let _ = serde_json::from_slice::<HostResult>(data);
     let _ = serde_json::from_slice::<Spec>(data);
     let _ = serde_json::from_slice::<Unplaced>(data);
+    host_seen(&keys, data);
     tombstone(&keys, data);
+}
+
+/// `data` as a host's `seen` record: one that reads is sealed for its place, opens back and
+/// reads back the same; it never opens as another host's.
+fn host_seen(keys: &FleetKeys, data: &[u8]) {
+    let Ok(seen) = serde_json::from_slice::<HostSeen>(data) else {
+        return;
+    };
+    let place = Place::new(Purpose::HostSeen, "hosts/web1/seen", "");
+    let Ok(sealed) = envelope::seal_json(keys, &place, 9, &seen) else {
+        panic!("a seen record that reads is written");
+    };
+    match envelope::open_raw(keys, &place, &sealed) {
+        Ok((9, plain, _)) => match serde_json::from_slice::<HostSeen>(&plain) {
+            Ok(again) => assert_eq!(again, seen, "reads back the same"),
+            Err(e) => panic!("what is written does not read back: {e}"),
+        },
+        other => panic!("a sealed seen record does not open back: {other:?}"),
+    }
+    let other = Place::new(Purpose::HostSeen, "hosts/web2/seen", "");
+    assert!(envelope::open_raw(keys, &other, &sealed).is_err());
 }
 
 /// `data` as a tombstone's document: one that reads is sealed for its place, opens back and

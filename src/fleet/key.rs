@@ -185,6 +185,12 @@ impl FleetKeys {
         self.previous.as_ref()
     }
 
+    /// The id of the previous key while it still opens values (held, not retired).
+    pub(super) fn previous_in_use(&self) -> Option<u8> {
+        let retired = self.retired.load(std::sync::atomic::Ordering::SeqCst);
+        self.previous.as_ref().filter(|_| !retired).map(|k| k.id)
+    }
+
     /// The keys whose id is `id`, the current one first.
     pub(super) fn with_id(&self, id: u8) -> impl Iterator<Item = (Which, &FleetKey)> {
         let retired = self.retired.load(std::sync::atomic::Ordering::SeqCst);
@@ -247,6 +253,10 @@ mod tests {
         let found: Vec<Which> = both.with_id(ib).map(|(w, _)| w).collect();
         assert_eq!(found, vec![Which::Current]);
         assert!(both.ids().contains("(previous)"));
+        assert_eq!(both.previous_in_use(), Some(ia));
+        assert!(both.retire_previous());
+        assert_eq!(both.previous_in_use(), None);
+        assert_eq!(both.with_id(ia).count(), 0, "retired: opens nothing");
         let one = FleetKeys::new(key(5), None);
         assert_eq!(one.with_id(one.current().id()).count(), 1);
         assert!(one.previous().is_none());

@@ -36,6 +36,8 @@ pub struct FleetLink {
     /// The modification revision of a key check refused as not the fleet's (0: none): the
     /// next leader seals it again.
     forged_key_check: std::sync::atomic::AtomicI64,
+    /// This host's instance id, once its state directory was read ([`check_instance`]).
+    pub(super) instance: std::sync::OnceLock<String>,
 }
 
 impl std::fmt::Debug for FleetLink {
@@ -61,13 +63,7 @@ pub async fn connect(config: &Config, clock: Clock) -> Result<Option<FleetLink>>
             ),
         },
     };
-    let previous_path = match &fc.previous_secret_file {
-        Some(p) => Some(p.clone()),
-        None => std::env::var_os("CREDENTIALS_DIRECTORY")
-            .map(|dir| PathBuf::from(dir).join(FLEET_PREVIOUS_KEY_CREDENTIAL))
-            .filter(|p| p.exists()),
-    };
-    let previous = match previous_path {
+    let previous = match previous_key_path(fc) {
         Some(p) => Some(FleetKey::read(&p).map_err(|e| anyhow!("previous_secret_file: {e}"))?),
         None => None,
     };
@@ -97,7 +93,37 @@ pub async fn connect(config: &Config, clock: Clock) -> Result<Option<FleetLink>>
         config: fc.clone(),
         clock,
         forged_key_check: std::sync::atomic::AtomicI64::new(0),
+        instance: std::sync::OnceLock::new(),
     }))
+}
+
+/// Where the previous fleet key is read from: `previous_secret_file`, or the systemd
+/// credential when it is passed.
+fn previous_key_path(fc: &FleetConfig) -> Option<PathBuf> {
+    match &fc.previous_secret_file {
+        Some(p) => Some(p.clone()),
+        None => std::env::var_os("CREDENTIALS_DIRECTORY")
+            .map(|dir| PathBuf::from(dir).join(FLEET_PREVIOUS_KEY_CREDENTIAL))
+            .filter(|p| p.exists()),
+    }
+}
+
+/// What `check` and `status` warn of while a previous fleet key is configured after the
+/// rotation ended on this host (as `fleet-versions.json` records it, at `now`): the file is
+/// to go. Reads only; `None` without a previous key, or while the rotation goes on.
+pub fn previous_key_warning(config: &Config, now: time::OffsetDateTime) -> Option<String> {
+    let fc = config.fleet.as_ref()?;
+    let path = previous_key_path(fc)?;
+    let key = FleetKey::read(&path).ok()?;
+    let versions = Versions::load(&config.agent.state_dir).ok()?;
+    versions.rotation_ended(key.fingerprint(), now).then(|| {
+        format!(
+            "the fleet key rotation has ended on this host: the previous fleet key ({}) \
+                 opens nothing any more; remove previous_secret_file from [fleet] (or the \
+                 credential {FLEET_PREVIOUS_KEY_CREDENTIAL}) and delete the old key",
+            path.display()
+        )
+    })
 }
 
 /// Reads `[fleet] password_file`: private to its owner (as the API's password file), one line.
@@ -127,6 +153,7 @@ pub(super) async fn check_specs(
     snap: &Snapshot,
     versions: &mut Versions,
 ) -> Result<BTreeMap<String, String>> {
+    check_instance(link, versions).await?;
     // A key retired before stays retired: a key check sealed again under it is refused too.
     retire_previous_key(link, versions, None)?;
     let seen = check_key(link, snap.key_check.clone()).await?;
@@ -188,6 +215,42 @@ pub(super) async fn check_specs(
     Ok(refused)
 }
 
+/// How long after its last synchronisation a host's `seen` record counts as a live process's
+/// announcement: twice the daemon's five-minute resynchronisation.
+pub(super) const LIVE_FOR: time::Duration = time::Duration::minutes(10);
+
+/// Refuses this host's fleet work while another live process announces the same host name:
+/// `hosts/HOST/seen` opens, names another instance id than this state directory's, and was
+/// written less than [`LIVE_FOR`] ago. Two hosts configured with the same `[fleet] host` end
+/// each other's leads; the second to start stops here, naming the name. A `seen` record that
+/// does not open, or of an older version without an instance id, announces nothing.
+pub(super) async fn check_instance(link: &FleetLink, versions: &Versions) -> Result<()> {
+    let mine = versions.instance()?;
+    let host = link.fleet.host();
+    let rel = super::schema::seen_key(host);
+    if let Some((value, _)) = link.fleet.get(&rel).await? {
+        let place = Place::new(Purpose::HostSeen, &rel, "");
+        if let Ok((_, seen)) =
+            envelope::open_json::<super::schema::HostSeen>(&link.key, &link.fleet, &place, &value)
+            && let Some(theirs) = seen.instance.filter(|t| *t != mine)
+            && link.clock.now() - seen.at < LIVE_FOR
+        {
+            bail!(
+                "another host announces this host's name '{host}' ([fleet] host) in {}: \
+                 instance {theirs}, last synchronised {} (this host is instance {mine}); two \
+                 hosts configured with the same name end each other's leads, so this host does \
+                 no fleet work: give each host its own [fleet] host (the other stops counting \
+                 as live {} minutes after its last synchronisation)",
+                link.fleet.key(&rel),
+                crate::clock::rfc3339(seen.at),
+                LIVE_FOR.whole_minutes()
+            );
+        }
+    }
+    let _ = link.instance.set(mine);
+    Ok(())
+}
+
 /// The digest of what this host's configuration says of `cert` that the fleet's spec must
 /// agree with (names, product, key type).
 pub(super) fn spec_digest(link: &FleetLink, cert: &CertificateConfig) -> String {
@@ -196,12 +259,13 @@ pub(super) fn spec_digest(link: &FleetLink, cert: &CertificateConfig) -> String 
     super::versions::digest(text.as_bytes())
 }
 
-/// The previous key is retired — it opens nothing any more — once the fleet finished rotating:
-/// when the key check is seen under the current key (`seen`), and from then on (kept in
-/// `fleet-versions.json`), so that a key check sealed again under the previous key (by whoever
-/// still holds it) does not bring it back: it is refused like any key check that is not the
-/// fleet's.
-fn retire_previous_key(
+/// The previous key is retired — it opens nothing any more — once the rotation ended on this
+/// host: when the key check is seen under the current key (`seen`), or once
+/// [`ROTATION_GRACE`](super::versions::ROTATION_GRACE) passed since this host first ran
+/// holding the previous key; and from then on (both kept in `fleet-versions.json`), so that a
+/// key check sealed again under the previous key (by whoever still holds it) does not bring
+/// it back: it is refused like any key check that is not the fleet's.
+pub(super) fn retire_previous_key(
     link: &FleetLink,
     versions: &mut Versions,
     seen: Option<Which>,
@@ -209,19 +273,35 @@ fn retire_previous_key(
     let Some(previous) = link.key.previous() else {
         return Ok(());
     };
-    let done = versions.is_retired(previous.fingerprint());
-    if seen == Some(Which::Current) && !done {
+    let now = link.clock.now();
+    let since = versions.rotating_since(previous.fingerprint(), now);
+    let before = versions.is_retired(previous.fingerprint());
+    let ended = versions.rotation_ended(previous.fingerprint(), now);
+    if seen == Some(Which::Current) || ended {
         versions.retire(previous.fingerprint());
-        versions.save()?;
-    } else if !done {
+    }
+    versions.save()?;
+    if !versions.is_retired(previous.fingerprint()) {
         return Ok(());
     }
     if link.key.retire_previous() {
+        let why = if before {
+            "as recorded in fleet-versions.json".to_owned()
+        } else if seen != Some(Which::Current) {
+            format!(
+                "{} h passed since this host first ran with it ({})",
+                super::versions::ROTATION_GRACE.whole_hours(),
+                crate::clock::rfc3339(since)
+            )
+        } else {
+            format!(
+                "the fleet's key check {} was seen under this host's current key",
+                link.fleet.key(KEY_CHECK)
+            )
+        };
         tracing::info!(
-            "the fleet finished rotating its key (its key check {} was seen under this host's \
-             current key): values still sealed under the previous key are refused; remove \
-             previous_secret_file",
-            link.fleet.key(KEY_CHECK)
+            "the fleet key rotation has ended on this host ({why}): values still sealed \
+             under the previous key are refused; remove previous_secret_file"
         );
     }
     Ok(())

@@ -49,10 +49,12 @@ pub use deadline::{LEAD_EXPIRED, LEAD_EXPIRING};
 pub use follower::{Followed, Synced, concerns_hosts, follow, read_by_sync};
 pub use key::{FleetKey, FleetKeys, KeyError};
 pub use leader::{FleetRan, run};
-pub use link::{FLEET_KEY_CREDENTIAL, FLEET_PREVIOUS_KEY_CREDENTIAL, FleetLink, connect};
+pub use link::{
+    FLEET_KEY_CREDENTIAL, FLEET_PREVIOUS_KEY_CREDENTIAL, FleetLink, connect, previous_key_warning,
+};
 pub use options::{DEFAULT_PREFIX, FleetOptions};
 pub use retire::{LeadElsewhere, Retiring};
-pub use rotate::{Resealed, RotateReport, rotate_key};
+pub use rotate::{Resealed, RotateReport, Unmoved, rotate_key};
 pub use status::{CertStatus, FleetStatus, HostStatus, RetiredStatus, status};
 pub use takeover::{Takeover, open_work};
 pub use watch::follow_changes;

@@ -8,9 +8,16 @@
 //! values, never as replays; a host that already serves the certificate installs nothing and
 //! reloads nothing. The other values keep their version (nobody refuses them by version).
 //! The key check is sealed again last: once it is under the new key, a host that holds only
-//! the old key is no longer part of the fleet. A value that opens under neither key is left
-//! as it is and reported. Running it again re-seals only what is still under the previous
-//! key.
+//! the old key is no longer part of the fleet, and the rotation has ended on this host (the
+//! previous key opens nothing here any more, recorded in `fleet-versions.json`). A value that
+//! opens under neither key is left as it is and reported.
+//!
+//! The rotation is complete only once every host has moved: each host's sealed
+//! `hosts/HOST/seen` names the new key as its current one and no previous key it still opens
+//! values with (the rotation ended on it). Until then the hosts still on the old key are
+//! listed. Running it again checks the hosts again; it re-seals a value still under the
+//! previous key only while the rotation has not ended on this host (after that such a value is
+//! one put back, and is left as it is).
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Serialize;
@@ -21,9 +28,13 @@ use crate::store::{Store, StoreError};
 
 use super::coord::{Expect, Leadership, RESIGNED, Written};
 use super::envelope::{self, Place, Purpose};
+use super::follower::hosts::report_seen;
 use super::key::Which;
-use super::link::{FleetLink, KEY_CHECK_TEXT, check_key, connect, reseal_forged_key_check};
-use super::schema::{Current, KEY_CHECK, Kind, SharedState, b64, unb64};
+use super::link::{
+    FleetLink, KEY_CHECK_TEXT, check_instance, check_key, connect, reseal_forged_key_check,
+    retire_previous_key,
+};
+use super::schema::{Current, HostSeen, KEY_CHECK, Kind, SharedState, b64, unb64};
 use super::versions::Versions;
 
 /// One value sealed again.
@@ -51,10 +62,19 @@ pub struct RotateReport {
     /// The values left as they are: their etcd key and why (they open under neither key, or
     /// are not the fleet's).
     pub left: Vec<(String, String)>,
-    /// Every value is under the current key: the rotation is complete, and the previous key
-    /// file must be removed from every host (each host refuses values under it from its next
-    /// run on, once it sees the key check under the current key).
+    /// The hosts that have not moved yet: their name and why (their `seen` record names
+    /// another current key, a previous key still in use, or does not open).
+    pub unmoved: Vec<Unmoved>,
+    /// Every value is under the current key and every host has moved: the rotation is
+    /// complete, and the previous key file must be removed from every host.
     pub complete: bool,
+}
+
+/// A host still on the old key.
+#[derive(Debug, Serialize)]
+pub struct Unmoved {
+    pub host: String,
+    pub why: String,
 }
 
 /// A value sealed again, ready to be written.
@@ -88,7 +108,11 @@ pub async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateReport> {
         ),
         Err(e) => return Err(e.into()),
     };
-    check_key(&link, None).await?;
+    let mut versions = Versions::load(store.dir())?;
+    check_instance(&link, &versions).await?;
+    retire_previous_key(&link, &mut versions, None)?;
+    let seen = check_key(&link, None).await?;
+    retire_previous_key(&link, &mut versions, seen)?;
     let Some(lead) = link.fleet.try_lead_exclusive().await? else {
         let leader = link
             .fleet
@@ -101,13 +125,13 @@ pub async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateReport> {
         );
     };
     reseal_forged_key_check(&link, &lead).await;
-    let mut versions = Versions::load(store.dir())?;
     let mut report = RotateReport {
         key_id: link.key.current().id(),
         previous_key_id,
         resealed: Vec::new(),
         already: Vec::new(),
         left: Vec::new(),
+        unmoved: Vec::new(),
         complete: false,
     };
     let audit = |event: &str, details: serde_json::Value| {
@@ -131,8 +155,53 @@ pub async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateReport> {
         }),
     );
     done?;
-    report.complete = report.left.is_empty();
+    // The key check is under the current key now (sealed again last): the rotation has ended
+    // on this host, which says so in its own `seen` record before it checks the others'.
+    if check_key(&link, None).await? == Some(Which::Current) {
+        retire_previous_key(&link, &mut versions, Some(Which::Current))?;
+    }
+    report_seen(&link, link.fleet.host()).await;
+    report.unmoved = unmoved_hosts(&link).await?;
+    report.complete = report.left.is_empty() && report.unmoved.is_empty();
     Ok(report)
+}
+
+/// The hosts whose sealed `hosts/HOST/seen` does not show them moved to the current key: it
+/// names another current key or a previous key still in use, or does not open.
+async fn unmoved_hosts(link: &FleetLink) -> Result<Vec<Unmoved>> {
+    let current = link.key.current().id();
+    let mut out = Vec::new();
+    for (rel, value) in link.fleet.list("hosts/").await? {
+        let Some(host) = rel
+            .strip_prefix("hosts/")
+            .and_then(|r| r.strip_suffix("/seen"))
+            .filter(|h| !h.contains('/'))
+        else {
+            continue;
+        };
+        let place = Place::new(Purpose::HostSeen, &rel, "");
+        let why = match envelope::open_json::<HostSeen>(&link.key, &link.fleet, &place, &value) {
+            Ok((_, seen)) if seen.key_id != current => format!(
+                "its current fleet key is id {}, not {current} (last synchronised {})",
+                seen.key_id,
+                crate::clock::rfc3339(seen.at)
+            ),
+            Ok((_, seen)) => match seen.previous_key_id {
+                Some(id) => format!(
+                    "it still opens values with its previous fleet key (id {id}): it has not \
+                     run since the key check was sealed again (last synchronised {})",
+                    crate::clock::rfc3339(seen.at)
+                ),
+                None => continue,
+            },
+            Err(e) => format!("{e:#}"),
+        };
+        out.push(Unmoved {
+            host: host.to_owned(),
+            why,
+        });
+    }
+    Ok(out)
 }
 
 /// Every key under the prefix, the key check last.

@@ -12,7 +12,7 @@
 //! | `certs/NAME/retired` | the tombstone of a certificate `cert-agent retire` retired for the fleet: when, by which host, whether the installed files go, what the cancellation came to | the leader, fenced (with the deletion of the certificate's state, current certificate, validation file, host results and unplaced notes) |
 //! | `dcv/NAME` | the validation file to serve while the CA checks | the leader, fenced |
 //! | `hosts/HOST/certs/NAME` | what HOST installed (serial, version, time) or why it could not | HOST |
-//! | `hosts/HOST/seen` | when HOST last synchronised | HOST |
+//! | `hosts/HOST/seen` | when HOST last synchronised, its instance id, the id of its current fleet key and of the previous key it still opens values with (none once the rotation ended on it) | HOST |
 //! | `hosts/HOST/unplaced/NAME` | an order intent of NAME whose order HOST did not place (its lead ended before it was sent, or the API refused it) | HOST |
 //!
 //! Every value but `leader`, `resigned` and `waiting` is sealed in the fleet's envelope
@@ -232,6 +232,24 @@ pub(super) struct Tombstone {
 pub(super) struct DcvEntry {
     pub(super) file_name: String,
     pub(super) content: String,
+}
+
+/// `hosts/HOST/seen`: when the host last synchronised, and where its fleet key rotation
+/// stands (what `fleet rotate-key` checks before it calls a rotation complete).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct HostSeen {
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    /// The id of the host's current fleet key.
+    pub key_id: u8,
+    /// The id of the previous key the host still opens values with; `None` when it holds
+    /// none, or the rotation ended on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_key_id: Option<u8>,
+    /// The host's instance id (random, one per state directory): another host configured
+    /// with the same name writes another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
 }
 
 /// What one host did with a certificate.

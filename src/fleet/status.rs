@@ -27,6 +27,9 @@ pub struct FleetStatus {
     /// Certificates whose fleet's last attempt failed, or whose shared record or current
     /// certificate in etcd does not open.
     pub failing: Vec<String>,
+    /// What this host's operator is to do: a previous fleet key still configured after the
+    /// rotation ended on this host ([`super::previous_key_warning`]).
+    pub warnings: Vec<String>,
 }
 
 /// One certificate of the fleet.
@@ -170,6 +173,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         certificates,
         lagging: lagging.into_iter().collect(),
         failing,
+        warnings: Vec::new(),
     })
 }
 

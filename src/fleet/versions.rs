@@ -24,6 +24,9 @@ use super::schema::{Kind, current_key, spec_key, state_key};
 
 pub(super) const VERSIONS_FILE: &str = "fleet-versions.json";
 
+/// This host's instance id, beside the versions ([`Versions::instance`]).
+pub(super) const INSTANCE_FILE: &str = "fleet-instance";
+
 /// One accepted value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Accepted {
@@ -100,8 +103,48 @@ struct File {
         skip_serializing_if = "Vec::is_empty"
     )]
     retired_keys: Vec<String>,
+    /// When this host first ran holding each previous fleet key (by fingerprint) beside a new
+    /// current key: the rotation's grace period ([`ROTATION_GRACE`]) counts from it.
+    #[serde(
+        default,
+        rename = "@rotating_since",
+        skip_serializing_if = "BTreeMap::is_empty",
+        with = "since_map"
+    )]
+    rotating_since: BTreeMap<String, OffsetDateTime>,
     #[serde(flatten)]
     certs: BTreeMap<String, CertVersions>,
+}
+
+/// How long a host keeps opening values sealed under its previous fleet key after it first
+/// ran holding it beside a new current key, when it never sees the fleet's key check under
+/// the new key: past it, the rotation has ended on this host all the same.
+pub(super) const ROTATION_GRACE: time::Duration = time::Duration::hours(24);
+
+/// `@rotating_since`: RFC 3339 times by key fingerprint.
+mod since_map {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use time::OffsetDateTime;
+
+    #[derive(Serialize, Deserialize)]
+    struct At(#[serde(with = "time::serde::rfc3339")] OffsetDateTime);
+
+    pub(super) fn serialize<S: Serializer>(
+        map: &BTreeMap<String, OffsetDateTime>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let out: BTreeMap<&String, At> = map.iter().map(|(k, v)| (k, At(*v))).collect();
+        out.serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<String, OffsetDateTime>, D::Error> {
+        let map = BTreeMap::<String, At>::deserialize(d)?;
+        Ok(map.into_iter().map(|(k, At(v))| (k, v)).collect())
+    }
 }
 
 /// The accepted versions of every certificate.
@@ -175,6 +218,60 @@ impl Versions {
     /// Whether the fleet finished rotating away from the key of `fingerprint`.
     pub(super) fn is_retired(&self, fingerprint: &str) -> bool {
         self.file.retired_keys.iter().any(|f| f == fingerprint)
+    }
+
+    /// This host's instance id: 16 random bytes (hex), made the first time and kept beside
+    /// this file in `fleet-instance` (0600; a deleted or damaged versions file keeps it). It
+    /// tells this host's `hosts/HOST/seen` from one another host configured with the same
+    /// name wrote.
+    pub(super) fn instance(&self) -> Result<String> {
+        let path = self.path.with_file_name(INSTANCE_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text)
+                if text.trim().len() == 32
+                    && text.trim().bytes().all(|b| b.is_ascii_hexdigit()) =>
+            {
+                return Ok(text.trim().to_owned());
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => bail!("{}: {}", path.display(), crate::fsutil::io_text(&e)),
+        }
+        let mut bytes = [0u8; 16];
+        aws_lc_rs::rand::fill(&mut bytes)
+            .map_err(|_| anyhow!("the system's random source failed"))?;
+        let id = hex::encode(bytes);
+        crate::fsutil::write_atomic(&path, format!("{id}\n").as_bytes(), 0o600)
+            .map_err(|e| anyhow!("{}: {}", path.display(), crate::fsutil::io_text(&e)))?;
+        Ok(id)
+    }
+
+    /// When this host first ran holding the key of `fingerprint` as its previous key: recorded
+    /// as `now` the first time it is asked.
+    pub(super) fn rotating_since(
+        &mut self,
+        fingerprint: &str,
+        now: OffsetDateTime,
+    ) -> OffsetDateTime {
+        if let Some(since) = self.file.rotating_since.get(fingerprint) {
+            return *since;
+        }
+        self.file.rotating_since.insert(fingerprint.to_owned(), now);
+        self.changed = true;
+        now
+    }
+
+    /// Whether the rotation away from the key of `fingerprint` has ended on this host at
+    /// `now`: the fleet's key check was seen under the new key, or [`ROTATION_GRACE`] passed
+    /// since this host first held it as its previous key. Reads only what is recorded.
+    pub(super) fn rotation_ended(&self, fingerprint: &str, now: OffsetDateTime) -> bool {
+        self.is_retired(fingerprint)
+            || self
+                .file
+                .rotating_since
+                .get(fingerprint)
+                .and_then(|since| since.checked_add(ROTATION_GRACE))
+                .is_some_and(|end| now >= end)
     }
 
     /// Records that the fleet finished rotating away from the key of `fingerprint`.
@@ -467,12 +564,57 @@ mod tests {
         let v = Versions::load(dir.path()).unwrap();
         assert!(v.is_retired("ab12"));
         assert_eq!(v.seen_current("www", b"x"), Seen::Same);
+        assert!(v.rotation_ended("ab12", OffsetDateTime::UNIX_EPOCH));
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(dir.path().join(VERSIONS_FILE))
             .unwrap()
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_rotation_ends_after_its_grace_period_from_the_recorded_start_after_a_restart_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
+        let mut v = Versions::load(dir.path()).unwrap();
+        assert!(!v.rotation_ended("ab12", start), "nothing recorded");
+        assert_eq!(v.rotating_since("ab12", start), start);
+        v.save().unwrap();
+        // A restart, later: the start is the recorded one, not the time asked again.
+        let mut v = Versions::load(dir.path()).unwrap();
+        let later = start + time::Duration::hours(3);
+        assert_eq!(v.rotating_since("ab12", later), start);
+        assert!(!v.rotation_ended("ab12", later));
+        let just_before = start + ROTATION_GRACE - time::Duration::seconds(1);
+        assert!(!v.rotation_ended("ab12", just_before));
+        assert!(v.rotation_ended("ab12", start + ROTATION_GRACE));
+        assert!(
+            !v.rotation_ended("cd34", start + ROTATION_GRACE),
+            "another key"
+        );
+        // A start near the end of time never overflows: the grace never ends by time then.
+        let mut far = Versions::load(dir.path()).unwrap();
+        far.rotating_since("ef56", time::PrimitiveDateTime::MAX.assume_utc());
+        assert!(!far.rotation_ended("ef56", time::PrimitiveDateTime::MAX.assume_utc()));
+        // The instance id: made once, kept.
+        let id = Versions::load(dir.path()).unwrap().instance().unwrap();
+        assert_eq!(id.len(), 32);
+        std::fs::remove_file(dir.path().join(VERSIONS_FILE)).unwrap();
+        assert_eq!(Versions::load(dir.path()).unwrap().instance().unwrap(), id);
+        let other = tempfile::tempdir().unwrap();
+        assert_ne!(
+            Versions::load(other.path()).unwrap().instance().unwrap(),
+            id
+        );
+        // A damaged id file: a new id.
+        std::fs::write(dir.path().join(INSTANCE_FILE), "garbage").unwrap();
+        let new = Versions::load(dir.path()).unwrap().instance().unwrap();
+        assert!(new != id && new.len() == 32);
+        // A damaged start is a damaged file, named.
+        let bad = br#"{"@rotating_since":{"ab12":"yesterday"}}"#;
+        let err = Versions::parse(dir.path().join(VERSIONS_FILE), bad).unwrap_err();
+        assert!(err.to_string().contains(VERSIONS_FILE), "{err}");
     }
 
     #[test]

@@ -108,6 +108,10 @@ pub struct CheckReport {
     /// `--no-balance`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub money: Option<MoneyCheck>,
+    /// A WARNING about the fleet key: a previous fleet key still configured after the
+    /// rotation ended on this host ([`crate::fleet::previous_key_warning`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet_key: Option<String>,
     /// Thresholds, for the performance data.
     #[serde(skip)]
     pub warning_days: i64,
@@ -129,7 +133,7 @@ impl CheckReport {
             v
         };
         let money_bad = self.money.as_ref().filter(|m| m.level != Level::Ok);
-        let summary = if bad.is_empty() && money_bad.is_none() {
+        let summary = if bad.is_empty() && money_bad.is_none() && self.fleet_key.is_none() {
             let nearest = self
                 .certificates
                 .iter()
@@ -146,6 +150,7 @@ impl CheckReport {
             money_bad
                 .map(|m| format!("balance: {}", m.problems.join(", ")))
                 .into_iter()
+                .chain(self.fleet_key.as_ref().map(|w| format!("fleet key: {w}")))
                 .chain(
                     bad.iter()
                         .take(3)
@@ -195,6 +200,9 @@ impl CheckReport {
                 m.level.as_str(),
                 one_line(&m.problems.join("; "))
             ));
+        }
+        if let Some(w) = &self.fleet_key {
+            out.push_str(&format!("WARNING fleet key: {}\n", one_line(w)));
         }
         for c in &bad {
             out.push_str(&format!(
@@ -274,16 +282,19 @@ pub async fn check(
     } else {
         None
     };
+    let fleet_key = crate::fleet::previous_key_warning(config, now);
     let level = certificates
         .iter()
         .map(|c| c.level)
         .chain(money.as_ref().map(|m| m.level))
+        .chain(fleet_key.as_ref().map(|_| Level::Warning))
         .max()
         .unwrap_or(Level::Ok);
     Ok(CheckReport {
         level,
         certificates,
         money,
+        fleet_key,
         warning_days: opts.warning_days,
         critical_days: opts.critical_days,
     })

@@ -1,5 +1,6 @@
 //! What this host reports to the fleet under `hosts/HOST/`: its result for each certificate
-//! (installed, kept, failed and why), sealed, and when it last synchronised.
+//! (installed, kept, failed and why), sealed, and when it last synchronised with which fleet
+//! keys.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +10,7 @@ use super::Synced;
 use crate::engine::Outcome;
 use crate::fleet::envelope::{self, Place, Purpose};
 use crate::fleet::link::FleetLink;
-use crate::fleet::schema::{HostResult, host_key, seen_key};
+use crate::fleet::schema::{HostResult, HostSeen, host_key, seen_key};
 use crate::store::Store;
 
 /// Each certificate that met a bad value: failed in the run's outcome (unless its install
@@ -96,18 +97,24 @@ fn seal_result(
     Ok((rel, sealed))
 }
 
-/// Records when this host last synchronised.
-pub(super) async fn report_seen(link: &FleetLink, host: &str) {
+/// Records when this host last synchronised, and the ids of the fleet keys it opens values
+/// with (sealed).
+pub(in crate::fleet) async fn report_seen(link: &FleetLink, host: &str) {
     let at = link.clock.now();
     let rel = seen_key(host);
-    let text = at
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default();
+    let doc = HostSeen {
+        at,
+        key_id: link.key.current().id(),
+        previous_key_id: link.key.previous_in_use(),
+        instance: link.instance.get().cloned(),
+    };
     let place = Place::new(Purpose::HostSeen, &rel, "");
     let version = u64::try_from(at.unix_timestamp()).unwrap_or(0);
-    match envelope::seal(&link.key, &place, version, text.as_bytes()) {
+    match envelope::seal_json(&link.key, &place, version, &doc) {
         Ok(sealed) => {
-            let _ = link.fleet.put_own(&rel, sealed).await;
+            if let Err(e) = link.fleet.put_own(&rel, sealed).await {
+                tracing::warn!("could not report to the fleet: {e}");
+            }
         }
         Err(e) => tracing::warn!("{e:#}"),
     }

@@ -330,6 +330,7 @@ fn the_plugin_output_names_the_worst_first_with_performance_data() {
         level: Level::Critical,
         certificates: certs,
         money: None,
+        fleet_key: None,
         warning_days: 14,
         critical_days: 7,
     };
@@ -356,12 +357,27 @@ fn the_plugin_output_names_the_worst_first_with_performance_data() {
             30,
         )],
         money: None,
+        fleet_key: None,
         warning_days: 14,
         critical_days: 7,
     };
     assert_eq!(
         all_ok.render(),
         "CERT-AGENT OK - 1 certificate(s), the nearest expiry in 80 days (www) | 'www_days_left'=80;14;7\n"
+    );
+    let warned = CheckReport {
+        level: Level::Warning,
+        fleet_key: Some("remove previous_secret_file".into()),
+        ..all_ok
+    };
+    let out = warned.render();
+    assert!(
+        out.starts_with("CERT-AGENT WARNING - fleet key: remove previous_secret_file | "),
+        "{out}"
+    );
+    assert!(
+        out.contains("\nWARNING fleet key: remove previous_secret_file\n"),
+        "{out}"
     );
 }
 
