@@ -25,7 +25,6 @@ fuzz_target!(|data: &[u8]| {
         version: "1.0.0".into(),
         config: "ab".repeat(32),
         options: "allow_orders=false".into(),
-        crl: None,
     };
     if let Some(summary) = DueSummary::parse(data, &basis) {
         assert!(std::str::from_utf8(data).is_ok(), "accepted only as UTF-8");

@@ -2,15 +2,19 @@
 //! certificate (its CRL distribution point), fetched over HTTP at most once per URL per run,
 //! kept in `state_dir/crl/` until its `nextUpdate`, capped in size, and believed only when its
 //! signature verifies with the issuer certificate of the installed chain and it is not stale.
-//! A CRL that cannot be used makes the answer "unknown" — never "not revoked".
+//! A CRL that cannot be used makes the answer "unknown" — never "not revoked". A CRL whose
+//! download fails or is refused is reported once per run with the number of certificates it
+//! leaves unknown, and tried again on a backoff ([`retry`]); while a copy kept before is still
+//! valid, that copy answers.
 //!
 //! Bottom up: `crl` (the pure check of a CRL's bytes), `installed` (the leaf, its issuer and
-//! its distribution points from the installed files), `fetch` (cache and download), and the
-//! [`Checker`] a run or a `check` shares.
+//! its distribution points from the installed files), `fetch` (cache and download), `retry`
+//! (the backoff of failing CRLs), and the [`Checker`] a run or a `check` shares.
 
 mod crl;
 mod fetch;
 mod installed;
+pub mod retry;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -100,6 +104,16 @@ impl Status {
 
 type Slot = Arc<OnceCell<Result<Arc<fetch::Fetched>, String>>>;
 
+/// A CRL URL that could not be read this run: why, when a run tries it again, the kept copy
+/// used meanwhile (its `nextUpdate`), and how many certificates it left unknown.
+#[derive(Debug, Clone)]
+struct Problem {
+    why: String,
+    retry_at: Option<OffsetDateTime>,
+    kept_until: Option<OffsetDateTime>,
+    unknown: usize,
+}
+
 /// When the CRLs kept in `state_dir/crl/` for the installed certificates `installed` that are
 /// still usable at `now` (signed by their issuer, not stale) are first to be read again: the
 /// earliest `nextUpdate`, or the end of `refresh_secs` since one was stored — when a newer
@@ -137,15 +151,69 @@ pub fn kept_next_update(
     earliest
 }
 
+/// The CRLs kept in `state_dir/crl/`, read without any download, for a `renew` that reports
+/// the due summary's certificates without parsing the configuration: each kept CRL read and
+/// checked once, however many entries name it.
+pub struct KeptCrls {
+    dir: PathBuf,
+    limits: fetch::CacheLimits,
+    seen: HashMap<(String, String), Option<fetch::Fetched>>,
+}
+
+impl KeptCrls {
+    /// The kept CRLs under `state_dir`, used within `max_bytes` and `refresh_secs`.
+    pub fn new(state_dir: &Path, max_bytes: u64, refresh_secs: u64) -> Self {
+        Self {
+            dir: state_dir.join(CACHE_DIR),
+            limits: fetch::CacheLimits {
+                max_bytes,
+                refresh: Duration::from_secs(refresh_secs),
+            },
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Whether the certificate `crl` describes, found "not revoked" (or without a CRL) when
+    /// its entry was made, still is by its first CRL kept and fresh at `now` (signed by
+    /// `issuer_der`). `false` on any doubt: the full run decides.
+    pub fn still_good(
+        &mut self,
+        crl: &crate::store::due::CrlRef,
+        issuer_der: Option<&[u8]>,
+        now: OffsetDateTime,
+    ) -> bool {
+        let Some(url) = crl.urls.first() else {
+            return crl.state == "no_crl";
+        };
+        let (Some(issuer_der), Ok(serial)) = (issuer_der, hex::decode(&crl.serial)) else {
+            return false;
+        };
+        if crl.state != "good" {
+            return false;
+        }
+        let (dir, limits) = (&self.dir, self.limits);
+        self.seen
+            .entry((url.clone(), crl.issuer.clone()))
+            .or_insert_with(|| fetch::from_cache(dir, url, issuer_der, now, limits))
+            .as_ref()
+            .is_some_and(|f| f.issuer_der == issuer_der && f.crl.entry(&serial).is_none())
+    }
+}
+
 /// The CRL checks of one run or one `check`: each CRL URL read once, whatever the number of
 /// certificates naming it.
 pub struct Checker {
+    state_dir: PathBuf,
     dir: PathBuf,
     max_bytes: u64,
     timeout: Duration,
     refresh: Duration,
+    /// Whether a CRL in its backoff is left alone (a run) or tried anyway (`check`).
+    wait_backoff: bool,
     http: std::sync::OnceLock<Result<reqwest::Client, String>>,
     slots: Mutex<HashMap<String, Slot>>,
+    book: std::sync::Mutex<Option<retry::Book>>,
+    problems: std::sync::Mutex<std::collections::BTreeMap<String, Problem>>,
 }
 
 impl std::fmt::Debug for Checker {
@@ -161,13 +229,104 @@ impl Checker {
     /// A checker keeping its CRLs under `state_dir/crl/`.
     pub fn new(state_dir: &Path, config: &RevocationConfig) -> Self {
         Self {
+            state_dir: state_dir.to_path_buf(),
             dir: state_dir.join(CACHE_DIR),
             max_bytes: config.max_crl_bytes,
             timeout: Duration::from_secs(config.timeout_secs),
             refresh: Duration::from_secs(config.refresh_secs),
+            wait_backoff: true,
             http: std::sync::OnceLock::new(),
             slots: Mutex::default(),
+            book: std::sync::Mutex::default(),
+            problems: std::sync::Mutex::default(),
         }
+    }
+
+    /// The checker of `check`: a CRL in its backoff is tried now all the same.
+    pub fn trying_now(mut self) -> Self {
+        self.wait_backoff = false;
+        self
+    }
+
+    /// Ends the run's checks: the retry book is written, and each CRL that could not be read
+    /// is reported once, with the number of certificates it left unknown.
+    pub fn finish(&self) {
+        if let Some(book) = self
+            .book
+            .lock()
+            .ok()
+            .as_deref_mut()
+            .and_then(Option::as_mut)
+        {
+            book.save(&self.state_dir);
+        }
+        let problems = self
+            .problems
+            .lock()
+            .map(|mut p| std::mem::take(&mut *p))
+            .unwrap_or_default();
+        for (url, p) in problems {
+            let retry = match p.retry_at {
+                Some(at) => format!("; tried again after {}", short_time(at)),
+                None => "; tried again by the next run".to_owned(),
+            };
+            match p.kept_until {
+                Some(until) if p.unknown == 0 => tracing::warn!(
+                    "the CRL {url} could not be read again: {}; the copy kept, valid until {}, \
+                     is used{retry}",
+                    p.why,
+                    short_time(until)
+                ),
+                _ => tracing::warn!(
+                    "revocation unknown for {} certificate(s): the CRL {url} was refused: {}{retry}",
+                    p.unknown,
+                    p.why
+                ),
+            }
+        }
+    }
+
+    /// What the CRL says of the certificate a due summary entry describes (`crl`, with its
+    /// issuer's certificate `issuer_der`), without reading its installed files; not counted
+    /// ([`Checker::count`] counts it where it stands).
+    pub async fn status_of_ref(
+        &self,
+        crl: &crate::store::due::CrlRef,
+        issuer_der: &[u8],
+        now: OffsetDateTime,
+    ) -> Status {
+        let Ok(raw_serial) = hex::decode(&crl.serial) else {
+            return Status::Unknown {
+                url: None,
+                why: format!("the kept serial '{}' is not hex", crl.serial),
+            };
+        };
+        let cert = InstalledCert {
+            serial_hex: crate::crypto::serial_hex(&raw_serial),
+            raw_serial,
+            issuer_der: issuer_der.to_vec(),
+            crl_urls: crl.urls.clone(),
+        };
+        self.status_uncounted(&cert, now).await
+    }
+
+    fn problem(&self, url: &str, update: impl FnOnce(&mut Problem)) {
+        if let Ok(mut problems) = self.problems.lock() {
+            let p = problems.entry(url.to_owned()).or_insert_with(|| Problem {
+                why: String::new(),
+                retry_at: None,
+                kept_until: None,
+                unknown: 0,
+            });
+            update(p);
+        }
+    }
+
+    fn with_book<T>(&self, f: impl FnOnce(&mut retry::Book) -> T) -> Option<T> {
+        let mut guard = self.book.lock().ok()?;
+        Some(f(
+            guard.get_or_insert_with(|| retry::Book::load(&self.state_dir))
+        ))
     }
 
     fn limits(&self) -> fetch::CacheLimits {
@@ -187,8 +346,21 @@ impl Checker {
     }
 
     /// What the CRL says of `cert` at `now`: the first distribution point that gives a usable
-    /// CRL decides.
+    /// CRL decides. An "unknown" is counted for the CRL's report ([`Checker::finish`]).
     pub async fn status_of(&self, cert: &InstalledCert, now: OffsetDateTime) -> Status {
+        let status = self.status_uncounted(cert, now).await;
+        self.count(&status);
+        status
+    }
+
+    /// Counts an "unknown" of a certificate for the report of its CRL.
+    pub fn count(&self, status: &Status) {
+        if let Status::Unknown { url: Some(url), .. } = status {
+            self.problem(url, |p| p.unknown += 1);
+        }
+    }
+
+    async fn status_uncounted(&self, cert: &InstalledCert, now: OffsetDateTime) -> Status {
         let mut refused = None;
         for url in &cert.crl_urls {
             match self.lookup(url, cert, now).await {
@@ -208,7 +380,6 @@ impl Checker {
                     };
                 }
                 Err(why) => {
-                    tracing::warn!("revocation unknown: the CRL {url} was refused: {why}");
                     refused.get_or_insert((url.clone(), why));
                 }
             }
@@ -219,6 +390,69 @@ impl Checker {
                 why,
             },
             None => Status::NoCrl,
+        }
+    }
+
+    /// The CRL of `url` for this run: the kept copy while it is fresh; else, unless the URL
+    /// waits in its backoff, downloaded (and the backoff ended, or grown on a failure); a
+    /// copy kept before answers while it is still valid when no newer one could be read.
+    async fn read(
+        &self,
+        url: &str,
+        issuer_der: &[u8],
+        now: OffsetDateTime,
+    ) -> Result<Arc<fetch::Fetched>, String> {
+        if let Some(f) = fetch::from_cache(&self.dir, url, issuer_der, now, self.limits()) {
+            return Ok(Arc::new(f));
+        }
+        let kept = fetch::kept(&self.dir, url, issuer_der, now, self.max_bytes);
+        let kept_until = kept.as_ref().map(|k| k.crl.next_update);
+        let waiting = if self.wait_backoff {
+            self.with_book(|b| b.waiting(url, now).cloned()).flatten()
+        } else {
+            None
+        };
+        if let Some(f) = waiting {
+            self.problem(url, |p| {
+                p.why.clone_from(&f.error);
+                p.retry_at = OffsetDateTime::from_unix_timestamp(f.retry_at).ok();
+                p.kept_until = kept_until;
+            });
+            return kept.map(Arc::new).ok_or(f.error);
+        }
+        let downloaded = match self.http.get_or_init(|| fetch::client(self.timeout)) {
+            Ok(http) => {
+                tracing::debug!("fetching the CRL {url}");
+                let kept_crl = kept.as_ref().map(|k| &k.crl);
+                fetch::download(
+                    http,
+                    &self.dir,
+                    url,
+                    issuer_der,
+                    now,
+                    self.limits(),
+                    kept_crl,
+                )
+                .await
+            }
+            Err(e) => Err(e.clone()),
+        };
+        match downloaded {
+            Ok(f) => {
+                self.with_book(|b| b.succeeded(url));
+                Ok(Arc::new(f))
+            }
+            Err(why) => {
+                let failure = self.with_book(|b| b.failed(url, &why, now, self.refresh));
+                self.problem(url, |p| {
+                    p.why.clone_from(&why);
+                    p.retry_at = failure
+                        .filter(|f| f.failures >= 2)
+                        .and_then(|f| OffsetDateTime::from_unix_timestamp(f.retry_at).ok());
+                    p.kept_until = kept_until;
+                });
+                kept.map(Arc::new).ok_or(why)
+            }
         }
     }
 
@@ -239,20 +473,7 @@ impl Checker {
             .or_default()
             .clone();
         let fetched = slot
-            .get_or_init(|| async {
-                if let Some(f) = fetch::from_cache(&self.dir, url, issuer_der, now, self.limits()) {
-                    return Ok(Arc::new(f));
-                }
-                let http = self
-                    .http
-                    .get_or_init(|| fetch::client(self.timeout))
-                    .as_ref()
-                    .map_err(Clone::clone)?;
-                tracing::debug!("fetching the CRL {url}");
-                fetch::download(http, &self.dir, url, issuer_der, now, self.limits())
-                    .await
-                    .map(Arc::new)
-            })
+            .get_or_init(|| self.read(url, issuer_der, now))
             .await
             .clone()?;
         if fetched.issuer_der == issuer_der {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::config::{Config, testing};
 use crate::store::FileStamp;
-use crate::store::due::{Basis, Entry, save_with};
+use crate::store::due::{Basis, CrlRef, Entry, Issuers, save_with};
 
 /// A certificate `name` for `NAME.example.com`.
 fn site(name: &str) -> String {
@@ -28,6 +28,8 @@ struct Host {
     main: PathBuf,
     store: Store,
     leaf: PathBuf,
+    /// What the entries keep for the CRL check.
+    crl_ref: CrlRef,
 }
 
 impl Host {
@@ -45,6 +47,7 @@ impl Host {
             main,
             store,
             leaf,
+            crl_ref: no_crl(),
         };
         host.summarise();
         host
@@ -78,16 +81,22 @@ impl Host {
                 record: self.store.record_stamp(&c.name).unwrap(),
                 leaf,
                 reason: format!("{} quiet", c.name),
+                crl: Some(self.crl_ref.clone()),
             });
         }
         let basis = Basis {
             version: env!("CARGO_PKG_VERSION").into(),
             config: config.source_digest.clone().expect("a source digest"),
             options: format!("allow_orders={}", config.agent.allow_orders),
-            crl: None,
         };
         let express = crate::engine::express_of(&config).expect("an express part");
-        save_with(&self.store, &basis, &entries, Some(&express));
+        save_with(
+            &self.store,
+            &basis,
+            &entries,
+            Some(&express),
+            &Issuers::new(),
+        );
     }
 
     fn conf_d(&self, name: &str) -> PathBuf {
@@ -205,11 +214,41 @@ fn the_clock_reaching_an_entrys_instant_means_the_full_run() {
     assert_eq!(host.run_at(Clock::shifted(time::Duration::hours(1))), None);
 }
 
+/// A certificate without a CRL distribution point.
+fn no_crl() -> CrlRef {
+    CrlRef {
+        serial: "0A1B".into(),
+        issuer: "00".repeat(32),
+        urls: Vec::new(),
+        state: "no_crl".into(),
+    }
+}
+
+/// With `[revocation] check`, an entry stands only with its CRL reference, and one naming a
+/// CRL only while that CRL is kept, fresh and signed by the issuer the summary holds; the CRL
+/// store's other changes do not matter.
 #[test]
-fn a_crl_store_made_since_means_the_full_run() {
-    let host = Host::new();
+fn an_entry_without_its_crl_or_whose_crl_is_not_kept_means_the_full_run() {
+    let mut host = Host::new();
     fs::create_dir(host.store.dir().join("crl")).unwrap();
-    assert_eq!(host.run(), None);
+    assert!(host.run().is_some(), "a CRL store made since");
+    host.crl_ref = CrlRef {
+        urls: vec!["http://crl.example.net/ca.crl".into()],
+        state: "good".into(),
+        ..no_crl()
+    };
+    host.summarise();
+    assert_eq!(host.run(), None, "no CRL kept, no issuer");
+    host.crl_ref.state = "unknown".into();
+    host.summarise();
+    assert_eq!(host.run(), None, "revocation unknown");
+    let text = fs::read_to_string(host.store.dir().join(DUE_FILE)).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for e in v["certificates"].as_array_mut().unwrap() {
+        e.as_object_mut().unwrap().remove("crl");
+    }
+    fs::write(host.store.dir().join(DUE_FILE), v.to_string()).unwrap();
+    assert_eq!(host.run(), None, "a summary of an older version");
 }
 
 #[test]

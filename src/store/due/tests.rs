@@ -6,7 +6,6 @@ fn basis() -> Basis {
         version: "1.0.0".into(),
         config: "ab".repeat(32),
         options: "allow_orders=false".into(),
-        crl: None,
     }
 }
 
@@ -23,6 +22,7 @@ fn setup() -> (tempfile::TempDir, Store, Entry) {
         record: store.record_stamp("www").unwrap(),
         leaf: Some((leaf.clone(), FileStamp::of(&leaf).unwrap())),
         reason: "serial 01 valid until 2027-01-01".into(),
+        crl: None,
     };
     (dir, store, entry)
 }
@@ -104,10 +104,6 @@ fn another_basis_means_no_summary() {
         },
         Basis {
             options: "allow_orders=true".into(),
-            ..basis()
-        },
-        Basis {
-            crl: store.record_stamp("www"),
             ..basis()
         },
     ];
@@ -205,7 +201,6 @@ fn a_summary_that_is_not_utf8_is_ignored() {
         version: "1.0.0".into(),
         config: "ab".repeat(32),
         options: "allow_orders=false".into(),
-        crl: None,
     };
     let good = format!(
         "{{\"format\":2,\"basis\":{},\"certificates\":[],\"extra\":\"x\"}}",
@@ -226,6 +221,7 @@ fn express(certificates: usize) -> Express {
         include: vec!["conf.d/*.toml".into()],
         allow_orders: false,
         revocation: true,
+        crl_limits: (1 << 20, 3600),
         warnings: vec!["a warning".into()],
         programs: vec!["/usr/sbin/nginx".into()],
         certificates,
@@ -244,6 +240,7 @@ fn the_express_part_is_read_back_with_the_entries_in_order() {
         &basis(),
         &[www.clone(), api.clone()],
         Some(&express(2)),
+        &Issuers::new(),
     );
     let read = ExpressSummary::load(&store).unwrap();
     assert_eq!(read.basis, basis());
@@ -273,13 +270,19 @@ fn an_express_part_that_does_not_add_up_is_ignored() {
         (vec![bad_name], 1),
     ];
     for (entries, count) in cases {
-        save_with(&store, &basis(), &entries, Some(&express(count)));
+        save_with(
+            &store,
+            &basis(),
+            &entries,
+            Some(&express(count)),
+            &Issuers::new(),
+        );
         assert!(
             ExpressSummary::load(&store).is_none(),
             "{entries:?} {count}"
         );
     }
-    save_with(&store, &basis(), &[www], Some(&express(1)));
+    save_with(&store, &basis(), &[www], Some(&express(1)), &Issuers::new());
     let path = store.dir().join(DUE_FILE);
     let good = std::fs::read(&path).unwrap();
     assert!(ExpressSummary::parse(&good).is_some());
