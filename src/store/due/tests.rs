@@ -304,3 +304,45 @@ fn an_express_part_that_does_not_add_up_is_ignored() {
         );
     }
 }
+
+/// An entry's CRL reference and its issuer are read back as written; an issuer whose bytes
+/// are not what its key says (damaged or forged) is left out, so the entries naming it take
+/// the full path; a summary of the previous layout (no CRL reference, a CRL store stamp in
+/// its basis) still loads, its entries without a reference.
+#[test]
+fn crl_references_and_their_issuers_read_back_and_a_forged_issuer_is_dropped() {
+    let (_d, store, mut entry) = setup();
+    let issuer = b"issuer certificate DER".to_vec();
+    let key = issuer_key(&issuer);
+    entry.crl = Some(CrlRef {
+        serial: "0A1B".into(),
+        issuer: key.clone(),
+        urls: vec!["http://crl.example.net/ca.crl".into()],
+        state: "good".into(),
+    });
+    let mut issuers = Issuers::new();
+    issuers.insert(key.clone(), issuer.clone());
+    issuers.insert(issuer_key(b"unused"), b"unused".to_vec());
+    save_with(&store, &basis(), &[entry.clone()], None, &issuers);
+    let kept = DueSummary::load(&store, &basis());
+    assert_eq!(kept.get("www"), Some(&entry));
+    assert_eq!(kept.issuer(&key), Some(issuer.as_slice()));
+    let path = store.dir().join(DUE_FILE);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        !text.contains(&hex::encode(b"unused")),
+        "only named issuers"
+    );
+
+    let forged = text.replace(&hex::encode(&issuer), &hex::encode(b"another issuer"));
+    let read = DueSummary::parse(forged.as_bytes(), &basis()).unwrap();
+    assert_eq!(read.issuer(&key), None);
+    assert_eq!(read.get("www"), Some(&entry));
+
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["basis"]["crl"] = serde_json::to_value(store.record_stamp("www")).unwrap();
+    v.as_object_mut().unwrap().remove("issuers");
+    v["certificates"][0].as_object_mut().unwrap().remove("crl");
+    let old = DueSummary::parse(v.to_string().as_bytes(), &basis()).unwrap();
+    assert_eq!(old.get("www").and_then(|e| e.crl.as_ref()), None);
+}
