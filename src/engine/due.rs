@@ -30,7 +30,9 @@ use time::OffsetDateTime;
 
 use crate::config::{CertificateConfig, Config};
 use crate::store::Store;
-use crate::store::due::{self, Basis, CrlRef, DueSummary, Entry, Express, Issuers};
+use crate::store::due::{
+    self, Basis, CrlParts, CrlRef, DueSummary, Entry, Express, Issuers, KeptCrl,
+};
 
 use super::context::{Ctx, RunOptions};
 use super::job::Job;
@@ -204,11 +206,15 @@ impl Due {
         });
     }
 
-    /// Writes the summary for the next run when it changed.
-    pub(super) fn finish(mut self, store: &Store, config: &Config) {
+    /// Writes the summary for the next run when it changed, with the CRLs the run read fresh
+    /// (`crls`: every entry kept was checked against them).
+    pub(super) fn finish(mut self, store: &Store, config: &Config, mut crls: Vec<KeptCrl>) {
+        crls.sort_unstable_by(|a, b| (&a.url, &a.issuer).cmp(&(&b.url, &b.issuer)));
+        crls.dedup_by(|a, b| a.url == b.url && a.issuer == b.issuer);
         if self.stood == self.kept.len()
             && self.next.len() == self.stood
             && self.kept.express() == self.express.as_ref()
+            && self.kept.crls() == crls.as_slice()
         {
             return;
         }
@@ -227,12 +233,16 @@ impl Due {
             .collect();
         self.next
             .sort_unstable_by_key(|e| order.get(e.name.as_str()).copied().unwrap_or(usize::MAX));
+        let parts = CrlParts {
+            issuers: std::mem::take(&mut self.issuers),
+            crls,
+        };
         due::save_with(
             store,
             &self.basis,
             &self.next,
             self.express.as_ref(),
-            &self.issuers,
+            &parts,
         );
     }
 

@@ -93,7 +93,12 @@ pub async fn run(
             due.used(),
             certs.len()
         );
-        due.finish(store, config);
+        let crls = ctx
+            .revocation
+            .as_ref()
+            .map(crate::revocation::Checker::fresh_crls)
+            .unwrap_or_default();
+        due.finish(store, config, crls);
     }
     poll::rounds(&ctx, &mut work, &mut report).await;
     let ready = std::mem::take(&mut work.ready);

@@ -34,6 +34,11 @@ use crate::store::Installed;
 /// Directory of the kept CRLs, under the state directory.
 pub const CACHE_DIR: &str = "crl";
 
+/// Where the CRL of `url` is kept under `state_dir`.
+pub fn cache_file(state_dir: &Path, url: &str) -> PathBuf {
+    fetch::cache_path(&state_dir.join(CACHE_DIR), url)
+}
+
 /// What the CRL says of an installed certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {
@@ -158,11 +163,19 @@ pub struct KeptCrls {
     dir: PathBuf,
     limits: fetch::CacheLimits,
     seen: HashMap<(String, String), Option<fetch::Fetched>>,
+    /// The CRLs the run that wrote the summary read, and whether each is still as it was.
+    read: HashMap<(String, String), (crate::store::due::KeptCrl, Option<bool>)>,
 }
 
 impl KeptCrls {
-    /// The kept CRLs under `state_dir`, used within `max_bytes` and `refresh_secs`.
-    pub fn new(state_dir: &Path, max_bytes: u64, refresh_secs: u64) -> Self {
+    /// The kept CRLs under `state_dir`, used within `max_bytes` and `refresh_secs`; `read`
+    /// are the CRLs the run that wrote the summary read and checked the entries against.
+    pub fn new(
+        state_dir: &Path,
+        max_bytes: u64,
+        refresh_secs: u64,
+        read: &[crate::store::due::KeptCrl],
+    ) -> Self {
         Self {
             dir: state_dir.join(CACHE_DIR),
             limits: fetch::CacheLimits {
@@ -170,7 +183,28 @@ impl KeptCrls {
                 refresh: Duration::from_secs(refresh_secs),
             },
             seen: HashMap::new(),
+            read: read
+                .iter()
+                .map(|k| ((k.url.clone(), k.issuer.clone()), (k.clone(), None)))
+                .collect(),
         }
+    }
+
+    /// Whether the CRL of `url` for `issuer` is the very file the summary's run read (same
+    /// stamp), younger than `refresh_secs` and before its `nextUpdate`: that run's verdicts
+    /// stand without reading it. Checked once per CRL.
+    fn unchanged(&mut self, url: &str, issuer: &str, now: OffsetDateTime) -> bool {
+        let (dir, refresh) = (&self.dir, self.limits.refresh);
+        let Some((kept, verdict)) = self.read.get_mut(&(url.to_owned(), issuer.to_owned())) else {
+            return false;
+        };
+        *verdict.get_or_insert_with(|| {
+            let file = crate::store::due::Stamp::of_path(&fetch::cache_path(dir, url));
+            let age_ns = OffsetDateTime::now_utc().unix_timestamp_nanos() - kept.file.mtime_ns;
+            file == Some(kept.file)
+                && now.unix_timestamp() < kept.next_update
+                && (0..i128::try_from(refresh.as_nanos()).unwrap_or(i128::MAX)).contains(&age_ns)
+        })
     }
 
     /// Whether the certificate `crl` describes, found "not revoked" (or without a CRL) when
@@ -185,12 +219,15 @@ impl KeptCrls {
         let Some(url) = crl.urls.first() else {
             return crl.state == "no_crl";
         };
-        let (Some(issuer_der), Ok(serial)) = (issuer_der, hex::decode(&crl.serial)) else {
-            return false;
-        };
         if crl.state != "good" {
             return false;
         }
+        if self.unchanged(url, &crl.issuer, now) {
+            return true;
+        }
+        let (Some(issuer_der), Ok(serial)) = (issuer_der, hex::decode(&crl.serial)) else {
+            return false;
+        };
         let (dir, limits) = (&self.dir, self.limits);
         self.seen
             .entry((url.clone(), crl.issuer.clone()))
@@ -214,6 +251,8 @@ pub struct Checker {
     slots: Mutex<HashMap<String, Slot>>,
     book: std::sync::Mutex<Option<retry::Book>>,
     problems: std::sync::Mutex<std::collections::BTreeMap<String, Problem>>,
+    /// The CRLs read fresh this run (URL, issuer key, `nextUpdate`).
+    fresh: std::sync::Mutex<Vec<(String, String, OffsetDateTime)>>,
 }
 
 impl std::fmt::Debug for Checker {
@@ -239,6 +278,34 @@ impl Checker {
             slots: Mutex::default(),
             book: std::sync::Mutex::default(),
             problems: std::sync::Mutex::default(),
+            fresh: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The CRLs this run read fresh (from `state_dir/crl/` within `refresh_secs`, or
+    /// downloaded), each with its kept file's stamp now: what the due summary keeps so that a
+    /// run that does not parse the configuration trusts the verdicts while the file is
+    /// unchanged ([`crate::store::due::KeptCrl`]).
+    pub fn fresh_crls(&self) -> Vec<crate::store::due::KeptCrl> {
+        let fresh = self.fresh.lock().map(|f| f.clone()).unwrap_or_default();
+        fresh
+            .into_iter()
+            .filter_map(|(url, issuer, next_update)| {
+                let file = crate::store::due::Stamp::of_path(&fetch::cache_path(&self.dir, &url))?;
+                Some(crate::store::due::KeptCrl {
+                    url,
+                    issuer,
+                    file,
+                    next_update: next_update.unix_timestamp(),
+                })
+            })
+            .collect()
+    }
+
+    fn read_fresh(&self, url: &str, f: &fetch::Fetched) {
+        if let Ok(mut fresh) = self.fresh.lock() {
+            let issuer = crate::store::due::issuer_key(&f.issuer_der);
+            fresh.push((url.to_owned(), issuer, f.crl.next_update));
         }
     }
 
@@ -276,6 +343,10 @@ impl Checker {
                      is used{retry}",
                     p.why,
                     short_time(until)
+                ),
+                _ if p.unknown == 0 => tracing::warn!(
+                    "the CRL {url} was refused: {}{retry} (another distribution point answered)",
+                    p.why
                 ),
                 _ => tracing::warn!(
                     "revocation unknown for {} certificate(s): the CRL {url} was refused: {}{retry}",
@@ -403,6 +474,7 @@ impl Checker {
         now: OffsetDateTime,
     ) -> Result<Arc<fetch::Fetched>, String> {
         if let Some(f) = fetch::from_cache(&self.dir, url, issuer_der, now, self.limits()) {
+            self.read_fresh(url, &f);
             return Ok(Arc::new(f));
         }
         let kept = fetch::kept(&self.dir, url, issuer_der, now, self.max_bytes);
@@ -440,6 +512,7 @@ impl Checker {
         match downloaded {
             Ok(f) => {
                 self.with_book(|b| b.succeeded(url));
+                self.read_fresh(url, &f);
                 Ok(Arc::new(f))
             }
             Err(why) => {

@@ -51,7 +51,7 @@ pub async fn renew(config_path: &Path, clock: Clock, lock_wait: Duration) -> Res
     }
     let mut crls = summary.express.revocation.then(|| {
         let (max_bytes, refresh_secs) = summary.express.crl_limits;
-        crate::revocation::KeptCrls::new(store.dir(), max_bytes, refresh_secs)
+        crate::revocation::KeptCrls::new(store.dir(), max_bytes, refresh_secs, &summary.crls)
     });
     let at = clock.now();
     let now = at.unix_timestamp();

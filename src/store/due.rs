@@ -97,6 +97,29 @@ pub struct CrlRef {
 /// Issuer certificates by the SHA-256 (hex) of their DER.
 pub type Issuers = BTreeMap<String, Vec<u8>>;
 
+/// A CRL the run read fresh and checked every kept serial naming it against, as it lies in
+/// `state_dir/crl/`: while the file keeps this stamp (a new copy is a new file), is younger
+/// than `refresh_secs` and its `nextUpdate` is ahead, a `renew` that does not parse the
+/// configuration takes the run's verdicts without reading it again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptCrl {
+    pub url: String,
+    /// [`issuer_key`] of the issuer it was checked with.
+    pub issuer: String,
+    /// The kept file's stamp after the run.
+    pub file: Stamp,
+    /// Its `nextUpdate` (Unix seconds).
+    pub next_update: i64,
+}
+
+/// The CRL part of a summary: the issuer certificates its entries name and the CRLs the run
+/// read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CrlParts {
+    pub issuers: Issuers,
+    pub crls: Vec<KeptCrl>,
+}
+
 /// The key of an issuer certificate in [`Issuers`].
 pub fn issuer_key(der: &[u8]) -> String {
     hex::encode(Sha256::digest(der))
@@ -162,6 +185,8 @@ struct Stored {
     /// Issuer certificates (hex DER) by [`issuer_key`].
     #[serde(default)]
     issuers: BTreeMap<String, String>,
+    #[serde(default)]
+    crls: Vec<KeptCrl>,
 }
 
 #[derive(Serialize)]
@@ -171,6 +196,7 @@ struct StoredRef<'a> {
     express: Option<&'a Express>,
     certificates: &'a [Entry],
     issuers: BTreeMap<&'a str, String>,
+    crls: &'a [KeptCrl],
 }
 
 /// The issuers of a stored summary that are what their key says (a damaged or forged one is
@@ -191,6 +217,7 @@ pub struct DueSummary {
     by_name: HashMap<String, Entry>,
     express: Option<Express>,
     issuers: Issuers,
+    crls: Vec<KeptCrl>,
 }
 
 /// A summary read for a run that has not parsed its configuration: the basis is checked by
@@ -203,6 +230,8 @@ pub struct ExpressSummary {
     pub certificates: Vec<Entry>,
     /// The issuers the entries' [`CrlRef`]s name.
     pub issuers: Issuers,
+    /// The CRLs the run that wrote it read.
+    pub crls: Vec<KeptCrl>,
 }
 
 impl ExpressSummary {
@@ -227,6 +256,7 @@ impl ExpressSummary {
             express,
             certificates: stored.certificates,
             issuers: issuers_of(stored.issuers),
+            crls: stored.crls,
         })
     }
 
@@ -262,6 +292,7 @@ impl DueSummary {
             by_name,
             express,
             issuers: issuers_of(stored.issuers),
+            crls: stored.crls,
         })
     }
 
@@ -299,6 +330,11 @@ impl DueSummary {
     pub fn issuer(&self, key: &str) -> Option<&[u8]> {
         self.issuers.get(key).map(Vec::as_slice)
     }
+
+    /// The CRLs the run that wrote it read.
+    pub fn crls(&self) -> &[KeptCrl] {
+        &self.crls
+    }
 }
 
 impl Entry {
@@ -319,18 +355,19 @@ impl Entry {
 /// errors: the next run takes the full path.
 pub fn save(store: &Store, basis: &Basis, mut entries: Vec<Entry>) {
     entries.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-    save_with(store, basis, &entries, None, &Issuers::new());
+    save_with(store, basis, &entries, None, &CrlParts::default());
 }
 
 /// Writes the summary with its express part: `entries` in the configuration's order, with the
-/// issuers of `issuers` that their [`CrlRef`]s name.
+/// issuers of `crl` that their [`CrlRef`]s name and the CRLs read.
 pub fn save_with(
     store: &Store,
     basis: &Basis,
     entries: &[Entry],
     express: Option<&Express>,
-    issuers: &Issuers,
+    crl: &CrlParts,
 ) {
+    let issuers = &crl.issuers;
     let keys: std::collections::BTreeSet<&str> = entries
         .iter()
         .filter_map(|e| e.crl.as_ref().map(|c| c.issuer.as_str()))
@@ -345,6 +382,7 @@ pub fn save_with(
         express,
         certificates: entries,
         issuers: named,
+        crls: &crl.crls,
     };
     let path = store.dir().join(DUE_FILE);
     let written = serde_json::to_vec(&stored)

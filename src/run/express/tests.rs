@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::config::{Config, testing};
 use crate::store::FileStamp;
-use crate::store::due::{Basis, CrlRef, Entry, Issuers, save_with};
+use crate::store::due::{Basis, CrlParts, CrlRef, Entry, save_with};
 
 /// A certificate `name` for `NAME.example.com`.
 fn site(name: &str) -> String {
@@ -30,6 +30,8 @@ struct Host {
     leaf: PathBuf,
     /// What the entries keep for the CRL check.
     crl_ref: CrlRef,
+    /// The CRLs the summary says its run read.
+    crls: Vec<crate::store::due::KeptCrl>,
 }
 
 impl Host {
@@ -48,6 +50,7 @@ impl Host {
             store,
             leaf,
             crl_ref: no_crl(),
+            crls: Vec::new(),
         };
         host.summarise();
         host
@@ -95,7 +98,10 @@ impl Host {
             &basis,
             &entries,
             Some(&express),
-            &Issuers::new(),
+            &CrlParts {
+                issuers: Default::default(),
+                crls: self.crls.clone(),
+            },
         );
     }
 
@@ -249,6 +255,40 @@ fn an_entry_without_its_crl_or_whose_crl_is_not_kept_means_the_full_run() {
     }
     fs::write(host.store.dir().join(DUE_FILE), v.to_string()).unwrap();
     assert_eq!(host.run(), None, "a summary of an older version");
+}
+
+/// A CRL the summary's run read is trusted without being read again only while its kept file
+/// has the stamp that run left (here garbage that would never pass the checks), is younger
+/// than `refresh_secs` and before its `nextUpdate`.
+#[test]
+fn a_crl_read_by_the_summarys_run_is_trusted_while_its_file_is_unchanged() {
+    let mut host = Host::new();
+    let url = "http://crl.example.net/ca.crl";
+    host.crl_ref = CrlRef {
+        urls: vec![url.into()],
+        state: "good".into(),
+        ..no_crl()
+    };
+    let file = crate::revocation::cache_file(host.store.dir(), url);
+    fs::create_dir_all(file.parent().unwrap()).unwrap();
+    fs::write(&file, b"not read").unwrap();
+    let kept = |next_update: i64| crate::store::due::KeptCrl {
+        url: url.into(),
+        issuer: host.crl_ref.issuer.clone(),
+        file: Stamp::of_path(&file).unwrap(),
+        next_update,
+    };
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    host.crls = vec![kept(now + HOUR)];
+    host.summarise();
+    assert!(host.run().is_some(), "the run's verdict stands");
+    host.crls = vec![kept(now - 1)];
+    host.summarise();
+    assert_eq!(host.run(), None, "its nextUpdate passed");
+    host.crls = vec![kept(now + HOUR)];
+    host.summarise();
+    rewrite(&file);
+    assert_eq!(host.run(), None, "the file changed");
 }
 
 #[test]

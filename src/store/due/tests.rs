@@ -240,7 +240,7 @@ fn the_express_part_is_read_back_with_the_entries_in_order() {
         &basis(),
         &[www.clone(), api.clone()],
         Some(&express(2)),
-        &Issuers::new(),
+        &CrlParts::default(),
     );
     let read = ExpressSummary::load(&store).unwrap();
     assert_eq!(read.basis, basis());
@@ -275,14 +275,20 @@ fn an_express_part_that_does_not_add_up_is_ignored() {
             &basis(),
             &entries,
             Some(&express(count)),
-            &Issuers::new(),
+            &CrlParts::default(),
         );
         assert!(
             ExpressSummary::load(&store).is_none(),
             "{entries:?} {count}"
         );
     }
-    save_with(&store, &basis(), &[www], Some(&express(1)), &Issuers::new());
+    save_with(
+        &store,
+        &basis(),
+        &[www],
+        Some(&express(1)),
+        &CrlParts::default(),
+    );
     let path = store.dir().join(DUE_FILE);
     let good = std::fs::read(&path).unwrap();
     assert!(ExpressSummary::parse(&good).is_some());
@@ -323,7 +329,11 @@ fn crl_references_and_their_issuers_read_back_and_a_forged_issuer_is_dropped() {
     let mut issuers = Issuers::new();
     issuers.insert(key.clone(), issuer.clone());
     issuers.insert(issuer_key(b"unused"), b"unused".to_vec());
-    save_with(&store, &basis(), &[entry.clone()], None, &issuers);
+    let parts = CrlParts {
+        issuers,
+        crls: Vec::new(),
+    };
+    save_with(&store, &basis(), &[entry.clone()], None, &parts);
     let kept = DueSummary::load(&store, &basis());
     assert_eq!(kept.get("www"), Some(&entry));
     assert_eq!(kept.issuer(&key), Some(issuer.as_slice()));
