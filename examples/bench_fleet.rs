@@ -26,7 +26,9 @@
 //! `agent.poll_interval_secs` and `--dcv-port`/`--webroot` where the validation files go.
 //!
 //! Every certificate is issued by one local CA, valid from 10 days ago for 365 days, with an
-//! ECDSA P-256 key, like a fresh one-year certificate.
+//! ECDSA P-256 key, like a fresh one-year certificate. `--crl-url URL` names URL as every
+//! certificate's CRL distribution point and writes `DIR/ca.crl`, the CA's CRL (DER, valid for
+//! 7 days, listing one serial that is none of the fleet's), for a server to serve at URL.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -37,7 +39,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use cert_agent::store::{CertRecord, FileStamp, Installed, OrderRef, RECORD_VERSION, Subscription};
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SerialNumber,
+    BasicConstraints, CertificateParams, CertificateRevocationListParams, CertifiedIssuer,
+    CrlDistributionPoint, DnType, IsCa, KeyIdMethod, KeyPair, RevokedCertParams, SerialNumber,
 };
 use time::{Duration, OffsetDateTime};
 
@@ -52,6 +55,7 @@ struct Args {
     poll_interval: u64,
     webroot: Option<PathBuf>,
     fragments: bool,
+    crl_url: Option<String>,
 }
 
 fn parse_args() -> Result<Args> {
@@ -66,6 +70,7 @@ fn parse_args() -> Result<Args> {
         poll_interval: 300,
         webroot: None,
         fragments: false,
+        crl_url: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -81,13 +86,15 @@ fn parse_args() -> Result<Args> {
             "--lego" => a.lego = true,
             "--orders-only" => a.orders_only = true,
             "--fragments" => a.fragments = true,
+            "--crl-url" => a.crl_url = Some(value()?),
             other => bail!("unknown argument {other:?}"),
         }
     }
     if a.dir.as_os_str().is_empty() || a.count == 0 {
         bail!(
             "usage: bench_fleet --dir DIR --count N [--base-url URL] [--ca-file PEM] \
-               [--certbot] [--lego] [--orders-only] [--poll-interval S] [--webroot DIR]"
+               [--certbot] [--lego] [--orders-only] [--poll-interval S] [--webroot DIR] \
+               [--crl-url URL]"
         );
     }
     Ok(a)
@@ -144,6 +151,23 @@ fn build(a: &Args) -> Result<()> {
     ca_params.not_after = not_after + Duration::days(365);
     let ca = CertifiedIssuer::self_signed(ca_params, ca_key)?;
     let ca_pem = ca.pem();
+    if a.crl_url.is_some() {
+        let crl = CertificateRevocationListParams {
+            this_update: now - Duration::hours(1),
+            next_update: now + Duration::days(7),
+            crl_number: SerialNumber::from(1u64),
+            issuing_distribution_point: None,
+            revoked_certs: vec![RevokedCertParams {
+                serial_number: SerialNumber::from_slice(&[0x7f, 0x01]),
+                revocation_time: now - Duration::hours(2),
+                reason_code: None,
+                invalidity_date: None,
+            }],
+            key_identifier_method: KeyIdMethod::Sha256,
+        }
+        .signed_by(&ca)?;
+        fs::write(a.dir.join("ca.crl"), crl.der())?;
+    }
 
     let certbot = a.dir.join("certbot");
     let lego = a.dir.join("lego").join("certificates");
@@ -173,6 +197,11 @@ fn build(a: &Args) -> Result<()> {
         serial[0] = 0x40;
         serial[8..].copy_from_slice(&(i as u64 + 1).to_be_bytes());
         params.serial_number = Some(SerialNumber::from_slice(&serial));
+        if let Some(url) = &a.crl_url {
+            params.crl_distribution_points = vec![CrlDistributionPoint {
+                uris: vec![url.clone()],
+            }];
+        }
         let leaf = params.signed_by(&key, &ca)?;
         let leaf_pem = leaf.pem();
         let key_pem = key.serialize_pem();

@@ -4,7 +4,9 @@
 //! no stamp never stands. The same bytes through the reader of a `renew` that has not parsed
 //! its configuration (the summary's express part): accepted only whole, with an entry for
 //! each of the configuration's certificates, each name valid and once, none standing without
-//! its record.
+//! its record; every issuer kept is what its key (SHA-256) says. The same bytes as the CRL
+//! retry book (`state_dir/crl-retry.json`): accepted only as a whole book whose entries count
+//! a failure.
 #![no_main]
 
 use cert_agent::store::due::{Basis, DueSummary, ExpressSummary};
@@ -20,12 +22,18 @@ fuzz_target!(|data: &[u8]| {
             assert!(seen.insert(e.name.as_str()), "each name once");
             assert!(!e.stands(i64::MIN, None));
         }
+        for (key, der) in &x.issuers {
+            assert_eq!(&cert_agent::store::due::issuer_key(der), key);
+        }
+    }
+    if let Some(book) = cert_agent::revocation::retry::Book::parse(data) {
+        let now = time::OffsetDateTime::UNIX_EPOCH;
+        let _ = book.waiting("http://crl.example.net/ca.crl", now);
     }
     let basis = Basis {
         version: "1.0.0".into(),
         config: "ab".repeat(32),
         options: "allow_orders=false".into(),
-        crl: None,
     };
     if let Some(summary) = DueSummary::parse(data, &basis) {
         assert!(std::str::from_utf8(data).is_ok(), "accepted only as UTF-8");

@@ -77,16 +77,20 @@ fn print(report: &crate::engine::RunReport, out: &Output) -> Result<u8> {
     }
     // One write for the whole report (thousands of lines on a large host); failures go to
     // stderr.
+    // What the CRL said goes on the certificate's own line: one line per certificate, however
+    // many a CRL outage leaves unknown.
     let mut text = String::new();
     for c in &report.certificates {
-        if matches!(c.outcome, Outcome::Failed { .. }) {
-            eprintln!("{}", c.line());
-        } else {
-            text.push_str(&c.line());
-            text.push('\n');
-        }
+        let mut line = c.line();
         if let Some(r) = &c.revocation {
-            text.push_str(&format!("{}: {}\n", c.name, r.detail));
+            line.push_str("; ");
+            line.push_str(&r.detail);
+        }
+        if matches!(c.outcome, Outcome::Failed { .. }) {
+            eprintln!("{line}");
+        } else {
+            text.push_str(&line);
+            text.push('\n');
         }
     }
     out!("{text}");

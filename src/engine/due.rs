@@ -4,6 +4,12 @@
 //! (record, installed files, CRL, planner), and those it finds quiet are kept for the next
 //! run. The file is rewritten only when what it keeps changed.
 //!
+//! With `[revocation] check`, a standing entry's serial is checked against its CRL (read once
+//! per run for all the certificates that name it) with the issuer the entry keeps: while the
+//! CRL says what it said when the entry was made ("not revoked", "unknown", no CRL), the entry
+//! stands and no certificate file is opened; anything else (a revocation, a CRL usable again
+//! or no longer) sends the certificate down the full path, which records it.
+//!
 //! Only an unattended run over every certificate (the timer's `renew`, a daemon's run, on a
 //! host outside a fleet or as a fleet's leader) uses and writes the summary; a command with
 //! options of its own (`--force`, named certificates, `issue`, `install`, a dry run...) takes
@@ -24,10 +30,13 @@ use time::OffsetDateTime;
 
 use crate::config::{CertificateConfig, Config};
 use crate::store::Store;
-use crate::store::due::{self, Basis, DueSummary, Entry, Express, Stamp};
+use crate::store::due::{
+    self, Basis, CrlParts, CrlRef, DueSummary, Entry, Express, Issuers, KeptCrl,
+};
 
-use super::context::RunOptions;
+use super::context::{Ctx, RunOptions};
 use super::job::Job;
+use super::report::RevocationNote;
 
 /// A record changed this recently (or later) is not kept: a change within the same tick of
 /// the file system's clock could leave its stamp as it was.
@@ -39,6 +48,7 @@ pub(super) struct QuietEntry {
     until: i64,
     leaf: Option<(std::path::PathBuf, crate::store::FileStamp)>,
     reason: String,
+    crl: Option<(CrlRef, Vec<u8>)>,
 }
 
 /// The summary of one run.
@@ -47,6 +57,8 @@ pub(super) struct Due {
     kept: DueSummary,
     /// The entries for the next run: those that stood, and those the full path found.
     next: Vec<Entry>,
+    /// The issuers their CRL references name.
+    issuers: Issuers,
     /// Entries used as they were.
     stood: usize,
     /// What a `renew` needs to run without the configuration, for a configuration that allows
@@ -78,16 +90,12 @@ impl Due {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             config: config.source_digest.clone()?,
             options: options_of(opts, in_fleet),
-            crl: config
-                .revocation
-                .check
-                .then(|| Stamp::of_path(&store.dir().join("crl")))
-                .flatten(),
         };
         let kept = DueSummary::load(store, &basis);
         Some(Self {
             basis,
             next: Vec::with_capacity(kept.len()),
+            issuers: Issuers::new(),
             kept,
             stood: 0,
             express: express_of(config),
@@ -107,8 +115,46 @@ impl Due {
             .then_some(entry)
     }
 
+    /// Whether the standing `entry` still stands against its CRL this run (`None`: the
+    /// certificate takes the full path), with what the report says of its revocation. An entry
+    /// without a CRL reference (a summary written without `[revocation] check` or by an older
+    /// version) or whose issuer the file does not hold takes the full path once.
+    pub(super) async fn crl_stands(
+        &self,
+        ctx: &Ctx<'_>,
+        entry: &Entry,
+        now: OffsetDateTime,
+    ) -> Option<Option<RevocationNote>> {
+        let Some(checker) = &ctx.revocation else {
+            return Some(None);
+        };
+        let crl = entry.crl.as_ref()?;
+        if crl.urls.is_empty() {
+            return (crl.state == "no_crl").then_some(None);
+        }
+        let issuer = self.kept.issuer(&crl.issuer)?;
+        let status = checker.status_of_ref(crl, issuer, now).await;
+        if status.kind() != crl.state {
+            return None;
+        }
+        checker.count(&status);
+        Some(match status {
+            crate::revocation::Status::Unknown { .. } => Some(RevocationNote {
+                state: status.kind().to_owned(),
+                detail: status.describe(),
+            }),
+            _ => None,
+        })
+    }
+
     /// `entry` stood: it is kept as it is.
     pub(super) fn stood(&mut self, entry: Entry) {
+        if let Some(c) = &entry.crl
+            && !self.issuers.contains_key(&c.issuer)
+            && let Some(der) = self.kept.issuer(&c.issuer)
+        {
+            self.issuers.insert(c.issuer.clone(), der.to_vec());
+        }
         self.stood += 1;
         self.next.push(entry);
     }
@@ -132,6 +178,7 @@ impl Due {
             until: until.unix_timestamp(),
             leaf,
             reason: reason.to_owned(),
+            crl: job.crl_ref.clone(),
         })
     }
 
@@ -145,31 +192,32 @@ impl Due {
         if record.changed_since(OffsetDateTime::now_utc().unix_timestamp_nanos() - SETTLED_NS) {
             return;
         }
+        let crl = q.crl.map(|(crl, der)| {
+            self.issuers.entry(crl.issuer.clone()).or_insert(der);
+            crl
+        });
         self.next.push(Entry {
             name: q.name,
             until: q.until,
             record,
             leaf: q.leaf,
             reason: q.reason,
+            crl,
         });
     }
 
-    /// Writes the summary for the next run when it changed. The CRL store is stamped as this
-    /// run leaves it (it may have fetched a CRL).
-    pub(super) fn finish(mut self, store: &Store, config: &Config) {
-        let crl = config
-            .revocation
-            .check
-            .then(|| Stamp::of_path(&store.dir().join("crl")))
-            .flatten();
+    /// Writes the summary for the next run when it changed, with the CRLs the run read fresh
+    /// (`crls`: every entry kept was checked against them).
+    pub(super) fn finish(mut self, store: &Store, config: &Config, mut crls: Vec<KeptCrl>) {
+        crls.sort_unstable_by(|a, b| (&a.url, &a.issuer).cmp(&(&b.url, &b.issuer)));
+        crls.dedup_by(|a, b| a.url == b.url && a.issuer == b.issuer);
         if self.stood == self.kept.len()
             && self.next.len() == self.stood
-            && crl == self.basis.crl
             && self.kept.express() == self.express.as_ref()
+            && self.kept.crls() == crls.as_slice()
         {
             return;
         }
-        self.basis.crl = crl;
         let mut seen = HashSet::with_capacity(self.next.len());
         if self.next.iter().any(|e| !seen.insert(e.name.as_str())) {
             due::remove(store);
@@ -185,7 +233,17 @@ impl Due {
             .collect();
         self.next
             .sort_unstable_by_key(|e| order.get(e.name.as_str()).copied().unwrap_or(usize::MAX));
-        due::save_with(store, &self.basis, &self.next, self.express.as_ref());
+        let parts = CrlParts {
+            issuers: std::mem::take(&mut self.issuers),
+            crls,
+        };
+        due::save_with(
+            store,
+            &self.basis,
+            &self.next,
+            self.express.as_ref(),
+            &parts,
+        );
     }
 
     /// How many certificates were reported from the summary.
@@ -226,6 +284,10 @@ pub fn express_of(config: &Config) -> Option<Express> {
         include: a.include.clone(),
         allow_orders: a.allow_orders,
         revocation: config.revocation.check,
+        crl_limits: (
+            config.revocation.max_crl_bytes,
+            config.revocation.refresh_secs,
+        ),
         warnings: config.warnings.clone(),
         programs: crate::config::sources::command_programs(config),
         certificates: config.certificates.len(),
@@ -241,7 +303,6 @@ mod tests {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             config: "sources".into(),
             options,
-            crl: None,
         }
     }
 
@@ -258,9 +319,10 @@ mod tests {
         let entry = |name: &str| Entry {
             name: name.into(),
             until: i64::MAX,
-            record: Stamp::of_path(dir.path()).unwrap(),
+            record: due::Stamp::of_path(dir.path()).unwrap(),
             leaf: None,
             reason: "up to date".into(),
+            crl: None,
         };
         due::save(&store, &leader, vec![entry("www")]);
         assert_eq!(DueSummary::load(&store, &leader).len(), 1);

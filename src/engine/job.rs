@@ -32,8 +32,9 @@ pub struct Job<'a> {
     pub clock: Clock,
     /// What the CRL said of the installed certificate this run, when not "not revoked".
     pub revocation: Option<super::report::RevocationNote>,
-    /// "Not revoked" this run, by a CRL valid until then.
-    pub crl_good_until: Option<OffsetDateTime>,
+    /// What the CRL check needed of the installed certificate this run and the issuer's
+    /// certificate (DER), when the CRL did not say "revoked": what the due summary keeps.
+    pub crl_ref: Option<(crate::store::due::CrlRef, Vec<u8>)>,
     /// Nothing to do this run, and nothing before then ([`plan::quiet_until`]): what the due
     /// summary keeps.
     pub quiet_until: Option<OffsetDateTime>,
@@ -76,7 +77,7 @@ impl<'a> Job<'a> {
             backed_off,
             clock,
             revocation: None,
-            crl_good_until: None,
+            crl_ref: None,
             quiet_until: None,
         })
     }

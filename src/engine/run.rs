@@ -93,7 +93,12 @@ pub async fn run(
             due.used(),
             certs.len()
         );
-        due.finish(store, config);
+        let crls = ctx
+            .revocation
+            .as_ref()
+            .map(crate::revocation::Checker::fresh_crls)
+            .unwrap_or_default();
+        due.finish(store, config, crls);
     }
     poll::rounds(&ctx, &mut work, &mut report).await;
     let ready = std::mem::take(&mut work.ready);
@@ -144,8 +149,12 @@ enum Started<'a> {
     Stopped,
     /// Its record could not be read.
     NotLoaded(anyhow::Error),
-    /// Quiet by the due summary: its record was not read.
-    Stood(crate::store::due::Entry),
+    /// Quiet by the due summary: its record was not read (with what its CRL said when it is
+    /// unknown).
+    Stood(
+        crate::store::due::Entry,
+        Option<super::report::RevocationNote>,
+    ),
     /// Planned and started.
     Done(Job<'a>, anyhow::Result<Next>, Option<String>),
 }
@@ -169,8 +178,11 @@ async fn start_all<'a>(
             if stop_requested(ctx.opts) {
                 return (idx, Started::Stopped);
             }
-            if let Some(entry) = kept.and_then(|d| d.standing(ctx.store, cert, now)) {
-                return (idx, Started::Stood(entry.clone()));
+            if let Some(due) = kept
+                && let Some(entry) = due.standing(ctx.store, cert, now)
+                && let Some(note) = due.crl_stands(ctx, entry, now).await
+            {
+                return (idx, Started::Stood(entry.clone(), note));
             }
             // The record the leader's run already holds, or read.
             let loaded = match ctx.lead.and_then(|l| l.take_record(&cert.name)) {
@@ -201,10 +213,11 @@ async fn start_all<'a>(
                     error: format!("{e:#}"),
                 };
             }
-            Started::Stood(entry) => {
+            Started::Stood(entry, note) => {
                 line.outcome = Outcome::Unchanged {
                     reason: entry.reason.clone(),
                 };
+                line.revocation = note;
                 untouched.insert(entry.name.clone());
                 found.push(Ok(entry));
             }
@@ -227,6 +240,9 @@ async fn start_all<'a>(
     drop(starting);
     // Before the summary stamps the records it keeps: a record written now is not kept.
     ctx.record_crl_seen();
+    if let Some(checker) = &ctx.revocation {
+        checker.finish();
+    }
     let Some(due) = due else {
         return untouched;
     };

@@ -53,15 +53,14 @@ pub(super) async fn start(
         check_revocation(ctx, job).await?;
     }
     let action = plan_action(ctx, job, disk.clone()).await?;
+    // A CRL that cannot be used does not stop a certificate from being quiet: the due summary
+    // keeps what its CRL check needs, and every run checks it again.
     if matches!(action, Action::Idle { warning: None, .. })
         && disk == Disk::AsInstalled
-        && job.revocation.is_none()
+        && job.revocation.as_ref().is_none_or(|r| r.state != "revoked")
+        && (ctx.revocation.is_none() || job.crl_ref.is_some())
     {
-        let quiet = plan::quiet_until(&inputs(ctx, job, disk, None));
-        job.quiet_until = match (quiet, job.crl_good_until) {
-            (Some(q), Some(crl)) => Some(q.min(crl)),
-            (q, _) => q,
-        };
+        job.quiet_until = plan::quiet_until(&inputs(ctx, job, disk, None));
     }
     if ctx.opts.dry_run {
         return Ok(Next::Done(Outcome::Planned {
@@ -152,7 +151,24 @@ async fn check_revocation(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<()> {
             });
         return Ok(());
     }
-    let status = checker.status(inst, ctx.now()).await;
+    let status = match crate::revocation::read_installed(inst) {
+        Ok(cert) => {
+            let status = checker.status_of(&cert, ctx.now()).await;
+            if !matches!(status, Status::Revoked { .. }) {
+                job.crl_ref = Some((
+                    crate::store::due::CrlRef {
+                        serial: hex::encode_upper(&cert.raw_serial),
+                        issuer: crate::store::due::issuer_key(&cert.issuer_der),
+                        urls: cert.crl_urls,
+                        state: status.kind().to_owned(),
+                    },
+                    cert.issuer_der,
+                ));
+            }
+            status
+        }
+        Err(why) => Status::Unknown { url: None, why },
+    };
     let url = match &status {
         Status::Good { url, .. } | Status::Revoked { url, .. } => Some(url.clone()),
         Status::Unknown { url, .. } => url.clone(),
@@ -178,12 +194,9 @@ async fn check_revocation(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<()> {
             tracing::error!(certificate = %name, "the installed certificate is revoked: {}", seen.detail);
         }
         Status::Unknown { .. } => {
-            tracing::warn!(certificate = %name, "{}", seen.detail);
+            tracing::debug!(certificate = %name, "{}", seen.detail);
         }
         Status::Good { .. } | Status::NoCrl => {}
-    }
-    if let Status::Good { recheck_at, .. } = &status {
-        job.crl_good_until = Some(*recheck_at);
     }
     if matches!(status, Status::Revoked { .. } | Status::Unknown { .. }) {
         job.revocation = Some(super::report::RevocationNote {

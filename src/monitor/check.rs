@@ -234,7 +234,7 @@ pub async fn check(
     let crls = config
         .revocation
         .check
-        .then(|| Checker::new(&config.agent.state_dir, &config.revocation));
+        .then(|| Checker::new(&config.agent.state_dir, &config.revocation).trying_now());
     for cert in certs {
         let rec = store.load(&cert.name)?;
         if let Some(archive) = store.retired_and_idle(&cert.name, &rec) {
@@ -273,6 +273,9 @@ pub async fn check(
             c.problems.push(text);
         }
         certificates.push(c);
+    }
+    if let Some(crls) = &crls {
+        crls.finish();
     }
     served::remember(&store, seen);
     let money = if opts.balance && opts.names.is_empty() {

@@ -63,6 +63,8 @@ pub struct Entry {
 pub struct Crl {
     pub this_update: OffsetDateTime,
     pub next_update: OffsetDateTime,
+    /// The `cRLNumber` (big-endian, leading zeros removed), when the CRL carries one.
+    pub number: Option<Vec<u8>>,
     /// Serial (big-endian, leading zeros removed) → entry.
     entries: HashMap<Vec<u8>, Entry>,
 }
@@ -80,6 +82,30 @@ impl Crl {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// Whether this CRL is older than `kept` (the same issuer's): an earlier `thisUpdate`, or
+    /// a smaller `cRLNumber` when both carry one. A CRL's sequence never goes back, so an
+    /// older one that is still valid is a replay (a cache or a network path serving what the
+    /// CA has since replaced), never a reason to forget a newer one.
+    pub fn is_older_than(&self, kept: &Crl) -> bool {
+        let smaller = match (&self.number, &kept.number) {
+            (Some(a), Some(b)) => (a.len(), a.as_slice()) < (b.len(), b.as_slice()),
+            _ => false,
+        };
+        self.this_update < kept.this_update || smaller
+    }
+
+    /// `cRLNumber N, thisUpdate T`, for messages.
+    pub fn describe(&self) -> String {
+        let number = self
+            .number
+            .as_deref()
+            .map_or_else(|| "none".to_owned(), hex::encode_upper);
+        format!(
+            "cRLNumber {number}, thisUpdate {}",
+            rfc3339(self.this_update)
+        )
     }
 }
 
@@ -172,9 +198,11 @@ pub fn check(der: &[u8], issuer_der: &[u8], now: OffsetDateTime) -> Result<Crl, 
             },
         );
     }
+    let number = crl.crl_number().map(|n| trim(&n.to_bytes_be()).to_vec());
     Ok(Crl {
         this_update,
         next_update,
+        number,
         entries,
     })
 }

@@ -3,7 +3,9 @@
 //! the configuration's sources — the main file's text and the files its `include` patterns
 //! match now, each with its `stat` — give the digest the summary was made under, every
 //! certificate's entry is checked as the full run checks it (the record's and the installed
-//! leaf's stamps, the instant ahead, the CRL store) and reported unchanged.
+//! leaf's stamps, the instant ahead, and with `[revocation] check` its serial against the CRL
+//! kept for it, each kept CRL read once) and reported unchanged. A CRL that is not kept, not
+//! fresh or not "not revoked" means the full run, which fetches it or reports it.
 //!
 //! Anything else — no summary, another configuration or state directory, a file changed, an
 //! entry that does not stand, a program gone — means the full run, which parses the
@@ -47,19 +49,26 @@ pub async fn renew(config_path: &Path, clock: Clock, lock_wait: Duration) -> Res
     if !sources::programs_exist(&summary.express.programs) {
         return Ok(Express::Full("a program of a command is missing"));
     }
-    let crl = summary
-        .express
-        .revocation
-        .then(|| Stamp::of_path(&store.dir().join("crl")))
-        .flatten();
-    if crl != summary.basis.crl {
-        return Ok(Express::Full("the CRL store changed"));
-    }
-    let now = clock.now().unix_timestamp();
+    let mut crls = summary.express.revocation.then(|| {
+        let (max_bytes, refresh_secs) = summary.express.crl_limits;
+        crate::revocation::KeptCrls::new(store.dir(), max_bytes, refresh_secs, &summary.crls)
+    });
+    let at = clock.now();
+    let now = at.unix_timestamp();
     let mut certificates = Vec::with_capacity(summary.certificates.len());
     for e in summary.certificates {
         if !e.stands(now, store.record_stamp(&e.name)) {
             return Ok(Express::Full("a certificate's entry does not stand"));
+        }
+        if let Some(crls) = crls.as_mut() {
+            let Some(crl) = &e.crl else {
+                return Ok(Express::Full("an entry without its CRL reference"));
+            };
+            if !crls.still_good(crl, summary.issuers.get(&crl.issuer).map(Vec::as_slice), at) {
+                return Ok(Express::Full(
+                    "a certificate's CRL is not kept, not fresh or says otherwise",
+                ));
+            }
         }
         certificates.push(CertReport {
             name: e.name,

@@ -3,19 +3,25 @@
 //! with nothing due reads one file and `stat`s each record and installed leaf instead of
 //! reading and parsing every record.
 //!
+//! With `[revocation] check`, an entry also keeps what the CRL check needs of the installed
+//! certificate ([`CrlRef`]: its serial, its CRL distribution points, its issuer's certificate,
+//! kept once per issuer in the file), taken when the installed files were read, so that a run
+//! reads each CRL once and checks the entries' serials without opening a certificate file.
+//!
 //! The file is a hint, never a source of truth. It is used only when it was written by this
 //! program version for the same configuration sources (the main file's bytes and each
-//! included file's `stat`), the same run options and the same CRL store; an entry is used only
+//! included file's `stat`) and the same run options; an entry is used only
 //! while its instant lies ahead and while its record and its installed leaf still have the
 //! `stat` they had when the entry was made. Any doubt — a missing, unreadable, foreign,
 //! truncated or damaged file, a mismatch, an instant passed — means the full path: the record
 //! is read and the planner decides, as if there were no summary.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
 
 use super::{FileStamp, Store};
 
@@ -26,7 +32,7 @@ const FORMAT: u32 = 2;
 /// Largest summary read (about 25,000 certificates per MiB is far below this).
 const MAX_BYTES: u64 = 256 * 1024 * 1024;
 
-/// What identifies one version of a record (or the CRL store), from `stat`: a record is
+/// What identifies one version of a record, from `stat`: a record is
 /// replaced by rename (a new inode), and the change time cannot be set back by anyone but the
 /// kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,8 +77,52 @@ pub struct Basis {
     pub config: String,
     /// The run options that the decisions depend on.
     pub options: String,
-    /// The CRL store's directory (`state_dir/crl`), when it exists.
-    pub crl: Option<Stamp>,
+}
+
+/// What the CRL check needs of an installed certificate, read from its installed files when
+/// the entry was made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CrlRef {
+    /// The leaf's serial, hex of its bytes as in the certificate.
+    pub serial: String,
+    /// SHA-256 (hex) of the issuer certificate's DER, the key of the file's issuers.
+    pub issuer: String,
+    /// The leaf's `http(s)` CRL distribution points, in its order.
+    pub urls: Vec<String>,
+    /// What the CRL said when the entry was made: `good`, `unknown` or `no_crl`. A run whose
+    /// CRL says otherwise takes the full path for the certificate (its record learns it).
+    pub state: String,
+}
+
+/// Issuer certificates by the SHA-256 (hex) of their DER.
+pub type Issuers = BTreeMap<String, Vec<u8>>;
+
+/// A CRL the run read fresh and checked every kept serial naming it against, as it lies in
+/// `state_dir/crl/`: while the file keeps this stamp (a new copy is a new file), is younger
+/// than `refresh_secs` and its `nextUpdate` is ahead, a `renew` that does not parse the
+/// configuration takes the run's verdicts without reading it again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptCrl {
+    pub url: String,
+    /// [`issuer_key`] of the issuer it was checked with.
+    pub issuer: String,
+    /// The kept file's stamp after the run.
+    pub file: Stamp,
+    /// Its `nextUpdate` (Unix seconds).
+    pub next_update: i64,
+}
+
+/// The CRL part of a summary: the issuer certificates its entries name and the CRLs the run
+/// read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CrlParts {
+    pub issuers: Issuers,
+    pub crls: Vec<KeptCrl>,
+}
+
+/// The key of an issuer certificate in [`Issuers`].
+pub fn issuer_key(der: &[u8]) -> String {
+    hex::encode(Sha256::digest(der))
 }
 
 /// One certificate with nothing to do.
@@ -89,6 +139,10 @@ pub struct Entry {
     pub leaf: Option<(PathBuf, FileStamp)>,
     /// The report's line for the certificate.
     pub reason: String,
+    /// With `[revocation] check`: what the CRL check needs (`None` in a summary written
+    /// without it or by an older version: the certificate then takes the full path once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crl: Option<CrlRef>,
 }
 
 /// What a `renew` needs to report a run with nothing due without parsing the configuration
@@ -110,6 +164,9 @@ pub struct Express {
     pub allow_orders: bool,
     /// `[revocation] check`.
     pub revocation: bool,
+    /// `[revocation] max_crl_bytes` and `refresh_secs`: how a kept CRL may be used.
+    #[serde(default)]
+    pub crl_limits: (u64, u64),
     /// The configuration's warnings, printed by every run.
     pub warnings: Vec<String>,
     /// The programs the certificates' commands name (each must still exist).
@@ -125,6 +182,11 @@ struct Stored {
     #[serde(default)]
     express: Option<Express>,
     certificates: Vec<Entry>,
+    /// Issuer certificates (hex DER) by [`issuer_key`].
+    #[serde(default)]
+    issuers: BTreeMap<String, String>,
+    #[serde(default)]
+    crls: Vec<KeptCrl>,
 }
 
 #[derive(Serialize)]
@@ -133,6 +195,20 @@ struct StoredRef<'a> {
     basis: &'a Basis,
     express: Option<&'a Express>,
     certificates: &'a [Entry],
+    issuers: BTreeMap<&'a str, String>,
+    crls: &'a [KeptCrl],
+}
+
+/// The issuers of a stored summary that are what their key says (a damaged or forged one is
+/// left out: the entries naming it take the full path).
+fn issuers_of(stored: BTreeMap<String, String>) -> Issuers {
+    stored
+        .into_iter()
+        .filter_map(|(key, text)| {
+            let der = hex::decode(text).ok()?;
+            (issuer_key(&der) == key).then_some((key, der))
+        })
+        .collect()
 }
 
 /// A summary read back and found to match the run's basis.
@@ -140,6 +216,8 @@ struct StoredRef<'a> {
 pub struct DueSummary {
     by_name: HashMap<String, Entry>,
     express: Option<Express>,
+    issuers: Issuers,
+    crls: Vec<KeptCrl>,
 }
 
 /// A summary read for a run that has not parsed its configuration: the basis is checked by
@@ -150,6 +228,10 @@ pub struct ExpressSummary {
     pub express: Express,
     /// Every certificate's entry, in the configuration's order.
     pub certificates: Vec<Entry>,
+    /// The issuers the entries' [`CrlRef`]s name.
+    pub issuers: Issuers,
+    /// The CRLs the run that wrote it read.
+    pub crls: Vec<KeptCrl>,
 }
 
 impl ExpressSummary {
@@ -173,6 +255,8 @@ impl ExpressSummary {
             basis: stored.basis,
             express,
             certificates: stored.certificates,
+            issuers: issuers_of(stored.issuers),
+            crls: stored.crls,
         })
     }
 
@@ -204,7 +288,12 @@ impl DueSummary {
                 return None;
             }
         }
-        Some(Self { by_name, express })
+        Some(Self {
+            by_name,
+            express,
+            issuers: issuers_of(stored.issuers),
+            crls: stored.crls,
+        })
     }
 
     /// The summary in `store` if it matches `basis`; empty otherwise.
@@ -236,6 +325,16 @@ impl DueSummary {
     pub fn express(&self) -> Option<&Express> {
         self.express.as_ref()
     }
+
+    /// The issuer certificate (DER) kept under `key`.
+    pub fn issuer(&self, key: &str) -> Option<&[u8]> {
+        self.issuers.get(key).map(Vec::as_slice)
+    }
+
+    /// The CRLs the run that wrote it read.
+    pub fn crls(&self) -> &[KeptCrl] {
+        &self.crls
+    }
 }
 
 impl Entry {
@@ -256,16 +355,34 @@ impl Entry {
 /// errors: the next run takes the full path.
 pub fn save(store: &Store, basis: &Basis, mut entries: Vec<Entry>) {
     entries.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-    save_with(store, basis, &entries, None);
+    save_with(store, basis, &entries, None, &CrlParts::default());
 }
 
-/// Writes the summary with its express part: `entries` in the configuration's order.
-pub fn save_with(store: &Store, basis: &Basis, entries: &[Entry], express: Option<&Express>) {
+/// Writes the summary with its express part: `entries` in the configuration's order, with the
+/// issuers of `crl` that their [`CrlRef`]s name and the CRLs read.
+pub fn save_with(
+    store: &Store,
+    basis: &Basis,
+    entries: &[Entry],
+    express: Option<&Express>,
+    crl: &CrlParts,
+) {
+    let issuers = &crl.issuers;
+    let keys: std::collections::BTreeSet<&str> = entries
+        .iter()
+        .filter_map(|e| e.crl.as_ref().map(|c| c.issuer.as_str()))
+        .collect();
+    let named: BTreeMap<&str, String> = keys
+        .into_iter()
+        .filter_map(|key| Some((key, hex::encode(issuers.get(key)?))))
+        .collect();
     let stored = StoredRef {
         format: FORMAT,
         basis,
         express,
         certificates: entries,
+        issuers: named,
+        crls: &crl.crls,
     };
     let path = store.dir().join(DUE_FILE);
     let written = serde_json::to_vec(&stored)

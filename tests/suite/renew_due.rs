@@ -2,7 +2,8 @@
 //! nothing due reports the certificate from the summary without reading its record and calls
 //! nothing; then each thing that must be noticed — an installed file removed, the
 //! configuration changed, the record changed by another command, the clock passing the
-//! renewal time, a CRL revoking the certificate once the kept one reaches its `nextUpdate`,
+//! renewal time, a CRL revoking the certificate once the kept one reaches its `nextUpdate`
+//! (a new CRL read while the entry stands does not, unless it lists the serial),
 //! a damaged summary — makes the next run take the full path and act.
 
 use crate::support;
@@ -102,16 +103,20 @@ fn each_change_after_a_quiet_run_is_acted_on() {
     let serial = |env: &TestEnv| env.record("www").unwrap()["installed"]["serial"].to_string();
     quiet(&env, 0);
 
-    // The clock passes the summary's instant, which is the kept CRL's nextUpdate (a day
-    // ahead; the CA's clock with it): the full path, a new CRL, nothing else to do.
-    let off = kept_until(&env) - time::OffsetDateTime::now_utc().unix_timestamp() + 60;
-    assert!((0..=86_460).contains(&off), "{off}");
+    // The clock passes the kept CRL's nextUpdate (a day ahead; the CA's clock with it): the
+    // entry still stands (its instant is the renewal check), and the run reads the new CRL
+    // once and checks the kept serial against it.
+    let fetched = || env.sandbox.crl_fetches().values().sum::<u64>();
+    let before_fetch = fetched();
+    let off = partner_sandbox::crl::CRL_VALIDITY.whole_seconds() + 60;
+    assert!(kept_until(&env) > time::OffsetDateTime::now_utc().unix_timestamp() + off);
     env.sandbox
         .advance(Duration::from_secs(u64::try_from(off).unwrap()));
     let out = renew_at(&env, off);
     out.expect_code(0);
-    assert_eq!(quiet_by_summary(&out), 0, "{}", out.describe());
+    assert_eq!(quiet_by_summary(&out), 1, "{}", out.describe());
     assert_eq!(out.outcome("www")["outcome"], "unchanged");
+    assert_eq!(fetched(), before_fetch + 1, "{}", out.describe());
     quiet(&env, off);
     // ... and past the renewal time (150 days on, this host's clock only): the certificate
     // is reissued.
@@ -208,7 +213,8 @@ fn each_change_after_a_quiet_run_is_acted_on() {
 }
 
 /// Guards the CRL's part: a revocation published while a kept CRL is valid is seen by the
-/// first run after that CRL's `nextUpdate`, summary or not, and the certificate is reissued.
+/// first run after that CRL's `nextUpdate` (the entry stands, its serial is found on the new
+/// CRL: the full path), and the certificate is reissued.
 #[test]
 fn a_revocation_is_acted_on_once_the_kept_crl_reaches_its_next_update() {
     let env = issued("www.due-crl.test");
@@ -234,7 +240,8 @@ fn a_revocation_is_acted_on_once_the_kept_crl_reaches_its_next_update() {
         "{}",
         out.describe()
     );
-    // A day and an hour later (the CA's clock too): the summary's instant has passed.
+    // A day and an hour later (the CA's clock too): the kept CRL is stale, the new one lists
+    // the serial, and the certificate takes the full path.
     let offset = 25 * 3600;
     env.sandbox.advance(Duration::from_secs(offset as u64));
     let out = renew_at(&env, offset);

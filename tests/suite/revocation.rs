@@ -479,3 +479,301 @@ fn the_daemon_acts_on_a_revocation_when_the_next_crl_is_due() {
     );
     assert!(env.journal().contains("certificate-revoked"));
 }
+
+/// Full runs until the due summary keeps each of `names` with what its CRL check needs (the
+/// summary keeps no record written within the last second, and a run that read a CRL writes
+/// what it said into the record).
+fn settle_summary(env: &TestEnv, names: &[String]) {
+    let due = env.state_dir().join("due.json");
+    let kept = || {
+        let Ok(text) = fs::read_to_string(&due) else {
+            return false;
+        };
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let entries = v["certificates"].as_array().cloned().unwrap_or_default();
+        names.iter().all(|n| {
+            entries
+                .iter()
+                .any(|e| e["name"] == n.as_str() && e["crl"].is_object())
+        })
+    };
+    for _ in 0..5 {
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        env.renew().expect_code(0);
+        if kept() {
+            return;
+        }
+    }
+    panic!(
+        "the summary keeps {names:?} with their CRL\n{}",
+        fs::read_to_string(&due).unwrap_or_default()
+    );
+}
+
+/// An installed file's path, content and modification time.
+type Original = (std::path::PathBuf, Vec<u8>, std::time::SystemTime);
+
+/// Overwrites each installed certificate file of `name` in place with garbage of its size and
+/// sets its modification time back: the stamp a run compares (size, mtime, inode) is the one
+/// the summary holds, but a run that opened the file would find no certificate in it.
+fn garble_installed(env: &TestEnv, name: &str) -> Vec<Original> {
+    let files = &env.spec(name).files;
+    let mut originals = Vec::new();
+    for path in [&files.cert, &files.chain, &files.fullchain]
+        .into_iter()
+        .flatten()
+    {
+        let bytes = fs::read(path).unwrap();
+        let mtime = fs::metadata(path).unwrap().modified().unwrap();
+        put_back(path, &vec![b'x'; bytes.len()], mtime);
+        originals.push((path.clone(), bytes, mtime));
+    }
+    assert!(!originals.is_empty());
+    originals
+}
+
+fn put_back(path: &std::path::Path, bytes: &[u8], mtime: std::time::SystemTime) {
+    use std::io::Write as _;
+    let mut f = fs::File::options().write(true).open(path).unwrap();
+    f.write_all(bytes).unwrap();
+    f.set_modified(mtime).unwrap();
+}
+
+/// Issue 42: a run with nothing due checks each CRL against the serials the due summary keeps,
+/// without opening any installed certificate file — here the files hold garbage under their
+/// old stamps while the CRL is fetched again (older than `refresh_secs`, the CRL store
+/// changed); a revocation is still found, and acted on by the full path.
+#[test]
+fn a_run_with_nothing_due_checks_the_crl_without_opening_a_certificate_file() {
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["www.crl-summary.test"]);
+    env.certs.push(spec);
+    env.renew().expect_code(0);
+    settle_summary(&env, &["www".to_owned()]);
+    let first = installed_serial(&env, "www");
+    let fetched = fetches(&env);
+    let originals = garble_installed(&env, "www");
+    age_kept_crls(&env, 6 * 3600 + 1);
+    let stray = env.state_dir().join("crl/stray");
+    fs::write(&stray, b"").unwrap();
+    fs::remove_file(&stray).unwrap();
+
+    let out = env.agent(["-v", "--json", "renew", "--wait", "30"]).run();
+    out.expect_code(0);
+    let o = out.outcome("www");
+    assert_eq!(o["outcome"], "unchanged", "{}", out.describe());
+    assert!(
+        o["revocation"].is_null(),
+        "the garbage was not read: {}",
+        out.describe()
+    );
+    assert_eq!(
+        crate::renew_due::quiet_by_summary(&out),
+        1,
+        "{}",
+        out.describe()
+    );
+    assert_eq!(fetches(&env), fetched + 1, "the CRL read again, once");
+
+    for (path, bytes, mtime) in &originals {
+        put_back(path, bytes, *mtime);
+    }
+    env.sandbox
+        .revoke(
+            RevokeTarget::CertificateId(certificate_id(&env, "www")),
+            "keyCompromise",
+            true,
+        )
+        .unwrap();
+    age_kept_crls(&env, 6 * 3600 + 1);
+    let run = env.renew();
+    run.expect_code(0);
+    assert_ne!(run.installed_serial("www"), first, "{}", run.describe());
+    assert!(env.journal().contains("certificate-revoked"));
+}
+
+/// Issue 42: with the CA's CRL unusable, a run over 50 certificates prints one line per
+/// certificate and one for the CRL (with the count it leaves unknown), not a warning per
+/// certificate; the first failure is tried again by the next run, later ones wait (5 minutes,
+/// doubling); revocation stays "unknown" in every record; `check` tries at once, and the CRL
+/// usable again is read by the runs.
+#[test]
+fn an_unusable_crl_is_reported_once_with_its_count_and_tried_again_on_a_backoff() {
+    const N: usize = 50;
+    let mut env = TestEnv::new();
+    let head = env.standalone_spec("c00", &["c00.crl-outage.test"]);
+    let publish = head.publish.clone();
+    env.certs.push(head);
+    for i in 1..N {
+        let name = format!("c{i:02}");
+        let mut spec = env.cert_spec(&name, &[&format!("{name}.crl-outage.test")], "none");
+        spec.publish = publish.clone();
+        env.certs.push(spec);
+    }
+    env.renew().expect_code(0);
+    let names: Vec<String> = env.certs.iter().map(|c| c.name.clone()).collect();
+    settle_summary(&env, &names);
+
+    env.sandbox.set_crl_fault(Some(CrlFault::Garbage), None);
+    fs::remove_dir_all(env.state_dir().join("crl")).unwrap();
+    let url = format!("http://{}/crl/", env.sandbox.crl_addr());
+    let fetched = fetches(&env);
+    // Runs a second apart (the summary keeps no record written within the last second).
+    let plain = |fetches_now: u64, retry: &str| {
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        let out = env.agent(["renew"]).run();
+        out.expect_code(0);
+        // Every line but the test configuration's own warning (its 1 s poll interval).
+        let lines = out.stdout.lines().count()
+            + out
+                .stderr
+                .lines()
+                .filter(|l| !l.contains("config.toml line"))
+                .count();
+        assert!(lines <= N + 1, "{lines} lines\n{}", out.describe());
+        let about: Vec<&str> = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains(&url) && !l.starts_with('c'))
+            .collect();
+        assert_eq!(about.len(), 1, "{}", out.describe());
+        assert!(
+            about[0].contains(&format!("revocation unknown for {N} certificate(s)"))
+                && about[0].contains("not a DER certificate revocation list")
+                && about[0].contains(retry),
+            "{}",
+            out.describe()
+        );
+        assert_eq!(
+            out.stdout
+                .lines()
+                .filter(|l| l.contains("revocation unknown"))
+                .count(),
+            N,
+            "{}",
+            out.describe()
+        );
+        assert_eq!(fetches(&env), fetches_now, "{}", out.describe());
+    };
+    plain(fetched + 1, "tried again by the next run");
+    plain(fetched + 2, "tried again after");
+    plain(fetched + 2, "tried again after");
+    for name in &names {
+        assert_eq!(
+            env.record(name).unwrap()["revocation"]["state"],
+            "unknown",
+            "{name}"
+        );
+    }
+    // Kept in the summary: unknown on every report line, no certificate read.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let out = env.agent(["-v", "--json", "renew", "--wait", "30"]).run();
+    out.expect_code(0);
+    assert_eq!(
+        crate::renew_due::quiet_by_summary(&out),
+        N,
+        "{}",
+        out.describe()
+    );
+    assert_eq!(out.outcome("c17")["revocation"]["state"], "unknown");
+    assert_eq!(fetches(&env), fetched + 2);
+
+    env.sandbox.set_crl_fault(None, None);
+    env.agent(["check"]).run().expect_code(0);
+    assert_eq!(fetches(&env), fetched + 3, "check tries at once");
+    let out = env.agent(["renew"]).run();
+    out.expect_code(0);
+    assert!(
+        !out.text().contains("revocation unknown"),
+        "{}",
+        out.describe()
+    );
+}
+
+/// Issue 39: an older CRL — correctly signed, still valid, replayed after the CA published a
+/// newer one — never replaces the newer one kept: it is refused (and said so), and the kept
+/// one keeps showing the revocation.
+#[test]
+fn an_older_crl_replayed_does_not_replace_the_newer_one_kept() {
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["www.crl-replay.test"]);
+    env.certs.push(spec);
+    env.renew().expect_code(0);
+    env.agent(["check"]).run().expect_code(0);
+    env.sandbox
+        .revoke(
+            RevokeTarget::CertificateId(certificate_id(&env, "www")),
+            "keyCompromise",
+            true,
+        )
+        .unwrap();
+    age_kept_crls(&env, 6 * 3600 + 1);
+    env.agent(["check"]).run().expect_code(2);
+    let kept_file = || {
+        let mut files: Vec<_> = fs::read_dir(env.state_dir().join("crl"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        fs::read(files.remove(0)).unwrap()
+    };
+    let newer = kept_file();
+
+    env.sandbox.set_crl_fault(Some(CrlFault::Replay), None);
+    age_kept_crls(&env, 6 * 3600 + 1);
+    let fetched = fetches(&env);
+    let check = env.agent(["check"]).run();
+    check.expect_code(2);
+    assert_eq!(fetches(&env), fetched + 1, "{}", check.describe());
+    assert!(
+        check.stdout.contains("was revoked on")
+            && check.stderr.contains("the server sent an older CRL")
+            && check.stderr.contains("refused, the kept one stays"),
+        "{}",
+        check.describe()
+    );
+    assert_eq!(kept_file(), newer, "the newer CRL stays");
+    // The run acts on the kept CRL: the certificate is replaced, not called fine.
+    let first = installed_serial(&env, "www");
+    let run = env.renew();
+    run.expect_code(0);
+    assert_ne!(run.installed_serial("www"), first, "{}", run.describe());
+}
+
+/// Issue 39: a CRL server's redirect to a loopback address (here another one than the CRL
+/// server's) is not followed: the CRL is unknown, naming why, and nothing connects there.
+#[test]
+fn a_crl_redirect_to_a_loopback_address_is_not_followed() {
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["www.crl-redirect.test"]);
+    env.certs.push(spec);
+    env.renew().expect_code(0);
+    let listener = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let target = listener.local_addr().unwrap();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = hits.clone();
+    std::thread::spawn(move || {
+        use std::io::Write as _;
+        for stream in listener.incoming() {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if let Ok(mut s) = stream {
+                let _ = s.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n");
+            }
+        }
+    });
+    let location = format!("http://{target}/crl/s-one.crl");
+    env.sandbox.set_crl_redirect(Some(&location));
+    let check = env.agent(["check"]).run();
+    check.expect_code(1);
+    assert!(
+        check.stdout.contains("revocation unknown")
+            && check.stdout.contains(&format!(
+                "the server redirected to {location}: not followed"
+            ))
+            && check.stdout.contains("loopback"),
+        "{}",
+        check.describe()
+    );
+    assert!(fetches(&env) >= 1, "the CRL server was asked");
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+}

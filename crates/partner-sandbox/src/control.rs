@@ -180,6 +180,10 @@ pub(crate) fn set_crl_fault(shared: &Shared, fault: Option<CrlFault>, bytes: Opt
     shared.lock().crls.set_fault(fault, bytes);
 }
 
+pub(crate) fn set_crl_redirect(shared: &Shared, location: Option<String>) {
+    shared.lock().crls.set_redirect(location);
+}
+
 pub(crate) fn crl_fetches(shared: &Shared) -> BTreeMap<String, u64> {
     shared.lock().crls.fetches().clone()
 }
@@ -336,7 +340,8 @@ const ROUTES: &[&str] = &[
     "POST /_sandbox/faults/clear",
     "POST /_sandbox/revoke                   {\"certificate_id\":N | \"serial\":\"HEX\",\"reason\":\"keyCompromise\",\"keep_order\":false}",
     "GET  /_sandbox/crl                      revocations, the CRL fault, fetches per path",
-    "POST /_sandbox/crl/fault                {\"fault\":\"wrong_key|oversized|stale|garbage\"|null,\"bytes\":N}",
+    "POST /_sandbox/crl/fault                {\"fault\":\"wrong_key|oversized|stale|garbage|replay\"|null,\"bytes\":N}",
+    "POST /_sandbox/crl/redirect             {\"location\":\"URL\"|null}: every CRL request answered 302",
     "GET  /_sandbox/dcv_ports",
     "POST /_sandbox/dcv_ports                {\"http\":N|[N,...],\"https\":N|[N,...],\"balance\":\"round_robin|random|all\",\"seed\":N}",
 ];
@@ -440,6 +445,10 @@ pub(crate) fn handle_http(shared: &Shared, method: &str, path: &str, body: &[u8]
         (["crl", "fault"], _, true) => with_body(body, |f: SetCrlFault| {
             set_crl_fault(shared, f.fault, f.bytes);
             Ok(json!({ "ok": true, "fault": f.fault }))
+        }),
+        (["crl", "redirect"], _, true) => with_body(body, |r: SetCrlRedirect| {
+            set_crl_redirect(shared, r.location.clone());
+            Ok(json!({ "ok": true, "location": r.location }))
         }),
         (["dcv_ports"], true, _) => (200, dcv_ports_json(&dcv_pool(shared))),
         (["dcv_ports"], _, true) => with_body(body, |p: Ports| change_dcv_ports(shared, p)),
@@ -626,6 +635,11 @@ struct Revoke {
     reason: Option<String>,
     #[serde(default)]
     keep_order: bool,
+}
+
+#[derive(Deserialize)]
+struct SetCrlRedirect {
+    location: Option<String>,
 }
 
 #[derive(Deserialize)]

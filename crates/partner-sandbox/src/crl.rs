@@ -38,6 +38,9 @@ pub enum CrlFault {
     Stale,
     /// Bytes that are no CRL at all.
     Garbage,
+    /// The first CRL built for the issuer, served again: an older CRL, correctly signed and
+    /// still valid, replayed by a cache or a network path after the CA replaced it.
+    Replay,
 }
 
 /// One revoked certificate.
@@ -99,6 +102,10 @@ pub(crate) struct Crls {
     number: u64,
     /// Path → successful and failed fetches.
     fetches: BTreeMap<String, u64>,
+    /// Issuer value → the first CRL built for it (what `Replay` serves).
+    first: BTreeMap<&'static str, Bytes>,
+    /// Where every CRL request is redirected (302), when set.
+    redirect: Option<String>,
 }
 
 impl Crls {
@@ -130,6 +137,18 @@ impl Crls {
         &self.fetches
     }
 
+    /// Sets (or with `None` clears) the `Location` every CRL request is redirected to.
+    pub(crate) fn set_redirect(&mut self, location: Option<String>) {
+        self.redirect = location;
+    }
+
+    /// The redirect for a request of `path`, counting the fetch, when one is set.
+    pub(crate) fn redirect(&mut self, path: &str) -> Option<String> {
+        let location = self.redirect.clone()?;
+        *self.fetches.entry(path.to_owned()).or_default() += 1;
+        Some(location)
+    }
+
     /// The body served for `path` (`/crl/{issuer}.crl`) at `now`, counting the fetch; `Err`
     /// is (status, message).
     pub(crate) fn serve(
@@ -151,6 +170,11 @@ impl Crls {
                     b"this is not a certificate revocation list\n",
                 ));
             }
+            Some((CrlFault::Replay, _)) => {
+                if let Some(first) = self.first.get(issuer) {
+                    return Ok(first.clone());
+                }
+            }
             _ => {}
         }
         if let Some((der, this_update, generation)) = self.built.get(issuer)
@@ -161,6 +185,9 @@ impl Crls {
             return Ok(der.clone());
         }
         let der = Bytes::from(self.build(issuer, ca, now).map_err(|e| (500, e))?);
+        if self.fault.is_none() {
+            self.first.entry(issuer).or_insert_with(|| der.clone());
+        }
         self.built
             .insert(issuer, (der.clone(), now, self.generation));
         Ok(der)
@@ -306,6 +333,36 @@ mod tests {
         let (_, crl) = CertificateRevocationList::from_der(&der).expect("parse");
         crl.verify_signature(issuer.public_key())
             .expect("signed again");
+    }
+
+    #[test]
+    fn replay_serves_the_first_crl_and_a_redirect_counts_the_fetch() {
+        let ca = Authority::generate().expect("ca");
+        let mut crls = Crls::default();
+        let now = at(1_800_000_000);
+        let first = crls.serve("/crl/s-one.crl", &ca, now).expect("crl");
+        crls.revoke(Revocation {
+            serial_hex: "0A1B".into(),
+            issuer: "s-one",
+            certificate_id: 7,
+            reason: "keyCompromise",
+            revoked_at: now,
+        });
+        let second = crls.serve("/crl/s-one.crl", &ca, now).expect("crl");
+        assert_ne!(first, second);
+        crls.set_fault(Some(CrlFault::Replay), None);
+        assert_eq!(crls.serve("/crl/s-one.crl", &ca, now).expect("crl"), first);
+        crls.set_fault(None, None);
+        let again = crls.serve("/crl/s-one.crl", &ca, now).expect("crl");
+        assert_ne!(again, first, "built anew, listing the revocation");
+        crls.set_redirect(Some("http://127.0.0.2:9/x.crl".into()));
+        assert_eq!(
+            crls.redirect("/crl/s-one.crl").as_deref(),
+            Some("http://127.0.0.2:9/x.crl")
+        );
+        assert_eq!(crls.fetches().get("/crl/s-one.crl"), Some(&5));
+        crls.set_redirect(None);
+        assert_eq!(crls.redirect("/crl/s-one.crl"), None);
     }
 
     #[test]

@@ -158,3 +158,24 @@ fn reason_names_follow_rfc_5280() {
     assert_eq!(reason_name(7), "reason code 7");
     assert_eq!(reason_name(200), "reason code 200");
 }
+
+#[test]
+fn a_crl_is_older_by_its_this_update_or_its_number() {
+    let (der, issuer) = ca("CA", signing());
+    let signed = |this: OffsetDateTime, number: u64| {
+        let mut p = crl_params(this, now() + Duration::days(1));
+        p.crl_number = SerialNumber::from(number);
+        check(p.signed_by(&issuer).unwrap().der(), &der, now()).unwrap()
+    };
+    let kept = signed(now() - Duration::hours(1), 0x0100);
+    assert_eq!(kept.number.as_deref(), Some(&[0x01, 0x00][..]));
+    assert!(signed(now() - Duration::hours(2), 0x0200).is_older_than(&kept));
+    assert!(signed(now() - Duration::hours(1), 0xFF).is_older_than(&kept));
+    assert!(!signed(now() - Duration::hours(1), 0x0100).is_older_than(&kept));
+    assert!(!signed(now(), 0x0101).is_older_than(&kept));
+    assert!(
+        kept.describe().contains("cRLNumber 0100"),
+        "{}",
+        kept.describe()
+    );
+}

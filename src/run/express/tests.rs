@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::config::{Config, testing};
 use crate::store::FileStamp;
-use crate::store::due::{Basis, Entry, save_with};
+use crate::store::due::{Basis, CrlParts, CrlRef, Entry, save_with};
 
 /// A certificate `name` for `NAME.example.com`.
 fn site(name: &str) -> String {
@@ -28,6 +28,10 @@ struct Host {
     main: PathBuf,
     store: Store,
     leaf: PathBuf,
+    /// What the entries keep for the CRL check.
+    crl_ref: CrlRef,
+    /// The CRLs the summary says its run read.
+    crls: Vec<crate::store::due::KeptCrl>,
 }
 
 impl Host {
@@ -45,6 +49,8 @@ impl Host {
             main,
             store,
             leaf,
+            crl_ref: no_crl(),
+            crls: Vec::new(),
         };
         host.summarise();
         host
@@ -78,16 +84,25 @@ impl Host {
                 record: self.store.record_stamp(&c.name).unwrap(),
                 leaf,
                 reason: format!("{} quiet", c.name),
+                crl: Some(self.crl_ref.clone()),
             });
         }
         let basis = Basis {
             version: env!("CARGO_PKG_VERSION").into(),
             config: config.source_digest.clone().expect("a source digest"),
             options: format!("allow_orders={}", config.agent.allow_orders),
-            crl: None,
         };
         let express = crate::engine::express_of(&config).expect("an express part");
-        save_with(&self.store, &basis, &entries, Some(&express));
+        save_with(
+            &self.store,
+            &basis,
+            &entries,
+            Some(&express),
+            &CrlParts {
+                issuers: Default::default(),
+                crls: self.crls.clone(),
+            },
+        );
     }
 
     fn conf_d(&self, name: &str) -> PathBuf {
@@ -205,11 +220,75 @@ fn the_clock_reaching_an_entrys_instant_means_the_full_run() {
     assert_eq!(host.run_at(Clock::shifted(time::Duration::hours(1))), None);
 }
 
+/// A certificate without a CRL distribution point.
+fn no_crl() -> CrlRef {
+    CrlRef {
+        serial: "0A1B".into(),
+        issuer: "00".repeat(32),
+        urls: Vec::new(),
+        state: "no_crl".into(),
+    }
+}
+
+/// With `[revocation] check`, an entry stands only with its CRL reference, and one naming a
+/// CRL only while that CRL is kept, fresh and signed by the issuer the summary holds; the CRL
+/// store's other changes do not matter.
 #[test]
-fn a_crl_store_made_since_means_the_full_run() {
-    let host = Host::new();
+fn an_entry_without_its_crl_or_whose_crl_is_not_kept_means_the_full_run() {
+    let mut host = Host::new();
     fs::create_dir(host.store.dir().join("crl")).unwrap();
-    assert_eq!(host.run(), None);
+    assert!(host.run().is_some(), "a CRL store made since");
+    host.crl_ref = CrlRef {
+        urls: vec!["http://crl.example.net/ca.crl".into()],
+        state: "good".into(),
+        ..no_crl()
+    };
+    host.summarise();
+    assert_eq!(host.run(), None, "no CRL kept, no issuer");
+    host.crl_ref.state = "unknown".into();
+    host.summarise();
+    assert_eq!(host.run(), None, "revocation unknown");
+    let text = fs::read_to_string(host.store.dir().join(DUE_FILE)).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for e in v["certificates"].as_array_mut().unwrap() {
+        e.as_object_mut().unwrap().remove("crl");
+    }
+    fs::write(host.store.dir().join(DUE_FILE), v.to_string()).unwrap();
+    assert_eq!(host.run(), None, "a summary of an older version");
+}
+
+/// A CRL the summary's run read is trusted without being read again only while its kept file
+/// has the stamp that run left (here garbage that would never pass the checks), is younger
+/// than `refresh_secs` and before its `nextUpdate`.
+#[test]
+fn a_crl_read_by_the_summarys_run_is_trusted_while_its_file_is_unchanged() {
+    let mut host = Host::new();
+    let url = "http://crl.example.net/ca.crl";
+    host.crl_ref = CrlRef {
+        urls: vec![url.into()],
+        state: "good".into(),
+        ..no_crl()
+    };
+    let file = crate::revocation::cache_file(host.store.dir(), url);
+    fs::create_dir_all(file.parent().unwrap()).unwrap();
+    fs::write(&file, b"not read").unwrap();
+    let kept = |next_update: i64| crate::store::due::KeptCrl {
+        url: url.into(),
+        issuer: host.crl_ref.issuer.clone(),
+        file: Stamp::of_path(&file).unwrap(),
+        next_update,
+    };
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    host.crls = vec![kept(now + HOUR)];
+    host.summarise();
+    assert!(host.run().is_some(), "the run's verdict stands");
+    host.crls = vec![kept(now - 1)];
+    host.summarise();
+    assert_eq!(host.run(), None, "its nextUpdate passed");
+    host.crls = vec![kept(now + HOUR)];
+    host.summarise();
+    rewrite(&file);
+    assert_eq!(host.run(), None, "the file changed");
 }
 
 #[test]

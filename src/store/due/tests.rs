@@ -6,7 +6,6 @@ fn basis() -> Basis {
         version: "1.0.0".into(),
         config: "ab".repeat(32),
         options: "allow_orders=false".into(),
-        crl: None,
     }
 }
 
@@ -23,6 +22,7 @@ fn setup() -> (tempfile::TempDir, Store, Entry) {
         record: store.record_stamp("www").unwrap(),
         leaf: Some((leaf.clone(), FileStamp::of(&leaf).unwrap())),
         reason: "serial 01 valid until 2027-01-01".into(),
+        crl: None,
     };
     (dir, store, entry)
 }
@@ -104,10 +104,6 @@ fn another_basis_means_no_summary() {
         },
         Basis {
             options: "allow_orders=true".into(),
-            ..basis()
-        },
-        Basis {
-            crl: store.record_stamp("www"),
             ..basis()
         },
     ];
@@ -205,7 +201,6 @@ fn a_summary_that_is_not_utf8_is_ignored() {
         version: "1.0.0".into(),
         config: "ab".repeat(32),
         options: "allow_orders=false".into(),
-        crl: None,
     };
     let good = format!(
         "{{\"format\":2,\"basis\":{},\"certificates\":[],\"extra\":\"x\"}}",
@@ -226,6 +221,7 @@ fn express(certificates: usize) -> Express {
         include: vec!["conf.d/*.toml".into()],
         allow_orders: false,
         revocation: true,
+        crl_limits: (1 << 20, 3600),
         warnings: vec!["a warning".into()],
         programs: vec!["/usr/sbin/nginx".into()],
         certificates,
@@ -244,6 +240,7 @@ fn the_express_part_is_read_back_with_the_entries_in_order() {
         &basis(),
         &[www.clone(), api.clone()],
         Some(&express(2)),
+        &CrlParts::default(),
     );
     let read = ExpressSummary::load(&store).unwrap();
     assert_eq!(read.basis, basis());
@@ -273,13 +270,25 @@ fn an_express_part_that_does_not_add_up_is_ignored() {
         (vec![bad_name], 1),
     ];
     for (entries, count) in cases {
-        save_with(&store, &basis(), &entries, Some(&express(count)));
+        save_with(
+            &store,
+            &basis(),
+            &entries,
+            Some(&express(count)),
+            &CrlParts::default(),
+        );
         assert!(
             ExpressSummary::load(&store).is_none(),
             "{entries:?} {count}"
         );
     }
-    save_with(&store, &basis(), &[www], Some(&express(1)));
+    save_with(
+        &store,
+        &basis(),
+        &[www],
+        Some(&express(1)),
+        &CrlParts::default(),
+    );
     let path = store.dir().join(DUE_FILE);
     let good = std::fs::read(&path).unwrap();
     assert!(ExpressSummary::parse(&good).is_some());
@@ -300,4 +309,50 @@ fn an_express_part_that_does_not_add_up_is_ignored() {
             "{forged}"
         );
     }
+}
+
+/// An entry's CRL reference and its issuer are read back as written; an issuer whose bytes
+/// are not what its key says (damaged or forged) is left out, so the entries naming it take
+/// the full path; a summary of the previous layout (no CRL reference, a CRL store stamp in
+/// its basis) still loads, its entries without a reference.
+#[test]
+fn crl_references_and_their_issuers_read_back_and_a_forged_issuer_is_dropped() {
+    let (_d, store, mut entry) = setup();
+    let issuer = b"issuer certificate DER".to_vec();
+    let key = issuer_key(&issuer);
+    entry.crl = Some(CrlRef {
+        serial: "0A1B".into(),
+        issuer: key.clone(),
+        urls: vec!["http://crl.example.net/ca.crl".into()],
+        state: "good".into(),
+    });
+    let mut issuers = Issuers::new();
+    issuers.insert(key.clone(), issuer.clone());
+    issuers.insert(issuer_key(b"unused"), b"unused".to_vec());
+    let parts = CrlParts {
+        issuers,
+        crls: Vec::new(),
+    };
+    save_with(&store, &basis(), &[entry.clone()], None, &parts);
+    let kept = DueSummary::load(&store, &basis());
+    assert_eq!(kept.get("www"), Some(&entry));
+    assert_eq!(kept.issuer(&key), Some(issuer.as_slice()));
+    let path = store.dir().join(DUE_FILE);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        !text.contains(&hex::encode(b"unused")),
+        "only named issuers"
+    );
+
+    let forged = text.replace(&hex::encode(&issuer), &hex::encode(b"another issuer"));
+    let read = DueSummary::parse(forged.as_bytes(), &basis()).unwrap();
+    assert_eq!(read.issuer(&key), None);
+    assert_eq!(read.get("www"), Some(&entry));
+
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["basis"]["crl"] = serde_json::to_value(store.record_stamp("www")).unwrap();
+    v.as_object_mut().unwrap().remove("issuers");
+    v["certificates"][0].as_object_mut().unwrap().remove("crl");
+    let old = DueSummary::parse(v.to_string().as_bytes(), &basis()).unwrap();
+    assert_eq!(old.get("www").and_then(|e| e.crl.as_ref()), None);
 }

@@ -35,6 +35,13 @@ fn answer(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         return build(405, "text/plain", Bytes::from_static(b"GET only\n"));
     }
     let path = req.uri().path().to_owned();
+    if let Some(location) = shared.lock().crls.redirect(&path) {
+        return Response::builder()
+            .status(302)
+            .header("location", location)
+            .body(Full::new(Bytes::new()))
+            .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())));
+    }
     let served = {
         let mut w = shared.lock();
         let now = w.clock.now();

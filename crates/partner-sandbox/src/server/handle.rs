@@ -84,6 +84,11 @@ impl SandboxHandle {
         control::set_crl_fault(&self.shared, fault, bytes);
     }
 
+    /// Redirects (302) every CRL request to `location`, or with `None` serves them again.
+    pub fn set_crl_redirect(&self, location: Option<&str>) {
+        control::set_crl_redirect(&self.shared, location.map(str::to_owned));
+    }
+
     /// How often each CRL path was fetched.
     pub fn crl_fetches(&self) -> BTreeMap<String, u64> {
         control::crl_fetches(&self.shared)
