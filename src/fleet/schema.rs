@@ -441,30 +441,4 @@ mod tests {
         let a = attempt_of(&fine, "web1");
         assert!(!a.failing() && a.error.is_none());
     }
-
-    #[test]
-    fn terminal_controls_from_etcd_are_shown_as_escapes() {
-        // Plain names, serials and messages pass unchanged.
-        for plain in [
-            "web1",
-            "0A1B2C",
-            "certs/www/current does not open: tag",
-            "ä € 漢",
-        ] {
-            assert_eq!(printable(plain), plain);
-        }
-        // Clear screen, recolour, set the window title (OSC ... BEL), a C1 CSI, a carriage
-        // return that overwrites the line, DEL, NUL.
-        assert_eq!(printable("\x1b[2J\x1b[31mweb1"), "\\x1b[2J\\x1b[31mweb1");
-        assert_eq!(printable("\x1b]0;owned\x07"), "\\x1b]0;owned\\x07");
-        assert_eq!(printable("a\u{9b}31mb"), "a\\x9b31mb");
-        assert_eq!(printable("current\rLAGGING"), "current\\x0dLAGGING");
-        assert_eq!(printable("x\x7fy\0z\n"), "x\\x7fy\\x00z\\x0a");
-        assert_eq!(printable("web\u{202e}1bew"), "web\\u{202e}1bew");
-        // A literal backslash cannot pose as an escape.
-        assert_eq!(printable("\\x1b"), "\\\\x1b");
-        // Nothing it returns is a control character.
-        let all: String = (0u32..0x300).filter_map(char::from_u32).collect();
-        assert!(!printable(&all).chars().any(char::is_control));
-    }
 }

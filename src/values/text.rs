@@ -146,6 +146,9 @@ mod tests {
         assert_eq!(printable_lines("a\tb\x07\r\n"), "a\tb\\x07\\x0d\n");
         assert_eq!(printable_lines("\"a\\x1b\"\nC:\\x"), "\"a\\x1b\"\nC:\\x");
         assert_eq!(shown("C:\\x\x07"), "C:\\\\x\\x07");
+        // Nothing it returns is a control character.
+        let all: String = (0u32..0x300).filter_map(char::from_u32).collect();
+        assert!(!printable(&all).chars().any(char::is_control));
     }
 
     #[test]

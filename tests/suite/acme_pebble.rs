@@ -243,6 +243,48 @@ async fn a_garbage_huge_or_escaping_directory_is_a_clear_error() {
         assert!(!at.join(acme::ACCOUNT_FILE).exists(), "{what}");
         task.abort();
     }
+
+    // The kept account file: garbage, loose permissions, and one registered with another
+    // directory (put there to make this host use someone else's account) are refused before
+    // anything is sent, naming the file and never showing the key.
+    let dir = Directory {
+        url: "https://acme.example.test/dir".to_owned(),
+        contact: vec![],
+        eab: None,
+        ca_file: None,
+    };
+    let foreign = serde_json::json!({
+        "directory": "https://other-ca.example.test/dir",
+        "credentials": {"id": "https://other-ca.example.test/acct/1",
+                        "key_pkcs8": "c2VjcmV0LWtleS1tYXRlcmlhbA",
+                        "directory": "https://other-ca.example.test/dir"}
+    })
+    .to_string();
+    for (what, content, mode) in [
+        ("garbage", "{not json".to_owned(), 0o600),
+        ("loose", foreign.clone(), 0o644),
+        ("another directory", foreign, 0o600),
+    ] {
+        let at = state
+            .path()
+            .join(format!("kept-{}", what.replace(' ', "-")));
+        std::fs::create_dir_all(&at).unwrap();
+        let file = at.join(acme::ACCOUNT_FILE);
+        std::fs::write(&file, &content).unwrap();
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(mode))
+            .unwrap();
+        let err = acme::account(&dir, &at)
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{what}: accepted"));
+        let text = err.to_string();
+        assert!(
+            matches!(err, AcmeError::AccountFile { .. }),
+            "{what}: {text}"
+        );
+        assert!(text.contains(&file.display().to_string()), "{what}: {text}");
+        assert!(!text.contains("c2VjcmV0"), "{what}: {text}");
+    }
 }
 
 /// Guards `dns-01` through the DNS hook runner, for a wildcard and its base name (two values
