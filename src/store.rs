@@ -22,6 +22,7 @@ use time::OffsetDateTime;
 
 use crate::fsutil;
 
+mod acme;
 pub mod audit;
 mod batch;
 pub mod due;
@@ -31,6 +32,7 @@ mod partner;
 mod parts;
 mod retired;
 
+pub use acme::{AcmeBook, RenewalWindow};
 pub use lock::{RunLock, lock_waiting};
 
 pub use partner::{OrderIntent, OrderRef, PartnerBook, ReissueState, Subscription};
@@ -189,6 +191,10 @@ pub struct CertRecord {
     /// so far, and of the fleet's shared records).
     #[serde(flatten)]
     pub partner: PartnerBook,
+    /// An ACME CA's bookkeeping: the order in progress and the renewal window (certificates
+    /// of an ACME CA only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acme: Option<AcmeBook>,
     /// Per domain (lower case), its last successful validation: when a reissue or order will
     /// need a fresh one.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -323,10 +329,16 @@ impl CertRecord {
     ) -> Option<PendingKey> {
         self.installed = Some(installed);
         self.placeholder = None;
-        if self.partner.subscription.is_none() {
+        // An ACME certificate has no subscription.
+        if self.partner.subscription.is_none() && self.acme.is_none() {
             self.partner.subscription = Some(fallback);
         }
         self.partner.reissue = None;
+        if let Some(acme) = &mut self.acme {
+            acme.order_url = None;
+            acme.placed_at = None;
+            acme.window = None;
+        }
         self.held = None;
         self.failures = 0;
         self.retry_after = None;

@@ -6,12 +6,21 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "fleet",
     "validation",
     "revocation",
+    "acme",
     "defaults",
     "certificate",
 ];
 pub(super) const VALIDATION_KEYS: &[&str] = &["reuse_days", "warning_days"];
 pub(super) const REVOCATION_KEYS: &[&str] =
     &["check", "max_crl_bytes", "timeout_secs", "refresh_secs"];
+pub(super) const ACME_KEYS: &[&str] = &[
+    "directory",
+    "contact",
+    "eab_kid",
+    "eab_hmac_file",
+    "profile",
+    "ca_file",
+];
 pub(super) const FLEET_KEYS: &[&str] = &[
     "endpoints",
     "ca_file",
@@ -66,6 +75,8 @@ pub(super) const CERT_ONLY_KEYS: &[&str] = &[
 ];
 /// Keys of a certificate that `[defaults]` may also set.
 pub(super) const SHARED_KEYS: &[&str] = &[
+    "issuer",
+    "profile",
     "product_id",
     "days",
     "key_type",

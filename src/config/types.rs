@@ -23,6 +23,9 @@ pub struct Config {
     pub validation: ValidationConfig,
     /// `[revocation]`: reading the CRLs of the installed certificates.
     pub revocation: RevocationConfig,
+    /// `[acme.NAME]`: the ACME CAs certificates may choose with `issuer = "NAME"`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub acme: BTreeMap<String, AcmeCa>,
     #[serde(rename = "certificate", skip_serializing_if = "Vec::is_empty")]
     pub certificates: Vec<CertificateConfig>,
     /// The files `[agent] include` named when the configuration was read, in order.
@@ -40,6 +43,65 @@ pub struct Config {
     /// Things that work but should be changed (inline password, ...), each naming file and line.
     #[serde(skip)]
     pub warnings: Vec<String>,
+}
+
+/// `[acme.NAME]`: an ACME CA (RFC 8555), declared once and chosen by certificates with
+/// `issuer = "NAME"`.
+#[derive(Debug, Clone, Serialize)]
+pub struct AcmeCa {
+    /// The NAME of the table (a certificate's `issuer`).
+    pub name: String,
+    /// The directory URL (`https://`; `http://` only on loopback).
+    pub directory: String,
+    /// Contact addresses for the account (`mailto:` URLs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub contact: Vec<String>,
+    /// External Account Binding: the key id the CA gave.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eab_kid: Option<String>,
+    /// External Account Binding: the file holding the HMAC key (base64url, as CAs hand it
+    /// out), `0600` or a systemd credential.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eab_hmac_file: Option<PathBuf>,
+    /// The profile every certificate of this CA asks for unless it names its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// An extra trust anchor for the directory's TLS (a private CA's directory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+}
+
+/// `issuer`: which CA a certificate comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Issuer {
+    /// The reseller's Partner API (`[api]`): the default.
+    #[default]
+    Partner,
+    /// The ACME CA of `[acme.NAME]`.
+    Acme(String),
+}
+
+impl Issuer {
+    /// The ACME CA's name, for a certificate of an ACME CA.
+    pub fn acme(&self) -> Option<&str> {
+        match self {
+            Self::Acme(name) => Some(name),
+            Self::Partner => None,
+        }
+    }
+
+    /// As the configuration and every surface spell it: `partner` or `acme:NAME`.
+    pub fn label(&self) -> String {
+        match self {
+            Self::Partner => "partner".to_owned(),
+            Self::Acme(name) => format!("acme:{name}"),
+        }
+    }
+
+    pub fn is_partner(&self) -> bool {
+        matches!(self, Self::Partner)
+    }
 }
 
 /// `[fleet]`: how this host reaches the fleet's etcd cluster, and who it is in the fleet.
@@ -119,6 +181,29 @@ pub struct ApiConfig {
     pub timeout_secs: u64,
     /// Repeats of idempotent calls after a 5xx, timeout or connection error; default 3.
     pub retries: u32,
+}
+
+impl ApiConfig {
+    /// What stands for `[api]` in a configuration without one (every certificate comes from
+    /// an ACME CA): no client is built from it ([`ApiConfig::is_unused`]).
+    pub fn unused() -> Self {
+        Self {
+            base_url: String::new(),
+            login: String::new(),
+            password_file: None,
+            password: None,
+            ca_file: None,
+            order_site_url: None,
+            connect_timeout_secs: 10,
+            timeout_secs: 60,
+            retries: 0,
+        }
+    }
+
+    /// Whether this stands for a missing `[api]` ([`ApiConfig::unused`]).
+    pub fn is_unused(&self) -> bool {
+        self.base_url.is_empty()
+    }
 }
 
 /// `[revocation]`: whether and how the CRLs of installed certificates are read.
@@ -300,6 +385,12 @@ pub struct CertificateConfig {
 /// What is ordered and reissued for a certificate.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OrderSpec {
+    /// The CA the certificate comes from (`issuer`; default the Partner API).
+    #[serde(default, skip_serializing_if = "Issuer::is_partner")]
+    pub issuer: Issuer,
+    /// The ACME profile to ask for (`profile`; the CA's `profile` when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
     /// An order the account already has (placed elsewhere, or found by `discover --account`):
     /// the first run adopts it instead of placing an order. Only read while the certificate
     /// has no order of its own.

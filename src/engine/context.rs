@@ -116,6 +116,8 @@ pub(super) struct Ctx<'a> {
     /// revocation: written to the records together once every certificate has started
     /// ([`Ctx::record_crl_seen`]), not one record write each.
     pub crl_seen: std::cell::RefCell<Vec<(String, crate::store::RevocationSeen)>>,
+    /// The accounts of the ACME CAs used in this run, by `[acme.NAME]`.
+    pub acme_accounts: tokio::sync::Mutex<HashMap<String, instant_acme::Account>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -132,6 +134,7 @@ impl<'a> Ctx<'a> {
             self_checks: std::cell::RefCell::new(tokio::task::JoinSet::new()),
             lead: None,
             crl_seen: std::cell::RefCell::default(),
+            acme_accounts: tokio::sync::Mutex::new(HashMap::new()),
             revocation: config
                 .revocation
                 .check
@@ -227,6 +230,7 @@ impl Ctx<'_> {
         if let Some(c) = self.client.get() {
             return Ok(c);
         }
+        partner_configured(self.config)?;
         let mut options = client_options(self.config);
         options.guard = self.lead.and_then(Lead::send_guard);
         let c = Client::new(options).context("could not set up the Partner API client")?;
@@ -256,7 +260,19 @@ pub fn client_options(config: &Config) -> ClientOptions {
 
 /// The API client as the configuration describes it.
 pub fn client(config: &Config) -> Result<Client> {
+    partner_configured(config)?;
     Client::new(client_options(config)).context("could not set up the Partner API client")
+}
+
+/// Refuses a configuration without `[api]` (every certificate from an ACME CA).
+fn partner_configured(config: &Config) -> Result<()> {
+    if config.api.is_unused() {
+        anyhow::bail!(
+            "the Partner API is not configured: this configuration has no [api] section (its \
+             certificates come from ACME CAs)"
+        );
+    }
+    Ok(())
 }
 
 /// Progress for an operator watching a terminal (and the log).

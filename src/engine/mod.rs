@@ -9,6 +9,7 @@
 //! `placeholder`, `retire`, the phases `start` and `poll`, and `run` over them. The engine knows
 //! nothing of monitoring or etcd: a fleet takes part through [`Lead`].
 
+pub mod acme;
 pub mod adopt;
 mod context;
 pub mod deploy;

@@ -77,7 +77,7 @@ pub(super) async fn publish_dcv(
 
 /// Publishes what an issuer asks for: HTTP files into the web roots or the standalone server
 /// (and to the fleet), DNS records through the hook; steps for a person are handed back.
-async fn publish_challenges(
+pub(super) async fn publish_challenges(
     ctx: &Ctx<'_>,
     cert: &CertificateConfig,
     rec: &mut CertRecord,
@@ -373,6 +373,25 @@ pub(super) async fn cleanup_dcv(ctx: &Ctx<'_>, cert: &CertificateConfig, rec: &m
         let name = partner::validation_file_name(p);
         for server in ctx.standalone.lock().await.values() {
             server.remove_file(&name);
+        }
+    }
+    remove_published(ctx.store, cert, rec).await;
+}
+
+/// [`cleanup_dcv`] for an ACME order: its files (`names`) leave the run's standalone servers
+/// and the fleet's publication; what the record says was published is removed.
+pub(super) async fn cleanup_challenges(
+    ctx: &Ctx<'_>,
+    cert: &CertificateConfig,
+    rec: &mut CertRecord,
+    names: &[String],
+) {
+    if let Some(lead) = ctx.lead {
+        lead.remove_dcv(cert).await;
+    }
+    for server in ctx.standalone.lock().await.values() {
+        for name in names {
+            server.remove_file(name);
         }
     }
     remove_published(ctx.store, cert, rec).await;

@@ -24,6 +24,9 @@ pub(super) async fn start(
     job: &mut Job<'_>,
     warning_out: &mut Option<String>,
 ) -> Result<Next> {
+    if let Some(ca) = job.cert.order.issuer.acme() {
+        return Box::pin(super::acme::start(ctx, job, ca)).await;
+    }
     if ctx.opts.clear_intent && order::clear_intent(job)? {
         tracing::warn!(certificate = %job.cert.name, "unreconciled order intent cleared by the operator");
     }
@@ -73,7 +76,7 @@ pub(super) async fn start(
 
 /// The installed files as found on disk; a leaf rewritten with the same certificate (e.g.
 /// touched) has its new stamp remembered.
-fn refresh_disk(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Disk> {
+pub(super) fn refresh_disk(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Disk> {
     let (disk, refreshed_stamp) = disk_state(&job.rec);
     if let (Some(stamp), Some(inst)) = (refreshed_stamp, job.rec.installed.as_mut()) {
         inst.leaf_stamp = Some(stamp);
@@ -127,7 +130,7 @@ async fn plan_action(ctx: &Ctx<'_>, job: &mut Job<'_>, disk: Disk) -> Result<Act
 /// is under way): what it says is kept in the record when it changed, so that the planner
 /// sees a revocation, and goes to the report when it is not "not revoked"; a CRL that cannot
 /// be used is logged as a warning and reported as `unknown`, never as "not revoked".
-async fn check_revocation(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<()> {
+pub(super) async fn check_revocation(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<()> {
     let Some(checker) = &ctx.revocation else {
         return Ok(());
     };
@@ -349,7 +352,7 @@ async fn act(
 
 /// Why a certificate in its failure backoff was not tried: when the next attempt is, how to
 /// try now, and the last error.
-fn backoff_message(
+pub(super) fn backoff_message(
     job: &Job<'_>,
     until: time::OffsetDateTime,
     now: time::OffsetDateTime,

@@ -444,6 +444,20 @@ pub async fn finish(
     method: Method,
 ) -> Result<String, AcmeError> {
     let order_url = order.url().to_owned();
+    let policy = RetryPolicy::new()
+        .initial_delay(Duration::from_millis(250))
+        .timeout(ORDER_WAIT);
+    // A resumed order may be further on: finalized (its certificate is fetched) or ready.
+    match order.state().status {
+        OrderStatus::Valid | OrderStatus::Processing => {
+            return order
+                .poll_certificate(&policy)
+                .await
+                .map_err(|e| problem(&order_url, e));
+        }
+        OrderStatus::Invalid => return Err(invalid_order(order, "invalid".into()).await),
+        OrderStatus::Ready | OrderStatus::Pending => {}
+    }
     let mut authorizations = order.authorizations();
     while let Some(authz) = authorizations.next().await {
         let mut authz = authz.map_err(|e| problem(&order_url, e))?;
@@ -462,9 +476,6 @@ pub async fn finish(
             .await
             .map_err(|e| problem(&identifier, e))?;
     }
-    let policy = RetryPolicy::new()
-        .initial_delay(Duration::from_millis(250))
-        .timeout(ORDER_WAIT);
     match order.poll_ready(&policy).await {
         Ok(OrderStatus::Ready) => {}
         Ok(status) => return Err(invalid_order(order, format!("{status:?}")).await),

@@ -66,7 +66,8 @@ pub struct Forecast {
     pub unpriced: Vec<String>,
 }
 
-/// The renewals of the configured certificates due from `now` until `until`, from local state.
+/// The renewals of the configured Partner API certificates due from `now` until `until`, from
+/// local state.
 pub fn dues(
     config: &Config,
     store: &Store,
@@ -74,7 +75,8 @@ pub fn dues(
     until: OffsetDateTime,
 ) -> Result<Vec<(CertificateConfig, CertRecord, Due)>> {
     let mut out = Vec::new();
-    for cert in &config.certificates {
+    // An ACME CA bills nothing per order: only the Partner API's certificates are forecast.
+    for cert in config.certificates.iter().filter(|c| c.order.issuer.is_partner()) {
         let rec = store.load(&cert.name)?;
         let knobs = Knobs {
             renew_before_days: config.agent.renew_before_days,

@@ -45,23 +45,37 @@ impl Checker<'_> {
         }
 
         let domains = self.domains(&s);
-        let product = self.product(&s);
+        let issuer = self.issuer(&s);
+        let acme = issuer.as_ref().and_then(Issuer::acme);
+        let product = self.product(&s, acme.is_none());
         let dcv = self.dcv_spec(&s, domains.as_deref());
+        if let (Some(ca), Some(dcv)) = (acme, &dcv) {
+            self.acme_certificate(&s, ca, dcv);
+        }
+        let profile = self.profile(&s);
         let install = self.install_spec(&s);
-        let order = self.order_spec(&s, product);
+        let order = self.order_spec(&s, product, acme.is_none());
+        let mut order = order?;
+        order.issuer = issuer?;
+        order.profile = profile;
         Some(CertificateConfig {
             name: name?,
             domains: domains?,
-            order: order?,
+            order,
             dcv: dcv?,
             install: install?,
         })
     }
 
     /// The product, the lifetime and the key type of the order.
-    fn product(&mut self, s: &Scope<'_, '_>) -> (Option<u64>, u32, KeyType) {
+    /// `partner`: the Partner API's order (a product is required).
+    fn product(&mut self, s: &Scope<'_, '_>, partner: bool) -> (Option<u64>, u32, KeyType) {
         let product_id = self.uint::<u64>(s, "product_id", 1, i128::from(i64::MAX));
-        if s.get("product_id").is_none() {
+        let product_id = match product_id {
+            None if !partner => Some(0),
+            other => other,
+        };
+        if partner && s.get("product_id").is_none() {
             self.missing(s, "product_id");
         }
         // Section "OrderItem": days "60 to 2200".
@@ -87,6 +101,7 @@ impl Checker<'_> {
         &mut self,
         s: &Scope<'_, '_>,
         (product_id, days, key_type): (Option<u64>, u32, KeyType),
+        partner: bool,
     ) -> Option<OrderSpec> {
         let reuse_key = self.boolean(s, "reuse_key").unwrap_or(false);
         let family = self.choice(
@@ -120,7 +135,7 @@ impl Checker<'_> {
         let region = self.text(s, "region");
         let city = self.text(s, "city");
         for key in ["country", "region", "city"] {
-            if s.get(key).is_none() {
+            if partner && s.get(key).is_none() {
                 let msg = format!("missing required key `{key}` (set it here or in [defaults])");
                 self.report(&s.header, &s.context, msg);
             }
@@ -141,7 +156,19 @@ impl Checker<'_> {
             .uint(s, "ssl_server_software_id", 0, i128::from(i64::MAX))
             .unwrap_or(0);
         let certificate_id = self.uint(s, "certificate_id", 1, i128::from(i64::MAX));
+        // An ACME CA's order carries no order-item data.
+        let (country, region, city) = if partner {
+            (country, region, city)
+        } else {
+            (
+                Some(country.unwrap_or_default()),
+                Some(region.unwrap_or_default()),
+                Some(city.unwrap_or_default()),
+            )
+        };
         Some(OrderSpec {
+            issuer: Issuer::Partner,
+            profile: None,
             certificate_id,
             product_id: product_id?,
             days,

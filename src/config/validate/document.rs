@@ -52,6 +52,11 @@ impl Checker<'_> {
             Some((t, header)) => self.revocation(t, header),
             None => Some(RevocationConfig::default()),
         };
+        let acme = match table_of(self, "acme") {
+            Some((t, _)) => self.acme_cas(t),
+            None => std::collections::BTreeMap::new(),
+        };
+        self.acme_names = acme.keys().cloned().collect();
         let defaults = table_of(self, "defaults");
         let validation = match table_of(self, "validation") {
             Some((t, header)) => self.validation(t, header),
@@ -61,14 +66,10 @@ impl Checker<'_> {
             }),
         };
 
+        let api_missing = api.is_none() && section("api").is_none();
         let api = match api {
             Some((t, header)) => self.api(t, header),
-            None => {
-                if section("api").is_none() {
-                    self.report(&(0..0), "top level", "missing required section [api]");
-                }
-                None
-            }
+            None => None,
         };
         let empty = DeTable::default();
         let (agent_table, agent_header) = agent.unwrap_or((&empty, 0..0));
@@ -110,6 +111,12 @@ impl Checker<'_> {
                 cache::store(&a.state_dir, path, self.text, &stamps, &kept);
             }
         }
+        self.issuers_across(&certificates, api_missing, fleet.as_ref());
+        let api = match api {
+            // Only ACME certificates: the Partner API is never called.
+            None if api_missing => Some(crate::config::ApiConfig::unused()),
+            other => other,
+        };
         let certificates = certificates.into_iter().map(|(c, _)| c).collect();
         // Read from files (every included file with its stamp): what the due summary is
         // made for.
@@ -135,11 +142,54 @@ impl Checker<'_> {
             fleet,
             validation,
             revocation,
+            acme,
             certificates,
             fragments,
             source_digest,
             warnings: Vec::new(),
         })
+    }
+
+    /// `[api]` is required unless every certificate comes from an ACME CA; ACME certificates
+    /// are not (yet) shared through a fleet.
+    fn issuers_across(
+        &mut self,
+        certificates: &[(CertificateConfig, Origin)],
+        api_missing: bool,
+        fleet: Option<&Option<crate::config::FleetConfig>>,
+    ) {
+        let partner = certificates
+            .iter()
+            .find(|(c, _)| c.order.issuer.is_partner());
+        if api_missing && (partner.is_some() || self.acme_names.is_empty()) {
+            let why = match partner {
+                Some((c, _)) => format!(
+                    " (certificate '{}' comes from the Partner API; ACME certificates name                      their CA with `issuer`)",
+                    c.name
+                ),
+                None => String::new(),
+            };
+            self.report(
+                &(0..0),
+                "top level",
+                format!("missing required section [api]{why}"),
+            );
+        }
+        if matches!(fleet, Some(Some(_))) {
+            for (c, o) in certificates {
+                if let Some(ca) = c.order.issuer.acme() {
+                    let msg = format!(
+                        "`issuer` = {ca:?}: certificates of an ACME CA are managed per host;                          in fleet mode ([fleet]) only Partner API certificates are shared, so                          run this one from a configuration without [fleet]"
+                    );
+                    self.problems.push(Problem {
+                        file: o.file.clone(),
+                        line: o.line,
+                        context: format!("certificate '{}'", c.name),
+                        message: msg,
+                    });
+                }
+            }
+        }
     }
 
     /// The keys of `[defaults]`: shared keys only.
@@ -289,6 +339,7 @@ impl Checker<'_> {
             main_text: Some(self.text),
             breaks: breaks_of(&text),
             checked: std::mem::take(&mut self.checked),
+            acme_names: self.acme_names.clone(),
         };
         match DeTable::parse(&text) {
             Ok(root) => {

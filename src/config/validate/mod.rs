@@ -1,6 +1,7 @@
 //! Validation of the configuration: the checker reads the spanned TOML document section by section (one file each), reports
 //! every problem with its line, merges `[defaults]` into each certificate.
 
+mod acme;
 mod agent;
 mod api;
 mod certificate;
@@ -96,6 +97,8 @@ pub(super) struct Checker<'a> {
     /// Each program checked so far, and what its check found: thousands of certificates
     /// naming the same reload command cost one check of it.
     checked: HashMap<String, Result<(), &'static str>>,
+    /// The names of the `[acme.NAME]` tables, for the certificates' `issuer`.
+    acme_names: Vec<String>,
 }
 
 fn breaks_of(text: &str) -> Vec<usize> {
@@ -128,6 +131,7 @@ impl<'a> Checker<'a> {
             main_text: None,
             breaks: breaks_of(text),
             checked: HashMap::new(),
+            acme_names: Vec::new(),
         }
     }
 
