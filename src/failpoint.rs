@@ -17,7 +17,10 @@
 //! synced, none renamed yet) and `record-renamed` (the first of them renamed into place); a
 //! reissue also meets `reissue-sent`, and a fleet leader's publication of a certificate
 //! `fleet-publishing` (right before its write) and `fleet-published` (right after the write
-//! reached etcd).
+//! reached etcd). A certificate of an ACME CA meets `key-saved`, `acme-order-placed` (the
+//! order's URL journaled), `dcv-placed`, `acme-published` (every challenge published, none
+//! answered), `acme-chain-received` (the chain downloaded, not yet checked), then the
+//! install's steps.
 
 /// The environment variable naming the failpoint to trigger.
 pub const ENV: &str = "CERT_AGENT_FAILPOINT";

@@ -109,7 +109,10 @@ impl Ctx<'_> {
 /// Plans and starts the action of a certificate from the ACME CA `ca_name`.
 pub(super) async fn start(ctx: &Ctx<'_>, job: &mut Job<'_>, ca_name: &str) -> Result<Next> {
     let ca = ctx.config.acme.get(ca_name).ok_or_else(|| {
-        anyhow!("the ACME CA '{ca_name}' of certificate '{}' is not configured", job.cert.name)
+        anyhow!(
+            "the ACME CA '{ca_name}' of certificate '{}' is not configured",
+            job.cert.name
+        )
     })?;
     let disk = super::start::refresh_disk(ctx, job)?;
     if disk == Disk::AsInstalled {
@@ -195,7 +198,12 @@ async fn ask_window(ctx: &Ctx<'_>, job: &mut Job<'_>, ca: &AcmeCa) -> Result<()>
     let now = ctx.now();
     let window = acme::renewal_window(&account, &der)
         .await
-        .with_context(|| format!("could not read the renewal window of serial {}", inst.serial))?;
+        .with_context(|| {
+            format!(
+                "could not read the renewal window of serial {}",
+                inst.serial
+            )
+        })?;
     let b = book(job, ca);
     match window {
         None => {
@@ -275,11 +283,11 @@ async fn order(
             let b = book(job, ca);
             b.order_url = Some(placed.order.url().to_owned());
             b.placed_at = Some(ctx.now());
-            crate::failpoint::hit("acme-order-placed");
             job.record(
                 "acme-order-placed",
                 serde_json::json!({ "ca": ca.name, "order": placed.order.url() }),
             )?;
+            crate::failpoint::hit("acme-order-placed");
             placed
         }
     };
@@ -299,7 +307,9 @@ async fn order(
             match publish::publish_challenges(ctx, cert, &mut job.rec, challenges).await? {
                 Published::Yes => {}
                 Published::Later | Published::Operator(_) => {
-                    return Err(anyhow!("the ACME CA asked for a validation that cannot be published"));
+                    return Err(anyhow!(
+                        "the ACME CA asked for a validation that cannot be published"
+                    ));
                 }
             }
             crate::failpoint::hit("acme-published");
@@ -317,7 +327,10 @@ async fn order(
             if order_is_dead(&e) {
                 forget_order(job)?;
             }
-            return Err(e.context(format!("the ACME order of '{}' did not complete", cert.name)));
+            return Err(e.context(format!(
+                "the ACME order of '{}' did not complete",
+                cert.name
+            )));
         }
     };
     crate::failpoint::hit("acme-chain-received");

@@ -76,7 +76,11 @@ pub fn dues(
 ) -> Result<Vec<(CertificateConfig, CertRecord, Due)>> {
     let mut out = Vec::new();
     // An ACME CA bills nothing per order: only the Partner API's certificates are forecast.
-    for cert in config.certificates.iter().filter(|c| c.order.issuer.is_partner()) {
+    for cert in config
+        .certificates
+        .iter()
+        .filter(|c| c.order.issuer.is_partner())
+    {
         let rec = store.load(&cert.name)?;
         let knobs = Knobs {
             renew_before_days: config.agent.renew_before_days,

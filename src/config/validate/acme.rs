@@ -196,7 +196,12 @@ impl Checker<'_> {
                 ),
             );
         }
-        for key in ["certificate_id", "family", "unique_value", "cname_target_domain"] {
+        for key in [
+            "certificate_id",
+            "family",
+            "unique_value",
+            "cname_target_domain",
+        ] {
             if let Some(f) = s.get(key).filter(|f| !f.from_defaults) {
                 self.bad(
                     s,

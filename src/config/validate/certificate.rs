@@ -47,14 +47,16 @@ impl Checker<'_> {
         let domains = self.domains(&s);
         let issuer = self.issuer(&s);
         let acme = issuer.as_ref().and_then(Issuer::acme);
-        let product = self.product(&s, acme.is_none());
+        // An issuer in error asks for nothing more (no Partner keys reported missing).
+        let partner = matches!(issuer, Some(Issuer::Partner));
+        let product = self.product(&s, partner);
         let dcv = self.dcv_spec(&s, domains.as_deref());
         if let (Some(ca), Some(dcv)) = (acme, &dcv) {
             self.acme_certificate(&s, ca, dcv);
         }
         let profile = self.profile(&s);
         let install = self.install_spec(&s);
-        let order = self.order_spec(&s, product, acme.is_none());
+        let order = self.order_spec(&s, product, partner);
         let mut order = order?;
         order.issuer = issuer?;
         order.profile = profile;

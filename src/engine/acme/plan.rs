@@ -65,7 +65,10 @@ pub fn decide(i: &Inputs<'_>) -> Action {
         replaces: true,
     };
     if let Some(seen) = r.revocation.as_ref().filter(|s| s.revokes(&inst.serial)) {
-        return order(format!("the installed certificate is revoked: {}", seen.detail));
+        return order(format!(
+            "the installed certificate is revoked: {}",
+            seen.detail
+        ));
     }
     match &i.disk {
         Disk::AsInstalled => {}
@@ -238,7 +241,10 @@ mod tests {
             decide(&inputs(&r, datetime!(2027-03-03 00:00 UTC))),
             Action::Order { replaces: true, .. }
         ));
-        assert_eq!(quiet_until(&inputs(&r, datetime!(2027-01-15 00:00 UTC))), Some(next));
+        assert_eq!(
+            quiet_until(&inputs(&r, datetime!(2027-01-15 00:00 UTC))),
+            Some(next)
+        );
     }
 
     #[test]
@@ -249,7 +255,10 @@ mod tests {
         assert_eq!(decide(&inputs(&r, now)), Action::AskWindow);
         // A window later than the own rule is followed; idle until the earlier of the
         // renewal moment and the next check.
-        let w = window(datetime!(2027-03-10 00:00 UTC), datetime!(2027-01-16 00:00 UTC));
+        let w = window(
+            datetime!(2027-03-10 00:00 UTC),
+            datetime!(2027-01-16 00:00 UTC),
+        );
         let r = record(Some(book(true, Some(w))), Some(installed()));
         assert_eq!(
             decide(&inputs(&r, now)),
@@ -266,7 +275,10 @@ mod tests {
             Action::Order { replaces: true, .. }
         ));
         // A window for another serial is not this certificate's.
-        let mut w = window(datetime!(2027-03-10 00:00 UTC), datetime!(2027-02-01 00:00 UTC));
+        let mut w = window(
+            datetime!(2027-03-10 00:00 UTC),
+            datetime!(2027-02-01 00:00 UTC),
+        );
         w.serial = "FFFF".into();
         let r = record(Some(book(true, Some(w))), Some(installed()));
         assert_eq!(decide(&inputs(&r, now)), Action::AskWindow);

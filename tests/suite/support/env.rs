@@ -207,6 +207,8 @@ pub(crate) struct TestEnv {
     pub agent_extra: String,
     /// Raw TOML lines appended to `[api]`.
     pub api_extra: String,
+    /// Raw TOML appended after the certificates (further tables, such as `[acme.NAME]`).
+    pub tail_extra: String,
     /// Working directory of the agent: `DIR/cwd/a/b` (so `../x` and `../../x` stay inside DIR).
     pub cwd: PathBuf,
     runs: AtomicU32,
@@ -241,6 +243,7 @@ impl TestEnv {
             poll_interval_secs: 1,
             agent_extra: String::new(),
             api_extra: String::new(),
+            tail_extra: String::new(),
             cwd,
             runs: AtomicU32::new(0),
             dir,
@@ -403,6 +406,7 @@ impl TestEnv {
             writeln!(c, "verify_address = {}", s(&cert.verify_address)).unwrap();
             c.push_str(&cert.extra);
         }
+        c.push_str(&self.tail_extra);
         c
     }
 

@@ -130,6 +130,56 @@ impl Pebble {
         }
     }
 
+    /// Writes Pebble's issuing root (from its management interface) to `path`, for a TLS
+    /// client checking what a web server serves.
+    pub(crate) fn write_root(&self, path: &Path) {
+        let port = self
+            .management
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse::<u16>().ok())
+            .expect("the management port");
+        self.wait_listening(port);
+        let out = Command::new("curl")
+            .args(["-sSf", "--max-time", "10", "--cacert"])
+            .arg(&self.ca_file)
+            .arg(format!("{}/roots/0", self.management))
+            .output()
+            .expect("run curl");
+        assert!(
+            out.status.success(),
+            "Pebble's root: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::write(path, &out.stdout).expect("write Pebble's root");
+    }
+
+    /// Writes the External Account Binding's HMAC key as a CA hands it out (base64url) to
+    /// `path`, mode 0600.
+    pub(crate) fn write_eab_key(&self, path: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        let text = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&self.eab_key);
+        std::fs::write(path, format!("{text}\n")).expect("write the HMAC key");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+
+    /// The `[acme.NAME]` table for this Pebble, its HMAC key written to `eab_file`.
+    pub(crate) fn config_table(&self, name: &str, eab_file: &Path) -> String {
+        self.write_eab_key(eab_file);
+        format!(
+            "\n[acme.{name}]\ndirectory = \"{}\"\ncontact = \"ops@example.test\"\n\
+             eab_kid = \"{EAB_KID}\"\neab_hmac_file = \"{}\"\nca_file = \"{}\"\n",
+            self.directory,
+            eab_file.display(),
+            self.ca_file.display()
+        )
+    }
+
+    /// How many requests of `path` (e.g. `/order-plz`) Pebble logged.
+    pub(crate) fn requests(&self, path: &str) -> usize {
+        self.log().lines().filter(|l| l.contains(path)).count()
+    }
+
     /// What Pebble logged so far (for assertion messages).
     pub(crate) fn log(&self) -> String {
         ["pebble.log", "pebble.err"]

@@ -1,0 +1,275 @@
+//! `cert-agent renew` end to end for a certificate of an ACME CA (`issuer = "NAME"`), against
+//! Pebble with External Account Binding required: the account registered once, `http-01`
+//! answered through a real nginx or apache from the web root, the chain checked and
+//! installed, the server reloaded and the served certificate checked by a TLS handshake; a
+//! run stopped at each step goes on with the same order.
+
+use crate::support;
+
+use std::fs;
+use std::path::PathBuf;
+
+use support::env::{Publish, TestEnv, Web, files_under, key_spki};
+use support::pebble::{self, Pebble};
+use support::webserver::{Server, require};
+
+/// One certificate of the ACME CA `pebble`, served by `kind` from `DIR/www-root`.
+struct AcmeEnv {
+    env: TestEnv,
+    web: Web,
+    pebble: Pebble,
+    webroot: PathBuf,
+    root: PathBuf,
+}
+
+fn acme_env(kind: Server, domain: &str) -> Option<AcmeEnv> {
+    if !require(kind) || !pebble::require() {
+        return None;
+    }
+    let mut env = TestEnv::new();
+    let server = match kind {
+        Server::Nginx => "nginx",
+        Server::Apache => "apache",
+    };
+    let webroot = env.path("www-root");
+    let mut spec = env.cert_spec("www", &[domain], server);
+    spec.publish = Publish::Webroot(webroot.clone());
+    spec.extra = "issuer = \"pebble\"\n".into();
+    env.write_placeholder(&spec);
+    let web = Web::start(kind, env.dir.path(), &[env.site(&spec, &webroot)]);
+    env.certs.push(web.configure(spec));
+    let pebble = Pebble::start(web.http_port());
+    env.tail_extra = pebble.config_table("pebble", &env.path("eab.key"));
+    let root = env.path("pebble-root.pem");
+    pebble.write_root(&root);
+    Some(AcmeEnv {
+        env,
+        web,
+        pebble,
+        webroot,
+        root,
+    })
+}
+
+impl AcmeEnv {
+    fn challenge_files(&self) -> Vec<PathBuf> {
+        files_under(&self.webroot)
+    }
+
+    /// The served leaf once it has `serial`, checked against Pebble's root.
+    fn served(&self, name: &str, serial: &str) -> support::env::Leaf {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let got = support::env::served_leaf(&self.root, &self.web.https_addr(), name);
+            match got {
+                Ok(l) if l.serial == serial => return l,
+                other if std::time::Instant::now() > deadline => {
+                    panic!("served for {name}: {other:?}\n{}", self.web.logs())
+                }
+                _ => std::thread::sleep(std::time::Duration::from_millis(100)),
+            }
+        }
+    }
+}
+
+fn record_order_url(env: &TestEnv) -> Option<String> {
+    env.record("www")?["acme"]["order_url"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// The ACME certificate's whole path on one web server: one account, one order, the
+/// challenge served from the web root and removed, the chain installed and served (a chain
+/// to Pebble's root, our key, the name), the record without an order in progress; the next
+/// run orders nothing and touches nothing.
+fn acme_flow(kind: Server, domain: &str) {
+    let Some(a) = acme_env(kind, domain) else {
+        return;
+    };
+    let out = a.env.renew();
+    out.expect_code(0);
+    let serial = out.installed_serial("www");
+    let leaf = a.served(domain, &serial);
+    let files = a.env.spec("www").files.clone();
+    assert_eq!(leaf.spki, key_spki(&files.key), "served for our key");
+    assert!(leaf.dns_names.iter().any(|n| n == domain));
+    assert!(
+        a.challenge_files().is_empty(),
+        "left in the web root: {:?}",
+        a.challenge_files()
+    );
+    assert_eq!(a.pebble.requests("/order-plz"), 1, "{}", a.pebble.log());
+    assert_eq!(record_order_url(&a.env), None, "no order in progress");
+    let account = a.env.state_dir().join("acme/pebble/account.json");
+    let mode = fs::metadata(&account).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+        0o600
+    );
+    assert_eq!(a.env.billed(), 0, "the Partner API is not used");
+
+    let again = a.env.renew();
+    again.expect_code(0);
+    assert_eq!(
+        again.outcome("www")["outcome"],
+        "unchanged",
+        "{}",
+        again.describe()
+    );
+    assert_eq!(a.pebble.requests("/order-plz"), 1);
+    assert_eq!(
+        a.pebble.requests("/sign-me-up"),
+        1,
+        "the account is registered once"
+    );
+    assert!(a.env.calls().is_empty(), "no Partner API call at all");
+}
+
+#[test]
+fn an_acme_certificate_is_ordered_validated_through_nginx_installed_and_served() {
+    acme_flow(Server::Nginx, "www.acme-nginx.test");
+}
+
+#[test]
+fn an_acme_certificate_is_ordered_validated_through_apache_installed_and_served() {
+    acme_flow(Server::Apache, "www.acme-apache.test");
+}
+
+/// A run stopped right after the order was journaled, and one stopped with every challenge
+/// published but none answered: each next run goes on with the same order (one `newOrder`
+/// in all), installs, and leaves nothing in the web root.
+#[test]
+fn a_run_stopped_at_each_acme_step_resumes_the_same_order() {
+    for (i, point) in ["acme-order-placed", "acme-published", "acme-chain-received"]
+        .into_iter()
+        .enumerate()
+    {
+        let domain = format!("step{i}.acme-crash.test");
+        let Some(a) = acme_env(Server::Nginx, &domain) else {
+            return;
+        };
+        let crashed = a
+            .env
+            .agent(["--json", "renew", "--wait", "30"])
+            .env("CERT_AGENT_FAILPOINT", point)
+            .run();
+        assert!(
+            crashed
+                .stderr
+                .contains(&format!("failpoint '{point}' reached")),
+            "{point}: {}",
+            crashed.describe()
+        );
+        let url = record_order_url(&a.env).unwrap_or_else(|| panic!("{point}: no order journaled"));
+        let out = a.env.renew();
+        out.expect_code(0);
+        let serial = out.installed_serial("www");
+        a.served(&domain, &serial);
+        assert_eq!(
+            a.pebble.requests("/order-plz"),
+            1,
+            "{point}: one order, resumed ({url})\n{}",
+            a.pebble.log()
+        );
+        assert!(
+            a.challenge_files().is_empty(),
+            "{point}: left in the web root: {:?}",
+            a.challenge_files()
+        );
+        assert_eq!(record_order_url(&a.env), None);
+    }
+}
+
+/// A configuration with ACME certificates only needs no `[api]`; the mistakes an operator
+/// makes are named with their line: an issuer that is not configured, a validation an ACME
+/// CA does not offer, a Partner-only key, a missing directory, an `http://` directory that
+/// is not on loopback, ACME certificates in fleet mode.
+#[test]
+fn acme_configuration_mistakes_are_named_with_their_line() {
+    let env = TestEnv::new();
+    let dir = env.dir.path();
+    let write = |name: &str, text: &str| -> PathBuf {
+        let p = dir.join(name);
+        fs::write(&p, text).unwrap();
+        p
+    };
+    let state = env.state_dir();
+    let good = format!(
+        "[agent]\nstate_dir = \"{}\"\n\n[acme.le]\ndirectory = \"https://acme.test/dir\"\n\
+         contact = \"ops@example.test\"\n\n[[certificate]]\nname = \"www\"\n\
+         domains = [\"www.example.test\"]\nissuer = \"le\"\nwebroot = \"/srv/www\"\n\
+         server = \"none\"\ncert_path = \"{}/c.pem\"\nkey_path = \"{}/k.pem\"\n",
+        state.display(),
+        dir.display(),
+        dir.display()
+    );
+    let ok = env
+        .agent_at(&write("good.toml", &good), ["config", "check"])
+        .run();
+    ok.expect_code(0);
+
+    let cases: [(&str, String, &str); 6] = [
+        (
+            "unknown issuer",
+            good.replace("issuer = \"le\"", "issuer = \"lee\""),
+            "line 11",
+        ),
+        (
+            "dcv email",
+            good.replace(
+                "issuer = \"le\"",
+                "issuer = \"le\"\ndcv = \"email\"\ndcv_email = \"a@example.test\"",
+            ),
+            "validates by \"http\"",
+        ),
+        (
+            "partner key",
+            good.replace("issuer = \"le\"", "issuer = \"le\"\ncertificate_id = 7"),
+            "is a Partner API key",
+        ),
+        (
+            "no directory",
+            good.replace("directory = \"https://acme.test/dir\"\n", ""),
+            "missing required key `directory`",
+        ),
+        (
+            "plain http",
+            good.replace("https://acme.test/dir", "http://acme.test/dir"),
+            "is not an https:// URL",
+        ),
+        (
+            "fleet",
+            format!(
+                "{good}\n[fleet]\nendpoints = [\"http://127.0.0.1:2379\"]\ninsecure_plaintext = true\n\
+                 host = \"web1\"\nsecret_file = \"{}/fleet.key\"\n",
+                dir.display()
+            ),
+            "only Partner API certificates are shared",
+        ),
+    ];
+    for (what, text, expect) in cases {
+        let out = env
+            .agent_at(&write("bad.toml", &text), ["config", "check"])
+            .run();
+        assert_ne!(out.code, Some(0), "{what}: {}", out.describe());
+        assert!(
+            out.text().contains(expect),
+            "{what}: expected {expect:?} in\n{}",
+            out.describe()
+        );
+    }
+    // A Partner certificate without [api] names the certificate.
+    let partner = good.replace(
+        "issuer = \"le\"\n",
+        "product_id = 1101\ncountry = \"DE\"\nregion = \"B\"\ncity = \"B\"\n",
+    );
+    let out = env
+        .agent_at(&write("partner.toml", &partner), ["config", "check"])
+        .run();
+    assert!(
+        out.text()
+            .contains("missing required section [api] (certificate 'www'"),
+        "{}",
+        out.describe()
+    );
+}
