@@ -3,11 +3,12 @@
 //! tests hold the three together: a key added to one and forgotten in another fails here.
 
 use crate::config::keys::{
-    AGENT_KEYS, API_KEYS, CERT_ONLY_KEYS, FLEET_KEYS, REVOCATION_KEYS, SHARED_KEYS, VALIDATION_KEYS,
+    ACME_KEYS, AGENT_KEYS, API_KEYS, CERT_ONLY_KEYS, FLEET_KEYS, REVOCATION_KEYS, SHARED_KEYS, VALIDATION_KEYS,
 };
 
 const REFERENCE: &str = include_str!("../../../docs/configuration.md");
-const READERS: [&str; 8] = [
+const READERS: [&str; 9] = [
+    include_str!("../validate/acme.rs"),
     include_str!("../validate/revocation.rs"),
     include_str!("../validate/mod.rs"),
     include_str!("../validate/document.rs"),
@@ -20,6 +21,7 @@ const READERS: [&str; 8] = [
 
 fn accepted() -> impl Iterator<Item = &'static str> {
     [
+        ACME_KEYS,
         AGENT_KEYS,
         API_KEYS,
         CERT_ONLY_KEYS,
