@@ -24,6 +24,7 @@ pub(super) async fn run(config: &Config, served: bool, out: &Output, clock: Cloc
     let money = crate::monitor::status::money(config);
     let mut headers = vec![
         "NAME",
+        "ISSUER",
         "CERT ID",
         "STATE",
         "SERIAL",
@@ -37,11 +38,12 @@ pub(super) async fn run(config: &Config, served: bool, out: &Output, clock: Cloc
     }
     headers.push("NEXT");
     let next = headers.len() - 1;
-    let mut t = Table::new(&headers).right(1).right(5).flex(next);
+    let mut t = Table::new(&headers).right(2).right(6).flex(next);
     for r in &rows {
         t.row(
             vec![
                 r.name.clone(),
+                r.issuer.clone(),
                 or_dash(r.certificate_id),
                 r.state.clone(),
                 or_dash(r.serial.as_deref()),

@@ -458,11 +458,12 @@ fn expiry(
         .installed
         .as_ref()
         .map(|i| (i.not_after - now).whole_days());
+    let acme_order = rec.acme.as_ref().is_some_and(|b| b.order_url.is_some());
     match (&rec.installed, days_left) {
         (None, _) => {
             let why = match &rec.partner.ended {
                 Some(state) => format!("no certificate installed (order {state})"),
-                None if rec.partner.order.is_some() => {
+                None if rec.partner.order.is_some() || acme_order => {
                     "no certificate installed yet (issuance pending)".into()
                 }
                 None => "no certificate installed (no order yet)".into(),
@@ -472,15 +473,42 @@ fn expiry(
         (Some(_), Some(d)) if d < 0 => {
             found.raise(Level::Critical, format!("expired {} days ago", -d));
         }
-        (Some(_), Some(d)) if d < opts.critical_days => {
-            found.raise(Level::Critical, format!("{d} days left"));
-        }
-        (Some(_), Some(d)) if d < opts.warning_days => {
-            found.raise(Level::Warning, format!("{d} days left"));
+        (Some(inst), Some(_)) => {
+            let (warning, critical) = thresholds(inst, opts);
+            let left = inst.not_after - now;
+            if left < critical {
+                found.raise(Level::Critical, left_text(left));
+            } else if left < warning {
+                found.raise(Level::Warning, left_text(left));
+            }
         }
         _ => {}
     }
     days_left
+}
+
+/// The WARNING and CRITICAL thresholds of an installed certificate: `warning_days` and
+/// `critical_days`, but never more than a quarter and a tenth of its lifetime (a 6-day
+/// certificate is not CRITICAL the day it is installed).
+fn thresholds(
+    inst: &crate::store::Installed,
+    opts: &CheckOptions,
+) -> (time::Duration, time::Duration) {
+    use time::Duration;
+    let lifetime = (inst.not_after - inst.not_before).max(Duration::ZERO);
+    (
+        Duration::days(opts.warning_days).min(lifetime / 4i32),
+        Duration::days(opts.critical_days).min(lifetime / 10i32),
+    )
+}
+
+/// `N days left`, in hours under two days.
+fn left_text(left: time::Duration) -> String {
+    if left < time::Duration::days(2) {
+        format!("{} hours left", left.whole_hours())
+    } else {
+        format!("{} days left", left.whole_days())
+    }
 }
 
 /// Whether the file on disk still holds the installed certificate.

@@ -184,6 +184,7 @@ enum Metric {
     Failures,
     Pending,
     Retired,
+    Info,
     Revoked,
     CrlUsable,
     FreshValidationDue,
@@ -201,7 +202,7 @@ enum Metric {
 }
 
 impl Metric {
-    const ALL: [Metric; 25] = [
+    const ALL: [Metric; 26] = [
         Metric::NotAfter,
         Metric::NotBefore,
         Metric::Subscription,
@@ -213,6 +214,7 @@ impl Metric {
         Metric::Failures,
         Metric::Pending,
         Metric::Retired,
+        Metric::Info,
         Metric::Revoked,
         Metric::CrlUsable,
         Metric::FreshValidationDue,
@@ -273,6 +275,11 @@ impl Metric {
             Metric::Pending => (
                 "cert_agent_certificate_pending",
                 "1 while an order, a reissue or a validation waits at the CA, else 0.",
+            ),
+            Metric::Info => (
+                "cert_agent_certificate_info",
+                "Always 1; its labels say where the certificate comes from: issuer=\"partner\" \
+                 (the Partner API) or issuer=\"acme:NAME\" (the ACME CA of [acme.NAME]).",
             ),
             Metric::Retired => (
                 "cert_agent_certificate_retired",
@@ -474,6 +481,15 @@ fn render(
             // Nothing is managed: it must not look like a certificate never installed.
             continue;
         }
+        samples.add(
+            Metric::Info,
+            &format!(
+                "name=\"{}\",issuer=\"{}\"",
+                escape(&cert.name),
+                escape(&cert.order.issuer.label())
+            ),
+            1.0,
+        );
         if let Some(f) = &facts.fresh {
             samples.put(Metric::FreshValidationDue, labels, unix(f.due));
             let person = if f.automatic { 0.0 } else { 1.0 };
@@ -558,6 +574,7 @@ fn certificate(
     );
     let waiting = rec.partner.intent.is_some()
         || rec.partner.reissue.is_some()
+        || rec.acme.as_ref().is_some_and(|b| b.order_url.is_some())
         || (rec.pending_key.is_some() && rec.partner.order.is_some());
     samples.put(Metric::Pending, labels, if waiting { 1.0 } else { 0.0 });
     if let Some((_, outcome)) = this_run {

@@ -27,6 +27,8 @@ pub fn money(config: &Config) -> Option<MoneyView> {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct StatusRow {
     pub name: String,
+    /// Where the certificate comes from: `partner` or `acme:NAME`.
+    pub issuer: String,
     pub certificate_id: Option<u64>,
     /// `no order`, `order outcome unknown`, `installed`, `reissuing`, `issued, valid from T;
     /// installs then`, or the last API state.
@@ -89,6 +91,10 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
             rows.push(retired(&cert.name, &archive));
             continue;
         }
+        if cert.order.issuer.acme().is_some() {
+            rows.push(acme_row(config, cert, &rec, now));
+            continue;
+        }
         let (disk, _) = disk_state(&rec);
         let action = plan::decide(&unattended_inputs(config, cert, &rec, disk, now));
         let state = if let Some(ended) = &rec.partner.ended {
@@ -126,6 +132,7 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
         };
         rows.push(StatusRow {
             name: cert.name.clone(),
+            issuer: cert.order.issuer.label(),
             certificate_id: rec.partner.order.as_ref().map(|o| o.certificate_id),
             state,
             serial: rec.installed.as_ref().map(|i| i.serial.clone()),
@@ -147,10 +154,65 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
     Ok(rows)
 }
 
+/// A certificate of an ACME CA: its order in progress or what is installed, and what its
+/// planner does next.
+fn acme_row(
+    config: &Config,
+    cert: &crate::config::CertificateConfig,
+    rec: &crate::store::CertRecord,
+    now: OffsetDateTime,
+) -> StatusRow {
+    use crate::engine::acme::plan as acme_plan;
+    let (disk, _) = disk_state(rec);
+    let action = acme_plan::decide(&acme_plan::Inputs {
+        now,
+        record: rec,
+        disk,
+        renew_before_days: config.agent.renew_before_days,
+        force: false,
+        ignore_backoff: false,
+    });
+    let book = rec.acme.as_ref();
+    let state = if book.is_some_and(|b| b.order_url.is_some()) {
+        "ACME order in progress".to_owned()
+    } else if rec.installed.is_some() {
+        "installed".to_owned()
+    } else if rec.placeholder.is_some() {
+        "no certificate (placeholder installed)".to_owned()
+    } else {
+        "no certificate".to_owned()
+    };
+    let warning = book
+        .and_then(|b| b.window.as_ref())
+        .and_then(|w| w.explanation.as_ref())
+        .map(|url| format!("the CA explains its renewal window at {url}"));
+    StatusRow {
+        name: cert.name.clone(),
+        issuer: cert.order.issuer.label(),
+        certificate_id: None,
+        state,
+        serial: rec.installed.as_ref().map(|i| i.serial.clone()),
+        expires: rec.installed.as_ref().map(|i| i.not_after),
+        days_left: rec
+            .installed
+            .as_ref()
+            .map(|i| (i.not_after - now).whole_days()),
+        subscription_ends: None,
+        next_action: acme_plan::describe(&action),
+        failures: rec.consecutive_failures(),
+        last_error: last_error(rec),
+        warning,
+        served: None,
+        validation: None,
+        revocation: RevocationView::of(rec, config.revocation.check),
+    }
+}
+
 /// A certificate retired with `cert-agent retire` that the configuration still lists.
 fn retired(name: &str, archive: &std::path::Path) -> StatusRow {
     StatusRow {
         name: name.to_owned(),
+        issuer: String::new(),
         certificate_id: None,
         state: format!("retired ({})", archive.display()),
         serial: None,

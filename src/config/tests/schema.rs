@@ -3,7 +3,8 @@
 //! tests hold the three together: a key added to one and forgotten in another fails here.
 
 use crate::config::keys::{
-    ACME_KEYS, AGENT_KEYS, API_KEYS, CERT_ONLY_KEYS, FLEET_KEYS, REVOCATION_KEYS, SHARED_KEYS, VALIDATION_KEYS,
+    ACME_KEYS, AGENT_KEYS, API_KEYS, CERT_ONLY_KEYS, FLEET_KEYS, REVOCATION_KEYS, SHARED_KEYS,
+    VALIDATION_KEYS,
 };
 
 const REFERENCE: &str = include_str!("../../../docs/configuration.md");

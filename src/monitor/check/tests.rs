@@ -36,7 +36,8 @@ fn installed(until: i64) -> CertRecord {
         },
         installed: Some(Installed {
             serial: "0A".into(),
-            not_before: t(0),
+            // A 90-day certificate: the days thresholds apply, not the lifetime's fractions.
+            not_before: t(until - 90),
             not_after: t(until),
             certificate_id: 7,
             files: vec![],
@@ -434,4 +435,47 @@ fn revocation_raises_the_level() {
         },
     );
     assert_eq!(c.level, Level::Critical);
+}
+
+/// A 6-day certificate is judged by its lifetime: OK with days left, WARNING in its last
+/// quarter, CRITICAL in its last tenth (in hours); a 90-day one by the configured days.
+#[test]
+fn thresholds_scale_with_a_short_lifetime() {
+    let six_days = |left_hours: i64| {
+        let mut rec = installed(6);
+        if let Some(i) = rec.installed.as_mut() {
+            i.not_before = t(0);
+        }
+        let now = t(6) - time::Duration::hours(left_hours);
+        assess(&rec, &Disk::AsInstalled, None, now, &opts(), 30)
+    };
+    assert_eq!(
+        six_days(100).level,
+        Level::Ok,
+        "{:?}",
+        six_days(100).problems
+    );
+    let warn = six_days(30);
+    assert_eq!(warn.level, Level::Warning, "{:?}", warn.problems);
+    assert!(
+        warn.problems.join("; ").contains("30 hours left"),
+        "{:?}",
+        warn.problems
+    );
+    assert_eq!(six_days(10).level, Level::Critical);
+    // 90 days: 10 days left is WARNING (under 14), 5 CRITICAL (under 7), as configured.
+    let at = |left: i64| {
+        assess(
+            &installed(left),
+            &Disk::AsInstalled,
+            None,
+            t(0),
+            &opts(),
+            30,
+        )
+        .level
+    };
+    assert_eq!(at(10), Level::Warning);
+    assert_eq!(at(5), Level::Critical);
+    assert_eq!(at(20), Level::Ok);
 }
