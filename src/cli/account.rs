@@ -72,6 +72,8 @@ async fn api_command(
         }
         Command::Config(_)
         | Command::Fleet(_)
+        | Command::Acme(_)
+        | Command::Revoke { .. }
         | Command::Renew(_)
         | Command::Issue(_)
         | Command::Reissue { .. }

@@ -294,6 +294,27 @@ pub enum Command {
     #[command(subcommand)]
     Fleet(FleetCommand),
 
+    /// ACME CAs ([acme.NAME]): the account each one knows this host by.
+    #[command(subcommand)]
+    Acme(AcmeCommand),
+
+    /// Revoke the installed certificate of NAME at its ACME CA (revokeCert).
+    ///
+    /// For a certificate whose `issuer` is an [acme.NAME]; the Partner API's certificates are
+    /// revoked through its order site. The revocation is recorded at once: the next run
+    /// orders the replacement (with a new key). Needs --yes.
+    Revoke {
+        /// The configured certificate.
+        name: String,
+        /// Why (RFC 5280): unspecified, keyCompromise, affiliationChanged, superseded,
+        /// cessationOfOperation.
+        #[arg(long, default_value = "unspecified", value_parser = clap::builder::PossibleValuesParser::new(REVOKE_REASONS))]
+        reason: String,
+        /// Confirm the revocation.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+
     /// Run as a daemon: `renew` on a schedule with jitter (sooner while work is pending at the
     /// CA, and after a run that failed as a whole: 2 minutes, doubling up to --interval),
     /// reloading the configuration when its file changes or on SIGHUP (an invalid new
@@ -489,6 +510,35 @@ pub enum DcvCommand {
     Resend {
         /// Certificate ID (internal number).
         id: u64,
+    },
+}
+
+/// The reasons `revoke --reason` takes (RFC 5280 CRLReason names).
+pub(crate) const REVOKE_REASONS: [&str; 5] = [
+    "unspecified",
+    "keyCompromise",
+    "affiliationChanged",
+    "superseded",
+    "cessationOfOperation",
+];
+
+#[derive(Debug, Subcommand)]
+pub enum AcmeCommand {
+    /// Show the account of an ACME CA (registering it first when this host has none): its
+    /// URL, contact, External Account Binding and file.
+    ///
+    /// NAME may be left out when one [acme.NAME] is configured. The account key is generated
+    /// here (ECDSA P-256) and kept in state_dir/acme/NAME/account.json (0600); --deactivate
+    /// ends the account at the CA (needs --yes) and keeps the file aside.
+    Account {
+        /// The [acme.NAME] table.
+        name: Option<String>,
+        /// Deactivate the account at the CA (cannot be undone).
+        #[arg(long)]
+        deactivate: bool,
+        /// Confirm --deactivate.
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
 }
 

@@ -31,6 +31,7 @@ macro_rules! out {
 }
 
 mod account;
+mod acme;
 mod actions;
 mod args;
 mod audit;
@@ -59,8 +60,8 @@ use crate::clock::Clock;
 use crate::config::Config;
 
 pub use args::{
-    CheckArgs, Cli, Command, ConfigCommand, DcvCommand, FleetCommand, IssueArgs, ListArgs,
-    RenewArgs, Scope,
+    AcmeCommand, CheckArgs, Cli, Command, ConfigCommand, DcvCommand, FleetCommand, IssueArgs,
+    ListArgs, RenewArgs, Scope,
 };
 pub use exit::UsageError;
 use output::Output;
@@ -137,6 +138,20 @@ pub async fn run(cli: &Cli) -> Result<u8> {
         Command::Retire(args) => {
             let lock_wait = std::time::Duration::from_secs(cli.lock_wait);
             retire::run(&load_config(&cli.config)?, args, &out, clock, lock_wait).await
+        }
+        Command::Acme(AcmeCommand::Account {
+            name,
+            deactivate,
+            yes,
+        }) => {
+            let lock_wait = std::time::Duration::from_secs(cli.lock_wait);
+            let config = load_config(&cli.config)?;
+            acme::account(&config, name.as_deref(), *deactivate, *yes, &out, lock_wait).await
+        }
+        Command::Revoke { name, reason, yes } => {
+            let lock_wait = std::time::Duration::from_secs(cli.lock_wait);
+            let config = load_config(&cli.config)?;
+            acme::revoke(&config, name, reason, *yes, &out, clock, lock_wait).await
         }
         Command::Fleet(FleetCommand::Status) => {
             let config = load_config_quietly(&cli.config)?;

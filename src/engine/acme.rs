@@ -157,7 +157,7 @@ pub(super) async fn start(ctx: &Ctx<'_>, job: &mut Job<'_>, ca_name: &str) -> Re
         Action::Resume => Box::pin(order(ctx, job, ca, None)).await,
         Action::Order { reason, replaces } => {
             tracing::info!(certificate = %job.cert.name, "ordering from the ACME CA '{}': {reason}", ca.name);
-            Box::pin(order(ctx, job, ca, Some(replaces))).await
+            Box::pin(order(ctx, job, ca, Some((replaces, reason)))).await
         }
     }
 }
@@ -191,8 +191,8 @@ async fn ask_window(ctx: &Ctx<'_>, job: &mut Job<'_>, ca: &AcmeCa) -> Result<()>
         return Ok(());
     };
     let Some(der) = installed_leaf_der(job) else {
-        // The file is unreadable: the own rule decides until it is readable again.
-        book(job, ca).renewal_info = false;
+        // The file is unreadable: the own rule decides until the next certificate.
+        book(job, ca).renewal_info = Some(false);
         return job.save();
     };
     let now = ctx.now();
@@ -207,14 +207,14 @@ async fn ask_window(ctx: &Ctx<'_>, job: &mut Job<'_>, ca: &AcmeCa) -> Result<()>
     let b = book(job, ca);
     match window {
         None => {
-            b.renewal_info = false;
+            b.renewal_info = Some(false);
             b.window = None;
         }
         Some(w) => {
             let fraction: f64 = rand::random();
             let renew_at = acme::renew_at(&w, now, fraction);
             let retry = time::Duration::try_from(w.retry_after).unwrap_or(time::Duration::HOUR);
-            b.renewal_info = true;
+            b.renewal_info = Some(true);
             b.window = Some(RenewalWindow {
                 serial: inst.serial.clone(),
                 start: w.start,
@@ -244,14 +244,14 @@ fn book<'r>(job: &'r mut Job<'_>, ca: &AcmeCa) -> &'r mut AcmeBook {
     b
 }
 
-/// Places an order (`replaces`: `Some`, whether it renews the installed certificate) or
-/// resumes the journaled one (`None`), publishes what it asks for, answers, finalizes with
-/// the pending key's CSR, and checks the chain: ready to install.
+/// Places an order (`new`: whether it renews the installed certificate, and why) or resumes
+/// the journaled one (`None`), publishes what it asks for, answers, finalizes with the
+/// pending key's CSR, and checks the chain: ready to install.
 async fn order(
     ctx: &Ctx<'_>,
     job: &mut Job<'_>,
     ca: &AcmeCa,
-    replaces: Option<bool>,
+    new: Option<(bool, String)>,
 ) -> Result<Next> {
     let account = ctx.acme_account(ca).await?;
     let cert = job.cert;
@@ -260,7 +260,7 @@ async fn order(
     let key = keys::load_pending(&pending)?;
     let profile = cert.order.profile.clone().or_else(|| ca.profile.clone());
     let resume_url = job.rec.acme.as_ref().and_then(|b| b.order_url.clone());
-    let placed = match (replaces, resume_url) {
+    let placed = match (new, resume_url) {
         (None, Some(url)) => match acme::resume(&account, &url, &cert.domains, method).await {
             Ok(p) => p,
             Err(e) => {
@@ -269,13 +269,11 @@ async fn order(
                 return Err(anyhow!(e).context("the journaled ACME order cannot go on"));
             }
         },
-        (replaces, _) => {
+        (new, _) => {
+            let (replaces, reason) = new.unwrap_or((false, "the journaled order is gone".into()));
             let options = acme::Options {
                 profile,
-                replaces: replaces
-                    .unwrap_or(false)
-                    .then(|| installed_leaf_der(job))
-                    .flatten(),
+                replaces: replaces.then(|| installed_leaf_der(job)).flatten(),
             };
             let placed = acme::place_with(&account, &cert.domains, method, &options)
                 .await
@@ -283,9 +281,16 @@ async fn order(
             let b = book(job, ca);
             b.order_url = Some(placed.order.url().to_owned());
             b.placed_at = Some(ctx.now());
+            // Asked again for the certificate this order brings.
+            b.renewal_info = None;
             job.record(
                 "acme-order-placed",
-                serde_json::json!({ "ca": ca.name, "order": placed.order.url() }),
+                serde_json::json!({
+                    "ca": ca.name,
+                    "order": placed.order.url(),
+                    "reason": reason,
+                    "replaces": options.replaces.is_some(),
+                }),
             )?;
             crate::failpoint::hit("acme-order-placed");
             placed

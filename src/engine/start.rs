@@ -138,7 +138,14 @@ pub(super) async fn check_revocation(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result
     let Some(inst) = &r.installed else {
         return Ok(());
     };
-    if r.partner.intent.is_some()
+    // A revocation is final: once seen (in a CRL, or made by `cert-agent revoke`) for the
+    // installed serial, no later CRL answer takes it back.
+    let revoked = r
+        .revocation
+        .as_ref()
+        .is_some_and(|s| s.revokes(&inst.serial));
+    if revoked
+        || r.partner.intent.is_some()
         || r.pending_key.is_some()
         || r.partner.reissue.is_some()
         || r.partner.ended.is_some()

@@ -20,9 +20,10 @@ pub struct AcmeBook {
         with = "time::serde::rfc3339::option"
     )]
     pub placed_at: Option<OffsetDateTime>,
-    /// Whether the directory offers Renewal Information (learned when it was last read).
-    #[serde(default)]
-    pub renewal_info: bool,
+    /// Whether the directory offers Renewal Information: `None` until it was asked for the
+    /// installed certificate's window (after every new order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renewal_info: Option<bool>,
     /// The renewal window the directory suggested for the installed certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<RenewalWindow>,

@@ -53,7 +53,9 @@ pub fn action_of(event: &str) -> Option<&'static str> {
         | "intent-cleared-by-operator"
         | "subscription-renewal-order"
         | "ended-order-replaced"
-        | "adopted" => "order",
+        | "adopted"
+        | "acme-order-placed"
+        | "acme-order-dropped" => "order",
         "reissue-intent" | "reissued" | "reissue-refused" | "replaced" => "reissue",
         "cancel" | "cancel-refused" => "cancel",
         "renewal-prepared" | "prolong" => "prolong",
@@ -62,6 +64,8 @@ pub fn action_of(event: &str) -> Option<&'static str> {
         "install-failed" => "rollback",
         "retired" | "fleet-retired" => "retire",
         "key-generated" => "key",
+        "revoked" => "revoke",
+        "acme-account-registered" | "acme-account-deactivated" => "account",
         "fleet-lead-taken" | "fleet-lead-given" | "fleet-imported" => "fleet",
         _ => return None,
     })
@@ -79,7 +83,7 @@ pub struct AuditEntry {
     /// The host that wrote it.
     pub host: String,
     /// The kind of action (`order`, `reissue`, `cancel`, `prolong`, `dcv`, `install`,
-    /// `rollback`, `retire`, `key`, `fleet`).
+    /// `rollback`, `retire`, `key`, `revoke`, `account`, `fleet`).
     pub action: String,
     /// The step, as the journal names it (`ordered`, `reissue-intent`, ...).
     pub event: String,

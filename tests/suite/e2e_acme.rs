@@ -273,3 +273,126 @@ fn acme_configuration_mistakes_are_named_with_their_line() {
         out.describe()
     );
 }
+
+/// `acme account` shows the kept account without registering it again; `revoke` refuses
+/// without `--yes` and for a Partner API certificate, revokes at the CA with it and records
+/// the revocation, so that the next run orders a replacement (a new key) and serves it.
+#[test]
+fn acme_account_shows_the_account_and_revoke_leads_to_a_replacement() {
+    let domain = "www.acme-revoke.test";
+    let Some(a) = acme_env(Server::Nginx, domain) else {
+        return;
+    };
+    let first = a.env.renew();
+    first.expect_code(0);
+    let serial = first.installed_serial("www");
+    let old_key = key_spki(&a.env.spec("www").files.key);
+
+    let shown = a.env.agent(["--json", "acme", "account"]).run();
+    shown.expect_code(0);
+    let json = shown.json();
+    assert_eq!(json["ca"], "pebble");
+    assert_eq!(json["registered_now"], false, "{}", shown.describe());
+    assert!(
+        json["account"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("https://127.0.0.1"))
+    );
+    assert_eq!(
+        a.pebble.requests("/sign-me-up"),
+        1,
+        "no second registration"
+    );
+
+    let refused = a
+        .env
+        .agent(["revoke", "www", "--reason", "keyCompromise"])
+        .run();
+    assert_ne!(refused.code, Some(0));
+    assert!(refused.text().contains("--yes"), "{}", refused.describe());
+    let unknown = a
+        .env
+        .agent(["revoke", "www", "--reason", "because", "--yes"])
+        .run();
+    assert_ne!(unknown.code, Some(0), "{}", unknown.describe());
+
+    let revoked = a
+        .env
+        .agent(["revoke", "www", "--reason", "keyCompromise", "--yes"])
+        .run();
+    revoked.expect_code(0);
+    assert!(revoked.text().contains(&serial), "{}", revoked.describe());
+    assert_eq!(
+        a.env.record("www").unwrap()["revocation"]["state"],
+        "revoked"
+    );
+    assert!(
+        a.pebble.log().contains("/revoke-cert"),
+        "{}",
+        a.pebble.log()
+    );
+
+    let next = a.env.renew();
+    next.expect_code(0);
+    let replacement = next.installed_serial("www");
+    assert_ne!(replacement, serial);
+    let leaf = a.served(domain, &replacement);
+    assert_ne!(leaf.spki, old_key, "the replacement has a new key");
+    assert_eq!(a.pebble.requests("/order-plz"), 2);
+    let audit = fs::read_to_string(a.env.state_dir().join("audit.log")).unwrap();
+    assert!(audit.contains("\"action\":\"revoke\""), "{audit}");
+}
+
+/// With Renewal Information (Pebble behind a proxy that adds it): the run after issuance asks
+/// for the certificate's window; a window that has already begun renews at once, and the new
+/// order names the certificate it replaces. The window is kept in the record.
+#[test]
+fn the_renewal_window_of_the_ca_decides_when_to_renew() {
+    use support::pebble::{AriProxy, ProxyAnswers};
+    let domain = "www.acme-ari.test";
+    let Some(mut a) = acme_env(Server::Nginx, domain) else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let fmt = |t: time::OffsetDateTime| {
+        t.format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
+    let now = time::OffsetDateTime::now_utc();
+    let answers = ProxyAnswers {
+        window: Ok((
+            fmt(now - time::Duration::hours(2)),
+            fmt(now - time::Duration::hours(1)),
+        )),
+        profiles: vec![],
+    };
+    let proxy = rt.block_on(AriProxy::start(&a.pebble, answers));
+    a.env.tail_extra = a
+        .pebble
+        .config_table_at("pebble", &a.env.path("eab.key"), &proxy.directory);
+
+    let first = a.env.renew();
+    first.expect_code(0);
+    let serial = first.installed_serial("www");
+    let book = &a.env.record("www").unwrap()["acme"];
+    assert!(
+        book.get("renewal_info").is_none_or(|v| v.is_null()),
+        "{book}"
+    );
+
+    let second = a.env.renew();
+    second.expect_code(0);
+    let renewed = second.installed_serial("www");
+    assert_ne!(renewed, serial, "{}", second.describe());
+    a.served(domain, &renewed);
+    assert_eq!(a.pebble.requests("/order-plz"), 2, "{}", a.pebble.log());
+    let journal = a.env.journal();
+    let renewal = journal
+        .lines()
+        .filter(|l| l.contains("acme-order-placed"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no second order in the journal:\n{journal}"));
+    assert!(renewal.contains("inside the renewal window"), "{renewal}");
+    assert!(renewal.contains("\"replaces\":true"), "{renewal}");
+    drop(proxy);
+}

@@ -2,8 +2,9 @@
 //! files and `now`, like the Partner planner ([`super::super::plan`]), with ACME's rules:
 //! - an order journaled and not yet installed is resumed, never placed again;
 //! - a certificate is renewed at the moment chosen inside the renewal window the directory
-//!   suggested (RFC 9773), asked again once its `Retry-After` has passed; without Renewal
-//!   Information, by the agent's own due rule ([`super::super::plan::renewal_time`]);
+//!   suggested (RFC 9773), asked again once its `Retry-After` has passed; the directory is
+//!   asked once after each new certificate whether it offers Renewal Information, and without
+//!   it the agent's own due rule ([`super::super::plan::renewal_time`]) decides;
 //! - missing or changed installed files, a revoked certificate or `--force` order anew (an
 //!   ACME order is not billed);
 //! - failures back off as for every certificate.
@@ -90,12 +91,13 @@ pub fn decide(i: &Inputs<'_>) -> Action {
     let window = book
         .and_then(|b| b.window.as_ref())
         .filter(|w| crate::crypto::same_serial_hex(&w.serial, &inst.serial));
-    let renewal_info = book.is_some_and(|b| b.renewal_info);
-    let (due, next_check) = match window {
+    let renewal_info = book.and_then(|b| b.renewal_info);
+    let (due, next_check) = match (window, renewal_info) {
         // The CA's window, never later than the certificate's own end.
-        Some(w) => (w.renew_at.min(inst.not_after), Some(w.next_check)),
-        None if renewal_info => return Action::AskWindow,
-        None => (own, None),
+        (Some(w), _) => (w.renew_at.min(inst.not_after), Some(w.next_check)),
+        (None, Some(false)) => (own, None),
+        // Not asked yet since the certificate was issued (or the window is another's).
+        (None, _) => return Action::AskWindow,
     };
     if i.now >= due {
         let why = match window {
@@ -193,7 +195,7 @@ mod tests {
             ca: "pebble".into(),
             order_url: None,
             placed_at: None,
-            renewal_info,
+            renewal_info: Some(renewal_info),
             window,
         }
     }
@@ -250,8 +252,12 @@ mod tests {
     #[test]
     fn the_window_of_the_ca_decides_and_is_asked_again_after_retry_after() {
         let now = datetime!(2027-01-15 00:00 UTC);
-        // Renewal Information offered, no window yet: ask.
+        // Renewal Information offered, no window yet: ask; and not known yet: ask.
         let r = record(Some(book(true, None)), Some(installed()));
+        assert_eq!(decide(&inputs(&r, now)), Action::AskWindow);
+        let mut unknown = book(true, None);
+        unknown.renewal_info = None;
+        let r = record(Some(unknown), Some(installed()));
         assert_eq!(decide(&inputs(&r, now)), Action::AskWindow);
         // A window later than the own rule is followed; idle until the earlier of the
         // renewal moment and the next check.

@@ -165,11 +165,16 @@ impl Pebble {
 
     /// The `[acme.NAME]` table for this Pebble, its HMAC key written to `eab_file`.
     pub(crate) fn config_table(&self, name: &str, eab_file: &Path) -> String {
+        self.config_table_at(name, eab_file, &self.directory)
+    }
+
+    /// [`Pebble::config_table`] with another directory URL (a proxy in front of Pebble).
+    pub(crate) fn config_table_at(&self, name: &str, eab_file: &Path, directory: &str) -> String {
         self.write_eab_key(eab_file);
         format!(
             "\n[acme.{name}]\ndirectory = \"{}\"\ncontact = \"ops@example.test\"\n\
              eab_kid = \"{EAB_KID}\"\neab_hmac_file = \"{}\"\nca_file = \"{}\"\n",
-            self.directory,
+            directory,
             eab_file.display(),
             self.ca_file.display()
         )

@@ -1,0 +1,254 @@
+//! `cert-agent acme account [NAME]` (show the account of an ACME CA, registering it on first
+//! use; `--deactivate`) and `cert-agent revoke NAME` (revokeCert for a certificate of an ACME
+//! CA).
+
+use anyhow::{Context, Result, anyhow, bail};
+
+use super::exit;
+use super::output::Output;
+use crate::clock::Clock;
+use crate::config::{AcmeCa, Config};
+use crate::engine::acme::{account_dir, directory_of};
+use crate::issuer::acme;
+use crate::store::{RevocationSeen, Store};
+
+/// The `[acme.NAME]` asked for, or the only one configured.
+fn ca_of<'c>(config: &'c Config, name: Option<&str>) -> Result<&'c AcmeCa> {
+    let known = || config.acme.keys().cloned().collect::<Vec<_>>().join(", ");
+    match name {
+        Some(n) => config.acme.get(n).ok_or_else(|| {
+            anyhow!(
+                "no [acme.{n}] in the configuration (configured: {})",
+                known()
+            )
+        }),
+        None if config.acme.len() == 1 => config
+            .acme
+            .values()
+            .next()
+            .ok_or_else(|| anyhow!("no ACME CA is configured")),
+        None if config.acme.is_empty() => {
+            bail!("no ACME CA is configured: add an [acme.NAME] table (docs/acme.md)")
+        }
+        None => bail!("several ACME CAs are configured ({}): name one", known()),
+    }
+}
+
+/// `cert-agent acme account [NAME] [--deactivate --yes]`.
+pub(super) async fn account(
+    config: &Config,
+    name: Option<&str>,
+    deactivate: bool,
+    yes: bool,
+    out: &Output,
+    lock_wait: std::time::Duration,
+) -> Result<u8> {
+    let ca = ca_of(config, name)?;
+    let store = Store::open(&config.agent.state_dir)?;
+    let _lock = crate::run::lock(&store, lock_wait).await?;
+    let dir = account_dir(store.dir(), &ca.name);
+    let file = dir.join(acme::ACCOUNT_FILE);
+    let existed = file.exists();
+    if deactivate && !existed {
+        bail!(
+            "the ACME CA '{}' has no account on this host ({} does not exist): nothing to \
+             deactivate",
+            ca.name,
+            file.display()
+        );
+    }
+    if deactivate && !yes {
+        bail!(
+            "deactivating the account of the ACME CA '{}' cannot be undone: its certificates \
+             can no longer be renewed or revoked through it; add --yes to go ahead",
+            ca.name
+        );
+    }
+    let directory = directory_of(ca)?;
+    let account = acme::account(&directory, &dir)
+        .await
+        .with_context(|| format!("the account of the ACME CA '{}'", ca.name))?;
+    if !existed {
+        store.audit(
+            None,
+            "acme-account-registered",
+            &serde_json::json!({ "ca": ca.name, "account": account.id() }),
+        )?;
+    }
+    let url = account.id().to_owned();
+    if deactivate {
+        account
+            .deactivate()
+            .await
+            .map_err(|e| anyhow!("the ACME CA '{}' refused to deactivate {url}: {e}", ca.name))?;
+        let aside = dir.join(format!("{}.deactivated", acme::ACCOUNT_FILE));
+        std::fs::rename(&file, &aside)
+            .with_context(|| format!("could not move {} aside", file.display()))?;
+        store.audit(
+            None,
+            "acme-account-deactivated",
+            &serde_json::json!({ "ca": ca.name, "account": url }),
+        )?;
+        if out.json {
+            out.print_json(&serde_json::json!({
+                "ca": ca.name, "account": url, "state": "deactivated", "file": aside,
+            }))?;
+        } else {
+            outln!(
+                "deactivated {url} at the ACME CA '{}'; its file is kept as {} (the next order \
+                 registers a new account)",
+                ca.name,
+                aside.display()
+            );
+        }
+        return Ok(exit::OK);
+    }
+    if out.json {
+        out.print_json(&serde_json::json!({
+            "ca": ca.name,
+            "directory": ca.directory,
+            "account": url,
+            "contact": ca.contact,
+            "external_account_binding": ca.eab_kid,
+            "file": file,
+            "registered_now": !existed,
+        }))?;
+    } else {
+        outln!("ACME CA:    {} ({})", ca.name, ca.directory);
+        outln!("account:    {url}");
+        outln!(
+            "contact:    {}",
+            if ca.contact.is_empty() {
+                "none".to_owned()
+            } else {
+                ca.contact.join(", ")
+            }
+        );
+        if let Some(kid) = &ca.eab_kid {
+            outln!("bound to:   external account {kid}");
+        }
+        outln!(
+            "kept in:    {} (0600){}",
+            file.display(),
+            if existed { "" } else { "; registered now" }
+        );
+    }
+    Ok(exit::OK)
+}
+
+fn reason_of(text: &str) -> Result<instant_acme::RevocationReason> {
+    use instant_acme::RevocationReason as R;
+    Ok(match text {
+        "unspecified" => R::Unspecified,
+        "keyCompromise" => R::KeyCompromise,
+        "affiliationChanged" => R::AffiliationChanged,
+        "superseded" => R::Superseded,
+        "cessationOfOperation" => R::CessationOfOperation,
+        other => bail!(
+            "unknown reason {other:?}: one of {}",
+            super::args::REVOKE_REASONS.join(", ")
+        ),
+    })
+}
+
+/// `cert-agent revoke NAME [--reason R] --yes`: the installed certificate of an ACME
+/// certificate revoked at its CA; the next run orders its replacement.
+pub(super) async fn revoke(
+    config: &Config,
+    name: &str,
+    reason: &str,
+    yes: bool,
+    out: &Output,
+    clock: Clock,
+    lock_wait: std::time::Duration,
+) -> Result<u8> {
+    let cert = config
+        .certificates
+        .iter()
+        .find(|c| c.name == name)
+        .ok_or_else(|| anyhow!("no certificate '{name}' in the configuration"))?;
+    let Some(ca_name) = cert.order.issuer.acme() else {
+        bail!(
+            "certificate '{name}' comes from the Partner API, which revokes through its order \
+             site or support; `cert-agent revoke` revokes certificates of an ACME CA"
+        );
+    };
+    let why = reason_of(reason)?;
+    let ca = ca_of(config, Some(ca_name))?;
+    let store = Store::open(&config.agent.state_dir)?;
+    let _lock = crate::run::lock(&store, lock_wait).await?;
+    let mut rec = store.load(name)?;
+    let Some(inst) = rec.installed.clone() else {
+        bail!("certificate '{name}' has nothing installed: nothing to revoke");
+    };
+    let leaf = inst
+        .leaf_file
+        .as_ref()
+        .ok_or_else(|| anyhow!("the record of '{name}' names no certificate file"))?;
+    let pem = std::fs::read(leaf).with_context(|| format!("could not read {}", leaf.display()))?;
+    let info = crate::crypto::CertificateInfo::from_pem(&pem)
+        .with_context(|| format!("{} holds no certificate", leaf.display()))?;
+    if !crate::crypto::same_serial_hex(&info.serial_hex, &inst.serial) {
+        bail!(
+            "{} holds serial {}, not the installed serial {}: nothing is revoked (`cert-agent \
+             install {name}` puts the installed certificate back first)",
+            leaf.display(),
+            info.serial_hex,
+            inst.serial
+        );
+    }
+    if !yes {
+        bail!(
+            "revoking serial {} of '{name}' at the ACME CA '{}' cannot be undone, and clients \
+             refuse it as soon as they see the revocation; add --yes to go ahead (the next run \
+             orders a replacement)",
+            inst.serial,
+            ca.name
+        );
+    }
+    use rustls_pki_types::pem::PemObject;
+    let der = rustls_pki_types::CertificateDer::from_pem_slice(&pem)
+        .map_err(|e| anyhow!("{}: {e}", leaf.display()))?;
+    let account = acme::account(&directory_of(ca)?, &account_dir(store.dir(), &ca.name))
+        .await
+        .with_context(|| format!("the account of the ACME CA '{}'", ca.name))?;
+    acme::revoke(&account, der.as_ref(), Some(why))
+        .await
+        .with_context(|| {
+            format!(
+                "the ACME CA '{}' did not revoke serial {}",
+                ca.name, inst.serial
+            )
+        })?;
+    let now = clock.now();
+    let detail = format!(
+        "serial {} was revoked on {} ({reason}) by cert-agent revoke",
+        inst.serial,
+        crate::clock::short_time(now)
+    );
+    rec.revocation = Some(RevocationSeen {
+        serial: inst.serial.clone(),
+        state: "revoked".into(),
+        url: None,
+        detail: detail.clone(),
+        revoked_at: Some(now),
+        reason: Some(reason.to_owned()),
+    });
+    store.save(&rec)?;
+    store.journal(
+        name,
+        "revoked",
+        serde_json::json!({ "ca": ca.name, "serial": inst.serial, "reason": reason }),
+    )?;
+    if out.json {
+        out.print_json(&serde_json::json!({
+            "name": name, "ca": ca.name, "serial": inst.serial, "reason": reason, "revoked": true,
+        }))?;
+    } else {
+        outln!(
+            "{detail} at the ACME CA '{}'; the next run orders its replacement",
+            ca.name
+        );
+    }
+    Ok(exit::OK)
+}
