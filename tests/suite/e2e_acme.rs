@@ -396,3 +396,71 @@ fn the_renewal_window_of_the_ca_decides_when_to_renew() {
     assert!(renewal.contains("\"replaces\":true"), "{renewal}");
     drop(proxy);
 }
+
+/// A wildcard through `dns-01`: the DNS hook adds each `_acme-challenge` TXT record to
+/// Pebble's DNS (pebble-challtestsrv) and removes it afterwards; the certificate covers the
+/// wildcard and its base name, with the key made here. `http-01` for a wildcard is refused by
+/// `config check`.
+#[test]
+fn a_wildcard_is_validated_by_dns_01_through_the_hook() {
+    if !pebble::require() {
+        return;
+    }
+    let mut env = TestEnv::new();
+    let pebble = Pebble::start(support::webserver::free_port());
+    let log = env.path("hook.log");
+    let hook = env.path("dns-hook.sh");
+    support::env::write_script(
+        &hook,
+        &format!(
+            "echo \"$CERT_AGENT_DCV_ACTION $CERT_AGENT_DCV_RECORD_NAME $CERT_AGENT_DCV_RECORD_TYPE\" >> '{log}'\n\
+             case \"$CERT_AGENT_DCV_ACTION\" in\n\
+             add) curl -sSf -X POST -d \"{{\\\"host\\\":\\\"$CERT_AGENT_DCV_RECORD_NAME.\\\",\\\"value\\\":\\\"$CERT_AGENT_DCV_RECORD_VALUE\\\"}}\" '{dns}/set-txt' ;;\n\
+             remove) curl -sSf -X POST -d \"{{\\\"host\\\":\\\"$CERT_AGENT_DCV_RECORD_NAME.\\\"}}\" '{dns}/clear-txt' ;;\n\
+             esac\n",
+            log = log.display(),
+            dns = pebble.dns_management
+        ),
+    );
+    let mut spec = env.cert_spec("wild", &["*.acme-wild.test", "acme-wild.test"], "none");
+    spec.dcv = Some("dns-txt".into());
+    spec.dns_hook = Some(vec![hook.to_string_lossy().into_owned()]);
+    spec.extra = "issuer = \"pebble\"\n".into();
+    env.certs.push(spec);
+    env.tail_extra = pebble.config_table("pebble", &env.path("eab.key"));
+    let out = env.renew();
+    out.expect_code(0);
+    let files = env.spec("wild").files.clone();
+    let leaf = support::env::Leaf::from_pem_file(&files.leaf_file());
+    let mut names = leaf.dns_names.clone();
+    names.sort();
+    assert_eq!(names, ["*.acme-wild.test", "acme-wild.test"]);
+    assert_eq!(leaf.spki, key_spki(&files.key));
+    let calls = fs::read_to_string(&log).unwrap();
+    let adds = calls
+        .lines()
+        .filter(|l| l.starts_with("add _acme-challenge.acme-wild.test TXT"))
+        .count();
+    let removes = calls
+        .lines()
+        .filter(|l| l.starts_with("remove _acme-challenge.acme-wild.test"))
+        .count();
+    assert!(adds >= 1 && removes >= 1, "{calls}");
+    let dcv = &env.record("wild").unwrap()["dcv"];
+    assert_eq!(
+        dcv["dns_records"].as_array().map(Vec::len),
+        Some(0),
+        "{dcv}"
+    );
+
+    // The same wildcard over http-01 is a configuration error.
+    env.spec_mut("wild").dcv = None;
+    env.spec_mut("wild").publish = Publish::Webroot(env.path("www"));
+    let bad = env.agent(["config", "check"]).run();
+    assert_ne!(bad.code, Some(0));
+    assert!(
+        bad.text().contains("cannot validate the wildcard"),
+        "{}",
+        bad.describe()
+    );
+}
