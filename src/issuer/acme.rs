@@ -85,8 +85,7 @@ pub async fn account(directory: &Directory, dir: &Path) -> Result<Account, AcmeE
         Err(message) => return Err(file_error(message)),
     };
     if let Some(bytes) = stored {
-        let kept: KeptAccount = serde_json::from_slice(&bytes)
-            .map_err(|e| file_error(format!("not an account file ({e})")))?;
+        let kept = parse_account_file(&bytes).map_err(file_error)?;
         if kept.directory != directory.url {
             return Err(file_error(format!(
                 "registered with {}, not with the configured {}; move it aside to register anew",
@@ -125,6 +124,26 @@ pub async fn account(directory: &Directory, dir: &Path) -> Result<Account, AcmeE
         .map_err(|e| file_error(format!("could not create its directory: {e}")))?;
     crate::fsutil::write_atomic(&path, &text, 0o600).map_err(|e| file_error(e.to_string()))?;
     Ok(account)
+}
+
+/// Reads an account file's bytes (hostile: the file may have been edited or cut short); the
+/// reason as text when they are not one.
+fn parse_account_file(bytes: &[u8]) -> Result<KeptAccount, String> {
+    let kept: KeptAccount =
+        serde_json::from_slice(bytes).map_err(|e| format!("not an account file ({e})"))?;
+    if !http::allowed_url(&kept.directory) {
+        return Err(format!(
+            "names the directory {}, not an https:// URL",
+            quote_max(&kept.directory, 200)
+        ));
+    }
+    Ok(kept)
+}
+
+/// The directory an account file was registered with, when its bytes are an account file
+/// (what [`account`] reads first; for the fuzz target).
+pub fn account_file_directory(bytes: &[u8]) -> Result<String, String> {
+    parse_account_file(bytes).map(|k| k.directory)
 }
 
 /// What the account file holds: the directory it was registered with and the credentials

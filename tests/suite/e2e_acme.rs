@@ -23,6 +23,11 @@ struct AcmeEnv {
 }
 
 fn acme_env(kind: Server, domain: &str) -> Option<AcmeEnv> {
+    acme_env_with(kind, domain, None)
+}
+
+/// [`acme_env`] with Pebble issuing certificates valid for `validity_secs`.
+fn acme_env_with(kind: Server, domain: &str, validity_secs: Option<u64>) -> Option<AcmeEnv> {
     if !require(kind) || !pebble::require() {
         return None;
     }
@@ -38,7 +43,7 @@ fn acme_env(kind: Server, domain: &str) -> Option<AcmeEnv> {
     env.write_placeholder(&spec);
     let web = Web::start(kind, env.dir.path(), &[env.site(&spec, &webroot)]);
     env.certs.push(web.configure(spec));
-    let pebble = Pebble::start(web.http_port());
+    let pebble = Pebble::start_with_validity(web.http_port(), validity_secs);
     env.tail_extra = pebble.config_table("pebble", &env.path("eab.key"));
     let root = env.path("pebble-root.pem");
     pebble.write_root(&root);
@@ -463,4 +468,68 @@ fn a_wildcard_is_validated_by_dns_01_through_the_hook() {
         "{}",
         bad.describe()
     );
+}
+
+/// A 6-day certificate (Pebble's validity set to 6 days) through the daemon: installed, it is
+/// not due at once (the daemon's runs leave it alone); three days on (the agent's clock moved)
+/// the daemon renews it by itself, and nginx serves the new 6-day certificate.
+#[test]
+fn a_six_day_certificate_is_renewed_by_the_daemon() {
+    let domain = "www.acme-short.test";
+    let six_days = 6 * 86_400;
+    let Some(a) = acme_env_with(Server::Nginx, domain, Some(six_days)) else {
+        return;
+    };
+    let first = a.env.renew();
+    first.expect_code(0);
+    let serial = first.installed_serial("www");
+    let leaf = a.served(domain, &serial);
+    assert!(
+        lifetime_secs(&leaf.der).abs_diff(six_days as i64) < 120,
+        "{leaf:?}"
+    );
+
+    // Right after issuance: a run finds nothing to do (not due within its first third).
+    let quiet = a.env.renew();
+    quiet.expect_code(0);
+    assert_eq!(
+        quiet.outcome("www")["outcome"],
+        "unchanged",
+        "{}",
+        quiet.describe()
+    );
+
+    let mut daemon = a
+        .env
+        .agent(["run", "--interval", "2", "--first-run-delay", "0"])
+        .env(
+            "CERT_AGENT_TEST_CLOCK_OFFSET_SECS",
+            (3 * 86_400).to_string(),
+        )
+        .spawn();
+    let renewed = support::env::wait_until(std::time::Duration::from_secs(60), || {
+        a.env.record("www").is_some_and(|r| {
+            r["installed"]["serial"]
+                .as_str()
+                .is_some_and(|s| !s.eq_ignore_ascii_case(&serial))
+        })
+    });
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = support::env::wait_exit(&mut daemon, std::time::Duration::from_secs(10));
+    assert!(renewed, "the daemon did not renew\n{}", a.pebble.log());
+    let record = a.env.record("www").unwrap();
+    let new_serial = record["installed"]["serial"].as_str().unwrap().to_owned();
+    let leaf = a.served(domain, &support::env::norm_serial(&new_serial));
+    assert!(lifetime_secs(&leaf.der).abs_diff(six_days as i64) < 120);
+    assert_eq!(a.pebble.requests("/order-plz"), 2);
+}
+
+/// Seconds from a certificate's notBefore to its notAfter.
+fn lifetime_secs(der: &[u8]) -> i64 {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).expect("a certificate");
+    let v = cert.validity();
+    v.not_after.timestamp() - v.not_before.timestamp()
 }

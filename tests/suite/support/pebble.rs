@@ -58,12 +58,18 @@ pub(crate) struct Pebble {
 impl Pebble {
     /// Starts Pebble validating `http-01` on `http_port` of 127.0.0.1.
     pub(crate) fn start(http_port: u16) -> Self {
+        Self::start_with_validity(http_port, None)
+    }
+
+    /// [`Pebble::start`], issuing certificates valid for `validity_secs` (Pebble's default:
+    /// five years).
+    pub(crate) fn start_with_validity(http_port: u16, validity_secs: Option<u64>) -> Self {
         let dir = tempfile::tempdir().expect("temporary directory");
         let (ca_file, cert, key) = tls_files(dir.path());
         let (listen, management, tls, dns) = (free_port(), free_port(), free_port(), free_port());
         let dns_management = free_port();
         let eab_key: Vec<u8> = (0..48).map(|i| (i * 37 + 11) as u8).collect();
-        let config = serde_json::json!({
+        let mut config = serde_json::json!({
             "pebble": {
                 "listenAddress": format!("127.0.0.1:{listen}"),
                 "managementListenAddress": format!("127.0.0.1:{management}"),
@@ -78,6 +84,9 @@ impl Pebble {
                 },
             }
         });
+        if let Some(secs) = validity_secs {
+            config["pebble"]["certificateValidityPeriod"] = serde_json::json!(secs);
+        }
         let config_path = dir.path().join("pebble.json");
         std::fs::write(&config_path, config.to_string()).expect("write pebble.json");
         let log =

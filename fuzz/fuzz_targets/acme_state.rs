@@ -1,0 +1,20 @@
+//! What the ACME issuer reads back from its own state, which anyone with write access to the
+//! state directory may have edited: the account file (`state_dir/acme/NAME/account.json`) and
+//! a record's ACME part (the order in progress, the renewal window). Must never panic; an
+//! accepted account file names an https:// (or loopback) directory; an accepted ACME part
+//! reads back the same through its stored form.
+#![no_main]
+
+use cert_agent::store::AcmeBook;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(directory) = cert_agent::issuer::acme::account_file_directory(data) {
+        assert!(cert_agent::issuer::acme::http::allowed_url(&directory));
+    }
+    if let Ok(book) = serde_json::from_slice::<AcmeBook>(data) {
+        let stored = serde_json::to_string(&book).expect("serialises");
+        let again: AcmeBook = serde_json::from_str(&stored).expect("reads back");
+        assert_eq!(again, book);
+    }
+});
