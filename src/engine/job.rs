@@ -131,6 +131,14 @@ impl<'a> Job<'a> {
         let now = self.clock.now();
         let failures = self.rec.note_failure(text.clone(), now);
         self.rec.retry_after = plan::retry_after(&self.rec, failures, now);
+        // An ACME CA's rate limit: not before the time it gave.
+        let ca_time = err
+            .chain()
+            .filter_map(|c| c.downcast_ref::<crate::issuer::acme::AcmeError>())
+            .find_map(crate::issuer::acme::AcmeError::retry_not_before);
+        if let Some(t) = ca_time {
+            self.rec.retry_after = Some(self.rec.retry_after.map_or(t, |r| r.max(t)));
+        }
         if let Err(e) = self.save() {
             tracing::warn!(certificate = %self.cert.name, "could not record the failure: {e}");
         }

@@ -45,6 +45,24 @@ pub enum AcmeError {
     /// The order went somewhere it should not.
     #[error("ACME order {order}: {message}")]
     Order { order: String, message: String },
+    /// The CA's rate limit (`rateLimited`): nothing is asked of it before `until` (the time it
+    /// gave, when it gave one).
+    #[error("ACME directory {directory}: {message}")]
+    RateLimited {
+        directory: String,
+        message: String,
+        until: Option<OffsetDateTime>,
+    },
+}
+
+impl AcmeError {
+    /// Until when the CA asked not to be asked again (a rate limit with its time).
+    pub fn retry_not_before(&self) -> Option<OffsetDateTime> {
+        match self {
+            Self::RateLimited { until, .. } => *until,
+            _ => None,
+        }
+    }
 }
 
 /// An ACME CA as configured.
@@ -558,21 +576,85 @@ fn problem(at: &str, e: instant_acme::Error) -> AcmeError {
         instant_acme::Error::Timeout(_) => "no answer in time".to_owned(),
         other => quote_max(&other.to_string(), 400),
     };
+    if let instant_acme::Error::Api(p) = &e
+        && problem_kind(p) == "rateLimited"
+    {
+        return AcmeError::RateLimited {
+            directory: quote_max(at, 200),
+            message,
+            until: p.detail.as_deref().and_then(retry_after_in),
+        };
+    }
     AcmeError::Directory {
         directory: quote_max(at, 200),
         message,
     }
 }
 
-/// `type: detail` of a problem document, escaped and cut, with its subproblems' identifiers.
-fn problem_text(p: &instant_acme::Problem) -> String {
-    let kind = p
-        .r#type
+/// The problem's type without the ACME namespace (`rateLimited`, `caa`, ...).
+fn problem_kind(p: &instant_acme::Problem) -> &str {
+    p.r#type
         .as_deref()
         .map(|t| t.trim_start_matches("urn:ietf:params:acme:error:"))
-        .unwrap_or("problem");
+        .unwrap_or("problem")
+}
+
+/// The time a rate limit's detail names (`retry after 2026-11-28 17:00:00 UTC`, or an RFC 3339
+/// time), as Let's Encrypt and Boulder write it; at most a week ahead is believed.
+fn retry_after_in(detail: &str) -> Option<OffsetDateTime> {
+    let lower = detail.to_ascii_lowercase();
+    let at = lower.find("retry after ")? + "retry after ".len();
+    let rest = detail.get(at..)?.trim_start();
+    let rfc3339 = rest.split([' ', ',', ';', ')']).next().unwrap_or("");
+    let parsed = OffsetDateTime::parse(
+        rfc3339.trim_end_matches('.'),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .ok()
+    .or_else(|| {
+        // `2026-11-28 17:00:00 UTC`
+        let mut words = rest.split_whitespace();
+        let text = format!(
+            "{}T{}Z",
+            words.next()?,
+            words.next()?.trim_end_matches(['.', ','])
+        );
+        OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339).ok()
+    })?;
+    let now = OffsetDateTime::now_utc();
+    (parsed > now && parsed - now <= time::Duration::days(7)).then_some(parsed)
+}
+
+/// What an operator does about a problem of `kind`.
+fn problem_hint(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "rateLimited" => {
+            "the CA's rate limit: the certificate is not tried again before the time it gave"
+        }
+        "caa" => {
+            "the CAA records of the name do not allow this CA: add an `issue` record naming it"
+        }
+        "rejectedIdentifier" => "the CA does not issue for this name (its policy)",
+        "unauthorized" | "incorrectResponse" | "connection" => {
+            "the CA could not fetch the validation: check that the name points to this host and that port 80 serves the web root (or the DNS record, for dns-01)"
+        }
+        "dns" => "the CA could not resolve the name: check its DNS records",
+        "externalAccountRequired" => {
+            "the CA requires External Account Binding: set eab_kid and eab_hmac_file"
+        }
+        "badCSR" => "the CA refused the request's key or names",
+        _ => return None,
+    })
+}
+
+/// `type: detail` of a problem document, escaped and cut, with its subproblems' identifiers.
+fn problem_text(p: &instant_acme::Problem) -> String {
+    let kind = problem_kind(p);
     let detail = p.detail.as_deref().unwrap_or("(no detail)");
     let mut text = format!("{}: {}", quote_max(kind, 60), quote_max(detail, 300));
+    if let Some(hint) = problem_hint(kind) {
+        text.push_str(&format!(" ({hint})"));
+    }
     for sub in p.subproblems.iter().take(10) {
         if let Some(id) = &sub.identifier {
             text.push_str(&format!(
@@ -617,6 +699,38 @@ mod tests {
         assert_eq!(renew_at(&w, now, -3.0), w.start);
         assert!(renew_at(&w, now, 7.0) < w.end);
         assert!(renew_at(&w, now, f64::NAN) >= w.start);
+    }
+
+    #[test]
+    fn a_rate_limit_names_its_time_and_garbage_names_none() {
+        let soon = OffsetDateTime::now_utc() + time::Duration::hours(2);
+        let soon = soon.replace_nanosecond(0).unwrap();
+        let fmt = time::format_description::parse("[year]-[month]-[day] [hour]:[minute]:[second]")
+            .unwrap();
+        let lets_encrypt = format!(
+            "too many certificates (5) already issued for this exact set of identifiers in the \
+             last 168h0m0s, retry after {} UTC: see https://letsencrypt.org/docs/rate-limits/",
+            soon.format(&fmt).unwrap()
+        );
+        assert_eq!(retry_after_in(&lets_encrypt), Some(soon));
+        let rfc = format!(
+            "slow down; retry after {}.",
+            soon.format(&time::format_description::well_known::Rfc3339)
+                .unwrap()
+        );
+        assert_eq!(retry_after_in(&rfc), Some(soon));
+        for garbage in [
+            "retry after",
+            "retry after tomorrow",
+            "retry after 9999-12-31 23:59:59 UTC",
+            "retry after 2001-01-01 00:00:00 UTC",
+            "no time here",
+            "retry after \u{1b}[31m",
+        ] {
+            assert_eq!(retry_after_in(garbage), None, "{garbage:?}");
+        }
+        assert!(problem_hint("caa").is_some_and(|h| h.contains("CAA")));
+        assert_eq!(problem_hint("serverInternal"), None);
     }
 
     #[test]
