@@ -68,6 +68,9 @@ pub(super) struct Event {
     /// `retired`: the archived record.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     archive: Option<String>,
+    /// Where the certificate comes from: `partner` or `acme:NAME`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    issuer: Option<String>,
 }
 
 impl Event {
@@ -84,6 +87,7 @@ impl Event {
             domains: Vec::new(),
             method: None,
             archive: None,
+            issuer: None,
         }
     }
 
@@ -112,6 +116,8 @@ pub(super) struct Facts {
     /// Renewals whose fresh domain validation needs a person and falls due within
     /// `[validation] warning_days`.
     pub(super) person_needed: BTreeMap<String, FreshValidation>,
+    /// Each configured certificate's issuer (`partner`, `acme:NAME`), carried by its events.
+    pub(super) issuers: BTreeMap<String, String>,
 }
 
 /// `announced.json`: the state last announced per certificate, and the events no delivery
@@ -303,6 +309,9 @@ fn events(
         };
         out.extend(ev);
         next.insert(c.name.clone(), state);
+    }
+    for e in &mut out {
+        e.issuer = facts.issuers.get(&e.certificate).cloned();
     }
     (out, next, next_validations)
 }

@@ -57,6 +57,9 @@ fn facts(
         .iter()
         .filter(|c| in_report.contains(c.name.as_str()))
     {
+        facts
+            .issuers
+            .insert(cert.name.clone(), cert.order.issuer.label());
         let Ok(rec) = store.held_or_load(records, &cert.name) else {
             continue;
         };

@@ -88,9 +88,10 @@ fn record_order_url(env: &TestEnv) -> Option<String> {
 /// to Pebble's root, our key, the name), the record without an order in progress; the next
 /// run orders nothing and touches nothing.
 fn acme_flow(kind: Server, domain: &str) {
-    let Some(a) = acme_env(kind, domain) else {
+    let Some(mut a) = acme_env(kind, domain) else {
         return;
     };
+    a.env.watch_surfaces();
     let out = a.env.renew();
     out.expect_code(0);
     let serial = out.installed_serial("www");
@@ -128,6 +129,33 @@ fn acme_flow(kind: Server, domain: &str) {
         "the account is registered once"
     );
     assert!(a.env.calls().is_empty(), "no Partner API call at all");
+
+    // Every surface names the issuer.
+    let status = a.env.agent(["--json", "status"]).run();
+    status.expect_code(0);
+    let row = &status.json()[0];
+    assert_eq!(row["issuer"], "acme:pebble", "{row}");
+    assert_eq!(row["state"], "installed");
+    assert!(
+        row["next_action"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("nothing to do before")),
+        "{row}"
+    );
+    let metrics = fs::read_to_string(a.env.path("metrics.prom")).unwrap();
+    assert!(
+        metrics.contains("cert_agent_certificate_info{name=\"www\",issuer=\"acme:pebble\"} 1"),
+        "{metrics}"
+    );
+    let installed = a
+        .env
+        .notified()
+        .into_iter()
+        .find(|e| e["event"] == "installed")
+        .expect("an installed event");
+    assert_eq!(installed["issuer"], "acme:pebble", "{installed}");
+    let check = a.env.agent(["check", "--no-balance"]).run();
+    check.expect_code(0);
 }
 
 #[test]
