@@ -233,6 +233,7 @@ mod tests {
                 },
                 warning: None,
                 revocation: None,
+                ordered: None,
             }],
             stats: None,
             takeover: None,
