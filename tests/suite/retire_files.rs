@@ -2,8 +2,9 @@
 //! `-c` configuration (only read with `-t`/`-T`, never started): a file that nginx still
 //! names — also as the second pair of a dual RSA/ECDSA server, through a path relative to
 //! its configuration — stops the retirement with nothing changed; an entry renamed with the
-//! same paths keeps its live files when the old name is retired; an include file written by
-//! `discover` and edited since stays.
+//! same paths keeps its live files when the old name is retired; a certificate no longer
+//! configured is checked against the configured servers; a placeholder path holding another
+//! certificate stays; an include file written by `discover` and edited since stays.
 
 use crate::support;
 
@@ -284,6 +285,81 @@ fn an_include_file_edited_since_discover_wrote_it_stays() {
         out.stdout.contains(&format!(
             "remove the [[certificate]] entry 'edited.retire-include.test' from {}",
             fragment.display()
+        )),
+        "{}",
+        out.describe()
+    );
+}
+
+/// Guards a certificate no longer configured: its entry is gone, another certificate's private
+/// nginx still loads its files; retire asks that nginx all the same and refuses.
+#[test]
+fn a_certificate_no_longer_configured_still_gets_the_web_server_check() {
+    if !require(Server::Nginx) {
+        return;
+    }
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("old", &["old.retire-private.test"]);
+    env.certs.push(spec);
+    scenario::renew_synced(&env).expect_code(0);
+    let files = env.spec("old").files.clone();
+    let server = tls_server(
+        "old.retire-private.test",
+        &[(
+            &files.leaf_file().display().to_string(),
+            &files.key.display().to_string(),
+        )],
+    );
+    let (conf, test) = private_nginx(&env, &server);
+    let mut other = env.cert_spec("other", &["other.retire-private.test"], "nginx");
+    other.publish = Publish::Webroot(env.path("other-root"));
+    other.configtest_command = Some(test);
+    other.reload_command = Some(vec!["true".into()]);
+    env.certs = vec![other];
+    let out = env
+        .agent(["retire", "old", "--remove-files", "--yes"])
+        .run();
+    out.expect_failure();
+    assert!(
+        out.stderr.contains(&format!(
+            "{} (named at {}:",
+            files.leaf_file().display(),
+            conf.display()
+        )),
+        "{}",
+        out.describe()
+    );
+    for f in files.all() {
+        assert!(f.exists(), "{} kept", f.display());
+    }
+    assert!(env.record("old").is_some(), "not retired");
+}
+
+/// Guards the placeholder's recorded serial: the operator put their own certificate at the
+/// install paths after the placeholder was written; retire keeps those files (not the
+/// recorded placeholder) and deletes nothing else of theirs.
+#[test]
+fn a_placeholder_path_holding_another_certificate_is_kept() {
+    let mut env = TestEnv::new();
+    let mut spec = env.cert_spec("site", &["site.retire-placeholder.test"], "none");
+    spec.publish = Publish::Webroot(env.path("site-root"));
+    env.certs.push(spec);
+    env.agent(["placeholder", "site"]).run().expect_code(0);
+    let files = env.spec("site").files.clone();
+    // The operator's own certificate and key over the placeholder.
+    let theirs = env.write_placeholder(&env.spec("site").clone());
+    let out = env.agent(["retire", "site", "--yes"]).run();
+    out.expect_code(0);
+    for f in files.all() {
+        assert!(f.exists(), "{} kept: {}", f.display(), out.describe());
+        if let Some(bytes) = theirs.get(&f) {
+            assert_eq!(&fs::read(&f).unwrap(), bytes, "{} untouched", f.display());
+        }
+    }
+    assert!(
+        out.stdout.contains(&format!(
+            "kept {} (not the recorded placeholder: holds serial",
+            files.leaf_file().display()
         )),
         "{}",
         out.describe()
