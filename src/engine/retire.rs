@@ -1,10 +1,12 @@
 //! `cert-agent retire`: a certificate is no longer managed. Its order is cancelled when asked
 //! and the API's cancellation window allows it ("cancel: any not-yet-issued state at any time;
 //! issued within 28 days of issuance"), what was published for validation and a placeholder
-//! are removed, with `--remove-files` the installed files too (never one the web server
-//! still names, unless forced), the record is archived under `state_dir/retired/` (which keeps
-//! later runs away from NAME), and an include file written by `discover --write` for it is
-//! removed; any other configuration is the operator's to edit, and the entry is named.
+//! are removed, with `--remove-files` the installed files too (only files still this
+//! certificate's by their content, never a path another certificate or record names, never
+//! one a web server still loads unless forced: `retire_guard.rs`), the record is
+//! archived under `state_dir/retired/` (which keeps later runs away from NAME), and an include
+//! file written by `discover --write` for it and unchanged since is removed; any other
+//! configuration is the operator's to edit, and the entry is named.
 //!
 //! In two steps, so that the operator can confirm in between: [`plan`] reads everything and
 //! changes nothing; [`carry_out`] acts.

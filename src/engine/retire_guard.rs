@@ -132,7 +132,7 @@ async fn loaded(
 impl Plan<'_> {
     /// Everything checked before a file is deleted: files no longer this certificate's and
     /// paths another certificate or record names are kept (whatever `--force` says), then
-    /// the web servers are asked ([`Self::check_in_use`]). Run before the confirmation and
+    /// the web servers are asked ([`Self::in_use`]). Run before the confirmation and
     /// again right after it.
     pub async fn guard(
         &mut self,
