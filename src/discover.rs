@@ -38,7 +38,7 @@ mod write;
 pub use account::{AccountError, Match, match_account};
 pub use dump::{DumpError, Server, ask_with, read_dump, report_argv};
 pub use fragment::fragment_unchanged;
-pub use loaded::loaded_files;
+pub use loaded::{loaded_files, loaded_files_with};
 pub use model::{
     At, DiscoverError, Discovery, Existing, Listen, NamedFile, Proposal, Skipped, VALIDATION_ROOT,
     Validation, Vhost,

@@ -25,9 +25,19 @@ const FILE_BUDGET: usize = 20_000;
 
 /// Every file the report `text` of `server` names for TLS, with where.
 pub fn loaded_files(server: Server, text: &str) -> Result<Vec<NamedFile>, DiscoverError> {
+    loaded_files_with(server, text, None)
+}
+
+/// [`loaded_files`], Apache's main configuration file being `apache_main` (its `-f`; a
+/// relative path is taken from `ServerRoot`) instead of the usual names under `ServerRoot`.
+pub fn loaded_files_with(
+    server: Server,
+    text: &str,
+    apache_main: Option<&str>,
+) -> Result<Vec<NamedFile>, DiscoverError> {
     match server {
         Server::Nginx => super::nginx::loaded_files(text),
-        Server::Apache => apache_loaded(text),
+        Server::Apache => apache_loaded(text, apache_main),
     }
 }
 
@@ -39,13 +49,16 @@ fn server_root(listing: &str) -> Option<PathBuf> {
     })
 }
 
-fn apache_loaded(listing: &str) -> Result<Vec<NamedFile>, DiscoverError> {
+fn apache_loaded(listing: &str, main: Option<&str>) -> Result<Vec<NamedFile>, DiscoverError> {
     let root = server_root(listing).unwrap_or_else(|| PathBuf::from("/etc/apache2"));
-    let mut start: Vec<PathBuf> = ["apache2.conf", "httpd.conf", "conf/httpd.conf"]
-        .iter()
-        .map(|f| root.join(f))
-        .filter(|f| f.is_file())
-        .collect();
+    let mut start: Vec<PathBuf> = match main {
+        Some(main) => vec![root.join(main)],
+        None => ["apache2.conf", "httpd.conf", "conf/httpd.conf"]
+            .iter()
+            .map(|f| root.join(f))
+            .filter(|f| f.is_file())
+            .collect(),
+    };
     for l in listed(listing)? {
         start.push(root.join(&l.origin.source().file));
     }

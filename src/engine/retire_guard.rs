@@ -124,7 +124,17 @@ async fn loaded(
             );
         };
         let text = crate::discover::ask_with(server, &argv).await?;
-        all.extend(crate::discover::loaded_files(server, &text)?);
+        // Apache's main file as its `-f` names it (nginx's report starts with its own).
+        let main = argv
+            .iter()
+            .position(|a| a == "-f")
+            .and_then(|i| argv.get(i + 1))
+            .filter(|_| server == Server::Apache);
+        all.extend(crate::discover::loaded_files_with(
+            server,
+            &text,
+            main.map(String::as_str),
+        )?);
     }
     Ok(Some(all))
 }

@@ -3,8 +3,8 @@
 //! names — also as the second pair of a dual RSA/ECDSA server, through a path relative to
 //! its configuration — stops the retirement with nothing changed; an entry renamed with the
 //! same paths keeps its live files when the old name is retired; a certificate no longer
-//! configured is checked against the configured servers; a placeholder path holding another
-//! certificate stays; an include file written by `discover` and edited since stays.
+//! configured is checked against the configured servers; a private Apache's server-wide
+//! `SSLCertificateFile` counts; a placeholder path holding another certificate stays; an include file written by `discover` and edited since stays.
 
 use crate::support;
 
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use support::env::{Publish, TestEnv};
 use support::scenario;
-use support::webserver::{Nginx, Server, require};
+use support::webserver::{Apache, Nginx, Server, require};
 
 /// A private nginx under `DIR/private-nginx` whose configuration holds `servers` in `http`;
 /// its config test command (`nginx -p .. -c .. -e .. -t`).
@@ -364,4 +364,92 @@ fn a_placeholder_path_holding_another_certificate_is_kept() {
         "{}",
         out.describe()
     );
+}
+
+/// Guards Apache's server-wide `SSLCertificateFile`: a private Apache (`apache2 -f CONF -t`,
+/// its main file not under a usual name) names the installed certificate and key at the
+/// server level, outside any virtual host and without `SSLEngine on`; retire asks that Apache
+/// (`-f CONF -S`), reads its main file and refuses.
+#[test]
+fn a_global_apache_ssl_certificate_file_is_in_use() {
+    if !require(Server::Apache) {
+        return;
+    }
+    let mut env = TestEnv::new();
+    let port = support::webserver::free_port();
+    env.sandbox.set_dcv_ports(port, 0);
+    let mut spec = env.cert_spec("www", &["www.retire-apache.test"], "apache");
+    spec.publish = Publish::Standalone(port);
+    spec.reload_command = Some(vec!["true".into()]);
+    spec.configtest_command = Some(vec!["true".into()]);
+    env.certs.push(spec);
+    scenario::renew_synced(&env).expect_code(0);
+    let files = env.spec("www").files.clone();
+    let cert = files.cert.clone().expect("apache's certificate file");
+
+    let root = env.path("private-apache");
+    fs::create_dir_all(root.join("run")).unwrap();
+    let binary = Apache::binary().expect("apache");
+    let modules = Apache::modules_dir().expect("apache modules");
+    let compiled = std::process::Command::new(&binary)
+        .arg("-l")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let r = root.display();
+    let mut conf_text = format!(
+        "ServerRoot \"{r}\"\nServerName localhost\nPidFile \"{r}/pid\"\n\
+         DefaultRuntimeDir \"{r}/run\"\nErrorLog \"{r}/error.log\"\n"
+    );
+    for (name, source) in [
+        ("mpm_event", "event.c"),
+        ("unixd", "mod_unixd.c"),
+        ("authz_core", "mod_authz_core.c"),
+        ("ssl", "mod_ssl.c"),
+    ] {
+        let file = modules.join(format!("mod_{name}.so"));
+        if !compiled.contains(source) && file.is_file() {
+            conf_text.push_str(&format!(
+                "LoadModule {name}_module \"{}\"\n",
+                file.display()
+            ));
+        }
+    }
+    conf_text.push_str(&format!(
+        "SSLSessionCache none\nSSLCertificateFile \"{}\"\nSSLCertificateKeyFile \"{}\"\n",
+        cert.display(),
+        files.key.display()
+    ));
+    let conf = root.join("private-main.conf");
+    fs::write(&conf, conf_text).unwrap();
+    let test = vec![
+        binary.display().to_string(),
+        "-f".into(),
+        conf.display().to_string(),
+        "-t".into(),
+    ];
+    let check = std::process::Command::new(&test[0])
+        .args(&test[1..])
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "the private Apache's config test: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    env.spec_mut("www").configtest_command = Some(test);
+    let out = retire_www(&env);
+    out.expect_failure();
+    for f in [&cert, &files.key] {
+        assert!(
+            out.stderr
+                .contains(&format!("{} (named at {}:", f.display(), conf.display())),
+            "{}: {}",
+            f.display(),
+            out.describe()
+        );
+    }
+    for f in files.all() {
+        assert!(f.exists(), "{} kept", f.display());
+    }
 }
