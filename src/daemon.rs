@@ -557,6 +557,9 @@ fn soon_after_reload(next: Instant, opts: &DaemonOptions) -> Instant {
 /// One line per certificate whose run did something; "nothing to do" stays out of the log.
 fn print_report(report: &RunReport) {
     for c in &report.certificates {
+        if let Some(o) = &c.ordered {
+            say(&format!("{}: {o}", c.name));
+        }
         match &c.outcome {
             Outcome::Unchanged { .. } => tracing::debug!("{}", c.line()),
             Outcome::Failed { error } => tracing::error!("{}: {error}", c.name),

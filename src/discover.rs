@@ -13,7 +13,7 @@
 //! - the command's steps: `dump.rs` (the server's report, run or read), `account.rs`
 //!   (`--account`: proposals matched against the account's orders), `write.rs` (`--write`),
 //!   `render.rs` (the text and JSON reports), `orphans.rs` (configured certificates no virtual
-//!   host serves any more).
+//!   host serves any more), `loaded.rs` (every file the server names for TLS, for `retire`).
 //!
 //! Virtual hosts that share one certificate file become one proposal; names that cannot be
 //! managed (regular expressions, wildcards, `_`, IP addresses, variables) are listed with the
@@ -27,6 +27,7 @@ mod apache_macro;
 mod dump;
 mod existing;
 mod fragment;
+mod loaded;
 mod model;
 mod nginx;
 mod orphans;
@@ -35,10 +36,12 @@ mod render;
 mod write;
 
 pub use account::{AccountError, Match, match_account};
-pub use dump::{DumpError, Server, read_dump};
+pub use dump::{DumpError, Server, ask_with, read_dump, report_argv};
+pub use fragment::fragment_unchanged;
+pub use loaded::{loaded_files, loaded_files_with};
 pub use model::{
-    At, DiscoverError, Discovery, Existing, Listen, Proposal, Skipped, VALIDATION_ROOT, Validation,
-    Vhost,
+    At, DiscoverError, Discovery, Existing, Listen, NamedFile, Proposal, Skipped, VALIDATION_ROOT,
+    Validation, Vhost,
 };
 pub use orphans::{Orphan, orphans};
 use propose::propose;

@@ -1,9 +1,10 @@
 //! `cert-agent discover` on arbitrary web server output: an `nginx -T` dump (tokens, blocks,
 //! includes, server blocks), an Apache `<VirtualHost>` block, and Apache configuration text
 //! read through an `apachectl -S` listing (a `<VirtualHost>` at a line, a mod_macro `Use` and
-//! its `<Macro>` at lines, a use nested in another macro). Must never panic: a malformed
-//! dump is an error naming file and line, and every proposed certificate's configuration file
-//! is valid TOML.
+//! its `<Macro>` at lines, a use nested in another macro); every file a dump names for TLS
+//! (what `retire` keeps) and whether a file `discover --write` wrote is unchanged. Must never
+//! panic: a malformed dump is an error naming file and line, every proposed certificate's
+//! configuration file is valid TOML, and every file named for TLS is an absolute path.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -28,7 +29,16 @@ fuzz_target!(|data: &[u8]| {
                 let _ = e.to_string();
             }
         }
+        if let Ok(named) =
+            cert_agent::discover::loaded_files(cert_agent::discover::Server::Nginx, dump)
+        {
+            for n in &named {
+                assert!(n.path.is_absolute(), "{}", n.path.display());
+                let _ = n.names(std::path::Path::new("/etc/ssl/x.pem"));
+            }
+        }
     }
+    let _ = cert_agent::discover::fragment_unchanged(text);
     let line = data.first().map_or(1, |b| usize::from(*b % 8) + 1);
     let _ = cert_agent::discover::apache_vhost(text, "/etc/apache2/sites-enabled/x.conf", line);
     let at = |i: usize| data.get(i).map_or(1, |b| usize::from(*b % 32) + 1);

@@ -1,7 +1,8 @@
 //! PEM and DER parsing of certificates, CSRs and private keys (what the agent reads from the
 //! bundle, from the API's CSR field, from its state directory and from installed files). Must
 //! never panic. What parses must read back the same way: the DER of a certificate or CSR on
-//! its own, a key from the PEM the agent would write for it (same public key).
+//! its own, a key from the PEM the agent would write for it (same public key). `retire`'s
+//! judgement of an installed file's content (its serial, chain or key) never panics either.
 #![no_main]
 
 use cert_agent::crypto::{CertificateInfo, CsrHashes, CsrInfo, PrivateKey};
@@ -24,6 +25,9 @@ fn csr(info: Result<CsrInfo, impl Sized>) {
 }
 
 fuzz_target!(|data: &[u8]| {
+    let mut own = cert_agent::engine::retire::Own::with_serial(Some("0A"));
+    own.learn(data);
+    let _ = own.judge(data);
     certificate(CertificateInfo::from_pem(data));
     certificate(CertificateInfo::from_der(data));
     csr(CsrInfo::from_pem(data));

@@ -98,7 +98,7 @@ async fn prepare<'a>(
     opts: RetireOptions,
 ) -> Result<retire::Plan<'a>> {
     let mut plan = retire::plan(config, store, &args.name, opts)?;
-    plan.look_at_web_server(args.from.as_deref(), opts, true)
+    plan.guard(config, store, args.from.as_deref(), opts, true)
         .await?;
     let mut steps = plan.describe(opts);
     if config.fleet.is_some() {
@@ -116,6 +116,9 @@ async fn prepare<'a>(
     }
     if !args.yes {
         confirm(&args.name, &steps)?;
+        // The web server may have changed while the question was open: asked again.
+        plan.guard(config, store, args.from.as_deref(), opts, true)
+            .await?;
     }
     Ok(plan)
 }

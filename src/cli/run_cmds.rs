@@ -81,6 +81,9 @@ fn print(report: &crate::engine::RunReport, out: &Output) -> Result<u8> {
     // many a CRL outage leaves unknown.
     let mut text = String::new();
     for c in &report.certificates {
+        if let Some(o) = &c.ordered {
+            text.push_str(&format!("{}: {o}\n", c.name));
+        }
         let mut line = c.line();
         if let Some(r) = &c.revocation {
             line.push_str("; ");

@@ -122,8 +122,46 @@ async fn ask(server: Server) -> Result<String, DumpError> {
     };
     let flag = if server == Server::Nginx { "-T" } else { "-S" };
     let argv = vec![program.to_string_lossy().into_owned(), flag.to_owned()];
-    let command = format!("{} {flag}", program.display());
-    let done = run(Command::new(&argv, Duration::from_secs(60)).output_limit(DUMP_LIMIT))
+    ask_with(server, &argv).await
+}
+
+/// The report command of the server that `configtest` (a configured `configtest_command`)
+/// tests: the same program and options (`-c`, `-p`, `-f`, `-d`, `-D`...) with `-t` replaced by
+/// `-T` (nginx) or `-S` (Apache); `None` when it is not such a command (a wrapper script, a
+/// shell line with more than words), so what that server loads cannot be asked.
+pub fn report_argv(server: Server, configtest: &[String]) -> Option<Vec<String>> {
+    let program = configtest.first()?;
+    let base = Path::new(program)
+        .file_name()?
+        .to_string_lossy()
+        .into_owned();
+    let is_server = match server {
+        Server::Nginx => base.starts_with("nginx") || base == "openresty",
+        Server::Apache => ["apachectl", "apache2ctl", "httpd", "apache2"].contains(&base.as_str()),
+    };
+    if !is_server || !configtest.iter().skip(1).any(|a| a == "-t") {
+        return None;
+    }
+    let flag = if server == Server::Nginx { "-T" } else { "-S" };
+    Some(
+        configtest
+            .iter()
+            .filter(|a| *a != "-q")
+            .map(|a| {
+                if a == "-t" {
+                    flag.to_owned()
+                } else {
+                    a.clone()
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Runs the report command `argv` of `server` ([`report_argv`]).
+pub async fn ask_with(server: Server, argv: &[String]) -> Result<String, DumpError> {
+    let command = argv.join(" ");
+    let done = run(Command::new(argv, Duration::from_secs(60)).output_limit(DUMP_LIMIT))
         .await
         .map_err(|source| DumpError::Run {
             command: command.clone(),

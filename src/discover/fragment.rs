@@ -104,3 +104,53 @@ impl Proposal {
         s
     }
 }
+
+/// How the last line of a file `discover --write` wrote begins: the SHA-256 of everything
+/// above it follows, so `retire` removes only a file nobody has edited since.
+const SEAL: &str = "# cert-agent discover wrote this file; sha256 of the lines above: ";
+
+/// `text` with its seal line ([`fragment_unchanged`]).
+pub(super) fn sealed(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    format!(
+        "{text}{SEAL}{}\n",
+        hex::encode(Sha256::digest(text.as_bytes()))
+    )
+}
+
+/// Whether `text` is a file `discover --write` wrote, unchanged since: its last line is the
+/// seal of everything above it.
+pub fn fragment_unchanged(text: &str) -> bool {
+    use sha2::{Digest, Sha256};
+    let Some(body) = text.strip_suffix('\n') else {
+        return false;
+    };
+    let (above, last) = match body.rfind('\n') {
+        Some(i) => (&text[..=i], &body[i + 1..]),
+        None => return false,
+    };
+    last.strip_prefix(SEAL)
+        .is_some_and(|d| d == hex::encode(Sha256::digest(above.as_bytes())))
+}
+
+#[cfg(test)]
+mod seal_tests {
+    use super::*;
+
+    /// A written file is its own until edited: a changed byte, an added line or a missing
+    /// seal makes it the operator's.
+    #[test]
+    fn an_edited_fragment_is_no_longer_unchanged() {
+        let text = "# Written by `cert-agent discover`\n\n[[certificate]]\nname = \"www\"\n";
+        let s = sealed(text);
+        assert!(fragment_unchanged(&s));
+        assert!(!fragment_unchanged(text), "no seal");
+        assert!(!fragment_unchanged(&s.replace("www", "wwx")), "edited");
+        assert!(!fragment_unchanged(&format!("{s}# mine\n")), "a line added");
+        assert!(
+            !fragment_unchanged(&s.replace("\n[[", "\n\n[[")),
+            "a line inserted"
+        );
+        assert!(!fragment_unchanged(""));
+    }
+}

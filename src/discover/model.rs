@@ -147,3 +147,55 @@ pub struct Discovery {
     pub proposals: Vec<Proposal>,
     pub skipped: Vec<Skipped>,
 }
+
+/// A file the web server's configuration names for TLS (a certificate, key, chain, trusted
+/// CA or CRL file), absolute; `*` where the configuration has a variable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NamedFile {
+    pub path: PathBuf,
+    pub at: At,
+}
+
+impl NamedFile {
+    /// `arg` as the server reads it: relative to `base`, a variable (`$name`, `${name}`)
+    /// standing for any name.
+    pub fn new(base: &std::path::Path, arg: &str, at: At) -> Self {
+        let mut text = String::new();
+        let mut chars = arg.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c != '$' {
+                text.push(c);
+                continue;
+            }
+            text.push('*');
+            if chars.peek() == Some(&'{') {
+                for c in chars.by_ref() {
+                    if c == '}' {
+                        break;
+                    }
+                }
+            } else {
+                while chars
+                    .peek()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
+                {
+                    chars.next();
+                }
+            }
+        }
+        Self {
+            path: base.join(text),
+            at,
+        }
+    }
+
+    /// Whether this names `file` (the same path, a pattern matching it, or the same file
+    /// reached through another path).
+    pub fn names(&self, file: &std::path::Path) -> bool {
+        let text = self.path.to_string_lossy();
+        if text.contains('*') {
+            return crate::fsutil::glob_matches(text.as_bytes(), file.to_string_lossy().as_bytes());
+        }
+        crate::fsutil::same_file(&self.path, file)
+    }
+}

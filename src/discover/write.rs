@@ -80,12 +80,13 @@ pub fn write_fragments(
             Some(Match::Order { product_id, .. }) => (options.product_id.or(*product_id), None),
             None => (options.product_id, None),
         };
-        crate::fsutil::write_atomic(&file, p.fragment(product, adopt).as_bytes(), 0o644).map_err(
-            |source| WriteError::Write {
+        let text = super::fragment::sealed(&p.fragment(product, adopt));
+        crate::fsutil::write_atomic(&file, text.as_bytes(), 0o644).map_err(|source| {
+            WriteError::Write {
                 file: file.clone(),
                 source,
-            },
-        )?;
+            }
+        })?;
         written.push(file);
     }
     Ok(written)

@@ -38,6 +38,8 @@ pub struct Job<'a> {
     /// Nothing to do this run, and nothing before then ([`plan::quiet_until`]): what the due
     /// summary keeps.
     pub quiet_until: Option<OffsetDateTime>,
+    /// A billed order this run placed, as the report tells it.
+    pub ordered: Option<String>,
 }
 
 impl<'a> Job<'a> {
@@ -77,6 +79,7 @@ impl<'a> Job<'a> {
             backed_off,
             clock,
             revocation: None,
+            ordered: None,
             crl_ref: None,
             quiet_until: None,
         })

@@ -27,6 +27,8 @@ mod publish;
 mod reissue;
 mod report;
 pub mod retire;
+mod retire_guard;
+mod retire_own;
 mod run;
 mod start;
 

@@ -123,6 +123,52 @@ impl Ordered {
     }
 }
 
+/// What the report says of a billed order this run placed: the order, the product, the
+/// period, the catalogue price, and what it replaces (an order annulled after its certificate
+/// was revoked, an ended subscription).
+fn announcement(
+    job: &Job<'_>,
+    product: &Product,
+    price: Option<&Decimal>,
+    resp: &api::OrderResponse,
+) -> String {
+    let revoked = job
+        .revocation
+        .as_ref()
+        .is_some_and(|r| r.state == "revoked")
+        || job
+            .rec
+            .installed
+            .as_ref()
+            .zip(job.rec.revocation.as_ref())
+            .is_some_and(|(i, r)| r.revokes(&i.serial));
+    let why = match (job.rec.partner.renews, revoked) {
+        (Some(old), true) => {
+            format!(" to replace order {old}, ended after its certificate was revoked")
+        }
+        (Some(old), false) => format!(" to replace order {old}"),
+        (None, true) => " to replace the revoked certificate".to_owned(),
+        (None, false) => String::new(),
+    };
+    let years = period_years(job.cert.order.days);
+    format!(
+        "placed a billed order{why}: certificate {}, order {}, product {}{}, {years} year{}, {}",
+        resp.certificate,
+        resp.order,
+        product.id,
+        product
+            .name
+            .as_deref()
+            .map(|n| format!(" ({})", crate::values::text::printable(n)))
+            .unwrap_or_default(),
+        if years == 1 { "" } else { "s" },
+        match price {
+            Some(p) => format!("price {p} (the catalogue's, in the account currency)"),
+            None => "price not in the catalogue".to_owned(),
+        }
+    )
+}
+
 /// The product list, read at most once per run (prices and product types for every order).
 #[derive(Debug, Default)]
 pub struct ProductCache(tokio::sync::OnceCell<Vec<Product>>);
@@ -228,6 +274,7 @@ pub(super) async fn ensure_order(
                 certificate_id = resp.certificate,
                 "order placed"
             );
+            job.ordered = Some(announcement(job, product, price.as_ref(), &resp));
             Ok(Ordered::Placed(resp.certificate))
         }
         Err(err) if definitely_not_placed(&err) => {

@@ -57,6 +57,9 @@ pub struct CertReport {
     /// "not revoked".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revocation: Option<RevocationNote>,
+    /// A billed order this run placed: what was ordered, what it cost and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ordered: Option<String>,
 }
 
 /// What the CRL said of an installed certificate.
@@ -164,6 +167,7 @@ impl RunReport {
                     },
                     warning: None,
                     revocation: None,
+                    ordered: None,
                 })
                 .collect(),
         }

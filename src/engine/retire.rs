@@ -1,10 +1,12 @@
 //! `cert-agent retire`: a certificate is no longer managed. Its order is cancelled when asked
 //! and the API's cancellation window allows it ("cancel: any not-yet-issued state at any time;
 //! issued within 28 days of issuance"), what was published for validation and a placeholder
-//! are removed, with `--remove-files` the installed files too (never one the web server
-//! still names, unless forced), the record is archived under `state_dir/retired/` (which keeps
-//! later runs away from NAME), and an include file written by `discover --write` for it is
-//! removed; any other configuration is the operator's to edit, and the entry is named.
+//! are removed, with `--remove-files` the installed files too (only files still this
+//! certificate's by their content, never a path another certificate or record names, never
+//! one a web server still loads unless forced: `retire_guard.rs`), the record is
+//! archived under `state_dir/retired/` (which keeps later runs away from NAME), and an include
+//! file written by `discover --write` for it and unchanged since is removed; any other
+//! configuration is the operator's to edit, and the entry is named.
 //!
 //! In two steps, so that the operator can confirm in between: [`plan`] reads everything and
 //! changes nothing; [`carry_out`] acts.
@@ -17,10 +19,10 @@ use time::{Date, OffsetDateTime};
 
 use crate::api::{ApiError, CertificateDetails, CertificateState, Client, PendingAction};
 use crate::config::{CertificateConfig, Config};
-use crate::discover::Vhost;
 use crate::store::{CertRecord, Retired, Store};
 
 use super::deploy::install_paths;
+pub use super::retire_own::Own;
 
 /// "cancel window after issuance: 28 days".
 pub const CANCEL_WINDOW_DAYS: i64 = 28;
@@ -61,6 +63,10 @@ pub struct Plan<'a> {
     pub placeholder_files: Vec<PathBuf>,
     /// Files left in place, with the reason.
     pub kept: Vec<(PathBuf, String)>,
+    /// What makes an installed file this certificate's (its serial, key and chain).
+    pub own: Own,
+    /// What makes a placeholder file the recorded placeholder.
+    pub placeholder_own: Own,
     pub config_entry: ConfigEntry,
 }
 
@@ -115,7 +121,17 @@ pub fn plan<'a>(
         placeholder_files.extend(install_paths(c).all().map(Path::to_path_buf));
     }
     files.retain(|f| !placeholder_files.contains(f));
+    let own = match &record.installed {
+        Some(i) => Own::of(Some(&i.serial), i.files.iter().chain(&i.leaf_file)),
+        None => Own::default(),
+    };
+    let placeholder_own = Own::of(
+        record.placeholder.as_ref().map(|p| p.serial.as_str()),
+        &placeholder_files,
+    );
     Ok(Plan {
+        own,
+        placeholder_own,
         name: name.to_owned(),
         cert,
         certificate_id: record.certificate_id(),
@@ -152,6 +168,7 @@ fn config_entry(config: &Config, name: &str) -> Result<ConfigEntry> {
         }
         let owned = *file != config.path
             && text.starts_with(DISCOVER_HEADER)
+            && crate::discover::fragment_unchanged(&text)
             && certs.len() == 1
             && doc.len() == 1;
         return Ok(if owned {
@@ -166,125 +183,6 @@ fn config_entry(config: &Config, name: &str) -> Result<ConfigEntry> {
 }
 
 impl Plan<'_> {
-    /// Leaves alone the files a virtual host of the web server still names: an installed
-    /// file is refused (unless `force`), a placeholder kept with the reason.
-    pub fn check_in_use(&mut self, vhosts: &[Vhost], force: bool) -> Result<()> {
-        self.in_use(vhosts, force, false)
-    }
-
-    /// [`check_in_use`](Self::check_in_use) that keeps, rather than refuses, the installed
-    /// files the web server still names (a host retiring what the fleet retired: it removes
-    /// the rest).
-    pub fn keep_in_use(&mut self, vhosts: &[Vhost]) {
-        let _ = self.in_use(vhosts, false, true);
-    }
-
-    fn in_use(&mut self, vhosts: &[Vhost], force: bool, keep: bool) -> Result<()> {
-        let users = |f: &Path| -> Vec<String> {
-            vhosts
-                .iter()
-                .filter(|v| {
-                    [&v.cert_file, &v.key_file, &v.chain_file]
-                        .into_iter()
-                        .flatten()
-                        .any(|p| same_file(p, f))
-                })
-                .map(|v| v.at.to_string())
-                .collect()
-        };
-        let mut refused = Vec::new();
-        let mut kept_files = Vec::new();
-        self.files.retain(|f| {
-            let by = users(f);
-            if by.is_empty() {
-                return true;
-            }
-            refused.push(format!("{} (named at {})", f.display(), by.join(", ")));
-            if keep {
-                kept_files.push((f.clone(), format!("still named at {}", by.join(", "))));
-            }
-            !keep
-        });
-        self.kept.extend(kept_files);
-        if !refused.is_empty() && !force && !keep {
-            bail!(
-                "the web server still uses {}: remove or change those sites first (then reload \
-                 it), or retire with --force to delete the files anyway; nothing was changed",
-                refused.join("; ")
-            );
-        }
-        let mut keep = Vec::new();
-        self.placeholder_files.retain(|f| {
-            let by = users(f);
-            if by.is_empty() || force {
-                return true;
-            }
-            keep.push((
-                f.clone(),
-                format!("placeholder still named at {}", by.join(", ")),
-            ));
-            false
-        });
-        self.kept.extend(keep);
-        Ok(())
-    }
-
-    /// Looks at which files the web server (`server`, or its report in `from`) still names
-    /// before any is deleted: with `refuse`, an installed file it names stops the retirement
-    /// (unless `force`), else it is kept; a placeholder it names is kept. When the report
-    /// cannot be read: with `force` everything goes, without `--remove-files` (or without
-    /// `refuse`) what would be deleted is kept, else the retirement stops.
-    pub async fn look_at_web_server(
-        &mut self,
-        from: Option<&Path>,
-        opts: RetireOptions,
-        refuse: bool,
-    ) -> Result<()> {
-        use crate::discover::Server;
-        use crate::values::ServerKind;
-        let server = match self.cert.map(|c| c.install.server) {
-            Some(ServerKind::Nginx) => Some(Server::Nginx),
-            Some(ServerKind::Apache) => Some(Server::Apache),
-            _ => None,
-        };
-        let deleting = !self.files.is_empty() || !self.placeholder_files.is_empty();
-        if !deleting || (server.is_none() && from.is_none()) {
-            return Ok(());
-        }
-        let vhosts: Result<Vec<Vhost>> = async {
-            let (server, text) = crate::discover::read_dump(from, server).await?;
-            Ok(crate::discover::read(server, &text)?.vhosts)
-        }
-        .await;
-        match vhosts {
-            Ok(vhosts) if refuse => self.check_in_use(&vhosts, opts.force)?,
-            Ok(vhosts) => self.keep_in_use(&vhosts),
-            Err(e) if opts.force => tracing::warn!("{e:#}; deleting anyway (--force)"),
-            Err(e) if !opts.remove_files || !refuse => {
-                let why = format!("could not see whether the web server still uses it ({e:#})");
-                for f in std::mem::take(&mut self.files) {
-                    self.kept.push((f, why.clone()));
-                }
-                self.keep_placeholders(&why);
-            }
-            Err(e) => {
-                return Err(e.context(
-                    "could not see which files the web server still uses; nothing was \
-                     changed (--from FILE reads its report from a file, --force deletes \
-                     without looking)",
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Keeps the placeholder files (whether the web server still names them is not known).
-    pub fn keep_placeholders(&mut self, reason: &str) {
-        for f in std::mem::take(&mut self.placeholder_files) {
-            self.kept.push((f, format!("placeholder kept: {reason}")));
-        }
-    }
-
     /// What will be done, one line each (for the confirmation and the report).
     pub fn describe(&self, opts: RetireOptions) -> Vec<String> {
         let mut lines = Vec::new();
@@ -323,17 +221,6 @@ impl Plan<'_> {
             ConfigEntry::None => {}
         }
         lines
-    }
-}
-
-/// Same path, or the same file reached through another path.
-fn same_file(a: &Path, b: &Path) -> bool {
-    if a == b {
-        return true;
-    }
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => false,
     }
 }
 
@@ -562,7 +449,18 @@ pub async fn finish(
         }
     }
     let mut removed = Vec::new();
-    for f in plan.placeholder_files.iter().chain(&plan.files) {
+    let mut kept = plan.kept.clone();
+    let checked = plan
+        .placeholder_files
+        .iter()
+        .map(|f| (f, &plan.placeholder_own))
+        .chain(plan.files.iter().map(|f| (f, &plan.own)));
+    for (f, own) in checked {
+        // Read again right before it goes: a file replaced since the plan stays.
+        if let Some(why) = own.foreign(f) {
+            kept.push((f.clone(), why));
+            continue;
+        }
         match std::fs::remove_file(f) {
             Ok(()) => removed.push(f.clone()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -580,7 +478,7 @@ pub async fn finish(
         "certificate_id": plan.certificate_id,
         "cancel": cancel_report,
         "removed": removed,
-        "kept": plan.kept,
+        "kept": kept,
         "config_entry": plan.config_entry,
     });
     let archive = store.archive_retired(&Retired {
@@ -594,7 +492,7 @@ pub async fn finish(
         certificate_id: plan.certificate_id,
         cancel: cancel_report,
         removed,
-        kept: plan.kept,
+        kept,
         archive,
         config_entry: plan.config_entry,
         warnings,
@@ -663,9 +561,7 @@ mod tests {
                     listen 443 ssl;\n    server_name www.example.com;\n    ssl_certificate \
                     /srv/out/fullchain.pem;\n    ssl_certificate_key /srv/out/privkey.pem;\n  \
                     }\n}\n";
-        let vhosts = crate::discover::read(crate::discover::Server::Nginx, dump)
-            .unwrap()
-            .vhosts;
+        let named = crate::discover::loaded_files(crate::discover::Server::Nginx, dump).unwrap();
         let plan = || Plan {
             name: "www".into(),
             cert: None,
@@ -677,10 +573,12 @@ mod tests {
                 .collect(),
             placeholder_files: Vec::new(),
             kept: Vec::new(),
+            own: Own::default(),
+            placeholder_own: Own::default(),
             config_entry: ConfigEntry::None,
         };
         let mut kept = plan();
-        kept.keep_in_use(&vhosts);
+        kept.in_use(&named, false, true).unwrap();
         assert_eq!(kept.files, vec![PathBuf::from("/srv/out/chain.pem")]);
         let names: Vec<_> = kept.kept.iter().map(|(f, _)| f.clone()).collect();
         assert_eq!(
@@ -693,12 +591,12 @@ mod tests {
         assert!(kept.kept[0].1.contains("still named at"), "{:?}", kept.kept);
         let mut refused = plan();
         let e = refused
-            .check_in_use(&vhosts, false)
+            .in_use(&named, false, false)
             .unwrap_err()
             .to_string();
         assert!(e.contains("/srv/out/fullchain.pem (named at"), "{e}");
         let mut forced = plan();
-        forced.check_in_use(&vhosts, true).unwrap();
+        forced.in_use(&named, true, false).unwrap();
         assert_eq!(forced.files.len(), 3, "--force deletes them all");
     }
 

@@ -226,6 +226,7 @@ async fn start_all<'a>(
                     line.warning = warning;
                 }
                 line.revocation = job.revocation.clone();
+                line.ordered = job.ordered.clone();
                 let quiet = match &next {
                     Ok(Next::Done(Outcome::Unchanged { reason })) if kept_any => {
                         Due::quiet_entry(&job, reason)

@@ -384,6 +384,7 @@ pub async fn follow(
                     outcome,
                     warning: None,
                     revocation: None,
+                    ordered: None,
                 }
             })
             .collect(),

@@ -752,6 +752,7 @@ key_path = "/tmp/{name}.key"
                 },
                 warning: None,
                 revocation: None,
+                ordered: None,
             }],
             stats: None,
             takeover: None,

@@ -236,6 +236,7 @@ mod tests {
                 },
                 warning: None,
                 revocation: None,
+                ordered: None,
             }],
             stats: None,
             takeover: None,

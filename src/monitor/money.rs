@@ -67,7 +67,8 @@ pub struct Forecast {
 }
 
 /// The renewals of the configured Partner API certificates due from `now` until `until`, from
-/// local state.
+/// local state. A certificate retired (here or for the fleet) and not started again is no
+/// renewal: its configuration entry may stay until the operator edits it.
 pub fn dues(
     config: &Config,
     store: &Store,
@@ -82,6 +83,9 @@ pub fn dues(
         .filter(|c| c.order.issuer.is_partner())
     {
         let rec = store.load(&cert.name)?;
+        if store.retired_and_idle(&cert.name, &rec).is_some() {
+            continue;
+        }
         let knobs = Knobs {
             renew_before_days: config.agent.renew_before_days,
             order_days: cert.order.days,
@@ -254,10 +258,28 @@ fn remember(store: &Store, f: &Forecast, now: OffsetDateTime) {
     }
 }
 
-/// The figures last kept, if any (a damaged file counts as none).
+/// The figures last kept, if any (a damaged file counts as none), without the certificates
+/// retired since (here or for the fleet).
 pub fn last_snapshot(store: &Store) -> Option<Snapshot> {
     let bytes = std::fs::read(store.dir().join(SNAPSHOT_FILE)).ok()?;
-    serde_json::from_slice(&bytes).ok()
+    let mut snap: Snapshot = serde_json::from_slice(&bytes).ok()?;
+    let retired: Vec<String> = snap
+        .by_certificate
+        .keys()
+        .filter(|n| {
+            store
+                .load(n)
+                .is_ok_and(|rec| store.retired_and_idle(n, &rec).is_some())
+        })
+        .cloned()
+        .collect();
+    if !retired.is_empty() {
+        for n in &retired {
+            snap.by_certificate.remove(n);
+        }
+        snap.spend_30d = sum_of(snap.by_certificate.values()).unwrap_or_else(Decimal::zero);
+    }
+    Some(snap)
 }
 
 /// After a run that already talked to the API: the balance and the next 30 days' spend read

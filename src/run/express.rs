@@ -75,6 +75,7 @@ pub async fn renew(config_path: &Path, clock: Clock, lock_wait: Duration) -> Res
             outcome: Outcome::Unchanged { reason: e.reason },
             warning: None,
             revocation: None,
+            ordered: None,
         });
     }
     tracing::debug!(

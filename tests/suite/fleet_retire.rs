@@ -2,7 +2,8 @@
 //! and the sandbox: the host that retires takes the lead, asks for the cancellation once and
 //! writes the sealed tombstone with the deletion of the certificate's shared values in one
 //! fenced transaction; the other host archives the certificate on its next run and nothing
-//! more is asked of the API for it; `status`, `check` and `fleet status` say it is retired;
+//! more is asked of the API for it; `status`, `check` and `fleet status` say it is retired
+//! and `forecast` counts it as no billed order on either host;
 //! the documented way back (the tombstone deleted with etcdctl, the archive moved aside) and
 //! the old tombstone then refused as a replay. A tombstone that does not open (garbage, not
 //! sealed, another certificate's, another purpose's) is refused with its key named and the
@@ -158,6 +159,18 @@ fn retire_on_one_host_cancels_once_and_every_host_archives_it_and_it_can_come_ba
         "{}",
         check.describe()
     );
+    // The money: on neither host is www a billed order any more (its configuration entry
+    // stays until the operator edits it).
+    for i in [0, 1] {
+        let f = t.f.agent(i, &["--json", "forecast"]);
+        f.expect_code(0);
+        let items = f.json()["items"].as_array().cloned().unwrap_or_default();
+        assert!(
+            !items.iter().any(|item| item["name"] == "www"),
+            "host {i}: {}",
+            f.describe()
+        );
+    }
     // fleet status: retired, by web2, with the cancellation's answer.
     let fs_out = t.f.agent(0, &["--json", "fleet", "status"]);
     let fleet = fs_out.json();

@@ -296,3 +296,52 @@ fn status_shows_a_balance_short_of_the_next_30_days() {
         damaged.describe()
     );
 }
+
+/// Guards the money after a retirement while the configuration still lists the certificate:
+/// its order due now (8.80 USD) counted before; after `retire`, `forecast` has no billed
+/// order, `status`'s money line no 8.80 USD and `check` no 8.80 in its perfdata.
+#[test]
+fn a_retired_certificate_is_no_billed_order() {
+    let env = installed_env();
+    subscription_ends_in(&env, 31);
+    env.sandbox.set_payments(PARTNER, 879).unwrap();
+    let before = env.agent(["forecast"]).run();
+    before.expect_code(0);
+    assert!(
+        before
+            .stdout
+            .contains("Billed orders in the next 30 days: 1, total 8.80 USD"),
+        "{}",
+        before.describe()
+    );
+
+    env.agent(["retire", "www", "--yes"]).run().expect_code(0);
+    let status = env.agent(["status"]).run();
+    let money = status
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("balance: "))
+        .unwrap_or_else(|| panic!("no money line\n{}", status.describe()));
+    assert!(
+        !money.contains("8.80") && !money.contains("NOT covered"),
+        "{money}"
+    );
+    let check = env.agent(["check"]).run();
+    assert!(
+        !check.stdout.contains("'spend_30d'=8.80") && !check.stdout.contains("does not cover"),
+        "{}",
+        check.describe()
+    );
+    let after = env.agent(["--json", "forecast"]).run();
+    after.expect_code(0);
+    let f = after.json();
+    assert_eq!(f["items"].as_array().map(Vec::len), Some(0), "{f:#}");
+    assert_eq!(f["total"], "0.00");
+    let text = env.agent(["forecast"]).run();
+    assert!(
+        text.stdout
+            .contains("Billed orders in the next 30 days: 0, total 0.00 USD"),
+        "{}",
+        text.describe()
+    );
+}

@@ -40,6 +40,7 @@ mod metrics;
 mod onboarding;
 /// `cert-agent retire` (the cancellation window, what is removed) and the audit log.
 mod retire_audit;
+mod retire_files;
 /// Revocation: the sandbox's CRLs read, a revoked certificate replaced, bad CRLs refused.
 mod revocation;
 /// `cert-agent serve`: the standalone DCV server as a process of its own.

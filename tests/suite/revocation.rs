@@ -81,11 +81,25 @@ fn a_revoked_certificate_is_replaced_and_served() {
     assert_eq!(env.billed(), billed, "check orders nothing");
 
     // The next run: the order is annulled, orders are allowed: a new order, installed and
-    // served.
-    let run = env.renew();
+    // served; the output says what was ordered and what it cost.
+    let annulled = certificate_id(&env, "www");
+    let run = env.agent(["renew", "--wait", "30"]).run();
     run.expect_code(0);
-    let second = run.installed_serial("www");
+    let second = installed_serial(&env, "www");
     assert_ne!(second, first);
+    let announced = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("www: placed a billed order"))
+        .unwrap_or_else(|| panic!("no order line\n{}", run.describe()));
+    assert!(
+        announced.contains(&format!(
+            "to replace order {annulled}, ended after its certificate was revoked: certificate {}",
+            certificate_id(&env, "www")
+        )) && announced.contains("price ")
+            && announced.contains(" year"),
+        "{announced}"
+    );
     assert_eq!(
         env.billed(),
         billed + 1,

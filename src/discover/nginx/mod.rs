@@ -5,12 +5,14 @@
 //! - `lexer.rs`: the tokens of one file;
 //! - `tree.rs`: the directives and their blocks, `include` followed through the dump;
 //! - `server.rs`: the `server` blocks of `http` as virtual hosts;
+//! - `loaded.rs`: every file the dump names for TLS, in any block;
 //! - the validation path: `validation.rs` (what a server does with the CA's request),
 //!   `location.rs` (which `location` nginx chooses), `rewrite.rs` (`return`, `rewrite`, `if`),
 //!   `access.rs` (`allow`, `deny`, `auth_basic`), `regexes.rs` (nginx's regular expressions).
 
 mod access;
 mod lexer;
+mod loaded;
 mod location;
 mod regexes;
 mod rewrite;
@@ -21,6 +23,7 @@ mod validation;
 #[cfg(test)]
 mod tests;
 
+pub(super) use loaded::loaded_files;
 pub(super) use server::vhosts;
 
 /// The request nginx chooses a `location` for: a validation file, named by the MD5 of a CSR in

@@ -162,7 +162,7 @@ async fn archive(
         force: false,
         ..in_plan
     };
-    plan.look_at_web_server(None, looking, false).await?;
+    plan.guard(config, store, None, looking, false).await?;
     let report = retire::finish(plan, store, None, link.clock.now()).await?;
     for w in &report.warnings {
         tracing::warn!(certificate = %name, "{w}");

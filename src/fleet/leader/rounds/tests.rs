@@ -41,6 +41,7 @@ fn line(name: &str, outcome: Outcome) -> CertReport {
         outcome,
         warning: None,
         revocation: None,
+        ordered: None,
     }
 }
 
