@@ -16,10 +16,72 @@ fn toml_str(s: &str) -> String {
     toml::Value::String(s.to_owned()).to_string()
 }
 
+/// The ACME CAs a site's certificate is recognised by (its issuer's organisation): the name
+/// proposed for its `[acme.NAME]`, what it is called, and its directory.
+const ACME_BRANDS: [(&str, &str, &str, &str); 4] = [
+    (
+        "O=Let's Encrypt",
+        "letsencrypt",
+        "Let's Encrypt",
+        "https://acme-v02.api.letsencrypt.org/directory",
+    ),
+    (
+        "O=ZeroSSL",
+        "zerossl",
+        "ZeroSSL",
+        "https://acme.zerossl.com/v2/DV90",
+    ),
+    (
+        "O=Google Trust Services",
+        "google",
+        "Google Trust Services",
+        "https://dv.acme-v02.api.pki.goog/directory",
+    ),
+    (
+        "O=Buypass AS",
+        "buypass",
+        "Buypass",
+        "https://api.buypass.com/acme/directory",
+    ),
+];
+
+/// The ACME CA whose certificate `issuer` (a distinguished name) names: (name, what it is
+/// called, directory).
+fn acme_brand(issuer: &str) -> Option<(&'static str, &'static str, &'static str)> {
+    ACME_BRANDS
+        .iter()
+        .find(|(org, ..)| issuer.contains(org))
+        .map(|(_, name, label, dir)| (*name, *label, *dir))
+}
+
+/// The host of a URL (`https://HOST/...`), lower case.
+fn url_host(url: &str) -> Option<String> {
+    reqwest::Url::parse(url)
+        .ok()?
+        .host_str()
+        .map(str::to_ascii_lowercase)
+}
+
 impl Proposal {
     /// The proposal as a configuration fragment (`[agent] include`): the site's existing
     /// paths, its document roots, comments saying where it came from.
     pub fn fragment(&self, product_id: Option<u64>, certificate_id: Option<u64>) -> String {
+        self.fragment_with(
+            product_id,
+            certificate_id,
+            &std::collections::BTreeMap::new(),
+        )
+    }
+
+    /// [`Proposal::fragment`], knowing the configuration's ACME CAs (`acme`): a site whose
+    /// certificate came from an ACME CA is proposed with that CA's `issuer` when it is
+    /// configured, else with the lines to add.
+    pub fn fragment_with(
+        &self,
+        product_id: Option<u64>,
+        certificate_id: Option<u64>,
+        acme: &std::collections::BTreeMap<String, crate::config::AcmeCa>,
+    ) -> String {
         let mut s = String::new();
         let at: Vec<String> = self.vhosts.iter().map(ToString::to_string).collect();
         let mut head = format!(
@@ -59,9 +121,40 @@ impl Proposal {
                  certificate_id = {id}\n"
             ));
         }
-        match product_id {
-            Some(p) => s.push_str(&format!("product_id = {p}\n")),
-            None => s.push_str("# product_id: from [defaults], or see `cert-agent products`\n"),
+        let brand = self
+            .existing
+            .as_ref()
+            .filter(|_| certificate_id.is_none())
+            .and_then(|e| acme_brand(&e.issuer));
+        let configured = brand.and_then(|(_, _, dir)| {
+            let host = url_host(dir)?;
+            acme.values()
+                .find(|ca| url_host(&ca.directory).as_deref() == Some(host.as_str()))
+        });
+        match (brand, configured) {
+            (Some((_, label, _)), Some(ca)) => s.push_str(&format!(
+                "# Its certificate comes from {label} (ACME): renewed through [acme.{}].\n\
+                 issuer = {}\n",
+                ca.name,
+                toml_str(&ca.name)
+            )),
+            (brand, _) => {
+                if let Some((name, label, dir)) = brand {
+                    s.push_str(&format!(
+                        "# Its certificate comes from {label}, an ACME CA. To keep it there, \
+                         declare\n# [acme.{name}] with directory = {} in the main \
+                         configuration\n# (docs/acme.md), then set issuer = \"{name}\" \
+                         here instead of product_id.\n",
+                        toml_str(dir)
+                    ));
+                }
+                match product_id {
+                    Some(p) => s.push_str(&format!("product_id = {p}\n")),
+                    None => {
+                        s.push_str("# product_id: from [defaults], or see `cert-agent products`\n")
+                    }
+                }
+            }
         }
         s.push_str(&format!("server = {}\n", toml_str(self.server)));
         // Names whose port 80 does not serve the validation path yet: VALIDATION_ROOT.
@@ -152,5 +245,82 @@ mod seal_tests {
             "a line inserted"
         );
         assert!(!fragment_unchanged(""));
+    }
+}
+
+#[cfg(test)]
+mod acme_tests {
+    use super::*;
+    use crate::discover::model::{At, Existing};
+
+    fn proposal(issuer: &str) -> Proposal {
+        Proposal {
+            name: "blog".into(),
+            server: "nginx",
+            domains: vec!["blog.example.com".into()],
+            webroot: std::collections::BTreeMap::new(),
+            cert_file: None,
+            key_file: None,
+            chain_file: None,
+            keep_paths: false,
+            existing: Some(Existing {
+                subject: "CN=blog.example.com".into(),
+                issuer: issuer.into(),
+                names: vec!["blog.example.com".into()],
+                not_after: time::OffsetDateTime::UNIX_EPOCH,
+                self_signed: false,
+                key_on_host: true,
+                key_problem: None,
+            }),
+            existing_error: None,
+            vhosts: vec![At {
+                file: "/etc/nginx/sites-enabled/blog".into(),
+                line: 3,
+            }],
+            from_macro: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// A site served by a Let's Encrypt certificate: with a configured CA of the same
+    /// directory host, the fragment names it as `issuer` (no product); without one, it says
+    /// what to declare and keeps the Partner default. A Partner certificate, an adopted
+    /// order and an unknown CA propose nothing of ACME.
+    #[test]
+    fn a_site_of_an_acme_ca_is_proposed_with_its_issuer() {
+        let le = proposal("C=US, O=Let's Encrypt, CN=R11");
+        let mut acme = std::collections::BTreeMap::new();
+        let plain = le.fragment_with(Some(1101), None, &acme);
+        let parsed: toml::Table = plain.parse().unwrap();
+        assert!(parsed["certificate"][0].get("issuer").is_none(), "{plain}");
+        assert!(plain.contains("[acme.letsencrypt]"), "{plain}");
+        assert!(plain.contains("https://acme-v02.api.letsencrypt.org/directory"));
+        acme.insert(
+            "le".to_owned(),
+            crate::config::AcmeCa {
+                name: "le".into(),
+                directory: "https://ACME-v02.api.letsencrypt.org/directory".into(),
+                contact: Vec::new(),
+                eab_kid: None,
+                eab_hmac_file: None,
+                profile: None,
+                ca_file: None,
+            },
+        );
+        let with = le.fragment_with(Some(1101), None, &acme);
+        let parsed: toml::Table = with.parse().unwrap();
+        let cert = &parsed["certificate"][0];
+        assert_eq!(cert["issuer"].as_str(), Some("le"), "{with}");
+        assert!(cert.get("product_id").is_none(), "{with}");
+        // An adopted Partner order stays the Partner API's.
+        let adopted = le.fragment_with(Some(1101), Some(42), &acme);
+        assert!(!adopted.contains("issuer ="), "{adopted}");
+        for other in [
+            "C=GB, O=Sectigo Limited, CN=Sectigo RSA DV",
+            "CN=Let's Encrypt fake",
+        ] {
+            let f = proposal(other).fragment_with(Some(1101), None, &acme);
+            assert!(!f.contains("ACME"), "{other}: {f}");
+        }
     }
 }

@@ -80,7 +80,9 @@ pub fn write_fragments(
             Some(Match::Order { product_id, .. }) => (options.product_id.or(*product_id), None),
             None => (options.product_id, None),
         };
-        let text = super::fragment::sealed(&p.fragment(product, adopt));
+        let none = BTreeMap::new();
+        let acme = configured.map_or(&none, |c| &c.acme);
+        let text = super::fragment::sealed(&p.fragment_with(product, adopt, acme));
         crate::fsutil::write_atomic(&file, text.as_bytes(), 0o644).map_err(|source| {
             WriteError::Write {
                 file: file.clone(),
