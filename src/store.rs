@@ -336,6 +336,7 @@ impl CertRecord {
         self.partner.reissue = None;
         if let Some(acme) = &mut self.acme {
             acme.order_url = None;
+            acme.names.clear();
             acme.placed_at = None;
             acme.window = None;
         }

@@ -260,6 +260,19 @@ async fn order(
     let key = keys::load_pending(&pending)?;
     let profile = cert.order.profile.clone().or_else(|| ca.profile.clone());
     let resume_url = job.rec.acme.as_ref().and_then(|b| b.order_url.clone());
+    // An order placed for other names (the configuration changed since) is not resumed.
+    let resume_url = match (resume_url, &job.rec.acme) {
+        (Some(url), Some(b)) if !b.names.is_empty() && b.names != cert.domains => {
+            tracing::info!(
+                certificate = %cert.name,
+                "the ACME order {url} was placed for {}, not the configured names: a new order is placed",
+                b.names.join(", ")
+            );
+            forget_order(job)?;
+            None
+        }
+        (url, _) => url,
+    };
     let placed = match (new, resume_url) {
         (None, Some(url)) => match acme::resume(&account, &url, &cert.domains, method).await {
             Ok(p) => p,
@@ -280,6 +293,7 @@ async fn order(
                 .with_context(|| format!("could not order from the ACME CA '{}'", ca.name))?;
             let b = book(job, ca);
             b.order_url = Some(placed.order.url().to_owned());
+            b.names = cert.domains.clone();
             b.placed_at = Some(ctx.now());
             // Asked again for the certificate this order brings.
             b.renewal_info = None;
@@ -359,6 +373,7 @@ fn forget_order(job: &mut Job<'_>) -> Result<()> {
     };
     let url = b.order_url.take();
     b.placed_at = None;
+    b.names.clear();
     job.record("acme-order-dropped", serde_json::json!({ "order": url }))
 }
 

@@ -13,6 +13,9 @@ pub struct AcmeBook {
     /// The order in progress: from `newOrder` until its certificate is installed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_url: Option<String>,
+    /// The names that order was placed for (a configuration changed since orders anew).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
     /// When that order was placed.
     #[serde(
         default,

@@ -561,3 +561,37 @@ fn lifetime_secs(der: &[u8]) -> i64 {
     let v = cert.validity();
     v.not_after.timestamp() - v.not_before.timestamp()
 }
+
+/// A journaled order whose names are no longer the configured ones (a name added while the
+/// order waited) is dropped, not resumed: the next run orders the configured names.
+#[test]
+fn an_order_for_names_no_longer_configured_is_not_resumed() {
+    let domain = "www.acme-names.test";
+    let Some(mut a) = acme_env(Server::Nginx, domain) else {
+        return;
+    };
+    let crashed = a
+        .env
+        .agent(["--json", "renew", "--wait", "30"])
+        .env("CERT_AGENT_FAILPOINT", "acme-order-placed")
+        .run();
+    assert!(
+        crashed.stderr.contains("failpoint"),
+        "{}",
+        crashed.describe()
+    );
+    assert!(record_order_url(&a.env).is_some());
+    a.env
+        .spec_mut("www")
+        .domains
+        .push("api.acme-names.test".into());
+    let out = a.env.renew();
+    out.expect_code(0);
+    let serial = out.installed_serial("www");
+    let leaf = a.served(domain, &serial);
+    let mut names = leaf.dns_names.clone();
+    names.sort();
+    assert_eq!(names, ["api.acme-names.test", "www.acme-names.test"]);
+    assert_eq!(a.pebble.requests("/order-plz"), 2);
+    assert!(a.env.journal().contains("acme-order-dropped"));
+}

@@ -194,6 +194,7 @@ mod tests {
         AcmeBook {
             ca: "pebble".into(),
             order_url: None,
+            names: Vec::new(),
             placed_at: None,
             renewal_info: Some(renewal_info),
             window,
