@@ -408,12 +408,14 @@ pub struct CheckArgs {
     /// Only this certificate (repeatable).
     #[arg(long = "name", value_name = "NAME")]
     pub names: Vec<String>,
-    /// WARNING when fewer days than this are left.
-    #[arg(long, value_name = "DAYS", default_value_t = 14)]
-    pub warning: i64,
-    /// CRITICAL when fewer days than this are left.
-    #[arg(long, value_name = "DAYS", default_value_t = 7)]
-    pub critical: i64,
+    /// WARNING when fewer days than this are left [default: 14; for a certificate whose
+    /// lifetime is shorter than four times that, its last quarter].
+    #[arg(long, value_name = "DAYS")]
+    pub warning: Option<i64>,
+    /// CRITICAL when fewer days than this are left [default: 7; for a certificate whose
+    /// lifetime is shorter than ten times that, its last tenth].
+    #[arg(long, value_name = "DAYS")]
+    pub critical: Option<i64>,
     /// Also shake hands with each certificate's verify_address (SNI: its common name) and
     /// compare the served certificate with the installed one.
     #[arg(long)]

@@ -16,8 +16,9 @@ use crate::monitor::check::{self, CheckOptions, Level};
 pub(super) async fn run(path: &Path, args: &CheckArgs, out: &Output, clock: Clock) -> Result<u8> {
     let opts = CheckOptions {
         names: args.names.clone(),
-        warning_days: args.warning,
-        critical_days: args.critical,
+        warning_days: args.warning.unwrap_or(check::DEFAULT_WARNING_DAYS),
+        critical_days: args.critical.unwrap_or(check::DEFAULT_CRITICAL_DAYS),
+        by_lifetime: args.warning.is_none() && args.critical.is_none(),
         served: args.served,
         balance: !args.no_balance,
     };

@@ -62,6 +62,9 @@ pub struct CheckOptions {
     pub warning_days: i64,
     /// CRITICAL when fewer days than this are left.
     pub critical_days: i64,
+    /// The thresholds are the defaults: for a short lifetime they shrink to its last quarter
+    /// and tenth (thresholds the operator gave are taken as given).
+    pub by_lifetime: bool,
     /// Also compare what each verify address serves with what was installed.
     pub served: bool,
     /// Check that the balance covers the billed orders due in 30 days (API calls only when
@@ -487,19 +490,28 @@ fn expiry(
     days_left
 }
 
+/// `check`'s default WARNING threshold in days.
+pub const DEFAULT_WARNING_DAYS: i64 = 14;
+/// `check`'s default CRITICAL threshold in days.
+pub const DEFAULT_CRITICAL_DAYS: i64 = 7;
+
 /// The WARNING and CRITICAL thresholds of an installed certificate: `warning_days` and
-/// `critical_days`, but never more than a quarter and a tenth of its lifetime (a 6-day
-/// certificate is not CRITICAL the day it is installed).
+/// `critical_days`; with the default thresholds never more than a quarter and a tenth of its
+/// lifetime (a 6-day certificate is not CRITICAL the day it is installed).
 fn thresholds(
     inst: &crate::store::Installed,
     opts: &CheckOptions,
 ) -> (time::Duration, time::Duration) {
     use time::Duration;
+    let (warning, critical) = (
+        Duration::days(opts.warning_days),
+        Duration::days(opts.critical_days),
+    );
+    if !opts.by_lifetime {
+        return (warning, critical);
+    }
     let lifetime = (inst.not_after - inst.not_before).max(Duration::ZERO);
-    (
-        Duration::days(opts.warning_days).min(lifetime / 4i32),
-        Duration::days(opts.critical_days).min(lifetime / 10i32),
-    )
+    (warning.min(lifetime / 4i32), critical.min(lifetime / 10i32))
 }
 
 /// `N days left`, in hours under two days.

@@ -12,6 +12,7 @@ fn opts() -> CheckOptions {
         names: Vec::new(),
         warning_days: 14,
         critical_days: 7,
+        by_lifetime: true,
         served: false,
         balance: false,
     }
@@ -478,4 +479,15 @@ fn thresholds_scale_with_a_short_lifetime() {
     assert_eq!(at(10), Level::Warning);
     assert_eq!(at(5), Level::Critical);
     assert_eq!(at(20), Level::Ok);
+    // Thresholds the operator gave are taken as given, whatever the lifetime.
+    let mut given = opts();
+    given.by_lifetime = false;
+    let mut rec = installed(6);
+    if let Some(i) = rec.installed.as_mut() {
+        i.not_before = t(0);
+    }
+    assert_eq!(
+        assess(&rec, &Disk::AsInstalled, None, t(1), &given, 30).level,
+        Level::Critical
+    );
 }
