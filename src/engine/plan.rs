@@ -433,8 +433,7 @@ pub fn quiet_until(i: &Inputs<'_>) -> Option<OffsetDateTime> {
 }
 
 /// When a certificate valid from `not_before` to `not_after` is renewed: the earlier of
-/// "`renew_before_days` left" (but not within the first third of the lifetime) and "a third
-/// of the lifetime left", moved earlier by a stable
+/// "`renew_before_days` left" and "a third of the lifetime left", moved earlier by a stable
 /// pseudo-random part of a window (a twelfth of the lifetime, at most 7 days).
 pub fn renewal_time(
     name: &str,
@@ -444,10 +443,7 @@ pub fn renewal_time(
     renew_before_days: u32,
 ) -> OffsetDateTime {
     let lifetime = (not_after - not_before).max(Duration::ZERO);
-    // `renew_before_days` never reaches into the first third of a short lifetime (a 6-day
-    // certificate is not due the moment it is installed).
-    let by_days = (not_after - Duration::days(i64::from(renew_before_days)))
-        .max(not_before + lifetime / 3i32);
+    let by_days = not_after - Duration::days(i64::from(renew_before_days));
     let by_third = not_after - lifetime / 3i32;
     let due = by_days.min(by_third);
     let window: Duration = (lifetime / 12i32).min(MAX_SPREAD);

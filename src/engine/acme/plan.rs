@@ -4,7 +4,9 @@
 //! - a certificate is renewed at the moment chosen inside the renewal window the directory
 //!   suggested (RFC 9773), asked again once its `Retry-After` has passed; the directory is
 //!   asked once after each new certificate whether it offers Renewal Information, and without
-//!   it the agent's own due rule ([`super::super::plan::renewal_time`]) decides;
+//!   it the agent's own due rule ([`super::super::plan::renewal_time`]) decides, with
+//!   `renew_before_days` at most two thirds of the lifetime (a 6-day certificate is not due
+//!   when installed);
 //! - missing or changed installed files, a revoked certificate or `--force` order anew (an
 //!   ACME order is not billed);
 //! - failures back off as for every certificate.
@@ -81,12 +83,18 @@ pub fn decide(i: &Inputs<'_>) -> Action {
     if i.force {
         return order("a new certificate was asked for (--force)".into());
     }
+    // `renew_before_days` never reaches into the first third of a short lifetime (a 6-day
+    // certificate is not due the moment it is installed).
+    let lifetime_days = (inst.not_after - inst.not_before).whole_days().max(0);
+    let before = i
+        .renew_before_days
+        .min(u32::try_from(lifetime_days * 2 / 3).unwrap_or(u32::MAX));
     let own = renewal_time(
         &r.name,
         &inst.serial,
         inst.not_before,
         inst.not_after,
-        i.renew_before_days,
+        before,
     );
     let window = book
         .and_then(|b| b.window.as_ref())
