@@ -349,7 +349,11 @@ fn hostile(breaking: impl FnOnce(&Path, &Path), expect: &[&str]) {
     lineage(&le, good, &webroot);
     lineage(&le, bad, &webroot);
     breaking(&le, env.dir.path());
-    let config = write_main_config(&env, "verify_address = \"\"\n", "");
+    let config = write_main_config(
+        &env,
+        "verify_address = \"\"\n",
+        "[acme.letsencrypt]\ndirectory = \"https://acme-v02.api.letsencrypt.org/directory\"\n",
+    );
     let bad_live: Vec<(PathBuf, Option<PathBuf>)> = fs::read_dir(le.join("live").join(bad))
         .unwrap()
         .map(|e| {
