@@ -173,14 +173,7 @@ pub fn read(root: &Path, conf_file: &Path) -> Result<Lineage, LineageError> {
         line: None,
         message,
     })?;
-    let mut domains: Vec<String> = leaf
-        .subject_cn
-        .iter()
-        .chain(leaf.dns_names.iter())
-        .map(|d| d.to_ascii_lowercase())
-        .collect();
-    let mut seen = std::collections::BTreeSet::new();
-    domains.retain(|d| seen.insert(d.clone()));
+    let domains = names_of(&leaf);
     if domains.is_empty() {
         return Err(LineageError {
             file: targets.cert.clone(),
@@ -208,6 +201,19 @@ pub fn read(root: &Path, conf_file: &Path) -> Result<Lineage, LineageError> {
         key_type,
         domains,
     })
+}
+
+/// The certificate's names, lower case, its common name first, each once.
+fn names_of(leaf: &CertificateInfo) -> Vec<String> {
+    let mut domains: Vec<String> = leaf
+        .subject_cn
+        .iter()
+        .chain(leaf.dns_names.iter())
+        .map(|d| d.to_ascii_lowercase())
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    domains.retain(|d| seen.insert(d.clone()));
+    domains
 }
 
 /// Where the live file `path` leads: a link resolved (every step) inside `archive`, or the
