@@ -36,6 +36,9 @@ pub enum Authenticator {
     },
     /// `--standalone`: certbot's own server on port 80.
     Standalone,
+    /// certbot's `nginx` or `apache` plugin (named), which answered through a temporary
+    /// change of the server's configuration: cert-agent needs a web root there instead.
+    ServerPlugin(String),
     /// A DNS plugin or `--manual` (named): validated by a DNS record.
     Dns(String),
 }
@@ -313,14 +316,15 @@ fn authenticator(conf: &RenewalConf) -> Result<Authenticator, (Option<usize>, St
             Authenticator::Webroot { default, map }
         }
         "standalone" => Authenticator::Standalone,
+        "nginx" | "apache" => Authenticator::ServerPlugin(auth.value.clone()),
         "manual" => Authenticator::Dns("manual".into()),
         other if other.starts_with("dns") => Authenticator::Dns(other.to_owned()),
         other => {
             return Err((
                 Some(auth.line),
                 format!(
-                    "authenticator {} cannot be taken over (webroot, standalone, manual and \
-                     DNS plugins can)",
+                    "authenticator {} cannot be taken over (webroot, standalone, nginx, apache, \
+                     manual and DNS plugins can)",
                     quote_max(other, 60)
                 ),
             ));

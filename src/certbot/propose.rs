@@ -39,6 +39,9 @@ pub fn ca_name(server: &str) -> String {
     }
 }
 
+/// The web root proposed for a lineage certbot validated through its nginx or apache plugin.
+pub const PLUGIN_WEBROOT: &str = "/var/www/cert-agent";
+
 /// A TOML string.
 fn s(text: &str) -> String {
     toml::Value::String(text.to_owned()).to_string()
@@ -101,6 +104,16 @@ pub fn fragment(lineage: &Lineage, ca: &str) -> String {
         Authenticator::Standalone => {
             let _ = writeln!(t, "standalone = true");
         }
+        Authenticator::ServerPlugin(plugin) => {
+            let _ = writeln!(
+                t,
+                "# certbot validated through its {} plugin: serve /.well-known/acme-challenge/ \
+                 on port 80 from this directory\n# (nginx: location ^~ /.well-known/acme-challenge/ \
+                 {{ root {PLUGIN_WEBROOT}; }})",
+                s(plugin)
+            );
+            let _ = writeln!(t, "webroot = {}", s(PLUGIN_WEBROOT));
+        }
         Authenticator::Dns(plugin) => {
             let _ = writeln!(t, "dcv = \"dns-txt\"");
             let _ = writeln!(
@@ -130,6 +143,76 @@ pub fn fragment(lineage: &Lineage, ca: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::certbot::lineage::Files;
+    use std::path::PathBuf;
+
+    fn lineage(authenticator: Authenticator) -> Lineage {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params =
+            rcgen::CertificateParams::new(vec!["a.example".into(), "b.example".into()]).unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let leaf = crate::crypto::CertificateInfo::from_pem(cert.pem().as_bytes()).unwrap();
+        let files = |d: &str| Files {
+            cert: PathBuf::from(format!("{d}/cert.pem")),
+            chain: PathBuf::from(format!("{d}/chain.pem")),
+            fullchain: PathBuf::from(format!("{d}/fullchain.pem")),
+            privkey: PathBuf::from(format!("{d}/privkey.pem")),
+        };
+        Lineage {
+            name: "a.example".into(),
+            conf_file: "/etc/letsencrypt/renewal/a.example.conf".into(),
+            server: "https://acme-v02.api.letsencrypt.org/directory".into(),
+            account: None,
+            authenticator,
+            installer: "nginx",
+            preferred_chain: Some("ISRG \"Root\" X1".into()),
+            live: files("/etc/letsencrypt/live/a.example"),
+            targets: files("/etc/letsencrypt/archive/a.example"),
+            leaf,
+            key_type: crate::crypto::KeyType::EcdsaP256,
+            domains: vec!["a.example".into(), "b.example".into()],
+        }
+    }
+
+    #[test]
+    fn each_authenticator_becomes_its_validation_in_valid_toml() {
+        let webroots = Authenticator::Webroot {
+            default: Some("/var/www/a".into()),
+            map: vec![
+                ("a.example".into(), "/var/www/a".into()),
+                ("b.example".into(), "/var/www/b \"x\"".into()),
+            ],
+        };
+        let one = Authenticator::Webroot {
+            default: Some("/var/www/a".into()),
+            map: vec![],
+        };
+        for (auth, want) in [
+            (webroots, "b.example"),
+            (one, "/var/www/a"),
+            (Authenticator::Standalone, "standalone"),
+            (Authenticator::Dns("dns-cloudflare".into()), "dcv"),
+            (Authenticator::ServerPlugin("nginx".into()), "webroot"),
+        ] {
+            let text = fragment(&lineage(auth), "letsencrypt");
+            let t: toml::Table = text.parse().unwrap_or_else(|e| panic!("{e}\n{text}"));
+            let c = &t["certificate"][0];
+            assert_eq!(c["issuer"].as_str(), Some("letsencrypt"));
+            assert_eq!(
+                c["key_path"].as_str(),
+                Some("/etc/letsencrypt/live/a.example/privkey.pem")
+            );
+            assert_eq!(c["domains"][0].as_str(), Some("a.example"));
+            assert_eq!(c["server"].as_str(), Some("nginx"));
+            let keys: Vec<&String> = c.as_table().unwrap().keys().collect();
+            let found = keys.iter().any(|k| k.as_str() == want)
+                || c["webroot"]
+                    .as_table()
+                    .is_some_and(|m| m.contains_key(want))
+                || c["webroot"].as_str() == Some(want);
+            assert!(found, "{want}: {text}");
+        }
+    }
 
     #[test]
     fn a_ca_is_named_after_its_host() {

@@ -229,6 +229,11 @@ fn item(
             format!("webroot {}", roots.join(", "))
         }
         Authenticator::Standalone => "standalone".into(),
+        Authenticator::ServerPlugin(plugin) => format!(
+            "webroot {} (certbot used its {plugin} plugin: serve /.well-known/acme-challenge/ \
+             from there on port 80)",
+            propose::PLUGIN_WEBROOT
+        ),
         Authenticator::Dns(plugin) => {
             format!("dns-txt (certbot used {plugin}: a dns_hook is needed)")
         }
