@@ -227,6 +227,18 @@ fn resolve(path: &Path, archive: &Path) -> Result<PathBuf, String> {
     if !meta.file_type().is_symlink() && !meta.is_file() {
         return Err(format!("{} is not a file", path.display()));
     }
+    // The live directory itself must not be reached through a link: the files replaced there
+    // with `--yes` stay inside certbot's directory.
+    let parent = path.parent().unwrap_or(path);
+    let real_parent = fs::canonicalize(parent)
+        .map_err(|e| format!("{}: {}", parent.display(), crate::fsutil::io_text(&e)))?;
+    if real_parent != parent {
+        return Err(format!(
+            "{} is reached through a link (it is {})",
+            parent.display(),
+            real_parent.display()
+        ));
+    }
     let target = fs::canonicalize(path)
         .map_err(|e| format!("{}: {}", path.display(), crate::fsutil::io_text(&e)))?;
     let archive = fs::canonicalize(archive)

@@ -421,6 +421,26 @@ fn a_live_link_leading_out_of_the_directory_is_refused() {
     );
 }
 
+/// A `live/NAME` directory that is a link to a directory outside, whose links lead back into
+/// the archive: `--yes` would otherwise write there.
+#[test]
+fn a_live_directory_reached_through_a_link_is_refused() {
+    hostile(
+        |le, dir| {
+            let live = le.join("live/bad.example.test");
+            let elsewhere = dir.join("elsewhere-live");
+            fs::rename(&live, &elsewhere).unwrap();
+            for f in ["cert", "chain", "fullchain", "privkey"] {
+                let link = elsewhere.join(format!("{f}.pem"));
+                fs::remove_file(&link).unwrap();
+                symlink(le.join(format!("archive/bad.example.test/{f}1.pem")), &link).unwrap();
+            }
+            symlink(&elsewhere, &live).unwrap();
+        },
+        &["live/bad.example.test is reached through a link"],
+    );
+}
+
 #[test]
 fn a_garbage_certificate_is_refused_naming_its_file() {
     hostile(
