@@ -255,13 +255,18 @@ pub async fn place_with(
         .replaces
         .as_deref()
         .map(rustls_pki_types::CertificateDer::from);
-    let replaces = replaced
-        .as_ref()
-        .map(instant_acme::CertificateIdentifier::try_from)
-        .transpose()
-        .map_err(|e| {
-            AcmeError::Config(format!("the replaced certificate has no identifier: {e}"))
-        })?;
+    // A certificate without an Authority Key Identifier (self-signed, or from a CA that
+    // leaves it out, as an imported one may be) has no ARI identifier: the order goes
+    // without `replaces`, which is optional.
+    let replaces = replaced.as_ref().and_then(|c| {
+        instant_acme::CertificateIdentifier::try_from(c)
+            .map_err(|e| {
+                tracing::info!(
+                    "the order names no replaced certificate: it has no identifier ({e})"
+                );
+            })
+            .ok()
+    });
     let answer = match replaces {
         // Without Renewal Information the directory knows no `replaces`: the crate says so
         // before anything is sent, and the order goes without it.
