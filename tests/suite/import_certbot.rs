@@ -290,6 +290,17 @@ fn served(web: &Web, root: &Path, name: &str, serial: &str) -> Leaf {
 /// `live/NAME/`, `renewal/NAME.conf`, an account with an EC P-256 key), with a certificate
 /// and key made here.
 fn lineage(le: &Path, name: &str, webroot: &Path) {
+    lineage_of(
+        le,
+        name,
+        webroot,
+        "https://acme-v02.api.letsencrypt.org/directory",
+        "0123456789abcdef0123456789abcdef",
+    );
+}
+
+/// [`lineage`] of the ACME directory `server` and the account `account`.
+fn lineage_of(le: &Path, name: &str, webroot: &Path, server: &str, account: &str) {
     let key = rcgen::KeyPair::generate().unwrap();
     let mut params = rcgen::CertificateParams::new(vec![name.to_owned()]).unwrap();
     params
@@ -327,8 +338,8 @@ fn lineage(le: &Path, name: &str, webroot: &Path) {
              privkey = {l}/live/{name}/privkey.pem\nchain = {l}/live/{name}/chain.pem\n\
              fullchain = {l}/live/{name}/fullchain.pem\n\n\
              # Options used in the renewal process\n[renewalparams]\n\
-             account = 0123456789abcdef0123456789abcdef\nauthenticator = webroot\n\
-             webroot_path = {},\nserver = https://acme-v02.api.letsencrypt.org/directory\n\
+             account = {account}\nauthenticator = webroot\n\
+             webroot_path = {},\nserver = {server}\n\
              key_type = ecdsa\n[[webroot_map]]\n{name} = {}\n",
             webroot.display(),
             webroot.display()
@@ -493,4 +504,149 @@ fn a_huge_or_binary_renewal_conf_is_refused() {
         },
         &["renewal/bad.example.test.conf", "not UTF-8"],
     );
+}
+
+/// certbot's account with an EC P-256 key (one Pebble knows, registered by cert-agent on
+/// another host and laid out as certbot keeps it) is reused: written for the CA, and the next
+/// order is signed with it and accepted by Pebble; no second registration, no key in the
+/// output.
+#[test]
+fn an_ec_p256_certbot_account_is_reused_and_pebble_accepts_it() {
+    if !pebble::require() {
+        return;
+    }
+    use base64::Engine;
+    let b64 = |v: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+    let env = TestEnv::new();
+    let http_port = support::webserver::free_port();
+    let pebble = Pebble::start(http_port);
+    let ca = pebble.config_table("pebble", &env.path("eab.key"));
+    let registering = write_main_config(&env, "verify_address = \"\"\n", &ca);
+    let made = env
+        .agent_at(&registering, ["--json", "acme", "account", "pebble"])
+        .run();
+    made.expect_code(0);
+    let url = made.json()["account"].as_str().unwrap().to_owned();
+    assert_eq!(pebble.requests("/sign-me-up"), 1);
+    let kept: serde_json::Value = serde_json::from_slice(
+        &fs::read(env.state_dir().join("acme/pebble/account.json")).unwrap(),
+    )
+    .unwrap();
+    let pkcs8 = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(kept["credentials"]["key_pkcs8"].as_str().unwrap())
+        .unwrap();
+    let pair = aws_lc_rs::signature::EcdsaKeyPair::from_pkcs8(
+        &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+        &pkcs8,
+    )
+    .unwrap();
+    use aws_lc_rs::encoding::AsBigEndian;
+    use aws_lc_rs::signature::KeyPair;
+    let public = pair.public_key().as_ref().to_vec();
+    let d = pair.private_key().as_be_bytes().unwrap();
+    let d_text = b64(d.as_ref());
+
+    // certbot's layout on the host that moves: the same account under accounts/.
+    let le = env.path("le");
+    let id = "9f86d081884c7d659a2feaa0c55ad015";
+    let host_path = pebble.directory.trim_start_matches("https://");
+    let account_dir = le.join("accounts").join(host_path).join(id);
+    fs::create_dir_all(&account_dir).unwrap();
+    fs::write(
+        account_dir.join("regr.json"),
+        serde_json::json!({"body": {"contact": ["mailto:ops@example.test"]}, "uri": url})
+            .to_string(),
+    )
+    .unwrap();
+    fs::write(
+        account_dir.join("meta.json"),
+        r#"{"creation_host": "old-host", "register_to_eff": null}"#,
+    )
+    .unwrap();
+    fs::write(
+        account_dir.join("private_key.json"),
+        serde_json::json!({
+            "kty": "EC", "crv": "P-256",
+            "x": b64(&public[1..33]), "y": b64(&public[33..65]), "d": d_text,
+        })
+        .to_string(),
+    )
+    .unwrap();
+    lineage_of(
+        &le,
+        "moved.example.test",
+        &env.path("www"),
+        &pebble.directory,
+        id,
+    );
+
+    // The new host: its own state directory, the same [acme.pebble].
+    let state2 = env.path("state2");
+    let moved = env.path("moved.toml");
+    fs::write(
+        &moved,
+        fs::read_to_string(&registering).unwrap().replace(
+            &format!("state_dir = {}", s(&env.state_dir().to_string_lossy())),
+            &format!("state_dir = {}", s(&state2.to_string_lossy())),
+        ),
+    )
+    .unwrap();
+    let conf_d = env.path("conf.d").to_string_lossy().to_string();
+    let from = le.to_string_lossy().to_string();
+    let look = env
+        .agent_at(&moved, ["import", "certbot", "--from", &from])
+        .run();
+    look.expect_code(0);
+    assert!(
+        look.stdout.contains("certbot's account is reused"),
+        "{}",
+        look.describe()
+    );
+    let took = env
+        .agent_at(
+            &moved,
+            [
+                "import", "certbot", "--from", &from, "--write", &conf_d, "--yes",
+            ],
+        )
+        .run();
+    took.expect_code(0);
+    for out in [&look, &took] {
+        assert!(!out.text().contains(&d_text), "the key is never printed");
+    }
+    let file = state2.join("acme/pebble/account.json");
+    assert_eq!(
+        fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let shown = env
+        .agent_at(&moved, ["--json", "acme", "account", "pebble"])
+        .run();
+    shown.expect_code(0);
+    assert_eq!(shown.json()["account"], url.as_str());
+    assert_eq!(shown.json()["registered_now"], false);
+    // An order signed with the reused key under the account's URL: validated by the
+    // standalone server on the port Pebble fetches from, installed into certbot's live files.
+    let fragment = env.path("conf.d").join("moved.example.test.toml");
+    let text = fs::read_to_string(&fragment).unwrap();
+    let webroot_line = text
+        .lines()
+        .find(|l| l.starts_with("webroot = "))
+        .unwrap()
+        .to_owned();
+    fs::write(
+        &fragment,
+        text.replace(
+            &webroot_line,
+            &format!("standalone = true\nlisten = \"127.0.0.1:{http_port}\""),
+        ),
+    )
+    .unwrap();
+    let renewed = env.agent_at(&moved, ["--json", "renew", "--force"]).run();
+    renewed.expect_code(0);
+    let serial = renewed.installed_serial("moved.example.test");
+    let live = le.join("live/moved.example.test/fullchain.pem");
+    assert_eq!(Leaf::from_pem_file(&live).serial, serial);
+    assert_eq!(pebble.requests("/order-plz"), 1);
+    assert_eq!(pebble.requests("/sign-me-up"), 1, "never registered again");
 }
