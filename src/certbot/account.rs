@@ -92,8 +92,9 @@ pub fn read(root: &Path, server: &str, id: Option<&str>) -> Result<AccountPlan, 
     };
     let regr: Regr = serde_json::from_slice(&read_in("regr.json")?).map_err(|e| {
         format!(
-            "{}: not certbot's account registration ({e})",
-            dir.join("regr.json").display()
+            "{}: not certbot's account registration ({})",
+            dir.join("regr.json").display(),
+            quote_max(&e.to_string(), 200)
         )
     })?;
     let contact: Vec<String> = regr

@@ -53,6 +53,9 @@ struct Item {
     skipped: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     file: Option<PathBuf>,
+    /// The configuration section, when it was taken over without --write.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    toml: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -263,6 +266,7 @@ fn item(
         server: l.installer,
         skipped,
         file: None,
+        toml: None,
     }
 }
 
@@ -299,7 +303,7 @@ fn apply(
                 .with_context(|| format!("could not write {}", f.display()))?;
             it.file = Some(f.clone());
         }
-        None => outln!("{fragment}"),
+        None => it.toml = Some(fragment),
     }
     Ok(())
 }
@@ -326,6 +330,8 @@ fn print_text(
             outln!("    not taken over: {why}");
         } else if let Some(f) = &it.file {
             outln!("    taken over: wrote {}", f.display());
+        } else if let Some(toml) = &it.toml {
+            outln!("    taken over; its configuration:\n\n{toml}");
         }
     }
     for r in &report.refused {

@@ -375,6 +375,15 @@ fn hostile(breaking: impl FnOnce(&Path, &Path), expect: &[&str]) {
         .collect();
     let conf_d = env.path("conf.d").to_string_lossy().to_string();
     let from = le.to_string_lossy().to_string();
+    let look = env
+        .agent_at(&config, ["--json", "import", "certbot", "--from", &from])
+        .run();
+    look.expect_code(3);
+    let report = look.json();
+    assert_eq!(report["applied"], false);
+    assert_eq!(report["lineages"][0]["name"], good, "{}", look.describe());
+    let refused = report["refused"][0]["error"].as_str().unwrap_or_default();
+    assert!(refused.contains(expect[0]), "{}", look.describe());
     let out = env
         .agent_at(
             &config,
