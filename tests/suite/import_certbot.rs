@@ -461,6 +461,15 @@ fn a_live_directory_reached_through_a_link_is_refused() {
     );
 }
 
+/// A link whose archive file is gone.
+#[test]
+fn a_missing_archive_file_is_refused_naming_the_link() {
+    hostile(
+        |le, _| fs::remove_file(le.join("archive/bad.example.test/chain1.pem")).unwrap(),
+        &["line 6", "live/bad.example.test/chain.pem"],
+    );
+}
+
 #[test]
 fn a_garbage_certificate_is_refused_naming_its_file() {
     hostile(
