@@ -235,6 +235,28 @@ fn certbots_own_directory_is_taken_over_without_an_order_and_renewed_through_cer
         pebble.log()
     );
 
+    // certbot, were its timer still on, renews nothing: the lineage's live files are no
+    // longer its links.
+    let certbot_renew = Command::new("/usr/bin/certbot")
+        .args(["renew", "--non-interactive", "--force-renewal"])
+        .arg("--config-dir")
+        .arg(&le)
+        .arg("--work-dir")
+        .arg(env.path("certbot-work"))
+        .arg("--logs-dir")
+        .arg(env.path("certbot-logs"))
+        .env("REQUESTS_CA_BUNDLE", &pebble.ca_file)
+        .output()
+        .expect("run certbot renew");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&certbot_renew.stdout),
+        String::from_utf8_lossy(&certbot_renew.stderr)
+    );
+    assert!(said.contains("symlink"), "{said}");
+    assert!(said.contains("No renewals were attempted"), "{said}");
+    assert_eq!(pebble.requests("/order-plz"), 1, "certbot ordered: {said}");
+
     // A second import takes nothing over twice.
     let again = env
         .agent_at(
