@@ -127,7 +127,7 @@ pub fn fragment(lineage: &Lineage, ca: &str) -> String {
     if let Some(chain) = &lineage.preferred_chain {
         let _ = writeln!(
             t,
-            "# certbot preferred the chain {}: set `preferred_chain` in [acme.{ca}]",
+            "# certbot preferred the chain {}; cert-agent installs the chain the CA sends first",
             s(chain)
         );
     }
