@@ -68,9 +68,14 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # --- Pebble -----------------------------------------------------------------------------------
 PB=$W/pebble; mkdir -p "$PB" "$W/webroot"
 PB_PORT=$(free_port); PB_MGMT=$(free_port); CLOSED=$(free_port)
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$PB/key.pem" \
-  -out "$PB/cert.pem" -days 30 -subj /CN=localhost \
-  -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" 2>/dev/null
+# A CA and a server certificate signed by it (rustls refuses a CA certificate as a server's).
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$PB/ca.key" \
+  -out "$PB/ca.pem" -days 30 -subj /CN=bench-ca 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$PB/key.pem" \
+  -out "$PB/server.csr" -subj /CN=localhost 2>/dev/null
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' > "$PB/ext.cnf"
+openssl x509 -req -in "$PB/server.csr" -CA "$PB/ca.pem" -CAkey "$PB/ca.key" -CAcreateserial \
+  -out "$PB/cert.pem" -days 30 -extfile "$PB/ext.cnf" 2>/dev/null
 cat > "$PB/config.json" <<EOF
 {"pebble": {"listenAddress": "127.0.0.1:$PB_PORT", "managementListenAddress": "127.0.0.1:$PB_MGMT",
  "certificate": "$PB/cert.pem", "privateKey": "$PB/key.pem", "httpPort": $CLOSED, "tlsPort": $CLOSED,
@@ -80,8 +85,8 @@ PEBBLE_VA_NOSLEEP=1 PEBBLE_VA_ALWAYS_VALID=1 PEBBLE_WFE_NONCEREJECT=0 \
   pebble -config "$PB/config.json" >"$PB/log" 2>&1 &
 PIDS+=($!)
 ACME=https://127.0.0.1:$PB_PORT/dir
-for _ in $(seq 50); do curl -sf --cacert "$PB/cert.pem" "$ACME" >/dev/null && break; sleep 0.2; done
-export LEGO_CA_CERTIFICATES=$PB/cert.pem REQUESTS_CA_BUNDLE=$PB/cert.pem
+for _ in $(seq 50); do curl -sf --cacert "$PB/ca.pem" "$ACME" >/dev/null && break; sleep 0.2; done
+export LEGO_CA_CERTIFICATES=$PB/ca.pem REQUESTS_CA_BUNDLE=$PB/ca.pem
 # Requests Pebble answered so far (one log line per request).
 requests() { grep -c -- ' -> calling handler()' "$PB/log" || true; }
 declare -A REQ
@@ -92,7 +97,7 @@ agent_config() { # DIR COUNT PREFIX
   mkdir -p "$dir/state" "$dir/out"
   {
     printf '[agent]\nstate_dir = "%s/state"\nconcurrency = %s\n\n' "$dir" "$CONCURRENCY"
-    printf '[acme.pebble]\ndirectory = "%s"\ncontact = "bench@bench.test"\nca_file = "%s"\n\n' "$ACME" "$PB/cert.pem"
+    printf '[acme.pebble]\ndirectory = "%s"\ncontact = "bench@bench.test"\nca_file = "%s"\n\n' "$ACME" "$PB/ca.pem"
     printf '[defaults]\nissuer = "pebble"\nwebroot = "%s"\nserver = "none"\n' "$W/webroot"
     for i in $(seq 0 $((count - 1))); do
       printf '\n[[certificate]]\nname = "%s%d"\ndomains = ["%s%d.bench.test"]\n' "$prefix" "$i" "$prefix" "$i"

@@ -10,8 +10,9 @@
 //! - `engine → issuer` (what only one kind of CA knows: the Partner API's side of validation,
 //!   as neutral challenges; the ACME issuer) `→` the leaves;
 //! - `engine` → the leaves `api`, `bundle`, `config`, `dcv`, `install`, `revocation`, `store`;
-//!   `discover` is a leaf too (`→ api, config`), and `revocation` reads `api`, `config` and
-//!   `store`;
+//!   `discover` is a leaf too (`→ api, config`), `certbot` (certbot's directory, for
+//!   `import certbot`) reads `crypto`, `store` and the ACME issuer's account file, and
+//!   `revocation` reads `api`, `config` and `store`;
 //! - the other leaves import no sibling, only the foundation: `crypto`, `values` (value types
 //!   several layers name), `clock`, `fsutil`, `process` (finding and running programs),
 //!   `signal`, `failpoint`, `http_serve` (the serve loop of the small HTTP servers),
@@ -21,6 +22,7 @@
 
 pub mod api;
 pub mod bundle;
+pub mod certbot;
 pub mod cli;
 pub mod clock;
 pub mod config;

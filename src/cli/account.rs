@@ -84,6 +84,7 @@ async fn api_command(
         | Command::Check(_)
         | Command::Forecast { .. }
         | Command::Discover(_)
+        | Command::Import(_)
         | Command::Placeholder { .. }
         | Command::Snippet { .. }
         | Command::Retire(_)

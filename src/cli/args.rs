@@ -298,6 +298,10 @@ pub enum Command {
     #[command(subcommand)]
     Acme(AcmeCommand),
 
+    /// Take over the certificates of another tool without a new order.
+    #[command(subcommand)]
+    Import(ImportCommand),
+
     /// Revoke the installed certificate of NAME at its ACME CA (revokeCert).
     ///
     /// For a certificate whose `issuer` is an [acme.NAME]; the Partner API's certificates are
@@ -523,6 +527,36 @@ pub(crate) const REVOKE_REASONS: [&str; 5] = [
     "superseded",
     "cessationOfOperation",
 ];
+
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// Take certbot's certificates over: reads its directory (renewal configurations,
+    /// live/archive lineages, the account) and shows, per lineage, its names, expiry, CA and
+    /// web root, and what becomes of the account. Writes nothing without --yes.
+    ///
+    /// With --yes: one configuration file per certificate into the --write directory (else
+    /// printed), installing into the lineage's live/NAME/ files (made regular files holding
+    /// the same bytes, so the web server's configuration stays as it is), and each
+    /// certificate's record as installed, so that `renew` orders nothing until it is due.
+    /// certbot's account is reused when its key is ECDSA P-256; otherwise a new account is
+    /// registered on the first order. A lineage whose name is already configured, or that
+    /// cannot be read safely, is left alone and named (exit 3).
+    Certbot(ImportCertbotArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportCertbotArgs {
+    /// certbot's configuration directory.
+    #[arg(long, value_name = "DIR", default_value = "/etc/letsencrypt")]
+    pub from: PathBuf,
+    /// With --yes: write one configuration file per certificate into DIR (NAME.toml, for
+    /// `[agent] include`).
+    #[arg(long, value_name = "DIR")]
+    pub write: Option<PathBuf>,
+    /// Take the certificates over (otherwise only show what would be done).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}
 
 #[derive(Debug, Subcommand)]
 pub enum AcmeCommand {

@@ -41,6 +41,7 @@ mod discover;
 pub mod exit;
 mod fleet;
 mod forecast;
+mod import;
 mod output;
 mod retire;
 mod run_cmds;
@@ -60,8 +61,8 @@ use crate::clock::Clock;
 use crate::config::Config;
 
 pub use args::{
-    AcmeCommand, CheckArgs, Cli, Command, ConfigCommand, DcvCommand, FleetCommand, IssueArgs,
-    ListArgs, RenewArgs, Scope,
+    AcmeCommand, CheckArgs, Cli, Command, ConfigCommand, DcvCommand, FleetCommand, ImportCommand,
+    IssueArgs, ListArgs, RenewArgs, Scope,
 };
 pub use exit::UsageError;
 use output::Output;
@@ -130,6 +131,9 @@ pub async fn run(cli: &Cli) -> Result<u8> {
         Command::Config(ConfigCommand::Check) => config_cmd::run(&cli.config, &out),
         Command::Check(args) => check::run(&cli.config, args, &out, clock).await,
         Command::Discover(args) => discover::run(&cli.config, args, &out, clock).await,
+        Command::Import(ImportCommand::Certbot(args)) => {
+            import::certbot(&cli.config, args, &out, clock).await
+        }
         Command::Placeholder { name } => {
             snippet::placeholder(&load_config(&cli.config)?, name, &out, clock)
         }

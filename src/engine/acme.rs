@@ -32,7 +32,7 @@ use plan::Action;
 
 /// Where the account of `ca` is kept: `state_dir/acme/NAME/`.
 pub fn account_dir(state_dir: &std::path::Path, ca: &str) -> PathBuf {
-    state_dir.join("acme").join(ca)
+    acme::account_dir(state_dir, ca)
 }
 
 /// The directory of `ca` as the ACME issuer needs it, the External Account Binding's HMAC key

@@ -194,7 +194,12 @@ async fn start_all<'a>(
                 Err(e) => return (idx, Started::NotLoaded(e)),
             };
             let mut warning = None;
-            let next = start(ctx, &mut job, &mut warning).await;
+            // A certificate of an ACME CA goes its own way through the same phases.
+            let cert = job.cert;
+            let next = match cert.order.issuer.acme() {
+                Some(ca) => Box::pin(super::acme::start(ctx, &mut job, ca)).await,
+                None => start(ctx, &mut job, &mut warning).await,
+            };
             (idx, Started::Done(job, next, warning))
         })
         .buffer_unordered(ctx.concurrency());

@@ -24,9 +24,6 @@ pub(super) async fn start(
     job: &mut Job<'_>,
     warning_out: &mut Option<String>,
 ) -> Result<Next> {
-    if let Some(ca) = job.cert.order.issuer.acme() {
-        return Box::pin(super::acme::start(ctx, job, ca)).await;
-    }
     if ctx.opts.clear_intent && order::clear_intent(job)? {
         tracing::warn!(certificate = %job.cert.name, "unreconciled order intent cleared by the operator");
     }

@@ -27,6 +27,11 @@ use crate::dcv::{Challenge, HttpChallenge, ValidationFile, hook, quote_max};
 /// The account's file in its directory under the state directory.
 pub const ACCOUNT_FILE: &str = "account.json";
 
+/// Where the account of the `[acme.NAME]` CA `ca` is kept: `state_dir/acme/NAME/`.
+pub fn account_dir(state_dir: &Path, ca: &str) -> PathBuf {
+    state_dir.join("acme").join(ca)
+}
+
 /// Errors of the ACME issuer; each names the directory, the identifier or the file.
 #[derive(Debug, thiserror::Error)]
 pub enum AcmeError {
@@ -164,6 +169,37 @@ pub fn account_file_directory(bytes: &[u8]) -> Result<String, String> {
     parse_account_file(bytes).map(|k| k.directory)
 }
 
+/// Writes an account registered elsewhere (its URL and its ECDSA P-256 key as PKCS#8 DER) to
+/// `dir/account.json` (`0600`, the directory `0700`) for the directory `directory_url`, in the
+/// form [`account`] reads. The key is never quoted in an error.
+pub fn write_account(
+    dir: &Path,
+    directory_url: &str,
+    account_url: &str,
+    key_pkcs8: &[u8],
+) -> Result<(), AcmeError> {
+    use base64::Engine;
+    let path = dir.join(ACCOUNT_FILE);
+    let file_error = |message: String| AcmeError::AccountFile {
+        path: path.clone(),
+        message,
+    };
+    let credentials: AccountCredentials = serde_json::from_value(serde_json::json!({
+        "id": account_url,
+        "key_pkcs8": base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key_pkcs8),
+        "directory": directory_url,
+    }))
+    .map_err(|_| file_error("the account's key is not PKCS#8".into()))?;
+    let kept = KeptAccount {
+        directory: directory_url.to_owned(),
+        credentials,
+    };
+    let text = serde_json::to_vec(&kept).map_err(|e| file_error(e.to_string()))?;
+    crate::fsutil::ensure_private_dir(dir, 0o700)
+        .map_err(|e| file_error(format!("could not create its directory: {e}")))?;
+    crate::fsutil::write_atomic(&path, &text, 0o600).map_err(|e| file_error(e.to_string()))
+}
+
 /// What the account file holds: the directory it was registered with and the credentials
 /// (the account URL and its private key).
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -256,13 +292,18 @@ pub async fn place_with(
         .replaces
         .as_deref()
         .map(rustls_pki_types::CertificateDer::from);
-    let replaces = replaced
-        .as_ref()
-        .map(instant_acme::CertificateIdentifier::try_from)
-        .transpose()
-        .map_err(|e| {
-            AcmeError::Config(format!("the replaced certificate has no identifier: {e}"))
-        })?;
+    // A certificate without an Authority Key Identifier (self-signed, or from a CA that
+    // leaves it out, as an imported one may be) has no ARI identifier: the order goes
+    // without `replaces`, which is optional.
+    let replaces = replaced.as_ref().and_then(|c| {
+        instant_acme::CertificateIdentifier::try_from(c)
+            .map_err(|e| {
+                tracing::info!(
+                    "the order names no replaced certificate: it has no identifier ({e})"
+                );
+            })
+            .ok()
+    });
     let answer = match replaces {
         // Without Renewal Information the directory knows no `replaces`: the crate says so
         // before anything is sent, and the order goes without it.

@@ -54,6 +54,7 @@ pub fn action_of(event: &str) -> Option<&'static str> {
         | "subscription-renewal-order"
         | "ended-order-replaced"
         | "adopted"
+        | "imported"
         | "acme-order-placed"
         | "acme-order-dropped" => "order",
         "reissue-intent" | "reissued" | "reissue-refused" | "replaced" => "reissue",

@@ -34,6 +34,9 @@ mod daemon;
 mod e2e_acme;
 /// `cert-agent forecast` and the balance in `check`: exact figures against sandbox accounts.
 mod forecast;
+/// `cert-agent import certbot`: certbot's own directory (made by certbot against Pebble) taken
+/// over without an order and renewed through nginx; hostile certbot directories.
+mod import_certbot;
 /// `[agent] metrics_file` and `metrics_listen`, checked with promtool and a real Prometheus.
 mod metrics;
 /// Onboarding: adoption without a new order, `include` fragments, `discover`, placeholders.

@@ -8,8 +8,9 @@ use crate::config::keys::{
 };
 
 const REFERENCE: &str = include_str!("../../../docs/configuration.md");
-const READERS: [&str; 9] = [
+const READERS: [&str; 10] = [
     include_str!("../validate/acme.rs"),
+    include_str!("../validate/dcv.rs"),
     include_str!("../validate/revocation.rs"),
     include_str!("../validate/mod.rs"),
     include_str!("../validate/document.rs"),

@@ -52,11 +52,8 @@ impl Checker<'_> {
             Some((t, header)) => self.revocation(t, header),
             None => Some(RevocationConfig::default()),
         };
-        let acme = match table_of(self, "acme") {
-            Some((t, _)) => self.acme_cas(t),
-            None => std::collections::BTreeMap::new(),
-        };
-        self.acme_names = acme.keys().cloned().collect();
+        let acme_table = table_of(self, "acme").map(|(t, _)| t);
+        let acme = self.acme_section(acme_table);
         let defaults = table_of(self, "defaults");
         let validation = match table_of(self, "validation") {
             Some((t, header)) => self.validation(t, header),
@@ -67,10 +64,7 @@ impl Checker<'_> {
         };
 
         let api_missing = api.is_none() && section("api").is_none();
-        let api = match api {
-            Some((t, header)) => self.api(t, header),
-            None => None,
-        };
+        let api = api.and_then(|(t, header)| self.api(t, header));
         let empty = DeTable::default();
         let (agent_table, agent_header) = agent.unwrap_or((&empty, 0..0));
         let agent = self.agent(agent_table, agent_header);
@@ -111,12 +105,7 @@ impl Checker<'_> {
                 cache::store(&a.state_dir, path, self.text, &stamps, &kept);
             }
         }
-        self.issuers_across(&certificates, api_missing, fleet.as_ref());
-        let api = match api {
-            // Only ACME certificates: the Partner API is never called.
-            None if api_missing => Some(crate::config::ApiConfig::unused()),
-            other => other,
-        };
+        let api = self.issuers_across(&certificates, api, api_missing, fleet.as_ref());
         let certificates = certificates.into_iter().map(|(c, _)| c).collect();
         // Read from files (every included file with its stamp): what the due summary is
         // made for.
@@ -150,14 +139,26 @@ impl Checker<'_> {
         })
     }
 
-    /// `[api]` is required unless every certificate comes from an ACME CA; ACME certificates
-    /// are not (yet) shared through a fleet.
+    /// `[acme.NAME]` tables (none without the section); their names are what `issuer` takes.
+    fn acme_section(
+        &mut self,
+        table: Option<&DeTable<'_>>,
+    ) -> std::collections::BTreeMap<String, crate::config::AcmeCa> {
+        let acme = table.map(|t| self.acme_cas(t)).unwrap_or_default();
+        self.acme_names = acme.keys().cloned().collect();
+        acme
+    }
+
+    /// `[api]` is required unless every certificate comes from an ACME CA (then it stands
+    /// unused: the Partner API is never called); ACME certificates are not shared through a
+    /// fleet. The `[api]` to use.
     fn issuers_across(
         &mut self,
         certificates: &[(CertificateConfig, Origin)],
+        api: Option<crate::config::ApiConfig>,
         api_missing: bool,
         fleet: Option<&Option<crate::config::FleetConfig>>,
-    ) {
+    ) -> Option<crate::config::ApiConfig> {
         let partner = certificates
             .iter()
             .find(|(c, _)| c.order.issuer.is_partner());
@@ -189,6 +190,10 @@ impl Checker<'_> {
                     });
                 }
             }
+        }
+        match api {
+            None if api_missing => Some(crate::config::ApiConfig::unused()),
+            other => other,
         }
     }
 

@@ -5,6 +5,7 @@ mod acme;
 mod agent;
 mod api;
 mod certificate;
+mod dcv;
 mod document;
 mod fleet;
 mod revocation;
