@@ -222,9 +222,9 @@ impl Fleet {
     }
 
     /// Writes `rel` without fencing: for what belongs to this host alone (its results under
-    /// `hosts/<host>/`, which no other host writes); any other key is refused. A leader that
-    /// lost its lead may still write here: what it reports is what it serves, and it can
-    /// overwrite nothing another host wrote.
+    /// `hosts/<host>/` and its manifest entry `manifest/<host>`, which no other host writes);
+    /// any other key is refused. A leader that lost its lead may still write here: what it
+    /// reports is what it serves, and it can overwrite nothing another host wrote.
     pub async fn put_own(&self, rel: &str, value: Vec<u8>) -> Result<(), FleetError> {
         self.check_own(rel)?;
         let key = self.key(rel);

@@ -16,6 +16,7 @@ use crate::store::{FleetAttempt, Store};
 
 use super::coord::Snapshot;
 use super::envelope::{self, Place, Purpose};
+use super::floor;
 use super::link::{FleetLink, check_specs, spec_digest};
 use super::schema::{DcvEntry, HostResult, KEY_CHECK, dcv_key, state_key};
 use super::shared::{check_dcv, open_state};
@@ -212,6 +213,7 @@ pub(super) async fn sync(
 ) -> Result<SyncReport> {
     let host = link.fleet.host().to_owned();
     let mut view = View::read(snap, versions);
+    take_floors(link, config, &mut view).await?;
     let tombstones = retired::open_tombstones(link, config, &mut view);
     let skip = retired::with_retired(refused, &tombstones);
     // A validation file is checked against the shared record: read when left out.
@@ -234,6 +236,7 @@ pub(super) async fn sync(
     } = slices::take_slices(link, config, store, &given, &mut view, &mut results).await?;
     view.note_revisions();
     view.versions.save()?;
+    floor::publish(link, &mut view.versions).await;
     // A failed install is counted by the install itself.
     let mut counted = BTreeSet::new();
     for (job, outcome, _warning) in batch.finish().await {
@@ -285,6 +288,26 @@ pub(super) async fn sync(
         records,
         versions: view.versions,
     })
+}
+
+/// The floor of each configured certificate this host has accepted nothing of while etcd
+/// holds a value of it ([`floor::establish`]): taken before any of its values is opened.
+async fn take_floors(link: &FleetLink, config: &Config, view: &mut View) -> Result<()> {
+    let names = config
+        .certificates
+        .iter()
+        .filter(|c| {
+            let under = format!("certs/{}/", c.name);
+            view.versions.needs_floor(&c.name)
+                && view
+                    .revisions
+                    .range(under.clone()..)
+                    .next()
+                    .is_some_and(|(k, _)| k.starts_with(&under))
+        })
+        .map(|c| c.name.clone())
+        .collect();
+    floor::establish(link, names, &mut view.versions).await
 }
 
 /// The fleet's pending CSR of each certificate (its hashes), from the shared record opened
