@@ -649,9 +649,10 @@ fn damaged(path: &Path, e: &serde_json::Error) -> anyhow::Error {
          and current certificate this host accepted from the fleet, which is how it refuses old \
          values put back into etcd; this host does nothing with the fleet until it reads. To \
          recover: move the file aside (`mv {p} {p}.damaged`) and run again — the host then \
-         accepts what etcd holds now as the newest, so first check with `cert-agent fleet \
-         status` that the fleet's current serial is the one you expect (restoring the file \
-         from a backup of the state directory keeps the protection)",
+         takes the versions the fleet's sealed manifest vouches for as its floor, so first \
+         check with `cert-agent fleet status` that the fleet's current serial is the one you \
+         expect (restoring the file from a backup of the state directory keeps what this host \
+         accepted itself)",
         path.display(),
         p = path.display()
     )
