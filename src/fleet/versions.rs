@@ -877,6 +877,83 @@ mod tests {
     }
 
     #[test]
+    fn a_floor_refuses_what_is_below_it_and_the_leader_writes_above_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut v = Versions::load(dir.path()).unwrap();
+        assert!(v.needs_floor("www"));
+        v.agreed_spec("www", 3, "cfg");
+        assert!(v.needs_floor("www"), "a spec agreed is nothing accepted");
+        let floor = Floor {
+            versions: Vouched {
+                state: 5,
+                current: 2,
+                tombstone: 0,
+            },
+            by: vec!["web2".into()],
+        };
+        v.set_floor("www", floor.clone());
+        assert!(!v.needs_floor("www"));
+        // Below the floor: a replay, naming who vouched; at it and above: taken.
+        let err = v
+            .accept_current(
+                "www",
+                "/p/certs/www/current",
+                1,
+                b"c1",
+                "01",
+                OffsetDateTime::UNIX_EPOCH,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/p/certs/www/current")
+                && err.contains("replay")
+                && err.contains("web2")
+                && err.contains("version 2"),
+            "{err}"
+        );
+        assert!(v.accept_state("www", "k", 4, b"s4").is_err());
+        assert!(v.accept_tombstone("www", "k", 3, b"t3").is_err());
+        v.accept_current("www", "k", 2, b"c2", "02", OffsetDateTime::UNIX_EPOCH)
+            .unwrap();
+        v.accept_state("www", "k", 5, b"s5").unwrap();
+        assert_eq!(v.next_state("shop", 0).unwrap(), 1);
+        v.save().unwrap();
+        // Kept in the file, and vouched for with what was accepted.
+        let mut v = Versions::load(dir.path()).unwrap();
+        assert_eq!(v.floor_of("www"), Some(&floor));
+        assert_eq!(v.vouched_of("www"), floor.versions);
+        assert!(v.vouched_of("www").live());
+        // A floor alone is vouched for too, and the leader writes above it.
+        v.set_floor(
+            "shop",
+            Floor {
+                versions: Vouched {
+                    state: 9,
+                    current: 4,
+                    tombstone: 9,
+                },
+                by: Vec::new(),
+            },
+        );
+        assert_eq!(v.next_state("shop", 0).unwrap(), 10);
+        assert_eq!(v.next_current("shop", 0).unwrap(), 5);
+        assert!(!v.vouched_of("shop").live(), "retired");
+        let all = v.vouched();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all["shop"].tombstone, 9);
+        // A tombstone accepted counts with the shared record's versions.
+        v.accept_tombstone("www", "k", 6, b"t6").unwrap();
+        assert!(!v.vouched_of("www").live());
+        assert_eq!(v.next_state("www", 0).unwrap(), 7);
+        // What was written last is remembered by its digest.
+        assert!(!v.manifest_written("d1"));
+        v.wrote_manifest("d1");
+        v.save().unwrap();
+        assert!(Versions::load(dir.path()).unwrap().manifest_written("d1"));
+    }
+
+    #[test]
     fn a_damaged_file_is_named_with_what_it_holds_and_how_to_recover() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(VERSIONS_FILE);
