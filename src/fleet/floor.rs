@@ -96,7 +96,7 @@ pub(super) async fn establish(
     if names.is_empty() {
         return Ok(());
     }
-    let listed = link.fleet.list(MANIFEST).await.map_err(|e| {
+    let unread = |e: super::coord::FleetError| {
         anyhow!(
             "could not read the fleet's manifest {} (this host has accepted nothing of {} \
              yet, and takes nothing of it before it knows the versions the fleet vouches \
@@ -104,10 +104,14 @@ pub(super) async fn establish(
             link.fleet.key(MANIFEST),
             names.join(", ")
         )
-    })?;
+    };
+    // One entry at a time: each grows with the number of certificates.
     let mut entries = Vec::new();
-    for (rel, value) in &listed {
-        match open_entry(link, rel, value) {
+    for rel in link.fleet.list_keys(MANIFEST).await.map_err(unread)? {
+        let Some((value, _)) = link.fleet.get(&rel).await.map_err(unread)? else {
+            continue;
+        };
+        match open_entry(link, &rel, &value) {
             Ok(entry) => entries.push(entry),
             Err(e) => tracing::warn!("{e:#}; it vouches for nothing"),
         }
