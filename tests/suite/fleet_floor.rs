@@ -46,7 +46,7 @@ fn versions(f: &Fleet, i: usize) -> serde_json::Value {
 }
 
 #[test]
-fn a_new_host_joining_while_an_old_current_and_manifest_entry_are_replayed_installs_neither() {
+fn a_new_host_joining_while_old_values_and_a_manifest_entry_are_replayed_takes_none() {
     if !ready() {
         return;
     }
@@ -55,11 +55,15 @@ fn a_new_host_joining_while_an_old_current_and_manifest_entry_are_replayed_insta
     let old_current = etcd
         .get("certs/www/current")
         .expect("a current certificate");
+    let old_state = etcd.get("certs/www/state").expect("a shared record");
     let old_entry = etcd.get("manifest/web1").expect("web1's manifest entry");
     let (old, new) = reissue(&f);
-    // The writer puts the certificate before the reissue back, and web1's manifest entry of
-    // then; another host's lead (on a lease of its own) keeps web3 a follower.
+    let state = etcd.get("certs/www/state").expect("a shared record");
+    // The writer puts the certificate and the shared record before the reissue back, and
+    // web1's manifest entry of then; another host's lead (on a lease of its own) keeps web3 a
+    // follower.
     etcd.put("certs/www/current", old_current);
+    etcd.put("certs/www/state", old_state);
     etcd.put("manifest/web1", old_entry);
     etcd.put_on_lease("leader", "elsewhere", 600);
 
@@ -67,17 +71,22 @@ fn a_new_host_joining_while_an_old_current_and_manifest_entry_are_replayed_insta
     let o = out.outcome("www");
     assert_eq!(o["outcome"], "failed", "{}", out.describe());
     let error = o["error"].as_str().unwrap_or_default();
+    for key in ["current", "state"] {
+        assert!(
+            error.contains(&format!("{PREFIX}certs/www/{key} holds version")),
+            "{key}: {error}"
+        );
+    }
     assert!(
-        error.contains(&format!("{PREFIX}certs/www/current"))
-            && error.contains("replay")
-            && error.contains("web2"),
+        error.contains("replay") && error.contains("web2"),
         "{error}"
     );
     assert_eq!(f.installed(2), None, "nothing installed on web3");
     assert_ne!(f.served(2).as_deref(), Some(old.as_str()));
 
-    // The fleet's own value back: web3 installs it.
+    // The fleet's own values back: web3 installs the next certificate.
     let mut etcd = f.etcd();
+    etcd.put("certs/www/state", state);
     etcd.delete("leader");
     f.agent(0, &["--json", "reissue", "www", "--wait", "60"])
         .expect_code(0);
