@@ -179,3 +179,47 @@ fn a_deleted_shared_record_never_leads_a_host_without_a_record_of_the_order_to_o
     out.expect_code(0);
     assert_eq!(f.env.billed(), 1, "{}", out.describe());
 }
+
+#[test]
+fn an_old_tombstone_replayed_after_the_certificate_came_back_retires_nothing_on_a_new_host() {
+    if !ready() {
+        return;
+    }
+    let f = issued(3);
+    f.agent(0, &["--json", "retire", "www", "--yes"])
+        .expect_code(0);
+    f.agent(1, &["--json", "renew"]);
+    let mut etcd = f.etcd();
+    let tombstone = etcd.get("certs/www/retired").expect("a tombstone");
+    // Brought back as docs/fleet.md says, and ordered afresh.
+    etcd.delete("certs/www/retired");
+    for h in &f.hosts[..2] {
+        fs::rename(
+            h.state.join("retired/www.json"),
+            h.state.join("retired/www.json.back"),
+        )
+        .expect("archived");
+    }
+    f.agent(0, &["--json", "renew", "--wait", "60"])
+        .expect_code(0);
+    f.agent(1, &["--json", "renew"]).expect_code(0);
+    assert_eq!(f.env.billed(), 2, "{}", f.logs());
+
+    // The writer puts the old tombstone back as web3 joins.
+    etcd.put("certs/www/retired", tombstone);
+    etcd.put_on_lease("leader", "elsewhere", 600);
+    let out = f.agent(2, &["--json", "renew"]);
+    let o = out.outcome("www");
+    assert_eq!(o["outcome"], "failed", "{}", out.describe());
+    let error = o["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!("{PREFIX}certs/www/retired holds version"))
+            && error.contains("replay"),
+        "{error}"
+    );
+    assert!(
+        !f.hosts[2].state.join("retired/www.json").exists(),
+        "web3 retired www\n{}",
+        out.describe()
+    );
+}
