@@ -16,7 +16,7 @@
 //! writer deleted: while the hosts vouch for a live shared record (above the last tombstone)
 //! and this host's own record shows no order, the lead does not work on it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
@@ -84,13 +84,15 @@ fn open_entry(link: &FleetLink, rel: &str, value: &[u8]) -> Result<(String, Mani
     Ok((printable_capped(host, 255), entry))
 }
 
-/// For each of `names` (configured certificates this host has accepted nothing of, while etcd
-/// holds a value of them), the floor from the fleet's manifest, taken into `versions`. A
+/// For each of `names` (configured certificates this host has accepted nothing of), the floor
+/// from the fleet's manifest, taken into `versions`: versions of 0 when no entry names it (a
+/// certificate new to the fleet), said as a warning when etcd holds values of it (`held`). A
 /// manifest that cannot be read stops the synchronisation (nothing is accepted without it); an
 /// entry that does not open vouches for nothing (a warning naming its key).
 pub(super) async fn establish(
     link: &FleetLink,
     names: Vec<String>,
+    held: &BTreeSet<String>,
     versions: &mut Versions,
 ) -> Result<()> {
     if names.is_empty() {
@@ -133,13 +135,18 @@ pub(super) async fn establish(
                 versions.set_floor(&name, f.clone());
             }
             None => {
-                tracing::warn!(
-                    certificate = %name,
-                    "this host has accepted nothing of '{name}' yet and no entry of the \
-                     fleet's manifest {} vouches for its versions (a fleet whose hosts do not \
-                     write one yet, or entries deleted): it takes what etcd holds as the newest",
-                    link.fleet.key(MANIFEST)
-                );
+                if held.contains(&name) {
+                    tracing::warn!(
+                        certificate = %name,
+                        "this host has accepted nothing of '{name}' yet and no entry of the \
+                         fleet's manifest {} vouches for its versions (a fleet whose hosts do \
+                         not write one yet, or entries deleted): it takes what etcd holds as \
+                         the newest",
+                        link.fleet.key(MANIFEST)
+                    );
+                } else {
+                    tracing::debug!(certificate = %name, "'{name}' is new to the fleet");
+                }
                 versions.set_floor(&name, Floor::default());
             }
         }

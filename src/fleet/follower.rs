@@ -18,7 +18,9 @@ use super::coord::Snapshot;
 use super::envelope::{self, Place, Purpose};
 use super::floor;
 use super::link::{FleetLink, check_specs, spec_digest};
-use super::schema::{DcvEntry, HostResult, KEY_CHECK, dcv_key, state_key};
+use super::schema::{
+    DcvEntry, HostResult, KEY_CHECK, current_key, dcv_key, retired_key, state_key,
+};
 use super::shared::{check_dcv, open_state};
 use super::versions::{Seen, Versions};
 
@@ -290,24 +292,29 @@ pub(super) async fn sync(
     })
 }
 
-/// The floor of each configured certificate this host has accepted nothing of while etcd
-/// holds a value of it ([`floor::establish`]): taken before any of its values is opened.
+/// The floor of each configured certificate this host has accepted nothing of and took no
+/// floor for yet ([`floor::establish`]): taken before any of its values is opened, and before
+/// a lead could take the certificate for one never ordered (its values deleted from etcd).
 async fn take_floors(link: &FleetLink, config: &Config, view: &mut View) -> Result<()> {
-    let names = config
-        .certificates
+    let mut names = Vec::new();
+    let mut held = BTreeSet::new();
+    for c in &config.certificates {
+        if !view.versions.needs_floor(&c.name) {
+            continue;
+        }
+        names.push(c.name.clone());
+        if [
+            state_key(&c.name),
+            current_key(&c.name),
+            retired_key(&c.name),
+        ]
         .iter()
-        .filter(|c| {
-            let under = format!("certs/{}/", c.name);
-            view.versions.needs_floor(&c.name)
-                && view
-                    .revisions
-                    .range(under.clone()..)
-                    .next()
-                    .is_some_and(|(k, _)| k.starts_with(&under))
-        })
-        .map(|c| c.name.clone())
-        .collect();
-    floor::establish(link, names, &mut view.versions).await
+        .any(|k| view.revisions.contains_key(k))
+        {
+            held.insert(c.name.clone());
+        }
+    }
+    floor::establish(link, names, &held, &mut view.versions).await
 }
 
 /// The fleet's pending CSR of each certificate (its hashes), from the shared record opened

@@ -148,7 +148,7 @@ fn a_deleted_shared_record_never_leads_a_host_without_a_record_of_the_order_to_o
     if !ready() {
         return;
     }
-    let f = issued(3);
+    let f = issued(4);
     let mut etcd = f.etcd();
     let serial = f.installed(0).expect("web1 serves www");
     etcd.delete("certs/www/state");
@@ -177,6 +177,34 @@ fn a_deleted_shared_record_never_leads_a_host_without_a_record_of_the_order_to_o
     assert!(etcd.get("certs/www/state").is_some(), "shared again");
     let out = f.agent(2, &["--json", "renew"]);
     out.expect_code(0);
+    assert_eq!(f.env.billed(), 1, "{}", out.describe());
+
+    // Every value of www deleted (its spec, shared record and certificate): the manifest's
+    // entries still show it ordered, and another new host orders nothing either.
+    for key in ["spec", "state", "current"] {
+        etcd.delete(&format!("certs/www/{key}"));
+    }
+    let out = f.agent(3, &["--json", "renew", "--wait", "1"]);
+    assert_eq!(
+        f.env.billed(),
+        1,
+        "a second billed order\n{}",
+        out.describe()
+    );
+    let error = out.outcome("www")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        error.contains(&format!("{PREFIX}certs/www/state is missing")),
+        "{}",
+        out.describe()
+    );
+    // web1 hands its record and its certificate to the fleet again; web4 installs it.
+    f.agent(0, &["--json", "renew"]).expect_code(0);
+    let out = f.agent(3, &["--json", "renew"]);
+    out.expect_code(0);
+    assert_eq!(f.installed(3).as_deref(), Some(serial.as_str()));
     assert_eq!(f.env.billed(), 1, "{}", out.describe());
 }
 
