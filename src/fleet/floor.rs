@@ -45,9 +45,13 @@ pub(super) fn host_of(rel: &str) -> Option<&str> {
         .filter(|h| !h.is_empty() && !h.contains('/'))
 }
 
+/// How many of the hosts that vouched for a floor it names (in the versions file, and in a
+/// refusal).
+const MAX_NAMED: usize = 3;
+
 /// The floor of each of `names` from the opened `entries` (host, entry): the highest version
-/// of each kind any entry vouches for, with the hosts that vouched for the highest shared
-/// record or current certificate. A name no entry mentions has none.
+/// of each kind any entry vouches for, with (up to [`MAX_NAMED`] of) the hosts that vouched
+/// for the highest shared record or current certificate. A name no entry mentions has none.
 pub(super) fn floors(
     entries: &[(String, ManifestEntry)],
     names: &[String],
@@ -68,6 +72,7 @@ pub(super) fn floors(
             .iter()
             .filter(|(_, v)| v.state == versions.state || v.current == versions.current)
             .map(|(host, _)| (*host).clone())
+            .take(MAX_NAMED)
             .collect();
         out.insert(name.clone(), Floor { versions, by });
     }
@@ -98,13 +103,16 @@ pub(super) async fn establish(
     if names.is_empty() {
         return Ok(());
     }
+    let shown = match names.len() {
+        n if n > 5 => format!("{} and {} more", names[..5].join(", "), n - 5),
+        _ => names.join(", "),
+    };
     let unread = |e: super::coord::FleetError| {
         anyhow!(
-            "could not read the fleet's manifest {} (this host has accepted nothing of {} \
+            "could not read the fleet's manifest {} (this host has accepted nothing of {shown} \
              yet, and takes nothing of it before it knows the versions the fleet vouches \
              for): {e}",
             link.fleet.key(MANIFEST),
-            names.join(", ")
         )
     };
     // One entry at a time: each grows with the number of certificates.
@@ -119,10 +127,19 @@ pub(super) async fn establish(
         }
     }
     let floors = floors(&entries, &names);
+    if !floors.is_empty() {
+        tracing::info!(
+            "this host has accepted nothing yet of {shown}: it takes the versions the fleet's \
+             manifest vouches for as the floor of {} of them ({} entries read); nothing older \
+             is accepted",
+            floors.len(),
+            entries.len()
+        );
+    }
     for name in names {
         match floors.get(&name) {
             Some(f) => {
-                tracing::info!(
+                tracing::debug!(
                     certificate = %name,
                     "this host has accepted nothing of '{name}' yet: the fleet's manifest ({}) \
                      vouches for shared record version {}, current certificate version {} and \
