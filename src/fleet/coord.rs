@@ -177,6 +177,34 @@ impl Fleet {
         Ok(out)
     }
 
+    /// The keys under `rel` (relative to the prefix), without their values, in key order and
+    /// pages of [`LIST_PAGE`]: for values too large to be read a hundred at a time (each
+    /// host's manifest entry grows with the number of certificates).
+    pub async fn list_keys(&self, rel: &str) -> Result<Vec<String>, FleetError> {
+        let end = range_end(self.key(rel).as_bytes());
+        let mut from = self.key(rel).into_bytes();
+        let mut out = Vec::new();
+        loop {
+            let opts = GetOptions::new()
+                .with_range(end.clone())
+                .with_limit(LIST_PAGE)
+                .with_keys_only();
+            let resp = self
+                .call(|mut c| {
+                    let (from, opts) = (from.clone(), opts.clone());
+                    async move { c.get(from, Some(opts)).await }
+                })
+                .await?;
+            let mut page = Vec::new();
+            self.append_relative(resp.kvs(), &mut page);
+            out.extend(page.into_iter().map(|(k, _)| k));
+            match resp.kvs().last() {
+                Some(last) if resp.more() => from = after(last.key()),
+                _ => return Ok(out),
+            }
+        }
+    }
+
     /// The keys under `rel` from `from` on (a full key, inclusive) in pages of [`LIST_PAGE`],
     /// appended to `out` relative to the prefix; at `revision` (0: the revision of the first
     /// page's answer, returned).
@@ -222,9 +250,9 @@ impl Fleet {
     }
 
     /// Writes `rel` without fencing: for what belongs to this host alone (its results under
-    /// `hosts/<host>/`, which no other host writes); any other key is refused. A leader that
-    /// lost its lead may still write here: what it reports is what it serves, and it can
-    /// overwrite nothing another host wrote.
+    /// `hosts/<host>/` and its manifest entry `manifest/<host>`, which no other host writes);
+    /// any other key is refused. A leader that lost its lead may still write here: what it
+    /// reports is what it serves, and it can overwrite nothing another host wrote.
     pub async fn put_own(&self, rel: &str, value: Vec<u8>) -> Result<(), FleetError> {
         self.check_own(rel)?;
         let key = self.key(rel);

@@ -34,6 +34,7 @@ pub(super) enum Purpose {
     HostResult,
     HostSeen,
     Unplaced,
+    Manifest,
 }
 
 impl Purpose {
@@ -50,6 +51,7 @@ impl Purpose {
             Self::HostResult => "host-result",
             Self::HostSeen => "host-seen",
             Self::Unplaced => "order-not-placed",
+            Self::Manifest => "manifest-entry",
         }
     }
 }

@@ -16,8 +16,11 @@ use crate::store::{FleetAttempt, Store};
 
 use super::coord::Snapshot;
 use super::envelope::{self, Place, Purpose};
+use super::floor;
 use super::link::{FleetLink, check_specs, spec_digest};
-use super::schema::{DcvEntry, HostResult, KEY_CHECK, dcv_key, state_key};
+use super::schema::{
+    DcvEntry, HostResult, KEY_CHECK, current_key, dcv_key, retired_key, state_key,
+};
 use super::shared::{check_dcv, open_state};
 use super::versions::{Seen, Versions};
 
@@ -212,6 +215,7 @@ pub(super) async fn sync(
 ) -> Result<SyncReport> {
     let host = link.fleet.host().to_owned();
     let mut view = View::read(snap, versions);
+    take_floors(link, config, &mut view).await?;
     let tombstones = retired::open_tombstones(link, config, &mut view);
     let skip = retired::with_retired(refused, &tombstones);
     // A validation file is checked against the shared record: read when left out.
@@ -234,6 +238,7 @@ pub(super) async fn sync(
     } = slices::take_slices(link, config, store, &given, &mut view, &mut results).await?;
     view.note_revisions();
     view.versions.save()?;
+    floor::publish(link, &mut view.versions).await;
     // A failed install is counted by the install itself.
     let mut counted = BTreeSet::new();
     for (job, outcome, _warning) in batch.finish().await {
@@ -285,6 +290,31 @@ pub(super) async fn sync(
         records,
         versions: view.versions,
     })
+}
+
+/// The floor of each configured certificate this host has accepted nothing of and took no
+/// floor for yet ([`floor::establish`]): taken before any of its values is opened, and before
+/// a lead could take the certificate for one never ordered (its values deleted from etcd).
+async fn take_floors(link: &FleetLink, config: &Config, view: &mut View) -> Result<()> {
+    let mut names = Vec::new();
+    let mut held = BTreeSet::new();
+    for c in &config.certificates {
+        if !view.versions.needs_floor(&c.name) {
+            continue;
+        }
+        names.push(c.name.clone());
+        if [
+            state_key(&c.name),
+            current_key(&c.name),
+            retired_key(&c.name),
+        ]
+        .iter()
+        .any(|k| view.revisions.contains_key(k))
+        {
+            held.insert(c.name.clone());
+        }
+    }
+    floor::establish(link, names, &held, &mut view.versions).await
 }
 
 /// The fleet's pending CSR of each certificate (its hashes), from the shared record opened

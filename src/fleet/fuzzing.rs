@@ -1,11 +1,14 @@
 //! Entry points for the fuzz target `fleet_values` (fuzz/fuzz_targets/fleet_values.rs): the
 //! parsers of what a host reads from etcd (an envelope, and the documents inside one) and of
-//! `state_dir/fleet-versions.json`, on any bytes. Each must refuse what it cannot read, never
+//! `state_dir/fleet-versions.json`, on any bytes; and, for the fuzz target `fleet_manifest`
+//! (fuzz/fuzz_targets/fleet_manifest.rs), a host's entry of the fleet's manifest and the floor
+//! taken from it. Each must refuse what it cannot read, never
 //! panic, and read back what it writes. Not an interface of the agent.
 
 use std::path::PathBuf;
 
 use super::envelope::{self, Place, Purpose};
+use super::floor::{ManifestEntry, floors};
 use super::key::{FleetKey, FleetKeys, KEY_LEN};
 use super::schema::{
     Current, DcvEntry, HostResult, HostSeen, Kind, SharedState, Spec, Tombstone, Unplaced,
@@ -31,6 +34,7 @@ pub fn envelope(data: &[u8]) {
         "hosts/web1/certs/www",
         "hosts/web1/seen",
         "hosts/web1/unplaced/www",
+        "manifest/web1",
     ] {
         let Some(kind) = Kind::of(rel) else {
             panic!("{rel} is a key of the fleet");
@@ -101,6 +105,61 @@ fn tombstone(keys: &FleetKeys, data: &[u8]) {
     }
 }
 
+/// `data` as a host's manifest entry: as a sealed value at `manifest/web1` (opened with two
+/// keys held), and as the entry's document. One that reads is sealed for its place, opens back
+/// and reads back the same, never opens as another host's entry or as another purpose; the
+/// floor taken from it and a second entry is at least what either vouches for, and names a
+/// host that vouched for it.
+pub fn manifest(data: &[u8]) {
+    let (Some(current), Some(previous)) = (
+        FleetKey::from_bytes(&[0x5a; KEY_LEN]),
+        FleetKey::from_bytes(&[0x11; KEY_LEN]),
+    ) else {
+        panic!("a key of {KEY_LEN} bytes is a key");
+    };
+    let keys = FleetKeys::new(current, Some(previous));
+    let place = Place::new(Purpose::Manifest, "manifest/web1", "");
+    if let Ok((_, plain, _)) = envelope::open_raw(&keys, &place, data) {
+        let _ = serde_json::from_slice::<ManifestEntry>(&plain);
+    }
+    let Ok(entry) = serde_json::from_slice::<ManifestEntry>(data) else {
+        return;
+    };
+    let Ok(sealed) = envelope::seal_json(&keys, &place, 5, &entry) else {
+        panic!("an entry that reads is written");
+    };
+    match envelope::open_raw(&keys, &place, &sealed) {
+        Ok((5, plain, _)) => match serde_json::from_slice::<ManifestEntry>(&plain) {
+            Ok(again) => assert_eq!(again, entry, "reads back the same"),
+            Err(e) => panic!("what is written does not read back: {e}"),
+        },
+        other => panic!("a sealed entry does not open back: {other:?}"),
+    }
+    for other in [
+        Place::new(Purpose::Manifest, "manifest/web2", ""),
+        Place::new(Purpose::HostSeen, "manifest/web1", ""),
+    ] {
+        assert!(envelope::open_raw(&keys, &other, &sealed).is_err());
+    }
+    let mut second = entry.clone();
+    for v in second.certs.values_mut() {
+        v.current = v.current.saturating_add(1);
+    }
+    let names: Vec<String> = entry.certs.keys().take(8).cloned().collect();
+    let entries = vec![("web1".to_owned(), entry), ("web2".to_owned(), second)];
+    let taken = floors(&entries, &names);
+    for name in &names {
+        let Some(floor) = taken.get(name) else {
+            panic!("'{name}' is vouched for but has no floor");
+        };
+        assert!(!floor.by.is_empty(), "a floor names who vouched for it");
+        for (_, e) in &entries {
+            let v = e.certs[name];
+            assert_eq!(floor.versions.max(v), floor.versions, "the highest of each");
+        }
+    }
+}
+
 /// `data` as `fleet-versions.json`: what reads is written and read back the same.
 pub fn versions(data: &[u8]) {
     let path = PathBuf::from("/var/lib/cert-agent/fleet-versions.json");
@@ -135,9 +194,26 @@ mod tests {
                 let rest = &data[1..cut.max(1)];
                 super::envelope(rest);
                 super::versions(rest);
+                super::manifest(rest);
                 crate::monitor::fuzz_announced(rest);
             }
         }
         assert!(seeds >= 4);
+    }
+
+    /// The manifest's seeds, whole and cut: none panics.
+    #[test]
+    fn the_manifest_fuzz_seeds_read_without_a_panic() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/fleet_manifest");
+        let mut seeds = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let data = std::fs::read(entry.unwrap().path()).unwrap();
+            seeds += 1;
+            for cut in [data.len(), data.len() / 2, 0] {
+                super::manifest(&data[..cut]);
+            }
+        }
+        assert!(seeds >= 2);
     }
 }

@@ -320,10 +320,16 @@ pub(super) async fn import(
     let rel = state_key(&cert.name);
     let Some(bytes) = now.states.get(&rel) else {
         // Not read: at the revision this host imported, its record as that import left it.
-        return Ok(match local {
-            Some(local) if now.unchanged.contains(&rel) => Some(shared_view(&local)),
-            _ => None,
-        });
+        if now.unchanged.contains(&rel) {
+            return Ok(local.map(|local| shared_view(&local)));
+        }
+        // None: a first order, unless the fleet vouches for a record this host does not know.
+        let local = match local {
+            Some(local) => local,
+            None => store.load(&cert.name)?,
+        };
+        super::floor::check_missing_state(&link.fleet.key(&rel), versions, &cert.name, &local)?;
+        return Ok(None);
     };
     let opened = open_state(link, versions, cert, bytes)?;
     let local = match local {
@@ -660,7 +666,10 @@ async fn round(
         set_outcome(&mut report, &name, Outcome::Failed { error });
     }
     let own = fr.client.get().map(crate::api::Client::request_counts);
+    let mut versions = fr.versions.take();
     drop(fr);
+    // What this lead accepted and wrote, vouched for in its manifest entry.
+    super::floor::publish(&link, &mut versions).await;
     let host = link.fleet.host();
     rounds::mark_waiting(
         (&lead, host, marked),

@@ -14,7 +14,8 @@
 //! Partner API requests), `coord` (etcd: connection, lease, fenced transactions, watches),
 //! `key` (the fleet key), `envelope` (every value sealed for its purpose, key, certificate
 //! and version), `schema` (what lives under the prefix), `versions` (the versions this host
-//! accepted), `link` (connect, key and spec agreement), `shared` (the shared record and the
+//! accepted), `link` (connect, key and spec agreement), `floor` (the fleet's manifest, and
+//! the floor of a host that has accepted nothing yet), `shared` (the shared record and the
 //! current certificate opened and checked), `follower`, `leader`, `status`, `takeover` (what
 //! a lead that ended with its lease left open), `watch`,
 //! `rotate` (every value sealed again under a new fleet key), `unplaced` (an order intent
@@ -25,6 +26,7 @@
 pub mod coord;
 mod deadline;
 mod envelope;
+mod floor;
 mod follower;
 #[doc(hidden)]
 pub mod fuzzing;

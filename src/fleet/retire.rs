@@ -196,7 +196,7 @@ impl Retiring {
             .write_all(vec![(rel.clone(), sealed.clone())], &deletes)
             .await?;
         tracing::info!(certificate = %name, key = %fleet.key(&rel), "retired for the fleet");
-        versions.accept_state(name, &fleet.key(&rel), version, &sealed)?;
+        versions.accept_tombstone(name, &fleet.key(&rel), version, &sealed)?;
         versions.save()
     }
 }

@@ -253,9 +253,16 @@ async fn reseal_all(
                  (it re-seals only what is still under the previous key)"
             ),
         }
-        if let Kind::State(name) | Kind::Retired(name) = kind {
-            versions.accept_state(name, &full, sealed.to, &sealed.value)?;
-            versions.save()?;
+        match kind {
+            Kind::State(name) => {
+                versions.accept_state(name, &full, sealed.to, &sealed.value)?;
+                versions.save()?;
+            }
+            Kind::Retired(name) => {
+                versions.accept_tombstone(name, &full, sealed.to, &sealed.value)?;
+                versions.save()?;
+            }
+            _ => {}
         }
         tracing::info!(key = %full, version = sealed.to, "sealed again under the current fleet key");
         report.resealed.push(Resealed {

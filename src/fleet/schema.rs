@@ -14,6 +14,7 @@
 //! | `hosts/HOST/certs/NAME` | what HOST installed (serial, version, time) or why it could not | HOST |
 //! | `hosts/HOST/seen` | when HOST last synchronised, its instance id, the id of its current fleet key and of the previous key it still opens values with (none once the rotation ended on it) | HOST |
 //! | `hosts/HOST/unplaced/NAME` | an order intent of NAME whose order HOST did not place (its lead ended before it was sent, or the API refused it) | HOST |
+//! | `manifest/HOST` | HOST's entry of the fleet's manifest: per certificate, the highest versions of the shared record, the current certificate and the tombstone HOST accepted; a host that has accepted nothing of a certificate takes the highest of all entries as its floor ([`super::floor`]) | HOST |
 //!
 //! Every value but `leader`, `resigned` and `waiting` is sealed in the fleet's envelope
 //! ([`super::envelope`]); the private keys inside the record and the certificate are sealed once
@@ -67,6 +68,13 @@ pub(super) fn unplaced_key(host: &str, name: &str) -> String {
     format!("hosts/{host}/unplaced/{name}")
 }
 
+/// Where the hosts' manifest entries live, relative to the prefix.
+pub(super) const MANIFEST: &str = "manifest/";
+
+pub(super) fn manifest_key(host: &str) -> String {
+    format!("{MANIFEST}{host}")
+}
+
 /// What lives at a key under the prefix, with the certificate it belongs to.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Kind<'a> {
@@ -79,6 +87,7 @@ pub(super) enum Kind<'a> {
     HostResult(&'a str),
     HostSeen,
     Unplaced(&'a str),
+    Manifest,
 }
 
 impl<'a> Kind<'a> {
@@ -94,6 +103,7 @@ impl<'a> Kind<'a> {
             ["hosts", _, "certs", name] => Self::HostResult(name),
             ["hosts", _, "seen"] => Self::HostSeen,
             ["hosts", _, "unplaced", name] => Self::Unplaced(name),
+            ["manifest", _] => Self::Manifest,
             _ => return None,
         })
     }
@@ -110,6 +120,7 @@ impl<'a> Kind<'a> {
             Self::HostResult(n) => (Purpose::HostResult, n),
             Self::HostSeen => (Purpose::HostSeen, ""),
             Self::Unplaced(n) => (Purpose::Unplaced, n),
+            Self::Manifest => (Purpose::Manifest, ""),
         };
         Place::new(purpose, rel, name)
     }
@@ -126,6 +137,7 @@ impl<'a> Kind<'a> {
             Kind::HostResult(_) => "host result",
             Kind::HostSeen => "host seen",
             Kind::Unplaced(_) => "order not placed",
+            Kind::Manifest => "manifest entry",
         }
     }
 }

@@ -71,6 +71,58 @@ pub(super) struct CertVersions {
     pub(super) spec: Option<AgreedSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) imported: Option<Imported>,
+    /// The version of the last tombstone accepted (tombstones count with the shared record's
+    /// versions): a shared record accepted above it is a live one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) tombstone: Option<u64>,
+    /// The versions the fleet's hosts vouched for when this host had accepted nothing of the
+    /// certificate ([`super::floor`]): nothing below them is accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) floor: Option<Floor>,
+}
+
+/// The versions of one certificate a host vouches for in its sealed manifest entry: the
+/// highest it accepted (or took as its floor) of the shared record, the current certificate
+/// and the tombstone (0: none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Vouched {
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(super) state: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(super) current: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(super) tombstone: u64,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl Vouched {
+    /// The higher of each version.
+    pub(super) fn max(self, other: Self) -> Self {
+        Self {
+            state: self.state.max(other.state),
+            current: self.current.max(other.current),
+            tombstone: self.tombstone.max(other.tombstone),
+        }
+    }
+
+    /// Whether the shared record vouched for is a live record (above the last tombstone).
+    pub(super) fn live(self) -> bool {
+        self.state > self.tombstone
+    }
+}
+
+/// The floor of one certificate: the versions vouched for, and by which hosts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Floor {
+    #[serde(flatten)]
+    pub(super) versions: Vouched,
+    /// The hosts whose manifest entries vouched for the highest of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) by: Vec<String>,
 }
 
 /// The shared record as this host's lead last imported it into its state directory.
@@ -112,6 +164,9 @@ struct File {
         with = "since_map"
     )]
     rotating_since: BTreeMap<String, OffsetDateTime>,
+    /// The digest of the manifest entry this host last wrote ([`super::floor::publish`]).
+    #[serde(default, rename = "@manifest", skip_serializing_if = "Option::is_none")]
+    manifest: Option<String>,
     #[serde(flatten)]
     certs: BTreeMap<String, CertVersions>,
 }
@@ -358,8 +413,9 @@ impl Versions {
         version: u64,
         value: &[u8],
     ) -> Result<()> {
-        let before = self.of(name).state;
-        check_higher(what, before.as_ref(), version)?;
+        let before = self.of(name);
+        check_higher(what, before.state.as_ref(), version)?;
+        check_floor(what, before.floor.as_ref(), |f| f.state, version)?;
         self.file.certs.entry(name.to_owned()).or_default().state = Some(Accepted {
             version,
             digest: digest(value),
@@ -380,8 +436,9 @@ impl Versions {
         serial: &str,
         not_before: OffsetDateTime,
     ) -> Result<()> {
-        let before = self.of(name).current;
-        check_higher(what, before.as_ref().map(|c| &c.value), version)?;
+        let before = self.of(name);
+        check_higher(what, before.current.as_ref().map(|c| &c.value), version)?;
+        check_floor(what, before.floor.as_ref(), |f| f.current, version)?;
         self.file.certs.entry(name.to_owned()).or_default().current = Some(AcceptedCurrent {
             value: Accepted {
                 version,
@@ -473,15 +530,115 @@ impl Versions {
     /// The version the leader writes next for the shared record of `name`: one more than the
     /// highest of `seen` (what etcd holds) and what this host accepted. Overflow is an error.
     pub(super) fn next_state(&self, name: &str, seen: u64) -> Result<u64> {
-        let kept = self.of(name).state.map_or(0, |a| a.version);
+        let kept = self.vouched_of(name).state;
         next(name, "shared record", kept.max(seen))
     }
 
     /// The same for the current certificate.
     pub(super) fn next_current(&self, name: &str, seen: u64) -> Result<u64> {
-        let kept = self.of(name).current.map_or(0, |a| a.value.version);
+        let kept = self.vouched_of(name).current;
         next(name, "current certificate", kept.max(seen))
     }
+
+    /// Accepts the tombstone `value` of `name` at `version` (counted with the shared record's
+    /// versions, as [`accept_state`](Self::accept_state)).
+    pub(super) fn accept_tombstone(
+        &mut self,
+        name: &str,
+        what: &str,
+        version: u64,
+        value: &[u8],
+    ) -> Result<()> {
+        self.accept_state(name, what, version, value)?;
+        self.file
+            .certs
+            .entry(name.to_owned())
+            .or_default()
+            .tombstone = Some(version);
+        Ok(())
+    }
+
+    /// The versions of `name` this host vouches for: the highest it accepted, or its floor.
+    pub(super) fn vouched_of(&self, name: &str) -> Vouched {
+        self.file.certs.get(name).map(vouched).unwrap_or_default()
+    }
+
+    /// What this host vouches for, by certificate (those with nothing left out).
+    pub(super) fn vouched(&self) -> BTreeMap<String, Vouched> {
+        self.file
+            .certs
+            .iter()
+            .map(|(name, v)| (name.clone(), vouched(v)))
+            .filter(|(_, v)| *v != Vouched::default())
+            .collect()
+    }
+
+    /// Whether this host has accepted nothing of `name`, and no floor was taken for it yet.
+    pub(super) fn needs_floor(&self, name: &str) -> bool {
+        self.file
+            .certs
+            .get(name)
+            .is_none_or(|v| v.state.is_none() && v.current.is_none() && v.floor.is_none())
+    }
+
+    /// Takes `floor` for `name` (see [`needs_floor`](Self::needs_floor)).
+    pub(super) fn set_floor(&mut self, name: &str, floor: Floor) {
+        self.file.certs.entry(name.to_owned()).or_default().floor = Some(floor);
+        self.changed = true;
+    }
+
+    /// The floor taken for `name`, if any.
+    pub(super) fn floor_of(&self, name: &str) -> Option<&Floor> {
+        self.file.certs.get(name)?.floor.as_ref()
+    }
+
+    /// Whether `digest` is that of the manifest entry this host wrote last.
+    pub(super) fn manifest_written(&self, digest: &str) -> bool {
+        self.file.manifest.as_deref() == Some(digest)
+    }
+
+    /// After this host wrote its manifest entry of `digest`.
+    pub(super) fn wrote_manifest(&mut self, digest: &str) {
+        self.file.manifest = Some(digest.to_owned());
+        self.changed = true;
+    }
+}
+
+/// What `v` vouches for: the highest of what was accepted and the floor.
+fn vouched(v: &CertVersions) -> Vouched {
+    let accepted = Vouched {
+        state: v.state.as_ref().map_or(0, |a| a.version),
+        current: v.current.as_ref().map_or(0, |c| c.value.version),
+        tombstone: v.tombstone.unwrap_or(0),
+    };
+    v.floor
+        .as_ref()
+        .map_or(accepted, |f| accepted.max(f.versions))
+}
+
+/// Refuses `version` below the floor's (`pick` says which of its versions): an older value
+/// than the fleet's hosts vouched for.
+fn check_floor(
+    what: &str,
+    floor: Option<&Floor>,
+    pick: impl Fn(&Vouched) -> u64,
+    version: u64,
+) -> Result<()> {
+    if let Some(f) = floor
+        && version < pick(&f.versions)
+    {
+        bail!(
+            "{what} holds version {version}, but the fleet's hosts ({}) vouch for version {} \
+             in their sealed manifest entries: an older value put back (a replay); refused",
+            if f.by.is_empty() {
+                "none named".to_owned()
+            } else {
+                f.by.join(", ")
+            },
+            pick(&f.versions)
+        );
+    }
+    Ok(())
 }
 
 /// The error of a file that does not read as versions: what it holds, why it matters, and the
@@ -492,9 +649,10 @@ fn damaged(path: &Path, e: &serde_json::Error) -> anyhow::Error {
          and current certificate this host accepted from the fleet, which is how it refuses old \
          values put back into etcd; this host does nothing with the fleet until it reads. To \
          recover: move the file aside (`mv {p} {p}.damaged`) and run again — the host then \
-         accepts what etcd holds now as the newest, so first check with `cert-agent fleet \
-         status` that the fleet's current serial is the one you expect (restoring the file \
-         from a backup of the state directory keeps the protection)",
+         takes the versions the fleet's sealed manifest vouches for as its floor, so first \
+         check with `cert-agent fleet status` that the fleet's current serial is the one you \
+         expect (restoring the file from a backup of the state directory keeps what this host \
+         accepted itself)",
         path.display(),
         p = path.display()
     )
@@ -716,6 +874,83 @@ mod tests {
         v.retire("ab12");
         assert!(v.known(&cfg("cfg-a")).is_empty());
         assert!(!v.import_changes_nothing("www", 40, "rec-a"));
+    }
+
+    #[test]
+    fn a_floor_refuses_what_is_below_it_and_the_leader_writes_above_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut v = Versions::load(dir.path()).unwrap();
+        assert!(v.needs_floor("www"));
+        v.agreed_spec("www", 3, "cfg");
+        assert!(v.needs_floor("www"), "a spec agreed is nothing accepted");
+        let floor = Floor {
+            versions: Vouched {
+                state: 5,
+                current: 2,
+                tombstone: 0,
+            },
+            by: vec!["web2".into()],
+        };
+        v.set_floor("www", floor.clone());
+        assert!(!v.needs_floor("www"));
+        // Below the floor: a replay, naming who vouched; at it and above: taken.
+        let err = v
+            .accept_current(
+                "www",
+                "/p/certs/www/current",
+                1,
+                b"c1",
+                "01",
+                OffsetDateTime::UNIX_EPOCH,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/p/certs/www/current")
+                && err.contains("replay")
+                && err.contains("web2")
+                && err.contains("version 2"),
+            "{err}"
+        );
+        assert!(v.accept_state("www", "k", 4, b"s4").is_err());
+        assert!(v.accept_tombstone("www", "k", 3, b"t3").is_err());
+        v.accept_current("www", "k", 2, b"c2", "02", OffsetDateTime::UNIX_EPOCH)
+            .unwrap();
+        v.accept_state("www", "k", 5, b"s5").unwrap();
+        assert_eq!(v.next_state("shop", 0).unwrap(), 1);
+        v.save().unwrap();
+        // Kept in the file, and vouched for with what was accepted.
+        let mut v = Versions::load(dir.path()).unwrap();
+        assert_eq!(v.floor_of("www"), Some(&floor));
+        assert_eq!(v.vouched_of("www"), floor.versions);
+        assert!(v.vouched_of("www").live());
+        // A floor alone is vouched for too, and the leader writes above it.
+        v.set_floor(
+            "shop",
+            Floor {
+                versions: Vouched {
+                    state: 9,
+                    current: 4,
+                    tombstone: 9,
+                },
+                by: Vec::new(),
+            },
+        );
+        assert_eq!(v.next_state("shop", 0).unwrap(), 10);
+        assert_eq!(v.next_current("shop", 0).unwrap(), 5);
+        assert!(!v.vouched_of("shop").live(), "retired");
+        let all = v.vouched();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all["shop"].tombstone, 9);
+        // A tombstone accepted counts with the shared record's versions.
+        v.accept_tombstone("www", "k", 6, b"t6").unwrap();
+        assert!(!v.vouched_of("www").live());
+        assert_eq!(v.next_state("www", 0).unwrap(), 7);
+        // What was written last is remembered by its digest.
+        assert!(!v.manifest_written("d1"));
+        v.wrote_manifest("d1");
+        v.save().unwrap();
+        assert!(Versions::load(dir.path()).unwrap().manifest_written("d1"));
     }
 
     #[test]

@@ -73,6 +73,8 @@ mod fleet_due;
 mod fleet_e2e;
 /// Failures in fleet mode: the fleet's and each host's, on every surface of every host.
 mod fleet_failures;
+/// A host that has accepted nothing yet takes its floor from the fleet's sealed manifest.
+mod fleet_floor;
 /// The daemon's follow loop: a failing synchronisation backs off.
 mod fleet_follow;
 /// An idle follower reads nothing per certificate until the fleet changes, then installs.

@@ -21,10 +21,11 @@ pub struct Unwritten {
 }
 
 impl Fleet {
-    /// Refuses `rel` unless it is under this host's `hosts/HOST/`.
+    /// Refuses `rel` unless it is under this host's `hosts/HOST/` or is its manifest entry
+    /// `manifest/HOST`.
     pub(super) fn check_own(&self, rel: &str) -> Result<(), FleetError> {
         let own = format!("hosts/{}/", self.host);
-        if rel.starts_with(&own) {
+        if rel.starts_with(&own) || rel == format!("manifest/{}", self.host) {
             return Ok(());
         }
         Err(FleetError::Setup(format!(

@@ -66,7 +66,7 @@ pub(in crate::fleet) fn open_tombstone(
     let (version, t): (u64, Tombstone) =
         envelope::open_json(&link.key, &link.fleet, &place, value)?;
     if versions.seen_state(name, value) != Seen::Same {
-        versions.accept_state(name, &link.fleet.key(&rel), version, value)?;
+        versions.accept_tombstone(name, &link.fleet.key(&rel), version, value)?;
     }
     Ok(t)
 }
