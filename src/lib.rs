@@ -37,6 +37,7 @@ pub mod install;
 pub mod issuer;
 pub mod monitor;
 pub mod parallel;
+pub mod preflight;
 pub mod process;
 pub mod revocation;
 pub mod run;

@@ -42,6 +42,7 @@ pub mod exit;
 mod fleet;
 mod forecast;
 mod output;
+mod preflight;
 mod retire;
 mod run_cmds;
 mod serve;
@@ -213,6 +214,10 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             let config = load_config_quietly(&cli.config)?;
             let client = client_for(&config)?;
             forecast::run(&config, &client, *days, &out, clock).await
+        }
+        Command::Preflight { names } => {
+            let config = load_config_quietly(&cli.config)?;
+            preflight::run(&config, names, &out).await
         }
         Command::Status { id: None, served } => {
             status::run(&load_config_quietly(&cli.config)?, *served, &out, clock).await

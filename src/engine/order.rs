@@ -102,6 +102,15 @@ pub enum OrderRefusal {
         count: usize,
         ids: String,
     },
+    #[error(
+        "certificate '{name}': the pre-flight stops the {what} before it is sent (nothing is \
+         billed; see docs/preflight.md): {why}"
+    )]
+    Preflight {
+        name: String,
+        what: String,
+        why: String,
+    },
 }
 
 /// The outcome of [`ensure_order`].
@@ -174,7 +183,7 @@ fn announcement(
 pub struct ProductCache(tokio::sync::OnceCell<Vec<Product>>);
 
 impl ProductCache {
-    async fn get(&self, client: &Client) -> Result<&[Product]> {
+    pub(super) async fn get(&self, client: &Client) -> Result<&[Product]> {
         self.0
             .get_or_try_init(|| client.products(false))
             .await
@@ -220,6 +229,7 @@ pub(super) async fn ensure_order(
     check_names(cert, product)?;
     let price = check_price(config, cert, product)?;
     check_clock(cert, client, now)?;
+    super::preflight::gate(config, job, product, "order").await?;
 
     let pending = keys::ensure_pending_key(job.store(), cert, &mut job.rec, now)?;
     let csr_pem = pending.csr_pem.clone();

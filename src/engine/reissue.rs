@@ -64,6 +64,18 @@ pub(super) async fn start(
             cert.name
         );
     }
+    // The reissue is validated again like an order: a name whose CAA or DNSSEC stops the CA
+    // is found here, before the request.
+    match ctx.products.get(ctx.client()?).await {
+        Ok(list) => {
+            if let Some(product) = list.iter().find(|p| p.id == cert.order.product_id) {
+                super::preflight::gate(ctx.config, job, product, "reissue").await?;
+            }
+        }
+        Err(e) => {
+            tracing::warn!(certificate = %cert.name, "{e:#}; the reissue goes without its pre-flight");
+        }
+    }
     let key = if new_key {
         PrivateKey::generate(keys::key_type(cert))?
     } else {

@@ -3,12 +3,13 @@
 //! tests hold the three together: a key added to one and forgotten in another fails here.
 
 use crate::config::keys::{
-    ACME_KEYS, AGENT_KEYS, API_KEYS, CERT_ONLY_KEYS, FLEET_KEYS, REVOCATION_KEYS, SHARED_KEYS,
-    VALIDATION_KEYS,
+    ACME_KEYS, AGENT_KEYS, API_KEYS, CERT_ONLY_KEYS, FLEET_KEYS, PREFLIGHT_KEYS, REVOCATION_KEYS,
+    SHARED_KEYS, VALIDATION_KEYS,
 };
 
 const REFERENCE: &str = include_str!("../../../docs/configuration.md");
-const READERS: [&str; 9] = [
+const READERS: [&str; 10] = [
+    include_str!("../validate/preflight.rs"),
     include_str!("../validate/acme.rs"),
     include_str!("../validate/revocation.rs"),
     include_str!("../validate/mod.rs"),
@@ -27,6 +28,7 @@ fn accepted() -> impl Iterator<Item = &'static str> {
         API_KEYS,
         CERT_ONLY_KEYS,
         FLEET_KEYS,
+        PREFLIGHT_KEYS,
         REVOCATION_KEYS,
         SHARED_KEYS,
         VALIDATION_KEYS,

@@ -11,7 +11,7 @@ use super::super::DEFAULT_VALIDATION_WARNING_DAYS;
 use super::super::error::Problem;
 use super::super::keys::{CERT_ONLY_KEYS, SHARED_KEYS, TOP_KEYS};
 use super::super::types::{
-    AgentConfig, CertificateConfig, Config, RevocationConfig, ValidationConfig,
+    AgentConfig, CertificateConfig, Config, PreflightConfig, RevocationConfig, ValidationConfig,
 };
 use super::super::{cache, include};
 use super::{Checker, breaks_of, type_name};
@@ -51,6 +51,10 @@ impl Checker<'_> {
         let revocation = match table_of(self, "revocation") {
             Some((t, header)) => self.revocation(t, header),
             None => Some(RevocationConfig::default()),
+        };
+        let preflight = match table_of(self, "preflight") {
+            Some((t, header)) => self.preflight(t, header),
+            None => Some(PreflightConfig::default()),
         };
         let acme = match table_of(self, "acme") {
             Some((t, _)) => self.acme_cas(t),
@@ -135,6 +139,7 @@ impl Checker<'_> {
         let fleet = fleet?;
         let validation = validation?;
         let revocation = revocation?;
+        let preflight = preflight?;
         Some(Config {
             path: path.to_path_buf(),
             api,
@@ -142,6 +147,7 @@ impl Checker<'_> {
             fleet,
             validation,
             revocation,
+            preflight,
             acme,
             certificates,
             fragments,

@@ -7,6 +7,7 @@ mod api;
 mod certificate;
 mod document;
 mod fleet;
+mod preflight;
 mod revocation;
 mod validation;
 

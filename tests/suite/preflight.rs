@@ -1,0 +1,143 @@
+//! The pre-flight before a billed order against real DNS: nsd serving the test's zones and a
+//! validating unbound in front of it. Where the pre-flight fails the sandbox sees no order;
+//! where it passes, exactly one.
+
+use crate::support;
+
+use support::dns::{self, DnsWorld};
+use support::env::TestEnv;
+
+/// A world whose certificate `www` names `domains` (standalone validation) and whose
+/// `[preflight]` asks `dns`'s resolver.
+fn env_for(dns: &DnsWorld, domains: &[&str]) -> TestEnv {
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", domains);
+    env.certs.push(spec);
+    env.preflight = dns.section();
+    env
+}
+
+/// A renew that the pre-flight stops: no order reaches the sandbox, the message names what
+/// is given in `names`, and the certificate backs off (a second plain run sends nothing).
+#[track_caller]
+fn stopped(domains: &[&str], names: &[&str]) {
+    if !dns::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let env = env_for(&dns, domains);
+    let out = env.renew();
+    out.expect_failure();
+    let text = out.text();
+    assert!(
+        text.contains("pre-flight stops the order"),
+        "{}",
+        out.describe()
+    );
+    for n in names {
+        assert!(text.contains(n), "{n:?} not named\n{}", out.describe());
+    }
+    assert_eq!(env.order_posts(), 0, "no order sent");
+    assert_eq!(env.billed(), 0);
+    let rec = env.record("www").expect("record");
+    assert!(!rec["retry_after"].is_null(), "backs off: {rec:#}");
+    let again = env.renew();
+    assert_eq!(
+        env.order_posts(),
+        0,
+        "no order after the backoff's run\n{}",
+        again.describe()
+    );
+}
+
+/// A renew that the pre-flight lets through: one order, installed.
+#[track_caller]
+fn passes(domains: &[&str]) {
+    if !dns::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let env = env_for(&dns, domains);
+    let out = env.renew();
+    out.expect_code(0);
+    out.installed_serial("www");
+    assert_eq!(env.order_posts(), 1);
+    assert_eq!(env.billed(), 1);
+}
+
+#[test]
+fn caa_naming_the_products_ca_lets_the_order_through() {
+    passes(&["allow.ok.test"]);
+}
+
+#[test]
+fn caa_naming_another_ca_stops_the_order() {
+    stopped(
+        &["forbid.ok.test"],
+        &["forbid.ok.test", "letsencrypt.org", dns::OURS],
+    );
+}
+
+#[test]
+fn caa_issuewild_none_stops_only_a_wildcard() {
+    passes(&["wild.ok.test"]);
+    stopped(&["*.wild.ok.test"], &["*.wild.ok.test", "issuewild"]);
+}
+
+#[test]
+fn caa_of_the_parent_naming_another_ca_stops_the_order() {
+    stopped(
+        &["www.parent.ok.test"],
+        &["www.parent.ok.test", "CAA at parent.ok.test"],
+    );
+}
+
+#[test]
+fn caa_critical_unknown_tag_stops_the_order() {
+    stopped(
+        &["critical.ok.test"],
+        &["critical.ok.test", "tbs", "critical"],
+    );
+}
+
+#[test]
+fn bogus_zone_stops_the_order_naming_record_and_zone() {
+    stopped(
+        &["www.bad.test"],
+        &["CAA www.bad.test", "zone bad.test", "DNSSEC"],
+    );
+}
+
+/// `cert-agent preflight --json` on demand: the failing name with its fix, exit 3; nothing
+/// ordered.
+#[test]
+fn preflight_command_reports_without_ordering() {
+    if !dns::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let env = env_for(&dns, &["allow.ok.test", "forbid.ok.test"]);
+    let out = env.agent(["--json", "preflight"]).run();
+    out.expect_code(3);
+    let v = out.json();
+    let findings = v[0]["findings"].as_array().expect("findings");
+    let level = |name: &str| {
+        findings
+            .iter()
+            .find(|f| f["name"] == name && f["check"] == "caa")
+            .map(|f| f["level"].clone())
+    };
+    assert_eq!(
+        level("allow.ok.test"),
+        Some("ok".into()),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(
+        level("forbid.ok.test"),
+        Some("failure".into()),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(env.order_posts(), 0);
+}
