@@ -44,7 +44,7 @@ pub(super) async fn run(config: &Config, names: &[String], out: &Output) -> Resu
                         product.and_then(|p| p.brand.as_deref()),
                     )
                 }
-                Issuer::Acme(name) => acme_identities(config, name),
+                Issuer::Acme(name) => gate::acme_identities(config, name),
             };
         let who = Requester {
             identities: &ids,
@@ -64,24 +64,6 @@ pub(super) async fn run(config: &Config, names: &[String], out: &Output) -> Resu
         out!("{}", render(&items, &settings.resolver.to_string()));
     }
     Ok(if failed { exit::PARTIAL } else { exit::OK })
-}
-
-/// An ACME CA's identities: `[preflight] caa_identities` for its name, else Let's Encrypt's
-/// for a directory there.
-fn acme_identities(config: &Config, name: &str) -> Vec<String> {
-    if let Some(ids) = config
-        .preflight
-        .caa_identities
-        .get(&name.to_ascii_lowercase())
-    {
-        return ids.clone();
-    }
-    match config.acme.get(name) {
-        Some(ca) if ca.directory.contains("letsencrypt.org") => {
-            preflight::known_identities(["letsencrypt"])
-        }
-        _ => Vec::new(),
-    }
 }
 
 fn render(items: &[Item<'_>], resolver: &str) -> String {

@@ -102,15 +102,6 @@ pub enum OrderRefusal {
         count: usize,
         ids: String,
     },
-    #[error(
-        "certificate '{name}': the pre-flight stops the {what} before it is sent (nothing is \
-         billed; see docs/preflight.md): {why}"
-    )]
-    Preflight {
-        name: String,
-        what: String,
-        why: String,
-    },
 }
 
 /// The outcome of [`ensure_order`].
@@ -229,7 +220,8 @@ pub(super) async fn ensure_order(
     check_names(cert, product)?;
     let price = check_price(config, cert, product)?;
     check_clock(cert, client, now)?;
-    super::preflight::gate(config, job, product, "order").await?;
+    let ids = super::preflight::product_identities(config, product);
+    super::preflight::gate(config, job, &ids, None, "order").await?;
 
     let pending = keys::ensure_pending_key(job.store(), cert, &mut job.rec, now)?;
     let csr_pem = pending.csr_pem.clone();

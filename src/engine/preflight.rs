@@ -6,10 +6,22 @@ use anyhow::Result;
 
 use crate::api::Product;
 use crate::config::{CertificateConfig, Config, DcvMethod};
-use crate::preflight::{self, Report, Requester, Settings};
+use crate::preflight::{self, Requester, Settings};
 
 use super::job::Job;
-use super::order::OrderRefusal;
+
+/// A request the pre-flight stopped before it was sent: a refusal the operator acts on, as
+/// the order's own refusals are.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "certificate '{name}': the pre-flight stops the {what} before it is sent (nothing is \
+     billed; see docs/preflight.md): {why}"
+)]
+pub struct Stopped {
+    name: String,
+    what: String,
+    why: String,
+}
 
 /// Where the system's resolver is named.
 const RESOLV_CONF: &str = "/etc/resolv.conf";
@@ -53,28 +65,46 @@ pub fn method(cert: &CertificateConfig) -> &'static str {
     }
 }
 
-/// Runs the pre-flight for a certificate of `product`.
-pub async fn run(config: &Config, cert: &CertificateConfig, product: &Product) -> Report {
-    let ids = identities(config, product.issuer.as_deref(), product.brand.as_deref());
-    let who = Requester {
-        identities: &ids,
-        account_uri: None,
-        method: Some(method(cert)),
-    };
-    preflight::check(&settings(config), &cert.domains, &who).await
+/// An ACME CA's CAA identities: `[preflight] caa_identities` for its name, else Let's
+/// Encrypt's for a directory there.
+pub fn acme_identities(config: &Config, name: &str) -> Vec<String> {
+    if let Some(ids) = config
+        .preflight
+        .caa_identities
+        .get(&name.to_ascii_lowercase())
+    {
+        return ids.clone();
+    }
+    match config.acme.get(name) {
+        Some(ca) if ca.directory.contains("letsencrypt.org") => {
+            preflight::known_identities(["letsencrypt"])
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The identities of a Partner product's CA.
+pub fn product_identities(config: &Config, product: &Product) -> Vec<String> {
+    identities(config, product.issuer.as_deref(), product.brand.as_deref())
 }
 
 /// The pre-flight before `what` (an order, a reissue): warnings are logged, failures stop it
-/// with [`OrderRefusal::Preflight`], journaled, and (before a first order) the record is
+/// with [`Stopped`], journaled, and (before a first order) the record is
 /// marked refused so that it backs off from the first failure.
 pub(super) async fn gate(
     config: &Config,
     job: &mut Job<'_>,
-    product: &Product,
+    identities: &[String],
+    account_uri: Option<&str>,
     what: &str,
 ) -> Result<()> {
     let cert = job.cert;
-    let report = run(config, cert, product).await;
+    let who = Requester {
+        identities,
+        account_uri,
+        method: Some(method(cert)),
+    };
+    let report = preflight::check(&settings(config), &cert.domains, &who).await;
     for w in report.warnings() {
         tracing::warn!(certificate = %cert.name, "pre-flight: {}: {}", w.name, w.message);
     }
@@ -97,7 +127,7 @@ pub(super) async fn gate(
         "preflight-failed",
         serde_json::json!({ "before": what, "findings": failures }),
     )?;
-    Err(OrderRefusal::Preflight {
+    Err(Stopped {
         name: cert.name.clone(),
         what: what.to_owned(),
         why,

@@ -69,7 +69,8 @@ pub(super) async fn start(
     match ctx.products.get(ctx.client()?).await {
         Ok(list) => {
             if let Some(product) = list.iter().find(|p| p.id == cert.order.product_id) {
-                super::preflight::gate(ctx.config, job, product, "reissue").await?;
+                let ids = super::preflight::product_identities(ctx.config, product);
+                super::preflight::gate(ctx.config, job, &ids, None, "reissue").await?;
             }
         }
         Err(e) => {

@@ -5,13 +5,19 @@
 use crate::support;
 
 use support::dns::{self, DnsWorld};
-use support::env::TestEnv;
+use support::env::{CertSpec, TestEnv};
 
 /// A world whose certificate `www` names `domains` (standalone validation) and whose
 /// `[preflight]` asks `dns`'s resolver.
 fn env_for(dns: &DnsWorld, domains: &[&str]) -> TestEnv {
+    env_with(dns, domains, |_| {})
+}
+
+/// [`env_for`] with the certificate's spec changed by `edit`.
+fn env_with(dns: &DnsWorld, domains: &[&str], edit: impl FnOnce(&mut CertSpec)) -> TestEnv {
     let mut env = TestEnv::new();
-    let spec = env.standalone_spec("www", domains);
+    let mut spec = env.standalone_spec("www", domains);
+    edit(&mut spec);
     env.certs.push(spec);
     env.preflight = dns.section();
     env
@@ -21,11 +27,17 @@ fn env_for(dns: &DnsWorld, domains: &[&str]) -> TestEnv {
 /// is given in `names`, and the certificate backs off (a second plain run sends nothing).
 #[track_caller]
 fn stopped(domains: &[&str], names: &[&str]) {
+    stopped_with(domains, names, |_| {});
+}
+
+/// [`stopped`] with the certificate's spec changed by `edit`.
+#[track_caller]
+fn stopped_with(domains: &[&str], names: &[&str], edit: impl FnOnce(&mut CertSpec)) {
     if !dns::require() {
         return;
     }
     let dns = DnsWorld::start();
-    let env = env_for(&dns, domains);
+    let env = env_with(&dns, domains, edit);
     let out = env.renew();
     out.expect_failure();
     let text = out.text();
@@ -81,7 +93,17 @@ fn caa_naming_another_ca_stops_the_order() {
 #[test]
 fn caa_issuewild_none_stops_only_a_wildcard() {
     passes(&["wild.ok.test"]);
-    stopped(&["*.wild.ok.test"], &["*.wild.ok.test", "issuewild"]);
+    // A wildcard cannot be validated over HTTP: by email, which the pre-flight does not
+    // change.
+    stopped_with(
+        &["*.wild.ok.test"],
+        &["*.wild.ok.test", "issuewild"],
+        |spec| {
+            spec.product_id = 1102; // Aurora DV Wildcard, issuer s-one
+            spec.dcv = Some("email".into());
+            spec.extra.push_str("dcv_email = \"admin@wild.ok.test\"\n");
+        },
+    );
 }
 
 #[test]
@@ -139,5 +161,38 @@ fn preflight_command_reports_without_ordering() {
         "{}",
         out.describe()
     );
+    assert_eq!(env.order_posts(), 0);
+}
+
+/// The cost of the pre-flight at 1,000 names (10 certificates of 100 names below one CAA
+/// set): questions and time as `preflight --json` reports them, printed for the docs; every
+/// name passes and at most one question per name and one per shared parent is asked.
+#[test]
+fn preflight_of_1000_names_asks_about_one_question_per_name() {
+    if !dns::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let mut env = TestEnv::new();
+    for c in 0..10 {
+        let names: Vec<String> = (0..100)
+            .map(|n| format!("n{c}-{n}.allow.ok.test"))
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let spec = env.standalone_spec(&format!("c{c}"), &names);
+        env.certs.push(spec);
+    }
+    env.preflight = dns.section();
+    let started = std::time::Instant::now();
+    let out = env.agent(["--json", "preflight"]).run();
+    let wall = started.elapsed();
+    out.expect_code(0);
+    let v = out.json();
+    let items = v.as_array().expect("array");
+    assert_eq!(items.len(), 10);
+    let queries: u64 = items.iter().map(|i| i["queries"].as_u64().unwrap()).sum();
+    let millis: u64 = items.iter().map(|i| i["millis"].as_u64().unwrap()).sum();
+    eprintln!("pre-flight of 1000 names: {queries} questions, {millis} ms checking, {wall:?} wall");
+    assert!(queries <= 1000 + 10 * 2, "{queries} questions");
     assert_eq!(env.order_posts(), 0);
 }

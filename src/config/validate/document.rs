@@ -52,10 +52,7 @@ impl Checker<'_> {
             Some((t, header)) => self.revocation(t, header),
             None => Some(RevocationConfig::default()),
         };
-        let preflight = match table_of(self, "preflight") {
-            Some((t, header)) => self.preflight(t, header),
-            None => Some(PreflightConfig::default()),
-        };
+        let preflight = table_of(self, "preflight").map(|(t, header)| self.preflight(t, header));
         let acme = match table_of(self, "acme") {
             Some((t, _)) => self.acme_cas(t),
             None => std::collections::BTreeMap::new(),
@@ -139,7 +136,7 @@ impl Checker<'_> {
         let fleet = fleet?;
         let validation = validation?;
         let revocation = revocation?;
-        let preflight = preflight?;
+        let preflight = preflight.unwrap_or_else(|| Some(PreflightConfig::default()))?;
         Some(Config {
             path: path.to_path_buf(),
             api,
