@@ -9,7 +9,8 @@
 //!   fleet's leader takes part through `engine::Lead`;
 //! - `engine → issuer` (what only one kind of CA knows: the Partner API's side of validation,
 //!   as neutral challenges; the ACME issuer) `→` the leaves;
-//! - `engine` → the leaves `api`, `bundle`, `config`, `dcv`, `install`, `revocation`, `store`;
+//! - `engine` → the leaves `api`, `bundle`, `config`, `dcv`, `install`, `preflight` (DNS
+//!   checks before an order), `revocation`, `store`;
 //!   `discover` is a leaf too (`→ api, config`), and `revocation` reads `api`, `config` and
 //!   `store`;
 //! - the other leaves import no sibling, only the foundation: `crypto`, `values` (value types
