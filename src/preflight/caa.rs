@@ -69,9 +69,12 @@ pub fn parse(rdata: &[u8]) -> Result<Caa, CaaError> {
     })
 }
 
+/// An `issue`/`issuewild` value as read: the issuer domain and the parameters in order.
+pub type IssuerValue = (Option<String>, Vec<(String, String)>);
+
 /// An `issue`/`issuewild` value: the issuer domain (`None` for `";"`, which names no CA) and
 /// its parameters, or `None` when the value is malformed (then it authorises no CA).
-pub fn issuer_value(value: &[u8]) -> Option<(Option<String>, Vec<(String, String)>)> {
+pub fn issuer_value(value: &[u8]) -> Option<IssuerValue> {
     let text = std::str::from_utf8(value).ok()?;
     let mut parts = text.split(';');
     let domain = parts.next().unwrap_or("").trim();

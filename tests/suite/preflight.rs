@@ -24,7 +24,8 @@ fn env_with(dns: &DnsWorld, domains: &[&str], edit: impl FnOnce(&mut CertSpec)) 
 }
 
 /// A renew that the pre-flight stops: no order reaches the sandbox, the message names what
-/// is given in `names`, and the certificate backs off (a second plain run sends nothing).
+/// is given in `names`, the certificate backs off (a second plain run sends nothing), and
+/// `status` and `check` show why.
 #[track_caller]
 fn stopped(domains: &[&str], names: &[&str]) {
     stopped_with(domains, names, |_| {});
@@ -60,6 +61,15 @@ fn stopped_with(domains: &[&str], names: &[&str], edit: impl FnOnce(&mut CertSpe
         "no order after the backoff's run\n{}",
         again.describe()
     );
+    // The failure shows where the operator looks.
+    let status = env.agent(["--json", "status"]).run();
+    assert!(
+        status.text().contains("pre-flight stops the order"),
+        "{}",
+        status.describe()
+    );
+    let check = env.agent(["check"]).run();
+    assert!(check.text().contains("pre-flight"), "{}", check.describe());
 }
 
 /// A renew that the pre-flight lets through: one order, installed.

@@ -2,6 +2,8 @@
 //! (`ok.test` signed with `ldns-signzone`, `bad.test` signed and then altered so that its
 //! signatures fail) and Debian's `unbound` validating in front of it with both zones' trust
 //! anchors, each on a free loopback port. Stopped on drop.
+// Also compiled into tests/api_logs.rs through `mod support`, which uses none of it.
+#![allow(dead_code)]
 
 use std::fs;
 use std::net::{SocketAddr, TcpStream};
