@@ -203,6 +203,7 @@ fn preflight_of_1000_names_asks_about_one_question_per_name() {
     let queries: u64 = items.iter().map(|i| i["queries"].as_u64().unwrap()).sum();
     let millis: u64 = items.iter().map(|i| i["millis"].as_u64().unwrap()).sum();
     eprintln!("pre-flight of 1000 names: {queries} questions, {millis} ms checking, {wall:?} wall");
-    assert!(queries <= 1000 + 10 * 2, "{queries} questions");
+    // One per name, one per certificate for the shared CAA set, a few retries at most.
+    assert!((1010..=1030).contains(&queries), "{queries} questions");
     assert_eq!(env.order_posts(), 0);
 }
