@@ -335,3 +335,6 @@ pub fn system_resolver(resolv_conf: &str) -> Option<SocketAddr> {
             .map(|ip| SocketAddr::new(ip, 53))
     })
 }
+
+#[cfg(test)]
+mod tests;
