@@ -65,16 +65,19 @@ pub(super) async fn start(
         );
     }
     // The reissue is validated again like an order: a name whose CAA or DNSSEC stops the CA
-    // is found here, before the request.
-    match ctx.products.get(ctx.client()?).await {
-        Ok(list) => {
-            if let Some(product) = list.iter().find(|p| p.id == cert.order.product_id) {
-                let ids = super::preflight::product_identities(ctx.config, product);
-                super::preflight::gate(ctx.config, job, &ids, None, "reissue").await?;
+    // is found here, before the request. The product list (read once per run) names the CA;
+    // it is not read when no check is on.
+    if ctx.config.preflight.caa || ctx.config.preflight.dnssec {
+        match ctx.products.get(ctx.client()?).await {
+            Ok(list) => {
+                if let Some(product) = list.iter().find(|p| p.id == cert.order.product_id) {
+                    let ids = super::preflight::product_identities(ctx.config, product);
+                    super::preflight::gate(ctx.config, job, &ids, None, "reissue").await?;
+                }
             }
-        }
-        Err(e) => {
-            tracing::warn!(certificate = %cert.name, "{e:#}; the reissue goes without its pre-flight");
+            Err(e) => {
+                tracing::warn!(certificate = %cert.name, "{e:#}; the reissue goes without its pre-flight");
+            }
         }
     }
     let key = if new_key {
