@@ -9,10 +9,10 @@
 //!   fleet's leader takes part through `engine::Lead`;
 //! - `engine → issuer` (what only one kind of CA knows: the Partner API's side of validation,
 //!   as neutral challenges; the ACME issuer) `→` the leaves;
-//! - `engine` → the leaves `api`, `bundle`, `config`, `dcv`, `install`, `revocation`, `store`;
-//!   `discover` is a leaf too (`→ api, config`), `certbot` (certbot's directory, for
-//!   `import certbot`) reads `crypto`, `store` and the ACME issuer's account file, and
-//!   `revocation` reads `api`, `config` and `store`;
+//! - `engine` → the leaves `api`, `bundle`, `config`, `dcv`, `install`, `preflight` (DNS
+//!   checks before an order), `revocation`, `store`; `discover` is a leaf too (`→ api,
+//!   config`), `certbot` (certbot's directory, for `import certbot`) reads `crypto`, `store`
+//!   and the ACME issuer's account file, and `revocation` reads `api`, `config` and `store`;
 //! - the other leaves import no sibling, only the foundation: `crypto`, `values` (value types
 //!   several layers name), `clock`, `fsutil`, `process` (finding and running programs),
 //!   `signal`, `failpoint`, `http_serve` (the serve loop of the small HTTP servers),
@@ -39,6 +39,7 @@ pub mod install;
 pub mod issuer;
 pub mod monitor;
 pub mod parallel;
+pub mod preflight;
 pub mod process;
 pub mod revocation;
 pub mod run;

@@ -83,6 +83,7 @@ async fn api_command(
         | Command::Serve
         | Command::Check(_)
         | Command::Forecast { .. }
+        | Command::Preflight { .. }
         | Command::Discover(_)
         | Command::Import(_)
         | Command::Placeholder { .. }

@@ -95,6 +95,18 @@ pub enum Command {
         days: u32,
     },
 
+    /// The DNS checks made before a billed order, on demand: CAA and DNSSEC for every name.
+    ///
+    /// For each name the relevant CAA records (the closest found climbing the tree, CNAMEs
+    /// followed) must let the product's CA issue, and the answers must validate (DNSSEC):
+    /// a bogus zone or a CAA record that forbids the CA is FAILED (exit 3), an unsigned zone
+    /// a WARNING. Asks the resolver of [preflight] (default: the system's) and the product
+    /// list; nothing is ordered. See docs/preflight.md.
+    Preflight {
+        /// Certificates to check (default: all configured).
+        names: Vec<String>,
+    },
+
     /// List the certificates of the account, newest first.
     ///
     /// Without --page, --scope or --q the API returns every certificate in one answer.

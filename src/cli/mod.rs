@@ -43,6 +43,7 @@ mod fleet;
 mod forecast;
 mod import;
 mod output;
+mod preflight;
 mod retire;
 mod run_cmds;
 mod serve;
@@ -217,6 +218,10 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             let config = load_config_quietly(&cli.config)?;
             let client = client_for(&config)?;
             forecast::run(&config, &client, *days, &out, clock).await
+        }
+        Command::Preflight { names } => {
+            let config = load_config_quietly(&cli.config)?;
+            preflight::run(&config, names, &out).await
         }
         Command::Status { id: None, served } => {
             status::run(&load_config_quietly(&cli.config)?, *served, &out, clock).await

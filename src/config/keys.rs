@@ -6,6 +6,7 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "fleet",
     "validation",
     "revocation",
+    "preflight",
     "acme",
     "defaults",
     "certificate",
@@ -13,6 +14,13 @@ pub(super) const TOP_KEYS: &[&str] = &[
 pub(super) const VALIDATION_KEYS: &[&str] = &["reuse_days", "warning_days"];
 pub(super) const REVOCATION_KEYS: &[&str] =
     &["check", "max_crl_bytes", "timeout_secs", "refresh_secs"];
+pub(super) const PREFLIGHT_KEYS: &[&str] = &[
+    "caa",
+    "dnssec",
+    "resolver",
+    "timeout_secs",
+    "caa_identities",
+];
 pub(super) const ACME_KEYS: &[&str] = &[
     "directory",
     "contact",

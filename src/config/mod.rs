@@ -41,7 +41,8 @@ pub use rules::{validate_certificate_name, validate_domain, validate_email};
 pub use select::UnknownCertificate;
 pub use types::{
     AcmeCa, AgentConfig, ApiConfig, CertificateConfig, CommandLine, Config, DcvMethod, Family,
-    FleetConfig, Issuer, KeyType, RevocationConfig, ServerKind, ValidationConfig, Webroot,
+    FleetConfig, Issuer, KeyType, PreflightConfig, RevocationConfig, ServerKind, ValidationConfig,
+    Webroot,
 };
 
 /// Default configuration file.
@@ -80,6 +81,8 @@ pub const DEFAULT_VERIFY_ADDRESS: &str = "127.0.0.1:443";
 pub const DEFAULT_RETRIES: u32 = 3;
 /// `[revocation] max_crl_bytes`: 10 MiB.
 pub const DEFAULT_MAX_CRL_BYTES: u64 = 10 * 1024 * 1024;
+/// Default `[preflight] timeout_secs`.
+pub const DEFAULT_PREFLIGHT_TIMEOUT_SECS: u64 = 3;
 /// `[revocation] timeout_secs`.
 pub const DEFAULT_CRL_TIMEOUT_SECS: u64 = 30;
 /// Default `[revocation] refresh_secs`: a kept CRL is fetched again after six hours, before

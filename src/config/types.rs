@@ -23,6 +23,8 @@ pub struct Config {
     pub validation: ValidationConfig,
     /// `[revocation]`: reading the CRLs of the installed certificates.
     pub revocation: RevocationConfig,
+    /// `[preflight]`: the DNS checks before a billed order.
+    pub preflight: PreflightConfig,
     /// `[acme.NAME]`: the ACME CAs certificates may choose with `issuer = "NAME"`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub acme: BTreeMap<String, AcmeCa>,
@@ -227,6 +229,37 @@ impl Default for RevocationConfig {
             max_crl_bytes: super::DEFAULT_MAX_CRL_BYTES,
             timeout_secs: super::DEFAULT_CRL_TIMEOUT_SECS,
             refresh_secs: super::DEFAULT_CRL_REFRESH_SECS,
+        }
+    }
+}
+
+/// `[preflight]`: the DNS checks made before a billed order (docs/preflight.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PreflightConfig {
+    /// Check that CAA lets the product's CA issue; default true.
+    pub caa: bool,
+    /// Ask with DNSSEC and stop an order for a name whose zone does not validate; default
+    /// true.
+    pub dnssec: bool,
+    /// The resolver asked; default the first nameserver of /etc/resolv.conf.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolver: Option<SocketAddr>,
+    /// Time limit of one DNS question, in seconds (each is tried twice); default 3.
+    pub timeout_secs: u64,
+    /// CAA identities by issuer value (a Partner product's `issuer` or brand, an ACME CA's
+    /// name), replacing the built-in ones.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub caa_identities: BTreeMap<String, Vec<String>>,
+}
+
+impl Default for PreflightConfig {
+    fn default() -> Self {
+        Self {
+            caa: true,
+            dnssec: true,
+            resolver: None,
+            timeout_secs: super::DEFAULT_PREFLIGHT_TIMEOUT_SECS,
+            caa_identities: BTreeMap::new(),
         }
     }
 }

@@ -288,6 +288,8 @@ async fn order(
                 profile,
                 replaces: replaces.then(|| installed_leaf_der(job)).flatten(),
             };
+            let ids = super::preflight::acme_identities(ctx.config, &ca.name);
+            super::preflight::gate(ctx.config, job, &ids, Some(account.id()), "order").await?;
             let placed = acme::place_with(&account, &cert.domains, method, &options)
                 .await
                 .with_context(|| format!("could not order from the ACME CA '{}'", ca.name))?;

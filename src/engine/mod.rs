@@ -23,6 +23,7 @@ pub mod order;
 pub mod placeholder;
 pub mod plan;
 mod poll;
+pub mod preflight;
 mod publish;
 mod reissue;
 mod report;

@@ -174,7 +174,7 @@ fn announcement(
 pub struct ProductCache(tokio::sync::OnceCell<Vec<Product>>);
 
 impl ProductCache {
-    async fn get(&self, client: &Client) -> Result<&[Product]> {
+    pub(super) async fn get(&self, client: &Client) -> Result<&[Product]> {
         self.0
             .get_or_try_init(|| client.products(false))
             .await
@@ -220,6 +220,8 @@ pub(super) async fn ensure_order(
     check_names(cert, product)?;
     let price = check_price(config, cert, product)?;
     check_clock(cert, client, now)?;
+    let ids = super::preflight::product_identities(config, product);
+    super::preflight::gate(config, job, &ids, None, "order").await?;
 
     let pending = keys::ensure_pending_key(job.store(), cert, &mut job.rec, now)?;
     let csr_pem = pending.csr_pem.clone();

@@ -64,6 +64,22 @@ pub(super) async fn start(
             cert.name
         );
     }
+    // The reissue is validated again like an order: a name whose CAA or DNSSEC stops the CA
+    // is found here, before the request. The product list (read once per run) names the CA;
+    // it is not read when no check is on.
+    if ctx.config.preflight.caa || ctx.config.preflight.dnssec {
+        match ctx.products.get(ctx.client()?).await {
+            Ok(list) => {
+                if let Some(product) = list.iter().find(|p| p.id == cert.order.product_id) {
+                    let ids = super::preflight::product_identities(ctx.config, product);
+                    super::preflight::gate(ctx.config, job, &ids, None, "reissue").await?;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(certificate = %cert.name, "{e:#}; the reissue goes without its pre-flight");
+            }
+        }
+    }
     let key = if new_key {
         PrivateKey::generate(keys::key_type(cert))?
     } else {

@@ -118,6 +118,8 @@ mod e2e_rollback;
 mod e2e_standalone;
 /// The install layer against real nginx and apache2.
 mod install_e2e;
+/// CAA and DNSSEC checked before a billed order, against nsd and a validating unbound.
+mod preflight;
 
 // --- Faults ---
 /// API faults: 5xx bursts, stalls, malformed JSON, token rotation, TLS problems, redirects.

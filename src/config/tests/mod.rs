@@ -616,3 +616,54 @@ fn revocation_section() {
         &["`max_crl_bytes`", "between 1024 and 1073741824 (got 10)"],
     );
 }
+
+#[test]
+fn preflight_section() {
+    let r = |body: &str| format!("{MINIMAL}[preflight]\n{body}\n");
+    let c = parse(MINIMAL).unwrap();
+    assert!(c.preflight.caa && c.preflight.dnssec);
+    assert_eq!(c.preflight.resolver, None);
+    assert_eq!(c.preflight.timeout_secs, 3);
+    let c = parse(&r(
+        "caa = false\ndnssec = false\nresolver = \"127.0.0.1:5353\"\ntimeout_secs = 10\n\
+         caa_identities = { \"S-One\" = [\"Sectigo.com\", \"comodoca.com\"] }",
+    ))
+    .unwrap();
+    assert!(!c.preflight.caa && !c.preflight.dnssec);
+    assert_eq!(
+        c.preflight.resolver,
+        Some("127.0.0.1:5353".parse().unwrap())
+    );
+    assert_eq!(c.preflight.timeout_secs, 10);
+    assert_eq!(
+        c.preflight.caa_identities.get("s-one"),
+        Some(&vec!["sectigo.com".to_owned(), "comodoca.com".to_owned()])
+    );
+    let line = MINIMAL.lines().count() + 2;
+    assert_one(
+        &r("resolver = \"dns.example\""),
+        line,
+        &["`resolver`", "not an IP address and port"],
+    );
+    assert_one(
+        &r("timeout_secs = 0"),
+        line,
+        &["`timeout_secs`", "between 1 and 60"],
+    );
+    assert_one(
+        &r("caa_identities = { \"s-one\" = [] }"),
+        line,
+        &["`caa_identities`", "\"s-one\"", "non-empty array"],
+    );
+    assert_one(
+        &r("caa_identities = { \"s-one\" = [\"not a domain\"] }"),
+        line,
+        &["`caa_identities`", "CAA issuer domain names"],
+    );
+    assert_one(
+        &r("caa_identities = 3"),
+        line,
+        &["`caa_identities`", "expected a table"],
+    );
+    assert_one(&r("cca = true"), line, &["unknown key `cca`", "`caa`"]);
+}

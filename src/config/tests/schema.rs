@@ -3,12 +3,13 @@
 //! tests hold the three together: a key added to one and forgotten in another fails here.
 
 use crate::config::keys::{
-    ACME_KEYS, AGENT_KEYS, API_KEYS, CERT_ONLY_KEYS, FLEET_KEYS, REVOCATION_KEYS, SHARED_KEYS,
-    VALIDATION_KEYS,
+    ACME_KEYS, AGENT_KEYS, API_KEYS, CERT_ONLY_KEYS, FLEET_KEYS, PREFLIGHT_KEYS, REVOCATION_KEYS,
+    SHARED_KEYS, VALIDATION_KEYS,
 };
 
 const REFERENCE: &str = include_str!("../../../docs/configuration.md");
-const READERS: [&str; 10] = [
+const READERS: [&str; 11] = [
+    include_str!("../validate/preflight.rs"),
     include_str!("../validate/acme.rs"),
     include_str!("../validate/dcv.rs"),
     include_str!("../validate/revocation.rs"),
@@ -28,6 +29,7 @@ fn accepted() -> impl Iterator<Item = &'static str> {
         API_KEYS,
         CERT_ONLY_KEYS,
         FLEET_KEYS,
+        PREFLIGHT_KEYS,
         REVOCATION_KEYS,
         SHARED_KEYS,
         VALIDATION_KEYS,

@@ -11,7 +11,7 @@ use super::super::DEFAULT_VALIDATION_WARNING_DAYS;
 use super::super::error::Problem;
 use super::super::keys::{CERT_ONLY_KEYS, SHARED_KEYS, TOP_KEYS};
 use super::super::types::{
-    AgentConfig, CertificateConfig, Config, RevocationConfig, ValidationConfig,
+    AgentConfig, CertificateConfig, Config, PreflightConfig, RevocationConfig, ValidationConfig,
 };
 use super::super::{cache, include};
 use super::{Checker, breaks_of, type_name};
@@ -52,6 +52,7 @@ impl Checker<'_> {
             Some((t, header)) => self.revocation(t, header),
             None => Some(RevocationConfig::default()),
         };
+        let preflight = table_of(self, "preflight").map(|(t, header)| self.preflight(t, header));
         let acme_table = table_of(self, "acme").map(|(t, _)| t);
         let acme = self.acme_section(acme_table);
         let defaults = table_of(self, "defaults");
@@ -124,6 +125,7 @@ impl Checker<'_> {
         let fleet = fleet?;
         let validation = validation?;
         let revocation = revocation?;
+        let preflight = preflight.unwrap_or_else(|| Some(PreflightConfig::default()))?;
         Some(Config {
             path: path.to_path_buf(),
             api,
@@ -131,6 +133,7 @@ impl Checker<'_> {
             fleet,
             validation,
             revocation,
+            preflight,
             acme,
             certificates,
             fragments,

@@ -8,6 +8,7 @@ mod certificate;
 mod dcv;
 mod document;
 mod fleet;
+mod preflight;
 mod revocation;
 mod validation;
 

@@ -209,6 +209,8 @@ pub(crate) struct TestEnv {
     pub api_extra: String,
     /// Raw TOML appended after the certificates (further tables, such as `[acme.NAME]`).
     pub tail_extra: String,
+    /// The `[preflight]` section: off unless a test sets it (the tests' names are not in DNS).
+    pub preflight: String,
     /// Working directory of the agent: `DIR/cwd/a/b` (so `../x` and `../../x` stay inside DIR).
     pub cwd: PathBuf,
     runs: AtomicU32,
@@ -244,6 +246,7 @@ impl TestEnv {
             agent_extra: String::new(),
             api_extra: String::new(),
             tail_extra: String::new(),
+            preflight: "\n[preflight]\ncaa = false\ndnssec = false\n".to_owned(),
             cwd,
             runs: AtomicU32::new(0),
             dir,
@@ -407,6 +410,7 @@ impl TestEnv {
             c.push_str(&cert.extra);
         }
         c.push_str(&self.tail_extra);
+        c.push_str(&self.preflight);
         c
     }
 

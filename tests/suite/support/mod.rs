@@ -2,6 +2,7 @@
 
 pub(crate) mod api;
 pub(crate) mod balancer;
+pub(crate) mod dns;
 pub(crate) mod env;
 pub(crate) mod etcd;
 pub(crate) mod faults;

@@ -1,0 +1,262 @@
+//! Pre-flight: what the CA will check in DNS before it issues, checked by the agent before
+//! a billed order is placed. For each name the relevant CAA RRset (RFC 8659: the closest
+//! one climbing from the name, CNAMEs followed) must let the product's CA issue, and the
+//! answers must validate (DNSSEC): a bogus zone stops the order, an unsigned one is a
+//! warning. A resolver that cannot be reached is a warning too (the agent cannot tell).
+//!
+//! A leaf: it knows DNS, not the configuration; the engine passes [`Settings`] and the
+//! CA's identities.
+
+pub mod caa;
+mod resolve;
+pub mod wire;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+pub use caa::{Decision, Requester};
+pub use resolve::{LookupError, system_resolver};
+
+/// What the pre-flight checks and asks.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub caa: bool,
+    pub dnssec: bool,
+    pub resolver: SocketAddr,
+    pub timeout: Duration,
+}
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Ok,
+    Warning,
+    Failure,
+}
+
+/// One finding for one name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub name: String,
+    pub level: Level,
+    /// `caa` or `dnssec`.
+    pub check: &'static str,
+    /// What was found, naming the record and the zone.
+    pub message: String,
+    /// What to change, for a warning or failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+/// The pre-flight of one certificate's names.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    pub findings: Vec<Finding>,
+    /// DNS questions sent.
+    pub queries: u32,
+    pub millis: u64,
+}
+
+impl Report {
+    /// The failures, each on its own line: what stops the order.
+    pub fn failures(&self) -> Vec<&Finding> {
+        self.findings
+            .iter()
+            .filter(|f| f.level == Level::Failure)
+            .collect()
+    }
+
+    /// The warnings.
+    pub fn warnings(&self) -> Vec<&Finding> {
+        self.findings
+            .iter()
+            .filter(|f| f.level == Level::Warning)
+            .collect()
+    }
+}
+
+/// The CAA identities of a CA known by its Partner product's issuer value or brand, or by
+/// the name `letsencrypt` for an ACME CA at Let's Encrypt. Case does not matter.
+const IDENTITIES: &[(&str, &[&str])] = &[
+    // The Partner sandbox's issuer values (families S, D and C).
+    ("s-one", &["s-one.partner-sandbox.test"]),
+    ("s-two", &["s-two.partner-sandbox.test"]),
+    ("d-one", &["d-one.partner-sandbox.test"]),
+    ("c-one", &["c-one.partner-sandbox.test"]),
+    ("sectigo", &["sectigo.com", "comodoca.com", "comodo.com"]),
+    ("comodo", &["sectigo.com", "comodoca.com", "comodo.com"]),
+    ("positivessl", &["sectigo.com", "comodoca.com"]),
+    (
+        "digicert",
+        &[
+            "digicert.com",
+            "symantec.com",
+            "thawte.com",
+            "geotrust.com",
+            "rapidssl.com",
+        ],
+    ),
+    ("geotrust", &["digicert.com", "geotrust.com"]),
+    ("rapidssl", &["digicert.com", "rapidssl.com"]),
+    ("thawte", &["digicert.com", "thawte.com"]),
+    ("globalsign", &["globalsign.com"]),
+    ("certum", &["certum.pl", "certum.eu"]),
+    ("letsencrypt", &["letsencrypt.org"]),
+    ("let's encrypt", &["letsencrypt.org"]),
+];
+
+/// The built-in CAA identities for the first of `keys` (issuer value, brand) the table
+/// knows; empty when none.
+pub fn known_identities<'a>(keys: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    keys.into_iter()
+        .find_map(|k| {
+            IDENTITIES
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(k.trim()))
+        })
+        .map(|(_, ids)| ids.iter().map(|s| (*s).to_owned()).collect())
+        .unwrap_or_default()
+}
+
+/// Runs the pre-flight for `names` (a wildcard as `*.example.org`).
+pub async fn check(settings: &Settings, names: &[String], who: &Requester<'_>) -> Report {
+    let started = Instant::now();
+    let mut report = Report::default();
+    if !settings.caa && !settings.dnssec {
+        return report;
+    }
+    let resolver = resolve::Resolver {
+        addr: settings.resolver,
+        timeout: settings.timeout,
+        dnssec: settings.dnssec,
+    };
+    let mut cache = HashMap::new();
+    let mut unsigned = Vec::new();
+    for full in names {
+        let (wildcard, base) = match full.strip_prefix("*.") {
+            Some(rest) => (true, rest),
+            None => (false, full.as_str()),
+        };
+        let name = crate::values::text::printable(full);
+        let found = match resolver.caa(base, &mut cache).await {
+            Ok(found) => found,
+            Err(e) => {
+                report.findings.push(lookup_finding(&name, &e));
+                continue;
+            }
+        };
+        report.queries += found.queries;
+        if settings.dnssec && !found.validated {
+            unsigned.push(name.clone());
+        }
+        if settings.caa {
+            report
+                .findings
+                .push(caa_finding(&name, wildcard, &found, who));
+        }
+    }
+    if !unsigned.is_empty() {
+        report.findings.push(Finding {
+            name: unsigned.join(", "),
+            level: Level::Warning,
+            check: "dnssec",
+            message: format!(
+                "the answers for {} are not DNSSEC-validated (no AD bit from the resolver {}): \
+                 the zone is unsigned, or the resolver does not validate",
+                unsigned.join(", "),
+                settings.resolver
+            ),
+            fix: Some(
+                "nothing is needed to get the certificate; sign the zone (DNSSEC) to protect \
+                 its CAA records, and point [preflight] resolver at a validating resolver"
+                    .into(),
+            ),
+        });
+    }
+    report.millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    report
+}
+
+fn lookup_finding(name: &str, e: &LookupError) -> Finding {
+    let (level, check, fix) = match e {
+        LookupError::Bogus { zone, .. } => (
+            Level::Failure,
+            "dnssec",
+            format!(
+                "fix the zone {zone}'s DNSSEC: re-sign it, or make its DS record at the parent \
+                 match its keys (or remove the DS to make it unsigned); the CA cannot validate \
+                 it and will not issue"
+            ),
+        ),
+        LookupError::ServFail { .. }
+        | LookupError::Hostile { .. }
+        | LookupError::Garbage { .. } => (
+            Level::Failure,
+            "caa",
+            "make the name's authoritative servers answer CAA questions (an empty answer is \
+             fine); a CA refuses to issue when the CAA lookup fails"
+                .to_owned(),
+        ),
+        LookupError::Timeout { .. } | LookupError::Io { .. } => (
+            Level::Warning,
+            "caa",
+            "check [preflight] resolver (default: the first nameserver of /etc/resolv.conf); \
+             the order proceeds unchecked"
+                .to_owned(),
+        ),
+    };
+    Finding {
+        name: name.to_owned(),
+        level,
+        check,
+        message: e.to_string(),
+        fix: Some(fix),
+    }
+}
+
+fn caa_finding(name: &str, wildcard: bool, found: &resolve::Found, who: &Requester<'_>) -> Finding {
+    let at = found.at.as_deref().unwrap_or("");
+    let (level, message, fix) = match caa::decide(&found.set, wildcard, who) {
+        Decision::Unrestricted if found.at.is_none() => (
+            Level::Ok,
+            "no CAA record up to the top-level domain".to_owned(),
+            None,
+        ),
+        Decision::Unrestricted => (
+            Level::Ok,
+            format!("the CAA records at {at} do not restrict issuance for this name"),
+            None,
+        ),
+        Decision::Allowed(rec) => (Level::Ok, format!("{at} {rec} allows this CA"), None),
+        Decision::Forbidden(why) => (
+            Level::Failure,
+            format!("CAA at {at} forbids this CA: {why}"),
+            Some(format!(
+                "add a CAA record at {at} for this CA, e.g. `{at}. CAA 0 {} \"{}\"`, or order \
+                 from a CA it names",
+                if wildcard { "issuewild" } else { "issue" },
+                who.identities.first().map_or("CA-DOMAIN", String::as_str)
+            )),
+        ),
+        Decision::Unknown(records) => (
+            Level::Warning,
+            format!("CAA at {at} names CAs ({records}) but this CA's CAA identities are unknown"),
+            Some(
+                "set [preflight] caa_identities for this product's issuer (see `cert-agent \
+                 products`)"
+                    .into(),
+            ),
+        ),
+    };
+    Finding {
+        name: name.to_owned(),
+        level,
+        check: "caa",
+        message,
+        fix,
+    }
+}

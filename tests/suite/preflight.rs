@@ -1,0 +1,209 @@
+//! The pre-flight before a billed order against real DNS: nsd serving the test's zones and a
+//! validating unbound in front of it. Where the pre-flight fails the sandbox sees no order;
+//! where it passes, exactly one.
+
+use crate::support;
+
+use support::dns::{self, DnsWorld};
+use support::env::{CertSpec, TestEnv};
+
+/// A world whose certificate `www` names `domains` (standalone validation) and whose
+/// `[preflight]` asks `dns`'s resolver.
+fn env_for(dns: &DnsWorld, domains: &[&str]) -> TestEnv {
+    env_with(dns, domains, |_| {})
+}
+
+/// [`env_for`] with the certificate's spec changed by `edit`.
+fn env_with(dns: &DnsWorld, domains: &[&str], edit: impl FnOnce(&mut CertSpec)) -> TestEnv {
+    let mut env = TestEnv::new();
+    let mut spec = env.standalone_spec("www", domains);
+    edit(&mut spec);
+    env.certs.push(spec);
+    env.preflight = dns.section();
+    env
+}
+
+/// A renew that the pre-flight stops: no order reaches the sandbox, the message names what
+/// is given in `names`, the certificate backs off (a second plain run sends nothing), and
+/// `status` and `check` show why.
+#[track_caller]
+fn stopped(domains: &[&str], names: &[&str]) {
+    stopped_with(domains, names, |_| {});
+}
+
+/// [`stopped`] with the certificate's spec changed by `edit`.
+#[track_caller]
+fn stopped_with(domains: &[&str], names: &[&str], edit: impl FnOnce(&mut CertSpec)) {
+    if !dns::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let env = env_with(&dns, domains, edit);
+    let out = env.renew();
+    out.expect_failure();
+    let text = out.text();
+    assert!(
+        text.contains("pre-flight stops the order"),
+        "{}",
+        out.describe()
+    );
+    for n in names {
+        assert!(text.contains(n), "{n:?} not named\n{}", out.describe());
+    }
+    assert_eq!(env.order_posts(), 0, "no order sent");
+    assert_eq!(env.billed(), 0);
+    let rec = env.record("www").expect("record");
+    assert!(!rec["retry_after"].is_null(), "backs off: {rec:#}");
+    let again = env.renew();
+    assert_eq!(
+        env.order_posts(),
+        0,
+        "no order after the backoff's run\n{}",
+        again.describe()
+    );
+    // The failure shows where the operator looks.
+    let status = env.agent(["--json", "status"]).run();
+    assert!(
+        status.text().contains("pre-flight stops the order"),
+        "{}",
+        status.describe()
+    );
+    let check = env.agent(["check"]).run();
+    assert!(check.text().contains("pre-flight"), "{}", check.describe());
+}
+
+/// A renew that the pre-flight lets through: one order, installed.
+#[track_caller]
+fn passes(domains: &[&str]) {
+    if !dns::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let env = env_for(&dns, domains);
+    let out = env.renew();
+    out.expect_code(0);
+    out.installed_serial("www");
+    assert_eq!(env.order_posts(), 1);
+    assert_eq!(env.billed(), 1);
+}
+
+#[test]
+fn caa_naming_the_products_ca_lets_the_order_through() {
+    passes(&["allow.ok.test"]);
+}
+
+#[test]
+fn caa_naming_another_ca_stops_the_order() {
+    stopped(
+        &["forbid.ok.test"],
+        &["forbid.ok.test", "letsencrypt.org", dns::OURS],
+    );
+}
+
+#[test]
+fn caa_issuewild_none_stops_only_a_wildcard() {
+    passes(&["wild.ok.test"]);
+    // A wildcard cannot be validated over HTTP: by email, which the pre-flight does not
+    // change.
+    stopped_with(
+        &["*.wild.ok.test"],
+        &["*.wild.ok.test", "issuewild"],
+        |spec| {
+            spec.product_id = 1102; // Aurora DV Wildcard, issuer s-one
+            spec.dcv = Some("email".into());
+            spec.extra.push_str("dcv_email = \"admin@wild.ok.test\"\n");
+        },
+    );
+}
+
+#[test]
+fn caa_of_the_parent_naming_another_ca_stops_the_order() {
+    stopped(
+        &["www.parent.ok.test"],
+        &["www.parent.ok.test", "CAA at parent.ok.test"],
+    );
+}
+
+#[test]
+fn caa_critical_unknown_tag_stops_the_order() {
+    stopped(
+        &["critical.ok.test"],
+        &["critical.ok.test", "tbs", "critical"],
+    );
+}
+
+#[test]
+fn bogus_zone_stops_the_order_naming_record_and_zone() {
+    stopped(
+        &["www.bad.test"],
+        &["CAA www.bad.test", "zone bad.test", "DNSSEC"],
+    );
+}
+
+/// `cert-agent preflight --json` on demand: the failing name with its fix, exit 3; nothing
+/// ordered.
+#[test]
+fn preflight_command_reports_without_ordering() {
+    if !dns::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let env = env_for(&dns, &["allow.ok.test", "forbid.ok.test"]);
+    let out = env.agent(["--json", "preflight"]).run();
+    out.expect_code(3);
+    let v = out.json();
+    let findings = v[0]["findings"].as_array().expect("findings");
+    let level = |name: &str| {
+        findings
+            .iter()
+            .find(|f| f["name"] == name && f["check"] == "caa")
+            .map(|f| f["level"].clone())
+    };
+    assert_eq!(
+        level("allow.ok.test"),
+        Some("ok".into()),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(
+        level("forbid.ok.test"),
+        Some("failure".into()),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(env.order_posts(), 0);
+}
+
+/// The cost of the pre-flight at 1,000 names (10 certificates of 100 names below one CAA
+/// set): questions and time as `preflight --json` reports them, printed for the docs; every
+/// name passes and at most one question per name and one per shared parent is asked.
+#[test]
+fn preflight_of_1000_names_asks_about_one_question_per_name() {
+    if !dns::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let mut env = TestEnv::new();
+    for c in 0..10 {
+        let names: Vec<String> = (0..100)
+            .map(|n| format!("n{c}-{n}.allow.ok.test"))
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let spec = env.standalone_spec(&format!("c{c}"), &names);
+        env.certs.push(spec);
+    }
+    env.preflight = dns.section();
+    let started = std::time::Instant::now();
+    let out = env.agent(["--json", "preflight"]).run();
+    let wall = started.elapsed();
+    out.expect_code(0);
+    let v = out.json();
+    let items = v.as_array().expect("array");
+    assert_eq!(items.len(), 10);
+    let queries: u64 = items.iter().map(|i| i["queries"].as_u64().unwrap()).sum();
+    let millis: u64 = items.iter().map(|i| i["millis"].as_u64().unwrap()).sum();
+    eprintln!("pre-flight of 1000 names: {queries} questions, {millis} ms checking, {wall:?} wall");
+    // One per name, one per certificate for the shared CAA set, a few retries at most.
+    assert!((1010..=1030).contains(&queries), "{queries} questions");
+    assert_eq!(env.order_posts(), 0);
+}
