@@ -81,6 +81,20 @@ pub(super) async fn account(
             .deactivate()
             .await
             .map_err(|e| anyhow!("the ACME CA '{}' refused to deactivate {url}: {e}", ca.name))?;
+        // The CA's answer to the deactivation is not seen through the client: the account is
+        // asked again, and one still valid means the CA did not deactivate it.
+        let again = acme::account(&directory, &dir)
+            .await
+            .with_context(|| format!("the account of the ACME CA '{}'", ca.name))?;
+        let contacts: Vec<&str> = ca.contact.iter().map(String::as_str).collect();
+        if again.update_contacts(&contacts).await.is_ok() {
+            bail!(
+                "the ACME CA '{}' still reports {url} valid after the request to deactivate it; \
+                 nothing was changed here ({} is kept)",
+                ca.name,
+                file.display()
+            );
+        }
         let aside = dir.join(format!("{}.deactivated", acme::ACCOUNT_FILE));
         std::fs::rename(&file, &aside)
             .with_context(|| format!("could not move {} aside", file.display()))?;

@@ -374,6 +374,26 @@ fn acme_account_shows_the_account_and_revoke_leads_to_a_replacement() {
     assert_eq!(a.pebble.requests("/order-plz"), 2);
     let audit = fs::read_to_string(a.env.state_dir().join("audit.log")).unwrap();
     assert!(audit.contains("\"action\":\"revoke\""), "{audit}");
+
+    // Deactivation: refused without --yes; with it the CA ends the account (checked by
+    // asking again), its file is kept aside, and the next use registers a new account.
+    let refused = a.env.agent(["acme", "account", "--deactivate"]).run();
+    assert_ne!(refused.code, Some(0));
+    assert!(refused.text().contains("--yes"), "{}", refused.describe());
+    let ended = a
+        .env
+        .agent(["--json", "acme", "account", "--deactivate", "--yes"])
+        .run();
+    ended.expect_code(0);
+    assert_eq!(ended.json()["state"], "deactivated", "{}", ended.describe());
+    let dir = a.env.state_dir().join("acme/pebble");
+    assert!(dir.join("account.json.deactivated").is_file());
+    assert!(!dir.join("account.json").exists());
+    let fresh = a.env.agent(["--json", "acme", "account"]).run();
+    fresh.expect_code(0);
+    assert_eq!(fresh.json()["registered_now"], true, "{}", fresh.describe());
+    assert_ne!(fresh.json()["account"], json["account"]);
+    assert_eq!(a.pebble.requests("/sign-me-up"), 2);
 }
 
 /// With Renewal Information (Pebble behind a proxy that adds it): the run after issuance asks
