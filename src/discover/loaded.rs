@@ -208,6 +208,17 @@ mod tests {
         assert!(found[5].names(Path::new("/srv/ng/rel/stream.pem")));
     }
 
+    /// A dump naming its main file by a relative path (found by the fuzz target): every file
+    /// named for TLS is still an absolute path, taken from the root.
+    #[test]
+    fn a_relative_main_file_still_names_absolute_paths() {
+        let dump = "# configuration file r/sv/ng/nginx.conf:\n\
+            stream {\n  server {\n    ssl_certificate rel/stream.pem;\n  }\n}\n";
+        let found = loaded_files(Server::Nginx, dump).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].path, Path::new("/r/sv/ng/rel/stream.pem"));
+    }
+
     /// Apache's global and repeated `SSLCertificateFile`, a virtual host without `SSLEngine
     /// on`, a relative path from `ServerRoot`, and files reached through `Include`.
     #[test]

@@ -183,10 +183,10 @@ impl NamedFile {
                 }
             }
         }
-        Self {
-            path: base.join(text),
-            at,
-        }
+        // A base that is not absolute (a dump naming its main file by a relative path: not
+        // what a server prints) is taken from the root, so every named file is absolute.
+        let path = std::path::Path::new("/").join(base).join(text);
+        Self { path, at }
     }
 
     /// Whether this names `file` (the same path, a pattern matching it, or the same file
