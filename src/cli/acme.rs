@@ -8,7 +8,7 @@ use super::exit;
 use super::output::Output;
 use crate::clock::Clock;
 use crate::config::{AcmeCa, Config};
-use crate::engine::acme::{account_dir, directory_of};
+use crate::engine::acme::{account_dir, account_of};
 use crate::issuer::acme;
 use crate::store::{RevocationSeen, Store};
 
@@ -64,10 +64,7 @@ pub(super) async fn account(
             ca.name
         );
     }
-    let directory = directory_of(ca)?;
-    let account = acme::account(&directory, &dir)
-        .await
-        .with_context(|| format!("the account of the ACME CA '{}'", ca.name))?;
+    let account = account_of(store.dir(), ca).await?;
     if !existed {
         store.audit(
             None,
@@ -83,9 +80,7 @@ pub(super) async fn account(
             .map_err(|e| anyhow!("the ACME CA '{}' refused to deactivate {url}: {e}", ca.name))?;
         // The CA's answer to the deactivation is not seen through the client: the account is
         // asked again, and one still valid means the CA did not deactivate it.
-        let again = acme::account(&directory, &dir)
-            .await
-            .with_context(|| format!("the account of the ACME CA '{}'", ca.name))?;
+        let again = account_of(store.dir(), ca).await?;
         let contacts: Vec<&str> = ca.contact.iter().map(String::as_str).collect();
         if again.update_contacts(&contacts).await.is_ok() {
             bail!(
@@ -195,18 +190,20 @@ pub(super) async fn revoke(
     let Some(inst) = rec.installed.clone() else {
         bail!("certificate '{name}' has nothing installed: nothing to revoke");
     };
-    let leaf = inst
-        .leaf_file
-        .as_ref()
-        .ok_or_else(|| anyhow!("the record of '{name}' names no certificate file"))?;
-    let pem = std::fs::read(leaf).with_context(|| format!("could not read {}", leaf.display()))?;
-    let info = crate::crypto::CertificateInfo::from_pem(&pem)
-        .with_context(|| format!("{} holds no certificate", leaf.display()))?;
+    let der = crate::engine::acme::installed_leaf_der(&rec).ok_or_else(|| {
+        anyhow!(
+            "the installed certificate file of '{name}' cannot be read ({}): nothing is revoked",
+            inst.leaf_file
+                .as_ref()
+                .map_or_else(|| "none recorded".to_owned(), |p| p.display().to_string())
+        )
+    })?;
+    let info = crate::crypto::CertificateInfo::from_der(&der)
+        .with_context(|| format!("the installed certificate file of '{name}'"))?;
     if !crate::crypto::same_serial_hex(&info.serial_hex, &inst.serial) {
         bail!(
-            "{} holds serial {}, not the installed serial {}: nothing is revoked (`cert-agent \
-             install {name}` puts the installed certificate back first)",
-            leaf.display(),
+            "the installed file of '{name}' holds serial {}, not the installed serial {}: nothing \
+             is revoked (`cert-agent install {name}` puts the installed certificate back first)",
             info.serial_hex,
             inst.serial
         );
@@ -220,13 +217,8 @@ pub(super) async fn revoke(
             ca.name
         );
     }
-    use rustls_pki_types::pem::PemObject;
-    let der = rustls_pki_types::CertificateDer::from_pem_slice(&pem)
-        .map_err(|e| anyhow!("{}: {e}", leaf.display()))?;
-    let account = acme::account(&directory_of(ca)?, &account_dir(store.dir(), &ca.name))
-        .await
-        .with_context(|| format!("the account of the ACME CA '{}'", ca.name))?;
-    acme::revoke(&account, der.as_ref(), Some(why))
+    let account = account_of(store.dir(), ca).await?;
+    acme::revoke(&account, &der, Some(why))
         .await
         .with_context(|| {
             format!(

@@ -89,6 +89,15 @@ pub fn method_of(method: DcvMethod) -> Method {
     }
 }
 
+/// The account of the ACME CA `ca` kept under `state_dir` (registered first when there is
+/// none).
+pub async fn account_of(state_dir: &std::path::Path, ca: &AcmeCa) -> Result<Account> {
+    let directory = directory_of(ca)?;
+    acme::account(&directory, &account_dir(state_dir, &ca.name))
+        .await
+        .with_context(|| format!("could not use the account of the ACME CA '{}'", ca.name))
+}
+
 impl Ctx<'_> {
     /// The account of the ACME CA `ca`: registered on first use, read from its file after
     /// that; once per run.
@@ -97,10 +106,7 @@ impl Ctx<'_> {
         if let Some(a) = accounts.get(&ca.name) {
             return Ok(a.clone());
         }
-        let directory = directory_of(ca)?;
-        let account = acme::account(&directory, &account_dir(self.store.dir(), &ca.name))
-            .await
-            .with_context(|| format!("could not use the account of the ACME CA '{}'", ca.name))?;
+        let account = account_of(self.store.dir(), ca).await?;
         accounts.insert(ca.name.clone(), account.clone());
         Ok(account)
     }
@@ -137,17 +143,7 @@ pub(super) async fn start(ctx: &Ctx<'_>, job: &mut Job<'_>, ca_name: &str) -> Re
     }
     tracing::debug!(certificate = %job.cert.name, "plan: {action:?}");
     match action {
-        Action::Idle { next } => Ok(Next::Done(Outcome::Unchanged {
-            reason: match (&job.rec.installed, next) {
-                (Some(i), Some(at)) => format!(
-                    "serial {} valid until {}; next renewal check after {}",
-                    i.serial,
-                    i.not_after.date(),
-                    crate::clock::short_time(at)
-                ),
-                _ => "up to date".to_owned(),
-            },
-        })),
+        Action::Idle { next } => Ok(Next::Done(super::start::unchanged(&job.rec, next))),
         Action::Backoff { until } => Ok(Next::Done(Outcome::Failed {
             error: super::start::backoff_message(job, until, ctx.now()),
         })),
@@ -173,9 +169,10 @@ fn inputs<'a>(ctx: &Ctx<'_>, job: &'a Job<'_>, disk: Disk) -> plan::Inputs<'a> {
     }
 }
 
-/// The installed leaf's DER, read from its file (for Renewal Information and `replaces`).
-fn installed_leaf_der(job: &Job<'_>) -> Option<Vec<u8>> {
-    let inst = job.rec.installed.as_ref()?;
+/// The installed leaf's DER, read from its file (for Renewal Information, `replaces` and
+/// `cert-agent revoke`).
+pub fn installed_leaf_der(rec: &crate::store::CertRecord) -> Option<Vec<u8>> {
+    let inst = rec.installed.as_ref()?;
     let pem = std::fs::read(inst.leaf_file.as_ref()?).ok()?;
     use rustls_pki_types::pem::PemObject;
     rustls_pki_types::CertificateDer::from_pem_slice(&pem)
@@ -190,7 +187,7 @@ async fn ask_window(ctx: &Ctx<'_>, job: &mut Job<'_>, ca: &AcmeCa) -> Result<()>
     let Some(inst) = job.rec.installed.clone() else {
         return Ok(());
     };
-    let Some(der) = installed_leaf_der(job) else {
+    let Some(der) = installed_leaf_der(&job.rec) else {
         // The file is unreadable: the own rule decides until the next certificate.
         book(job, ca).renewal_info = Some(false);
         return job.save();
@@ -286,7 +283,7 @@ async fn order(
             let (replaces, reason) = new.unwrap_or((false, "the journaled order is gone".into()));
             let options = acme::Options {
                 profile,
-                replaces: replaces.then(|| installed_leaf_der(job)).flatten(),
+                replaces: replaces.then(|| installed_leaf_der(&job.rec)).flatten(),
             };
             let ids = super::preflight::acme_identities(ctx.config, &ca.name);
             super::preflight::gate(ctx.config, job, &ids, Some(account.id()), "order").await?;

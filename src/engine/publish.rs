@@ -366,20 +366,17 @@ pub(crate) fn webroots(cert: &CertificateConfig) -> Result<dcv::webroot::Webroot
 
 /// Removes what was published for validation (files, directories, DNS records).
 pub(super) async fn cleanup_dcv(ctx: &Ctx<'_>, cert: &CertificateConfig, rec: &mut CertRecord) {
-    if let Some(lead) = ctx.lead {
-        lead.remove_dcv(cert).await;
-    }
-    if let Some(p) = rec.pending_key.as_ref() {
-        let name = partner::validation_file_name(p);
-        for server in ctx.standalone.lock().await.values() {
-            server.remove_file(&name);
-        }
-    }
-    remove_published(ctx.store, cert, rec).await;
+    let names: Vec<String> = rec
+        .pending_key
+        .as_ref()
+        .map(partner::validation_file_name)
+        .into_iter()
+        .collect();
+    cleanup_challenges(ctx, cert, rec, &names).await;
 }
 
-/// [`cleanup_dcv`] for an ACME order: its files (`names`) leave the run's standalone servers
-/// and the fleet's publication; what the record says was published is removed.
+/// Removes what was published for a validation: the files `names` from the run's standalone
+/// servers, the fleet's publication, and what the record says was published on this host.
 pub(super) async fn cleanup_challenges(
     ctx: &Ctx<'_>,
     cert: &CertificateConfig,

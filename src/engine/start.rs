@@ -271,16 +271,7 @@ async fn act(
                 tracing::warn!(certificate = %name, "{w}");
                 *warning_out = Some(w);
             }
-            let reason = match (&job.rec.installed, next) {
-                (Some(i), Some(at)) => format!(
-                    "serial {} valid until {}; next renewal check after {}",
-                    i.serial,
-                    i.not_after.date(),
-                    at.date()
-                ),
-                _ => "up to date".to_owned(),
-            };
-            Ok(Next::Done(Outcome::Unchanged { reason }))
+            Ok(Next::Done(unchanged(&job.rec, next)))
         }
         Action::NeedsOrder => {
             // A state for the operator to resolve, not a failure to back off from: it makes no
@@ -352,6 +343,20 @@ async fn act(
             Ok(Next::Done(Outcome::Unchanged { reason: message }))
         }
     }
+}
+
+/// Nothing to do for `rec` before `next`: the report's line.
+pub(super) fn unchanged(rec: &CertRecord, next: Option<time::OffsetDateTime>) -> Outcome {
+    let reason = match (&rec.installed, next) {
+        (Some(i), Some(at)) => format!(
+            "serial {} valid until {}; next renewal check after {}",
+            i.serial,
+            i.not_after.date(),
+            at.date()
+        ),
+        _ => "up to date".to_owned(),
+    };
+    Outcome::Unchanged { reason }
 }
 
 /// Why a certificate in its failure backoff was not tried: when the next attempt is, how to

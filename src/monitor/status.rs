@@ -131,27 +131,53 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
             _ => None,
         };
         rows.push(StatusRow {
-            name: cert.name.clone(),
-            issuer: cert.order.issuer.label(),
             certificate_id: rec.partner.order.as_ref().map(|o| o.certificate_id),
-            state,
-            serial: rec.installed.as_ref().map(|i| i.serial.clone()),
-            expires: rec.installed.as_ref().map(|i| i.not_after),
-            days_left: rec
-                .installed
-                .as_ref()
-                .map(|i| (i.not_after - now).whole_days()),
             subscription_ends: rec.partner.subscription.as_ref().map(|s| s.ends),
-            next_action: plan::describe(&action, wanted(cert)),
-            failures: rec.consecutive_failures(),
-            last_error: last_error(&rec),
             warning,
-            served: None,
             validation: crate::engine::forecast::next_fresh_validation(config, cert, &rec, now),
-            revocation: RevocationView::of(&rec, config.revocation.check),
+            ..row(
+                config,
+                cert,
+                &rec,
+                now,
+                state,
+                plan::describe(&action, wanted(cert)),
+            )
         });
     }
     Ok(rows)
+}
+
+/// What every configured certificate's row says of its record; the issuer's own parts
+/// (order, subscription, warnings, validation) are left empty.
+fn row(
+    config: &Config,
+    cert: &crate::config::CertificateConfig,
+    rec: &crate::store::CertRecord,
+    now: OffsetDateTime,
+    state: String,
+    next_action: String,
+) -> StatusRow {
+    StatusRow {
+        name: cert.name.clone(),
+        issuer: cert.order.issuer.label(),
+        certificate_id: None,
+        state,
+        serial: rec.installed.as_ref().map(|i| i.serial.clone()),
+        expires: rec.installed.as_ref().map(|i| i.not_after),
+        days_left: rec
+            .installed
+            .as_ref()
+            .map(|i| (i.not_after - now).whole_days()),
+        subscription_ends: None,
+        next_action,
+        failures: rec.consecutive_failures(),
+        last_error: last_error(rec),
+        warning: None,
+        served: None,
+        validation: None,
+        revocation: RevocationView::of(rec, config.revocation.check),
+    }
 }
 
 /// A certificate of an ACME CA: its order in progress or what is installed, and what its
@@ -187,24 +213,8 @@ fn acme_row(
         .and_then(|w| w.explanation.as_ref())
         .map(|url| format!("the CA explains its renewal window at {url}"));
     StatusRow {
-        name: cert.name.clone(),
-        issuer: cert.order.issuer.label(),
-        certificate_id: None,
-        state,
-        serial: rec.installed.as_ref().map(|i| i.serial.clone()),
-        expires: rec.installed.as_ref().map(|i| i.not_after),
-        days_left: rec
-            .installed
-            .as_ref()
-            .map(|i| (i.not_after - now).whole_days()),
-        subscription_ends: None,
-        next_action: acme_plan::describe(&action),
-        failures: rec.consecutive_failures(),
-        last_error: last_error(rec),
         warning,
-        served: None,
-        validation: None,
-        revocation: RevocationView::of(rec, config.revocation.check),
+        ..row(config, cert, rec, now, state, acme_plan::describe(&action))
     }
 }
 
