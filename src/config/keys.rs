@@ -27,6 +27,7 @@ pub(super) const ACME_KEYS: &[&str] = &[
     "eab_kid",
     "eab_hmac_file",
     "profile",
+    "preferred_chain",
     "ca_file",
 ];
 pub(super) const FLEET_KEYS: &[&str] = &[

@@ -68,6 +68,11 @@ pub struct AcmeCa {
     /// The profile every certificate of this CA asks for unless it names its own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// The chain to install when the CA offers several (RFC 8555 §7.4.2): the Common Name of
+    /// the issuer of the chain's topmost certificate (`ISRG Root X1`); none, or no chain
+    /// matching, keeps the CA's default chain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preferred_chain: Option<String>,
     /// An extra trust anchor for the directory's TLS (a private CA's directory).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,

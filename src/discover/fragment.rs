@@ -304,6 +304,7 @@ mod acme_tests {
                 eab_kid: None,
                 eab_hmac_file: None,
                 profile: None,
+                preferred_chain: None,
                 ca_file: None,
             },
         );

@@ -351,6 +351,14 @@ async fn order(
             )));
         }
     };
+    let chain = match &ca.preferred_chain {
+        Some(preferred) => {
+            let directory = directory_of(ca)?;
+            let dir = account_dir(ctx.store.dir(), &ca.name);
+            acme::preferred_chain(&directory, &dir, &mut order, chain, preferred).await
+        }
+        None => chain,
+    };
     crate::failpoint::hit("acme-chain-received");
     ready(ctx, job, &key, chain.as_bytes())
 }

@@ -10,6 +10,7 @@
 //! written ([`ValidationFile::acme_http01`]), problem documents are quoted escaped and cut, and
 //! the chain is checked against the key and names by the caller before it is installed.
 
+pub mod chain;
 pub mod http;
 
 use std::path::{Path, PathBuf};
@@ -198,6 +199,81 @@ pub fn write_account(
     crate::fsutil::ensure_private_dir(dir, 0o700)
         .map_err(|e| file_error(format!("could not create its directory: {e}")))?;
     crate::fsutil::write_atomic(&path, &text, 0o600).map_err(|e| file_error(e.to_string()))
+}
+
+/// The signer of the account kept in `dir` (its URL and key), for the requests the ACME crate
+/// does not make itself ([`chain`]).
+fn signer_in(dir: &Path) -> Result<chain::Signer, AcmeError> {
+    let path = dir.join(ACCOUNT_FILE);
+    let file_error = |message: String| AcmeError::AccountFile {
+        path: path.clone(),
+        message,
+    };
+    let bytes = crate::fsutil::read_private(&path, 64 * 1024).map_err(file_error)?;
+    let kept = parse_account_file(&bytes).map_err(file_error)?;
+    let value = serde_json::to_value(&kept.credentials).map_err(|e| file_error(e.to_string()))?;
+    let Some(id) = value.get("id").and_then(serde_json::Value::as_str) else {
+        return Err(file_error("holds no account URL".into()));
+    };
+    let key = kept.credentials.private_key().secret_pkcs8_der();
+    chain::Signer::new(id.to_owned(), key).map_err(file_error)
+}
+
+/// The chain to install for `order` (valid, its default chain `default` downloaded): with
+/// `preferred` set, the chain the CA offers whose topmost certificate was issued by that CA
+/// ([`chain`]); the default chain when none matches, or when the alternates cannot be read
+/// (said in the log: the certificate itself is the same).
+pub async fn preferred_chain(
+    directory: &Directory,
+    dir: &Path,
+    order: &mut Order,
+    default: String,
+    preferred: &str,
+) -> String {
+    if chain::matches(&default, preferred) {
+        return default;
+    }
+    let Some(cert_url) = order.state().certificate.clone() else {
+        return default;
+    };
+    let setup = http::AcmeHttp::new(directory.ca_file.as_deref())
+        .map_err(|e| e.to_string())
+        .and_then(|client| Ok((client, signer_in(dir).map_err(|e| e.to_string())?)));
+    let (client, signer) = match setup {
+        Ok(s) => s,
+        Err(why) => {
+            tracing::warn!("the default chain is kept: the offered chains cannot be read: {why}");
+            return default;
+        }
+    };
+    match chain::preferred(
+        &client,
+        &signer,
+        &directory.url,
+        &cert_url,
+        default,
+        preferred,
+    )
+    .await
+    {
+        Ok(chosen) => {
+            if !chain::matches(&chosen, preferred) {
+                tracing::info!(
+                    "none of the chains offered for {} ends at a certificate issued by {}: the default chain is kept",
+                    quote_max(&cert_url, 200),
+                    quote_max(preferred, 64)
+                );
+            }
+            chosen
+        }
+        Err((default, why)) => {
+            tracing::warn!(
+                "the default chain is kept: the chains offered for {} cannot be read: {why}",
+                quote_max(&cert_url, 200)
+            );
+            default
+        }
+    }
 }
 
 /// What the account file holds: the directory it was registered with and the credentials

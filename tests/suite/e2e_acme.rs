@@ -14,15 +14,15 @@ use support::pebble::{self, Pebble};
 use support::webserver::{Server, require};
 
 /// One certificate of the ACME CA `pebble`, served by `kind` from `DIR/www-root`.
-struct AcmeEnv {
-    env: TestEnv,
-    web: Web,
-    pebble: Pebble,
+pub(crate) struct AcmeEnv {
+    pub(crate) env: TestEnv,
+    pub(crate) web: Web,
+    pub(crate) pebble: Pebble,
     webroot: PathBuf,
     root: PathBuf,
 }
 
-fn acme_env(kind: Server, domain: &str) -> Option<AcmeEnv> {
+pub(crate) fn acme_env(kind: Server, domain: &str) -> Option<AcmeEnv> {
     acme_env_with(kind, domain, None)
 }
 

@@ -11,6 +11,7 @@ mod support;
 
 // --- Issuers and the bundle reader (library level) ---
 /// The ACME issuer against Debian's Pebble: account with EAB, http-01, finalize, the chain.
+mod acme_chain;
 mod acme_pebble;
 /// The API client against the sandbox: error shapes, re-signin, retries, pagination, secrets.
 mod api_client;

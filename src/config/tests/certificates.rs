@@ -370,3 +370,32 @@ fn order_data_rules() {
         &["`ssl_server_software_id`"],
     );
 }
+
+#[test]
+fn an_acme_cas_preferred_chain_is_a_common_name() {
+    let ca = |chain: &str| {
+        format!(
+            "{}\n[acme.le]\ndirectory = \"https://acme.example/dir\"\npreferred_chain = {chain}\n",
+            with_cert("")
+        )
+    };
+    let c = parse(&ca("\" ISRG Root X1 \"")).unwrap();
+    assert_eq!(
+        c.acme["le"].preferred_chain.as_deref(),
+        Some("ISRG Root X1")
+    );
+    assert!(parse(&with_cert("")).unwrap().acme.is_empty());
+    for bad in ["\"  \"", "\"a\\u0007b\"", &format!("\"{}\"", "x".repeat(65))] {
+        let errs = errors(&ca(bad));
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("`preferred_chain`: ") && e.contains("line 20")),
+            "{bad}: {errs:#?}"
+        );
+    }
+    let errs = errors(&ca("7"));
+    assert!(
+        errs.iter().any(|e| e.contains("preferred_chain")),
+        "{errs:#?}"
+    );
+}

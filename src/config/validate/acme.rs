@@ -83,6 +83,7 @@ impl Checker<'_> {
             _ => {}
         }
         let profile = self.profile(&s);
+        let preferred_chain = self.preferred_chain(&s);
         let ca_file = self.path(&s, "ca_file");
         Some(AcmeCa {
             name: name.to_owned(),
@@ -91,6 +92,7 @@ impl Checker<'_> {
             eab_kid,
             eab_hmac_file,
             profile,
+            preferred_chain,
             ca_file,
         })
     }
@@ -150,6 +152,29 @@ impl Checker<'_> {
             return None;
         }
         Some(p)
+    }
+
+    /// `preferred_chain`: a Common Name as certificates carry it (printable, no control
+    /// character, at most 64 characters as X.520 allows).
+    fn preferred_chain(&mut self, s: &Scope<'_, '_>) -> Option<String> {
+        let p = self.text(s, "preferred_chain")?;
+        let trimmed = p.trim();
+        if trimmed.is_empty()
+            || trimmed.chars().count() > 64
+            || trimmed.chars().any(char::is_control)
+        {
+            let f = s.get("preferred_chain")?;
+            self.bad(
+                s,
+                &f,
+                format!(
+                    "{p:?} is not a CA's Common Name (1 to 64 printable characters), such as \
+                     \"ISRG Root X1\""
+                ),
+            );
+            return None;
+        }
+        Some(trimmed.to_owned())
     }
 
     /// A certificate's `issuer`: `partner` (the default) or the NAME of an `[acme.NAME]`.

@@ -71,52 +71,83 @@ pub fn allowed_url(url: &str) -> bool {
     }
 }
 
+/// An answer as read: status, headers, and at most [`MAX_ANSWER_BYTES`] of body.
+pub struct Answer {
+    pub status: http::StatusCode,
+    pub headers: http::HeaderMap,
+    pub body: Bytes,
+}
+
+impl AcmeHttp {
+    /// Sends one request to `url` (refused unless [`allowed_url`]) and reads its answer
+    /// within the limits of size and time.
+    pub async fn send(
+        &self,
+        method: http::Method,
+        url: &str,
+        headers: &http::HeaderMap,
+        body: Bytes,
+    ) -> Result<Answer, String> {
+        if !allowed_url(url) {
+            return Err(format!(
+                "refusing to send to {}: not an https:// URL",
+                crate::dcv::quote_max(url, 200)
+            ));
+        }
+        let mut request = self.http.request(method, url).body(body);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        let mut answer = request.send().await.map_err(|e| describe(&e))?;
+        let status = answer.status();
+        let headers = answer.headers().clone();
+        let too_large = || {
+            format!(
+                "the answer from {} is larger than {MAX_ANSWER_BYTES} bytes",
+                crate::dcv::quote_max(url, 200)
+            )
+        };
+        if answer
+            .content_length()
+            .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
+        {
+            return Err(too_large());
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = answer.chunk().await.map_err(|e| describe(&e))? {
+            if bytes.len() + chunk.len() > MAX_ANSWER_BYTES {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(Answer {
+            status,
+            headers,
+            body: Bytes::from(bytes),
+        })
+    }
+}
+
 impl HttpClient for AcmeHttp {
     fn request(
         &self,
         req: http::Request<BodyWrapper<Bytes>>,
     ) -> Pin<Box<dyn Future<Output = Result<BytesResponse, instant_acme::Error>> + Send>> {
-        let http = self.http.clone();
+        let client = self.clone();
         Box::pin(async move {
             let (parts, body) = req.into_parts();
             let url = parts.uri.to_string();
-            if !allowed_url(&url) {
-                return Err(other(format!(
-                    "refusing to send to {}: not an https:// URL",
-                    crate::dcv::quote_max(&url, 200)
-                )));
-            }
             let body = http_body_util::BodyExt::collect(body)
                 .await
                 .map(http_body_util::Collected::to_bytes)
                 .unwrap_or_default();
-            let mut request = http.request(parts.method, &url).body(body);
-            for (name, value) in &parts.headers {
-                request = request.header(name, value);
-            }
-            let mut answer = request.send().await.map_err(|e| other(describe(&e)))?;
-            let status = answer.status();
-            let headers = answer.headers().clone();
-            if answer
-                .content_length()
-                .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
-            {
-                return Err(other(format!(
-                    "the answer from {url} is larger than {MAX_ANSWER_BYTES} bytes"
-                )));
-            }
-            let mut bytes = Vec::new();
-            while let Some(chunk) = answer.chunk().await.map_err(|e| other(describe(&e)))? {
-                if bytes.len() + chunk.len() > MAX_ANSWER_BYTES {
-                    return Err(other(format!(
-                        "the answer from {url} is larger than {MAX_ANSWER_BYTES} bytes"
-                    )));
-                }
-                bytes.extend_from_slice(&chunk);
-            }
-            let mut response = http::Response::new(Full::new(Bytes::from(bytes)));
-            *response.status_mut() = status;
-            *response.headers_mut() = headers;
+            let answer = client
+                .send(parts.method, &url, &parts.headers, body)
+                .await
+                .map_err(other)?;
+            let mut response = http::Response::new(Full::new(answer.body));
+            *response.status_mut() = answer.status;
+            *response.headers_mut() = answer.headers;
             Ok(BytesResponse::from(response))
         })
     }

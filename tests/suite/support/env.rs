@@ -827,6 +827,19 @@ pub(crate) fn key_spki(path: &Path) -> Vec<u8> {
 
 /// A TLS handshake with `addr` (SNI `name`), verifying the chain against `root` (PEM) and the
 /// name; returns the leaf.
+/// [`served_leaf`] retried for up to 10 s until the served leaf has `serial` (a graceful
+/// reload settles asynchronously); panics with the last leaf or error otherwise.
+pub(crate) fn served_leaf_until(root: &Path, addr: &str, name: &str, serial: &str) -> Leaf {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match served_leaf(root, addr, name) {
+            Ok(l) if l.serial == serial => return l,
+            other if Instant::now() > deadline => panic!("served for {name}: {other:?}"),
+            _ => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
 pub(crate) fn served_leaf(root: &Path, addr: &str, name: &str) -> Result<Leaf, String> {
     let mut roots = rustls::RootCertStore::empty();
     for der in CertificateDer::pem_file_iter(root).map_err(|e| e.to_string())? {

@@ -108,6 +108,9 @@ impl Pebble {
             .env("PEBBLE_VA_NOSLEEP", "1")
             .env("PEBBLE_WFE_NONCEREJECT", "0")
             .env("PEBBLE_AUTHZREUSE", "0")
+            // One alternate chain (to a second root) beside the default one, offered with
+            // every certificate as RFC 8555 §7.4.2 describes.
+            .env("PEBBLE_ALTERNATE_ROOTS", "1")
             .stdin(Stdio::null())
             .stdout(log("pebble.log"))
             .stderr(log("pebble.err"))
@@ -142,6 +145,27 @@ impl Pebble {
     /// Writes Pebble's issuing root (from its management interface) to `path`, for a TLS
     /// client checking what a web server serves.
     pub(crate) fn write_root(&self, path: &Path) {
+        self.write_root_n(0, path);
+    }
+
+    /// The Common Name of Pebble's root `n` (0: the default chain's, 1: the alternate's).
+    pub(crate) fn root_name(&self, n: usize) -> String {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let path = dir.path().join("root.pem");
+        self.write_root_n(n, &path);
+        let pem = std::fs::read(&path).expect("read the root");
+        let der = rustls_pki_types::CertificateDer::from_pem_slice(&pem).expect("a PEM root");
+        let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).expect("a root");
+        cert.subject()
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok())
+            .expect("the root's Common Name")
+            .to_owned()
+    }
+
+    /// [`Pebble::write_root`] for root `n` (0: the default chain's, 1: the alternate's).
+    pub(crate) fn write_root_n(&self, n: usize, path: &Path) {
         let port = self
             .management
             .rsplit(':')
@@ -152,7 +176,7 @@ impl Pebble {
         let out = Command::new("curl")
             .args(["-sSf", "--max-time", "10", "--cacert"])
             .arg(&self.ca_file)
-            .arg(format!("{}/roots/0", self.management))
+            .arg(format!("{}/roots/{n}", self.management))
             .output()
             .expect("run curl");
         assert!(
