@@ -355,7 +355,7 @@ async fn order(
         Some(preferred) => {
             let directory = directory_of(ca)?;
             let dir = account_dir(ctx.store.dir(), &ca.name);
-            acme::preferred_chain(&directory, &dir, &mut order, chain, preferred).await
+            acme::chain::to_install(&directory, &dir, &mut order, chain, preferred).await
         }
         None => chain,
     };

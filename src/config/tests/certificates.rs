@@ -385,7 +385,11 @@ fn an_acme_cas_preferred_chain_is_a_common_name() {
         Some("ISRG Root X1")
     );
     assert!(parse(&with_cert("")).unwrap().acme.is_empty());
-    for bad in ["\"  \"", "\"a\\u0007b\"", &format!("\"{}\"", "x".repeat(65))] {
+    for bad in [
+        "\"  \"",
+        "\"a\\u0007b\"",
+        &format!("\"{}\"", "x".repeat(65)),
+    ] {
         let errs = errors(&ca(bad));
         assert!(
             errs.iter()

@@ -19,7 +19,12 @@ use bytes::Bytes;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
+use std::path::Path;
+
+use instant_acme::Order;
+
 use super::http::{AcmeHttp, allowed_url};
+use super::{ACCOUNT_FILE, AcmeError, Directory, parse_account_file};
 use crate::dcv::quote_max;
 
 /// Most alternate chains looked at (Let's Encrypt offers one or two).
@@ -237,7 +242,7 @@ fn replay_nonce(headers: &http::HeaderMap) -> Option<String> {
 /// chain the order's download gave) when its topmost issuer is `preferred`, else the first
 /// matching alternate the CA offers for the same certificate, else `default`. The text says
 /// why an alternate could not be read (the default chain is then the one to install).
-pub async fn preferred(
+pub async fn fetch_preferred(
     http: &AcmeHttp,
     signer: &Signer,
     directory_url: &str,
@@ -288,6 +293,81 @@ pub async fn preferred(
             Ok(chosen)
         }
         Err(why) => Err((default, why)),
+    }
+}
+
+/// The signer of the account kept in `dir` (its URL and key), for the requests the ACME crate
+/// does not make itself .
+fn signer_in(dir: &Path) -> Result<Signer, AcmeError> {
+    let path = dir.join(ACCOUNT_FILE);
+    let file_error = |message: String| AcmeError::AccountFile {
+        path: path.clone(),
+        message,
+    };
+    let bytes = crate::fsutil::read_private(&path, 64 * 1024).map_err(file_error)?;
+    let kept = parse_account_file(&bytes).map_err(file_error)?;
+    let value = serde_json::to_value(&kept.credentials).map_err(|e| file_error(e.to_string()))?;
+    let Some(id) = value.get("id").and_then(serde_json::Value::as_str) else {
+        return Err(file_error("holds no account URL".into()));
+    };
+    let key = kept.credentials.private_key().secret_pkcs8_der();
+    Signer::new(id.to_owned(), key).map_err(file_error)
+}
+
+/// The chain to install for `order` (valid, its default chain `default` downloaded): with
+/// `preferred` set, the chain the CA offers whose topmost certificate was issued by that CA
+/// ; the default chain when none matches, or when the alternates cannot be read
+/// (said in the log: the certificate itself is the same).
+pub async fn to_install(
+    directory: &Directory,
+    dir: &Path,
+    order: &mut Order,
+    default: String,
+    preferred: &str,
+) -> String {
+    if matches(&default, preferred) {
+        return default;
+    }
+    let Some(cert_url) = order.state().certificate.clone() else {
+        return default;
+    };
+    let setup = AcmeHttp::new(directory.ca_file.as_deref())
+        .map_err(|e| e.to_string())
+        .and_then(|client| Ok((client, signer_in(dir).map_err(|e| e.to_string())?)));
+    let (client, signer) = match setup {
+        Ok(s) => s,
+        Err(why) => {
+            tracing::warn!("the default chain is kept: the offered chains cannot be read: {why}");
+            return default;
+        }
+    };
+    match fetch_preferred(
+        &client,
+        &signer,
+        &directory.url,
+        &cert_url,
+        default,
+        preferred,
+    )
+    .await
+    {
+        Ok(chosen) => {
+            if !matches(&chosen, preferred) {
+                tracing::info!(
+                    "none of the chains offered for {} ends at a certificate issued by {}: the default chain is kept",
+                    quote_max(&cert_url, 200),
+                    quote_max(preferred, 64)
+                );
+            }
+            chosen
+        }
+        Err((default, why)) => {
+            tracing::warn!(
+                "the default chain is kept: the chains offered for {} cannot be read: {why}",
+                quote_max(&cert_url, 200)
+            );
+            default
+        }
     }
 }
 
