@@ -256,20 +256,7 @@ async fn order(
     let pending = keys::ensure_pending_key(ctx.store, cert, &mut job.rec, ctx.now())?;
     let key = keys::load_pending(&pending)?;
     let profile = cert.order.profile.clone().or_else(|| ca.profile.clone());
-    let resume_url = job.rec.acme.as_ref().and_then(|b| b.order_url.clone());
-    // An order placed for other names (the configuration changed since) is not resumed.
-    let resume_url = match (resume_url, &job.rec.acme) {
-        (Some(url), Some(b)) if !b.names.is_empty() && b.names != cert.domains => {
-            tracing::info!(
-                certificate = %cert.name,
-                "the ACME order {url} was placed for {}, not the configured names: a new order is placed",
-                b.names.join(", ")
-            );
-            forget_order(job)?;
-            None
-        }
-        (url, _) => url,
-    };
+    let resume_url = journaled_order(job, ca)?;
     let placed = match (new, resume_url) {
         (None, Some(url)) => match acme::resume(&account, &url, &cert.domains, method).await {
             Ok(p) => p,
@@ -360,7 +347,49 @@ async fn order(
         None => chain,
     };
     crate::failpoint::hit("acme-chain-received");
-    ready(ctx, job, &key, chain.as_bytes())
+    let checked = ready(ctx, job, &key, chain.as_bytes());
+    if checked.is_err() {
+        // The same order would give the same chain again (a CA's fault, or an order URL
+        // replayed into the state): the next run places a new one.
+        forget_order(job)?;
+    }
+    checked
+}
+
+/// The journaled order to go on with: none when there is none, when it was placed for other
+/// names than the configured ones (the configuration changed since), or when its URL is not at
+/// the CA (the state file edited); each of those is dropped.
+fn journaled_order(job: &mut Job<'_>, ca: &AcmeCa) -> Result<Option<String>> {
+    let cert = job.cert;
+    let resume_url = job.rec.acme.as_ref().and_then(|b| b.order_url.clone());
+    // An order placed for other names (the configuration changed since) is not resumed.
+    let resume_url = match (resume_url, &job.rec.acme) {
+        (Some(url), Some(b)) if !b.names.is_empty() && b.names != cert.domains => {
+            tracing::info!(
+                certificate = %cert.name,
+                "the ACME order {url} was placed for {}, not the configured names: a new order is placed",
+                b.names.join(", ")
+            );
+            forget_order(job)?;
+            None
+        }
+        (url, _) => url,
+    };
+    // An order URL that is not at the CA (the state file edited) is never sent to.
+    let resume_url = match resume_url {
+        Some(url) if !acme::http::same_origin(&url, &ca.directory) => {
+            tracing::warn!(
+                certificate = %cert.name,
+                "the journaled ACME order {} is not at the CA's directory {}: it is dropped and a new order placed",
+                crate::dcv::quote_max(&url, 200),
+                ca.directory
+            );
+            forget_order(job)?;
+            None
+        }
+        other => other,
+    };
+    Ok(resume_url)
 }
 
 /// Whether an order's error leaves it unusable (invalid): then the next run places a new one.

@@ -79,3 +79,83 @@ fn the_preferred_chain_is_installed_and_served_and_no_match_keeps_the_default() 
     );
     assert_eq!(a.pebble.requests("/order-plz"), 3);
 }
+
+/// The order URLs the journal recorded as placed, in order.
+fn placed_orders(a: &AcmeEnv) -> Vec<String> {
+    a.env
+        .journal()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.to_string().contains("acme-order-placed"))
+        .filter_map(|v| {
+            let found = v.pointer("/detail/order").or_else(|| v.pointer("/order"));
+            found.and_then(|o| o.as_str()).map(str::to_owned)
+        })
+        .collect()
+}
+
+/// An order URL written into the record by someone else: one at another origin is never
+/// sent to (dropped, a new order placed in the same run); an old order of the same CA replayed
+/// gives a chain for another key, which is refused, nothing installed, and the order dropped so
+/// that the next run does not resume it for ever.
+#[test]
+fn a_forged_or_replayed_order_url_in_the_record_is_dropped_not_followed() {
+    let domain = "www.acme-replay.test";
+    let Some(a) = acme_env(Server::Nginx, domain) else {
+        return;
+    };
+    let first = a.env.renew();
+    first.expect_code(0);
+    let s1 = first.installed_serial("www");
+    let orders = placed_orders(&a);
+    assert_eq!(orders.len(), 1, "{}", a.env.journal());
+    let set_order = |url: &str| {
+        a.env.edit_record("www", |r| {
+            r["acme"]["order_url"] = serde_json::json!(url);
+            r["acme"]["names"] = serde_json::json!([domain]);
+        });
+    };
+
+    // Forged: another origin, then garbage. Neither is asked; a new order is placed.
+    for forged in ["https://127.0.0.2:1/order/1", "not a url"] {
+        set_order(forged);
+        let out = a.env.agent(["--json", "renew", "--force"]).run();
+        out.expect_code(0);
+        assert_ne!(out.installed_serial("www"), s1, "{}", out.describe());
+        assert!(
+            out.stderr.contains("is not at the CA's directory"),
+            "{}",
+            out.describe()
+        );
+    }
+    assert_eq!(a.pebble.requests("/order-plz"), 3);
+    let installed = a.env.record("www").unwrap()["installed"]["serial"].clone();
+
+    // Replayed: the first order (valid, its certificate for the first key).
+    set_order(&orders[0]);
+    let out = a.env.agent(["--json", "renew"]).run();
+    assert_ne!(out.code, Some(0), "{}", out.describe());
+    assert!(
+        out.text().contains("was rejected; nothing was installed"),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(
+        a.env.record("www").unwrap()["installed"]["serial"],
+        installed,
+        "the installed certificate stays"
+    );
+    assert!(a.env.record("www").unwrap()["acme"]["order_url"].is_null());
+    assert_eq!(a.pebble.requests("/order-plz"), 3, "nothing ordered yet");
+    // The next run does not resume the replayed order: the installed certificate is not due,
+    // so nothing is asked of the CA.
+    let out = a.env.agent(["--json", "renew", "--name", "www"]).run();
+    out.expect_code(0);
+    assert_eq!(
+        out.outcome("www")["outcome"],
+        "unchanged",
+        "{}",
+        out.describe()
+    );
+    assert_eq!(a.pebble.requests("/order-plz"), 3, "{}", out.describe());
+}

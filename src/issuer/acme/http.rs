@@ -128,6 +128,20 @@ impl AcmeHttp {
     }
 }
 
+/// Whether `url` is at the same origin (scheme, host, port) as `directory`: where an order
+/// URL read back from the state may be sent with the account's signature.
+pub fn same_origin(url: &str, directory: &str) -> bool {
+    match (reqwest::Url::parse(url), reqwest::Url::parse(directory)) {
+        (Ok(u), Ok(d)) => {
+            u.scheme() == d.scheme()
+                && u.host_str().is_some()
+                && u.host_str() == d.host_str()
+                && u.port_or_known_default() == d.port_or_known_default()
+        }
+        _ => false,
+    }
+}
+
 impl HttpClient for AcmeHttp {
     fn request(
         &self,
@@ -187,6 +201,19 @@ mod tests {
             "http://localhost:4001/dir",
         ] {
             assert!(allowed_url(ok), "{ok}");
+        }
+        let dir = "https://acme.example/dir";
+        assert!(same_origin("https://acme.example/order/7", dir));
+        assert!(same_origin("https://acme.example:443/order/7", dir));
+        for other in [
+            "https://evil.example/order/7",
+            "http://acme.example/order/7",
+            "https://acme.example:8443/order/7",
+            "https://acme.example.evil.example/order/7",
+            "not a url",
+            "",
+        ] {
+            assert!(!same_origin(other, dir), "{other}");
         }
         for bad in [
             "http://acme.example/dir",
