@@ -214,8 +214,11 @@ impl Crls {
                     serial_number: SerialNumber::from_slice(
                         &hex::decode(&r.serial_hex).map_err(|e| e.to_string())?,
                     ),
+                    // Never after the list's own date (under a time scale the revocation is
+                    // dated on the virtual clock, the list on the real one).
                     revocation_time: r
                         .revoked_at
+                        .min(now)
                         .replace_nanosecond(0)
                         .map_err(|e| e.to_string())?,
                     reason_code: Some(reason_value(r.reason)),

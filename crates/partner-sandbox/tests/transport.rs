@@ -741,3 +741,31 @@ async fn crls_are_served_over_plain_http_and_controlled_over_the_control_api() {
         assert!(a.json()["error"].is_string(), "{body}: {}", a.text());
     }
 }
+
+/// Under a time scale the CRLs are dated on the clock the certificates begin on (the real one):
+/// a client on the real clock finds them current, not "not yet valid" hours ahead.
+#[tokio::test]
+async fn crls_under_a_time_scale_are_dated_on_the_certificates_clock() {
+    let fast = Sandbox::start(SandboxConfig::default().time_scale(3_600.0)).expect("starts");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        fast.now() - time::OffsetDateTime::now_utc() >= time::Duration::minutes(20),
+        "the virtual clock runs ahead"
+    );
+    let der = reqwest::Client::new()
+        .get(fast.crl_url("s-one"))
+        .send()
+        .await
+        .expect("fetch")
+        .bytes()
+        .await
+        .expect("body");
+    let (_, crl) = x509_parser::parse_x509_crl(&der).expect("a DER CRL");
+    let this_update = crl.last_update().to_datetime();
+    let real = time::OffsetDateTime::now_utc();
+    assert!(
+        (this_update - real).abs() < time::Duration::minutes(2),
+        "thisUpdate {this_update} is on the real clock ({real})"
+    );
+    assert!(crl.next_update().is_some_and(|n| n.to_datetime() > real));
+}

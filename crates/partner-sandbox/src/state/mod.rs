@@ -217,14 +217,14 @@ impl State {
         resp
     }
 
-    /// Time-driven transitions up to `now`: validation by DNS records / approved emails,
-    /// issuance once every domain is validated, family C's pickup cycle, staff processing of
-    /// cancellations, expiry, automatic preparation of renewal tokens ~30 days before expiry.
     /// How far (seconds) the time scale has run virtual time ahead of real time.
     pub fn set_scale_drift(&mut self, secs: i64) {
         self.scale_drift = secs.max(0);
     }
 
+    /// Time-driven transitions up to `now`: validation by DNS records / approved emails,
+    /// issuance once every domain is validated, family C's pickup cycle, staff processing of
+    /// cancellations, expiry, automatic preparation of renewal tokens ~30 days before expiry.
     pub fn tick(&mut self, now: OffsetDateTime, ca: &Authority) {
         self.advance(ts(now), ca);
     }
