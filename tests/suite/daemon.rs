@@ -57,6 +57,17 @@ impl Env {
         text
     }
 
+    /// A `notify_command` (TOML) that creates the returned marker file, then sleeps `secs`:
+    /// a run that fails lasts that long, and the marker shows when it got there.
+    fn notify_that_sleeps(&self, secs: u32) -> (String, PathBuf) {
+        let marker = self.dir.path().join("notify-started");
+        let command = format!(
+            r#"["sh", "-c", "touch '{}' && exec sleep {secs}"]"#,
+            marker.display()
+        );
+        (command, marker)
+    }
+
     /// Replaces the file the way editors and configuration management do: write, rename.
     fn replace_config(&self, text: &str) {
         let tmp = self.dir.path().join(".config.toml.new");
@@ -233,6 +244,7 @@ fn an_unchanged_rewrite_does_not_reload() {
         )
         .await;
         env.replace_config(&text);
+        // A window in which no reload may happen: the time passing is what is checked.
         tokio::time::sleep(Duration::from_millis(1500)).await;
         drop(stop_tx);
         daemon.await.expect("joins").expect("clean stop");
@@ -353,7 +365,8 @@ fn a_run_that_failed_as_a_whole_is_retried_soon_then_the_schedule_is_back() {
         .await;
         let gap = Instant::now() - second;
         assert!(gap >= Duration::from_millis(600), "{gap:?} {done:?}");
-        // Back on the hour's schedule: no further run.
+        // Back on the hour's schedule: no further run in a window longer than the backoff
+        // steps above (the time passing is what is checked).
         tokio::time::sleep(Duration::from_secs(2)).await;
         drop(stop_tx);
         daemon.await.expect("joins").expect("clean stop");
@@ -490,13 +503,9 @@ fn sigterm_during_a_run_lets_it_finish() {
     signal_test(|| async {
         let env = Env::new();
         // The run ends with a failure ("needs an order"), so it runs notify_command: 2 s.
-        let (daemon, mut rx) =
-            start_with_signals(&env, Some(r#"["sleep", "2"]"#), Duration::from_secs(10));
-        expect_event(&mut rx, Duration::from_secs(10), "the first run", |e| {
-            matches!(e, DaemonEvent::RunStarted { .. })
-        })
-        .await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (notify, marker) = env.notify_that_sleeps(2);
+        let (daemon, mut rx) = start_with_signals(&env, Some(&notify), Duration::from_secs(10));
+        in_notify_command(&mut rx, &marker).await;
         send(nix::sys::signal::Signal::SIGTERM);
         let finished = tokio::time::timeout(Duration::from_secs(5), rx.recv())
             .await
@@ -521,13 +530,9 @@ fn sigterm_during_a_run_lets_it_finish() {
 fn a_run_that_outlasts_the_grace_time_is_abandoned() {
     signal_test(|| async {
         let env = Env::new();
-        let (daemon, mut rx) =
-            start_with_signals(&env, Some(r#"["sleep", "30"]"#), Duration::from_millis(500));
-        expect_event(&mut rx, Duration::from_secs(10), "the first run", |e| {
-            matches!(e, DaemonEvent::RunStarted { .. })
-        })
-        .await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (notify, marker) = env.notify_that_sleeps(30);
+        let (daemon, mut rx) = start_with_signals(&env, Some(&notify), Duration::from_millis(500));
+        in_notify_command(&mut rx, &marker).await;
         let sent = Instant::now();
         send(nix::sys::signal::Signal::SIGTERM);
         let abandoned = stopped_within(daemon, &mut rx, Duration::from_secs(3)).await;
@@ -541,19 +546,32 @@ fn a_run_that_outlasts_the_grace_time_is_abandoned() {
 fn a_second_signal_abandons_the_run_at_once() {
     signal_test(|| async {
         let env = Env::new();
-        let (daemon, mut rx) =
-            start_with_signals(&env, Some(r#"["sleep", "30"]"#), Duration::from_secs(60));
-        expect_event(&mut rx, Duration::from_secs(10), "the first run", |e| {
-            matches!(e, DaemonEvent::RunStarted { .. })
-        })
-        .await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (notify, marker) = env.notify_that_sleeps(30);
+        let (daemon, mut rx) = start_with_signals(&env, Some(&notify), Duration::from_secs(60));
+        in_notify_command(&mut rx, &marker).await;
         send(nix::sys::signal::Signal::SIGTERM);
+        // The daemon shows no sign of having taken the first signal (it stops no sooner), so
+        // the second follows after a pause long enough for the first to be handled.
         tokio::time::sleep(Duration::from_millis(300)).await;
         send(nix::sys::signal::Signal::SIGINT);
         let abandoned = stopped_within(daemon, &mut rx, Duration::from_secs(3)).await;
         assert!(abandoned);
     });
+}
+
+/// Waits for the run to start, then until it is inside its `notify_command` (its marker
+/// file exists).
+async fn in_notify_command(rx: &mut mpsc::UnboundedReceiver<DaemonEvent>, marker: &Path) {
+    expect_event(rx, Duration::from_secs(10), "the first run", |e| {
+        matches!(e, DaemonEvent::RunStarted { .. })
+    })
+    .await;
+    crate::support::wait::until_async(
+        Duration::from_secs(10),
+        &format!("the run's notify_command to start ({})", marker.display()),
+        || marker.exists(),
+    )
+    .await;
 }
 
 /// The run lock is free again: a new run can start.

@@ -109,8 +109,14 @@ fn a_follower_installs_what_it_catches_up_on_and_a_leaders_burst_with_one_reload
     f.wait_all_serve(&serials[0], Duration::from_secs(20));
 
     // web2's daemon follows; web1 reissues all five in one run: web2 installs the burst at once.
+    let watching = cluster.watches();
     f.start_daemon(1);
-    std::thread::sleep(Duration::from_secs(2));
+    support::wait::until_with(
+        Duration::from_secs(30),
+        "web2's daemon to watch the fleet",
+        || cluster.watches() > watching,
+        || f.logs(),
+    );
     let before = reloads(&counted);
     let again = led(&f, &["--json", "renew", "--force", "--wait", "60"]);
     let next: Vec<String> = CERTS

@@ -87,8 +87,14 @@ fn a_leader_publishes_a_mass_reissue_at_once_each_certificate_fenced() {
     // web2's daemon follows the fleet; none of its scheduled runs comes during the test (one
     // that led before web1's run would hand web2's certificate of c7 over in place of the
     // forged value, and web1's reissue would rightly be the version after that one).
+    let watching = cluster.watches();
     crate::fleet_rounds::daemon_without_runs(&mut f, 1);
-    std::thread::sleep(Duration::from_secs(2));
+    support::wait::until_with(
+        Duration::from_secs(30),
+        "web2's daemon to watch the fleet",
+        || cluster.watches() > watching,
+        || f.logs(),
+    );
     let before = reloads(&counted);
     let again = led(&f, &["--json", "renew", "--force", "--wait", "120"]);
     let next: Vec<String> = names
