@@ -13,7 +13,7 @@ use support::env::{TestEnv, wait_until};
 use support::etcd::{EtcdClient, EtcdCluster};
 use support::webserver::Server;
 
-use crate::fleet_batch::{count_reloads, installed, led, reloads};
+use crate::fleet_batch::{count_reloads, installed, led, reloads, until_watching};
 use crate::fleet_e2e::{Fleet, numbered, ready};
 
 /// More than the leader writes at once (32).
@@ -89,12 +89,7 @@ fn a_leader_publishes_a_mass_reissue_at_once_each_certificate_fenced() {
     // forged value, and web1's reissue would rightly be the version after that one).
     let watching = cluster.watches();
     crate::fleet_rounds::daemon_without_runs(&mut f, 1);
-    support::wait::until_with(
-        Duration::from_secs(30),
-        "web2's daemon to watch the fleet",
-        || cluster.watches() > watching,
-        || f.logs(),
-    );
+    until_watching(&f, &cluster, watching);
     let before = reloads(&counted);
     let again = led(&f, &["--json", "renew", "--force", "--wait", "120"]);
     let next: Vec<String> = names
