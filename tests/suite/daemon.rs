@@ -462,9 +462,9 @@ async fn stopped_within(
     }
 }
 
-#[test]
-fn sigterm_while_idle_stops_at_once() {
-    signal_test(|| async {
+/// After its first run, `signal` stops the idle daemon within 2 s, abandoning nothing.
+fn stops_at_once_while_idle(signal: nix::sys::signal::Signal) {
+    signal_test(|| async move {
         let env = Env::new();
         let (daemon, mut rx) = start_with_signals(&env, None, Duration::from_secs(10));
         expect_event(
@@ -474,28 +474,20 @@ fn sigterm_while_idle_stops_at_once() {
             is_run_finished,
         )
         .await;
-        send(nix::sys::signal::Signal::SIGTERM);
+        send(signal);
         let abandoned = stopped_within(daemon, &mut rx, Duration::from_secs(2)).await;
         assert!(!abandoned);
     });
 }
 
 #[test]
+fn sigterm_while_idle_stops_at_once() {
+    stops_at_once_while_idle(nix::sys::signal::Signal::SIGTERM);
+}
+
+#[test]
 fn sigint_while_idle_stops_at_once() {
-    signal_test(|| async {
-        let env = Env::new();
-        let (daemon, mut rx) = start_with_signals(&env, None, Duration::from_secs(10));
-        expect_event(
-            &mut rx,
-            Duration::from_secs(10),
-            "the first run",
-            is_run_finished,
-        )
-        .await;
-        send(nix::sys::signal::Signal::SIGINT);
-        let abandoned = stopped_within(daemon, &mut rx, Duration::from_secs(2)).await;
-        assert!(!abandoned);
-    });
+    stops_at_once_while_idle(nix::sys::signal::Signal::SIGINT);
 }
 
 #[test]
