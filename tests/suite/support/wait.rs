@@ -6,6 +6,9 @@
 //! where the passing of time is what the test checks (a lease that must run out, a window in
 //! which nothing may happen); each says so beside it.
 
+// `tests/api_logs.rs` includes these helpers too and uses few of them.
+#![allow(dead_code)]
+
 use std::time::{Duration, Instant};
 
 /// How often a condition is polled.
