@@ -116,6 +116,7 @@ fn a_leader_publishes_a_mass_reissue_at_once_each_certificate_fenced() {
             .all(|((n, _), s)| installed(&f, 1, n).as_ref() == Some(s))
     });
     assert!(all, "web2 did not install every reissue\n{}", f.logs());
+    // A window in which no second reload may come: the time passing is what is checked.
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(
         reloads(&counted) - before,

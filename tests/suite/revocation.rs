@@ -512,6 +512,7 @@ fn settle_summary(env: &TestEnv, names: &[String]) {
         })
     };
     for _ in 0..5 {
+        // The summary keeps no record written within the last second: a clock second passes.
         std::thread::sleep(std::time::Duration::from_millis(1100));
         env.renew().expect_code(0);
         if kept() {
@@ -679,7 +680,8 @@ fn an_unusable_crl_is_reported_once_with_its_count_and_tried_again_on_a_backoff(
             "{name}"
         );
     }
-    // Kept in the summary: unknown on every report line, no certificate read.
+    // Kept in the summary: unknown on every report line, no certificate read (a clock second
+    // first: the summary keeps no record written within the last second).
     std::thread::sleep(std::time::Duration::from_millis(1100));
     let out = env.agent(["-v", "--json", "renew", "--wait", "30"]).run();
     out.expect_code(0);
