@@ -131,14 +131,7 @@ fn a_changed_config_is_reloaded_and_an_invalid_one_keeps_the_previous() {
     local_test(async {
         let env = Env::new();
         env.rewrite_config(&env.config(&["a"], None));
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let opts = DaemonOptions {
-            stop: Some(stop_rx),
-            ..options(tx)
-        };
-        let path = env.config_path();
-        let daemon = tokio::task::spawn_local(async move { run_daemon(&path, opts).await });
+        let (daemon, mut rx, stop_tx) = start_stoppable(&env, Duration::from_secs(2));
         let t = Duration::from_secs(10);
 
         expect_event(&mut rx, t, "the first run", run_started_with(&["a"])).await;
@@ -227,15 +220,7 @@ fn an_unchanged_rewrite_does_not_reload() {
         let env = Env::new();
         let text = env.config(&["a"], None);
         env.rewrite_config(&text);
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let opts = DaemonOptions {
-            interval: Duration::from_secs(3600),
-            stop: Some(stop_rx),
-            ..options(tx)
-        };
-        let path = env.config_path();
-        let daemon = tokio::task::spawn_local(async move { run_daemon(&path, opts).await });
+        let (daemon, mut rx, stop_tx) = start_stoppable(&env, Duration::from_secs(3600));
         expect_event(
             &mut rx,
             Duration::from_secs(10),
@@ -272,15 +257,7 @@ fn a_fragment_added_to_an_included_directory_is_reloaded() {
             .config(&["a"], None)
             .replace("[agent]\n", "[agent]\ninclude = [\"conf.d/*.toml\"]\n");
         env.rewrite_config(&main);
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let opts = DaemonOptions {
-            interval: Duration::from_secs(3600),
-            stop: Some(stop_rx),
-            ..options(tx)
-        };
-        let path = env.config_path();
-        let daemon = tokio::task::spawn_local(async move { run_daemon(&path, opts).await });
+        let (daemon, mut rx, stop_tx) = start_stoppable(&env, Duration::from_secs(3600));
         let t = Duration::from_secs(10);
         expect_event(&mut rx, t, "the first run", run_started_with(&["a"])).await;
         // The certificate part of a configuration for "b", alone in its own file.
@@ -323,15 +300,7 @@ fn a_run_that_failed_as_a_whole_is_retried_soon_then_the_schedule_is_back() {
         );
         assert!(text.contains("blocked/state"), "{text}");
         env.rewrite_config(&text);
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let opts = DaemonOptions {
-            interval: Duration::from_secs(3600),
-            stop: Some(stop_rx),
-            ..options(tx)
-        };
-        let path = env.config_path();
-        let daemon = tokio::task::spawn_local(async move { run_daemon(&path, opts).await });
+        let (daemon, mut rx, stop_tx) = start_stoppable(&env, Duration::from_secs(3600));
         let t = Duration::from_secs(10);
         let failed = |e: &DaemonEvent| {
             matches!(
@@ -414,6 +383,28 @@ fn signal_test<F: Future<Output = ()>>(body: impl FnOnce() -> F) {
 
 fn send(signal: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::getpid(), signal).expect("kill");
+}
+
+/// Starts a daemon on `env`'s configuration that runs every `interval`; returns it with its
+/// events and the sender that stops it (by sending `true` or by being dropped).
+fn start_stoppable(
+    env: &Env,
+    interval: Duration,
+) -> (
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+    mpsc::UnboundedReceiver<DaemonEvent>,
+    watch::Sender<bool>,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let opts = DaemonOptions {
+        interval,
+        stop: Some(stop_rx),
+        ..options(tx)
+    };
+    let path = env.config_path();
+    let daemon = tokio::task::spawn_local(async move { run_daemon(&path, opts).await });
+    (daemon, rx, stop_tx)
 }
 
 /// Starts a daemon with real signal handlers; returns it with its events.
