@@ -486,9 +486,7 @@ fn sigterm_during_a_run_lets_it_finish() {
     signal_test(|| async {
         let env = Env::new();
         // The run ends with a failure ("needs an order"), so it runs notify_command: 2 s.
-        let (notify, marker) = env.notify_that_sleeps(2);
-        let (daemon, mut rx) = start_with_signals(&env, Some(&notify), Duration::from_secs(10));
-        in_notify_command(&mut rx, &marker).await;
+        let (daemon, mut rx) = in_a_long_run(&env, 2, Duration::from_secs(10)).await;
         send(nix::sys::signal::Signal::SIGTERM);
         let finished = tokio::time::timeout(Duration::from_secs(5), rx.recv())
             .await
@@ -513,9 +511,7 @@ fn sigterm_during_a_run_lets_it_finish() {
 fn a_run_that_outlasts_the_grace_time_is_abandoned() {
     signal_test(|| async {
         let env = Env::new();
-        let (notify, marker) = env.notify_that_sleeps(30);
-        let (daemon, mut rx) = start_with_signals(&env, Some(&notify), Duration::from_millis(500));
-        in_notify_command(&mut rx, &marker).await;
+        let (daemon, mut rx) = in_a_long_run(&env, 30, Duration::from_millis(500)).await;
         let sent = Instant::now();
         send(nix::sys::signal::Signal::SIGTERM);
         let abandoned = stopped_within(daemon, &mut rx, Duration::from_secs(3)).await;
@@ -529,9 +525,7 @@ fn a_run_that_outlasts_the_grace_time_is_abandoned() {
 fn a_second_signal_abandons_the_run_at_once() {
     signal_test(|| async {
         let env = Env::new();
-        let (notify, marker) = env.notify_that_sleeps(30);
-        let (daemon, mut rx) = start_with_signals(&env, Some(&notify), Duration::from_secs(60));
-        in_notify_command(&mut rx, &marker).await;
+        let (daemon, mut rx) = in_a_long_run(&env, 30, Duration::from_secs(60)).await;
         send(nix::sys::signal::Signal::SIGTERM);
         // The daemon shows no sign of having taken the first signal (it stops no sooner), so
         // the second follows after a pause long enough for the first to be handled.
@@ -542,10 +536,20 @@ fn a_second_signal_abandons_the_run_at_once() {
     });
 }
 
-/// Waits for the run to start, then until it is inside its `notify_command` (its marker
-/// file exists).
-async fn in_notify_command(rx: &mut mpsc::UnboundedReceiver<DaemonEvent>, marker: &Path) {
-    expect_event(rx, Duration::from_secs(10), "the first run", |e| {
+/// A daemon with real signal handlers and `stop_grace`, whose first run fails and so runs a
+/// `notify_command` that lasts `secs`: returned once the run is inside that command (its
+/// marker file exists).
+async fn in_a_long_run(
+    env: &Env,
+    secs: u32,
+    stop_grace: Duration,
+) -> (
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+    mpsc::UnboundedReceiver<DaemonEvent>,
+) {
+    let (notify, marker) = env.notify_that_sleeps(secs);
+    let (daemon, mut rx) = start_with_signals(env, Some(&notify), stop_grace);
+    expect_event(&mut rx, Duration::from_secs(10), "the first run", |e| {
         matches!(e, DaemonEvent::RunStarted { .. })
     })
     .await;
@@ -555,6 +559,7 @@ async fn in_notify_command(rx: &mut mpsc::UnboundedReceiver<DaemonEvent>, marker
         || marker.exists(),
     )
     .await;
+    (daemon, rx)
 }
 
 /// The run lock is free again: a new run can start.
