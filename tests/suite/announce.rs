@@ -48,6 +48,7 @@ impl Receiver {
                 let _ = reader.read_exact(&mut body);
                 let status = script.next().unwrap_or(200);
                 if status == 0 {
+                    // The fault itself: a receiver that holds the connection and never answers.
                     std::thread::spawn(move || {
                         std::thread::sleep(std::time::Duration::from_secs(60));
                         drop(stream);

@@ -57,6 +57,17 @@ impl Env {
         text
     }
 
+    /// A `notify_command` (TOML) that creates the returned marker file, then sleeps `secs`:
+    /// a run that fails lasts that long, and the marker shows when it got there.
+    fn notify_that_sleeps(&self, secs: u32) -> (String, PathBuf) {
+        let marker = self.dir.path().join("notify-started");
+        let command = format!(
+            r#"["sh", "-c", "touch '{}' && exec sleep {secs}"]"#,
+            marker.display()
+        );
+        (command, marker)
+    }
+
     /// Replaces the file the way editors and configuration management do: write, rename.
     fn replace_config(&self, text: &str) {
         let tmp = self.dir.path().join(".config.toml.new");
@@ -120,14 +131,7 @@ fn a_changed_config_is_reloaded_and_an_invalid_one_keeps_the_previous() {
     local_test(async {
         let env = Env::new();
         env.rewrite_config(&env.config(&["a"], None));
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let opts = DaemonOptions {
-            stop: Some(stop_rx),
-            ..options(tx)
-        };
-        let path = env.config_path();
-        let daemon = tokio::task::spawn_local(async move { run_daemon(&path, opts).await });
+        let (daemon, mut rx, stop_tx) = start_stoppable(&env, Duration::from_secs(2));
         let t = Duration::from_secs(10);
 
         expect_event(&mut rx, t, "the first run", run_started_with(&["a"])).await;
@@ -216,15 +220,7 @@ fn an_unchanged_rewrite_does_not_reload() {
         let env = Env::new();
         let text = env.config(&["a"], None);
         env.rewrite_config(&text);
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let opts = DaemonOptions {
-            interval: Duration::from_secs(3600),
-            stop: Some(stop_rx),
-            ..options(tx)
-        };
-        let path = env.config_path();
-        let daemon = tokio::task::spawn_local(async move { run_daemon(&path, opts).await });
+        let (daemon, mut rx, stop_tx) = start_stoppable(&env, Duration::from_secs(3600));
         expect_event(
             &mut rx,
             Duration::from_secs(10),
@@ -233,6 +229,7 @@ fn an_unchanged_rewrite_does_not_reload() {
         )
         .await;
         env.replace_config(&text);
+        // A window in which no reload may happen: the time passing is what is checked.
         tokio::time::sleep(Duration::from_millis(1500)).await;
         drop(stop_tx);
         daemon.await.expect("joins").expect("clean stop");
@@ -260,15 +257,7 @@ fn a_fragment_added_to_an_included_directory_is_reloaded() {
             .config(&["a"], None)
             .replace("[agent]\n", "[agent]\ninclude = [\"conf.d/*.toml\"]\n");
         env.rewrite_config(&main);
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let opts = DaemonOptions {
-            interval: Duration::from_secs(3600),
-            stop: Some(stop_rx),
-            ..options(tx)
-        };
-        let path = env.config_path();
-        let daemon = tokio::task::spawn_local(async move { run_daemon(&path, opts).await });
+        let (daemon, mut rx, stop_tx) = start_stoppable(&env, Duration::from_secs(3600));
         let t = Duration::from_secs(10);
         expect_event(&mut rx, t, "the first run", run_started_with(&["a"])).await;
         // The certificate part of a configuration for "b", alone in its own file.
@@ -311,15 +300,7 @@ fn a_run_that_failed_as_a_whole_is_retried_soon_then_the_schedule_is_back() {
         );
         assert!(text.contains("blocked/state"), "{text}");
         env.rewrite_config(&text);
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let opts = DaemonOptions {
-            interval: Duration::from_secs(3600),
-            stop: Some(stop_rx),
-            ..options(tx)
-        };
-        let path = env.config_path();
-        let daemon = tokio::task::spawn_local(async move { run_daemon(&path, opts).await });
+        let (daemon, mut rx, stop_tx) = start_stoppable(&env, Duration::from_secs(3600));
         let t = Duration::from_secs(10);
         let failed = |e: &DaemonEvent| {
             matches!(
@@ -353,7 +334,8 @@ fn a_run_that_failed_as_a_whole_is_retried_soon_then_the_schedule_is_back() {
         .await;
         let gap = Instant::now() - second;
         assert!(gap >= Duration::from_millis(600), "{gap:?} {done:?}");
-        // Back on the hour's schedule: no further run.
+        // Back on the hour's schedule: no further run in a window longer than the backoff
+        // steps above (the time passing is what is checked).
         tokio::time::sleep(Duration::from_secs(2)).await;
         drop(stop_tx);
         daemon.await.expect("joins").expect("clean stop");
@@ -403,6 +385,28 @@ fn send(signal: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::getpid(), signal).expect("kill");
 }
 
+/// Starts a daemon on `env`'s configuration that runs every `interval`; returns it with its
+/// events and the sender that stops it (by sending `true` or by being dropped).
+fn start_stoppable(
+    env: &Env,
+    interval: Duration,
+) -> (
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+    mpsc::UnboundedReceiver<DaemonEvent>,
+    watch::Sender<bool>,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let opts = DaemonOptions {
+        interval,
+        stop: Some(stop_rx),
+        ..options(tx)
+    };
+    let path = env.config_path();
+    let daemon = tokio::task::spawn_local(async move { run_daemon(&path, opts).await });
+    (daemon, rx, stop_tx)
+}
+
 /// Starts a daemon with real signal handlers; returns it with its events.
 fn start_with_signals(
     env: &Env,
@@ -449,9 +453,9 @@ async fn stopped_within(
     }
 }
 
-#[test]
-fn sigterm_while_idle_stops_at_once() {
-    signal_test(|| async {
+/// After its first run, `signal` stops the idle daemon within 2 s, abandoning nothing.
+fn stops_at_once_while_idle(signal: nix::sys::signal::Signal) {
+    signal_test(|| async move {
         let env = Env::new();
         let (daemon, mut rx) = start_with_signals(&env, None, Duration::from_secs(10));
         expect_event(
@@ -461,28 +465,20 @@ fn sigterm_while_idle_stops_at_once() {
             is_run_finished,
         )
         .await;
-        send(nix::sys::signal::Signal::SIGTERM);
+        send(signal);
         let abandoned = stopped_within(daemon, &mut rx, Duration::from_secs(2)).await;
         assert!(!abandoned);
     });
 }
 
 #[test]
+fn sigterm_while_idle_stops_at_once() {
+    stops_at_once_while_idle(nix::sys::signal::Signal::SIGTERM);
+}
+
+#[test]
 fn sigint_while_idle_stops_at_once() {
-    signal_test(|| async {
-        let env = Env::new();
-        let (daemon, mut rx) = start_with_signals(&env, None, Duration::from_secs(10));
-        expect_event(
-            &mut rx,
-            Duration::from_secs(10),
-            "the first run",
-            is_run_finished,
-        )
-        .await;
-        send(nix::sys::signal::Signal::SIGINT);
-        let abandoned = stopped_within(daemon, &mut rx, Duration::from_secs(2)).await;
-        assert!(!abandoned);
-    });
+    stops_at_once_while_idle(nix::sys::signal::Signal::SIGINT);
 }
 
 #[test]
@@ -490,13 +486,7 @@ fn sigterm_during_a_run_lets_it_finish() {
     signal_test(|| async {
         let env = Env::new();
         // The run ends with a failure ("needs an order"), so it runs notify_command: 2 s.
-        let (daemon, mut rx) =
-            start_with_signals(&env, Some(r#"["sleep", "2"]"#), Duration::from_secs(10));
-        expect_event(&mut rx, Duration::from_secs(10), "the first run", |e| {
-            matches!(e, DaemonEvent::RunStarted { .. })
-        })
-        .await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (daemon, mut rx) = in_a_long_run(&env, 2, Duration::from_secs(10)).await;
         send(nix::sys::signal::Signal::SIGTERM);
         let finished = tokio::time::timeout(Duration::from_secs(5), rx.recv())
             .await
@@ -521,13 +511,7 @@ fn sigterm_during_a_run_lets_it_finish() {
 fn a_run_that_outlasts_the_grace_time_is_abandoned() {
     signal_test(|| async {
         let env = Env::new();
-        let (daemon, mut rx) =
-            start_with_signals(&env, Some(r#"["sleep", "30"]"#), Duration::from_millis(500));
-        expect_event(&mut rx, Duration::from_secs(10), "the first run", |e| {
-            matches!(e, DaemonEvent::RunStarted { .. })
-        })
-        .await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (daemon, mut rx) = in_a_long_run(&env, 30, Duration::from_millis(500)).await;
         let sent = Instant::now();
         send(nix::sys::signal::Signal::SIGTERM);
         let abandoned = stopped_within(daemon, &mut rx, Duration::from_secs(3)).await;
@@ -541,19 +525,41 @@ fn a_run_that_outlasts_the_grace_time_is_abandoned() {
 fn a_second_signal_abandons_the_run_at_once() {
     signal_test(|| async {
         let env = Env::new();
-        let (daemon, mut rx) =
-            start_with_signals(&env, Some(r#"["sleep", "30"]"#), Duration::from_secs(60));
-        expect_event(&mut rx, Duration::from_secs(10), "the first run", |e| {
-            matches!(e, DaemonEvent::RunStarted { .. })
-        })
-        .await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (daemon, mut rx) = in_a_long_run(&env, 30, Duration::from_secs(60)).await;
         send(nix::sys::signal::Signal::SIGTERM);
+        // The daemon shows no sign of having taken the first signal (it stops no sooner), so
+        // the second follows after a pause long enough for the first to be handled.
         tokio::time::sleep(Duration::from_millis(300)).await;
         send(nix::sys::signal::Signal::SIGINT);
         let abandoned = stopped_within(daemon, &mut rx, Duration::from_secs(3)).await;
         assert!(abandoned);
     });
+}
+
+/// A daemon with real signal handlers and `stop_grace`, whose first run fails and so runs a
+/// `notify_command` that lasts `secs`: returned once the run is inside that command (its
+/// marker file exists).
+async fn in_a_long_run(
+    env: &Env,
+    secs: u32,
+    stop_grace: Duration,
+) -> (
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+    mpsc::UnboundedReceiver<DaemonEvent>,
+) {
+    let (notify, marker) = env.notify_that_sleeps(secs);
+    let (daemon, mut rx) = start_with_signals(env, Some(&notify), stop_grace);
+    expect_event(&mut rx, Duration::from_secs(10), "the first run", |e| {
+        matches!(e, DaemonEvent::RunStarted { .. })
+    })
+    .await;
+    crate::support::wait::until_async(
+        Duration::from_secs(10),
+        &format!("the run's notify_command to start ({})", marker.display()),
+        || marker.exists(),
+    )
+    .await;
+    (daemon, rx)
 }
 
 /// The run lock is free again: a new run can start.

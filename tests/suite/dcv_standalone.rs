@@ -276,9 +276,11 @@ async fn connections_beyond_the_cap_wait_until_a_slot_frees() {
         s.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
         hogs.push(s);
     }
+    // The server shows no count of the connections it took: a pause lets it accept both.
     tokio::time::sleep(Duration::from_millis(100)).await;
 
     let queued = tokio::spawn(async move { request(addr, "GET", &path()).await });
+    // A window in which the third may not be served: the time passing is what is checked.
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(!queued.is_finished(), "served while both slots were taken");
 

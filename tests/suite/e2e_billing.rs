@@ -18,17 +18,32 @@ fn standalone_env(domain: &str) -> TestEnv {
     env
 }
 
+/// Makes the sandbox answer `POST /order` with `kind`.
+fn fault_at_the_order(env: &TestEnv, kind: FaultKind) {
+    env.sandbox
+        .inject(Fault::new(kind).method("POST").path(ORDER_PATH));
+}
+
+/// The run after one that lost the order's answer: it adopts the order the sandbox billed
+/// and installs it, ordering nothing more (one order billed, one `POST /order` in all).
+fn next_run_adopts_the_order(env: &TestEnv) {
+    let again = env.renew();
+    again.expect_code(0);
+    again.installed_serial("www");
+    assert_eq!(env.billed(), 1, "no second order");
+    assert_eq!(env.order_posts(), 1, "POST /order sent once in total");
+    let rec = env.record("www").unwrap();
+    assert_eq!(rec["order"]["adopted"], true, "{rec:#}");
+    assert!(rec["intent"].is_null(), "{rec:#}");
+}
+
 /// Guards reconciliation of a lost answer: the sandbox bills the order and drops the
 /// connection; the run fails and keeps the intent; the next run finds the order in the list
 /// by its CSR, adopts it and installs it, without a second order.
 #[test]
 fn lost_order_answer_is_adopted_not_repeated() {
     let env = standalone_env("lost.e2e-billing.test");
-    env.sandbox.inject(
-        Fault::new(FaultKind::DropAfterApply)
-            .method("POST")
-            .path(ORDER_PATH),
-    );
+    fault_at_the_order(&env, FaultKind::DropAfterApply);
 
     let first = env.renew();
     first.expect_failure();
@@ -37,14 +52,7 @@ fn lost_order_answer_is_adopted_not_repeated() {
     assert!(!rec["intent"].is_null(), "intent kept: {rec:#}");
     assert!(rec["order"].is_null(), "no order known yet: {rec:#}");
 
-    let second = env.renew();
-    second.expect_code(0);
-    second.installed_serial("www");
-    assert_eq!(env.billed(), 1, "no second order");
-    assert_eq!(env.order_posts(), 1, "POST /order sent once in total");
-    let rec = env.record("www").unwrap();
-    assert_eq!(rec["order"]["adopted"], true, "{rec:#}");
-    assert!(rec["intent"].is_null(), "{rec:#}");
+    next_run_adopts_the_order(&env);
 }
 
 /// Guards the crash window: the agent is killed after the order was applied but before its
@@ -52,11 +60,7 @@ fn lost_order_answer_is_adopted_not_repeated() {
 #[test]
 fn agent_killed_between_intent_and_answer_is_reconciled() {
     let env = standalone_env("killed.e2e-billing.test");
-    env.sandbox.inject(
-        Fault::new(FaultKind::Delay { ms: 10_000 })
-            .method("POST")
-            .path(ORDER_PATH),
-    );
+    fault_at_the_order(&env, FaultKind::Delay { ms: 10_000 });
     let mut child = env.agent(["renew", "--wait", "30"]).spawn();
     let intent_and_billed = wait_until(Duration::from_secs(20), || {
         env.record("www").is_some_and(|r| !r["intent"].is_null()) && env.billed() == 1
@@ -75,12 +79,7 @@ fn agent_killed_between_intent_and_answer_is_reconciled() {
     );
     assert!(env.record("www").unwrap()["order"].is_null());
 
-    let again = env.renew();
-    again.expect_code(0);
-    again.installed_serial("www");
-    assert_eq!(env.billed(), 1, "no second order");
-    assert_eq!(env.order_posts(), 1);
-    assert_eq!(env.record("www").unwrap()["order"]["adopted"], true);
+    next_run_adopts_the_order(&env);
 }
 
 /// Guards the other side of the crash window: an order that never reached the CA (503 before
@@ -89,11 +88,7 @@ fn agent_killed_between_intent_and_answer_is_reconciled() {
 #[test]
 fn unresolved_intent_blocks_orders_until_cleared() {
     let env = standalone_env("unresolved.e2e-billing.test");
-    env.sandbox.inject(
-        Fault::new(FaultKind::Status { status: 503 })
-            .method("POST")
-            .path(ORDER_PATH),
-    );
+    fault_at_the_order(&env, FaultKind::Status { status: 503 });
     env.renew().expect_failure();
     assert_eq!(env.billed(), 0);
     assert!(!env.record("www").unwrap()["intent"].is_null());
@@ -204,11 +199,7 @@ fn max_order_price_refuses_expensive_products() {
 #[test]
 fn overlapping_runs_do_not_order_twice() {
     let env = standalone_env("overlap.e2e-billing.test");
-    env.sandbox.inject(
-        Fault::new(FaultKind::Delay { ms: 3_000 })
-            .method("POST")
-            .path(ORDER_PATH),
-    );
+    fault_at_the_order(&env, FaultKind::Delay { ms: 3_000 });
     let mut first = env.agent(["renew", "--wait", "30"]).spawn();
     assert!(wait_until(Duration::from_secs(20), || env.billed() == 1));
     let second = env
@@ -230,19 +221,11 @@ fn overlapping_runs_do_not_order_twice() {
 #[test]
 fn malformed_order_answer_is_reconciled() {
     let env = standalone_env("malformed.e2e-billing.test");
-    env.sandbox.inject(
-        Fault::new(FaultKind::MalformedJson)
-            .method("POST")
-            .path(ORDER_PATH),
-    );
+    fault_at_the_order(&env, FaultKind::MalformedJson);
     env.renew().expect_failure();
     assert_eq!(env.billed(), 1);
     assert!(!env.record("www").unwrap()["intent"].is_null());
-    let again = env.renew();
-    again.expect_code(0);
-    again.installed_serial("www");
-    assert_eq!(env.billed(), 1);
-    assert_eq!(env.order_posts(), 1);
+    next_run_adopts_the_order(&env);
 }
 
 /// Guards the request timeout on the order: the answer comes after `api.timeout_secs`, the
@@ -251,11 +234,7 @@ fn malformed_order_answer_is_reconciled() {
 fn order_timeout_is_not_retried_and_is_reconciled() {
     let mut env = standalone_env("timeout.e2e-billing.test");
     env.api_extra = "timeout_secs = 2\n".into();
-    env.sandbox.inject(
-        Fault::new(FaultKind::Delay { ms: 5_000 })
-            .method("POST")
-            .path(ORDER_PATH),
-    );
+    fault_at_the_order(&env, FaultKind::Delay { ms: 5_000 });
     let first = env.renew();
     first.expect_failure();
     assert_eq!(
@@ -264,11 +243,7 @@ fn order_timeout_is_not_retried_and_is_reconciled() {
         "POST /order is never retried automatically"
     );
     assert_eq!(env.billed(), 1);
-    let again = env.renew();
-    again.expect_code(0);
-    again.installed_serial("www");
-    assert_eq!(env.billed(), 1);
-    assert_eq!(env.order_posts(), 1);
+    next_run_adopts_the_order(&env);
 }
 
 /// Guards a token replaced by another sign-in right at the order: the 401 proves nothing was

@@ -34,6 +34,18 @@ fn quick_env() -> TestEnv {
 }
 
 /// `balance` against a raw TLS server trusted through `ca`; returns the output and run time.
+/// `balance` against a TLS server on localhost (trusted through its own CA) that answers
+/// with `handler`: the agent's output and how long it took.
+fn balance_from_raw_server(
+    handler: support::faults::Handler,
+) -> (support::env::AgentOutput, Duration) {
+    let env = quick_env();
+    let pki = TestPki::new();
+    let ca = pki.write_ca(&env.path("raw-ca.pem"));
+    let server = RawServer::tls(pki.identity(&["127.0.0.1", "localhost"], false), handler);
+    balance_against(&env, &server, "localhost", &ca)
+}
+
 fn balance_against(
     env: &TestEnv,
     server: &RawServer,
@@ -156,16 +168,9 @@ fn two_agents_on_one_account_have_bounded_signins() {
 /// Guards the read timeout: a server that accepts the request and never answers.
 #[test]
 fn a_server_that_never_answers_times_out() {
-    let env = quick_env();
-    let pki = TestPki::new();
-    let ca = pki.write_ca(&env.path("raw-ca.pem"));
-    let server = RawServer::tls(
-        pki.identity(&["127.0.0.1", "localhost"], false),
-        Arc::new(|_: &Request, _: &mut dyn Write| {
-            std::thread::sleep(Duration::from_secs(120));
-        }),
-    );
-    let (out, took) = balance_against(&env, &server, "localhost", &ca);
+    let (out, took) = balance_from_raw_server(Arc::new(|_: &Request, _: &mut dyn Write| {
+        std::thread::sleep(Duration::from_secs(120));
+    }));
     out.expect_code(1);
     assert!(took < Duration::from_secs(40), "took {took:?}");
     let text = out.text().to_lowercase();
@@ -180,25 +185,18 @@ fn a_server_that_never_answers_times_out() {
 /// read makes progress, so only a whole-request deadline ends it).
 #[test]
 fn a_server_that_trickles_bytes_is_cut_off() {
-    let env = quick_env();
-    let pki = TestPki::new();
-    let ca = pki.write_ca(&env.path("raw-ca.pem"));
-    let server = RawServer::tls(
-        pki.identity(&["localhost"], false),
-        with_signin(|_, w| {
-            let _ = write!(
-                w,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
-            );
-            for _ in 0..600 {
-                if w.write_all(b" ").and_then(|_| w.flush()).is_err() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(200));
+    let (out, took) = balance_from_raw_server(with_signin(|_, w| {
+        let _ = write!(
+            w,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+        );
+        for _ in 0..600 {
+            if w.write_all(b" ").and_then(|_| w.flush()).is_err() {
+                return;
             }
-        }),
-    );
-    let (out, took) = balance_against(&env, &server, "localhost", &ca);
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }));
     assert!(
         out.code.is_some(),
         "the agent ended by itself\n{}",
@@ -211,28 +209,21 @@ fn a_server_that_trickles_bytes_is_cut_off() {
 /// Guards the body cap: a chunked body that never ends, as fast as the agent reads it.
 #[test]
 fn a_body_that_never_ends_is_capped() {
-    let env = quick_env();
-    let pki = TestPki::new();
-    let ca = pki.write_ca(&env.path("raw-ca.pem"));
-    let server = RawServer::tls(
-        pki.identity(&["localhost"], false),
-        with_signin(|_, w| {
-            let _ = write!(
-                w,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
-            );
-            let chunk = vec![b'['; 65536];
-            for _ in 0..20_000 {
-                let ok = write!(w, "{:x}\r\n", chunk.len())
-                    .and_then(|_| w.write_all(&chunk))
-                    .and_then(|_| w.write_all(b"\r\n"));
-                if ok.is_err() {
-                    return;
-                }
+    let (out, took) = balance_from_raw_server(with_signin(|_, w| {
+        let _ = write!(
+            w,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        );
+        let chunk = vec![b'['; 65536];
+        for _ in 0..20_000 {
+            let ok = write!(w, "{:x}\r\n", chunk.len())
+                .and_then(|_| w.write_all(&chunk))
+                .and_then(|_| w.write_all(b"\r\n"));
+            if ok.is_err() {
+                return;
             }
-        }),
-    );
-    let (out, took) = balance_against(&env, &server, "localhost", &ca);
+        }
+    }));
     out.expect_code(1);
     assert!(took < Duration::from_secs(40), "took {took:?}");
     let text = out.text().to_lowercase();
@@ -246,20 +237,13 @@ fn a_body_that_never_ends_is_capped() {
 /// Guards typed decoding: well-formed JSON of the wrong shape is an error, not a zero.
 #[test]
 fn mistyped_json_is_a_decode_error() {
-    let env = quick_env();
-    let pki = TestPki::new();
-    let ca = pki.write_ca(&env.path("raw-ca.pem"));
-    let server = RawServer::tls(
-        pki.identity(&["localhost"], false),
-        with_signin(|_, w| {
-            json(
-                w,
-                200,
-                r#"{"balance":"plenty","reserved":[],"common":null,"prepayment":1,"available":{"sum":"x"}}"#,
-            )
-        }),
-    );
-    let (out, _) = balance_against(&env, &server, "localhost", &ca);
+    let (out, _) = balance_from_raw_server(with_signin(|_, w| {
+        json(
+            w,
+            200,
+            r#"{"balance":"plenty","reserved":[],"common":null,"prepayment":1,"available":{"sum":"x"}}"#,
+        )
+    }));
     out.expect_code(1);
     assert!(
         !out.stdout.contains("plenty"),

@@ -152,8 +152,7 @@ fn standalone_server_survives_slowloris_during_validation() {
 /// answers a request; SIGTERM stops it with status 0.
 #[test]
 fn standalone_server_drops_root_after_binding() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root");
+    if !support::faults::require_root("dropping root after binding") {
         return;
     }
     let mut env = TestEnv::new();

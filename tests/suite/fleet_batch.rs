@@ -77,6 +77,17 @@ pub(crate) fn led(f: &Fleet, args: &[&str]) -> AgentOutput {
     }
 }
 
+/// Waits until a daemon started after the cluster had `watching` watch streams watches the
+/// fleet (its first synchronisation done).
+pub(crate) fn until_watching(f: &Fleet, cluster: &EtcdCluster, watching: u64) {
+    support::wait::until_with(
+        Duration::from_secs(30),
+        "the new daemon to watch the fleet",
+        || cluster.watches() > watching,
+        || f.logs(),
+    );
+}
+
 #[test]
 fn a_follower_installs_what_it_catches_up_on_and_a_leaders_burst_with_one_reload_each() {
     if !ready() {
@@ -109,8 +120,9 @@ fn a_follower_installs_what_it_catches_up_on_and_a_leaders_burst_with_one_reload
     f.wait_all_serve(&serials[0], Duration::from_secs(20));
 
     // web2's daemon follows; web1 reissues all five in one run: web2 installs the burst at once.
+    let watching = cluster.watches();
     f.start_daemon(1);
-    std::thread::sleep(Duration::from_secs(2));
+    until_watching(&f, &cluster, watching);
     let before = reloads(&counted);
     let again = led(&f, &["--json", "renew", "--force", "--wait", "60"]);
     let next: Vec<String> = CERTS

@@ -109,6 +109,7 @@ fn quiet(t: &mut Trial) {
         })
     };
     for _ in 0..5 {
+        // The summary keeps no record written within the last second: a clock second passes.
         std::thread::sleep(Duration::from_millis(1100));
         led(t, &[]);
         if kept() {

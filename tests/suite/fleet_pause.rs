@@ -78,7 +78,8 @@ fn a_leader_paused_past_its_lease_calls_and_writes_nothing_after_it_resumes() {
     });
     assert!(took_over, "web2 did not take over\n{}", f.logs());
     // web2 could lead only once web1's lease (counted from its last renewal, before the
-    // pause) ended; web1 stays stopped for longer than a whole lease in any case.
+    // pause) ended; web1 stays stopped for longer than a whole lease in any case (the time
+    // passing is what is checked: a lease that ran out in etcd may end sooner).
     let lease = Duration::from_secs(5);
     if let Some(rest) = (lease + Duration::from_secs(1)).checked_sub(paused.elapsed()) {
         std::thread::sleep(rest);
@@ -237,6 +238,17 @@ fn an_order_kept_back_by_the_lead_guard_is_not_placed_and_leaves_no_intent() {
     assert_eq!(env.billed(), 1);
 }
 
+/// Waits until the paused leader's lease ran out: etcd deleted the fleet's `leader` key.
+fn lease_ran_out(f: &Fleet) {
+    let mut etcd = f.etcd();
+    support::wait::until_with(
+        Duration::from_secs(30),
+        "the paused leader's lease to run out (its `leader` key gone)",
+        || etcd.get("leader").is_none(),
+        || f.logs(),
+    );
+}
+
 /// Whether the process `child` is stopped (SIGSTOP).
 pub(crate) fn stopped(child: &std::process::Child) -> bool {
     std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
@@ -267,7 +279,7 @@ fn an_intent_whose_order_the_paused_leader_never_sent_is_withdrawn_by_the_next_l
         f.logs()
     );
     // Past its lease (5 s), then resumed: its guard keeps the order back.
-    std::thread::sleep(Duration::from_secs(7));
+    lease_ran_out(&f);
     signal(&a, Signal::SIGCONT);
     let status = wait_exit(&mut a, Duration::from_secs(60));
     assert!(status.is_some(), "web1 did not end\n{}", f.logs());
@@ -318,7 +330,7 @@ fn a_leader_stopped_inside_its_order_request_past_its_lease_never_sends_it() {
     );
     let calls = f.env.calls().len();
     // Past its lease (5 s): its renewals stopped with it, and another host could lead.
-    std::thread::sleep(Duration::from_secs(7));
+    lease_ran_out(&f);
     signal(&a, Signal::SIGCONT);
     let status = wait_exit(&mut a, Duration::from_secs(60));
     assert!(status.is_some(), "web1 did not end\n{}", f.logs());

@@ -69,6 +69,8 @@ fn a_follower_whose_watch_fell_behind_reads_the_large_answer_in_parts_and_instal
         "web2's daemon did not watch the fleet\n{}",
         f.logs()
     );
+    // The count above rises when the watch call starts; etcd shows no sign of the watch
+    // being registered, so a pause lets it settle before the daemon is stopped.
     std::thread::sleep(Duration::from_secs(2));
 
     signal(f.daemon(1), Signal::SIGSTOP);

@@ -65,6 +65,21 @@ fn is_link(p: &Path) -> bool {
 /// served by nginx from the web root; nginx then serves certbot's `live/` files. Import,
 /// `renew` orders nothing; `renew --force` orders once through cert-agent, installs into the
 /// same `live/` paths and nginx serves the new serial.
+/// Debian's certbot with its directories (`le` for its configuration) under the test's, and
+/// Pebble's CA trusted.
+fn certbot(env: &TestEnv, le: &Path, pebble: &Pebble) -> Command {
+    let mut command = Command::new("/usr/bin/certbot");
+    command
+        .arg("--config-dir")
+        .arg(le)
+        .arg("--work-dir")
+        .arg(env.path("certbot-work"))
+        .arg("--logs-dir")
+        .arg(env.path("certbot-logs"))
+        .env("REQUESTS_CA_BUNDLE", &pebble.ca_file);
+    command
+}
+
 #[test]
 fn certbots_own_directory_is_taken_over_without_an_order_and_renewed_through_cert_agent() {
     if !require(Server::Nginx) || !pebble::require() || !require_certbot() {
@@ -82,7 +97,7 @@ fn certbots_own_directory_is_taken_over_without_an_order_and_renewed_through_cer
     let le = env.path("letsencrypt");
     use base64::Engine;
     let hmac = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&pebble.eab_key);
-    let certbot = Command::new("/usr/bin/certbot")
+    let issued = certbot(&env, &le, &pebble)
         .args(["certonly", "--non-interactive", "--agree-tos"])
         .args(["-m", "ops@example.test", "--no-eff-email"])
         .args(["--server", &pebble.directory])
@@ -91,20 +106,13 @@ fn certbots_own_directory_is_taken_over_without_an_order_and_renewed_through_cer
         .arg("-w")
         .arg(&webroot)
         .args(["-d", domain, "--cert-name", domain])
-        .arg("--config-dir")
-        .arg(&le)
-        .arg("--work-dir")
-        .arg(env.path("certbot-work"))
-        .arg("--logs-dir")
-        .arg(env.path("certbot-logs"))
-        .env("REQUESTS_CA_BUNDLE", &pebble.ca_file)
         .output()
         .expect("run certbot");
     assert!(
-        certbot.status.success(),
+        issued.status.success(),
         "certbot: {}\n{}\n{}",
-        String::from_utf8_lossy(&certbot.stdout),
-        String::from_utf8_lossy(&certbot.stderr),
+        String::from_utf8_lossy(&issued.stdout),
+        String::from_utf8_lossy(&issued.stderr),
         pebble.log()
     );
     assert_eq!(pebble.requests("/order-plz"), 1, "certbot's order");
@@ -237,15 +245,8 @@ fn certbots_own_directory_is_taken_over_without_an_order_and_renewed_through_cer
 
     // certbot, were its timer still on, renews nothing: the lineage's live files are no
     // longer its links.
-    let certbot_renew = Command::new("/usr/bin/certbot")
+    let certbot_renew = certbot(&env, &le, &pebble)
         .args(["renew", "--non-interactive", "--force-renewal"])
-        .arg("--config-dir")
-        .arg(&le)
-        .arg("--work-dir")
-        .arg(env.path("certbot-work"))
-        .arg("--logs-dir")
-        .arg(env.path("certbot-logs"))
-        .env("REQUESTS_CA_BUNDLE", &pebble.ca_file)
         .output()
         .expect("run certbot renew");
     let said = format!(

@@ -80,6 +80,13 @@ enum Running {
 }
 
 impl Running {
+    /// nginx for `ServerKind::Nginx`, apache2 for any other kind, on free ports under `dir`.
+    fn start(kind: ServerKind, dir: &Path, sites: &[Site]) -> Self {
+        match kind {
+            ServerKind::Nginx => Running::Nginx(Nginx::start_on_free_ports(dir, sites).unwrap()),
+            _ => Running::Apache(Apache::start_on_free_ports(dir, sites).unwrap()),
+        }
+    }
     fn commands(&self) -> ServerCommands {
         match self {
             Running::Nginx(n) => n.server_commands(),
@@ -177,6 +184,18 @@ async fn install_one(req: CertInstall) -> Result<(), InstallError> {
 
 /// Install A → served A; failing config test → A's files and A served; verify mismatch →
 /// rolled back, A served again; install B → served B.
+/// Runs `body` against `kind`'s real server; a skip where the server is not installed (a
+/// failure under CI).
+async fn on<F: Future<Output = ()>>(kind: ServerKind, body: fn(ServerKind) -> F) {
+    let server = match kind {
+        ServerKind::Nginx => Server::Nginx,
+        _ => Server::Apache,
+    };
+    if webserver::require(server) {
+        body(kind).await;
+    }
+}
+
 async fn scenario(kind: ServerKind) {
     let dir = tmp();
     let ssl = dir.path().join("ssl");
@@ -200,12 +219,7 @@ async fn scenario(kind: ServerKind) {
         site(kind, "www.test", &www, &webroot),
         site(kind, "other.test", &other, &dir.path().join("other-www")),
     ];
-    let server = match kind {
-        ServerKind::Nginx => {
-            Running::Nginx(Nginx::start_on_free_ports(dir.path(), &sites).unwrap())
-        }
-        _ => Running::Apache(Apache::start_on_free_ports(dir.path(), &sites).unwrap()),
-    };
+    let server = Running::start(kind, dir.path(), &sites);
     let https = server.https_addr();
     let logs = || server.logs();
     assert_serves(&https, "www.test", &boot_serial, &logs).await;
@@ -344,18 +358,12 @@ async fn scenario(kind: ServerKind) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nginx_install_reload_verify_and_rollbacks() {
-    if !webserver::require(Server::Nginx) {
-        return;
-    }
-    scenario(ServerKind::Nginx).await;
+    on(ServerKind::Nginx, scenario).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apache_install_reload_verify_and_rollbacks() {
-    if !webserver::require(Server::Apache) {
-        return;
-    }
-    scenario(ServerKind::Apache).await;
+    on(ServerKind::Apache, scenario).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -404,12 +412,7 @@ async fn first_install(kind: ServerKind) {
         &PathOverrides::default(),
     );
     let sites = [site(kind, "www.test", &paths, &dir.path().join("www"))];
-    let server = match kind {
-        ServerKind::Nginx => {
-            Running::Nginx(Nginx::start_on_free_ports(dir.path(), &sites).unwrap())
-        }
-        _ => Running::Apache(Apache::start_on_free_ports(dir.path(), &sites).unwrap()),
-    };
+    let server = Running::start(kind, dir.path(), &sites);
     let logs = || server.logs();
     let https = server.https_addr();
     let placeholder = webserver::served_serial(&https, "www.test").await.unwrap();
@@ -444,18 +447,12 @@ async fn first_install(kind: ServerKind) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nginx_first_install_replaces_placeholder_and_runs_hook() {
-    if !webserver::require(Server::Nginx) {
-        return;
-    }
-    first_install(ServerKind::Nginx).await;
+    on(ServerKind::Nginx, first_install).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apache_first_install_replaces_placeholder_and_runs_hook() {
-    if !webserver::require(Server::Apache) {
-        return;
-    }
-    first_install(ServerKind::Apache).await;
+    on(ServerKind::Apache, first_install).await;
 }
 
 /// With `combined_path` as the only install path: install A → served A, the file is the key
@@ -483,12 +480,7 @@ async fn combined_scenario(kind: ServerKind) {
         .await
         .unwrap();
     let sites = [site(kind, "www.test", &paths, &dir.path().join("www"))];
-    let server = match kind {
-        ServerKind::Nginx => {
-            Running::Nginx(Nginx::start_on_free_ports(dir.path(), &sites).unwrap())
-        }
-        _ => Running::Apache(Apache::start_on_free_ports(dir.path(), &sites).unwrap()),
-    };
+    let server = Running::start(kind, dir.path(), &sites);
     let https = server.https_addr();
     let logs = || server.logs();
     assert_serves(&https, "www.test", &boot_serial, &logs).await;
@@ -577,16 +569,10 @@ fn leftovers_in(dir: &Path) -> Vec<std::ffi::OsString> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nginx_combined_file_install_and_rollback() {
-    if !webserver::require(Server::Nginx) {
-        return;
-    }
-    combined_scenario(ServerKind::Nginx).await;
+    on(ServerKind::Nginx, combined_scenario).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apache_combined_file_install_and_rollback() {
-    if !webserver::require(Server::Apache) {
-        return;
-    }
-    combined_scenario(ServerKind::Apache).await;
+    on(ServerKind::Apache, combined_scenario).await;
 }

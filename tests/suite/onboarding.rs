@@ -37,14 +37,15 @@ fn issued_elsewhere_by_email(env: &TestEnv, domain: &str) -> u64 {
     let id = rt.block_on(support::api::place_order(&client, domain));
     env.sandbox.approve_email(id, None).expect("approve");
     env.sandbox.validate_now();
-    for _ in 0..100 {
-        let s = rt.block_on(client.status(id)).expect("status");
-        if s.certificate.as_ref().map(|c| c.as_str()) == Some("issued") {
-            return id;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("certificate {id} not issued");
+    support::wait::until(
+        Duration::from_secs(5),
+        &format!("certificate {id} to be issued"),
+        || {
+            let s = rt.block_on(client.status(id)).expect("status");
+            s.certificate.as_ref().map(|c| c.as_str()) == Some("issued")
+        },
+    );
+    id
 }
 
 /// `adopt --reissue` of an EMAIL-validated order with `dcv = "http"`: the reissue names

@@ -191,7 +191,8 @@ fn each_change_after_a_quiet_run_is_acted_on() {
     }
     let out = renew_at(&env, off);
     assert!(not_parsed(&out), "{}", out.describe());
-    // The main file edited, if only by a comment: parsed again.
+    // The main file edited, if only by a comment: parsed again. A second first, so that its
+    // modification time differs (the clock passing is the condition, not an event).
     std::thread::sleep(Duration::from_millis(1100));
     env.agent_extra = "# a comment\n".into();
     let out = renew_at(&env, off);

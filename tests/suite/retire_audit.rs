@@ -591,35 +591,8 @@ fn audit_verify_fails_on_a_deleted_log_while_the_state_shows_actions() {
 #[test]
 fn retire_removes_the_include_file_discover_wrote() {
     let mut env = TestEnv::new();
-    let webroot = env.path("site-root");
-    fs::create_dir_all(&webroot).unwrap();
-    let dump = env.path("nginx-T.txt");
-    fs::write(
-        &dump,
-        format!(
-            "# configuration file /etc/nginx/nginx.conf:\nhttp {{\n  server {{\n    listen 80;\n    \
-             server_name gone.retire-include.test;\n    root {};\n  }}\n}}\n",
-            webroot.display()
-        ),
-    )
-    .unwrap();
-    let conf_d = env.path("conf.d");
-    let dump_arg = dump.to_str().unwrap();
-    let conf_arg = conf_d.to_str().unwrap();
-    env.agent([
-        "discover",
-        "--from",
-        dump_arg,
-        "--product-id",
-        "1101",
-        "--write",
-        conf_arg,
-    ])
-    .run()
-    .expect_code(0);
-    let fragment = conf_d.join("gone.retire-include.test.toml");
+    let fragment = crate::retire_files::discovered_include(&mut env, "gone.retire-include.test");
     assert!(fragment.exists());
-    env.agent_extra = format!("include = [\"{conf_arg}/*.toml\"]\n");
     let out = env
         .agent(["retire", "gone.retire-include.test", "--yes"])
         .run();

@@ -237,11 +237,9 @@ fn retiring_a_renamed_entry_keeps_the_new_certificates_live_files() {
     );
 }
 
-/// Guards an include file `discover --write` wrote and the operator edited since: it is no
-/// longer cert-agent's own, so retire names it and leaves it as it is.
-#[test]
-fn an_include_file_edited_since_discover_wrote_it_stays() {
-    let mut env = TestEnv::new();
+/// The include file `discover --write` writes for `domain` (one nginx site, from an `nginx -T`
+/// dump) into `conf.d/`, which the configuration then includes.
+pub(crate) fn discovered_include(env: &mut TestEnv, domain: &str) -> PathBuf {
     let webroot = env.path("site-root");
     fs::create_dir_all(&webroot).unwrap();
     let dump = env.path("nginx-T.txt");
@@ -249,7 +247,7 @@ fn an_include_file_edited_since_discover_wrote_it_stays() {
         &dump,
         format!(
             "# configuration file /etc/nginx/nginx.conf:\nhttp {{\n  server {{\n    listen 80;\n    \
-             server_name edited.retire-include.test;\n    root {};\n  }}\n}}\n",
+             server_name {domain};\n    root {};\n  }}\n}}\n",
             webroot.display()
         ),
     )
@@ -267,11 +265,19 @@ fn an_include_file_edited_since_discover_wrote_it_stays() {
     ])
     .run()
     .expect_code(0);
-    let fragment = conf_d.join("edited.retire-include.test.toml");
+    env.agent_extra = format!("include = [\"{conf_arg}/*.toml\"]\n");
+    conf_d.join(format!("{domain}.toml"))
+}
+
+/// Guards an include file `discover --write` wrote and the operator edited since: it is no
+/// longer cert-agent's own, so retire names it and leaves it as it is.
+#[test]
+fn an_include_file_edited_since_discover_wrote_it_stays() {
+    let mut env = TestEnv::new();
+    let fragment = discovered_include(&mut env, "edited.retire-include.test");
     let mut text = fs::read_to_string(&fragment).unwrap();
     text = text.replace("[[certificate]]", "# my note\n[[certificate]]");
     fs::write(&fragment, &text).unwrap();
-    env.agent_extra = format!("include = [\"{conf_arg}/*.toml\"]\n");
     let out = env
         .agent(["retire", "edited.retire-include.test", "--yes"])
         .run();

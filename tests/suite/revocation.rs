@@ -14,6 +14,23 @@ use partner_sandbox::state::RevokeTarget;
 use support::env::{Publish, TestEnv, Web, norm_serial};
 use support::webserver::{Server, require};
 
+/// Revokes certificate `name`'s current certificate at the sandbox with `reason` (its CRL
+/// lists it; `keep_order`: the order stays usable for a reissue).
+fn revoke(
+    env: &TestEnv,
+    name: &str,
+    reason: &str,
+    keep_order: bool,
+) -> partner_sandbox::crl::Revocation {
+    env.sandbox
+        .revoke(
+            RevokeTarget::CertificateId(certificate_id(env, name)),
+            reason,
+            keep_order,
+        )
+        .unwrap()
+}
+
 fn certificate_id(env: &TestEnv, name: &str) -> u64 {
     env.record(name).unwrap()["order"]["certificate_id"]
         .as_u64()
@@ -57,14 +74,7 @@ fn a_revoked_certificate_is_replaced_and_served() {
     let billed = env.billed();
 
     // The CA revokes it (the order becomes annulled, as the API document says).
-    let revoked = env
-        .sandbox
-        .revoke(
-            RevokeTarget::CertificateId(certificate_id(&env, "www")),
-            "keyCompromise",
-            false,
-        )
-        .unwrap();
+    let revoked = revoke(&env, "www", "keyCompromise", false);
     assert_eq!(norm_serial(&revoked.serial_hex), first);
     // The CRL the previous check kept is still valid until its nextUpdate, but older than
     // `refresh_secs` (six hours) it is read again: the revocation shows.
@@ -147,13 +157,7 @@ fn the_order_policy_decides_how_a_revoked_certificate_is_replaced() {
 
     // "keep": revoked, its order still allows a reissue. "ended": revoked and annulled.
     for (name, keep_order) in [("keep", true), ("ended", false)] {
-        env.sandbox
-            .revoke(
-                RevokeTarget::CertificateId(certificate_id(&env, name)),
-                "superseded",
-                keep_order,
-            )
-            .unwrap();
+        revoke(&env, name, "superseded", keep_order);
     }
     let run = env.renew();
     // The reissue is free and done; no order is placed for the annulled one.
@@ -210,13 +214,7 @@ fn crls_that_cannot_be_trusted_are_refused_and_reported() {
         format!("http://{}{}", env.sandbox.crl_addr(), paths[0])
     };
     // The certificate is revoked under each bad CRL: never "not revoked", never OK.
-    env.sandbox
-        .revoke(
-            RevokeTarget::CertificateId(certificate_id(&env, "www")),
-            "keyCompromise",
-            true,
-        )
-        .unwrap();
+    revoke(&env, "www", "keyCompromise", true);
     for (fault, why) in [
         (CrlFault::WrongKey, "signature does not verify"),
         (
@@ -384,13 +382,7 @@ fn status_and_the_metrics_show_what_the_crl_said() {
 
     env.sandbox.set_crl_fault(None, None);
     let _ = fs::remove_dir_all(env.state_dir().join("crl"));
-    env.sandbox
-        .revoke(
-            RevokeTarget::CertificateId(certificate_id(&env, "www")),
-            "keyCompromise",
-            false,
-        )
-        .unwrap();
+    revoke(&env, "www", "keyCompromise", false);
     let run = env.renew();
     assert_eq!(
         run.outcome("www")["outcome"],
@@ -450,13 +442,7 @@ fn the_daemon_acts_on_a_revocation_when_the_next_crl_is_due() {
     );
     let fetched = fetches(&env);
     let billed = env.billed();
-    env.sandbox
-        .revoke(
-            RevokeTarget::CertificateId(certificate_id(&env, "www")),
-            "keyCompromise",
-            false,
-        )
-        .unwrap();
+    revoke(&env, "www", "keyCompromise", false);
     let day = partner_sandbox::crl::CRL_VALIDITY
         .whole_seconds()
         .unsigned_abs();
@@ -512,6 +498,7 @@ fn settle_summary(env: &TestEnv, names: &[String]) {
         })
     };
     for _ in 0..5 {
+        // The summary keeps no record written within the last second: a clock second passes.
         std::thread::sleep(std::time::Duration::from_millis(1100));
         env.renew().expect_code(0);
         if kept() {
@@ -592,13 +579,7 @@ fn a_run_with_nothing_due_checks_the_crl_without_opening_a_certificate_file() {
     for (path, bytes, mtime) in &originals {
         put_back(path, bytes, *mtime);
     }
-    env.sandbox
-        .revoke(
-            RevokeTarget::CertificateId(certificate_id(&env, "www")),
-            "keyCompromise",
-            true,
-        )
-        .unwrap();
+    revoke(&env, "www", "keyCompromise", true);
     age_kept_crls(&env, 6 * 3600 + 1);
     let run = env.renew();
     run.expect_code(0);
@@ -679,7 +660,8 @@ fn an_unusable_crl_is_reported_once_with_its_count_and_tried_again_on_a_backoff(
             "{name}"
         );
     }
-    // Kept in the summary: unknown on every report line, no certificate read.
+    // Kept in the summary: unknown on every report line, no certificate read (a clock second
+    // first: the summary keeps no record written within the last second).
     std::thread::sleep(std::time::Duration::from_millis(1100));
     let out = env.agent(["-v", "--json", "renew", "--wait", "30"]).run();
     out.expect_code(0);
@@ -714,13 +696,7 @@ fn an_older_crl_replayed_does_not_replace_the_newer_one_kept() {
     env.certs.push(spec);
     env.renew().expect_code(0);
     env.agent(["check"]).run().expect_code(0);
-    env.sandbox
-        .revoke(
-            RevokeTarget::CertificateId(certificate_id(&env, "www")),
-            "keyCompromise",
-            true,
-        )
-        .unwrap();
+    revoke(&env, "www", "keyCompromise", true);
     age_kept_crls(&env, 6 * 3600 + 1);
     env.agent(["check"]).run().expect_code(2);
     let kept_file = || {

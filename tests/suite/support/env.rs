@@ -895,18 +895,9 @@ pub(crate) fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::proce
     }
 }
 
-/// Polls `check` every 20 ms until it is true or `timeout` passes.
-pub(crate) fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Polls `check` until it is true or `timeout` passes (see [`super::wait`]).
+pub(crate) fn wait_until(timeout: Duration, check: impl FnMut() -> bool) -> bool {
+    super::wait::poll(timeout, check)
 }
 
 /// A real web server under the test's directory.

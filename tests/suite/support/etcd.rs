@@ -441,6 +441,15 @@ impl EtcdCluster {
         self.grpc_counts("grpc_server_msg_received_total")
     }
 
+    /// The `Watch` streams the members started so far (a daemon that follows the fleet
+    /// starts one once its first synchronisation is done).
+    pub(crate) fn watches(&self) -> u64 {
+        self.calls_started()
+            .get("Watch")
+            .copied()
+            .unwrap_or_default()
+    }
+
     /// The gRPC calls the members started so far, summed over the members, by method: a
     /// stream (`Watch`, `LeaseKeepAlive`) counts once however many messages it carries.
     pub(crate) fn calls_started(&self) -> BTreeMap<String, u64> {

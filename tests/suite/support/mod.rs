@@ -8,4 +8,5 @@ pub(crate) mod etcd;
 pub(crate) mod faults;
 pub(crate) mod pebble;
 pub(crate) mod scenario;
+pub(crate) mod wait;
 pub(crate) mod webserver;
