@@ -439,6 +439,11 @@ pub struct CheckArgs {
     /// Do not check the balance against the billed orders ahead (no API call at all).
     #[arg(long)]
     pub no_balance: bool,
+    /// Download every certificate's CRL now instead of using the copy kept for up to
+    /// [revocation] refresh_secs (to see a revocation at once); the copies are kept for the
+    /// next run.
+    #[arg(long)]
+    pub refresh_crl: bool,
 }
 
 #[derive(Debug, Args)]

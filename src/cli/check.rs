@@ -21,6 +21,7 @@ pub(super) async fn run(path: &Path, args: &CheckArgs, out: &Output, clock: Cloc
         by_lifetime: args.warning.is_none() && args.critical.is_none(),
         served: args.served,
         balance: !args.no_balance,
+        refresh_crl: args.refresh_crl,
     };
     let report = match Config::load(path) {
         Ok(config) => check::check(&config, &opts, clock.now()).await,

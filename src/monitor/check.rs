@@ -70,6 +70,8 @@ pub struct CheckOptions {
     /// Check that the balance covers the billed orders due in 30 days (API calls only when
     /// one is due).
     pub balance: bool,
+    /// Download each CRL now instead of using a kept copy younger than `refresh_secs`.
+    pub refresh_crl: bool,
 }
 
 /// One certificate's result.
@@ -237,7 +239,8 @@ pub async fn check(
     let crls = config
         .revocation
         .check
-        .then(|| Checker::new(&config.agent.state_dir, &config.revocation).trying_now());
+        .then(|| Checker::new(&config.agent.state_dir, &config.revocation).trying_now())
+        .map(|c| if opts.refresh_crl { c.downloading() } else { c });
     for cert in certs {
         let rec = store.load(&cert.name)?;
         if let Some(archive) = store.retired_and_idle(&cert.name, &rec) {

@@ -247,6 +247,9 @@ pub struct Checker {
     refresh: Duration,
     /// Whether a CRL in its backoff is left alone (a run) or tried anyway (`check`).
     wait_backoff: bool,
+    /// Whether a kept copy younger than `refresh` is downloaded anew all the same
+    /// (`check --refresh-crl`).
+    download_now: bool,
     http: std::sync::OnceLock<Result<reqwest::Client, String>>,
     slots: Mutex<HashMap<String, Slot>>,
     book: std::sync::Mutex<Option<retry::Book>>,
@@ -274,6 +277,7 @@ impl Checker {
             timeout: Duration::from_secs(config.timeout_secs),
             refresh: Duration::from_secs(config.refresh_secs),
             wait_backoff: true,
+            download_now: false,
             http: std::sync::OnceLock::new(),
             slots: Mutex::default(),
             book: std::sync::Mutex::default(),
@@ -312,6 +316,13 @@ impl Checker {
     /// The checker of `check`: a CRL in its backoff is tried now all the same.
     pub fn trying_now(mut self) -> Self {
         self.wait_backoff = false;
+        self
+    }
+
+    /// A checker that downloads every CRL it needs instead of using a kept copy younger than
+    /// `refresh_secs` (`check --refresh-crl`); what it downloads is kept as usual.
+    pub fn downloading(mut self) -> Self {
+        self.download_now = true;
         self
     }
 
@@ -473,7 +484,9 @@ impl Checker {
         issuer_der: &[u8],
         now: OffsetDateTime,
     ) -> Result<Arc<fetch::Fetched>, String> {
-        if let Some(f) = fetch::from_cache(&self.dir, url, issuer_der, now, self.limits()) {
+        if !self.download_now
+            && let Some(f) = fetch::from_cache(&self.dir, url, issuer_der, now, self.limits())
+        {
             self.read_fresh(url, &f);
             return Ok(Arc::new(f));
         }

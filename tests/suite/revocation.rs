@@ -767,3 +767,38 @@ fn a_crl_redirect_to_a_loopback_address_is_not_followed() {
     assert!(fetches(&env) >= 1, "the CRL server was asked");
     assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
+
+/// `check --refresh-crl` reads the CRL now: after a revocation, plain `check` still answers from
+/// the copy kept for `refresh_secs` (OK), `check --refresh-crl` downloads the CRL and is
+/// CRITICAL at once, and the copy it kept answers the next plain `check` too.
+#[test]
+fn check_refresh_crl_sees_a_revocation_at_once() {
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["www.crl-refresh.test"]);
+    env.certs.push(spec);
+    env.renew().expect_code(0);
+    env.allow_orders = false;
+    let check = |extra: &[&str]| {
+        let mut args = vec!["check", "--no-balance"];
+        args.extend_from_slice(extra);
+        env.agent(args).run()
+    };
+    let first = check(&[]);
+    first.expect_code(0);
+    let before = fetches(&env);
+    revoke(&env, "www", "keyCompromise", false);
+    let kept = check(&[]);
+    kept.expect_code(0);
+    assert_eq!(fetches(&env), before, "the kept copy answered");
+    let fresh = check(&["--refresh-crl"]);
+    fresh.expect_code(2);
+    assert!(
+        fresh.stdout.contains("CRITICAL") && fresh.stdout.contains("revoked"),
+        "{}",
+        fresh.describe()
+    );
+    assert_eq!(fetches(&env), before + 1, "downloaded once");
+    let after = check(&[]);
+    after.expect_code(2);
+    assert_eq!(fetches(&env), before + 1, "the new copy is kept");
+}

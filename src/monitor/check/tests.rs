@@ -15,6 +15,7 @@ fn opts() -> CheckOptions {
         by_lifetime: true,
         served: false,
         balance: false,
+        refresh_crl: false,
     }
 }
 
