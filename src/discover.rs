@@ -56,9 +56,29 @@ pub fn read(server: Server, text: &str) -> Result<Discovery, DiscoverError> {
     }
 }
 
-/// Reads an `nginx -T` dump.
+/// nginx's main configuration file where the system's nginx reads it.
+pub const NGINX_SYSTEM_MAIN: &str = "/etc/nginx/nginx.conf";
+
+/// Reads an `nginx -T` dump. A dump of an nginx started with another main file (`-c`) gives
+/// proposals whose configuration test and reload name that file, so that `renew` tests and
+/// reloads that nginx, not the system's.
 pub fn nginx(dump: &str) -> Result<Discovery, DiscoverError> {
-    Ok(propose(nginx::vhosts(dump)?))
+    let mut found = propose(nginx::vhosts(dump)?);
+    if let Some(main) = nginx::main_file(dump)
+        && main != NGINX_SYSTEM_MAIN
+        && main.starts_with('/')
+        && !main.chars().any(char::is_control)
+    {
+        for p in &mut found.proposals {
+            p.configtest_command = Some(["nginx", "-t", "-c", &main].map(str::to_owned).to_vec());
+            p.reload_command = Some(
+                ["nginx", "-s", "reload", "-c", &main]
+                    .map(str::to_owned)
+                    .to_vec(),
+            );
+        }
+    }
+    Ok(found)
 }
 
 /// Reads an `apachectl -S` listing and the `<VirtualHost>` blocks of the files it names.

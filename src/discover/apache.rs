@@ -195,6 +195,7 @@ fn read_block(lines: &[Line], at: &At, v: &mut Vhost) -> Seen {
                         .and_then(|(_, p)| p.parse().ok())
                         .unwrap_or(80);
                     v.listens.push(Listen {
+                        address: a.rsplit_once(':').map(|(h, _)| h.to_owned()),
                         port,
                         ssl: false,
                         default: a.starts_with("_default_"),

@@ -157,6 +157,20 @@ impl Proposal {
             }
         }
         s.push_str(&format!("server = {}\n", toml_str(self.server)));
+        let argv = |k: &str, a: &[String]| {
+            let items: Vec<String> = a.iter().map(|x| toml_str(x)).collect();
+            format!("{k} = [{}]\n", items.join(", "))
+        };
+        if let (Some(test), Some(reload)) = (&self.configtest_command, &self.reload_command) {
+            s.push_str(
+                "# The nginx the report came from (not the system's): check the program path.\n",
+            );
+            s.push_str(&argv("configtest_command", test));
+            s.push_str(&argv("reload_command", reload));
+        }
+        if let Some(a) = &self.verify_address {
+            s.push_str(&format!("verify_address = {}\n", toml_str(a)));
+        }
         // Names whose port 80 does not serve the validation path yet: VALIDATION_ROOT.
         let fallback = PathBuf::from(VALIDATION_ROOT);
         let roots: Vec<(&String, &PathBuf)> = self
@@ -273,6 +287,9 @@ mod acme_tests {
                 key_problem: None,
             }),
             existing_error: None,
+            verify_address: None,
+            configtest_command: None,
+            reload_command: None,
             vhosts: vec![At {
                 file: "/etc/nginx/sites-enabled/blog".into(),
                 line: 3,

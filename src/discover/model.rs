@@ -37,6 +37,9 @@ pub enum DiscoverError {
 /// One `listen` (nginx) or `<VirtualHost>` address (Apache).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Listen {
+    /// The address part (`127.0.0.1`, `[::]`, `*`, a name); `None` when only a port is given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
     pub port: u16,
     pub ssl: bool,
     /// `default_server` / `_default_`.
@@ -130,6 +133,16 @@ pub struct Proposal {
     /// Why the existing certificate could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub existing_error: Option<String>,
+    /// Where this host's TLS server answers for these names (`host:port`), when that is not
+    /// the default `127.0.0.1:443`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify_address: Option<String>,
+    /// The configuration test and reload of the server the report came from, when that is
+    /// not the system's (an nginx started with `-c` another main file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub configtest_command: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reload_command: Option<Vec<String>>,
     /// The virtual hosts it covers.
     pub vhosts: Vec<At>,
     /// Apache: the macro uses that made its virtual hosts (their paths are the ones each use

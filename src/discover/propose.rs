@@ -348,6 +348,10 @@ fn proposal(
         k += 1;
     }
     name.truncate(64);
+    let verify_address = members
+        .iter()
+        .find_map(|&i| tls_address(&vhosts[i]))
+        .filter(|a| a != DEFAULT_VERIFY_ADDRESS);
     Proposal {
         name,
         server: first.server,
@@ -359,6 +363,9 @@ fn proposal(
         keep_paths,
         existing,
         existing_error,
+        verify_address,
+        configtest_command: None,
+        reload_command: None,
         vhosts: members.iter().map(|&i| vhosts[i].at.clone()).collect(),
         from_macro: members
             .iter()
@@ -366,6 +373,38 @@ fn proposal(
             .collect(),
         notes,
     }
+}
+
+/// The configuration's default `verify_address`.
+const DEFAULT_VERIFY_ADDRESS: &str = "127.0.0.1:443";
+
+/// Where this host reaches the TLS server of `v` (`host:port`): its first TLS `listen` (nginx)
+/// or its `<VirtualHost>` address (Apache, when it serves TLS), a wildcard address taken as
+/// the loopback address of its family.
+fn tls_address(v: &Vhost) -> Option<String> {
+    if !v.tls {
+        return None;
+    }
+    let l = v
+        .listens
+        .iter()
+        .find(|l| l.ssl)
+        .or_else(|| v.listens.first().filter(|_| v.server == "apache"))?;
+    if l.port == 0 {
+        return None;
+    }
+    let host = match l.address.as_deref() {
+        None | Some("*" | "0.0.0.0" | "_default_") => "127.0.0.1",
+        Some("[::]") => "[::1]",
+        Some(h)
+            if h.chars()
+                .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c)) =>
+        {
+            h
+        }
+        Some(_) => return None,
+    };
+    Some(format!("{host}:{}", l.port))
 }
 
 /// A certificate or key given in the configuration itself or by a crypto engine or store

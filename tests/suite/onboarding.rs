@@ -206,11 +206,11 @@ fn nginx_layout(env: &TestEnv) -> Layout {
         ),
     )
     .unwrap();
-    for site in ["blog", "news"] {
+    for (site, listen) in [("blog", "127.0.0.1:8443"), ("news", "443")] {
         fs::write(
             etc.join(format!("sites-enabled/{site}.example.com")),
             format!(
-                "server {{\n  listen 443 ssl;\n  server_name {site}.example.com;\n\
+                "server {{\n  listen {listen} ssl;\n  server_name {site}.example.com;\n\
                  \x20 ssl_certificate \"{}\";\n  ssl_certificate_key {};\n  root /srv/{site};\n}}\n",
                 p(&multi_cert),
                 p(&multi_key)
@@ -297,6 +297,20 @@ fn discover_reads_a_real_nginx_dump_and_writes_fragments_the_config_includes() {
         "one shared file, one certificate"
     );
     assert_eq!(blog["vhosts"].as_array().unwrap().len(), 2);
+    // The dump's own nginx (its main file is not the system's) and where its TLS server
+    // answers: what `renew` tests, reloads and shakes hands with.
+    let main = p(&etc.join("nginx.conf"));
+    assert_eq!(
+        shop["configtest_command"],
+        serde_json::json!(["nginx", "-t", "-c", main]),
+        "{shop:#}"
+    );
+    assert_eq!(
+        shop["reload_command"],
+        serde_json::json!(["nginx", "-s", "reload", "-c", main])
+    );
+    assert!(shop.get("verify_address").is_none(), "443: the default");
+    assert_eq!(blog["verify_address"], "127.0.0.1:8443", "{blog:#}");
     assert_eq!(blog["existing"]["self_signed"], false);
     assert!(
         blog["existing"]["issuer"]
@@ -418,6 +432,14 @@ fn discover_reads_a_real_nginx_dump_and_writes_fragments_the_config_includes() {
             "1101",
             "--force",
         ],
+    );
+    let blog_file = fs::read_to_string(conf_d.join("blog.example.com.toml")).unwrap();
+    assert!(
+        blog_file.contains("verify_address = \"127.0.0.1:8443\"")
+            && blog_file.contains(&format!(
+                "configtest_command = [\"nginx\", \"-t\", \"-c\", \"{main}\"]"
+            )),
+        "{blog_file}"
     );
     env.agent_extra = format!("include = [\"{}/*.toml\"]\n", p(&conf_d));
     let out = env.agent(["--json", "config", "check"]).run();

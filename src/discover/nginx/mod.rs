@@ -25,6 +25,7 @@ mod tests;
 
 pub(super) use loaded::loaded_files;
 pub(super) use server::vhosts;
+pub(super) use tree::main_file;
 
 /// The request nginx chooses a `location` for: a validation file, named by the MD5 of a CSR in
 /// upper-case hexadecimal.

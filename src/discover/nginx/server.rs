@@ -105,6 +105,7 @@ fn server(at: &At, list: &[Directive], inherited: &Inherited, regexes: &mut Rege
     }
     if v.listens.is_empty() {
         v.listens.push(Listen {
+            address: None,
             port: 80,
             ssl: false,
             default: false,
@@ -149,6 +150,7 @@ fn listen(args: &[String]) -> Listen {
             })
     };
     Listen {
+        address: listen_address(addr),
         port,
         ssl: args.iter().skip(1).any(|a| a == "ssl" || a == "quic"),
         default: args
@@ -156,6 +158,22 @@ fn listen(args: &[String]) -> Listen {
             .skip(1)
             .any(|a| a == "default_server" || a == "default"),
     }
+}
+
+/// The address part of a `listen` address (`127.0.0.1:8443` → `127.0.0.1`, `[::]:443` →
+/// `[::]`, `127.0.0.1` → itself); `None` for a bare port or a UNIX socket.
+fn listen_address(addr: &str) -> Option<String> {
+    if addr.starts_with("unix:") || addr.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if addr.starts_with('[') {
+        return addr.find(']').map(|end| addr[..=end].to_owned());
+    }
+    let host = match addr.rsplit_once(':') {
+        Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => addr,
+    };
+    (!host.is_empty()).then(|| host.to_owned())
 }
 
 #[cfg(test)]
@@ -173,6 +191,12 @@ mod tests {
         assert_eq!(l("127.0.0.1:81").port, 81);
         assert_eq!(l("[::]").port, 80);
         assert_eq!(l("[::]:443 ssl http2").port, 443);
+        assert_eq!(l("443 ssl").address, None);
+        assert_eq!(l("[::]:443 ssl http2").address.as_deref(), Some("[::]"));
+        assert_eq!(l("10.0.0.5:8443 ssl").address.as_deref(), Some("10.0.0.5"));
+        assert_eq!(l("127.0.0.1").address.as_deref(), Some("127.0.0.1"));
+        assert_eq!(l("*:443 ssl").address.as_deref(), Some("*"));
+        assert_eq!(l("unix:/run/x.sock").address, None);
         assert!(l("[::]:443 ssl http2").ssl);
         assert_eq!(l("443 quic reuseport").port, 443);
         assert!(l("443 quic reuseport").ssl);

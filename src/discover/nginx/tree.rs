@@ -35,6 +35,11 @@ fn files_of(dump: &str) -> Vec<(String, String, usize)> {
     out
 }
 
+/// The main configuration file a dump names first (the `-c` file nginx was asked with).
+pub(in crate::discover) fn main_file(dump: &str) -> Option<String> {
+    files_of(dump).into_iter().next().map(|(path, _, _)| path)
+}
+
 /// The directives of one file.
 fn parse_file(text: &str, file: &str) -> Result<Vec<Directive>, DiscoverError> {
     let toks = tokens(text, file)?;
