@@ -63,6 +63,27 @@ fn url_host(url: &str) -> Option<String> {
 }
 
 impl Proposal {
+    /// How `renew` reaches the server: its own test and reload, its TLS address (only where
+    /// they are not the defaults).
+    fn server_lines(&self) -> String {
+        let mut out = String::new();
+        let argv = |k: &str, a: &[String]| {
+            let items: Vec<String> = a.iter().map(|x| toml_str(x)).collect();
+            format!("{k} = [{}]\n", items.join(", "))
+        };
+        if let (Some(test), Some(reload)) = (&self.configtest_command, &self.reload_command) {
+            out.push_str(
+                "# The nginx the report came from (not the system's): check the program path.\n",
+            );
+            out.push_str(&argv("configtest_command", test));
+            out.push_str(&argv("reload_command", reload));
+        }
+        if let Some(a) = &self.verify_address {
+            out.push_str(&format!("verify_address = {}\n", toml_str(a)));
+        }
+        out
+    }
+
     /// The proposal as a configuration fragment (`[agent] include`): the site's existing
     /// paths, its document roots, comments saying where it came from.
     pub fn fragment(&self, product_id: Option<u64>, certificate_id: Option<u64>) -> String {
@@ -157,20 +178,7 @@ impl Proposal {
             }
         }
         s.push_str(&format!("server = {}\n", toml_str(self.server)));
-        let argv = |k: &str, a: &[String]| {
-            let items: Vec<String> = a.iter().map(|x| toml_str(x)).collect();
-            format!("{k} = [{}]\n", items.join(", "))
-        };
-        if let (Some(test), Some(reload)) = (&self.configtest_command, &self.reload_command) {
-            s.push_str(
-                "# The nginx the report came from (not the system's): check the program path.\n",
-            );
-            s.push_str(&argv("configtest_command", test));
-            s.push_str(&argv("reload_command", reload));
-        }
-        if let Some(a) = &self.verify_address {
-            s.push_str(&format!("verify_address = {}\n", toml_str(a)));
-        }
+        s.push_str(&self.server_lines());
         // Names whose port 80 does not serve the validation path yet: VALIDATION_ROOT.
         let fallback = PathBuf::from(VALIDATION_ROOT);
         let roots: Vec<(&String, &PathBuf)> = self
