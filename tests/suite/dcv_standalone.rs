@@ -514,7 +514,7 @@ async fn self_check_sends_the_domain_as_host_and_does_not_follow_redirects() {
     );
     assert_eq!(header(&head, "host"), Some("www.example.test"), "{head}");
     match &outcome {
-        SelfCheckOutcome::Redirect(location) => {
+        SelfCheckOutcome::Redirect(_, location) => {
             assert!(
                 location.contains("https://www.example.test/x"),
                 "{location}"

@@ -175,10 +175,11 @@ fn preflight_command_reports_without_ordering() {
 }
 
 /// The cost of the pre-flight at 1,000 names (10 certificates of 100 names below one CAA
-/// set): questions and time as `preflight --json` reports them, printed for the docs; every
-/// name passes and at most one question per name and one per shared parent is asked.
+/// set, validated over HTTP): questions and time as `preflight --json` reports them, printed
+/// for the docs; every name passes, and three questions per name (CAA, A, AAAA) and one per
+/// shared parent are asked.
 #[test]
-fn preflight_of_1000_names_asks_about_one_question_per_name() {
+fn preflight_of_1000_names_asks_three_questions_per_name() {
     if !dns::require() {
         return;
     }
@@ -203,7 +204,86 @@ fn preflight_of_1000_names_asks_about_one_question_per_name() {
     let queries: u64 = items.iter().map(|i| i["queries"].as_u64().unwrap()).sum();
     let millis: u64 = items.iter().map(|i| i["millis"].as_u64().unwrap()).sum();
     eprintln!("pre-flight of 1000 names: {queries} questions, {millis} ms checking, {wall:?} wall");
-    // One per name, one per certificate for the shared CAA set, a few retries at most.
-    assert!((1010..=1030).contains(&queries), "{queries} questions");
+    // CAA, A and AAAA per name (HTTP validation), one per certificate for the shared CAA
+    // set, a few retries at most.
+    assert!((3010..=3040).contains(&queries), "{queries} questions");
     assert_eq!(env.order_posts(), 0);
+}
+
+/// HTTP validation of a name without an address (A/AAAA): the CA could not fetch the file,
+/// so no order is placed; the message names the name and the resolver's answer.
+#[test]
+fn name_without_an_address_stops_an_http_order() {
+    stopped(
+        &["noaddr.ok.test"],
+        &["noaddr.ok.test has no address", "no A or AAAA record"],
+    );
+}
+
+/// A name that resolves to another host: the pre-flight passes (the name resolves), the
+/// order goes, and the self-check of the validation file, fetched through the name's own
+/// address, shows where it went and what answered.
+#[test]
+fn name_resolving_elsewhere_is_shown_by_the_self_check() {
+    if !dns::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let env = env_for(&dns, &["elsewhere.ok.test"]);
+    let pre = env.agent(["preflight"]).run();
+    pre.expect_code(0);
+    assert!(
+        pre.text()
+            .contains(&format!("elsewhere.ok.test resolves to {}", dns::ELSEWHERE)),
+        "{}",
+        pre.describe()
+    );
+    let out = env.renew();
+    out.expect_code(0);
+    assert_eq!(env.order_posts(), 1);
+    let text = out.text();
+    let through = format!(
+        "through {}:80 (elsewhere.ok.test resolves to {}",
+        dns::ELSEWHERE,
+        dns::ELSEWHERE
+    );
+    assert!(
+        text.contains(&through),
+        "{through:?} not shown\n{}",
+        out.describe()
+    );
+    assert!(
+        text.contains("nothing answers on port 80"),
+        "{}",
+        out.describe()
+    );
+}
+
+/// DNS validation whose record is delegated by CNAME into a zone with broken signatures:
+/// CAA passes, the validation record is bogus, and the order stops naming the record and the
+/// zone that signs it.
+#[test]
+fn bogus_dns_validation_record_stops_the_order_naming_record_and_zone() {
+    if !dns::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let mut env = TestEnv::new();
+    let mut spec = env.cert_spec("www", &["deleg.ok.test"], "none");
+    spec.dcv = Some("dns-txt".into());
+    spec.publish = support::env::Publish::Nothing;
+    spec.dns_hook = Some(vec!["/bin/true".into()]);
+    env.certs.push(spec);
+    env.preflight = dns.section();
+    let out = env.renew();
+    out.expect_failure();
+    let text = out.text();
+    for n in [
+        "pre-flight stops the order",
+        "TXT _pki-validation.deleg.ok.test does not validate",
+        "zone bad.test",
+    ] {
+        assert!(text.contains(n), "{n:?} not named\n{}", out.describe());
+    }
+    assert_eq!(env.order_posts(), 0, "no order sent");
 }

@@ -12,6 +12,7 @@ fn answer(rcode: u8, records: Vec<Record>) -> Answer {
         truncated: false,
         question: None,
         records,
+        authority: Vec::new(),
     }
 }
 

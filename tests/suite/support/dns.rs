@@ -22,14 +22,27 @@ $TTL 300
 @ IN NS ns.ok.test.
 ns IN A 127.0.0.1
 allow IN CAA 0 issue "OURS"
+allow IN A 127.0.0.1
+*.allow IN A 127.0.0.1
 forbid IN CAA 0 issue "letsencrypt.org"
+forbid IN A 127.0.0.1
 wild IN CAA 0 issue "OURS"
 wild IN CAA 0 issuewild ";"
+wild IN A 127.0.0.1
 parent IN CAA 0 issue "letsencrypt.org"
 www.parent IN A 127.0.0.1
 critical IN CAA 128 tbs "x"
 critical IN CAA 0 issue "OURS"
+critical IN A 127.0.0.1
+noaddr IN CAA 0 issue "OURS"
+elsewhere IN CAA 0 issue "OURS"
+elsewhere IN A ELSEWHERE
+deleg IN CAA 0 issue "OURS"
+_pki-validation.deleg IN CNAME _pki-validation.www.bad.test.
 "#;
+
+/// Where `elsewhere.ok.test` points: a loopback address no test serves port 80 on.
+pub(crate) const ELSEWHERE: &str = "127.0.0.86";
 
 const BAD_ZONE: &str = r#"$ORIGIN bad.test.
 $TTL 300
@@ -37,6 +50,8 @@ $TTL 300
 @ IN NS ns.bad.test.
 ns IN A 127.0.0.1
 www IN CAA 0 issue "OURS"
+www IN A 127.0.0.1
+_pki-validation.www IN TXT "SIGNED-TOKEN"
 "#;
 
 /// Whether nsd, unbound and the ldns tools are installed: `false` (with a notice) when not,
@@ -82,7 +97,8 @@ fn run(dir: &Path, program: &str, args: &[&str]) -> String {
 
 /// Signs `zone` (text for `name`) in `dir`; returns the DS of its key-signing key.
 fn sign(dir: &Path, name: &str, zone: &str) -> String {
-    fs::write(dir.join(format!("{name}.zone")), zone.replace("OURS", OURS)).unwrap();
+    let zone = zone.replace("OURS", OURS).replace("ELSEWHERE", ELSEWHERE);
+    fs::write(dir.join(format!("{name}.zone")), zone).unwrap();
     let ksk = run(dir, "ldns-keygen", &["-a", "ECDSAP256SHA256", "-k", name]);
     let zsk = run(dir, "ldns-keygen", &["-a", "ECDSAP256SHA256", name]);
     run(dir, "ldns-signzone", &[&format!("{name}.zone"), &ksk, &zsk]);
@@ -109,10 +125,13 @@ impl DnsWorld {
         let d = dir.path();
         let mut anchors = sign(d, "ok.test", OK_ZONE);
         anchors.push_str(&sign(d, "bad.test", BAD_ZONE));
-        // A CAA record changed after signing: its RRSIG no longer matches (bogus).
+        // A CAA and a TXT record changed after signing: their RRSIGs no longer match (bogus).
         let signed = d.join("bad.test.zone.signed");
         let text = fs::read_to_string(&signed).unwrap();
-        fs::write(&signed, text.replace(OURS, "s-two.partner-sandbox.test")).unwrap();
+        let text = text
+            .replace(OURS, "s-two.partner-sandbox.test")
+            .replace("SIGNED-TOKEN", "ALTERED-TOKEN");
+        fs::write(&signed, text).unwrap();
         fs::write(d.join("anchors"), anchors).unwrap();
 
         let (nsd_port, unbound_port) = free_port_pair();
