@@ -86,6 +86,9 @@ pub(super) async fn dcv(
             audit_answer(config, "dcv-change", *id, asked, &r)?;
             action_done(&r?, out)
         }
+        DcvCommand::Migrate { name, to } => {
+            super::migrate::run(client, config, name, to, out).await
+        }
         DcvCommand::Resend { id } => {
             let r = client.resend_dcv(*id).await;
             audit_answer(config, "dcv-resend", *id, serde_json::json!({}), &r)?;
@@ -97,7 +100,7 @@ pub(super) async fn dcv(
 /// Records in the audit log a state-changing call asked for by hand, with the API's answer
 /// (or why there was none): before the answer is printed, so that a failed record fails
 /// the command rather than leaving the call unrecorded.
-fn audit_answer(
+pub(super) fn audit_answer(
     config: &Config,
     event: &str,
     id: u64,

@@ -35,7 +35,7 @@ pub(super) struct Event {
     /// The configured certificate.
     certificate: String,
     /// `installed`, `failed`, `recovered`, `expiring`, `renewal_prepared`, `revoked`,
-    /// `retired` or `fresh_validation_needed`.
+    /// `retired`, `fresh_validation_needed` or `email_validation_ends`.
     pub(super) event: String,
     /// When the run that saw it ran.
     #[serde(with = "time::serde::rfc3339")]
@@ -116,6 +116,8 @@ pub(super) struct Facts {
     /// Renewals whose fresh domain validation needs a person and falls due within
     /// `[validation] warning_days`.
     pub(super) person_needed: BTreeMap<String, FreshValidation>,
+    /// Certificates validated by email, and how close the end of email validation is.
+    pub(super) email_sunset: BTreeMap<String, crate::engine::sunset::EmailSunset>,
     /// Each configured certificate's issuer (`partner`, `acme:NAME`), carried by its events.
     pub(super) issuers: BTreeMap<String, String>,
 }
@@ -250,6 +252,27 @@ fn events(
             }
             None => {
                 next_validations.remove(&c.name);
+            }
+        }
+        // A certificate validated by email: said once (kept beside the fresh validations
+        // under its own key) until it no longer validates by email.
+        let sunset_key = format!("{}\u{0}email-sunset", c.name);
+        match facts.email_sunset.get(&c.name) {
+            Some(sunset) => {
+                if !validations.contains_key(&sunset_key) {
+                    out.push(Event {
+                        due: Some(crate::engine::sunset::EMAIL_SUNSET.midnight().assume_utc()),
+                        method: Some("EMAIL".into()),
+                        ..event(
+                            "email_validation_ends",
+                            format!("{}: {}", c.name, sunset.message),
+                        )
+                    });
+                }
+                next_validations.insert(sunset_key, "announced".into());
+            }
+            None => {
+                next_validations.remove(&sunset_key);
             }
         }
         let warned = c.warning.as_ref().map(|w| {

@@ -287,3 +287,72 @@ fn bogus_dns_validation_record_stops_the_order_naming_record_and_zone() {
     }
     assert_eq!(env.order_posts(), 0, "no order sent");
 }
+
+/// An email-validated certificate in progress (the email not approved) moved to HTTP
+/// validation: the pre-flight of HTTP passes, the sandbox's change DCV call switches the
+/// order (its DCV status then says HTTP_CSR_HASH), and the configuration lines are printed;
+/// a name without an address is not switched.
+#[test]
+fn dcv_migrate_switches_the_order_in_progress_after_the_preflight() {
+    if !dns::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let mut env = TestEnv::new();
+    for (name, domain) in [("mail", "allow.ok.test"), ("lost", "noaddr.ok.test")] {
+        let mut spec = env.cert_spec(name, &[domain], "none");
+        spec.dcv = Some("email".into());
+        spec.extra = format!("dcv_email = \"admin@{domain}\"\n");
+        env.certs.push(spec);
+    }
+    // Placed with the checks off (the pre-flight of HTTP is what is tested here).
+    env.agent(["renew", "--wait", "2"]).run().expect_code(75);
+    env.preflight = dns.section();
+    let id = env.record("mail").unwrap()["order"]["certificate_id"]
+        .as_u64()
+        .unwrap();
+    let change = |env: &TestEnv| {
+        env.calls()
+            .iter()
+            .filter(|c| c.method == "POST" && c.path.ends_with("/change_dcv"))
+            .count()
+    };
+    assert_eq!(change(&env), 0);
+
+    let out = env.agent(["dcv", "migrate", "mail", "--to", "http"]).run();
+    out.expect_code(0);
+    let text = out.text();
+    for n in [
+        "allow.ok.test resolves to 127.0.0.1",
+        "validation changed to HTTP_CSR_HASH",
+        "dcv = \"http\"",
+        "remove dcv_email",
+        "cert-agent renew mail",
+    ] {
+        assert!(text.contains(n), "{n:?} not shown\n{}", out.describe());
+    }
+    assert_eq!(change(&env), 1);
+    let status = env
+        .agent(["--json", "dcv", "status", &id.to_string()])
+        .run();
+    status.expect_code(0);
+    assert!(
+        status.stdout.contains("HTTP_CSR_HASH"),
+        "{}",
+        status.describe()
+    );
+
+    let lost = env.agent(["dcv", "migrate", "lost", "--to", "http"]).run();
+    lost.expect_code(3);
+    assert!(
+        lost.text().contains("noaddr.ok.test has no address")
+            && lost.text().contains("nothing was changed"),
+        "{}",
+        lost.describe()
+    );
+    assert_eq!(
+        change(&env),
+        1,
+        "no change for a name the CA could not validate"
+    );
+}
