@@ -549,7 +549,7 @@ mod tests {
                     due,
                     domains: vec!["www.example.com".into()],
                     reuse_days: 10,
-                    method: crate::engine::forecast::ValidationMethod::Email,
+                    method: crate::engine::forecast::ValidationMethod::Dns,
                     automatic: false,
                 },
             )]
@@ -574,7 +574,7 @@ mod tests {
             let got: Vec<&str> = new.iter().map(|e| e.event.as_str()).collect();
             assert_eq!(got, want, "row {i}");
             if let Some(e) = new.first() {
-                assert_eq!(e.method.as_deref(), Some("EMAIL"));
+                assert_eq!(e.method.as_deref(), Some("DNS"));
                 assert_eq!(e.domains, ["www.example.com"]);
                 assert!(
                     e.due.is_some() && e.message.contains("needs a person"),

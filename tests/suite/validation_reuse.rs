@@ -280,6 +280,23 @@ fn within_90_days_of_the_end_of_email_validation_check_is_critical() {
         "{}",
         table.describe()
     );
+    // The forecast's renewal of `mail` after the date says it cannot go by email.
+    let forecast = run_synced(&env, &["--json", "forecast", "--days", "200"]);
+    forecast.expect_code(0);
+    let items = forecast.json()["items"].clone();
+    let mail_item = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "mail")
+        .unwrap_or_else(|| panic!("{}", forecast.describe()))
+        .clone();
+    assert!(
+        mail_item["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("email validation ends on 2028-03-15")),
+        "{mail_item:#}"
+    );
     let metric = "cert_agent_certificate_email_validation_ends_days";
     assert_eq!(env.metric(metric, "mail"), Some(86.0));
     assert_eq!(env.metric(metric, "web"), None);
