@@ -356,3 +356,82 @@ fn dcv_migrate_switches_the_order_in_progress_after_the_preflight() {
         "no change for a name the CA could not validate"
     );
 }
+
+/// A zone without DNSSEC at all: a warning naming the name and the resolver, and the order
+/// goes on (one order, installed).
+#[test]
+fn an_unsigned_zone_is_a_warning_and_the_order_proceeds() {
+    if !dns::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let env = env_for(&dns, &["www.plain.test"]);
+    let out = env.renew();
+    out.expect_code(0);
+    out.installed_serial("www");
+    assert_eq!(env.order_posts(), 1);
+    assert!(
+        out.text()
+            .contains("the answers for www.plain.test are not DNSSEC-validated"),
+        "{}",
+        out.describe()
+    );
+}
+
+/// A resolver that never answers: each check is a warning naming the resolver and the time
+/// limit, and the order goes on (the agent cannot tell).
+#[test]
+fn a_resolver_that_does_not_answer_is_a_warning_and_the_order_proceeds() {
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["www.silent.test"]);
+    env.certs.push(spec);
+    env.preflight = format!("\n[preflight]\nresolver = \"{addr}\"\ntimeout_secs = 1\n");
+    let out = env.renew();
+    out.expect_code(0);
+    assert_eq!(env.order_posts(), 1);
+    let want =
+        format!("the resolver {addr} did not answer CAA www.silent.test within 1 s (2 tries)");
+    assert!(out.text().contains(&want), "{want:?}\n{}", out.describe());
+    assert!(
+        out.text().contains(&format!(
+            "the resolver {addr} did not answer A www.silent.test"
+        )),
+        "{}",
+        out.describe()
+    );
+    drop(silent);
+}
+
+/// An ACME order (Pebble, its CAA identity set in `[preflight] caa_identities`) for a name
+/// whose CAA names another CA: stopped before the new-order request reaches Pebble.
+#[test]
+fn caa_naming_another_ca_stops_an_acme_order() {
+    if !dns::require() || !support::pebble::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let pebble = support::pebble::Pebble::start(support::webserver::free_port());
+    let mut env = TestEnv::new();
+    let mut spec = env.standalone_spec("www", &["forbid.ok.test"]);
+    spec.extra.push_str("issuer = \"pebble\"\n");
+    env.certs.push(spec);
+    env.tail_extra = pebble.config_table("pebble", &env.path("eab.key"));
+    env.preflight = format!(
+        "{}caa_identities = {{ pebble = [\"pebble.letsencrypt.org\"] }}\n",
+        dns.section()
+    );
+    let out = env.renew();
+    out.expect_failure();
+    let text = out.text();
+    for n in [
+        "pre-flight stops the order",
+        "forbid.ok.test",
+        "letsencrypt.org",
+        "pebble.letsencrypt.org",
+    ] {
+        assert!(text.contains(n), "{n:?} not named\n{}", out.describe());
+    }
+    assert_eq!(pebble.requests("/order-plz"), 0, "{}", pebble.log());
+}

@@ -1,7 +1,7 @@
 //! A real DNS world for the pre-flight tests: Debian's `nsd` serving zones the test writes
 //! (`ok.test` signed with `ldns-signzone`, `bad.test` signed and then altered so that its
-//! signatures fail) and Debian's `unbound` validating in front of it with both zones' trust
-//! anchors, each on a free loopback port. Stopped on drop.
+//! signatures fail, `plain.test` unsigned) and Debian's `unbound` validating in front of it
+//! with the signed zones' trust anchors, each on a free loopback port. Stopped on drop.
 // Also compiled into tests/api_logs.rs through `mod support`, which uses none of it.
 #![allow(dead_code)]
 
@@ -54,6 +54,16 @@ www IN A 127.0.0.1
 _pki-validation.www IN TXT "SIGNED-TOKEN"
 "#;
 
+/// An unsigned zone: no DNSSEC at all (a warning, the order goes on).
+const PLAIN_ZONE: &str = r#"$ORIGIN plain.test.
+$TTL 300
+@ IN SOA ns.plain.test. host.plain.test. 1 3600 600 86400 300
+@ IN NS ns.plain.test.
+ns IN A 127.0.0.1
+www IN A 127.0.0.1
+www IN CAA 0 issue "OURS"
+"#;
+
 /// Whether nsd, unbound and the ldns tools are installed: `false` (with a notice) when not,
 /// a panic when `CI` is set.
 pub(crate) fn require() -> bool {
@@ -71,6 +81,9 @@ pub(crate) fn require() -> bool {
     eprintln!("skipping: {msg}");
     false
 }
+
+/// The zones nsd serves and unbound asks it for.
+const ZONES: [&str; 3] = ["ok.test", "bad.test", "plain.test"];
 
 /// nsd and unbound running for one test.
 pub(crate) struct DnsWorld {
@@ -133,6 +146,7 @@ impl DnsWorld {
             .replace("SIGNED-TOKEN", "ALTERED-TOKEN");
         fs::write(&signed, text).unwrap();
         fs::write(d.join("anchors"), anchors).unwrap();
+        fs::write(d.join("plain.test.zone"), PLAIN_ZONE.replace("OURS", OURS)).unwrap();
 
         let (nsd_port, unbound_port) = free_port_pair();
         let p = d.display();
@@ -144,7 +158,8 @@ impl DnsWorld {
                  zonelistfile: \"{p}/zone.list\"\n  username: \"\"\n  chroot: \"\"\n\
                  remote-control:\n  control-enable: no\n\
                  zone:\n  name: ok.test\n  zonefile: ok.test.zone.signed\n\
-                 zone:\n  name: bad.test\n  zonefile: bad.test.zone.signed\n"
+                 zone:\n  name: bad.test\n  zonefile: bad.test.zone.signed\n\
+                 zone:\n  name: plain.test\n  zonefile: plain.test.zone\n"
             ),
         )
         .unwrap();
@@ -155,11 +170,11 @@ impl DnsWorld {
              access-control: 127.0.0.0/8 allow\n  trust-anchor-file: \"{p}/anchors\"\n  \
              module-config: \"validator iterator\"\n  verbosity: 0\n"
         );
-        for zone in ["ok.test", "bad.test"] {
+        for zone in ZONES {
             unbound_conf.push_str(&format!("  local-zone: \"{zone}.\" transparent\n"));
         }
         unbound_conf.push_str("remote-control:\n  control-enable: no\n");
-        for zone in ["ok.test", "bad.test"] {
+        for zone in ZONES {
             unbound_conf.push_str(&format!(
                 "stub-zone:\n  name: \"{zone}\"\n  stub-addr: 127.0.0.1@{nsd_port}\n"
             ));
