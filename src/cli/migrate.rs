@@ -138,7 +138,7 @@ async fn change_current_order(
     for domain in &cert.domains {
         let r = client.change_dcv(id, target.api, Some(domain)).await;
         let asked = serde_json::json!({ "method": target.api, "domain": domain, "migrate": true });
-        super::actions::audit_answer(config, "dcv-change", id, asked, &r)?;
+        super::audit::answer(config, "dcv-change", id, asked, &r)?;
         match r {
             Ok(a) => outln!(
                 "certificate {id}: {domain}: validation changed to {} ({})",

@@ -236,45 +236,13 @@ fn events(
             next_validations.remove(&c.name);
             continue;
         }
-        // A renewal whose fresh validation needs a person: said once per renewal.
-        match facts.person_needed.get(&c.name) {
-            Some(f) => {
-                let due = f.due.date().to_string();
-                if validations.get(&c.name) != Some(&due) {
-                    out.push(Event {
-                        due: Some(f.due),
-                        domains: f.domains.clone(),
-                        method: Some(f.method.as_str().to_owned()),
-                        ..event("fresh_validation_needed", f.describe())
-                    });
-                }
-                next_validations.insert(c.name.clone(), due);
-            }
-            None => {
-                next_validations.remove(&c.name);
-            }
-        }
-        // A certificate validated by email: said once (kept beside the fresh validations
-        // under its own key) until it no longer validates by email.
-        let sunset_key = format!("{}\u{0}email-sunset", c.name);
-        match facts.email_sunset.get(&c.name) {
-            Some(sunset) => {
-                if !validations.contains_key(&sunset_key) {
-                    out.push(Event {
-                        due: Some(crate::engine::sunset::EMAIL_SUNSET.midnight().assume_utc()),
-                        method: Some("EMAIL".into()),
-                        ..event(
-                            "email_validation_ends",
-                            format!("{}: {}", c.name, sunset.message),
-                        )
-                    });
-                }
-                next_validations.insert(sunset_key, "announced".into());
-            }
-            None => {
-                next_validations.remove(&sunset_key);
-            }
-        }
+        out.extend(validation_events(
+            &c.name,
+            facts,
+            validations,
+            &mut next_validations,
+            now,
+        ));
         let warned = c.warning.as_ref().map(|w| {
             if w.contains("renewal order is prepared") {
                 (State::RenewalPrepared, w)
@@ -353,6 +321,55 @@ pub fn fuzz_announced(data: &[u8]) {
             "reads back the same"
         );
     }
+}
+
+/// The validation events of certificate `name`: a renewal whose fresh validation needs a
+/// person, said once per renewal (its due date); `email_validation_ends`, said once (kept
+/// beside the fresh validations under its own key) until it no longer validates by email.
+fn validation_events(
+    name: &str,
+    facts: &Facts,
+    validations: &BTreeMap<String, String>,
+    next_validations: &mut BTreeMap<String, String>,
+    now: OffsetDateTime,
+) -> Vec<Event> {
+    let mut out = Vec::new();
+    match facts.person_needed.get(name) {
+        Some(f) => {
+            let due = f.due.date().to_string();
+            if validations.get(name) != Some(&due) {
+                out.push(Event {
+                    due: Some(f.due),
+                    domains: f.domains.clone(),
+                    method: Some(f.method.as_str().to_owned()),
+                    ..Event::new(name, "fresh_validation_needed", now, f.describe())
+                });
+            }
+            next_validations.insert(name.to_owned(), due);
+        }
+        None => {
+            next_validations.remove(name);
+        }
+    }
+    let key = format!("{name}\u{0}email-sunset");
+    let Some(sunset) = facts.email_sunset.get(name) else {
+        next_validations.remove(&key);
+        return out;
+    };
+    if !validations.contains_key(&key) {
+        out.push(Event {
+            due: Some(crate::engine::sunset::EMAIL_SUNSET.midnight().assume_utc()),
+            method: Some("EMAIL".into()),
+            ..Event::new(
+                name,
+                "email_validation_ends",
+                now,
+                format!("{name}: {}", sunset.message),
+            )
+        });
+    }
+    next_validations.insert(key, "announced".into());
+    out
 }
 
 #[cfg(test)]

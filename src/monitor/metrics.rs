@@ -172,6 +172,13 @@ fn render_with<'a>(
     text
 }
 
+/// [`Metric::EmailValidationEnds`]: name and help text.
+const EMAIL_VALIDATION_ENDS: (&str, &str) = (
+    "cert_agent_certificate_email_validation_ends_days",
+    "For a certificate validated by email: days until email validation ends (2028-03-15, CA/B \
+     Forum SC-090), negative after; absent for other methods.",
+);
+
 /// The metrics, in the order they are written. Each is a gauge; [`Metric::def`]
 /// holds its name and help text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -311,11 +318,7 @@ impl Metric {
                 "1 when that fresh validation needs a person (EMAIL, DNS without a hook), 0 when \
                  the agent does it (HTTP file, DNS hook).",
             ),
-            Metric::EmailValidationEnds => (
-                "cert_agent_certificate_email_validation_ends_days",
-                "For a certificate validated by email: days until email validation ends \
-                 (2028-03-15, CA/B Forum SC-090), negative after; absent for other methods.",
-            ),
+            Metric::EmailValidationEnds => EMAIL_VALIDATION_ENDS,
             Metric::Outcome => (
                 "cert_agent_certificate_last_run_outcome",
                 "1 for the outcome of the certificate in the last run that worked on it.",
