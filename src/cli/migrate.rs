@@ -143,7 +143,7 @@ async fn change_current_order(
             Ok(a) => outln!(
                 "certificate {id}: {domain}: validation changed to {} ({})",
                 target.api,
-                a.result.as_deref().unwrap_or("done")
+                crate::values::text::printable(a.result.as_deref().unwrap_or("done"))
             ),
             Err(e) => {
                 refused = true;
