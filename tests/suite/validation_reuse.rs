@@ -320,3 +320,24 @@ fn past_the_end_of_email_validation_check_says_it_ended() {
     assert_eq!(row(&rows, "mail")["email_sunset"]["stage"], "ended");
     assert_eq!(row(&rows, "mail")["email_sunset"]["days_left"], -5);
 }
+
+/// `dcv migrate` of an issued email certificate: no order in progress, so no change DCV call
+/// (the next order or reissue follows the configuration); the configuration lines are printed.
+#[test]
+fn dcv_migrate_of_an_issued_certificate_changes_nothing_at_the_ca() {
+    let env = issued_env(datetime!(2027-12-20 00:00 UTC), 199);
+    let out = run_synced(&env, &["dcv", "migrate", "mail", "--to", "dns"]);
+    out.expect_code(0);
+    for n in [
+        "no order in progress, nothing to change at the CA",
+        "dcv = \"cname\"",
+        "dns_hook = ",
+        "remove dcv_email",
+    ] {
+        assert!(out.stdout.contains(n), "{n:?}\n{}", out.describe());
+    }
+    assert!(
+        !env.calls().iter().any(|c| c.path.ends_with("/change_dcv")),
+        "no change DCV call"
+    );
+}
