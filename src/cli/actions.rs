@@ -83,45 +83,18 @@ pub(super) async fn dcv(
         DcvCommand::Change { id, target, domain } => {
             let r = client.change_dcv(*id, target, domain.as_deref()).await;
             let asked = serde_json::json!({ "method": target, "domain": domain });
-            audit_answer(config, "dcv-change", *id, asked, &r)?;
+            super::audit::answer(config, "dcv-change", *id, asked, &r)?;
             action_done(&r?, out)
+        }
+        DcvCommand::Migrate { name, to } => {
+            super::migrate::run(client, config, name, to, out).await
         }
         DcvCommand::Resend { id } => {
             let r = client.resend_dcv(*id).await;
-            audit_answer(config, "dcv-resend", *id, serde_json::json!({}), &r)?;
+            super::audit::answer(config, "dcv-resend", *id, serde_json::json!({}), &r)?;
             action_done(&r?, out)
         }
     }
-}
-
-/// Records in the audit log a state-changing call asked for by hand, with the API's answer
-/// (or why there was none): before the answer is printed, so that a failed record fails
-/// the command rather than leaving the call unrecorded.
-fn audit_answer(
-    config: &Config,
-    event: &str,
-    id: u64,
-    mut details: serde_json::Value,
-    answer: &Result<api::ActionResult, api::ApiError>,
-) -> Result<()> {
-    details["certificate_id"] = serde_json::json!(id);
-    match answer {
-        Ok(r) => {
-            details["success"] = serde_json::json!(r.success);
-            details["result"] = serde_json::json!(r.result);
-        }
-        Err(e) => {
-            details["success"] = serde_json::json!(false);
-            details["error"] = serde_json::json!(e.to_string());
-        }
-    }
-    let event = match (event, answer) {
-        ("cancel", Err(_)) => "cancel-refused",
-        (other, _) => other,
-    };
-    crate::store::Store::open(&config.agent.state_dir)
-        .and_then(|store| store.audit(None, event, &details))
-        .context("could not record the call in the audit log")
 }
 
 fn action_done(r: &api::ActionResult, out: &Output) -> Result<u8> {
@@ -152,7 +125,7 @@ pub(super) async fn cancel(
         .into());
     }
     let r = client.cancel(id).await;
-    audit_answer(config, "cancel", id, serde_json::json!({}), &r)?;
+    super::audit::answer(config, "cancel", id, serde_json::json!({}), &r)?;
     action_done(&r?, out)
 }
 

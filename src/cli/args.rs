@@ -529,6 +529,16 @@ pub enum DcvCommand {
         #[arg(long)]
         domain: Option<String>,
     },
+    /// Move a certificate validated by email to HTTP or DNS validation (email validation
+    /// ends on 2028-03-15): checks the new method with the pre-flight, switches the order in
+    /// progress through the API, and prints the configuration lines to change.
+    Migrate {
+        /// Certificate name (from the configuration).
+        name: String,
+        /// The new method: `http` (HTTP_CSR_HASH) or `dns` (CNAME_CSR_HASH).
+        #[arg(long, value_name = "http|dns", value_parser = ["http", "dns"])]
+        to: String,
+    },
     /// Ask the CA to resend the validation email or retry the current method.
     Resend {
         /// Certificate ID (internal number).

@@ -325,6 +325,36 @@ fn parse_since(s: &str) -> Result<OffsetDateTime> {
     }
 }
 
+/// Records in the audit log a state-changing call asked for by hand, with the API's answer
+/// (or why there was none): before the answer is printed, so that a failed record fails
+/// the command rather than leaving the call unrecorded.
+pub(super) fn answer(
+    config: &Config,
+    event: &str,
+    id: u64,
+    mut details: serde_json::Value,
+    answer: &Result<crate::api::ActionResult, crate::api::ApiError>,
+) -> Result<()> {
+    details["certificate_id"] = serde_json::json!(id);
+    match answer {
+        Ok(r) => {
+            details["success"] = serde_json::json!(r.success);
+            details["result"] = serde_json::json!(r.result);
+        }
+        Err(e) => {
+            details["success"] = serde_json::json!(false);
+            details["error"] = serde_json::json!(e.to_string());
+        }
+    }
+    let event = match (event, answer) {
+        ("cancel", Err(_)) => "cancel-refused",
+        (other, _) => other,
+    };
+    Store::open(&config.agent.state_dir)
+        .and_then(|store| store.audit(None, event, &details))
+        .context("could not record the call in the audit log")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

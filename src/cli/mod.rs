@@ -42,6 +42,7 @@ pub mod exit;
 mod fleet;
 mod forecast;
 mod import;
+mod migrate;
 mod output;
 mod preflight;
 mod retire;

@@ -51,7 +51,7 @@ pub(super) async fn run(config: &Config, names: &[String], out: &Output) -> Resu
             account_uri: None,
             method: Some(gate::method(cert)),
         };
-        let report = preflight::check(&settings, &cert.domains, &who).await;
+        let report = preflight::check(&settings, &cert.domains, &who, gate::validation(cert)).await;
         items.push(Item {
             certificate: &cert.name,
             report,

@@ -72,6 +72,9 @@ pub(super) async fn run(config: &Config, served: bool, out: &Output, clock: Cloc
         if let Some(v) = &r.validation {
             outln!("{}: {}", r.name, v.describe());
         }
+        if let Some(s) = &r.email_sunset {
+            outln!("{}: {}", r.name, s.message);
+        }
     }
     if let Some(m) = &money {
         outln!("{}", m.describe());

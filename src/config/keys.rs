@@ -17,6 +17,7 @@ pub(super) const REVOCATION_KEYS: &[&str] =
 pub(super) const PREFLIGHT_KEYS: &[&str] = &[
     "caa",
     "dnssec",
+    "http",
     "resolver",
     "timeout_secs",
     "caa_identities",

@@ -246,6 +246,9 @@ pub struct PreflightConfig {
     /// Ask with DNSSEC and stop an order for a name whose zone does not validate; default
     /// true.
     pub dnssec: bool,
+    /// Stop an order validated over HTTP for a name without an address, and fetch the
+    /// self-check through the addresses this resolver gives; default true.
+    pub http: bool,
     /// The resolver asked; default the first nameserver of /etc/resolv.conf.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resolver: Option<SocketAddr>,
@@ -262,6 +265,7 @@ impl Default for PreflightConfig {
         Self {
             caa: true,
             dnssec: true,
+            http: true,
             resolver: None,
             timeout_secs: super::DEFAULT_PREFLIGHT_TIMEOUT_SECS,
             caa_identities: BTreeMap::new(),

@@ -21,8 +21,8 @@ pub enum SelfCheckOutcome {
     Ok,
     /// 200 with other content; an escaped excerpt of what came back.
     WrongContent(String),
-    /// 3xx; the `Location` (escaped), empty when absent.
-    Redirect(String),
+    /// 3xx: the status and the `Location` (escaped), empty when absent.
+    Redirect(u16, String),
     /// Any other status code.
     Status(u16),
     /// No HTTP answer: DNS, connection, timeout; the reason.
@@ -42,12 +42,12 @@ impl SelfCheckOutcome {
             Self::WrongContent(_) => "another virtual host or server answers for this domain \
                 (wrong vhost or webroot), or a cache or proxy serves an old copy"
                 .to_owned(),
-            Self::Redirect(location) if location.trim_matches('"').starts_with("https:") => {
+            Self::Redirect(_, location) if location.trim_matches('"').starts_with("https:") => {
                 "the web server redirects HTTP to HTTPS; the CA fetches over plain HTTP, so \
                  exempt /.well-known/pki-validation/ from the redirect"
                     .to_owned()
             }
-            Self::Redirect(_) => "the web server redirects this path; serve \
+            Self::Redirect(..) => "the web server redirects this path; serve \
                 /.well-known/pki-validation/ directly"
                 .to_owned(),
             Self::Status(401 | 403) => "authentication or an access rule protects the path; \
@@ -61,8 +61,9 @@ impl SelfCheckOutcome {
                 "the web server or an application in front of it failed".to_owned()
             }
             Self::Status(_) => "the web server does not serve the file as a static file".to_owned(),
-            Self::Unreachable(_) => "port 80 is not reachable for this domain from here: DNS, \
-                firewall, or no web server listening"
+            Self::Unreachable(_) => "nothing answers on port 80 at the address fetched from here: \
+                the name points at another host, a firewall drops the connection, or no web \
+                server listens"
                 .to_owned(),
         })
     }
@@ -81,7 +82,7 @@ impl fmt::Display for SelfCheckOutcome {
         match self {
             Self::Ok => write!(f, "the expected content is served"),
             Self::WrongContent(excerpt) => write!(f, "other content is served: {excerpt}"),
-            Self::Redirect(location) => write!(f, "redirected to {location}"),
+            Self::Redirect(code, location) => write!(f, "port 80 answers {code} to {location}"),
             Self::Status(code) => write!(f, "status {code}"),
             Self::Unreachable(reason) => write!(f, "unreachable: {reason}"),
         }
@@ -179,7 +180,7 @@ impl SelfCheck {
                 .get(reqwest::header::LOCATION)
                 .map(|v| quote(&String::from_utf8_lossy(v.as_bytes())))
                 .unwrap_or_default();
-            return Ok(SelfCheckOutcome::Redirect(location));
+            return Ok(SelfCheckOutcome::Redirect(status.as_u16(), location));
         }
         if status != reqwest::StatusCode::OK {
             return Ok(SelfCheckOutcome::Status(status.as_u16()));
@@ -256,7 +257,11 @@ mod tests {
 
     #[test]
     fn causes_are_named() {
-        let https = SelfCheckOutcome::Redirect("\"https://www.example.com/x\"".into());
+        let https = SelfCheckOutcome::Redirect(301, "\"https://www.example.com/x\"".into());
+        assert!(
+            https.to_string().starts_with("port 80 answers 301 to"),
+            "{https}"
+        );
         assert!(https.likely_cause().unwrap().contains("HTTPS"));
         assert!(
             SelfCheckOutcome::Status(401)

@@ -320,6 +320,10 @@ impl ValidationSetup {
 
     /// The reuse period for a certificate issued on `date`.
     pub fn reuse_days_on(self, date: Date) -> i64 {
+        // SC-090: from the end of email validation no earlier one may be reused either.
+        if self.method == ValidationMethod::Email && super::sunset::email_ended_on(date) {
+            return 0;
+        }
         let ballot = reuse_days_on(date);
         self.reuse_days.map_or(ballot, |d| ballot.min(i64::from(d)))
     }
@@ -390,6 +394,17 @@ impl FreshValidation {
     /// `fresh validation of a.example, b.example (EMAIL, needs a person) for the renewal due
     /// 2027-04-02`.
     pub fn describe(&self) -> String {
+        if self.method == ValidationMethod::Email && super::sunset::email_ended_on(self.due.date())
+        {
+            return format!(
+                "the renewal due {} needs a fresh validation of {}, and email validation ends \
+                 on {} (no reuse either): move it to HTTP or DNS validation (`cert-agent dcv \
+                 migrate`)",
+                self.due.date(),
+                self.domains.join(", "),
+                super::sunset::EMAIL_SUNSET
+            );
+        }
         format!(
             "the renewal due {} needs a fresh {} validation of {} ({}; reuse {} days then)",
             self.due.date(),

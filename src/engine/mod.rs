@@ -32,6 +32,7 @@ mod retire_guard;
 mod retire_own;
 mod run;
 mod start;
+pub mod sunset;
 
 pub use context::{RunOptions, client, client_options};
 pub use deploy::install_paths;

@@ -5,8 +5,8 @@
 use anyhow::Result;
 
 use crate::api::Product;
-use crate::config::{CertificateConfig, Config, DcvMethod};
-use crate::preflight::{self, Requester, Settings};
+use crate::config::{CertificateConfig, Config, DcvMethod, Issuer};
+use crate::preflight::{self, Requester, Settings, Validation};
 
 use super::job::Job;
 
@@ -38,6 +38,7 @@ pub fn settings(config: &Config) -> Settings {
     Settings {
         caa: p.caa,
         dnssec: p.dnssec,
+        http: p.http,
         resolver,
         timeout: std::time::Duration::from_secs(p.timeout_secs),
     }
@@ -63,6 +64,26 @@ pub fn method(cert: &CertificateConfig) -> &'static str {
         DcvMethod::Cname | DcvMethod::DnsTxt => "dns-01",
         DcvMethod::Email => "email",
     }
+}
+
+/// What the pre-flight asks beyond CAA for `cert`'s validation method: the name's addresses
+/// for HTTP, the validation record's zone for DNS (`_acme-challenge` at an ACME CA,
+/// `_pki-validation` for the Partner API's DNS_TXT_TOKEN).
+pub fn validation(cert: &CertificateConfig) -> Validation {
+    let acme = matches!(cert.order.issuer, Issuer::Acme(_));
+    match cert.dcv.method {
+        DcvMethod::Http | DcvMethod::Https => Validation::Http,
+        DcvMethod::Cname | DcvMethod::DnsTxt if acme => Validation::Txt("_acme-challenge"),
+        DcvMethod::DnsTxt => Validation::Txt("_pki-validation"),
+        DcvMethod::Cname => Validation::Cname,
+        DcvMethod::Email => Validation::Email,
+    }
+}
+
+/// Whether any check of `[preflight]` is on.
+pub fn any_check(config: &Config) -> bool {
+    let p = &config.preflight;
+    p.caa || p.dnssec || p.http
 }
 
 /// An ACME CA's CAA identities: `[preflight] caa_identities` for its name, else Let's
@@ -104,7 +125,7 @@ pub(super) async fn gate(
         account_uri,
         method: Some(method(cert)),
     };
-    let report = preflight::check(&settings(config), &cert.domains, &who).await;
+    let report = preflight::check(&settings(config), &cert.domains, &who, validation(cert)).await;
     for w in report.warnings() {
         tracing::warn!(certificate = %cert.name, "pre-flight: {}: {}", w.name, w.message);
     }

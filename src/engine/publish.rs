@@ -265,7 +265,9 @@ pub(super) async fn republish(
 
 /// Fetches the published file as the CA will, in the background: the certificate goes on
 /// waiting for the CA meanwhile (a name that does not resolve can take the whole timeout), and
-/// what the check finds is logged as a warning. Checks still running when the run ends are
+/// what the check finds is logged as a warning. With `[preflight] http` on, each name is
+/// resolved through the pre-flight's resolver and the file fetched through each of its
+/// addresses, the warning showing the resolution. Checks still running when the run ends are
 /// dropped ([`Ctx::finish_self_checks`]).
 fn self_check(ctx: &Ctx<'_>, cert: &CertificateConfig, http: &HttpChallenge) {
     let name = cert.name.clone();
@@ -276,22 +278,73 @@ fn self_check(ctx: &Ctx<'_>, cert: &CertificateConfig, http: &HttpChallenge) {
         .cloned()
         .collect();
     let file = http.file.clone();
+    let settings = ctx
+        .config
+        .preflight
+        .http
+        .then(|| super::preflight::settings(ctx.config));
     ctx.spawn_self_check(async move {
-        let check = SelfCheck {
-            timeout: Duration::from_secs(5),
-            address: None,
-        };
         for domain in &domains {
-            match check.check(domain, &file).await {
-                Ok(outcome) => {
-                    if let Some(w) = outcome.warning(&SelfCheck::url(domain, &file)) {
-                        tracing::warn!(certificate = %name, "{w}");
-                    }
-                }
-                Err(e) => tracing::warn!(certificate = %name, "self-check not possible: {e}"),
+            let warnings = match &settings {
+                Some(s) => self_check_resolved(s, domain, &file).await,
+                None => Vec::from_iter(self_check_at(domain, &file, None, String::new()).await),
+            };
+            for w in warnings {
+                tracing::warn!(certificate = %name, "{w}");
             }
         }
     });
+}
+
+/// The self-check of `domain` through each address the pre-flight's resolver gives.
+async fn self_check_resolved(
+    settings: &crate::preflight::Settings,
+    domain: &str,
+    file: &ValidationFile,
+) -> Vec<String> {
+    let url = SelfCheck::url(domain, file);
+    let addrs = match crate::preflight::addresses(settings, domain).await {
+        Ok(addrs) if !addrs.is_empty() => addrs,
+        Ok(_) => {
+            return vec![format!(
+                "self-check of {url}: {domain} has no address (A/AAAA) at the resolver {}; \
+                 the CA cannot fetch the file either",
+                settings.resolver
+            )];
+        }
+        Err(e) => return vec![format!("self-check of {url}: {e}")],
+    };
+    let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+    let mut warnings = Vec::new();
+    // A CA fetches from one of the addresses: each must serve the file.
+    for ip in addrs.iter().take(4) {
+        let at = SocketAddr::new(*ip, 80);
+        let shown = format!(
+            " through {at} ({domain} resolves to {} at the resolver {})",
+            list.join(", "),
+            settings.resolver
+        );
+        warnings.extend(self_check_at(domain, file, Some(at), shown).await);
+    }
+    warnings
+}
+
+/// One fetch of the file for `domain` (through `address`, else the system's resolution);
+/// the warning, if any, with `shown` after the URL.
+async fn self_check_at(
+    domain: &str,
+    file: &ValidationFile,
+    address: Option<SocketAddr>,
+    shown: String,
+) -> Option<String> {
+    let check = SelfCheck {
+        timeout: Duration::from_secs(5),
+        address,
+    };
+    match check.check(domain, file).await {
+        Ok(outcome) => outcome.warning(&format!("{}{shown}", SelfCheck::url(domain, file))),
+        Err(e) => Some(format!("self-check not possible: {e}")),
+    }
 }
 
 /// Serves `file` for a standalone certificate: through the publish directory of a running

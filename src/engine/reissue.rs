@@ -67,7 +67,7 @@ pub(super) async fn start(
     // The reissue is validated again like an order: a name whose CAA or DNSSEC stops the CA
     // is found here, before the request. The product list (read once per run) names the CA;
     // it is not read when no check is on.
-    if ctx.config.preflight.caa || ctx.config.preflight.dnssec {
+    if super::preflight::any_check(ctx.config) {
         match ctx.products.get(ctx.client()?).await {
             Ok(list) => {
                 if let Some(product) = list.iter().find(|p| p.id == cert.order.product_id) {

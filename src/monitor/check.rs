@@ -278,6 +278,10 @@ pub async fn check(
             c.level = c.level.max(level);
             c.problems.push(text);
         }
+        if let Some(sunset) = crate::engine::sunset::email_sunset(cert, now) {
+            c.level = c.level.max(sunset_level(sunset.stage));
+            c.problems.push(sunset.message);
+        }
         certificates.push(c);
     }
     if let Some(crls) = &crls {
@@ -364,6 +368,14 @@ pub fn validation_level(
         Level::Warning,
         format!("{}: act before {}", fresh.describe(), short_time(fresh.due)),
     ))
+}
+
+/// The end of email validation: WARNING until 90 days before it, CRITICAL from then on.
+pub fn sunset_level(stage: crate::engine::sunset::Stage) -> Level {
+    match stage {
+        crate::engine::sunset::Stage::Warning => Level::Warning,
+        _ => Level::Critical,
+    }
 }
 
 /// The balance against the billed orders due in 7 and 30 days: CRITICAL when it does not cover

@@ -35,7 +35,7 @@ pub(super) struct Event {
     /// The configured certificate.
     certificate: String,
     /// `installed`, `failed`, `recovered`, `expiring`, `renewal_prepared`, `revoked`,
-    /// `retired` or `fresh_validation_needed`.
+    /// `retired`, `fresh_validation_needed` or `email_validation_ends`.
     pub(super) event: String,
     /// When the run that saw it ran.
     #[serde(with = "time::serde::rfc3339")]
@@ -116,6 +116,8 @@ pub(super) struct Facts {
     /// Renewals whose fresh domain validation needs a person and falls due within
     /// `[validation] warning_days`.
     pub(super) person_needed: BTreeMap<String, FreshValidation>,
+    /// Certificates validated by email, and how close the end of email validation is.
+    pub(super) email_sunset: BTreeMap<String, crate::engine::sunset::EmailSunset>,
     /// Each configured certificate's issuer (`partner`, `acme:NAME`), carried by its events.
     pub(super) issuers: BTreeMap<String, String>,
 }
@@ -234,24 +236,13 @@ fn events(
             next_validations.remove(&c.name);
             continue;
         }
-        // A renewal whose fresh validation needs a person: said once per renewal.
-        match facts.person_needed.get(&c.name) {
-            Some(f) => {
-                let due = f.due.date().to_string();
-                if validations.get(&c.name) != Some(&due) {
-                    out.push(Event {
-                        due: Some(f.due),
-                        domains: f.domains.clone(),
-                        method: Some(f.method.as_str().to_owned()),
-                        ..event("fresh_validation_needed", f.describe())
-                    });
-                }
-                next_validations.insert(c.name.clone(), due);
-            }
-            None => {
-                next_validations.remove(&c.name);
-            }
-        }
+        out.extend(validation_events(
+            &c.name,
+            facts,
+            validations,
+            &mut next_validations,
+            now,
+        ));
         let warned = c.warning.as_ref().map(|w| {
             if w.contains("renewal order is prepared") {
                 (State::RenewalPrepared, w)
@@ -330,6 +321,55 @@ pub fn fuzz_announced(data: &[u8]) {
             "reads back the same"
         );
     }
+}
+
+/// The validation events of certificate `name`: a renewal whose fresh validation needs a
+/// person, said once per renewal (its due date); `email_validation_ends`, said once (kept
+/// beside the fresh validations under its own key) until it no longer validates by email.
+fn validation_events(
+    name: &str,
+    facts: &Facts,
+    validations: &BTreeMap<String, String>,
+    next_validations: &mut BTreeMap<String, String>,
+    now: OffsetDateTime,
+) -> Vec<Event> {
+    let mut out = Vec::new();
+    match facts.person_needed.get(name) {
+        Some(f) => {
+            let due = f.due.date().to_string();
+            if validations.get(name) != Some(&due) {
+                out.push(Event {
+                    due: Some(f.due),
+                    domains: f.domains.clone(),
+                    method: Some(f.method.as_str().to_owned()),
+                    ..Event::new(name, "fresh_validation_needed", now, f.describe())
+                });
+            }
+            next_validations.insert(name.to_owned(), due);
+        }
+        None => {
+            next_validations.remove(name);
+        }
+    }
+    let key = format!("{name}\u{0}email-sunset");
+    let Some(sunset) = facts.email_sunset.get(name) else {
+        next_validations.remove(&key);
+        return out;
+    };
+    if !validations.contains_key(&key) {
+        out.push(Event {
+            due: Some(crate::engine::sunset::EMAIL_SUNSET.midnight().assume_utc()),
+            method: Some("EMAIL".into()),
+            ..Event::new(
+                name,
+                "email_validation_ends",
+                now,
+                format!("{name}: {}", sunset.message),
+            )
+        });
+    }
+    next_validations.insert(key, "announced".into());
+    out
 }
 
 #[cfg(test)]
@@ -526,7 +566,7 @@ mod tests {
                     due,
                     domains: vec!["www.example.com".into()],
                     reuse_days: 10,
-                    method: crate::engine::forecast::ValidationMethod::Email,
+                    method: crate::engine::forecast::ValidationMethod::Dns,
                     automatic: false,
                 },
             )]
@@ -551,7 +591,7 @@ mod tests {
             let got: Vec<&str> = new.iter().map(|e| e.event.as_str()).collect();
             assert_eq!(got, want, "row {i}");
             if let Some(e) = new.first() {
-                assert_eq!(e.method.as_deref(), Some("EMAIL"));
+                assert_eq!(e.method.as_deref(), Some("DNS"));
                 assert_eq!(e.domains, ["www.example.com"]);
                 assert!(
                     e.due.is_some() && e.message.contains("needs a person"),

@@ -116,6 +116,8 @@ struct CertFacts<'a> {
     retired: bool,
     /// The next renewal that needs a fresh domain validation.
     fresh: Option<FreshValidation>,
+    /// Validated by email: how close the end of email validation is.
+    sunset: Option<crate::engine::sunset::EmailSunset>,
 }
 
 /// Renders the metrics; after a run (`report`), each certificate's last success is kept. Each
@@ -146,6 +148,7 @@ fn render_with<'a>(
                 rec,
                 retired,
                 fresh,
+                sunset: crate::engine::sunset::email_sunset(cert, now),
             }
         })
         .collect();
@@ -169,6 +172,13 @@ fn render_with<'a>(
     text
 }
 
+/// [`Metric::EmailValidationEnds`]: name and help text.
+const EMAIL_VALIDATION_ENDS: (&str, &str) = (
+    "cert_agent_certificate_email_validation_ends_days",
+    "For a certificate validated by email: days until email validation ends (2028-03-15, CA/B \
+     Forum SC-090), negative after; absent for other methods.",
+);
+
 /// The metrics, in the order they are written. Each is a gauge; [`Metric::def`]
 /// holds its name and help text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,6 +199,7 @@ enum Metric {
     CrlUsable,
     FreshValidationDue,
     FreshValidationNeedsPerson,
+    EmailValidationEnds,
     Outcome,
     RunStart,
     RunDuration,
@@ -202,7 +213,7 @@ enum Metric {
 }
 
 impl Metric {
-    const ALL: [Metric; 26] = [
+    const ALL: [Metric; 27] = [
         Metric::NotAfter,
         Metric::NotBefore,
         Metric::Subscription,
@@ -219,6 +230,7 @@ impl Metric {
         Metric::CrlUsable,
         Metric::FreshValidationDue,
         Metric::FreshValidationNeedsPerson,
+        Metric::EmailValidationEnds,
         Metric::Outcome,
         Metric::RunStart,
         Metric::RunDuration,
@@ -306,6 +318,7 @@ impl Metric {
                 "1 when that fresh validation needs a person (EMAIL, DNS without a hook), 0 when \
                  the agent does it (HTTP file, DNS hook).",
             ),
+            Metric::EmailValidationEnds => EMAIL_VALIDATION_ENDS,
             Metric::Outcome => (
                 "cert_agent_certificate_last_run_outcome",
                 "1 for the outcome of the certificate in the last run that worked on it.",
@@ -494,6 +507,9 @@ fn render(
             samples.put(Metric::FreshValidationDue, labels, unix(f.due));
             let person = if f.automatic { 0.0 } else { 1.0 };
             samples.put(Metric::FreshValidationNeedsPerson, labels, person);
+        }
+        if let Some(sunset) = &facts.sunset {
+            samples.put(Metric::EmailValidationEnds, labels, sunset.days_left as f64);
         }
         if let Some(t) = certificate(&mut samples, &cert.name, labels, rec, this_run, seen, kept) {
             successes.insert(cert.name.clone(), t);
@@ -727,6 +743,7 @@ key_path = "/tmp/{name}.key"
                 })),
                 retired: true,
                 fresh: None,
+                sunset: None,
             },
             CertFacts {
                 cert: &config.certificates[1],
@@ -741,6 +758,11 @@ key_path = "/tmp/{name}.key"
                     reuse_days: 100,
                     method: crate::engine::forecast::ValidationMethod::Email,
                     automatic: false,
+                }),
+                sunset: Some(crate::engine::sunset::EmailSunset {
+                    stage: crate::engine::sunset::Stage::Warning,
+                    days_left: 472,
+                    message: String::new(),
                 }),
             },
         ];
@@ -781,6 +803,7 @@ key_path = "/tmp/{name}.key"
                 due.unix_timestamp()
             ),
             format!("cert_agent_certificate_fresh_validation_needs_person{www} 1"),
+            format!("cert_agent_certificate_email_validation_ends_days{www} 472"),
         ] {
             assert!(text.lines().any(|l| l == line), "{line}\n{text}");
         }

@@ -74,6 +74,9 @@ fn facts(
         {
             facts.person_needed.insert(cert.name.clone(), fresh);
         }
+        if let Some(sunset) = crate::engine::sunset::email_sunset(cert, now) {
+            facts.email_sunset.insert(cert.name.clone(), sunset);
+        }
     }
     facts
 }

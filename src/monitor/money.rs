@@ -25,6 +25,23 @@ pub const WARNING_DAYS: i64 = 30;
 /// `check` is CRITICAL when the balance does not cover the billed renewals of this many days.
 pub const CRITICAL_DAYS: i64 = 7;
 
+/// The reason of a renewal, and for a certificate validated by email that falls due on or
+/// after the end of email validation, that it cannot be validated (nor reuse a validation)
+/// by email.
+fn sunset_reason(cert: &CertificateConfig, due: &Due) -> String {
+    use crate::engine::sunset;
+    if cert.dcv.method == crate::config::DcvMethod::Email && sunset::email_ended_on(due.at.date()) {
+        return format!(
+            "{}; email validation ends on {} (no reuse either): move it first with `cert-agent \
+             dcv migrate {} --to http` (or `--to dns`)",
+            due.reason,
+            sunset::EMAIL_SUNSET,
+            cert.name
+        );
+    }
+    due.reason.clone()
+}
+
 /// One renewal in the forecast.
 #[derive(Debug, Clone, Serialize)]
 pub struct Item {
@@ -166,7 +183,7 @@ pub fn priced(
                 name: cert.name.clone(),
                 due: due.at,
                 kind: due.kind,
-                reason: due.reason.clone(),
+                reason: sunset_reason(cert, due),
                 product_id: cert.order.product_id,
                 years,
                 price,

@@ -53,6 +53,9 @@ pub struct StatusRow {
     /// The next renewal (within a year) that needs a fresh domain validation, and whether
     /// the agent does it without a person.
     pub validation: Option<crate::engine::forecast::FreshValidation>,
+    /// A certificate validated by email: how close the end of email validation (2028-03-15)
+    /// is.
+    pub email_sunset: Option<crate::engine::sunset::EmailSunset>,
     /// What the CRL last said of the installed certificate (`null`: none installed).
     pub revocation: Option<RevocationView>,
 }
@@ -176,6 +179,7 @@ fn row(
         warning: None,
         served: None,
         validation: None,
+        email_sunset: crate::engine::sunset::email_sunset(cert, now),
         revocation: RevocationView::of(rec, config.revocation.check),
     }
 }
@@ -237,6 +241,7 @@ fn retired(name: &str, archive: &std::path::Path) -> StatusRow {
         warning: None,
         served: None,
         validation: None,
+        email_sunset: None,
         revocation: None,
     }
 }

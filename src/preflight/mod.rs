@@ -12,7 +12,7 @@ mod resolve;
 pub mod wire;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -25,6 +25,8 @@ pub use resolve::{LookupError, system_resolver};
 pub struct Settings {
     pub caa: bool,
     pub dnssec: bool,
+    /// A name validated over HTTP must resolve (A/AAAA).
+    pub http: bool,
     pub resolver: SocketAddr,
     pub timeout: Duration,
 }
@@ -38,12 +40,27 @@ pub enum Level {
     Failure,
 }
 
+/// How the certificate's names are validated, for what the pre-flight asks beyond CAA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Validation {
+    /// The validation file over HTTP: the name must resolve to an address.
+    Http,
+    /// A TXT record at `<label>.<name>` (`_pki-validation`, `_acme-challenge`): its answer
+    /// must not be bogus.
+    Txt(&'static str),
+    /// A CNAME at `_<hash>.<name>`, known once the CSR is made: the CNAME question for the
+    /// name itself asks the zone the record will be in.
+    Cname,
+    /// Email: nothing in DNS beyond CAA.
+    Email,
+}
+
 /// One finding for one name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
     pub name: String,
     pub level: Level,
-    /// `caa` or `dnssec`.
+    /// `caa`, `dnssec` or `http`.
     pub check: &'static str,
     /// What was found, naming the record and the zone.
     pub message: String,
@@ -122,11 +139,18 @@ pub fn known_identities<'a>(keys: impl IntoIterator<Item = &'a str>) -> Vec<Stri
         .unwrap_or_default()
 }
 
-/// Runs the pre-flight for `names` (a wildcard as `*.example.org`).
-pub async fn check(settings: &Settings, names: &[String], who: &Requester<'_>) -> Report {
+/// Runs the pre-flight for `names` (a wildcard as `*.example.org`) validated by `validation`.
+pub async fn check(
+    settings: &Settings,
+    names: &[String],
+    who: &Requester<'_>,
+    validation: Validation,
+) -> Report {
     let started = Instant::now();
     let mut report = Report::default();
-    if !settings.caa && !settings.dnssec {
+    let http = settings.http && validation == Validation::Http;
+    let record = settings.dnssec && matches!(validation, Validation::Txt(_) | Validation::Cname);
+    if !settings.caa && !settings.dnssec && !http {
         return report;
     }
     let resolver = resolve::Resolver {
@@ -142,46 +166,145 @@ pub async fn check(settings: &Settings, names: &[String], who: &Requester<'_>) -
             None => (false, full.as_str()),
         };
         let name = crate::values::text::printable(full);
-        let found = match resolver.caa(base, &mut cache).await {
-            Ok(found) => found,
-            Err(e) => {
-                report.findings.push(lookup_finding(&name, &e));
-                continue;
+        if settings.caa || settings.dnssec {
+            match resolver.caa(base, &mut cache).await {
+                Ok(found) => {
+                    report.queries += found.queries;
+                    if settings.dnssec && !found.validated {
+                        unsigned.push(name.clone());
+                    }
+                    if settings.caa {
+                        report
+                            .findings
+                            .push(caa_finding(&name, wildcard, &found, who));
+                    }
+                }
+                Err(e) => report.findings.push(lookup_finding(&name, &e, "caa")),
             }
-        };
-        report.queries += found.queries;
-        if settings.dnssec && !found.validated {
-            unsigned.push(name.clone());
         }
-        if settings.caa {
+        if http && !wildcard {
             report
                 .findings
-                .push(caa_finding(&name, wildcard, &found, who));
+                .push(address_finding(&resolver, &name, base, &mut report.queries).await);
+        }
+        if record {
+            let asked = match validation {
+                Validation::Txt(label) => (format!("{label}.{base}"), wire::TYPE_TXT),
+                _ => (base.to_owned(), wire::TYPE_CNAME),
+            };
+            match resolver.record(&asked.0, asked.1).await {
+                Ok(checked) => report.queries += checked.queries,
+                Err(e) => report.findings.push(lookup_finding(&name, &e, "dns")),
+            }
         }
     }
     if !unsigned.is_empty() {
-        report.findings.push(Finding {
-            name: unsigned.join(", "),
-            level: Level::Warning,
-            check: "dnssec",
-            message: format!(
-                "the answers for {} are not DNSSEC-validated (no AD bit from the resolver {}): \
-                 the zone is unsigned, or the resolver does not validate",
-                unsigned.join(", "),
-                settings.resolver
-            ),
-            fix: Some(
-                "nothing is needed to get the certificate; sign the zone (DNSSEC) to protect \
-                 its CAA records, and point [preflight] resolver at a validating resolver"
-                    .into(),
-            ),
-        });
+        report
+            .findings
+            .push(unsigned_finding(&unsigned, settings.resolver));
     }
     report.millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     report
 }
 
-fn lookup_finding(name: &str, e: &LookupError) -> Finding {
+/// The addresses of `name` through the resolver of `settings`, for the self-check of the
+/// validation file; a bogus answer or none at all is an error.
+pub async fn addresses(settings: &Settings, name: &str) -> Result<Vec<IpAddr>, LookupError> {
+    let resolver = resolve::Resolver {
+        addr: settings.resolver,
+        timeout: settings.timeout,
+        dnssec: settings.dnssec,
+    };
+    resolver.addresses(name).await.map(|a| a.addrs)
+}
+
+/// Whether `name` resolves, for HTTP validation.
+async fn address_finding(
+    resolver: &resolve::Resolver,
+    name: &str,
+    base: &str,
+    queries: &mut u32,
+) -> Finding {
+    let found = match resolver.addresses(base).await {
+        Ok(found) => found,
+        Err(e) => return lookup_finding(name, &e, "http"),
+    };
+    *queries += found.queries;
+    let (level, message, fix) = if found.addrs.is_empty() {
+        let answer = if found.nxdomain {
+            "that the name does not exist (NXDOMAIN)"
+        } else {
+            "no A or AAAA record"
+        };
+        (
+            Level::Failure,
+            format!(
+                "{name} has no address: the resolver {} answers {answer}; the CA cannot fetch \
+                 the validation file",
+                resolver.addr
+            ),
+            Some(format!(
+                "add an A or AAAA record for {name} pointing at the web server that serves \
+                 /.well-known/, or validate by DNS (dcv = \"dns_txt\" or \"cname\")"
+            )),
+        )
+    } else {
+        let list: Vec<String> = found.addrs.iter().map(ToString::to_string).collect();
+        (
+            Level::Ok,
+            format!(
+                "{name} resolves to {} (A/AAAA through {})",
+                list.join(", "),
+                resolver.addr
+            ),
+            None,
+        )
+    };
+    Finding {
+        name: name.to_owned(),
+        level,
+        check: "http",
+        message,
+        fix,
+    }
+}
+
+/// The warning for names whose answers are not DNSSEC-validated.
+fn unsigned_finding(unsigned: &[String], resolver: SocketAddr) -> Finding {
+    Finding {
+        name: unsigned.join(", "),
+        level: Level::Warning,
+        check: "dnssec",
+        message: format!(
+            "the answers for {} are not DNSSEC-validated (no AD bit from the resolver {}): \
+             the zone is unsigned, or the resolver does not validate",
+            unsigned.join(", "),
+            resolver
+        ),
+        fix: Some(
+            "nothing is needed to get the certificate; sign the zone (DNSSEC) to protect \
+             its CAA records, and point [preflight] resolver at a validating resolver"
+                .into(),
+        ),
+    }
+}
+
+/// A lookup that gave no usable answer, for the `check` (`caa`, `http`, `dns`) it served.
+fn lookup_finding(name: &str, e: &LookupError, check: &'static str) -> Finding {
+    let asked = match check {
+        "caa" => {
+            "CAA questions (an empty answer is fine); a CA refuses to issue when the CAA \
+                  lookup fails"
+        }
+        "http" => {
+            "A and AAAA questions for the name; the CA must resolve it to fetch the \
+                   validation file"
+        }
+        _ => {
+            "questions for the validation record (an empty answer is fine until it is \
+              placed); the CA must read it"
+        }
+    };
     let (level, check, fix) = match e {
         LookupError::Bogus { zone, .. } => (
             Level::Failure,
@@ -196,14 +319,12 @@ fn lookup_finding(name: &str, e: &LookupError) -> Finding {
         | LookupError::Hostile { .. }
         | LookupError::Garbage { .. } => (
             Level::Failure,
-            "caa",
-            "make the name's authoritative servers answer CAA questions (an empty answer is \
-             fine); a CA refuses to issue when the CAA lookup fails"
-                .to_owned(),
+            check,
+            format!("make the name's authoritative servers answer {asked}"),
         ),
         LookupError::Timeout { .. } | LookupError::Io { .. } => (
             Level::Warning,
-            "caa",
+            check,
             "check [preflight] resolver (default: the first nameserver of /etc/resolv.conf); \
              the order proceeds unchecked"
                 .to_owned(),

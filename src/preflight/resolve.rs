@@ -3,14 +3,17 @@
 //! bit: validated; SERVFAIL that a checking-disabled query answers: bogus).
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 
 use super::caa::{self, Caa};
-use super::wire::{self, Answer, RCODE_NXDOMAIN, RCODE_SERVFAIL, TYPE_CAA, TYPE_CNAME, TYPE_RRSIG};
+use super::wire::{
+    self, Answer, RCODE_NXDOMAIN, RCODE_SERVFAIL, TYPE_A, TYPE_AAAA, TYPE_CAA, TYPE_CNAME,
+    TYPE_RRSIG, TYPE_TXT,
+};
 
 /// Tries of one UDP question before the resolver counts as unreachable.
 const TRIES: u32 = 2;
@@ -203,13 +206,8 @@ impl Resolver {
                 what,
             });
         }
-        let zone = unchecked
-            .answer
-            .records
-            .iter()
-            .find(|r| r.rtype == TYPE_RRSIG)
-            .and_then(|r| r.target.clone())
-            .unwrap_or_else(|| crate::values::text::printable(name));
+        let zone =
+            signer(&unchecked.answer, name).unwrap_or_else(|| crate::values::text::printable(name));
         Err(LookupError::Bogus {
             resolver: self.addr,
             what,
@@ -262,6 +260,124 @@ impl Resolver {
             }
         }
     }
+}
+
+/// A name's addresses (A and AAAA, CNAMEs followed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Addresses {
+    pub addrs: Vec<IpAddr>,
+    /// The name does not exist (NXDOMAIN), rather than having no address record.
+    pub nxdomain: bool,
+    /// Both answers carried the AD bit.
+    pub validated: bool,
+    pub queries: u32,
+}
+
+/// One record set asked for DNSSEC's sake (the DNS validation record): whether it was
+/// validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Checked {
+    pub validated: bool,
+    pub queries: u32,
+}
+
+impl Resolver {
+    /// The A and AAAA records of `name` through the resolver (a bogus answer is an error).
+    pub(super) async fn addresses(&self, name: &str) -> Result<Addresses, LookupError> {
+        let mut found = Addresses {
+            addrs: Vec::new(),
+            nxdomain: false,
+            validated: true,
+            queries: 0,
+        };
+        for rtype in [TYPE_A, TYPE_AAAA] {
+            let asked = self.validated(name, rtype).await?;
+            found.queries += asked.queries;
+            found.validated &= asked.answer.authenticated;
+            found.nxdomain |= asked.answer.rcode == RCODE_NXDOMAIN;
+            found
+                .addrs
+                .extend(addresses_of(&asked.answer, name, rtype)?);
+        }
+        Ok(found)
+    }
+
+    /// Asks `rtype` at `name` for DNSSEC's sake: an answer, positive or negative, that
+    /// validates or is unsigned is fine; a bogus one is [`LookupError::Bogus`] naming the
+    /// record and the zone that signs it.
+    pub(super) async fn record(&self, name: &str, rtype: u16) -> Result<Checked, LookupError> {
+        let asked = self.validated(name, rtype).await?;
+        Ok(Checked {
+            validated: asked.answer.authenticated,
+            queries: asked.queries,
+        })
+    }
+}
+
+/// The addresses of the end of `name`'s CNAME chain in `answer`.
+fn addresses_of(answer: &Answer, name: &str, rtype: u16) -> Result<Vec<IpAddr>, LookupError> {
+    if answer.rcode == RCODE_NXDOMAIN {
+        return Ok(Vec::new());
+    }
+    let what = format!(
+        "{} {}",
+        type_name(rtype),
+        crate::values::text::printable(name)
+    );
+    if answer.rcode != 0 {
+        return Err(LookupError::Hostile {
+            what,
+            error: format!("the resolver answers with RCODE {}", answer.rcode),
+        });
+    }
+    let end = chain_end(answer, name).ok_or_else(|| LookupError::Hostile {
+        what: what.clone(),
+        error: format!("more than {MAX_CNAMES} CNAMEs, or a CNAME loop"),
+    })?;
+    Ok(answer
+        .records
+        .iter()
+        .filter(|r| r.rtype == rtype && r.name == end)
+        .filter_map(|r| match (rtype, r.data.len()) {
+            (TYPE_A, 4) => <[u8; 4]>::try_from(r.data.as_slice())
+                .ok()
+                .map(IpAddr::from),
+            (TYPE_AAAA, 16) => <[u8; 16]>::try_from(r.data.as_slice())
+                .ok()
+                .map(IpAddr::from),
+            _ => None,
+        })
+        .collect())
+}
+
+/// The end of `name`'s CNAME chain in `answer`; `None` for a loop or a chain too long.
+fn chain_end(answer: &Answer, name: &str) -> Option<String> {
+    let mut owner = name.trim_end_matches('.').to_ascii_lowercase();
+    for _ in 0..=MAX_CNAMES {
+        match answer
+            .records
+            .iter()
+            .find(|r| r.rtype == TYPE_CNAME && r.name == owner)
+            .and_then(|r| r.target.clone())
+        {
+            Some(target) => owner = target,
+            None => return Some(owner),
+        }
+    }
+    None
+}
+
+/// The zone that signs what `answer` says about `name`: the signer of the RRSIG over the end
+/// of its CNAME chain, else of any RRSIG of the answer, else of the authority section's (a
+/// negative answer).
+fn signer(answer: &Answer, name: &str) -> Option<String> {
+    let end = chain_end(answer, name);
+    let sigs = || answer.records.iter().filter(|r| r.rtype == TYPE_RRSIG);
+    sigs()
+        .find(|r| Some(&r.name) == end.as_ref())
+        .or_else(|| sigs().next())
+        .or_else(|| answer.authority.iter().find(|r| r.rtype == TYPE_RRSIG))
+        .and_then(|r| r.target.clone())
 }
 
 /// The CAA records of the end of `name`'s CNAME chain in `answer` (NXDOMAIN: none).
@@ -317,8 +433,9 @@ fn type_name(rtype: u16) -> String {
     match rtype {
         TYPE_CAA => "CAA".into(),
         TYPE_CNAME => "CNAME".into(),
-        1 => "A".into(),
-        28 => "AAAA".into(),
+        TYPE_TXT => "TXT".into(),
+        TYPE_A => "A".into(),
+        TYPE_AAAA => "AAAA".into(),
         other => format!("TYPE{other}"),
     }
 }
@@ -331,7 +448,7 @@ pub fn system_resolver(resolv_conf: &str) -> Option<SocketAddr> {
             .then(|| words.next())
             .flatten()
             .and_then(|a| a.split('%').next())
-            .and_then(|a| a.parse::<std::net::IpAddr>().ok())
+            .and_then(|a| a.parse::<IpAddr>().ok())
             .map(|ip| SocketAddr::new(ip, 53))
     })
 }

@@ -9,6 +9,12 @@ pub const TYPE_CNAME: u16 = 5;
 pub const TYPE_CAA: u16 = 257;
 /// RR type RRSIG.
 pub const TYPE_RRSIG: u16 = 46;
+/// RR type A.
+pub const TYPE_A: u16 = 1;
+/// RR type AAAA.
+pub const TYPE_AAAA: u16 = 28;
+/// RR type TXT.
+pub const TYPE_TXT: u16 = 16;
 const TYPE_OPT: u16 = 41;
 const CLASS_IN: u16 = 1;
 /// RCODE SERVFAIL.
@@ -61,6 +67,8 @@ pub struct Answer {
     /// The question's name and type as echoed.
     pub question: Option<(String, u16)>,
     pub records: Vec<Record>,
+    /// The authority section (SOA, NSEC and their RRSIGs of a negative answer).
+    pub authority: Vec<Record>,
 }
 
 /// A query for `name`/`rtype` with recursion desired, EDNS0 (4096 bytes) with DO when
@@ -123,7 +131,8 @@ pub fn parse(msg: &[u8]) -> Result<Answer, WireError> {
     let flags = u16_at(2)?;
     let qd = u16_at(4)? as usize;
     let an = u16_at(6)? as usize;
-    if an > MAX_RECORDS || qd > MAX_RECORDS {
+    let ns = u16_at(8)? as usize;
+    if an > MAX_RECORDS || qd > MAX_RECORDS || ns > MAX_RECORDS {
         return Err(WireError::TooMany);
     }
     let mut at = 12;
@@ -135,8 +144,36 @@ pub fn parse(msg: &[u8]) -> Result<Answer, WireError> {
         question.get_or_insert((name, rtype));
         at = next + 4;
     }
-    let mut records = Vec::with_capacity(an);
-    for _ in 0..an {
+    let (records, at) = read_records(msg, at, an)?;
+    // The authority section is read for its signatures; a message cut after the answer
+    // section still gives the answer.
+    let authority = read_records(msg, at, ns)
+        .map(|(r, _)| r)
+        .unwrap_or_default();
+    Ok(Answer {
+        id,
+        rcode: (flags & 0x000f) as u8,
+        authenticated: flags & 0x0020 != 0,
+        truncated: flags & 0x0200 != 0,
+        question,
+        records,
+        authority,
+    })
+}
+
+/// Reads `count` records from `at`; returns them and the offset after them.
+fn read_records(
+    msg: &[u8],
+    mut at: usize,
+    count: usize,
+) -> Result<(Vec<Record>, usize), WireError> {
+    let u16_at = |at: usize| -> Result<u16, WireError> {
+        msg.get(at..at + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+            .ok_or(WireError::Short(at))
+    };
+    let mut records = Vec::with_capacity(count);
+    for _ in 0..count {
         let (name, next) = read_name(msg, at)?;
         let rtype = u16_at(next)?;
         let len = u16_at(next + 8)? as usize;
@@ -157,14 +194,7 @@ pub fn parse(msg: &[u8]) -> Result<Answer, WireError> {
         });
         at = start + len;
     }
-    Ok(Answer {
-        id,
-        rcode: (flags & 0x000f) as u8,
-        authenticated: flags & 0x0020 != 0,
-        truncated: flags & 0x0200 != 0,
-        question,
-        records,
-    })
+    Ok((records, at))
 }
 
 /// Reads the name at `at`; returns it (lower case, no final dot, "" for the root) and the

@@ -516,7 +516,7 @@ async fn self_check_sends_the_domain_as_host_and_does_not_follow_redirects() {
     );
     assert_eq!(header(&head, "host"), Some("www.example.test"), "{head}");
     match &outcome {
-        SelfCheckOutcome::Redirect(location) => {
+        SelfCheckOutcome::Redirect(301, location) => {
             assert!(
                 location.contains("https://www.example.test/x"),
                 "{location}"
@@ -524,6 +524,12 @@ async fn self_check_sends_the_domain_as_host_and_does_not_follow_redirects() {
         }
         other => panic!("{other:?}"),
     }
+    // Named as a redirect with its status, not as a DNS or reachability problem.
+    let said = outcome.to_string();
+    assert!(
+        said.starts_with("port 80 answers 301 to \"https://www.example.test/x"),
+        "{said}"
+    );
     assert!(outcome.likely_cause().unwrap().contains("HTTPS"));
 }
 

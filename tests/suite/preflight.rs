@@ -175,10 +175,11 @@ fn preflight_command_reports_without_ordering() {
 }
 
 /// The cost of the pre-flight at 1,000 names (10 certificates of 100 names below one CAA
-/// set): questions and time as `preflight --json` reports them, printed for the docs; every
-/// name passes and at most one question per name and one per shared parent is asked.
+/// set, validated over HTTP): questions and time as `preflight --json` reports them, printed
+/// for the docs; every name passes, and three questions per name (CAA, A, AAAA) and one per
+/// shared parent are asked.
 #[test]
-fn preflight_of_1000_names_asks_about_one_question_per_name() {
+fn preflight_of_1000_names_asks_three_questions_per_name() {
     if !dns::require() {
         return;
     }
@@ -203,7 +204,234 @@ fn preflight_of_1000_names_asks_about_one_question_per_name() {
     let queries: u64 = items.iter().map(|i| i["queries"].as_u64().unwrap()).sum();
     let millis: u64 = items.iter().map(|i| i["millis"].as_u64().unwrap()).sum();
     eprintln!("pre-flight of 1000 names: {queries} questions, {millis} ms checking, {wall:?} wall");
-    // One per name, one per certificate for the shared CAA set, a few retries at most.
-    assert!((1010..=1030).contains(&queries), "{queries} questions");
+    // CAA, A and AAAA per name (HTTP validation), one per certificate for the shared CAA
+    // set, a few retries at most.
+    assert!((3010..=3040).contains(&queries), "{queries} questions");
     assert_eq!(env.order_posts(), 0);
+}
+
+/// HTTP validation of a name without an address (A/AAAA): the CA could not fetch the file,
+/// so no order is placed; the message names the name and the resolver's answer.
+#[test]
+fn name_without_an_address_stops_an_http_order() {
+    stopped(
+        &["noaddr.ok.test"],
+        &["noaddr.ok.test has no address", "no A or AAAA record"],
+    );
+}
+
+/// A name that resolves to another host: the pre-flight passes (the name resolves), the
+/// order goes, and the self-check of the validation file, fetched through the name's own
+/// address, shows where it went and what answered.
+#[test]
+fn name_resolving_elsewhere_is_shown_by_the_self_check() {
+    if !dns::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let env = env_for(&dns, &["elsewhere.ok.test"]);
+    let pre = env.agent(["preflight"]).run();
+    pre.expect_code(0);
+    assert!(
+        pre.text()
+            .contains(&format!("elsewhere.ok.test resolves to {}", dns::ELSEWHERE)),
+        "{}",
+        pre.describe()
+    );
+    let out = env.renew();
+    out.expect_code(0);
+    assert_eq!(env.order_posts(), 1);
+    let text = out.text();
+    let through = format!(
+        "through {}:80 (elsewhere.ok.test resolves to {}",
+        dns::ELSEWHERE,
+        dns::ELSEWHERE
+    );
+    assert!(
+        text.contains(&through),
+        "{through:?} not shown\n{}",
+        out.describe()
+    );
+    assert!(
+        text.contains("nothing answers on port 80"),
+        "{}",
+        out.describe()
+    );
+}
+
+/// DNS validation whose record is delegated by CNAME into a zone with broken signatures:
+/// CAA passes, the validation record is bogus, and the order stops naming the record and the
+/// zone that signs it.
+#[test]
+fn bogus_dns_validation_record_stops_the_order_naming_record_and_zone() {
+    if !dns::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let mut env = TestEnv::new();
+    let mut spec = env.cert_spec("www", &["deleg.ok.test"], "none");
+    spec.dcv = Some("dns-txt".into());
+    spec.publish = support::env::Publish::Nothing;
+    spec.dns_hook = Some(vec!["/bin/true".into()]);
+    env.certs.push(spec);
+    env.preflight = dns.section();
+    let out = env.renew();
+    out.expect_failure();
+    let text = out.text();
+    for n in [
+        "pre-flight stops the order",
+        "TXT _pki-validation.deleg.ok.test does not validate",
+        "zone bad.test",
+    ] {
+        assert!(text.contains(n), "{n:?} not named\n{}", out.describe());
+    }
+    assert_eq!(env.order_posts(), 0, "no order sent");
+}
+
+/// An email-validated certificate in progress (the email not approved) moved to HTTP
+/// validation: the pre-flight of HTTP passes, the sandbox's change DCV call switches the
+/// order (its DCV status then says HTTP_CSR_HASH), and the configuration lines are printed;
+/// a name without an address is not switched.
+#[test]
+fn dcv_migrate_switches_the_order_in_progress_after_the_preflight() {
+    if !dns::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let mut env = TestEnv::new();
+    for (name, domain) in [("mail", "allow.ok.test"), ("lost", "noaddr.ok.test")] {
+        let mut spec = env.cert_spec(name, &[domain], "none");
+        spec.dcv = Some("email".into());
+        spec.extra = format!("dcv_email = \"admin@{domain}\"\n");
+        env.certs.push(spec);
+    }
+    // Placed with the checks off (the pre-flight of HTTP is what is tested here).
+    env.agent(["renew", "--wait", "2"]).run().expect_code(75);
+    env.preflight = dns.section();
+    let id = env.record("mail").unwrap()["order"]["certificate_id"]
+        .as_u64()
+        .unwrap();
+    let change = |env: &TestEnv| {
+        env.calls()
+            .iter()
+            .filter(|c| c.method == "POST" && c.path.ends_with("/change_dcv"))
+            .count()
+    };
+    assert_eq!(change(&env), 0);
+
+    let out = env.agent(["dcv", "migrate", "mail", "--to", "http"]).run();
+    out.expect_code(0);
+    let text = out.text();
+    for n in [
+        "allow.ok.test resolves to 127.0.0.1",
+        "validation changed to HTTP_CSR_HASH",
+        "dcv = \"http\"",
+        "remove dcv_email",
+        "cert-agent renew mail",
+    ] {
+        assert!(text.contains(n), "{n:?} not shown\n{}", out.describe());
+    }
+    assert_eq!(change(&env), 1);
+    let status = env
+        .agent(["--json", "dcv", "status", &id.to_string()])
+        .run();
+    status.expect_code(0);
+    assert!(
+        status.stdout.contains("HTTP_CSR_HASH"),
+        "{}",
+        status.describe()
+    );
+
+    let lost = env.agent(["dcv", "migrate", "lost", "--to", "http"]).run();
+    lost.expect_code(3);
+    assert!(
+        lost.text().contains("noaddr.ok.test has no address")
+            && lost.text().contains("nothing was changed"),
+        "{}",
+        lost.describe()
+    );
+    assert_eq!(
+        change(&env),
+        1,
+        "no change for a name the CA could not validate"
+    );
+}
+
+/// A zone without DNSSEC at all: a warning naming the name and the resolver, and the order
+/// goes on (one order, installed).
+#[test]
+fn an_unsigned_zone_is_a_warning_and_the_order_proceeds() {
+    if !dns::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let env = env_for(&dns, &["www.plain.test"]);
+    let out = env.renew();
+    out.expect_code(0);
+    out.installed_serial("www");
+    assert_eq!(env.order_posts(), 1);
+    assert!(
+        out.text()
+            .contains("the answers for www.plain.test are not DNSSEC-validated"),
+        "{}",
+        out.describe()
+    );
+}
+
+/// A resolver that never answers: each check is a warning naming the resolver and the time
+/// limit, and the order goes on (the agent cannot tell).
+#[test]
+fn a_resolver_that_does_not_answer_is_a_warning_and_the_order_proceeds() {
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["www.silent.test"]);
+    env.certs.push(spec);
+    env.preflight = format!("\n[preflight]\nresolver = \"{addr}\"\ntimeout_secs = 1\n");
+    let out = env.renew();
+    out.expect_code(0);
+    assert_eq!(env.order_posts(), 1);
+    let want =
+        format!("the resolver {addr} did not answer CAA www.silent.test within 1 s (2 tries)");
+    assert!(out.text().contains(&want), "{want:?}\n{}", out.describe());
+    assert!(
+        out.text().contains(&format!(
+            "the resolver {addr} did not answer A www.silent.test"
+        )),
+        "{}",
+        out.describe()
+    );
+    drop(silent);
+}
+
+/// An ACME order (Pebble, its CAA identity set in `[preflight] caa_identities`) for a name
+/// whose CAA names another CA: stopped before the new-order request reaches Pebble.
+#[test]
+fn caa_naming_another_ca_stops_an_acme_order() {
+    if !dns::require() || !support::pebble::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let pebble = support::pebble::Pebble::start(support::webserver::free_port());
+    let mut env = TestEnv::new();
+    let mut spec = env.standalone_spec("www", &["forbid.ok.test"]);
+    spec.extra.push_str("issuer = \"pebble\"\n");
+    env.certs.push(spec);
+    env.tail_extra = pebble.config_table("pebble", &env.path("eab.key"));
+    env.preflight = format!(
+        "{}caa_identities = {{ pebble = [\"pebble.letsencrypt.org\"] }}\n",
+        dns.section()
+    );
+    let out = env.renew();
+    out.expect_failure();
+    let text = out.text();
+    for n in [
+        "pre-flight stops the order",
+        "forbid.ok.test",
+        "letsencrypt.org",
+        "pebble.letsencrypt.org",
+    ] {
+        assert!(text.contains(n), "{n:?} not named\n{}", out.describe());
+    }
+    assert_eq!(pebble.requests("/order-plz"), 0, "{}", pebble.log());
 }

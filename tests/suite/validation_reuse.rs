@@ -103,9 +103,16 @@ fn after_march_2027_a_validation_counts_for_100_days() {
         table.describe()
     );
 
-    // Months ahead: nothing to say yet.
+    // Months ahead: nothing to say of the renewal yet; the end of email validation
+    // (2028-03-15) is a WARNING for `mail` already.
     let calm = run_synced(&env, &["check"]);
-    calm.expect_code(0);
+    calm.expect_code(1);
+    assert!(
+        calm.stdout.contains("WARNING mail: validates by email")
+            && !calm.stdout.contains("the renewal due"),
+        "{}",
+        calm.describe()
+    );
 
     // Three weeks before the renewal: WARNING for the EMAIL one only.
     let ahead = (due - Duration::days(20)) - env.sandbox.now();
@@ -122,7 +129,8 @@ fn after_march_2027_a_validation_counts_for_100_days() {
 }
 
 /// Guards the 2029 step: from 2029-03-15 a validation counts for 10 days, so every renewal of
-/// a 47-day certificate needs a fresh one: `check` warns at once for the EMAIL certificate;
+/// a 47-day certificate needs a fresh one: `check` is CRITICAL at once for the EMAIL
+/// certificate (email validation ended on 2028-03-15, no reuse either);
 /// the renewal itself validates again (HTTP, by the agent) and records the new time.
 #[test]
 fn from_march_2029_every_renewal_validates_again() {
@@ -132,7 +140,9 @@ fn from_march_2029_every_renewal_validates_again() {
     let rows = status.json();
     for name in ["web", "mail"] {
         let v = &row(&rows, name)["validation"];
-        assert_eq!(v["reuse_days"], 10, "{rows:#}");
+        // Email validation ended on 2028-03-15, reuse of an earlier one included.
+        let reuse = if name == "mail" { 0 } else { 10 };
+        assert_eq!(v["reuse_days"], reuse, "{rows:#}");
         // Due with 30 days left (renew_before_days), less a spread of up to 47/12 days:
         // 13 to 17 days after issue.
         let due = when(&v["due"]);
@@ -142,9 +152,10 @@ fn from_march_2029_every_renewal_validates_again() {
         );
     }
     let check = run_synced(&env, &["check"]);
-    check.expect_code(1);
+    check.expect_code(2);
     assert!(
-        check.stdout.contains("WARNING mail: the renewal due"),
+        check.stdout.contains("CRITICAL mail: the renewal due")
+            && check.stdout.contains("email validation ends on 2028-03-15"),
         "{}",
         check.describe()
     );
@@ -182,8 +193,13 @@ fn a_renewal_needing_a_person_is_announced_once_and_in_the_metrics() {
         run_synced(&env, &["renew"]).expect_code(0);
     }
     let rows = run_synced(&env, &["--json", "status"]).json();
-    let events = env.notified();
+    let all = env.notified();
+    let (events, sunset): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .partition(|e| e["event"] != "email_validation_ends");
     assert_eq!(events.len(), 1, "{events:#?}");
+    // The end of email validation (2028-03-15, passed) is said once too.
+    assert_eq!(sunset.len(), 1, "{sunset:#?}");
     let e = &events[0];
     assert_eq!(e["event"], "fresh_validation_needed", "{e:#}");
     assert_eq!(e["certificate"], "mail");
@@ -205,4 +221,123 @@ fn a_renewal_needing_a_person_is_announced_once_and_in_the_metrics() {
         Some(web_due.unix_timestamp() as f64)
     );
     assert_eq!(env.metric(person, "web"), Some(0.0));
+}
+
+/// Guards the end of email validation (SC-090, 2028-03-15) 86 days ahead, inside the last 90
+/// days: `check` is CRITICAL for the EMAIL certificate only, naming the date and the command
+/// that moves it; `status` and the metrics carry it; the foresight knows the renewal after
+/// the date cannot reuse the email validation.
+#[test]
+fn within_90_days_of_the_end_of_email_validation_check_is_critical() {
+    let mut env = issued_env(datetime!(2027-12-20 00:00 UTC), 199);
+    env.watch_surfaces();
+    for _ in 0..2 {
+        run_synced(&env, &["renew"]).expect_code(0);
+    }
+    // One notification over two runs, for the EMAIL certificate only.
+    let events: Vec<_> = env
+        .notified()
+        .into_iter()
+        .filter(|e| e["event"] == "email_validation_ends")
+        .collect();
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0]["certificate"], "mail");
+    assert!(
+        events[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("ends on 2028-03-15")),
+        "{events:#?}"
+    );
+    let check = run_synced(&env, &["check"]);
+    check.expect_code(2);
+    assert!(
+        check.stdout.contains("CRITICAL mail: ")
+            && check.stdout.contains(
+                "validates by email (dcv = \"email\"), which ends on 2028-03-15 (86 days left"
+            )
+            && check
+                .stdout
+                .contains("cert-agent dcv migrate mail --to http` (or `--to dns`)"),
+        "{}",
+        check.describe()
+    );
+    assert!(!check.stdout.contains(" web:"), "{}", check.describe());
+
+    let rows = run_synced(&env, &["--json", "status"]).json();
+    let mail = row(&rows, "mail");
+    assert_eq!(mail["email_sunset"]["stage"], "critical", "{rows:#}");
+    assert_eq!(mail["email_sunset"]["days_left"], 86);
+    assert!(row(&rows, "web")["email_sunset"].is_null());
+    // The renewal (about 2028-05) falls after the date: no reuse of the email validation.
+    assert_eq!(mail["validation"]["reuse_days"], 0, "{rows:#}");
+    assert!(when(&mail["validation"]["due"]) > datetime!(2028-03-15 00:00 UTC));
+    let table = run_synced(&env, &["status"]);
+    assert!(
+        table.stdout.contains("mail: validates by email")
+            && table
+                .stdout
+                .contains("email validation ends on 2028-03-15 (no reuse either)"),
+        "{}",
+        table.describe()
+    );
+    // The forecast's renewal of `mail` after the date says it cannot go by email.
+    let forecast = run_synced(&env, &["--json", "forecast", "--days", "200"]);
+    forecast.expect_code(0);
+    let items = forecast.json()["items"].clone();
+    let mail_item = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "mail")
+        .unwrap_or_else(|| panic!("{}", forecast.describe()))
+        .clone();
+    assert!(
+        mail_item["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("email validation ends on 2028-03-15")),
+        "{mail_item:#}"
+    );
+    let metric = "cert_agent_certificate_email_validation_ends_days";
+    assert_eq!(env.metric(metric, "mail"), Some(86.0));
+    assert_eq!(env.metric(metric, "web"), None);
+}
+
+/// Guards the date itself: past 2028-03-15 an email-validated certificate is CRITICAL with
+/// "ended", and its metric is negative.
+#[test]
+fn past_the_end_of_email_validation_check_says_it_ended() {
+    let env = issued_env(datetime!(2028-03-20 00:00 UTC), 90);
+    let check = run_synced(&env, &["check"]);
+    check.expect_code(2);
+    assert!(
+        check.stdout.contains("CRITICAL mail: ")
+            && check.stdout.contains("which ended on 2028-03-15")
+            && check.stdout.contains("nor reuse an email validation"),
+        "{}",
+        check.describe()
+    );
+    let rows = run_synced(&env, &["--json", "status"]).json();
+    assert_eq!(row(&rows, "mail")["email_sunset"]["stage"], "ended");
+    assert_eq!(row(&rows, "mail")["email_sunset"]["days_left"], -5);
+}
+
+/// `dcv migrate` of an issued email certificate: no order in progress, so no change DCV call
+/// (the next order or reissue follows the configuration); the configuration lines are printed.
+#[test]
+fn dcv_migrate_of_an_issued_certificate_changes_nothing_at_the_ca() {
+    let env = issued_env(datetime!(2027-12-20 00:00 UTC), 199);
+    let out = run_synced(&env, &["dcv", "migrate", "mail", "--to", "dns"]);
+    out.expect_code(0);
+    for n in [
+        "no order in progress, nothing to change at the CA",
+        "dcv = \"cname\"",
+        "dns_hook = ",
+        "remove dcv_email",
+    ] {
+        assert!(out.stdout.contains(n), "{n:?}\n{}", out.describe());
+    }
+    assert!(
+        !env.calls().iter().any(|c| c.path.ends_with("/change_dcv")),
+        "no change DCV call"
+    );
 }

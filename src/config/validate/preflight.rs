@@ -36,6 +36,7 @@ impl Checker<'_> {
         Some(PreflightConfig {
             caa: self.boolean(&s, "caa").unwrap_or(defaults.caa),
             dnssec: self.boolean(&s, "dnssec").unwrap_or(defaults.dnssec),
+            http: self.boolean(&s, "http").unwrap_or(defaults.http),
             resolver,
             timeout_secs: self
                 .uint(&s, "timeout_secs", 1, 60)

@@ -1,7 +1,7 @@
 //! A real DNS world for the pre-flight tests: Debian's `nsd` serving zones the test writes
 //! (`ok.test` signed with `ldns-signzone`, `bad.test` signed and then altered so that its
-//! signatures fail) and Debian's `unbound` validating in front of it with both zones' trust
-//! anchors, each on a free loopback port. Stopped on drop.
+//! signatures fail, `plain.test` unsigned) and Debian's `unbound` validating in front of it
+//! with the signed zones' trust anchors, each on a free loopback port. Stopped on drop.
 // Also compiled into tests/api_logs.rs through `mod support`, which uses none of it.
 #![allow(dead_code)]
 
@@ -22,20 +22,45 @@ $TTL 300
 @ IN NS ns.ok.test.
 ns IN A 127.0.0.1
 allow IN CAA 0 issue "OURS"
+allow IN A 127.0.0.1
+*.allow IN A 127.0.0.1
 forbid IN CAA 0 issue "letsencrypt.org"
+forbid IN A 127.0.0.1
 wild IN CAA 0 issue "OURS"
 wild IN CAA 0 issuewild ";"
+wild IN A 127.0.0.1
 parent IN CAA 0 issue "letsencrypt.org"
 www.parent IN A 127.0.0.1
 critical IN CAA 128 tbs "x"
 critical IN CAA 0 issue "OURS"
+critical IN A 127.0.0.1
+noaddr IN CAA 0 issue "OURS"
+elsewhere IN CAA 0 issue "OURS"
+elsewhere IN A ELSEWHERE
+deleg IN CAA 0 issue "OURS"
+_pki-validation.deleg IN CNAME _pki-validation.www.bad.test.
 "#;
+
+/// Where `elsewhere.ok.test` points: a loopback address no test serves port 80 on.
+pub(crate) const ELSEWHERE: &str = "127.0.0.86";
 
 const BAD_ZONE: &str = r#"$ORIGIN bad.test.
 $TTL 300
 @ IN SOA ns.bad.test. host.bad.test. 1 3600 600 86400 300
 @ IN NS ns.bad.test.
 ns IN A 127.0.0.1
+www IN CAA 0 issue "OURS"
+www IN A 127.0.0.1
+_pki-validation.www IN TXT "SIGNED-TOKEN"
+"#;
+
+/// An unsigned zone: no DNSSEC at all (a warning, the order goes on).
+const PLAIN_ZONE: &str = r#"$ORIGIN plain.test.
+$TTL 300
+@ IN SOA ns.plain.test. host.plain.test. 1 3600 600 86400 300
+@ IN NS ns.plain.test.
+ns IN A 127.0.0.1
+www IN A 127.0.0.1
 www IN CAA 0 issue "OURS"
 "#;
 
@@ -56,6 +81,9 @@ pub(crate) fn require() -> bool {
     eprintln!("skipping: {msg}");
     false
 }
+
+/// The zones nsd serves and unbound asks it for.
+const ZONES: [&str; 3] = ["ok.test", "bad.test", "plain.test"];
 
 /// nsd and unbound running for one test.
 pub(crate) struct DnsWorld {
@@ -82,7 +110,8 @@ fn run(dir: &Path, program: &str, args: &[&str]) -> String {
 
 /// Signs `zone` (text for `name`) in `dir`; returns the DS of its key-signing key.
 fn sign(dir: &Path, name: &str, zone: &str) -> String {
-    fs::write(dir.join(format!("{name}.zone")), zone.replace("OURS", OURS)).unwrap();
+    let zone = zone.replace("OURS", OURS).replace("ELSEWHERE", ELSEWHERE);
+    fs::write(dir.join(format!("{name}.zone")), zone).unwrap();
     let ksk = run(dir, "ldns-keygen", &["-a", "ECDSAP256SHA256", "-k", name]);
     let zsk = run(dir, "ldns-keygen", &["-a", "ECDSAP256SHA256", name]);
     run(dir, "ldns-signzone", &[&format!("{name}.zone"), &ksk, &zsk]);
@@ -109,11 +138,15 @@ impl DnsWorld {
         let d = dir.path();
         let mut anchors = sign(d, "ok.test", OK_ZONE);
         anchors.push_str(&sign(d, "bad.test", BAD_ZONE));
-        // A CAA record changed after signing: its RRSIG no longer matches (bogus).
+        // A CAA and a TXT record changed after signing: their RRSIGs no longer match (bogus).
         let signed = d.join("bad.test.zone.signed");
         let text = fs::read_to_string(&signed).unwrap();
-        fs::write(&signed, text.replace(OURS, "s-two.partner-sandbox.test")).unwrap();
+        let text = text
+            .replace(OURS, "s-two.partner-sandbox.test")
+            .replace("SIGNED-TOKEN", "ALTERED-TOKEN");
+        fs::write(&signed, text).unwrap();
         fs::write(d.join("anchors"), anchors).unwrap();
+        fs::write(d.join("plain.test.zone"), PLAIN_ZONE.replace("OURS", OURS)).unwrap();
 
         let (nsd_port, unbound_port) = free_port_pair();
         let p = d.display();
@@ -125,7 +158,8 @@ impl DnsWorld {
                  zonelistfile: \"{p}/zone.list\"\n  username: \"\"\n  chroot: \"\"\n\
                  remote-control:\n  control-enable: no\n\
                  zone:\n  name: ok.test\n  zonefile: ok.test.zone.signed\n\
-                 zone:\n  name: bad.test\n  zonefile: bad.test.zone.signed\n"
+                 zone:\n  name: bad.test\n  zonefile: bad.test.zone.signed\n\
+                 zone:\n  name: plain.test\n  zonefile: plain.test.zone\n"
             ),
         )
         .unwrap();
@@ -136,11 +170,11 @@ impl DnsWorld {
              access-control: 127.0.0.0/8 allow\n  trust-anchor-file: \"{p}/anchors\"\n  \
              module-config: \"validator iterator\"\n  verbosity: 0\n"
         );
-        for zone in ["ok.test", "bad.test"] {
+        for zone in ZONES {
             unbound_conf.push_str(&format!("  local-zone: \"{zone}.\" transparent\n"));
         }
         unbound_conf.push_str("remote-control:\n  control-enable: no\n");
-        for zone in ["ok.test", "bad.test"] {
+        for zone in ZONES {
             unbound_conf.push_str(&format!(
                 "stub-zone:\n  name: \"{zone}\"\n  stub-addr: 127.0.0.1@{nsd_port}\n"
             ));

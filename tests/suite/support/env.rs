@@ -246,7 +246,7 @@ impl TestEnv {
             agent_extra: String::new(),
             api_extra: String::new(),
             tail_extra: String::new(),
-            preflight: "\n[preflight]\ncaa = false\ndnssec = false\n".to_owned(),
+            preflight: "\n[preflight]\ncaa = false\ndnssec = false\nhttp = false\n".to_owned(),
             cwd,
             runs: AtomicU32::new(0),
             dir,
