@@ -222,7 +222,10 @@ pub(super) async fn sync(
     let dcv_states = view.dcv.keys().map(|n| state_key(n)).collect();
     view.fill(link, dcv_states).await?;
     let pending = pending_csrs(link, config, &skip, &mut view);
-    let validating = sync_dcv(link, config, store, &skip, &pending, &mut view)?;
+    let (validating, acme_served) = sync_dcv(link, config, store, &skip, &pending, &mut view)?;
+    for (name, entry) in &acme_served {
+        super::acme::confirm_served(link, name, std::slice::from_ref(entry)).await;
+    }
     let mut results = Vec::new();
     let given = slices::Given {
         refused,
@@ -510,8 +513,12 @@ pub(super) type Served = BTreeMap<String, (DcvEntry, Vec<PathBuf>, Vec<PathBuf>)
 
 pub(super) const SERVED_FILE: &str = "fleet-dcv.json";
 
+/// The ACME validation files this host serves, by certificate.
+type AcmeServed = Vec<(String, DcvEntry)>;
+
 /// Serves the published validation files, removes withdrawn ones; the names of the
-/// certificates with a published file. A file is served only when it opens and is the
+/// certificates with a published file, and the ACME files this host serves (which it says
+/// it serves, for the leader to answer the challenge). A file is served only when it opens and is the
 /// fleet's pending CSR's (`pending`); one that is not is refused and treated as withdrawn,
 /// failing its certificate only.
 pub(super) fn sync_dcv(
@@ -521,7 +528,7 @@ pub(super) fn sync_dcv(
     refused: &BTreeMap<String, String>,
     pending: &BTreeMap<String, CsrHashes>,
     view: &mut View,
-) -> Result<BTreeSet<String>> {
+) -> Result<(BTreeSet<String>, AcmeServed)> {
     let path = store.dir().join(SERVED_FILE);
     let mut served: Served = std::fs::read(&path)
         .ok()
@@ -576,8 +583,13 @@ pub(super) fn sync_dcv(
             Ok(done) => {
                 served.insert(name.clone(), done);
                 tracing::info!(certificate = %name, "serving the fleet's validation file {}", entry.file_name);
+                let well_known = if super::acme::is_acme(entry) {
+                    "acme-challenge"
+                } else {
+                    "pki-validation"
+                };
                 let details = serde_json::json!({
-                    "file": format!("/.well-known/pki-validation/{}", entry.file_name),
+                    "file": format!("/.well-known/{well_known}/{}", entry.file_name),
                     "for": "fleet",
                 });
                 if let Err(e) = store.audit(Some(name), "dcv-published", &details) {
@@ -591,7 +603,12 @@ pub(super) fn sync_dcv(
         crate::fsutil::write_atomic(&path, &serde_json::to_vec(&served)?, 0o600)
             .map_err(|e| anyhow!("{}: {}", path.display(), crate::fsutil::io_text(&e)))?;
     }
-    Ok(published.into_keys().collect())
+    let acme_served = served
+        .iter()
+        .filter(|(_, (entry, _, _))| super::acme::is_acme(entry))
+        .map(|(name, (entry, _, _))| (name.clone(), entry.clone()))
+        .collect();
+    Ok((published.into_keys().collect(), acme_served))
 }
 
 /// Opens the validation file `value` of `cert` and checks it against the fleet's pending CSR.
@@ -611,6 +628,11 @@ fn open_dcv(
             link.fleet.key(&rel)
         )
     })?;
+    if super::acme::is_acme(&entry) {
+        // An ACME token and its key authorization (their shapes checked: no path
+        // characters), while the fleet's record holds a pending CSR for the order.
+        return Ok(entry);
+    }
     check_dcv(hashes, &entry).with_context(|| {
         format!(
             "the fleet's validation file {} is not the pending CSR's; not served",

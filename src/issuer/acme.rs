@@ -10,7 +10,10 @@
 //! written ([`ValidationFile::acme_http01`]), problem documents are quoted escaped and cut, and
 //! the chain is checked against the key and names by the caller before it is installed.
 
+mod account_bytes;
 pub mod http;
+
+pub use account_bytes::{check_account_bytes, read_account_bytes, write_account_bytes};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
