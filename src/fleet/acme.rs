@@ -3,8 +3,11 @@
 //! used by every later leader), and the hosts' word that they serve an ACME validation file
 //! (`hosts/HOST/dcv/NAME`), which the leader waits for before it answers the challenge.
 
+use std::path::Path;
+
 use anyhow::{Result, anyhow, bail};
 use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
 
 use crate::config::AcmeCa;
 use crate::dcv::ValidationFile;
@@ -83,4 +86,43 @@ pub(super) async fn confirm_served(link: &FleetLink, name: &str, entries: &[DcvE
 pub(super) fn is_acme(entry: &DcvEntry) -> bool {
     ValidationFile::from_parts(&entry.file_name, &entry.content)
         .is_ok_and(|f| f.url_path().starts_with("/.well-known/acme-challenge/"))
+}
+
+/// The fleet's account with an ACME CA, as `cert-agent acme account` shows it.
+#[derive(Debug, Clone)]
+pub struct FleetAccount {
+    /// The etcd key it lives at.
+    pub key: String,
+    pub account_url: String,
+    /// The host that registered it, as etcd holds it (escaped for printing).
+    pub registered_by: String,
+    pub registered_at: OffsetDateTime,
+    /// This host's copy of it.
+    pub file: std::path::PathBuf,
+}
+
+/// The fleet's account with the ACME CA `ca`, opened, checked and written as this host's
+/// account file under `state_dir`; `None` when no leader registered one yet.
+pub async fn fleet_account(
+    link: &FleetLink,
+    ca: &AcmeCa,
+    state_dir: &Path,
+) -> Result<Option<FleetAccount>> {
+    let rel = acme_account_key(&ca.name);
+    let Some((value, _)) = link.fleet.get(&rel).await? else {
+        return Ok(None);
+    };
+    let bytes = open_account(link, ca, &value)?;
+    let place = Place::new(Purpose::AcmeAccount, &rel, &ca.name);
+    let (_, doc): (u64, AcmeAccountDoc) =
+        envelope::open_json(&link.key, &link.fleet, &place, &value)?;
+    let dir = issuer::account_dir(state_dir, &ca.name);
+    issuer::write_account_bytes(&dir, &bytes)?;
+    Ok(Some(FleetAccount {
+        key: link.fleet.key(&rel),
+        account_url: doc.account_url,
+        registered_by: super::schema::printable_capped(&doc.registered_by, 255),
+        registered_at: doc.registered_at,
+        file: dir.join(issuer::ACCOUNT_FILE),
+    }))
 }

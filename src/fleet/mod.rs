@@ -46,6 +46,7 @@ mod unplaced;
 mod versions;
 mod watch;
 
+pub use acme::{FleetAccount, fleet_account};
 pub use coord::{
     Changes, Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Snapshot, Written,
 };

@@ -174,6 +174,33 @@ fn one_acme_order_for_the_fleet_every_host_serves_the_challenge_then_the_certifi
         "web2 leads with the fleet's account"
     );
     assert_eq!(a.pebble.requests("/sign-me-up"), 1, "{}", a.pebble.log());
+
+    // `acme account` on a host that never led shows the fleet's account.
+    let kept: serde_json::Value = serde_json::from_slice(&account(0)).unwrap();
+    let url = kept["credentials"]["id"].as_str().unwrap().to_owned();
+    let shown = a.f.agent(2, &["--json", "acme", "account", "pebble"]);
+    shown.expect_code(0);
+    let v = shown.json();
+    assert_eq!(v["account"].as_str(), Some(url.as_str()), "{v}");
+    assert_eq!(v["registered_by"], "web1", "{v}");
+    assert_eq!(
+        account(2),
+        account(0),
+        "web3 keeps a copy of the fleet's account"
+    );
+    // Revoking and deactivating go through the leader: refused with the reason.
+    let out = a.f.agent(2, &["revoke", "www", "--yes"]);
+    assert_eq!(out.code, Some(1), "{}", out.describe());
+    assert!(
+        out.text().contains("not available in fleet mode"),
+        "{}",
+        out.describe()
+    );
+    let out =
+        a.f.agent(2, &["acme", "account", "pebble", "--deactivate", "--yes"]);
+    assert_ne!(out.code, Some(0), "{}", out.describe());
+    assert!(out.text().contains("is the fleet's"), "{}", out.describe());
+    assert_eq!(a.pebble.requests("/sign-me-up"), 1, "{}", a.pebble.log());
 }
 
 #[test]
