@@ -14,6 +14,7 @@ use crate::dcv::ValidationFile;
 use crate::issuer::acme as issuer;
 
 use super::envelope::{self, Place, Purpose};
+use super::key::FleetKeys;
 use super::link::FleetLink;
 use super::schema::{AcmeAccountDoc, DcvEntry, DcvServed, acme_account_key, dcv_served_key, unb64};
 
@@ -29,26 +30,50 @@ pub(super) fn content_sha256(content: &str) -> String {
 /// file's bytes, registered with the configured directory. Every error names the key.
 pub(super) fn open_account(link: &FleetLink, ca: &AcmeCa, value: &[u8]) -> Result<Vec<u8>> {
     let rel = acme_account_key(&ca.name);
-    let full = link.fleet.key(&rel);
-    let place = Place::new(Purpose::AcmeAccount, &rel, &ca.name);
-    let (version, doc): (u64, AcmeAccountDoc) =
-        envelope::open_json(&link.key, &link.fleet, &place, value)?;
-    let key_place = Place::new(Purpose::AcmeAccountKey, &rel, &ca.name);
-    let (at, bytes) = envelope::open(
+    check_account_value(
         &link.key,
-        &link.fleet,
-        &key_place,
-        &unb64("ACME account", &doc.credentials)?,
-    )?;
+        &link.fleet.key(&rel),
+        &ca.name,
+        &ca.directory,
+        value,
+    )
+}
+
+/// [`open_account`] with the keys, the full etcd key (for the words), the CA's name and
+/// directory given: the account file's bytes, or why not.
+pub(super) fn check_account_value(
+    keys: &FleetKeys,
+    full: &str,
+    ca: &str,
+    directory: &str,
+    value: &[u8],
+) -> Result<Vec<u8>> {
+    let rel = acme_account_key(ca);
+    let refused = |purpose: &str, why: String| {
+        anyhow!(
+            "the fleet's {purpose} {full} {why}; refused (a value written without the fleet \
+             key, moved from another key, or altered)"
+        )
+    };
+    let place = Place::new(Purpose::AcmeAccount, &rel, ca);
+    let (version, plain, _) =
+        envelope::open_raw(keys, &place, value).map_err(|why| refused("ACME account", why))?;
+    let doc: AcmeAccountDoc = serde_json::from_slice(&plain).map_err(|e| {
+        anyhow!("the fleet's ACME account {full} opens but is not a valid document: {e}")
+    })?;
+    let key_place = Place::new(Purpose::AcmeAccountKey, &rel, ca);
+    let sealed = unb64("ACME account", &doc.credentials)?;
+    let (at, bytes, _) = envelope::open_raw(keys, &key_place, &sealed)
+        .map_err(|why| refused("ACME account's credentials in", why))?;
     if at != version {
         bail!(
             "the credentials in the fleet's ACME account {full} are of version {at}, not \
              {version}; refused"
         );
     }
-    let url = issuer::check_account_bytes(&bytes, &ca.directory)
+    let url = issuer::check_account_bytes(&bytes, directory)
         .map_err(|why| anyhow!("the fleet's ACME account {full}: {why}; refused"))?;
-    if url != doc.account_url || doc.directory != ca.directory {
+    if url != doc.account_url || doc.directory != directory {
         bail!(
             "the fleet's ACME account {full} names another account or directory than its \
              sealed credentials; refused"
@@ -125,4 +150,44 @@ pub async fn fleet_account(
         registered_at: doc.registered_at,
         file: dir.join(issuer::ACCOUNT_FILE),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIR: &str = "https://acme.test/dir";
+
+    #[test]
+    fn the_fleets_account_value_opens_only_as_the_fleets_account_of_its_ca() {
+        let seeds: [&[u8]; 3] = [
+            include_bytes!("../../fuzz/corpus/fleet_acme_account/seed-account-file"),
+            include_bytes!("../../fuzz/corpus/fleet_acme_account/seed-garbage-envelope"),
+            include_bytes!("../../fuzz/corpus/fleet_acme_account/seed-other-directory"),
+        ];
+        // Sealed well, garbage, moved to another CA: what the fuzz target asserts.
+        for seed in seeds {
+            super::super::fuzzing::acme_account(seed);
+        }
+        assert_eq!(
+            issuer::check_account_bytes(seeds[0], DIR).as_deref(),
+            Ok("https://acme.test/acct/1")
+        );
+        let other = issuer::check_account_bytes(seeds[2], DIR).unwrap_err();
+        assert!(other.contains("not with the configured"), "{other}");
+    }
+
+    #[test]
+    fn garbage_at_the_accounts_key_is_refused_naming_the_key() {
+        let Some(key) = super::super::key::FleetKey::from_bytes(&[7; 32]) else {
+            panic!("a key");
+        };
+        let keys = FleetKeys::new(key, None);
+        let full = "/fleet/acme/le/account";
+        for value in [&b""[..], b"\x01garbage", &[0u8; 64]] {
+            let e = check_account_value(&keys, full, "le", DIR, value).unwrap_err();
+            let text = format!("{e:#}");
+            assert!(text.contains(full) && text.contains("refused"), "{text}");
+        }
+    }
 }
