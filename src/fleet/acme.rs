@@ -82,15 +82,15 @@ pub(super) fn check_account_value(
     Ok(bytes)
 }
 
-/// Says, under `hosts/HOST/dcv/NAME`, that this host serves `entries` (the fleet's ACME
+/// Says, under `hosts/HOST/dcv/NAME`, that this host serves `entry` (the fleet's ACME
 /// validation files of certificate `name`).
-pub(super) async fn confirm_served(link: &FleetLink, name: &str, entries: &[DcvEntry]) {
+pub(super) async fn confirm_served(link: &FleetLink, name: &str, entry: &DcvEntry) {
     let at = link.clock.now();
-    let doc: Vec<DcvServed> = entries
-        .iter()
-        .map(|e| DcvServed {
-            file_name: e.file_name.clone(),
-            content_sha256: content_sha256(&e.content),
+    let doc: Vec<DcvServed> = entry
+        .files()
+        .map(|(file_name, content)| DcvServed {
+            file_name: file_name.to_owned(),
+            content_sha256: content_sha256(content),
             at,
         })
         .collect();
@@ -107,10 +107,34 @@ pub(super) async fn confirm_served(link: &FleetLink, name: &str, entries: &[DcvE
     }
 }
 
-/// Whether `entry` is an ACME `http-01` file (a token under `/.well-known/acme-challenge/`).
+/// Whether `entry` holds ACME `http-01` files (tokens under `/.well-known/acme-challenge/`).
 pub(super) fn is_acme(entry: &DcvEntry) -> bool {
-    ValidationFile::from_parts(&entry.file_name, &entry.content)
+    is_acme_file(&entry.file_name, &entry.content)
+}
+
+fn is_acme_file(name: &str, content: &str) -> bool {
+    ValidationFile::from_parts(name, content)
         .is_ok_and(|f| f.url_path().starts_with("/.well-known/acme-challenge/"))
+}
+
+/// Checks the fleet's validation files `entry`: ACME `http-01` files every one (their shapes
+/// checked: no path characters), or a single file of another kind (`Ok(false)`).
+pub(super) fn check_files(entry: &DcvEntry) -> Result<bool> {
+    if !is_acme(entry) {
+        if !entry.more.is_empty() {
+            bail!("holds more than one file, and not ACME http-01 files");
+        }
+        return Ok(false);
+    }
+    for (name, content) in entry.files() {
+        if !is_acme_file(name, content) {
+            bail!(
+                "holds a file that is not an ACME http-01 token and key authorization ({})",
+                crate::dcv::quote_max(name, 80)
+            );
+        }
+    }
+    Ok(true)
 }
 
 /// The fleet's account with an ACME CA, as `cert-agent acme account` shows it.

@@ -224,7 +224,7 @@ pub(super) async fn sync(
     let pending = pending_csrs(link, config, &skip, &mut view);
     let (validating, acme_served) = sync_dcv(link, config, store, &skip, &pending, &mut view)?;
     for (name, entry) in &acme_served {
-        super::acme::confirm_served(link, name, std::slice::from_ref(entry)).await;
+        super::acme::confirm_served(link, name, entry).await;
     }
     let mut results = Vec::new();
     let given = slices::Given {
@@ -564,8 +564,10 @@ pub(super) fn sync_dcv(
         if let Err(e) = crate::dcv::webroot::remove(&gone) {
             tracing::warn!(certificate = %name, "could not remove a validation file: {e}");
         }
-        if let Err(e) = crate::dcv::serve_dir::remove(store.dir(), &entry.file_name) {
-            tracing::debug!(certificate = %name, "{e}");
+        for (file_name, _) in entry.files() {
+            if let Err(e) = crate::dcv::serve_dir::remove(store.dir(), file_name) {
+                tracing::debug!(certificate = %name, "{e}");
+            }
         }
         false
     });
@@ -628,8 +630,14 @@ fn open_dcv(
             link.fleet.key(&rel)
         )
     })?;
-    if super::acme::is_acme(&entry) {
-        // An ACME token and its key authorization (their shapes checked: no path
+    let acme = super::acme::check_files(&entry).with_context(|| {
+        format!(
+            "the fleet's validation file {}; not served",
+            link.fleet.key(&rel)
+        )
+    })?;
+    if acme {
+        // ACME tokens and their key authorizations (their shapes checked: no path
         // characters), while the fleet's record holds a pending CSR for the order.
         return Ok(entry);
     }
@@ -649,19 +657,24 @@ fn serve_dcv(
     entry: &DcvEntry,
 ) -> Result<(DcvEntry, Vec<PathBuf>, Vec<PathBuf>)> {
     let name = &cert.name;
-    let file = ValidationFile::from_parts(&entry.file_name, &entry.content)?;
-    if cert.dcv.standalone {
-        crate::dcv::serve_dir::publish(store.dir(), &file)
-            .with_context(|| format!("could not serve the fleet's validation file of '{name}'"))?;
-        Ok((entry.clone(), Vec::new(), Vec::new()))
-    } else {
-        let roots = crate::engine::webroots(cert)?
-            .distinct_for(&cert.domains)
-            .context("could not publish the fleet's validation file")?;
-        let done = crate::dcv::webroot::publish_into(&roots, &file)
-            .context("could not publish the fleet's validation file")?;
-        Ok((entry.clone(), done.files, done.dirs))
+    let (mut files, mut dirs) = (Vec::new(), Vec::new());
+    for (file_name, content) in entry.files() {
+        let file = ValidationFile::from_parts(file_name, content)?;
+        if cert.dcv.standalone {
+            crate::dcv::serve_dir::publish(store.dir(), &file).with_context(|| {
+                format!("could not serve the fleet's validation file of '{name}'")
+            })?;
+        } else {
+            let roots = crate::engine::webroots(cert)?
+                .distinct_for(&cert.domains)
+                .context("could not publish the fleet's validation file")?;
+            let done = crate::dcv::webroot::publish_into(&roots, &file)
+                .context("could not publish the fleet's validation file")?;
+            files.extend(done.files);
+            dirs.extend(done.dirs);
+        }
     }
+    Ok((entry.clone(), files, dirs))
 }
 
 /// Validation files this host published itself while it led, for a validation the fleet no

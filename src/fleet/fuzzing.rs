@@ -183,44 +183,6 @@ pub fn versions(data: &[u8]) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    /// The seeds of the fuzz target, and a few cut or altered: none panics.
-    #[test]
-    fn the_fuzz_seeds_read_without_a_panic() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/fleet_values");
-        let mut seeds = 0;
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let data = std::fs::read(entry.unwrap().path()).unwrap();
-            seeds += 1;
-            for cut in [data.len(), data.len() / 2, 1] {
-                let rest = &data[1..cut.max(1)];
-                super::envelope(rest);
-                super::versions(rest);
-                super::manifest(rest);
-                crate::monitor::fuzz_announced(rest);
-            }
-        }
-        assert!(seeds >= 4);
-    }
-
-    /// The manifest's seeds, whole and cut: none panics.
-    #[test]
-    fn the_manifest_fuzz_seeds_read_without_a_panic() {
-        let dir =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/fleet_manifest");
-        let mut seeds = 0;
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let data = std::fs::read(entry.unwrap().path()).unwrap();
-            seeds += 1;
-            for cut in [data.len(), data.len() / 2, 0] {
-                super::manifest(&data[..cut]);
-            }
-        }
-        assert!(seeds >= 2);
-    }
-}
-
 /// `data` as the fleet's ACME account value at `acme/pebble/account`, and as the account file
 /// sealed inside a well-formed value: accepted only when the bytes are an account file of the
 /// configured directory naming the account the value names, and then as they were sealed.
@@ -268,4 +230,42 @@ pub fn acme_account(data: &[u8]) {
     }
     // Moved to another CA's key: refused.
     assert!(super::acme::check_account_value(&keys, full, "other", dir, &value).is_err());
+}
+
+#[cfg(test)]
+mod tests {
+    /// The seeds of the fuzz target, and a few cut or altered: none panics.
+    #[test]
+    fn the_fuzz_seeds_read_without_a_panic() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/fleet_values");
+        let mut seeds = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let data = std::fs::read(entry.unwrap().path()).unwrap();
+            seeds += 1;
+            for cut in [data.len(), data.len() / 2, 1] {
+                let rest = &data[1..cut.max(1)];
+                super::envelope(rest);
+                super::versions(rest);
+                super::manifest(rest);
+                crate::monitor::fuzz_announced(rest);
+            }
+        }
+        assert!(seeds >= 4);
+    }
+
+    /// The manifest's seeds, whole and cut: none panics.
+    #[test]
+    fn the_manifest_fuzz_seeds_read_without_a_panic() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/fleet_manifest");
+        let mut seeds = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let data = std::fs::read(entry.unwrap().path()).unwrap();
+            seeds += 1;
+            for cut in [data.len(), data.len() / 2, 0] {
+                super::manifest(&data[..cut]);
+            }
+        }
+        assert!(seeds >= 2);
+    }
 }

@@ -59,6 +59,8 @@ pub(super) struct FleetRun<'a> {
     /// The records as the run's imports left them on disk: each one the engine works on taken
     /// by it ([`Lead::take_record`]), the others handed to the export.
     records: std::cell::RefCell<Records>,
+    /// The ACME validation files this run published, by certificate.
+    acme_published: std::cell::RefCell<BTreeMap<String, super::schema::DcvEntry>>,
 }
 
 impl FleetRun<'_> {
@@ -140,6 +142,7 @@ impl FleetRun<'_> {
 
     /// Withdraws the validation file from every host.
     pub(super) async fn remove_dcv(&self, cert: &CertificateConfig) {
+        self.acme_published.borrow_mut().remove(&cert.name);
         if let Err(e) = self.lead.delete(&dcv_key(&cert.name), Expect::Any).await {
             tracing::warn!(certificate = %cert.name, "could not withdraw the fleet's validation file: {e}");
         }
@@ -633,6 +636,7 @@ async fn round(
         versions: std::cell::RefCell::new(versions),
         saved_at: std::cell::Cell::new(std::time::Instant::now()),
         records: std::cell::RefCell::new(records),
+        acme_published: std::cell::RefCell::default(),
     };
     let done = engine::run(config, store, opts, &eligible, Some(&fr)).await;
     take_engine_outcomes(&mut report, done.report.certificates, &from_sync);

@@ -265,6 +265,28 @@ pub(super) struct Tombstone {
 pub(super) struct DcvEntry {
     pub(super) file_name: String,
     pub(super) content: String,
+    /// The other `http-01` files of the same ACME order (one per name); a host of an earlier
+    /// version serves the first file alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) more: Vec<DcvFile>,
+}
+
+/// One more validation file of a [`DcvEntry`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct DcvFile {
+    pub(super) file_name: String,
+    pub(super) content: String,
+}
+
+impl DcvEntry {
+    /// Every file: (name, content).
+    pub(super) fn files(&self) -> impl Iterator<Item = (&str, &str)> {
+        std::iter::once((self.file_name.as_str(), self.content.as_str())).chain(
+            self.more
+                .iter()
+                .map(|f| (f.file_name.as_str(), f.content.as_str())),
+        )
+    }
 }
 
 /// `acme/CA/account`: the fleet's account with an ACME CA. The credentials (the account's

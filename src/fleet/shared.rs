@@ -265,6 +265,7 @@ mod tests {
         let good = DcvEntry {
             file_name: format!("{}.txt", h.md5),
             content: format!("{}\nsectigo.com\nabc", h.sha256),
+            more: Vec::new(),
         };
         check_dcv(&h, &good).unwrap();
         let forged = DcvEntry {

@@ -26,6 +26,11 @@ struct AcmeFleet {
 }
 
 fn acme_fleet(n: usize, prefix: &str, validator: usize) -> Option<AcmeFleet> {
+    acme_fleet_for(n, prefix, validator, &[DOMAIN])
+}
+
+/// [`acme_fleet`] with the certificate's names `domains` (the first is [`DOMAIN`]).
+fn acme_fleet_for(n: usize, prefix: &str, validator: usize, domains: &[&str]) -> Option<AcmeFleet> {
     if !ready() || !pebble::require() {
         return None;
     }
@@ -42,6 +47,13 @@ fn acme_fleet(n: usize, prefix: &str, validator: usize) -> Option<AcmeFleet> {
             i,
             "product_id = 1101\n",
             "product_id = 1101\nissuer = \"pebble\"\n",
+        );
+        let names: Vec<String> = domains.iter().map(|d| format!("\"{d}\"")).collect();
+        edit_config(
+            &f,
+            i,
+            &format!("domains = [\"{DOMAIN}\"]"),
+            &format!("domains = [{}]", names.join(", ")),
         );
         let now = fs::read_to_string(&f.hosts[i].config).unwrap();
         fs::write(&f.hosts[i].config, format!("{now}\n{table}")).unwrap();
@@ -105,7 +117,8 @@ impl AcmeFleet {
 
 #[test]
 fn one_acme_order_for_the_fleet_every_host_serves_the_challenge_then_the_certificate() {
-    let Some(mut a) = acme_fleet(3, "/acme-one/", 1) else {
+    // Two names: two http-01 files, published together, each served by every host.
+    let Some(mut a) = acme_fleet_for(3, "/acme-one/", 1, &[DOMAIN, "alt.fleet.test"]) else {
         return;
     };
     // The followers' daemons serve what the leader publishes as soon as it is published
@@ -124,6 +137,18 @@ fn one_acme_order_for_the_fleet_every_host_serves_the_challenge_then_the_certifi
     // the challenge only because the fleet published it there.
     assert_eq!(a.pebble.requests("/order-plz"), 1, "{}", a.pebble.log());
     assert_eq!(a.pebble.requests("/sign-me-up"), 1, "{}", a.pebble.log());
+    let validated = a
+        .pebble
+        .log()
+        .lines()
+        .filter(|l| l.contains("set VALID by completed challenge"))
+        .count();
+    assert_eq!(
+        validated,
+        2,
+        "both names validated through web2: {}",
+        a.pebble.log()
+    );
     let mut etcd = a.f.etcd();
     assert!(
         etcd.get("acme/pebble/account").is_some(),

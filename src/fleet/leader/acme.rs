@@ -16,8 +16,8 @@ use crate::fleet::coord::{Expect, Written};
 use crate::fleet::envelope::{self, Place, Purpose};
 use crate::fleet::link::LIVE_FOR;
 use crate::fleet::schema::{
-    AcmeAccountDoc, DcvEntry, DcvServed, HostSeen, acme_account_key, b64, dcv_key, dcv_served_key,
-    seen_key,
+    AcmeAccountDoc, DcvEntry, DcvFile, DcvServed, HostSeen, acme_account_key, b64, dcv_key,
+    dcv_served_key, seen_key,
 };
 
 /// How long a leader waits, within a run, for every live host to serve an ACME validation
@@ -34,10 +34,26 @@ impl FleetRun<'_> {
         cert: &CertificateConfig,
         file: &ValidationFile,
     ) -> Result<()> {
-        let entry = DcvEntry {
+        let mut entry = DcvEntry {
             file_name: file.name().to_owned(),
             content: file.content().to_owned(),
+            more: Vec::new(),
         };
+        if is_acme(&entry) {
+            // The files of one order (one per name) are published together.
+            let mut published = self.acme_published.borrow_mut();
+            if let Some(before) = published.get(&cert.name) {
+                let mut all = before.clone();
+                if !all.files().any(|(n, _)| n == entry.file_name) {
+                    all.more.push(DcvFile {
+                        file_name: entry.file_name,
+                        content: entry.content,
+                    });
+                }
+                entry = all;
+            }
+            published.insert(cert.name.clone(), entry.clone());
+        }
         let rel = dcv_key(&cert.name);
         let version = self
             .versions
@@ -50,7 +66,7 @@ impl FleetRun<'_> {
         self.lead.put(&rel, sealed, Expect::Any).await?;
         if is_acme(&entry) {
             // This host serves it too: said for a leader that takes the order over.
-            confirm_served(self.link, &cert.name, std::slice::from_ref(&entry)).await;
+            confirm_served(self.link, &cert.name, &entry).await;
         }
         Ok(())
     }
