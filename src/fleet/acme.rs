@@ -202,6 +202,63 @@ mod tests {
     }
 
     #[test]
+    fn the_fleets_acme_files_are_tokens_and_key_authorizations_every_one() {
+        use crate::fleet::schema::DcvFile;
+        let thumb = "A".repeat(43);
+        let token = |c: char| c.to_string().repeat(43);
+        let file = |t: &str| DcvFile {
+            file_name: t.to_owned(),
+            content: format!("{t}.{thumb}"),
+        };
+        let good = DcvEntry {
+            file_name: token('a'),
+            content: format!("{}.{thumb}", token('a')),
+            more: vec![file(&token('b'))],
+        };
+        assert!(check_files(&good).unwrap());
+        assert_eq!(good.files().count(), 2);
+        // A second file with path characters, or not a key authorization: refused whole.
+        for bad in [
+            file("../../etc/passwd"),
+            file("a/b"),
+            DcvFile {
+                file_name: token('c'),
+                content: "<html>".into(),
+            },
+        ] {
+            let entry = DcvEntry {
+                more: vec![bad.clone()],
+                ..good.clone()
+            };
+            assert!(check_files(&entry).is_err(), "{bad:?}");
+        }
+        // A Partner file is alone.
+        let partner = DcvEntry {
+            file_name: format!("{}.txt", "A".repeat(32)),
+            content: format!("{}\nsectigo.com", "B".repeat(64)),
+            more: vec![file(&token('b'))],
+        };
+        assert!(check_files(&partner).is_err());
+        // A value written by an earlier version (no `more`) reads as one file.
+        let old: DcvEntry = serde_json::from_str(r#"{"file_name":"X.txt","content":"Y"}"#).unwrap();
+        assert!(old.more.is_empty());
+    }
+
+    #[test]
+    fn the_new_keys_are_the_fleets() {
+        use crate::fleet::schema::Kind;
+        assert!(matches!(
+            Kind::of("acme/le/account"),
+            Some(Kind::AcmeAccount("le"))
+        ));
+        assert!(matches!(
+            Kind::of("hosts/web1/dcv/www"),
+            Some(Kind::DcvServed("www"))
+        ));
+        assert!(Kind::of("acme/le/other").is_none());
+    }
+
+    #[test]
     fn garbage_at_the_accounts_key_is_refused_naming_the_key() {
         let Some(key) = super::super::key::FleetKey::from_bytes(&[7; 32]) else {
             panic!("a key");
