@@ -9,7 +9,7 @@
 //! | `certs/NAME/spec` | names, product and key type every host must agree on | the first host |
 //! | `certs/NAME/state` | the certificate's record (intent, order, reissue, subscription, backoff) and its pending key | the leader, fenced |
 //! | `certs/NAME/current` | the certificate to serve: version, serial, the API's archive (from an ACME CA: the checked chain, PEM) and the key | the leader, fenced |
-//! | `certs/NAME/retired` | the tombstone of a certificate `cert-agent retire` retired for the fleet: when, by which host, whether the installed files go, what the cancellation came to | the leader, fenced (with the deletion of the certificate's state, current certificate, validation file, host results and unplaced notes) |
+//! | `certs/NAME/retired` | the tombstone of a certificate `cert-agent retire` retired for the fleet: when, by which host, whether the installed files go, what the cancellation came to | the leader, fenced (with the deletion of the certificate's state, current certificate, validation file, host results, hosts' word on ACME validation files and unplaced notes) |
 //! | `acme/CA/account` | the fleet's account with the ACME CA `[acme.CA]`: its directory and URL, and its credentials (with the account's private key) sealed once more | the first leader that needs it, fenced, once |
 //! | `dcv/NAME` | the validation file to serve while the CA checks | the leader, fenced |
 //! | `hosts/HOST/dcv/NAME` | the ACME validation file HOST serves for NAME (its name and the SHA-256 of its content): the leader answers the ACME challenge once every live host says so | HOST |
