@@ -12,6 +12,8 @@ use crate::engine::acme::{account_dir, account_of};
 use crate::issuer::acme;
 use crate::store::{RevocationSeen, Store};
 
+mod fleet;
+
 /// The `[acme.NAME]` asked for, or the only one configured.
 fn ca_of<'c>(config: &'c Config, name: Option<&str>) -> Result<&'c AcmeCa> {
     let known = || config.acme.keys().cloned().collect::<Vec<_>>().join(", ");
@@ -38,12 +40,15 @@ fn ca_of<'c>(config: &'c Config, name: Option<&str>) -> Result<&'c AcmeCa> {
 pub(super) async fn account(
     config: &Config,
     name: Option<&str>,
-    deactivate: bool,
-    yes: bool,
+    (deactivate, yes): (bool, bool),
     out: &Output,
+    clock: Clock,
     lock_wait: std::time::Duration,
 ) -> Result<u8> {
     let ca = ca_of(config, name)?;
+    if config.fleet.is_some() {
+        return fleet::account(config, ca, deactivate, out, clock).await;
+    }
     let store = Store::open(&config.agent.state_dir)?;
     let _lock = crate::run::lock(&store, lock_wait).await?;
     let dir = account_dir(store.dir(), &ca.name);
@@ -182,6 +187,9 @@ pub(super) async fn revoke(
              site or support; `cert-agent revoke` revokes certificates of an ACME CA"
         );
     };
+    if config.fleet.is_some() {
+        bail!("{}", fleet::REVOKE_REFUSED);
+    }
     let why = reason_of(reason)?;
     let ca = ca_of(config, Some(ca_name))?;
     let store = Store::open(&config.agent.state_dir)?;

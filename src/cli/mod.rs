@@ -152,7 +152,15 @@ pub async fn run(cli: &Cli) -> Result<u8> {
         }) => {
             let lock_wait = std::time::Duration::from_secs(cli.lock_wait);
             let config = load_config(&cli.config)?;
-            acme::account(&config, name.as_deref(), *deactivate, *yes, &out, lock_wait).await
+            acme::account(
+                &config,
+                name.as_deref(),
+                (*deactivate, *yes),
+                &out,
+                clock,
+                lock_wait,
+            )
+            .await
         }
         Command::Revoke { name, reason, yes } => {
             let lock_wait = std::time::Duration::from_secs(cli.lock_wait);

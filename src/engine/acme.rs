@@ -106,6 +106,10 @@ impl Ctx<'_> {
         if let Some(a) = accounts.get(&ca.name) {
             return Ok(a.clone());
         }
+        // In a fleet: the fleet's one account for this CA, kept here before it is used.
+        if let Some(lead) = self.lead {
+            lead.acme_account(ca).await?;
+        }
         let account = account_of(self.store.dir(), ca).await?;
         accounts.insert(ca.name.clone(), account.clone());
         Ok(account)
@@ -266,47 +270,20 @@ async fn order(
                 return Err(anyhow!(e).context("the journaled ACME order cannot go on"));
             }
         },
-        (new, _) => {
-            let (replaces, reason) = new.unwrap_or((false, "the journaled order is gone".into()));
-            let options = acme::Options {
-                profile,
-                replaces: replaces.then(|| installed_leaf_der(&job.rec)).flatten(),
-            };
-            let ids = super::preflight::acme_identities(ctx.config, &ca.name);
-            super::preflight::gate(ctx.config, job, &ids, Some(account.id()), "order").await?;
-            let placed = acme::place_with(&account, &cert.domains, method, &options)
-                .await
-                .with_context(|| format!("could not order from the ACME CA '{}'", ca.name))?;
-            let b = book(job, ca);
-            b.order_url = Some(placed.order.url().to_owned());
-            b.names = cert.domains.clone();
-            b.placed_at = Some(ctx.now());
-            // Asked again for the certificate this order brings.
-            b.renewal_info = None;
-            job.record(
-                "acme-order-placed",
-                serde_json::json!({
-                    "ca": ca.name,
-                    "order": placed.order.url(),
-                    "reason": reason,
-                    "replaces": options.replaces.is_some(),
-                }),
-            )?;
-            crate::failpoint::hit("acme-order-placed");
-            placed
-        }
+        (new, _) => place(ctx, job, ca, &account, method, profile, new).await?,
     };
     let acme::Placed {
         mut order,
         challenges,
     } = placed;
-    let names: Vec<String> = challenges
+    let files: Vec<crate::dcv::ValidationFile> = challenges
         .iter()
         .filter_map(|c| match c {
-            Challenge::Http(h) => Some(h.file.name().to_owned()),
+            Challenge::Http(h) => Some(h.file.clone()),
             _ => None,
         })
         .collect();
+    let names: Vec<String> = files.iter().map(|f| f.name().to_owned()).collect();
     let finished = async {
         if !challenges.is_empty() {
             match publish::publish_challenges(ctx, cert, &mut job.rec, challenges).await? {
@@ -319,12 +296,37 @@ async fn order(
             }
             crate::failpoint::hit("acme-published");
         }
+        // In a fleet the CA may ask any host: answered once every live host serves the files.
+        if let Some(lead) = ctx.lead
+            && !files.is_empty()
+        {
+            let missing = lead.hosts_not_serving(cert, &files).await?;
+            if !missing.is_empty() {
+                return Ok(Finished::Waiting(missing));
+            }
+        }
         let csr = crate::crypto::CsrInfo::from_pem(pending.csr_pem.as_bytes())?.der;
         acme::finish(&mut order, &csr, method)
             .await
+            .map(Finished::Chain)
             .map_err(anyhow::Error::from)
     }
     .await;
+    let finished = match finished {
+        Ok(Finished::Chain(chain)) => Ok(chain),
+        Err(e) => Err(e),
+        // Left published: the next run resumes the order and asks the hosts again.
+        Ok(Finished::Waiting(missing)) => {
+            return Ok(Next::Done(Outcome::Pending {
+                reason: format!(
+                    "the ACME order {} waits for {} to serve its validation file (the challenge is \
+                 answered once every live host of the fleet serves it)",
+                    order.url(),
+                    missing.join(", ")
+                ),
+            }));
+        }
+    };
     publish::cleanup_challenges(ctx, cert, &mut job.rec, &names).await;
     let chain = match finished {
         Ok(chain) => chain,
@@ -390,6 +392,65 @@ fn journaled_order(job: &mut Job<'_>, ca: &AcmeCa) -> Result<Option<String>> {
         other => other,
     };
     Ok(resume_url)
+}
+
+/// Places a new order (`new`: whether it renews the installed certificate, and why; `None`:
+/// the journaled one is gone) and journals it (in a fleet: shared) before anything else.
+async fn place(
+    ctx: &Ctx<'_>,
+    job: &mut Job<'_>,
+    ca: &AcmeCa,
+    account: &Account,
+    method: Method,
+    profile: Option<String>,
+    new: Option<(bool, String)>,
+) -> Result<acme::Placed> {
+    let cert = job.cert;
+    let (replaces, reason) = new.unwrap_or((false, "the journaled order is gone".into()));
+    let options = acme::Options {
+        profile,
+        replaces: replaces.then(|| installed_leaf_der(&job.rec)).flatten(),
+    };
+    let ids = super::preflight::acme_identities(ctx.config, &ca.name);
+    super::preflight::gate(ctx.config, job, &ids, Some(account.id()), "order").await?;
+    // In a fleet the pending key is shared before the order exists: a leader that
+    // takes over finalizes the same order with the same key.
+    if let Some(lead) = ctx.lead {
+        lead.share(cert, &job.rec).await?;
+    }
+    let placed = acme::place_with(account, &cert.domains, method, &options)
+        .await
+        .with_context(|| format!("could not order from the ACME CA '{}'", ca.name))?;
+    let b = book(job, ca);
+    b.order_url = Some(placed.order.url().to_owned());
+    b.names = cert.domains.clone();
+    b.placed_at = Some(ctx.now());
+    // Asked again for the certificate this order brings.
+    b.renewal_info = None;
+    job.record(
+        "acme-order-placed",
+        serde_json::json!({
+            "ca": ca.name,
+            "order": placed.order.url(),
+            "reason": reason,
+            "replaces": options.replaces.is_some(),
+        }),
+    )?;
+    // The order URL in the fleet's record: a leader that takes over resumes this
+    // order, never a second one.
+    if let Some(lead) = ctx.lead {
+        lead.share(cert, &job.rec).await?;
+    }
+    crate::failpoint::hit("acme-order-placed");
+    Ok(placed)
+}
+
+/// How an order's validation ended in this run.
+enum Finished {
+    /// The chain the CA issued.
+    Chain(String),
+    /// These hosts of the fleet do not serve the validation files yet: not answered.
+    Waiting(Vec<String>),
 }
 
 /// Whether an order's error leaves it unusable (invalid): then the next run places a new one.

@@ -84,6 +84,31 @@ pub(crate) fn check_archive(
     key: &PrivateKey,
     now: time::OffsetDateTime,
 ) -> Result<Checked> {
+    check_with(cert, key, now, |expected| {
+        bundle::read_bundle(archive, cert.install.server, expected)
+    })
+}
+
+/// [`check_archive`] for a chain (PEM: the leaf, then the intermediates), as an ACME CA
+/// sends it and a fleet shares it.
+pub(crate) fn check_chain(
+    cert: &CertificateConfig,
+    chain: &[u8],
+    key: &PrivateKey,
+    now: time::OffsetDateTime,
+) -> Result<Checked> {
+    check_with(cert, key, now, |expected| {
+        bundle::validate_chain(chain, cert.install.server, expected)
+    })
+}
+
+/// The checks of [`check_archive`] with `read` reading the certificate.
+fn check_with(
+    cert: &CertificateConfig,
+    key: &PrivateKey,
+    now: time::OffsetDateTime,
+    read: impl Fn(&Expected<'_>) -> Result<ValidatedBundle, bundle::BundleError>,
+) -> Result<Checked> {
     let at = |when: time::OffsetDateTime| {
         let public_key = key.public_key_der();
         let expected = Expected {
@@ -92,7 +117,7 @@ pub(crate) fn check_archive(
             now: when,
             trust_anchors: &[],
         };
-        bundle::read_bundle(archive, cert.install.server, &expected)
+        read(&expected)
     };
     match at(now) {
         Ok(b) => Ok(Checked::Valid(b)),

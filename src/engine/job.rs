@@ -301,6 +301,12 @@ impl Installable {
             not_after: r.bundle.not_after,
             key_pem: r.install.material.key_pem.clone(),
             archive: r.archive.clone(),
+            // Only the Partner issuer hands an archive over; an ACME CA's chain travels as it
+            // was checked.
+            chain: r
+                .archive
+                .is_empty()
+                .then(|| r.bundle.fullchain_pem.clone().into_bytes()),
         }
     }
 }

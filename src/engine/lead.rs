@@ -4,7 +4,7 @@
 use futures_util::future::LocalBoxFuture;
 use time::OffsetDateTime;
 
-use crate::config::CertificateConfig;
+use crate::config::{AcmeCa, CertificateConfig};
 use crate::dcv::ValidationFile;
 use crate::store::{CertRecord, OrderIntent};
 
@@ -48,6 +48,23 @@ pub trait Lead {
         None
     }
 
+    /// Makes this host's account with the ACME CA `ca` the fleet's before it is used: the
+    /// fleet's account written here when the fleet has one, else this host's registered
+    /// (when it has none) and shared.
+    fn acme_account<'a>(&'a self, _ca: &'a AcmeCa) -> LocalBoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// The other hosts that do not serve every one of `files` for `cert` yet, after waiting
+    /// a while for them: an ACME challenge is answered only once this is empty.
+    fn hosts_not_serving<'a>(
+        &'a self,
+        _cert: &'a CertificateConfig,
+        _files: &'a [ValidationFile],
+    ) -> LocalBoxFuture<'a, anyhow::Result<Vec<String>>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
     /// The record of `name` as this host's state directory holds it now, when the leader's
     /// run already read or wrote it (its import): the engine takes it instead of reading it
     /// again (`None`: read it).
@@ -64,6 +81,10 @@ pub struct Installable {
     pub not_before: OffsetDateTime,
     pub not_after: OffsetDateTime,
     pub key_pem: Vec<u8>,
-    /// The archive as the API sent it (what the other hosts check again).
+    /// The archive as the API sent it (what the other hosts check again); empty for a
+    /// certificate of an ACME CA.
     pub archive: Vec<u8>,
+    /// The checked chain (the leaf, then the intermediates, PEM) of a certificate of an ACME
+    /// CA, which the other hosts check again.
+    pub chain: Option<Vec<u8>>,
 }

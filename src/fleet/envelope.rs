@@ -35,6 +35,9 @@ pub(super) enum Purpose {
     HostSeen,
     Unplaced,
     Manifest,
+    AcmeAccount,
+    AcmeAccountKey,
+    DcvServed,
 }
 
 impl Purpose {
@@ -52,6 +55,9 @@ impl Purpose {
             Self::HostSeen => "host-seen",
             Self::Unplaced => "order-not-placed",
             Self::Manifest => "manifest-entry",
+            Self::AcmeAccount => "acme-account",
+            Self::AcmeAccountKey => "acme-account-key",
+            Self::DcvServed => "validation-served",
         }
     }
 }

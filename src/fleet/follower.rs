@@ -222,7 +222,10 @@ pub(super) async fn sync(
     let dcv_states = view.dcv.keys().map(|n| state_key(n)).collect();
     view.fill(link, dcv_states).await?;
     let pending = pending_csrs(link, config, &skip, &mut view);
-    let validating = sync_dcv(link, config, store, &skip, &pending, &mut view)?;
+    let (validating, acme_served) = sync_dcv(link, config, store, &skip, &pending, &mut view)?;
+    for (name, entry) in &acme_served {
+        super::acme::confirm_served(link, name, entry).await;
+    }
     let mut results = Vec::new();
     let given = slices::Given {
         refused,
@@ -510,8 +513,12 @@ pub(super) type Served = BTreeMap<String, (DcvEntry, Vec<PathBuf>, Vec<PathBuf>)
 
 pub(super) const SERVED_FILE: &str = "fleet-dcv.json";
 
+/// The ACME validation files this host serves, by certificate.
+type AcmeServed = Vec<(String, DcvEntry)>;
+
 /// Serves the published validation files, removes withdrawn ones; the names of the
-/// certificates with a published file. A file is served only when it opens and is the
+/// certificates with a published file, and the ACME files this host serves (which it says
+/// it serves, for the leader to answer the challenge). A file is served only when it opens and is the
 /// fleet's pending CSR's (`pending`); one that is not is refused and treated as withdrawn,
 /// failing its certificate only.
 pub(super) fn sync_dcv(
@@ -521,7 +528,7 @@ pub(super) fn sync_dcv(
     refused: &BTreeMap<String, String>,
     pending: &BTreeMap<String, CsrHashes>,
     view: &mut View,
-) -> Result<BTreeSet<String>> {
+) -> Result<(BTreeSet<String>, AcmeServed)> {
     let path = store.dir().join(SERVED_FILE);
     let mut served: Served = std::fs::read(&path)
         .ok()
@@ -557,8 +564,10 @@ pub(super) fn sync_dcv(
         if let Err(e) = crate::dcv::webroot::remove(&gone) {
             tracing::warn!(certificate = %name, "could not remove a validation file: {e}");
         }
-        if let Err(e) = crate::dcv::serve_dir::remove(store.dir(), &entry.file_name) {
-            tracing::debug!(certificate = %name, "{e}");
+        for (file_name, _) in entry.files() {
+            if let Err(e) = crate::dcv::serve_dir::remove(store.dir(), file_name) {
+                tracing::debug!(certificate = %name, "{e}");
+            }
         }
         false
     });
@@ -576,8 +585,13 @@ pub(super) fn sync_dcv(
             Ok(done) => {
                 served.insert(name.clone(), done);
                 tracing::info!(certificate = %name, "serving the fleet's validation file {}", entry.file_name);
+                let well_known = if super::acme::is_acme(entry) {
+                    "acme-challenge"
+                } else {
+                    "pki-validation"
+                };
                 let details = serde_json::json!({
-                    "file": format!("/.well-known/pki-validation/{}", entry.file_name),
+                    "file": format!("/.well-known/{well_known}/{}", entry.file_name),
                     "for": "fleet",
                 });
                 if let Err(e) = store.audit(Some(name), "dcv-published", &details) {
@@ -591,7 +605,12 @@ pub(super) fn sync_dcv(
         crate::fsutil::write_atomic(&path, &serde_json::to_vec(&served)?, 0o600)
             .map_err(|e| anyhow!("{}: {}", path.display(), crate::fsutil::io_text(&e)))?;
     }
-    Ok(published.into_keys().collect())
+    let acme_served = served
+        .iter()
+        .filter(|(_, (entry, _, _))| super::acme::is_acme(entry))
+        .map(|(name, (entry, _, _))| (name.clone(), entry.clone()))
+        .collect();
+    Ok((published.into_keys().collect(), acme_served))
 }
 
 /// Opens the validation file `value` of `cert` and checks it against the fleet's pending CSR.
@@ -611,6 +630,17 @@ fn open_dcv(
             link.fleet.key(&rel)
         )
     })?;
+    let acme = super::acme::check_files(&entry).with_context(|| {
+        format!(
+            "the fleet's validation file {}; not served",
+            link.fleet.key(&rel)
+        )
+    })?;
+    if acme {
+        // ACME tokens and their key authorizations (their shapes checked: no path
+        // characters), while the fleet's record holds a pending CSR for the order.
+        return Ok(entry);
+    }
     check_dcv(hashes, &entry).with_context(|| {
         format!(
             "the fleet's validation file {} is not the pending CSR's; not served",
@@ -627,19 +657,24 @@ fn serve_dcv(
     entry: &DcvEntry,
 ) -> Result<(DcvEntry, Vec<PathBuf>, Vec<PathBuf>)> {
     let name = &cert.name;
-    let file = ValidationFile::from_parts(&entry.file_name, &entry.content)?;
-    if cert.dcv.standalone {
-        crate::dcv::serve_dir::publish(store.dir(), &file)
-            .with_context(|| format!("could not serve the fleet's validation file of '{name}'"))?;
-        Ok((entry.clone(), Vec::new(), Vec::new()))
-    } else {
-        let roots = crate::engine::webroots(cert)?
-            .distinct_for(&cert.domains)
-            .context("could not publish the fleet's validation file")?;
-        let done = crate::dcv::webroot::publish_into(&roots, &file)
-            .context("could not publish the fleet's validation file")?;
-        Ok((entry.clone(), done.files, done.dirs))
+    let (mut files, mut dirs) = (Vec::new(), Vec::new());
+    for (file_name, content) in entry.files() {
+        let file = ValidationFile::from_parts(file_name, content)?;
+        if cert.dcv.standalone {
+            crate::dcv::serve_dir::publish(store.dir(), &file).with_context(|| {
+                format!("could not serve the fleet's validation file of '{name}'")
+            })?;
+        } else {
+            let roots = crate::engine::webroots(cert)?
+                .distinct_for(&cert.domains)
+                .context("could not publish the fleet's validation file")?;
+            let done = crate::dcv::webroot::publish_into(&roots, &file)
+                .context("could not publish the fleet's validation file")?;
+            files.extend(done.files);
+            dirs.extend(done.dirs);
+        }
     }
+    Ok((entry.clone(), files, dirs))
 }
 
 /// Validation files this host published itself while it led, for a validation the fleet no

@@ -2,7 +2,8 @@
 //! parsers of what a host reads from etcd (an envelope, and the documents inside one) and of
 //! `state_dir/fleet-versions.json`, on any bytes; and, for the fuzz target `fleet_manifest`
 //! (fuzz/fuzz_targets/fleet_manifest.rs), a host's entry of the fleet's manifest and the floor
-//! taken from it. Each must refuse what it cannot read, never
+//! taken from it; and, for the fuzz target `fleet_acme_account`
+//! (fuzz/fuzz_targets/fleet_acme_account.rs), the fleet's ACME account value. Each must refuse what it cannot read, never
 //! panic, and read back what it writes. Not an interface of the agent.
 
 use std::path::PathBuf;
@@ -35,6 +36,8 @@ pub fn envelope(data: &[u8]) {
         "hosts/web1/seen",
         "hosts/web1/unplaced/www",
         "manifest/web1",
+        "acme/pebble/account",
+        "hosts/web1/dcv/www",
     ] {
         let Some(kind) = Kind::of(rel) else {
             panic!("{rel} is a key of the fleet");
@@ -178,6 +181,55 @@ pub fn versions(data: &[u8]) {
             assert!(text.contains("fleet-versions.json"), "{text}");
         }
     }
+}
+
+/// `data` as the fleet's ACME account value at `acme/pebble/account`, and as the account file
+/// sealed inside a well-formed value: accepted only when the bytes are an account file of the
+/// configured directory naming the account the value names, and then as they were sealed.
+pub fn acme_account(data: &[u8]) {
+    use super::schema::{AcmeAccountDoc, DcvServed, b64};
+    let Some(current) = FleetKey::from_bytes(&[0x5a; KEY_LEN]) else {
+        panic!("a key of {KEY_LEN} bytes is a key");
+    };
+    let keys = FleetKeys::new(current, None);
+    let (rel, full, dir) = (
+        "acme/pebble/account",
+        "/f/acme/pebble/account",
+        "https://acme.test/dir",
+    );
+    let _ = super::acme::check_account_value(&keys, full, "pebble", dir, data);
+    let _ = serde_json::from_slice::<AcmeAccountDoc>(data);
+    let _ = serde_json::from_slice::<Vec<DcvServed>>(data);
+    let checked = crate::issuer::acme::check_account_bytes(data, dir);
+    let key_place = Place::new(Purpose::AcmeAccountKey, rel, "pebble");
+    let Ok(sealed) = envelope::seal(&keys, &key_place, 1, data) else {
+        panic!("sealing does not fail");
+    };
+    let doc = AcmeAccountDoc {
+        directory: dir.to_owned(),
+        account_url: checked
+            .clone()
+            .unwrap_or_else(|_| "https://acme.test/acct/1".into()),
+        credentials: b64(&sealed),
+        registered_by: "web1".into(),
+        registered_at: time::OffsetDateTime::UNIX_EPOCH,
+    };
+    let place = Place::new(Purpose::AcmeAccount, rel, "pebble");
+    let Ok(value) = envelope::seal_json(&keys, &place, 1, &doc) else {
+        panic!("sealing does not fail");
+    };
+    match super::acme::check_account_value(&keys, full, "pebble", dir, &value) {
+        Ok(bytes) => {
+            assert!(checked.is_ok(), "accepted what is not an account file");
+            assert_eq!(bytes, data, "opens back as sealed");
+        }
+        Err(e) => {
+            assert!(checked.is_err(), "refused an account file: {e:#}");
+            assert!(format!("{e:#}").contains(full), "names the key: {e:#}");
+        }
+    }
+    // Moved to another CA's key: refused.
+    assert!(super::acme::check_account_value(&keys, full, "other", dir, &value).is_err());
 }
 
 #[cfg(test)]

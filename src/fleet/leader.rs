@@ -19,11 +19,12 @@ use super::envelope::{self, Place, Purpose};
 use super::follower::{read_fleet, report_host, sync};
 use super::link::{FleetLink, check_specs, connect};
 use super::schema::{
-    Current, DcvEntry, HostResult, SharedState, b64, current_key, dcv_key, shared_view, state_key,
+    Current, HostResult, SharedState, b64, current_key, dcv_key, shared_view, state_key,
 };
 use super::shared::{check_keeps, open_state};
 use super::versions::Versions;
 
+mod acme;
 mod around;
 mod export;
 mod imports;
@@ -47,9 +48,9 @@ const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The leader's side of a run: its lead and the fleet.
 pub(super) struct FleetRun<'a> {
-    link: &'a FleetLink,
-    lead: &'a Leadership,
-    config: &'a Config,
+    pub(super) link: &'a FleetLink,
+    pub(super) lead: &'a Leadership,
+    pub(super) config: &'a Config,
     client: std::cell::OnceCell<crate::api::Client>,
     /// The versions this host accepted (and wrote): never borrowed across an `await`.
     versions: std::cell::RefCell<Versions>,
@@ -58,6 +59,8 @@ pub(super) struct FleetRun<'a> {
     /// The records as the run's imports left them on disk: each one the engine works on taken
     /// by it ([`Lead::take_record`]), the others handed to the export.
     records: std::cell::RefCell<Records>,
+    /// The ACME validation files this run published, by certificate.
+    acme_published: std::cell::RefCell<BTreeMap<String, super::schema::DcvEntry>>,
 }
 
 impl FleetRun<'_> {
@@ -137,31 +140,9 @@ impl FleetRun<'_> {
         Ok(())
     }
 
-    /// Publishes the validation file for every host, sealed at the shared record's version.
-    pub(super) async fn publish_dcv(
-        &self,
-        cert: &CertificateConfig,
-        file: &ValidationFile,
-    ) -> Result<()> {
-        let entry = DcvEntry {
-            file_name: file.name().to_owned(),
-            content: file.content().to_owned(),
-        };
-        let rel = dcv_key(&cert.name);
-        let version = self
-            .versions
-            .borrow()
-            .of(&cert.name)
-            .state
-            .map_or(0, |s| s.version);
-        let place = Place::new(Purpose::Dcv, &rel, &cert.name);
-        let sealed = envelope::seal_json(&self.link.key, &place, version, &entry)?;
-        self.lead.put(&rel, sealed, Expect::Any).await?;
-        Ok(())
-    }
-
     /// Withdraws the validation file from every host.
     pub(super) async fn remove_dcv(&self, cert: &CertificateConfig) {
+        self.acme_published.borrow_mut().remove(&cert.name);
         if let Err(e) = self.lead.delete(&dcv_key(&cert.name), Expect::Any).await {
             tracing::warn!(certificate = %cert.name, "could not withdraw the fleet's validation file: {e}");
         }
@@ -213,6 +194,18 @@ impl Lead for FleetRun<'_> {
         Some(self.lead.send_guard())
     }
 
+    fn acme_account<'a>(&'a self, ca: &'a crate::config::AcmeCa) -> LocalBoxFuture<'a, Result<()>> {
+        Box::pin(FleetRun::acme_account(self, ca))
+    }
+
+    fn hosts_not_serving<'a>(
+        &'a self,
+        cert: &'a CertificateConfig,
+        files: &'a [ValidationFile],
+    ) -> LocalBoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(FleetRun::hosts_not_serving(self, cert, files))
+    }
+
     fn take_record(&self, name: &str) -> Option<CertRecord> {
         self.records.borrow_mut().remove(name)
     }
@@ -259,6 +252,10 @@ impl FleetRun<'_> {
             published_by: self.link.fleet.host().to_owned(),
             published_at: self.link.clock.now(),
             archive: b64(&r.archive),
+            chain: r
+                .chain
+                .as_ref()
+                .map(|c| String::from_utf8_lossy(c).into_owned()),
             key: b64(&sealed_key),
         };
         let sealed = envelope::seal_json(&self.link.key, &place, version, &doc)?;
@@ -639,6 +636,7 @@ async fn round(
         versions: std::cell::RefCell::new(versions),
         saved_at: std::cell::Cell::new(std::time::Instant::now()),
         records: std::cell::RefCell::new(records),
+        acme_published: std::cell::RefCell::default(),
     };
     let done = engine::run(config, store, opts, &eligible, Some(&fr)).await;
     take_engine_outcomes(&mut report, done.report.certificates, &from_sync);

@@ -18,11 +18,13 @@
 //! the floor of a host that has accepted nothing yet), `shared` (the shared record and the
 //! current certificate opened and checked), `follower`, `leader`, `status`, `takeover` (what
 //! a lead that ended with its lease left open), `watch`,
-//! `rotate` (every value sealed again under a new fleet key), `unplaced` (an order intent
+//! `acme` (the fleet's ACME account, and the hosts' word that they serve an ACME validation
+//! file), `rotate` (every value sealed again under a new fleet key), `unplaced` (an order intent
 //! never placed, withdrawn), `retire` (`cert-agent retire` for the fleet: its tombstone;
 //! `follower/retired.rs` retires it on every other host). It calls the engine; the engine
 //! sees the leader only through [`crate::engine::Lead`].
 
+mod acme;
 pub mod coord;
 mod deadline;
 mod envelope;
@@ -44,6 +46,7 @@ mod unplaced;
 mod versions;
 mod watch;
 
+pub use acme::{FleetAccount, fleet_account};
 pub use coord::{
     Changes, Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Snapshot, Written,
 };

@@ -34,7 +34,7 @@ use super::link::{
     FleetLink, KEY_CHECK_TEXT, check_instance, check_key, connect, reseal_forged_key_check,
     retire_previous_key,
 };
-use super::schema::{Current, HostSeen, KEY_CHECK, Kind, SharedState, b64, unb64};
+use super::schema::{AcmeAccountDoc, Current, HostSeen, KEY_CHECK, Kind, SharedState, b64, unb64};
 use super::versions::Versions;
 
 /// One value sealed again.
@@ -288,6 +288,7 @@ fn reseal(
     match kind {
         Kind::State(name) => reseal_state(link, versions, name, rel, version, &plain, which),
         Kind::Current(name) => reseal_current(link, versions, name, rel, version, &plain, which),
+        Kind::AcmeAccount(ca) => reseal_account(link, ca, rel, version, &plain, which),
         // A tombstone takes the shared record's place: at the next version, as the record.
         Kind::Retired(name) if which != Which::Current => {
             let to = versions.next_state(name, version)?;
@@ -388,5 +389,44 @@ fn reseal_current(
         what: "current certificate",
         from: version,
         to,
+    }))
+}
+
+/// The fleet's ACME account and its credentials, under the current key (same version).
+fn reseal_account(
+    link: &FleetLink,
+    ca: &str,
+    rel: &str,
+    version: u64,
+    plain: &[u8],
+    which: Which,
+) -> Result<Option<Sealed>> {
+    let mut doc: AcmeAccountDoc =
+        serde_json::from_slice(plain).context("the ACME account is not a valid document")?;
+    let key_place = Place::new(Purpose::AcmeAccountKey, rel, ca);
+    let (at, credentials, key_which) = envelope::open_which(
+        &link.key,
+        &link.fleet,
+        &key_place,
+        &unb64("ACME account", &doc.credentials)?,
+    )?;
+    if at != version {
+        bail!("its credentials are of version {at}, not {version}");
+    }
+    if which == Which::Current && key_which == Which::Current {
+        return Ok(None);
+    }
+    doc.credentials = b64(&envelope::seal(
+        &link.key,
+        &key_place,
+        version,
+        &credentials,
+    )?);
+    let place = Place::new(Purpose::AcmeAccount, rel, ca);
+    Ok(Some(Sealed {
+        value: envelope::seal_json(&link.key, &place, version, &doc)?,
+        what: "ACME account",
+        from: version,
+        to: version,
     }))
 }

@@ -8,9 +8,11 @@
 //! | `keycheck` | a known text | the first host; `fleet rotate-key` |
 //! | `certs/NAME/spec` | names, product and key type every host must agree on | the first host |
 //! | `certs/NAME/state` | the certificate's record (intent, order, reissue, subscription, backoff) and its pending key | the leader, fenced |
-//! | `certs/NAME/current` | the certificate to serve: version, serial, the API's archive and the key | the leader, fenced |
-//! | `certs/NAME/retired` | the tombstone of a certificate `cert-agent retire` retired for the fleet: when, by which host, whether the installed files go, what the cancellation came to | the leader, fenced (with the deletion of the certificate's state, current certificate, validation file, host results and unplaced notes) |
+//! | `certs/NAME/current` | the certificate to serve: version, serial, the API's archive (from an ACME CA: the checked chain, PEM) and the key | the leader, fenced |
+//! | `certs/NAME/retired` | the tombstone of a certificate `cert-agent retire` retired for the fleet: when, by which host, whether the installed files go, what the cancellation came to | the leader, fenced (with the deletion of the certificate's state, current certificate, validation file, host results, hosts' word on ACME validation files and unplaced notes) |
+//! | `acme/CA/account` | the fleet's account with the ACME CA `[acme.CA]`: its directory and URL, and its credentials (with the account's private key) sealed once more | the first leader that needs it, fenced, once |
 //! | `dcv/NAME` | the validation file to serve while the CA checks | the leader, fenced |
+//! | `hosts/HOST/dcv/NAME` | the ACME validation file HOST serves for NAME (its name and the SHA-256 of its content): the leader answers the ACME challenge once every live host says so | HOST |
 //! | `hosts/HOST/certs/NAME` | what HOST installed (serial, version, time) or why it could not | HOST |
 //! | `hosts/HOST/seen` | when HOST last synchronised, its instance id, the id of its current fleet key and of the previous key it still opens values with (none once the rotation ended on it) | HOST |
 //! | `hosts/HOST/unplaced/NAME` | an order intent of NAME whose order HOST did not place (its lead ended before it was sent, or the API refused it) | HOST |
@@ -58,6 +60,12 @@ pub(super) fn retired_key(name: &str) -> String {
 pub(super) fn dcv_key(name: &str) -> String {
     format!("dcv/{name}")
 }
+pub(super) fn acme_account_key(ca: &str) -> String {
+    format!("acme/{ca}/account")
+}
+pub(super) fn dcv_served_key(host: &str, name: &str) -> String {
+    format!("hosts/{host}/dcv/{name}")
+}
 pub(super) fn host_key(host: &str, name: &str) -> String {
     format!("hosts/{host}/certs/{name}")
 }
@@ -88,6 +96,8 @@ pub(super) enum Kind<'a> {
     HostSeen,
     Unplaced(&'a str),
     Manifest,
+    AcmeAccount(&'a str),
+    DcvServed(&'a str),
 }
 
 impl<'a> Kind<'a> {
@@ -104,6 +114,8 @@ impl<'a> Kind<'a> {
             ["hosts", _, "seen"] => Self::HostSeen,
             ["hosts", _, "unplaced", name] => Self::Unplaced(name),
             ["manifest", _] => Self::Manifest,
+            ["acme", ca, "account"] => Self::AcmeAccount(ca),
+            ["hosts", _, "dcv", name] => Self::DcvServed(name),
             _ => return None,
         })
     }
@@ -121,6 +133,8 @@ impl<'a> Kind<'a> {
             Self::HostSeen => (Purpose::HostSeen, ""),
             Self::Unplaced(n) => (Purpose::Unplaced, n),
             Self::Manifest => (Purpose::Manifest, ""),
+            Self::AcmeAccount(ca) => (Purpose::AcmeAccount, ca),
+            Self::DcvServed(n) => (Purpose::DcvServed, n),
         };
         Place::new(purpose, rel, name)
     }
@@ -138,6 +152,8 @@ impl<'a> Kind<'a> {
             Kind::HostSeen => "host seen",
             Kind::Unplaced(_) => "order not placed",
             Kind::Manifest => "manifest entry",
+            Kind::AcmeAccount(_) => "ACME account",
+            Kind::DcvServed(_) => "validation file served",
         }
     }
 }
@@ -217,8 +233,13 @@ pub(super) struct Current {
     pub published_by: String,
     #[serde(with = "time::serde::rfc3339")]
     pub published_at: OffsetDateTime,
-    /// The archive the API sent (base64).
+    /// The archive the API sent (base64); empty when `chain` holds the certificate.
     pub(super) archive: String,
+    /// The checked chain (PEM: the leaf, then the intermediates), for a certificate of an
+    /// ACME CA. A host of a version without it reads an empty archive and refuses the
+    /// certificate, naming it, without installing anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) chain: Option<String>,
     /// The private key's PEM, sealed for this key, name and version (base64).
     pub(super) key: String,
 }
@@ -244,6 +265,53 @@ pub(super) struct Tombstone {
 pub(super) struct DcvEntry {
     pub(super) file_name: String,
     pub(super) content: String,
+    /// The other `http-01` files of the same ACME order (one per name); a host of an earlier
+    /// version serves the first file alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) more: Vec<DcvFile>,
+}
+
+/// One more validation file of a [`DcvEntry`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct DcvFile {
+    pub(super) file_name: String,
+    pub(super) content: String,
+}
+
+impl DcvEntry {
+    /// Every file: (name, content).
+    pub(super) fn files(&self) -> impl Iterator<Item = (&str, &str)> {
+        std::iter::once((self.file_name.as_str(), self.content.as_str())).chain(
+            self.more
+                .iter()
+                .map(|f| (f.file_name.as_str(), f.content.as_str())),
+        )
+    }
+}
+
+/// `acme/CA/account`: the fleet's account with an ACME CA. The credentials (the account's
+/// private key among them) are sealed once more under their own purpose.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct AcmeAccountDoc {
+    /// The directory URL the account was registered with.
+    pub(super) directory: String,
+    /// The account's URL at the CA.
+    pub(super) account_url: String,
+    /// The account file's bytes, sealed for this key (base64).
+    pub(super) credentials: String,
+    pub(super) registered_by: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub(super) registered_at: OffsetDateTime,
+}
+
+/// `hosts/HOST/dcv/NAME`: the ACME validation file HOST serves for NAME.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct DcvServed {
+    pub(super) file_name: String,
+    /// SHA-256 of the content served (lower-case hex).
+    pub(super) content_sha256: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub(super) at: OffsetDateTime,
 }
 
 /// `hosts/HOST/seen`: when the host last synchronised, and where its fleet key rotation

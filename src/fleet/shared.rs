@@ -188,14 +188,21 @@ fn prepare(
     let key = PrivateKey::from_pem(&pem, "the fleet's record")
         .with_context(|| format!("the fleet's key of certificate '{}'", cert.name))?;
     let archive = unb64("archive", &current.archive)?;
-    let checked =
-        deploy::check_archive(cert, &archive, &key, link.clock.now()).with_context(|| {
-            format!(
-                "the fleet's certificate of '{}' (version {version}) was rejected on this host; \
+    let checked = match &current.chain {
+        // A certificate of an ACME CA: its chain, checked as the leader checked it.
+        Some(chain) if archive.is_empty() => {
+            deploy::check_chain(cert, chain.as_bytes(), &key, link.clock.now())
+        }
+        Some(_) => Err(anyhow!("it holds both an archive and a chain; refused")),
+        None => deploy::check_archive(cert, &archive, &key, link.clock.now()),
+    }
+    .with_context(|| {
+        format!(
+            "the fleet's certificate of '{}' (version {version}) was rejected on this host; \
              nothing was installed",
-                cert.name
-            )
-        })?;
+            cert.name
+        )
+    })?;
     let (bundle, not_yet) = match checked {
         deploy::Checked::Valid(b) => (b, false),
         deploy::Checked::NotYet(b) => (b, true),
@@ -258,6 +265,7 @@ mod tests {
         let good = DcvEntry {
             file_name: format!("{}.txt", h.md5),
             content: format!("{}\nsectigo.com\nabc", h.sha256),
+            more: Vec::new(),
         };
         check_dcv(&h, &good).unwrap();
         let forged = DcvEntry {

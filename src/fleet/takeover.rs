@@ -288,6 +288,7 @@ mod tests {
             published_by: "web1".into(),
             published_at: now,
             archive: String::new(),
+            chain: None,
             key: String::new(),
         };
         CertRecord {

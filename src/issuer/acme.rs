@@ -11,7 +11,10 @@
 //! the chain is checked against the key and names by the caller before it is installed.
 
 pub mod chain;
+mod account_bytes;
 pub mod http;
+
+pub use account_bytes::{check_account_bytes, read_account_bytes, write_account_bytes};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -241,7 +241,7 @@ fn acme_configuration_mistakes_are_named_with_their_line() {
         .run();
     ok.expect_code(0);
 
-    let cases: [(&str, String, &str); 6] = [
+    let cases: [(&str, String, &str); 5] = [
         (
             "unknown issuer",
             good.replace("issuer = \"le\"", "issuer = \"lee\""),
@@ -269,15 +269,6 @@ fn acme_configuration_mistakes_are_named_with_their_line() {
             "plain http",
             good.replace("https://acme.test/dir", "http://acme.test/dir"),
             "is not an https:// URL",
-        ),
-        (
-            "fleet",
-            format!(
-                "{good}\n[fleet]\nendpoints = [\"http://127.0.0.1:2379\"]\ninsecure_plaintext = true\n\
-                 host = \"web1\"\nsecret_file = \"{}/fleet.key\"\n",
-                dir.display()
-            ),
-            "only Partner API certificates are shared",
         ),
     ];
     for (what, text, expect) in cases {

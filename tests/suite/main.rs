@@ -59,6 +59,9 @@ mod dcv_standalone;
 // --- Fleet mode (a real three-member etcd cluster) ---
 /// Leadership, fenced writes, takeover after a leader stops, quorum loss and recovery.
 mod fleet;
+/// Three hosts with nginx and Pebble: one ACME account and order, every host serves the
+/// challenge then the certificate; a takeover resumes the order; a forged account refused.
+mod fleet_acme;
 /// The validator behind the strictest balancer: a fleet validates once every host has the file.
 mod fleet_balancer;
 /// A follower installs a catch-up and a leader's burst of certificates with one reload each.

@@ -106,7 +106,7 @@ impl Checker<'_> {
                 cache::store(&a.state_dir, path, self.text, &stamps, &kept);
             }
         }
-        let api = self.issuers_across(&certificates, api, api_missing, fleet.as_ref());
+        let api = self.issuers_across(&certificates, api, api_missing);
         let certificates = certificates.into_iter().map(|(c, _)| c).collect();
         // Read from files (every included file with its stamp): what the due summary is
         // made for.
@@ -153,14 +153,12 @@ impl Checker<'_> {
     }
 
     /// `[api]` is required unless every certificate comes from an ACME CA (then it stands
-    /// unused: the Partner API is never called); ACME certificates are not shared through a
-    /// fleet. The `[api]` to use.
+    /// unused: the Partner API is never called). The `[api]` to use.
     fn issuers_across(
         &mut self,
         certificates: &[(CertificateConfig, Origin)],
         api: Option<crate::config::ApiConfig>,
         api_missing: bool,
-        fleet: Option<&Option<crate::config::FleetConfig>>,
     ) -> Option<crate::config::ApiConfig> {
         let partner = certificates
             .iter()
@@ -178,21 +176,6 @@ impl Checker<'_> {
                 "top level",
                 format!("missing required section [api]{why}"),
             );
-        }
-        if matches!(fleet, Some(Some(_))) {
-            for (c, o) in certificates {
-                if let Some(ca) = c.order.issuer.acme() {
-                    let msg = format!(
-                        "`issuer` = {ca:?}: certificates of an ACME CA are managed per host;                          in fleet mode ([fleet]) only Partner API certificates are shared, so                          run this one from a configuration without [fleet]"
-                    );
-                    self.problems.push(Problem {
-                        file: o.file.clone(),
-                        line: o.line,
-                        context: format!("certificate '{}'", c.name),
-                        message: msg,
-                    });
-                }
-            }
         }
         match api {
             None if api_missing => Some(crate::config::ApiConfig::unused()),

@@ -111,6 +111,10 @@ pub(super) async fn export(
         if published.contains(cert.name.as_str()) {
             return None;
         }
+        // A certificate of an ACME CA reaches the fleet through an order the leader places.
+        if !cert.order.issuer.is_partner() {
+            return None;
+        }
         let rec = records.get(&cert.name)?;
         // A reissue or order in flight: the fleet gets its certificate once issued (the
         // order's download may already be the new certificate, not the one installed here).
@@ -203,6 +207,7 @@ pub(super) async fn hand_over_installed(
         not_after: bundle.not_after,
         key_pem: key.secret_pem().as_bytes().to_vec(),
         archive: download.bytes.to_vec(),
+        chain: None,
     };
     fr.publish_current(cert, &item).await?;
     tracing::info!(certificate = %cert.name, serial = %item.serial, "the installed certificate was handed to the fleet");
