@@ -10,8 +10,8 @@
 //! written ([`ValidationFile::acme_http01`]), problem documents are quoted escaped and cut, and
 //! the chain is checked against the key and names by the caller before it is installed.
 
-pub mod chain;
 mod account_bytes;
+pub mod chain;
 pub mod http;
 
 pub use account_bytes::{check_account_bytes, read_account_bytes, write_account_bytes};
