@@ -17,12 +17,14 @@
 //! accepted), `link` (connect, key and spec agreement), `floor` (the fleet's manifest, and
 //! the floor of a host that has accepted nothing yet), `shared` (the shared record and the
 //! current certificate opened and checked), `follower`, `leader`, `status`, `takeover` (what
-//! a lead that ended with its lease left open), `watch`,
+//! a lead that ended with its lease left open), `audit_seen` (the hosts' audit logs seen
+//! from here), `watch`,
 //! `rotate` (every value sealed again under a new fleet key), `unplaced` (an order intent
 //! never placed, withdrawn), `retire` (`cert-agent retire` for the fleet: its tombstone;
 //! `follower/retired.rs` retires it on every other host). It calls the engine; the engine
 //! sees the leader only through [`crate::engine::Lead`].
 
+mod audit_seen;
 pub mod coord;
 mod deadline;
 mod envelope;
@@ -44,6 +46,7 @@ mod unplaced;
 mod versions;
 mod watch;
 
+pub use audit_seen::{HostAudit, witness as witness_audit};
 pub use coord::{
     Changes, Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Snapshot, Written,
 };

@@ -10,9 +10,12 @@ use time::OffsetDateTime;
 
 use crate::crypto;
 
+use super::audit_seen::HostAudit;
 use super::envelope::{self, Place, Purpose};
 use super::link::FleetLink;
-use super::schema::{Current, HostResult, SharedState, Tombstone, printable, printable_capped};
+use super::schema::{
+    Current, HostResult, HostSeen, SharedState, Tombstone, printable, printable_capped,
+};
 use crate::store::FleetAttempt;
 
 /// The fleet as `cert-agent fleet status` shows it.
@@ -30,6 +33,9 @@ pub struct FleetStatus {
     /// What this host's operator is to do: a previous fleet key still configured after the
     /// rotation ended on this host ([`super::previous_key_warning`]).
     pub warnings: Vec<String>,
+    /// Each host's audit log: the last line its `seen` record names, and whether it went
+    /// back since this host saw a later one ([`super::audit_seen`]).
+    pub audit: Vec<HostAudit>,
 }
 
 /// One certificate of the fleet.
@@ -103,7 +109,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         mut failures,
         mut retired,
     } = read_certs(link).await?;
-    let (results, hosts) = read_hosts(link, now).await?;
+    let (results, hosts, audit) = read_hosts(link, now).await?;
     let mut lagging = std::collections::BTreeSet::new();
     let mut failing = Vec::new();
     let mut certificates = Vec::new();
@@ -174,6 +180,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         lagging: lagging.into_iter().collect(),
         failing,
         warnings: Vec::new(),
+        audit,
     })
 }
 
@@ -249,21 +256,33 @@ async fn read_certs(link: &FleetLink) -> Result<Certs> {
     })
 }
 
-/// Every host's result per certificate (a result that does not open is an error), and the
-/// hosts that reported anything.
+/// Every host's result per certificate (a result that does not open is an error), the
+/// hosts that reported anything, and the audit line of each host's `seen` record.
 type HostResults = (
     BTreeMap<String, BTreeMap<String, HostResult>>,
     std::collections::BTreeSet<String>,
+    Vec<HostAudit>,
 );
 
 async fn read_hosts(link: &FleetLink, now: OffsetDateTime) -> Result<HostResults> {
     let mut results: BTreeMap<String, BTreeMap<String, HostResult>> = BTreeMap::new();
     let mut hosts = std::collections::BTreeSet::new();
+    let mut audit = Vec::new();
     for (key, value) in link.fleet.list("hosts/").await? {
         let parts: Vec<&str> = key.split('/').collect();
         match parts.as_slice() {
             ["hosts", host, "seen"] => {
                 hosts.insert((*host).to_owned());
+                let place = Place::new(Purpose::HostSeen, &key, "");
+                audit.push(
+                    match envelope::open_json::<HostSeen>(&link.key, &link.fleet, &place, &value) {
+                        Ok((_, seen)) => HostAudit::of(host, seen.audit.as_ref()),
+                        Err(e) => HostAudit {
+                            error: Some(printable_capped(&format!("{e:#}"), 300)),
+                            ..HostAudit::of(host, None)
+                        },
+                    },
+                );
             }
             ["hosts", host, "certs", name] => {
                 hosts.insert((*host).to_owned());
@@ -289,7 +308,7 @@ async fn read_hosts(link: &FleetLink, now: OffsetDateTime) -> Result<HostResults
             _ => {}
         }
     }
-    Ok((results, hosts))
+    Ok((results, hosts, audit))
 }
 
 /// A host's state for one certificate: its error first, then a skipped install, then

@@ -58,6 +58,8 @@ mod dcv_standalone;
 // --- Fleet mode (a real three-member etcd cluster) ---
 /// Leadership, fenced writes, takeover after a leader stops, quorum loss and recovery.
 mod fleet;
+/// A host's audit log cut short or deleted shows in another host's `fleet status`.
+mod fleet_audit;
 /// The validator behind the strictest balancer: a fleet validates once every host has the file.
 mod fleet_balancer;
 /// A follower installs a catch-up and a leader's burst of certificates with one reload each.
