@@ -40,9 +40,9 @@ pub use error::{ConfigError, Problem};
 pub use rules::{validate_certificate_name, validate_domain, validate_email};
 pub use select::UnknownCertificate;
 pub use types::{
-    AcmeCa, AgentConfig, ApiConfig, CertificateConfig, CommandLine, Config, DcvMethod, Family,
-    FleetConfig, Issuer, KeyType, PreflightConfig, RevocationConfig, ServerKind, ValidationConfig,
-    Webroot,
+    AcmeCa, AgentConfig, ApiConfig, CertificateConfig, ChainTrust, CommandLine, Config, DcvMethod,
+    Family, FleetConfig, Issuer, KeyType, PreflightConfig, RevocationConfig, ServerKind,
+    ValidationConfig, Webroot,
 };
 
 /// Default configuration file.

@@ -84,13 +84,15 @@ pub(crate) fn check_archive(
     key: &PrivateKey,
     now: time::OffsetDateTime,
 ) -> Result<Checked> {
+    let anchors = bundle::trust_anchors(cert.install.chain_trust, cert.install.ca_file.as_deref())
+        .map_err(|e| anyhow!("certificate '{}': {e}", cert.name))?;
     let at = |when: time::OffsetDateTime| {
         let public_key = key.public_key_der();
         let expected = Expected {
             public_key_der: &public_key,
             domains: &cert.domains,
             now: when,
-            trust_anchors: &[],
+            trust_anchors: &anchors,
         };
         bundle::read_bundle(archive, cert.install.server, &expected)
     };
