@@ -288,7 +288,7 @@ pub struct AgentConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notify_command: Option<CommandLine>,
     /// The user `cert-agent serve` switches to after binding its ports when started as root;
-    /// default `nobody`.
+    /// default `cert-agent-serve` (created by the packages).
     pub serve_user: String,
     /// Where the run's events are posted as JSON (`http://` or `https://`), each once per
     /// change of state.
