@@ -26,7 +26,8 @@ pub(super) async fn status(
     let kept = crate::fleet::witness_audit(&config.agent.state_dir, &mut status.audit, clock.now());
     status.warnings.extend(kept);
     let rewound = status.audit.iter().any(|a| a.rewound.is_some());
-    let code = if status.lagging.is_empty() && status.failing.is_empty() && !rewound {
+    let alert = rewound || status.leader_alert.is_some();
+    let code = if status.lagging.is_empty() && status.failing.is_empty() && !alert {
         exit::OK
     } else {
         exit::ERROR
@@ -122,12 +123,29 @@ pub(super) async fn status(
             status.lagging.join(", ")
         );
     }
-    print_audit(&status.audit);
+    print_trust(&status);
     Ok(code)
 }
 
-/// Each host's last audit line, and each log that went back (`AUDIT REWOUND`).
-fn print_audit(audit: &[crate::fleet::HostAudit]) {
+/// The manifest's floor of each certificate, a suspect lead, each host's last audit line, and
+/// each log that went back (`AUDIT REWOUND`).
+fn print_trust(status: &crate::fleet::FleetStatus) {
+    for c in &status.certificates {
+        if let Some(f) = &c.floor {
+            outln!(
+                "{}: the manifest vouches for shared record {}, current {}, tombstone {} ({})",
+                c.name,
+                f.state,
+                f.current,
+                f.tombstone,
+                f.by.join(", ")
+            );
+        }
+    }
+    if let Some(why) = &status.leader_alert {
+        outln!("LEAD SUSPECT: {why}");
+    }
+    let audit = &status.audit;
     let lines: Vec<String> = audit
         .iter()
         .filter_map(|a| a.seq.map(|s| format!("{} {s}", a.host)))

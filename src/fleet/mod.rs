@@ -60,6 +60,6 @@ pub use link::{
 pub use options::{DEFAULT_PREFIX, FleetOptions};
 pub use retire::{LeadElsewhere, Retiring};
 pub use rotate::{Resealed, RotateReport, Unmoved, rotate_key};
-pub use status::{CertStatus, FleetStatus, HostStatus, RetiredStatus, status};
+pub use status::{CertStatus, FleetStatus, FloorStatus, HostStatus, RetiredStatus, status};
 pub use takeover::{Takeover, open_work};
 pub use watch::follow_changes;

@@ -36,6 +36,21 @@ pub struct FleetStatus {
     /// Each host's audit log: the last line its `seen` record names, and whether it went
     /// back since this host saw a later one ([`super::audit_seen`]).
     pub audit: Vec<HostAudit>,
+    /// Why the lead is suspect: held by a name no host announced (`hosts/NAME/seen`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader_alert: Option<String>,
+}
+
+/// The versions the fleet's manifest vouches for, for one certificate: what a host that has
+/// accepted nothing of it takes as its floor ([`super::floor`]).
+#[derive(Debug, Serialize)]
+pub struct FloorStatus {
+    /// The shared record's, the current certificate's and the tombstone's version (0: none).
+    pub state: u64,
+    pub current: u64,
+    pub tombstone: u64,
+    /// Hosts whose entries vouch for the highest shared record or current certificate.
+    pub by: Vec<String>,
 }
 
 /// One certificate of the fleet.
@@ -59,6 +74,9 @@ pub struct CertStatus {
     /// Retired for the fleet (`cert-agent retire`): its tombstone, opened.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retired: Option<RetiredStatus>,
+    /// The versions the fleet's manifest vouches for (none: no entry names it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor: Option<FloorStatus>,
     pub hosts: Vec<HostStatus>,
 }
 
@@ -110,6 +128,20 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         mut retired,
     } = read_certs(link).await?;
     let (results, hosts, audit) = read_hosts(link, now).await?;
+    let (entries, _) = super::floor::read_entries(link).await?;
+    let names: Vec<String> = currents.keys().cloned().collect();
+    let mut floors = super::floor::floors(&entries, &names);
+    let leader_alert = leader
+        .as_ref()
+        .filter(|l| !hosts.iter().any(|h| printable(h) == **l))
+        .map(|l| {
+            format!(
+                "the lead is held by '{l}', a name no host has announced ({}): a leader key \
+                 written by an etcd writer, or a host whose `seen` record was deleted; while it \
+                 holds the lead no host renews",
+                link.fleet.key(&format!("hosts/{l}/seen"))
+            )
+        });
     let mut lagging = std::collections::BTreeSet::new();
     let mut failing = Vec::new();
     let mut certificates = Vec::new();
@@ -171,6 +203,12 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
             error,
             failure,
             retired: tombstone,
+            floor: floors.remove(&name).map(|f| FloorStatus {
+                state: f.versions.state,
+                current: f.versions.current,
+                tombstone: f.versions.tombstone,
+                by: f.by.iter().map(|h| printable(h)).collect(),
+            }),
             hosts: host_rows,
         });
     }
@@ -181,6 +219,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         failing,
         warnings: Vec::new(),
         audit,
+        leader_alert,
     })
 }
 

@@ -1,7 +1,8 @@
-//! The audit logs of the fleet's hosts anchored off each host: every host's sealed `seen`
-//! record names the last line of its audit log, and another host's `fleet status` reports a
-//! log that went back since it saw a later line — what whoever has root on a host does to hide
-//! its actions (the log and its anchor removed or cut short together verify on that host).
+//! What `fleet status` tells of the fleet's trust: the audit logs of the hosts anchored off
+//! each host (every host's sealed `seen` record names the last line of its audit log, and
+//! another host's `fleet status` reports a log that went back since it saw a later line — what
+//! whoever has root on a host does to hide its actions), a lead held by a name no host
+//! announced, and the versions the manifest vouches for per certificate.
 
 use crate::fleet_e2e::{DOMAIN, Fleet, ready};
 
@@ -86,4 +87,63 @@ fn a_hosts_audit_log_removed_shows_as_rewound_in_another_hosts_fleet_status() {
         audit_row(&f.agent(0, &["--json", "fleet", "status"]).json(), "web1").get("rewound"),
         None
     );
+}
+
+/// An etcd writer puts a leader key of a name no host announced on a live lease of its own:
+/// no host leads while it lasts (no renewal anywhere), so `fleet status` shows it and exits 1.
+/// It shows the versions the manifest vouches for per certificate too.
+#[test]
+fn a_lead_held_by_a_name_no_host_announced_is_shown_with_the_manifests_floors() {
+    if !ready() {
+        return;
+    }
+    let f = Fleet::start_under(PREFIX, &[Server::Nginx, Server::Nginx], &[("www", DOMAIN)]);
+    f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
+    f.agent(0, &["--json", "renew", "--wait", "60"])
+        .expect_code(0);
+    f.agent(1, &["--json", "renew"]).expect_code(0);
+    let st = f.agent(1, &["--json", "fleet", "status"]);
+    st.expect_code(0);
+    let v = st.json();
+    let floor = &v["certificates"][0]["floor"];
+    assert!(floor["state"].as_u64() >= Some(1), "{v}");
+    assert!(floor["current"].as_u64() >= Some(1), "{v}");
+    assert!(
+        floor["by"]
+            .as_array()
+            .is_some_and(|b| b.iter().any(|h| h == "web1")),
+        "{v}"
+    );
+    assert!(v.get("leader_alert").is_none(), "{v}");
+
+    let mut etcd = f.etcd();
+    etcd.put_on_lease("leader", "ghost", 600);
+    let st = f.agent(1, &["--json", "fleet", "status"]);
+    st.expect_code(1);
+    let why = st.json()["leader_alert"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        why.contains("'ghost'") && why.contains("no host has announced"),
+        "{}",
+        st.describe()
+    );
+    let text = f.agent(1, &["fleet", "status"]);
+    text.expect_code(1);
+    assert!(
+        text.stdout.contains("LEAD SUSPECT: "),
+        "{}",
+        text.describe()
+    );
+    assert!(
+        text.stdout
+            .contains("www: the manifest vouches for shared record "),
+        "{}",
+        text.describe()
+    );
+    // A host's own name on the lease is no alert.
+    etcd.put_on_lease("leader", "web1", 600);
+    let st = f.agent(1, &["--json", "fleet", "status"]);
+    assert!(st.json().get("leader_alert").is_none(), "{}", st.describe());
 }
