@@ -10,9 +10,11 @@
 //!
 //! Depends only on the foundation (`crypto`, `values`).
 
+mod anchors;
 mod archive;
 mod validate;
 
+pub use anchors::{SYSTEM_BUNDLES, trust_anchors};
 pub use archive::{Archive, EntryProblem, Limits};
 pub use validate::{Expected, ServerKind, ValidatedBundle, validate, validate_chain};
 

@@ -9,11 +9,15 @@
 //!   [`Limits::connection_timeout`], whatever it does;
 //! - at most [`Limits::max_connections`] connections at a time; at the cap, [`OverCap`] says
 //!   whether further connections wait in the kernel's listen queue or are closed at once;
+//! - at most [`Limits::max_per_peer`] of them from one address (an IPv6 address counts by
+//!   its /64): one more from that address is closed at once, so that one client holding
+//!   idle connections cannot take every slot;
 //! - [`Server::shutdown`] (or dropping the [`Server`]) stops accepting and closes every
 //!   connection; accept and connection errors are logged, never fatal.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,6 +60,68 @@ pub(crate) struct Limits {
     pub(crate) max_connections: usize,
     /// What becomes of connections beyond `max_connections`.
     pub(crate) over_cap: OverCap,
+    /// Connections open at the same time from one address (0: no cap of its own); one more
+    /// is closed at once.
+    pub(crate) max_per_peer: usize,
+}
+
+/// The connections open per address ([`peer_key`]).
+#[derive(Debug, Default)]
+struct Peers(std::sync::Mutex<HashMap<IpAddr, usize>>);
+
+/// One open connection of an address, given back when dropped.
+struct PeerSlot {
+    peers: Arc<Peers>,
+    key: IpAddr,
+}
+
+impl Peers {
+    /// A slot for a connection from `ip`, unless `max` are open from its address (`max` 0:
+    /// always).
+    fn take(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<PeerSlot> {
+        let key = peer_key(ip);
+        let mut open = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = open.entry(key).or_insert(0);
+        if max > 0 && *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(PeerSlot {
+            peers: Arc::clone(self),
+            key,
+        })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut open = self
+            .peers
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = open.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// What connections are counted by: an IPv4 address (an IPv4-mapped IPv6 one too), or the
+/// /64 of an IPv6 address (one host usually holds a whole /64).
+fn peer_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        },
+    }
 }
 
 /// A server's answer to one request.
@@ -127,6 +193,7 @@ async fn accept_loop(
     mut stopped: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let peers = Arc::new(Peers::default());
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -168,11 +235,20 @@ async fn accept_loop(
             drop(stream);
             continue;
         };
+        let Some(from_peer) = peers.take(peer.ip(), limits.max_per_peer) else {
+            tracing::debug!(
+                "{name}: connection from {peer} closed: {} connections from its address open",
+                limits.max_per_peer
+            );
+            drop(stream);
+            continue;
+        };
         let builder = builder.clone();
         let handler = handler.clone();
         let limit = limits.connection_timeout;
         conns.spawn(async move {
-            serve_connection(&builder, stream, peer, handler, limit, name, slot).await;
+            let slots = (slot, from_peer);
+            serve_connection(&builder, stream, peer, handler, limit, name, slots).await;
         });
     }
     conns.shutdown().await;
@@ -185,7 +261,7 @@ async fn serve_connection(
     handler: Arc<Handler>,
     limit: Duration,
     name: &str,
-    _slot: OwnedSemaphorePermit,
+    _slots: (OwnedSemaphorePermit, PeerSlot),
 ) {
     let service = service_fn(move |req: Request<Incoming>| {
         let response = handler(&req, peer);
@@ -219,6 +295,7 @@ mod tests {
             connection_timeout: Duration::from_secs(5),
             max_connections,
             over_cap,
+            max_per_peer: 0,
         };
         Server::start(listener, limits, "test server", Arc::new(ok)).unwrap()
     }
@@ -270,5 +347,22 @@ mod tests {
             .await
             .unwrap();
         assert!(TcpStream::connect(addr).await.is_err());
+    }
+
+    #[test]
+    fn an_ipv6_peer_counts_by_its_64_and_a_mapped_ipv4_as_ipv4() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::9".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(peer_key(a), peer_key(b));
+        assert_ne!(peer_key(a), peer_key(c));
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+        assert_eq!(peer_key(mapped), "192.0.2.7".parse::<IpAddr>().unwrap());
+        let peers = Arc::new(Peers::default());
+        let held: Vec<_> = (0..2).map(|_| peers.take(a, 2).unwrap()).collect();
+        assert!(peers.take(b, 2).is_none(), "the same /64");
+        assert!(peers.take(c, 2).is_some());
+        drop(held);
+        assert!(peers.take(b, 2).is_some(), "given back");
     }
 }

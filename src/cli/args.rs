@@ -359,8 +359,8 @@ pub enum Command {
     /// of the certificates with `standalone = true` and serves the validation files `renew`
     /// publishes, also between runs while the CA has not validated yet.
     ///
-    /// Started as root, it switches to `[agent] serve_user` (default nobody) once its ports are
-    /// bound. Stops on SIGTERM or SIGINT. See `cert-agent-serve.service`.
+    /// Started as root, it switches to `[agent] serve_user` (default cert-agent-serve) once its
+    /// ports are bound, with no capability left and no_new_privs set. Stops on SIGTERM or SIGINT. See `cert-agent-serve.service`.
     Serve,
 }
 

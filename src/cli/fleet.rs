@@ -23,7 +23,11 @@ pub(super) async fn status(
     status
         .warnings
         .extend(crate::fleet::previous_key_warning(config, clock.now()));
-    let code = if status.lagging.is_empty() && status.failing.is_empty() {
+    let kept = crate::fleet::witness_audit(&config.agent.state_dir, &mut status.audit, clock.now());
+    status.warnings.extend(kept);
+    let rewound = status.audit.iter().any(|a| a.rewound.is_some());
+    let alert = rewound || status.leader_alert.is_some();
+    let code = if status.lagging.is_empty() && status.failing.is_empty() && !alert {
         exit::OK
     } else {
         exit::ERROR
@@ -119,7 +123,45 @@ pub(super) async fn status(
             status.lagging.join(", ")
         );
     }
+    print_trust(&status);
     Ok(code)
+}
+
+/// The manifest's floor of each certificate, a suspect lead, each host's last audit line, and
+/// each log that went back (`AUDIT REWOUND`).
+fn print_trust(status: &crate::fleet::FleetStatus) {
+    for c in &status.certificates {
+        if let Some(f) = &c.floor {
+            outln!(
+                "{}: the manifest vouches for shared record {}, current {}, tombstone {} ({})",
+                c.name,
+                f.state,
+                f.current,
+                f.tombstone,
+                f.by.join(", ")
+            );
+        }
+    }
+    if let Some(why) = &status.leader_alert {
+        outln!("LEAD SUSPECT: {why}");
+    }
+    let audit = &status.audit;
+    let lines: Vec<String> = audit
+        .iter()
+        .filter_map(|a| a.seq.map(|s| format!("{} {s}", a.host)))
+        .collect();
+    if !lines.is_empty() {
+        outln!("audit log (host, last line): {}", lines.join(", "));
+    }
+    for a in audit {
+        if let Some(why) = &a.rewound {
+            outln!(
+                "{}: AUDIT REWOUND: {why}; check its log there: cert-agent audit --verify \
+                 --expect-min-seq N --expect-last-hash H (the line seen)",
+                a.host
+            );
+        }
+    }
 }
 
 /// Seals every value of the fleet again under the new key and lists what it did; exit 3 when

@@ -180,5 +180,93 @@ fn drop_privileges(user: &User) -> Result<()> {
     {
         bail!("after switching to user '{name}' the process could become root again");
     }
-    Ok(())
+    // Nothing it runs can gain a privilege (it runs nothing; this makes sure).
+    nix::sys::prctl::set_no_new_privs().context("could not set no_new_privs")?;
+    let status = std::fs::read_to_string("/proc/self/status")
+        .context("could not read /proc/self/status to check the capabilities left")?;
+    no_privilege_left(&status)
+        .map_err(|e| anyhow::anyhow!("after switching to user '{name}': {e} (/proc/self/status)"))
+}
+
+/// The capability sets that give a privilege (the effective, permitted and ambient sets) must
+/// be empty and `NoNewPrivs` set, as `/proc/self/status` shows them; an error names each one
+/// that is not, or a line that is missing or unreadable.
+fn no_privilege_left(status: &str) -> Result<(), String> {
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+            .map(str::trim)
+            .ok_or_else(|| format!("no {key} line"))
+    };
+    let mut held = Vec::new();
+    for key in ["CapEff", "CapPrm", "CapAmb"] {
+        let text = field(key)?;
+        let bits = u64::from_str_radix(text, 16)
+            .ok()
+            .filter(|_| !text.is_empty() && text.len() <= 16)
+            .ok_or_else(|| {
+                format!(
+                    "{key} is not a capability set: {:?}",
+                    crate::values::text::printable_capped(text, 40)
+                )
+            })?;
+        if bits != 0 {
+            held.push(format!("{key} {bits:016x}"));
+        }
+    }
+    match field("NoNewPrivs")? {
+        "1" => {}
+        other => held.push(format!(
+            "NoNewPrivs {}",
+            crate::values::text::printable_capped(other, 8)
+        )),
+    }
+    if held.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("privileges left: {}", held.join(", ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::no_privilege_left;
+
+    const DROPPED: &str = "Name:\tcert-agent\nUid:\t65534\t65534\t65534\t65534\n\
+        CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n\
+        CapBnd:\t00000000000000c0\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\n";
+
+    #[test]
+    fn only_empty_capability_sets_and_no_new_privs_pass() {
+        assert_eq!(no_privilege_left(DROPPED), Ok(()));
+        // A capability kept through the switch (keepcaps, an ambient set), or no NoNewPrivs.
+        let kept = DROPPED.replace("CapEff:\t0000000000000000", "CapEff:\t0000000000000400");
+        let e = no_privilege_left(&kept).unwrap_err();
+        assert!(e.contains("CapEff 0000000000000400"), "{e}");
+        let ambient = DROPPED.replace("CapAmb:\t0000000000000000", "CapAmb:\t0000000000000400");
+        assert!(no_privilege_left(&ambient).unwrap_err().contains("CapAmb"));
+        let nnp = DROPPED.replace("NoNewPrivs:\t1", "NoNewPrivs:\t0");
+        assert!(
+            no_privilege_left(&nnp)
+                .unwrap_err()
+                .contains("NoNewPrivs 0")
+        );
+    }
+
+    #[test]
+    fn a_garbage_or_missing_line_is_an_error_not_a_pass() {
+        for (from, to) in [
+            ("CapPrm:\t0000000000000000", "CapPrm:\tzz\x1b[2J"),
+            ("CapPrm:\t0000000000000000", "CapPrm:\t"),
+            ("CapPrm:\t0000000000000000", "CapPrm:\t00000000000000000000"),
+            ("CapAmb:\t0000000000000000\n", ""),
+            ("NoNewPrivs:\t1\n", ""),
+        ] {
+            let e = no_privilege_left(&DROPPED.replace(from, to)).unwrap_err();
+            assert!(!e.contains('\x1b'), "{e}");
+        }
+        assert!(no_privilege_left("").is_err());
+        assert!(no_privilege_left("\u{0}\u{ff}garbage").is_err());
+    }
 }

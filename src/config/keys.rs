@@ -104,6 +104,7 @@ pub(super) const SHARED_KEYS: &[&str] = &[
     "configtest_command",
     "deploy_hook",
     "verify_address",
+    "chain_trust",
     "reuse_key",
     "family",
     "country",

@@ -40,9 +40,9 @@ pub use error::{ConfigError, Problem};
 pub use rules::{validate_certificate_name, validate_domain, validate_email};
 pub use select::UnknownCertificate;
 pub use types::{
-    AcmeCa, AgentConfig, ApiConfig, CertificateConfig, CommandLine, Config, DcvMethod, Family,
-    FleetConfig, Issuer, KeyType, PreflightConfig, RevocationConfig, ServerKind, ValidationConfig,
-    Webroot,
+    AcmeCa, AgentConfig, ApiConfig, CertificateConfig, ChainTrust, CommandLine, Config, DcvMethod,
+    Family, FleetConfig, Issuer, KeyType, PreflightConfig, RevocationConfig, ServerKind,
+    ValidationConfig, Webroot,
 };
 
 /// Default configuration file.
@@ -64,7 +64,7 @@ pub const DEFAULT_NOTIFY_TIMEOUT_SECS: u64 = 10;
 /// fresh validation needs a person.
 pub const DEFAULT_VALIDATION_WARNING_DAYS: u32 = 21;
 /// Default `agent.serve_user`: the user `cert-agent serve` runs as after binding its ports.
-pub const DEFAULT_SERVE_USER: &str = "nobody";
+pub const DEFAULT_SERVE_USER: &str = "cert-agent-serve";
 /// Default key prefix of a fleet in etcd.
 pub const DEFAULT_FLEET_PREFIX: &str = "/cert-agent/";
 /// Default lease of a fleet's leader, in seconds.

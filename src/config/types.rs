@@ -297,7 +297,7 @@ pub struct AgentConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notify_command: Option<CommandLine>,
     /// The user `cert-agent serve` switches to after binding its ports when started as root;
-    /// default `nobody`.
+    /// default `cert-agent-serve` (created by the packages).
     pub serve_user: String,
     /// Where the run's events are posted as JSON (`http://` or `https://`), each once per
     /// change of state.
@@ -544,6 +544,25 @@ pub struct InstallSpec {
         deserialize_with = "deserialize_verify_address"
     )]
     pub verify_address: Option<String>,
+    /// What a Partner API certificate's chain must end at before it is installed.
+    #[serde(default)]
+    pub chain_trust: ChainTrust,
+    /// `api.ca_file`, the configured CA file `chain_trust` names (set from `[api]`).
+    #[serde(skip)]
+    pub ca_file: Option<PathBuf>,
+}
+
+/// `chain_trust`: the roots a certificate's chain must end at before it is installed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChainTrust {
+    /// The system's root store plus `api.ca_file` (when set): the default.
+    #[default]
+    System,
+    /// `api.ca_file` alone (a private CA).
+    CaFile,
+    /// Any root: the chain is checked for its links and signatures only.
+    None,
 }
 
 impl CertificateConfig {

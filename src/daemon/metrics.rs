@@ -30,6 +30,7 @@ pub(super) const LIMITS: Limits = Limits {
     connection_timeout: Duration::from_secs(10),
     max_connections: 32,
     over_cap: OverCap::Close,
+    max_per_peer: 0,
 };
 
 /// The running endpoint; stops when dropped.

@@ -22,10 +22,13 @@
 //!
 //! Limits: a request's headers must arrive within [`ServerOptions::header_read_timeout`]
 //! (slowloris), a connection lives at most [`ServerOptions::connection_timeout`], one request per
-//! connection (no keep-alive), request heads of at most 16 KiB, and at most
-//! [`ServerOptions::max_connections`] connections at a time. When the cap is reached the server
-//! stops accepting: further connections wait in the kernel's listen queue and are served, in
-//! order, as soon as a slot frees (a CA's validator then sees a slow answer rather than a reset).
+//! connection (no keep-alive), request heads of at most 16 KiB, at most
+//! [`ServerOptions::max_per_peer`] connections from one address (an IPv6 address by its /64;
+//! one more is closed at once, so that one client holding idle connections cannot keep the
+//! CA's validator out), and at most [`ServerOptions::max_connections`] connections at a time.
+//! When that cap is reached the server stops accepting: further connections wait in the
+//! kernel's listen queue and are served, in order, as soon as a slot frees (a CA's validator
+//! then sees a slow answer rather than a reset).
 //!
 //! Binding a port below 1024 needs privileges: bind first (as root), drop privileges, then hand
 //! the bound socket to [`StandaloneServer::from_listener`] or
@@ -60,14 +63,19 @@ pub struct ServerOptions {
     pub connection_timeout: Duration,
     /// Connections served at the same time; more wait in the listen queue.
     pub max_connections: usize,
+    /// Connections from one address at the same time (0: no cap of its own); one more is
+    /// closed at once.
+    pub max_per_peer: usize,
 }
 
 impl Default for ServerOptions {
     fn default() -> Self {
         Self {
-            header_read_timeout: Duration::from_secs(10),
+            // A validator sends its request at once; a client that does not is let go soon.
+            header_read_timeout: Duration::from_secs(3),
             connection_timeout: Duration::from_secs(30),
             max_connections: 64,
+            max_per_peer: 8,
         }
     }
 }
@@ -247,6 +255,7 @@ impl StandaloneServer {
             connection_timeout: options.connection_timeout,
             max_connections: options.max_connections,
             over_cap: OverCap::Wait,
+            max_per_peer: options.max_per_peer,
         };
         let handler = move |req: &Request<Incoming>, peer: SocketAddr| respond(&source, req, peer);
         let server = http_serve::Server::start(listener, limits, NAME, Arc::new(handler))

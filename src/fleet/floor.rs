@@ -89,6 +89,25 @@ fn open_entry(link: &FleetLink, rel: &str, value: &[u8]) -> Result<(String, Mani
     Ok((printable_capped(host, 255), entry))
 }
 
+/// Every entry of the fleet's manifest that opens (host, entry), and why each other one does
+/// not. One entry at a time: each grows with the number of certificates.
+pub(super) async fn read_entries(
+    link: &FleetLink,
+) -> Result<(Vec<(String, ManifestEntry)>, Vec<String>), super::coord::FleetError> {
+    let mut entries = Vec::new();
+    let mut refused = Vec::new();
+    for rel in link.fleet.list_keys(MANIFEST).await? {
+        let Some((value, _)) = link.fleet.get(&rel).await? else {
+            continue;
+        };
+        match open_entry(link, &rel, &value) {
+            Ok(entry) => entries.push(entry),
+            Err(e) => refused.push(format!("{e:#}")),
+        }
+    }
+    Ok((entries, refused))
+}
+
 /// For each of `names` (configured certificates this host has accepted nothing of), the floor
 /// from the fleet's manifest, taken into `versions`: versions of 0 when no entry names it (a
 /// certificate new to the fleet), said as a warning when etcd holds values of it (`held`). A
@@ -115,16 +134,9 @@ pub(super) async fn establish(
             link.fleet.key(MANIFEST),
         )
     };
-    // One entry at a time: each grows with the number of certificates.
-    let mut entries = Vec::new();
-    for rel in link.fleet.list_keys(MANIFEST).await.map_err(unread)? {
-        let Some((value, _)) = link.fleet.get(&rel).await.map_err(unread)? else {
-            continue;
-        };
-        match open_entry(link, &rel, &value) {
-            Ok(entry) => entries.push(entry),
-            Err(e) => tracing::warn!("{e:#}; it vouches for nothing"),
-        }
+    let (entries, refused) = read_entries(link).await.map_err(unread)?;
+    for e in refused {
+        tracing::warn!("{e}; it vouches for nothing");
     }
     let floors = floors(&entries, &names);
     if !floors.is_empty() {

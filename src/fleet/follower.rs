@@ -284,7 +284,7 @@ pub(super) async fn sync(
         &counted,
         link.clock.now(),
     );
-    report_seen(link, &host).await;
+    report_seen(link, store, &host).await;
     store.debug_check_held(&records, "after the synchronisation");
     Ok(SyncReport {
         synced: out,

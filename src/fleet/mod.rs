@@ -17,7 +17,8 @@
 //! accepted), `link` (connect, key and spec agreement), `floor` (the fleet's manifest, and
 //! the floor of a host that has accepted nothing yet), `shared` (the shared record and the
 //! current certificate opened and checked), `follower`, `leader`, `status`, `takeover` (what
-//! a lead that ended with its lease left open), `watch`,
+//! a lead that ended with its lease left open), `audit_seen` (the hosts' audit logs seen
+//! from here), `watch`,
 //! `acme` (the fleet's ACME account, and the hosts' word that they serve an ACME validation
 //! file), `rotate` (every value sealed again under a new fleet key), `unplaced` (an order intent
 //! never placed, withdrawn), `retire` (`cert-agent retire` for the fleet: its tombstone;
@@ -25,6 +26,7 @@
 //! sees the leader only through [`crate::engine::Lead`].
 
 mod acme;
+mod audit_seen;
 pub mod coord;
 mod deadline;
 mod envelope;
@@ -47,6 +49,7 @@ mod versions;
 mod watch;
 
 pub use acme::{FleetAccount, fleet_account};
+pub use audit_seen::{HostAudit, witness as witness_audit};
 pub use coord::{
     Changes, Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Snapshot, Written,
 };
@@ -60,6 +63,6 @@ pub use link::{
 pub use options::{DEFAULT_PREFIX, FleetOptions};
 pub use retire::{LeadElsewhere, Retiring};
 pub use rotate::{Resealed, RotateReport, Unmoved, rotate_key};
-pub use status::{CertStatus, FleetStatus, HostStatus, RetiredStatus, status};
+pub use status::{CertStatus, FleetStatus, FloorStatus, HostStatus, RetiredStatus, status};
 pub use takeover::{Takeover, open_work};
 pub use watch::follow_changes;

@@ -160,7 +160,7 @@ pub async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateReport> {
     if check_key(&link, None).await? == Some(Which::Current) {
         retire_previous_key(&link, &mut versions, Some(Which::Current))?;
     }
-    report_seen(&link, link.fleet.host()).await;
+    report_seen(&link, &store, link.fleet.host()).await;
     report.unmoved = unmoved_hosts(&link).await?;
     report.complete = report.left.is_empty() && report.unmoved.is_empty();
     Ok(report)

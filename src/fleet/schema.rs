@@ -14,7 +14,7 @@
 //! | `dcv/NAME` | the validation file to serve while the CA checks | the leader, fenced |
 //! | `hosts/HOST/dcv/NAME` | the ACME validation file HOST serves for NAME (its name and the SHA-256 of its content): the leader answers the ACME challenge once every live host says so | HOST |
 //! | `hosts/HOST/certs/NAME` | what HOST installed (serial, version, time) or why it could not | HOST |
-//! | `hosts/HOST/seen` | when HOST last synchronised, its instance id, the id of its current fleet key and of the previous key it still opens values with (none once the rotation ended on it) | HOST |
+//! | `hosts/HOST/seen` | when HOST last synchronised, its instance id, the id of its current fleet key and of the previous key it still opens values with (none once the rotation ended on it), the `seq` and `hash` of the last line of its audit log | HOST |
 //! | `hosts/HOST/unplaced/NAME` | an order intent of NAME whose order HOST did not place (its lead ended before it was sent, or the API refused it) | HOST |
 //! | `manifest/HOST` | HOST's entry of the fleet's manifest: per certificate, the highest versions of the shared record, the current certificate and the tombstone HOST accepted; a host that has accepted nothing of a certificate takes the highest of all entries as its floor ([`super::floor`]) | HOST |
 //!
@@ -330,6 +330,18 @@ pub(super) struct HostSeen {
     /// with the same name writes another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
+    /// The last whole line of the host's audit log when it synchronised: another host's
+    /// `fleet status` keeps the highest it saw and reports a log that went back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditMark>,
+}
+
+/// A line of a host's audit log: its `seq` and its `hash` (`audit --verify
+/// --expect-min-seq SEQ --expect-last-hash HASH` on that host checks the log against it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct AuditMark {
+    pub seq: u64,
+    pub hash: String,
 }
 
 /// What one host did with a certificate.

@@ -10,9 +10,12 @@ use time::OffsetDateTime;
 
 use crate::crypto;
 
+use super::audit_seen::HostAudit;
 use super::envelope::{self, Place, Purpose};
 use super::link::FleetLink;
-use super::schema::{Current, HostResult, SharedState, Tombstone, printable, printable_capped};
+use super::schema::{
+    Current, HostResult, HostSeen, SharedState, Tombstone, printable, printable_capped,
+};
 use crate::store::FleetAttempt;
 
 /// The fleet as `cert-agent fleet status` shows it.
@@ -30,6 +33,24 @@ pub struct FleetStatus {
     /// What this host's operator is to do: a previous fleet key still configured after the
     /// rotation ended on this host ([`super::previous_key_warning`]).
     pub warnings: Vec<String>,
+    /// Each host's audit log: the last line its `seen` record names, and whether it went
+    /// back since this host saw a later one ([`super::audit_seen`]).
+    pub audit: Vec<HostAudit>,
+    /// Why the lead is suspect: held by a name no host announced (`hosts/NAME/seen`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader_alert: Option<String>,
+}
+
+/// The versions the fleet's manifest vouches for, for one certificate: what a host that has
+/// accepted nothing of it takes as its floor ([`super::floor`]).
+#[derive(Debug, Serialize)]
+pub struct FloorStatus {
+    /// The shared record's, the current certificate's and the tombstone's version (0: none).
+    pub state: u64,
+    pub current: u64,
+    pub tombstone: u64,
+    /// Hosts whose entries vouch for the highest shared record or current certificate.
+    pub by: Vec<String>,
 }
 
 /// One certificate of the fleet.
@@ -53,6 +74,9 @@ pub struct CertStatus {
     /// Retired for the fleet (`cert-agent retire`): its tombstone, opened.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retired: Option<RetiredStatus>,
+    /// The versions the fleet's manifest vouches for (none: no entry names it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor: Option<FloorStatus>,
     pub hosts: Vec<HostStatus>,
 }
 
@@ -103,7 +127,21 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         mut failures,
         mut retired,
     } = read_certs(link).await?;
-    let (results, hosts) = read_hosts(link, now).await?;
+    let (results, hosts, audit) = read_hosts(link, now).await?;
+    let (entries, _) = super::floor::read_entries(link).await?;
+    let names: Vec<String> = currents.keys().cloned().collect();
+    let mut floors = super::floor::floors(&entries, &names);
+    let leader_alert = leader
+        .as_ref()
+        .filter(|l| !hosts.iter().any(|h| printable(h) == **l))
+        .map(|l| {
+            format!(
+                "the lead is held by '{l}', a name no host has announced ({}): a leader key \
+                 written by an etcd writer, or a host whose `seen` record was deleted; while it \
+                 holds the lead no host renews",
+                link.fleet.key(&format!("hosts/{l}/seen"))
+            )
+        });
     let mut lagging = std::collections::BTreeSet::new();
     let mut failing = Vec::new();
     let mut certificates = Vec::new();
@@ -165,6 +203,12 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
             error,
             failure,
             retired: tombstone,
+            floor: floors.remove(&name).map(|f| FloorStatus {
+                state: f.versions.state,
+                current: f.versions.current,
+                tombstone: f.versions.tombstone,
+                by: f.by.iter().map(|h| printable(h)).collect(),
+            }),
             hosts: host_rows,
         });
     }
@@ -174,6 +218,8 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         lagging: lagging.into_iter().collect(),
         failing,
         warnings: Vec::new(),
+        audit,
+        leader_alert,
     })
 }
 
@@ -249,21 +295,33 @@ async fn read_certs(link: &FleetLink) -> Result<Certs> {
     })
 }
 
-/// Every host's result per certificate (a result that does not open is an error), and the
-/// hosts that reported anything.
+/// Every host's result per certificate (a result that does not open is an error), the
+/// hosts that reported anything, and the audit line of each host's `seen` record.
 type HostResults = (
     BTreeMap<String, BTreeMap<String, HostResult>>,
     std::collections::BTreeSet<String>,
+    Vec<HostAudit>,
 );
 
 async fn read_hosts(link: &FleetLink, now: OffsetDateTime) -> Result<HostResults> {
     let mut results: BTreeMap<String, BTreeMap<String, HostResult>> = BTreeMap::new();
     let mut hosts = std::collections::BTreeSet::new();
+    let mut audit = Vec::new();
     for (key, value) in link.fleet.list("hosts/").await? {
         let parts: Vec<&str> = key.split('/').collect();
         match parts.as_slice() {
             ["hosts", host, "seen"] => {
                 hosts.insert((*host).to_owned());
+                let place = Place::new(Purpose::HostSeen, &key, "");
+                audit.push(
+                    match envelope::open_json::<HostSeen>(&link.key, &link.fleet, &place, &value) {
+                        Ok((_, seen)) => HostAudit::of(host, seen.audit.as_ref()),
+                        Err(e) => HostAudit {
+                            error: Some(printable_capped(&format!("{e:#}"), 300)),
+                            ..HostAudit::of(host, None)
+                        },
+                    },
+                );
             }
             ["hosts", host, "certs", name] => {
                 hosts.insert((*host).to_owned());
@@ -289,7 +347,7 @@ async fn read_hosts(link: &FleetLink, now: OffsetDateTime) -> Result<HostResults
             _ => {}
         }
     }
-    Ok((results, hosts))
+    Ok((results, hosts, audit))
 }
 
 /// A host's state for one certificate: its error first, then a skipped install, then

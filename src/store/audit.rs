@@ -437,6 +437,58 @@ impl Anchor {
     }
 }
 
+/// The last whole line of `dir`'s log: its `seq` and its `hash` (as the journal's copy and
+/// `--expect-last-hash` show it), what a fleet host reports in its sealed `seen` record so
+/// that another host sees its log go back. `None` when the log is missing or empty. Only the
+/// log's tail is read; a last line cut short (no line break) is passed over.
+pub fn last_mark(dir: &Path) -> Result<Option<Anchor>, String> {
+    let path = dir.join(FILE);
+    let shown = || path.display().to_string();
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("could not read {}: {e}", shown())),
+    };
+    let len = file
+        .metadata()
+        .map_err(|e| format!("could not read {}: {e}", shown()))?
+        .len();
+    let start = len.saturating_sub(2 * TAIL + 2);
+    let mut buf = vec![0u8; usize::try_from(len - start).map_err(|e| e.to_string())?];
+    file.read_exact_at(&mut buf, start)
+        .map_err(|e| format!("could not read {}: {e}", shown()))?;
+    let Some(end) = buf.iter().rposition(|&b| b == b'\n') else {
+        return match len {
+            0 => Ok(None),
+            _ => Err(format!(
+                "{}: no whole line in its last {} bytes",
+                shown(),
+                buf.len()
+            )),
+        };
+    };
+    let from = buf[..end]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    if from == 0 && start > 0 {
+        return Err(format!(
+            "{}: its last line is longer than {MAX_LINE} bytes",
+            shown()
+        ));
+    }
+    let entry = parse_line(&buf[from..end])
+        .map_err(|e| format!("{}: its last whole line: {e}", shown()))?;
+    Ok(Some(Anchor {
+        seq: entry.seq,
+        hash: entry.hash,
+    }))
+}
+
 /// Reads `dir`'s anchor: `None` when there is none (or an empty one, as a crash can leave a
 /// file just created).
 pub fn read_anchor(dir: &Path) -> Result<Option<Anchor>, String> {
@@ -739,6 +791,32 @@ mod tests {
         assert_eq!(
             crate::store::mode_of(&dir.path().join(ANCHOR_FILE)).unwrap(),
             0o600
+        );
+    }
+
+    #[test]
+    fn the_last_mark_is_the_last_whole_lines_seq_and_hash() {
+        let empty = tempfile::tempdir().unwrap();
+        assert_eq!(last_mark(empty.path()), Ok(None));
+        let (dir, lines) = log(3);
+        let last = parse_line(lines[2].as_bytes()).unwrap();
+        let want = Anchor {
+            seq: 3,
+            hash: last.hash,
+        };
+        assert_eq!(last_mark(dir.path()), Ok(Some(want.clone())));
+        // A line cut short at the end is passed over.
+        let path = dir.path().join(FILE);
+        let mut text = std::fs::read(&path).unwrap();
+        text.extend_from_slice(b"{\"seq\":4,\"ti");
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(last_mark(dir.path()), Ok(Some(want)));
+        // Garbage as the last line is an error naming the log.
+        std::fs::write(&path, b"not an audit line\n").unwrap();
+        let e = last_mark(dir.path()).unwrap_err();
+        assert!(
+            e.contains("audit.log") && e.contains("last whole line"),
+            "{e}"
         );
     }
 

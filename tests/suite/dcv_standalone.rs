@@ -206,6 +206,7 @@ async fn a_slow_client_is_cut_off_while_others_are_served() {
         header_read_timeout: Duration::from_millis(400),
         connection_timeout: Duration::from_secs(3),
         max_connections: 8,
+        ..ServerOptions::default()
     })
     .await;
     let addr = server.local_addr();
@@ -236,6 +237,7 @@ async fn a_connection_that_keeps_trickling_is_cut_off_by_the_total_timeout() {
         header_read_timeout: Duration::from_secs(30),
         connection_timeout: Duration::from_millis(500),
         max_connections: 8,
+        ..ServerOptions::default()
     })
     .await;
     let mut s = TcpStream::connect(server.local_addr()).await.unwrap();
@@ -267,6 +269,7 @@ async fn connections_beyond_the_cap_wait_until_a_slot_frees() {
         header_read_timeout: Duration::from_secs(10),
         connection_timeout: Duration::from_secs(10),
         max_connections: 2,
+        ..ServerOptions::default()
     })
     .await;
     let addr = server.local_addr();
@@ -290,6 +293,55 @@ async fn connections_beyond_the_cap_wait_until_a_slot_frees() {
         .expect("served once a slot freed")
         .unwrap();
     assert_eq!(body(&r), CONTENT);
+    server.shutdown().await;
+}
+
+/// One client holding idle connections (as many as the whole cap) cannot keep the CA's
+/// validator out: beyond `max_per_peer` its connections are closed at once, and the
+/// validator, from another address, is served at once.
+#[tokio::test]
+async fn one_client_holding_idle_connections_does_not_keep_the_validator_out() {
+    let options = ServerOptions::default();
+    let (cap, per_peer) = (options.max_connections, options.max_per_peer);
+    assert!(per_peer > 0 && per_peer < cap, "{per_peer} of {cap}");
+    let server = server(options).await;
+    let addr = server.local_addr();
+    let mut held = Vec::new();
+    for _ in 0..cap {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+        held.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The validator, from 127.0.0.2.
+    let start = Instant::now();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::from(([127, 0, 0, 2], 0))).unwrap();
+    let mut v = socket.connect(addr).await.unwrap();
+    let ask = format!("GET {} HTTP/1.1\r\nHost: www.example.test\r\n\r\n", path());
+    v.write_all(ask.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(2), v.read_to_end(&mut out))
+        .await
+        .expect("the validator is answered within 2 s")
+        .unwrap();
+    assert_eq!(body(&String::from_utf8_lossy(&out)), CONTENT);
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+    // The client's connections beyond its share were closed at once.
+    let mut closed = 0;
+    for s in &mut held {
+        let mut buf = [0u8; 16];
+        if let Ok(Ok(0) | Err(_)) =
+            tokio::time::timeout(Duration::from_millis(20), s.read(&mut buf)).await
+        {
+            closed += 1;
+        }
+    }
+    assert_eq!(closed, cap - per_peer);
     server.shutdown().await;
 }
 

@@ -100,6 +100,7 @@ hostile_tests! {
     leaf_for_another_key => WrongKey,
     leaf_for_another_domain => OtherDomain,
     expired_leaf => Expired,
+    chain_of_another_authority => ForeignCa,
 }
 
 /// Guards recovery after a rejected bundle: the order and the local key are kept, so the next
@@ -124,4 +125,27 @@ fn next_run_after_a_rejected_bundle_installs_without_new_order() {
     assert_eq!(leaf.spki, support::env::key_spki(&files.key));
     assert_eq!(env.billed(), 1);
     assert_eq!(env.order_posts(), 1);
+}
+
+/// Guards the root check of `chain_trust`: the chain of another authority (the sandbox's names,
+/// other keys) that the default refuses (`chain_of_another_authority`) is linked and for the
+/// right key and names — with `chain_trust = "none"` it is installed, so only the root check
+/// tells it apart.
+#[test]
+fn a_chain_of_another_authority_is_refused_by_its_root_alone() {
+    let mut env = TestEnv::new();
+    let mut spec = env.standalone_spec("www", &["foreign.e2e-hostile.test"]);
+    spec.extra.push_str("chain_trust = \"none\"\n");
+    env.certs.push(spec);
+    env.sandbox.inject(Fault::new(FaultKind::HostileBundle {
+        hostile: HostileKind::ForeignCa,
+    }));
+    let out = env.renew();
+    out.expect_code(0);
+    assert_eq!(
+        out.outcome("www")["outcome"],
+        "installed",
+        "{}",
+        out.describe()
+    );
 }

@@ -148,8 +148,8 @@ fn standalone_server_survives_slowloris_during_validation() {
 }
 
 /// Guards privilege separation: run as root, `cert-agent serve` binds its port and then runs
-/// as an unprivileged user (nobody by default), every user and group ID switched, before it
-/// answers a request; SIGTERM stops it with status 0.
+/// as an unprivileged user (`serve_user`, nobody here), every user and group ID switched, with
+/// no capability left and no_new_privs set, before it answers a request; SIGTERM stops it with status 0.
 #[test]
 fn standalone_server_drops_root_after_binding() {
     if !support::faults::require_root("dropping root after binding") {
@@ -210,6 +210,11 @@ fn standalone_server_drops_root_after_binding() {
         "supplementary groups: {:?}",
         ids("Groups:")
     );
+    // No capability left to use, and none to gain.
+    for set in ["CapEff:", "CapPrm:", "CapAmb:"] {
+        assert_eq!(ids(set), ["0000000000000000"], "{set} {status}");
+    }
+    assert_eq!(ids("NoNewPrivs:"), ["1"], "{status}");
 
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
     let status = wait_exit(&mut child, Duration::from_secs(20));

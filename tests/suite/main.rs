@@ -62,6 +62,8 @@ mod fleet;
 /// Three hosts with nginx and Pebble: one ACME account and order, every host serves the
 /// challenge then the certificate; a takeover resumes the order; a forged account refused.
 mod fleet_acme;
+/// A host's audit log cut short or deleted shows in another host's `fleet status`.
+mod fleet_audit;
 /// The validator behind the strictest balancer: a fleet validates once every host has the file.
 mod fleet_balancer;
 /// A follower installs a catch-up and a leader's burst of certificates with one reload each.

@@ -388,11 +388,14 @@ pub enum HostileKind {
     OtherDomain,
     /// Leaf certificate that expired.
     Expired,
+    /// A whole chain from another authority of the same names: the leaf for the CSR's key
+    /// and names, its intermediate and root of other keys (a forged bundle that links).
+    ForeignCa,
 }
 
 impl HostileKind {
     /// Every kind, for tests that go through them all.
-    pub const ALL: [HostileKind; 8] = [
+    pub const ALL: [HostileKind; 9] = [
         HostileKind::DotDot,
         HostileKind::Absolute,
         HostileKind::Symlink,
@@ -401,6 +404,7 @@ impl HostileKind {
         HostileKind::WrongKey,
         HostileKind::OtherDomain,
         HostileKind::Expired,
+        HostileKind::ForeignCa,
     ];
 }
 
@@ -434,6 +438,8 @@ const VICTIM: &str = "nginx/fullchain.crt";
 /// - `WrongKey`, `OtherDomain`, `Expired`: a normal bundle around a leaf that `ca` really
 ///   issued: for a fresh P-256 key; for [`OTHER_DOMAIN`] only; valid from `now - 200 days` to
 ///   `now - 1 day`. The first two keep the genuine leaf's validity.
+/// - `ForeignCa`: the genuine leaf's key, names and validity issued by a fresh authority of
+///   the same names, with that authority's intermediate and root.
 pub fn hostile_bundle(
     kind: HostileKind,
     input: &HostileInput<'_>,
@@ -488,6 +494,17 @@ pub fn hostile_bundle(
             let leaf = hostile_leaf(kind, input, ca)?;
             server_bundle(&BundleParts {
                 leaf_pem: &leaf,
+                ..parts.clone()
+            })
+        }
+        HostileKind::ForeignCa => {
+            let other = Authority::generate().map_err(build_err)?;
+            let leaf = hostile_leaf(kind, input, &other)?;
+            let chain = other.chain_pem(input.issuer).map_err(build_err)?;
+            server_bundle(&BundleParts {
+                leaf_pem: &leaf,
+                chain_pem: &chain,
+                root_pem: other.root_pem(),
                 ..parts.clone()
             })
         }
@@ -551,6 +568,8 @@ fn hostile_leaf(
             req.not_before = input.now - Duration::days(200);
             req.not_after = input.now - Duration::days(1);
         }
+        // The genuine leaf's facts; only the authority is another.
+        HostileKind::ForeignCa => {}
         other => {
             return Err(BundleError::Build(format!(
                 "{other:?} is not a fault of the leaf certificate"
@@ -946,6 +965,21 @@ mod tests {
                         }
                         _ => assert!(key_matches && cn == WILDCARD && expired),
                     }
+                }
+                HostileKind::ForeignCa => {
+                    assert_eq!(names(&read_zip(&bytes)), genuine_names);
+                    let der = leaf_of(&bytes);
+                    let (_, leaf) = x509_parser::parse_x509_certificate(&der).expect("leaf");
+                    let genuine_der = leaf_of(&server_bundle(&fx.parts()).expect("bundle"));
+                    let (_, genuine) =
+                        x509_parser::parse_x509_certificate(&genuine_der).expect("genuine");
+                    // The genuine leaf's key, names and issuer name; not the authority's.
+                    assert_eq!(leaf.public_key().raw, fx.spki.as_slice());
+                    assert_eq!(leaf.subject(), genuine.subject());
+                    assert_eq!(leaf.issuer(), genuine.issuer());
+                    let int_der = certs_from_pem(&fx.chain[0]).expect("chain").remove(0);
+                    let (_, int) = x509_parser::parse_x509_certificate(&int_der).expect("int");
+                    assert!(leaf.verify_signature(Some(int.public_key())).is_err());
                 }
             }
         }

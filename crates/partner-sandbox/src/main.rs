@@ -175,7 +175,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
     println!("partner-sandbox: Partner API v1 at {}", sandbox.base_url());
     println!(
-        "  API TLS trust anchor:        {}",
+        "  CA file (API TLS and issued): {}",
         sandbox.api_ca_path().display()
     );
     println!(

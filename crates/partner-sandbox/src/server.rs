@@ -63,6 +63,17 @@ impl Sandbox {
 
         let identity = ca::api_tls_identity(Some(&data_dir))?;
         let mut authority = Authority::load_or_generate(&data_dir)?;
+        // The one CA file a client of the sandbox names: the API's TLS anchor, then the root
+        // of the certificates it issues (what a client checks installed chains against).
+        let ca_file = data_dir.join("api-ca.pem");
+        std::fs::write(
+            &ca_file,
+            format!("{}{}", identity.ca_pem, authority.root_pem()),
+        )
+        .map_err(|source| SandboxError::DataDir {
+            path: ca_file,
+            source,
+        })?;
         let tls = tls_config(identity)?;
         let crl_listener = bind(config.crl_listen)?;
         let crl_addr = crl_listener

@@ -386,6 +386,14 @@ fn check_hostile(
                 _ => assert!(not_after < now, "expired: {not_after} < {now}"),
             }
         }
+        HostileKind::ForeignCa => {
+            let entries = unzip(body);
+            let leaf = &pem_certs(&entries[&format!("pem/{domain}.pem")])[0];
+            let (spki, names, not_after) = leaf_facts(leaf);
+            assert_eq!(spki, csr.spki());
+            assert!(names.iter().any(|n| n == domain), "{names:?}");
+            assert!(not_after > now);
+        }
         HostileKind::Truncated => unreachable!(),
     }
 }

@@ -127,6 +127,23 @@ fn enum_rules() {
 }
 
 #[test]
+fn chain_trust_is_read_with_its_default_and_api_ca_file() {
+    use crate::config::ChainTrust;
+    let c = parse(&with_cert("")).unwrap();
+    assert_eq!(c.certificates[0].install.chain_trust, ChainTrust::System);
+    assert_eq!(c.certificates[0].install.ca_file, c.api.ca_file);
+    for (text, want) in [("ca_file", ChainTrust::CaFile), ("none", ChainTrust::None)] {
+        let c = parse(&with_cert(&format!("chain_trust = \"{text}\"\n"))).unwrap();
+        assert_eq!(c.certificates[0].install.chain_trust, want);
+    }
+    assert_one(
+        &with_cert("chain_trust = \"sytem\"\n"),
+        CERT_LINE,
+        &["`chain_trust`", "(did you mean \"system\"?)"],
+    );
+}
+
+#[test]
 fn days_and_numbers() {
     // Section "OrderItem": days 60 to 2200.
     assert_one(

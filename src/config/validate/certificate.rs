@@ -347,6 +347,17 @@ impl Checker<'_> {
                 None => None,
             },
         };
+        let chain_trust = self
+            .choice(
+                s,
+                "chain_trust",
+                &[
+                    ("system", ChainTrust::System),
+                    ("ca_file", ChainTrust::CaFile),
+                    ("none", ChainTrust::None),
+                ],
+            )
+            .unwrap_or_default();
         Some(InstallSpec {
             server,
             cert_path,
@@ -361,6 +372,8 @@ impl Checker<'_> {
             configtest_command,
             deploy_hook,
             verify_address,
+            chain_trust,
+            ca_file: None,
         })
     }
 

@@ -107,7 +107,7 @@ impl Checker<'_> {
             }
         }
         let api = self.issuers_across(&certificates, api, api_missing);
-        let certificates = certificates.into_iter().map(|(c, _)| c).collect();
+        let certificates = with_ca_file(certificates, api.as_ref());
         // Read from files (every included file with its stamp): what the due summary is
         // made for.
         let source_digest = (self.includes && stamps.len() == fragments.len())
@@ -399,4 +399,19 @@ impl Origin {
         file: None,
         line: 0,
     };
+}
+
+/// The certificates, each told `api.ca_file` (the CA file its `chain_trust` names).
+fn with_ca_file(
+    certificates: Vec<(CertificateConfig, Origin)>,
+    api: Option<&crate::config::ApiConfig>,
+) -> Vec<CertificateConfig> {
+    let ca_file = api.and_then(|a| a.ca_file.clone());
+    certificates
+        .into_iter()
+        .map(|(mut c, _)| {
+            c.install.ca_file.clone_from(&ca_file);
+            c
+        })
+        .collect()
 }

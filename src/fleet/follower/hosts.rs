@@ -10,7 +10,7 @@ use super::Synced;
 use crate::engine::Outcome;
 use crate::fleet::envelope::{self, Place, Purpose};
 use crate::fleet::link::FleetLink;
-use crate::fleet::schema::{HostResult, HostSeen, host_key, seen_key};
+use crate::fleet::schema::{AuditMark, HostResult, HostSeen, host_key, seen_key};
 use crate::store::Store;
 
 /// Each certificate that met a bad value: failed in the run's outcome (unless its install
@@ -97,16 +97,27 @@ fn seal_result(
     Ok((rel, sealed))
 }
 
-/// Records when this host last synchronised, and the ids of the fleet keys it opens values
-/// with (sealed).
-pub(in crate::fleet) async fn report_seen(link: &FleetLink, host: &str) {
+/// Records when this host last synchronised, the ids of the fleet keys it opens values
+/// with, and the last line of its audit log in `store` (sealed).
+pub(in crate::fleet) async fn report_seen(link: &FleetLink, store: &Store, host: &str) {
     let at = link.clock.now();
     let rel = seen_key(host);
+    let audit = match crate::store::audit::last_mark(store.dir()) {
+        Ok(mark) => mark.map(|a| AuditMark {
+            seq: a.seq,
+            hash: a.hash,
+        }),
+        Err(e) => {
+            tracing::warn!("the fleet is told no audit line of this host: {e}");
+            None
+        }
+    };
     let doc = HostSeen {
         at,
         key_id: link.key.current().id(),
         previous_key_id: link.key.previous_in_use(),
         instance: link.instance.get().cloned(),
+        audit,
     };
     let place = Place::new(Purpose::HostSeen, &rel, "");
     let version = u64::try_from(at.unix_timestamp()).unwrap_or(0);

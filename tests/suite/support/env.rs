@@ -349,6 +349,11 @@ impl TestEnv {
         c.push_str(&self.api_extra);
         writeln!(c, "\n[agent]").unwrap();
         writeln!(c, "state_dir = {}", s(&path_str(&self.state_dir()))).unwrap();
+        // `serve` started as root switches to a user of the test host (the packages create
+        // the default, cert-agent-serve).
+        if !self.agent_extra.contains("serve_user") {
+            writeln!(c, "serve_user = \"nobody\"").unwrap();
+        }
         writeln!(c, "poll_interval_secs = {}", self.poll_interval_secs).unwrap();
         writeln!(c, "allow_orders = {}", self.allow_orders).unwrap();
         if let Some(max) = &self.max_order_price {

@@ -94,7 +94,8 @@ impl SandboxHandle {
         control::crl_fetches(&self.shared)
     }
 
-    /// Trust anchor of the API's TLS certificate (`DIR/api-ca.pem`).
+    /// The sandbox's CA file (`DIR/api-ca.pem`): the trust anchor of the API's TLS
+    /// certificate, then the root of the certificates it issues (`api.ca_file`).
     pub fn api_ca_path(&self) -> PathBuf {
         self.data_dir.join("api-ca.pem")
     }
