@@ -20,6 +20,13 @@ pub(super) async fn status(
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
     let mut status = crate::fleet::status(&link).await?;
+    for c in &mut status.certificates {
+        c.issuer = config
+            .certificates
+            .iter()
+            .find(|k| k.name == c.name)
+            .map(|k| k.order.issuer.label());
+    }
     status
         .warnings
         .extend(crate::fleet::previous_key_warning(config, clock.now()));
@@ -45,6 +52,7 @@ pub(super) async fn status(
     );
     let mut t = Table::new(&[
         "CERTIFICATE",
+        "ISSUER",
         "VERSION",
         "SERIAL",
         "PUBLISHED",
@@ -53,19 +61,20 @@ pub(super) async fn status(
         "SINCE",
         "STATE",
     ])
-    .right(1)
-    .flex(7);
+    .right(2)
+    .flex(8);
     for c in &status.certificates {
         let published = c.published_at.map(|t| {
             format!(
                 "{} by {}",
-                t.date(),
+                crate::clock::short_time(t),
                 c.published_by.as_deref().unwrap_or("?")
             )
         });
         if c.hosts.is_empty() {
             t.row(vec![
                 c.name.clone(),
+                or_dash(c.issuer.as_deref()),
                 or_dash(c.version),
                 or_dash(c.serial.as_deref()),
                 or_dash(published.as_deref()),
@@ -83,12 +92,13 @@ pub(super) async fn status(
             let state = h.state.clone();
             t.row(vec![
                 c.name.clone(),
+                or_dash(c.issuer.as_deref()),
                 or_dash(c.version),
                 or_dash(c.serial.as_deref()),
                 or_dash(published.as_deref()),
                 h.host.clone(),
                 or_dash(h.serial.as_deref()),
-                or_dash(h.since.map(|t| t.date())),
+                or_dash(h.since.map(crate::clock::short_time)),
                 state,
             ]);
         }

@@ -57,6 +57,10 @@ pub struct FloorStatus {
 #[derive(Debug, Serialize)]
 pub struct CertStatus {
     pub name: String,
+    /// Where the certificate comes from (`partner`, `acme:NAME`) as this host's configuration
+    /// says; none when this host does not configure it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
     /// The current certificate: its version, serial and when and by whom it was published.
     pub version: Option<u64>,
     pub serial: Option<String>,
@@ -195,6 +199,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
             failing.push(printable(&name));
         }
         certificates.push(CertStatus {
+            issuer: None,
             name: printable(&name),
             version: current.as_ref().map(|c| c.version),
             serial: current.as_ref().map(|c| printable(&c.serial)),

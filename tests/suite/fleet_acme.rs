@@ -200,6 +200,16 @@ fn one_acme_order_for_the_fleet_every_host_serves_the_challenge_then_the_certifi
     );
     assert_eq!(a.pebble.requests("/sign-me-up"), 1, "{}", a.pebble.log());
 
+    // `fleet status` names the issuer of each certificate, the times to the minute.
+    let st = a.f.agent(2, &["--json", "fleet", "status"]);
+    let certs = st.json()["certificates"].clone();
+    assert_eq!(certs[0]["issuer"], "acme:pebble", "{certs}");
+    let table = a.f.agent(2, &["fleet", "status"]).stdout;
+    assert!(
+        table.contains("ISSUER") && table.contains("acme:pebble") && table.contains(" UTC by "),
+        "{table}"
+    );
+
     // `acme account` on a host that never led shows the fleet's account.
     let kept: serde_json::Value = serde_json::from_slice(&account(0)).unwrap();
     let url = kept["credentials"]["id"].as_str().unwrap().to_owned();
