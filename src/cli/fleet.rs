@@ -23,11 +23,12 @@ pub(super) async fn status(
     status
         .warnings
         .extend(crate::fleet::previous_key_warning(config, clock.now()));
-    let code = if status.lagging.is_empty() && status.failing.is_empty() {
-        exit::OK
-    } else {
-        exit::ERROR
-    };
+    let code =
+        if status.lagging.is_empty() && status.failing.is_empty() && status.unproven.is_empty() {
+            exit::OK
+        } else {
+            exit::ERROR
+        };
     if out.json {
         out.print_json(&status)?;
         return Ok(code);
@@ -96,6 +97,42 @@ pub(super) async fn status(
         }
         if let Some(f) = &c.failure {
             outln!("{}: FAILING: {}", c.name, f.describe());
+        }
+        for h in &c.hosts {
+            if let Some(p) = &h.proof {
+                let answers: Vec<String> = p
+                    .answers
+                    .iter()
+                    .map(|a| {
+                        format!(
+                            "{} {} {}",
+                            a.address,
+                            a.server_name,
+                            a.served.as_deref().unwrap_or("no answer")
+                        )
+                    })
+                    .collect();
+                outln!(
+                    "{}: {} proved serial {} at {} ({}){}",
+                    c.name,
+                    h.host,
+                    p.serial,
+                    crate::clock::rfc3339(p.at),
+                    if answers.is_empty() {
+                        "no verify address".to_owned()
+                    } else {
+                        answers.join(", ")
+                    },
+                    p.health
+                        .as_ref()
+                        .and_then(|h| h.exit)
+                        .map(|e| format!("; health command exit {e}"))
+                        .unwrap_or_default()
+                );
+            }
+            if let Some(why) = &h.proof_failure {
+                outln!("{}: {}: PROOF FAILED: {why}", c.name, h.host);
+            }
         }
         if let Some(r) = &c.retired {
             outln!(

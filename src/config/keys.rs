@@ -43,6 +43,7 @@ pub(super) const FLEET_KEYS: &[&str] = &[
     "previous_secret_file",
     "lease_ttl_secs",
     "lag_alert_secs",
+    "health_command",
 ];
 pub(super) const API_KEYS: &[&str] = &[
     "base_url",

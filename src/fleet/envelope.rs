@@ -35,6 +35,7 @@ pub(super) enum Purpose {
     HostSeen,
     Unplaced,
     Manifest,
+    Proof,
 }
 
 impl Purpose {
@@ -52,6 +53,7 @@ impl Purpose {
             Self::HostSeen => "host-seen",
             Self::Unplaced => "order-not-placed",
             Self::Manifest => "manifest-entry",
+            Self::Proof => "host-proof",
         }
     }
 }

@@ -241,7 +241,12 @@ pub(super) async fn sync(
     floor::publish(link, &mut view.versions).await;
     // A failed install is counted by the install itself.
     let mut counted = BTreeSet::new();
+    let mut proved = Vec::new();
     for (job, outcome, _warning) in batch.finish().await {
+        if let (Outcome::Installed { .. }, Some(i)) = (&outcome, &job.rec.installed) {
+            let version = published.get(&job.cert.name).copied().unwrap_or(0);
+            proved.push((job.cert.name.clone(), i.serial.clone(), version));
+        }
         if matches!(outcome, Outcome::Failed { .. }) {
             counted.insert(job.cert.name.clone());
         }
@@ -273,6 +278,7 @@ pub(super) async fn sync(
     }
     report_problems(link, store, view.problems, &mut out, &mut results);
     report_hosts(link, &host, results).await;
+    super::proof::prove_installed(link, config, &proved).await;
     let records = note_outcomes(
         config,
         store,

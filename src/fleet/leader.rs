@@ -289,6 +289,8 @@ impl FleetRun<'_> {
                     skipped: None,
                 };
                 report_host(self.link, self.link.fleet.host(), &cert.name, &result).await;
+                let installed = [(cert.name.clone(), doc.serial.clone(), version)];
+                super::proof::prove_installed(self.link, self.config, &installed).await;
                 Ok(())
             }
             Written::Conflict(_) => bail!(

@@ -13,6 +13,7 @@
 //! | `dcv/NAME` | the validation file to serve while the CA checks | the leader, fenced |
 //! | `hosts/HOST/certs/NAME` | what HOST installed (serial, version, time) or why it could not | HOST |
 //! | `hosts/HOST/seen` | when HOST last synchronised, its instance id, the id of its current fleet key and of the previous key it still opens values with (none once the rotation ended on it) | HOST |
+//! | `hosts/HOST/proof/NAME` | what HOST proved it serves of NAME after its last install: the serial, each address's and name's answer (served serial, whether the chain verifies), the health command's exit, the time ([`super::proof`]) | HOST |
 //! | `hosts/HOST/unplaced/NAME` | an order intent of NAME whose order HOST did not place (its lead ended before it was sent, or the API refused it) | HOST |
 //! | `manifest/HOST` | HOST's entry of the fleet's manifest: per certificate, the highest versions of the shared record, the current certificate and the tombstone HOST accepted; a host that has accepted nothing of a certificate takes the highest of all entries as its floor ([`super::floor`]) | HOST |
 //!
@@ -64,6 +65,9 @@ pub(super) fn host_key(host: &str, name: &str) -> String {
 pub(super) fn seen_key(host: &str) -> String {
     format!("hosts/{host}/seen")
 }
+pub(super) fn proof_key(host: &str, name: &str) -> String {
+    format!("hosts/{host}/proof/{name}")
+}
 pub(super) fn unplaced_key(host: &str, name: &str) -> String {
     format!("hosts/{host}/unplaced/{name}")
 }
@@ -88,6 +92,7 @@ pub(super) enum Kind<'a> {
     HostSeen,
     Unplaced(&'a str),
     Manifest,
+    Proof(&'a str),
 }
 
 impl<'a> Kind<'a> {
@@ -104,6 +109,7 @@ impl<'a> Kind<'a> {
             ["hosts", _, "seen"] => Self::HostSeen,
             ["hosts", _, "unplaced", name] => Self::Unplaced(name),
             ["manifest", _] => Self::Manifest,
+            ["hosts", _, "proof", name] => Self::Proof(name),
             _ => return None,
         })
     }
@@ -121,6 +127,7 @@ impl<'a> Kind<'a> {
             Self::HostSeen => (Purpose::HostSeen, ""),
             Self::Unplaced(n) => (Purpose::Unplaced, n),
             Self::Manifest => (Purpose::Manifest, ""),
+            Self::Proof(n) => (Purpose::Proof, n),
         };
         Place::new(purpose, rel, name)
     }
@@ -138,6 +145,7 @@ impl<'a> Kind<'a> {
             Kind::HostSeen => "host seen",
             Kind::Unplaced(_) => "order not placed",
             Kind::Manifest => "manifest entry",
+            Kind::Proof(_) => "host proof",
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::crypto;
 
 use super::envelope::{self, Place, Purpose};
 use super::link::FleetLink;
+use super::proof::Proof;
 use super::schema::{Current, HostResult, SharedState, Tombstone, printable, printable_capped};
 use crate::store::FleetAttempt;
 
@@ -27,6 +28,8 @@ pub struct FleetStatus {
     /// Certificates whose fleet's last attempt failed, or whose shared record or current
     /// certificate in etcd does not open.
     pub failing: Vec<String>,
+    /// Hosts whose last proof of what they serve failed, or does not open: `HOST: NAME: why`.
+    pub unproven: Vec<String>,
     /// What this host's operator is to do: a previous fleet key still configured after the
     /// rotation ended on this host ([`super::previous_key_warning`]).
     pub warnings: Vec<String>,
@@ -88,6 +91,12 @@ pub struct HostStatus {
     pub lagging: bool,
     /// `current`, `installing`, `LAGGING`, `never installed`, `skipped: …` or `error: …`.
     pub state: String,
+    /// What the host last proved it serves ([`super::proof`]), opened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proof: Option<Proof>,
+    /// Why that proof failed, or why it does not open.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proof_failure: Option<String>,
 }
 
 /// Reads the fleet's state: the leader, every certificate's current serial, every host's
@@ -103,7 +112,8 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         mut failures,
         mut retired,
     } = read_certs(link).await?;
-    let (results, hosts) = read_hosts(link, now).await?;
+    let (results, hosts, mut proofs) = read_hosts(link, now).await?;
+    let mut unproven = Vec::new();
     let mut lagging = std::collections::BTreeSet::new();
     let mut failing = Vec::new();
     let mut certificates = Vec::new();
@@ -141,7 +151,20 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
                 serves_current,
                 late,
             );
+            let (proof, proof_failure) = match proofs.get_mut(&name).and_then(|m| m.remove(host)) {
+                Some(Ok(p)) => {
+                    let why = p.failure();
+                    (Some(p), why)
+                }
+                Some(Err(e)) => (None, Some(e)),
+                None => (None, None),
+            };
+            if let Some(why) = &proof_failure {
+                unproven.push(format!("{}: {}: {why}", printable(host), printable(&name)));
+            }
             host_rows.push(HostStatus {
+                proof,
+                proof_failure,
                 host: printable(host),
                 serial: serial.map(printable),
                 since: r.and_then(|r| r.since),
@@ -173,6 +196,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         certificates,
         lagging: lagging.into_iter().collect(),
         failing,
+        unproven,
         warnings: Vec::new(),
     })
 }
@@ -249,16 +273,19 @@ async fn read_certs(link: &FleetLink) -> Result<Certs> {
     })
 }
 
-/// Every host's result per certificate (a result that does not open is an error), and the
-/// hosts that reported anything.
+/// Every host's result per certificate (a result that does not open is an error), the
+/// hosts that reported anything, and every host's proof per certificate (or why it does not
+/// open).
 type HostResults = (
     BTreeMap<String, BTreeMap<String, HostResult>>,
     std::collections::BTreeSet<String>,
+    BTreeMap<String, BTreeMap<String, Result<Proof, String>>>,
 );
 
 async fn read_hosts(link: &FleetLink, now: OffsetDateTime) -> Result<HostResults> {
     let mut results: BTreeMap<String, BTreeMap<String, HostResult>> = BTreeMap::new();
     let mut hosts = std::collections::BTreeSet::new();
+    let mut proofs: BTreeMap<String, BTreeMap<String, Result<Proof, String>>> = BTreeMap::new();
     for (key, value) in link.fleet.list("hosts/").await? {
         let parts: Vec<&str> = key.split('/').collect();
         match parts.as_slice() {
@@ -286,10 +313,18 @@ async fn read_hosts(link: &FleetLink, now: OffsetDateTime) -> Result<HostResults
                     .or_default()
                     .insert((*host).to_owned(), r);
             }
+            ["hosts", host, "proof", name] => {
+                let proof = super::proof::open(link, &key, &value)
+                    .map_err(|e| printable_capped(&format!("{e:#}"), FleetAttempt::MAX_ERROR));
+                proofs
+                    .entry((*name).to_owned())
+                    .or_default()
+                    .insert((*host).to_owned(), proof);
+            }
             _ => {}
         }
     }
-    Ok((results, hosts))
+    Ok((results, hosts, proofs))
 }
 
 /// A host's state for one certificate: its error first, then a skipped install, then

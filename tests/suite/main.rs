@@ -81,6 +81,9 @@ mod fleet_follow;
 mod fleet_idle;
 /// A leader paused past its lease: no API call and no write after it resumes.
 mod fleet_pause;
+/// Every host proves what it serves after a fleet install: a handshake per name, sealed under
+/// its own key; a vhost left on the old certificate is named; forged proofs refused.
+mod fleet_proof;
 /// A leader publishes a mass reissue at once, each certificate fenced; a crash mid-way loses none.
 mod fleet_publish;
 /// A host reads again only the fleet's values that changed; forgeries and replays refused.

@@ -100,6 +100,7 @@ impl Checker<'_> {
         let lag_alert_secs = self
             .uint(&s, "lag_alert_secs", 60, 7 * 86_400)
             .unwrap_or(DEFAULT_FLEET_LAG_ALERT_SECS);
+        let health_command = self.command(&s, "health_command");
         Some(FleetConfig {
             endpoints: endpoints?,
             ca_file,
@@ -114,6 +115,7 @@ impl Checker<'_> {
             previous_secret_file,
             lease_ttl_secs,
             lag_alert_secs,
+            health_command,
         })
     }
 
