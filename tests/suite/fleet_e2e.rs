@@ -191,6 +191,10 @@ impl Fleet {
                         ..Default::default()
                     };
                 }
+                if domains.len() > 1 {
+                    // A multi-domain product.
+                    spec.product_id = 1103;
+                }
                 spec.publish = Publish::Webroot(webroot.clone());
                 env.write_placeholder(&spec);
                 specs.push(spec);
