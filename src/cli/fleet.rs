@@ -98,42 +98,7 @@ pub(super) async fn status(
         if let Some(f) = &c.failure {
             outln!("{}: FAILING: {}", c.name, f.describe());
         }
-        for h in &c.hosts {
-            if let Some(p) = &h.proof {
-                let answers: Vec<String> = p
-                    .answers
-                    .iter()
-                    .map(|a| {
-                        format!(
-                            "{} {} {}",
-                            a.address,
-                            a.server_name,
-                            a.served.as_deref().unwrap_or("no answer")
-                        )
-                    })
-                    .collect();
-                outln!(
-                    "{}: {} proved serial {} at {} ({}){}",
-                    c.name,
-                    h.host,
-                    p.serial,
-                    crate::clock::rfc3339(p.at),
-                    if answers.is_empty() {
-                        "no verify address".to_owned()
-                    } else {
-                        answers.join(", ")
-                    },
-                    p.health
-                        .as_ref()
-                        .and_then(|h| h.exit)
-                        .map(|e| format!("; health command exit {e}"))
-                        .unwrap_or_default()
-                );
-            }
-            if let Some(why) = &h.proof_failure {
-                outln!("{}: {}: PROOF FAILED: {why}", c.name, h.host);
-            }
-        }
+        print_proofs(c);
         if let Some(r) = &c.retired {
             outln!(
                 "{}: retired for the fleet by {} at {}{}; every host retires it on its next \
@@ -157,6 +122,46 @@ pub(super) async fn status(
         );
     }
     Ok(code)
+}
+
+/// What each host of `c` last proved it serves, and each proof that failed.
+fn print_proofs(c: &crate::fleet::CertStatus) {
+    for h in &c.hosts {
+        if let Some(p) = &h.proof {
+            let answers: Vec<String> = p
+                .answers
+                .iter()
+                .map(|a| {
+                    format!(
+                        "{} {} {}",
+                        a.address,
+                        a.server_name,
+                        a.served.as_deref().unwrap_or("no answer")
+                    )
+                })
+                .collect();
+            outln!(
+                "{}: {} proved serial {} at {} ({}){}",
+                c.name,
+                h.host,
+                p.serial,
+                crate::clock::rfc3339(p.at),
+                if answers.is_empty() {
+                    "no verify address".to_owned()
+                } else {
+                    answers.join(", ")
+                },
+                p.health
+                    .as_ref()
+                    .and_then(|h| h.exit)
+                    .map(|e| format!("; health command exit {e}"))
+                    .unwrap_or_default()
+            );
+        }
+        if let Some(why) = &h.proof_failure {
+            outln!("{}: {}: PROOF FAILED: {why}", c.name, h.host);
+        }
+    }
 }
 
 /// Seals every value of the fleet again under the new key and lists what it did; exit 3 when
