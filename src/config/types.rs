@@ -148,6 +148,9 @@ pub struct FleetConfig {
     /// serves (exit 0: healthy); none: the proof is the handshakes alone.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub health_command: Option<CommandLine>,
+    /// Canaries first, then waves (`rollout_*`); none: every host installs at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<super::RolloutConfig>,
 }
 
 /// `[validation]`.

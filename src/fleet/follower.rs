@@ -498,16 +498,23 @@ pub(crate) fn fleet_failures_of(
 }
 
 /// Whether a change of `key` (relative to the prefix) concerns what [`sync`] does: a
-/// certificate published or retired, or a validation file published or withdrawn.
+/// certificate published or retired, a validation file published or withdrawn, or a host's
+/// proof written.
 pub fn concerns_hosts(key: &str) -> bool {
-    key.starts_with("dcv/")
+    // A host's proof may open the next wave of a rollout.
+    (key.starts_with("hosts/") && key.contains("/proof/"))
+        || key.starts_with("dcv/")
         || (key.starts_with("certs/") && (key.ends_with("/current") || key.ends_with("/retired")))
 }
 
 /// Whether [`sync`] reads `key` (relative to the prefix): a change of it is read by the next
-/// resynchronisation (what other hosts report under `hosts/`, and the lead, are not).
+/// resynchronisation (what other hosts report under `hosts/`, but their proofs, and the
+/// lead, are not).
 pub fn read_by_sync(key: &str) -> bool {
-    key.starts_with("certs/") || key.starts_with("dcv/") || key == KEY_CHECK
+    (key.starts_with("hosts/") && key.contains("/proof/"))
+        || key.starts_with("certs/")
+        || key.starts_with("dcv/")
+        || key == KEY_CHECK
 }
 
 /// The validation files this host serves for the fleet, by certificate: kept in

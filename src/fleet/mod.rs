@@ -16,7 +16,7 @@
 //! and version), `schema` (what lives under the prefix), `versions` (the versions this host
 //! accepted), `link` (connect, key and spec agreement), `floor` (the fleet's manifest, and
 //! the floor of a host that has accepted nothing yet), `shared` (the shared record and the
-//! current certificate opened and checked), `proof` (what a host proves it serves after an install), `follower`, `leader`, `status`, `takeover` (what
+//! current certificate opened and checked), `proof` (what a host proves it serves after an install), `rollout` (canaries and waves: whether a host installs a new certificate yet), `follower`, `leader`, `status`, `takeover` (what
 //! a lead that ended with its lease left open), `watch`,
 //! `rotate` (every value sealed again under a new fleet key), `unplaced` (an order intent
 //! never placed, withdrawn), `retire` (`cert-agent retire` for the fleet: its tombstone;
@@ -36,6 +36,7 @@ mod link;
 mod options;
 mod proof;
 mod retire;
+mod rollout;
 mod rotate;
 mod schema;
 mod shared;

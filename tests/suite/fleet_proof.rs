@@ -13,16 +13,43 @@ use crate::fleet_e2e::{Fleet, ready};
 use crate::support::env::{norm_serial, wait_until};
 use crate::support::webserver::Server;
 
-const NAMES: &str = "www.fleet.test shop.fleet.test";
+pub(crate) const NAMES: &str = "www.fleet.test shop.fleet.test";
+
+/// Host `i`'s nginx serves what it serves now for `name` from then on: a server block of its
+/// own with a copy of the files installed now, ahead of the managed one.
+pub(crate) fn stale_vhost(f: &Fleet, i: usize, name: &str) {
+    let dir = f.env.path(&format!("web{}", i + 1));
+    let stale = dir.join("stale");
+    fs::create_dir_all(&stale).unwrap();
+    for file in ["fullchain.pem", "privkey.pem"] {
+        fs::copy(dir.join("out").join(file), stale.join(file)).unwrap();
+    }
+    let conf_path = dir.join("nginx/nginx.conf");
+    let conf = fs::read_to_string(&conf_path).unwrap();
+    let block = format!(
+        "  server {{\n    listen {} ssl;\n    server_name {name};\n    \
+         ssl_certificate {};\n    ssl_certificate_key {};\n  }}\n  server {{",
+        f.hosts[i].web.https_addr(),
+        stale.join("fullchain.pem").display(),
+        stale.join("privkey.pem").display()
+    );
+    fs::write(&conf_path, conf.replacen("  server {", &block, 1)).unwrap();
+    let reload = f.hosts[i].web.reload_command();
+    let ok = std::process::Command::new(&reload[0])
+        .args(&reload[1..])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
 
 /// `fleet status --json` of host `i`, with its exit code.
-fn status(f: &Fleet, i: usize) -> (Option<i32>, serde_json::Value) {
+pub(crate) fn status(f: &Fleet, i: usize) -> (Option<i32>, serde_json::Value) {
     let out = f.agent(i, &["--json", "fleet", "status"]);
     (out.code, out.json())
 }
 
 /// Host `host`'s row of certificate `www` in `v`.
-fn row<'a>(v: &'a serde_json::Value, host: &str) -> &'a serde_json::Value {
+pub(crate) fn row<'a>(v: &'a serde_json::Value, host: &str) -> &'a serde_json::Value {
     v["certificates"][0]["hosts"]
         .as_array()
         .and_then(|h| h.iter().find(|r| r["host"] == host))
@@ -30,7 +57,7 @@ fn row<'a>(v: &'a serde_json::Value, host: &str) -> &'a serde_json::Value {
 }
 
 /// The serial of host `host`'s proof in `v`.
-fn proved(v: &serde_json::Value, host: &str) -> Option<String> {
+pub(crate) fn proved(v: &serde_json::Value, host: &str) -> Option<String> {
     row(v, host)["proof"]["serial"].as_str().map(norm_serial)
 }
 
@@ -104,28 +131,7 @@ fn every_host_proves_what_it_serves_and_a_stale_vhost_is_named() {
 
     // web2's nginx keeps serving the first certificate for shop.fleet.test from a vhost of
     // its own (a server block with a copy of the old files, ahead of the managed one).
-    let stale = f.env.path("web2/stale");
-    fs::create_dir_all(&stale).unwrap();
-    let out2 = f.env.path("web2/out");
-    for file in ["fullchain.pem", "privkey.pem"] {
-        fs::copy(out2.join(file), stale.join(file)).unwrap();
-    }
-    let conf_path = f.env.path("web2/nginx/nginx.conf");
-    let conf = fs::read_to_string(&conf_path).unwrap();
-    let block = format!(
-        "  server {{\n    listen {} ssl;\n    server_name shop.fleet.test;\n    \
-         ssl_certificate {};\n    ssl_certificate_key {};\n  }}\n  server {{",
-        f.hosts[1].web.https_addr(),
-        stale.join("fullchain.pem").display(),
-        stale.join("privkey.pem").display()
-    );
-    fs::write(&conf_path, conf.replacen("  server {", &block, 1)).unwrap();
-    let reload = f.hosts[1].web.reload_command();
-    let ok = std::process::Command::new(&reload[0])
-        .args(&reload[1..])
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    stale_vhost(&f, 1, "shop.fleet.test");
 
     // A reissue reaches web2; its install's own check (the common name) passes, its proof
     // meets the old certificate for shop.fleet.test.

@@ -90,6 +90,9 @@ mod fleet_publish;
 mod fleet_reads;
 /// `retire` in fleet mode: the tombstone, every host archives, forged tombstones refused.
 mod fleet_retire;
+/// Canary first, then waves, each after the proofs before it; a canary's failed proof halts
+/// the rest.
+mod fleet_rollout;
 /// The fleet key rotated while both hosts serve: no run fails, no order, the old key refused.
 mod fleet_rotate;
 /// A waiting run holds the fleet's lead only for its rounds: another host's run leads meanwhile.
