@@ -27,8 +27,11 @@ pub enum WaveSize {
 /// The fleet's rollout of a new certificate in waves.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RolloutConfig {
+    #[serde(rename = "rollout_canaries")]
     pub canaries: Canaries,
+    #[serde(rename = "rollout_wave")]
     pub wave: WaveSize,
     /// Seconds between the last proof of a wave and the next wave's installs.
+    #[serde(rename = "rollout_pause_secs")]
     pub pause_secs: u64,
 }

@@ -149,7 +149,7 @@ pub struct FleetConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub health_command: Option<CommandLine>,
     /// Canaries first, then waves (`rollout_*`); none: every host installs at once.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<super::RolloutConfig>,
 }
 

@@ -1,5 +1,5 @@
 //! The rollout of a new certificate in waves (`[fleet] rollout_*`): each host decides its own
-//! wave from the sorted names of the hosts that announce themselves (`hosts/HOST/seen`) — the
+//! wave from the sorted names of the hosts that announce themselves (a sealed `hosts/HOST/seen`) — the
 //! canaries first, then the others in name order, `rollout_wave` at a time — and installs a
 //! new certificate only once every host of the waves before its own has proved it serves it
 //! ([`super::proof`]) and `rollout_pause_secs` passed since the last of those proofs. A failed
@@ -14,8 +14,10 @@ use time::OffsetDateTime;
 use crate::config::{Canaries, RolloutConfig, WaveSize};
 use crate::crypto::same_serial_hex;
 
+use super::envelope::{self, Place, Purpose};
 use super::link::FleetLink;
 use super::proof::Proof;
+use super::schema::HostSeen;
 
 /// The waves of `hosts` (sorted, each once): the canaries first (named ones that announce
 /// themselves, or the first of the sorted names), then the others in order, `wave` at a time.
@@ -132,8 +134,16 @@ pub(super) async fn read(link: &FleetLink) -> Result<Fleetwide> {
     for (key, value) in link.fleet.list("hosts/").await? {
         let parts: Vec<&str> = key.split('/').collect();
         match parts.as_slice() {
+            // Only a host whose sealed `seen` record opens announces itself: an etcd writer
+            // without the fleet key adds no host that would hold a wave back.
             ["hosts", host, "seen"] => {
-                hosts.insert((*host).to_owned());
+                let place = Place::new(Purpose::HostSeen, &key, "");
+                match envelope::open_json::<HostSeen>(&link.key, &link.fleet, &place, &value) {
+                    Ok(_) => {
+                        hosts.insert((*host).to_owned());
+                    }
+                    Err(e) => tracing::warn!("{e:#}"),
+                }
             }
             ["hosts", host, "proof", name] => match super::proof::open(link, &key, &value) {
                 Ok(p) => {

@@ -85,6 +85,9 @@ fn waves_are_the_canaries_then_the_sorted_rest_a_wave_at_a_time() {
     );
 }
 
+/// (host, proofs, now, expected: "go", "halted", or a part of the reason it waits).
+type Row<'a> = (&'a str, Vec<(String, Proof)>, i64, &'a str);
+
 #[test]
 fn a_host_installs_once_every_earlier_wave_proved_the_serial_and_the_pause_passed() {
     let c = config(Canaries::Count(1), WaveSize::Count(2), 60);
@@ -95,8 +98,7 @@ fn a_host_installs_once_every_earlier_wave_proved_the_serial_and_the_pause_passe
     let w2 = proof("web02", "0A", 200, "0A");
     let w3 = proof("web03", "0A", 230, "0A");
     let bad = proof("web02", "0A", 200, "09");
-    // (host, proofs, now, expected: "go" | a part of the wait or halt)
-    let rows: Vec<(&str, Vec<(String, Proof)>, i64, &str)> = vec![
+    let rows: Vec<Row<'_>> = vec![
         ("web01", vec![], 0, "go"),
         (
             "web02",
