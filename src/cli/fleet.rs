@@ -98,6 +98,9 @@ pub(super) async fn status(
         if let Some(f) = &c.failure {
             outln!("{}: FAILING: {}", c.name, f.describe());
         }
+        if let Some(h) = &c.halted {
+            outln!("{}: {h}", c.name);
+        }
         print_proofs(c);
         if let Some(r) = &c.retired {
             outln!(

@@ -53,6 +53,10 @@ pub struct CertStatus {
     /// shared record): failures in a row, the error, when, and which host led.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<FleetAttempt>,
+    /// `rollout halted at wave N: HOST: reason`, when a host of an earlier wave failed its
+    /// proof of the current serial and a host of a later wave is kept back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub halted: Option<String>,
     /// Retired for the fleet (`cert-agent retire`): its tombstone, opened.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retired: Option<RetiredStatus>,
@@ -179,7 +183,15 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         if error.is_some() || failure.is_some() {
             failing.push(printable(&name));
         }
+        // A host kept back by a halted rollout says where it halted and why.
+        let halted = host_rows.iter().find_map(|h| {
+            h.skipped
+                .as_deref()
+                .filter(|s| s.starts_with("rollout halted"))
+                .map(str::to_owned)
+        });
         certificates.push(CertStatus {
+            halted,
             name: printable(&name),
             version: current.as_ref().map(|c| c.version),
             serial: current.as_ref().map(|c| printable(&c.serial)),

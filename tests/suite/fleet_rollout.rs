@@ -85,7 +85,20 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest
     std::thread::sleep(Duration::from_secs(5));
     assert_eq!(f.installed(2).as_deref(), Some(first.as_str()));
     assert_eq!(f.served(2).as_deref(), Some(first.as_str()));
-    let v = status(&f, 0).1;
+    let (code, v) = status(&f, 0);
+    assert_eq!(code, Some(1), "{v:#}");
+    let halted = v["certificates"][0]["halted"].as_str().unwrap_or_default();
+    assert!(
+        halted.starts_with("rollout halted at wave 0: web2: "),
+        "{v:#}"
+    );
+    let text = f.agent(2, &["fleet", "status"]);
+    assert!(
+        text.text()
+            .contains("www: rollout halted at wave 0: web2: "),
+        "{}",
+        text.describe()
+    );
     let skipped = row(&v, "web3")["skipped"]
         .as_str()
         .unwrap_or_default()
