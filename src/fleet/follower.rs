@@ -287,6 +287,7 @@ pub(super) async fn sync(
         &counted,
         link.clock.now(),
     );
+    super::proof::prove_again(link, config, &records, &proved).await;
     report_seen(link, &host).await;
     store.debug_check_held(&records, "after the synchronisation");
     Ok(SyncReport {

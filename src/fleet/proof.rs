@@ -333,6 +333,41 @@ pub(super) async fn prove_installed(
     }
 }
 
+/// Proves again each configured certificate whose last proof by this host failed while this
+/// host still serves the serial it was about (a vhost fixed since, a health check that
+/// recovered): at each synchronisation until it passes, so that a rollout it halted goes on.
+/// `just`: the certificates proved by this synchronisation already.
+pub(super) async fn prove_again(
+    link: &FleetLink,
+    config: &crate::config::Config,
+    records: &crate::store::Records,
+    just: &[(String, String, u64)],
+) {
+    let own = format!("hosts/{}/proof/", link.fleet.host());
+    let listed = match link.fleet.list(&own).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("could not read this host's proofs: {e}");
+            return;
+        }
+    };
+    let mut again = Vec::new();
+    for (rel, value) in listed {
+        let Ok(p) = open(link, &rel, &value) else {
+            continue;
+        };
+        let name = rel.rsplit('/').next().unwrap_or_default();
+        let serves = records
+            .get(name)
+            .and_then(|r| r.installed.as_ref())
+            .is_some_and(|i| same_serial_hex(&i.serial, &p.serial));
+        if p.failure().is_some() && serves && !just.iter().any(|(n, _, _)| n == name) {
+            again.push((name.to_owned(), p.serial.clone(), p.version));
+        }
+    }
+    prove_installed(link, config, &again).await;
+}
+
 /// Opens the proof at `rel` (`hosts/HOST/proof/NAME`): it must open for that key and have
 /// been made by HOST. The error names the etcd key.
 pub(super) fn open(link: &FleetLink, rel: &str, value: &[u8]) -> Result<Proof> {

@@ -173,6 +173,32 @@ fn every_host_proves_what_it_serves_and_a_stale_vhost_is_named() {
         "{t}"
     );
 
+    // The vhost fixed (the old server block gone): web2's next run proves again, passes,
+    // and fleet status is clean again.
+    let conf_path = f.env.path("web2/nginx/nginx.conf");
+    let conf = fs::read_to_string(&conf_path).unwrap();
+    let block_at = conf.find("  server {\n    listen 127.0.0.1:").unwrap();
+    let stale_end = conf[block_at..].find("  }\n").unwrap() + block_at + 4;
+    fs::write(
+        &conf_path,
+        format!("{}{}", &conf[..block_at], &conf[stale_end..]),
+    )
+    .unwrap();
+    let reload = f.hosts[1].web.reload_command();
+    assert!(
+        std::process::Command::new(&reload[0])
+            .args(&reload[1..])
+            .status()
+            .unwrap()
+            .success()
+    );
+    f.kill_daemon(1);
+    f.agent(1, &["--json", "renew"]).expect_code(0);
+    let (code, v) = status(&f, 0);
+    assert_eq!(code, Some(0), "{v:#}");
+    assert!(row(&v, "web2")["proof_failure"].is_null(), "{v:#}");
+    assert_eq!(proved(&v, "web2").as_deref(), Some(second.as_str()));
+
     // Forged proofs: garbage at web1's key, and web2's proof copied to web1's key, are
     // refused naming the key; web2's own proof still opens.
     let mut etcd = f.etcd();
