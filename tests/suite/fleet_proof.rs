@@ -42,6 +42,21 @@ pub(crate) fn stale_vhost(f: &Fleet, i: usize, name: &str) {
     assert!(ok.success());
 }
 
+/// Host `i`'s nginx without the server block [`stale_vhost`] put first, reloaded.
+pub(crate) fn fix_vhost(f: &Fleet, i: usize) {
+    let conf_path = f.env.path(&format!("web{}/nginx/nginx.conf", i + 1));
+    let conf = fs::read_to_string(&conf_path).unwrap();
+    let block_at = conf.find("  server {\n    listen 127.0.0.1:").unwrap();
+    let end = conf[block_at..].find("  }\n").unwrap() + block_at + 4;
+    fs::write(&conf_path, format!("{}{}", &conf[..block_at], &conf[end..])).unwrap();
+    let reload = f.hosts[i].web.reload_command();
+    let ok = std::process::Command::new(&reload[0])
+        .args(&reload[1..])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
 /// `fleet status --json` of host `i`, with its exit code.
 pub(crate) fn status(f: &Fleet, i: usize) -> (Option<i32>, serde_json::Value) {
     let out = f.agent(i, &["--json", "fleet", "status"]);
@@ -175,23 +190,7 @@ fn every_host_proves_what_it_serves_and_a_stale_vhost_is_named() {
 
     // The vhost fixed (the old server block gone): web2's next run proves again, passes,
     // and fleet status is clean again.
-    let conf_path = f.env.path("web2/nginx/nginx.conf");
-    let conf = fs::read_to_string(&conf_path).unwrap();
-    let block_at = conf.find("  server {\n    listen 127.0.0.1:").unwrap();
-    let stale_end = conf[block_at..].find("  }\n").unwrap() + block_at + 4;
-    fs::write(
-        &conf_path,
-        format!("{}{}", &conf[..block_at], &conf[stale_end..]),
-    )
-    .unwrap();
-    let reload = f.hosts[1].web.reload_command();
-    assert!(
-        std::process::Command::new(&reload[0])
-            .args(&reload[1..])
-            .status()
-            .unwrap()
-            .success()
-    );
+    fix_vhost(&f, 1);
     f.kill_daemon(1);
     f.agent(1, &["--json", "renew"]).expect_code(0);
     let (code, v) = status(&f, 0);

@@ -3,7 +3,8 @@
 //! web1 leads and installs what it obtained; web3 (the last wave) installs only after web2's
 //! and web1's proofs were written and the pause passed. Then web2's nginx keeps the old
 //! certificate for one name: its proof of the next serial fails, and web3 never installs it —
-//! `fleet status` names the halt, the wave, the host and the reason.
+//! `fleet status` names the halt, the wave, the host and the reason; once the canary is fixed,
+//! its next run proves again and the last wave installs.
 
 use std::fs;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::fleet_e2e::{Fleet, ready};
-use crate::fleet_proof::{NAMES, proved, row, stale_vhost, status};
+use crate::fleet_proof::{NAMES, fix_vhost, proved, row, stale_vhost, status};
 use crate::support::env::wait_until;
 use crate::support::webserver::Server;
 
@@ -114,4 +115,14 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest
             .contains(&format!("{first}, NOT {second}")),
         "{skipped}"
     );
+
+    // The canary fixed: its next run proves again, the proof passes, and the last wave
+    // installs the serial (its daemon reads the new proof at once).
+    fix_vhost(&f, 1);
+    f.kill_daemon(1);
+    f.agent(1, &["--json", "renew"]).expect_code(0);
+    f.wait_all_serve(&second, Duration::from_secs(30));
+    let (code, v) = status(&f, 0);
+    assert_eq!(code, Some(0), "{v:#}");
+    assert!(v["certificates"][0]["halted"].is_null(), "{v:#}");
 }
