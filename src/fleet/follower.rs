@@ -499,23 +499,31 @@ pub(crate) fn fleet_failures_of(
 }
 
 /// Whether a change of `key` (relative to the prefix) concerns what [`sync`] does: a
-/// certificate published or retired, a validation file published or withdrawn, or a host's
-/// proof written.
-pub fn concerns_hosts(key: &str) -> bool {
-    // A host's proof may open the next wave of a rollout.
-    (key.starts_with("hosts/") && key.contains("/proof/"))
+/// certificate published or retired, a validation file published or withdrawn, or — with a
+/// rollout in waves (`rollout`) — a host's proof written.
+pub fn concerns_hosts(key: &str, rollout: bool) -> bool {
+    // A host's proof may open the next wave of a rollout; without one, nothing waits for it.
+    (rollout && is_proof(key))
         || key.starts_with("dcv/")
         || (key.starts_with("certs/") && (key.ends_with("/current") || key.ends_with("/retired")))
 }
 
 /// Whether [`sync`] reads `key` (relative to the prefix): a change of it is read by the next
-/// resynchronisation (what other hosts report under `hosts/`, but their proofs, and the
-/// lead, are not).
-pub fn read_by_sync(key: &str) -> bool {
-    (key.starts_with("hosts/") && key.contains("/proof/"))
+/// resynchronisation (what other hosts report under `hosts/`, and the lead, are not; their
+/// proofs are with a rollout in waves, `rollout`).
+pub fn read_by_sync(key: &str, rollout: bool) -> bool {
+    (rollout && is_proof(key))
         || key.starts_with("certs/")
         || key.starts_with("dcv/")
         || key == KEY_CHECK
+}
+
+/// Whether `key` is a host's proof, `hosts/HOST/proof/NAME`.
+fn is_proof(key: &str) -> bool {
+    matches!(
+        key.split('/').collect::<Vec<_>>().as_slice(),
+        ["hosts", _, "proof", _]
+    )
 }
 
 /// The validation files this host serves for the fleet, by certificate: kept in
