@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
+use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -20,9 +21,15 @@ use super::key::FleetKeys;
 use super::link::FleetLink;
 use super::schema::{printable_capped, proof_key};
 
-/// How long a proof waits, in all, for every address and name to serve the new serial (a
-/// reload settles asynchronously; the install's own check saw one name served already).
-const PROOF_WAIT: Duration = Duration::from_secs(10);
+/// How long the proofs of one synchronisation wait, in all, for every certificate, address
+/// and name to serve the new serial (a reload settles asynchronously; the install's own check
+/// saw one name served already). The handshakes run side by side, so that a host that leads
+/// holds the lead this long at most for them.
+const PROOF_WAIT: Duration = Duration::from_secs(4);
+/// Handshakes of one certificate under way at once...
+const NAMES_AT_ONCE: usize = 16;
+/// ...and certificates proved at once.
+const CERTIFICATES_AT_ONCE: usize = 4;
 /// Limit of one handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Pause between handshakes to one address and name while it serves another serial.
@@ -157,26 +164,33 @@ fn server_names(cert: &CertificateConfig) -> Vec<String> {
 }
 
 /// Proves what this host serves of `cert` after installing `serial` (version `version`):
-/// one handshake per name at the verify address (none configured: no answers), then the
-/// health command.
+/// one handshake per name at the verify address (none configured: no answers), side by side,
+/// each until `deadline`, then the health command.
 pub(super) async fn prove(
     cert: &CertificateConfig,
     (serial, version): (&str, u64),
     (host, health): (&str, Option<&CommandLine>),
-    now: OffsetDateTime,
+    (now, deadline): (OffsetDateTime, Instant),
 ) -> Proof {
-    let deadline = Instant::now() + PROOF_WAIT;
-    let mut answers = Vec::new();
-    if let Some(address) = cert
+    let answers = match cert
         .install
         .verify_address
         .as_deref()
         .filter(|a| !a.is_empty())
     {
-        for name in server_names(cert) {
-            answers.push(answer(address, &name, serial, now, deadline).await);
+        Some(address) => {
+            let names = server_names(cert);
+            let asking: Vec<_> = names
+                .iter()
+                .map(|name| answer(address, name, serial, now, deadline))
+                .collect();
+            futures_util::stream::iter(asking)
+                .buffered(NAMES_AT_ONCE)
+                .collect()
+                .await
         }
-    }
+        None => Vec::new(),
+    };
     let health = match health {
         Some(c) => Some(run_health(c, &cert.name, serial).await),
         None => None,
@@ -318,19 +332,29 @@ pub(super) async fn prove_installed(
     installed: &[(String, String, u64)],
 ) {
     let health = link.config.health_command.as_ref();
-    for (name, serial, version) in installed {
-        let Some(cert) = config.certificates.iter().find(|c| &c.name == name) else {
-            continue;
-        };
-        let proof = prove(
-            cert,
-            (serial, *version),
-            (link.fleet.host(), health),
-            link.clock.now(),
-        )
-        .await;
+    let deadline = Instant::now() + PROOF_WAIT;
+    let proving: Vec<_> = installed
+        .iter()
+        .filter_map(|(name, serial, version)| {
+            let cert = config.certificates.iter().find(|c| &c.name == name)?;
+            let proving = prove(
+                cert,
+                (serial, *version),
+                (link.fleet.host(), health),
+                (link.clock.now(), deadline),
+            );
+            Some(named(name, proving))
+        })
+        .collect();
+    let mut proving = futures_util::stream::iter(proving).buffer_unordered(CERTIFICATES_AT_ONCE);
+    while let Some((name, proof)) = proving.next().await {
         publish(link, name, &proof).await;
     }
+}
+
+/// The proof `proving` makes, with the name of its certificate.
+async fn named(name: &str, proving: impl Future<Output = Proof>) -> (&str, Proof) {
+    (name, proving.await)
 }
 
 /// Proves again each configured certificate whose last proof by this host failed while this

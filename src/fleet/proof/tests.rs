@@ -226,3 +226,34 @@ async fn a_handshake_shows_the_serial_and_whether_the_served_chain_verifies() {
         "{why}"
     );
 }
+
+#[tokio::test]
+async fn the_names_of_a_proof_are_asked_side_by_side_within_one_bound() {
+    // An address that accepts and never answers: every handshake waits for its limit.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = silent.local_addr().unwrap().to_string();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((s, _)) = silent.accept().await {
+            open.push(s);
+        }
+    });
+    let names: Vec<String> = (0..8).map(|i| format!("n{i}.test")).collect();
+    let mut cert = crate::config::testing::certificate(
+        "name = \"www\"\ndomains = [\"a.test\"]\nproduct_id = 1",
+    );
+    cert.domains = names.clone();
+    cert.install.verify_address = Some(address);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(1);
+    let now = OffsetDateTime::now_utc();
+    let p = prove(&cert, ("0A1B", 1), ("web1", None), (now, deadline)).await;
+    let took = started.elapsed();
+    held.abort();
+    assert_eq!(p.answers.len(), 8);
+    let asked: Vec<&str> = p.answers.iter().map(|a| a.server_name.as_str()).collect();
+    assert_eq!(asked, names, "in the order of the names");
+    assert!(p.answers.iter().all(|a| a.error.is_some()), "{p:?}");
+    // One after the other, eight names would take 1 s + 7 × 0.5 s.
+    assert!(took < Duration::from_millis(2_500), "{took:?}");
+}
