@@ -235,6 +235,7 @@ pub(super) async fn sync(
         published,
         fleet_has,
         mut records,
+        halted,
     } = slices::take_slices(link, config, store, &given, &mut view, &mut results).await?;
     view.note_revisions();
     view.versions.save()?;
@@ -284,7 +285,7 @@ pub(super) async fn sync(
         store,
         &view.attempts,
         (&out, records),
-        &counted,
+        (&counted, &halted),
         link.clock.now(),
     );
     super::proof::prove_again(link, config, &records, &proved).await;

@@ -118,6 +118,29 @@ pub(super) fn gate(
     }
 }
 
+/// Where the rollout of `serial` halted, when it did: the first host, in wave order, of a wave
+/// before the last whose proof of `serial` failed (a later wave is kept back) —
+/// `rollout halted at wave N: HOST: reason`, the words of the [`Gate::Halted`] of the hosts it
+/// keeps back.
+pub(super) fn halted(
+    config: &RolloutConfig,
+    hosts: &[String],
+    serial: &str,
+    proofs: &BTreeMap<String, Proof>,
+) -> Option<String> {
+    let waves = waves(config, hosts);
+    let before_last = &waves[..waves.len().saturating_sub(1)];
+    before_last.iter().enumerate().find_map(|(i, wave)| {
+        wave.iter().find_map(|h| {
+            let p = proofs
+                .get(h)
+                .filter(|p| same_serial_hex(&p.serial, serial))?;
+            let why = p.failure()?;
+            Some(format!("rollout halted at wave {i}: {h}: {why}"))
+        })
+    })
+}
+
 /// What the gates of one synchronisation need from etcd: the hosts that announce themselves
 /// (sorted), and each host's last proof per certificate (those that do not open are left out:
 /// a host without a proof that opens has not proved anything).

@@ -358,6 +358,7 @@ pub(super) fn shared_view(rec: &CertRecord) -> CertRecord {
     r.fleet = None;
     r.host_failures = 0;
     r.host_error = None;
+    r.rollout_halted = None;
     if let Some(p) = &mut r.pending_key {
         p.key_file = PathBuf::new();
     }

@@ -3,8 +3,9 @@
 //! web1 leads and installs what it obtained; web3 (the last wave) installs only after web2's
 //! and web1's proofs were written and the pause passed. Then web2's nginx keeps the old
 //! certificate for one name: its proof of the next serial fails, and web3 never installs it —
-//! `fleet status` names the halt, the wave, the host and the reason; once the canary is fixed,
-//! its next run proves again and the last wave installs.
+//! `fleet status` names the halt, the wave, the host and the reason, and `check` is CRITICAL
+//! with them on every host; once the canary is fixed, its next run proves again and the last
+//! wave installs.
 
 use std::fs;
 use std::time::Duration;
@@ -100,6 +101,18 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest
         "{}",
         text.describe()
     );
+    // `check` CRITICAL on each host that synchronised since, naming where it halted: the
+    // canary and the host it keeps back (their daemons), and the leader after a run.
+    f.agent(0, &["--json", "renew"]).expect_code(0);
+    for i in [0, 1, 2] {
+        let mut last = String::new();
+        let critical = wait_until(Duration::from_secs(20), || {
+            let c = f.agent(i, &["check"]);
+            last = c.describe();
+            c.code == Some(2) && c.text().contains("rollout halted at wave 0: web2: ")
+        });
+        assert!(critical, "host {i}: {last}\n{}", f.logs());
+    }
     let skipped = row(&v, "web3")["skipped"]
         .as_str()
         .unwrap_or_default()
@@ -125,4 +138,8 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest
     let (code, v) = status(&f, 0);
     assert_eq!(code, Some(0), "{v:#}");
     assert!(v["certificates"][0]["halted"].is_null(), "{v:#}");
+    let cleared = wait_until(Duration::from_secs(20), || {
+        !f.agent(2, &["check"]).text().contains("rollout halted")
+    });
+    assert!(cleared, "{}", f.agent(2, &["check"]).describe());
 }

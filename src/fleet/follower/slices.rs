@@ -51,6 +51,8 @@ pub(super) struct Sliced<'a> {
     pub(super) published: BTreeMap<String, u64>,
     pub(super) fleet_has: BTreeMap<String, (String, OffsetDateTime)>,
     pub(super) records: Records,
+    /// With a rollout in waves, by certificate: where the rollout of the fleet's serial halted.
+    pub(super) halted: BTreeMap<String, String>,
 }
 
 /// What every slice needs besides the view: the specifications refused, the tombstones that
@@ -86,6 +88,7 @@ pub(super) async fn take_slices<'a>(
         published: BTreeMap::new(),
         fleet_has: BTreeMap::new(),
         records: BTreeMap::new(),
+        halted: BTreeMap::new(),
     };
     // With a rollout in waves, what the gates need: read once per synchronisation.
     let fleetwide = match &link.config.rollout {
@@ -131,6 +134,16 @@ pub(super) async fn take_slices<'a>(
         taken.fleet_has.extend(fleet_has);
         view.forget(slice.iter().map(|c| current_key(&c.name)));
         taken.batch.stage(ready);
+    }
+    if let (Some(rollout), Some(fleet)) = (&link.config.rollout, &fleetwide) {
+        for (name, (serial, _)) in &taken.fleet_has {
+            let proofs = fleet.proofs.get(name);
+            let halt = proofs
+                .and_then(|p| crate::fleet::rollout::halted(rollout, &fleet.hosts, serial, p));
+            if let Some(h) = halt {
+                taken.halted.insert(name.clone(), h);
+            }
+        }
     }
     Ok(taken)
 }

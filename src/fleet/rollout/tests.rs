@@ -164,3 +164,34 @@ fn a_host_installs_once_every_earlier_wave_proved_the_serial_and_the_pause_passe
         }
     }
 }
+
+#[test]
+fn a_rollout_halts_at_the_first_failed_proof_of_a_wave_before_the_last() {
+    let c = config(Canaries::Count(1), WaveSize::Count(2), 60);
+    let h = hosts(5); // waves: [web01], [web02, web03], [web04, web05]
+    let all = |p: &[(String, Proof)]| p.iter().cloned().collect::<BTreeMap<_, _>>();
+    let canary = proof("web01", "0A", 100, "0A");
+    let bad = |host: &str| proof(host, "0A", 200, "09");
+    assert_eq!(halted(&c, &h, "0A", &all(&[canary.clone()])), None);
+    // The canary: the wave after it is kept back, named with its own words.
+    let at_canary = halted(&c, &h, "0A", &all(&[bad("web01")])).expect("halted");
+    assert!(
+        at_canary.starts_with("rollout halted at wave 0: web01: ")
+            && at_canary.contains("serves serial 09, not 0A"),
+        "{at_canary}"
+    );
+    assert_eq!(
+        gate(&c, &h, "web02", "0A", &all(&[bad("web01")]), t(999)),
+        Gate::Halted(at_canary)
+    );
+    // The first failed proof in wave order.
+    let both = all(&[canary.clone(), bad("web03"), bad("web02")]);
+    let why = halted(&c, &h, "0A", &both).unwrap();
+    assert!(
+        why.starts_with("rollout halted at wave 1: web02: "),
+        "{why}"
+    );
+    // A proof of another serial, or a failure in the last wave (no host kept back): no halt.
+    assert_eq!(halted(&c, &h, "0B", &both), None);
+    assert_eq!(halted(&c, &h, "0A", &all(&[canary, bad("web05")])), None);
+}
