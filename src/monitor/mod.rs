@@ -74,6 +74,14 @@ fn facts(
         {
             facts.person_needed.insert(cert.name.clone(), fresh);
         }
+        let here = config.fleet.as_ref().map(|f| f.host.as_str());
+        if let Some(h) = rec
+            .rollout_halted
+            .as_ref()
+            .filter(|h| here.is_some_and(|host| events::halt::names_host(h, host)))
+        {
+            facts.halted.insert(cert.name.clone(), h.clone());
+        }
     }
     facts
 }

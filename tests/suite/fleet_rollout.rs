@@ -35,8 +35,18 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest
         return;
     }
     let mut f = Fleet::start_under("/cert-agent/", &[Server::Nginx; 3], &[("www", NAMES)]);
-    for h in &f.hosts {
-        let mut config = fs::read_to_string(&h.config).unwrap();
+    let notified: Vec<_> = f
+        .hosts
+        .iter()
+        .map(|h| h.config.with_extension("events"))
+        .collect();
+    for (h, log) in f.hosts.iter().zip(&notified) {
+        let log = log.display().to_string();
+        let mut config = fs::read_to_string(&h.config).unwrap().replacen(
+            "state_dir = ",
+            &format!("notify_command = [\"/bin/sh\", \"-c\", \"cat >> '{log}'\"]\nstate_dir = "),
+            1,
+        );
         config
             .push_str("rollout_canaries = [\"web2\"]\nrollout_wave = 1\nrollout_pause_secs = 2\n");
         fs::write(&h.config, config).unwrap();
@@ -113,6 +123,18 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest
         });
         assert!(critical, "host {i}: {last}\n{}", f.logs());
     }
+    // One notification for the fleet: web2's, whose proof failed.
+    let halts = |i: usize| {
+        fs::read_to_string(&notified[i])
+            .unwrap_or_default()
+            .matches("\"event\":\"rollout_halted\"")
+            .count()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || halts(1) == 1),
+        "{}",
+        f.logs()
+    );
     let skipped = row(&v, "web3")["skipped"]
         .as_str()
         .unwrap_or_default()
@@ -142,4 +164,5 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest
         !f.agent(2, &["check"]).text().contains("rollout halted")
     });
     assert!(cleared, "{}", f.agent(2, &["check"]).describe());
+    assert_eq!([halts(0), halts(1), halts(2)], [0, 1, 0], "{}", f.logs());
 }
