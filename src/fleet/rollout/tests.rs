@@ -172,7 +172,10 @@ fn a_rollout_halts_at_the_first_failed_proof_of_a_wave_before_the_last() {
     let all = |p: &[(String, Proof)]| p.iter().cloned().collect::<BTreeMap<_, _>>();
     let canary = proof("web01", "0A", 100, "0A");
     let bad = |host: &str| proof(host, "0A", 200, "09");
-    assert_eq!(halted(&c, &h, "0A", &all(&[canary.clone()])), None);
+    assert_eq!(
+        halted(&c, &h, "0A", &all(std::slice::from_ref(&canary))),
+        None
+    );
     // The canary: the wave after it is kept back, named with its own words.
     let at_canary = halted(&c, &h, "0A", &all(&[bad("web01")])).expect("halted");
     assert!(
