@@ -215,6 +215,11 @@ pub struct CertRecord {
     /// The last of those failures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_error: Option<String>,
+    /// Fleet mode, with a rollout in waves: `rollout halted at wave N: HOST: reason` while a
+    /// host of an earlier wave failed its proof of the fleet's current serial, as this host
+    /// last read it. Never shared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout_halted: Option<String>,
     /// An issued and checked certificate that begins after this host's clock: its archive is
     /// kept in `held/NAME.zip` and installed once it is valid.
     #[serde(default, skip_serializing_if = "Option::is_none")]

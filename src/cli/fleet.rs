@@ -33,7 +33,7 @@ pub(super) async fn status(
     let kept = crate::fleet::witness_audit(&config.agent.state_dir, &mut status.audit, clock.now());
     status.warnings.extend(kept);
     let rewound = status.audit.iter().any(|a| a.rewound.is_some());
-    let alert = rewound || status.leader_alert.is_some();
+    let alert = rewound || status.leader_alert.is_some() || !status.unproven.is_empty();
     let code = if status.lagging.is_empty() && status.failing.is_empty() && !alert {
         exit::OK
     } else {
@@ -50,6 +50,46 @@ pub(super) async fn status(
         "leader: {}",
         status.leader.as_deref().unwrap_or("none (between runs)")
     );
+    out.table(&table(&status));
+    for c in &status.certificates {
+        if let Some(e) = &c.error {
+            outln!("{}: {e}", c.name);
+        }
+        if let Some(f) = &c.failure {
+            outln!("{}: FAILING: {}", c.name, f.describe());
+        }
+        if let Some(h) = &c.halted {
+            outln!("{}: {h}", c.name);
+        }
+        print_proofs(c);
+        if let Some(r) = &c.retired {
+            outln!(
+                "{}: retired for the fleet by {} at {}{}; every host retires it on its next \
+                 synchronisation: remove its [[certificate]] entry from every host's \
+                 configuration",
+                c.name,
+                r.by,
+                crate::clock::rfc3339(r.at),
+                r.cancel
+                    .as_deref()
+                    .map(|c| format!(" ({c})"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    if !status.lagging.is_empty() {
+        outln!(
+            "lagging behind the current certificate for more than {} s: {}",
+            link.config.lag_alert_secs,
+            status.lagging.join(", ")
+        );
+    }
+    print_trust(&status);
+    Ok(code)
+}
+
+/// One row per certificate and host (one row for a certificate without hosts).
+fn table(status: &crate::fleet::FleetStatus) -> Table {
     let mut t = Table::new(&[
         "CERTIFICATE",
         "ISSUER",
@@ -103,38 +143,7 @@ pub(super) async fn status(
             ]);
         }
     }
-    out.table(&t);
-    for c in &status.certificates {
-        if let Some(e) = &c.error {
-            outln!("{}: {e}", c.name);
-        }
-        if let Some(f) = &c.failure {
-            outln!("{}: FAILING: {}", c.name, f.describe());
-        }
-        if let Some(r) = &c.retired {
-            outln!(
-                "{}: retired for the fleet by {} at {}{}; every host retires it on its next \
-                 synchronisation: remove its [[certificate]] entry from every host's \
-                 configuration",
-                c.name,
-                r.by,
-                crate::clock::rfc3339(r.at),
-                r.cancel
-                    .as_deref()
-                    .map(|c| format!(" ({c})"))
-                    .unwrap_or_default()
-            );
-        }
-    }
-    if !status.lagging.is_empty() {
-        outln!(
-            "lagging behind the current certificate for more than {} s: {}",
-            link.config.lag_alert_secs,
-            status.lagging.join(", ")
-        );
-    }
-    print_trust(&status);
-    Ok(code)
+    t
 }
 
 /// The manifest's floor of each certificate, a suspect lead, each host's last audit line, and
@@ -170,6 +179,46 @@ fn print_trust(status: &crate::fleet::FleetStatus) {
                  --expect-min-seq N --expect-last-hash H (the line seen)",
                 a.host
             );
+        }
+    }
+}
+
+/// What each host of `c` last proved it serves, and each proof that failed.
+fn print_proofs(c: &crate::fleet::CertStatus) {
+    for h in &c.hosts {
+        if let Some(p) = &h.proof {
+            let answers: Vec<String> = p
+                .answers
+                .iter()
+                .map(|a| {
+                    format!(
+                        "{} {} {}",
+                        a.address,
+                        a.server_name,
+                        a.served.as_deref().unwrap_or("no answer")
+                    )
+                })
+                .collect();
+            outln!(
+                "{}: {} proved serial {} at {} ({}){}",
+                c.name,
+                h.host,
+                p.serial,
+                crate::clock::rfc3339(p.at),
+                if answers.is_empty() {
+                    "no verify address".to_owned()
+                } else {
+                    answers.join(", ")
+                },
+                p.health
+                    .as_ref()
+                    .and_then(|h| h.exit)
+                    .map(|e| format!("; health command exit {e}"))
+                    .unwrap_or_default()
+            );
+        }
+        if let Some(why) = &h.proof_failure {
+            outln!("{}: {}: PROOF FAILED: {why}", c.name, h.host);
         }
     }
 }

@@ -45,6 +45,10 @@ pub(super) const FLEET_KEYS: &[&str] = &[
     "previous_secret_file",
     "lease_ttl_secs",
     "lag_alert_secs",
+    "health_command",
+    "rollout_canaries",
+    "rollout_wave",
+    "rollout_pause_secs",
 ];
 pub(super) const API_KEYS: &[&str] = &[
     "base_url",

@@ -21,6 +21,7 @@ mod cache;
 mod error;
 mod include;
 mod keys;
+mod rollout;
 mod rules;
 mod select;
 pub mod sources;
@@ -37,6 +38,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 pub use error::{ConfigError, Problem};
+pub use rollout::{Canaries, RolloutConfig, WaveSize};
 pub use rules::{validate_certificate_name, validate_domain, validate_email};
 pub use select::UnknownCertificate;
 pub use types::{

@@ -38,6 +38,7 @@ pub(super) enum Purpose {
     AcmeAccount,
     AcmeAccountKey,
     DcvServed,
+    Proof,
 }
 
 impl Purpose {
@@ -58,6 +59,7 @@ impl Purpose {
             Self::AcmeAccount => "acme-account",
             Self::AcmeAccountKey => "acme-account-key",
             Self::DcvServed => "validation-served",
+            Self::Proof => "host-proof",
         }
     }
 }

@@ -238,13 +238,19 @@ pub(super) async fn sync(
         published,
         fleet_has,
         mut records,
+        halted,
     } = slices::take_slices(link, config, store, &given, &mut view, &mut results).await?;
     view.note_revisions();
     view.versions.save()?;
     floor::publish(link, &mut view.versions).await;
     // A failed install is counted by the install itself.
     let mut counted = BTreeSet::new();
+    let mut proved = Vec::new();
     for (job, outcome, _warning) in batch.finish().await {
+        if let (Outcome::Installed { .. }, Some(i)) = (&outcome, &job.rec.installed) {
+            let version = published.get(&job.cert.name).copied().unwrap_or(0);
+            proved.push((job.cert.name.clone(), i.serial.clone(), version));
+        }
         if matches!(outcome, Outcome::Failed { .. }) {
             counted.insert(job.cert.name.clone());
         }
@@ -276,14 +282,16 @@ pub(super) async fn sync(
     }
     report_problems(link, store, view.problems, &mut out, &mut results);
     report_hosts(link, &host, results).await;
+    super::proof::prove_installed(link, config, &proved).await;
     let records = note_outcomes(
         config,
         store,
         &view.attempts,
         (&out, records),
-        &counted,
+        (&counted, &halted),
         link.clock.now(),
     );
+    super::proof::prove_again(link, config, &records, &proved).await;
     report_seen(link, store, &host).await;
     store.debug_check_held(&records, "after the synchronisation");
     Ok(SyncReport {
@@ -495,16 +503,31 @@ pub(crate) fn fleet_failures_of(
 }
 
 /// Whether a change of `key` (relative to the prefix) concerns what [`sync`] does: a
-/// certificate published or retired, or a validation file published or withdrawn.
-pub fn concerns_hosts(key: &str) -> bool {
-    key.starts_with("dcv/")
+/// certificate published or retired, a validation file published or withdrawn, or — with a
+/// rollout in waves (`rollout`) — a host's proof written.
+pub fn concerns_hosts(key: &str, rollout: bool) -> bool {
+    // A host's proof may open the next wave of a rollout; without one, nothing waits for it.
+    (rollout && is_proof(key))
+        || key.starts_with("dcv/")
         || (key.starts_with("certs/") && (key.ends_with("/current") || key.ends_with("/retired")))
 }
 
 /// Whether [`sync`] reads `key` (relative to the prefix): a change of it is read by the next
-/// resynchronisation (what other hosts report under `hosts/`, and the lead, are not).
-pub fn read_by_sync(key: &str) -> bool {
-    key.starts_with("certs/") || key.starts_with("dcv/") || key == KEY_CHECK
+/// resynchronisation (what other hosts report under `hosts/`, and the lead, are not; their
+/// proofs are with a rollout in waves, `rollout`).
+pub fn read_by_sync(key: &str, rollout: bool) -> bool {
+    (rollout && is_proof(key))
+        || key.starts_with("certs/")
+        || key.starts_with("dcv/")
+        || key == KEY_CHECK
+}
+
+/// Whether `key` is a host's proof, `hosts/HOST/proof/NAME`.
+fn is_proof(key: &str) -> bool {
+    matches!(
+        key.split('/').collect::<Vec<_>>().as_slice(),
+        ["hosts", _, "proof", _]
+    )
 }
 
 /// The validation files this host serves for the fleet, by certificate: kept in

@@ -38,6 +38,7 @@ pub fn envelope(data: &[u8]) {
         "manifest/web1",
         "acme/pebble/account",
         "hosts/web1/dcv/www",
+        "hosts/web1/proof/www",
     ] {
         let Some(kind) = Kind::of(rel) else {
             panic!("{rel} is a key of the fleet");
@@ -60,6 +61,30 @@ pub fn envelope(data: &[u8]) {
     let _ = serde_json::from_slice::<Unplaced>(data);
     host_seen(&keys, data);
     tombstone(&keys, data);
+    proof(&keys, data);
+}
+
+/// `data` as a host's proof: opened at a proof's key (refused, never a panic); one that reads
+/// is sealed for its host's key, opens back the same there, and is refused at another host's.
+fn proof(keys: &FleetKeys, data: &[u8]) {
+    let full = "/cert-agent/hosts/web1/proof/www";
+    let _ = super::proof::open_at(keys, full, "hosts/web1/proof/www", data);
+    let Ok(mut proof) = serde_json::from_slice::<super::proof::Proof>(data) else {
+        return;
+    };
+    proof.host = "web1".into();
+    let Ok((rel, sealed)) = super::proof::seal(keys, "www", &proof) else {
+        panic!("a proof that reads is written");
+    };
+    match super::proof::open_at(keys, full, &rel, &sealed) {
+        Ok(again) => assert_eq!(again, proof.clone().printable(), "reads back the same"),
+        Err(e) => panic!("a sealed proof does not open back: {e:#}"),
+    }
+    let other = "hosts/web2/proof/www";
+    assert!(
+        super::proof::open_at(keys, other, other, &sealed).is_err(),
+        "another host's proof opens"
+    );
 }
 
 /// `data` as a host's `seen` record: one that reads is sealed for its place, opens back and

@@ -286,6 +286,8 @@ impl FleetRun<'_> {
                     skipped: None,
                 };
                 report_host(self.link, self.link.fleet.host(), &cert.name, &result).await;
+                let installed = [(cert.name.clone(), doc.serial.clone(), version)];
+                super::proof::prove_installed(self.link, self.config, &installed).await;
                 Ok(())
             }
             Written::Conflict(_) => bail!(
@@ -376,6 +378,7 @@ pub(super) async fn import(
     next.fleet = Some(shared.attempt());
     next.host_failures = local.host_failures;
     next.host_error.clone_from(&local.host_error);
+    next.rollout_halted.clone_from(&local.rollout_halted);
     next.installed.clone_from(&local.installed);
     next.dcv = local.dcv.clone();
     next.revocation.clone_from(&local.revocation);

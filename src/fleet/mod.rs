@@ -16,9 +16,10 @@
 //! and version), `schema` (what lives under the prefix), `versions` (the versions this host
 //! accepted), `link` (connect, key and spec agreement), `floor` (the fleet's manifest, and
 //! the floor of a host that has accepted nothing yet), `shared` (the shared record and the
-//! current certificate opened and checked), `follower`, `leader`, `status`, `takeover` (what
-//! a lead that ended with its lease left open), `audit_seen` (the hosts' audit logs seen
-//! from here), `watch`,
+//! current certificate opened and checked), `proof` (what a host proves it serves after an
+//! install), `rollout` (canaries and waves: whether a host installs a new certificate yet),
+//! `follower`, `leader`, `status`, `takeover` (what a lead that ended with its lease left
+//! open), `audit_seen` (the hosts' audit logs seen from here), `watch`,
 //! `acme` (the fleet's ACME account, and the hosts' word that they serve an ACME validation
 //! file), `rotate` (every value sealed again under a new fleet key), `unplaced` (an order intent
 //! never placed, withdrawn), `retire` (`cert-agent retire` for the fleet: its tombstone;
@@ -38,7 +39,9 @@ pub mod key;
 mod leader;
 mod link;
 mod options;
+mod proof;
 mod retire;
+mod rollout;
 mod rotate;
 mod schema;
 mod shared;
@@ -61,6 +64,7 @@ pub use link::{
     FLEET_KEY_CREDENTIAL, FLEET_PREVIOUS_KEY_CREDENTIAL, FleetLink, connect, previous_key_warning,
 };
 pub use options::{DEFAULT_PREFIX, FleetOptions};
+pub use proof::{Answer, Health, Proof};
 pub use retire::{LeadElsewhere, Retiring};
 pub use rotate::{Resealed, RotateReport, Unmoved, rotate_key};
 pub use status::{CertStatus, FleetStatus, FloorStatus, HostStatus, RetiredStatus, status};

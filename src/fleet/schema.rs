@@ -15,6 +15,7 @@
 //! | `hosts/HOST/dcv/NAME` | the ACME validation file HOST serves for NAME (its name and the SHA-256 of its content): the leader answers the ACME challenge once every live host says so | HOST |
 //! | `hosts/HOST/certs/NAME` | what HOST installed (serial, version, time) or why it could not | HOST |
 //! | `hosts/HOST/seen` | when HOST last synchronised, its instance id, the id of its current fleet key and of the previous key it still opens values with (none once the rotation ended on it), the `seq` and `hash` of the last line of its audit log | HOST |
+//! | `hosts/HOST/proof/NAME` | what HOST proved it serves of NAME after its last install: the serial, each address's and name's answer (served serial, whether the chain verifies), the health command's exit, the time ([`super::proof`]) | HOST |
 //! | `hosts/HOST/unplaced/NAME` | an order intent of NAME whose order HOST did not place (its lead ended before it was sent, or the API refused it) | HOST |
 //! | `manifest/HOST` | HOST's entry of the fleet's manifest: per certificate, the highest versions of the shared record, the current certificate and the tombstone HOST accepted; a host that has accepted nothing of a certificate takes the highest of all entries as its floor ([`super::floor`]) | HOST |
 //!
@@ -72,6 +73,9 @@ pub(super) fn host_key(host: &str, name: &str) -> String {
 pub(super) fn seen_key(host: &str) -> String {
     format!("hosts/{host}/seen")
 }
+pub(super) fn proof_key(host: &str, name: &str) -> String {
+    format!("hosts/{host}/proof/{name}")
+}
 pub(super) fn unplaced_key(host: &str, name: &str) -> String {
     format!("hosts/{host}/unplaced/{name}")
 }
@@ -98,6 +102,7 @@ pub(super) enum Kind<'a> {
     Manifest,
     AcmeAccount(&'a str),
     DcvServed(&'a str),
+    Proof(&'a str),
 }
 
 impl<'a> Kind<'a> {
@@ -116,6 +121,7 @@ impl<'a> Kind<'a> {
             ["manifest", _] => Self::Manifest,
             ["acme", ca, "account"] => Self::AcmeAccount(ca),
             ["hosts", _, "dcv", name] => Self::DcvServed(name),
+            ["hosts", _, "proof", name] => Self::Proof(name),
             _ => return None,
         })
     }
@@ -135,6 +141,7 @@ impl<'a> Kind<'a> {
             Self::Manifest => (Purpose::Manifest, ""),
             Self::AcmeAccount(ca) => (Purpose::AcmeAccount, ca),
             Self::DcvServed(n) => (Purpose::DcvServed, n),
+            Self::Proof(n) => (Purpose::Proof, n),
         };
         Place::new(purpose, rel, name)
     }
@@ -154,6 +161,7 @@ impl<'a> Kind<'a> {
             Kind::Manifest => "manifest entry",
             Kind::AcmeAccount(_) => "ACME account",
             Kind::DcvServed(_) => "validation file served",
+            Kind::Proof(_) => "host proof",
         }
     }
 }
@@ -430,6 +438,7 @@ pub(super) fn shared_view(rec: &CertRecord) -> CertRecord {
     r.fleet = None;
     r.host_failures = 0;
     r.host_error = None;
+    r.rollout_halted = None;
     if let Some(p) = &mut r.pending_key {
         p.key_file = PathBuf::new();
     }

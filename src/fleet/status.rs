@@ -13,6 +13,7 @@ use crate::crypto;
 use super::audit_seen::HostAudit;
 use super::envelope::{self, Place, Purpose};
 use super::link::FleetLink;
+use super::proof::Proof;
 use super::schema::{
     Current, HostResult, HostSeen, SharedState, Tombstone, printable, printable_capped,
 };
@@ -30,6 +31,8 @@ pub struct FleetStatus {
     /// Certificates whose fleet's last attempt failed, or whose shared record or current
     /// certificate in etcd does not open.
     pub failing: Vec<String>,
+    /// Hosts whose last proof of what they serve failed, or does not open: `HOST: NAME: why`.
+    pub unproven: Vec<String>,
     /// What this host's operator is to do: a previous fleet key still configured after the
     /// rotation ended on this host ([`super::previous_key_warning`]).
     pub warnings: Vec<String>,
@@ -75,6 +78,10 @@ pub struct CertStatus {
     /// shared record): failures in a row, the error, when, and which host led.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<FleetAttempt>,
+    /// `rollout halted at wave N: HOST: reason`, when a host of an earlier wave failed its
+    /// proof of the current serial and a host of a later wave is kept back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub halted: Option<String>,
     /// Retired for the fleet (`cert-agent retire`): its tombstone, opened.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retired: Option<RetiredStatus>,
@@ -116,6 +123,12 @@ pub struct HostStatus {
     pub lagging: bool,
     /// `current`, `installing`, `LAGGING`, `never installed`, `skipped: …` or `error: …`.
     pub state: String,
+    /// What the host last proved it serves ([`super::proof`]), opened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proof: Option<Proof>,
+    /// Why that proof failed, or why it does not open.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proof_failure: Option<String>,
 }
 
 /// Reads the fleet's state: the leader, every certificate's current serial, every host's
@@ -131,21 +144,12 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         mut failures,
         mut retired,
     } = read_certs(link).await?;
-    let (results, hosts, audit) = read_hosts(link, now).await?;
+    let (results, hosts, audit, mut proofs) = read_hosts(link, now).await?;
+    let mut unproven = Vec::new();
     let (entries, _) = super::floor::read_entries(link).await?;
     let names: Vec<String> = currents.keys().cloned().collect();
     let mut floors = super::floor::floors(&entries, &names);
-    let leader_alert = leader
-        .as_ref()
-        .filter(|l| !hosts.iter().any(|h| printable(h) == **l))
-        .map(|l| {
-            format!(
-                "the lead is held by '{l}', a name no host has announced ({}): a leader key \
-                 written by an etcd writer, or a host whose `seen` record was deleted; while it \
-                 holds the lead no host renews",
-                link.fleet.key(&format!("hosts/{l}/seen"))
-            )
-        });
+    let leader_alert = suspect_lead(link, leader.as_deref(), &hosts);
     let mut lagging = std::collections::BTreeSet::new();
     let mut failing = Vec::new();
     let mut certificates = Vec::new();
@@ -183,7 +187,20 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
                 serves_current,
                 late,
             );
+            let (proof, proof_failure) = match proofs.get_mut(&name).and_then(|m| m.remove(host)) {
+                Some(Ok(p)) => {
+                    let why = p.failure();
+                    (Some(p), why)
+                }
+                Some(Err(e)) => (None, Some(e)),
+                None => (None, None),
+            };
+            if let Some(why) = &proof_failure {
+                unproven.push(format!("{}: {}: {why}", printable(host), printable(&name)));
+            }
             host_rows.push(HostStatus {
+                proof,
+                proof_failure,
                 host: printable(host),
                 serial: serial.map(printable),
                 since: r.and_then(|r| r.since),
@@ -198,8 +215,16 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         if error.is_some() || failure.is_some() {
             failing.push(printable(&name));
         }
+        // A host kept back by a halted rollout says where it halted and why.
+        let halted = host_rows.iter().find_map(|h| {
+            h.skipped
+                .as_deref()
+                .filter(|s| s.starts_with("rollout halted"))
+                .map(str::to_owned)
+        });
         certificates.push(CertStatus {
             issuer: None,
+            halted,
             name: printable(&name),
             version: current.as_ref().map(|c| c.version),
             serial: current.as_ref().map(|c| printable(&c.serial)),
@@ -222,6 +247,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         certificates,
         lagging: lagging.into_iter().collect(),
         failing,
+        unproven,
         warnings: Vec::new(),
         audit,
         leader_alert,
@@ -300,18 +326,39 @@ async fn read_certs(link: &FleetLink) -> Result<Certs> {
     })
 }
 
+/// Why the lead looks forged: it is held by a name no host has announced.
+fn suspect_lead(
+    link: &FleetLink,
+    leader: Option<&str>,
+    hosts: &std::collections::BTreeSet<String>,
+) -> Option<String> {
+    leader
+        .filter(|l| !hosts.iter().any(|h| printable(h) == *l))
+        .map(|l| {
+            format!(
+                "the lead is held by '{l}', a name no host has announced ({}): a leader key \
+                 written by an etcd writer, or a host whose `seen` record was deleted; while it \
+                 holds the lead no host renews",
+                link.fleet.key(&format!("hosts/{l}/seen"))
+            )
+        })
+}
+
 /// Every host's result per certificate (a result that does not open is an error), the
-/// hosts that reported anything, and the audit line of each host's `seen` record.
+/// hosts that reported anything, the audit line of each host's `seen` record, and every
+/// host's proof per certificate (or why it does not open).
 type HostResults = (
     BTreeMap<String, BTreeMap<String, HostResult>>,
     std::collections::BTreeSet<String>,
     Vec<HostAudit>,
+    BTreeMap<String, BTreeMap<String, Result<Proof, String>>>,
 );
 
 async fn read_hosts(link: &FleetLink, now: OffsetDateTime) -> Result<HostResults> {
     let mut results: BTreeMap<String, BTreeMap<String, HostResult>> = BTreeMap::new();
     let mut hosts = std::collections::BTreeSet::new();
     let mut audit = Vec::new();
+    let mut proofs: BTreeMap<String, BTreeMap<String, Result<Proof, String>>> = BTreeMap::new();
     for (key, value) in link.fleet.list("hosts/").await? {
         let parts: Vec<&str> = key.split('/').collect();
         match parts.as_slice() {
@@ -349,10 +396,18 @@ async fn read_hosts(link: &FleetLink, now: OffsetDateTime) -> Result<HostResults
                     .or_default()
                     .insert((*host).to_owned(), r);
             }
+            ["hosts", host, "proof", name] => {
+                let proof = super::proof::open(link, &key, &value)
+                    .map_err(|e| printable_capped(&format!("{e:#}"), FleetAttempt::MAX_ERROR));
+                proofs
+                    .entry((*name).to_owned())
+                    .or_default()
+                    .insert((*host).to_owned(), proof);
+            }
             _ => {}
         }
     }
-    Ok((results, hosts, audit))
+    Ok((results, hosts, audit, proofs))
 }
 
 /// A host's state for one certificate: its error first, then a skipped install, then

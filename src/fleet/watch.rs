@@ -257,6 +257,9 @@ struct Following {
     last: Option<Last>,
     /// A key the synchronisation reads changed since it last read.
     stale: bool,
+    /// The last synchronisation's configuration has a rollout in waves: hosts' proofs are
+    /// read, and a new one wakes the hosts.
+    rollout: bool,
 }
 
 struct Last {
@@ -285,18 +288,19 @@ impl Following {
             config: serde_json::to_vec(config).unwrap_or_default(),
         });
         self.stale = false;
+        self.rollout = config.fleet.as_ref().is_some_and(|f| f.rollout.is_some());
     }
 
     /// Notes `changes`; whether the hosts act on them at once.
     fn changed(&mut self, changes: &Changes) -> bool {
         tracing::debug!(keys = ?changes.keys, revision = changes.revision, "fleet: changed");
-        if changes.keys.iter().any(|k| read_by_sync(k)) {
+        if changes.keys.iter().any(|k| read_by_sync(k, self.rollout)) {
             self.stale = true;
         }
         if let Some(l) = self.last.as_mut() {
             l.followed.revision = l.followed.revision.max(changes.revision);
         }
-        changes.keys.iter().any(|k| concerns_hosts(k))
+        changes.keys.iter().any(|k| concerns_hosts(k, self.rollout))
     }
 }
 
@@ -353,7 +357,7 @@ impl Burst {
         for k in keys {
             if k.starts_with("dcv/") {
                 self.validation = true;
-            } else if concerns_hosts(k) {
+            } else if concerns_hosts(k, false) {
                 self.certificates = true;
             }
         }
@@ -620,6 +624,49 @@ mod tests {
             },
         );
         assert_eq!(state.last.as_ref().map(|l| l.followed.revision), Some(14));
+    }
+
+    #[test]
+    fn a_hosts_proof_wakes_the_hosts_only_with_a_rollout_in_waves() {
+        let fleet = |rollout: &str| {
+            let mut c = config(&["a"]);
+            let text = format!(
+                "[api]\nbase_url = \"https://127.0.0.1:1\"\nlogin = \"a@b.test\"\n\
+                 password = \"x\"\n[fleet]\nhost = \"web1\"\n\
+                 endpoints = [\"https://127.0.0.1:2\"]\n{rollout}\n"
+            );
+            c.fleet = Config::parse(&text, Path::new("/tmp/x.toml"))
+                .unwrap()
+                .fleet;
+            c
+        };
+        let synced = |c: &Config| {
+            let mut s = Following::default();
+            s.synchronised(
+                c,
+                Followed {
+                    revision: 10,
+                    clean: true,
+                },
+            );
+            s
+        };
+        let proof = "hosts/web2/proof/a";
+        // Without a rollout: another host's proof is a report like the others.
+        let plain = fleet("");
+        let mut s = synced(&plain);
+        assert!(!s.changed(&changes(&[proof], 11)));
+        assert!(s.quiet(&plain), "a proof read without a rollout");
+        // With one: it may open the next wave, read at once.
+        let waves = fleet("rollout_canaries = 1\nrollout_wave = 1");
+        let mut s = synced(&waves);
+        assert!(s.changed(&changes(&[proof], 11)));
+        assert!(!s.quiet(&waves));
+        assert!(!s.changed(&changes(&["hosts/web2/proofs", "hosts/web2/certs/a"], 12)));
+        // It never holds a burst for the lead's end.
+        let mut b = Burst::new(tokio::time::Instant::now());
+        b.note(&[proof.to_owned()]);
+        assert_eq!(b.wait(b.first, true), Some(BURST_QUIET));
     }
 
     #[test]

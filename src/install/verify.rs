@@ -116,6 +116,17 @@ pub async fn served_leaf(
     server_name: &str,
     timeout: Duration,
 ) -> Result<Vec<u8>, InstallError> {
+    let mut chain = served_chain(address, server_name, timeout).await?;
+    Ok(chain.swap_remove(0))
+}
+
+/// Connects to `address`, handshakes with SNI `server_name`, and returns the DER of every
+/// certificate the server presents, the leaf first (never empty).
+pub async fn served_chain(
+    address: &str,
+    server_name: &str,
+    timeout: Duration,
+) -> Result<Vec<Vec<u8>>, InstallError> {
     let fail = |reason: String| InstallError::Handshake {
         address: address.to_string(),
         server_name: server_name.to_string(),
@@ -135,8 +146,8 @@ pub async fn served_leaf(
             .map_err(|e| fail(e.to_string()))?;
         let (_, conn) = tls.get_ref();
         conn.peer_certificates()
-            .and_then(|c| c.first())
-            .map(|c| c.as_ref().to_vec())
+            .filter(|c| !c.is_empty())
+            .map(|c| c.iter().map(|d| d.as_ref().to_vec()).collect())
             .ok_or_else(|| fail("the server presented no certificate".into()))
     };
     tokio::time::timeout(timeout, handshake)

@@ -614,6 +614,10 @@ fn attention(found: &mut Findings, rec: &CertRecord, now: OffsetDateTime, renew_
     if let Some(f) = rec.fleet_failure() {
         found.raise(failing_level(f.failures), f.describe());
     }
+    // A halted rollout waits for a person, on every host.
+    if let Some(h) = &rec.rollout_halted {
+        found.raise(Level::Critical, h.clone());
+    }
     if rec.partner.intent.is_some() {
         found.raise(
             Level::Warning,

@@ -1,8 +1,9 @@
 //! The one source of the operator's notifications: the events of a run — a certificate
 //! installed, failing, recovered, revoked, retired, its subscription ending, a renewal order
 //! prepared, a renewal whose fresh domain validation needs a person within `[validation]
-//! warning_days` — each once per change of state, measured against the states last announced
-//! (kept in `state_dir/announced.json` with the events `notify_url` could not deliver yet).
+//! warning_days`, a rollout in waves halted by this host's failed proof ([`halt`]) — each once
+//! per change of state, measured against the states last announced (kept in
+//! `state_dir/announced.json` with the events `notify_url` could not deliver yet).
 //! `notify_command` and `notify_url` are both fed from here, under the same rule.
 
 use std::collections::BTreeMap;
@@ -13,6 +14,8 @@ use time::OffsetDateTime;
 use crate::engine::forecast::FreshValidation;
 use crate::engine::{Outcome, RunReport};
 use crate::store::Store;
+
+pub(super) mod halt;
 
 /// File of the announced states.
 const STATE_FILE: &str = "announced.json";
@@ -120,6 +123,9 @@ pub(super) struct Facts {
     pub(super) email_sunset: BTreeMap<String, crate::engine::sunset::EmailSunset>,
     /// Each configured certificate's issuer (`partner`, `acme:NAME`), carried by its events.
     pub(super) issuers: BTreeMap<String, String>,
+    /// Rollouts in waves that this host's failed proof halted: `rollout halted at wave N:
+    /// HOST: reason`, per certificate.
+    pub(super) halted: BTreeMap<String, String>,
 }
 
 /// `announced.json`: the state last announced per certificate, and the events no delivery
@@ -133,6 +139,9 @@ pub(super) struct Announced {
     /// The fresh validation announced per certificate: the due date of its renewal.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     validations: BTreeMap<String, String>,
+    /// The halted rollout announced per certificate ([`halt`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    halts: BTreeMap<String, String>,
 }
 
 impl Announced {
@@ -158,10 +167,11 @@ impl Announced {
         facts: &Facts,
         now: OffsetDateTime,
     ) -> Vec<Event> {
-        let (new, states, validations) =
+        let (mut new, states, validations) =
             events(report, facts, &self.states, &self.validations, now);
         self.states = states;
         self.validations = validations;
+        new.extend(halt::events(report, facts, &mut self.halts, now));
         new
     }
 

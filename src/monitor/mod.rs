@@ -77,6 +77,14 @@ fn facts(
         if let Some(sunset) = crate::engine::sunset::email_sunset(cert, now) {
             facts.email_sunset.insert(cert.name.clone(), sunset);
         }
+        let here = config.fleet.as_ref().map(|f| f.host.as_str());
+        if let Some(h) = rec
+            .rollout_halted
+            .as_ref()
+            .filter(|h| here.is_some_and(|host| events::halt::names_host(h, host)))
+        {
+            facts.halted.insert(cert.name.clone(), h.clone());
+        }
     }
     facts
 }

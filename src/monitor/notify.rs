@@ -1,8 +1,9 @@
 //! `agent.notify_command`: the operator's program, run after a run with new events
 //! ([`super::events`]: a certificate installed, failing, recovered, revoked, retired,
-//! expiring, a renewal order prepared, a fresh validation a person must do — each once per
-//! change of state, the rule `notify_url` follows too). It gets the run's JSON report on stdin
-//! with the events beside the certificates (after `retire`, no certificates, its event).
+//! expiring, a renewal order prepared, a fresh validation a person must do, a rollout this
+//! host's failed proof halted — each once per change of state, the rule `notify_url` follows
+//! too). It gets the run's JSON report on stdin with the events beside the certificates (after
+//! `retire`, no certificates, its event).
 
 use std::time::Duration;
 

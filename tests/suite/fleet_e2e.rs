@@ -130,7 +130,8 @@ impl Fleet {
         f
     }
 
-    /// One host per entry of `servers`, each with the certificates `certs` (name, domain):
+    /// One host per entry of `servers`, each with the certificates `certs` (name, domains
+    /// separated by spaces, the first the common name):
     /// `www`'s files under `out/`, the others' under `out/NAME/`, one web root. The sandbox
     /// validates through every host's HTTP port in the strict mode: a validation passes only
     /// when the file is on every host (a test may still pin one host with `set_dcv_ports`).
@@ -173,8 +174,9 @@ impl Fleet {
                 };
                 fs::create_dir_all(&out).unwrap();
                 let mut spec;
+                let domains: Vec<&str> = domain.split_whitespace().collect();
                 if server == Server::Apache {
-                    spec = env.cert_spec(cert, &[domain], "apache");
+                    spec = env.cert_spec(cert, &domains, "apache");
                     spec.files = InstallFiles {
                         cert: Some(out.join("certificate.crt")),
                         chain: Some(out.join("ca_bundle.crt")),
@@ -182,12 +184,16 @@ impl Fleet {
                         ..Default::default()
                     };
                 } else {
-                    spec = env.cert_spec(cert, &[domain], "nginx");
+                    spec = env.cert_spec(cert, &domains, "nginx");
                     spec.files = InstallFiles {
                         fullchain: Some(out.join("fullchain.pem")),
                         key: out.join("privkey.pem"),
                         ..Default::default()
                     };
+                }
+                if domains.len() > 1 {
+                    // A multi-domain product.
+                    spec.product_id = 1103;
                 }
                 spec.publish = Publish::Webroot(webroot.clone());
                 env.write_placeholder(&spec);

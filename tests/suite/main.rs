@@ -87,12 +87,18 @@ mod fleet_follow;
 mod fleet_idle;
 /// A leader paused past its lease: no API call and no write after it resumes.
 mod fleet_pause;
+/// Every host proves what it serves after a fleet install: a handshake per name, sealed under
+/// its own key; a vhost left on the old certificate is named; forged proofs refused.
+mod fleet_proof;
 /// A leader publishes a mass reissue at once, each certificate fenced; a crash mid-way loses none.
 mod fleet_publish;
 /// A host reads again only the fleet's values that changed; forgeries and replays refused.
 mod fleet_reads;
 /// `retire` in fleet mode: the tombstone, every host archives, forged tombstones refused.
 mod fleet_retire;
+/// Canary first, then waves, each after the proofs before it; a canary's failed proof halts
+/// the rest.
+mod fleet_rollout;
 /// The fleet key rotated while both hosts serve: no run fails, no order, the old key refused.
 mod fleet_rotate;
 /// A waiting run holds the fleet's lead only for its rounds: another host's run leads meanwhile.

@@ -506,6 +506,79 @@ fn fleet_rules() {
 }
 
 #[test]
+fn a_rollout_in_waves_is_read_shown_and_refused_with_its_line() {
+    use crate::config::{Canaries, WaveSize};
+    let f = |body: &str| {
+        format!("{MINIMAL}[fleet]\nhost = \"w\"\nendpoints = [\"https://a:1\"]\n{body}\n")
+    };
+    // None by default: every host installs at once.
+    assert!(parse(&f("")).unwrap().fleet.unwrap().rollout.is_none());
+    for (body, canaries, wave, pause) in [
+        (
+            "rollout_canaries = [\"web1\", \"web2\"]\nrollout_wave = 0.25\nrollout_pause_secs = 600",
+            Canaries::Named(vec!["web1".into(), "web2".into()]),
+            WaveSize::Fraction(0.25),
+            600,
+        ),
+        (
+            "rollout_canaries = 2\nrollout_wave = 5",
+            Canaries::Count(2),
+            WaveSize::Count(5),
+            0,
+        ),
+        (
+            "rollout_canaries = 1",
+            Canaries::Count(1),
+            WaveSize::Fraction(1.0),
+            0,
+        ),
+    ] {
+        let config = parse(&f(body)).unwrap();
+        let r = config
+            .fleet
+            .as_ref()
+            .unwrap()
+            .rollout
+            .clone()
+            .expect("a rollout");
+        assert_eq!(
+            (r.canaries, r.wave, r.pause_secs),
+            (canaries, wave, pause),
+            "{body}"
+        );
+        // Shown as it is read, and read back the same.
+        let shown = config.render();
+        assert!(shown.contains("rollout_canaries = "), "{shown}");
+        let again = parse(&shown).unwrap();
+        assert_eq!(again.fleet.unwrap().rollout, config.fleet.unwrap().rollout);
+    }
+    for (body, line, words) in [
+        ("rollout_canaries = []", 9, "expected host names"),
+        ("rollout_canaries = [\"web 1\"]", 9, "expected host names"),
+        ("rollout_canaries = 0", 9, "or a count of hosts from 1"),
+        ("rollout_canaries = \"web1\"", 9, "expected host names"),
+        (
+            "rollout_canaries = 1\nrollout_wave = 1.5",
+            10,
+            "at most 1 (such as 0.25)",
+        ),
+        (
+            "rollout_canaries = 1\nrollout_wave = 0",
+            10,
+            "a count of hosts from 1",
+        ),
+        (
+            "rollout_canaries = 1\nrollout_pause_secs = -1",
+            10,
+            "must be between 0 and 604800",
+        ),
+        ("rollout_wave = 2", 9, "needs `rollout_canaries`"),
+    ] {
+        assert_one(&f(body), line, &["[fleet]", words]);
+    }
+}
+
+#[test]
 fn fleet_transport_is_tls_unless_plaintext_is_asked_for_and_never_with_a_password() {
     let f = |body: &str| format!("{MINIMAL}[fleet]\nhost = \"w\"\n{body}\n");
     // Plain http is refused by default, naming the file, the line, the key and the way out.

@@ -1,6 +1,7 @@
 //! `[fleet]`: the etcd cluster of the hosts sharing the certificates, and this host's name.
 
 use super::*;
+use crate::config::{Canaries, RolloutConfig, WaveSize};
 
 impl Checker<'_> {
     pub(super) fn fleet(&mut self, t: &DeTable<'_>, header: Range<usize>) -> Option<FleetConfig> {
@@ -100,6 +101,8 @@ impl Checker<'_> {
         let lag_alert_secs = self
             .uint(&s, "lag_alert_secs", 60, 7 * 86_400)
             .unwrap_or(DEFAULT_FLEET_LAG_ALERT_SECS);
+        let health_command = self.command(&s, "health_command");
+        let rollout = self.rollout(&s);
         Some(FleetConfig {
             endpoints: endpoints?,
             ca_file,
@@ -114,6 +117,89 @@ impl Checker<'_> {
             previous_secret_file,
             lease_ttl_secs,
             lag_alert_secs,
+            health_command,
+            rollout,
+        })
+    }
+
+    /// `rollout_canaries` (host names, or a count), `rollout_wave` (a count, or a fraction),
+    /// `rollout_pause_secs`; none without `rollout_canaries`.
+    fn rollout(&mut self, s: &Scope<'_, '_>) -> Option<RolloutConfig> {
+        let Some(f) = s.get("rollout_canaries") else {
+            for key in ["rollout_wave", "rollout_pause_secs"] {
+                if let Some(f) = s.get(key) {
+                    self.bad(
+                        s,
+                        &f,
+                        "needs `rollout_canaries` (without it every host installs at once)",
+                    );
+                }
+            }
+            return None;
+        };
+        let canaries = match f.value.get_ref() {
+            DeValue::Array(items) => {
+                let names: Option<Vec<String>> = items
+                    .iter()
+                    .map(|i| {
+                        i.get_ref()
+                            .as_str()
+                            .filter(|n| valid_host_name(n))
+                            .map(str::to_owned)
+                    })
+                    .collect();
+                match names {
+                    Some(n) if !n.is_empty() => Some(Canaries::Named(n)),
+                    _ => None,
+                }
+            }
+            v => integer(v)
+                .filter(|n| (1..=100_000).contains(n))
+                .and_then(|n| usize::try_from(n).ok())
+                .map(Canaries::Count),
+        };
+        if canaries.is_none() {
+            self.bad(
+                s,
+                &f,
+                "expected host names as [fleet] host names them, such as [\"web1\", \"web2\"], \
+                 or a count of hosts from 1 to 100000",
+            );
+        }
+        let wave = match s.get("rollout_wave") {
+            None => Some(WaveSize::Fraction(1.0)),
+            Some(f) => {
+                let v = f.value.get_ref();
+                let size = match v {
+                    DeValue::Float(x) => x
+                        .as_str()
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|x| *x > 0.0 && *x <= 1.0)
+                        .map(WaveSize::Fraction),
+                    v => integer(v)
+                        .filter(|n| (1..=100_000).contains(n))
+                        .and_then(|n| usize::try_from(n).ok())
+                        .map(WaveSize::Count),
+                };
+                if size.is_none() {
+                    self.bad(
+                        s,
+                        &f,
+                        "expected a count of hosts from 1 to 100000, or a fraction of the hosts \
+                         after the canaries above 0 and at most 1 (such as 0.25)",
+                    );
+                }
+                size
+            }
+        };
+        let pause_secs = self
+            .uint(s, "rollout_pause_secs", 0, 7 * 86_400)
+            .unwrap_or(0);
+        Some(RolloutConfig {
+            canaries: canaries?,
+            wave: wave?,
+            pause_secs,
         })
     }
 

@@ -73,7 +73,7 @@ pub(super) fn note_outcomes(
     store: &Store,
     attempts: &BTreeMap<String, FleetAttempt>,
     (out, mut known): (&[Synced], Records),
-    counted: &BTreeSet<String>,
+    (counted, halted): (&BTreeSet<String>, &BTreeMap<String, String>),
     now: OffsetDateTime,
 ) -> Records {
     let outcomes: BTreeMap<&str, &Outcome> =
@@ -91,6 +91,7 @@ pub(super) fn note_outcomes(
         if let Some(a) = attempts.get(&cert.name) {
             rec.fleet = Some(a.clone());
         }
+        rec.rollout_halted = halted.get(&cert.name).cloned();
         match outcomes.get(cert.name.as_str()).copied() {
             Some(Outcome::Failed { error }) => {
                 if !counted.contains(&cert.name) {

@@ -15,10 +15,11 @@ use anyhow::Result;
 use time::OffsetDateTime;
 
 use super::current::{self, Step, take_steps};
+use super::keep::skip_result;
 use super::retired;
 use super::{Synced, View, remove_own_leftovers};
 use crate::config::{CertificateConfig, Config};
-use crate::engine::{Job, Outcome, deploy};
+use crate::engine::{Job, Outcome, Ready, deploy};
 use crate::fleet::link::FleetLink;
 use crate::fleet::schema::{HostResult, Tombstone, current_key};
 use crate::store::{Records, Store};
@@ -50,6 +51,8 @@ pub(super) struct Sliced<'a> {
     pub(super) published: BTreeMap<String, u64>,
     pub(super) fleet_has: BTreeMap<String, (String, OffsetDateTime)>,
     pub(super) records: Records,
+    /// With a rollout in waves, by certificate: where the rollout of the fleet's serial halted.
+    pub(super) halted: BTreeMap<String, String>,
 }
 
 /// What every slice needs besides the view: the specifications refused, the tombstones that
@@ -85,6 +88,12 @@ pub(super) async fn take_slices<'a>(
         published: BTreeMap::new(),
         fleet_has: BTreeMap::new(),
         records: BTreeMap::new(),
+        halted: BTreeMap::new(),
+    };
+    // With a rollout in waves, what the gates need: read once per synchronisation.
+    let fleetwide = match &link.config.rollout {
+        Some(_) => Some(crate::fleet::rollout::read(link).await?),
+        None => None,
     };
     for (n, slice) in config.certificates.chunks(size).enumerate() {
         let first = n.saturating_mul(size);
@@ -110,8 +119,9 @@ pub(super) async fn take_slices<'a>(
         view.fill(link, to_open.iter().map(|c| current_key(&c.name)).collect())
             .await?;
         let mut opened = current::open_all(link, view, to_open).into_iter();
-        let (out, mut ready, published, fleet_has) =
+        let (mut out, ready, published, fleet_has) =
             take_steps(link, steps, &mut opened, view, results);
+        let mut ready = hold_back(link, fleetwide.as_ref(), ready, &mut out, results);
         // The fleet's last attempt goes into the record the install writes: not written
         // again after it ([`note_outcomes`](super::keep::note_outcomes)).
         for (job, _) in &mut ready {
@@ -125,7 +135,64 @@ pub(super) async fn take_slices<'a>(
         view.forget(slice.iter().map(|c| current_key(&c.name)));
         taken.batch.stage(ready);
     }
+    if let (Some(rollout), Some(fleet)) = (&link.config.rollout, &fleetwide) {
+        for (name, (serial, _)) in &taken.fleet_has {
+            let proofs = fleet.proofs.get(name);
+            let halt = proofs
+                .and_then(|p| crate::fleet::rollout::halted(rollout, &fleet.hosts, serial, p));
+            if let Some(h) = halt {
+                taken.halted.insert(name.clone(), h);
+            }
+        }
+    }
     Ok(taken)
+}
+
+/// What of `ready` this host installs now: with a rollout in waves, a certificate whose wave
+/// has not come yet, or whose rollout an earlier wave's failed proof halted, is kept back
+/// (pending while it waits, unchanged when halted; its result `skipped` with the reason); the
+/// rest goes on.
+fn hold_back<'a>(
+    link: &FleetLink,
+    fleetwide: Option<&crate::fleet::rollout::Fleetwide>,
+    ready: Vec<(Job<'a>, Ready)>,
+    out: &mut Vec<Synced>,
+    results: &mut Vec<(String, HostResult)>,
+) -> Vec<(Job<'a>, Ready)> {
+    use crate::fleet::rollout::{Gate, gate};
+    let (Some(config), Some(fleet)) = (&link.config.rollout, fleetwide) else {
+        return ready;
+    };
+    let none = BTreeMap::new();
+    let mut go = Vec::with_capacity(ready.len());
+    for (job, r) in ready {
+        let name = job.cert.name.clone();
+        let proofs = fleet.proofs.get(&name).unwrap_or(&none);
+        let serial = &r.bundle.serial_hex;
+        let host = link.fleet.host();
+        // Waiting is pending work (the follow loop synchronises again at its next interval,
+        // for a pause); a halted rollout waits for a person.
+        let (why, outcome) =
+            match gate(config, &fleet.hosts, host, serial, proofs, link.clock.now()) {
+                Gate::Go => {
+                    go.push((job, r));
+                    continue;
+                }
+                Gate::Wait(why) => {
+                    tracing::info!(certificate = %name, serial = %serial, "{why}");
+                    let reason = why.clone();
+                    (why, Outcome::Pending { reason })
+                }
+                Gate::Halted(why) => {
+                    tracing::warn!(certificate = %name, serial = %serial, "{why}; not installed");
+                    let reason = why.clone();
+                    (why, Outcome::Unchanged { reason })
+                }
+            };
+        results.push((name.clone(), skip_result(link, &job, 0, &why)));
+        out.push(Synced { name, outcome });
+    }
+    go
 }
 
 /// The step of each certificate of `slice` (the configured certificates from index `first`

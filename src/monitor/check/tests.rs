@@ -108,6 +108,10 @@ fn levels() {
         r
     };
     let (fleet_fine, fleet_once, fleet_thrice) = (fleet(0), fleet(1), fleet(3));
+    // A rollout halted by another host's failed proof: CRITICAL here too.
+    let mut halted = installed(90);
+    halted.rollout_halted =
+        Some("rollout halted at wave 0: web2: 127.0.0.1:443 (SNI b.test) serves serial 09".into());
     // The host that led: its own failure is the fleet's; one problem, not two.
     let mut led = failed.clone();
     led.fleet = Some(crate::store::FleetAttempt {
@@ -143,6 +147,15 @@ fn levels() {
             10,
             Level::Warning,
             "the fleet's last 1 attempt(s) failed (led by web1 at ",
+        ),
+        (
+            "rollout halted",
+            &halted,
+            Disk::AsInstalled,
+            None,
+            10,
+            Level::Critical,
+            "rollout halted at wave 0: web2: 127.0.0.1:443 (SNI b.test) serves serial 09",
         ),
         (
             "fleet failed thrice",

@@ -1,0 +1,438 @@
+//! A host's proof of what it serves: after it installed and reloaded a fleet certificate, a
+//! TLS handshake to the certificate's verify address for each of its names (SNI) must show
+//! the new serial and a chain that links up to its root, and the optional `[fleet]
+//! health_command` must exit 0. The result is written sealed under the host's own key,
+//! `hosts/HOST/proof/NAME`, where `fleet status` reads it. A proof that does not open, or
+//! one written under another host's key, is refused naming its etcd key.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, anyhow};
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::bundle::{Expected, ServerKind};
+use crate::config::{CertificateConfig, CommandLine};
+use crate::crypto::same_serial_hex;
+
+use super::envelope::{self, Place, Purpose};
+use super::key::FleetKeys;
+use super::link::FleetLink;
+use super::schema::{printable_capped, proof_key};
+
+/// How long the proofs of one synchronisation wait, in all, for every certificate, address
+/// and name to serve the new serial (a reload settles asynchronously; the install's own check
+/// saw one name served already). The handshakes run side by side, so that a host that leads
+/// holds the lead this long at most for them.
+const PROOF_WAIT: Duration = Duration::from_secs(4);
+/// Handshakes of one certificate under way at once...
+const NAMES_AT_ONCE: usize = 16;
+/// ...and certificates proved at once.
+const CERTIFICATES_AT_ONCE: usize = 4;
+/// Limit of one handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Pause between handshakes to one address and name while it serves another serial.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+/// Limit of the health command.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest text kept of one reason.
+const MAX_REASON: usize = 300;
+
+/// What a host proved it serves of one certificate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proof {
+    /// The host that made the proof (the one whose key it is written under).
+    pub host: String,
+    /// The serial the host installed and proves.
+    pub serial: String,
+    /// The version of the fleet's certificate it installed.
+    pub version: u64,
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    /// One answer per address and name.
+    pub answers: Vec<Answer>,
+    /// The health command's outcome (none configured: `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<Health>,
+}
+
+/// One handshake of a proof.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answer {
+    pub address: String,
+    pub server_name: String,
+    /// The serial served (none: the handshake failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served: Option<String>,
+    /// Why the served chain does not verify (none: it does, or no handshake).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain_error: Option<String>,
+    /// Why the handshake failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What the health command did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// Its exit code (none: killed by a signal, or it did not run to its end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<i32>,
+    /// Why it did not run to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Answer {
+    /// Why this answer fails the proof of `serial`, when it does.
+    fn failure(&self, serial: &str) -> Option<String> {
+        let at = format!("{} (SNI {})", self.address, self.server_name);
+        if let Some(e) = &self.error {
+            return Some(format!("{at}: {e}"));
+        }
+        match &self.served {
+            Some(s) if !same_serial_hex(s, serial) => {
+                Some(format!("{at} serves serial {s}, not {serial}"))
+            }
+            None => Some(format!("{at}: no certificate seen")),
+            Some(_) => self
+                .chain_error
+                .as_ref()
+                .map(|e| format!("{at}: the served chain does not verify: {e}")),
+        }
+    }
+}
+
+impl Proof {
+    /// Why the proof fails, every reason joined (none: it passed).
+    pub fn failure(&self) -> Option<String> {
+        let mut why: Vec<String> = self
+            .answers
+            .iter()
+            .filter_map(|a| a.failure(&self.serial))
+            .collect();
+        if let Some(h) = &self.health {
+            match (h.exit, &h.error) {
+                (Some(0), None) => {}
+                (_, Some(e)) => why.push(format!("the health command {e}")),
+                (Some(code), None) => why.push(format!("the health command exited {code}")),
+                (None, None) => why.push("the health command was killed by a signal".into()),
+            }
+        }
+        (!why.is_empty()).then(|| why.join("; "))
+    }
+
+    /// Every text made printable and capped (a proof read from etcd, opened but written by
+    /// another host).
+    pub(super) fn printable(mut self) -> Self {
+        let p = |s: &mut String| *s = printable_capped(s, MAX_REASON);
+        let o = |s: &mut Option<String>| {
+            if let Some(s) = s {
+                *s = printable_capped(s, MAX_REASON);
+            }
+        };
+        p(&mut self.host);
+        p(&mut self.serial);
+        for a in &mut self.answers {
+            p(&mut a.address);
+            p(&mut a.server_name);
+            o(&mut a.served);
+            o(&mut a.chain_error);
+            o(&mut a.error);
+        }
+        if let Some(h) = &mut self.health {
+            o(&mut h.error);
+        }
+        self
+    }
+}
+
+/// The names a proof sends as SNI: every configured name but wildcards (no handshake can
+/// name one; the common name covers it when it is the only name).
+fn server_names(cert: &CertificateConfig) -> Vec<String> {
+    let mut names: Vec<String> = cert
+        .domains
+        .iter()
+        .filter(|d| !d.starts_with("*."))
+        .cloned()
+        .collect();
+    if names.is_empty() {
+        names.push(cert.common_name().trim_start_matches("*.").to_owned());
+    }
+    names
+}
+
+/// Proves what this host serves of `cert` after installing `serial` (version `version`):
+/// one handshake per name at the verify address (none configured: no answers), side by side,
+/// each until `deadline`, then the health command.
+pub(super) async fn prove(
+    cert: &CertificateConfig,
+    (serial, version): (&str, u64),
+    (host, health): (&str, Option<&CommandLine>),
+    (now, deadline): (OffsetDateTime, Instant),
+) -> Proof {
+    let answers = match cert
+        .install
+        .verify_address
+        .as_deref()
+        .filter(|a| !a.is_empty())
+    {
+        Some(address) => {
+            let names = server_names(cert);
+            let asking: Vec<_> = names
+                .iter()
+                .map(|name| answer(address, name, serial, now, deadline))
+                .collect();
+            futures_util::stream::iter(asking)
+                .buffered(NAMES_AT_ONCE)
+                .collect()
+                .await
+        }
+        None => Vec::new(),
+    };
+    let health = match health {
+        Some(c) => Some(run_health(c, &cert.name, serial).await),
+        None => None,
+    };
+    Proof {
+        host: host.to_owned(),
+        serial: serial.to_owned(),
+        version,
+        at: now,
+        answers,
+        health,
+    }
+}
+
+/// One address and name: handshakes until it serves `serial` or `deadline` passes (at least
+/// one), then the served chain checked.
+async fn answer(
+    address: &str,
+    name: &str,
+    serial: &str,
+    now: OffsetDateTime,
+    deadline: Instant,
+) -> Answer {
+    let mut out = Answer {
+        address: address.to_owned(),
+        server_name: name.to_owned(),
+        served: None,
+        chain_error: None,
+        error: None,
+    };
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let timeout = left.clamp(Duration::from_millis(500), HANDSHAKE_TIMEOUT);
+        match crate::install::verify::served_chain(address, name, timeout).await {
+            Ok(chain) => {
+                out.error = None;
+                out.served = chain
+                    .first()
+                    .and_then(|d| crate::install::verify::serial_of_der(d).ok())
+                    .map(|s| s.to_string());
+                if out
+                    .served
+                    .as_deref()
+                    .is_some_and(|s| same_serial_hex(s, serial))
+                {
+                    out.chain_error = chain_error(&chain, name, now);
+                    return out;
+                }
+            }
+            Err(e) => {
+                out.served = None;
+                out.error = Some(printable_capped(&e.to_string(), MAX_REASON));
+            }
+        }
+        if Instant::now() + RETRY_PAUSE >= deadline {
+            return out;
+        }
+        tokio::time::sleep(RETRY_PAUSE).await;
+    }
+}
+
+/// Why the chain served for `name` does not verify: the leaf must name it and be valid
+/// `now`, each certificate must be signed by the next, up to a root (served, or the issuer
+/// of the last one served) — the checks every installed bundle passes.
+fn chain_error(chain: &[Vec<u8>], name: &str, now: OffsetDateTime) -> Option<String> {
+    let pem: String = chain
+        .iter()
+        .map(|d| crate::crypto::pem_encode("CERTIFICATE", d))
+        .collect();
+    let spki = match x509_parser::parse_x509_certificate(chain.first()?) {
+        Ok((_, leaf)) => leaf.tbs_certificate.subject_pki.raw.to_vec(),
+        Err(e) => return Some(format!("the served leaf does not parse: {e}")),
+    };
+    let domains = [name.to_owned()];
+    let expected = Expected {
+        public_key_der: &spki,
+        domains: &domains,
+        now,
+        trust_anchors: &[],
+    };
+    crate::bundle::validate_chain(pem.as_bytes(), ServerKind::Nginx, &expected)
+        .err()
+        .map(|e| printable_capped(&e.to_string(), MAX_REASON))
+}
+
+/// Runs the health command with the certificate's name and serial in its environment.
+async fn run_health(command: &CommandLine, name: &str, serial: &str) -> Health {
+    let argv = command.argv();
+    let cmd = crate::process::Command::new(&argv, HEALTH_TIMEOUT)
+        .env("CERT_AGENT_CERTIFICATE", name)
+        .env("CERT_AGENT_SERIAL", serial)
+        .own_process_group();
+    match crate::process::run(cmd).await {
+        Ok(done) => Health {
+            exit: done.status.code(),
+            error: None,
+        },
+        Err(e) => Health {
+            exit: None,
+            error: Some(printable_capped(&e.to_string(), MAX_REASON)),
+        },
+    }
+}
+
+/// Writes `proof` of certificate `name`, sealed, under this host's key
+/// `hosts/HOST/proof/NAME`; a failure to write is logged (the proof stays in the log).
+pub(super) async fn publish(link: &FleetLink, name: &str, proof: &Proof) {
+    let written = match seal(&link.key, name, proof) {
+        Ok((rel, sealed)) => link
+            .fleet
+            .put_own(&rel, sealed)
+            .await
+            .map_err(|e| anyhow!(e)),
+        Err(e) => Err(e),
+    };
+    match proof.failure() {
+        Some(why) => tracing::warn!(
+            certificate = %name,
+            serial = %proof.serial,
+            "this host's proof of what it serves FAILED: {why}"
+        ),
+        None => tracing::info!(
+            certificate = %name,
+            serial = %proof.serial,
+            answers = proof.answers.len(),
+            "this host proved what it serves"
+        ),
+    }
+    if let Err(e) = written {
+        tracing::warn!(certificate = %name, "could not write this host's proof to the fleet: {e:#}");
+    }
+}
+
+/// Proves and publishes, for each certificate this host installed from the fleet (name,
+/// serial, version), what it serves.
+pub(super) async fn prove_installed(
+    link: &FleetLink,
+    config: &crate::config::Config,
+    installed: &[(String, String, u64)],
+) {
+    let health = link.config.health_command.as_ref();
+    let deadline = Instant::now() + PROOF_WAIT;
+    let proving: Vec<_> = installed
+        .iter()
+        .filter_map(|(name, serial, version)| {
+            let cert = config.certificates.iter().find(|c| &c.name == name)?;
+            let proving = prove(
+                cert,
+                (serial, *version),
+                (link.fleet.host(), health),
+                (link.clock.now(), deadline),
+            );
+            Some(named(name, proving))
+        })
+        .collect();
+    let mut proving = futures_util::stream::iter(proving).buffer_unordered(CERTIFICATES_AT_ONCE);
+    while let Some((name, proof)) = proving.next().await {
+        publish(link, name, &proof).await;
+    }
+}
+
+/// The proof `proving` makes, with the name of its certificate.
+async fn named(name: &str, proving: impl Future<Output = Proof>) -> (&str, Proof) {
+    (name, proving.await)
+}
+
+/// Proves again each configured certificate whose last proof by this host failed while this
+/// host still serves the serial it was about (a vhost fixed since, a health check that
+/// recovered): at each synchronisation until it passes, so that a rollout it halted goes on.
+/// `just`: the certificates proved by this synchronisation already.
+pub(super) async fn prove_again(
+    link: &FleetLink,
+    config: &crate::config::Config,
+    records: &crate::store::Records,
+    just: &[(String, String, u64)],
+) {
+    let own = format!("hosts/{}/proof/", link.fleet.host());
+    let listed = match link.fleet.list(&own).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("could not read this host's proofs: {e}");
+            return;
+        }
+    };
+    let mut again = Vec::new();
+    for (rel, value) in listed {
+        let Ok(p) = open(link, &rel, &value) else {
+            continue;
+        };
+        let name = rel.rsplit('/').next().unwrap_or_default();
+        let serves = records
+            .get(name)
+            .and_then(|r| r.installed.as_ref())
+            .is_some_and(|i| same_serial_hex(&i.serial, &p.serial));
+        if p.failure().is_some() && serves && !just.iter().any(|(n, _, _)| n == name) {
+            again.push((name.to_owned(), p.serial.clone(), p.version));
+        }
+    }
+    prove_installed(link, config, &again).await;
+}
+
+/// Opens the proof at `rel` (`hosts/HOST/proof/NAME`): it must open for that key and have
+/// been made by HOST. The error names the etcd key.
+pub(super) fn open(link: &FleetLink, rel: &str, value: &[u8]) -> Result<Proof> {
+    open_at(&link.key, &link.fleet.key(rel), rel, value)
+}
+
+/// [`open`] with `keys`, the etcd key being `full`.
+pub(super) fn open_at(keys: &FleetKeys, full: &str, rel: &str, value: &[u8]) -> Result<Proof> {
+    let (host, name) = match rel.split('/').collect::<Vec<_>>().as_slice() {
+        ["hosts", host, "proof", name] => ((*host).to_owned(), (*name).to_owned()),
+        _ => return Err(anyhow!("{full} is not a host's proof")),
+    };
+    let place = Place::new(Purpose::Proof, rel, &name);
+    let (_, plain, _) = envelope::open_raw(keys, &place, value).map_err(|why| {
+        anyhow!(
+            "the fleet's host proof {full} {why}; refused (a value written without the fleet \
+             key, moved from another host's key or certificate, or altered)"
+        )
+    })?;
+    let proof: Proof = serde_json::from_slice(&plain).map_err(|e| {
+        anyhow!("the fleet's host proof {full} opens but is not a valid document: {e}")
+    })?;
+    if proof.host != host {
+        return Err(anyhow!(
+            "the fleet's host proof {full} was made by host {:?}, not {host:?}: a host cannot \
+             prove for another; refused",
+            printable_capped(&proof.host, 255)
+        ));
+    }
+    Ok(proof.printable())
+}
+
+/// `proof` of certificate `name` sealed for its key under `hosts/HOST/proof/`, at the
+/// version of its time.
+pub(super) fn seal(keys: &FleetKeys, name: &str, proof: &Proof) -> Result<(String, Vec<u8>)> {
+    let rel = proof_key(&proof.host, name);
+    let place = Place::new(Purpose::Proof, &rel, name);
+    let version = u64::try_from(proof.at.unix_timestamp()).unwrap_or(0);
+    let sealed = envelope::seal_json(keys, &place, version, proof)?;
+    Ok((rel, sealed))
+}
+
+#[cfg(test)]
+mod tests;

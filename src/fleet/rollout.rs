@@ -1,0 +1,190 @@
+//! The rollout of a new certificate in waves (`[fleet] rollout_*`): each host decides its own
+//! wave from the sorted names of the hosts that announce themselves (a sealed `hosts/HOST/seen`) — the
+//! canaries first, then the others in name order, `rollout_wave` at a time — and installs a
+//! new certificate only once every host of the waves before its own has proved it serves it
+//! ([`super::proof`]) and `rollout_pause_secs` passed since the last of those proofs. A failed
+//! proof of an earlier wave halts it: the host installs nothing of that serial. The decisions
+//! are pure; [`read`] gathers what they need from etcd.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::Result;
+use time::OffsetDateTime;
+
+use crate::config::{Canaries, RolloutConfig, WaveSize};
+use crate::crypto::same_serial_hex;
+
+use super::envelope::{self, Place, Purpose};
+use super::link::FleetLink;
+use super::proof::Proof;
+use super::schema::HostSeen;
+
+/// The waves of `hosts` (sorted, each once): the canaries first (named ones that announce
+/// themselves, or the first of the sorted names), then the others in order, `wave` at a time.
+/// The canaries' wave is empty when none of the named canaries announces itself.
+pub(super) fn waves(config: &RolloutConfig, hosts: &[String]) -> Vec<Vec<String>> {
+    let canaries: Vec<String> = match &config.canaries {
+        Canaries::Named(names) => hosts
+            .iter()
+            .filter(|h| names.contains(h))
+            .cloned()
+            .collect(),
+        Canaries::Count(n) => hosts.iter().take(*n).cloned().collect(),
+    };
+    let rest: Vec<String> = hosts
+        .iter()
+        .filter(|h| !canaries.contains(h))
+        .cloned()
+        .collect();
+    let size = match config.wave {
+        WaveSize::Count(n) => n,
+        // The fraction of the hosts after the canaries, rounded up (at most 100,000 hosts: the
+        // product is exact enough).
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss
+        )]
+        WaveSize::Fraction(f) => (f * rest.len() as f64).ceil() as usize,
+    }
+    .max(1);
+    let mut out = vec![canaries];
+    out.extend(rest.chunks(size).map(<[String]>::to_vec));
+    out
+}
+
+/// What a host may do with a new certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Gate {
+    /// Install it.
+    Go,
+    /// Not yet: why, in words.
+    Wait(String),
+    /// An earlier wave's host failed its proof of the serial: never, until a person decides.
+    Halted(String),
+}
+
+/// Whether `host` may install `serial` now: every host of the waves before its own must have
+/// a proof of `serial` that passed (a failed one halts the rollout), and `pause_secs` must
+/// have passed since the last of them. A host that does not announce itself is in the last
+/// wave. `proofs`: each host's last proof of this certificate.
+pub(super) fn gate(
+    config: &RolloutConfig,
+    hosts: &[String],
+    host: &str,
+    serial: &str,
+    proofs: &BTreeMap<String, Proof>,
+    now: OffsetDateTime,
+) -> Gate {
+    let waves = waves(config, hosts);
+    let own = waves
+        .iter()
+        .position(|w| w.iter().any(|h| h == host))
+        .unwrap_or(waves.len());
+    let earlier = &waves[..own.min(waves.len())];
+    for (i, wave) in earlier.iter().enumerate() {
+        for h in wave {
+            if let Some(p) = proofs.get(h).filter(|p| same_serial_hex(&p.serial, serial))
+                && let Some(why) = p.failure()
+            {
+                return Gate::Halted(format!("rollout halted at wave {i}: {h}: {why}"));
+            }
+        }
+    }
+    let mut last = None;
+    for (i, wave) in earlier.iter().enumerate() {
+        for h in wave {
+            match proofs.get(h).filter(|p| same_serial_hex(&p.serial, serial)) {
+                Some(p) => last = last.max(Some(p.at)),
+                None => {
+                    return Gate::Wait(format!(
+                        "waiting for its wave ({own} of {}): {h} (wave {i}) has not proved \
+                         serial {serial} yet",
+                        waves.len() - 1
+                    ));
+                }
+            }
+        }
+    }
+    let pause = time::Duration::seconds(i64::try_from(config.pause_secs).unwrap_or(i64::MAX));
+    match last {
+        Some(at) if now < at + pause => Gate::Wait(format!(
+            "waiting for its wave ({own} of {}): the pause after wave {} lasts until {}",
+            waves.len() - 1,
+            own.saturating_sub(1),
+            crate::clock::rfc3339(at + pause)
+        )),
+        _ => Gate::Go,
+    }
+}
+
+/// Where the rollout of `serial` halted, when it did: the first host, in wave order, of a wave
+/// before the last whose proof of `serial` failed (a later wave is kept back) —
+/// `rollout halted at wave N: HOST: reason`, the words of the [`Gate::Halted`] of the hosts it
+/// keeps back.
+pub(super) fn halted(
+    config: &RolloutConfig,
+    hosts: &[String],
+    serial: &str,
+    proofs: &BTreeMap<String, Proof>,
+) -> Option<String> {
+    let waves = waves(config, hosts);
+    let before_last = &waves[..waves.len().saturating_sub(1)];
+    before_last.iter().enumerate().find_map(|(i, wave)| {
+        wave.iter().find_map(|h| {
+            let p = proofs
+                .get(h)
+                .filter(|p| same_serial_hex(&p.serial, serial))?;
+            let why = p.failure()?;
+            Some(format!("rollout halted at wave {i}: {h}: {why}"))
+        })
+    })
+}
+
+/// What the gates of one synchronisation need from etcd: the hosts that announce themselves
+/// (sorted), and each host's last proof per certificate (those that do not open are left out:
+/// a host without a proof that opens has not proved anything).
+#[derive(Debug, Default)]
+pub(super) struct Fleetwide {
+    pub(super) hosts: Vec<String>,
+    pub(super) proofs: BTreeMap<String, BTreeMap<String, Proof>>,
+}
+
+/// Reads [`Fleetwide`] (one range read of `hosts/`).
+pub(super) async fn read(link: &FleetLink) -> Result<Fleetwide> {
+    let mut hosts = BTreeSet::new();
+    let mut proofs: BTreeMap<String, BTreeMap<String, Proof>> = BTreeMap::new();
+    for (key, value) in link.fleet.list("hosts/").await? {
+        let parts: Vec<&str> = key.split('/').collect();
+        match parts.as_slice() {
+            // Only a host whose sealed `seen` record opens announces itself: an etcd writer
+            // without the fleet key adds no host that would hold a wave back.
+            ["hosts", host, "seen"] => {
+                let place = Place::new(Purpose::HostSeen, &key, "");
+                match envelope::open_json::<HostSeen>(&link.key, &link.fleet, &place, &value) {
+                    Ok(_) => {
+                        hosts.insert((*host).to_owned());
+                    }
+                    Err(e) => tracing::warn!("{e:#}"),
+                }
+            }
+            ["hosts", host, "proof", name] => match super::proof::open(link, &key, &value) {
+                Ok(p) => {
+                    proofs
+                        .entry((*name).to_owned())
+                        .or_default()
+                        .insert((*host).to_owned(), p);
+                }
+                Err(e) => tracing::warn!("{e:#}"),
+            },
+            _ => {}
+        }
+    }
+    Ok(Fleetwide {
+        hosts: hosts.into_iter().collect(),
+        proofs,
+    })
+}
+
+#[cfg(test)]
+mod tests;

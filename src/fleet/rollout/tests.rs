@@ -1,0 +1,200 @@
+//! Waves from the sorted host names, and the gate of each host: table-driven.
+
+use super::*;
+use crate::fleet::proof::{Answer, Proof};
+
+fn hosts(n: usize) -> Vec<String> {
+    let mut h: Vec<String> = (1..=n).map(|i| format!("web{i:02}")).collect();
+    h.sort();
+    h
+}
+
+fn config(canaries: Canaries, wave: WaveSize, pause_secs: u64) -> RolloutConfig {
+    RolloutConfig {
+        canaries,
+        wave,
+        pause_secs,
+    }
+}
+
+fn t(secs: i64) -> OffsetDateTime {
+    OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000) + time::Duration::seconds(secs)
+}
+
+fn proof(host: &str, serial: &str, at: i64, served: &str) -> (String, Proof) {
+    (
+        host.to_owned(),
+        Proof {
+            host: host.to_owned(),
+            serial: serial.to_owned(),
+            version: 2,
+            at: t(at),
+            answers: vec![Answer {
+                address: "127.0.0.1:443".into(),
+                server_name: "www.test".into(),
+                served: Some(served.to_owned()),
+                chain_error: None,
+                error: None,
+            }],
+            health: None,
+        },
+    )
+}
+
+#[test]
+fn waves_are_the_canaries_then_the_sorted_rest_a_wave_at_a_time() {
+    let sizes = |c: &RolloutConfig, n: usize| -> Vec<usize> {
+        waves(c, &hosts(n)).iter().map(Vec::len).collect()
+    };
+    // 50 hosts: 2 canaries, then a quarter of the 48 (12) per wave.
+    let fifty = config(Canaries::Count(2), WaveSize::Fraction(0.25), 600);
+    assert_eq!(sizes(&fifty, 50), [2, 12, 12, 12, 12]);
+    let w = waves(&fifty, &hosts(50));
+    assert_eq!(w[0], ["web01", "web02"]);
+    assert_eq!(w[1][0], "web03");
+    // Named canaries: only those that announce themselves, the rest in name order.
+    let named = config(
+        Canaries::Named(vec!["web03".into(), "gone".into()]),
+        WaveSize::Count(2),
+        0,
+    );
+    assert_eq!(
+        waves(&named, &hosts(5)),
+        [
+            vec!["web03".to_owned()],
+            vec!["web01".into(), "web02".into()],
+            vec!["web04".into(), "web05".into()]
+        ]
+    );
+    // A fraction rounds up; a wave holds at least one host; more canaries than hosts.
+    assert_eq!(
+        sizes(&config(Canaries::Count(1), WaveSize::Fraction(0.3), 0), 5),
+        [1, 2, 2]
+    );
+    assert_eq!(
+        sizes(&config(Canaries::Count(1), WaveSize::Fraction(0.01), 0), 3),
+        [1, 1, 1]
+    );
+    assert_eq!(
+        sizes(&config(Canaries::Count(9), WaveSize::Count(1), 0), 3),
+        [3]
+    );
+    assert_eq!(
+        sizes(&config(Canaries::Count(1), WaveSize::Fraction(1.0), 0), 1),
+        [1]
+    );
+}
+
+/// (host, proofs, now, expected: "go", "halted", or a part of the reason it waits).
+type Row<'a> = (&'a str, Vec<(String, Proof)>, i64, &'a str);
+
+#[test]
+fn a_host_installs_once_every_earlier_wave_proved_the_serial_and_the_pause_passed() {
+    let c = config(Canaries::Count(1), WaveSize::Count(2), 60);
+    let h = hosts(5); // waves: [web01], [web02, web03], [web04, web05]
+    let all = |p: &[(String, Proof)]| p.iter().cloned().collect::<BTreeMap<_, _>>();
+    let canary = proof("web01", "0A", 100, "0A");
+    let old = proof("web01", "09", 10, "09");
+    let w2 = proof("web02", "0A", 200, "0A");
+    let w3 = proof("web03", "0A", 230, "0A");
+    let bad = proof("web02", "0A", 200, "09");
+    let rows: Vec<Row<'_>> = vec![
+        ("web01", vec![], 0, "go"),
+        (
+            "web02",
+            vec![],
+            0,
+            "web01 (wave 0) has not proved serial 0A yet",
+        ),
+        (
+            "web02",
+            vec![old.clone()],
+            500,
+            "web01 (wave 0) has not proved serial 0A yet",
+        ),
+        (
+            "web02",
+            vec![canary.clone()],
+            120,
+            "the pause after wave 0 lasts until",
+        ),
+        ("web02", vec![canary.clone()], 160, "go"),
+        (
+            "web04",
+            vec![canary.clone(), w2.clone()],
+            999,
+            "web03 (wave 1) has not proved",
+        ),
+        (
+            "web04",
+            vec![canary.clone(), w2.clone(), w3.clone()],
+            280,
+            "lasts until",
+        ),
+        (
+            "web04",
+            vec![canary.clone(), w2.clone(), w3.clone()],
+            290,
+            "go",
+        ),
+        ("web05", vec![canary.clone(), bad.clone()], 999, "halted"),
+        ("web03", vec![canary.clone(), bad.clone()], 999, "go"),
+        (
+            "stranger",
+            vec![canary.clone(), w2.clone(), w3.clone()],
+            999,
+            "web04 (wave 2)",
+        ),
+    ];
+    for (host, proofs, now, want) in rows {
+        let got = gate(&c, &h, host, "0A", &all(&proofs), t(now));
+        match (&got, want) {
+            (Gate::Go, "go") => {}
+            (Gate::Wait(why), w) if w != "go" && w != "halted" => {
+                assert!(why.contains(w), "{host} at {now}: {why} / {w}");
+            }
+            (Gate::Halted(why), "halted") => {
+                assert!(
+                    why.starts_with("rollout halted at wave 1: web02: ")
+                        && why.contains("serves serial 09, not 0A"),
+                    "{why}"
+                );
+            }
+            _ => panic!("{host} at {now}: {got:?}, expected {want}"),
+        }
+    }
+}
+
+#[test]
+fn a_rollout_halts_at_the_first_failed_proof_of_a_wave_before_the_last() {
+    let c = config(Canaries::Count(1), WaveSize::Count(2), 60);
+    let h = hosts(5); // waves: [web01], [web02, web03], [web04, web05]
+    let all = |p: &[(String, Proof)]| p.iter().cloned().collect::<BTreeMap<_, _>>();
+    let canary = proof("web01", "0A", 100, "0A");
+    let bad = |host: &str| proof(host, "0A", 200, "09");
+    assert_eq!(
+        halted(&c, &h, "0A", &all(std::slice::from_ref(&canary))),
+        None
+    );
+    // The canary: the wave after it is kept back, named with its own words.
+    let at_canary = halted(&c, &h, "0A", &all(&[bad("web01")])).expect("halted");
+    assert!(
+        at_canary.starts_with("rollout halted at wave 0: web01: ")
+            && at_canary.contains("serves serial 09, not 0A"),
+        "{at_canary}"
+    );
+    assert_eq!(
+        gate(&c, &h, "web02", "0A", &all(&[bad("web01")]), t(999)),
+        Gate::Halted(at_canary)
+    );
+    // The first failed proof in wave order.
+    let both = all(&[canary.clone(), bad("web03"), bad("web02")]);
+    let why = halted(&c, &h, "0A", &both).unwrap();
+    assert!(
+        why.starts_with("rollout halted at wave 1: web02: "),
+        "{why}"
+    );
+    // A proof of another serial, or a failure in the last wave (no host kept back): no halt.
+    assert_eq!(halted(&c, &h, "0B", &both), None);
+    assert_eq!(halted(&c, &h, "0A", &all(&[canary, bad("web05")])), None);
+}

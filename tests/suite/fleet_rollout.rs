@@ -1,0 +1,168 @@
+//! A new certificate rolled out in waves (real etcd of three members, three hosts each with
+//! its own nginx, the sandbox): web2 is the canary, then one host per wave with a pause of 2 s.
+//! web1 leads and installs what it obtained; web3 (the last wave) installs only after web2's
+//! and web1's proofs were written and the pause passed. Then web2's nginx keeps the old
+//! certificate for one name: its proof of the next serial fails, and web3 never installs it —
+//! `fleet status` names the halt, the wave, the host and the reason, and `check` is CRITICAL
+//! with them on every host; once the canary is fixed, its next run proves again and the last
+//! wave installs.
+
+use std::fs;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::fleet_e2e::{Fleet, ready};
+use crate::fleet_proof::{NAMES, fix_vhost, proved, row, stale_vhost, status};
+use crate::support::env::wait_until;
+use crate::support::webserver::Server;
+
+fn at(v: &serde_json::Value) -> OffsetDateTime {
+    OffsetDateTime::parse(v.as_str().unwrap_or_default(), &Rfc3339).expect("an RFC 3339 time")
+}
+
+/// When host `i` installed what it serves, from its record.
+fn installed_at(f: &Fleet, i: usize) -> OffsetDateTime {
+    let text = fs::read_to_string(f.hosts[i].state.join("certs/www.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    at(&v["installed"]["installed_at"])
+}
+
+#[test]
+fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest() {
+    if !ready() {
+        return;
+    }
+    let mut f = Fleet::start_under("/cert-agent/", &[Server::Nginx; 3], &[("www", NAMES)]);
+    let notified: Vec<_> = f
+        .hosts
+        .iter()
+        .map(|h| h.config.with_extension("events"))
+        .collect();
+    for (h, log) in f.hosts.iter().zip(&notified) {
+        let log = log.display().to_string();
+        let mut config = fs::read_to_string(&h.config).unwrap().replacen(
+            "state_dir = ",
+            &format!("notify_command = [\"/bin/sh\", \"-c\", \"cat >> '{log}'\"]\nstate_dir = "),
+            1,
+        );
+        config
+            .push_str("rollout_canaries = [\"web2\"]\nrollout_wave = 1\nrollout_pause_secs = 2\n");
+        fs::write(&h.config, config).unwrap();
+    }
+    let resync = [("CERT_AGENT_TEST_FLEET_RESYNC_SECS", "1")];
+    f.start_daemon_with(1, &resync);
+    f.start_daemon_with(2, &resync);
+    let out = f.agent(0, &["--json", "renew", "--wait", "60"]);
+    out.expect_code(0);
+    let first = out.installed_serial("www");
+    f.wait_all_serve(&first, Duration::from_secs(60));
+
+    // Waves: [web2] (the canary), [web1], [web3]. web3 installed after both proofs, and
+    // after the pause that followed the later one.
+    let mut v = serde_json::Value::Null;
+    let all = wait_until(Duration::from_secs(30), || {
+        v = status(&f, 0).1;
+        ["web1", "web2", "web3"]
+            .iter()
+            .all(|h| proved(&v, h).as_deref() == Some(first.as_str()))
+    });
+    assert!(all, "{v:#}\n{}", f.logs());
+    let proof_at = |h: &str| at(&row(&v, h)["proof"]["at"]);
+    let (web1, web2) = (proof_at("web1"), proof_at("web2"));
+    let web3 = installed_at(&f, 2);
+    assert!(
+        web3 >= web1.max(web2) + time::Duration::seconds(2),
+        "web3 installed at {web3}, web1 proved at {web1}, web2 at {web2}\n{}",
+        f.logs()
+    );
+    assert!(installed_at(&f, 1) < web3, "the canary installed first");
+
+    // web2 keeps the old certificate for shop.fleet.test: its proof of the next serial fails,
+    // and the rollout stops there.
+    stale_vhost(&f, 1, "shop.fleet.test");
+    let re = f.agent(0, &["--json", "reissue", "www", "--wait", "60"]);
+    re.expect_code(0);
+    let second = re.installed_serial("www");
+    assert_ne!(second, first);
+    let failed = wait_until(Duration::from_secs(40), || {
+        v = status(&f, 0).1;
+        proved(&v, "web2").as_deref() == Some(second.as_str())
+    });
+    assert!(failed, "{v:#}\n{}", f.logs());
+    assert!(!row(&v, "web2")["proof_failure"].is_null(), "{v:#}");
+    // web3's daemon has seen the failed proof (and synchronises every second): it installs
+    // nothing of the new serial.
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(f.installed(2).as_deref(), Some(first.as_str()));
+    assert_eq!(f.served(2).as_deref(), Some(first.as_str()));
+    let (code, v) = status(&f, 0);
+    assert_eq!(code, Some(1), "{v:#}");
+    let halted = v["certificates"][0]["halted"].as_str().unwrap_or_default();
+    assert!(
+        halted.starts_with("rollout halted at wave 0: web2: "),
+        "{v:#}"
+    );
+    let text = f.agent(2, &["fleet", "status"]);
+    assert!(
+        text.text()
+            .contains("www: rollout halted at wave 0: web2: "),
+        "{}",
+        text.describe()
+    );
+    // `check` CRITICAL on each host that synchronised since, naming where it halted: the
+    // canary and the host it keeps back (their daemons), and the leader after a run.
+    f.agent(0, &["--json", "renew"]).expect_code(0);
+    for i in [0, 1, 2] {
+        let mut last = String::new();
+        let critical = wait_until(Duration::from_secs(20), || {
+            let c = f.agent(i, &["check"]);
+            last = c.describe();
+            c.code == Some(2) && c.text().contains("rollout halted at wave 0: web2: ")
+        });
+        assert!(critical, "host {i}: {last}\n{}", f.logs());
+    }
+    // One notification for the fleet: web2's, whose proof failed.
+    let halts = |i: usize| {
+        fs::read_to_string(&notified[i])
+            .unwrap_or_default()
+            .matches("\"event\":\"rollout_halted\"")
+            .count()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || halts(1) == 1),
+        "{}",
+        f.logs()
+    );
+    let skipped = row(&v, "web3")["skipped"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        skipped.starts_with("rollout halted at wave 0: web2: ")
+            && skipped.contains("(SNI shop.fleet.test) serves serial"),
+        "{v:#}"
+    );
+    assert!(
+        skipped
+            .to_uppercase()
+            .contains(&format!("{first}, NOT {second}")),
+        "{skipped}"
+    );
+
+    // The canary fixed: its next run proves again, the proof passes, and the last wave
+    // installs the serial (its daemon reads the new proof at once).
+    fix_vhost(&f, 1);
+    f.kill_daemon(1);
+    f.agent(1, &["--json", "renew"]).expect_code(0);
+    f.wait_all_serve(&second, Duration::from_secs(30));
+    let (code, v) = status(&f, 0);
+    assert_eq!(code, Some(0), "{v:#}");
+    assert!(v["certificates"][0]["halted"].is_null(), "{v:#}");
+    let cleared = wait_until(Duration::from_secs(20), || {
+        !f.agent(2, &["check"]).text().contains("rollout halted")
+    });
+    assert!(cleared, "{}", f.agent(2, &["check"]).describe());
+    assert_eq!([halts(0), halts(1), halts(2)], [0, 1, 0], "{}", f.logs());
+}
