@@ -165,17 +165,22 @@ fn reason_of(text: &str) -> Result<instant_acme::RevocationReason> {
     })
 }
 
-/// `cert-agent revoke NAME [--reason R] --yes`: the installed certificate of an ACME
-/// certificate revoked at its CA; the next run orders its replacement.
-pub(super) async fn revoke(
-    config: &Config,
+/// What `revoke` and `retire --revoke` revoke: the ACME CA of the configured certificate
+/// `name` and its installed leaf, read from the installed file and checked to be the
+/// installed serial.
+pub(super) struct Revocable<'c> {
+    pub ca: &'c AcmeCa,
+    pub der: Vec<u8>,
+    pub serial: String,
+}
+
+/// The installed certificate of `name` (record `rec`) as [`Revocable`], or why it cannot be
+/// revoked through the agent.
+pub(super) fn revocable<'c>(
+    config: &'c Config,
+    rec: &crate::store::CertRecord,
     name: &str,
-    reason: &str,
-    yes: bool,
-    out: &Output,
-    clock: Clock,
-    lock_wait: std::time::Duration,
-) -> Result<u8> {
+) -> Result<Revocable<'c>> {
     let cert = config
         .certificates
         .iter()
@@ -190,15 +195,11 @@ pub(super) async fn revoke(
     if config.fleet.is_some() {
         bail!("{}", fleet::REVOKE_REFUSED);
     }
-    let why = reason_of(reason)?;
     let ca = ca_of(config, Some(ca_name))?;
-    let store = Store::open(&config.agent.state_dir)?;
-    let _lock = crate::run::lock(&store, lock_wait).await?;
-    let mut rec = store.load(name)?;
-    let Some(inst) = rec.installed.clone() else {
+    let Some(inst) = rec.installed.as_ref() else {
         bail!("certificate '{name}' has nothing installed: nothing to revoke");
     };
-    let der = crate::engine::acme::installed_leaf_der(&rec).ok_or_else(|| {
+    let der = crate::engine::acme::installed_leaf_der(rec).ok_or_else(|| {
         anyhow!(
             "the installed certificate file of '{name}' cannot be read ({}): nothing is revoked",
             inst.leaf_file
@@ -216,24 +217,67 @@ pub(super) async fn revoke(
             inst.serial
         );
     }
-    if !yes {
-        bail!(
-            "revoking serial {} of '{name}' at the ACME CA '{}' cannot be undone, and clients \
-             refuse it as soon as they see the revocation; add --yes to go ahead (the next run \
-             orders a replacement)",
-            inst.serial,
-            ca.name
-        );
-    }
-    let account = account_of(store.dir(), ca).await?;
-    acme::revoke(&account, &der, Some(why))
+    Ok(Revocable {
+        ca,
+        der,
+        serial: inst.serial.clone(),
+    })
+}
+
+/// Revokes `r` at its CA for `reason` (an RFC 5280 name) through the account kept under
+/// `state_dir`.
+pub(super) async fn revoke_at_ca(
+    state_dir: &std::path::Path,
+    r: &Revocable<'_>,
+    reason: &str,
+) -> Result<()> {
+    let why = reason_of(reason)?;
+    let account = account_of(state_dir, r.ca).await?;
+    acme::revoke(&account, &r.der, Some(why))
         .await
         .with_context(|| {
             format!(
                 "the ACME CA '{}' did not revoke serial {}",
-                ca.name, inst.serial
+                r.ca.name, r.serial
             )
-        })?;
+        })
+}
+
+/// Why `retire --revoke` is refused in fleet mode (as `revoke` is).
+pub(super) fn fleet_revoke_refused() -> &'static str {
+    fleet::REVOKE_REFUSED
+}
+
+/// `cert-agent revoke NAME [--reason R] --yes`: the installed certificate of an ACME
+/// certificate revoked at its CA; the next run orders its replacement.
+pub(super) async fn revoke(
+    config: &Config,
+    name: &str,
+    reason: &str,
+    yes: bool,
+    out: &Output,
+    clock: Clock,
+    lock_wait: std::time::Duration,
+) -> Result<u8> {
+    reason_of(reason)?;
+    let store = Store::open(&config.agent.state_dir)?;
+    let _lock = crate::run::lock(&store, lock_wait).await?;
+    let mut rec = store.load(name)?;
+    let r = revocable(config, &rec, name)?;
+    let (ca, inst_serial) = (r.ca, r.serial.clone());
+    if !yes {
+        bail!(
+            "revoking serial {inst_serial} of '{name}' at the ACME CA '{}' cannot be undone, and \
+             clients refuse it as soon as they see the revocation; add --yes to go ahead (the \
+             next run orders a replacement)",
+            ca.name
+        );
+    }
+    revoke_at_ca(store.dir(), &r, reason).await?;
+    let inst = rec
+        .installed
+        .clone()
+        .ok_or_else(|| anyhow!("certificate '{name}' has nothing installed"))?;
     let now = clock.now();
     let detail = format!(
         "serial {} was revoked on {} ({reason}) by cert-agent revoke",

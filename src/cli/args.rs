@@ -665,6 +665,15 @@ pub struct RetireArgs {
     /// Also delete the installed certificate, chain and key files.
     #[arg(long)]
     pub remove_files: bool,
+    /// Revoke the installed certificate at its ACME CA (revokeCert) before retiring it, so no
+    /// client accepts it any more (a certificate of an ACME CA; on one host, not in fleet
+    /// mode). A refused revocation retires nothing.
+    #[arg(long)]
+    pub revoke: bool,
+    /// Why, with --revoke (RFC 5280): unspecified, keyCompromise, affiliationChanged,
+    /// superseded, cessationOfOperation.
+    #[arg(long, requires = "revoke", default_value = "cessationOfOperation", value_parser = clap::builder::PossibleValuesParser::new(REVOKE_REASONS))]
+    pub reason: String,
     /// Delete files even when the web server still names them, and retire a certificate
     /// whose order outcome is unknown.
     #[arg(long)]

@@ -34,7 +34,10 @@ pub(super) async fn run(
         // The lead first: while another host leads, nothing is asked and nothing changes.
         let fleet = Retiring::begin(config, &store, &args.name, clock).await?;
         let ready = async {
-            let plan = prepare(config, &store, args, opts).await?;
+            if args.revoke {
+                anyhow::bail!("{}", super::acme::fleet_revoke_refused());
+            }
+            let plan = prepare(config, &store, args, opts, None).await?;
             let client = needs_client(&plan, opts)
                 .then(|| fleet.client(config))
                 .transpose()?;
@@ -49,11 +52,46 @@ pub(super) async fn run(
             }
         }
     } else {
-        let plan = prepare(config, &store, args, opts).await?;
+        // What is revoked is known (and refused, for a Partner certificate) before anything
+        // is asked or changed.
+        let revoking = if args.revoke {
+            let rec = store.load(&args.name)?;
+            Some(super::acme::revocable(config, &rec, &args.name)?)
+        } else {
+            None
+        };
+        let plan = prepare(config, &store, args, opts, revoking.as_ref()).await?;
         let client = needs_client(&plan, opts)
             .then(|| super::client_for(config))
             .transpose()?;
-        retire::carry_out(plan, &store, client.as_ref(), opts, now).await?
+        if let Some(r) = &revoking {
+            super::acme::revoke_at_ca(store.dir(), r, &args.reason).await?;
+            store.journal(
+                &args.name,
+                "revoked",
+                serde_json::json!({
+                    "ca": r.ca.name, "serial": r.serial, "reason": args.reason, "by": "retire",
+                }),
+            )?;
+            if !out.json {
+                outln!(
+                    "serial {} of '{}' was revoked at the ACME CA '{}' ({})",
+                    r.serial,
+                    args.name,
+                    r.ca.name,
+                    args.reason
+                );
+            }
+        }
+        retire::carry_out(plan, &store, client.as_ref(), opts, now)
+            .await
+            .with_context(|| match &revoking {
+                Some(r) => format!(
+                    "serial {} was revoked, but '{}' was not retired",
+                    r.serial, args.name
+                ),
+                None => format!("'{}' was not retired", args.name),
+            })?
     };
     for w in &report.warnings {
         tracing::warn!(certificate = %report.name, "{w}");
@@ -96,11 +134,22 @@ async fn prepare<'a>(
     store: &Store,
     args: &RetireArgs,
     opts: RetireOptions,
+    revoking: Option<&super::acme::Revocable<'_>>,
 ) -> Result<retire::Plan<'a>> {
     let mut plan = retire::plan(config, store, &args.name, opts)?;
     plan.guard(config, store, args.from.as_deref(), opts, true)
         .await?;
     let mut steps = plan.describe(opts);
+    if let Some(r) = revoking {
+        steps.insert(
+            0,
+            format!(
+                "revoke serial {} at the ACME CA '{}' ({}): cannot be undone; clients refuse it \
+                 as soon as they see the revocation",
+                r.serial, r.ca.name, args.reason
+            ),
+        );
+    }
     if config.fleet.is_some() {
         steps.push(format!(
             "retire '{}' for the whole fleet: a sealed tombstone in etcd, the fleet's record, \

@@ -13,6 +13,7 @@ mod support;
 /// The ACME issuer against Debian's Pebble: account with EAB, http-01, finalize, the chain.
 mod acme_chain;
 mod acme_pebble;
+mod acme_retire;
 /// The API client against the sandbox: error shapes, re-signin, retries, pagination, secrets.
 mod api_client;
 /// The API client with a guard that gives each request a time limit (a fleet leader's lease).
