@@ -209,6 +209,45 @@ async fn fake_directory(status: u16, body: Vec<u8>) -> (String, tokio::task::Joi
     (url, task)
 }
 
+/// A directory that accepts the connection, reads the request and never answers: the account's
+/// set-up ends with "no answer in time" after the exchange's time limit (30 s), naming the
+/// directory, not a hang; no account file is left.
+#[tokio::test]
+async fn a_silent_directory_is_no_answer_in_time_not_a_hang() {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/dir", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut head = [0u8; 4096];
+            let _ = s.read(&mut head).await;
+            held.push(s);
+        }
+    });
+    let state = tempfile::tempdir().unwrap();
+    let dir = Directory {
+        url: url.clone(),
+        contact: vec![],
+        eab: None,
+        ca_file: None,
+    };
+    let started = std::time::Instant::now();
+    let err = acme::account(&dir, state.path())
+        .await
+        .err()
+        .expect("a silent directory is an error");
+    let took = started.elapsed();
+    let text = err.to_string();
+    assert!(
+        text.contains(&url) && text.contains("no answer in time"),
+        "{text}"
+    );
+    assert!(took < std::time::Duration::from_secs(45), "took {took:?}");
+    assert!(!state.path().join(acme::ACCOUNT_FILE).exists());
+    task.abort();
+}
+
 /// Guards the ACME client against a hostile directory: garbage, a problem document full of
 /// terminal escapes, and an answer larger than the cap each end the account's set-up with an
 /// error that names the directory, shows nothing raw, and leaves no account file.

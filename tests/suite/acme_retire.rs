@@ -53,7 +53,10 @@ fn retire_revoke_revokes_at_the_acme_ca_then_retires() {
         "{}",
         a.pebble.log()
     );
-    assert!(a.env.record("www").is_none(), "retired: the record is archived");
+    assert!(
+        a.env.record("www").is_none(),
+        "retired: the record is archived"
+    );
     let audit = std::fs::read_to_string(a.env.state_dir().join("audit.log")).unwrap();
     assert!(audit.contains("\"action\":\"revoke\""), "{audit}");
 }
