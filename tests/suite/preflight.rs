@@ -435,3 +435,34 @@ fn caa_naming_another_ca_stops_an_acme_order() {
     }
     assert_eq!(pebble.requests("/order-plz"), 0, "{}", pebble.log());
 }
+
+/// RFC 8657 `accounturi`: a CAA record that lets the ACME CA issue only to another account stops
+/// the order (naming the account it allows), before the new-order request reaches Pebble.
+#[test]
+fn caa_accounturi_of_another_account_stops_an_acme_order() {
+    if !dns::require() || !support::pebble::require() {
+        return;
+    }
+    let dns = DnsWorld::start();
+    let pebble = support::pebble::Pebble::start(support::webserver::free_port());
+    let mut env = TestEnv::new();
+    let mut spec = env.standalone_spec("www", &["acct.ok.test"]);
+    spec.extra.push_str("issuer = \"pebble\"\n");
+    env.certs.push(spec);
+    env.tail_extra = pebble.config_table("pebble", &env.path("eab.key"));
+    env.preflight = format!(
+        "{}caa_identities = {{ pebble = [\"pebble.letsencrypt.org\"] }}\n",
+        dns.section()
+    );
+    let out = env.renew();
+    out.expect_failure();
+    let text = out.text();
+    for n in [
+        "pre-flight stops the order",
+        "acct.ok.test",
+        "https://127.0.0.1:1/my-account/1",
+    ] {
+        assert!(text.contains(n), "{n:?} not named\n{}", out.describe());
+    }
+    assert_eq!(pebble.requests("/order-plz"), 0, "{}", pebble.log());
+}

@@ -38,6 +38,8 @@ noaddr IN CAA 0 issue "OURS"
 elsewhere IN CAA 0 issue "OURS"
 elsewhere IN A ELSEWHERE
 deleg IN CAA 0 issue "OURS"
+acct IN CAA 0 issue "pebble.letsencrypt.org; accounturi=https://127.0.0.1:1/my-account/1"
+acct IN A 127.0.0.1
 _pki-validation.deleg IN CNAME _pki-validation.www.bad.test.
 "#;
 
