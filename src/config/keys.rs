@@ -18,6 +18,7 @@ pub(super) const PREFLIGHT_KEYS: &[&str] = &[
     "caa",
     "dnssec",
     "http",
+    "email",
     "resolver",
     "timeout_secs",
     "caa_identities",

@@ -256,6 +256,9 @@ pub struct PreflightConfig {
     /// Stop an order validated over HTTP for a name without an address, and fetch the
     /// self-check through the addresses this resolver gives; default true.
     pub http: bool,
+    /// Stop an order or reissue validated by email once email validation has ended
+    /// (2028-03-15, CA/Browser Forum ballot SC-090); default true.
+    pub email: bool,
     /// The resolver asked; default the first nameserver of /etc/resolv.conf.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resolver: Option<SocketAddr>,
@@ -273,6 +276,7 @@ impl Default for PreflightConfig {
             caa: true,
             dnssec: true,
             http: true,
+            email: true,
             resolver: None,
             timeout_secs: super::DEFAULT_PREFLIGHT_TIMEOUT_SECS,
             caa_identities: BTreeMap::new(),

@@ -221,6 +221,7 @@ pub(super) async fn ensure_order(
     let price = check_price(config, cert, product)?;
     check_clock(cert, client, now)?;
     let ids = super::preflight::product_identities(config, product);
+    super::preflight::email_gate(config, job, now, "order")?;
     super::preflight::gate(config, job, &ids, None, "order").await?;
 
     let pending = keys::ensure_pending_key(job.store(), cert, &mut job.rec, now)?;

@@ -109,6 +109,47 @@ pub fn product_identities(config: &Config, product: &Product) -> Vec<String> {
     identities(config, product.issuer.as_deref(), product.brand.as_deref())
 }
 
+/// Before `what` (an order, a reissue) of a certificate validated by email once email
+/// validation has ended ([`super::sunset::EMAIL_SUNSET`], CA/Browser Forum ballot SC-090): no
+/// CA may validate a name by email any more, so the request would be billed and never
+/// issued. Stopped like a failed pre-flight (journaled, backed off) unless `[preflight] email
+/// = false`.
+pub(super) fn email_gate(
+    config: &Config,
+    job: &mut Job<'_>,
+    now: time::OffsetDateTime,
+    what: &str,
+) -> Result<()> {
+    let cert = job.cert;
+    if !config.preflight.email
+        || cert.dcv.method != DcvMethod::Email
+        || !super::sunset::email_ended_on(now.date())
+    {
+        return Ok(());
+    }
+    let why = format!(
+        "validation by email ended on {} (CA/Browser Forum ballot SC-090): no CA validates {} \
+         by email any more (to fix: dcv = \"http\", \"dns-txt\" or \"cname\"; `cert-agent dcv \
+         migrate {} --to http|dns` for an order in progress)",
+        super::sunset::EMAIL_SUNSET,
+        cert.domains.join(", "),
+        cert.name
+    );
+    if job.rec.partner.order.is_none() {
+        job.rec.partner.order_refused = true;
+    }
+    job.record(
+        "preflight-failed",
+        serde_json::json!({ "before": what, "findings": [{ "name": cert.name, "message": why }] }),
+    )?;
+    Err(Stopped {
+        name: cert.name.clone(),
+        what: what.to_owned(),
+        why,
+    }
+    .into())
+}
+
 /// The pre-flight before `what` (an order, a reissue): warnings are logged, failures stop it
 /// with [`Stopped`], journaled, and (before a first order) the record is
 /// marked refused so that it backs off from the first failure.

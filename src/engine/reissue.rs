@@ -64,6 +64,7 @@ pub(super) async fn start(
             cert.name
         );
     }
+    super::preflight::email_gate(ctx.config, job, ctx.now(), "reissue")?;
     // The reissue is validated again like an order: a name whose CAA or DNSSEC stops the CA
     // is found here, before the request. The product list (read once per run) names the CA;
     // it is not read when no check is on.

@@ -34,6 +34,9 @@ fn issued_env(start: OffsetDateTime, max_cert_days: i64) -> TestEnv {
     mail.dcv = Some("email".into());
     mail.extra = "dcv_email = \"admin@mail.reuse.test\"\n".into();
     env.certs.push(mail);
+    // The renewals after 2028-03-15 that these tests follow are placed by email all the same
+    // (a CA outside the Forum's rules): they show the foresight, not the stop.
+    env.preflight.push_str("email = false\n");
     run_synced(&env, &["renew", "--wait", "2"]).expect_code(75);
     let id = env.record("mail").unwrap()["order"]["certificate_id"]
         .as_u64()
@@ -306,7 +309,11 @@ fn within_90_days_of_the_end_of_email_validation_check_is_critical() {
 /// "ended", and its metric is negative.
 #[test]
 fn past_the_end_of_email_validation_check_says_it_ended() {
-    let env = issued_env(datetime!(2028-03-20 00:00 UTC), 90);
+    // Issued before the date (no order is placed by email after it), then the clocks moved
+    // past it.
+    let env = issued_env(datetime!(2028-03-10 00:00 UTC), 90);
+    env.sandbox
+        .advance(std::time::Duration::from_secs(10 * 86_400));
     let check = run_synced(&env, &["check"]);
     check.expect_code(2);
     assert!(
@@ -340,4 +347,36 @@ fn dcv_migrate_of_an_issued_certificate_changes_nothing_at_the_ca() {
         !env.calls().iter().any(|c| c.path.ends_with("/change_dcv")),
         "no change DCV call"
     );
+}
+
+/// After 2028-03-15 no order or reissue is placed for a certificate validated by email: the CA
+/// could not validate it, so it would be billed and never issued. The run stops before the
+/// request, naming the date and what to change, and nothing is billed.
+#[test]
+fn no_order_is_placed_by_email_after_the_end_of_email_validation() {
+    let mut env = TestEnv::with_sandbox(
+        SandboxConfig::default()
+            .instant(true)
+            .start_time(datetime!(2028-03-20 00:00 UTC)),
+    );
+    let mut mail = env.cert_spec("mail", &["mail.sunset.test"], "none");
+    mail.dcv = Some("email".into());
+    mail.extra = "dcv_email = \"admin@mail.sunset.test\"\n".into();
+    env.certs.push(mail);
+    let out = run_synced(&env, &["renew", "--wait", "2"]);
+    assert_ne!(out.code, Some(0), "{}", out.describe());
+    let text = out.text();
+    for n in [
+        "validation by email ended on 2028-03-15",
+        "SC-090",
+        "dcv = \"http\"",
+    ] {
+        assert!(text.contains(n), "{n:?}\n{}", out.describe());
+    }
+    assert_eq!(env.billed(), 0, "nothing ordered");
+    assert!(
+        !env.calls().iter().any(|c| c.path.contains("/order")),
+        "no order request"
+    );
+    assert!(env.journal().contains("preflight-failed"));
 }

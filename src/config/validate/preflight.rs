@@ -37,6 +37,7 @@ impl Checker<'_> {
             caa: self.boolean(&s, "caa").unwrap_or(defaults.caa),
             dnssec: self.boolean(&s, "dnssec").unwrap_or(defaults.dnssec),
             http: self.boolean(&s, "http").unwrap_or(defaults.http),
+            email: self.boolean(&s, "email").unwrap_or(defaults.email),
             resolver,
             timeout_secs: self
                 .uint(&s, "timeout_secs", 1, 60)
