@@ -42,15 +42,17 @@ fn list(items: &[String]) -> String {
 }
 
 /// The main configuration file of a host that takes certbot's certificates over: the state
-/// directory, the included files, the web server's commands in `[defaults]`, and `extra`.
+/// directory, the included files, the web server's commands in `[defaults]`, and `extra`
+/// (with the tests' `[preflight]`: their names are in no DNS).
 fn write_main_config(env: &TestEnv, defaults: &str, extra: &str) -> PathBuf {
     let config = env.config_path();
     fs::write(
         &config,
         format!(
-            "[agent]\nstate_dir = {}\ninclude = [{}]\n\n[defaults]\n{defaults}\n{extra}",
+            "[agent]\nstate_dir = {}\ninclude = [{}]\n{}\n[defaults]\n{defaults}\n{extra}",
             s(&env.state_dir().to_string_lossy()),
             s(&env.path("conf.d").join("*.toml").to_string_lossy()),
+            env.preflight,
         ),
     )
     .unwrap();
