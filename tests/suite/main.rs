@@ -32,6 +32,8 @@ mod check;
 mod cli_account;
 /// `cert-agent run`: configuration reload, SIGTERM/SIGINT with a run in progress.
 mod daemon;
+/// The README's first command runs as printed.
+mod demo;
 /// Certificates of an ACME CA through the binary: Pebble, nginx and apache, crash resume.
 mod e2e_acme;
 /// `cert-agent forecast` and the balance in `check`: exact figures against sandbox accounts.
