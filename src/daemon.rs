@@ -134,6 +134,9 @@ pub enum DaemonEvent {
 /// caller's error mapping), or when the signal handlers cannot be installed.
 pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
     let mut config = Config::load(config_path)?;
+    if let Some(f) = &config.fleet {
+        crate::store::audit::name_host(&f.host);
+    }
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }

@@ -272,6 +272,9 @@ pub(crate) fn load_config_quietly(path: &Path) -> Result<Config> {
 
 fn read_config(path: &Path, print_warnings: bool) -> Result<Config> {
     let config = Config::load(path)?;
+    if let Some(f) = &config.fleet {
+        crate::store::audit::name_host(&f.host);
+    }
     for warning in &config.warnings {
         if print_warnings {
             tracing::warn!("{warning}");

@@ -523,9 +523,21 @@ fn write_anchor(dir: &Path, anchor: &Anchor) -> io::Result<()> {
     file.set_len(ANCHOR_LEN as u64)
 }
 
-/// This host's name, read once.
+/// The name this host's audit lines carry.
+static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Names this host in the audit lines it writes from now on: in fleet mode the fleet's
+/// `[fleet] host`, the name `fleet status` and the other hosts know it by, instead of the
+/// system's host name. Only the first name given before a line is written counts.
+pub fn name_host(name: &str) {
+    let name = name.trim();
+    if !name.is_empty() {
+        let _ = HOST.set(name.to_owned());
+    }
+}
+
+/// This host's name ([`name_host`], else the system's), read once.
 fn host() -> &'static str {
-    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     HOST.get_or_init(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_owned())

@@ -53,6 +53,12 @@ fn a_hosts_audit_log_removed_shows_as_rewound_in_another_hosts_fleet_status() {
     assert!(seq >= 3, "an order, its install and the lead: {row}");
     let hash = hash_of_line(&f, 0, seq);
     assert_eq!(row["hash"].as_str(), Some(hash.as_str()), "{row}");
+    // Each line names the host by its fleet name, as `fleet status` does.
+    let log = fs::read_to_string(f.hosts[0].state.join("audit.log")).unwrap();
+    assert!(
+        log.lines().all(|l| l.contains("\"host\":\"web1\"")),
+        "{log}"
+    );
     assert!(row.get("rewound").is_none(), "{row}");
 
     // Whoever has root on web1 removes its log and its anchor (`audit --verify` there finds
