@@ -18,7 +18,11 @@ fuzz_target!(|data: &[u8]| {
     }
     let text = String::from_utf8_lossy(data);
     let _ = chain::top_issuer(&text);
-    let (default, alternate) = text.split_at(text.len() / 2);
+    let mid = (0..=text.len() / 2)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    let (default, alternate) = text.split_at(mid);
     let offered = [alternate.to_owned()];
     let chosen = chain::choose(default, &offered, "Root");
     assert!(chosen == default || chosen == alternate);
