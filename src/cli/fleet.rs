@@ -20,12 +20,13 @@ pub(super) async fn status(
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
     let mut status = crate::fleet::status(&link).await?;
+    let issuers: std::collections::HashMap<&str, String> = config
+        .certificates
+        .iter()
+        .map(|k| (k.name.as_str(), k.order.issuer.label()))
+        .collect();
     for c in &mut status.certificates {
-        c.issuer = config
-            .certificates
-            .iter()
-            .find(|k| k.name == c.name)
-            .map(|k| k.order.issuer.label());
+        c.issuer = issuers.get(c.name.as_str()).cloned();
     }
     status
         .warnings

@@ -135,19 +135,8 @@ pub(super) fn email_gate(
         cert.domains.join(", "),
         cert.name
     );
-    if job.rec.partner.order.is_none() {
-        job.rec.partner.order_refused = true;
-    }
-    job.record(
-        "preflight-failed",
-        serde_json::json!({ "before": what, "findings": [{ "name": cert.name, "message": why }] }),
-    )?;
-    Err(Stopped {
-        name: cert.name.clone(),
-        what: what.to_owned(),
-        why,
-    }
-    .into())
+    let findings = serde_json::json!([{ "name": cert.name, "message": why }]);
+    stop(job, what, why, findings)
 }
 
 /// The pre-flight before `what` (an order, a reissue): warnings are logged, failures stop it
@@ -182,15 +171,22 @@ pub(super) async fn gate(
         })
         .collect::<Vec<_>>()
         .join("; ");
+    stop(job, what, why, serde_json::json!(failures))
+}
+
+/// Stops `what` of `job`'s certificate before the request: journaled with its `findings`, and
+/// (before a first order) the record marked refused so that it backs off from the first
+/// failure.
+fn stop(job: &mut Job<'_>, what: &str, why: String, findings: serde_json::Value) -> Result<()> {
     if job.rec.partner.order.is_none() {
         job.rec.partner.order_refused = true;
     }
     job.record(
         "preflight-failed",
-        serde_json::json!({ "before": what, "findings": failures }),
+        serde_json::json!({ "before": what, "findings": findings }),
     )?;
     Err(Stopped {
-        name: cert.name.clone(),
+        name: job.cert.name.clone(),
         what: what.to_owned(),
         why,
     }

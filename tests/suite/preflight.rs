@@ -404,17 +404,17 @@ fn a_resolver_that_does_not_answer_is_a_warning_and_the_order_proceeds() {
     drop(silent);
 }
 
-/// An ACME order (Pebble, its CAA identity set in `[preflight] caa_identities`) for a name
-/// whose CAA names another CA: stopped before the new-order request reaches Pebble.
-#[test]
-fn caa_naming_another_ca_stops_an_acme_order() {
+/// Renews one certificate of the ACME CA `pebble` (its CAA identity set in `[preflight]
+/// caa_identities`) for `domain`: the pre-flight stops it, naming each of `named`, before the
+/// new-order request reaches Pebble.
+fn acme_order_stopped(domain: &str, named: &[&str]) {
     if !dns::require() || !support::pebble::require() {
         return;
     }
     let dns = DnsWorld::start();
     let pebble = support::pebble::Pebble::start(support::webserver::free_port());
     let mut env = TestEnv::new();
-    let mut spec = env.standalone_spec("www", &["forbid.ok.test"]);
+    let mut spec = env.standalone_spec("www", &[domain]);
     spec.extra.push_str("issuer = \"pebble\"\n");
     env.certs.push(spec);
     env.tail_extra = pebble.config_table("pebble", &env.path("eab.key"));
@@ -425,44 +425,24 @@ fn caa_naming_another_ca_stops_an_acme_order() {
     let out = env.renew();
     out.expect_failure();
     let text = out.text();
-    for n in [
-        "pre-flight stops the order",
-        "forbid.ok.test",
-        "letsencrypt.org",
-        "pebble.letsencrypt.org",
-    ] {
+    for n in ["pre-flight stops the order", domain].iter().chain(named) {
         assert!(text.contains(n), "{n:?} not named\n{}", out.describe());
     }
     assert_eq!(pebble.requests("/order-plz"), 0, "{}", pebble.log());
 }
 
-/// RFC 8657 `accounturi`: a CAA record that lets the ACME CA issue only to another account stops
-/// the order (naming the account it allows), before the new-order request reaches Pebble.
+/// An ACME order for a name whose CAA names another CA.
+#[test]
+fn caa_naming_another_ca_stops_an_acme_order() {
+    acme_order_stopped(
+        "forbid.ok.test",
+        &["letsencrypt.org", "pebble.letsencrypt.org"],
+    );
+}
+
+/// RFC 8657 `accounturi`: a CAA record that lets the ACME CA issue only to another account
+/// stops the order, naming the account it allows.
 #[test]
 fn caa_accounturi_of_another_account_stops_an_acme_order() {
-    if !dns::require() || !support::pebble::require() {
-        return;
-    }
-    let dns = DnsWorld::start();
-    let pebble = support::pebble::Pebble::start(support::webserver::free_port());
-    let mut env = TestEnv::new();
-    let mut spec = env.standalone_spec("www", &["acct.ok.test"]);
-    spec.extra.push_str("issuer = \"pebble\"\n");
-    env.certs.push(spec);
-    env.tail_extra = pebble.config_table("pebble", &env.path("eab.key"));
-    env.preflight = format!(
-        "{}caa_identities = {{ pebble = [\"pebble.letsencrypt.org\"] }}\n",
-        dns.section()
-    );
-    let out = env.renew();
-    out.expect_failure();
-    let text = out.text();
-    for n in [
-        "pre-flight stops the order",
-        "acct.ok.test",
-        "https://127.0.0.1:1/my-account/1",
-    ] {
-        assert!(text.contains(n), "{n:?} not named\n{}", out.describe());
-    }
-    assert_eq!(pebble.requests("/order-plz"), 0, "{}", pebble.log());
+    acme_order_stopped("acct.ok.test", &["https://127.0.0.1:1/my-account/1"]);
 }
