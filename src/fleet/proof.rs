@@ -180,9 +180,11 @@ pub(super) async fn prove(
     {
         Some(address) => {
             let names = server_names(cert);
+            let anchors = anchors_of(cert);
+            let anchors = anchors.as_deref().map_or(&[][..], |a| a.as_slice());
             let asking: Vec<_> = names
                 .iter()
-                .map(|name| answer(address, name, serial, now, deadline))
+                .map(|name| answer(address, name, serial, (now, deadline), anchors))
                 .collect();
             futures_util::stream::iter(asking)
                 .buffered(NAMES_AT_ONCE)
@@ -211,8 +213,8 @@ async fn answer(
     address: &str,
     name: &str,
     serial: &str,
-    now: OffsetDateTime,
-    deadline: Instant,
+    (now, deadline): (OffsetDateTime, Instant),
+    anchors: &[rustls_pki_types::CertificateDer<'static>],
 ) -> Answer {
     let mut out = Answer {
         address: address.to_owned(),
@@ -236,7 +238,7 @@ async fn answer(
                     .as_deref()
                     .is_some_and(|s| same_serial_hex(s, serial))
                 {
-                    out.chain_error = chain_error(&chain, name, now);
+                    out.chain_error = chain_error(&chain, name, now, anchors);
                     return out;
                 }
             }
@@ -252,10 +254,28 @@ async fn answer(
     }
 }
 
+/// The roots a served chain must end at: the ones its install was checked against
+/// (`chain_trust`; an ACME CA's chain is checked for its links only, as at the install).
+/// `None` when they cannot be read (the install could not have passed either): links only.
+fn anchors_of(
+    cert: &CertificateConfig,
+) -> Option<std::sync::Arc<Vec<rustls_pki_types::CertificateDer<'static>>>> {
+    if !cert.order.issuer.is_partner() {
+        return None;
+    }
+    crate::bundle::trust_anchors(cert.install.chain_trust, cert.install.ca_file.as_deref()).ok()
+}
+
 /// Why the chain served for `name` does not verify: the leaf must name it and be valid
-/// `now`, each certificate must be signed by the next, up to a root (served, or the issuer
-/// of the last one served) — the checks every installed bundle passes.
-fn chain_error(chain: &[Vec<u8>], name: &str, now: OffsetDateTime) -> Option<String> {
+/// `now`, each certificate must be signed by the next, up to one of `anchors` (none: up to a
+/// root served, or the issuer of the last one served) — the checks every installed bundle
+/// passes.
+fn chain_error(
+    chain: &[Vec<u8>],
+    name: &str,
+    now: OffsetDateTime,
+    anchors: &[rustls_pki_types::CertificateDer<'static>],
+) -> Option<String> {
     let pem: String = chain
         .iter()
         .map(|d| crate::crypto::pem_encode("CERTIFICATE", d))
@@ -269,7 +289,7 @@ fn chain_error(chain: &[Vec<u8>], name: &str, now: OffsetDateTime) -> Option<Str
         public_key_der: &spki,
         domains: &domains,
         now,
-        trust_anchors: &[],
+        trust_anchors: anchors,
     };
     crate::bundle::validate_chain(pem.as_bytes(), ServerKind::Nginx, &expected)
         .err()

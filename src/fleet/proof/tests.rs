@@ -208,18 +208,27 @@ async fn a_handshake_shows_the_serial_and_whether_the_served_chain_verifies() {
     let now = OffsetDateTime::now_utc();
     let soon = Instant::now() + Duration::from_secs(2);
     let whole = tls_server(vec![leaf.clone(), ca.clone()], key.clone()).await;
-    let a = answer(&whole, "www.test", &serial, now, soon).await;
+    let a = answer(&whole, "www.test", &serial, (now, soon), &[]).await;
     assert_eq!(a.failure(&serial), None, "{a:?}");
     // The leaf without its issuer: served, but the chain does not verify.
     let alone = tls_server(vec![leaf], key).await;
-    let a = answer(&alone, "shop.test", &serial, now, soon).await;
+    let a = answer(&alone, "shop.test", &serial, (now, soon), &[]).await;
     let why = a.failure(&serial).expect("the chain is incomplete");
     assert!(
         why.contains("does not verify") && why.contains(&alone),
         "{why}"
     );
+    // Checked against the roots the install was checked against: its own CA passes, another
+    // root does not.
+    let own = [rustls_pki_types::CertificateDer::from(ca.clone())];
+    let a = answer(&whole, "www.test", &serial, (now, soon), &own).await;
+    assert_eq!(a.failure(&serial), None, "{a:?}");
+    let (other, _, _, _) = issued(&["other.test"]);
+    let other = [rustls_pki_types::CertificateDer::from(other)];
+    let a = answer(&whole, "www.test", &serial, (now, soon), &other).await;
+    assert!(a.failure(&serial).is_some(), "another root: {a:?}");
     // Another serial expected: the serial served is named, after the wait.
-    let a = answer(&whole, "www.test", "01", now, Instant::now()).await;
+    let a = answer(&whole, "www.test", "01", (now, Instant::now()), &[]).await;
     let why = a.failure("01").unwrap();
     assert!(
         why.contains(&format!("serves serial {serial}, not 01")),
