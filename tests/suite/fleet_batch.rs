@@ -120,9 +120,12 @@ fn a_follower_installs_what_it_catches_up_on_and_a_leaders_burst_with_one_reload
     f.wait_all_serve(&serials[0], Duration::from_secs(20));
 
     // web2's daemon follows; web1 reissues all five in one run: web2 installs the burst at once.
+    // web1's own reloads count its batches: the CA may issue the five in more than one of its
+    // rounds (a loaded machine), and each round is a batch of its own on every host.
     let watching = cluster.watches();
     f.start_daemon(1);
     until_watching(&f, &cluster, watching);
+    let leader_counted = count_reloads(&f, 0);
     let before = reloads(&counted);
     let again = led(&f, &["--json", "renew", "--force", "--wait", "60"]);
     let next: Vec<String> = CERTS
@@ -147,10 +150,13 @@ fn a_follower_installs_what_it_catches_up_on_and_a_leaders_burst_with_one_reload
     );
     // The daemon's synchronisations after the burst find nothing new to install.
     std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(
-        reloads(&counted) - before,
-        1,
-        "one reload for the leader's five reissues\n{}",
+    let batches = reloads(&leader_counted);
+    let followed = reloads(&counted) - before;
+    assert!(
+        batches >= 1 && (1..=batches).contains(&followed),
+        "web2 reloaded {followed} times for the leader's five reissues installed in {batches} \
+         batch(es): at most one reload per batch\n{}\n{}",
+        again.describe(),
         f.logs()
     );
     f.wait_all_serve(&next[0], Duration::from_secs(20));
