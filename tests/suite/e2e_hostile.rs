@@ -101,6 +101,7 @@ hostile_tests! {
     leaf_for_another_domain => OtherDomain,
     expired_leaf => Expired,
     chain_of_another_authority => ForeignCa,
+    chain_without_its_intermediate => NoIntermediate,
 }
 
 /// Guards recovery after a rejected bundle: the order and the local key are kept, so the next

@@ -113,6 +113,7 @@ mod fleet_takeover;
 mod fleet_trust;
 /// A follower whose watch fell behind reads etcd's answer of over 4 MiB in parts and installs.
 mod fleet_watch;
+mod fleet_waves;
 
 // --- End to end: order, validate, install, reload ---
 /// Shared `combined_path` flow for the nginx and apache modules.

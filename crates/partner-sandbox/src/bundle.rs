@@ -391,11 +391,14 @@ pub enum HostileKind {
     /// A whole chain from another authority of the same names: the leaf for the CSR's key
     /// and names, its intermediate and root of other keys (a forged bundle that links).
     ForeignCa,
+    /// The genuine bundle without its intermediate certificates: `nginx/fullchain.crt` holds
+    /// the leaf alone and `apache/ca_bundle.crt` nothing (a chain that clients cannot build).
+    NoIntermediate,
 }
 
 impl HostileKind {
     /// Every kind, for tests that go through them all.
-    pub const ALL: [HostileKind; 9] = [
+    pub const ALL: [HostileKind; 10] = [
         HostileKind::DotDot,
         HostileKind::Absolute,
         HostileKind::Symlink,
@@ -405,6 +408,7 @@ impl HostileKind {
         HostileKind::OtherDomain,
         HostileKind::Expired,
         HostileKind::ForeignCa,
+        HostileKind::NoIntermediate,
     ];
 }
 
@@ -440,6 +444,8 @@ const VICTIM: &str = "nginx/fullchain.crt";
 ///   `now - 1 day`. The first two keep the genuine leaf's validity.
 /// - `ForeignCa`: the genuine leaf's key, names and validity issued by a fresh authority of
 ///   the same names, with that authority's intermediate and root.
+/// - `NoIntermediate`: the genuine bundle with no intermediate anywhere (the leaf alone in
+///   `nginx/fullchain.crt`, `apache/ca_bundle.crt` empty).
 pub fn hostile_bundle(
     kind: HostileKind,
     input: &HostileInput<'_>,
@@ -497,6 +503,10 @@ pub fn hostile_bundle(
                 ..parts.clone()
             })
         }
+        HostileKind::NoIntermediate => server_bundle(&BundleParts {
+            chain_pem: &[],
+            ..parts.clone()
+        }),
         HostileKind::ForeignCa => {
             let other = Authority::generate().map_err(build_err)?;
             let leaf = hostile_leaf(kind, input, &other)?;
@@ -980,6 +990,25 @@ mod tests {
                     let int_der = certs_from_pem(&fx.chain[0]).expect("chain").remove(0);
                     let (_, int) = x509_parser::parse_x509_certificate(&int_der).expect("int");
                     assert!(leaf.verify_signature(Some(int.public_key())).is_err());
+                }
+                HostileKind::NoIntermediate => {
+                    let entries = read_zip(&bytes);
+                    // Only the intermediate's own file of `exchange/` is gone.
+                    let missing: Vec<_> = genuine_names
+                        .iter()
+                        .filter(|n| !names(&entries).contains(n))
+                        .map(|n| n.to_string())
+                        .collect();
+                    assert_eq!(missing, ["exchange/Partner Sandbox S-One CA.crt"]);
+                    let fullchain =
+                        certs_from_pem(entry(&entries, "nginx/fullchain.crt")).expect("fullchain");
+                    assert_eq!(fullchain, vec![leaf_of(&bytes)], "the leaf alone");
+                    assert_eq!(
+                        leaf_of(&bytes),
+                        leaf_of(&server_bundle(&fx.parts()).expect("bundle"))
+                    );
+                    assert!(entry(&entries, "apache/ca_bundle.crt").is_empty());
+                    assert!(entry(&entries, "pem/chain.pem").is_empty());
                 }
             }
         }
