@@ -96,7 +96,7 @@ agent_config() { # DIR COUNT PREFIX
   local dir=$1 count=$2 prefix=$3
   mkdir -p "$dir/state" "$dir/out"
   {
-    printf '[agent]\nstate_dir = "%s/state"\nconcurrency = %s\n\n' "$dir" "$CONCURRENCY"
+    printf '[agent]\nstate_dir = "%s/state"\nconcurrency = %s\n\n[preflight]\nhttp = false\n\n' "$dir" "$CONCURRENCY"
     printf '[acme.pebble]\ndirectory = "%s"\ncontact = "bench@bench.test"\nca_file = "%s"\n\n' "$ACME" "$PB/ca.pem"
     printf '[defaults]\nissuer = "pebble"\nwebroot = "%s"\nserver = "none"\n' "$W/webroot"
     for i in $(seq 0 $((count - 1))); do

@@ -305,7 +305,7 @@ fn write_config(
     writeln!(
         text,
         "\n[agent]\nstate_dir = {state:?}\npoll_interval_secs = {}\nallow_orders = true\n\
-         max_order_price = \"20.00\"\n{include}\n[defaults]\ncountry = \"DE\"\nregion = \"Berlin\"\n\
+         max_order_price = \"20.00\"\n{include}\n[preflight]\nhttp = false\n\n[defaults]\ncountry = \"DE\"\nregion = \"Berlin\"\n\
          city = \"Berlin\"\nproduct_id = 1101\nwebroot = {webroot:?}\nserver = \"none\"",
         a.poll_interval,
         include = if a.fragments {

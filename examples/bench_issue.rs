@@ -207,7 +207,7 @@ fn issue_one() -> Result<(u8, Vec<u8>, String, Value)> {
         format!(
             "[api]\nbase_url = {:?}\nlogin = \"partner@sandbox.test\"\npassword_file = {password:?}\n\
              ca_file = {:?}\n\n[agent]\nstate_dir = {:?}\npoll_interval_secs = 1\n\
-             allow_orders = true\nmax_order_price = \"20.00\"\n\n[defaults]\ncountry = \"DE\"\n\
+             allow_orders = true\nmax_order_price = \"20.00\"\n\n[preflight]\nhttp = false\n\n[defaults]\ncountry = \"DE\"\n\
              region = \"Berlin\"\ncity = \"Berlin\"\n\n[[certificate]]\nname = \"www\"\n\
              domains = [\"www.example.test\"]\nproduct_id = 1101\nstandalone = true\n\
              listen = \"127.0.0.1:{port}\"\nserver = \"none\"\ncert_path = {:?}\n\
