@@ -25,7 +25,7 @@ mod samples;
 
 use crate::engine::RunReport;
 use crate::engine::forecast::next_fresh_validation;
-use certificate::{CertFacts, RunFacts, keep_successes, kept_successes, render};
+use certificate::{CertFacts, Looks, RunFacts, keep_successes, kept_successes, render};
 use family::Metric;
 pub(crate) use passes::Pass;
 pub use passes::fuzz_kept_pass;
@@ -104,7 +104,10 @@ fn render_with<'a>(
             }
         })
         .collect();
-    let seen = served::load(store);
+    let seen = Looks {
+        served: served::load(store),
+        proved: served::load_proved(store),
+    };
     let kept = kept_successes(store);
     let empty = RunReport::default();
     let stats = report.and_then(|r| r.stats.as_ref());

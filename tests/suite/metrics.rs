@@ -229,7 +229,8 @@ fn the_documented_alert_rules_pass_promtool() {
 /// is neither "not installed" nor "expiring", only a reminder after a day; a configured one
 /// with nothing installed and nothing under way is "not installed"; a revoked one is critical;
 /// a fresh validation a person must do within 21 days warns, one the agent does does not; a
-/// balance short of the next 30 days' renewals warns.
+/// balance short of the next 30 days' renewals warns; a fleet host whose proof met another
+/// serial (drift) is critical at once, one whose proof passed is not.
 #[test]
 fn the_documented_alert_rules_fire_for_what_they_name() {
     let Some(promtool) = promtool() else {
@@ -265,6 +266,9 @@ fn the_documented_alert_rules_fire_for_what_they_name() {
         input += &series("cert_agent_certificate_retired", name, retired);
     }
     input += &series("cert_agent_certificate_retired", "old", "1");
+    // Fleet proofs: www's met the installed serial everywhere, shop's another one somewhere.
+    input += &series("cert_agent_fleet_served_serial_mismatch", "www", "0");
+    input += &series("cert_agent_fleet_served_serial_mismatch", "shop", "1");
     for (name, person) in [("www", "1"), ("mail", "0")] {
         input += &series(
             "cert_agent_certificate_fresh_validation_due_timestamp_seconds",
@@ -332,6 +336,15 @@ fn the_documented_alert_rules_fire_for_what_they_name() {
             )],
         ),
         alert("90m", "CertificateRevocationUnknown", &[]),
+        alert(
+            "5m",
+            "CertificateDriftInFleet",
+            &[(
+                "name: shop",
+                "critical",
+                "shop on web1: an address serves another serial than the fleet's installed one (cert-agent fleet status)",
+            )],
+        ),
         alert("90m", "CertificateRenewalFailing", &[]),
         // Due at 10 days; at 90 minutes 9 days 22.5 hours are left.
         alert(

@@ -8,11 +8,20 @@ use time::OffsetDateTime;
 
 use crate::engine::forecast::FreshValidation;
 use crate::engine::{Outcome, RunReport};
-use crate::monitor::served::Observation;
+use crate::monitor::served::{Observation, latest_for};
 use crate::store::{CertRecord, Store};
 
 use super::family::Metric;
 use super::samples::{Samples, escape, unix};
+
+/// What was last seen served, per certificate: by a handshake with the common name
+/// (`check --served`, `status --served`, an install's own verification), and by this host's
+/// last fleet proof.
+#[derive(Debug, Default)]
+pub(super) struct Looks {
+    pub(super) served: std::collections::BTreeMap<String, Observation>,
+    pub(super) proved: std::collections::BTreeMap<String, Observation>,
+}
 
 /// What the last run or synchronisation did with each certificate, and when it started.
 pub(super) struct RunFacts<'a> {
@@ -66,7 +75,7 @@ pub(super) struct CertFacts<'a> {
 /// The text exposition of the metrics, and each certificate's last success.
 pub(super) fn render(
     certs: &[CertFacts<'_>],
-    seen: &std::collections::BTreeMap<String, Observation>,
+    seen: &Looks,
     kept: &Successes,
     run: Option<&RunFacts<'_>>,
 ) -> (String, Successes) {
@@ -138,7 +147,7 @@ fn certificate(
     labels: usize,
     rec: &CertRecord,
     this_run: Option<(OffsetDateTime, &Outcome)>,
-    seen: &std::collections::BTreeMap<String, Observation>,
+    seen: &Looks,
     kept: &Successes,
 ) -> Option<i64> {
     if let Some(i) = &rec.installed {
@@ -174,6 +183,8 @@ fn certificate(
     {
         samples.put(Metric::LastAttempt, labels, unix(t));
     }
+    // A success is an install, or a run that found the installed certificate in order: a
+    // certificate never installed has none, whatever a run found.
     let success = [
         fine.map(|t| t.unix_timestamp()),
         installed_at.map(|t| t.unix_timestamp()),
@@ -181,12 +192,25 @@ fn certificate(
     ]
     .into_iter()
     .flatten()
-    .max();
+    .max()
+    .filter(|_| rec.installed.is_some());
     if let Some(t) = success {
         samples.put(Metric::LastSuccess, labels, t as f64);
     }
-    if let (Some(o), Some(i)) = (seen.get(name), &rec.installed)
-        && o.is_for(&i.serial)
+    let proved = rec
+        .installed
+        .as_ref()
+        .and_then(|i| seen.proved.get(name).filter(|o| o.is_for(&i.serial)));
+    if let Some(o) = proved {
+        let elsewhere = o.elsewhere.as_ref().is_some_and(|e| !e.is_empty());
+        samples.put(
+            Metric::FleetServedSerialMismatch,
+            labels,
+            if elsewhere { 1.0 } else { 0.0 },
+        );
+    }
+    if let Some(i) = &rec.installed
+        && let Some(o) = latest_for(&i.serial, seen.served.get(name), proved)
     {
         samples.put(
             Metric::ServedMatches,

@@ -20,6 +20,7 @@ pub(super) enum Metric {
     LastSuccess,
     ServedMatches,
     ServedChecked,
+    FleetServedSerialMismatch,
     Failures,
     Pending,
     Retired,
@@ -42,7 +43,7 @@ pub(super) enum Metric {
 }
 
 impl Metric {
-    pub(super) const ALL: [Metric; 27] = [
+    pub(super) const ALL: [Metric; 28] = [
         Metric::NotAfter,
         Metric::NotBefore,
         Metric::Subscription,
@@ -51,6 +52,7 @@ impl Metric {
         Metric::LastSuccess,
         Metric::ServedMatches,
         Metric::ServedChecked,
+        Metric::FleetServedSerialMismatch,
         Metric::Failures,
         Metric::Pending,
         Metric::Retired,
@@ -101,12 +103,20 @@ impl Metric {
             ),
             Metric::ServedMatches => (
                 "cert_agent_certificate_served_matches_installed",
-                "1 when the verify address served the installed certificate at the last served check, \
-                 0 when it served another one or none.",
+                "1 when the verify address served the installed certificate at the last look (check \
+                 --served, status --served, the install's own verification, in a fleet this host's \
+                 proof), 0 when it served another one or none.",
             ),
             Metric::ServedChecked => (
                 "cert_agent_certificate_served_checked_timestamp_seconds",
                 "When the served certificate was last compared with the installed one (Unix time).",
+            ),
+            Metric::FleetServedSerialMismatch => (
+                "cert_agent_fleet_served_serial_mismatch",
+                "In a fleet: 1 when this host's last proof of the installed certificate met another \
+                 serial at an address and name it proved (drift: a vhost missed, a reload that did \
+                 not take, a file changed by hand), 0 when every answer served the installed one; \
+                 absent until a proof of the installed certificate.",
             ),
             Metric::Failures => (
                 "cert_agent_certificate_consecutive_failures",

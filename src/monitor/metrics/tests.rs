@@ -1,6 +1,6 @@
 use std::borrow::Cow;
 
-use super::certificate::{CertFacts, RunFacts, render};
+use super::certificate::{CertFacts, Looks, RunFacts, render};
 use super::family::Metric;
 use super::passes::{KeptRun, fuzz_kept_pass, last_run, sync_text};
 use super::samples::{Samples, push_value};
@@ -225,4 +225,176 @@ fn kept_facts_that_make_no_sense_show_nothing() {
     fuzz_kept_pass(
         br#"{"started_at":-9223372036854775808,"duration_secs":1e308,"certificates":{}}"#,
     );
+}
+
+fn installed_record(name: &str, serial: &str, at: time::OffsetDateTime) -> CertRecord {
+    CertRecord {
+        name: name.into(),
+        installed: Some(crate::store::Installed {
+            serial: serial.into(),
+            not_before: at,
+            not_after: at + time::Duration::days(90),
+            certificate_id: 1,
+            files: Vec::new(),
+            installed_at: at,
+            leaf_file: None,
+            leaf_stamp: None,
+        }),
+        ..CertRecord::default()
+    }
+}
+
+fn facts<'a>(config: &'a Config, recs: [CertRecord; 2]) -> Vec<CertFacts<'a>> {
+    config
+        .certificates
+        .iter()
+        .zip(recs)
+        .map(|(cert, rec)| CertFacts {
+            cert,
+            rec: Some(Cow::Owned(rec)),
+            retired: false,
+            fresh: None,
+            sunset: None,
+        })
+        .collect()
+}
+
+fn sample(text: &str, family: &str, name: &str) -> Option<String> {
+    text.lines()
+        .find(|l| l.starts_with(&format!("{family}{{name=\"{name}\"")))
+        .and_then(|l| l.rsplit(' ').next())
+        .map(str::to_owned)
+}
+
+/// A run that found a certificate never installed (waiting at the CA) gives it no last
+/// success; the installed one has its own.
+#[test]
+fn a_certificate_never_installed_has_no_last_success() {
+    let config = config();
+    let at = time::macros::datetime!(2026-11-28 12:00 UTC);
+    let never = CertRecord {
+        name: "old".into(),
+        ..CertRecord::default()
+    };
+    let report = RunReport {
+        certificates: ["old", "www"]
+            .into_iter()
+            .map(|name| crate::engine::CertReport {
+                name: name.into(),
+                outcome: Outcome::Pending {
+                    reason: "validation".into(),
+                },
+                warning: None,
+                revocation: None,
+                ordered: None,
+            })
+            .collect(),
+        stats: None,
+        takeover: None,
+    };
+    let run = RunFacts {
+        started_at: at + time::Duration::hours(1),
+        report: &report,
+    };
+    let kept = [("old".to_owned(), 5)].into_iter().collect();
+    let (text, successes) = render(
+        &facts(&config, [never, installed_record("www", "0A", at)]),
+        &Looks::default(),
+        &kept,
+        Some(&run),
+    );
+    let family = "cert_agent_certificate_last_success_timestamp_seconds";
+    assert_eq!(sample(&text, family, "old"), None, "{text}");
+    assert!(!successes.contains_key("old"));
+    let www = (at + time::Duration::hours(1)).unix_timestamp().to_string();
+    assert_eq!(sample(&text, family, "www").as_deref(), Some(www.as_str()));
+    // The last attempt still shows for both.
+    let attempt = "cert_agent_certificate_last_attempt_timestamp_seconds";
+    assert!(sample(&text, attempt, "old").is_some(), "{text}");
+}
+
+/// The latest look for the installed serial decides whether the served certificate matches:
+/// a `check --served` that saw another serial, then a fleet proof (or an install's own
+/// verification) that saw the installed one; a proof that met another serial at one name
+/// sets the drift metric.
+#[test]
+fn the_latest_look_decides_and_a_proof_shows_drift() {
+    use crate::store::served::{Observation, Served};
+    let config = config();
+    let at = time::macros::datetime!(2026-11-28 12:00 UTC);
+    let recs = || {
+        [
+            installed_record("old", "0A", at),
+            installed_record("www", "0B", at),
+        ]
+    };
+    let look = |t: i64, installed: &str, served: &str| {
+        Observation::of(
+            at + time::Duration::minutes(t),
+            installed,
+            &Served::Serial(served.into()),
+        )
+        .unwrap()
+    };
+    let mut looks = Looks::default();
+    looks.served.insert("www".into(), look(1, "0B", "99"));
+    let (text, _) = render(&facts(&config, recs()), &looks, &Default::default(), None);
+    let matches = "cert_agent_certificate_served_matches_installed";
+    let mismatch = "cert_agent_fleet_served_serial_mismatch";
+    assert_eq!(
+        sample(&text, matches, "www").as_deref(),
+        Some("0"),
+        "{text}"
+    );
+    assert_eq!(sample(&text, mismatch, "www"), None, "no proof: {text}");
+
+    // A later proof: the common name serves the installed serial, another name does not.
+    let mut proved = look(2, "0B", "0B");
+    proved.elsewhere = Some(vec!["127.0.0.1:443 (SNI b.test) serves 99".into()]);
+    looks.proved.insert("www".into(), proved.clone());
+    let (text, _) = render(&facts(&config, recs()), &looks, &Default::default(), None);
+    assert_eq!(
+        sample(&text, matches, "www").as_deref(),
+        Some("0"),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, mismatch, "www").as_deref(),
+        Some("1"),
+        "{text}"
+    );
+
+    // Fixed: the next proof meets the installed serial everywhere; both metrics clear
+    // without another check --served.
+    proved.elsewhere = Some(Vec::new());
+    proved.at += time::Duration::minutes(1);
+    looks.proved.insert("www".into(), proved);
+    let (text, _) = render(&facts(&config, recs()), &looks, &Default::default(), None);
+    assert_eq!(
+        sample(&text, matches, "www").as_deref(),
+        Some("1"),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, mismatch, "www").as_deref(),
+        Some("0"),
+        "{text}"
+    );
+    let checked = (at + time::Duration::minutes(3))
+        .unix_timestamp()
+        .to_string();
+    assert_eq!(
+        sample(
+            &text,
+            "cert_agent_certificate_served_checked_timestamp_seconds",
+            "www"
+        )
+        .as_deref(),
+        Some(checked.as_str())
+    );
+
+    // A look at an earlier serial counts for nothing.
+    looks.served.insert("old".into(), look(9, "01", "01"));
+    let (text, _) = render(&facts(&config, recs()), &looks, &Default::default(), None);
+    assert_eq!(sample(&text, matches, "old"), None, "{text}");
 }
