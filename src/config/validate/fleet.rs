@@ -101,6 +101,9 @@ impl Checker<'_> {
         let lag_alert_secs = self
             .uint(&s, "lag_alert_secs", 60, 7 * 86_400)
             .unwrap_or(DEFAULT_FLEET_LAG_ALERT_SECS);
+        let proof_interval_secs = self
+            .uint(&s, "proof_interval_secs", 0, 7 * 86_400)
+            .unwrap_or(DEFAULT_FLEET_PROOF_INTERVAL_SECS);
         let health_command = self.command(&s, "health_command");
         let rollout = self.rollout(&s);
         Some(FleetConfig {
@@ -117,6 +120,7 @@ impl Checker<'_> {
             previous_secret_file,
             lease_ttl_secs,
             lag_alert_secs,
+            proof_interval_secs,
             health_command,
             rollout,
         })
