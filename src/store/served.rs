@@ -142,6 +142,25 @@ pub fn latest_for<'a>(
         .max_by_key(|o| o.at)
 }
 
+/// For the fuzz target `fleet_values`: `data` as `served.json` or `proved.json` — refused or
+/// read, never a panic; what reads is written and read back the same, and each observation
+/// answers whether it matches. Not an interface of the agent.
+#[doc(hidden)]
+pub fn fuzz_observations(data: &[u8]) {
+    let Ok(all) = serde_json::from_slice::<BTreeMap<String, Observation>>(data) else {
+        return;
+    };
+    for o in all.values() {
+        let _ = (o.matches(), o.is_for(&o.installed_serial));
+    }
+    let Ok(bytes) = serde_json::to_vec(&all) else {
+        panic!("what reads is written");
+    };
+    let again: BTreeMap<String, Observation> =
+        serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("reads back: {e}"));
+    assert_eq!(again, all, "reads back the same");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

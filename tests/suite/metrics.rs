@@ -192,6 +192,48 @@ fn the_metrics_file_passes_promtool_and_tells_the_truth() {
     assert_eq!(mode.permissions().mode() & 0o777, 0o644);
 }
 
+/// A certificate never installed has no last success, whatever a run found: a run that leaves
+/// its order waiting for validation is no success (the sample was there, the run's start).
+/// The file passes `promtool check metrics`.
+#[test]
+fn a_certificate_never_installed_has_no_last_success() {
+    let Some(promtool) = promtool() else {
+        return;
+    };
+    let mut env = TestEnv::new();
+    let path = env.path("cert_agent.prom");
+    env.agent_extra = format!("metrics_file = \"{}\"\n", path.display());
+    let spec = env.standalone_spec("www", &["www.never.test"]);
+    env.certs.push(spec);
+    // The CA cannot reach the validation file: the order waits.
+    env.sandbox.set_dcv_ports(1, 0);
+    env.agent(["--json", "renew", "--wait", "0"])
+        .run()
+        .expect_code(75);
+    let text = fs::read_to_string(&path).unwrap();
+    let out = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(fs::File::open(&path).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}\n{text}");
+    let www = "{name=\"www\",common_name=\"www.never.test\",server=\"none\"}";
+    assert!(
+        text.contains(&format!("cert_agent_certificate_pending{www} 1")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "cert_agent_certificate_last_attempt_timestamp_seconds{www} "
+        )),
+        "{text}"
+    );
+    assert!(
+        !text.contains("cert_agent_certificate_last_success_timestamp_seconds"),
+        "{text}"
+    );
+}
+
 /// The alert rules of `docs/monitoring.md`, written to `dir/cert-agent.yml`.
 fn documented_rules(dir: &std::path::Path) -> std::path::PathBuf {
     let doc =
