@@ -155,6 +155,16 @@ fn host_proof(
     }
 }
 
+/// A host that serves the current certificate by its result but another serial by its proof
+/// (`drift` not empty) is in state `DRIFT`: the drift in one line.
+fn drifts(state: &mut String, drift: &[String]) -> Option<String> {
+    if drift.is_empty() || state != "current" {
+        return None;
+    }
+    *state = "DRIFT".to_owned();
+    Some(drift.join("; "))
+}
+
 /// Where a proof of the current certificate met another serial (none: a proof of another
 /// serial, or none).
 fn drift_of(current: Option<&Current>, proof: Option<&Proof>) -> Vec<String> {
@@ -225,14 +235,8 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
                 unproven.push(format!("{}: {}: {why}", printable(host), printable(&name)));
             }
             let drift = drift_of(current.as_ref(), proof.as_ref());
-            if !drift.is_empty() && state == "current" {
-                state = "DRIFT".to_owned();
-                drifting.push(format!(
-                    "{}: {}: {}",
-                    printable(host),
-                    printable(&name),
-                    drift.join("; ")
-                ));
+            if let Some(line) = drifts(&mut state, &drift) {
+                drifting.push(format!("{}: {}: {line}", printable(host), printable(&name)));
             }
             host_rows.push(HostStatus {
                 proof,

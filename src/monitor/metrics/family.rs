@@ -8,6 +8,15 @@ pub(super) const EMAIL_VALIDATION_ENDS: (&str, &str) = (
      Forum SC-090), negative after; absent for other methods.",
 );
 
+/// [`Metric::FleetServedSerialMismatch`]: name and help text.
+const FLEET_SERVED_SERIAL_MISMATCH: (&str, &str) = (
+    "cert_agent_fleet_served_serial_mismatch",
+    "In a fleet: 1 when this host's last proof of the installed certificate met another \
+     serial at an address and name it proved (drift: a vhost missed, a reload that did \
+     not take, a file changed by hand), 0 when every answer served the installed one; \
+     absent until a proof of the installed certificate.",
+);
+
 /// The metrics, in the order they are written. Each is a gauge; [`Metric::def`]
 /// holds its name and help text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,13 +120,7 @@ impl Metric {
                 "cert_agent_certificate_served_checked_timestamp_seconds",
                 "When the served certificate was last compared with the installed one (Unix time).",
             ),
-            Metric::FleetServedSerialMismatch => (
-                "cert_agent_fleet_served_serial_mismatch",
-                "In a fleet: 1 when this host's last proof of the installed certificate met another \
-                 serial at an address and name it proved (drift: a vhost missed, a reload that did \
-                 not take, a file changed by hand), 0 when every answer served the installed one; \
-                 absent until a proof of the installed certificate.",
-            ),
+            Metric::FleetServedSerialMismatch => FLEET_SERVED_SERIAL_MISMATCH,
             Metric::Failures => (
                 "cert_agent_certificate_consecutive_failures",
                 "Failed runs in a row for the certificate (0 after a success); in fleet mode the \
