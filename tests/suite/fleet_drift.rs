@@ -2,7 +2,7 @@
 //! certificate file replaced by hand on a follower — another valid certificate of the same
 //! names, nginx reloaded — is found by the daemon's next scheduled run (its proof made again)
 //! and shown on every surface: `fleet status` (DRIFT, per host and address), the metric
-//! `cert_agent_fleet_served_serial_mismatch` and `check` (CRITICAL); once the host serves the
+//! `cert_agent_fleet_served_serial_mismatch` (file and `/metrics`) and `check` (CRITICAL); once the host serves the
 //! fleet's certificate again, the next proof clears them, and
 //! `cert_agent_certificate_served_matches_installed` with them, without a `check --served`.
 
@@ -40,13 +40,18 @@ fn a_certificate_replaced_by_hand_on_a_follower_is_drift_on_every_surface_within
         &[Server::Nginx, Server::Nginx],
         &[("www", NAMES)],
     );
-    // web2 writes its metrics file and proves again at each synchronisation.
+    // web2 writes its metrics file, its daemon serves them, and it proves again at each
+    // synchronisation.
     let dir = f.env.path("web2");
     let metrics = dir.join("metrics.prom");
+    let port = crate::support::webserver::free_port();
     let text = fs::read_to_string(&f.hosts[1].config).unwrap();
     let text = text.replacen(
         "\nstate_dir = ",
-        &format!("\nmetrics_file = \"{}\"\nstate_dir = ", metrics.display()),
+        &format!(
+            "\nmetrics_file = \"{}\"\nmetrics_listen = \"127.0.0.1:{port}\"\nstate_dir = ",
+            metrics.display()
+        ),
         1,
     );
     fs::write(
@@ -149,6 +154,15 @@ fn a_certificate_replaced_by_hand_on_a_follower_is_drift_on_every_surface_within
         www_sample(&metrics, MISMATCH) == Some(1.0)
     });
     assert!(metric, "{:?}", fs::read_to_string(&metrics));
+    let served = endpoint(port);
+    let line = served
+        .lines()
+        .find(|l| l.starts_with(&format!("{MISMATCH}{{name=\"www\",")));
+    assert!(line.is_some_and(|l| l.ends_with(" 1")), "{served}");
+    assert!(
+        served.contains(&format!("{MISMATCH}{{name=\"www\",")) && served.contains("} 1\n"),
+        "{served}"
+    );
     let check = f.agent(1, &["check"]);
     let said = check.text();
     assert_eq!(check.code, Some(2), "{}", check.describe());
@@ -173,6 +187,23 @@ fn a_certificate_replaced_by_hand_on_a_follower_is_drift_on_every_surface_within
     assert!(current, "{v:#}");
     let said = f.agent(1, &["check"]).text();
     assert!(!said.contains("drift"), "{said}");
+    let served = endpoint(port);
+    let line = served
+        .lines()
+        .find(|l| l.starts_with(&format!("{MISMATCH}{{name=\"www\",")));
+    assert!(line.is_some_and(|l| l.ends_with(" 0")), "{served}");
+}
+
+/// What web2's daemon serves at `/metrics`.
+fn endpoint(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
 }
 
 /// Host web2's `from` files (a full chain and its key) copied over its live ones, nginx
