@@ -108,7 +108,8 @@ impl Metric {
             ),
             Metric::LastSuccess => (
                 "cert_agent_certificate_last_success_timestamp_seconds",
-                "When a run last installed the certificate or found it in order (Unix time).",
+                "When a run last installed the certificate or found it in order (Unix time); absent \
+                 while nothing is installed.",
             ),
             Metric::ServedMatches => (
                 "cert_agent_certificate_served_matches_installed",
