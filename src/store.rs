@@ -31,6 +31,7 @@ mod lock;
 mod partner;
 mod parts;
 mod retired;
+pub mod served;
 
 pub use acme::{AcmeBook, RenewalWindow};
 pub use lock::{RunLock, lock_waiting};

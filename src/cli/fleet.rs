@@ -10,7 +10,7 @@ use super::table::Table;
 use crate::config::Config;
 
 /// Prints the leader, each certificate's current serial and every host's; exit 1 when a host
-/// lags behind or the fleet's work on a certificate fails.
+/// lags behind, drifts, or the fleet's work on a certificate fails.
 pub(super) async fn status(
     config: &Config,
     out: &Output,
@@ -34,7 +34,10 @@ pub(super) async fn status(
     let kept = crate::fleet::witness_audit(&config.agent.state_dir, &mut status.audit, clock.now());
     status.warnings.extend(kept);
     let rewound = status.audit.iter().any(|a| a.rewound.is_some());
-    let alert = rewound || status.leader_alert.is_some() || !status.unproven.is_empty();
+    let alert = rewound
+        || status.leader_alert.is_some()
+        || !status.unproven.is_empty()
+        || !status.drifting.is_empty();
     let code = if status.lagging.is_empty() && status.failing.is_empty() && !alert {
         exit::OK
     } else {
@@ -184,7 +187,8 @@ fn print_trust(status: &crate::fleet::FleetStatus) {
     }
 }
 
-/// What each host of `c` last proved it serves, and each proof that failed.
+/// What each host of `c` last proved it serves, each proof that failed, and each address where
+/// a host drifted.
 fn print_proofs(c: &crate::fleet::CertStatus) {
     for h in &c.hosts {
         if let Some(p) = &h.proof {
@@ -220,6 +224,14 @@ fn print_proofs(c: &crate::fleet::CertStatus) {
         }
         if let Some(why) = &h.proof_failure {
             outln!("{}: {}: PROOF FAILED: {why}", c.name, h.host);
+        }
+        for at in &h.drift {
+            outln!(
+                "{}: {}: DRIFT: {at}, not the current serial {}",
+                c.name,
+                h.host,
+                c.serial.as_deref().unwrap_or("-")
+            );
         }
     }
 }

@@ -149,6 +149,10 @@ pub struct FleetConfig {
     /// `fleet status` exits 1 when a host has not installed the current certificate this
     /// long after it was published, in seconds; default 900.
     pub lag_alert_secs: u64,
+    /// A synchronisation proves again what this host serves of each certificate it installed
+    /// from the fleet whose last proof is older than this, in seconds (0: at each one);
+    /// default 1800. What finds drift.
+    pub proof_interval_secs: u64,
     /// Run after each fleet install's handshakes, as part of the host's proof of what it
     /// serves (exit 0: healthy); none: the proof is the handshakes alone.
     #[serde(skip_serializing_if = "Option::is_none")]

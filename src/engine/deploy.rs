@@ -394,11 +394,20 @@ fn record_installs<'a>(mut live: Vec<(usize, Job<'a>, Ready, Option<String>)>) -
         .collect();
     let records: Vec<&crate::store::CertRecord> = live.iter().map(|(_, j, _, _)| &j.rec).collect();
     let saved = store.save_all(&records);
+    // What the install's own verification saw served (it rolls back when it sees another).
+    let mut seen = Vec::new();
     for ((entry, saved), key) in live.into_iter().zip(saved).zip(keys) {
         let (idx, mut job, r, warning) = entry;
         let outcome = match saved {
             Err(e) => job.fail(&anyhow!(e)),
             Ok(()) => {
+                if let (Some(_), Some(i)) = (&r.install.verify, &job.rec.installed) {
+                    let served = crate::store::served::Served::Serial(i.serial.clone());
+                    seen.extend(
+                        crate::store::served::Observation::of(i.installed_at, &i.serial, &served)
+                            .map(|o| (job.cert.name.clone(), o)),
+                    );
+                }
                 if let Some(key) = key {
                     keys::discard_key_file(&key);
                 }
@@ -412,6 +421,7 @@ fn record_installs<'a>(mut live: Vec<(usize, Job<'a>, Ready, Option<String>)>) -
         };
         done.push((idx, (job, outcome, warning)));
     }
+    crate::store::served::remember(store, seen);
     done
 }
 

@@ -292,6 +292,7 @@ pub(super) async fn sync(
         link.clock.now(),
     );
     super::proof::prove_again(link, config, &records, &proved).await;
+    super::drift::prove_due(link, config, (&records, &view.versions), &proved).await;
     report_seen(link, store, &host).await;
     store.debug_check_held(&records, "after the synchronisation");
     Ok(SyncReport {

@@ -17,7 +17,7 @@
 //! accepted), `link` (connect, key and spec agreement), `floor` (the fleet's manifest, and
 //! the floor of a host that has accepted nothing yet), `shared` (the shared record and the
 //! current certificate opened and checked), `proof` (what a host proves it serves after an
-//! install), `rollout` (canaries and waves: whether a host installs a new certificate yet),
+//! install), `drift` (proved again on a schedule: another serial served later), `rollout` (canaries and waves: whether a host installs a new certificate yet),
 //! `follower`, `leader`, `status`, `takeover` (what a lead that ended with its lease left
 //! open), `audit_seen` (the hosts' audit logs seen from here), `watch`,
 //! `acme` (the fleet's ACME account, and the hosts' word that they serve an ACME validation
@@ -30,6 +30,7 @@ mod acme;
 mod audit_seen;
 pub mod coord;
 mod deadline;
+mod drift;
 mod envelope;
 mod floor;
 mod follower;

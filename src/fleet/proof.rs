@@ -2,7 +2,8 @@
 //! TLS handshake to the certificate's verify address for each of its names (SNI) must show
 //! the new serial and a chain that links up to its root, and the optional `[fleet]
 //! health_command` must exit 0. The result is written sealed under the host's own key,
-//! `hosts/HOST/proof/NAME`, where `fleet status` reads it. A proof that does not open, or
+//! `hosts/HOST/proof/NAME`, where `fleet status` reads it, and what it saw is kept in the
+//! state directory (`state_dir/proved.json`). A proof that does not open, or
 //! one written under another host's key, is refused naming its etcd key.
 
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use time::OffsetDateTime;
 use crate::bundle::{Expected, ServerKind};
 use crate::config::{CertificateConfig, CommandLine};
 use crate::crypto::same_serial_hex;
+use crate::store::served::Observation;
 
 use super::envelope::{self, Place, Purpose};
 use super::key::FleetKeys;
@@ -121,6 +123,37 @@ impl Proof {
             }
         }
         (!why.is_empty()).then(|| why.join("; "))
+    }
+
+    /// The answers that served another serial than the one proved (drift):
+    /// `ADDRESS (SNI NAME) serves SERIAL`, one per address and name.
+    pub fn served_elsewhere(&self) -> Vec<String> {
+        self.answers
+            .iter()
+            .filter_map(|a| {
+                let s = a.served.as_deref()?;
+                (!same_serial_hex(s, &self.serial))
+                    .then(|| format!("{} (SNI {}) serves {s}", a.address, a.server_name))
+            })
+            .collect()
+    }
+
+    /// What this proof saw, as this host keeps it for `check` and the metrics: the answer for
+    /// `common_name` (or the first one), and every address and name that served another
+    /// serial. `None` without a handshake.
+    pub(super) fn observation(&self, common_name: &str) -> Option<Observation> {
+        let first = self
+            .answers
+            .iter()
+            .find(|a| a.server_name == common_name)
+            .or_else(|| self.answers.first())?;
+        Some(Observation {
+            at: self.at,
+            installed_serial: self.serial.clone(),
+            served_serial: first.served.clone(),
+            error: first.error.clone(),
+            elsewhere: Some(self.served_elsewhere()),
+        })
     }
 
     /// Every text made printable and capped (a proof read from etcd, opened but written by
@@ -345,7 +378,7 @@ pub(super) async fn publish(link: &FleetLink, name: &str, proof: &Proof) {
 }
 
 /// Proves and publishes, for each certificate this host installed from the fleet (name,
-/// serial, version), what it serves.
+/// serial, version), what it serves; what it saw is kept in the state directory too.
 pub(super) async fn prove_installed(
     link: &FleetLink,
     config: &crate::config::Config,
@@ -367,9 +400,16 @@ pub(super) async fn prove_installed(
         })
         .collect();
     let mut proving = futures_util::stream::iter(proving).buffer_unordered(CERTIFICATES_AT_ONCE);
+    let mut seen = Vec::new();
     while let Some((name, proof)) = proving.next().await {
         publish(link, name, &proof).await;
+        let cert = config.certificates.iter().find(|c| c.name == name);
+        if let Some(o) = cert.and_then(|c| proof.observation(c.common_name())) {
+            seen.push((name.to_owned(), o));
+        }
     }
+    let store = crate::store::Store::existing(&config.agent.state_dir);
+    crate::store::served::remember_proved(&store, seen);
 }
 
 /// The proof `proving` makes, with the name of its certificate.

@@ -33,6 +33,9 @@ pub struct FleetStatus {
     pub failing: Vec<String>,
     /// Hosts whose last proof of what they serve failed, or does not open: `HOST: NAME: why`.
     pub unproven: Vec<String>,
+    /// Hosts that installed the current certificate but whose last proof of it met another
+    /// serial (drift): `HOST: NAME: ADDRESS (SNI NAME) serves SERIAL; …`.
+    pub drifting: Vec<String>,
     /// What this host's operator is to do: a previous fleet key still configured after the
     /// rotation ended on this host ([`super::previous_key_warning`]).
     pub warnings: Vec<String>,
@@ -129,6 +132,46 @@ pub struct HostStatus {
     /// Why that proof failed, or why it does not open.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proof_failure: Option<String>,
+    /// Drift: the host installed the current certificate, and its last proof of it met
+    /// another serial at these addresses and names (`ADDRESS (SNI NAME) serves SERIAL`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<String>,
+}
+
+/// Host `host`'s proof of certificate `name`, taken from `proofs`, and why it failed or does
+/// not open.
+fn host_proof(
+    proofs: &mut BTreeMap<String, BTreeMap<String, Result<Proof, String>>>,
+    name: &str,
+    host: &str,
+) -> (Option<Proof>, Option<String>) {
+    match proofs.get_mut(name).and_then(|m| m.remove(host)) {
+        Some(Ok(p)) => {
+            let why = p.failure();
+            (Some(p), why)
+        }
+        Some(Err(e)) => (None, Some(e)),
+        None => (None, None),
+    }
+}
+
+/// A host that serves the current certificate by its result but another serial by its proof
+/// (`drift` not empty) is in state `DRIFT`: the drift in one line.
+fn drifts(state: &mut String, drift: &[String]) -> Option<String> {
+    if drift.is_empty() || state != "current" {
+        return None;
+    }
+    *state = "DRIFT".to_owned();
+    Some(drift.join("; "))
+}
+
+/// Where a proof of the current certificate met another serial (none: a proof of another
+/// serial, or none).
+fn drift_of(current: Option<&Current>, proof: Option<&Proof>) -> Vec<String> {
+    match (current, proof) {
+        (Some(c), Some(p)) if crypto::same_serial_hex(&c.serial, &p.serial) => p.served_elsewhere(),
+        _ => Vec::new(),
+    }
 }
 
 /// Reads the fleet's state: the leader, every certificate's current serial, every host's
@@ -145,7 +188,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         mut retired,
     } = read_certs(link).await?;
     let (results, hosts, audit, mut proofs) = read_hosts(link, now).await?;
-    let mut unproven = Vec::new();
+    let (mut unproven, mut drifting) = (Vec::new(), Vec::new());
     let (entries, _) = super::floor::read_entries(link).await?;
     let names: Vec<String> = currents.keys().cloned().collect();
     let mut floors = super::floor::floors(&entries, &names);
@@ -180,27 +223,25 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
                 .and_then(|r| r.skipped.as_deref())
                 .filter(|_| !serves_current)
                 .map(|e| printable_capped(e, FleetAttempt::MAX_ERROR));
-            let state = host_state(
+            let mut state = host_state(
                 error.as_deref(),
                 skipped.as_deref(),
                 serial.is_some(),
                 serves_current,
                 late,
             );
-            let (proof, proof_failure) = match proofs.get_mut(&name).and_then(|m| m.remove(host)) {
-                Some(Ok(p)) => {
-                    let why = p.failure();
-                    (Some(p), why)
-                }
-                Some(Err(e)) => (None, Some(e)),
-                None => (None, None),
-            };
+            let (proof, proof_failure) = host_proof(&mut proofs, &name, host);
             if let Some(why) = &proof_failure {
                 unproven.push(format!("{}: {}: {why}", printable(host), printable(&name)));
+            }
+            let drift = drift_of(current.as_ref(), proof.as_ref());
+            if let Some(line) = drifts(&mut state, &drift) {
+                drifting.push(format!("{}: {}: {line}", printable(host), printable(&name)));
             }
             host_rows.push(HostStatus {
                 proof,
                 proof_failure,
+                drift,
                 host: printable(host),
                 serial: serial.map(printable),
                 since: r.and_then(|r| r.since),
@@ -248,6 +289,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         lagging: lagging.into_iter().collect(),
         failing,
         unproven,
+        drifting,
         warnings: Vec::new(),
         audit,
         leader_alert,

@@ -236,6 +236,12 @@ pub async fn check(
     let certs = config.select(&opts.names)?;
     let mut certificates = Vec::with_capacity(certs.len());
     let mut seen = Vec::new();
+    // In a fleet, what this host's last proofs saw (drift).
+    let proved = if config.fleet.is_some() {
+        served::load_proved(&store)
+    } else {
+        Default::default()
+    };
     let crls = config
         .revocation
         .check
@@ -266,6 +272,9 @@ pub async fn check(
             opts,
             config.agent.renew_before_days,
         );
+        if let Some(o) = proved.get(&cert.name) {
+            drift(&mut c, &rec, o);
+        }
         if let (Some(crls), Some(inst), Disk::AsInstalled) = (&crls, &rec.installed, &disk) {
             revocation(&mut c, &crls.status(inst, now).await);
         }
@@ -580,6 +589,27 @@ fn serving(found: &mut Findings, rec: &CertRecord, served: &Served) -> Option<St
             found.raise(Level::Critical, format!("serving: {e}"));
             None
         }
+    }
+}
+
+/// Drift, CRITICAL: this host's last fleet proof of the installed certificate met another
+/// serial at an address and name (the same fact as `--served` meeting another serial: clients
+/// get a certificate the fleet no longer renews).
+fn drift(c: &mut CertCheck, rec: &CertRecord, proved: &served::Observation) {
+    let Some(inst) = &rec.installed else {
+        return;
+    };
+    match &proved.elsewhere {
+        Some(at) if !at.is_empty() && proved.is_for(&inst.serial) => {
+            c.level = c.level.max(Level::Critical);
+            c.problems.push(format!(
+                "drift: {}, installed serial {} (this host's fleet proof at {})",
+                at.join("; "),
+                inst.serial,
+                short_time(proved.at)
+            ));
+        }
+        _ => {}
     }
 }
 

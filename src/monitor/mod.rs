@@ -16,6 +16,8 @@ mod notify;
 mod served;
 pub mod status;
 
+#[doc(hidden)]
+pub use crate::store::served::fuzz_observations as fuzz_served;
 pub use check::{CheckOptions, CheckReport, Level, check};
 #[doc(hidden)]
 pub use events::fuzz_announced;

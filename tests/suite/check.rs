@@ -1,8 +1,8 @@
 //! `cert-agent check` (the monitoring check) through the binary with a real nginx: installed
 //! and served agree (OK, no API call), the expiry thresholds (WARNING, CRITICAL), an install
 //! that nginx never loaded (CRITICAL naming both serials, only with `--served`; `status
-//! --served` shows it too; the metrics report what the served check saw), and state that
-//! cannot be read (UNKNOWN).
+//! --served` shows it too; the metrics report what the served check saw, and what the next
+//! install's own verification saw once it is fixed), and state that cannot be read (UNKNOWN).
 
 use crate::support;
 
@@ -42,7 +42,8 @@ fn check_against_a_real_nginx() {
             .to_owned()
     };
     let first = serial_of(&env);
-    assert_eq!(served_metric(&env), None, "not checked yet");
+    // The install's own verification saw it served.
+    assert_eq!(served_metric(&env).as_deref(), Some("1"));
 
     // Installed and served agree; local state only. An nginx worker of the configuration
     // before the reload may still take a connection for a moment on a loaded machine: the
@@ -129,6 +130,13 @@ fn check_against_a_real_nginx() {
         "{}",
         status.describe()
     );
+
+    // Fixed by an install that reloads and verifies: the metric is 1 again at once, without
+    // another check --served (it stayed 0 until one).
+    env.agent(["install", "www"]).run().expect_code(0);
+    assert_eq!(served_metric(&env).as_deref(), Some("1"));
+    let served = fs::read_to_string(env.state_dir().join("served.json")).unwrap();
+    assert!(served.contains(&second), "{served}");
 
     // State that cannot be read.
     fs::write(env.state_dir().join("certs/www.json"), "{ not json").unwrap();

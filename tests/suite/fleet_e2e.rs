@@ -260,7 +260,10 @@ impl Fleet {
 
     /// [`start_daemon_with`](Self::start_daemon_with) with extra arguments of `run`.
     pub(crate) fn start_daemon_args(&mut self, i: usize, args: &[&str], vars: &[(&str, &str)]) {
-        let mut argv = vec!["run", "--interval", "3600"];
+        let mut argv = vec!["run"];
+        if !args.contains(&"--interval") {
+            argv.extend(["--interval", "3600"]);
+        }
         argv.extend_from_slice(args);
         let mut agent = self.env.agent_at(&self.hosts[i].config, argv);
         for (k, v) in vars {

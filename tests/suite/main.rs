@@ -76,6 +76,8 @@ mod fleet_catchup;
 mod fleet_daemon;
 /// docs/fleet.md run as printed: etcd with TLS and auth, three hosts with nginx, the sandbox.
 mod fleet_docs;
+/// A file replaced by hand on a follower: drift on fleet status, the metric and check.
+mod fleet_drift;
 /// A fleet leader's quiet runs use the due summary; every change between two runs is seen.
 mod fleet_due;
 /// Three hosts with nginx: one order, every host serves it, reissue, quorum loss.

@@ -192,6 +192,48 @@ fn the_metrics_file_passes_promtool_and_tells_the_truth() {
     assert_eq!(mode.permissions().mode() & 0o777, 0o644);
 }
 
+/// A certificate never installed has no last success, whatever a run found: a run that leaves
+/// its order waiting for validation is no success (the sample was there, the run's start).
+/// The file passes `promtool check metrics`.
+#[test]
+fn a_certificate_never_installed_has_no_last_success() {
+    let Some(promtool) = promtool() else {
+        return;
+    };
+    let mut env = TestEnv::new();
+    let path = env.path("cert_agent.prom");
+    env.agent_extra = format!("metrics_file = \"{}\"\n", path.display());
+    let spec = env.standalone_spec("www", &["www.never.test"]);
+    env.certs.push(spec);
+    // The CA cannot reach the validation file: the order waits.
+    env.sandbox.set_dcv_ports(1, 0);
+    env.agent(["--json", "renew", "--wait", "0"])
+        .run()
+        .expect_code(75);
+    let text = fs::read_to_string(&path).unwrap();
+    let out = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(fs::File::open(&path).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}\n{text}");
+    let www = "{name=\"www\",common_name=\"www.never.test\",server=\"none\"}";
+    assert!(
+        text.contains(&format!("cert_agent_certificate_pending{www} 1")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "cert_agent_certificate_last_attempt_timestamp_seconds{www} "
+        )),
+        "{text}"
+    );
+    assert!(
+        !text.contains("cert_agent_certificate_last_success_timestamp_seconds"),
+        "{text}"
+    );
+}
+
 /// The alert rules of `docs/monitoring.md`, written to `dir/cert-agent.yml`.
 fn documented_rules(dir: &std::path::Path) -> std::path::PathBuf {
     let doc =
@@ -229,7 +271,8 @@ fn the_documented_alert_rules_pass_promtool() {
 /// is neither "not installed" nor "expiring", only a reminder after a day; a configured one
 /// with nothing installed and nothing under way is "not installed"; a revoked one is critical;
 /// a fresh validation a person must do within 21 days warns, one the agent does does not; a
-/// balance short of the next 30 days' renewals warns.
+/// balance short of the next 30 days' renewals warns; a fleet host whose proof met another
+/// serial (drift) is critical at once, one whose proof passed is not.
 #[test]
 fn the_documented_alert_rules_fire_for_what_they_name() {
     let Some(promtool) = promtool() else {
@@ -265,6 +308,9 @@ fn the_documented_alert_rules_fire_for_what_they_name() {
         input += &series("cert_agent_certificate_retired", name, retired);
     }
     input += &series("cert_agent_certificate_retired", "old", "1");
+    // Fleet proofs: www's met the installed serial everywhere, shop's another one somewhere.
+    input += &series("cert_agent_fleet_served_serial_mismatch", "www", "0");
+    input += &series("cert_agent_fleet_served_serial_mismatch", "shop", "1");
     for (name, person) in [("www", "1"), ("mail", "0")] {
         input += &series(
             "cert_agent_certificate_fresh_validation_due_timestamp_seconds",
@@ -332,6 +378,15 @@ fn the_documented_alert_rules_fire_for_what_they_name() {
             )],
         ),
         alert("90m", "CertificateRevocationUnknown", &[]),
+        alert(
+            "5m",
+            "CertificateDriftInFleet",
+            &[(
+                "name: shop",
+                "critical",
+                "shop on web1: an address serves another serial than the fleet's installed one (cert-agent fleet status)",
+            )],
+        ),
         alert("90m", "CertificateRenewalFailing", &[]),
         // Due at 10 days; at 90 minutes 9 days 22.5 hours are left.
         alert(

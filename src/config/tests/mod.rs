@@ -461,6 +461,21 @@ fn fleet_rules() {
     assert_eq!(fleet.prefix, "/cert-agent/");
     assert_eq!(fleet.host, "web1");
     assert_eq!(fleet.lease_ttl_secs, 15);
+    assert_eq!(fleet.proof_interval_secs, 1800);
+    let every = parse(&f(
+        "endpoints = [\"https://a:1\"]\nhost = \"w\"\nproof_interval_secs = 0",
+    ))
+    .unwrap();
+    assert_eq!(every.fleet.expect("[fleet]").proof_interval_secs, 0);
+    for bad in ["-1", "604801", "\"1800\"", "1.5"] {
+        assert_one(
+            &f(&format!(
+                "endpoints = [\"https://a:1\"]\nhost = \"w\"\nproof_interval_secs = {bad}"
+            )),
+            9,
+            &["`proof_interval_secs`"],
+        );
+    }
     assert!(parse(MINIMAL).unwrap().fleet.is_none());
     assert_one(&f("host = \"web1\""), 6, &["[fleet]", "`endpoints`"]);
     assert_one(

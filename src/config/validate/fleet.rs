@@ -95,12 +95,7 @@ impl Checker<'_> {
         };
         let secret_file = self.path(&s, "secret_file");
         let previous_secret_file = self.path(&s, "previous_secret_file");
-        let lease_ttl_secs = self
-            .uint(&s, "lease_ttl_secs", 5, 120)
-            .unwrap_or(DEFAULT_FLEET_LEASE_TTL_SECS);
-        let lag_alert_secs = self
-            .uint(&s, "lag_alert_secs", 60, 7 * 86_400)
-            .unwrap_or(DEFAULT_FLEET_LAG_ALERT_SECS);
+        let [lease_ttl_secs, lag_alert_secs, proof_interval_secs] = self.fleet_times(&s);
         let health_command = self.command(&s, "health_command");
         let rollout = self.rollout(&s);
         Some(FleetConfig {
@@ -117,9 +112,23 @@ impl Checker<'_> {
             previous_secret_file,
             lease_ttl_secs,
             lag_alert_secs,
+            proof_interval_secs,
             health_command,
             rollout,
         })
+    }
+
+    /// `lease_ttl_secs`, `lag_alert_secs`, `proof_interval_secs`, each in its range or its
+    /// default.
+    fn fleet_times(&mut self, s: &Scope<'_, '_>) -> [u64; 3] {
+        [
+            self.uint(s, "lease_ttl_secs", 5, 120)
+                .unwrap_or(DEFAULT_FLEET_LEASE_TTL_SECS),
+            self.uint(s, "lag_alert_secs", 60, 7 * 86_400)
+                .unwrap_or(DEFAULT_FLEET_LAG_ALERT_SECS),
+            self.uint(s, "proof_interval_secs", 0, 7 * 86_400)
+                .unwrap_or(DEFAULT_FLEET_PROOF_INTERVAL_SECS),
+        ]
     }
 
     /// `rollout_canaries` (host names, or a count), `rollout_wave` (a count, or a fraction),

@@ -2,7 +2,14 @@
 //! state directory (so that either shows what the other wrote last, and a restarted daemon
 //! shows both), and their families.
 
-use super::*;
+use std::fmt::Write as _;
+
+use crate::api::RequestCount;
+use crate::engine::{Outcome, RunReport};
+use crate::store::Store;
+
+use super::family::Metric;
+use super::samples::{Samples, escape};
 
 //
 // A run (`renew` by the timer, the daemon's scheduled runs, `issue`, `reissue`, `install`, a
@@ -179,4 +186,42 @@ pub fn fuzz_kept_pass(data: &[u8]) {
             "reads back the same"
         );
     }
+}
+
+/// The samples of the last run, as kept: start, duration, outcomes, API requests, orders,
+/// reissues.
+pub(super) fn last_run(samples: &mut Samples, run: &KeptRun) {
+    samples.add(Metric::RunStart, "", run.started_at as f64);
+    samples.add(Metric::RunDuration, "", run.duration_secs);
+    for kind in Outcome::KINDS {
+        let n = run.certificates.get(kind).copied().unwrap_or(0);
+        samples.add(
+            Metric::RunCertificates,
+            &format!("outcome=\"{kind}\""),
+            n as f64,
+        );
+    }
+    let mut placed = 0u64;
+    let mut reissued = 0u64;
+    for r in &run.requests {
+        samples.add(
+            Metric::RunRequests,
+            &format!(
+                "method=\"{}\",endpoint=\"{}\",status=\"{}\"",
+                escape(&r.method),
+                escape(&r.endpoint),
+                r.status
+            ),
+            r.count as f64,
+        );
+        let ok = (200..300).contains(&r.status);
+        if ok && r.method == "POST" && r.endpoint == "/api/v1/order" {
+            placed = placed.saturating_add(r.count);
+        }
+        if ok && r.method == "POST" && r.endpoint.ends_with("/reissue") {
+            reissued = reissued.saturating_add(r.count);
+        }
+    }
+    samples.add(Metric::RunOrders, "", placed as f64);
+    samples.add(Metric::RunReissues, "", reissued as f64);
 }
