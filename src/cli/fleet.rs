@@ -221,6 +221,22 @@ fn print_proofs(c: &crate::fleet::CertStatus) {
         if let Some(why) = &h.proof_failure {
             outln!("{}: {}: PROOF FAILED: {why}", c.name, h.host);
         }
+        if let Some(r) = h.proof.as_ref().and_then(|p| p.rolled_back.as_ref()) {
+            match &r.failure {
+                None => outln!(
+                    "{}: {}: ROLLED BACK to serial {} (served again)",
+                    c.name,
+                    h.host,
+                    r.serial
+                ),
+                Some(why) => outln!(
+                    "{}: {}: ROLLED BACK to serial {}, NOT SERVED AGAIN: {why}",
+                    c.name,
+                    h.host,
+                    r.serial
+                ),
+            }
+        }
     }
 }
 

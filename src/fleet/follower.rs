@@ -246,7 +246,13 @@ pub(super) async fn sync(
     // A failed install is counted by the install itself.
     let mut counted = BTreeSet::new();
     let mut proved = Vec::new();
-    for (job, outcome, _warning) in batch.finish().await {
+    // With a rollout in waves, each install is proved before it is committed, and rolled
+    // back when its proof fails.
+    let held = batch.finish_held().await;
+    let checked = super::rollback::check(link, config, &held, &published).await;
+    let back = checked.as_ref().map(|c| c.back.clone()).unwrap_or_default();
+    for (mut job, outcome, _warning) in held.settle(&back).await {
+        super::rollback::note(&mut job, checked.as_ref(), link.clock.now());
         if let (Outcome::Installed { .. }, Some(i)) = (&outcome, &job.rec.installed) {
             let version = published.get(&job.cert.name).copied().unwrap_or(0);
             proved.push((job.cert.name.clone(), i.serial.clone(), version));
@@ -282,7 +288,10 @@ pub(super) async fn sync(
     }
     report_problems(link, store, view.problems, &mut out, &mut results);
     report_hosts(link, &host, results).await;
-    super::proof::prove_installed(link, config, &proved).await;
+    match checked {
+        Some(checked) => super::rollback::publish(link, config, checked).await,
+        None => super::proof::prove_installed(link, config, &proved).await,
+    }
     let records = note_outcomes(
         config,
         store,

@@ -18,6 +18,7 @@
 //! the floor of a host that has accepted nothing yet), `shared` (the shared record and the
 //! current certificate opened and checked), `proof` (what a host proves it serves after an
 //! install), `rollout` (canaries and waves: whether a host installs a new certificate yet),
+//! `rollback` (a host's install whose proof failed, rolled back before it is committed),
 //! `follower`, `leader`, `status`, `takeover` (what a lead that ended with its lease left
 //! open), `audit_seen` (the hosts' audit logs seen from here), `watch`,
 //! `acme` (the fleet's ACME account, and the hosts' word that they serve an ACME validation
@@ -41,6 +42,7 @@ mod link;
 mod options;
 mod proof;
 mod retire;
+mod rollback;
 mod rollout;
 mod rotate;
 mod schema;
@@ -64,7 +66,7 @@ pub use link::{
     FLEET_KEY_CREDENTIAL, FLEET_PREVIOUS_KEY_CREDENTIAL, FleetLink, connect, previous_key_warning,
 };
 pub use options::{DEFAULT_PREFIX, FleetOptions};
-pub use proof::{Answer, Health, Proof};
+pub use proof::{Answer, Health, Proof, RolledBack};
 pub use retire::{LeadElsewhere, Retiring};
 pub use rotate::{Resealed, RotateReport, Unmoved, rotate_key};
 pub use status::{CertStatus, FleetStatus, FloorStatus, HostStatus, RetiredStatus, status};

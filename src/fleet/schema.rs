@@ -439,6 +439,7 @@ pub(super) fn shared_view(rec: &CertRecord) -> CertRecord {
     r.host_failures = 0;
     r.host_error = None;
     r.rollout_halted = None;
+    r.rolled_back = None;
     if let Some(p) = &mut r.pending_key {
         p.key_file = PathBuf::new();
     }

@@ -2,10 +2,11 @@
 //! its own nginx, the sandbox): web2 is the canary, then one host per wave with a pause of 2 s.
 //! web1 leads and installs what it obtained; web3 (the last wave) installs only after web2's
 //! and web1's proofs were written and the pause passed. Then web2's nginx keeps the old
-//! certificate for one name: its proof of the next serial fails, and web3 never installs it —
-//! `fleet status` names the halt, the wave, the host and the reason, and `check` is CRITICAL
-//! with them on every host; once the canary is fixed, its next run proves again and the last
-//! wave installs.
+//! certificate for one name: its proof of the next serial fails, it rolls its install back
+//! and serves the previous serial again (handshakes), and neither web3 nor web2 itself
+//! installs the new serial — `fleet status` names the halt, the wave, the host, the name and
+//! both serials, and the rollback, and `check` is CRITICAL with them on every host; one
+//! notification for the fleet.
 
 use std::fs;
 use std::time::Duration;
@@ -14,8 +15,8 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::fleet_e2e::{Fleet, ready};
-use crate::fleet_proof::{NAMES, fix_vhost, proved, row, stale_vhost, status};
-use crate::support::env::wait_until;
+use crate::fleet_proof::{NAMES, proved, row, stale_vhost, status};
+use crate::support::env::{norm_serial, wait_until};
 use crate::support::webserver::Server;
 
 fn at(v: &serde_json::Value) -> OffsetDateTime {
@@ -24,13 +25,11 @@ fn at(v: &serde_json::Value) -> OffsetDateTime {
 
 /// When host `i` installed what it serves, from its record.
 fn installed_at(f: &Fleet, i: usize) -> OffsetDateTime {
-    let text = fs::read_to_string(f.hosts[i].state.join("certs/www.json")).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    at(&v["installed"]["installed_at"])
+    at(&record(f, i)["installed"]["installed_at"])
 }
 
 #[test]
-fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest() {
+fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_rolls_back_and_halts_the_rest() {
     if !ready() {
         return;
     }
@@ -80,7 +79,7 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest
     assert!(installed_at(&f, 1) < web3, "the canary installed first");
 
     // web2 keeps the old certificate for shop.fleet.test: its proof of the next serial fails,
-    // and the rollout stops there.
+    // it rolls its install back, and the rollout stops there.
     stale_vhost(&f, 1, "shop.fleet.test");
     let re = f.agent(0, &["--json", "reissue", "www", "--wait", "60"]);
     re.expect_code(0);
@@ -89,14 +88,38 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest
     let failed = wait_until(Duration::from_secs(40), || {
         v = status(&f, 0).1;
         proved(&v, "web2").as_deref() == Some(second.as_str())
+            && !row(&v, "web2")["proof"]["rolled_back"].is_null()
     });
     assert!(failed, "{v:#}\n{}", f.logs());
     assert!(!row(&v, "web2")["proof_failure"].is_null(), "{v:#}");
+    let back = &row(&v, "web2")["proof"]["rolled_back"];
+    assert_eq!(
+        norm_serial(back["serial"].as_str().unwrap_or_default()),
+        first,
+        "{v:#}"
+    );
+    assert!(back["failure"].is_null(), "served again: {v:#}");
+    // The canary serves the previous certificate again, for every name (handshakes), and its
+    // record says so.
+    let web2 = f.hosts[1].web.https_addr();
+    for name in ["www.fleet.test", "shop.fleet.test"] {
+        let leaf = f.env.served_leaf(&web2, name).expect("a handshake");
+        assert_eq!(leaf.serial, first, "web2 {name}\n{}", f.logs());
+    }
+    assert_eq!(f.installed(1).as_deref(), Some(first.as_str()));
+    let rec = record(&f, 1);
+    assert_eq!(
+        norm_serial(rec["rolled_back"]["serial"].as_str().unwrap_or_default()),
+        second,
+        "{rec:#}"
+    );
     // web3's daemon has seen the failed proof (and synchronises every second): it installs
-    // nothing of the new serial.
+    // nothing of the new serial; nor does the canary again (its daemon synchronises too).
     std::thread::sleep(Duration::from_secs(5));
-    assert_eq!(f.installed(2).as_deref(), Some(first.as_str()));
-    assert_eq!(f.served(2).as_deref(), Some(first.as_str()));
+    for i in [1, 2] {
+        assert_eq!(f.installed(i).as_deref(), Some(first.as_str()), "host {i}");
+        assert_eq!(f.served(i).as_deref(), Some(first.as_str()), "host {i}");
+    }
     let (code, v) = status(&f, 0);
     assert_eq!(code, Some(1), "{v:#}");
     let halted = v["certificates"][0]["halted"].as_str().unwrap_or_default();
@@ -107,7 +130,8 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest
     let text = f.agent(2, &["fleet", "status"]);
     assert!(
         text.text()
-            .contains("www: rollout halted at wave 0: web2: "),
+            .contains("www: rollout halted at wave 0: web2: ")
+            && text.text().contains("www: web2: ROLLED BACK to serial "),
         "{}",
         text.describe()
     );
@@ -150,19 +174,23 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest
             .contains(&format!("{first}, NOT {second}")),
         "{skipped}"
     );
-
-    // The canary fixed: its next run proves again, the proof passes, and the last wave
-    // installs the serial (its daemon reads the new proof at once).
-    fix_vhost(&f, 1);
+    // The canary's own next run does not install the serial it rolled back.
     f.kill_daemon(1);
-    f.agent(1, &["--json", "renew"]).expect_code(0);
-    f.wait_all_serve(&second, Duration::from_secs(30));
-    let (code, v) = status(&f, 0);
-    assert_eq!(code, Some(0), "{v:#}");
-    assert!(v["certificates"][0]["halted"].is_null(), "{v:#}");
-    let cleared = wait_until(Duration::from_secs(20), || {
-        !f.agent(2, &["check"]).text().contains("rollout halted")
-    });
-    assert!(cleared, "{}", f.agent(2, &["check"]).describe());
+    let again = f.agent(1, &["--json", "renew"]);
+    assert_eq!(
+        f.installed(1).as_deref(),
+        Some(first.as_str()),
+        "{}",
+        again.describe()
+    );
+    let (_, v) = status(&f, 0);
+    let own = row(&v, "web2")["skipped"].as_str().unwrap_or_default();
+    assert!(own.starts_with("rolled back here at "), "{v:#}");
     assert_eq!([halts(0), halts(1), halts(2)], [0, 1, 0], "{}", f.logs());
+}
+
+/// Host `i`'s record of certificate `www`.
+fn record(f: &Fleet, i: usize) -> serde_json::Value {
+    let text = fs::read_to_string(f.hosts[i].state.join("certs/www.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
 }

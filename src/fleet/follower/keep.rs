@@ -102,6 +102,7 @@ pub(super) fn note_outcomes(
             Some(Outcome::Installed { .. }) => {
                 rec.host_failures = 0;
                 rec.host_error = None;
+                rec.rolled_back = None;
             }
             _ => {
                 // The fleet's own record tells its failures (`fleet`); what this host noted

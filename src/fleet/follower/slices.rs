@@ -172,27 +172,46 @@ fn hold_back<'a>(
         let host = link.fleet.host();
         // Waiting is pending work (the follow loop synchronises again at its next interval,
         // for a pause); a halted rollout waits for a person.
-        let (why, outcome) =
-            match gate(config, &fleet.hosts, host, serial, proofs, link.clock.now()) {
-                Gate::Go => {
-                    go.push((job, r));
-                    continue;
-                }
-                Gate::Wait(why) => {
-                    tracing::info!(certificate = %name, serial = %serial, "{why}");
-                    let reason = why.clone();
-                    (why, Outcome::Pending { reason })
-                }
-                Gate::Halted(why) => {
-                    tracing::warn!(certificate = %name, serial = %serial, "{why}; not installed");
-                    let reason = why.clone();
-                    (why, Outcome::Unchanged { reason })
-                }
-            };
+        let gate = match refused_here(&job, serial) {
+            Some(why) => Gate::Halted(why),
+            None => gate(config, &fleet.hosts, host, serial, proofs, link.clock.now()),
+        };
+        let (why, outcome) = match gate {
+            Gate::Go => {
+                go.push((job, r));
+                continue;
+            }
+            Gate::Wait(why) => {
+                tracing::info!(certificate = %name, serial = %serial, "{why}");
+                let reason = why.clone();
+                (why, Outcome::Pending { reason })
+            }
+            Gate::Halted(why) => {
+                tracing::warn!(certificate = %name, serial = %serial, "{why}; not installed");
+                let reason = why.clone();
+                (why, Outcome::Unchanged { reason })
+            }
+        };
         results.push((name.clone(), skip_result(link, &job, 0, &why)));
         out.push(Synced { name, outcome });
     }
     go
+}
+
+/// Why this host does not install `serial` of `job`'s certificate again: it rolled it back
+/// after its proof failed (its record's `rolled_back`).
+fn refused_here(job: &Job<'_>, serial: &str) -> Option<String> {
+    let rb = job
+        .rec
+        .rolled_back
+        .as_ref()
+        .filter(|rb| crate::crypto::same_serial_hex(&rb.serial, serial))?;
+    Some(format!(
+        "rolled back here at {}: {}; serial {serial} is refused on this host while its \
+         rollout is halted",
+        crate::clock::rfc3339(rb.at),
+        rb.reason
+    ))
 }
 
 /// The step of each certificate of `slice` (the configured certificates from index `first`

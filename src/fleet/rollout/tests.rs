@@ -37,6 +37,7 @@ fn proof(host: &str, serial: &str, at: i64, served: &str) -> (String, Proof) {
                 error: None,
             }],
             health: None,
+            rolled_back: None,
         },
     )
 }
