@@ -523,7 +523,7 @@ pub fn concerns_hosts(key: &str, rollout: bool) -> bool {
 
 /// Whether [`sync`] reads `key` (relative to the prefix): a change of it is read by the next
 /// resynchronisation (what other hosts report under `hosts/`, and the lead, are not; their
-/// proofs are with a rollout in waves, `rollout`).
+/// proofs and rollout decisions are with a rollout in waves, `rollout`).
 pub fn read_by_sync(key: &str, rollout: bool) -> bool {
     (rollout && is_proof(key))
         || key.starts_with("certs/")
@@ -531,11 +531,12 @@ pub fn read_by_sync(key: &str, rollout: bool) -> bool {
         || key == KEY_CHECK
 }
 
-/// Whether `key` is a host's proof, `hosts/HOST/proof/NAME`.
+/// Whether `key` is a host's proof, `hosts/HOST/proof/NAME`, or a rollout decision,
+/// `hosts/HOST/rollout/NAME`.
 fn is_proof(key: &str) -> bool {
     matches!(
         key.split('/').collect::<Vec<_>>().as_slice(),
-        ["hosts", _, "proof", _]
+        ["hosts", _, "proof" | "rollout", _]
     )
 }
 

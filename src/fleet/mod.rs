@@ -19,6 +19,7 @@
 //! current certificate opened and checked), `proof` (what a host proves it serves after an
 //! install), `rollout` (canaries and waves: whether a host installs a new certificate yet),
 //! `rollback` (a host's install whose proof failed, rolled back before it is committed),
+//! `decision` (a person's resume or abort of a rollout),
 //! `follower`, `leader`, `status`, `takeover` (what a lead that ended with its lease left
 //! open), `audit_seen` (the hosts' audit logs seen from here), `watch`,
 //! `acme` (the fleet's ACME account, and the hosts' word that they serve an ACME validation
@@ -31,6 +32,7 @@ mod acme;
 mod audit_seen;
 pub mod coord;
 mod deadline;
+mod decision;
 mod envelope;
 mod floor;
 mod follower;
@@ -59,6 +61,7 @@ pub use coord::{
     Changes, Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Snapshot, Written,
 };
 pub use deadline::{LEAD_EXPIRED, LEAD_EXPIRING};
+pub use decision::{Decision, Verdict, decide};
 pub use follower::{Followed, Synced, concerns_hosts, follow, read_by_sync};
 pub use key::{FleetKey, FleetKeys, KeyError};
 pub use leader::{FleetRan, run};

@@ -6,7 +6,9 @@
 //! and serves the previous serial again (handshakes), and neither web3 nor web2 itself
 //! installs the new serial — `fleet status` names the halt, the wave, the host, the name and
 //! both serials, and the rollback, and `check` is CRITICAL with them on every host; one
-//! notification for the fleet.
+//! notification for the fleet. A forged decision is refused naming its key; `fleet rollout
+//! abort` keeps the fleet on the old serial and ends the halt; `fleet rollout resume` after
+//! the fix lets the canary install the serial again and the last wave follow.
 
 use std::fs;
 use std::time::Duration;
@@ -15,7 +17,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::fleet_e2e::{Fleet, ready};
-use crate::fleet_proof::{NAMES, proved, row, stale_vhost, status};
+use crate::fleet_proof::{NAMES, fix_vhost, proved, row, stale_vhost, status};
 use crate::support::env::{norm_serial, wait_until};
 use crate::support::webserver::Server;
 
@@ -186,6 +188,65 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_rolls_back_and
     let (_, v) = status(&f, 0);
     let own = row(&v, "web2")["skipped"].as_str().unwrap_or_default();
     assert!(own.starts_with("rolled back here at "), "{v:#}");
+
+    // A forged decision — a plain "resume" at web1's key — is refused naming the key, and
+    // web3 (its daemon woken by the key) still installs nothing.
+    let mut etcd = f.etcd();
+    let forged = format!(
+        "{{\"verdict\":\"resume\",\"serial\":\"{second}\",\"host\":\"web1\",\
+         \"at\":\"2026-01-01T00:00:00Z\"}}"
+    );
+    etcd.put("hosts/web1/rollout/www", forged.into_bytes());
+    let named = wait_until(Duration::from_secs(20), || {
+        f.logs()
+            .contains("the fleet's rollout decision /cert-agent/hosts/web1/rollout/www ")
+    });
+    assert!(named, "{}", f.logs());
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(f.installed(2).as_deref(), Some(first.as_str()));
+
+    // Abort: the fleet stays on the old serial (handshakes), web3 says why, and the halt is
+    // over: `check` there is no longer CRITICAL.
+    let abort = f.agent(0, &["fleet", "rollout", "abort", "www"]);
+    abort.expect_code(0);
+    assert!(
+        abort.text().contains("www: rollout of serial ")
+            && abort.text().contains("aborted by web1"),
+        "{}",
+        abort.describe()
+    );
+    let mut v = serde_json::Value::Null;
+    let aborted = wait_until(Duration::from_secs(20), || {
+        v = status(&f, 0).1;
+        row(&v, "web3")["skipped"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("rollout of serial ") && s.contains("aborted by web1"))
+    });
+    assert!(aborted, "{v:#}\n{}", f.logs());
+    assert!(v["certificates"][0]["halted"].is_null(), "{v:#}");
+    for i in [1, 2] {
+        assert_eq!(f.served(i).as_deref(), Some(first.as_str()), "host {i}");
+        let shop = f
+            .env
+            .served_leaf(&f.hosts[i].web.https_addr(), "shop.fleet.test");
+        assert_eq!(shop.map(|l| l.serial).ok().as_deref(), Some(first.as_str()));
+    }
+    let calm = wait_until(Duration::from_secs(20), || {
+        !f.agent(2, &["check"]).text().contains("rollout halted")
+    });
+    assert!(calm, "{}", f.agent(2, &["check"]).describe());
+
+    // Resume after the fix: the canary installs the serial it rolled back, proves it, and
+    // the last wave follows.
+    fix_vhost(&f, 1);
+    let resume = f.agent(0, &["fleet", "rollout", "resume", "www"]);
+    resume.expect_code(0);
+    f.agent(1, &["--json", "renew"]).expect_code(0);
+    f.wait_all_serve(&second, Duration::from_secs(30));
+    let (code, v) = status(&f, 0);
+    assert_eq!(code, Some(0), "{v:#}");
+    assert!(v["certificates"][0]["halted"].is_null(), "{v:#}");
+    assert!(row(&v, "web2")["proof_failure"].is_null(), "{v:#}");
     assert_eq!([halts(0), halts(1), halts(2)], [0, 1, 0], "{}", f.logs());
 }
 

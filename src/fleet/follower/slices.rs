@@ -137,9 +137,10 @@ pub(super) async fn take_slices<'a>(
     }
     if let (Some(rollout), Some(fleet)) = (&link.config.rollout, &fleetwide) {
         for (name, (serial, _)) in &taken.fleet_has {
-            let proofs = fleet.proofs.get(name);
-            let halt = proofs
-                .and_then(|p| crate::fleet::rollout::halted(rollout, &fleet.hosts, serial, p));
+            let decision = fleet.decision(name, serial);
+            let halt = fleet.proofs.get(name).and_then(|p| {
+                crate::fleet::rollout::halted(rollout, &fleet.hosts, serial, (p, decision))
+            });
             if let Some(h) = halt {
                 taken.halted.insert(name.clone(), h);
             }
@@ -172,9 +173,16 @@ fn hold_back<'a>(
         let host = link.fleet.host();
         // Waiting is pending work (the follow loop synchronises again at its next interval,
         // for a pause); a halted rollout waits for a person.
-        let gate = match refused_here(&job, serial) {
+        let decision = fleet.decision(&name, serial);
+        let gate = match refused_here(&job, serial, decision) {
             Some(why) => Gate::Halted(why),
-            None => gate(config, &fleet.hosts, host, serial, proofs, link.clock.now()),
+            None => gate(
+                config,
+                &fleet.hosts,
+                (host, serial),
+                (proofs, decision),
+                link.clock.now(),
+            ),
         };
         let (why, outcome) = match gate {
             Gate::Go => {
@@ -199,13 +207,22 @@ fn hold_back<'a>(
 }
 
 /// Why this host does not install `serial` of `job`'s certificate again: it rolled it back
-/// after its proof failed (its record's `rolled_back`).
-fn refused_here(job: &Job<'_>, serial: &str) -> Option<String> {
+/// after its proof failed (its record's `rolled_back`), and no one resumed the rollout since
+/// (`decision`, the newest made on `serial`).
+fn refused_here(
+    job: &Job<'_>,
+    serial: &str,
+    decision: Option<&crate::fleet::decision::Decision>,
+) -> Option<String> {
+    use crate::fleet::decision::Verdict;
     let rb = job
         .rec
         .rolled_back
         .as_ref()
         .filter(|rb| crate::crypto::same_serial_hex(&rb.serial, serial))?;
+    if decision.is_some_and(|d| d.verdict == Verdict::Resume && d.at > rb.at) {
+        return None;
+    }
     Some(format!(
         "rolled back here at {}: {}; serial {serial} is refused on this host while its \
          rollout is halted",

@@ -1,6 +1,7 @@
 //! Waves from the sorted host names, and the gate of each host: table-driven.
 
 use super::*;
+use crate::fleet::decision::{Decision, Verdict};
 use crate::fleet::proof::{Answer, Proof};
 
 fn hosts(n: usize) -> Vec<String> {
@@ -148,7 +149,7 @@ fn a_host_installs_once_every_earlier_wave_proved_the_serial_and_the_pause_passe
         ),
     ];
     for (host, proofs, now, want) in rows {
-        let got = gate(&c, &h, host, "0A", &all(&proofs), t(now));
+        let got = gate(&c, &h, (host, "0A"), (&all(&proofs), None), t(now));
         match (&got, want) {
             (Gate::Go, "go") => {}
             (Gate::Wait(why), w) if w != "go" && w != "halted" => {
@@ -174,28 +175,79 @@ fn a_rollout_halts_at_the_first_failed_proof_of_a_wave_before_the_last() {
     let canary = proof("web01", "0A", 100, "0A");
     let bad = |host: &str| proof(host, "0A", 200, "09");
     assert_eq!(
-        halted(&c, &h, "0A", &all(std::slice::from_ref(&canary))),
+        halted(&c, &h, "0A", (&all(std::slice::from_ref(&canary)), None)),
         None
     );
     // The canary: the wave after it is kept back, named with its own words.
-    let at_canary = halted(&c, &h, "0A", &all(&[bad("web01")])).expect("halted");
+    let at_canary = halted(&c, &h, "0A", (&all(&[bad("web01")]), None)).expect("halted");
     assert!(
         at_canary.starts_with("rollout halted at wave 0: web01: ")
             && at_canary.contains("serves serial 09, not 0A"),
         "{at_canary}"
     );
     assert_eq!(
-        gate(&c, &h, "web02", "0A", &all(&[bad("web01")]), t(999)),
+        gate(
+            &c,
+            &h,
+            ("web02", "0A"),
+            (&all(&[bad("web01")]), None),
+            t(999)
+        ),
         Gate::Halted(at_canary)
     );
     // The first failed proof in wave order.
     let both = all(&[canary.clone(), bad("web03"), bad("web02")]);
-    let why = halted(&c, &h, "0A", &both).unwrap();
+    let why = halted(&c, &h, "0A", (&both, None)).unwrap();
     assert!(
         why.starts_with("rollout halted at wave 1: web02: "),
         "{why}"
     );
     // A proof of another serial, or a failure in the last wave (no host kept back): no halt.
-    assert_eq!(halted(&c, &h, "0B", &both), None);
-    assert_eq!(halted(&c, &h, "0A", &all(&[canary, bad("web05")])), None);
+    assert_eq!(halted(&c, &h, "0B", (&both, None)), None);
+    assert_eq!(
+        halted(&c, &h, "0A", (&all(&[canary, bad("web05")]), None)),
+        None
+    );
+}
+
+fn decided(verdict: Verdict, serial: &str, at: i64) -> Decision {
+    Decision {
+        verdict,
+        serial: serial.to_owned(),
+        host: "web03".to_owned(),
+        at: t(at),
+    }
+}
+
+#[test]
+fn a_resume_sets_the_failed_proofs_before_it_aside_and_an_abort_refuses_the_serial() {
+    let c = config(Canaries::Count(1), WaveSize::Count(2), 0);
+    let h = hosts(5); // waves: [web01], [web02, web03], [web04, web05]
+    let all = |p: &[(String, Proof)]| p.iter().cloned().collect::<BTreeMap<_, _>>();
+    let bad = all(&[proof("web01", "0A", 100, "09")]);
+    let go = |d: &Decision| gate(&c, &h, ("web02", "0A"), (&bad, Some(d)), t(999));
+    // Resumed after the failed proof: the next wave goes on, nothing is halted.
+    let resumed = decided(Verdict::Resume, "0A", 150);
+    assert_eq!(go(&resumed), Gate::Go);
+    assert_eq!(halted(&c, &h, "0A", (&bad, Some(&resumed))), None);
+    // A proof that fails after the resume halts it again.
+    let later = all(&[proof("web01", "0A", 200, "09")]);
+    assert!(matches!(
+        gate(&c, &h, ("web02", "0A"), (&later, Some(&resumed)), t(999)),
+        Gate::Halted(_)
+    ));
+    assert!(halted(&c, &h, "0A", (&later, Some(&resumed))).is_some());
+    // Aborted: no host installs the serial, the canary's wave neither; not halted any more.
+    let aborted = decided(Verdict::Abort, "0A", 150);
+    for host in ["web01", "web02", "web05"] {
+        match gate(&c, &h, (host, "0A"), (&bad, Some(&aborted)), t(999)) {
+            Gate::Halted(why) => assert!(
+                why.starts_with("rollout of serial 0A aborted by web03 at ")
+                    && why.ends_with(": serial 0A is refused"),
+                "{why}"
+            ),
+            other => panic!("{host}: {other:?}"),
+        }
+    }
+    assert_eq!(halted(&c, &h, "0A", (&bad, Some(&aborted))), None);
 }
