@@ -224,6 +224,11 @@ pub struct CertRecord {
     /// proof failed (not installed again here while its rollout stays halted). Never shared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rolled_back: Option<RolledBack>,
+    /// Fleet mode, with a rollout in waves: why this host's last install of the fleet's
+    /// certificate did not wait for its wave (the certificate it served neared its end). Never
+    /// shared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout_overridden: Option<String>,
     /// An issued and checked certificate that begins after this host's clock: its archive is
     /// kept in `held/NAME.zip` and installed once it is valid.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -239,6 +239,7 @@ pub(super) async fn sync(
         fleet_has,
         mut records,
         halted,
+        overridden,
     } = slices::take_slices(link, config, store, &given, &mut view, &mut results).await?;
     view.note_revisions();
     view.versions.save()?;
@@ -249,7 +250,7 @@ pub(super) async fn sync(
     // With a rollout in waves, each install is proved before it is committed, and rolled
     // back when its proof fails.
     let held = batch.finish_held().await;
-    let checked = super::rollback::check(link, config, &held, &published).await;
+    let checked = super::rollback::check(link, config, &held, (&published, &overridden)).await;
     let back = checked.as_ref().map(|c| c.back.clone()).unwrap_or_default();
     for (mut job, outcome, _warning) in held.settle(&back).await {
         super::rollback::note(&mut job, checked.as_ref(), link.clock.now());
@@ -297,7 +298,7 @@ pub(super) async fn sync(
         store,
         &view.attempts,
         (&out, records),
-        (&counted, &halted),
+        (&counted, &halted, &overridden),
         link.clock.now(),
     );
     super::proof::prove_again(link, config, &records, &proved).await;

@@ -56,13 +56,14 @@ pub(super) fn note(job: &mut Job<'_>, checked: Option<&Checked>, now: OffsetDate
 /// Proves what this host serves of each certificate `held` made live (`published`: the
 /// fleet's version of each); a failed proof of a certificate that replaced another rolls it
 /// back (a first install has nothing to return to: it stays, its proof failed, as without
-/// a rollout). `None` without a rollout in waves: the batch is committed as it is and proved
-/// afterwards, as always.
+/// a rollout; nor does one installed because the certificate it replaced neared its end,
+/// `overridden`: an expiring certificate is worse than an unproven one). `None` without a
+/// rollout in waves: the batch is committed as it is and proved afterwards, as always.
 pub(super) async fn check(
     link: &FleetLink,
     config: &Config,
     held: &HeldBatch<'_>,
-    published: &BTreeMap<String, u64>,
+    (published, overridden): (&BTreeMap<String, u64>, &BTreeMap<String, String>),
 ) -> Option<Checked> {
     link.config.rollout.as_ref()?;
     let live = held.live();
@@ -74,7 +75,9 @@ pub(super) async fn check(
         })
         .collect();
     let proofs = proof::prove_all(link, config, &asked).await;
-    let (back, previous) = to_roll_back(&live, &proofs);
+    let (mut back, mut previous) = to_roll_back(&live, &proofs);
+    back.retain(|name, _| !overridden.contains_key(name));
+    previous.retain(|name, _| !overridden.contains_key(name));
     Some(Checked {
         proofs,
         back,

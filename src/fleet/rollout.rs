@@ -126,6 +126,33 @@ pub(super) fn gate(
     }
 }
 
+/// Why the waves no longer hold `serial` back from a host whose installed certificate is
+/// `serving` (serial, `not_before`, `not_after`): less than `deadline_fraction` of its lifetime
+/// is left at `now` (an expiring certificate is worse than an unproven one). `None`: the waves
+/// hold it back as usual (or nothing is installed: a first install waits for its wave).
+pub(super) fn overdue(
+    config: &RolloutConfig,
+    serving: Option<(&str, OffsetDateTime, OffsetDateTime)>,
+    serial: &str,
+    now: OffsetDateTime,
+) -> Option<String> {
+    let (old, not_before, not_after) = serving?;
+    let life = (not_after - not_before).max(time::Duration::ZERO);
+    let margin = life * config.deadline_fraction;
+    let from = not_after - margin;
+    (now >= from && !same_serial_hex(old, serial)).then(|| {
+        format!(
+            "installed serial {serial} at once, whatever its wave: the certificate this host \
+             served (serial {old}) ends at {}, within the last {}% of its lifetime \
+             (rollout_deadline_fraction {}, from {})",
+            crate::clock::rfc3339(not_after),
+            (config.deadline_fraction * 100.0).round(),
+            config.deadline_fraction,
+            crate::clock::rfc3339(from)
+        )
+    })
+}
+
 /// Whether a resume `decision` sets the failed proof `p` aside (made before it).
 fn set_aside(p: &Proof, decision: Option<&Decision>) -> bool {
     decision.is_some_and(|d| d.verdict == Verdict::Resume && p.at <= d.at)

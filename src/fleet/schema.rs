@@ -448,6 +448,7 @@ pub(super) fn shared_view(rec: &CertRecord) -> CertRecord {
     r.host_error = None;
     r.rollout_halted = None;
     r.rolled_back = None;
+    r.rollout_overridden = None;
     if let Some(p) = &mut r.pending_key {
         p.key_file = PathBuf::new();
     }

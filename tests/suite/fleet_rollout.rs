@@ -248,6 +248,67 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_rolls_back_and
     assert!(v["certificates"][0]["halted"].is_null(), "{v:#}");
     assert!(row(&v, "web2")["proof_failure"].is_null(), "{v:#}");
     assert_eq!([halts(0), halts(1), halts(2)], [0, 1, 0], "{}", f.logs());
+
+    // The time rule: the canary fails again on the next serial and halts the rollout; web3,
+    // its clock moved into the last half of the lifetime of the certificate it serves,
+    // installs the new serial at once all the same, and says why (log, `rollout_overridden`).
+    // (Every host serves the validation file: the sandbox checks all of them.)
+    f.start_daemon_with(1, &resync);
+    stale_vhost(&f, 1, "shop.fleet.test");
+    let re = f.agent(0, &["--json", "reissue", "www", "--wait", "60"]);
+    re.expect_code(0);
+    let third = re.installed_serial("www");
+    let halted_again = wait_until(Duration::from_secs(30), || {
+        let v = status(&f, 0).1;
+        proved(&v, "web2").as_deref() == Some(third.as_str())
+            && !row(&v, "web2")["proof"]["rolled_back"].is_null()
+    });
+    assert!(halted_again, "{}", f.logs());
+    f.kill_daemon(1);
+    f.kill_daemon(2);
+    f.agent(2, &["--json", "renew"]);
+    assert_eq!(f.installed(2).as_deref(), Some(second.as_str()), "halted");
+    let rec = record(&f, 2);
+    let (from, to) = (
+        at(&rec["installed"]["not_before"]),
+        at(&rec["installed"]["not_after"]),
+    );
+    // Half its lifetime as the margin (a tenth is the default): the clock moved past it is
+    // still before this certificate's renewal falls due (`renew_before_days`), so that the
+    // run's lead orders nothing.
+    let mut config = fs::read_to_string(&f.hosts[2].config).unwrap();
+    config.push_str("rollout_deadline_fraction = 0.5\n");
+    fs::write(&f.hosts[2].config, config).unwrap();
+    let margin: time::Duration = (to - from) * 0.45;
+    let near_end: time::Duration = (to - margin) - OffsetDateTime::now_utc();
+    let offset = near_end.whole_seconds().to_string();
+    let over = f
+        .env
+        .agent_at(&f.hosts[2].config, ["--json", "renew"])
+        .env("CERT_AGENT_TEST_CLOCK_OFFSET_SECS", &offset)
+        .run();
+    assert_eq!(
+        f.installed(2).as_deref(),
+        Some(third.as_str()),
+        "{}",
+        over.describe()
+    );
+    assert_eq!(f.served(2).as_deref(), Some(third.as_str()));
+    assert!(
+        over.describe()
+            .contains("rollout_overridden: installed serial "),
+        "{}",
+        over.describe()
+    );
+    let events = fs::read_to_string(&notified[2]).unwrap_or_default();
+    assert_eq!(
+        events.matches("\"event\":\"rollout_overridden\"").count(),
+        1,
+        "{events}"
+    );
+    // The canary, whose own rollback refused the serial: its clock is not near the end, it
+    // keeps the previous serial.
+    assert_eq!(f.installed(1).as_deref(), Some(second.as_str()));
 }
 
 /// Host `i`'s record of certificate `www`.

@@ -53,6 +53,9 @@ pub(super) struct Sliced<'a> {
     pub(super) records: Records,
     /// With a rollout in waves, by certificate: where the rollout of the fleet's serial halted.
     pub(super) halted: BTreeMap<String, String>,
+    /// With a rollout in waves, by certificate: why this host installs the fleet's serial
+    /// without waiting for its wave (the certificate it serves nears its end).
+    pub(super) overridden: BTreeMap<String, String>,
 }
 
 /// What every slice needs besides the view: the specifications refused, the tombstones that
@@ -89,6 +92,7 @@ pub(super) async fn take_slices<'a>(
         fleet_has: BTreeMap::new(),
         records: BTreeMap::new(),
         halted: BTreeMap::new(),
+        overridden: BTreeMap::new(),
     };
     // With a rollout in waves, what the gates need: read once per synchronisation.
     let fleetwide = match &link.config.rollout {
@@ -121,7 +125,13 @@ pub(super) async fn take_slices<'a>(
         let mut opened = current::open_all(link, view, to_open).into_iter();
         let (mut out, ready, published, fleet_has) =
             take_steps(link, steps, &mut opened, view, results);
-        let mut ready = hold_back(link, fleetwide.as_ref(), ready, &mut out, results);
+        let mut ready = hold_back(
+            link,
+            fleetwide.as_ref(),
+            ready,
+            (&mut out, results),
+            &mut taken.overridden,
+        );
         // The fleet's last attempt goes into the record the install writes: not written
         // again after it ([`note_outcomes`](super::keep::note_outcomes)).
         for (job, _) in &mut ready {
@@ -157,9 +167,10 @@ fn hold_back<'a>(
     link: &FleetLink,
     fleetwide: Option<&crate::fleet::rollout::Fleetwide>,
     ready: Vec<(Job<'a>, Ready)>,
-    out: &mut Vec<Synced>,
-    results: &mut Vec<(String, HostResult)>,
+    (out, results): (&mut Vec<Synced>, &mut Vec<(String, HostResult)>),
+    overridden: &mut BTreeMap<String, String>,
 ) -> Vec<(Job<'a>, Ready)> {
+    use crate::fleet::decision::Verdict;
     use crate::fleet::rollout::{Gate, gate};
     let (Some(config), Some(fleet)) = (&link.config.rollout, fleetwide) else {
         return ready;
@@ -174,6 +185,22 @@ fn hold_back<'a>(
         // Waiting is pending work (the follow loop synchronises again at its next interval,
         // for a pause); a halted rollout waits for a person.
         let decision = fleet.decision(&name, serial);
+        // An expiring certificate is worse than an unproven one: the waves, a halt and this
+        // host's own rollback give way; an abort does not.
+        let aborted = decision.is_some_and(|d| d.verdict == Verdict::Abort);
+        let serving = job
+            .rec
+            .installed
+            .as_ref()
+            .map(|i| (i.serial.as_str(), i.not_before, i.not_after));
+        if let Some(why) = crate::fleet::rollout::overdue(config, serving, serial, link.clock.now())
+            .filter(|_| !aborted)
+        {
+            tracing::warn!(certificate = %name, serial = %serial, "rollout_overridden: {why}");
+            overridden.insert(name, why);
+            go.push((job, r));
+            continue;
+        }
         let gate = match refused_here(&job, serial, decision) {
             Some(why) => Gate::Halted(why),
             None => gate(

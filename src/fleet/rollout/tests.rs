@@ -15,6 +15,7 @@ fn config(canaries: Canaries, wave: WaveSize, pause_secs: u64) -> RolloutConfig 
         canaries,
         wave,
         pause_secs,
+        deadline_fraction: 0.1,
     }
 }
 
@@ -250,4 +251,32 @@ fn a_resume_sets_the_failed_proofs_before_it_aside_and_an_abort_refuses_the_seri
         }
     }
     assert_eq!(halted(&c, &h, "0A", (&bad, Some(&aborted))), None);
+}
+
+#[test]
+fn a_certificate_near_its_end_is_not_held_back_by_the_waves() {
+    let c = config(Canaries::Count(1), WaveSize::Count(2), 0);
+    // A certificate of 100 days from t(0): the last tenth begins on day 90.
+    let day = |d: i64| t(d * 86_400);
+    let serving = Some(("09", day(0), day(100)));
+    assert_eq!(overdue(&c, serving, "0A", day(89)), None);
+    let why = overdue(&c, serving, "0A", day(90)).expect("overdue");
+    assert!(
+        why.starts_with(
+            "installed serial 0A at once, whatever its wave: the certificate this \
+                         host served (serial 09) ends at "
+        ) && why.contains("within the last 10% of its lifetime"),
+        "{why}"
+    );
+    assert!(overdue(&c, serving, "0A", day(101)).is_some(), "expired");
+    // Nothing installed, or the serial served already: nothing to override.
+    assert_eq!(overdue(&c, None, "0A", day(99)), None);
+    assert_eq!(overdue(&c, serving, "09", day(99)), None);
+    // Another fraction.
+    let half = RolloutConfig {
+        deadline_fraction: 0.5,
+        ..c
+    };
+    assert!(overdue(&half, serving, "0A", day(50)).is_some());
+    assert_eq!(overdue(&half, serving, "0A", day(49)), None);
 }
