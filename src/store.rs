@@ -37,7 +37,7 @@ pub use acme::{AcmeBook, RenewalWindow};
 pub use lock::{RunLock, lock_waiting};
 
 pub use partner::{OrderIntent, OrderRef, PartnerBook, ReissueState, Subscription};
-pub use parts::{FleetAttempt, Held, PlaceholderMark, RevocationSeen, ValidationMark};
+pub use parts::{FleetAttempt, Held, PlaceholderMark, RevocationSeen, RolledBack, ValidationMark};
 pub use retired::Retired;
 
 /// Version of the record format.
@@ -221,6 +221,15 @@ pub struct CertRecord {
     /// last read it. Never shared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout_halted: Option<String>,
+    /// Fleet mode, with a rollout in waves: the fleet's serial this host rolled back after its
+    /// proof failed (not installed again here while its rollout stays halted). Never shared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<RolledBack>,
+    /// Fleet mode, with a rollout in waves: why this host's last install of the fleet's
+    /// certificate did not wait for its wave (the certificate it served neared its end). Never
+    /// shared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout_overridden: Option<String>,
     /// An issued and checked certificate that begins after this host's clock: its archive is
     /// kept in `held/NAME.zip` and installed once it is valid.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,8 +1,9 @@
 //! What a fleet host reads from etcd and from its state directory: the sealed envelope of a
 //! value (at every kind of key, with two keys held) and the documents inside one (a
-//! tombstone and a host's proof sealed and opened back too), `fleet-versions.json`,
-//! `announced.json`, `metrics-last-run.json` (or `metrics-last-sync.json`), `served.json` and
-//! `proved.json`. The first byte picks the parser, the rest is its input. Must never panic; a value sealed opens back the same, and a file that reads is
+//! tombstone, a host's proof and a rollout decision sealed and opened back too),
+//! `fleet-versions.json`, `announced.json`, `metrics-last-run.json` (or
+//! `metrics-last-sync.json`), `served.json` and `proved.json`. The first byte picks the parser,
+//! the rest is its input. Must never panic; a value sealed opens back the same, and a file that reads is
 //! written and read back the same.
 #![no_main]
 

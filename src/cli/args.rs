@@ -644,6 +644,41 @@ pub enum FleetCommand {
     /// it again re-seals only what is still under the old key, until the rotation has ended on
     /// this host).
     RotateKey,
+    /// A person's decision on a rollout in waves ([fleet] rollout_canaries) that a host's
+    /// failed proof halted: resume it, or abort it.
+    #[command(subcommand)]
+    Rollout(RolloutCommand),
+}
+
+/// `cert-agent fleet rollout`: each decision is written sealed under this host's key in etcd
+/// (`hosts/HOST/rollout/NAME`), bound to the fleet's current serial of NAME, this host and
+/// the time; every host applies the newest decision made on the serial it would install, at
+/// its next synchronisation (a daemon at once). A decision on another serial applies to none.
+#[derive(Debug, Subcommand)]
+pub enum RolloutCommand {
+    /// Let the halted waves go on for the fleet's current serial of NAME: the failed proofs
+    /// made so far are set aside, the hosts of the next waves install it, and a host that
+    /// rolled it back installs it again and proves again at its next synchronisation. Fix
+    /// the cause first (`fleet status` names the host, the address and name, and both
+    /// serials); a proof that fails after the resume halts the rollout again.
+    ///
+    /// Example: `cert-agent fleet rollout resume www` after fixing web02's vhost.
+    Resume {
+        /// The certificate whose rollout goes on (as configured).
+        name: String,
+    },
+    /// Stop the rollout of the fleet's current serial of NAME for good: no host installs
+    /// that serial (a host that rolled it back keeps the previous certificate, the hosts of
+    /// the later waves keep theirs) and `check` is no longer CRITICAL for the halt. Hosts that
+    /// installed and proved it keep it. The next certificate is the leader's to obtain when
+    /// it is due, as always: an abort orders nothing and makes no Partner API call; the next
+    /// certificate the fleet publishes starts a new rollout.
+    ///
+    /// Example: `cert-agent fleet rollout abort www` when the new chain breaks clients.
+    Abort {
+        /// The certificate whose rollout stops (as configured).
+        name: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

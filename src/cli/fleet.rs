@@ -1,13 +1,41 @@
 //! `cert-agent fleet status`: the fleet as etcd holds it (every text it prints from etcd comes
 //! escaped from `fleet::status`: no terminal control passes); `cert-agent fleet rotate-key`:
-//! every value sealed again under the new fleet key.
+//! every value sealed again under the new fleet key; `cert-agent fleet rollout resume|abort`
+//! ([`rollout`]).
+
+use std::path::Path;
 
 use anyhow::{Result, anyhow};
 
+use super::args::{FleetCommand, RolloutCommand};
 use super::exit;
 use super::output::{Output, or_dash};
 use super::table::Table;
 use crate::config::Config;
+use crate::fleet::Verdict;
+
+mod rollout;
+
+/// `cert-agent fleet …`, with the configuration at `path`.
+pub(super) async fn run(
+    command: &FleetCommand,
+    path: &Path,
+    out: &Output,
+    clock: crate::clock::Clock,
+) -> Result<u8> {
+    match command {
+        FleetCommand::Status => status(&super::load_config_quietly(path)?, out, clock).await,
+        FleetCommand::RotateKey => rotate_key(&super::load_config(path)?, out, clock).await,
+        FleetCommand::Rollout(decision) => {
+            let (name, verdict) = match decision {
+                RolloutCommand::Resume { name } => (name, Verdict::Resume),
+                RolloutCommand::Abort { name } => (name, Verdict::Abort),
+            };
+            let config = super::load_config(path)?;
+            rollout::decide_on(&config, (name, verdict), out, clock).await
+        }
+    }
+}
 
 /// Prints the leader, each certificate's current serial and every host's; exit 1 when a host
 /// lags behind, drifts, or the fleet's work on a certificate fails.
@@ -232,6 +260,22 @@ fn print_proofs(c: &crate::fleet::CertStatus) {
                 h.host,
                 c.serial.as_deref().unwrap_or("-")
             );
+        }
+        if let Some(r) = h.proof.as_ref().and_then(|p| p.rolled_back.as_ref()) {
+            match &r.failure {
+                None => outln!(
+                    "{}: {}: ROLLED BACK to serial {} (served again)",
+                    c.name,
+                    h.host,
+                    r.serial
+                ),
+                Some(why) => outln!(
+                    "{}: {}: ROLLED BACK to serial {}, NOT SERVED AGAIN: {why}",
+                    c.name,
+                    h.host,
+                    r.serial
+                ),
+            }
         }
     }
 }

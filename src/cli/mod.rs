@@ -167,14 +167,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
             let config = load_config(&cli.config)?;
             acme::revoke(&config, name, reason, *yes, &out, clock, lock_wait).await
         }
-        Command::Fleet(FleetCommand::Status) => {
-            let config = load_config_quietly(&cli.config)?;
-            fleet::status(&config, &out, clock).await
-        }
-        Command::Fleet(FleetCommand::RotateKey) => {
-            let config = load_config(&cli.config)?;
-            fleet::rotate_key(&config, &out, clock).await
-        }
+        Command::Fleet(command) => fleet::run(command, &cli.config, &out, clock).await,
         Command::Renew(args) => {
             if args.names.is_empty() && !args.dry_run && !args.force {
                 return run_cmds::renew_plain(&cli.config, args, &out, clock, cli.lock_wait).await;

@@ -51,6 +51,7 @@ pub(super) const FLEET_KEYS: &[&str] = &[
     "rollout_canaries",
     "rollout_wave",
     "rollout_pause_secs",
+    "rollout_deadline_fraction",
 ];
 pub(super) const API_KEYS: &[&str] = &[
     "base_url",

@@ -1,6 +1,7 @@
 //! `[fleet] rollout_canaries`, `rollout_wave`, `rollout_pause_secs`: the order in which the
-//! fleet's hosts install a new certificate — the canaries first, then the others wave by wave.
-//! None set: every host installs at once.
+//! fleet's hosts install a new certificate — the canaries first, then the others wave by wave;
+//! `rollout_deadline_fraction`: how close to its end the certificate a host serves may come
+//! before the waves stop holding the new one back. None set: every host installs at once.
 
 use serde::Serialize;
 
@@ -34,4 +35,12 @@ pub struct RolloutConfig {
     /// Seconds between the last proof of a wave and the next wave's installs.
     #[serde(rename = "rollout_pause_secs")]
     pub pause_secs: u64,
+    /// A host whose installed certificate has less than this fraction (0 < f < 1) of its
+    /// lifetime left installs the fleet's new one at once, whatever its wave or a halt.
+    #[serde(rename = "rollout_deadline_fraction")]
+    pub deadline_fraction: f64,
 }
+
+/// The default [`RolloutConfig::deadline_fraction`]: the last tenth of a certificate's
+/// lifetime, where `check` turns CRITICAL.
+pub(super) const DEFAULT_DEADLINE_FRACTION: f64 = 0.1;

@@ -3,6 +3,7 @@
 //! install layer, installing everything ready in one transaction per web server, and
 //! recording what was installed.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
@@ -266,11 +267,69 @@ impl<'a> ReadyBatch<'a> {
 
     /// Installs everything staged and records each result ([`install_ready`]), in order.
     pub(crate) async fn finish(self) -> Vec<(Job<'a>, Outcome, Option<String>)> {
+        self.finish_held().await.settle(&HashMap::new()).await
+    }
+
+    /// Installs everything staged up to the verification of what is served, without
+    /// committing or recording anything ([`install::InstallBatch::finish_held`]): a check of
+    /// the caller's own decides, with [`HeldBatch::settle`], which are kept.
+    pub(crate) async fn finish_held(self) -> HeldBatch<'a> {
         let ReadyBatch { install, ready } = self;
+        let (results, held) = install.finish_held().await;
+        HeldBatch {
+            ready,
+            results,
+            held,
+        }
+    }
+}
+
+/// A batch whose installs are live but neither committed nor recorded
+/// ([`ReadyBatch::finish_held`]).
+pub(crate) struct HeldBatch<'a> {
+    ready: Vec<(Job<'a>, Ready)>,
+    results: Vec<install::CertOutcome>,
+    held: install::Held,
+}
+
+/// A certificate whose new files are live in a [`HeldBatch`]: its name, the serial it
+/// serves now, and the serial installed before it (none: a first install).
+pub(crate) struct Live {
+    pub(crate) name: String,
+    pub(crate) serial: String,
+    pub(crate) previous: Option<String>,
+}
+
+impl<'a> HeldBatch<'a> {
+    /// The certificates whose new files are live, in order.
+    pub(crate) fn live(&self) -> Vec<Live> {
+        self.ready
+            .iter()
+            .zip(&self.results)
+            .filter(|(_, r)| r.installed())
+            .map(|((job, r), _)| Live {
+                name: job.cert.name.clone(),
+                serial: r.bundle.serial_hex.clone(),
+                previous: job.rec.installed.as_ref().map(|i| i.serial.clone()),
+            })
+            .collect()
+    }
+
+    /// Rolls back the certificates named in `back` (name → why; each fails with it), commits
+    /// the others and records each result ([`install_ready`]), in order.
+    pub(crate) async fn settle(
+        self,
+        back: &HashMap<String, String>,
+    ) -> Vec<(Job<'a>, Outcome, Option<String>)> {
+        let HeldBatch {
+            ready,
+            results,
+            held,
+        } = self;
         if ready.is_empty() {
             return Vec::new();
         }
-        let results = install.finish().await;
+        let results = held.settle(back, results).await;
         installed(ready, results)
     }
 }

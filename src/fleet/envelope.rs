@@ -39,6 +39,7 @@ pub(super) enum Purpose {
     AcmeAccountKey,
     DcvServed,
     Proof,
+    RolloutDecision,
 }
 
 impl Purpose {
@@ -60,6 +61,7 @@ impl Purpose {
             Self::AcmeAccountKey => "acme-account-key",
             Self::DcvServed => "validation-served",
             Self::Proof => "host-proof",
+            Self::RolloutDecision => "rollout-decision",
         }
     }
 }

@@ -239,6 +239,7 @@ pub(super) async fn sync(
         fleet_has,
         mut records,
         halted,
+        overridden,
     } = slices::take_slices(link, config, store, &given, &mut view, &mut results).await?;
     view.note_revisions();
     view.versions.save()?;
@@ -246,7 +247,13 @@ pub(super) async fn sync(
     // A failed install is counted by the install itself.
     let mut counted = BTreeSet::new();
     let mut proved = Vec::new();
-    for (job, outcome, _warning) in batch.finish().await {
+    // With a rollout in waves, each install is proved before it is committed, and rolled
+    // back when its proof fails.
+    let held = batch.finish_held().await;
+    let checked = super::rollback::check(link, config, &held, (&published, &overridden)).await;
+    let back = checked.as_ref().map(|c| c.back.clone()).unwrap_or_default();
+    for (mut job, outcome, _warning) in held.settle(&back).await {
+        super::rollback::note(&mut job, checked.as_ref(), link.clock.now());
         if let (Outcome::Installed { .. }, Some(i)) = (&outcome, &job.rec.installed) {
             let version = published.get(&job.cert.name).copied().unwrap_or(0);
             proved.push((job.cert.name.clone(), i.serial.clone(), version));
@@ -282,13 +289,16 @@ pub(super) async fn sync(
     }
     report_problems(link, store, view.problems, &mut out, &mut results);
     report_hosts(link, &host, results).await;
-    super::proof::prove_installed(link, config, &proved).await;
+    match checked {
+        Some(checked) => super::rollback::publish(link, config, checked).await,
+        None => super::proof::prove_installed(link, config, &proved).await,
+    }
     let records = note_outcomes(
         config,
         store,
         &view.attempts,
         (&out, records),
-        (&counted, &halted),
+        (&counted, &halted, &overridden),
         link.clock.now(),
     );
     super::proof::prove_again(link, config, &records, &proved).await;
@@ -515,7 +525,7 @@ pub fn concerns_hosts(key: &str, rollout: bool) -> bool {
 
 /// Whether [`sync`] reads `key` (relative to the prefix): a change of it is read by the next
 /// resynchronisation (what other hosts report under `hosts/`, and the lead, are not; their
-/// proofs are with a rollout in waves, `rollout`).
+/// proofs and rollout decisions are with a rollout in waves, `rollout`).
 pub fn read_by_sync(key: &str, rollout: bool) -> bool {
     (rollout && is_proof(key))
         || key.starts_with("certs/")
@@ -523,11 +533,12 @@ pub fn read_by_sync(key: &str, rollout: bool) -> bool {
         || key == KEY_CHECK
 }
 
-/// Whether `key` is a host's proof, `hosts/HOST/proof/NAME`.
+/// Whether `key` is a host's proof, `hosts/HOST/proof/NAME`, or a rollout decision,
+/// `hosts/HOST/rollout/NAME`.
 fn is_proof(key: &str) -> bool {
     matches!(
         key.split('/').collect::<Vec<_>>().as_slice(),
-        ["hosts", _, "proof", _]
+        ["hosts", _, "proof" | "rollout", _]
     )
 }
 

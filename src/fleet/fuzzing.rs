@@ -39,6 +39,7 @@ pub fn envelope(data: &[u8]) {
         "acme/pebble/account",
         "hosts/web1/dcv/www",
         "hosts/web1/proof/www",
+        "hosts/web1/rollout/www",
     ] {
         let Some(kind) = Kind::of(rel) else {
             panic!("{rel} is a key of the fleet");
@@ -62,6 +63,40 @@ pub fn envelope(data: &[u8]) {
     host_seen(&keys, data);
     tombstone(&keys, data);
     proof(&keys, data);
+    decision(&keys, data);
+}
+
+/// `data` as a rollout decision: opened at a decision's key (refused, never a panic); one
+/// that reads is sealed for its host's key, opens back the same there (dated from 1970 on),
+/// and is refused at another host's or another certificate's.
+fn decision(keys: &FleetKeys, data: &[u8]) {
+    use super::decision::{Decision, open_at, seal};
+    let full = "/cert-agent/hosts/web1/rollout/www";
+    let _ = open_at(keys, full, "hosts/web1/rollout/www", data);
+    let Ok(mut d) = serde_json::from_slice::<Decision>(data) else {
+        return;
+    };
+    d.host = "web1".into();
+    let Ok((rel, sealed)) = seal(keys, "www", &d) else {
+        panic!("a decision that reads is written");
+    };
+    match open_at(keys, full, &rel, &sealed) {
+        Ok(again) => assert_eq!(
+            (again.verdict, again.at),
+            (d.verdict, d.at),
+            "reads back the same"
+        ),
+        Err(e) => assert!(
+            d.at.unix_timestamp() < 0,
+            "a sealed decision does not open back: {e:#}"
+        ),
+    }
+    for other in ["hosts/web2/rollout/www", "hosts/web1/rollout/shop"] {
+        assert!(
+            open_at(keys, other, other, &sealed).is_err(),
+            "a decision opens at {other}"
+        );
+    }
 }
 
 /// `data` as a host's proof: opened at a proof's key (refused, never a panic); one that reads

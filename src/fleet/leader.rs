@@ -379,6 +379,9 @@ pub(super) async fn import(
     next.host_failures = local.host_failures;
     next.host_error.clone_from(&local.host_error);
     next.rollout_halted.clone_from(&local.rollout_halted);
+    next.rolled_back.clone_from(&local.rolled_back);
+    next.rollout_overridden
+        .clone_from(&local.rollout_overridden);
     next.installed.clone_from(&local.installed);
     next.dcv = local.dcv.clone();
     next.revocation.clone_from(&local.revocation);

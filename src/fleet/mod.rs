@@ -17,7 +17,10 @@
 //! accepted), `link` (connect, key and spec agreement), `floor` (the fleet's manifest, and
 //! the floor of a host that has accepted nothing yet), `shared` (the shared record and the
 //! current certificate opened and checked), `proof` (what a host proves it serves after an
-//! install), `drift` (proved again on a schedule: another serial served later), `rollout` (canaries and waves: whether a host installs a new certificate yet),
+//! install), `drift` (proved again on a schedule: another serial served later), `rollout`
+//! (canaries and waves: whether a host installs a new certificate yet),
+//! `rollback` (a host's install whose proof failed, rolled back before it is committed),
+//! `decision` (a person's resume or abort of a rollout),
 //! `follower`, `leader`, `status`, `takeover` (what a lead that ended with its lease left
 //! open), `audit_seen` (the hosts' audit logs seen from here), `watch`,
 //! `acme` (the fleet's ACME account, and the hosts' word that they serve an ACME validation
@@ -30,6 +33,7 @@ mod acme;
 mod audit_seen;
 pub mod coord;
 mod deadline;
+mod decision;
 mod drift;
 mod envelope;
 mod floor;
@@ -42,6 +46,7 @@ mod link;
 mod options;
 mod proof;
 mod retire;
+mod rollback;
 mod rollout;
 mod rotate;
 mod schema;
@@ -58,6 +63,7 @@ pub use coord::{
     Changes, Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Snapshot, Written,
 };
 pub use deadline::{LEAD_EXPIRED, LEAD_EXPIRING};
+pub use decision::{Decision, Verdict, decide};
 pub use follower::{Followed, Synced, concerns_hosts, follow, read_by_sync};
 pub use key::{FleetKey, FleetKeys, KeyError};
 pub use leader::{FleetRan, run};
@@ -65,7 +71,7 @@ pub use link::{
     FLEET_KEY_CREDENTIAL, FLEET_PREVIOUS_KEY_CREDENTIAL, FleetLink, connect, previous_key_warning,
 };
 pub use options::{DEFAULT_PREFIX, FleetOptions};
-pub use proof::{Answer, Health, Proof};
+pub use proof::{Answer, Health, Proof, RolledBack};
 pub use retire::{LeadElsewhere, Retiring};
 pub use rotate::{Resealed, RotateReport, Unmoved, rotate_key};
 pub use status::{CertStatus, FleetStatus, FloorStatus, HostStatus, RetiredStatus, status};

@@ -57,6 +57,21 @@ pub struct Proof {
     /// The health command's outcome (none configured: `None`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<Health>,
+    /// With a rollout in waves, after this proof failed: the host rolled its install back to
+    /// the certificate it served before, and proved that again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<RolledBack>,
+}
+
+/// What a host serves again after it rolled back an install whose proof failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolledBack {
+    /// The serial it installed again (the one it served before).
+    pub serial: String,
+    /// Why it does not serve that serial again (its handshakes, or the rollback itself);
+    /// none: proved served again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 /// One handshake of a proof.
@@ -177,6 +192,10 @@ impl Proof {
         if let Some(h) = &mut self.health {
             o(&mut h.error);
         }
+        if let Some(r) = &mut self.rolled_back {
+            p(&mut r.serial);
+            o(&mut r.failure);
+        }
         self
     }
 }
@@ -237,6 +256,7 @@ pub(super) async fn prove(
         at: now,
         answers,
         health,
+        rolled_back: None,
     }
 }
 
@@ -384,6 +404,25 @@ pub(super) async fn prove_installed(
     config: &crate::config::Config,
     installed: &[(String, String, u64)],
 ) {
+    let mut seen = Vec::new();
+    for (name, proof) in prove_all(link, config, installed).await {
+        publish(link, &name, &proof).await;
+        let cert = config.certificates.iter().find(|c| c.name == name);
+        if let Some(o) = cert.and_then(|c| proof.observation(c.common_name())) {
+            seen.push((name, o));
+        }
+    }
+    let store = crate::store::Store::existing(&config.agent.state_dir);
+    crate::store::served::remember_proved(&store, seen);
+}
+
+/// Proves, for each certificate (name, serial, version), what this host serves of it (the
+/// proofs not published), each with the name of its certificate, in the order they end.
+pub(super) async fn prove_all(
+    link: &FleetLink,
+    config: &crate::config::Config,
+    installed: &[(String, String, u64)],
+) -> Vec<(String, Proof)> {
     let health = link.config.health_command.as_ref();
     let deadline = Instant::now() + PROOF_WAIT;
     let proving: Vec<_> = installed
@@ -399,17 +438,11 @@ pub(super) async fn prove_installed(
             Some(named(name, proving))
         })
         .collect();
-    let mut proving = futures_util::stream::iter(proving).buffer_unordered(CERTIFICATES_AT_ONCE);
-    let mut seen = Vec::new();
-    while let Some((name, proof)) = proving.next().await {
-        publish(link, name, &proof).await;
-        let cert = config.certificates.iter().find(|c| c.name == name);
-        if let Some(o) = cert.and_then(|c| proof.observation(c.common_name())) {
-            seen.push((name.to_owned(), o));
-        }
-    }
-    let store = crate::store::Store::existing(&config.agent.state_dir);
-    crate::store::served::remember_proved(&store, seen);
+    futures_util::stream::iter(proving)
+        .buffer_unordered(CERTIFICATES_AT_ONCE)
+        .map(|(name, proof)| (name.to_owned(), proof))
+        .collect()
+        .await
 }
 
 /// The proof `proving` makes, with the name of its certificate.

@@ -186,7 +186,12 @@ impl Retiring {
         let mut deletes = vec![state_key(name), current_key(name), dcv_key(name)];
         for (key, _) in fleet.list("hosts/").await? {
             let parts: Vec<&str> = key.split('/').collect();
-            if let ["hosts", _, "certs" | "unplaced" | "dcv" | "proof", n] = parts.as_slice()
+            if let [
+                "hosts",
+                _,
+                "certs" | "unplaced" | "dcv" | "proof" | "rollout",
+                n,
+            ] = parts.as_slice()
                 && *n == name
             {
                 deletes.push(key.clone());

@@ -14,6 +14,7 @@ use time::OffsetDateTime;
 use crate::config::{Canaries, RolloutConfig, WaveSize};
 use crate::crypto::same_serial_hex;
 
+use super::decision::{Decision, Verdict};
 use super::envelope::{self, Place, Purpose};
 use super::link::FleetLink;
 use super::proof::Proof;
@@ -68,14 +69,20 @@ pub(super) enum Gate {
 /// a proof of `serial` that passed (a failed one halts the rollout), and `pause_secs` must
 /// have passed since the last of them. A host that does not announce itself is in the last
 /// wave. `proofs`: each host's last proof of this certificate.
+///
+/// `decision`: the newest decision made on `serial` ([`super::decision::newest`]): abort
+/// refuses the serial; resume sets aside the failed proofs made before it (the hosts that
+/// made them count as having proved, and prove again themselves).
 pub(super) fn gate(
     config: &RolloutConfig,
     hosts: &[String],
-    host: &str,
-    serial: &str,
-    proofs: &BTreeMap<String, Proof>,
+    (host, serial): (&str, &str),
+    (proofs, decision): (&BTreeMap<String, Proof>, Option<&Decision>),
     now: OffsetDateTime,
 ) -> Gate {
+    if let Some(d) = decision.filter(|d| d.verdict == Verdict::Abort) {
+        return Gate::Halted(format!("{}: serial {serial} is refused", d.describe()));
+    }
     let waves = waves(config, hosts);
     let own = waves
         .iter()
@@ -85,6 +92,7 @@ pub(super) fn gate(
     for (i, wave) in earlier.iter().enumerate() {
         for h in wave {
             if let Some(p) = proofs.get(h).filter(|p| same_serial_hex(&p.serial, serial))
+                && !set_aside(p, decision)
                 && let Some(why) = p.failure()
             {
                 return Gate::Halted(format!("rollout halted at wave {i}: {h}: {why}"));
@@ -118,23 +126,69 @@ pub(super) fn gate(
     }
 }
 
+/// Why the waves no longer hold `serial` back from a host whose installed certificate is
+/// `serving` (serial, `not_before`, `not_after`): less than `deadline_fraction` of its lifetime
+/// is left at `now` (an expiring certificate is worse than an unproven one). `None`: the waves
+/// hold it back as usual (or nothing is installed: a first install waits for its wave).
+pub(super) fn overdue(
+    config: &RolloutConfig,
+    serving: Option<(&str, OffsetDateTime, OffsetDateTime)>,
+    serial: &str,
+    now: OffsetDateTime,
+) -> Option<String> {
+    let (old, not_before, not_after) = serving?;
+    let life = (not_after - not_before).max(time::Duration::ZERO);
+    let margin = life * config.deadline_fraction;
+    let from = not_after - margin;
+    (now >= from && !same_serial_hex(old, serial)).then(|| {
+        format!(
+            "installed serial {serial} at once, whatever its wave: the certificate this host \
+             served (serial {old}) ends at {}, within the last {}% of its lifetime \
+             (rollout_deadline_fraction {}, from {})",
+            crate::clock::rfc3339(not_after),
+            (config.deadline_fraction * 100.0).round(),
+            config.deadline_fraction,
+            crate::clock::rfc3339(from)
+        )
+    })
+}
+
+/// Whether a resume `decision` sets the failed proof `p` aside (made before it).
+fn set_aside(p: &Proof, decision: Option<&Decision>) -> bool {
+    decision.is_some_and(|d| d.verdict == Verdict::Resume && p.at <= d.at)
+}
+
 /// Where the rollout of `serial` halted, when it did: the first host, in wave order, of a wave
 /// before the last whose proof of `serial` failed (a later wave is kept back) —
 /// `rollout halted at wave N: HOST: reason`, the words of the [`Gate::Halted`] of the hosts it
-/// keeps back.
+/// keeps back. A person's `decision` ends the halt: abort (the serial is refused, no longer
+/// halted), or resume (the failed proofs made before it are set aside). Once every host that
+/// announces itself has a proof of `serial` (each installed it), the rollout is over and keeps
+/// no host back: a proof failing then is drift on that host ([`super::drift`]), not a halt.
 pub(super) fn halted(
     config: &RolloutConfig,
     hosts: &[String],
     serial: &str,
-    proofs: &BTreeMap<String, Proof>,
+    (proofs, decision): (&BTreeMap<String, Proof>, Option<&Decision>),
 ) -> Option<String> {
+    if decision.is_some_and(|d| d.verdict == Verdict::Abort) {
+        return None;
+    }
+    let over = hosts.iter().all(|h| {
+        proofs
+            .get(h)
+            .is_some_and(|p| same_serial_hex(&p.serial, serial))
+    });
+    if over {
+        return None;
+    }
     let waves = waves(config, hosts);
     let before_last = &waves[..waves.len().saturating_sub(1)];
     before_last.iter().enumerate().find_map(|(i, wave)| {
         wave.iter().find_map(|h| {
             let p = proofs
                 .get(h)
-                .filter(|p| same_serial_hex(&p.serial, serial))?;
+                .filter(|p| same_serial_hex(&p.serial, serial) && !set_aside(p, decision))?;
             let why = p.failure()?;
             Some(format!("rollout halted at wave {i}: {h}: {why}"))
         })
@@ -142,18 +196,28 @@ pub(super) fn halted(
 }
 
 /// What the gates of one synchronisation need from etcd: the hosts that announce themselves
-/// (sorted), and each host's last proof per certificate (those that do not open are left out:
-/// a host without a proof that opens has not proved anything).
+/// (sorted), and each host's last proof and decision per certificate (those that do not open
+/// are left out, each logged naming its key: a host without a proof that opens has not proved
+/// anything; a decision that does not open was not made).
 #[derive(Debug, Default)]
 pub(super) struct Fleetwide {
     pub(super) hosts: Vec<String>,
     pub(super) proofs: BTreeMap<String, BTreeMap<String, Proof>>,
+    pub(super) decisions: BTreeMap<String, BTreeMap<String, Decision>>,
+}
+
+impl Fleetwide {
+    /// The decision that applies to `serial` of certificate `name` (the newest made on it).
+    pub(super) fn decision(&self, name: &str, serial: &str) -> Option<&Decision> {
+        super::decision::newest(self.decisions.get(name), serial)
+    }
 }
 
 /// Reads [`Fleetwide`] (one range read of `hosts/`).
 pub(super) async fn read(link: &FleetLink) -> Result<Fleetwide> {
     let mut hosts = BTreeSet::new();
     let mut proofs: BTreeMap<String, BTreeMap<String, Proof>> = BTreeMap::new();
+    let mut decisions: BTreeMap<String, BTreeMap<String, Decision>> = BTreeMap::new();
     for (key, value) in link.fleet.list("hosts/").await? {
         let parts: Vec<&str> = key.split('/').collect();
         match parts.as_slice() {
@@ -177,12 +241,25 @@ pub(super) async fn read(link: &FleetLink) -> Result<Fleetwide> {
                 }
                 Err(e) => tracing::warn!("{e:#}"),
             },
+            ["hosts", host, "rollout", name] => {
+                let full = link.fleet.key(&key);
+                match super::decision::open_at(&link.key, &full, &key, &value) {
+                    Ok(d) => {
+                        decisions
+                            .entry((*name).to_owned())
+                            .or_default()
+                            .insert((*host).to_owned(), d);
+                    }
+                    Err(e) => tracing::warn!("{e:#}"),
+                }
+            }
             _ => {}
         }
     }
     Ok(Fleetwide {
         hosts: hosts.into_iter().collect(),
         proofs,
+        decisions,
     })
 }
 

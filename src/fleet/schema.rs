@@ -16,6 +16,7 @@
 //! | `hosts/HOST/certs/NAME` | what HOST installed (serial, version, time) or why it could not | HOST |
 //! | `hosts/HOST/seen` | when HOST last synchronised, its instance id, the id of its current fleet key and of the previous key it still opens values with (none once the rotation ended on it), the `seq` and `hash` of the last line of its audit log | HOST |
 //! | `hosts/HOST/proof/NAME` | what HOST proved it serves of NAME after its last install: the serial, each address's and name's answer (served serial, whether the chain verifies), the health command's exit, the time ([`super::proof`]) | HOST |
+//! | `hosts/HOST/rollout/NAME` | a person's decision on the rollout of NAME's serial, made on HOST (`cert-agent fleet rollout resume\|abort`): resume or abort, the serial, the host, the time ([`super::decision`]) | HOST |
 //! | `hosts/HOST/unplaced/NAME` | an order intent of NAME whose order HOST did not place (its lead ended before it was sent, or the API refused it) | HOST |
 //! | `manifest/HOST` | HOST's entry of the fleet's manifest: per certificate, the highest versions of the shared record, the current certificate and the tombstone HOST accepted; a host that has accepted nothing of a certificate takes the highest of all entries as its floor ([`super::floor`]) | HOST |
 //!
@@ -76,6 +77,9 @@ pub(super) fn seen_key(host: &str) -> String {
 pub(super) fn proof_key(host: &str, name: &str) -> String {
     format!("hosts/{host}/proof/{name}")
 }
+pub(super) fn decision_key(host: &str, name: &str) -> String {
+    format!("hosts/{host}/rollout/{name}")
+}
 pub(super) fn unplaced_key(host: &str, name: &str) -> String {
     format!("hosts/{host}/unplaced/{name}")
 }
@@ -103,6 +107,7 @@ pub(super) enum Kind<'a> {
     AcmeAccount(&'a str),
     DcvServed(&'a str),
     Proof(&'a str),
+    Decision(&'a str),
 }
 
 impl<'a> Kind<'a> {
@@ -122,6 +127,7 @@ impl<'a> Kind<'a> {
             ["acme", ca, "account"] => Self::AcmeAccount(ca),
             ["hosts", _, "dcv", name] => Self::DcvServed(name),
             ["hosts", _, "proof", name] => Self::Proof(name),
+            ["hosts", _, "rollout", name] => Self::Decision(name),
             _ => return None,
         })
     }
@@ -142,6 +148,7 @@ impl<'a> Kind<'a> {
             Self::AcmeAccount(ca) => (Purpose::AcmeAccount, ca),
             Self::DcvServed(n) => (Purpose::DcvServed, n),
             Self::Proof(n) => (Purpose::Proof, n),
+            Self::Decision(n) => (Purpose::RolloutDecision, n),
         };
         Place::new(purpose, rel, name)
     }
@@ -162,6 +169,7 @@ impl<'a> Kind<'a> {
             Kind::AcmeAccount(_) => "ACME account",
             Kind::DcvServed(_) => "validation file served",
             Kind::Proof(_) => "host proof",
+            Kind::Decision(_) => "rollout decision",
         }
     }
 }
@@ -439,6 +447,8 @@ pub(super) fn shared_view(rec: &CertRecord) -> CertRecord {
     r.host_failures = 0;
     r.host_error = None;
     r.rollout_halted = None;
+    r.rolled_back = None;
+    r.rollout_overridden = None;
     if let Some(p) = &mut r.pending_key {
         p.key_file = PathBuf::new();
     }

@@ -229,6 +229,13 @@ pub enum InstallError {
         /// The verification failure.
         cause: Box<InstallError>,
     },
+    /// A check after the verification (a fleet host's proof of what it serves) refused the
+    /// installed certificate; the previous files were restored and the server reloaded.
+    #[error("rolled back, previous files restored: {reason}")]
+    Refused {
+        /// Why, in the check's words.
+        reason: String,
+    },
     /// Restoring after a failure went wrong too: both errors are reported.
     #[error("{first}; restoring the previous state also failed: {restore}")]
     RestoreFailed {

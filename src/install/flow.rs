@@ -175,6 +175,15 @@ impl InstallBatch {
     /// Switches, tests, reloads, verifies and commits everything staged (see
     /// [`install_all`]); one outcome per certificate staged, in order.
     pub async fn finish(self) -> Vec<CertOutcome> {
+        let (outcomes, held) = self.finish_held().await;
+        held.settle(&HashMap::new(), outcomes).await
+    }
+
+    /// [`finish`](Self::finish) up to the verification, without committing: the certificates
+    /// whose files are live keep their previous versions ([`Held`]), so that a check of the
+    /// caller's own can still roll each back. Their outcomes say installed (their deploy hooks
+    /// not run yet): [`Held::settle`] commits or rolls back each, and runs the hooks.
+    pub async fn finish_held(self) -> (Vec<CertOutcome>, Held) {
         let InstallBatch {
             certs,
             mut outcomes,
@@ -183,7 +192,7 @@ impl InstallBatch {
             ..
         } = self;
         if certs.is_empty() {
-            return outcomes;
+            return (outcomes, Held::default());
         }
         let files: usize = staged
             .iter()
@@ -204,17 +213,70 @@ impl InstallBatch {
                 Vec::new()
             }
         };
-        switch_and_reload(&certs, staged, files, outcomes).await
+        switch_and_reload(certs, staged, files, outcomes).await
+    }
+}
+
+/// The certificates of a batch whose new files are live, served and verified, but not
+/// committed: each one's previous versions are still kept beside its files, so that it can
+/// be rolled back — the previous files renamed back, the web server's config test and reload
+/// run again, as for a failed verification.
+#[derive(Default)]
+pub struct Held {
+    certs: Vec<CertInstall>,
+    groups: Vec<(ServerCommands, Vec<Pending>)>,
+}
+
+impl Held {
+    /// Rolls back every held certificate named in `back` (name → why: its outcome becomes
+    /// [`InstallError::Refused`] with that reason), commits the others and runs their deploy
+    /// hooks; `outcomes` as [`InstallBatch::finish_held`] returned them.
+    pub async fn settle(
+        self,
+        back: &HashMap<String, String>,
+        mut outcomes: Vec<CertOutcome>,
+    ) -> Vec<CertOutcome> {
+        let Held { certs, groups } = self;
+        for (commands, members) in groups {
+            let (undo, keep): (Vec<Pending>, Vec<Pending>) = members
+                .into_iter()
+                .partition(|p| back.contains_key(&certs[p.idx].name));
+            if !undo.is_empty() {
+                let undo = undo
+                    .into_iter()
+                    .map(|p| {
+                        let reason = back.get(&certs[p.idx].name).cloned().unwrap_or_default();
+                        tracing::warn!(certificate = %certs[p.idx].name, "rolling back: {reason}");
+                        outcomes[p.idx].installed_serial = None;
+                        (p, InstallError::Refused { reason })
+                    })
+                    .collect();
+                restore(&commands, undo, &mut outcomes).await;
+            }
+            let committed = commit(keep, &certs);
+            if !committed.is_empty() {
+                crate::failpoint::hit("committed");
+            }
+            for p in committed {
+                let cert = &certs[p.idx];
+                if let Some(hook) = &cert.deploy_hook
+                    && let Err(e) = run_deploy_hook(cert, hook, &commands).await
+                {
+                    outcomes[p.idx].result = Err(InstallError::DeployHook { cause: Box::new(e) });
+                }
+            }
+        }
+        outcomes
     }
 }
 
 /// After the staged files are durable: steps 2 to 5 of [`install_all`].
 async fn switch_and_reload(
-    certs: &[CertInstall],
+    certs: Vec<CertInstall>,
     staged: Vec<Pending>,
     files: usize,
     mut outcomes: Vec<CertOutcome>,
-) -> Vec<CertOutcome> {
+) -> (Vec<CertOutcome>, Held) {
     crate::failpoint::hit("files-staged");
     // Each transaction switches files of its own (no path is in two of them), on a few
     // threads at once; the renames of all of them are made durable together before any
@@ -244,22 +306,23 @@ async fn switch_and_reload(
     }
 
     crate::failpoint::hit("files-swapped");
+    let mut held = Vec::with_capacity(groups.len());
     for (commands, members) in groups {
-        let committed = run_server(commands, members, certs, &mut outcomes).await;
-        if !committed.is_empty() {
-            crate::failpoint::hit("committed");
-        }
-        for p in committed {
-            let cert = &certs[p.idx];
+        let good = run_server(commands, members, &certs, &mut outcomes).await;
+        for p in &good {
             outcomes[p.idx].installed_serial = Some(p.serial.to_string().to_ascii_lowercase());
-            if let Some(hook) = &cert.deploy_hook
-                && let Err(e) = run_deploy_hook(cert, hook, commands).await
-            {
-                outcomes[p.idx].result = Err(InstallError::DeployHook { cause: Box::new(e) });
-            }
+        }
+        if !good.is_empty() {
+            held.push((commands.clone(), good));
         }
     }
-    outcomes
+    (
+        outcomes,
+        Held {
+            certs,
+            groups: held,
+        },
+    )
 }
 
 /// Stages every certificate's files (each written beside its target, durable once the
@@ -337,7 +400,7 @@ fn stage(
 }
 
 /// Config test, reload and verification for the certificates of one server; returns the
-/// committed ones and records failures in `outcomes`.
+/// verified ones (not committed: [`Held`]) and records failures in `outcomes`.
 async fn run_server(
     commands: &ServerCommands,
     members: Vec<Pending>,
@@ -418,29 +481,45 @@ async fn run_server(
         }
     }
     if !bad.is_empty() {
-        let mut restore = None;
-        let mut failed = Vec::new();
-        for (p, e) in bad {
-            if let Err(r) = p.tx.rollback() {
-                restore.get_or_insert(r);
-            }
-            failed.push((p.idx, e));
-        }
-        let reloaded = async {
-            commands.config_test().await?;
-            commands.reload().await
-        }
-        .await;
-        let restore = restore.or(reloaded.err());
-        for (idx, e) in failed {
-            outcomes[idx].result = Err(failure(
-                InstallError::Verify { cause: Box::new(e) },
-                restore.clone(),
-            ));
-        }
+        let bad = bad
+            .into_iter()
+            .map(|(p, e)| (p, InstallError::Verify { cause: Box::new(e) }))
+            .collect();
+        restore(commands, bad, outcomes).await;
     }
-
     crate::failpoint::hit("reloaded");
+    good
+}
+
+/// Rolls back the certificates of one server in `bad`, each with the error that fails it:
+/// their previous files renamed back, then the server's config test and reload run again so
+/// that it serves them. A failure to restore is added to each error.
+async fn restore(
+    commands: &ServerCommands,
+    bad: Vec<(Pending, InstallError)>,
+    outcomes: &mut [CertOutcome],
+) {
+    let mut restore = None;
+    let mut failed = Vec::new();
+    for (p, e) in bad {
+        if let Err(r) = p.tx.rollback() {
+            restore.get_or_insert(r);
+        }
+        failed.push((p.idx, e));
+    }
+    let reloaded = async {
+        commands.config_test().await?;
+        commands.reload().await
+    }
+    .await;
+    let restore = restore.or(reloaded.err());
+    for (idx, e) in failed {
+        outcomes[idx].result = Err(failure(e, restore.clone()));
+    }
+}
+
+/// Commits the verified certificates of one server: their kept previous versions removed.
+fn commit(mut good: Vec<Pending>, certs: &[CertInstall]) -> Vec<Pending> {
     let mut committed = Vec::new();
     // Each on its own files: committed on a few threads at once, the removals of the kept
     // previous versions synced once (nothing depends on them).

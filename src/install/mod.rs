@@ -18,7 +18,7 @@ pub use files::{
     CERT_MODE, CertMaterial, DIR_MODE, FileRole, InstallTx, KEY_DIR_MODE, KEY_MODE, KEY_MODE_GROUP,
     Ownership, Principal,
 };
-pub use flow::{CertInstall, CertOutcome, InstallBatch, install_all};
+pub use flow::{CertInstall, CertOutcome, Held, InstallBatch, install_all};
 pub use paths::{DEFAULT_BASE_DIR, InstallPaths, PathOverrides, ServerKind};
 pub use server::{DEFAULT_COMMAND_TIMEOUT, ServerCommands};
 pub use staging::CheckedDirs;

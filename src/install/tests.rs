@@ -817,3 +817,58 @@ async fn a_batch_dropped_before_it_finishes_removes_what_it_staged() {
     let parent = full.parent().unwrap();
     assert!(!parent.exists() || leftovers(parent).is_empty());
 }
+
+#[tokio::test]
+async fn a_held_install_refused_after_its_verification_gets_its_previous_files_back() {
+    let dir = tmp();
+    let reloads = dir.path().join("reloads");
+    let count = format!("echo x >> '{}'", reloads.display());
+    let mut a = cert_install(dir.path(), "a", &["true"]);
+    let mut b = cert_install(dir.path(), "b", &["true"]);
+    for c in [&mut a, &mut b] {
+        c.commands.reload = Some(argv(&["sh", "-c", &count]));
+    }
+    let out = install_all(&[a.clone(), b.clone()]).await;
+    assert!(out.iter().all(CertOutcome::installed), "{out:?}");
+    let (full_a, full_b) = (
+        a.paths.fullchain.clone().unwrap(),
+        b.paths.fullchain.clone().unwrap(),
+    );
+    let (old_a, old_key_a) = (
+        fs::read(&full_a).unwrap(),
+        fs::read(key_of(&a.paths)).unwrap(),
+    );
+    let hook = dir.path().join("hooked");
+    for c in [&mut a, &mut b] {
+        c.material = material(&format!("{}2", c.name));
+        c.deploy_hook = Some(argv(&[
+            "sh",
+            "-c",
+            &format!("echo $CERT_AGENT_NAME >> '{}'", hook.display()),
+        ]));
+    }
+    let mut batch = InstallBatch::new(8);
+    batch.stage(vec![a.clone(), b.clone()]);
+    let (held_out, held) = batch.finish_held().await;
+    // Live, not committed: the previous versions are kept, no hook has run.
+    assert!(held_out.iter().all(CertOutcome::installed), "{held_out:?}");
+    assert_eq!(fs::read(&full_a).unwrap(), a.material.fullchain_pem);
+    assert!(!leftovers(full_a.parent().unwrap()).is_empty());
+    assert!(!hook.exists());
+    let back = std::collections::HashMap::from([("a".to_owned(), "its proof failed".to_owned())]);
+    let out = held.settle(&back, held_out).await;
+    let err = out[0].result.as_ref().unwrap_err();
+    assert!(matches!(err, InstallError::Refused { .. }), "{err}");
+    assert!(err.to_string().contains("its proof failed"), "{err}");
+    assert!(!out[0].installed() && out[1].installed(), "{out:?}");
+    // a: the previous certificate and key, byte for byte; b: the new ones, committed.
+    assert_eq!(fs::read(&full_a).unwrap(), old_a);
+    assert_eq!(fs::read(key_of(&a.paths)).unwrap(), old_key_a);
+    assert_eq!(fs::read(&full_b).unwrap(), b.material.fullchain_pem);
+    for full in [&full_a, &full_b] {
+        assert!(leftovers(full.parent().unwrap()).is_empty());
+    }
+    // One reload for the install, one for the batch, one after the rollback; b's hook only.
+    assert_eq!(fs::read_to_string(&reloads).unwrap(), "x\nx\nx\n");
+    assert_eq!(fs::read_to_string(&hook).unwrap(), "b\n");
+}

@@ -1,7 +1,8 @@
 //! The one source of the operator's notifications: the events of a run — a certificate
 //! installed, failing, recovered, revoked, retired, its subscription ending, a renewal order
 //! prepared, a renewal whose fresh domain validation needs a person within `[validation]
-//! warning_days`, a rollout in waves halted by this host's failed proof ([`halt`]) — each once
+//! warning_days`, a rollout in waves halted by this host's failed proof, or overridden because
+//! the certificate this host served neared its end ([`halt`]) — each once
 //! per change of state, measured against the states last announced (kept in
 //! `state_dir/announced.json` with the events `notify_url` could not deliver yet).
 //! `notify_command` and `notify_url` are both fed from here, under the same rule.
@@ -126,6 +127,8 @@ pub(super) struct Facts {
     /// Rollouts in waves that this host's failed proof halted: `rollout halted at wave N:
     /// HOST: reason`, per certificate.
     pub(super) halted: BTreeMap<String, String>,
+    /// Installs that did not wait for their wave: why, per certificate.
+    pub(super) overridden: BTreeMap<String, String>,
 }
 
 /// `announced.json`: the state last announced per certificate, and the events no delivery
@@ -142,6 +145,9 @@ pub(super) struct Announced {
     /// The halted rollout announced per certificate ([`halt`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     halts: BTreeMap<String, String>,
+    /// The rollout override announced per certificate.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    overrides: BTreeMap<String, String>,
 }
 
 impl Announced {
@@ -172,6 +178,7 @@ impl Announced {
         self.states = states;
         self.validations = validations;
         new.extend(halt::events(report, facts, &mut self.halts, now));
+        new.extend(halt::overridden(report, facts, &mut self.overrides, now));
         new
     }
 

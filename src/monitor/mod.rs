@@ -87,6 +87,9 @@ fn facts(
         {
             facts.halted.insert(cert.name.clone(), h.clone());
         }
+        if let Some(o) = &rec.rollout_overridden {
+            facts.overridden.insert(cert.name.clone(), o.clone());
+        }
     }
     facts
 }

@@ -109,3 +109,16 @@ pub struct PlaceholderMark {
     #[serde(with = "time::serde::rfc3339")]
     pub written_at: OffsetDateTime,
 }
+
+/// Fleet mode, with a rollout in waves: a serial of the fleet's that this host installed,
+/// whose proof failed, and that it rolled back; not installed here again while its rollout
+/// stays halted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolledBack {
+    /// The serial rolled back.
+    pub serial: String,
+    /// Why: the proof's failure.
+    pub reason: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+}

@@ -2,10 +2,13 @@
 //! its own nginx, the sandbox): web2 is the canary, then one host per wave with a pause of 2 s.
 //! web1 leads and installs what it obtained; web3 (the last wave) installs only after web2's
 //! and web1's proofs were written and the pause passed. Then web2's nginx keeps the old
-//! certificate for one name: its proof of the next serial fails, and web3 never installs it —
-//! `fleet status` names the halt, the wave, the host and the reason, and `check` is CRITICAL
-//! with them on every host; once the canary is fixed, its next run proves again and the last
-//! wave installs.
+//! certificate for one name: its proof of the next serial fails, it rolls its install back
+//! and serves the previous serial again (handshakes), and neither web3 nor web2 itself
+//! installs the new serial — `fleet status` names the halt, the wave, the host, the name and
+//! both serials, and the rollback, and `check` is CRITICAL with them on every host; one
+//! notification for the fleet. A forged decision is refused naming its key; `fleet rollout
+//! abort` keeps the fleet on the old serial and ends the halt; `fleet rollout resume` after
+//! the fix lets the canary install the serial again and the last wave follow.
 
 use std::fs;
 use std::time::Duration;
@@ -15,7 +18,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::fleet_e2e::{Fleet, ready};
 use crate::fleet_proof::{NAMES, fix_vhost, proved, row, stale_vhost, status};
-use crate::support::env::wait_until;
+use crate::support::env::{norm_serial, wait_until};
 use crate::support::webserver::Server;
 
 fn at(v: &serde_json::Value) -> OffsetDateTime {
@@ -24,13 +27,11 @@ fn at(v: &serde_json::Value) -> OffsetDateTime {
 
 /// When host `i` installed what it serves, from its record.
 fn installed_at(f: &Fleet, i: usize) -> OffsetDateTime {
-    let text = fs::read_to_string(f.hosts[i].state.join("certs/www.json")).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    at(&v["installed"]["installed_at"])
+    at(&record(f, i)["installed"]["installed_at"])
 }
 
 #[test]
-fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest() {
+fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_rolls_back_and_halts_the_rest() {
     if !ready() {
         return;
     }
@@ -80,7 +81,7 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest
     assert!(installed_at(&f, 1) < web3, "the canary installed first");
 
     // web2 keeps the old certificate for shop.fleet.test: its proof of the next serial fails,
-    // and the rollout stops there.
+    // it rolls its install back, and the rollout stops there.
     stale_vhost(&f, 1, "shop.fleet.test");
     let re = f.agent(0, &["--json", "reissue", "www", "--wait", "60"]);
     re.expect_code(0);
@@ -89,14 +90,38 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest
     let failed = wait_until(Duration::from_secs(40), || {
         v = status(&f, 0).1;
         proved(&v, "web2").as_deref() == Some(second.as_str())
+            && !row(&v, "web2")["proof"]["rolled_back"].is_null()
     });
     assert!(failed, "{v:#}\n{}", f.logs());
     assert!(!row(&v, "web2")["proof_failure"].is_null(), "{v:#}");
+    let back = &row(&v, "web2")["proof"]["rolled_back"];
+    assert_eq!(
+        norm_serial(back["serial"].as_str().unwrap_or_default()),
+        first,
+        "{v:#}"
+    );
+    assert!(back["failure"].is_null(), "served again: {v:#}");
+    // The canary serves the previous certificate again, for every name (handshakes), and its
+    // record says so.
+    let web2 = f.hosts[1].web.https_addr();
+    for name in ["www.fleet.test", "shop.fleet.test"] {
+        let leaf = f.env.served_leaf(&web2, name).expect("a handshake");
+        assert_eq!(leaf.serial, first, "web2 {name}\n{}", f.logs());
+    }
+    assert_eq!(f.installed(1).as_deref(), Some(first.as_str()));
+    let rec = record(&f, 1);
+    assert_eq!(
+        norm_serial(rec["rolled_back"]["serial"].as_str().unwrap_or_default()),
+        second,
+        "{rec:#}"
+    );
     // web3's daemon has seen the failed proof (and synchronises every second): it installs
-    // nothing of the new serial.
+    // nothing of the new serial; nor does the canary again (its daemon synchronises too).
     std::thread::sleep(Duration::from_secs(5));
-    assert_eq!(f.installed(2).as_deref(), Some(first.as_str()));
-    assert_eq!(f.served(2).as_deref(), Some(first.as_str()));
+    for i in [1, 2] {
+        assert_eq!(f.installed(i).as_deref(), Some(first.as_str()), "host {i}");
+        assert_eq!(f.served(i).as_deref(), Some(first.as_str()), "host {i}");
+    }
     let (code, v) = status(&f, 0);
     assert_eq!(code, Some(1), "{v:#}");
     let halted = v["certificates"][0]["halted"].as_str().unwrap_or_default();
@@ -107,7 +132,8 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest
     let text = f.agent(2, &["fleet", "status"]);
     assert!(
         text.text()
-            .contains("www: rollout halted at wave 0: web2: "),
+            .contains("www: rollout halted at wave 0: web2: ")
+            && text.text().contains("www: web2: ROLLED BACK to serial "),
         "{}",
         text.describe()
     );
@@ -150,19 +176,143 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_halts_the_rest
             .contains(&format!("{first}, NOT {second}")),
         "{skipped}"
     );
-
-    // The canary fixed: its next run proves again, the proof passes, and the last wave
-    // installs the serial (its daemon reads the new proof at once).
-    fix_vhost(&f, 1);
+    // The canary's own next run does not install the serial it rolled back.
     f.kill_daemon(1);
+    let again = f.agent(1, &["--json", "renew"]);
+    assert_eq!(
+        f.installed(1).as_deref(),
+        Some(first.as_str()),
+        "{}",
+        again.describe()
+    );
+    let (_, v) = status(&f, 0);
+    let own = row(&v, "web2")["skipped"].as_str().unwrap_or_default();
+    assert!(own.starts_with("rolled back here at "), "{v:#}");
+
+    // A forged decision — a plain "resume" at web1's key — is refused naming the key, and
+    // web3 (its daemon woken by the key) still installs nothing.
+    let mut etcd = f.etcd();
+    let forged = format!(
+        "{{\"verdict\":\"resume\",\"serial\":\"{second}\",\"host\":\"web1\",\
+         \"at\":\"2026-01-01T00:00:00Z\"}}"
+    );
+    etcd.put("hosts/web1/rollout/www", forged.into_bytes());
+    let named = wait_until(Duration::from_secs(20), || {
+        f.logs()
+            .contains("the fleet's rollout decision /cert-agent/hosts/web1/rollout/www ")
+    });
+    assert!(named, "{}", f.logs());
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(f.installed(2).as_deref(), Some(first.as_str()));
+
+    // Abort: the fleet stays on the old serial (handshakes), web3 says why, and the halt is
+    // over: `check` there is no longer CRITICAL.
+    let abort = f.agent(0, &["fleet", "rollout", "abort", "www"]);
+    abort.expect_code(0);
+    assert!(
+        abort.text().contains("www: rollout of serial ")
+            && abort.text().contains("aborted by web1"),
+        "{}",
+        abort.describe()
+    );
+    let mut v = serde_json::Value::Null;
+    let aborted = wait_until(Duration::from_secs(20), || {
+        v = status(&f, 0).1;
+        row(&v, "web3")["skipped"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("rollout of serial ") && s.contains("aborted by web1"))
+    });
+    assert!(aborted, "{v:#}\n{}", f.logs());
+    assert!(v["certificates"][0]["halted"].is_null(), "{v:#}");
+    for i in [1, 2] {
+        assert_eq!(f.served(i).as_deref(), Some(first.as_str()), "host {i}");
+        let shop = f
+            .env
+            .served_leaf(&f.hosts[i].web.https_addr(), "shop.fleet.test");
+        assert_eq!(shop.map(|l| l.serial).ok().as_deref(), Some(first.as_str()));
+    }
+    let calm = wait_until(Duration::from_secs(20), || {
+        !f.agent(2, &["check"]).text().contains("rollout halted")
+    });
+    assert!(calm, "{}", f.agent(2, &["check"]).describe());
+
+    // Resume after the fix: the canary installs the serial it rolled back, proves it, and
+    // the last wave follows.
+    fix_vhost(&f, 1);
+    let resume = f.agent(0, &["fleet", "rollout", "resume", "www"]);
+    resume.expect_code(0);
     f.agent(1, &["--json", "renew"]).expect_code(0);
     f.wait_all_serve(&second, Duration::from_secs(30));
     let (code, v) = status(&f, 0);
     assert_eq!(code, Some(0), "{v:#}");
     assert!(v["certificates"][0]["halted"].is_null(), "{v:#}");
-    let cleared = wait_until(Duration::from_secs(20), || {
-        !f.agent(2, &["check"]).text().contains("rollout halted")
-    });
-    assert!(cleared, "{}", f.agent(2, &["check"]).describe());
+    assert!(row(&v, "web2")["proof_failure"].is_null(), "{v:#}");
     assert_eq!([halts(0), halts(1), halts(2)], [0, 1, 0], "{}", f.logs());
+
+    // The time rule: the canary fails again on the next serial and halts the rollout; web3,
+    // its clock moved into the last half of the lifetime of the certificate it serves,
+    // installs the new serial at once all the same, and says why (log, `rollout_overridden`).
+    // (Every host serves the validation file: the sandbox checks all of them.)
+    f.start_daemon_with(1, &resync);
+    stale_vhost(&f, 1, "shop.fleet.test");
+    let re = f.agent(0, &["--json", "reissue", "www", "--wait", "60"]);
+    re.expect_code(0);
+    let third = re.installed_serial("www");
+    let halted_again = wait_until(Duration::from_secs(30), || {
+        let v = status(&f, 0).1;
+        proved(&v, "web2").as_deref() == Some(third.as_str())
+            && !row(&v, "web2")["proof"]["rolled_back"].is_null()
+    });
+    assert!(halted_again, "{}", f.logs());
+    f.kill_daemon(1);
+    f.kill_daemon(2);
+    f.agent(2, &["--json", "renew"]);
+    assert_eq!(f.installed(2).as_deref(), Some(second.as_str()), "halted");
+    let rec = record(&f, 2);
+    let (from, to) = (
+        at(&rec["installed"]["not_before"]),
+        at(&rec["installed"]["not_after"]),
+    );
+    // Half its lifetime as the margin (a tenth is the default): the clock moved past it is
+    // still before this certificate's renewal falls due (`renew_before_days`), so that the
+    // run's lead orders nothing.
+    let mut config = fs::read_to_string(&f.hosts[2].config).unwrap();
+    config.push_str("rollout_deadline_fraction = 0.5\n");
+    fs::write(&f.hosts[2].config, config).unwrap();
+    let margin: time::Duration = (to - from) * 0.45;
+    let near_end: time::Duration = (to - margin) - OffsetDateTime::now_utc();
+    let offset = near_end.whole_seconds().to_string();
+    let over = f
+        .env
+        .agent_at(&f.hosts[2].config, ["--json", "renew"])
+        .env("CERT_AGENT_TEST_CLOCK_OFFSET_SECS", &offset)
+        .run();
+    assert_eq!(
+        f.installed(2).as_deref(),
+        Some(third.as_str()),
+        "{}",
+        over.describe()
+    );
+    assert_eq!(f.served(2).as_deref(), Some(third.as_str()));
+    assert!(
+        over.describe()
+            .contains("rollout_overridden: installed serial "),
+        "{}",
+        over.describe()
+    );
+    let events = fs::read_to_string(&notified[2]).unwrap_or_default();
+    assert_eq!(
+        events.matches("\"event\":\"rollout_overridden\"").count(),
+        1,
+        "{events}"
+    );
+    // The canary, whose own rollback refused the serial: its clock is not near the end, it
+    // keeps the previous serial.
+    assert_eq!(f.installed(1).as_deref(), Some(second.as_str()));
+}
+
+/// Host `i`'s record of certificate `www`.
+fn record(f: &Fleet, i: usize) -> serde_json::Value {
+    let text = fs::read_to_string(f.hosts[i].state.join("certs/www.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
 }

@@ -530,7 +530,8 @@ fn a_rollout_in_waves_is_read_shown_and_refused_with_its_line() {
     assert!(parse(&f("")).unwrap().fleet.unwrap().rollout.is_none());
     for (body, canaries, wave, pause) in [
         (
-            "rollout_canaries = [\"web1\", \"web2\"]\nrollout_wave = 0.25\nrollout_pause_secs = 600",
+            "rollout_canaries = [\"web1\", \"web2\"]\nrollout_wave = 0.25\nrollout_pause_secs = 600\n\
+             rollout_deadline_fraction = 0.05",
             Canaries::Named(vec!["web1".into(), "web2".into()]),
             WaveSize::Fraction(0.25),
             600,
@@ -561,6 +562,8 @@ fn a_rollout_in_waves_is_read_shown_and_refused_with_its_line() {
             (canaries, wave, pause),
             "{body}"
         );
+        let fraction = if body.contains("deadline") { 0.05 } else { 0.1 };
+        assert!((r.deadline_fraction - fraction).abs() < 1e-9, "{body}");
         // Shown as it is read, and read back the same.
         let shown = config.render();
         assert!(shown.contains("rollout_canaries = "), "{shown}");
@@ -588,6 +591,21 @@ fn a_rollout_in_waves_is_read_shown_and_refused_with_its_line() {
             "must be between 0 and 604800",
         ),
         ("rollout_wave = 2", 9, "needs `rollout_canaries`"),
+        (
+            "rollout_canaries = 1\nrollout_deadline_fraction = 1.0",
+            10,
+            "above 0 and below 1",
+        ),
+        (
+            "rollout_canaries = 1\nrollout_deadline_fraction = 0",
+            10,
+            "above 0 and below 1",
+        ),
+        (
+            "rollout_deadline_fraction = 0.2",
+            9,
+            "needs `rollout_canaries`",
+        ),
     ] {
         assert_one(&f(body), line, &["[fleet]", words]);
     }

@@ -132,10 +132,14 @@ impl Checker<'_> {
     }
 
     /// `rollout_canaries` (host names, or a count), `rollout_wave` (a count, or a fraction),
-    /// `rollout_pause_secs`; none without `rollout_canaries`.
+    /// `rollout_pause_secs`, `rollout_deadline_fraction`; none without `rollout_canaries`.
     fn rollout(&mut self, s: &Scope<'_, '_>) -> Option<RolloutConfig> {
         let Some(f) = s.get("rollout_canaries") else {
-            for key in ["rollout_wave", "rollout_pause_secs"] {
+            for key in [
+                "rollout_wave",
+                "rollout_pause_secs",
+                "rollout_deadline_fraction",
+            ] {
                 if let Some(f) = s.get(key) {
                     self.bad(
                         s,
@@ -205,11 +209,38 @@ impl Checker<'_> {
         let pause_secs = self
             .uint(s, "rollout_pause_secs", 0, 7 * 86_400)
             .unwrap_or(0);
+        let deadline_fraction = self.deadline_fraction(s)?;
         Some(RolloutConfig {
             canaries: canaries?,
             wave: wave?,
             pause_secs,
+            deadline_fraction,
         })
+    }
+
+    /// `rollout_deadline_fraction`: a fraction above 0 and below 1 (default
+    /// [`DEFAULT_DEADLINE_FRACTION`](rollout::DEFAULT_DEADLINE_FRACTION)).
+    fn deadline_fraction(&mut self, s: &Scope<'_, '_>) -> Option<f64> {
+        let Some(f) = s.get("rollout_deadline_fraction") else {
+            return Some(rollout::DEFAULT_DEADLINE_FRACTION);
+        };
+        let x = match f.value.get_ref() {
+            DeValue::Float(x) => x
+                .as_str()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| *x > 0.0 && *x < 1.0),
+            _ => None,
+        };
+        if x.is_none() {
+            self.bad(
+                s,
+                &f,
+                "expected a fraction of a certificate's lifetime above 0 and below 1 (such as \
+                 0.1: the last tenth)",
+            );
+        }
+        x
     }
 
     /// `endpoints`: a non-empty array of `https://` URLs, or `http://` ones with

@@ -73,7 +73,11 @@ pub(super) fn note_outcomes(
     store: &Store,
     attempts: &BTreeMap<String, FleetAttempt>,
     (out, mut known): (&[Synced], Records),
-    (counted, halted): (&BTreeSet<String>, &BTreeMap<String, String>),
+    (counted, halted, overridden): (
+        &BTreeSet<String>,
+        &BTreeMap<String, String>,
+        &BTreeMap<String, String>,
+    ),
     now: OffsetDateTime,
 ) -> Records {
     let outcomes: BTreeMap<&str, &Outcome> =
@@ -102,6 +106,8 @@ pub(super) fn note_outcomes(
             Some(Outcome::Installed { .. }) => {
                 rec.host_failures = 0;
                 rec.host_error = None;
+                rec.rolled_back = None;
+                rec.rollout_overridden = overridden.get(&cert.name).cloned();
             }
             _ => {
                 // The fleet's own record tells its failures (`fleet`); what this host noted

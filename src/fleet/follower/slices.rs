@@ -53,6 +53,9 @@ pub(super) struct Sliced<'a> {
     pub(super) records: Records,
     /// With a rollout in waves, by certificate: where the rollout of the fleet's serial halted.
     pub(super) halted: BTreeMap<String, String>,
+    /// With a rollout in waves, by certificate: why this host installs the fleet's serial
+    /// without waiting for its wave (the certificate it serves nears its end).
+    pub(super) overridden: BTreeMap<String, String>,
 }
 
 /// What every slice needs besides the view: the specifications refused, the tombstones that
@@ -89,6 +92,7 @@ pub(super) async fn take_slices<'a>(
         fleet_has: BTreeMap::new(),
         records: BTreeMap::new(),
         halted: BTreeMap::new(),
+        overridden: BTreeMap::new(),
     };
     // With a rollout in waves, what the gates need: read once per synchronisation.
     let fleetwide = match &link.config.rollout {
@@ -121,7 +125,13 @@ pub(super) async fn take_slices<'a>(
         let mut opened = current::open_all(link, view, to_open).into_iter();
         let (mut out, ready, published, fleet_has) =
             take_steps(link, steps, &mut opened, view, results);
-        let mut ready = hold_back(link, fleetwide.as_ref(), ready, &mut out, results);
+        let mut ready = hold_back(
+            link,
+            fleetwide.as_ref(),
+            ready,
+            (&mut out, results),
+            &mut taken.overridden,
+        );
         // The fleet's last attempt goes into the record the install writes: not written
         // again after it ([`note_outcomes`](super::keep::note_outcomes)).
         for (job, _) in &mut ready {
@@ -137,9 +147,10 @@ pub(super) async fn take_slices<'a>(
     }
     if let (Some(rollout), Some(fleet)) = (&link.config.rollout, &fleetwide) {
         for (name, (serial, _)) in &taken.fleet_has {
-            let proofs = fleet.proofs.get(name);
-            let halt = proofs
-                .and_then(|p| crate::fleet::rollout::halted(rollout, &fleet.hosts, serial, p));
+            let decision = fleet.decision(name, serial);
+            let halt = fleet.proofs.get(name).and_then(|p| {
+                crate::fleet::rollout::halted(rollout, &fleet.hosts, serial, (p, decision))
+            });
             if let Some(h) = halt {
                 taken.halted.insert(name.clone(), h);
             }
@@ -156,9 +167,10 @@ fn hold_back<'a>(
     link: &FleetLink,
     fleetwide: Option<&crate::fleet::rollout::Fleetwide>,
     ready: Vec<(Job<'a>, Ready)>,
-    out: &mut Vec<Synced>,
-    results: &mut Vec<(String, HostResult)>,
+    (out, results): (&mut Vec<Synced>, &mut Vec<(String, HostResult)>),
+    overridden: &mut BTreeMap<String, String>,
 ) -> Vec<(Job<'a>, Ready)> {
+    use crate::fleet::decision::Verdict;
     use crate::fleet::rollout::{Gate, gate};
     let (Some(config), Some(fleet)) = (&link.config.rollout, fleetwide) else {
         return ready;
@@ -172,27 +184,78 @@ fn hold_back<'a>(
         let host = link.fleet.host();
         // Waiting is pending work (the follow loop synchronises again at its next interval,
         // for a pause); a halted rollout waits for a person.
-        let (why, outcome) =
-            match gate(config, &fleet.hosts, host, serial, proofs, link.clock.now()) {
-                Gate::Go => {
-                    go.push((job, r));
-                    continue;
-                }
-                Gate::Wait(why) => {
-                    tracing::info!(certificate = %name, serial = %serial, "{why}");
-                    let reason = why.clone();
-                    (why, Outcome::Pending { reason })
-                }
-                Gate::Halted(why) => {
-                    tracing::warn!(certificate = %name, serial = %serial, "{why}; not installed");
-                    let reason = why.clone();
-                    (why, Outcome::Unchanged { reason })
-                }
-            };
+        let decision = fleet.decision(&name, serial);
+        // An expiring certificate is worse than an unproven one: the waves, a halt and this
+        // host's own rollback give way; an abort does not.
+        let aborted = decision.is_some_and(|d| d.verdict == Verdict::Abort);
+        let serving = job
+            .rec
+            .installed
+            .as_ref()
+            .map(|i| (i.serial.as_str(), i.not_before, i.not_after));
+        if let Some(why) = crate::fleet::rollout::overdue(config, serving, serial, link.clock.now())
+            .filter(|_| !aborted)
+        {
+            tracing::warn!(certificate = %name, serial = %serial, "rollout_overridden: {why}");
+            overridden.insert(name, why);
+            go.push((job, r));
+            continue;
+        }
+        let gate = match refused_here(&job, serial, decision) {
+            Some(why) => Gate::Halted(why),
+            None => gate(
+                config,
+                &fleet.hosts,
+                (host, serial),
+                (proofs, decision),
+                link.clock.now(),
+            ),
+        };
+        let (why, outcome) = match gate {
+            Gate::Go => {
+                go.push((job, r));
+                continue;
+            }
+            Gate::Wait(why) => {
+                tracing::info!(certificate = %name, serial = %serial, "{why}");
+                let reason = why.clone();
+                (why, Outcome::Pending { reason })
+            }
+            Gate::Halted(why) => {
+                tracing::warn!(certificate = %name, serial = %serial, "{why}; not installed");
+                let reason = why.clone();
+                (why, Outcome::Unchanged { reason })
+            }
+        };
         results.push((name.clone(), skip_result(link, &job, 0, &why)));
         out.push(Synced { name, outcome });
     }
     go
+}
+
+/// Why this host does not install `serial` of `job`'s certificate again: it rolled it back
+/// after its proof failed (its record's `rolled_back`), and no one resumed the rollout since
+/// (`decision`, the newest made on `serial`).
+fn refused_here(
+    job: &Job<'_>,
+    serial: &str,
+    decision: Option<&crate::fleet::decision::Decision>,
+) -> Option<String> {
+    use crate::fleet::decision::Verdict;
+    let rb = job
+        .rec
+        .rolled_back
+        .as_ref()
+        .filter(|rb| crate::crypto::same_serial_hex(&rb.serial, serial))?;
+    if decision.is_some_and(|d| d.verdict == Verdict::Resume && d.at > rb.at) {
+        return None;
+    }
+    Some(format!(
+        "rolled back here at {}: {}; serial {serial} is refused on this host while its \
+         rollout is halted",
+        crate::clock::rfc3339(rb.at),
+        rb.reason
+    ))
 }
 
 /// The step of each certificate of `slice` (the configured certificates from index `first`

@@ -32,6 +32,7 @@ fn proof(answers: Vec<Answer>, health: Option<Health>) -> Proof {
         at: OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000),
         answers,
         health,
+        rolled_back: None,
     }
 }
 

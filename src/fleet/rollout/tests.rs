@@ -1,6 +1,7 @@
 //! Waves from the sorted host names, and the gate of each host: table-driven.
 
 use super::*;
+use crate::fleet::decision::{Decision, Verdict};
 use crate::fleet::proof::{Answer, Proof};
 
 fn hosts(n: usize) -> Vec<String> {
@@ -14,6 +15,7 @@ fn config(canaries: Canaries, wave: WaveSize, pause_secs: u64) -> RolloutConfig 
         canaries,
         wave,
         pause_secs,
+        deadline_fraction: 0.1,
     }
 }
 
@@ -37,6 +39,7 @@ fn proof(host: &str, serial: &str, at: i64, served: &str) -> (String, Proof) {
                 error: None,
             }],
             health: None,
+            rolled_back: None,
         },
     )
 }
@@ -147,7 +150,7 @@ fn a_host_installs_once_every_earlier_wave_proved_the_serial_and_the_pause_passe
         ),
     ];
     for (host, proofs, now, want) in rows {
-        let got = gate(&c, &h, host, "0A", &all(&proofs), t(now));
+        let got = gate(&c, &h, (host, "0A"), (&all(&proofs), None), t(now));
         match (&got, want) {
             (Gate::Go, "go") => {}
             (Gate::Wait(why), w) if w != "go" && w != "halted" => {
@@ -173,28 +176,120 @@ fn a_rollout_halts_at_the_first_failed_proof_of_a_wave_before_the_last() {
     let canary = proof("web01", "0A", 100, "0A");
     let bad = |host: &str| proof(host, "0A", 200, "09");
     assert_eq!(
-        halted(&c, &h, "0A", &all(std::slice::from_ref(&canary))),
+        halted(&c, &h, "0A", (&all(std::slice::from_ref(&canary)), None)),
         None
     );
     // The canary: the wave after it is kept back, named with its own words.
-    let at_canary = halted(&c, &h, "0A", &all(&[bad("web01")])).expect("halted");
+    let at_canary = halted(&c, &h, "0A", (&all(&[bad("web01")]), None)).expect("halted");
     assert!(
         at_canary.starts_with("rollout halted at wave 0: web01: ")
             && at_canary.contains("serves serial 09, not 0A"),
         "{at_canary}"
     );
     assert_eq!(
-        gate(&c, &h, "web02", "0A", &all(&[bad("web01")]), t(999)),
+        gate(
+            &c,
+            &h,
+            ("web02", "0A"),
+            (&all(&[bad("web01")]), None),
+            t(999)
+        ),
         Gate::Halted(at_canary)
     );
     // The first failed proof in wave order.
     let both = all(&[canary.clone(), bad("web03"), bad("web02")]);
-    let why = halted(&c, &h, "0A", &both).unwrap();
+    let why = halted(&c, &h, "0A", (&both, None)).unwrap();
     assert!(
         why.starts_with("rollout halted at wave 1: web02: "),
         "{why}"
     );
     // A proof of another serial, or a failure in the last wave (no host kept back): no halt.
-    assert_eq!(halted(&c, &h, "0B", &both), None);
-    assert_eq!(halted(&c, &h, "0A", &all(&[canary, bad("web05")])), None);
+    assert_eq!(halted(&c, &h, "0B", (&both, None)), None);
+    assert_eq!(
+        halted(&c, &h, "0A", (&all(&[canary.clone(), bad("web05")]), None)),
+        None
+    );
+    // Every host installed and proved the serial: the rollout is over, and the canary that
+    // serves another serial since (drift) halts nothing.
+    let mut done: BTreeMap<_, _> = ["web02", "web03", "web04", "web05"]
+        .iter()
+        .map(|host| proof(host, "0A", 300, "0A"))
+        .collect();
+    done.insert("web01".into(), bad("web01").1);
+    assert_eq!(halted(&c, &h, "0A", (&done, None)), None);
+    done.remove("web05");
+    assert!(
+        halted(&c, &h, "0A", (&done, None)).is_some(),
+        "web05 kept back"
+    );
+}
+
+fn decided(verdict: Verdict, serial: &str, at: i64) -> Decision {
+    Decision {
+        verdict,
+        serial: serial.to_owned(),
+        host: "web03".to_owned(),
+        at: t(at),
+    }
+}
+
+#[test]
+fn a_resume_sets_the_failed_proofs_before_it_aside_and_an_abort_refuses_the_serial() {
+    let c = config(Canaries::Count(1), WaveSize::Count(2), 0);
+    let h = hosts(5); // waves: [web01], [web02, web03], [web04, web05]
+    let all = |p: &[(String, Proof)]| p.iter().cloned().collect::<BTreeMap<_, _>>();
+    let bad = all(&[proof("web01", "0A", 100, "09")]);
+    let go = |d: &Decision| gate(&c, &h, ("web02", "0A"), (&bad, Some(d)), t(999));
+    // Resumed after the failed proof: the next wave goes on, nothing is halted.
+    let resumed = decided(Verdict::Resume, "0A", 150);
+    assert_eq!(go(&resumed), Gate::Go);
+    assert_eq!(halted(&c, &h, "0A", (&bad, Some(&resumed))), None);
+    // A proof that fails after the resume halts it again.
+    let later = all(&[proof("web01", "0A", 200, "09")]);
+    assert!(matches!(
+        gate(&c, &h, ("web02", "0A"), (&later, Some(&resumed)), t(999)),
+        Gate::Halted(_)
+    ));
+    assert!(halted(&c, &h, "0A", (&later, Some(&resumed))).is_some());
+    // Aborted: no host installs the serial, the canary's wave neither; not halted any more.
+    let aborted = decided(Verdict::Abort, "0A", 150);
+    for host in ["web01", "web02", "web05"] {
+        match gate(&c, &h, (host, "0A"), (&bad, Some(&aborted)), t(999)) {
+            Gate::Halted(why) => assert!(
+                why.starts_with("rollout of serial 0A aborted by web03 at ")
+                    && why.ends_with(": serial 0A is refused"),
+                "{why}"
+            ),
+            other => panic!("{host}: {other:?}"),
+        }
+    }
+    assert_eq!(halted(&c, &h, "0A", (&bad, Some(&aborted))), None);
+}
+
+#[test]
+fn a_certificate_near_its_end_is_not_held_back_by_the_waves() {
+    let c = config(Canaries::Count(1), WaveSize::Count(2), 0);
+    // A certificate of 100 days from t(0): the last tenth begins on day 90.
+    let day = |d: i64| t(d * 86_400);
+    let serving = Some(("09", day(0), day(100)));
+    assert_eq!(overdue(&c, serving, "0A", day(89)), None);
+    let why = overdue(&c, serving, "0A", day(90)).expect("overdue");
+    assert!(
+        why.starts_with(
+            "installed serial 0A at once, whatever its wave: the certificate this \
+                         host served (serial 09) ends at "
+        ) && why.contains("within the last 10% of its lifetime"),
+        "{why}"
+    );
+    assert!(overdue(&c, serving, "0A", day(101)).is_some(), "expired");
+    // Nothing installed, or the serial served already: nothing to override.
+    assert_eq!(overdue(&c, None, "0A", day(99)), None);
+    assert_eq!(overdue(&c, serving, "09", day(99)), None);
+    // Another fraction.
+    let half = RolloutConfig {
+        deadline_fraction: 0.5,
+        ..c
+    };
+    assert!(overdue(&half, serving, "0A", day(50)).is_some());
+    assert_eq!(overdue(&half, serving, "0A", day(49)), None);
 }

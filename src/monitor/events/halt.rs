@@ -27,14 +27,49 @@ pub(super) fn events(
     announced: &mut BTreeMap<String, String>,
     now: OffsetDateTime,
 ) -> Vec<Event> {
+    once(
+        "rollout_halted",
+        &facts.halted,
+        (report, facts),
+        announced,
+        now,
+    )
+}
+
+/// The `rollout_overridden` events: a rollout that stopped holding a certificate back from
+/// this host because the one it served neared its end, announced once per reason.
+pub(super) fn overridden(
+    report: &RunReport,
+    facts: &Facts,
+    announced: &mut BTreeMap<String, String>,
+    now: OffsetDateTime,
+) -> Vec<Event> {
+    once(
+        "rollout_overridden",
+        &facts.overridden,
+        (report, facts),
+        announced,
+        now,
+    )
+}
+
+/// The `kind` events of `report`, one per certificate whose text in `of` differs from the
+/// one last announced.
+fn once(
+    kind: &str,
+    of: &BTreeMap<String, String>,
+    (report, facts): (&RunReport, &Facts),
+    announced: &mut BTreeMap<String, String>,
+    now: OffsetDateTime,
+) -> Vec<Event> {
     let mut out = Vec::new();
     for c in &report.certificates {
-        match facts.halted.get(&c.name) {
+        match of.get(&c.name) {
             Some(h) => {
                 if announced.get(&c.name) != Some(h) {
                     out.push(Event {
                         issuer: facts.issuers.get(&c.name).cloned(),
-                        ..Event::new(&c.name, "rollout_halted", now, h.clone())
+                        ..Event::new(&c.name, kind, now, h.clone())
                     });
                 }
                 announced.insert(c.name.clone(), h.clone());
