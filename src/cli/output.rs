@@ -9,6 +9,8 @@ use super::table::{Table, terminal_width};
 /// How a command prints: JSON (`--json`) or text.
 pub(super) struct Output {
     pub json: bool,
+    /// `--quiet`: errors only.
+    pub quiet: bool,
 }
 
 impl Output {
