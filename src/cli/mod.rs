@@ -126,10 +126,7 @@ fn init_logging(verbose: u8, quiet: bool) {
 
 /// Runs one command; returns the exit code for outcomes that are not errors.
 pub async fn run(cli: &Cli) -> Result<u8> {
-    let out = Output {
-        json: cli.json,
-        quiet: cli.quiet,
-    };
+    let out = Output::new(cli.json, cli.quiet);
     // The one reading of where time comes from; everything below is given it.
     let clock = Clock::from_env();
     match &cli.command {

@@ -14,6 +14,10 @@ pub(super) struct Output {
 }
 
 impl Output {
+    pub(super) fn new(json: bool, quiet: bool) -> Self {
+        Self { json, quiet }
+    }
+
     pub(super) fn print_json<T: Serialize + ?Sized>(&self, value: &T) -> Result<()> {
         let text = serde_json::to_string_pretty(value).context("could not encode JSON output")?;
         outln!("{}", crate::values::text::json_printable(&text));

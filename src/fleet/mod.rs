@@ -19,7 +19,8 @@
 //! current certificate opened and checked), `proof` (what a host proves it serves after an
 //! install), `rollout` (canaries and waves: whether a host installs a new certificate yet),
 //! `follower`, `leader`, `status`, `takeover` (what a lead that ended with its lease left
-//! open), `audit_seen` (the hosts' audit logs seen from here), `watch`,
+//! open), `gap` (work left open at the CA while no host leads), `audit_seen` (the hosts'
+//! audit logs seen from here), `watch`,
 //! `acme` (the fleet's ACME account, and the hosts' word that they serve an ACME validation
 //! file), `rotate` (every value sealed again under a new fleet key), `unplaced` (an order intent
 //! never placed, withdrawn), `retire` (`cert-agent retire` for the fleet: its tombstone;
@@ -35,6 +36,7 @@ mod floor;
 mod follower;
 #[doc(hidden)]
 pub mod fuzzing;
+mod gap;
 pub mod key;
 mod leader;
 mod link;
@@ -58,6 +60,7 @@ pub use coord::{
 };
 pub use deadline::{LEAD_EXPIRED, LEAD_EXPIRING};
 pub use follower::{Followed, Synced, concerns_hosts, follow, read_by_sync};
+pub use gap::{PendingWork, leaderless_line, mark_unled};
 pub use key::{FleetKey, FleetKeys, KeyError};
 pub use leader::{FleetRan, run};
 pub use link::{

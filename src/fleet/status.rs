@@ -12,6 +12,7 @@ use crate::crypto;
 
 use super::audit_seen::HostAudit;
 use super::envelope::{self, Place, Purpose};
+use super::gap::{PendingWork, pending_of};
 use super::link::FleetLink;
 use super::proof::Proof;
 use super::schema::{
@@ -42,6 +43,10 @@ pub struct FleetStatus {
     /// Why the lead is suspect: held by a name no host announced (`hosts/NAME/seen`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leader_alert: Option<String>,
+    /// Work the shared records leave open at the CA (an order, a reissue), since when, and
+    /// whether no run has led it for too long ([`super::gap`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingWork>,
 }
 
 /// The versions the fleet's manifest vouches for, for one certificate: what a host that has
@@ -143,6 +148,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         mut errors,
         mut failures,
         mut retired,
+        pending,
     } = read_certs(link).await?;
     let (results, hosts, audit, mut proofs) = read_hosts(link, now).await?;
     let mut unproven = Vec::new();
@@ -251,6 +257,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         warnings: Vec::new(),
         audit,
         leader_alert,
+        pending,
     })
 }
 
@@ -261,6 +268,7 @@ struct Certs {
     errors: BTreeMap<String, Vec<String>>,
     failures: BTreeMap<String, FleetAttempt>,
     retired: BTreeMap<String, RetiredStatus>,
+    pending: Vec<PendingWork>,
 }
 
 async fn read_certs(link: &FleetLink) -> Result<Certs> {
@@ -268,6 +276,7 @@ async fn read_certs(link: &FleetLink) -> Result<Certs> {
     let mut errors: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut failures: BTreeMap<String, FleetAttempt> = BTreeMap::new();
     let mut retired: BTreeMap<String, RetiredStatus> = BTreeMap::new();
+    let mut pending = Vec::new();
     for (key, value) in link.fleet.list("certs/").await? {
         let mut parts = key.splitn(3, '/');
         let (Some(_), Some(name), Some(what)) = (parts.next(), parts.next(), parts.next()) else {
@@ -288,6 +297,7 @@ async fn read_certs(link: &FleetLink) -> Result<Certs> {
                         if attempt.failing() {
                             failures.insert(name.to_owned(), attempt);
                         }
+                        pending.extend(pending_of(name, &s));
                     },
                 )
             }
@@ -323,6 +333,7 @@ async fn read_certs(link: &FleetLink) -> Result<Certs> {
         errors,
         failures,
         retired,
+        pending,
     })
 }
 

@@ -16,7 +16,7 @@ use support::scenario::{CLOCK_OFFSET_ENV, clock_offset};
 
 use support::webserver::served_serial;
 
-use crate::fleet_e2e::{DOMAIN, Fleet, ready};
+use crate::fleet_e2e::{DOMAIN, Fleet, edit_config, ready};
 
 /// The fleet's `lease_ttl_secs` (the configuration's minimum).
 const LEASE: Duration = Duration::from_secs(5);
@@ -348,4 +348,78 @@ fn open_work_reads_a_current_certificate_only_when_etcd_changed_it() {
         let open = cert_agent::fleet::open_work(&config, &link).await;
         assert!(open.is_empty(), "{open:?}");
     });
+}
+
+/// `fleet status` on host `i` with the agent's clock `offset` (seconds) ahead.
+fn status_at(f: &Fleet, i: usize, offset: i64) -> support::env::AgentOutput {
+    let offset = offset.to_string();
+    f.env
+        .agent_at(&f.hosts[i].config, ["fleet", "status"])
+        .env(CLOCK_OFFSET_ENV, offset)
+        .run()
+}
+
+/// Guards the leaderless gap: the leader is killed (SIGKILL) in the middle of a reissue and
+/// no daemon runs. `fleet status` does not say a bare `none (between runs)` with every host
+/// current: it names the reissue pending since it was sent and that no run leads it, and
+/// exits 1 once no run has worked on it for longer than `lag_alert_secs` (900 s).
+#[test]
+fn a_leader_killed_mid_reissue_leaves_a_gap_that_fleet_status_names() {
+    if !ready() {
+        return;
+    }
+    let mut f = Fleet::start(2);
+    let ports: Vec<u16> = f.hosts.iter().map(|h| h.web.http_port()).collect();
+    f.env.sandbox.set_dcv_ports(ports[0], 0);
+    let first = f.agent(0, &["--json", "renew", "--wait", "60"]);
+    first.expect_code(0);
+    let serial = first.installed_serial("www");
+    f.agent(1, &["--json", "renew"]).expect_code(0);
+    f.wait_all_serve(&serial, Duration::from_secs(30));
+
+    // 150 days on the reissue is due; web1's daemon sends it and is killed while the CA
+    // holds its validation.
+    f.env.sandbox.advance(Duration::from_secs(150 * 86_400));
+    let daemon_clock = clock_offset(&f.env);
+    let offset = daemon_clock.to_string();
+    hold_validation(&f);
+    let busy = [
+        (CLOCK_OFFSET_ENV, offset.as_str()),
+        (cert_agent::failpoint::ENV, "dcv-placed:block=600"),
+    ];
+    f.start_daemon_with(0, &busy);
+    let led = wait_until(Duration::from_secs(120), || {
+        leader(&f, 1).as_deref() == Some("web1")
+            && f.env
+                .calls()
+                .iter()
+                .any(|c| c.method == "POST" && c.path.ends_with("/reissue"))
+    });
+    assert!(led, "web1's daemon did not lead a reissue\n{}", f.logs());
+    f.kill_daemon(0);
+    let ended = wait_until(LEASE + Duration::from_secs(15), || leader(&f, 1).is_none());
+    assert!(ended, "the killed leader's lease did not end\n{}", f.logs());
+
+    edit_config(&f, 1, "lag_alert_secs = 60", "lag_alert_secs = 900");
+    let now = status_at(&f, 1, daemon_clock);
+    now.expect_code(0);
+    assert!(
+        now.stdout
+            .contains("leader: none — reissue of www pending since ")
+            && now.stdout.contains(
+                ", no run leads it; the next daemon run or `cert-agent renew` on any host \
+                 takes it over"
+            ),
+        "{}",
+        now.describe()
+    );
+    let late = status_at(&f, 1, daemon_clock + 1000);
+    late.expect_code(1);
+    assert!(
+        late.stdout
+            .contains("www: UNLED: no run has worked on its reissue for ")
+            && late.stdout.contains("(more than 900 s; last by web1 at "),
+        "{}",
+        late.describe()
+    );
 }
