@@ -118,7 +118,7 @@ fn waiting_lines(
 /// whole minutes.
 pub fn polling_rule(interval: Duration) -> String {
     let secs = interval.as_secs();
-    if secs >= 60 && secs % 60 == 0 {
+    if secs >= 60 && secs.is_multiple_of(60) {
         format!("{}-minute polling rule", secs / 60)
     } else {
         format!("polling every {secs} s")

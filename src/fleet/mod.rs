@@ -19,7 +19,8 @@
 //! current certificate opened and checked), `proof` (what a host proves it serves after an
 //! install), `rollout` (canaries and waves: whether a host installs a new certificate yet),
 //! `follower`, `leader`, `status`, `takeover` (what a lead that ended with its lease left
-//! open), `gap` (work left open at the CA while no host leads), `audit_seen` (the hosts'
+//! open), `gap` (work left open at the CA while no host leads), `behind` (this
+//! host's certificates older than the fleet's current ones), `audit_seen` (the hosts'
 //! audit logs seen from here), `watch`,
 //! `acme` (the fleet's ACME account, and the hosts' word that they serve an ACME validation
 //! file), `rotate` (every value sealed again under a new fleet key), `unplaced` (an order intent
@@ -29,6 +30,7 @@
 
 mod acme;
 mod audit_seen;
+mod behind;
 pub mod coord;
 mod deadline;
 mod envelope;
@@ -55,6 +57,7 @@ mod watch;
 
 pub use acme::{FleetAccount, fleet_account};
 pub use audit_seen::{HostAudit, witness as witness_audit};
+pub use behind::behind;
 pub use coord::{
     Changes, Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Snapshot, Written,
 };
