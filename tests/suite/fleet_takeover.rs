@@ -458,6 +458,10 @@ fn a_killed_daemons_host_behind_the_fleet_is_not_reported_ok() {
         return;
     }
     let (f, serial, daemon_clock) = killed_mid_reissue(2);
+    let mut etcd = f.etcd();
+    let replay = etcd
+        .get("certs/www/current")
+        .expect("the first current certificate");
     let ports: Vec<u16> = f.hosts.iter().map(|h| h.web.http_port()).collect();
     support::balancer::validate_on_every_host(&f.env.sandbox, &ports);
     let took = agent_at_clock(&f, 1, &["--json", "renew", "--wait", "120"], daemon_clock);
@@ -497,5 +501,28 @@ fn a_killed_daemons_host_behind_the_fleet_is_not_reported_ok() {
             .contains("www: behind the fleet: this host installed serial"),
         "{}",
         status.describe()
+    );
+
+    // What etcd shows is read sealed: the first current certificate replayed (the one web1
+    // has) or garbage is no reason to warn; garbage is named on standard error.
+    etcd.put("certs/www/current", replay);
+    let replayed = agent_at_clock(&f, 0, &["check"], daemon_clock + 1000);
+    assert!(
+        !replayed.stdout.contains("behind the fleet"),
+        "{}",
+        replayed.describe()
+    );
+    etcd.put("certs/www/current", "garbage");
+    let garbage = agent_at_clock(&f, 0, &["check"], daemon_clock + 1000);
+    assert!(
+        !garbage.stdout.contains("behind the fleet"),
+        "{}",
+        garbage.describe()
+    );
+    assert_ne!(garbage.code, Some(3), "{}", garbage.describe());
+    assert!(
+        garbage.stderr.contains("certs/www/current"),
+        "{}",
+        garbage.describe()
     );
 }
