@@ -65,6 +65,13 @@ pub fn short_time(t: OffsetDateTime) -> String {
     format!("{} {:02}:{:02} UTC", t.date(), t.hour(), t.minute())
 }
 
+/// `00:13:05 UTC`: the time of day to the second, for a moment within the next minutes
+/// (when a waiting run checks again).
+pub fn time_of_day(t: OffsetDateTime) -> String {
+    let t = t.to_offset(UtcOffset::UTC);
+    format!("{:02}:{:02}:{:02} UTC", t.hour(), t.minute(), t.second())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,6 +85,7 @@ mod tests {
         let late = datetime!(2026-12-31 23:59:59.999 UTC);
         assert_eq!(rfc3339(late), "2026-12-31T23:59:59Z");
         assert_eq!(short_time(late), "2026-12-31 23:59 UTC");
+        assert_eq!(time_of_day(t), "00:13:05 UTC");
     }
 
     #[test]

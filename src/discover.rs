@@ -48,11 +48,19 @@ use propose::propose;
 pub use render::{Report, log_validation_counts, orphans_text, report_text};
 pub use write::{WriteError, WriteOptions, configured_as, write_fragments};
 
-/// Reads the report of `server` (an `nginx -T` dump or an `apachectl -S` listing).
-pub fn read(server: Server, text: &str) -> Result<Discovery, DiscoverError> {
+/// The plain-HTTP port the CA fetches validation files from (HTTP_CSR_HASH).
+pub const HTTP_PORT: u16 = 80;
+
+/// Reads the report of `server` (an `nginx -T` dump or an `apachectl -S` listing), the
+/// validation reaching this web server on `http_port` ([`HTTP_PORT`], or another port for a
+/// trial behind a port mapping, or the sandbox's validation port): the plain-HTTP servers
+/// listening there give each name's document root, and the notes name that port.
+pub fn read(server: Server, text: &str, http_port: u16) -> Result<Discovery, DiscoverError> {
     match server {
-        Server::Nginx => nginx(text),
-        Server::Apache => apache(text),
+        Server::Nginx => nginx_on(text, http_port),
+        Server::Apache => apache_from(text, http_port, |path| {
+            std::fs::read_to_string(path).map_err(|e| crate::fsutil::io_text(&e))
+        }),
     }
 }
 
@@ -63,7 +71,11 @@ pub const NGINX_SYSTEM_MAIN: &str = "/etc/nginx/nginx.conf";
 /// proposals whose configuration test and reload name that file, so that `renew` tests and
 /// reloads that nginx, not the system's.
 pub fn nginx(dump: &str) -> Result<Discovery, DiscoverError> {
-    let mut found = propose(nginx::vhosts(dump)?);
+    nginx_on(dump, HTTP_PORT)
+}
+
+fn nginx_on(dump: &str, http_port: u16) -> Result<Discovery, DiscoverError> {
+    let mut found = propose(nginx::vhosts(dump)?, http_port);
     if let Some(main) = nginx::main_file(dump)
         && main != NGINX_SYSTEM_MAIN
         && main.starts_with('/')
@@ -83,15 +95,16 @@ pub fn nginx(dump: &str) -> Result<Discovery, DiscoverError> {
 
 /// Reads an `apachectl -S` listing and the `<VirtualHost>` blocks of the files it names.
 pub fn apache(listing: &str) -> Result<Discovery, DiscoverError> {
-    apache_from(listing, |path| {
+    apache_from(listing, HTTP_PORT, |path| {
         std::fs::read_to_string(path).map_err(|e| crate::fsutil::io_text(&e))
     })
 }
 
 /// [`apache`] with the files the listing names read by `read` (path to content, or why
-/// not).
+/// not), the validation reaching the server on `http_port`.
 pub fn apache_from(
     listing: &str,
+    http_port: u16,
     read: impl FnMut(&str) -> Result<String, String>,
 ) -> Result<Discovery, DiscoverError> {
     let mut files = apache_macro::Files::new(read);
@@ -122,7 +135,7 @@ pub fn apache_from(
             }
         }
     }
-    let mut found = propose(vhosts);
+    let mut found = propose(vhosts, http_port);
     apache_account::account(&mut found, &listed, &made, &unread);
     Ok(found)
 }

@@ -63,7 +63,7 @@ fuzz_target!(|data: &[u8]| {
         at(5),
         at(6)
     );
-    if let Ok(found) = cert_agent::discover::apache_from(&listing, |_| Ok(text.to_owned())) {
+    if let Ok(found) = cert_agent::discover::apache_from(&listing, 80, |_| Ok(text.to_owned())) {
         for p in &found.proposals {
             p.fragment(None, None)
                 .parse::<toml::Table>()

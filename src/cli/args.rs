@@ -410,6 +410,11 @@ pub struct DiscoverArgs {
     /// so `renew` places no new order); otherwise the product that fits and its price.
     #[arg(long)]
     pub account: bool,
+    /// The plain-HTTP port the CA's validation reaches this web server on, when not 80 (a
+    /// trial behind a port mapping, the sandbox's validation port): document roots are read
+    /// from the servers listening there.
+    #[arg(long, value_name = "PORT", default_value_t = 80, value_parser = clap::value_parser!(u16).range(1..))]
+    pub http_port: u16,
 }
 
 /// The web servers `discover` reads.

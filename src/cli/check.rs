@@ -24,7 +24,7 @@ pub(super) async fn run(path: &Path, args: &CheckArgs, out: &Output, clock: Cloc
         refresh_crl: args.refresh_crl,
     };
     let report = match Config::load(path) {
-        Ok(config) => check::check(&config, &opts, clock.now()).await,
+        Ok(config) => check::check(&config, &opts, clock).await,
         Err(e) => Err(e.into()),
     };
     let report = match report {

@@ -27,7 +27,7 @@ pub(super) async fn run(
     let (server, text) = discover::read_dump(args.from.as_deref(), server)
         .await
         .map_err(usage)?;
-    let found = discover::read(server, &text)?;
+    let found = discover::read(server, &text, args.http_port)?;
     // Certificates already configured are not proposed again.
     let configured = if args.account {
         Some(super::load_config_quietly(config_path)?)

@@ -62,7 +62,14 @@ pub(super) async fn status(
     let kept = crate::fleet::witness_audit(&config.agent.state_dir, &mut status.audit, clock.now());
     status.warnings.extend(kept);
     let rewound = status.audit.iter().any(|a| a.rewound.is_some());
+    let unled = crate::fleet::mark_unled(
+        &mut status.pending,
+        status.leader.as_deref(),
+        clock.now(),
+        unled_bound(config, &link.config),
+    );
     let alert = rewound
+        || unled
         || status.leader_alert.is_some()
         || !status.unproven.is_empty()
         || !status.drifting.is_empty();
@@ -78,10 +85,10 @@ pub(super) async fn status(
     for w in &status.warnings {
         outln!("WARNING: {w}");
     }
-    outln!(
-        "leader: {}",
-        status.leader.as_deref().unwrap_or("none (between runs)")
-    );
+    match status.leader.as_deref() {
+        Some(l) => outln!("leader: {l}"),
+        None => outln!("leader: {}", crate::fleet::leaderless_line(&status.pending)),
+    }
     out.table(&table(&status));
     for c in &status.certificates {
         if let Some(e) = &c.error {
@@ -109,6 +116,18 @@ pub(super) async fn status(
             );
         }
     }
+    for p in status.pending.iter().filter(|p| p.unled) {
+        outln!(
+            "{}: UNLED: no run has worked on its {} for {} s (more than {} s; last by {} at \
+             {}): start `cert-agent run` (or `cert-agent renew`) on a host of the fleet",
+            p.name,
+            p.what,
+            (clock.now() - p.last_led).whole_seconds(),
+            unled_bound(config, &link.config).whole_seconds(),
+            p.last_led_by,
+            crate::clock::short_time(p.last_led)
+        );
+    }
     if !status.lagging.is_empty() {
         outln!(
             "lagging behind the current certificate for more than {} s: {}",
@@ -118,6 +137,16 @@ pub(super) async fn status(
     }
     print_trust(&status);
     Ok(code)
+}
+
+/// How long work may stay open at the CA with no host leading before `fleet status` exits 1:
+/// `lag_alert_secs`, and at least one polling interval and one lease (a daemon's run gives
+/// the lead up between its status checks).
+fn unled_bound(config: &Config, fleet: &crate::config::FleetConfig) -> time::Duration {
+    let secs = fleet
+        .lag_alert_secs
+        .max(config.agent.poll_interval_secs + fleet.lease_ttl_secs);
+    time::Duration::seconds(i64::try_from(secs).unwrap_or(i64::MAX))
 }
 
 /// One row per certificate and host (one row for a certificate without hosts).

@@ -126,7 +126,7 @@ fn init_logging(verbose: u8, quiet: bool) {
 
 /// Runs one command; returns the exit code for outcomes that are not errors.
 pub async fn run(cli: &Cli) -> Result<u8> {
-    let out = Output { json: cli.json };
+    let out = Output::new(cli.json, cli.quiet);
     // The one reading of where time comes from; everything below is given it.
     let clock = Clock::from_env();
     match &cli.command {
@@ -242,7 +242,7 @@ pub async fn run(cli: &Cli) -> Result<u8> {
 
 /// Runs the renewal engine for `command` (one of the commands that have run options).
 async fn engine(command: &Command, config: &Config, out: &Output, lock_wait: u64) -> Result<u8> {
-    let Some(opts) = run_cmds::options(command, config) else {
+    let Some(opts) = run_cmds::options(command, config, out) else {
         anyhow::bail!("internal: this command does not run the renewal engine");
     };
     let lock_wait = std::time::Duration::from_secs(lock_wait);

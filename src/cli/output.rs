@@ -9,9 +9,15 @@ use super::table::{Table, terminal_width};
 /// How a command prints: JSON (`--json`) or text.
 pub(super) struct Output {
     pub json: bool,
+    /// `--quiet`: errors only.
+    pub quiet: bool,
 }
 
 impl Output {
+    pub(super) fn new(json: bool, quiet: bool) -> Self {
+        Self { json, quiet }
+    }
+
     pub(super) fn print_json<T: Serialize + ?Sized>(&self, value: &T) -> Result<()> {
         let text = serde_json::to_string_pretty(value).context("could not encode JSON output")?;
         outln!("{}", crate::values::text::json_printable(&text));

@@ -115,13 +115,20 @@ pub(super) async fn random_start_delay(max_secs: u64) {
 
 /// The engine's options for a command that runs it; `None` for the other commands. The one
 /// place where commands become run options.
-pub(super) fn options(command: &Command, config: &Config) -> Option<RunOptions> {
+pub(super) fn options(command: &Command, config: &Config, out: &Output) -> Option<RunOptions> {
+    // What a run waits for is said on standard error, terminal or not (a run started by hand
+    // may wait minutes between status checks), unless the output is JSON or errors only.
+    let progress = !out.json && !out.quiet;
     let explicit = |name: &str| RunOptions {
         stop: stop_on_signals(),
+        progress,
         ..RunOptions::explicit(vec![name.to_owned()])
     };
     Some(match command {
-        Command::Renew(args) => renew_options(args, config),
+        Command::Renew(args) => RunOptions {
+            progress,
+            ..renew_options(args, config)
+        },
         Command::Issue(args) => RunOptions {
             wait: Duration::from_secs(args.wait),
             allow_orders: args.yes || config.agent.allow_orders,

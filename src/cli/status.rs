@@ -1,5 +1,5 @@
-//! `cert-agent status` without an ID: every configured certificate from local state, no API
-//! call.
+//! `cert-agent status` without an ID: every configured certificate from local state (in fleet
+//! mode also the fleet's current certificates in etcd), no API call.
 
 use anyhow::Result;
 
@@ -15,6 +15,16 @@ pub(super) async fn run(config: &Config, served: bool, out: &Output, clock: Cloc
     let mut rows = crate::monitor::status_rows(config, clock.now())?;
     if served {
         crate::monitor::add_served(config, &mut rows, clock.now()).await;
+    }
+    // Fleet mode: the fleet's current certificates in etcd (still no Partner API call).
+    let behind = crate::fleet::behind(config, &[], clock).await;
+    for r in &mut rows {
+        if let Some(w) = behind.get(&r.name) {
+            r.warning = Some(match r.warning.take() {
+                Some(own) => format!("{own}; {w}"),
+                None => w.clone(),
+            });
+        }
     }
     if out.json {
         // An array of the certificates, as it always was; the money in `forecast --json`.

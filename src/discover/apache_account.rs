@@ -146,7 +146,7 @@ mod tests {
             u9 = u(9),
             u10 = u(10),
         );
-        let found = apache_from(&listing, |p| match p {
+        let found = apache_from(&listing, 80, |p| match p {
             M => Ok(macros.to_owned()),
             D => Ok(default.to_owned()),
             _ => Err("no such file".into()),
@@ -262,7 +262,7 @@ mod tests {
                          \x20        port 80 namevhost a.example ({used}:{k})\n\
                          \x20        port 80 namevhost b.example (macro 'self' (defined on line {d} of \"{M}\") used on line {u} of \"{used}\":{k})\n"
                     );
-                    let found = apache_from(&listing, |_| Ok(text.to_owned())).unwrap();
+                    let found = apache_from(&listing, 80, |_| Ok(text.to_owned())).unwrap();
                     let names = found
                         .proposals
                         .iter()

@@ -35,14 +35,22 @@ pub(super) fn unmanageable(name: &str) -> Option<String> {
 }
 
 /// Groups virtual hosts into proposals.
-pub(super) fn propose(vhosts: Vec<Vhost>) -> Discovery {
+pub(super) fn propose(vhosts: Vec<Vhost>, http_port: u16) -> Discovery {
     let mut skipped = Vec::new();
     let managed = managed_names(&vhosts, &mut skipped);
     let groups = group(&vhosts, &managed);
-    let port80 = Port80::new(&vhosts, &managed);
+    let port80 = Port80::new(&vhosts, &managed, http_port);
     let mut proposals: Vec<Proposal> = Vec::new();
     for members in &groups {
-        let p = proposal(&vhosts, &managed, members, &port80, &proposals);
+        let mut p = proposal(&vhosts, &managed, members, &port80, &proposals);
+        if http_port != 80 {
+            p.notes.push(format!(
+                "document roots read from the plain-HTTP servers on port {http_port} \
+                 (--http-port): the CA fetches the validation file on port 80, so its port 80 \
+                 must reach this port (a port mapping, or a sandbox validating on \
+                 {http_port}); no configuration key changes the port the CA fetches from"
+            ));
+        }
         proposals.push(p);
     }
     Discovery {
@@ -131,17 +139,18 @@ fn group(vhosts: &[Vhost], managed: &[Vec<String>]) -> Vec<Vec<usize>> {
     groups
 }
 
-/// The plain-HTTP virtual host on port 80 that answers for a name: the first naming it, else
-/// the default server of port 80.
+/// The plain-HTTP virtual host on port 80 (or the port `discover --http-port` names) that
+/// answers for a name: the first naming it, else the default server of that port.
 struct Port80<'v> {
     vhosts: &'v [Vhost],
     by_name: HashMap<&'v str, usize>,
     default: Option<usize>,
+    port: u16,
 }
 
 impl<'v> Port80<'v> {
-    fn new(vhosts: &'v [Vhost], managed: &'v [Vec<String>]) -> Self {
-        let on_80 = |v: &Vhost| v.listens.iter().any(|l| l.port == 80 && !l.ssl);
+    fn new(vhosts: &'v [Vhost], managed: &'v [Vec<String>], port: u16) -> Self {
+        let on_80 = |v: &Vhost| v.listens.iter().any(|l| l.port == port && !l.ssl);
         let mut by_name: HashMap<&str, usize> = HashMap::new();
         for (i, v) in vhosts.iter().enumerate() {
             if on_80(v) {
@@ -157,6 +166,7 @@ impl<'v> Port80<'v> {
             vhosts,
             by_name,
             default,
+            port,
         }
     }
 
@@ -178,6 +188,7 @@ fn validation_roots(
 ) -> (BTreeMap<String, PathBuf>, Vec<String>) {
     let mut notes = Vec::new();
     let mut webroot = BTreeMap::new();
+    let port = port80.port;
     for d in domains {
         match port80.answering(d) {
             Some(h) => match &h.validation {
@@ -185,13 +196,13 @@ fn validation_roots(
                     webroot.insert(d.clone(), root.clone());
                 }
                 Validation::Blocked(why) => notes.push(format!(
-                    "{d}: port 80 ({}) does not serve /.well-known/pki-validation/ from a \
+                    "{d}: port {port} ({}) does not serve /.well-known/pki-validation/ from a \
                      document root: {why}; serve it from {VALIDATION_ROOT} there ({})",
                     h.at,
                     validation_hint(server)
                 )),
                 Validation::Unknown(why) => notes.push(format!(
-                    "{d}: whether port 80 ({}) serves /.well-known/pki-validation/ from a \
+                    "{d}: whether port {port} ({}) serves /.well-known/pki-validation/ from a \
                      document root is unknown: {why}; or serve it from {VALIDATION_ROOT} \
                      there ({})",
                     h.at,
@@ -199,8 +210,8 @@ fn validation_roots(
                 )),
             },
             None => notes.push(format!(
-                "{d}: no virtual host on port 80 serves this name (the CA fetches the \
-                 validation file over HTTP on port 80); serve \
+                "{d}: no virtual host on port {port} serves this name (the CA fetches the \
+                 validation file over HTTP on port {port}); serve \
                  /.well-known/pki-validation/ from {VALIDATION_ROOT} there ({})",
                 validation_hint(server)
             )),
@@ -703,5 +714,44 @@ mod tests {
             assert!(!f.contains("key_path"), "{f}");
             assert!(!f.contains("root:"), "{f}");
         }
+    }
+
+    /// Guards `discover --http-port`: a trial's nginx serves plain HTTP on 8080 only; read as
+    /// for port 80 no server answers the CA (the fallback root, a note naming port 80), read
+    /// for 8080 its document root is proposed and the note says how the CA reaches it.
+    #[test]
+    fn the_validation_port_picks_the_document_root_of_the_server_listening_there() {
+        let dump = "# configuration file /tmp/trial/nginx.conf:\nhttp {\n\
+             server { listen 8080; server_name www.example.com; root /srv/trial; }\n\
+             server { listen 8443 ssl; server_name www.example.com; \
+             ssl_certificate /srv/trial/fullchain.pem; ssl_certificate_key /srv/trial/key.pem; }\n}\n";
+        let at_80 = &nginx(dump).unwrap().proposals[0];
+        assert!(at_80.webroot.is_empty(), "{:?}", at_80.webroot);
+        assert!(
+            at_80
+                .notes
+                .iter()
+                .any(|n| n.contains("no virtual host on port 80 serves this name")),
+            "{:?}",
+            at_80.notes
+        );
+        let found = crate::discover::read(crate::discover::Server::Nginx, dump, 8080).unwrap();
+        let p = &found.proposals[0];
+        assert_eq!(
+            p.webroot.get("www.example.com").map(|r| r.as_path()),
+            Some(Path::new("/srv/trial"))
+        );
+        assert!(
+            p.notes
+                .iter()
+                .any(|n| n.contains("port 8080 (--http-port)")),
+            "{:?}",
+            p.notes
+        );
+        let parsed: toml::Table = p.fragment(None, None).parse().unwrap();
+        assert_eq!(
+            parsed["certificate"][0]["webroot"].as_str(),
+            Some("/srv/trial")
+        );
     }
 }

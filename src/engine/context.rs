@@ -51,6 +51,10 @@ pub struct RunOptions {
     /// lease while work was open. A fleet run that takes the lead reports and journals it
     /// (the engine itself does not use it).
     pub takeover: Option<String>,
+    /// Progress lines (what the run waits for and until when) go to standard error, terminal
+    /// or not: a command a person runs without `--json` or `--quiet`. Otherwise they go to
+    /// the log only.
+    pub progress: bool,
 }
 
 impl RunOptions {
@@ -90,6 +94,7 @@ impl Default for RunOptions {
             stop: None,
             clock: Clock::from_env(),
             takeover: None,
+            progress: false,
         }
     }
 }
@@ -275,9 +280,9 @@ fn partner_configured(config: &Config) -> Result<()> {
     Ok(())
 }
 
-/// Progress for an operator watching a terminal (and the log).
-pub(super) fn progress(message: &str) {
-    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+/// Progress for the person who runs the command (`opts.progress`), and the log.
+pub fn progress(opts: &RunOptions, message: &str) {
+    if opts.progress {
         eprintln!("{message}");
     }
     tracing::info!("{message}");

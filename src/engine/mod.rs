@@ -34,13 +34,13 @@ mod run;
 mod start;
 pub mod sunset;
 
-pub use context::{RunOptions, client, client_options};
+pub use context::{RunOptions, client, client_options, progress};
 pub use deploy::install_paths;
 pub use due::express_of;
 pub use held::line as held_line;
 pub use job::{Job, Ready, unattended_inputs, wanted};
 pub use lead::{Installable, Lead};
-pub use poll::until_next_check;
+pub use poll::{polling_rule, until_next_check};
 pub(crate) use publish::remove_published;
 pub(crate) use publish::webroots;
 pub use report::{CertReport, Outcome, RevocationNote, RunReport, RunStats, RunStatus};

@@ -50,11 +50,9 @@ pub(super) async fn rounds<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut 
             return;
         }
         if !soonest.is_zero() {
-            progress(&format!(
-                "waiting {} s for the next status check of {} certificate(s)",
-                soonest.as_secs().max(1),
-                work.waiting.len()
-            ));
+            for line in waiting_lines(&work.waiting, &delays, t, interval) {
+                progress(ctx.opts, &line);
+            }
             tokio::select! {
                 () = tokio::time::sleep(soonest) => {}
                 () = stopped(ctx.opts) => {
@@ -71,6 +69,59 @@ pub(super) async fn rounds<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut 
         let due: Vec<_> = due.into_iter().map(|(w, _)| w).collect();
         round(ctx, due, work, report).await;
         rounds_done += 1;
+    }
+}
+
+/// Certificates waiting at once that are announced one line each; more share one line.
+const WAITING_LINES_MAX: usize = 5;
+
+/// What the run waits for and until when, for the person watching (the status checks follow
+/// the polling rule, and nothing else is printed until they do): one line per waiting
+/// certificate, or one line for many.
+fn waiting_lines(
+    waiting: &[(Job<'_>, Waiting)],
+    delays: &[Duration],
+    now: OffsetDateTime,
+    interval: Duration,
+) -> Vec<String> {
+    let rule = polling_rule(interval);
+    let tail = "Ctrl-C stops and a later run continues";
+    let at = |d: Duration| crate::clock::time_of_day(now + d);
+    if waiting.len() > WAITING_LINES_MAX {
+        let soonest = delays.iter().copied().min().unwrap_or(Duration::ZERO);
+        return vec![format!(
+            "{} certificates: waiting for the CA to validate and issue (next status check at \
+             {}, {rule}); {tail}",
+            waiting.len(),
+            at(soonest)
+        )];
+    }
+    waiting
+        .iter()
+        .zip(delays)
+        .map(|((job, w), d)| {
+            let what = match w.mode {
+                Mode::Issue => "to validate and issue the order",
+                Mode::Reissue { .. } => "to validate and issue the reissue",
+            };
+            format!(
+                "{}: waiting for the CA {what} (next status check at {}, {rule}); {tail}",
+                job.cert.name,
+                at(*d)
+            )
+        })
+        .collect()
+}
+
+/// `5-minute polling rule` (`poll_interval_secs` = 300; the Partner API allows one status
+/// call per certificate every 5 minutes), or `polling every 20 s` for an interval that is not
+/// whole minutes.
+pub fn polling_rule(interval: Duration) -> String {
+    let secs = interval.as_secs();
+    if secs >= 60 && secs.is_multiple_of(60) {
+        format!("{}-minute polling rule", secs / 60)
+    } else {
+        format!("polling every {secs} s")
     }
 }
 
@@ -478,5 +529,15 @@ mod tests {
             until_next_check(five, [&held, &a], now),
             Some(Duration::from_secs(240))
         );
+    }
+
+    #[test]
+    fn the_polling_rule_is_named_in_minutes_or_seconds() {
+        assert_eq!(
+            polling_rule(Duration::from_secs(300)),
+            "5-minute polling rule"
+        );
+        assert_eq!(polling_rule(Duration::from_secs(1)), "polling every 1 s");
+        assert_eq!(polling_rule(Duration::from_secs(90)), "polling every 90 s");
     }
 }

@@ -22,7 +22,9 @@
 //! `rollback` (a host's install whose proof failed, rolled back before it is committed),
 //! `decision` (a person's resume or abort of a rollout),
 //! `follower`, `leader`, `status`, `takeover` (what a lead that ended with its lease left
-//! open), `audit_seen` (the hosts' audit logs seen from here), `watch`,
+//! open), `gap` (work left open at the CA while no host leads), `behind` (this
+//! host's certificates older than the fleet's current ones), `audit_seen` (the hosts'
+//! audit logs seen from here), `watch`,
 //! `acme` (the fleet's ACME account, and the hosts' word that they serve an ACME validation
 //! file), `rotate` (every value sealed again under a new fleet key), `unplaced` (an order intent
 //! never placed, withdrawn), `retire` (`cert-agent retire` for the fleet: its tombstone;
@@ -31,6 +33,7 @@
 
 mod acme;
 mod audit_seen;
+mod behind;
 pub mod coord;
 mod deadline;
 mod decision;
@@ -40,6 +43,7 @@ mod floor;
 mod follower;
 #[doc(hidden)]
 pub mod fuzzing;
+mod gap;
 pub mod key;
 mod leader;
 mod link;
@@ -59,12 +63,14 @@ mod watch;
 
 pub use acme::{FleetAccount, fleet_account};
 pub use audit_seen::{HostAudit, witness as witness_audit};
+pub use behind::behind;
 pub use coord::{
     Changes, Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Snapshot, Written,
 };
 pub use deadline::{LEAD_EXPIRED, LEAD_EXPIRING};
 pub use decision::{Decision, Verdict, decide};
 pub use follower::{Followed, Synced, concerns_hosts, follow, read_by_sync};
+pub use gap::{PendingWork, leaderless_line, mark_unled};
 pub use key::{FleetKey, FleetKeys, KeyError};
 pub use leader::{FleetRan, run};
 pub use link::{

@@ -12,6 +12,7 @@ use crate::crypto;
 
 use super::audit_seen::HostAudit;
 use super::envelope::{self, Place, Purpose};
+use super::gap::{PendingWork, pending_of};
 use super::link::FleetLink;
 use super::proof::Proof;
 use super::schema::{
@@ -45,6 +46,10 @@ pub struct FleetStatus {
     /// Why the lead is suspect: held by a name no host announced (`hosts/NAME/seen`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leader_alert: Option<String>,
+    /// Work the shared records leave open at the CA (an order, a reissue), since when, and
+    /// whether no run has led it for too long ([`super::gap`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingWork>,
 }
 
 /// The versions the fleet's manifest vouches for, for one certificate: what a host that has
@@ -186,6 +191,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         mut errors,
         mut failures,
         mut retired,
+        pending,
     } = read_certs(link).await?;
     let (results, hosts, audit, mut proofs) = read_hosts(link, now).await?;
     let (mut unproven, mut drifting) = (Vec::new(), Vec::new());
@@ -293,6 +299,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         warnings: Vec::new(),
         audit,
         leader_alert,
+        pending,
     })
 }
 
@@ -303,6 +310,7 @@ struct Certs {
     errors: BTreeMap<String, Vec<String>>,
     failures: BTreeMap<String, FleetAttempt>,
     retired: BTreeMap<String, RetiredStatus>,
+    pending: Vec<PendingWork>,
 }
 
 async fn read_certs(link: &FleetLink) -> Result<Certs> {
@@ -310,6 +318,7 @@ async fn read_certs(link: &FleetLink) -> Result<Certs> {
     let mut errors: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut failures: BTreeMap<String, FleetAttempt> = BTreeMap::new();
     let mut retired: BTreeMap<String, RetiredStatus> = BTreeMap::new();
+    let mut pending = Vec::new();
     for (key, value) in link.fleet.list("certs/").await? {
         let mut parts = key.splitn(3, '/');
         let (Some(_), Some(name), Some(what)) = (parts.next(), parts.next(), parts.next()) else {
@@ -330,6 +339,7 @@ async fn read_certs(link: &FleetLink) -> Result<Certs> {
                         if attempt.failing() {
                             failures.insert(name.to_owned(), attempt);
                         }
+                        pending.extend(pending_of(name, &s));
                     },
                 )
             }
@@ -365,6 +375,7 @@ async fn read_certs(link: &FleetLink) -> Result<Certs> {
         errors,
         failures,
         retired,
+        pending,
     })
 }
 

@@ -230,8 +230,9 @@ fn one_line(text: &str) -> String {
 pub async fn check(
     config: &Config,
     opts: &CheckOptions,
-    now: OffsetDateTime,
+    clock: crate::clock::Clock,
 ) -> Result<CheckReport> {
+    let now = clock.now();
     let store = Store::existing(&config.agent.state_dir);
     let certs = config.select(&opts.names)?;
     let mut certificates = Vec::with_capacity(certs.len());
@@ -295,6 +296,14 @@ pub async fn check(
     }
     if let Some(crls) = &crls {
         crls.finish();
+    }
+    // Fleet mode: a certificate this host has not installed of the fleet's current one.
+    let behind = crate::fleet::behind(config, &opts.names, clock).await;
+    for c in &mut certificates {
+        if let Some(w) = behind.get(&c.name) {
+            c.level = c.level.max(Level::Warning);
+            c.problems.push(w.clone());
+        }
     }
     served::remember(&store, seen);
     let money = if opts.balance && opts.names.is_empty() {

@@ -26,8 +26,8 @@ const MARKER: &str = "<!-- test: run -->";
 
 /// The marked shell blocks of `page`, in order, each with the fence's indentation removed (as
 /// Markdown renders them). Panics naming the line when a marker is not followed by a ```sh
-/// fence, or a block is not closed.
-fn marked_blocks(page: &str) -> Vec<String> {
+/// fence, or a block is not closed. Also used for docs/getting-started.md.
+pub(crate) fn marked_blocks(page: &str) -> Vec<String> {
     let lines: Vec<&str> = page.lines().collect();
     let mut blocks = Vec::new();
     let mut i = 0;
@@ -40,7 +40,7 @@ fn marked_blocks(page: &str) -> Vec<String> {
         assert_eq!(
             fence.trim(),
             "```sh",
-            "docs/fleet.md line {}: `{MARKER}` must be followed by a ```sh fence",
+            "line {}: `{MARKER}` must be followed by a ```sh fence",
             i + 1
         );
         let indent = fence.len() - fence.trim_start().len();
@@ -49,7 +49,7 @@ fn marked_blocks(page: &str) -> Vec<String> {
         loop {
             let line = lines
                 .get(j)
-                .unwrap_or_else(|| panic!("docs/fleet.md line {}: block not closed", i + 2));
+                .unwrap_or_else(|| panic!("line {}: block not closed", i + 2));
             if line.trim() == "```" {
                 break;
             }
@@ -69,7 +69,7 @@ fn marked_blocks(page: &str) -> Vec<String> {
 
 /// Ends what the page started (it writes each process's PID to a file): SIGTERM, a few seconds'
 /// grace, then SIGKILL — only those PIDs.
-struct Started(Vec<PathBuf>);
+pub(crate) struct Started(pub(crate) Vec<PathBuf>);
 
 impl Started {
     fn pids(&self) -> Vec<i32> {
@@ -100,7 +100,7 @@ impl Drop for Started {
 }
 
 /// `target/debug/partner-sandbox`, built if needed (the page starts the sandbox as a program).
-fn sandbox_binary() -> PathBuf {
+pub(crate) fn sandbox_binary() -> PathBuf {
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_cert-agent"))
         .parent()
         .expect("binary directory")
@@ -126,7 +126,7 @@ fn sandbox_binary() -> PathBuf {
     bin_dir.join("partner-sandbox")
 }
 
-fn require_programs(names: &[&str]) -> bool {
+pub(crate) fn require_programs(names: &[&str]) -> bool {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let missing: Vec<&str> = names
         .iter()

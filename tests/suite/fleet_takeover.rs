@@ -16,7 +16,7 @@ use support::scenario::{CLOCK_OFFSET_ENV, clock_offset};
 
 use support::webserver::served_serial;
 
-use crate::fleet_e2e::{DOMAIN, Fleet, ready};
+use crate::fleet_e2e::{DOMAIN, Fleet, edit_config, ready};
 
 /// The fleet's `lease_ttl_secs` (the configuration's minimum).
 const LEASE: Duration = Duration::from_secs(5);
@@ -364,4 +364,181 @@ fn open_work_reads_a_current_certificate_only_when_etcd_changed_it() {
         let open = cert_agent::fleet::open_work(&config, &link).await;
         assert!(open.is_empty(), "{open:?}");
     });
+}
+
+/// `fleet status` on host `i` with the agent's clock `offset` (seconds) ahead.
+fn status_at(f: &Fleet, i: usize, offset: i64) -> support::env::AgentOutput {
+    let offset = offset.to_string();
+    f.env
+        .agent_at(&f.hosts[i].config, ["fleet", "status"])
+        .env(CLOCK_OFFSET_ENV, offset)
+        .run()
+}
+
+/// A fleet of `n` hosts whose leader, web1, was killed (SIGKILL) while the CA held the
+/// validation of its reissue, its lease ended and no daemon runs; the first serial, and the
+/// agent's clock offset (seconds) the daemon ran with.
+fn killed_mid_reissue(n: usize) -> (Fleet, String, i64) {
+    let mut f = Fleet::start(n);
+    let ports: Vec<u16> = f.hosts.iter().map(|h| h.web.http_port()).collect();
+    f.env.sandbox.set_dcv_ports(ports[0], 0);
+    let first = f.agent(0, &["--json", "renew", "--wait", "60"]);
+    first.expect_code(0);
+    let serial = first.installed_serial("www");
+    for i in 1..n {
+        f.agent(i, &["--json", "renew"]).expect_code(0);
+    }
+    f.wait_all_serve(&serial, Duration::from_secs(30));
+
+    // 150 days on the reissue is due; web1's daemon sends it and is killed while the CA
+    // holds its validation.
+    f.env.sandbox.advance(Duration::from_secs(150 * 86_400));
+    let daemon_clock = clock_offset(&f.env);
+    let offset = daemon_clock.to_string();
+    hold_validation(&f);
+    let busy = [
+        (CLOCK_OFFSET_ENV, offset.as_str()),
+        (cert_agent::failpoint::ENV, "dcv-placed:block=600"),
+    ];
+    f.start_daemon_with(0, &busy);
+    let led = wait_until(Duration::from_secs(120), || {
+        leader(&f, 1).as_deref() == Some("web1")
+            && f.env
+                .calls()
+                .iter()
+                .any(|c| c.method == "POST" && c.path.ends_with("/reissue"))
+    });
+    assert!(led, "web1's daemon did not lead a reissue\n{}", f.logs());
+    // Killed once it published the validation (it blocks right after).
+    let pv = f.env.path("web1/www-root/.well-known/pki-validation");
+    let placed = wait_until(Duration::from_secs(30), || {
+        fs::read_dir(&pv).is_ok_and(|mut d| d.next().is_some())
+    });
+    assert!(placed, "web1 did not publish the validation\n{}", f.logs());
+    f.kill_daemon(0);
+    let ended = wait_until(LEASE + Duration::from_secs(15), || leader(&f, 1).is_none());
+    assert!(ended, "the killed leader's lease did not end\n{}", f.logs());
+    (f, serial, daemon_clock)
+}
+
+/// Guards the leaderless gap: the leader is killed (SIGKILL) in the middle of a reissue and
+/// no daemon runs. `fleet status` does not say a bare `none (between runs)` with every host
+/// current: it names the reissue pending since it was sent and that no run leads it, and
+/// exits 1 once no run has worked on it for longer than `lag_alert_secs` (900 s).
+#[test]
+fn a_leader_killed_mid_reissue_leaves_a_gap_that_fleet_status_names() {
+    if !ready() {
+        return;
+    }
+    let (f, _, daemon_clock) = killed_mid_reissue(2);
+    edit_config(&f, 1, "lag_alert_secs = 60", "lag_alert_secs = 900");
+    let now = status_at(&f, 1, daemon_clock);
+    now.expect_code(0);
+    assert!(
+        now.stdout
+            .contains("leader: none — reissue of www pending since ")
+            && now.stdout.contains(
+                ", no run leads it; the next daemon run or `cert-agent renew` on any host \
+                 takes it over"
+            ),
+        "{}",
+        now.describe()
+    );
+    let late = status_at(&f, 1, daemon_clock + 1000);
+    late.expect_code(1);
+    assert!(
+        late.stdout
+            .contains("www: UNLED: no run has worked on its reissue for ")
+            && late.stdout.contains("(more than 900 s; last by web1 at "),
+        "{}",
+        late.describe()
+    );
+}
+
+/// Runs `args` on host `i` with the agent's clock `offset` (seconds) ahead.
+fn agent_at_clock(f: &Fleet, i: usize, args: &[&str], offset: i64) -> support::env::AgentOutput {
+    f.env
+        .agent_at(&f.hosts[i].config, args)
+        .env(CLOCK_OFFSET_ENV, offset.to_string())
+        .run()
+}
+
+/// Guards a killed daemon's host: web1 led a reissue and was killed; web2 took the work over
+/// and installed the new certificate. web1, with no daemon, still has the old one installed
+/// and its own record says "reissuing": `check` there says WARNING (exit 1), naming both
+/// serials and what to do, once the fleet's certificate is older than `lag_alert_secs`, and
+/// `status` says the same; within the bound the check does not.
+#[test]
+fn a_killed_daemons_host_behind_the_fleet_is_not_reported_ok() {
+    if !ready() {
+        return;
+    }
+    let (f, serial, daemon_clock) = killed_mid_reissue(2);
+    let mut etcd = f.etcd();
+    let replay = etcd
+        .get("certs/www/current")
+        .expect("the first current certificate");
+    let ports: Vec<u16> = f.hosts.iter().map(|h| h.web.http_port()).collect();
+    support::balancer::validate_on_every_host(&f.env.sandbox, &ports);
+    let took = agent_at_clock(&f, 1, &["--json", "renew", "--wait", "120"], daemon_clock);
+    took.expect_code(0);
+    let second = took.installed_serial("www");
+    assert_ne!(second, serial);
+    assert_eq!(
+        f.installed(0).as_deref(),
+        Some(serial.as_str()),
+        "web1 kept the old one"
+    );
+    edit_config(&f, 0, "lag_alert_secs = 60", "lag_alert_secs = 900");
+
+    let within = agent_at_clock(&f, 0, &["check"], daemon_clock);
+    assert!(
+        !within.stdout.contains("behind the fleet"),
+        "{}",
+        within.describe()
+    );
+    let late = agent_at_clock(&f, 0, &["check"], daemon_clock + 1000);
+    late.expect_code(1);
+    let expected = format!(
+        "WARNING www: behind the fleet: this host installed serial {serial} but the fleet's \
+         current certificate is serial {second}"
+    );
+    assert!(late.stdout.contains(&expected), "{}", late.describe());
+    assert!(
+        late.stdout.contains("run `cert-agent renew` here"),
+        "{}",
+        late.describe()
+    );
+    let status = agent_at_clock(&f, 0, &["status"], daemon_clock + 1000);
+    status.expect_code(0);
+    assert!(
+        status
+            .stdout
+            .contains("www: behind the fleet: this host installed serial"),
+        "{}",
+        status.describe()
+    );
+
+    // What etcd shows is read sealed: the first current certificate replayed (the one web1
+    // has) or garbage is no reason to warn; garbage is named on standard error.
+    etcd.put("certs/www/current", replay);
+    let replayed = agent_at_clock(&f, 0, &["check"], daemon_clock + 1000);
+    assert!(
+        !replayed.stdout.contains("behind the fleet"),
+        "{}",
+        replayed.describe()
+    );
+    etcd.put("certs/www/current", "garbage");
+    let garbage = agent_at_clock(&f, 0, &["check"], daemon_clock + 1000);
+    assert!(
+        !garbage.stdout.contains("behind the fleet"),
+        "{}",
+        garbage.describe()
+    );
+    assert_ne!(garbage.code, Some(3), "{}", garbage.describe());
+    assert!(
+        garbage.stderr.contains("certs/www/current"),
+        "{}",
+        garbage.describe()
+    );
 }

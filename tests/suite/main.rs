@@ -38,6 +38,8 @@ mod demo;
 mod e2e_acme;
 /// `cert-agent forecast` and the balance in `check`: exact figures against sandbox accounts.
 mod forecast;
+/// docs/getting-started.md's walk with the sandbox runs as printed.
+mod getting_started_docs;
 /// `cert-agent import certbot`: certbot's own directory (made by certbot against Pebble) taken
 /// over without an order and renewed through nginx; hostile certbot directories.
 mod import_certbot;

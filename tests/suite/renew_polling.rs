@@ -268,3 +268,44 @@ fn a_run_ends_when_its_wait_is_over() {
         started.elapsed()
     );
 }
+
+/// Guards the waiting line: `issue` waits between status checks (the polling rule) and says
+/// for what and until when on standard error — which here is no terminal — before its first
+/// wait; `--json` and `--quiet` print no such line.
+#[test]
+fn issue_says_what_it_waits_for_and_until_when_without_a_terminal() {
+    let mut env = TestEnv::new();
+    let spec = env.standalone_spec("www", &["www.waiting-line.test"]);
+    env.certs.push(spec);
+    env.allow_orders = false;
+    let out = env.agent(["issue", "www", "--yes", "--wait", "30"]).run();
+    out.expect_code(0);
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("www: waiting for the CA to validate and issue the order"))
+        .unwrap_or_else(|| panic!("no waiting line\n{}", out.describe()));
+    assert!(
+        line.contains("(next status check at ")
+            && line.contains(" UTC, polling every 1 s); Ctrl-C stops and a later run continues"),
+        "{line}"
+    );
+    assert!(env.record("www").unwrap()["installed"]["serial"].is_string());
+
+    // The same issue with `--json` or `--quiet`: the same waits, no line.
+    for flag in ["--json", "--quiet"] {
+        let mut env = TestEnv::new();
+        let spec = env.standalone_spec("www", &["www.waiting-line.test"]);
+        env.certs.push(spec);
+        env.allow_orders = false;
+        let out = env
+            .agent([flag, "issue", "www", "--yes", "--wait", "30"])
+            .run();
+        out.expect_code(0);
+        assert!(
+            !out.stderr.contains("waiting for the CA"),
+            "{flag}\n{}",
+            out.describe()
+        );
+    }
+}

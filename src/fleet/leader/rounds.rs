@@ -134,12 +134,16 @@ pub async fn run(
         if delay > opts.wait.saturating_sub(started.elapsed()) {
             break;
         }
-        say(&format!(
-            "waiting {} s without the fleet's lead for the next round ({} certificate(s) \
-             pending at the CA)",
-            delay.as_secs().max(1),
-            open.len()
-        ));
+        say(
+            opts,
+            &format!(
+                "{} certificate(s) pending at the CA: waiting without the fleet's lead for the \
+                 next round (at {}, {}); Ctrl-C stops and a later run continues",
+                open.len(),
+                crate::clock::time_of_day(opts.clock.now() + delay),
+                engine::polling_rule(interval)
+            ),
+        );
         if sleep_or_stop(delay, opts).await {
             stop_waiting(config, opts, store, &open, &mut report, &marked).await;
             break;
@@ -148,10 +152,13 @@ pub async fn run(
         last_led = match round(config, &each, store, &open, &marked, true).await {
             Ok(r) => {
                 if !r.led {
-                    say(&format!(
-                        "round {rounds}: another host holds the fleet's lead; this host \
-                         installed what the fleet has and leaves the checks to it"
-                    ));
+                    say(
+                        opts,
+                        &format!(
+                            "round {rounds}: another host holds the fleet's lead; this host \
+                             installed what the fleet has and leaves the checks to it"
+                        ),
+                    );
                 }
                 merge_requests(&mut requests, r.requests);
                 merge_round(&mut report, r.report, r.led, &waiting);
@@ -199,6 +206,7 @@ fn following(first: &RunOptions) -> RunOptions {
         stop,
         clock,
         takeover: _,
+        progress,
     } = first;
     RunOptions {
         names: names.clone(),
@@ -214,6 +222,7 @@ fn following(first: &RunOptions) -> RunOptions {
         stop: stop.clone(),
         clock: *clock,
         takeover: None,
+        progress: *progress,
     }
 }
 
@@ -477,12 +486,9 @@ fn audit(store: &Store, event: &str, host: &str) {
     }
 }
 
-/// A progress line: on the terminal when there is one, and in the log.
-fn say(message: &str) {
-    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        eprintln!("{message}");
-    }
-    tracing::info!("{message}");
+/// A progress line for the person who runs the command, and the log.
+fn say(opts: &RunOptions, message: &str) {
+    engine::progress(opts, message);
 }
 
 #[cfg(test)]

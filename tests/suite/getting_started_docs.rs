@@ -1,0 +1,118 @@
+//! docs/getting-started.md's walk "with the sandbox" runs as printed: every shell block marked
+//! `<!-- test: run -->` is taken from the page, in order, and run in one `bash` with `set -euo
+//! pipefail` — the sandbox started, a private nginx with a placeholder, the configuration,
+//! `discover --http-port --write`, `issue`, the served serial, `status`, the trial stopped.
+//! The test sets only the variables the page defines at its top (the directory and ports) and
+//! puts the built `cert-agent` and `partner-sandbox` on the `PATH`, as the page's build step
+//! does.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::fleet_docs::{Started, marked_blocks, require_programs, sandbox_binary};
+use crate::support;
+use support::webserver::{Server, free_port, free_port_pair, require};
+
+/// Guards the newcomer's path: from the built binaries to a certificate served by a private
+/// nginx, against the sandbox, with the commands exactly as the page prints them.
+#[test]
+fn the_getting_started_sandbox_walk_runs_as_printed() {
+    let page =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/getting-started.md"))
+            .expect("docs/getting-started.md");
+    let script = marked_blocks(&page).join("\n");
+    for needed in [
+        "partner-sandbox serve",
+        "nginx -c",
+        "discover --from",
+        "--http-port",
+        "issue \"$DOMAIN\" --yes",
+        "status",
+    ] {
+        assert!(
+            script.contains(needed),
+            "the marked blocks of docs/getting-started.md no longer run `{needed}`"
+        );
+    }
+    if !require(Server::Nginx) || !require_programs(&["openssl", "curl"]) {
+        return;
+    }
+    let sandbox = sandbox_binary();
+    let dir = tempfile::tempdir().expect("temp dir");
+    // nginx's workers (nobody, when run as root) must reach the web root.
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let trial = dir.path().join("try");
+    let _started = Started(vec![trial.join("sandbox.pid"), trial.join("nginx.pid")]);
+    let mut path = vec![
+        sandbox.parent().expect("bin dir").to_path_buf(),
+        PathBuf::from(env!("CARGO_BIN_EXE_cert-agent"))
+            .parent()
+            .expect("bin dir")
+            .to_path_buf(),
+    ];
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    path.extend(["/usr/sbin", "/sbin"].map(PathBuf::from));
+    let (http, https) = free_port_pair();
+    let mut child = Command::new("bash")
+        .arg("-c")
+        .arg(format!("set -euo pipefail\n{script}\n"))
+        .current_dir(dir.path())
+        .env("PATH", std::env::join_paths(path).expect("PATH"))
+        .env("TRY", &trial)
+        .env("SANDBOX_PORT", free_port().to_string())
+        .env("HTTP_PORT", http.to_string())
+        .env("HTTPS_PORT", https.to_string())
+        .env_remove("CERT_AGENT_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("bash runs");
+    let status = support::env::wait_exit(&mut child, Duration::from_secs(180));
+    if status.is_none() {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let out = child.wait_with_output().expect("output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let describe = format!(
+        "{status:?}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}\n--- sandbox.log ---\n{}",
+        fs::read_to_string(trial.join("sandbox.log")).unwrap_or_default()
+    );
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the page's commands failed\n{describe}"
+    );
+    // The installed file's serial, then the served one: the same.
+    let serials: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("serial="))
+        .collect();
+    assert_eq!(serials.len(), 2, "{describe}");
+    assert_eq!(
+        serials[0], serials[1],
+        "nginx serves the installed certificate\n{describe}"
+    );
+    assert!(
+        stdout.contains("wrote ") && stdout.contains("installed certificate "),
+        "{describe}"
+    );
+    assert!(
+        stderr.contains("www.try.test: waiting for the CA to validate and issue the order"),
+        "{describe}"
+    );
+    let status_row = stdout
+        .lines()
+        .find(|l| l.starts_with("www.try.test ") && l.contains(" installed "))
+        .unwrap_or_else(|| panic!("no installed row in status\n{describe}"));
+    assert!(status_row.contains(serials[0]), "{status_row}");
+}
