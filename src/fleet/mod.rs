@@ -18,7 +18,8 @@
 //! the floor of a host that has accepted nothing yet), `shared` (the shared record and the
 //! current certificate opened and checked), `proof` (what a host proves it serves after an
 //! install), `rollout` (canaries and waves: whether a host installs a new certificate yet),
-//! `follower`, `leader`, `status`, `takeover` (what a lead that ended with its lease left
+//! `follower`, `leader` (`repair`: a value the leader refuses written back from its own
+//! accepted copy), `status`, `takeover` (what a lead that ended with its lease left
 //! open), `audit_seen` (the hosts' audit logs seen from here), `watch`,
 //! `acme` (the fleet's ACME account, and the hosts' word that they serve an ACME validation
 //! file), `rotate` (every value sealed again under a new fleet key), `unplaced` (an order intent
@@ -40,6 +41,7 @@ mod leader;
 mod link;
 mod options;
 mod proof;
+mod repair;
 mod retire;
 mod rollout;
 mod rotate;

@@ -97,6 +97,8 @@ mod fleet_proof;
 mod fleet_publish;
 /// A host reads again only the fleet's values that changed; forgeries and replays refused.
 mod fleet_reads;
+/// The leader writes back a value it refuses from the copy it accepted; nothing ordered.
+mod fleet_repair;
 /// `retire` in fleet mode: the tombstone, every host archives, forged tombstones refused.
 mod fleet_retire;
 /// Canary first, then waves, each after the proofs before it; a canary's failed proof halts
