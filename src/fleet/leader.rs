@@ -541,7 +541,7 @@ async fn round(
     let versions = Versions::load(store.dir());
     let snap = read_fleet(&link, config, versions.as_ref().ok()).await?;
     let mut versions = versions?;
-    let refused = check_specs(&link, config, &snap, &mut versions).await?;
+    let mut refused = check_specs(&link, config, &snap, &mut versions).await?;
     let kept = reads::Kept::of(&snap);
     let synced = sync(&link, config, store, &refused, (snap, versions)).await?;
     let fleet_has = synced.fleet_has;
@@ -559,6 +559,8 @@ async fn round(
         return Ok(Round::followed(report));
     };
     announce_lead(&link, &lead, opts, store, certs, &mut report).await;
+    let specs = repair::specs(&link, &lead, store, &from_run.0, certs, &mut refused).await;
+    sync_decided.decided.retain(|name| !specs.contains(name));
     let skip = |name: &str| sync_decided.leaves_alone(name, &refused, &retired);
     let Imported {
         eligible,

@@ -1,21 +1,26 @@
-//! A leader's repair of a fleet value it refuses. A shared record or a current certificate
-//! that does not open (garbage, not sealed, moved from another key) or is older than what
+//! A leader's repair of a fleet value it refuses. A spec, a shared record or a current
+//! certificate that does not open (garbage, not sealed, moved from another key) or is older than what
 //! this host accepted (a replay) would otherwise block its certificate until a person deletes
-//! it. When the leader holds the copy it accepted itself — the shared record its state
-//! directory took whole at that version, the certificate it serves as the one it accepted —
+//! it. When the leader holds the copy it accepted itself — the spec it agreed with under the
+//! same configuration, the shared record its state directory took whole at that version, the
+//! certificate it serves as the one it accepted —
 //! and no host's sealed manifest entry vouches for a newer version, it writes that copy back
 //! sealed, at a version above both (its own and every host's), says so (a warning naming the
 //! etcd key, a `fleet-value-repaired` journal and audit line) and goes on with the
 //! certificate in the same run. Without such a copy the refusal stands.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use anyhow::Result;
 
+use super::coord::{Expect, Leadership, Written};
+use super::envelope::{self, Place, Purpose};
 use super::floor;
-use super::link::FleetLink;
-use super::schema::shared_view;
+use super::link::{FleetLink, spec_digest};
+use super::schema::{Spec, shared_view, spec_key};
 use super::versions::{Versions, Vouched, digest};
+use crate::config::CertificateConfig;
 use crate::store::{CertRecord, Store};
 
 /// A value of the fleet this host refused: it does not open, or it is older than one
@@ -140,6 +145,60 @@ pub(super) async fn current(
         ));
     }
     Ok(accepted)
+}
+
+/// Once this host leads: the spec of each of the run's certificates (`certs`) refused
+/// (`refused`) because it does not open, when this host agreed with the fleet's spec under
+/// this very configuration before, written back sealed (a spec has one version, 1) in place
+/// of the value refused, fenced by the lead; taken out of `refused`. A spec that opens and
+/// differs from this host's configuration stays refused. Returns the certificates repaired.
+pub(super) async fn specs(
+    link: &FleetLink,
+    lead: &Leadership,
+    store: &Store,
+    versions: &Versions,
+    certs: &[&CertificateConfig],
+    refused: &mut BTreeMap<String, String>,
+) -> BTreeSet<String> {
+    let mut done = BTreeSet::new();
+    let refused_here: Vec<&CertificateConfig> = certs
+        .iter()
+        .filter(|c| refused.contains_key(&c.name))
+        .copied()
+        .collect();
+    for cert in refused_here {
+        let agreed = versions.of(&cert.name).spec;
+        if agreed.is_none_or(|a| a.config != spec_digest(link, cert)) {
+            continue;
+        }
+        let rel = spec_key(&cert.name);
+        let place = Place::new(Purpose::Spec, &rel, &cert.name);
+        let Ok(Some((value, rev))) = link.fleet.get(&rel).await else {
+            continue;
+        };
+        let Err(error) = envelope::open_json::<Spec>(&link.key, &link.fleet, &place, &value) else {
+            continue;
+        };
+        let mine = Spec::of(cert, link.fleet.host());
+        let written = match envelope::seal_json(&link.key, &place, 1, &mine) {
+            Ok(sealed) => lead.put(&rel, sealed, Expect::Revision(rev)).await,
+            Err(e) => {
+                tracing::warn!(certificate = %cert.name, "{e:#}");
+                continue;
+            }
+        };
+        match written {
+            Ok(Written::Done(_)) => {
+                let key = link.fleet.key(&rel);
+                repaired(store, &cert.name, &key, "spec", 1, 1, &error);
+                refused.remove(&cert.name);
+                done.insert(cert.name.clone());
+            }
+            Ok(Written::Conflict(_)) => {}
+            Err(e) => tracing::warn!(certificate = %cert.name, "{e}"),
+        }
+    }
+    done
 }
 
 /// Says that the `what` of `name` at `key` was refused and written back from this host's copy

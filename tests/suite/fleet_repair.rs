@@ -1,6 +1,6 @@
 //! The leader repairs a value it refuses: an etcd writer without the fleet key puts garbage,
-//! another certificate's sealed value or an older sealed value (a replay) at `www`'s shared
-//! record or current certificate; the next leader, which holds the copy it accepted, writes it
+//! another certificate's sealed value or an older sealed value (a replay) at `www`'s spec,
+//! shared record or current certificate; the next leader, which holds the copy it accepted, writes it
 //! back sealed at a higher version, says so (a warning naming the key, a
 //! `fleet-value-repaired` line in its journal and audit log) and goes on. Nothing is ordered or
 //! reissued, every host keeps serving the certificate it served.
@@ -104,6 +104,20 @@ fn a_refused_shared_record_is_written_back_by_the_leader_that_holds_its_copy() {
     repaired(&mut t, "another certificate's record", rel, shop, true);
     repaired(&mut t, "another purpose", rel, current, true);
     repaired(&mut t, "replay", rel, old, true);
+}
+
+#[test]
+fn a_refused_spec_is_written_back_by_the_leader_that_agreed_with_it() {
+    if !ready() {
+        return;
+    }
+    let mut t = Trial::start();
+    let rel = "certs/www/spec";
+    let shop = t.etcd.get("certs/shop/spec").unwrap();
+    let check = t.etcd.get("keycheck").unwrap();
+    repaired(&mut t, "garbage", rel, GARBAGE.to_vec(), true);
+    repaired(&mut t, "another certificate's spec", rel, shop, true);
+    repaired(&mut t, "another purpose", rel, check, true);
 }
 
 #[test]
