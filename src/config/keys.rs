@@ -46,6 +46,7 @@ pub(super) const FLEET_KEYS: &[&str] = &[
     "previous_secret_file",
     "lease_ttl_secs",
     "lag_alert_secs",
+    "lead_alert_secs",
     "health_command",
     "rollout_canaries",
     "rollout_wave",

@@ -73,6 +73,8 @@ pub const DEFAULT_FLEET_PREFIX: &str = "/cert-agent/";
 pub const DEFAULT_FLEET_LEASE_TTL_SECS: u64 = 15;
 /// Default lag after which `fleet status` reports a host, in seconds.
 pub const DEFAULT_FLEET_LAG_ALERT_SECS: u64 = 900;
+/// `[fleet] lead_alert_secs`: a lead held longer than this (twice the longest run) is alerted.
+pub const DEFAULT_FLEET_LEAD_ALERT_SECS: u64 = 3600;
 /// Default `days` of an order (one year).
 pub const DEFAULT_DAYS: u32 = 365;
 /// Default `listen` of the standalone DCV server.

@@ -149,6 +149,9 @@ pub struct FleetConfig {
     /// `fleet status` exits 1 when a host has not installed the current certificate this
     /// long after it was published, in seconds; default 900.
     pub lag_alert_secs: u64,
+    /// `fleet status` and `check` alert a lead this host saw held longer than this, in
+    /// seconds (twice the longest run); default 3600.
+    pub lead_alert_secs: u64,
     /// Run after each fleet install's handshakes, as part of the host's proof of what it
     /// serves (exit 0: healthy); none: the proof is the handshakes alone.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -293,6 +293,7 @@ pub(super) async fn sync(
     );
     super::proof::prove_again(link, config, &records, &proved).await;
     report_seen(link, store, &host).await;
+    super::lead_age::note(link, store.dir()).await;
     store.debug_check_held(&records, "after the synchronisation");
     Ok(SyncReport {
         synced: out,

@@ -18,7 +18,7 @@
 //! the floor of a host that has accepted nothing yet), `shared` (the shared record and the
 //! current certificate opened and checked), `proof` (what a host proves it serves after an
 //! install), `rollout` (canaries and waves: whether a host installs a new certificate yet),
-//! `follower`, `leader` (`repair`: a value the leader refuses written back from its own
+//! `follower`, `lead_age` (how long the lead has been held, as this host saw it), `leader` (`repair`: a value the leader refuses written back from its own
 //! accepted copy), `status`, `takeover` (what a lead that ended with its lease left
 //! open), `audit_seen` (the hosts' audit logs seen from here), `watch`,
 //! `acme` (the fleet's ACME account, and the hosts' word that they serve an ACME validation
@@ -37,6 +37,7 @@ mod follower;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod key;
+mod lead_age;
 mod leader;
 mod link;
 mod options;
@@ -61,6 +62,7 @@ pub use coord::{
 pub use deadline::{LEAD_EXPIRED, LEAD_EXPIRING};
 pub use follower::{Followed, Synced, concerns_hosts, follow, read_by_sync};
 pub use key::{FleetKey, FleetKeys, KeyError};
+pub use lead_age::{lead_alert, lead_stuck};
 pub use leader::{FleetRan, run};
 pub use link::{
     FLEET_KEY_CREDENTIAL, FLEET_PREVIOUS_KEY_CREDENTIAL, FleetLink, connect, previous_key_warning,

@@ -42,6 +42,10 @@ pub struct FleetStatus {
     /// Why the lead is suspect: held by a name no host announced (`hosts/NAME/seen`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leader_alert: Option<String>,
+    /// Why the lead looks stuck: this host saw it held longer than `[fleet] lead_alert_secs`
+    /// (set by the command, which knows the state directory: [`super::lead_stuck`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lead_stuck: Option<String>,
 }
 
 /// The versions the fleet's manifest vouches for, for one certificate: what a host that has
@@ -251,6 +255,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         warnings: Vec::new(),
         audit,
         leader_alert,
+        lead_stuck: None,
     })
 }
 

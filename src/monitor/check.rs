@@ -117,6 +117,9 @@ pub struct CheckReport {
     /// rotation ended on this host ([`crate::fleet::previous_key_warning`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fleet_key: Option<String>,
+    /// The fleet's lead seen held too long ([`crate::fleet::lead_alert`]): its level and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet_lead: Option<(Level, String)>,
     /// Thresholds, for the performance data.
     #[serde(skip)]
     pub warning_days: i64,
@@ -138,7 +141,8 @@ impl CheckReport {
             v
         };
         let money_bad = self.money.as_ref().filter(|m| m.level != Level::Ok);
-        let summary = if bad.is_empty() && money_bad.is_none() && self.fleet_key.is_none() {
+        let fleet_ok = self.fleet_key.is_none() && self.fleet_lead.is_none();
+        let summary = if bad.is_empty() && money_bad.is_none() && fleet_ok {
             let nearest = self
                 .certificates
                 .iter()
@@ -156,6 +160,11 @@ impl CheckReport {
                 .map(|m| format!("balance: {}", m.problems.join(", ")))
                 .into_iter()
                 .chain(self.fleet_key.as_ref().map(|w| format!("fleet key: {w}")))
+                .chain(
+                    self.fleet_lead
+                        .as_ref()
+                        .map(|(_, w)| format!("fleet lead: {w}")),
+                )
                 .chain(
                     bad.iter()
                         .take(3)
@@ -208,6 +217,9 @@ impl CheckReport {
         }
         if let Some(w) = &self.fleet_key {
             out.push_str(&format!("WARNING fleet key: {}\n", one_line(w)));
+        }
+        if let Some((level, w)) = &self.fleet_lead {
+            out.push_str(&format!("{} fleet lead: {}\n", level.as_str(), one_line(w)));
         }
         for c in &bad {
             out.push_str(&format!(
@@ -296,11 +308,22 @@ pub async fn check(
         None
     };
     let fleet_key = crate::fleet::previous_key_warning(config, now);
+    let fleet_lead = crate::fleet::lead_alert(config).map(|(critical, why)| {
+        (
+            if critical {
+                Level::Critical
+            } else {
+                Level::Warning
+            },
+            why,
+        )
+    });
     let level = certificates
         .iter()
         .map(|c| c.level)
         .chain(money.as_ref().map(|m| m.level))
         .chain(fleet_key.as_ref().map(|_| Level::Warning))
+        .chain(fleet_lead.as_ref().map(|(l, _)| *l))
         .max()
         .unwrap_or(Level::Ok);
     Ok(CheckReport {
@@ -308,6 +331,7 @@ pub async fn check(
         certificates,
         money,
         fleet_key,
+        fleet_lead,
         warning_days: opts.warning_days,
         critical_days: opts.critical_days,
     })

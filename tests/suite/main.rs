@@ -88,6 +88,8 @@ mod fleet_floor;
 mod fleet_follow;
 /// An idle follower reads nothing per certificate until the fleet changes, then installs.
 mod fleet_idle;
+/// A lead held longer than `lead_alert_secs`: `LEAD STUCK` in `fleet status`, a `check` warning.
+mod fleet_lead;
 /// A leader paused past its lease: no API call and no write after it resumes.
 mod fleet_pause;
 /// Every host proves what it serves after a fleet install: a handshake per name, sealed under

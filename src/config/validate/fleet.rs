@@ -117,6 +117,9 @@ impl Checker<'_> {
             previous_secret_file,
             lease_ttl_secs,
             lag_alert_secs,
+            lead_alert_secs: self
+                .uint(&s, "lead_alert_secs", 10, 7 * 86_400)
+                .unwrap_or(DEFAULT_FLEET_LEAD_ALERT_SECS),
             health_command,
             rollout,
         })
