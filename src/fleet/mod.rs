@@ -20,7 +20,8 @@
 //! install), `rollout` (canaries and waves: whether a host installs a new certificate yet),
 //! `follower`, `lead_age` (how long the lead has been held, as this host saw it), `leader` (`repair`: a value the leader refuses written back from its own
 //! accepted copy), `status`, `takeover` (what a lead that ended with its lease left
-//! open), `audit_seen` (the hosts' audit logs seen from here), `watch`,
+//! open), `audit_seen` (the hosts' audit logs seen from here; `audit_watch`: the daemon's look at
+//! them), `watch`,
 //! `acme` (the fleet's ACME account, and the hosts' word that they serve an ACME validation
 //! file), `rotate` (every value sealed again under a new fleet key), `unplaced` (an order intent
 //! never placed, withdrawn), `retire` (`cert-agent retire` for the fleet: its tombstone;
@@ -29,6 +30,7 @@
 
 mod acme;
 mod audit_seen;
+mod audit_watch;
 pub mod coord;
 mod deadline;
 mod envelope;
@@ -56,6 +58,7 @@ mod watch;
 
 pub use acme::{FleetAccount, fleet_account};
 pub use audit_seen::{HostAudit, witness as witness_audit};
+pub use audit_watch::{audit_alerts, look_at_audits};
 pub use coord::{
     Changes, Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Snapshot, Written,
 };

@@ -117,9 +117,11 @@ pub struct CheckReport {
     /// rotation ended on this host ([`crate::fleet::previous_key_warning`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fleet_key: Option<String>,
-    /// The fleet's lead seen held too long ([`crate::fleet::lead_alert`]): its level and why.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fleet_lead: Option<(Level, String)>,
+    /// What this host saw of the fleet, each with its level: the lead held too long
+    /// ([`crate::fleet::lead_alert`], `lead: …`), another host's audit log gone back
+    /// ([`crate::fleet::audit_alerts`], `audit: …`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fleet: Vec<(Level, String)>,
     /// Thresholds, for the performance data.
     #[serde(skip)]
     pub warning_days: i64,
@@ -141,7 +143,7 @@ impl CheckReport {
             v
         };
         let money_bad = self.money.as_ref().filter(|m| m.level != Level::Ok);
-        let fleet_ok = self.fleet_key.is_none() && self.fleet_lead.is_none();
+        let fleet_ok = self.fleet_key.is_none() && self.fleet.is_empty();
         let summary = if bad.is_empty() && money_bad.is_none() && fleet_ok {
             let nearest = self
                 .certificates
@@ -160,11 +162,7 @@ impl CheckReport {
                 .map(|m| format!("balance: {}", m.problems.join(", ")))
                 .into_iter()
                 .chain(self.fleet_key.as_ref().map(|w| format!("fleet key: {w}")))
-                .chain(
-                    self.fleet_lead
-                        .as_ref()
-                        .map(|(_, w)| format!("fleet lead: {w}")),
-                )
+                .chain(self.fleet.iter().map(|(_, w)| format!("fleet {w}")))
                 .chain(
                     bad.iter()
                         .take(3)
@@ -218,8 +216,8 @@ impl CheckReport {
         if let Some(w) = &self.fleet_key {
             out.push_str(&format!("WARNING fleet key: {}\n", one_line(w)));
         }
-        if let Some((level, w)) = &self.fleet_lead {
-            out.push_str(&format!("{} fleet lead: {}\n", level.as_str(), one_line(w)));
+        for (level, w) in &self.fleet {
+            out.push_str(&format!("{} fleet {}\n", level.as_str(), one_line(w)));
         }
         for c in &bad {
             out.push_str(&format!(
@@ -308,22 +306,25 @@ pub async fn check(
         None
     };
     let fleet_key = crate::fleet::previous_key_warning(config, now);
-    let fleet_lead = crate::fleet::lead_alert(config).map(|(critical, why)| {
-        (
-            if critical {
-                Level::Critical
-            } else {
-                Level::Warning
-            },
-            why,
-        )
+    let lead = crate::fleet::lead_alert(config).map(|(critical, why)| {
+        let level = if critical {
+            Level::Critical
+        } else {
+            Level::Warning
+        };
+        (level, format!("lead: {why}"))
     });
+    let audits = crate::fleet::audit_alerts(config).into_iter();
+    let fleet: Vec<(Level, String)> = lead
+        .into_iter()
+        .chain(audits.map(|w| (Level::Critical, format!("audit: {w}"))))
+        .collect();
     let level = certificates
         .iter()
         .map(|c| c.level)
         .chain(money.as_ref().map(|m| m.level))
         .chain(fleet_key.as_ref().map(|_| Level::Warning))
-        .chain(fleet_lead.as_ref().map(|(l, _)| *l))
+        .chain(fleet.iter().map(|(l, _)| *l))
         .max()
         .unwrap_or(Level::Ok);
     Ok(CheckReport {
@@ -331,7 +332,7 @@ pub async fn check(
         certificates,
         money,
         fleet_key,
-        fleet_lead,
+        fleet,
         warning_days: opts.warning_days,
         critical_days: opts.critical_days,
     })

@@ -347,7 +347,7 @@ fn the_plugin_output_names_the_worst_first_with_performance_data() {
         certificates: certs,
         money: None,
         fleet_key: None,
-        fleet_lead: None,
+        fleet: Vec::new(),
         warning_days: 14,
         critical_days: 7,
     };
@@ -375,7 +375,7 @@ fn the_plugin_output_names_the_worst_first_with_performance_data() {
         )],
         money: None,
         fleet_key: None,
-        fleet_lead: None,
+        fleet: Vec::new(),
         warning_days: 14,
         critical_days: 7,
     };
@@ -400,7 +400,10 @@ fn the_plugin_output_names_the_worst_first_with_performance_data() {
     let stuck = CheckReport {
         level: Level::Critical,
         fleet_key: None,
-        fleet_lead: Some((Level::Critical, "the lead has been held by 'web1'".into())),
+        fleet: vec![(
+            Level::Critical,
+            "lead: the lead has been held by 'web1'".into(),
+        )],
         ..warned
     };
     let out = stuck.render();
