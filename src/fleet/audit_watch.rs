@@ -145,4 +145,17 @@ mod tests {
         let (own, new) = judge(&Rewound::default(), &[row("web2", Some("x"))], "web2");
         assert!(own.hosts.is_empty() && new.is_empty());
     }
+
+    #[test]
+    fn a_garbage_or_missing_file_holds_no_host() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read(dir.path()), Rewound::default());
+        let path = dir.path().join(FILE);
+        for garbage in [&b"\x00\xff not json"[..], b"{\"hosts\":[1]}"] {
+            std::fs::write(&path, garbage).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+            assert_eq!(read(dir.path()), Rewound::default());
+        }
+    }
 }

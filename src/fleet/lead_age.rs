@@ -154,4 +154,14 @@ mod tests {
         let odd = next(None, Some(("\u{1b}[2Jx".into(), 1)), t0).unwrap();
         assert!(!odd.holder.contains('\u{1b}'), "{}", odd.holder);
     }
+
+    #[test]
+    fn a_garbage_or_missing_note_is_no_lead() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read(dir.path()), None);
+        for garbage in [&b"\x00\xff not json"[..], b"{\"revision\":1}", b"[]"] {
+            std::fs::write(dir.path().join(FILE), garbage).unwrap();
+            assert_eq!(read(dir.path()), None);
+        }
+    }
 }
