@@ -32,8 +32,24 @@ struct Rewound {
 fn read(dir: &Path) -> Rewound {
     crate::fsutil::read_private(&dir.join(FILE), MAX_FILE)
         .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
+        .map(|b| parse(&b))
         .unwrap_or_default()
+}
+
+/// The file as `bytes` hold it: no host when they are not one.
+fn parse(bytes: &[u8]) -> Rewound {
+    serde_json::from_slice(bytes).unwrap_or_default()
+}
+
+/// `data` as the file: what reads is written and read back the same (the fuzz target
+/// `fleet_local`).
+pub(super) fn fuzz(data: &[u8]) {
+    let r = parse(data);
+    let Ok(bytes) = serde_json::to_vec_pretty(&r) else {
+        panic!("what reads is written");
+    };
+    assert_eq!(parse(&bytes), r, "reads back the same");
+    let _ = audit_alerts_of(r);
 }
 
 /// Every host's audit row from its `seen` record (one that does not open is an error row).
@@ -108,8 +124,11 @@ pub fn audit_alerts(config: &Config) -> Vec<String> {
     if config.fleet.is_none() {
         return Vec::new();
     }
-    read(&config.agent.state_dir)
-        .hosts
+    audit_alerts_of(read(&config.agent.state_dir))
+}
+
+fn audit_alerts_of(r: Rewound) -> Vec<String> {
+    r.hosts
         .into_iter()
         .map(|(host, why)| format!("{host}: AUDIT REWOUND: {why}"))
         .collect()

@@ -74,11 +74,16 @@ pub(super) fn stuck(lead: &LeadSeen, limit: u64) -> Option<(bool, String)> {
         crate::clock::rfc3339(lead.seen),
         limit.whole_seconds()
     );
-    Some((held > limit * 2, why))
+    Some((limit.checked_mul(2).is_some_and(|twice| held > twice), why))
 }
 
 fn read(dir: &Path) -> Option<LeadSeen> {
-    serde_json::from_slice(&std::fs::read(dir.join(FILE)).ok()?).ok()
+    parse(&std::fs::read(dir.join(FILE)).ok()?)
+}
+
+/// The note as `bytes` hold it; `None` when they are not one.
+pub(super) fn parse(bytes: &[u8]) -> Option<LeadSeen> {
+    serde_json::from_slice(bytes).ok()
 }
 
 /// Reads the leader key and notes the lead in `dir` (see [`next`]); returns the note. A read
