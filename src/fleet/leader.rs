@@ -65,6 +65,8 @@ pub(super) struct FleetRun<'a> {
     records: std::cell::RefCell<Records>,
     /// The ACME validation files this run published, by certificate.
     acme_published: std::cell::RefCell<BTreeMap<String, super::schema::DcvEntry>>,
+    /// The certificates whose refused current value this run wrote back ([`repaired`]).
+    repaired_current: std::cell::RefCell<std::collections::BTreeSet<String>>,
 }
 
 impl FleetRun<'_> {
@@ -580,6 +582,7 @@ async fn round(
         saved_at: std::cell::Cell::new(std::time::Instant::now()),
         records: std::cell::RefCell::new(records),
         acme_published: std::cell::RefCell::default(),
+        repaired_current: std::cell::RefCell::default(),
     };
     let done = engine::run(config, store, opts, &eligible, Some(&fr)).await;
     take_engine_outcomes(&mut report, done.report.certificates, &sync_decided.decided);
@@ -606,6 +609,7 @@ async fn round(
         note_host_failure(store, &name, &error);
         set_outcome(&mut report, &name, Outcome::Failed { error });
     }
+    outcomes::written_back(&mut report, &fr.repaired_current.take(), &not_shared);
     let own = fr.client.get().map(crate::api::Client::request_counts);
     let mut versions = fr.versions.take();
     drop(fr);

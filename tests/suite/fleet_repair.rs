@@ -27,11 +27,9 @@ fn serial(t: &Trial, i: usize) -> String {
     norm_serial(t.installed(i, "www").unwrap()["serial"].as_str().unwrap())
 }
 
-/// The writer puts `value` at `rel`; web2's run leads and repairs it; web1's run after it
-/// takes the repaired value. `same_run`: the leader's run reports `www` as not failed (a
-/// shared record is repaired before its import; a current certificate after this host's
-/// synchronisation refused it, which stays that run's outcome).
-fn repaired(t: &mut Trial, case: &str, rel: &str, value: Vec<u8>, same_run: bool) {
+/// The writer puts `value` at `rel`; web2's run leads, repairs it and reports `www` as not
+/// failed; web1's run after it takes the repaired value.
+fn repaired(t: &mut Trial, case: &str, rel: &str, value: Vec<u8>) {
     let before: Vec<String> = (0..2).map(|i| serial(t, i)).collect();
     let calls = t.f.env.calls().len();
     let (billed, orders) = (t.f.env.billed(), t.f.env.order_posts());
@@ -46,15 +44,13 @@ fn repaired(t: &mut Trial, case: &str, rel: &str, value: Vec<u8>, same_run: bool
         "{case}: the repair is said, naming the key: {}",
         out.describe()
     );
-    if same_run {
-        out.expect_code(0);
-        assert_ne!(
-            out.outcome("www")["outcome"],
-            "failed",
-            "{case}: {}",
-            out.describe()
-        );
-    }
+    out.expect_code(0);
+    assert_ne!(
+        out.outcome("www")["outcome"],
+        "failed",
+        "{case}: {}",
+        out.describe()
+    );
     assert_eq!(
         (repairs(t, 1, "journal.log"), repairs(t, 1, "audit.log")),
         (noted.0 + 1, noted.1 + 1),
@@ -100,10 +96,10 @@ fn a_refused_shared_record_is_written_back_by_the_leader_that_holds_its_copy() {
     t.move_www_on();
     let shop = t.etcd.get("certs/shop/state").unwrap();
     let current = t.etcd.get("certs/www/current").unwrap();
-    repaired(&mut t, "garbage", rel, GARBAGE.to_vec(), true);
-    repaired(&mut t, "another certificate's record", rel, shop, true);
-    repaired(&mut t, "another purpose", rel, current, true);
-    repaired(&mut t, "replay", rel, old, true);
+    repaired(&mut t, "garbage", rel, GARBAGE.to_vec());
+    repaired(&mut t, "another certificate's record", rel, shop);
+    repaired(&mut t, "another purpose", rel, current);
+    repaired(&mut t, "replay", rel, old);
 }
 
 #[test]
@@ -115,9 +111,9 @@ fn a_refused_spec_is_written_back_by_the_leader_that_agreed_with_it() {
     let rel = "certs/www/spec";
     let shop = t.etcd.get("certs/shop/spec").unwrap();
     let check = t.etcd.get("keycheck").unwrap();
-    repaired(&mut t, "garbage", rel, GARBAGE.to_vec(), true);
-    repaired(&mut t, "another certificate's spec", rel, shop, true);
-    repaired(&mut t, "another purpose", rel, check, true);
+    repaired(&mut t, "garbage", rel, GARBAGE.to_vec());
+    repaired(&mut t, "another certificate's spec", rel, shop);
+    repaired(&mut t, "another purpose", rel, check);
 }
 
 #[test]
@@ -130,7 +126,7 @@ fn a_refused_current_certificate_is_written_back_by_the_leader_that_serves_it() 
     let old = t.etcd.get(rel).unwrap();
     t.move_www_on();
     let shop = t.etcd.get("certs/shop/current").unwrap();
-    repaired(&mut t, "garbage", rel, GARBAGE.to_vec(), false);
-    repaired(&mut t, "another certificate's current", rel, shop, false);
-    repaired(&mut t, "replay", rel, old, false);
+    repaired(&mut t, "garbage", rel, GARBAGE.to_vec());
+    repaired(&mut t, "another certificate's current", rel, shop);
+    repaired(&mut t, "replay", rel, old);
 }

@@ -96,6 +96,28 @@ pub(super) fn set_outcome(report: &mut RunReport, name: &str, outcome: Outcome) 
     }
 }
 
+/// The certificates whose refused current value the run wrote back from this host's copy
+/// (`repaired`; those whose write failed, `failed`, aside): no longer failed by this host's
+/// synchronisation's refusal, which the write answered.
+pub(super) fn written_back(
+    report: &mut RunReport,
+    repaired: &std::collections::BTreeSet<String>,
+    failed: &std::collections::BTreeSet<String>,
+) {
+    for c in &mut report.certificates {
+        if repaired.contains(&c.name)
+            && !failed.contains(&c.name)
+            && matches!(c.outcome, Outcome::Failed { .. })
+        {
+            c.outcome = Outcome::Unchanged {
+                reason: "the fleet's current certificate was refused here and written back \
+                         from this host's copy"
+                    .into(),
+            };
+        }
+    }
+}
+
 impl FromSync {
     /// Whether this host's lead leaves `name` alone: its spec refused (`refused`), held until
     /// valid, retired, or not installed here (said).

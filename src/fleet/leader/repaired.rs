@@ -68,6 +68,7 @@ impl FleetRun<'_> {
             .borrow()
             .next_current(&cert.name, 0)
             .unwrap_or(version);
+        self.repaired_current.borrow_mut().insert(cert.name.clone());
         match Store::open(&self.config.agent.state_dir) {
             Ok(store) => repair::repaired(
                 &store,
