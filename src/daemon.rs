@@ -32,6 +32,7 @@
 //! `cert-agent serve` (a separate process, dropping root after binding) answers between runs,
 //! and runs publish into its directory while it holds its lock.
 
+mod audits;
 mod metrics;
 mod wake;
 
@@ -182,6 +183,10 @@ pub async fn run_daemon(config_path: &Path, opts: DaemonOptions) -> Result<()> {
             served,
             takeover_tx,
         )))
+    });
+    let _audits = (config.fleet.as_ref()).map(|_| {
+        let watch = audits::watch_audits(config_path.to_path_buf(), opts.clock, opts.interval);
+        AbortOnDrop(tokio::spawn(watch))
     });
     // Why the next run starts before its schedule (a takeover), and when the last run began.
     let mut takeover: Option<String> = None;

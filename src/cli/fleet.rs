@@ -61,6 +61,7 @@ pub(super) async fn status(
         .extend(crate::fleet::previous_key_warning(config, clock.now()));
     let kept = crate::fleet::witness_audit(&config.agent.state_dir, &mut status.audit, clock.now());
     status.warnings.extend(kept);
+    status.lead_stuck = crate::fleet::lead_stuck(&link, config).await;
     let rewound = status.audit.iter().any(|a| a.rewound.is_some());
     let unled = crate::fleet::mark_unled(
         &mut status.pending,
@@ -68,11 +69,9 @@ pub(super) async fn status(
         clock.now(),
         unled_bound(config, &link.config),
     );
-    let alert = rewound
-        || unled
-        || status.leader_alert.is_some()
-        || !status.unproven.is_empty()
-        || !status.drifting.is_empty();
+    let lead = status.leader_alert.is_some() || status.lead_stuck.is_some();
+    let alert =
+        rewound || unled || lead || !status.unproven.is_empty() || !status.drifting.is_empty();
     let code = if status.lagging.is_empty() && status.failing.is_empty() && !alert {
         exit::OK
     } else {
@@ -224,6 +223,9 @@ fn print_trust(status: &crate::fleet::FleetStatus) {
     }
     if let Some(why) = &status.leader_alert {
         outln!("LEAD SUSPECT: {why}");
+    }
+    if let Some(why) = &status.lead_stuck {
+        outln!("LEAD STUCK: {why}");
     }
     let audit = &status.audit;
     let lines: Vec<String> = audit

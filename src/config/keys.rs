@@ -47,6 +47,7 @@ pub(super) const FLEET_KEYS: &[&str] = &[
     "lease_ttl_secs",
     "lag_alert_secs",
     "proof_interval_secs",
+    "lead_alert_secs",
     "health_command",
     "rollout_canaries",
     "rollout_wave",

@@ -75,6 +75,8 @@ pub const DEFAULT_FLEET_LEASE_TTL_SECS: u64 = 15;
 pub const DEFAULT_FLEET_LAG_ALERT_SECS: u64 = 900;
 /// Default age after which a fleet host proves again what it serves, in seconds.
 pub const DEFAULT_FLEET_PROOF_INTERVAL_SECS: u64 = 1800;
+/// `[fleet] lead_alert_secs`: a lead held longer than this (twice the longest run) is alerted.
+pub const DEFAULT_FLEET_LEAD_ALERT_SECS: u64 = 3600;
 /// Default `days` of an order (one year).
 pub const DEFAULT_DAYS: u32 = 365;
 /// Default `listen` of the standalone DCV server.

@@ -153,6 +153,9 @@ pub struct FleetConfig {
     /// from the fleet whose last proof is older than this, in seconds (0: at each one);
     /// default 1800. What finds drift.
     pub proof_interval_secs: u64,
+    /// `fleet status` and `check` alert a lead this host saw held longer than this, in
+    /// seconds (twice the longest run); default 3600.
+    pub lead_alert_secs: u64,
     /// Run after each fleet install's handshakes, as part of the host's proof of what it
     /// serves (exit 0: healthy); none: the proof is the handshakes alone.
     #[serde(skip_serializing_if = "Option::is_none")]

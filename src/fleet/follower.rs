@@ -304,6 +304,7 @@ pub(super) async fn sync(
     super::proof::prove_again(link, config, &records, &proved).await;
     super::drift::prove_due(link, config, (&records, &view.versions), &proved).await;
     report_seen(link, store, &host).await;
+    super::lead_age::note(link, store.dir()).await;
     store.debug_check_held(&records, "after the synchronisation");
     Ok(SyncReport {
         synced: out,

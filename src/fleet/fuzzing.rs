@@ -243,6 +243,34 @@ pub fn versions(data: &[u8]) {
     }
 }
 
+/// `data` as the state directory's own fleet files the checks read: the lead this host saw
+/// (`fleet-lead.json`; the first byte even) or the hosts whose audit log went back
+/// (`fleet-audit-rewound.json`; odd). Never panics; what reads is written and read back the
+/// same, and a lead that reads is judged against any limit without a panic.
+pub fn local(data: &[u8]) {
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    if which % 2 == 1 {
+        super::audit_watch::fuzz(rest);
+        return;
+    }
+    let Some(lead) = super::lead_age::parse(rest) else {
+        return;
+    };
+    let Ok(bytes) = serde_json::to_vec(&lead) else {
+        panic!("what reads is written");
+    };
+    assert_eq!(
+        super::lead_age::parse(&bytes),
+        Some(lead.clone()),
+        "reads back the same"
+    );
+    for limit in [0, 10, u64::MAX] {
+        let _ = super::lead_age::stuck(&lead, limit);
+    }
+}
+
 /// `data` as the fleet's ACME account value at `acme/pebble/account`, and as the account file
 /// sealed inside a well-formed value: accepted only when the bytes are an account file of the
 /// configured directory naming the account the value names, and then as they were sealed.
@@ -311,6 +339,21 @@ mod tests {
             }
         }
         assert!(seeds >= 4);
+    }
+
+    /// The local files' seeds, whole and cut: none panics.
+    #[test]
+    fn the_local_fuzz_seeds_read_without_a_panic() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/fleet_local");
+        let mut seeds = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let data = std::fs::read(entry.unwrap().path()).unwrap();
+            seeds += 1;
+            for cut in [data.len(), data.len() / 2, 0] {
+                super::local(&data[..cut]);
+            }
+        }
+        assert!(seeds >= 2);
     }
 
     /// The manifest's seeds, whole and cut: none panics.

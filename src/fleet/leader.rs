@@ -18,6 +18,7 @@ use super::coord::{Expect, Leadership, Written};
 use super::envelope::{self, Place, Purpose};
 use super::follower::{read_fleet, report_host, sync};
 use super::link::{FleetLink, check_specs, connect};
+use super::repair;
 use super::schema::{
     Current, HostResult, SharedState, b64, current_key, dcv_key, shared_view, state_key,
 };
@@ -28,7 +29,9 @@ mod acme;
 mod around;
 mod export;
 mod imports;
+mod outcomes;
 mod reads;
+mod repaired;
 mod rounds;
 
 use rounds::Round;
@@ -40,6 +43,7 @@ pub(super) use imports::Imports;
 
 use around::{announce_lead, merge_requests, not_leading, note_host_failure, record_attempts};
 use export::export;
+use outcomes::{from_sync, set_outcome, take_engine_outcomes};
 
 /// While a run shares and publishes, the versions it accepted are written at least this often
 /// (and once at the end of its export): not after every certificate (the file holds every
@@ -61,6 +65,8 @@ pub(super) struct FleetRun<'a> {
     records: std::cell::RefCell<Records>,
     /// The ACME validation files this run published, by certificate.
     acme_published: std::cell::RefCell<BTreeMap<String, super::schema::DcvEntry>>,
+    /// The certificates whose refused current value this run wrote back ([`repaired`]).
+    repaired_current: std::cell::RefCell<std::collections::BTreeSet<String>>,
 }
 
 impl FleetRun<'_> {
@@ -132,6 +138,7 @@ impl FleetRun<'_> {
         {
             let mut versions = self.versions.borrow_mut();
             versions.accept_state(&cert.name, &self.link.fleet.key(&rel), version, &sealed)?;
+            versions.hold_state(&cert.name, version, repair::view_digest(rec));
             if let Written::Done(at) = written {
                 versions.wrote_state(&cert.name, at);
             }
@@ -230,10 +237,11 @@ impl FleetRun<'_> {
                         if crypto::same_serial_hex(&before.serial, &r.serial) {
                             return Ok(());
                         }
+                        self.replayed_current(cert, &r.serial, version).await;
                         (version, Expect::Revision(rev))
                     }
                     Err(e) => {
-                        tracing::warn!(certificate = %cert.name, "{e:#}; replaced");
+                        self.refused_current(cert, &r.serial, &e).await;
                         (0, Expect::Revision(rev))
                     }
                 }
@@ -330,14 +338,19 @@ pub(super) async fn import(
         super::floor::check_missing_state(&link.fleet.key(&rel), versions, &cert.name, &local)?;
         return Ok(None);
     };
-    let opened = open_state(link, versions, cert, bytes)?;
+    let opened =
+        open_state(link, versions, cert, bytes).map_err(|e| anyhow!(repair::Refused(e)))?;
     let local = match local {
         Some(local) => local,
         None => store.load(&cert.name)?,
     };
     // Once this host's record is what the fleet's says, the import of this revision is done.
     let revision = now.revisions.get(&rel).copied();
+    let held = (opened.version, repair::view_digest(&opened.shared.record));
     let mut imported = |saved: &CertRecord, fleet: &CertRecord| {
+        if shared_view(saved) == *fleet {
+            versions.hold_state(&cert.name, held.0, held.1.clone());
+        }
         if let Some(rev) = revision.filter(|_| shared_view(saved) == *fleet) {
             versions.imported(&cert.name, rev, &reads::record_digest(saved));
         }
@@ -425,53 +438,6 @@ pub(super) async fn import(
     Ok(Some(shared.record))
 }
 
-/// What this host's install of the fleet's work (the run's synchronisation) decided, for the
-/// leader's part of the run; each outcome set in `report`.
-struct FromSync {
-    /// The certificates whose outcome it decided (installed, failed, or held until valid).
-    decided: std::collections::BTreeSet<String>,
-    /// The fleet's certificates this host holds until they are valid: the fleet's work on
-    /// them is done, so this host's lead leaves them alone (without an installed copy it
-    /// would otherwise take them for certificates to reissue).
-    held: std::collections::BTreeSet<String>,
-    /// The fleet's current certificates this host could not install: a fault of this host,
-    /// not of the certificate, so its lead does not renew them for it (without an installed
-    /// copy it would otherwise take them for certificates to reissue, for the whole fleet);
-    /// `--force` still does.
-    not_here: std::collections::BTreeSet<String>,
-}
-
-fn from_sync(
-    synced: Vec<super::follower::Synced>,
-    fleet_has: &BTreeMap<String, (String, time::OffsetDateTime)>,
-    force: bool,
-    report: &mut RunReport,
-) -> FromSync {
-    let mut out = FromSync {
-        decided: std::collections::BTreeSet::new(),
-        held: std::collections::BTreeSet::new(),
-        not_here: std::collections::BTreeSet::new(),
-    };
-    let lines = around::lines_by_name(report);
-    for s in synced {
-        out.decided.insert(s.name.clone());
-        if matches!(s.outcome, Outcome::Pending { .. }) {
-            out.held.insert(s.name.clone());
-        }
-        if matches!(s.outcome, Outcome::Failed { .. }) && fleet_has.contains_key(&s.name) && !force
-        {
-            out.not_here.insert(s.name.clone());
-        }
-        if let Some(c) = lines
-            .get(&s.name)
-            .and_then(|&i| report.certificates.get_mut(i))
-        {
-            c.outcome = s.outcome;
-        }
-    }
-    out
-}
-
 /// What the imports of a round leave for the rest of the run.
 struct Imported<'c> {
     /// The certificates the engine works on.
@@ -485,6 +451,8 @@ struct Imported<'c> {
     /// to the engine, and to the export for what the engine neither read nor wrote, instead
     /// of read again.
     records: Records,
+    /// The certificates whose refused shared record this host writes back ([`repair`]).
+    repaired: std::collections::BTreeSet<String>,
 }
 
 /// The imports of a round this host leads: every certificate of `certs` but those `skip`
@@ -505,6 +473,7 @@ async fn import_round<'c>(
     let mut records = BTreeMap::new();
     let (unchanged, mut locals) = reads::unchanged_imports(store, &versions, &kept, certs, known);
     let mut imports = Imports::default();
+    let mut repaired = std::collections::BTreeSet::new();
     let docs = kept.now(link, unchanged).await?;
     for cert in certs.iter().filter(|c| !skip(&c.name)) {
         let local = locals.remove(&cert.name);
@@ -516,6 +485,22 @@ async fn import_round<'c>(
             Ok(view) => {
                 imported.insert(cert.name.clone(), view);
                 eligible.push(*cert);
+            }
+            Err(e)
+                if repair::state(
+                    link,
+                    store,
+                    &versions,
+                    records.get(&cert.name),
+                    &cert.name,
+                    &e,
+                )
+                .await =>
+            {
+                // The fleet holds none this host accepts: the export shares this host's.
+                imported.insert(cert.name.clone(), None);
+                eligible.push(*cert);
+                repaired.insert(cert.name.clone());
             }
             Err(e) => {
                 records.remove(&cert.name);
@@ -536,38 +521,8 @@ async fn import_round<'c>(
         imported,
         versions,
         records,
+        repaired,
     })
-}
-
-/// The engine's outcome of each certificate in `report`, with its warning. What this host's
-/// install of the fleet's certificate did (`from_sync`: installed, or failed and rolled back)
-/// stays the outcome when the leader's work changed nothing.
-fn take_engine_outcomes(
-    report: &mut RunReport,
-    engine: Vec<engine::CertReport>,
-    from_sync: &std::collections::BTreeSet<String>,
-) {
-    let lines = around::lines_by_name(report);
-    for c in engine {
-        let keep_sync =
-            matches!(c.outcome, Outcome::Unchanged { .. }) && from_sync.contains(&c.name);
-        if let Some(r) = lines
-            .get(&c.name)
-            .and_then(|&i| report.certificates.get_mut(i))
-        {
-            if !keep_sync {
-                r.outcome = c.outcome;
-            }
-            r.warning = c.warning;
-        }
-    }
-}
-
-/// Sets the outcome of `name` in `report`.
-fn set_outcome(report: &mut RunReport, name: &str, outcome: Outcome) {
-    if let Some(c) = report.certificates.iter_mut().find(|c| c.name == name) {
-        c.outcome = outcome;
-    }
 }
 
 /// One round of a run on a fleet host ([`rounds::run`] repeats them while the run waits):
@@ -591,49 +546,36 @@ async fn round(
     let versions = Versions::load(store.dir());
     let snap = read_fleet(&link, config, versions.as_ref().ok()).await?;
     let mut versions = versions?;
-    let refused = check_specs(&link, config, &snap, &mut versions).await?;
+    let mut refused = check_specs(&link, config, &snap, &mut versions).await?;
     let kept = reads::Kept::of(&snap);
     let synced = sync(&link, config, store, &refused, (snap, versions)).await?;
     let fleet_has = synced.fleet_has;
     let retired = synced.retired;
     let from_run = (synced.versions, synced.records);
     let mut report = RunReport::not_started(certs);
-    let FromSync {
-        decided: from_sync,
-        held,
-        not_here,
-    } = from_sync(
+    let mut sync_decided = from_sync(
         synced.synced,
-        &fleet_has,
+        (&fleet_has, &from_run.1),
         opts.force || follows,
         &mut report,
     );
     let Some(lead) = link.fleet.try_lead_exclusive().await? else {
-        not_leading(&link, store, &mut report, &from_sync).await?;
+        not_leading(&link, store, &mut report, &sync_decided.decided).await?;
         return Ok(Round::followed(report));
     };
     announce_lead(&link, &lead, opts, store, certs, &mut report).await;
-    let skip = |name: &str| {
-        if refused.contains_key(name) || held.contains(name) || retired.contains(name) {
-            return true;
-        }
-        if not_here.contains(name) {
-            tracing::warn!(
-                certificate = %name,
-                "the fleet's certificate is not installed on this host (see above); this host's \
-                 lead leaves it to the fleet rather than renew it for that (`renew --force` \
-                 renews it)"
-            );
-            return true;
-        }
-        false
-    };
+    let specs = repair::specs(&link, &lead, store, &from_run.0, certs, &mut refused).await;
+    sync_decided.decided.retain(|name| !specs.contains(name));
+    let skip = |name: &str| sync_decided.leaves_alone(name, &refused, &retired);
     let Imported {
         eligible,
         imported,
         versions,
         records,
+        repaired,
     } = import_round(&link, store, (kept, from_run), certs, &skip, &mut report).await?;
+    // A value refused by this host's synchronisation and written back: the engine's outcome.
+    sync_decided.decided.retain(|name| !repaired.contains(name));
     let fr = FleetRun {
         link: &link,
         lead: &lead,
@@ -643,9 +585,10 @@ async fn round(
         saved_at: std::cell::Cell::new(std::time::Instant::now()),
         records: std::cell::RefCell::new(records),
         acme_published: std::cell::RefCell::default(),
+        repaired_current: std::cell::RefCell::default(),
     };
     let done = engine::run(config, store, opts, &eligible, Some(&fr)).await;
-    take_engine_outcomes(&mut report, done.report.certificates, &from_sync);
+    take_engine_outcomes(&mut report, done.report.certificates, &sync_decided.decided);
     let mut not_shared = std::collections::BTreeSet::new();
     let exported = export(
         &fr,
@@ -669,6 +612,7 @@ async fn round(
         note_host_failure(store, &name, &error);
         set_outcome(&mut report, &name, Outcome::Failed { error });
     }
+    outcomes::written_back(&mut report, &fr.repaired_current.take(), &not_shared);
     let own = fr.client.get().map(crate::api::Client::request_counts);
     let mut versions = fr.versions.take();
     drop(fr);

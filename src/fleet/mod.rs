@@ -21,10 +21,12 @@
 //! (canaries and waves: whether a host installs a new certificate yet),
 //! `rollback` (a host's install whose proof failed, rolled back before it is committed),
 //! `decision` (a person's resume or abort of a rollout),
-//! `follower`, `leader`, `status`, `takeover` (what a lead that ended with its lease left
-//! open), `gap` (work left open at the CA while no host leads), `behind` (this
-//! host's certificates older than the fleet's current ones), `audit_seen` (the hosts'
-//! audit logs seen from here), `watch`,
+//! `follower`, `lead_age` (how long the lead has been held, as this host saw it), `leader`
+//! (`repair`: a value the leader refuses written back from its own accepted copy), `status`,
+//! `takeover` (what a lead that ended with its lease left open), `gap` (work left open at the
+//! CA while no host leads), `behind` (this host's certificates older than the fleet's current
+//! ones), `audit_seen` (the hosts' audit logs seen from here; `audit_watch`: the daemon's look
+//! at them), `watch`,
 //! `acme` (the fleet's ACME account, and the hosts' word that they serve an ACME validation
 //! file), `rotate` (every value sealed again under a new fleet key), `unplaced` (an order intent
 //! never placed, withdrawn), `retire` (`cert-agent retire` for the fleet: its tombstone;
@@ -33,6 +35,7 @@
 
 mod acme;
 mod audit_seen;
+mod audit_watch;
 mod behind;
 pub mod coord;
 mod deadline;
@@ -45,10 +48,12 @@ mod follower;
 pub mod fuzzing;
 mod gap;
 pub mod key;
+mod lead_age;
 mod leader;
 mod link;
 mod options;
 mod proof;
+mod repair;
 mod retire;
 mod rollback;
 mod rollout;
@@ -63,6 +68,7 @@ mod watch;
 
 pub use acme::{FleetAccount, fleet_account};
 pub use audit_seen::{HostAudit, witness as witness_audit};
+pub use audit_watch::{audit_alerts, look_at_audits};
 pub use behind::behind;
 pub use coord::{
     Changes, Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Snapshot, Written,
@@ -72,6 +78,7 @@ pub use decision::{Decision, Verdict, decide};
 pub use follower::{Followed, Synced, concerns_hosts, follow, read_by_sync};
 pub use gap::{PendingWork, leaderless_line, mark_unled};
 pub use key::{FleetKey, FleetKeys, KeyError};
+pub use lead_age::{lead_alert, lead_stuck};
 pub use leader::{FleetRan, run};
 pub use link::{
     FLEET_KEY_CREDENTIAL, FLEET_PREVIOUS_KEY_CREDENTIAL, FleetLink, connect, previous_key_warning,

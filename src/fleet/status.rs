@@ -50,6 +50,10 @@ pub struct FleetStatus {
     /// whether no run has led it for too long ([`super::gap`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<PendingWork>,
+    /// Why the lead looks stuck: this host saw it held longer than `[fleet] lead_alert_secs`
+    /// (set by the command, which knows the state directory: [`super::lead_stuck`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lead_stuck: Option<String>,
 }
 
 /// The versions the fleet's manifest vouches for, for one certificate: what a host that has
@@ -300,6 +304,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         audit,
         leader_alert,
         pending,
+        lead_stuck: None,
     })
 }
 

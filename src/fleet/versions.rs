@@ -79,6 +79,19 @@ pub(super) struct CertVersions {
     /// certificate ([`super::floor`]): nothing below them is accepted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) floor: Option<Floor>,
+    /// The shared record this host's state directory holds as of a version it accepted (it
+    /// wrote it, or imported it whole): the copy a leader writes back in place of a value it
+    /// refuses ([`super::repair`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) held: Option<Held>,
+}
+
+/// This host's own copy of an accepted shared record: its version and the digest of what
+/// the fleet shares of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Held {
+    pub(super) version: u64,
+    pub(super) record: String,
 }
 
 /// The versions of one certificate a host vouches for in its sealed manifest entry: the
@@ -590,6 +603,17 @@ impl Versions {
     /// The floor taken for `name`, if any.
     pub(super) fn floor_of(&self, name: &str) -> Option<&Floor> {
         self.file.certs.get(name)?.floor.as_ref()
+    }
+
+    /// After this host's state directory took `record` (its shared view's digest) as the
+    /// shared record of `version` of `name`.
+    pub(super) fn hold_state(&mut self, name: &str, version: u64, record: String) {
+        let held = Some(Held { version, record });
+        let v = self.file.certs.entry(name.to_owned()).or_default();
+        if v.held != held {
+            v.held = held;
+            self.changed = true;
+        }
     }
 
     /// Whether `digest` is that of the manifest entry this host wrote last.

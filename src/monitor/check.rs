@@ -27,7 +27,7 @@ use crate::engine::disk_state;
 use crate::engine::forecast::{FreshValidation, next_fresh_validation};
 use crate::engine::plan::Disk;
 
-use super::money::{self, CRITICAL_DAYS, Forecast, WARNING_DAYS};
+use super::money;
 use super::served::{self, Served};
 
 /// A check's result, ordered from best to worst (the exit code of the plugin conventions).
@@ -117,6 +117,11 @@ pub struct CheckReport {
     /// rotation ended on this host ([`crate::fleet::previous_key_warning`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fleet_key: Option<String>,
+    /// What this host saw of the fleet, each with its level: the lead held too long
+    /// ([`crate::fleet::lead_alert`], `lead: …`), another host's audit log gone back
+    /// ([`crate::fleet::audit_alerts`], `audit: …`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fleet: Vec<(Level, String)>,
     /// Thresholds, for the performance data.
     #[serde(skip)]
     pub warning_days: i64,
@@ -138,7 +143,8 @@ impl CheckReport {
             v
         };
         let money_bad = self.money.as_ref().filter(|m| m.level != Level::Ok);
-        let summary = if bad.is_empty() && money_bad.is_none() && self.fleet_key.is_none() {
+        let fleet_ok = self.fleet_key.is_none() && self.fleet.is_empty();
+        let summary = if bad.is_empty() && money_bad.is_none() && fleet_ok {
             let nearest = self
                 .certificates
                 .iter()
@@ -156,6 +162,7 @@ impl CheckReport {
                 .map(|m| format!("balance: {}", m.problems.join(", ")))
                 .into_iter()
                 .chain(self.fleet_key.as_ref().map(|w| format!("fleet key: {w}")))
+                .chain(self.fleet.iter().map(|(_, w)| format!("fleet {w}")))
                 .chain(
                     bad.iter()
                         .take(3)
@@ -208,6 +215,9 @@ impl CheckReport {
         }
         if let Some(w) = &self.fleet_key {
             out.push_str(&format!("WARNING fleet key: {}\n", one_line(w)));
+        }
+        for (level, w) in &self.fleet {
+            out.push_str(&format!("{} fleet {}\n", level.as_str(), one_line(w)));
         }
         for c in &bad {
             out.push_str(&format!(
@@ -314,11 +324,25 @@ pub async fn check(
         None
     };
     let fleet_key = crate::fleet::previous_key_warning(config, now);
+    let lead = crate::fleet::lead_alert(config).map(|(critical, why)| {
+        let level = if critical {
+            Level::Critical
+        } else {
+            Level::Warning
+        };
+        (level, format!("lead: {why}"))
+    });
+    let audits = crate::fleet::audit_alerts(config).into_iter();
+    let fleet: Vec<(Level, String)> = lead
+        .into_iter()
+        .chain(audits.map(|w| (Level::Critical, format!("audit: {w}"))))
+        .collect();
     let level = certificates
         .iter()
         .map(|c| c.level)
         .chain(money.as_ref().map(|m| m.level))
         .chain(fleet_key.as_ref().map(|_| Level::Warning))
+        .chain(fleet.iter().map(|(l, _)| *l))
         .max()
         .unwrap_or(Level::Ok);
     Ok(CheckReport {
@@ -326,6 +350,7 @@ pub async fn check(
         certificates,
         money,
         fleet_key,
+        fleet,
         warning_days: opts.warning_days,
         critical_days: opts.critical_days,
     })
@@ -393,67 +418,6 @@ pub fn sunset_level(stage: crate::engine::sunset::Stage) -> Level {
     match stage {
         crate::engine::sunset::Stage::Warning => Level::Warning,
         _ => Level::Critical,
-    }
-}
-
-/// The balance against the billed orders due in 7 and 30 days: CRITICAL when it does not cover
-/// the 7 days, WARNING when not the 30 days, when a price is unknown or when the balance could
-/// not be read.
-pub fn money_check(forecast: Result<Forecast>, now: OffsetDateTime) -> MoneyCheck {
-    let f = match forecast {
-        Ok(f) => f,
-        Err(e) => {
-            return MoneyCheck {
-                level: Level::Warning,
-                problems: vec![format!(
-                    "a billed order falls due within {WARNING_DAYS} days and the balance could \
-                 not be read: {e:#}"
-                )],
-                available: None,
-                currency: None,
-                spend_7d: None,
-                spend_30d: None,
-            };
-        }
-    };
-    let (spend_7d, unknown_7) = f.spend_until(now + time::Duration::days(CRITICAL_DAYS));
-    let (spend_30d, unknown_30) = f.spend_until(now + time::Duration::days(WARNING_DAYS));
-    let mut level = Level::Ok;
-    let mut problems = Vec::new();
-    let currency = f.currency.clone().unwrap_or_default();
-    if let Some(a) = &f.available {
-        let short =
-            |spend: &crate::values::Decimal| a.sum.cmp_value(spend) == std::cmp::Ordering::Less;
-        if short(&spend_7d) {
-            level = Level::Critical;
-            problems.push(format!(
-                "available {} {currency} does not cover the {spend_7d} {currency} of orders due \
-                 within {CRITICAL_DAYS} days",
-                a.sum
-            ));
-        } else if short(&spend_30d) {
-            level = Level::Warning;
-            problems.push(format!(
-                "available {} {currency} does not cover the {spend_30d} {currency} of orders due \
-                 within {WARNING_DAYS} days",
-                a.sum
-            ));
-        }
-    }
-    if unknown_7 || unknown_30 {
-        level = level.max(Level::Warning);
-        problems.push(format!(
-            "the catalogue has no price for the order of {}",
-            f.unpriced.join(", ")
-        ));
-    }
-    MoneyCheck {
-        level,
-        problems,
-        available: f.available.as_ref().map(|a| a.sum.clone()),
-        currency: f.currency,
-        spend_7d: Some(spend_7d),
-        spend_30d: Some(spend_30d),
     }
 }
 
@@ -705,5 +669,8 @@ fn same(a: &str, b: &str) -> bool {
     }
 }
 
+mod balance;
 #[cfg(test)]
 mod tests;
+
+pub use balance::money_check;

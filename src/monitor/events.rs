@@ -78,6 +78,16 @@ pub(super) struct Event {
 }
 
 impl Event {
+    /// Another host's audit log went back (`host`, `why`), as this host's daemon saw it.
+    pub(super) fn audit_rewound(host: &str, why: &str, now: OffsetDateTime) -> Self {
+        Self::new(
+            "",
+            "audit_rewound",
+            now,
+            format!("{host}: AUDIT REWOUND: {why}"),
+        )
+    }
+
     fn new(certificate: &str, event: &str, now: OffsetDateTime, message: String) -> Self {
         Self {
             certificate: certificate.to_owned(),

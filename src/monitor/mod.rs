@@ -121,6 +121,29 @@ pub async fn after_retire(
     log.save(store);
 }
 
+/// After the daemon found other hosts' audit logs gone back (`new`: host, why; each found once):
+/// an `audit_rewound` event each to `notify_command` and `notify_url`.
+pub async fn after_audit_rewound(
+    config: &Config,
+    new: &[(String, String)],
+    now: time::OffsetDateTime,
+) {
+    if config.agent.notify_command.is_none() && config.agent.notify_url.is_none() {
+        return;
+    }
+    let Ok(store) = Store::open(&config.agent.state_dir) else {
+        return;
+    };
+    let events: Vec<_> = new
+        .iter()
+        .map(|(host, why)| events::Event::audit_rewound(host, why, now))
+        .collect();
+    let mut log = events::Announced::load(&store);
+    notify::notify(config, &RunReport::default(), &events).await;
+    announce::announce(config, &mut log, &events, now).await;
+    log.save(&store);
+}
+
 /// After a run: its events (each change of a certificate's state, once) to the operator's
 /// `notify_command` and `notify_url`, then the metrics file (the `cert_agent_last_run_*`
 /// families). `records`: the records the run holds as the state directory does (the others

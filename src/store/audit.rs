@@ -67,7 +67,9 @@ pub fn action_of(event: &str) -> Option<&'static str> {
         "key-generated" => "key",
         "revoked" => "revoke",
         "acme-account-registered" | "acme-account-deactivated" => "account",
-        "fleet-lead-taken" | "fleet-lead-given" | "fleet-imported" => "fleet",
+        "fleet-lead-taken" | "fleet-lead-given" | "fleet-imported" | "fleet-value-repaired" => {
+            "fleet"
+        }
         _ => return None,
     })
 }

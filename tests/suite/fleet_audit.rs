@@ -7,7 +7,9 @@
 use crate::fleet_e2e::{DOMAIN, Fleet, ready};
 
 use std::fs;
+use std::time::Duration;
 
+use support::env::wait_until;
 use support::webserver::Server;
 
 use crate::support;
@@ -152,4 +154,76 @@ fn a_lead_held_by_a_name_no_host_announced_is_shown_with_the_manifests_floors() 
     etcd.put_on_lease("leader", "web1", 600);
     let st = f.agent(1, &["--json", "fleet", "status"]);
     assert!(st.json().get("leader_alert").is_none(), "{}", st.describe());
+}
+
+/// The daemon watches for it too: web2's daemon looks at the hosts' `seen` records on its
+/// schedule (here every second), and once web1's log is cut short (whoever has root on web1
+/// keeps its first line and drops the anchor) and web1 synchronised, web2's daemon logs it,
+/// notifies `audit_rewound` once, and `check` on web2 is CRITICAL naming web1.
+#[test]
+fn a_hosts_audit_log_cut_short_is_noticed_by_another_hosts_daemon() {
+    if !ready() {
+        return;
+    }
+    let mut f = Fleet::start_under(
+        "/audit-daemon/",
+        &[Server::Nginx, Server::Nginx],
+        &[("www", DOMAIN)],
+    );
+    f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
+    f.agent(0, &["--json", "renew", "--wait", "60"])
+        .expect_code(0);
+    f.agent(1, &["--json", "renew"]).expect_code(0);
+    let notes = f.env.path("notes.json");
+    let state = f.hosts[1].state.display().to_string();
+    crate::fleet_e2e::edit_config(
+        &f,
+        1,
+        &format!("state_dir = \"{state}\""),
+        &format!(
+            "state_dir = \"{state}\"\nnotify_command = [\"/bin/sh\", \"-c\", \"cat >> '{}'\"]",
+            notes.display()
+        ),
+    );
+    f.start_daemon_with(1, &[("CERT_AGENT_TEST_AUDIT_LOOK_SECS", "1")]);
+    let kept = f.hosts[1].state.join("fleet-audit.json");
+    assert!(
+        wait_until(Duration::from_secs(30), || fs::read_to_string(&kept)
+            .is_ok_and(|t| t.contains("\"web1\""))),
+        "web2's daemon saw web1's line\n{}",
+        f.logs()
+    );
+    let check = || f.agent(1, &["check", "--no-balance"]);
+    check().expect_code(0);
+
+    let log = f.hosts[0].state.join("audit.log");
+    let text = fs::read_to_string(&log).unwrap();
+    let first = text.lines().next().unwrap().to_owned();
+    fs::write(&log, format!("{first}\n")).unwrap();
+    fs::remove_file(f.hosts[0].state.join("audit.anchor")).expect("the anchor");
+    f.agent(0, &["--json", "renew"]).expect_code(0);
+
+    assert!(
+        wait_until(Duration::from_secs(30), || check().code == Some(2)),
+        "web2's check turned CRITICAL\n{}",
+        f.logs()
+    );
+    let c = check();
+    assert!(
+        c.stdout
+            .contains("\nCRITICAL fleet audit: web1: AUDIT REWOUND: its audit log ends at line 1"),
+        "{}",
+        c.describe()
+    );
+    // Notified once, however many looks see it since; logged by the daemon.
+    std::thread::sleep(Duration::from_secs(3));
+    let sent = fs::read_to_string(&notes).unwrap_or_default();
+    assert_eq!(
+        sent.matches("\"audit_rewound\"").count(),
+        1,
+        "{sent}\n{}",
+        f.logs()
+    );
+    assert!(sent.contains("web1: AUDIT REWOUND"), "{sent}");
+    assert!(f.logs().contains("web1: AUDIT REWOUND"), "{}", f.logs());
 }

@@ -215,7 +215,11 @@ fn the_fleet_rotates_its_key_while_it_serves() {
     // it put back is refused (the key check is under the new key), naming its etcd key.
     let resealed_current = r.etcd.get("certs/www/current").unwrap();
     r.etcd.put("certs/www/current", sealed_under_old.clone());
+    // web2 follows (another name leads): as the leader holding its own copy it would write
+    // that copy back (fleet_repair).
+    r.etcd.put_on_lease("leader", "web9", 600);
     let out = r.f.agent(1, &["--json", "renew"]);
+    r.etcd.delete("leader");
     let o = out.outcome("www");
     assert_eq!(o["outcome"], "failed", "{}", out.describe());
     let error = o["error"].as_str().unwrap_or_default();
@@ -263,9 +267,12 @@ fn the_fleet_rotates_its_key_while_it_serves() {
     assert_eq!(r.served(1), serial);
     r.keys(1, &new, None);
 
-    // A value sealed under the old key, put back: refused, naming its etcd key.
+    // A value sealed under the old key, put back: refused, naming its etcd key (by web2
+    // following; its lead would write its own copy back).
     r.etcd.put("certs/www/current", sealed_under_old);
+    r.etcd.put_on_lease("leader", "web9", 600);
     let out = r.f.agent(1, &["--json", "renew"]);
+    r.etcd.delete("leader");
     let o = out.outcome("www");
     assert_eq!(o["outcome"], "failed", "{}", out.describe());
     let error = o["error"].as_str().unwrap_or_default();
@@ -423,10 +430,14 @@ fn an_old_key_check_put_back_after_rotate_key_brings_the_old_key_back_nowhere() 
             .open("shared-record", "certs/www/state", "www", &forged)
             .is_some()
     );
+    // Met by a host that follows (another name leads): a leader holding its own copy would
+    // write that copy back (fleet_repair). `done`: the run over, the lead ends.
     let attack = |r: &mut Rotation| {
         r.etcd.put("keycheck", old_key_check.clone());
         r.etcd.put("certs/www/state", forged.clone());
+        r.etcd.put_on_lease("leader", "web9", 600);
     };
+    let done = |r: &mut Rotation| r.etcd.delete("leader");
     let refused = |out: &support::env::AgentOutput, who: &str| {
         let o = out.outcome("www");
         assert_eq!(o["outcome"], "failed", "{who}: {}", out.describe());
@@ -447,11 +458,13 @@ fn an_old_key_check_put_back_after_rotate_key_brings_the_old_key_back_nowhere() 
             .agent_at(&r.f.hosts[1].config, ["--json", "renew"])
             .env("CERT_AGENT_TEST_CLOCK_OFFSET_SECS", &day)
             .run();
+    done(&mut r);
     refused(&out, "web2 after its grace period");
 
     // web1 ran rotate-key: the rotation ended there for good.
     attack(&mut r);
     let out = r.f.agent(0, &["--json", "renew"]);
+    done(&mut r);
     refused(&out, "web1");
 
     // Both still serve the fleet's certificate; nothing was ordered.

@@ -92,6 +92,8 @@ mod fleet_floor;
 mod fleet_follow;
 /// An idle follower reads nothing per certificate until the fleet changes, then installs.
 mod fleet_idle;
+/// A lead held longer than `lead_alert_secs`: `LEAD STUCK` in `fleet status`, a `check` warning.
+mod fleet_lead;
 /// A leader paused past its lease: no API call and no write after it resumes.
 mod fleet_pause;
 /// Every host proves what it serves after a fleet install: a handshake per name, sealed under
@@ -101,6 +103,8 @@ mod fleet_proof;
 mod fleet_publish;
 /// A host reads again only the fleet's values that changed; forgeries and replays refused.
 mod fleet_reads;
+/// The leader writes back a value it refuses from the copy it accepted; nothing ordered.
+mod fleet_repair;
 /// `retire` in fleet mode: the tombstone, every host archives, forged tombstones refused.
 mod fleet_retire;
 /// Canary first, then waves, each after the proofs before it; a canary's failed proof halts

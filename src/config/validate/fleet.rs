@@ -113,6 +113,9 @@ impl Checker<'_> {
             lease_ttl_secs,
             lag_alert_secs,
             proof_interval_secs,
+            lead_alert_secs: self
+                .uint(&s, "lead_alert_secs", 10, 7 * 86_400)
+                .unwrap_or(DEFAULT_FLEET_LEAD_ALERT_SECS),
             health_command,
             rollout,
         })

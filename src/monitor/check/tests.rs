@@ -347,6 +347,7 @@ fn the_plugin_output_names_the_worst_first_with_performance_data() {
         certificates: certs,
         money: None,
         fleet_key: None,
+        fleet: Vec::new(),
         warning_days: 14,
         critical_days: 7,
     };
@@ -374,6 +375,7 @@ fn the_plugin_output_names_the_worst_first_with_performance_data() {
         )],
         money: None,
         fleet_key: None,
+        fleet: Vec::new(),
         warning_days: 14,
         critical_days: 7,
     };
@@ -393,6 +395,24 @@ fn the_plugin_output_names_the_worst_first_with_performance_data() {
     );
     assert!(
         out.contains("\nWARNING fleet key: remove previous_secret_file\n"),
+        "{out}"
+    );
+    let stuck = CheckReport {
+        level: Level::Critical,
+        fleet_key: None,
+        fleet: vec![(
+            Level::Critical,
+            "lead: the lead has been held by 'web1'".into(),
+        )],
+        ..warned
+    };
+    let out = stuck.render();
+    assert!(
+        out.starts_with("CERT-AGENT CRITICAL - fleet lead: the lead has been held by 'web1' | "),
+        "{out}"
+    );
+    assert!(
+        out.contains("\nCRITICAL fleet lead: the lead has been held by 'web1'\n"),
         "{out}"
     );
 }
