@@ -162,14 +162,9 @@ fn five_hosts_one_of_them_apache_install_wave_after_wave_and_a_bundle_without_it
         refused.describe()
     );
     std::thread::sleep(Duration::from_secs(3));
-    for i in 0..5 {
-        assert_eq!(
-            f.installed(i).as_deref(),
-            Some(first.as_str()),
-            "{}",
-            HOSTS[i]
-        );
-        assert_eq!(f.served(i).as_deref(), Some(first.as_str()), "{}", HOSTS[i]);
+    for (i, host) in HOSTS.iter().enumerate() {
+        assert_eq!(f.installed(i).as_deref(), Some(first.as_str()), "{host}");
+        assert_eq!(f.served(i).as_deref(), Some(first.as_str()), "{host}");
     }
     let after: Vec<usize> = counted.iter().map(reloads).collect();
     assert_eq!(before, after, "no host reloaded for the refused bundle");

@@ -394,6 +394,15 @@ fn check_hostile(
             assert!(names.iter().any(|n| n == domain), "{names:?}");
             assert!(not_after > now);
         }
+        HostileKind::NoIntermediate => {
+            let entries = unzip(body);
+            let fullchain = pem_certs(&entries["nginx/fullchain.crt"]);
+            assert_eq!(fullchain.len(), 1, "the leaf alone");
+            let (spki, names, _) = leaf_facts(&fullchain[0]);
+            assert_eq!(spki, csr.spki());
+            assert!(names.iter().any(|n| n == domain), "{names:?}");
+            assert!(pem_certs(&entries["apache/ca_bundle.crt"]).is_empty());
+        }
         HostileKind::Truncated => unreachable!(),
     }
 }
