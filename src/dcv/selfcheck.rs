@@ -61,10 +61,7 @@ impl SelfCheckOutcome {
                 "the web server or an application in front of it failed".to_owned()
             }
             Self::Status(_) => "the web server does not serve the file as a static file".to_owned(),
-            Self::Unreachable(_) => "nothing answers on port 80 at the address fetched from here: \
-                the name points at another host, a firewall drops the connection, or no web \
-                server listens"
-                .to_owned(),
+            Self::Unreachable(reason) => unreachable_cause(reason).to_owned(),
         })
     }
 
@@ -171,7 +168,7 @@ impl SelfCheck {
         };
         let mut response = match client.get(&url).timeout(self.timeout).send().await {
             Ok(r) => r,
-            Err(e) => return Ok(SelfCheckOutcome::Unreachable(error_chain(&e))),
+            Err(e) => return Ok(SelfCheckOutcome::Unreachable(error_chain(&e.without_url()))),
         };
         let status = response.status();
         if status.is_redirection() {
@@ -196,7 +193,9 @@ impl SelfCheck {
                     }
                 }
                 Ok(None) => break,
-                Err(e) => return Ok(SelfCheckOutcome::Unreachable(error_chain(&e))),
+                Err(e) => {
+                    return Ok(SelfCheckOutcome::Unreachable(error_chain(&e.without_url())));
+                }
             }
         }
         if content_matches(&body, file.content()) {
@@ -227,6 +226,28 @@ fn normalise(text: &str) -> Vec<&str> {
 }
 
 /// An error with its sources, escaped.
+/// Why nothing answered, from the error's words: the name not resolving, a connection
+/// refused, a connection that timed out, or (words not recognised) all three possibilities.
+fn unreachable_cause(reason: &str) -> &'static str {
+    let r = reason.to_ascii_lowercase();
+    if r.contains("dns error")
+        || r.contains("failed to lookup")
+        || r.contains("name or service not known")
+        || r.contains("no address")
+    {
+        "the name does not resolve from here: add its A or AAAA record pointing at the web \
+         server that serves /.well-known/"
+    } else if r.contains("connection refused") {
+        "no web server listens on port 80 at the address the name points to"
+    } else if r.contains("timed out") {
+        "nothing answers on port 80 at the address the name points to: it points at another \
+         host, or a firewall drops the connection"
+    } else {
+        "nothing answers on port 80 at the address fetched from here: the name points at \
+         another host, a firewall drops the connection, or no web server listens"
+    }
+}
+
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
@@ -280,5 +301,49 @@ mod tests {
             .warning("http://www.example.com/.well-known/pki-validation/A.txt")
             .unwrap();
         assert!(w.contains("www.example.com") && w.contains("vhost"), "{w}");
+    }
+
+    #[test]
+    fn an_unreachable_file_is_blamed_on_what_the_error_says() {
+        let cause = |reason: &str| {
+            SelfCheckOutcome::Unreachable(reason.into())
+                .likely_cause()
+                .unwrap_or_default()
+        };
+        let dns = cause(
+            "error sending request: client error (Connect): dns error: failed to lookup address information: Name or service not known",
+        );
+        assert!(
+            dns.contains("does not resolve") && !dns.contains("firewall"),
+            "{dns}"
+        );
+        let refused = cause(
+            "error sending request: client error (Connect): tcp connect error: Connection refused (os error 111)",
+        );
+        assert!(
+            refused.contains("no web server listens") && !refused.contains("firewall"),
+            "{refused}"
+        );
+        let timeout = cause("error sending request: operation timed out");
+        assert!(
+            timeout.contains("firewall") && !timeout.contains("resolve"),
+            "{timeout}"
+        );
+        assert!(cause("something else").contains("no web server listens"));
+    }
+
+    /// The warning names the URL once (reqwest's error would carry it again).
+    #[tokio::test]
+    async fn an_unreachable_url_is_named_once() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        drop(listener);
+        let url = format!("http://127.0.0.1:{port}/.well-known/pki-validation/A.txt");
+        let client = reqwest::Client::new();
+        let e = client.get(&url).send().await.expect_err("nothing listens");
+        let outcome = SelfCheckOutcome::Unreachable(error_chain(&e.without_url()));
+        let w = outcome.warning(&url).unwrap_or_default();
+        assert_eq!(w.matches(&url).count(), 1, "{w}");
+        assert!(w.contains("no web server listens"), "{w}");
     }
 }

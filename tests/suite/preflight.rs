@@ -253,7 +253,7 @@ fn name_resolving_elsewhere_is_shown_by_the_self_check() {
         out.describe()
     );
     assert!(
-        text.contains("nothing answers on port 80"),
+        text.contains("no web server listens on port 80 at the address the name points to"),
         "{}",
         out.describe()
     );
