@@ -164,6 +164,15 @@ fn host_proof(
     }
 }
 
+/// Whether a person aborted the rollout of the serial `proof` is about (its failure is then
+/// decided: shown, not alerted).
+fn aborted(decisions: &Decisions, name: &str, proof: Option<&Proof>) -> bool {
+    proof.is_some_and(|p| {
+        super::decision::newest(decisions.get(name), &p.serial)
+            .is_some_and(|d| d.verdict == super::decision::Verdict::Abort)
+    })
+}
+
 /// A host that serves the current certificate by its result but another serial by its proof
 /// (`drift` not empty) is in state `DRIFT`: the drift in one line.
 fn drifts(state: &mut String, drift: &[String]) -> Option<String> {
@@ -197,7 +206,7 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
         mut retired,
         pending,
     } = read_certs(link).await?;
-    let (results, hosts, audit, mut proofs) = read_hosts(link, now).await?;
+    let (results, hosts, audit, mut proofs, decisions) = read_hosts(link, now).await?;
     let (mut unproven, mut drifting) = (Vec::new(), Vec::new());
     let (entries, _) = super::floor::read_entries(link).await?;
     let names: Vec<String> = currents.keys().cloned().collect();
@@ -241,7 +250,8 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
                 late,
             );
             let (proof, proof_failure) = host_proof(&mut proofs, &name, host);
-            if let Some(why) = &proof_failure {
+            let aborted = aborted(&decisions, &name, proof.as_ref());
+            if let Some(why) = proof_failure.as_ref().filter(|_| !aborted) {
                 unproven.push(format!("{}: {}: {why}", printable(host), printable(&name)));
             }
             let drift = drift_of(current.as_ref(), proof.as_ref());
@@ -410,13 +420,18 @@ type HostResults = (
     std::collections::BTreeSet<String>,
     Vec<HostAudit>,
     BTreeMap<String, BTreeMap<String, Result<Proof, String>>>,
+    Decisions,
 );
+
+/// Each certificate's rollout decisions that open, by the host that made them.
+type Decisions = BTreeMap<String, BTreeMap<String, super::decision::Decision>>;
 
 async fn read_hosts(link: &FleetLink, now: OffsetDateTime) -> Result<HostResults> {
     let mut results: BTreeMap<String, BTreeMap<String, HostResult>> = BTreeMap::new();
     let mut hosts = std::collections::BTreeSet::new();
     let mut audit = Vec::new();
     let mut proofs: BTreeMap<String, BTreeMap<String, Result<Proof, String>>> = BTreeMap::new();
+    let mut decisions = Decisions::new();
     for (key, value) in link.fleet.list("hosts/").await? {
         let parts: Vec<&str> = key.split('/').collect();
         match parts.as_slice() {
@@ -462,10 +477,22 @@ async fn read_hosts(link: &FleetLink, now: OffsetDateTime) -> Result<HostResults
                     .or_default()
                     .insert((*host).to_owned(), proof);
             }
+            ["hosts", host, "rollout", name] => {
+                let full = link.fleet.key(&key);
+                match super::decision::open_at(&link.key, &full, &key, &value) {
+                    Ok(d) => {
+                        decisions
+                            .entry((*name).to_owned())
+                            .or_default()
+                            .insert((*host).to_owned(), d);
+                    }
+                    Err(e) => tracing::warn!("{e:#}"),
+                }
+            }
             _ => {}
         }
     }
-    Ok((results, hosts, audit, proofs))
+    Ok((results, hosts, audit, proofs, decisions))
 }
 
 /// A host's state for one certificate: its error first, then a skipped install, then

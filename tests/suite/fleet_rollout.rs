@@ -224,6 +224,10 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_rolls_back_and
     });
     assert!(aborted, "{v:#}\n{}", f.logs());
     assert!(v["certificates"][0]["halted"].is_null(), "{v:#}");
+    // Decided: web2's failed proof of the aborted serial is shown, not alerted.
+    let (code, v) = status(&f, 0);
+    assert_eq!(code, Some(0), "{v:#}");
+    assert!(!row(&v, "web2")["proof_failure"].is_null(), "{v:#}");
     for i in [1, 2] {
         assert_eq!(f.served(i).as_deref(), Some(first.as_str()), "host {i}");
         let shop = f
