@@ -405,18 +405,25 @@ impl FreshValidation {
                 super::sunset::EMAIL_SUNSET
             );
         }
-        format!(
-            "the renewal due {} needs a fresh {} validation of {} ({}; reuse {} days then)",
+        let (date, method, domains) = (
             self.due.date(),
             self.method.as_str(),
             self.domains.join(", "),
-            if self.automatic {
-                "done by the agent"
-            } else {
-                "needs a person"
-            },
-            self.reuse_days
-        )
+        );
+        if self.automatic {
+            format!(
+                "the renewal due {date} validates {domains} afresh by {method} (the earlier \
+                 validation no longer counts); cert-agent does it itself, and the new one counts \
+                 for {} days",
+                self.reuse_days
+            )
+        } else {
+            format!(
+                "the renewal due {date} needs a person to validate {domains} afresh by {method} \
+                 (the earlier validation no longer counts); the new one counts for {} days",
+                self.reuse_days
+            )
+        }
     }
 }
 

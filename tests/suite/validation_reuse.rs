@@ -101,7 +101,7 @@ fn after_march_2027_a_validation_counts_for_100_days() {
     let table = run_synced(&env, &["status"]);
     assert!(
         table.stdout.contains("mail: the renewal due ")
-            && table.stdout.contains("needs a fresh EMAIL validation of mail.reuse.test (needs a person; reuse 100 days then)"),
+            && table.stdout.contains("needs a person to validate mail.reuse.test afresh by EMAIL (the earlier validation no longer counts); the new one counts for 100 days"),
         "{}",
         table.describe()
     );

@@ -253,7 +253,7 @@ fn the_first_renewal_past_reuse_needs_a_fresh_validation_across_2027_and_2029() 
     let f = fresh_validation(&[due(v + Duration::days(11))], &domains, &marks, http).unwrap();
     assert_eq!((f.reuse_days, f.automatic), (10, true));
     assert!(
-        f.describe().contains("done by the agent"),
+        f.describe().contains("cert-agent does it itself"),
         "{}",
         f.describe()
     );
