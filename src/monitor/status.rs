@@ -228,14 +228,15 @@ fn retired(name: &str, archive: &std::path::Path) -> StatusRow {
         name: name.to_owned(),
         issuer: String::new(),
         certificate_id: None,
-        state: format!("retired ({})", archive.display()),
+        state: "retired".to_owned(),
         serial: None,
         expires: None,
         days_left: None,
         subscription_ends: None,
-        next_action: "nothing: remove its [[certificate]] entry from the configuration, or move \
-                      the archive aside to manage it again"
-            .to_owned(),
+        next_action: format!(
+            "remove its [[certificate]] entry (record: {})",
+            archive.display()
+        ),
         failures: 0,
         last_error: None,
         warning: None,

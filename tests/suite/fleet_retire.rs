@@ -149,7 +149,10 @@ fn retire_on_one_host_cancels_once_and_every_host_archives_it_and_it_can_come_ba
     // status and check on the host that did not retire it: retired, with the WARNING.
     let status = t.f.agent(0, &["status"]);
     assert!(
-        status.stdout.contains("retired (") && status.stdout.contains("[[certificate]] entry"),
+        status.stdout.contains(" retired ")
+            && status
+                .stdout
+                .contains("remove its [[certificate]] entry (record: "),
         "{}",
         status.describe()
     );
