@@ -92,6 +92,29 @@ pub(super) fn seal(keys: &FleetKeys, name: &str, decision: &Decision) -> Result<
     Ok((rel, sealed))
 }
 
+/// Each certificate's rollout decisions that open, by the host that made them.
+pub(super) type Decisions = BTreeMap<String, BTreeMap<String, Decision>>;
+
+/// Adds the decision of `host` on certificate `name`, read at `rel` in a listing of `hosts/`,
+/// to `decisions` when it opens; one that does not is logged naming its key and left out (a
+/// decision that does not open was not made).
+pub(super) fn take_listed(
+    decisions: &mut Decisions,
+    link: &FleetLink,
+    (rel, host, name): (&str, &str, &str),
+    value: &[u8],
+) {
+    match open_at(&link.key, &link.fleet.key(rel), rel, value) {
+        Ok(d) => {
+            decisions
+                .entry(name.to_owned())
+                .or_default()
+                .insert(host.to_owned(), d);
+        }
+        Err(e) => tracing::warn!("{e:#}"),
+    }
+}
+
 /// Opens the decision at `rel` (`hosts/HOST/rollout/NAME`, the etcd key being `full`): it
 /// must open for that key and have been made on HOST. The error names the etcd key.
 pub(super) fn open_at(keys: &FleetKeys, full: &str, rel: &str, value: &[u8]) -> Result<Decision> {

@@ -217,7 +217,7 @@ impl Fleetwide {
 pub(super) async fn read(link: &FleetLink) -> Result<Fleetwide> {
     let mut hosts = BTreeSet::new();
     let mut proofs: BTreeMap<String, BTreeMap<String, Proof>> = BTreeMap::new();
-    let mut decisions: BTreeMap<String, BTreeMap<String, Decision>> = BTreeMap::new();
+    let mut decisions = super::decision::Decisions::new();
     for (key, value) in link.fleet.list("hosts/").await? {
         let parts: Vec<&str> = key.split('/').collect();
         match parts.as_slice() {
@@ -242,16 +242,7 @@ pub(super) async fn read(link: &FleetLink) -> Result<Fleetwide> {
                 Err(e) => tracing::warn!("{e:#}"),
             },
             ["hosts", host, "rollout", name] => {
-                let full = link.fleet.key(&key);
-                match super::decision::open_at(&link.key, &full, &key, &value) {
-                    Ok(d) => {
-                        decisions
-                            .entry((*name).to_owned())
-                            .or_default()
-                            .insert((*host).to_owned(), d);
-                    }
-                    Err(e) => tracing::warn!("{e:#}"),
-                }
+                super::decision::take_listed(&mut decisions, link, (&key, host, name), &value);
             }
             _ => {}
         }

@@ -11,6 +11,7 @@ use time::OffsetDateTime;
 use crate::crypto;
 
 use super::audit_seen::HostAudit;
+use super::decision::Decisions;
 use super::envelope::{self, Place, Purpose};
 use super::gap::{PendingWork, pending_of};
 use super::link::FleetLink;
@@ -423,9 +424,6 @@ type HostResults = (
     Decisions,
 );
 
-/// Each certificate's rollout decisions that open, by the host that made them.
-type Decisions = BTreeMap<String, BTreeMap<String, super::decision::Decision>>;
-
 async fn read_hosts(link: &FleetLink, now: OffsetDateTime) -> Result<HostResults> {
     let mut results: BTreeMap<String, BTreeMap<String, HostResult>> = BTreeMap::new();
     let mut hosts = std::collections::BTreeSet::new();
@@ -478,16 +476,7 @@ async fn read_hosts(link: &FleetLink, now: OffsetDateTime) -> Result<HostResults
                     .insert((*host).to_owned(), proof);
             }
             ["hosts", host, "rollout", name] => {
-                let full = link.fleet.key(&key);
-                match super::decision::open_at(&link.key, &full, &key, &value) {
-                    Ok(d) => {
-                        decisions
-                            .entry((*name).to_owned())
-                            .or_default()
-                            .insert((*host).to_owned(), d);
-                    }
-                    Err(e) => tracing::warn!("{e:#}"),
-                }
+                super::decision::take_listed(&mut decisions, link, (&key, host, name), &value);
             }
             _ => {}
         }

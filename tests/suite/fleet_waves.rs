@@ -10,7 +10,6 @@
 //! installed and rolled out in the same waves.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -19,6 +18,7 @@ use partner_sandbox::{Fault, FaultKind};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::fleet_batch::{count_reloads, reloads};
 use crate::fleet_e2e::{Fleet, ready};
 use crate::fleet_proof::{NAMES, proved, row, status};
 use crate::support::env::wait_until;
@@ -38,34 +38,6 @@ fn installed_at(f: &Fleet, i: usize) -> OffsetDateTime {
     let text = fs::read_to_string(f.hosts[i].state.join("certs/www.json")).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     at(&v["installed"]["installed_at"])
-}
-
-/// Host `i`'s reloads go through a wrapper that appends one line to the file returned.
-fn count_reloads(f: &Fleet, i: usize) -> PathBuf {
-    let dir = f.hosts[i].config.parent().unwrap().to_path_buf();
-    let count = dir.join(format!("reloads-{}", HOSTS[i]));
-    let wrapper = dir.join(format!("reload-counted-{}", HOSTS[i]));
-    fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\necho reload >> '{}'\nexec \"$@\"\n",
-            count.display()
-        ),
-    )
-    .unwrap();
-    fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
-    let text = fs::read_to_string(&f.hosts[i].config).unwrap();
-    let wrapped = text.replace(
-        "reload_command = [",
-        &format!("reload_command = [\"{}\", ", wrapper.display()),
-    );
-    assert_ne!(text, wrapped, "no reload_command in\n{text}");
-    fs::write(&f.hosts[i].config, wrapped).unwrap();
-    count
-}
-
-fn reloads(file: &PathBuf) -> usize {
-    fs::read_to_string(file).map_or(0, |t| t.lines().count())
 }
 
 /// Waits until every host proved `serial`; the status then.
@@ -146,7 +118,7 @@ fn five_hosts_one_of_them_apache_install_wave_after_wave_and_a_bundle_without_it
 
     // The reissue's bundle comes without its intermediate: the leader refuses it, installs
     // and publishes nothing, and no host reloads.
-    let before: Vec<usize> = counted.iter().map(reloads).collect();
+    let before: Vec<usize> = counted.iter().map(|c| reloads(c)).collect();
     f.env.sandbox.inject(
         Fault::new(FaultKind::HostileBundle {
             hostile: HostileKind::NoIntermediate,
@@ -166,7 +138,7 @@ fn five_hosts_one_of_them_apache_install_wave_after_wave_and_a_bundle_without_it
         assert_eq!(f.installed(i).as_deref(), Some(first.as_str()), "{host}");
         assert_eq!(f.served(i).as_deref(), Some(first.as_str()), "{host}");
     }
-    let after: Vec<usize> = counted.iter().map(reloads).collect();
+    let after: Vec<usize> = counted.iter().map(|c| reloads(c)).collect();
     assert_eq!(before, after, "no host reloaded for the refused bundle");
     let (_, v) = status(&f, 0);
     assert_eq!(
