@@ -72,7 +72,10 @@ fn retire_inside_the_window_cancels_once_and_later_runs_leave_it_alone() {
     let status = scenario::run_synced(&env, &["status"]);
     status.expect_code(0);
     assert!(
-        status.stdout.contains("retired (") && status.stdout.contains("[[certificate]] entry"),
+        status.stdout.contains(" retired ")
+            && status
+                .stdout
+                .contains("remove its [[certificate]] entry (record: "),
         "{}",
         status.describe()
     );
@@ -127,10 +130,10 @@ fn a_retired_certificate_is_announced_once_and_shows_only_as_retired() {
     status.expect_code(0);
     let row = &status.json()[0];
     assert!(
-        row["state"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("retired ("),
+        row["state"] == "retired"
+            && row["next_action"]
+                .as_str()
+                .is_some_and(|n| n.contains("retired/www.json")),
         "{row:#}"
     );
     assert!(
