@@ -246,7 +246,9 @@ fn retire_on_one_host_cancels_once_and_every_host_archives_it_and_it_can_come_ba
     );
     let status = t.f.agent(1, &["status"]);
     assert!(
-        !status.stdout.contains("remove its [[certificate]] entry (record: "),
+        !status
+            .stdout
+            .contains("remove its [[certificate]] entry (record: "),
         "{}",
         status.describe()
     );
