@@ -552,7 +552,7 @@ fn a_six_day_certificate_is_renewed_by_the_daemon() {
         a.env.record("www").is_some_and(|r| {
             r["installed"]["serial"]
                 .as_str()
-                .is_some_and(|s| !s.eq_ignore_ascii_case(&serial))
+                .is_some_and(|s| support::env::norm_serial(s) != serial)
         })
     });
     let _ = nix::sys::signal::kill(
