@@ -344,6 +344,8 @@ impl CertRecord {
     ) -> Option<PendingKey> {
         self.installed = Some(installed);
         self.placeholder = None;
+        // A serial rolled back here is no longer refused once another install is kept.
+        self.rolled_back = None;
         // An ACME certificate has no subscription.
         if self.partner.subscription.is_none() && self.acme.is_none() {
             self.partner.subscription = Some(fallback);
@@ -359,6 +361,21 @@ impl CertRecord {
         self.failures = 0;
         self.retry_after = None;
         self.last_error = None;
+        self.pending_key.take()
+    }
+
+    /// A certificate obtained, then refused for good on this host (its rollout aborted): the
+    /// reissue or ACME order that brought it is closed and its pending key returned (to
+    /// discard), so that the due rule decides on the installed certificate anew. The record's
+    /// `rolled_back` keeps that serial refused here.
+    pub fn close_refused(&mut self) -> Option<PendingKey> {
+        self.partner.reissue = None;
+        if let Some(acme) = &mut self.acme {
+            acme.order_url = None;
+            acme.names.clear();
+            acme.placed_at = None;
+            acme.window = None;
+        }
         self.pending_key.take()
     }
 }

@@ -235,6 +235,18 @@ pub(crate) async fn install_ready<'a>(
     batch.finish().await
 }
 
+/// [`install_ready`] up to the verification of what is served, without committing or
+/// recording anything ([`ReadyBatch::finish_held`]).
+pub(crate) async fn hold_ready(ready: Vec<(Job<'_>, Ready)>) -> HeldBatch<'_> {
+    let files = ready
+        .iter()
+        .map(|(_, r)| r.install.paths.all().count())
+        .sum();
+    let mut batch = ReadyBatch::new(files);
+    batch.stage(ready);
+    batch.finish_held().await
+}
+
 /// [`install_ready`] with the certificates staged a slice at a time ([`ReadyBatch::stage`]):
 /// of each, once its files are written beside their targets, only what recording its install
 /// needs is kept (not its bundle's content, its archive, its key), so that installing
@@ -293,11 +305,14 @@ pub(crate) struct HeldBatch<'a> {
 }
 
 /// A certificate whose new files are live in a [`HeldBatch`]: its name, the serial it
-/// serves now, and the serial installed before it (none: a first install).
-pub(crate) struct Live {
-    pub(crate) name: String,
-    pub(crate) serial: String,
-    pub(crate) previous: Option<String>,
+/// serves now, and the certificate installed before it (none: a first install).
+pub struct Live {
+    pub name: String,
+    pub serial: String,
+    /// The serial installed before.
+    pub previous: Option<String>,
+    /// The dates (`not_before`, `not_after`) of the certificate installed before.
+    pub previous_dates: Option<(time::OffsetDateTime, time::OffsetDateTime)>,
 }
 
 impl<'a> HeldBatch<'a> {
@@ -311,6 +326,11 @@ impl<'a> HeldBatch<'a> {
                 name: job.cert.name.clone(),
                 serial: r.bundle.serial_hex.clone(),
                 previous: job.rec.installed.as_ref().map(|i| i.serial.clone()),
+                previous_dates: job
+                    .rec
+                    .installed
+                    .as_ref()
+                    .map(|i| (i.not_before, i.not_after)),
             })
             .collect()
     }

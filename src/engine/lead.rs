@@ -4,6 +4,7 @@
 use futures_util::future::LocalBoxFuture;
 use time::OffsetDateTime;
 
+use super::deploy::Live;
 use crate::config::{AcmeCa, CertificateConfig};
 use crate::dcv::ValidationFile;
 use crate::store::{CertRecord, OrderIntent};
@@ -65,12 +66,53 @@ pub trait Lead {
         Box::pin(async { Ok(Vec::new()) })
     }
 
+    /// Whether this host proves what it installs before the install is committed (a rollout
+    /// in waves): the engine then installs up to the verification, asks [`Lead::prove_held`]
+    /// which installs to roll back, settles the batch and calls [`Lead::settled`].
+    fn holds_installs(&self) -> bool {
+        false
+    }
+
+    /// Proves what this host serves of each certificate of `live` (its new files live, not yet
+    /// committed) and names those to roll back: name → why.
+    fn prove_held<'a>(
+        &'a self,
+        _live: &'a [Live],
+    ) -> LocalBoxFuture<'a, std::collections::HashMap<String, String>> {
+        Box::pin(async { std::collections::HashMap::new() })
+    }
+
+    /// After the batch [`Lead::prove_held`] saw was settled (the installs to roll back rolled
+    /// back, the others committed): the proofs published.
+    fn settled(&self) -> LocalBoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
+    /// Why this host does not install `serial` of the certificate of `rec` now: it rolled that
+    /// serial back here after its proof failed, and no one resumed the rollout since (`None`:
+    /// install it).
+    fn refuses<'a>(
+        &'a self,
+        _rec: &'a CertRecord,
+        _serial: &'a str,
+    ) -> LocalBoxFuture<'a, Option<Refusal>> {
+        Box::pin(async { None })
+    }
+
     /// The record of `name` as this host's state directory holds it now, when the leader's
     /// run already read or wrote it (its import): the engine takes it instead of reading it
     /// again (`None`: read it).
     fn take_record(&self, _name: &str) -> Option<CertRecord> {
         None
     }
+}
+
+/// Why a leader does not install a certificate it obtained ([`Lead::refuses`]).
+pub struct Refusal {
+    /// In words.
+    pub reason: String,
+    /// Refused for good (its rollout aborted): the order or reissue that brought it is closed.
+    pub aborted: bool,
 }
 
 /// A certificate the engine installed, as a leader publishes it to the other hosts.

@@ -115,13 +115,24 @@ pub async fn run(
     } else {
         std::collections::HashMap::new()
     };
+    let ready = match lead {
+        Some(l) => keep_refused(l, ready, &mut work, opts.dry_run, &mut report).await,
+        None => ready,
+    };
     let mut installed = Vec::new();
-    for (job, outcome, warning) in deploy::install_ready(ready).await {
+    let (done, rolled_back) = match lead.filter(|l| l.holds_installs()) {
+        Some(l) => install_proved(l, ready, ctx.now()).await,
+        None => (deploy::install_ready(ready).await, HashSet::new()),
+    };
+    for (job, outcome, warning) in done {
         let idx = job.idx;
         if warning.is_some() {
             report.certificates[idx].warning = warning;
         }
-        if matches!(outcome, Outcome::Installed { .. })
+        // A certificate the leader rolled back is published all the same: the fleet's
+        // rollout decides who installs it, and the leader's failed proof halts the waves
+        // after its own.
+        if (matches!(outcome, Outcome::Installed { .. }) || rolled_back.contains(&job.cert.name))
             && let Some(i) = installable.remove(&job.cert.name)
         {
             installed.push((job.cert.name.clone(), i));
@@ -139,6 +150,92 @@ pub async fn run(
         installed,
         untouched,
     }
+}
+
+/// Of `ready`, those the leader installs: each one whose serial this host refuses
+/// ([`Lead::refuses`]: it rolled it back here) is done for this run, unchanged, with why.
+async fn keep_refused<'a>(
+    lead: &dyn Lead,
+    ready: Vec<(Job<'a>, super::Ready)>,
+    work: &mut Work<'a>,
+    dry_run: bool,
+    report: &mut RunReport,
+) -> Vec<(Job<'a>, super::Ready)> {
+    let mut go = Vec::with_capacity(ready.len());
+    for (job, r) in ready {
+        match lead.refuses(&job.rec, &r.bundle.serial_hex).await {
+            Some(refusal) => {
+                let reason = refusal.reason;
+                tracing::warn!(certificate = %job.cert.name, serial = %r.bundle.serial_hex, "{reason}; not installed");
+                let mut job = job;
+                if refusal.aborted && !dry_run {
+                    close_refused(&mut job);
+                }
+                work.finish(dry_run, job, Outcome::Unchanged { reason }, report);
+            }
+            None => go.push((job, r)),
+        }
+    }
+    go
+}
+
+/// Closes the order or reissue of `job`'s certificate whose certificate a person refused for
+/// good ([`crate::store::CertRecord::close_refused`]): journalled, the record saved, its
+/// pending key discarded.
+fn close_refused(job: &mut Job<'_>) {
+    let key = job.rec.close_refused();
+    if let Err(e) = job.journal("rollout-refused", serde_json::json!({})) {
+        tracing::warn!(certificate = %job.cert.name, "could not journal the refusal: {e:#}");
+    }
+    match job.save() {
+        Ok(()) => {
+            if let Some(key) = key {
+                super::keys::discard_key_file(&key.key_file);
+            }
+        }
+        Err(e) => {
+            tracing::warn!(certificate = %job.cert.name, "could not record the refusal: {e:#}")
+        }
+    }
+}
+
+/// Installs `ready` as a leader that proves before it commits ([`Lead::holds_installs`]):
+/// up to the verification, then the leader's proofs name the installs to roll back; each
+/// rolled back is recorded (`rolled_back`: that serial is refused here while its rollout is
+/// halted), the others committed and recorded as usual. Also returns the names rolled back.
+async fn install_proved<'a>(
+    lead: &dyn Lead,
+    ready: Vec<(Job<'a>, super::Ready)>,
+    now: time::OffsetDateTime,
+) -> (Vec<(Job<'a>, Outcome, Option<String>)>, HashSet<String>) {
+    if ready.is_empty() {
+        return (Vec::new(), HashSet::new());
+    }
+    let held = deploy::hold_ready(ready).await;
+    let live = held.live();
+    let back = lead.prove_held(&live).await;
+    let mut done = held.settle(&back).await;
+    for (job, _, _) in &mut done {
+        let Some(why) = back.get(&job.cert.name) else {
+            continue;
+        };
+        let Some(l) = live.iter().find(|l| l.name == job.cert.name) else {
+            continue;
+        };
+        // Not a failure to retry on a backoff: the serial is refused here until a person
+        // decides, which each run reports (unchanged, with why).
+        job.rec.clear_failures();
+        job.rec.rolled_back = Some(crate::store::RolledBack {
+            serial: l.serial.clone(),
+            reason: why.clone(),
+            at: now,
+        });
+        if let Err(e) = job.save() {
+            tracing::warn!(certificate = %job.cert.name, "could not record the rollback: {e:#}");
+        }
+    }
+    lead.settled().await;
+    (done, back.into_keys().collect())
 }
 
 /// How a certificate's start ended. Unboxed, as the tuple it replaced: the job moves on into

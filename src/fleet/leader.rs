@@ -28,6 +28,7 @@ use super::versions::Versions;
 mod acme;
 mod around;
 mod export;
+mod held;
 mod imports;
 mod outcomes;
 mod reads;
@@ -67,6 +68,11 @@ pub(super) struct FleetRun<'a> {
     acme_published: std::cell::RefCell<BTreeMap<String, super::schema::DcvEntry>>,
     /// The certificates whose refused current value this run wrote back ([`repaired`]).
     repaired_current: std::cell::RefCell<std::collections::BTreeSet<String>>,
+    /// With a rollout in waves: the proofs of the installs the engine held, published once
+    /// the batch is settled ([`held`]).
+    held_proofs: std::cell::RefCell<Option<super::rollback::Checked>>,
+    /// The fleet's proofs and decisions, read once a run when a rolled back serial is met.
+    fleetwide: std::cell::RefCell<Option<std::rc::Rc<super::rollout::Fleetwide>>>,
 }
 
 impl FleetRun<'_> {
@@ -216,6 +222,29 @@ impl Lead for FleetRun<'_> {
     fn take_record(&self, name: &str) -> Option<CertRecord> {
         self.records.borrow_mut().remove(name)
     }
+
+    fn holds_installs(&self) -> bool {
+        FleetRun::holds_installs(self)
+    }
+
+    fn prove_held<'a>(
+        &'a self,
+        live: &'a [engine::deploy::Live],
+    ) -> LocalBoxFuture<'a, std::collections::HashMap<String, String>> {
+        Box::pin(FleetRun::prove_held(self, live))
+    }
+
+    fn settled(&self) -> LocalBoxFuture<'_, ()> {
+        Box::pin(FleetRun::settled(self))
+    }
+
+    fn refuses<'a>(
+        &'a self,
+        rec: &'a CertRecord,
+        serial: &'a str,
+    ) -> LocalBoxFuture<'a, Option<engine::Refusal>> {
+        Box::pin(FleetRun::refuses(self, rec, serial))
+    }
 }
 
 impl FleetRun<'_> {
@@ -294,8 +323,11 @@ impl FleetRun<'_> {
                     skipped: None,
                 };
                 report_host(self.link, self.link.fleet.host(), &cert.name, &result).await;
-                let installed = [(cert.name.clone(), doc.serial.clone(), version)];
-                super::proof::prove_installed(self.link, self.config, &installed).await;
+                // With a rollout in waves the install was proved before it was committed.
+                if !self.holds_installs() {
+                    let installed = [(cert.name.clone(), doc.serial.clone(), version)];
+                    super::proof::prove_installed(self.link, self.config, &installed).await;
+                }
                 Ok(())
             }
             Written::Conflict(_) => bail!(
@@ -586,6 +618,8 @@ async fn round(
         records: std::cell::RefCell::new(records),
         acme_published: std::cell::RefCell::default(),
         repaired_current: std::cell::RefCell::default(),
+        held_proofs: std::cell::RefCell::default(),
+        fleetwide: std::cell::RefCell::default(),
     };
     let done = engine::run(config, store, opts, &eligible, Some(&fr)).await;
     take_engine_outcomes(&mut report, done.report.certificates, &sync_decided.decided);

@@ -53,6 +53,30 @@ pub(super) fn note(job: &mut Job<'_>, checked: Option<&Checked>, now: OffsetDate
     }
 }
 
+/// Why this host does not install `serial` of the certificate of `rec` again: it rolled it
+/// back after its proof failed (the record's `rolled_back`), and no one resumed the rollout
+/// since (`decision`, the newest made on `serial`).
+pub(super) fn refused_here(
+    rec: &crate::store::CertRecord,
+    serial: &str,
+    decision: Option<&super::decision::Decision>,
+) -> Option<String> {
+    use super::decision::Verdict;
+    let rb = rec
+        .rolled_back
+        .as_ref()
+        .filter(|rb| same_serial_hex(&rb.serial, serial))?;
+    if decision.is_some_and(|d| d.verdict == Verdict::Resume && d.at > rb.at) {
+        return None;
+    }
+    Some(format!(
+        "rolled back here at {}: {}; serial {serial} is refused on this host while its \
+         rollout is halted",
+        crate::clock::rfc3339(rb.at),
+        rb.reason
+    ))
+}
+
 /// Proves what this host serves of each certificate `held` made live (`published`: the
 /// fleet's version of each); a failed proof of a certificate that replaced another rolls it
 /// back (a first install has nothing to return to: it stays, its proof failed, as without
@@ -66,7 +90,16 @@ pub(super) async fn check(
     (published, overridden): (&BTreeMap<String, u64>, &BTreeMap<String, String>),
 ) -> Option<Checked> {
     link.config.rollout.as_ref()?;
-    let live = held.live();
+    Some(check_live(link, config, &held.live(), (published, overridden)).await)
+}
+
+/// [`check`] of the certificates `live` (with a rollout in waves).
+pub(super) async fn check_live(
+    link: &FleetLink,
+    config: &Config,
+    live: &[Live],
+    (published, overridden): (&BTreeMap<String, u64>, &BTreeMap<String, String>),
+) -> Checked {
     let asked: Vec<(String, String, u64)> = live
         .iter()
         .map(|l| {
@@ -75,14 +108,14 @@ pub(super) async fn check(
         })
         .collect();
     let proofs = proof::prove_all(link, config, &asked).await;
-    let (mut back, mut previous) = to_roll_back(&live, &proofs);
+    let (mut back, mut previous) = to_roll_back(live, &proofs);
     back.retain(|name, _| !overridden.contains_key(name));
     previous.retain(|name, _| !overridden.contains_key(name));
-    Some(Checked {
+    Checked {
         proofs,
         back,
         previous,
-    })
+    }
 }
 
 /// Of `live`, those whose proof failed and that replaced another serial: name → why, and
@@ -201,6 +234,7 @@ mod tests {
             name: name.into(),
             serial: serial.into(),
             previous: previous.map(Into::into),
+            previous_dates: None,
         }
     }
 

@@ -320,3 +320,122 @@ fn record(f: &Fleet, i: usize) -> serde_json::Value {
     let text = fs::read_to_string(f.hosts[i].state.join("certs/www.json")).unwrap();
     serde_json::from_str(&text).unwrap()
 }
+
+/// `POST …/reissue` and `POST /order` calls at the sandbox so far.
+fn billed_or_reissued(f: &Fleet) -> usize {
+    f.env
+        .calls()
+        .iter()
+        .filter(|c| {
+            c.method == "POST" && (c.path.ends_with("/reissue") || c.path == "/api/v1/order")
+        })
+        .count()
+}
+
+/// The leader is a host of its wave like the others: web1 leads and sits in wave 1 (web2 is
+/// the canary, web3 the last wave). Its nginx keeps the old certificate for one name: its
+/// proof of the reissued serial fails before its install is committed, and it rolls the
+/// install back (handshakes: the old serial on every name). The serial is published all the
+/// same: the canary installs it (its wave comes first), web3 is held back by web1's failed
+/// proof, `fleet status` names the halt at wave 1. The leader's next run installs nothing and
+/// orders nothing; after the fix, `fleet rollout resume` lets its next run install the serial
+/// and web3 follows.
+#[test]
+fn a_leader_whose_proof_fails_rolls_its_own_install_back_and_halts_the_waves_after_it() {
+    if !ready() {
+        return;
+    }
+    let mut f = Fleet::start_under("/cert-agent/", &[Server::Nginx; 3], &[("www", NAMES)]);
+    for h in &f.hosts {
+        let mut config = fs::read_to_string(&h.config).unwrap();
+        config
+            .push_str("rollout_canaries = [\"web2\"]\nrollout_wave = 1\nrollout_pause_secs = 1\n");
+        fs::write(&h.config, config).unwrap();
+    }
+    let resync = [("CERT_AGENT_TEST_FLEET_RESYNC_SECS", "1")];
+    f.start_daemon_with(1, &resync);
+    f.start_daemon_with(2, &resync);
+    let out = f.agent(0, &["--json", "renew", "--wait", "60"]);
+    out.expect_code(0);
+    let first = out.installed_serial("www");
+    f.wait_all_serve(&first, Duration::from_secs(60));
+
+    stale_vhost(&f, 0, "shop.fleet.test");
+    let re = f.agent(0, &["--json", "reissue", "www", "--wait", "60"]);
+    let o = re.outcome("www");
+    assert_eq!(o["outcome"], "failed", "{}", re.describe());
+    assert!(
+        o["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("this host's proof of serial ")),
+        "{}",
+        re.describe()
+    );
+    // The leader serves the previous certificate on every name, and its record says why.
+    let web1 = f.hosts[0].web.https_addr();
+    for name in ["www.fleet.test", "shop.fleet.test"] {
+        let leaf = f.env.served_leaf(&web1, name).expect("a handshake");
+        assert_eq!(leaf.serial, first, "web1 {name}\n{}", f.logs());
+    }
+    assert_eq!(f.installed(0).as_deref(), Some(first.as_str()));
+    let mut v = serde_json::Value::Null;
+    let published = wait_until(Duration::from_secs(30), || {
+        v = status(&f, 0).1;
+        proved(&v, "web1").is_some_and(|s| s != first)
+            && !row(&v, "web1")["proof"]["rolled_back"].is_null()
+    });
+    assert!(published, "{v:#}\n{}", f.logs());
+    let second = proved(&v, "web1").unwrap();
+    let rec = record(&f, 0);
+    assert_eq!(
+        norm_serial(rec["rolled_back"]["serial"].as_str().unwrap_or_default()),
+        second,
+        "{rec:#}"
+    );
+    // The canary's wave comes before the leader's: it installs the serial; web3 is held back.
+    assert!(
+        wait_until(Duration::from_secs(30), || f.installed(1).as_deref()
+            == Some(second.as_str())),
+        "{}",
+        f.logs()
+    );
+    let held = wait_until(Duration::from_secs(30), || {
+        v = status(&f, 0).1;
+        row(&v, "web3")["skipped"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("rollout halted at wave 1: web1: "))
+    });
+    assert!(held, "{v:#}\n{}", f.logs());
+    assert_eq!(f.installed(2).as_deref(), Some(first.as_str()));
+    let (code, v) = status(&f, 0);
+    assert_eq!(code, Some(1), "{v:#}");
+
+    // The leader's next run installs nothing and asks the CA for nothing new.
+    let calls = billed_or_reissued(&f);
+    let again = f.agent(0, &["--json", "renew"]);
+    let o = again.outcome("www");
+    assert_eq!(o["outcome"], "unchanged", "{}", again.describe());
+    assert!(
+        o["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("rolled back here at ")),
+        "{}",
+        again.describe()
+    );
+    assert_eq!(f.installed(0).as_deref(), Some(first.as_str()));
+    assert_eq!(billed_or_reissued(&f), calls, "{}", again.describe());
+
+    // Fixed and resumed: the leader installs the serial and proves it; web3 follows.
+    fix_vhost(&f, 0);
+    f.agent(0, &["fleet", "rollout", "resume", "www"])
+        .expect_code(0);
+    let resumed = f.agent(0, &["--json", "renew"]);
+    assert_eq!(
+        f.installed(0).as_deref(),
+        Some(second.as_str()),
+        "{}",
+        resumed.describe()
+    );
+    f.wait_all_serve(&second, Duration::from_secs(30));
+    assert_eq!(billed_or_reissued(&f), calls, "nothing ordered again");
+}

@@ -201,7 +201,7 @@ fn hold_back<'a>(
             go.push((job, r));
             continue;
         }
-        let gate = match refused_here(&job, serial, decision) {
+        let gate = match crate::fleet::rollback::refused_here(&job.rec, serial, decision) {
             Some(why) => Gate::Halted(why),
             None => gate(
                 config,
@@ -231,31 +231,6 @@ fn hold_back<'a>(
         out.push(Synced { name, outcome });
     }
     go
-}
-
-/// Why this host does not install `serial` of `job`'s certificate again: it rolled it back
-/// after its proof failed (its record's `rolled_back`), and no one resumed the rollout since
-/// (`decision`, the newest made on `serial`).
-fn refused_here(
-    job: &Job<'_>,
-    serial: &str,
-    decision: Option<&crate::fleet::decision::Decision>,
-) -> Option<String> {
-    use crate::fleet::decision::Verdict;
-    let rb = job
-        .rec
-        .rolled_back
-        .as_ref()
-        .filter(|rb| crate::crypto::same_serial_hex(&rb.serial, serial))?;
-    if decision.is_some_and(|d| d.verdict == Verdict::Resume && d.at > rb.at) {
-        return None;
-    }
-    Some(format!(
-        "rolled back here at {}: {}; serial {serial} is refused on this host while its \
-         rollout is halted",
-        crate::clock::rfc3339(rb.at),
-        rb.reason
-    ))
 }
 
 /// The step of each certificate of `slice` (the configured certificates from index `first`
