@@ -57,7 +57,9 @@ pub fn action_of(event: &str) -> Option<&'static str> {
         | "imported"
         | "acme-order-placed"
         | "acme-order-dropped" => "order",
-        "reissue-intent" | "reissued" | "reissue-refused" | "replaced" => "reissue",
+        "reissue-intent" | "reissued" | "reissue-refused" | "replaced" | "rollout-refused" => {
+            "reissue"
+        }
         "cancel" | "cancel-refused" => "cancel",
         "renewal-prepared" | "prolong" => "prolong",
         "dcv-published" | "dcv-change" | "dcv-resend" => "dcv",

@@ -438,4 +438,57 @@ fn a_leader_whose_proof_fails_rolls_its_own_install_back_and_halts_the_waves_aft
     );
     f.wait_all_serve(&second, Duration::from_secs(30));
     assert_eq!(billed_or_reissued(&f), calls, "nothing ordered again");
+
+    // Again, and aborted: the leader closes the reissue that brought the refused serial (its
+    // pending key discarded); its next runs neither install it nor ask the CA for anything,
+    // and the fleet stays on the serial it served.
+    stale_vhost(&f, 0, "shop.fleet.test");
+    let re = f.agent(0, &["--json", "reissue", "www", "--wait", "60"]);
+    assert_eq!(re.outcome("www")["outcome"], "failed", "{}", re.describe());
+    let mut w = serde_json::Value::Null;
+    let third = wait_until(Duration::from_secs(30), || {
+        w = status(&f, 0).1;
+        proved(&w, "web1").is_some_and(|s| s != second)
+    });
+    assert!(third, "{w:#}\n{}", f.logs());
+    let open = record(&f, 0);
+    assert!(
+        !open["reissue"].is_null() && !open["pending_key"].is_null(),
+        "the reissue stays open while halted: {open:#}"
+    );
+    f.agent(0, &["fleet", "rollout", "abort", "www"])
+        .expect_code(0);
+    let calls = billed_or_reissued(&f);
+    let aborted = f.agent(0, &["--json", "renew"]);
+    let reason = aborted.outcome("www")["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        reason.starts_with("rollout of serial ") && reason.contains("aborted by web1"),
+        "{}",
+        aborted.describe()
+    );
+    let rec = record(&f, 0);
+    assert!(
+        rec["reissue"].is_null() && rec["pending_key"].is_null(),
+        "{rec:#}"
+    );
+    assert!(
+        fs::read_dir(f.hosts[0].state.join("keys/www"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+            == 0,
+        "the pending key is discarded"
+    );
+    let quiet = f.agent(0, &["--json", "renew"]);
+    assert_eq!(
+        quiet.outcome("www")["outcome"],
+        "unchanged",
+        "{}",
+        quiet.describe()
+    );
+    assert_eq!(billed_or_reissued(&f), calls, "{}", quiet.describe());
+    assert_eq!(f.installed(0).as_deref(), Some(second.as_str()));
+    assert_eq!(f.installed(2).as_deref(), Some(second.as_str()));
 }

@@ -201,7 +201,9 @@ fn hold_back<'a>(
             go.push((job, r));
             continue;
         }
-        let gate = match crate::fleet::rollback::refused_here(&job.rec, serial, decision) {
+        // An abort names itself (the serial is refused for good, not only here).
+        let here = crate::fleet::rollback::refused_here(&job.rec, serial, decision);
+        let gate = match here.filter(|_| !aborted) {
             Some(why) => Gate::Halted(why),
             None => gate(
                 config,
