@@ -22,6 +22,7 @@ use crate::store::{FileStamp, Installed, Subscription};
 use super::context::Ctx;
 use super::job::{Job, Ready};
 use super::keys;
+use super::lead::Live;
 use super::report::Outcome;
 
 /// A host clock this much behind the CA's installs at once: a leaf issued a moment ago is not
@@ -302,17 +303,6 @@ pub(crate) struct HeldBatch<'a> {
     ready: Vec<(Job<'a>, Ready)>,
     results: Vec<install::CertOutcome>,
     held: install::Held,
-}
-
-/// A certificate whose new files are live in a [`HeldBatch`]: its name, the serial it
-/// serves now, and the certificate installed before it (none: a first install).
-pub struct Live {
-    pub name: String,
-    pub serial: String,
-    /// The serial installed before.
-    pub previous: Option<String>,
-    /// The dates (`not_before`, `not_after`) of the certificate installed before.
-    pub previous_dates: Option<(time::OffsetDateTime, time::OffsetDateTime)>,
 }
 
 impl<'a> HeldBatch<'a> {

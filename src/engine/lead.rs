@@ -4,7 +4,6 @@
 use futures_util::future::LocalBoxFuture;
 use time::OffsetDateTime;
 
-use super::deploy::Live;
 use crate::config::{AcmeCa, CertificateConfig};
 use crate::dcv::ValidationFile;
 use crate::store::{CertRecord, OrderIntent};
@@ -105,6 +104,17 @@ pub trait Lead {
     fn take_record(&self, _name: &str) -> Option<CertRecord> {
         None
     }
+}
+
+/// A certificate whose new files are live in a held batch ([`super::deploy::HeldBatch`]): its name, the serial it
+/// serves now, and the certificate installed before it (none: a first install).
+pub struct Live {
+    pub name: String,
+    pub serial: String,
+    /// The serial installed before.
+    pub previous: Option<String>,
+    /// The dates (`not_before`, `not_after`) of the certificate installed before.
+    pub previous_dates: Option<(OffsetDateTime, OffsetDateTime)>,
 }
 
 /// Why a leader does not install a certificate it obtained ([`Lead::refuses`]).

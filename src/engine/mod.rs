@@ -39,7 +39,7 @@ pub use deploy::install_paths;
 pub use due::express_of;
 pub use held::line as held_line;
 pub use job::{Job, Ready, unattended_inputs, wanted};
-pub use lead::{Installable, Lead, Refusal};
+pub use lead::{Installable, Lead, Live, Refusal};
 pub use poll::{polling_rule, until_next_check};
 pub(crate) use publish::remove_published;
 pub(crate) use publish::webroots;

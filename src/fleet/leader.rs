@@ -229,7 +229,7 @@ impl Lead for FleetRun<'_> {
 
     fn prove_held<'a>(
         &'a self,
-        live: &'a [engine::deploy::Live],
+        live: &'a [engine::Live],
     ) -> LocalBoxFuture<'a, std::collections::HashMap<String, String>> {
         Box::pin(FleetRun::prove_held(self, live))
     }

@@ -12,7 +12,8 @@ use crate::crypto::same_serial_hex;
 use time::OffsetDateTime;
 
 use crate::engine::Job;
-use crate::engine::deploy::{HeldBatch, Live};
+use crate::engine::Live;
+use crate::engine::deploy::HeldBatch;
 
 use super::link::FleetLink;
 use super::proof::{self, Proof, RolledBack};

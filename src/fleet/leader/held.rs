@@ -11,8 +11,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
+use crate::engine::Live;
 use crate::engine::Refusal;
-use crate::engine::deploy::Live;
 use crate::store::CertRecord;
 
 use super::super::rollback;
