@@ -3,6 +3,13 @@
 //! one round, one `list` call per page of in-progress certificates stands in for their status
 //! calls. Validation is published once the API says what to publish; an issued certificate is
 //! downloaded and checked, and then ready to install.
+//!
+//! Between status checks, a run that waits for new orders in progress whose validation is
+//! published watches the list of certificates in progress (the list call, not the status
+//! call the polling rule limits): 1 s after the wait begins, then 2, 4, 8 … s apart, at most
+//! `poll_interval_secs`. An order that left the list was issued (or ended): its certificate is
+//! downloaded at once — a download, not a status call — and when it is not issued yet, the
+//! order waits for its next status check as before.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -29,6 +36,10 @@ const BULK_POLL_MIN: usize = 3;
 pub(super) async fn rounds<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut RunReport) {
     let interval = Duration::from_secs(ctx.config.agent.poll_interval_secs);
     let mut rounds_done = 0u32;
+    let mut watch = Watch {
+        gap: WATCH_FIRST.min(interval),
+        announced: false,
+    };
     while !work.waiting.is_empty() {
         // One clock reading for the whole set, so that certificates checked together stay
         // together.
@@ -44,23 +55,37 @@ pub(super) async fn rounds<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut 
             stop_waiting(ctx, work, report).await;
             return;
         }
+        // The list watch's next look, when an order is watched and it comes before the next
+        // status check, within the run's wait.
+        let look = (soonest > Duration::ZERO && work.waiting.iter().any(|(j, w)| watched(j, w)))
+            .then_some(watch.gap)
+            .filter(|gap| *gap < soonest && *gap <= remaining);
         // The wait is over (at least one round was made), or the next check comes after it.
-        if soonest > remaining || (remaining.is_zero() && rounds_done > 0) {
+        if look.is_none() && (soonest > remaining || (remaining.is_zero() && rounds_done > 0)) {
             leave_pending(ctx, work, delays, report);
             return;
         }
         if !soonest.is_zero() {
-            for line in waiting_lines(&work.waiting, &delays, t, interval) {
-                progress(ctx.opts, &line);
+            if !watch.announced {
+                for line in waiting_lines(&work.waiting, &delays, t, interval) {
+                    progress(ctx.opts, &line);
+                }
+                watch.announced = look.is_some();
             }
             tokio::select! {
-                () = tokio::time::sleep(soonest) => {}
+                () = tokio::time::sleep(look.unwrap_or(soonest)) => {}
                 () = stopped(ctx.opts) => {
                     stop_waiting(ctx, work, report).await;
                     return;
                 }
             }
+            if look.is_some() {
+                watch.gap = (watch.gap * 2).min(interval);
+                look_at_list(ctx, work, report).await;
+                continue;
+            }
         }
+        watch.announced = false;
         let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut work.waiting)
             .into_iter()
             .zip(delays)
@@ -69,6 +94,57 @@ pub(super) async fn rounds<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut 
         let due: Vec<_> = due.into_iter().map(|(w, _)| w).collect();
         round(ctx, due, work, report).await;
         rounds_done += 1;
+    }
+}
+
+/// The list watch's first look, after the wait begins; each later one comes twice as long
+/// after the one before, up to `poll_interval_secs`.
+const WATCH_FIRST: Duration = Duration::from_secs(1);
+
+/// The list watch of one run: the gap to its next look, and whether the waiting lines were
+/// printed for the status check the looks come before.
+struct Watch {
+    gap: Duration,
+    announced: bool,
+}
+
+/// Whether the list watch looks out for `job`: a new order (not a reissue: a reissued
+/// certificate is not in the list of certificates in progress) whose validation is
+/// published, last seen in progress, and not already tried when it left the list.
+fn watched(job: &Job<'_>, w: &Waiting) -> bool {
+    matches!(w.mode, Mode::Issue)
+        && w.published
+        && !w.left_list_tried
+        && job.rec.last_state.as_deref() == Some("in_progress")
+}
+
+/// One look of the list watch: the orders watched that left the list of certificates in
+/// progress are downloaded (up to `agent.concurrency` at once); those not issued yet wait
+/// for their status check. A list that cannot be read changes nothing.
+async fn look_at_list<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut RunReport) {
+    let Some(in_progress) = in_progress_ids(ctx).await else {
+        return;
+    };
+    let (left, stay): (Vec<_>, Vec<_>) = std::mem::take(&mut work.waiting)
+        .into_iter()
+        .partition(|(j, w)| watched(j, w) && !in_progress.contains(&w.certificate_id));
+    work.waiting = stay;
+    if left.is_empty() {
+        return;
+    }
+    tracing::debug!(
+        "{} order(s) left the list of certificates in progress",
+        left.len()
+    );
+    let mut downloading = futures_util::stream::iter(left)
+        .map(|(mut job, mut w)| async move {
+            w.left_list_tried = true;
+            let next = issued(ctx, &mut job, w, None).await;
+            (job, next)
+        })
+        .buffer_unordered(ctx.concurrency());
+    while let Some((job, next)) = downloading.next().await {
+        work.settle(ctx.opts.dry_run, job, next, report);
     }
 }
 

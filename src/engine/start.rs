@@ -506,6 +506,7 @@ fn wait_reissued(
         published: false,
         prefetched: reissued.details,
         last_poll: rec.last_poll,
+        left_list_tried: false,
     })
 }
 
@@ -516,6 +517,7 @@ fn wait(rec: &CertRecord, certificate_id: u64, mode: Mode) -> Next {
         published: false,
         prefetched: None,
         last_poll: rec.last_poll,
+        left_list_tried: false,
     })
 }
 

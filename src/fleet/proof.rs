@@ -498,7 +498,7 @@ pub(super) fn open_at(keys: &FleetKeys, full: &str, rel: &str, value: &[u8]) -> 
         _ => return Err(anyhow!("{full} is not a host's proof")),
     };
     let place = Place::new(Purpose::Proof, rel, &name);
-    let (_, plain, _) = envelope::open_raw(keys, &place, value).map_err(|why| {
+    let (version, plain, _) = envelope::open_raw(keys, &place, value).map_err(|why| {
         anyhow!(
             "the fleet's host proof {full} {why}; refused (a value written without the fleet \
              key, moved from another host's key or certificate, or altered)"
@@ -512,6 +512,13 @@ pub(super) fn open_at(keys: &FleetKeys, full: &str, rel: &str, value: &[u8]) -> 
             "the fleet's host proof {full} was made by host {:?}, not {host:?}: a host cannot \
              prove for another; refused",
             printable_capped(&proof.host, 255)
+        ));
+    }
+    if u64::try_from(proof.at.unix_timestamp()).ok() != Some(version) {
+        return Err(anyhow!(
+            "the fleet's host proof {full} says it was made at {}, sealed as version \
+             {version}; refused",
+            crate::clock::rfc3339(proof.at)
         ));
     }
     Ok(proof.printable())

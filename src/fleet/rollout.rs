@@ -19,6 +19,7 @@ use super::envelope::{self, Place, Purpose};
 use super::link::FleetLink;
 use super::proof::Proof;
 use super::schema::HostSeen;
+use super::versions::Versions;
 
 /// The waves of `hosts` (sorted, each once): the canaries first (named ones that announce
 /// themselves, or the first of the sorted names), then the others in order, `wave` at a time.
@@ -213,12 +214,41 @@ impl Fleetwide {
     }
 }
 
-/// Reads [`Fleetwide`] (one range read of `hosts/`).
-pub(super) async fn read(link: &FleetLink) -> Result<Fleetwide> {
+/// Reads [`Fleetwide`] (one range read of `hosts/`). A proof or decision older than one this
+/// host opened at its key before (`versions`) is refused as a replay, naming its key.
+pub(super) async fn read(link: &FleetLink, versions: &mut Versions) -> Result<Fleetwide> {
+    let listed = link.fleet.list("hosts/").await?;
+    Ok(gather(link, listed, versions))
+}
+
+/// Whether the proof or decision at `key` (made at `at`) is no older than the one this host
+/// opened there before; a replay is logged naming the key.
+fn not_replayed(versions: &mut Versions, link: &FleetLink, key: &str, at: OffsetDateTime) -> bool {
+    let version = u64::try_from(at.unix_timestamp()).unwrap_or(0);
+    match versions.accept_rollout(key, version) {
+        Ok(()) => true,
+        Err(floor) => {
+            tracing::warn!(
+                "{} was made at {}, before the one this host opened there (version {floor}): \
+                 an older value put back; refused",
+                link.fleet.key(key),
+                crate::clock::rfc3339(at)
+            );
+            false
+        }
+    }
+}
+
+/// [`Fleetwide`] of the values `listed` under `hosts/`.
+pub(super) fn gather(
+    link: &FleetLink,
+    listed: Vec<(String, Vec<u8>)>,
+    versions: &mut Versions,
+) -> Fleetwide {
     let mut hosts = BTreeSet::new();
     let mut proofs: BTreeMap<String, BTreeMap<String, Proof>> = BTreeMap::new();
     let mut decisions = super::decision::Decisions::new();
-    for (key, value) in link.fleet.list("hosts/").await? {
+    for (key, value) in listed {
         let parts: Vec<&str> = key.split('/').collect();
         match parts.as_slice() {
             // Only a host whose sealed `seen` record opens announces itself: an etcd writer
@@ -233,6 +263,7 @@ pub(super) async fn read(link: &FleetLink) -> Result<Fleetwide> {
                 }
             }
             ["hosts", host, "proof", name] => match super::proof::open(link, &key, &value) {
+                Ok(p) if !not_replayed(versions, link, &key, p.at) => {}
                 Ok(p) => {
                     proofs
                         .entry((*name).to_owned())
@@ -247,11 +278,18 @@ pub(super) async fn read(link: &FleetLink) -> Result<Fleetwide> {
             _ => {}
         }
     }
-    Ok(Fleetwide {
+    decisions.retain(|name, by_host| {
+        by_host.retain(|host, d| {
+            let key = super::schema::decision_key(host, name);
+            not_replayed(versions, link, &key, d.at)
+        });
+        !by_host.is_empty()
+    });
+    Fleetwide {
         hosts: hosts.into_iter().collect(),
         proofs,
         decisions,
-    })
+    }
 }
 
 #[cfg(test)]

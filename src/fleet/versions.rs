@@ -180,6 +180,15 @@ struct File {
     /// The digest of the manifest entry this host last wrote ([`super::floor::publish`]).
     #[serde(default, rename = "@manifest", skip_serializing_if = "Option::is_none")]
     manifest: Option<String>,
+    /// The highest version this host opened of each host's proof and rollout decision, by its
+    /// key (`hosts/HOST/proof/NAME`, `hosts/HOST/rollout/NAME`): an older value put back there
+    /// is refused as a replay.
+    #[serde(
+        default,
+        rename = "@rollout",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    rollout: BTreeMap<String, u64>,
     #[serde(flatten)]
     certs: BTreeMap<String, CertVersions>,
 }
@@ -271,6 +280,20 @@ impl Versions {
         crate::fsutil::write_atomic(&self.path, &self.to_bytes()?, 0o600)
             .map_err(|e| anyhow!("{}: {}", self.path.display(), crate::fsutil::io_text(&e)))?;
         self.changed = false;
+        Ok(())
+    }
+
+    /// Accepts `version` of the proof or rollout decision at `rel` unless this host opened a
+    /// higher one there before (`Err`: that version).
+    pub(super) fn accept_rollout(&mut self, rel: &str, version: u64) -> Result<(), u64> {
+        let floor = self.file.rollout.entry(rel.to_owned()).or_insert(0);
+        if version < *floor {
+            return Err(*floor);
+        }
+        if version > *floor {
+            *floor = version;
+            self.changed = true;
+        }
         Ok(())
     }
 
@@ -753,6 +776,22 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_proof_or_decision_older_than_one_opened_before_is_refused_after_a_restart_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut v = Versions::load(dir.path()).unwrap();
+        let key = "hosts/web1/rollout/www";
+        assert_eq!(v.accept_rollout(key, 100), Ok(()));
+        assert_eq!(v.accept_rollout(key, 100), Ok(()), "the same value again");
+        assert_eq!(v.accept_rollout(key, 99), Err(100));
+        assert_eq!(v.accept_rollout("hosts/web2/rollout/www", 5), Ok(()));
+        v.save().unwrap();
+        let mut v = Versions::load(dir.path()).unwrap();
+        assert_eq!(v.accept_rollout(key, 50), Err(100));
+        assert_eq!(v.accept_rollout(key, 101), Ok(()));
+        assert_eq!(v.accept_rollout(key, 100), Err(101));
     }
 
     #[test]

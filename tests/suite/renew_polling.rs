@@ -309,3 +309,39 @@ fn issue_says_what_it_waits_for_and_until_when_without_a_terminal() {
         );
     }
 }
+
+/// Under the 5-minute polling rule, new orders whose validation passes are installed in the
+/// same run within seconds, not after the next status check: the run watches the list of
+/// certificates in progress (1 s, 2 s, 4 s … apart) and downloads each order that left it.
+/// No order gets a status call after its first details call.
+#[test]
+fn orders_that_leave_the_in_progress_list_are_installed_before_the_next_status_check() {
+    let mut env = TestEnv::new();
+    let port = free_port();
+    env.sandbox.set_dcv_ports(port, 0);
+    for i in 0..4 {
+        let name = format!("w{i}");
+        let mut spec = env.cert_spec(&name, &[&format!("{name}.watch.test")], "none");
+        spec.publish = Publish::Standalone(port);
+        env.certs.push(spec);
+    }
+    env.poll_interval_secs = 300;
+    // A wait far shorter than the polling interval: only the list watch can finish the run.
+    let out = env.agent(["--json", "renew", "--wait", "60"]).run();
+    out.expect_code(0);
+    for i in 0..4 {
+        out.installed_serial(&format!("w{i}"));
+    }
+    let calls = env.calls();
+    assert_eq!(matching(&calls, "GET", STATUS).len(), 0, "no status call");
+    let details = matching(&calls, "GET", "/api/v1/ssl_certificates/*").len();
+    assert_eq!(details, 4, "one details call per order");
+    let lists = matching(&calls, "GET", LIST);
+    assert!(!lists.is_empty(), "the list was watched");
+    assert!(
+        lists
+            .iter()
+            .all(|c| c.query.contains("scope=api_in_progress")),
+        "{lists:?}"
+    );
+}

@@ -96,7 +96,7 @@ pub(super) async fn take_slices<'a>(
     };
     // With a rollout in waves, what the gates need: read once per synchronisation.
     let fleetwide = match &link.config.rollout {
-        Some(_) => Some(crate::fleet::rollout::read(link).await?),
+        Some(_) => Some(crate::fleet::rollout::read(link, &mut view.versions).await?),
         None => None,
     };
     for (n, slice) in config.certificates.chunks(size).enumerate() {

@@ -31,8 +31,9 @@ impl FleetRun<'_> {
         if let Some(f) = self.fleetwide.borrow().as_ref() {
             return Some(Rc::clone(f));
         }
-        match rollout::read(self.link).await {
-            Ok(f) => {
+        match self.link.fleet.list("hosts/").await {
+            Ok(listed) => {
+                let f = rollout::gather(self.link, listed, &mut self.versions.borrow_mut());
                 let f = Rc::new(f);
                 *self.fleetwide.borrow_mut() = Some(Rc::clone(&f));
                 Some(f)

@@ -135,8 +135,16 @@ fn a_sealed_proof_opens_only_at_its_own_hosts_key_and_names_the_key_when_refused
         open_at(&k, "/ca/hosts/web3/proof/www", rel3, &v).unwrap_err()
     );
     assert!(e.contains("made by host \"web2\", not \"web3\""), "{e}");
-    // A replayed proof of an older time opens (a proof is a report, not an order): the
-    // version carries its time.
+    // Sealed at a version other than its time: refused (the version is the time a replay is
+    // judged by).
+    let rel2 = "hosts/web2/proof/www";
+    let place = Place::new(Purpose::Proof, rel2, "www");
+    let v = envelope::seal_json(&k, &place, 99, &p).unwrap();
+    let e = format!("{:#}", open_at(&k, "/ca/x", rel2, &v).unwrap_err());
+    assert!(e.contains("sealed as version 99; refused"), "{e}");
+    // A replayed proof of an older time opens here (the gates refuse it against the version
+    // this host opened before, [`crate::fleet::rollout::gather`]): the version carries its
+    // time.
     let text = "\u{1b}[2Jweb2";
     let mut hostile = p;
     hostile.answers[0].error = Some(text.into());
