@@ -20,7 +20,7 @@ const MAX_PEM_BYTES: u64 = 256 * 1024;
 /// configuration, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}{}: {message}", file.display(), line.map(|l| format!(" line {l}")).unwrap_or_default())]
-pub struct LineageError {
+pub(crate) struct LineageError {
     pub file: PathBuf,
     pub line: Option<usize>,
     pub message: String,
@@ -91,7 +91,7 @@ pub struct Lineage {
 
 /// Reads the lineage of the renewal configuration `conf_file` inside the certbot directory
 /// `root` (canonical).
-pub fn read(root: &Path, conf_file: &Path) -> Result<Lineage, LineageError> {
+pub(crate) fn read(root: &Path, conf_file: &Path) -> Result<Lineage, LineageError> {
     let fail = |line: Option<usize>, message: String| LineageError {
         file: conf_file.to_path_buf(),
         line,
@@ -345,7 +345,7 @@ fn authenticator(conf: &RenewalConf) -> Result<Authenticator, (Option<usize>, St
 }
 
 /// The content of the regular file `path`, at most `max` bytes (after links).
-pub fn read_file(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+pub(crate) fn read_file(path: &Path, max: u64) -> Result<Vec<u8>, String> {
     let file = fs::File::open(path).map_err(|e| crate::fsutil::io_text(&e))?;
     let meta = file.metadata().map_err(|e| crate::fsutil::io_text(&e))?;
     if !meta.is_file() {

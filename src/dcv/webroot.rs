@@ -39,7 +39,7 @@ const DIR_MODE: u32 = 0o755;
 /// Where the validation file of a certificate goes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Webroots {
+pub(crate) enum Webroots {
     /// One document root serves every domain of the certificate.
     One(PathBuf),
     /// Document root per domain; the file goes into each distinct one.
@@ -49,7 +49,7 @@ pub enum Webroots {
 impl Webroots {
     /// The distinct webroots for `domains`, in the order of first use. Every domain needs
     /// one; domain names are compared case-insensitively.
-    pub fn distinct_for(&self, domains: &[String]) -> Result<Vec<PathBuf>, DcvError> {
+    pub(crate) fn distinct_for(&self, domains: &[String]) -> Result<Vec<PathBuf>, DcvError> {
         let mut out: Vec<PathBuf> = Vec::new();
         for domain in domains {
             let root = match self {
@@ -91,7 +91,7 @@ impl Published {
 /// Publishes `file` into the webroot of every domain of the certificate (each distinct
 /// webroot once). On failure, whatever this call created is removed again before the error is
 /// returned.
-pub fn publish(
+pub(crate) fn publish(
     webroots: &Webroots,
     domains: &[String],
     file: &ValidationFile,
@@ -135,7 +135,7 @@ fn publish_one(root: &Path, file: &ValidationFile, rec: &mut Published) -> Resul
 /// Idempotent: what is already gone is not an error. Paths that are not of the form publishing
 /// creates are refused, so a damaged record cannot delete anything else. Every entry is tried;
 /// the first error is returned.
-pub fn remove(published: &Published) -> Result<(), DcvError> {
+pub(crate) fn remove(published: &Published) -> Result<(), DcvError> {
     let mut first = None;
     for path in &published.files {
         if let Err(e) = remove_file(path) {

@@ -11,7 +11,7 @@ use super::paths::ServerKind;
 use crate::process::{self, RunError};
 
 /// Default time limit for a config test, reload or deploy hook.
-pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How much of a command's stdout and of its stderr is kept (each).
 const OUTPUT_LIMIT: usize = 16 * 1024;
@@ -104,7 +104,7 @@ impl ServerCommands {
 
 /// What a successful command printed (bounded).
 #[derive(Debug, Clone, Default)]
-pub struct CommandOutput {
+pub(crate) struct CommandOutput {
     /// Standard output, at most 16 KiB.
     pub stdout: Vec<u8>,
     /// Standard error, at most 16 KiB.
@@ -114,7 +114,7 @@ pub struct CommandOutput {
 /// Runs `argv` directly (no shell) with `env` added to the environment, stdin closed, and a
 /// time limit; `what` names the command in errors ("config test", "reload", "deploy hook").
 /// A bare program name is looked up in `PATH`, then in the sbin directories.
-pub async fn run_command(
+pub(crate) async fn run_command(
     what: &'static str,
     argv: &[String],
     env: &[(&str, OsString)],
@@ -188,7 +188,7 @@ fn quote_output(stdout: &[u8], stderr: &[u8]) -> String {
 }
 
 /// The command line as shown in messages: arguments with spaces or quotes are quoted.
-pub fn display_command(argv: &[String]) -> String {
+pub(crate) fn display_command(argv: &[String]) -> String {
     argv.iter()
         .map(|a| {
             if a.is_empty() || a.contains(|c: char| c.is_whitespace() || c == '"' || c == '\'') {
@@ -201,7 +201,7 @@ pub fn display_command(argv: &[String]) -> String {
         .join(" ")
 }
 
-pub use crate::process::find_program;
+pub(crate) use crate::process::find_program;
 
 #[cfg(test)]
 mod tests {

@@ -15,7 +15,8 @@
 use serde::Deserialize;
 use serde::de::Deserializer;
 
-pub use crate::values::{DcvType, Decimal, InvalidDecimal};
+pub use crate::values::DcvType;
+pub(crate) use crate::values::{Decimal, InvalidDecimal};
 
 mod account;
 mod catalogue;
@@ -23,17 +24,19 @@ mod certificate;
 mod dcv;
 mod order;
 
-pub use account::{ActionResult, Amount, Balance, SignInResponse};
-pub use catalogue::{Country, Price, Product, ProductOption, ProductType, ServerSoftware};
-pub use certificate::{
-    Certificate, CertificateDetails, CertificatePage, CertificateState, CertificateStatus,
-    ClientStatus, DetailsStatus, Download, ListScope, ListStatus, Pagination, PendingAction,
-    StateCode,
+pub(crate) use account::Amount;
+pub use account::{ActionResult, Balance, SignInResponse};
+pub use catalogue::{Country, Product, ProductType, ServerSoftware};
+pub(crate) use catalogue::{Price, ProductOption};
+pub use certificate::{Certificate, CertificateDetails, CertificateStatus, ListScope, Pagination};
+pub(crate) use certificate::{
+    CertificatePage, CertificateState, ClientStatus, DetailsStatus, Download, ListStatus,
+    PendingAction, StateCode,
 };
-pub use dcv::{DcvEmails, DcvStatus, DomainDcv, ReportedCsrHashes};
-pub use order::{
-    CountryId, Order, OrderItem, OrderRequest, OrderResponse, Prolongation, ReissueRequest,
-};
+pub use dcv::{DcvEmails, DcvStatus};
+pub(crate) use dcv::{DomainDcv, ReportedCsrHashes};
+pub(crate) use order::CountryId;
+pub use order::{Order, OrderItem, OrderRequest, OrderResponse, Prolongation, ReissueRequest};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
