@@ -35,7 +35,7 @@ mod propose;
 mod render;
 mod write;
 
-pub(crate) use account::{AccountError, Match, match_account};
+pub(crate) use account::{Match, match_account};
 pub use dump::Server;
 pub(crate) use dump::{DumpError, ask_with, read_dump, report_argv};
 pub use fragment::fragment_unchanged;
@@ -48,7 +48,7 @@ pub(crate) use model::{
 pub(crate) use orphans::{Orphan, orphans};
 use propose::propose;
 pub(crate) use render::{Report, log_validation_counts, orphans_text, report_text};
-pub(crate) use write::{WriteError, WriteOptions, configured_as, write_fragments};
+pub(crate) use write::{WriteOptions, configured_as, write_fragments};
 
 /// The plain-HTTP port the CA fetches validation files from (HTTP_CSR_HASH).
 pub(crate) const HTTP_PORT: u16 = 80;

@@ -9,7 +9,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 mod group;
-pub(crate) use group::{SYNCFS_FROM, SyncGroup, SyncMode};
+pub(crate) use group::{SyncGroup, SyncMode};
 
 /// How [`write_atomic_with`] writes a file.
 #[derive(Debug, Clone, Copy)]

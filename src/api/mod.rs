@@ -26,19 +26,14 @@ mod request;
 mod transport;
 pub(crate) mod types;
 
-pub(crate) use crate::values::MASK;
 pub use crate::values::Secret;
-pub(crate) use auth::PASSWORD_CREDENTIAL;
 pub use auth::{PasswordSource, TOKEN_FILE};
 pub use client::Client;
-pub(crate) use endpoints::PAGE_SIZE;
+#[cfg(test)]
 pub(crate) use error::Call;
 pub use error::{ApiError, ErrorBody, TransportKind};
+pub(crate) use options::user_agent;
 pub use options::{ClientOptions, RetryPolicy, SendGuard};
-pub(crate) use options::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, MAX_JSON_BYTES, MAX_ZIP_BYTES, normalize_base_url,
-    user_agent,
-};
 pub(crate) use price::{price_of_order, sum_of};
 pub(crate) use transport::RequestCount;
 pub use types::*;

@@ -63,10 +63,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 
 pub use args::Cli;
-pub(crate) use args::{
-    AcmeCommand, CheckArgs, Command, ConfigCommand, DcvCommand, FleetCommand, ImportCommand,
-    IssueArgs, ListArgs, RenewArgs, Scope,
-};
+pub(crate) use args::{AcmeCommand, Command, ConfigCommand, ImportCommand};
 pub(crate) use exit::UsageError;
 use output::Output;
 

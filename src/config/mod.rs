@@ -38,13 +38,12 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 pub use error::ConfigError;
-pub(crate) use error::Problem;
 pub(crate) use rollout::{Canaries, RolloutConfig, WaveSize};
-pub(crate) use rules::{validate_certificate_name, validate_domain, validate_email};
+pub(crate) use rules::{validate_certificate_name, validate_domain};
 pub(crate) use select::UnknownCertificate;
 pub(crate) use types::{
-    AcmeCa, AgentConfig, ApiConfig, ChainTrust, CommandLine, DcvMethod, Family, FleetConfig,
-    Issuer, KeyType, PreflightConfig, RevocationConfig, ServerKind, ValidationConfig, Webroot,
+    AcmeCa, ApiConfig, ChainTrust, CommandLine, DcvMethod, Family, FleetConfig, Issuer,
+    RevocationConfig, ServerKind, Webroot,
 };
 pub use types::{CertificateConfig, Config};
 

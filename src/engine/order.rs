@@ -26,8 +26,8 @@ use super::lead::Lead;
 
 mod request;
 
-pub(crate) use request::{MAX_CLOCK_SKEW, order_price, order_request, period_years};
 use request::{check_clock, check_names, check_price};
+pub(crate) use request::{order_request, period_years};
 
 /// Most candidates whose details are read while reconciling one intent.
 const MAX_RECONCILE_DETAILS: usize = 25;

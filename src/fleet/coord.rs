@@ -28,10 +28,8 @@ mod snapshot;
 
 use lease::Renewer;
 
-pub(crate) use batch::{PUTS_PER_TXN, Unwritten};
 pub(crate) use events::Changes;
 pub use events::{FleetWatch, LeadEvent};
-pub(crate) use since::Since;
 pub(crate) use snapshot::Snapshot;
 
 /// What went wrong with the fleet's store.

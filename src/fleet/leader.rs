@@ -35,7 +35,7 @@ mod repaired;
 mod rounds;
 
 use rounds::Round;
-pub(crate) use rounds::{FleetRan, run};
+pub(crate) use rounds::run;
 
 pub(super) use reads::Now;
 

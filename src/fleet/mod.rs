@@ -66,29 +66,21 @@ mod unplaced;
 mod versions;
 mod watch;
 
-pub(crate) use acme::{FleetAccount, fleet_account};
-pub(crate) use audit_seen::{HostAudit, witness as witness_audit};
+pub(crate) use acme::fleet_account;
+pub(crate) use audit_seen::witness as witness_audit;
 pub(crate) use audit_watch::{audit_alerts, look_at_audits};
 pub(crate) use behind::behind;
-pub(crate) use coord::{Changes, Snapshot};
 pub use coord::{Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Written};
-pub(crate) use deadline::{LEAD_EXPIRED, LEAD_EXPIRING};
-pub(crate) use decision::{Decision, Verdict, decide};
-pub(crate) use follower::{Followed, Synced, concerns_hosts, follow, read_by_sync};
-pub(crate) use gap::{PendingWork, leaderless_line, mark_unled};
-pub(crate) use key::{FleetKey, FleetKeys, KeyError};
+pub(crate) use decision::{Verdict, decide};
+pub(crate) use gap::{leaderless_line, mark_unled};
 pub(crate) use lead_age::{lead_alert, lead_stuck};
-pub(crate) use leader::{FleetRan, run};
+pub(crate) use leader::run;
 pub use link::connect;
-pub(crate) use link::{
-    FLEET_KEY_CREDENTIAL, FLEET_PREVIOUS_KEY_CREDENTIAL, FleetLink, previous_key_warning,
-};
-pub(crate) use options::DEFAULT_PREFIX;
+pub(crate) use link::previous_key_warning;
 pub use options::FleetOptions;
-pub(crate) use proof::{Answer, Health, Proof, RolledBack};
 pub(crate) use retire::{LeadElsewhere, Retiring};
-pub(crate) use rotate::{Resealed, RotateReport, Unmoved, rotate_key};
-pub(crate) use status::{CertStatus, FleetStatus, FloorStatus, HostStatus, RetiredStatus, status};
+pub(crate) use rotate::rotate_key;
+pub(crate) use status::{CertStatus, FleetStatus, status};
 pub(crate) use takeover::Takeover;
 pub use takeover::open_work;
 pub(crate) use watch::follow_changes;

@@ -14,19 +14,15 @@ mod staging;
 pub(crate) mod verify;
 
 pub use error::InstallError;
-pub(crate) use files::{
-    CERT_MODE, DIR_MODE, FileRole, KEY_DIR_MODE, KEY_MODE, KEY_MODE_GROUP, Principal,
-};
+pub(crate) use files::Principal;
 pub use files::{CertMaterial, InstallTx, Ownership};
 pub use flow::{CertInstall, install_all};
 pub(crate) use flow::{CertOutcome, Held, InstallBatch};
 pub(crate) use paths::DEFAULT_BASE_DIR;
 pub use paths::{InstallPaths, PathOverrides, ServerKind};
-pub(crate) use server::DEFAULT_COMMAND_TIMEOUT;
 pub use server::ServerCommands;
-pub(crate) use staging::CheckedDirs;
+pub(crate) use verify::DEFAULT_VERIFY_ADDRESS;
 pub use verify::VerifyTarget;
-pub(crate) use verify::{DEFAULT_VERIFY_ADDRESS, DEFAULT_VERIFY_TIMEOUT};
 
 #[cfg(test)]
 mod tests;

@@ -18,13 +18,12 @@ pub(crate) mod status;
 
 #[doc(hidden)]
 pub use crate::store::served::fuzz_observations as fuzz_served;
-pub(crate) use check::{CheckOptions, CheckReport, Level, check};
 #[doc(hidden)]
 pub use events::fuzz_announced;
 #[doc(hidden)]
 pub use metrics::fuzz_kept_pass;
 pub(crate) use metrics::text as metrics_text;
-pub(crate) use status::{StatusRow, add_served, collect as status_rows};
+pub(crate) use status::{add_served, collect as status_rows};
 
 use crate::config::Config;
 use crate::engine::RunReport;

@@ -24,8 +24,8 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use tokio::sync::{Mutex, OnceCell};
 
+pub(crate) use crl::Entry;
 pub use crl::check as check_crl;
-pub(crate) use crl::{Crl, CrlError, Entry, reason_name};
 pub use installed::of_chain;
 pub(crate) use installed::{InstalledCert, read as read_installed};
 

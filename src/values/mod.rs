@@ -10,7 +10,6 @@ mod server_kind;
 pub(crate) mod text;
 
 pub use dcv_type::DcvType;
-pub(crate) use decimal::{Decimal, InvalidDecimal};
-pub(crate) use secret::MASK;
+pub(crate) use decimal::Decimal;
 pub use secret::Secret;
 pub use server_kind::ServerKind;

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde::de::Deserializer;
 
 pub use crate::values::DcvType;
-pub(crate) use crate::values::{Decimal, InvalidDecimal};
+pub(crate) use crate::values::Decimal;
 
 mod account;
 mod catalogue;
@@ -26,16 +26,11 @@ mod order;
 
 pub(crate) use account::Amount;
 pub use account::{ActionResult, Balance, SignInResponse};
+pub(crate) use catalogue::Price;
 pub use catalogue::{Country, Product, ProductType, ServerSoftware};
-pub(crate) use catalogue::{Price, ProductOption};
 pub use certificate::{Certificate, CertificateDetails, CertificateStatus, ListScope, Pagination};
-pub(crate) use certificate::{
-    CertificatePage, CertificateState, ClientStatus, DetailsStatus, Download, ListStatus,
-    PendingAction, StateCode,
-};
+pub(crate) use certificate::{CertificatePage, CertificateState, Download, PendingAction};
 pub use dcv::{DcvEmails, DcvStatus};
-pub(crate) use dcv::{DomainDcv, ReportedCsrHashes};
-pub(crate) use order::CountryId;
 pub use order::{Order, OrderItem, OrderRequest, OrderResponse, Prolongation, ReissueRequest};
 
 // ---------------------------------------------------------------------------------------------
