@@ -95,15 +95,8 @@ fn nginx_on(dump: &str, http_port: u16) -> Result<Discovery, DiscoverError> {
     Ok(found)
 }
 
-/// Reads an `apachectl -S` listing and the `<VirtualHost>` blocks of the files it names.
-pub(crate) fn apache(listing: &str) -> Result<Discovery, DiscoverError> {
-    apache_from(listing, HTTP_PORT, |path| {
-        std::fs::read_to_string(path).map_err(|e| crate::fsutil::io_text(&e))
-    })
-}
-
-/// [`apache`] with the files the listing names read by `read` (path to content, or why
-/// not), the validation reaching the server on `http_port`.
+/// Reads an `apachectl -S` listing and the `<VirtualHost>` blocks of the files it names, read
+/// by `read` (path to content, or why not), the validation reaching the server on `http_port`.
 pub fn apache_from(
     listing: &str,
     http_port: u16,

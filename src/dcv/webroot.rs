@@ -88,18 +88,9 @@ impl Published {
     }
 }
 
-/// Publishes `file` into the webroot of every domain of the certificate (each distinct
-/// webroot once). On failure, whatever this call created is removed again before the error is
-/// returned.
-pub(crate) fn publish(
-    webroots: &Webroots,
-    domains: &[String],
-    file: &ValidationFile,
-) -> Result<Published, DcvError> {
-    publish_into(&webroots.distinct_for(domains)?, file)
-}
-
-/// Publishes `file` into each of `webroots` (absolute paths of existing directories).
+/// Publishes `file` into each of `webroots` (absolute paths of existing directories, one per
+/// distinct webroot: `Webroots::distinct_for`). On failure, whatever this call created is
+/// removed again before the error is returned.
 pub fn publish_into(webroots: &[PathBuf], file: &ValidationFile) -> Result<Published, DcvError> {
     let mut published = Published::default();
     for root in webroots {
@@ -484,7 +475,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
         let f = file();
-        let result = publish(&Webroots::One(root.clone()), &["a.example".into()], &f);
+        let roots = Webroots::One(root.clone()).distinct_for(&["a.example".into()]);
+        let result = publish_into(&roots.unwrap(), &f);
         let published = result.unwrap();
         let wk = root.join(".well-known");
         let pv = wk.join("pki-validation");
@@ -622,7 +614,7 @@ mod tests {
             vec![a.clone(), b.clone()]
         );
         let f = file();
-        let published = publish(&map, &domains, &f).unwrap();
+        let published = publish_into(&map.distinct_for(&domains).unwrap(), &f).unwrap();
         assert_eq!(published.files.len(), 2);
         assert_eq!(published.dirs.len(), 4);
         for root in [&a, &b] {
@@ -634,7 +626,7 @@ mod tests {
         assert_eq!(fs::read_dir(&a).unwrap().count(), 0);
         assert_eq!(fs::read_dir(&b).unwrap().count(), 0);
 
-        let err = publish(&map, &["other.example.com".into()], &f).unwrap_err();
+        let err = map.distinct_for(&["other.example.com".into()]).unwrap_err();
         assert!(err.to_string().contains("other.example.com"), "{err}");
     }
 

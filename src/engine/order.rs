@@ -16,8 +16,8 @@ use anyhow::{Context, Result, anyhow};
 use time::OffsetDateTime;
 
 use crate::api::{self, ApiError, CertificateState, Client, Decimal, Product};
-use crate::config::{CertificateConfig, Config};
-use crate::crypto::{Csr, CsrInfo, PrivateKey};
+use crate::config::Config;
+use crate::crypto::CsrInfo;
 use crate::store::{OrderIntent, OrderRef, Store};
 
 use super::job::Job;
@@ -443,12 +443,6 @@ pub(super) fn clear_intent(job: &mut Job<'_>) -> Result<bool> {
         serde_json::json!({ "csr_sha256": intent.csr_sha256 }),
     )?;
     Ok(true)
-}
-
-/// Builds a CSR for `cert` with `key`.
-pub(crate) fn csr_for(cert: &CertificateConfig, key: &PrivateKey) -> Result<Csr> {
-    Csr::new(key, &cert.domains)
-        .with_context(|| format!("could not build the CSR of certificate '{}'", cert.name))
 }
 
 #[cfg(test)]

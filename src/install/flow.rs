@@ -574,7 +574,5 @@ async fn run_deploy_hook(
             path(cert.paths.combined.as_deref()),
         ),
     ];
-    run_command("deploy hook", hook, &env, commands.timeout)
-        .await
-        .map(drop)
+    run_command("deploy hook", hook, &env, commands.timeout).await
 }

@@ -36,7 +36,8 @@ use crate::store::Installed;
 /// Directory of the kept CRLs, under the state directory.
 pub(crate) const CACHE_DIR: &str = "crl";
 
-/// Where the CRL of `url` is kept under `state_dir`.
+/// Where the CRL of `url` is kept under `state_dir` (the tests' view of the cache).
+#[cfg(test)]
 pub(crate) fn cache_file(state_dir: &Path, url: &str) -> PathBuf {
     fetch::cache_path(&state_dir.join(CACHE_DIR), url)
 }
