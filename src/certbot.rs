@@ -5,10 +5,10 @@
 //! as installed (so the first `renew` orders nothing), and the account where it can be
 //! reused.
 
-pub mod account;
+pub(crate) mod account;
 pub(crate) mod conf;
 pub(crate) mod lineage;
-pub mod propose;
+pub(crate) mod propose;
 pub(crate) mod takeover;
 
 use std::path::{Path, PathBuf};

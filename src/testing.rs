@@ -25,7 +25,15 @@ pub mod bundle {
 
 /// certbot's directory read as hostile input.
 pub mod certbot {
-    pub use crate::certbot::{account, propose};
+    /// certbot's ACME account files.
+    pub mod account {
+        pub use crate::certbot::account::ec_p256_pkcs8;
+    }
+
+    /// What the certbot import proposes.
+    pub mod propose {
+        pub use crate::certbot::propose::{ca_name, ca_table};
+    }
 
     /// A certbot renewal configuration.
     pub mod conf {

@@ -28,7 +28,7 @@ pub(crate) struct LineageError {
 
 /// How certbot proved control of the names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Authenticator {
+pub(crate) enum Authenticator {
     /// `--webroot`: a default web root (the first `-w`) and one per name.
     Webroot {
         default: Option<PathBuf>,
@@ -45,7 +45,7 @@ pub enum Authenticator {
 
 /// The four files of a lineage.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Files {
+pub(crate) struct Files {
     pub cert: PathBuf,
     pub chain: PathBuf,
     pub fullchain: PathBuf,
@@ -54,7 +54,7 @@ pub struct Files {
 
 impl Files {
     /// `(path, what)` of each file.
-    pub fn each(&self) -> [(&Path, &'static str); 4] {
+    pub(crate) fn each(&self) -> [(&Path, &'static str); 4] {
         [
             (&self.cert, "cert"),
             (&self.chain, "chain"),
@@ -66,7 +66,7 @@ impl Files {
 
 /// A lineage that can be taken over.
 #[derive(Debug, Clone)]
-pub struct Lineage {
+pub(crate) struct Lineage {
     /// The lineage's name (`renewal/NAME.conf`).
     pub name: String,
     pub conf_file: PathBuf,
