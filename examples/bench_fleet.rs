@@ -37,7 +37,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use cert_agent::store::{CertRecord, FileStamp, Installed, OrderRef, RECORD_VERSION, Subscription};
+use cert_agent::testing::store::{
+    CertRecord, FileStamp, Installed, OrderRef, RECORD_VERSION, Subscription,
+};
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateRevocationListParams, CertifiedIssuer,
     CrlDistributionPoint, DnType, IsCa, KeyIdMethod, KeyPair, RevokedCertParams, SerialNumber,
@@ -221,12 +223,12 @@ fn build(a: &Args) -> Result<()> {
         write_mode(&files[3], key_pem.as_bytes(), 0o600)?;
 
         let serial_hex =
-            cert_agent::crypto::CertificateInfo::from_pem(leaf_pem.as_bytes())?.serial_hex;
+            cert_agent::testing::crypto::CertificateInfo::from_pem(leaf_pem.as_bytes())?.serial_hex;
         let id = 7_000_000 + i as u64;
         let record = CertRecord {
             version: RECORD_VERSION,
             name: name.clone(),
-            partner: cert_agent::store::PartnerBook {
+            partner: cert_agent::testing::store::PartnerBook {
                 order: Some(OrderRef {
                     certificate_id: id,
                     order_id: Some(id + 1_000_000),

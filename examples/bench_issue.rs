@@ -17,9 +17,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use cert_agent::bundle::{self, Expected};
-use cert_agent::crypto::{Csr, KeyType, PrivateKey};
-use cert_agent::install::{CertInstall, CertMaterial, InstallPaths, PathOverrides, ServerKind};
+use cert_agent::testing::bundle::{self, Expected};
+use cert_agent::testing::crypto::{Csr, KeyType, PrivateKey};
+use cert_agent::testing::install::{
+    CertInstall, CertMaterial, InstallPaths, PathOverrides, ServerKind,
+};
 use clap::Parser;
 use partner_sandbox::{Sandbox, SandboxConfig};
 use serde_json::{Value, json};
@@ -175,7 +177,7 @@ fn install_once(
             combined: None,
         },
     );
-    let out = runtime.block_on(cert_agent::install::install_all(&[inst]));
+    let out = runtime.block_on(cert_agent::testing::install::install_all(&[inst]));
     match out.first() {
         Some(o) if o.installed() => Ok(()),
         other => bail!("install failed: {other:?}"),
@@ -200,7 +202,7 @@ fn issue_one() -> Result<(u8, Vec<u8>, String, Value)> {
     let out = dir.join("ssl");
     fs::create_dir_all(&out)?;
     let password = dir.join("password");
-    cert_agent::fsutil::write_atomic(&password, b"sandbox", 0o600)?;
+    cert_agent::testing::fsutil::write_atomic(&password, b"sandbox", 0o600)?;
     let config = dir.join("config.toml");
     fs::write(
         &config,
@@ -221,7 +223,7 @@ fn issue_one() -> Result<(u8, Vec<u8>, String, Value)> {
             out.join("privkey.pem"),
         ),
     )?;
-    let cli = cert_agent::cli::Cli::try_parse_from([
+    let cli = cert_agent::testing::cli::Cli::try_parse_from([
         "cert-agent".as_ref(),
         "--quiet".as_ref(),
         "--config".as_ref(),
@@ -233,7 +235,7 @@ fn issue_one() -> Result<(u8, Vec<u8>, String, Value)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let code = runtime.block_on(cert_agent::cli::run(&cli))?;
+    let code = runtime.block_on(cert_agent::testing::cli::run(&cli))?;
     if code != 0 {
         bail!("cert-agent renew exited with {code}");
     }
@@ -243,14 +245,16 @@ fn issue_one() -> Result<(u8, Vec<u8>, String, Value)> {
         .map(|c| json!(format!("{} {}", c.method, c.path)))
         .collect();
 
-    let parsed = cert_agent::config::Config::load(&config)?;
-    let store = cert_agent::store::Store::existing(&parsed.agent.state_dir);
+    let parsed = cert_agent::testing::config::Config::load(&config)?;
+    let store = cert_agent::testing::store::Store::existing(&parsed.agent.state_dir);
     let id = store
         .load("www")?
         .installed
         .context("no installed certificate recorded")?
         .certificate_id;
-    let client = cert_agent::api::Client::new(cert_agent::engine::client_options(&parsed))?;
+    let client = cert_agent::testing::api::Client::new(
+        cert_agent::testing::engine::client_options(&parsed),
+    )?;
     let zip = runtime.block_on(client.download_bundle(id))?.bytes;
     let key = fs::read_to_string(out.join("privkey.pem"))?;
     Ok((code, zip, key, json!(calls)))

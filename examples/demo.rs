@@ -112,7 +112,7 @@ fn demo() -> Result<u8> {
     println!("configuration: {}\n", config.display());
     println!("$ cert-agent --config {} renew", config.display());
 
-    let cli = cert_agent::cli::Cli::try_parse_from([
+    let cli = cert_agent::testing::cli::Cli::try_parse_from([
         "cert-agent".as_ref(),
         "--config".as_ref(),
         config.as_os_str(),
@@ -123,13 +123,13 @@ fn demo() -> Result<u8> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let code = runtime.block_on(cert_agent::cli::run(&cli))?;
+    let code = runtime.block_on(cert_agent::testing::cli::run(&cli))?;
     if code != 0 {
         bail!("cert-agent renew exited with {code}");
     }
 
     let pem = fs::read(&fullchain)?;
-    let info = cert_agent::crypto::CertificateInfo::from_pem(&pem)?;
+    let info = cert_agent::testing::crypto::CertificateInfo::from_pem(&pem)?;
     let fmt = |t: time::OffsetDateTime| {
         t.format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default()
@@ -147,7 +147,7 @@ fn demo() -> Result<u8> {
     println!(
         "  key      {} (mode {:o}), generated on this host",
         key.display(),
-        cert_agent::store::mode_of(&key)? & 0o777
+        cert_agent::testing::store::mode_of(&key)? & 0o777
     );
     println!(
         "  billed orders on the sandbox account: {}",
@@ -173,7 +173,7 @@ fn demo() -> Result<u8> {
 }
 
 fn write_private(path: &Path, data: &[u8]) -> Result<()> {
-    cert_agent::fsutil::write_atomic(path, data, 0o600)
+    cert_agent::testing::fsutil::write_atomic(path, data, 0o600)
         .with_context(|| format!("could not write {}", path.display()))
 }
 

@@ -14,7 +14,7 @@ mod anchors;
 mod archive;
 mod validate;
 
-pub use anchors::{SYSTEM_BUNDLES, trust_anchors};
+pub(crate) use anchors::trust_anchors;
 pub use archive::{Archive, EntryProblem, Limits};
 pub use validate::{Expected, ServerKind, ValidatedBundle, validate, validate_chain};
 

@@ -5,22 +5,22 @@
 //! as installed (so the first `renew` orders nothing), and the account where it can be
 //! reused.
 
-pub mod account;
-pub mod conf;
-pub mod lineage;
-pub mod propose;
-pub mod takeover;
+pub(crate) mod account;
+pub(crate) mod conf;
+pub(crate) mod lineage;
+pub(crate) mod propose;
+pub(crate) mod takeover;
 
 use std::path::{Path, PathBuf};
 
-pub use lineage::{Lineage, LineageError};
+pub(crate) use lineage::{Lineage, LineageError};
 
 /// The most renewal configurations read.
 const MAX_LINEAGES: usize = 10_000;
 
 /// certbot's directory as read: the lineages that can be taken over and those that cannot.
 #[derive(Debug)]
-pub struct Scan {
+pub(crate) struct Scan {
     /// The directory (canonical).
     pub root: PathBuf,
     pub lineages: Vec<Lineage>,
@@ -28,7 +28,7 @@ pub struct Scan {
 }
 
 /// Reads every `renewal/*.conf` of certbot's directory `from`.
-pub fn scan(from: &Path) -> Result<Scan, String> {
+pub(crate) fn scan(from: &Path) -> Result<Scan, String> {
     let root = std::fs::canonicalize(from)
         .map_err(|e| format!("{}: {}", from.display(), crate::fsutil::io_text(&e)))?;
     let renewal = root.join("renewal");

@@ -11,7 +11,7 @@ use time::{OffsetDateTime, UtcOffset};
 
 /// Environment variable that shifts the agent's clock by a number of seconds (debug builds
 /// only).
-pub const TEST_CLOCK_OFFSET_ENV: &str = "CERT_AGENT_TEST_CLOCK_OFFSET_SECS";
+pub(crate) const TEST_CLOCK_OFFSET_ENV: &str = "CERT_AGENT_TEST_CLOCK_OFFSET_SECS";
 
 /// Where a command's time comes from: the system clock, shifted by a fixed offset in tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +52,7 @@ impl Clock {
 
 /// `2026-11-21T00:13:05Z`: UTC to the second, the agent's one exact form of a time (records,
 /// JSON, and messages that quote a certificate's or a CRL's time).
-pub fn rfc3339(t: OffsetDateTime) -> String {
+pub(crate) fn rfc3339(t: OffsetDateTime) -> String {
     let t = t.to_offset(UtcOffset::UTC);
     let whole = t.replace_nanosecond(0).unwrap_or(t);
     whole.format(&Rfc3339).unwrap_or_else(|_| whole.to_string())
@@ -60,14 +60,14 @@ pub fn rfc3339(t: OffsetDateTime) -> String {
 
 /// `2026-11-21 00:13 UTC`: UTC to the minute, the form people read in `status`, `check`,
 /// plans and notifications.
-pub fn short_time(t: OffsetDateTime) -> String {
+pub(crate) fn short_time(t: OffsetDateTime) -> String {
     let t = t.to_offset(UtcOffset::UTC);
     format!("{} {:02}:{:02} UTC", t.date(), t.hour(), t.minute())
 }
 
 /// `00:13:05 UTC`: the time of day to the second, for a moment within the next minutes
 /// (when a waiting run checks again).
-pub fn time_of_day(t: OffsetDateTime) -> String {
+pub(crate) fn time_of_day(t: OffsetDateTime) -> String {
     let t = t.to_offset(UtcOffset::UTC);
     format!("{:02}:{:02}:{:02} UTC", t.hour(), t.minute(), t.second())
 }

@@ -16,12 +16,13 @@ mod csr;
 mod key;
 mod pem;
 
-pub use cert::{
-    CertificateInfo, Serial, same_public_key, same_serial_hex, san_dns_names, serial_hex,
-};
-pub use csr::{Csr, CsrHashes, CsrInfo, PLACEHOLDER_ORGANIZATION, self_signed_placeholder};
-pub use key::{KeyType, ParseKeyTypeError, PrivateKey, read_key_file, write_key_file};
-pub use pem::pem_encode;
+pub use cert::{CertificateInfo, Serial};
+pub(crate) use cert::{same_public_key, same_serial_hex, san_dns_names, serial_hex};
+pub(crate) use csr::self_signed_placeholder;
+pub use csr::{Csr, CsrHashes, CsrInfo};
+pub use key::{KeyType, PrivateKey};
+pub(crate) use key::{read_key_file, write_key_file};
+pub(crate) use pem::pem_encode;
 
 use std::path::PathBuf;
 

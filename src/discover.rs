@@ -35,27 +35,29 @@ mod propose;
 mod render;
 mod write;
 
-pub use account::{AccountError, Match, match_account};
-pub use dump::{DumpError, Server, ask_with, read_dump, report_argv};
+pub(crate) use account::{Match, match_account};
+pub use dump::Server;
+pub(crate) use dump::{DumpError, ask_with, read_dump, report_argv};
 pub use fragment::fragment_unchanged;
-pub use loaded::{loaded_files, loaded_files_with};
-pub use model::{
+pub use loaded::loaded_files;
+pub(crate) use loaded::loaded_files_with;
+pub(crate) use model::{
     At, DiscoverError, Discovery, Existing, Listen, NamedFile, Proposal, Skipped, VALIDATION_ROOT,
     Validation, Vhost,
 };
-pub use orphans::{Orphan, orphans};
+pub(crate) use orphans::{Orphan, orphans};
 use propose::propose;
-pub use render::{Report, log_validation_counts, orphans_text, report_text};
-pub use write::{WriteError, WriteOptions, configured_as, write_fragments};
+pub(crate) use render::{Report, log_validation_counts, orphans_text, report_text};
+pub(crate) use write::{WriteOptions, configured_as, write_fragments};
 
 /// The plain-HTTP port the CA fetches validation files from (HTTP_CSR_HASH).
-pub const HTTP_PORT: u16 = 80;
+pub(crate) const HTTP_PORT: u16 = 80;
 
 /// Reads the report of `server` (an `nginx -T` dump or an `apachectl -S` listing), the
 /// validation reaching this web server on `http_port` ([`HTTP_PORT`], or another port for a
 /// trial behind a port mapping, or the sandbox's validation port): the plain-HTTP servers
 /// listening there give each name's document root, and the notes name that port.
-pub fn read(server: Server, text: &str, http_port: u16) -> Result<Discovery, DiscoverError> {
+pub(crate) fn read(server: Server, text: &str, http_port: u16) -> Result<Discovery, DiscoverError> {
     match server {
         Server::Nginx => nginx_on(text, http_port),
         Server::Apache => apache_from(text, http_port, |path| {
@@ -65,7 +67,7 @@ pub fn read(server: Server, text: &str, http_port: u16) -> Result<Discovery, Dis
 }
 
 /// nginx's main configuration file where the system's nginx reads it.
-pub const NGINX_SYSTEM_MAIN: &str = "/etc/nginx/nginx.conf";
+pub(crate) const NGINX_SYSTEM_MAIN: &str = "/etc/nginx/nginx.conf";
 
 /// Reads an `nginx -T` dump. A dump of an nginx started with another main file (`-c`) gives
 /// proposals whose configuration test and reload name that file, so that `renew` tests and
@@ -93,15 +95,8 @@ fn nginx_on(dump: &str, http_port: u16) -> Result<Discovery, DiscoverError> {
     Ok(found)
 }
 
-/// Reads an `apachectl -S` listing and the `<VirtualHost>` blocks of the files it names.
-pub fn apache(listing: &str) -> Result<Discovery, DiscoverError> {
-    apache_from(listing, HTTP_PORT, |path| {
-        std::fs::read_to_string(path).map_err(|e| crate::fsutil::io_text(&e))
-    })
-}
-
-/// [`apache`] with the files the listing names read by `read` (path to content, or why
-/// not), the validation reaching the server on `http_port`.
+/// Reads an `apachectl -S` listing and the `<VirtualHost>` blocks of the files it names, read
+/// by `read` (path to content, or why not), the validation reaching the server on `http_port`.
 pub fn apache_from(
     listing: &str,
     http_port: u16,

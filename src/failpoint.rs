@@ -27,7 +27,7 @@ pub const ENV: &str = "CERT_AGENT_FAILPOINT";
 
 /// Aborts here when this is the configured failpoint (debug builds only).
 #[inline]
-pub fn hit(name: &str) {
+pub(crate) fn hit(name: &str) {
     if !cfg!(debug_assertions) {
         return;
     }

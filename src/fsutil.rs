@@ -9,11 +9,11 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 mod group;
-pub use group::{SYNCFS_FROM, SyncGroup, SyncMode};
+pub(crate) use group::{SyncGroup, SyncMode};
 
 /// How [`write_atomic_with`] writes a file.
 #[derive(Debug, Clone, Copy)]
-pub struct WriteOptions {
+pub(crate) struct WriteOptions {
     /// Permission bits of the new file (set exactly: the umask does not apply).
     pub mode: u32,
     /// Group of the new file, set before any byte is written.
@@ -43,7 +43,7 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
 /// directory (created exclusively, not through a link), owner group and mode set before the
 /// content, fsynced, renamed over `path`, and the directory fsynced. The temporary file is
 /// removed on any failure.
-pub fn write_atomic_with(path: &Path, data: &[u8], opts: WriteOptions) -> io::Result<()> {
+pub(crate) fn write_atomic_with(path: &Path, data: &[u8], opts: WriteOptions) -> io::Result<()> {
     let (tmp, file) = write_temp(path, data, opts)?;
     file.sync_all()?;
     drop(file);
@@ -59,7 +59,7 @@ pub fn write_atomic_with(path: &Path, data: &[u8], opts: WriteOptions) -> io::Re
 /// A file written in full beside its target (as [`write_atomic`] writes it), not yet renamed
 /// over it; removed when dropped.
 #[derive(Debug)]
-pub struct StagedWrite {
+pub(crate) struct StagedWrite {
     tmp: TempPath,
     target: PathBuf,
     refuse_links: bool,
@@ -67,12 +67,12 @@ pub struct StagedWrite {
 
 impl StagedWrite {
     /// The path it replaces.
-    pub fn target(&self) -> &Path {
+    pub(crate) fn target(&self) -> &Path {
         &self.target
     }
 
     /// Renames it over its target: durable once its group syncs again.
-    pub fn rename(self) -> io::Result<()> {
+    pub(crate) fn rename(self) -> io::Result<()> {
         if self.refuse_links {
             refuse_link(&self.target)?;
         }
@@ -88,7 +88,7 @@ impl StagedWrite {
 /// durable through `group` — whose [`SyncGroup::watch`] must have seen `path`'s directory
 /// before this call. After [`SyncGroup::sync`], [`StagedWrite::rename`] replaces `path`, and
 /// a second sync makes the rename durable.
-pub fn stage_atomic(
+pub(crate) fn stage_atomic(
     path: &Path,
     data: &[u8],
     opts: WriteOptions,
@@ -172,13 +172,13 @@ impl Drop for TempPath {
 }
 
 /// Creates `dir` (and parents) if missing and sets its mode.
-pub fn ensure_private_dir(dir: &Path, mode: u32) -> io::Result<()> {
+pub(crate) fn ensure_private_dir(dir: &Path, mode: u32) -> io::Result<()> {
     fs::create_dir_all(dir)?;
     fs::set_permissions(dir, fs::Permissions::from_mode(mode))
 }
 
 /// fsync a directory so that a rename inside it is durable.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     fs::File::open(dir)?.sync_all()
 }
 
@@ -196,13 +196,13 @@ const SHARED_READ: u32 = 0o044;
 /// reason as text: a file that cannot be opened, that is not a regular file, that is readable
 /// by group or others (the same rule for every secret file the agent reads), or that is
 /// larger than `max`. The caller names the file and its key in front of the reason.
-pub fn read_private(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+pub(crate) fn read_private(path: &Path, max: u64) -> Result<Vec<u8>, String> {
     read_secret(path, max, true)
 }
 
 /// [`read_private`], with the mode check only when `private` (a systemd credential is
 /// protected by systemd, whatever its mode).
-pub fn read_secret(path: &Path, max: u64, private: bool) -> Result<Vec<u8>, String> {
+pub(crate) fn read_secret(path: &Path, max: u64, private: bool) -> Result<Vec<u8>, String> {
     let mut file = fs::File::open(path).map_err(|e| io_text(&e))?;
     let meta = file.metadata().map_err(|e| io_text(&e))?;
     if !meta.is_file() {
@@ -226,7 +226,7 @@ pub fn read_secret(path: &Path, max: u64, private: bool) -> Result<Vec<u8>, Stri
 }
 
 /// An I/O error as text without the Rust decoration ("permission denied").
-pub fn io_text(e: &io::Error) -> String {
+pub(crate) fn io_text(e: &io::Error) -> String {
     let s = e.to_string();
     // "Permission denied (os error 13)" → "permission denied"
     let s = s.split(" (os error").next().unwrap_or(&s).to_owned();
@@ -240,7 +240,7 @@ pub fn io_text(e: &io::Error) -> String {
 /// Whether `name` matches the shell pattern `pattern`: `*` stands for any run of bytes other
 /// than `/`, `?` for one such byte. Linear in practice: the last `*` is the only point it
 /// goes back to.
-pub fn glob_matches(pattern: &[u8], name: &[u8]) -> bool {
+pub(crate) fn glob_matches(pattern: &[u8], name: &[u8]) -> bool {
     let (mut p, mut n) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while n < name.len() {
@@ -268,7 +268,7 @@ pub fn glob_matches(pattern: &[u8], name: &[u8]) -> bool {
 }
 
 /// Same path, or the same file reached through another path.
-pub fn same_file(a: &Path, b: &Path) -> bool {
+pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
     if a == b {
         return true;
     }

@@ -7,29 +7,34 @@
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used))]
 
-pub mod api;
-pub mod bundle;
-pub mod certbot;
-pub mod cli;
-pub mod clock;
-pub mod config;
-pub mod crypto;
-pub mod daemon;
-pub mod dcv;
-pub mod discover;
-pub mod engine;
-pub mod failpoint;
-pub mod fleet;
-pub mod fsutil;
+mod api;
+mod bundle;
+mod certbot;
+mod cli;
+mod clock;
+mod config;
+mod crypto;
+mod daemon;
+mod dcv;
+mod discover;
+mod engine;
+mod failpoint;
+mod fleet;
+mod fsutil;
 mod http_serve;
-pub mod install;
-pub mod issuer;
-pub mod monitor;
-pub mod parallel;
-pub mod preflight;
-pub mod process;
-pub mod revocation;
-pub mod run;
-pub mod signal;
-pub mod store;
-pub mod values;
+mod install;
+mod issuer;
+mod monitor;
+mod parallel;
+mod preflight;
+mod process;
+mod revocation;
+mod run;
+mod signal;
+mod store;
+#[doc(hidden)]
+pub mod testing;
+mod values;
+
+/// The `cert-agent` binary's entry: parse the command line, run, map the outcome to an exit code.
+pub use cli::main;

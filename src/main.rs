@@ -6,5 +6,5 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    cert_agent::cli::main()
+    cert_agent::main()
 }

@@ -5,7 +5,7 @@
 use std::num::NonZeroUsize;
 
 /// The most threads [`map`] uses: the machine's cores, at most 8.
-pub fn workers() -> usize {
+pub(crate) fn workers() -> usize {
     std::thread::available_parallelism()
         .map_or(1, NonZeroUsize::get)
         .clamp(1, 8)
@@ -14,7 +14,7 @@ pub fn workers() -> usize {
 /// `f` applied to every item, on up to [`workers`] scoped threads (each a run of consecutive
 /// items), the results in the order of `items`. Fewer than two items, or one core: on the
 /// calling thread. A panic in `f` is the caller's panic.
-pub fn map<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+pub(crate) fn map<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
     let threads = workers().min(items.len());
     if threads <= 1 {
         return items.into_iter().map(f).collect();

@@ -35,7 +35,7 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
 
 /// A program to run: its argument vector and how it runs.
 #[derive(Debug, Clone)]
-pub struct Command<'a> {
+pub(crate) struct Command<'a> {
     argv: &'a [String],
     timeout: Duration,
     env: Vec<(OsString, OsString)>,
@@ -49,7 +49,7 @@ impl<'a> Command<'a> {
     /// `argv[0]` (a path, or a bare name found by [`find_program`]) with the rest as its
     /// arguments, killed after `timeout`. Stdin is empty; stdout and stderr are kept up to
     /// 16 KiB each.
-    pub fn new(argv: &'a [String], timeout: Duration) -> Self {
+    pub(crate) fn new(argv: &'a [String], timeout: Duration) -> Self {
         Self {
             argv,
             timeout,
@@ -62,32 +62,32 @@ impl<'a> Command<'a> {
     }
 
     /// Adds a variable to the program's environment.
-    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+    pub(crate) fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
         self.env.push((key.into(), value.into()));
         self
     }
 
     /// Removes every inherited variable whose name starts with `prefix` (set ones stay).
-    pub fn env_remove_prefix(mut self, prefix: &'a str) -> Self {
+    pub(crate) fn env_remove_prefix(mut self, prefix: &'a str) -> Self {
         self.env_remove_prefix = Some(prefix);
         self
     }
 
     /// Writes `data` to the program's stdin, then closes it.
-    pub fn stdin(mut self, data: &'a [u8]) -> Self {
+    pub(crate) fn stdin(mut self, data: &'a [u8]) -> Self {
         self.stdin = Some(data);
         self
     }
 
     /// Runs the program in a process group of its own, which is killed as a whole when the
     /// time limit passes (hooks that start helpers of their own).
-    pub fn own_process_group(mut self) -> Self {
+    pub(crate) fn own_process_group(mut self) -> Self {
         self.own_group = true;
         self
     }
 
     /// Keeps at most `bytes` of stdout and of stderr (each).
-    pub fn output_limit(mut self, bytes: usize) -> Self {
+    pub(crate) fn output_limit(mut self, bytes: usize) -> Self {
         self.output_limit = bytes;
         self
     }
@@ -95,7 +95,7 @@ impl<'a> Command<'a> {
 
 /// How a program ended, with what it printed (bounded).
 #[derive(Debug, Clone)]
-pub struct Finished {
+pub(crate) struct Finished {
     pub status: ExitStatus,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
@@ -103,7 +103,7 @@ pub struct Finished {
 
 impl Finished {
     /// `exit code N` or `killed by signal N`.
-    pub fn status_text(&self) -> String {
+    pub(crate) fn status_text(&self) -> String {
         match self.status.code() {
             Some(code) => format!("exit code {code}"),
             None => format!("killed by signal {}", self.status.signal().unwrap_or(0)),
@@ -113,7 +113,7 @@ impl Finished {
 
 /// Why a program did not run to its end.
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub(crate) enum RunError {
     #[error("the command is empty")]
     Empty,
     /// A bare name that is in neither `PATH` nor the sbin directories, or a path that is not
@@ -135,7 +135,7 @@ pub enum RunError {
 
 /// Runs `cmd` to its end or its time limit. A non-zero exit is not an error here: the caller
 /// reads [`Finished::status`].
-pub async fn run(cmd: Command<'_>) -> Result<Finished, RunError> {
+pub(crate) async fn run(cmd: Command<'_>) -> Result<Finished, RunError> {
     let (program, args) = cmd.argv.split_first().ok_or(RunError::Empty)?;
     if program.is_empty() {
         return Err(RunError::Empty);

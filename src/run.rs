@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-pub mod express;
+pub(crate) mod express;
 
 use anyhow::Result;
 
@@ -16,13 +16,16 @@ use crate::store::{Records, Store, StoreError};
 /// at once with [`crate::store::StoreError::Locked`] when another process holds it). On a
 /// fleet host ([`crate::fleet`]) the run installs what the fleet has and, when this host can
 /// take the lead, does the fleet's work.
-pub async fn once(config: &Config, opts: &RunOptions) -> Result<RunReport> {
+pub(crate) async fn once(config: &Config, opts: &RunOptions) -> Result<RunReport> {
     once_waiting(config, opts, Duration::ZERO).await
 }
 
 /// The state directory's lock for an operator's command, waiting up to `lock_wait` while
 /// another process holds it and saying which (a warning on stderr, once).
-pub async fn lock(store: &Store, lock_wait: Duration) -> Result<crate::store::RunLock, StoreError> {
+pub(crate) async fn lock(
+    store: &Store,
+    lock_wait: Duration,
+) -> Result<crate::store::RunLock, StoreError> {
     crate::store::lock_waiting(store, lock_wait, |e| {
         if let StoreError::Locked { pid, .. } = e {
             tracing::warn!(
@@ -41,7 +44,7 @@ pub async fn lock(store: &Store, lock_wait: Duration) -> Result<crate::store::Ru
 /// operator's command beside the daemon's short synchronisations), saying which process holds
 /// it (a warning on stderr). When the wait ends, the [`crate::store::StoreError::Locked`] names the
 /// holder then.
-pub async fn once_waiting(
+pub(crate) async fn once_waiting(
     config: &Config,
     opts: &RunOptions,
     lock_wait: Duration,

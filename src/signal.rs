@@ -8,7 +8,7 @@ use tokio::sync::watch;
 /// A signal handler could not be installed.
 #[derive(Debug, thiserror::Error)]
 #[error("could not install the {name} handler: {source}")]
-pub struct SignalError {
+pub(crate) struct SignalError {
     name: &'static str,
     source: std::io::Error,
 }
@@ -19,14 +19,14 @@ fn install(kind: SignalKind, name: &'static str) -> Result<Signal, SignalError> 
 
 /// `SIGTERM` and `SIGINT`, handled from now on (they no longer end the process by default).
 #[derive(Debug)]
-pub struct StopSignals {
+pub(crate) struct StopSignals {
     term: Signal,
     int: Signal,
 }
 
 impl StopSignals {
     /// Installs the handlers.
-    pub fn install() -> Result<Self, SignalError> {
+    pub(crate) fn install() -> Result<Self, SignalError> {
         Ok(Self {
             term: install(SignalKind::terminate(), "SIGTERM")?,
             int: install(SignalKind::interrupt(), "SIGINT")?,
@@ -34,7 +34,7 @@ impl StopSignals {
     }
 
     /// Resolves at the next `SIGTERM` or `SIGINT`.
-    pub async fn recv(&mut self) {
+    pub(crate) async fn recv(&mut self) {
         tokio::select! {
             _ = self.term.recv() => {}
             _ = self.int.recv() => {}
@@ -44,7 +44,7 @@ impl StopSignals {
     /// A channel that turns `true` at the first stop signal (after `on_first`); at the second,
     /// `on_second` runs (typically ending the process at once). `None` when the handlers
     /// cannot be installed: the signals then keep their default action.
-    pub fn channel(
+    pub(crate) fn channel(
         on_first: impl FnOnce() + Send + 'static,
         on_second: impl FnOnce() + Send + 'static,
     ) -> Option<watch::Receiver<bool>> {
@@ -69,16 +69,16 @@ impl StopSignals {
 
 /// `SIGHUP`, handled from now on.
 #[derive(Debug)]
-pub struct Hangups(Signal);
+pub(crate) struct Hangups(Signal);
 
 impl Hangups {
     /// Installs the handler.
-    pub fn install() -> Result<Self, SignalError> {
+    pub(crate) fn install() -> Result<Self, SignalError> {
         install(SignalKind::hangup(), "SIGHUP").map(Self)
     }
 
     /// Resolves at the next `SIGHUP` (`None` when no more can arrive).
-    pub async fn recv(&mut self) -> Option<()> {
+    pub(crate) async fn recv(&mut self) -> Option<()> {
         self.0.recv().await
     }
 }

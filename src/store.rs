@@ -23,22 +23,26 @@ use time::OffsetDateTime;
 use crate::fsutil;
 
 mod acme;
-pub mod audit;
+pub(crate) mod audit;
 mod batch;
-pub mod due;
-pub use batch::JournalEvent;
+pub(crate) mod due;
+pub(crate) use batch::JournalEvent;
 mod lock;
 mod partner;
 mod parts;
 mod retired;
-pub mod served;
+pub(crate) mod served;
 
-pub use acme::{AcmeBook, RenewalWindow};
-pub use lock::{RunLock, lock_waiting};
+pub use acme::AcmeBook;
+pub(crate) use acme::RenewalWindow;
+pub(crate) use lock::{RunLock, lock_waiting};
 
-pub use partner::{OrderIntent, OrderRef, PartnerBook, ReissueState, Subscription};
-pub use parts::{FleetAttempt, Held, PlaceholderMark, RevocationSeen, RolledBack, ValidationMark};
-pub use retired::Retired;
+pub(crate) use partner::{OrderIntent, ReissueState};
+pub use partner::{OrderRef, PartnerBook, Subscription};
+pub(crate) use parts::{
+    FleetAttempt, Held, PlaceholderMark, RevocationSeen, RolledBack, ValidationMark,
+};
+pub(crate) use retired::Retired;
 
 /// Version of the record format.
 pub const RECORD_VERSION: u32 = 1;
@@ -156,7 +160,7 @@ impl PublishedDcv {
 
 /// Records by certificate name, each as the state directory holds it, that a run holds in
 /// memory: handed on instead of read again.
-pub type Records = std::collections::BTreeMap<String, CertRecord>;
+pub(crate) type Records = std::collections::BTreeMap<String, CertRecord>;
 
 /// Everything cert-agent remembers about one configured certificate.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

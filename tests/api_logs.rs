@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use cert_agent::api::Client;
+use cert_agent::testing::api::Client;
 use partner_sandbox::SandboxConfig;
 use partner_sandbox::state::{AccountSpec, StateConfig};
 

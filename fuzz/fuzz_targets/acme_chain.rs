@@ -4,8 +4,8 @@
 //! the chain chosen is one of those offered.
 #![no_main]
 
-use cert_agent::issuer::acme::chain;
-use cert_agent::issuer::acme::http::allowed_url;
+use cert_agent::testing::issuer::acme::chain;
+use cert_agent::testing::issuer::acme::http::allowed_url;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

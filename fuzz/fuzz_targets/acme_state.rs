@@ -5,12 +5,12 @@
 //! reads back the same through its stored form.
 #![no_main]
 
-use cert_agent::store::AcmeBook;
+use cert_agent::testing::store::AcmeBook;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(directory) = cert_agent::issuer::acme::account_file_directory(data) {
-        assert!(cert_agent::issuer::acme::http::allowed_url(&directory));
+    if let Ok(directory) = cert_agent::testing::issuer::acme::account_file_directory(data) {
+        assert!(cert_agent::testing::issuer::acme::http::allowed_url(&directory));
     }
     if let Ok(book) = serde_json::from_slice::<AcmeBook>(data) {
         let stored = serde_json::to_string(&book).expect("serialises");

@@ -7,14 +7,14 @@
 //! `state_dir/money.json`, read back for the metrics.
 #![no_main]
 
-use cert_agent::api::{
+use cert_agent::testing::api::{
     ActionResult, Balance, Certificate, CertificateDetails, CertificateStatus, Country, DcvEmails,
     DcvStatus, ErrorBody, OrderResponse, Pagination, Product, Prolongation, ServerSoftware,
     SignInResponse, parse_api_date,
 };
-use cert_agent::dcv::content::check_api_hashes;
-use cert_agent::crypto::{CsrHashes, CsrInfo};
-use cert_agent::dcv::ValidationFile;
+use cert_agent::testing::dcv::content::check_api_hashes;
+use cert_agent::testing::crypto::{CsrHashes, CsrInfo};
+use cert_agent::testing::dcv::ValidationFile;
 use libfuzzer_sys::fuzz_target;
 
 fn decode<T: serde::de::DeserializeOwned>(data: &[u8]) -> Option<T> {
@@ -39,7 +39,7 @@ fuzz_target!(|data: &[u8]| {
     let ours = CsrHashes::of_der(b"cert-agent fuzz");
 
     let _ = decode::<SignInResponse>(data);
-    let _ = round::<cert_agent::monitor::money::Snapshot>(data);
+    let _ = round::<cert_agent::testing::monitor::money::Snapshot>(data);
     let _ = round::<Vec<Product>>(data);
     let _ = round::<OrderResponse>(data);
     let _ = round::<CertificateStatus>(data);

@@ -5,7 +5,7 @@
 //! a line the log has.
 #![no_main]
 
-use cert_agent::store::audit::{Anchor, parse_line, verify, verify_against};
+use cert_agent::testing::store::audit::{Anchor, parse_line, verify, verify_against};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -9,8 +9,8 @@
 //! of the agent can read back (`CertificateInfo`, as the renewal check does).
 #![no_main]
 
-use cert_agent::bundle::{Archive, Expected, ServerKind, validate};
-use cert_agent::crypto::CertificateInfo;
+use cert_agent::testing::bundle::{Archive, Expected, ServerKind, validate};
+use cert_agent::testing::crypto::CertificateInfo;
 use libfuzzer_sys::fuzz_target;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;

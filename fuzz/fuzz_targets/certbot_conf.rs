@@ -5,7 +5,7 @@
 //! proposed `[acme.NAME]` table is valid TOML with a usable name.
 #![no_main]
 
-use cert_agent::certbot::{account, conf::RenewalConf, propose};
+use cert_agent::testing::certbot::{account, conf::RenewalConf, propose};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use cert_agent::config::Config;
+use cert_agent::testing::config::Config;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

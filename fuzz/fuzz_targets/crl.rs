@@ -4,7 +4,7 @@
 //! `nextUpdate` is after the time of the check.
 #![no_main]
 
-use cert_agent::revocation::{check_crl, of_chain};
+use cert_agent::testing::revocation::{check_crl, of_chain};
 use libfuzzer_sys::fuzz_target;
 use time::OffsetDateTime;
 

@@ -5,7 +5,7 @@
 //! same through its stored form.
 #![no_main]
 
-use cert_agent::dcv::{ValidationFile, WellKnown};
+use cert_agent::testing::dcv::{ValidationFile, WellKnown};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
     // As a dump, and as the content of one file of a dump.
     let framed = format!("# configuration file /etc/nginx/nginx.conf:\n{text}");
     for dump in [text, framed.as_str()] {
-        match cert_agent::discover::nginx(dump) {
+        match cert_agent::testing::discover::nginx(dump) {
             Ok(found) => {
                 for p in &found.proposals {
                     let fragment = p.fragment(Some(1), Some(2));
@@ -30,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         if let Ok(named) =
-            cert_agent::discover::loaded_files(cert_agent::discover::Server::Nginx, dump)
+            cert_agent::testing::discover::loaded_files(cert_agent::testing::discover::Server::Nginx, dump)
         {
             for n in &named {
                 assert!(n.path.is_absolute(), "{}", n.path.display());
@@ -38,9 +38,9 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    let _ = cert_agent::discover::fragment_unchanged(text);
+    let _ = cert_agent::testing::discover::fragment_unchanged(text);
     let line = data.first().map_or(1, |b| usize::from(*b % 8) + 1);
-    let _ = cert_agent::discover::apache_vhost(text, "/etc/apache2/sites-enabled/x.conf", line);
+    let _ = cert_agent::testing::discover::apache_vhost(text, "/etc/apache2/sites-enabled/x.conf", line);
     let at = |i: usize| data.get(i).map_or(1, |b| usize::from(*b % 32) + 1);
     let f = "/etc/apache2/sites-enabled/x.conf";
     let used = format!(
@@ -63,7 +63,7 @@ fuzz_target!(|data: &[u8]| {
         at(5),
         at(6)
     );
-    if let Ok(found) = cert_agent::discover::apache_from(&listing, 80, |_| Ok(text.to_owned())) {
+    if let Ok(found) = cert_agent::testing::discover::apache_from(&listing, 80, |_| Ok(text.to_owned())) {
         for p in &found.proposals {
             p.fragment(None, None)
                 .parse::<toml::Table>()

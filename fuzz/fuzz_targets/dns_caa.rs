@@ -4,8 +4,8 @@
 //! bound; a CAA record that reads must read back from its wire form.
 #![no_main]
 
-use cert_agent::preflight::caa::{self, Caa, Requester};
-use cert_agent::preflight::wire::{self, TYPE_CAA};
+use cert_agent::testing::preflight::caa::{self, Caa, Requester};
+use cert_agent::testing::preflight::wire::{self, TYPE_CAA};
 use libfuzzer_sys::fuzz_target;
 
 fn wire_form(c: &Caa) -> Vec<u8> {

@@ -9,7 +9,7 @@
 //! a failure.
 #![no_main]
 
-use cert_agent::store::due::{Basis, DueSummary, ExpressSummary};
+use cert_agent::testing::store::due::{Basis, DueSummary, ExpressSummary};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -18,15 +18,15 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(x.certificates.len(), x.express.certificates);
         let mut seen = std::collections::HashSet::new();
         for e in &x.certificates {
-            assert!(cert_agent::store::check_name(&e.name).is_ok());
+            assert!(cert_agent::testing::store::check_name(&e.name).is_ok());
             assert!(seen.insert(e.name.as_str()), "each name once");
             assert!(!e.stands(i64::MIN, None));
         }
         for (key, der) in &x.issuers {
-            assert_eq!(&cert_agent::store::due::issuer_key(der), key);
+            assert_eq!(&cert_agent::testing::store::due::issuer_key(der), key);
         }
     }
-    if let Some(book) = cert_agent::revocation::retry::Book::parse(data) {
+    if let Some(book) = cert_agent::testing::revocation::retry::Book::parse(data) {
         let now = time::OffsetDateTime::UNIX_EPOCH;
         let _ = book.waiting("http://crl.example.net/ca.crl", now);
     }
@@ -46,7 +46,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(summary.len(), listed);
         for e in stored["certificates"].as_array().into_iter().flatten() {
             let name = e["name"].as_str().expect("a name");
-            assert!(cert_agent::store::check_name(name).is_ok());
+            assert!(cert_agent::testing::store::check_name(name).is_ok());
             let entry = summary.get(name).expect("kept");
             assert!(!entry.stands(i64::MIN, None));
         }

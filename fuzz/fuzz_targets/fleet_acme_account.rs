@@ -6,5 +6,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    cert_agent::fleet::fuzzing::acme_account(data);
+    cert_agent::testing::fleet::fuzzing::acme_account(data);
 });

@@ -7,5 +7,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    cert_agent::fleet::fuzzing::local(data);
+    cert_agent::testing::fleet::fuzzing::local(data);
 });

@@ -7,5 +7,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    cert_agent::fleet::fuzzing::manifest(data);
+    cert_agent::testing::fleet::fuzzing::manifest(data);
 });

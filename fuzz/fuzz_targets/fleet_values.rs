@@ -15,12 +15,12 @@ fuzz_target!(|data: &[u8]| {
     };
     // 7 (and 15, 23, …): what was seen served (a byte the other four never had in the corpus).
     if which % 8 == 7 {
-        return cert_agent::monitor::fuzz_served(rest);
+        return cert_agent::testing::monitor::fuzz_served(rest);
     }
     match which % 4 {
-        0 => cert_agent::fleet::fuzzing::envelope(rest),
-        1 => cert_agent::fleet::fuzzing::versions(rest),
-        2 => cert_agent::monitor::fuzz_announced(rest),
-        _ => cert_agent::monitor::fuzz_kept_pass(rest),
+        0 => cert_agent::testing::fleet::fuzzing::envelope(rest),
+        1 => cert_agent::testing::fleet::fuzzing::versions(rest),
+        2 => cert_agent::testing::monitor::fuzz_announced(rest),
+        _ => cert_agent::testing::monitor::fuzz_kept_pass(rest),
     }
 });

@@ -5,7 +5,7 @@
 //! judgement of an installed file's content (its serial, chain or key) never panics either.
 #![no_main]
 
-use cert_agent::crypto::{CertificateInfo, CsrHashes, CsrInfo, PrivateKey};
+use cert_agent::testing::crypto::{CertificateInfo, CsrHashes, CsrInfo, PrivateKey};
 use libfuzzer_sys::fuzz_target;
 
 fn certificate(info: Result<CertificateInfo, impl Sized>) {
@@ -25,7 +25,7 @@ fn csr(info: Result<CsrInfo, impl Sized>) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let mut own = cert_agent::engine::retire::Own::with_serial(Some("0A"));
+    let mut own = cert_agent::testing::engine::retire::Own::with_serial(Some("0A"));
     own.learn(data);
     let _ = own.judge(data);
     certificate(CertificateInfo::from_pem(data));

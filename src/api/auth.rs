@@ -20,7 +20,7 @@ pub const TOKEN_FILE: &str = "token";
 
 /// Name of the systemd credential holding the password (`LoadCredential=cert-agent-password:…`),
 /// read from `$CREDENTIALS_DIRECTORY`.
-pub const PASSWORD_CREDENTIAL: &str = "cert-agent-password";
+pub(crate) const PASSWORD_CREDENTIAL: &str = "cert-agent-password";
 
 /// Largest password or token file read.
 const MAX_SECRET_FILE: u64 = 64 * 1024;

@@ -24,17 +24,16 @@ mod options;
 mod price;
 mod request;
 mod transport;
-pub mod types;
+pub(crate) mod types;
 
-pub use crate::values::{MASK, Secret};
-pub use auth::{PASSWORD_CREDENTIAL, PasswordSource, TOKEN_FILE};
+pub use crate::values::Secret;
+pub use auth::{PasswordSource, TOKEN_FILE};
 pub use client::Client;
-pub use endpoints::PAGE_SIZE;
-pub use error::{ApiError, Call, ErrorBody, TransportKind};
-pub use options::{
-    ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, MAX_JSON_BYTES, MAX_ZIP_BYTES,
-    RetryPolicy, SendGuard, normalize_base_url, user_agent,
-};
-pub use price::{price_of_order, sum_of};
-pub use transport::RequestCount;
+#[cfg(test)]
+pub(crate) use error::Call;
+pub use error::{ApiError, ErrorBody, TransportKind};
+pub(crate) use options::user_agent;
+pub use options::{ClientOptions, RetryPolicy, SendGuard};
+pub(crate) use price::{price_of_order, sum_of};
+pub(crate) use transport::RequestCount;
 pub use types::*;

@@ -9,15 +9,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::auth::PasswordSource;
-pub use crate::values::endpoint::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, normalize_base_url};
+pub(crate) use crate::values::endpoint::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, normalize_base_url,
+};
 
 /// Largest JSON answer accepted.
-pub const MAX_JSON_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_JSON_BYTES: usize = 4 * 1024 * 1024;
 /// Largest ZIP archive accepted (download calls).
-pub const MAX_ZIP_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_ZIP_BYTES: usize = 16 * 1024 * 1024;
 
 /// `cert-agent/<version>`, sent as User-Agent.
-pub fn user_agent() -> String {
+pub(crate) fn user_agent() -> String {
     format!("cert-agent/{}", env!("CARGO_PKG_VERSION"))
 }
 

@@ -7,7 +7,7 @@ use super::{Decimal, Product, ProductType};
 /// product's price for that period and, for a UCC product, its per-name options (plain names
 /// and wildcards counted within each option's quantity range). `None` when the product's
 /// prices do not tell it.
-pub fn price_of_order(domains: &[String], product: &Product, years: u32) -> Option<Decimal> {
+pub(crate) fn price_of_order(domains: &[String], product: &Product, years: u32) -> Option<Decimal> {
     let price_for = |prices: &[crate::api::Price]| {
         prices
             .iter()
@@ -39,7 +39,7 @@ pub fn price_of_order(domains: &[String], product: &Product, years: u32) -> Opti
 
 /// The exact sum of `amounts`; `None` when one has more than six decimals or the sum
 /// overflows.
-pub fn sum_of<'a>(amounts: impl IntoIterator<Item = &'a Decimal>) -> Option<Decimal> {
+pub(crate) fn sum_of<'a>(amounts: impl IntoIterator<Item = &'a Decimal>) -> Option<Decimal> {
     let mut total: i128 = 0;
     for a in amounts {
         total = total.checked_add(micros(a.as_str())?)?;

@@ -14,7 +14,7 @@ use crate::config::ChainTrust;
 /// The system's root store: `SSL_CERT_FILE` when set, else the first of these that exists
 /// (Debian, Ubuntu, Alpine, Arch; Fedora, RHEL; openSUSE; the ca-trust extraction; BSDs and
 /// others).
-pub const SYSTEM_BUNDLES: &[&str] = &[
+pub(crate) const SYSTEM_BUNDLES: &[&str] = &[
     "/etc/ssl/certs/ca-certificates.crt",
     "/etc/pki/tls/certs/ca-bundle.crt",
     "/etc/ssl/ca-bundle.pem",
@@ -32,7 +32,7 @@ static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
 /// The roots `trust` names, `ca_file` being `api.ca_file`: empty for [`ChainTrust::None`]
 /// (no root is checked). An error names the file and what is wrong with it.
-pub fn trust_anchors(
+pub(crate) fn trust_anchors(
     trust: ChainTrust,
     ca_file: Option<&Path>,
 ) -> Result<Arc<Vec<CertificateDer<'static>>>, String> {

@@ -17,7 +17,7 @@ const MAX_ACCOUNT_BYTES: u64 = 64 * 1024;
 
 /// What becomes of certbot's account.
 #[derive(Debug, Clone)]
-pub enum AccountPlan {
+pub(crate) enum AccountPlan {
     /// The account is reused: its URL and its key (PKCS#8 DER; secret).
     Reuse {
         url: String,
@@ -30,7 +30,7 @@ pub enum AccountPlan {
 
 impl AccountPlan {
     /// The account's contact addresses.
-    pub fn contact(&self) -> &[String] {
+    pub(crate) fn contact(&self) -> &[String] {
         match self {
             Self::Reuse { contact, .. } | Self::New { contact, .. } => contact,
         }
@@ -53,7 +53,7 @@ struct RegrBody {
 
 /// The directory of account `id` of `server` under `root` (as certbot lays it out: the
 /// server URL's host and path).
-pub fn account_dir(root: &Path, server: &str, id: &str) -> Result<PathBuf, String> {
+pub(crate) fn account_dir(root: &Path, server: &str, id: &str) -> Result<PathBuf, String> {
     let rest = server
         .strip_prefix("https://")
         .or_else(|| server.strip_prefix("http://"))
@@ -73,7 +73,7 @@ pub fn account_dir(root: &Path, server: &str, id: &str) -> Result<PathBuf, Strin
 }
 
 /// Reads the account `id` of `server` and decides whether it can be reused.
-pub fn read(root: &Path, server: &str, id: Option<&str>) -> Result<AccountPlan, String> {
+pub(crate) fn read(root: &Path, server: &str, id: Option<&str>) -> Result<AccountPlan, String> {
     let Some(id) = id else {
         return Ok(AccountPlan::New {
             why: "the renewal configuration names no account".into(),

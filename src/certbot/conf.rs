@@ -44,7 +44,7 @@ pub struct ConfError {
 }
 
 /// The largest renewal configuration read (certbot writes about 1 KiB).
-pub const MAX_CONF_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_CONF_BYTES: usize = 64 * 1024;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Section {

@@ -20,7 +20,7 @@ const MAX_PEM_BYTES: u64 = 256 * 1024;
 /// configuration, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}{}: {message}", file.display(), line.map(|l| format!(" line {l}")).unwrap_or_default())]
-pub struct LineageError {
+pub(crate) struct LineageError {
     pub file: PathBuf,
     pub line: Option<usize>,
     pub message: String,
@@ -28,7 +28,7 @@ pub struct LineageError {
 
 /// How certbot proved control of the names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Authenticator {
+pub(crate) enum Authenticator {
     /// `--webroot`: a default web root (the first `-w`) and one per name.
     Webroot {
         default: Option<PathBuf>,
@@ -45,7 +45,7 @@ pub enum Authenticator {
 
 /// The four files of a lineage.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Files {
+pub(crate) struct Files {
     pub cert: PathBuf,
     pub chain: PathBuf,
     pub fullchain: PathBuf,
@@ -54,7 +54,7 @@ pub struct Files {
 
 impl Files {
     /// `(path, what)` of each file.
-    pub fn each(&self) -> [(&Path, &'static str); 4] {
+    pub(crate) fn each(&self) -> [(&Path, &'static str); 4] {
         [
             (&self.cert, "cert"),
             (&self.chain, "chain"),
@@ -66,7 +66,7 @@ impl Files {
 
 /// A lineage that can be taken over.
 #[derive(Debug, Clone)]
-pub struct Lineage {
+pub(crate) struct Lineage {
     /// The lineage's name (`renewal/NAME.conf`).
     pub name: String,
     pub conf_file: PathBuf,
@@ -91,7 +91,7 @@ pub struct Lineage {
 
 /// Reads the lineage of the renewal configuration `conf_file` inside the certbot directory
 /// `root` (canonical).
-pub fn read(root: &Path, conf_file: &Path) -> Result<Lineage, LineageError> {
+pub(crate) fn read(root: &Path, conf_file: &Path) -> Result<Lineage, LineageError> {
     let fail = |line: Option<usize>, message: String| LineageError {
         file: conf_file.to_path_buf(),
         line,
@@ -345,7 +345,7 @@ fn authenticator(conf: &RenewalConf) -> Result<Authenticator, (Option<usize>, St
 }
 
 /// The content of the regular file `path`, at most `max` bytes (after links).
-pub fn read_file(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+pub(crate) fn read_file(path: &Path, max: u64) -> Result<Vec<u8>, String> {
     let file = fs::File::open(path).map_err(|e| crate::fsutil::io_text(&e))?;
     let meta = file.metadata().map_err(|e| crate::fsutil::io_text(&e))?;
     if !meta.is_file() {

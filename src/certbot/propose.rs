@@ -40,7 +40,7 @@ pub fn ca_name(server: &str) -> String {
 }
 
 /// The web root proposed for a lineage certbot validated through its nginx or apache plugin.
-pub const PLUGIN_WEBROOT: &str = "/var/www/cert-agent";
+pub(crate) const PLUGIN_WEBROOT: &str = "/var/www/cert-agent";
 
 /// A TOML string.
 fn s(text: &str) -> String {
@@ -62,7 +62,7 @@ pub fn ca_table(name: &str, server: &str, contact: &[String]) -> String {
 }
 
 /// The `[[certificate]]` of `lineage`, issued by the CA `ca`, as an included file.
-pub fn fragment(lineage: &Lineage, ca: &str) -> String {
+pub(crate) fn fragment(lineage: &Lineage, ca: &str) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,

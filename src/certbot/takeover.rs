@@ -17,7 +17,7 @@ use crate::store::{AcmeBook, FileStamp, Installed, Store};
 const MAX_COPY_BYTES: u64 = 256 * 1024;
 
 /// Refuses a lineage whose record shows cert-agent already manages a certificate of that name.
-pub fn check_free(store: &Store, name: &str) -> Result<()> {
+pub(crate) fn check_free(store: &Store, name: &str) -> Result<()> {
     let rec = store.load(name)?;
     if rec.installed.is_some() || rec.acme.is_some() || rec.certificate_id().is_some() {
         bail!(
@@ -32,7 +32,12 @@ pub fn check_free(store: &Store, name: &str) -> Result<()> {
 /// Takes `lineage` over for the ACME CA `ca`: the live files as regular files (checked again:
 /// still the certificate and key that were read), then the record. The caller holds the run
 /// lock.
-pub fn take_over(store: &Store, lineage: &Lineage, ca: &str, now: OffsetDateTime) -> Result<()> {
+pub(crate) fn take_over(
+    store: &Store,
+    lineage: &Lineage,
+    ca: &str,
+    now: OffsetDateTime,
+) -> Result<()> {
     check_free(store, &lineage.name)?;
     let contents = read_again(lineage)?;
     for ((live, _), (data, mode)) in lineage.live.each().iter().zip(&contents) {
@@ -126,7 +131,7 @@ fn read_again(lineage: &Lineage) -> Result<Vec<(Vec<u8>, u32)>> {
 
 /// Writes certbot's account (reused: an EC P-256 key) for the ACME CA `ca` under the state
 /// directory, unless that CA already has an account there. Returns the file when written.
-pub fn write_account(
+pub(crate) fn write_account(
     store: &Store,
     ca: &str,
     directory: &str,

@@ -4,18 +4,18 @@
 use crate::engine::RunStatus;
 
 /// Done, nothing left to do.
-pub const OK: u8 = 0;
+pub(crate) const OK: u8 = 0;
 /// An error.
-pub const ERROR: u8 = 1;
+pub(crate) const ERROR: u8 = 1;
 /// Usage or configuration error.
-pub const USAGE: u8 = 2;
+pub(crate) const USAGE: u8 = 2;
 /// Some certificates failed, others succeeded.
-pub const PARTIAL: u8 = 3;
+pub(crate) const PARTIAL: u8 = 3;
 /// Work is pending at the CA; the next run continues.
-pub const PENDING: u8 = 75;
+pub(crate) const PENDING: u8 = 75;
 
 /// The exit code of a run that ended with `status`.
-pub fn of_run(status: RunStatus) -> u8 {
+pub(crate) fn of_run(status: RunStatus) -> u8 {
     match status {
         RunStatus::Done => OK,
         RunStatus::Pending => PENDING,
@@ -27,7 +27,7 @@ pub fn of_run(status: RunStatus) -> u8 {
 /// A usage or configuration error: exits with code 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct UsageError(pub String);
+pub(crate) struct UsageError(pub String);
 
 /// The exit code of a command that failed with `err`.
 pub(super) fn code_for(err: &anyhow::Error) -> u8 {

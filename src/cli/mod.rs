@@ -38,7 +38,7 @@ mod audit;
 mod check;
 mod config_cmd;
 mod discover;
-pub mod exit;
+pub(crate) mod exit;
 mod fleet;
 mod forecast;
 mod import;
@@ -62,11 +62,9 @@ use crate::api::Client;
 use crate::clock::Clock;
 use crate::config::Config;
 
-pub use args::{
-    AcmeCommand, CheckArgs, Cli, Command, ConfigCommand, DcvCommand, FleetCommand, ImportCommand,
-    IssueArgs, ListArgs, RenewArgs, Scope,
-};
-pub use exit::UsageError;
+pub use args::Cli;
+pub(crate) use args::{AcmeCommand, Command, ConfigCommand, ImportCommand};
+pub(crate) use exit::UsageError;
 use output::Output;
 
 /// Entry point of the binary.
@@ -279,6 +277,6 @@ fn read_config(path: &Path, print_warnings: bool) -> Result<Config> {
 }
 
 /// The API client as the configuration describes it.
-pub fn client_for(config: &Config) -> Result<Client> {
+pub(crate) fn client_for(config: &Config) -> Result<Client> {
     crate::engine::client(config)
 }

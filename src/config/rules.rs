@@ -10,7 +10,7 @@ use super::types::CommandLine;
 /// Checks a domain name: lower-case letters, digits and hyphens in labels of 1..=63
 /// characters, at least two labels, 253 characters at most, a wildcard only as the whole first
 /// label (`*.example.com`), no IP address, no trailing dot.
-pub fn validate_domain(name: &str) -> Result<(), String> {
+pub(crate) fn validate_domain(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("empty domain name".into());
     }
@@ -63,7 +63,7 @@ pub fn validate_domain(name: &str) -> Result<(), String> {
 
 /// Checks a certificate name: 1..=64 of letters, digits, `.`, `_`, `-`, starting with a letter
 /// or digit (it becomes a file name).
-pub fn validate_certificate_name(name: &str) -> Result<(), String> {
+pub(crate) fn validate_certificate_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name.as_bytes()[0].is_ascii_alphanumeric()
@@ -81,7 +81,7 @@ pub fn validate_certificate_name(name: &str) -> Result<(), String> {
 }
 
 /// Checks an email address (local part, `@`, a valid domain).
-pub fn validate_email(email: &str) -> Result<(), String> {
+pub(crate) fn validate_email(email: &str) -> Result<(), String> {
     match email.rsplit_once('@') {
         Some((local, domain))
             if !local.is_empty()

@@ -13,7 +13,7 @@ use super::types::{CommandLine, Config};
 /// [`Config::source_digest`] of the configuration read from `path` with `text`, its
 /// `[agent] include` being `patterns`; `None` when a pattern cannot be expanded, names a
 /// directory that does not exist, or a file changed within the last second.
-pub fn source_digest(path: &Path, text: &str, patterns: &[String]) -> Option<String> {
+pub(crate) fn source_digest(path: &Path, text: &str, patterns: &[String]) -> Option<String> {
     let base = path.parent().unwrap_or(Path::new("/"));
     let mut fragments: Vec<PathBuf> = Vec::new();
     for pattern in patterns {
@@ -39,7 +39,7 @@ pub fn source_digest(path: &Path, text: &str, patterns: &[String]) -> Option<Str
 /// of the `[agent]` table, or the default when that table sets none; `None` when the text
 /// does not say it in that plain form. Only a guess, confirmed by the summary found there
 /// (it names the state directory its configuration, with this text, has).
-pub fn guess_state_dir(text: &str) -> Option<PathBuf> {
+pub(crate) fn guess_state_dir(text: &str) -> Option<PathBuf> {
     let mut in_agent = false;
     let mut found: Option<&str> = None;
     for line in text.lines() {
@@ -77,7 +77,7 @@ pub fn guess_state_dir(text: &str) -> Option<PathBuf> {
 
 /// The programs the certificates' commands name (each once), as the checks on reading find
 /// them.
-pub fn command_programs(config: &Config) -> Vec<String> {
+pub(crate) fn command_programs(config: &Config) -> Vec<String> {
     let mut seen: HashSet<&str> = HashSet::new();
     let mut out = Vec::new();
     for c in &config.certificates {
@@ -99,7 +99,7 @@ pub fn command_programs(config: &Config) -> Vec<String> {
 }
 
 /// Whether every one of `programs` can still be run.
-pub fn programs_exist(programs: &[String]) -> bool {
+pub(crate) fn programs_exist(programs: &[String]) -> bool {
     programs
         .iter()
         .all(|p| super::rules::check_program(p).is_ok())

@@ -353,7 +353,7 @@ impl CommandLine {
 }
 
 /// `key_type`: the key types the agent generates.
-pub use crate::crypto::KeyType;
+pub(crate) use crate::crypto::KeyType;
 
 /// `dcv`: the domain control validation method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -403,7 +403,7 @@ pub enum Family {
 }
 
 /// `server`: the web server whose layout the install follows (`nginx`, `apache`, `none`).
-pub use crate::values::ServerKind;
+pub(crate) use crate::values::ServerKind;
 
 /// `webroot`: one document root for every domain, or one per domain.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

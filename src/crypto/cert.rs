@@ -90,7 +90,7 @@ impl CertificateInfo {
 /// True when two SubjectPublicKeyInfo DERs hold the same key: same algorithm, same curve for
 /// EC keys, same key bits. (Encoders differ in details such as RSA's NULL parameters, so the
 /// DER bytes themselves are not compared.)
-pub fn same_public_key(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same_public_key(a: &[u8], b: &[u8]) -> bool {
     let (Ok((_, a)), Ok((_, b))) = (
         SubjectPublicKeyInfo::from_der(a),
         SubjectPublicKeyInfo::from_der(b),
@@ -120,7 +120,7 @@ pub fn same_public_key(a: &[u8], b: &[u8]) -> bool {
 
 /// The subjectAltName DNS names of `cert`, in certificate order (none without the extension).
 /// The error names the unreadable extension.
-pub fn san_dns_names(cert: &X509Certificate<'_>) -> Result<Vec<String>, String> {
+pub(crate) fn san_dns_names(cert: &X509Certificate<'_>) -> Result<Vec<String>, String> {
     let san = cert
         .subject_alternative_name()
         .map_err(|e| format!("subjectAltName: {e}"))?;
@@ -184,13 +184,13 @@ impl std::fmt::Display for Serial {
 
 /// A serial number's bytes as upper-case hex without leading zero bytes (as `openssl x509
 /// -serial` prints it).
-pub fn serial_hex(raw: &[u8]) -> String {
+pub(crate) fn serial_hex(raw: &[u8]) -> String {
     Serial::from_bytes(raw).to_string()
 }
 
 /// Whether two serials written in hex are the same number (case, `:` and leading zeros do not
 /// matter); text that is not hex equals nothing.
-pub fn same_serial_hex(a: &str, b: &str) -> bool {
+pub(crate) fn same_serial_hex(a: &str, b: &str) -> bool {
     // The same text (the common case: a serial as this program wrote it, compared with
     // itself) is the same serial when it is one, told without parsing it.
     if a == b {

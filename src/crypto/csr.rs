@@ -75,7 +75,7 @@ impl Csr {
 /// A self-signed placeholder certificate (PEM) for `domains` with `key`, valid from now for
 /// `days`: lets a web server start its TLS site before the first real certificate. Its
 /// subject names it as a placeholder (`O=cert-agent placeholder`).
-pub fn self_signed_placeholder(
+pub(crate) fn self_signed_placeholder(
     key: &PrivateKey,
     domains: &[String],
     days: i64,
@@ -101,7 +101,7 @@ pub fn self_signed_placeholder(
 }
 
 /// The organisation of a placeholder's subject.
-pub const PLACEHOLDER_ORGANIZATION: &str = "cert-agent placeholder";
+pub(crate) const PLACEHOLDER_ORGANIZATION: &str = "cert-agent placeholder";
 
 /// What the agent reads from a CSR (its own, or the one the API reports for an order).
 #[derive(Debug, Clone, PartialEq, Eq)]

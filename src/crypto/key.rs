@@ -248,7 +248,7 @@ fn detect_key_type(key_pair: &KeyPair, origin: &str) -> Result<KeyType, CryptoEr
 const MAX_KEY_FILE_BYTES: u64 = 1 << 20;
 
 /// Reads and parses a private key file (see [`PrivateKey::from_pem`]).
-pub fn read_key_file(path: &Path) -> Result<PrivateKey, CryptoError> {
+pub(crate) fn read_key_file(path: &Path) -> Result<PrivateKey, CryptoError> {
     let io_err = |source| CryptoError::KeyFile {
         action: "read",
         path: path.to_owned(),
@@ -277,7 +277,7 @@ pub fn read_key_file(path: &Path) -> Result<PrivateKey, CryptoError> {
 /// mode 0640 — all before the first byte is written. Then the key is written, fsynced, the file
 /// renamed over `path` and the directory fsynced. A symbolic link or a non-regular file at
 /// `path` is refused. The exact mode is set explicitly, so the umask does not matter.
-pub fn write_key_file(
+pub(crate) fn write_key_file(
     path: &Path,
     key: &PrivateKey,
     group: Option<u32>,

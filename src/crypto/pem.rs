@@ -5,7 +5,7 @@ const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 
 /// `der` as a PEM block with `label` (e.g. `CERTIFICATE`), lines of 64 characters, `\n` line
 /// endings, ending with a newline.
-pub fn pem_encode(label: &str, der: &[u8]) -> String {
+pub(crate) fn pem_encode(label: &str, der: &[u8]) -> String {
     let b64 = base64(der);
     let mut out = String::with_capacity(b64.len() + b64.len() / 64 + 2 * label.len() + 40);
     out.push_str("-----BEGIN ");

@@ -8,13 +8,13 @@
 use crate::crypto::CsrHashes;
 
 /// The directory of validation files, as a URL path.
-pub const DCV_URL_DIR: &str = "/.well-known/pki-validation";
+pub(crate) const DCV_URL_DIR: &str = "/.well-known/pki-validation";
 
 /// Longest `dcv_content` accepted (the real content is about 100 bytes).
-pub const MAX_DCV_CONTENT_BYTES: usize = 1024;
+pub(crate) const MAX_DCV_CONTENT_BYTES: usize = 1024;
 
 /// Most lines accepted in `dcv_content` (hash, CA domain, unique value).
-pub const MAX_DCV_CONTENT_LINES: usize = 8;
+pub(crate) const MAX_DCV_CONTENT_LINES: usize = 8;
 
 /// Characters that mean something to a shell; refused in names and content.
 const SHELL_META: &[char] = &[
@@ -73,7 +73,10 @@ impl CsrHashes {
 /// Line 1 must be our SHA-256 (upper or lower case, surrounding spaces ignored). Every line
 /// is printable ASCII without shell metacharacters; `\n` or `\r\n` end lines. The content is
 /// returned unchanged: the CA compares what it fetches with what it sent.
-pub fn check_dcv_content<'a>(ours: &CsrHashes, content: &'a str) -> Result<&'a str, ContentError> {
+pub(crate) fn check_dcv_content<'a>(
+    ours: &CsrHashes,
+    content: &'a str,
+) -> Result<&'a str, ContentError> {
     if content.trim().is_empty() {
         return Err(ContentError::EmptyContent);
     }
@@ -129,7 +132,10 @@ fn content_problem(line: &str) -> Option<&'static str> {
 /// Checks a validation file name the API reports (e.g. parsed from a URL it sent) and returns
 /// it: it must be our `<MD5>.txt` (hex digits in either case) and nothing else: no `/`, no
 /// `..`, no control or shell characters.
-pub fn check_dcv_file_name<'a>(ours: &CsrHashes, name: &'a str) -> Result<&'a str, ContentError> {
+pub(crate) fn check_dcv_file_name<'a>(
+    ours: &CsrHashes,
+    name: &'a str,
+) -> Result<&'a str, ContentError> {
     let bad = |problem: &'static str| ContentError::BadFileName {
         problem,
         found: quote(name),

@@ -91,7 +91,7 @@ pub fn txt_record(domain: &str, random_value: &str) -> Result<DnsRecord, DcvErro
 /// ACME's `dns-01` record (RFC 8555, section 8.4): `_acme-challenge.<domain>` (a wildcard
 /// without `*.`) with the base64url SHA-256 of the key authorization. Checked like
 /// [`txt_record`]'s value.
-pub fn acme_txt_record(domain: &str, digest: &str) -> Result<DnsRecord, DcvError> {
+pub(crate) fn acme_txt_record(domain: &str, digest: &str) -> Result<DnsRecord, DcvError> {
     txt_record_at("_acme-challenge", domain, digest)
 }
 
@@ -133,7 +133,7 @@ fn txt_record_at(label: &str, domain: &str, random_value: &str) -> Result<DnsRec
 /// present for family S (DCV status `unique_value`, at most 20 letters and digits), absent for
 /// the other families. `ca_domain` is the CA's validation domain of the certificate's family
 /// (e.g. `sectigo.com`).
-pub fn cname_record(
+pub(crate) fn cname_record(
     domain: &str,
     hashes: &CsrHashes,
     unique_value: Option<&str>,

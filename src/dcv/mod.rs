@@ -18,26 +18,27 @@
 //!   of a failure.
 
 mod challenge;
-pub mod content;
-pub mod hook;
-pub mod selfcheck;
-pub mod serve_dir;
-pub mod standalone;
-pub mod webroot;
+pub(crate) mod content;
+pub(crate) mod hook;
+pub(crate) mod selfcheck;
+pub(crate) mod serve_dir;
+pub(crate) mod standalone;
+pub(crate) mod webroot;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::crypto::CsrHashes;
 
-pub use challenge::{Challenge, HttpChallenge};
-pub use content::DCV_URL_DIR;
+pub use challenge::Challenge;
+pub(crate) use challenge::HttpChallenge;
+pub(crate) use content::DCV_URL_DIR;
 
 /// Longest validation file content accepted (same bound as the API check).
 pub const MAX_CONTENT_BYTES: usize = content::MAX_DCV_CONTENT_BYTES;
 
 /// Most lines accepted in a validation file.
-pub const MAX_CONTENT_LINES: usize = content::MAX_DCV_CONTENT_LINES;
+pub(crate) const MAX_CONTENT_LINES: usize = content::MAX_DCV_CONTENT_LINES;
 
 /// The directory under `/.well-known/` a CA fetches a validation file from. It decides the
 /// shape of the file's name and content; the two shapes cannot be confused (a CSR-hash file

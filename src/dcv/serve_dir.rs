@@ -25,9 +25,9 @@ use nix::sys::stat::Mode;
 use super::{DcvError, ValidationFile};
 
 /// The publish directory inside the state directory.
-pub const PUBLISH_DIR: &str = "standalone";
+pub(crate) const PUBLISH_DIR: &str = "standalone";
 /// The lock a running `cert-agent serve` holds, inside the state directory.
-pub const LOCK_FILE: &str = "serve.lock";
+pub(crate) const LOCK_FILE: &str = "serve.lock";
 
 /// Mode of the publish directory: the server may run as another user.
 const DIR_MODE: u32 = 0o755;
@@ -35,13 +35,13 @@ const DIR_MODE: u32 = 0o755;
 const FILE_MODE: u32 = 0o644;
 
 /// `<state_dir>/standalone`.
-pub fn dir_path(state_dir: &Path) -> PathBuf {
+pub(crate) fn dir_path(state_dir: &Path) -> PathBuf {
     state_dir.join(PUBLISH_DIR)
 }
 
 /// A running `cert-agent serve`, as its lock file describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServeInfo {
+pub(crate) struct ServeInfo {
     /// Its process ID (as written; "unknown" if it could not be read).
     pub pid: String,
     /// The addresses it listens on, as configured.
@@ -52,14 +52,14 @@ pub struct ServeInfo {
 /// The lock is held through a read-only descriptor: a server process that dropped its
 /// privileges keeps no way to write into the state directory.
 #[derive(Debug)]
-pub struct ServeLock {
+pub(crate) struct ServeLock {
     _lock: Flock<File>,
     path: PathBuf,
 }
 
 impl ServeLock {
     /// Takes the lock without waiting; an error names the PID of a serve process that holds it.
-    pub fn take(state_dir: &Path) -> Result<Self, DcvError> {
+    pub(crate) fn take(state_dir: &Path) -> Result<Self, DcvError> {
         let path = state_dir.join(LOCK_FILE);
         let io = |source| DcvError::Io {
             op: "lock",
@@ -105,7 +105,7 @@ impl ServeLock {
 
     /// Records this process and the addresses it serves for [`running`] (through a descriptor
     /// closed again at once).
-    pub fn announce(&self, listen: &[SocketAddr]) -> Result<(), DcvError> {
+    pub(crate) fn announce(&self, listen: &[SocketAddr]) -> Result<(), DcvError> {
         let mut text = format!("{}\n", std::process::id());
         for addr in listen {
             text.push_str(&format!("{addr}\n"));
@@ -146,7 +146,7 @@ fn read_info(mut file: File) -> ServeInfo {
 }
 
 /// The `cert-agent serve` process holding the lock of `state_dir`, if one runs.
-pub fn running(state_dir: &Path) -> Result<Option<ServeInfo>, DcvError> {
+pub(crate) fn running(state_dir: &Path) -> Result<Option<ServeInfo>, DcvError> {
     let path = state_dir.join(LOCK_FILE);
     let file = match OpenOptions::new()
         .read(true)
@@ -220,7 +220,7 @@ fn ensure_dir(state_dir: &Path) -> Result<PathBuf, DcvError> {
 
 /// Creates the publish directory if missing and opens it for serving (`O_DIRECTORY`,
 /// `O_NOFOLLOW`): files are then read relative to the descriptor only.
-pub fn open_dir(state_dir: &Path) -> Result<OwnedFd, DcvError> {
+pub(crate) fn open_dir(state_dir: &Path) -> Result<OwnedFd, DcvError> {
     let dir = ensure_dir(state_dir)?;
     nix::fcntl::open(
         &dir,
@@ -235,7 +235,7 @@ pub fn open_dir(state_dir: &Path) -> Result<OwnedFd, DcvError> {
 }
 
 /// Writes `file` into the publish directory (atomically, mode 0644); returns its path.
-pub fn publish(state_dir: &Path, file: &ValidationFile) -> Result<PathBuf, DcvError> {
+pub(crate) fn publish(state_dir: &Path, file: &ValidationFile) -> Result<PathBuf, DcvError> {
     let dir = ensure_dir(state_dir)?;
     let path = dir.join(file.name());
     // Published by an earlier run and still in place: nothing to write.
@@ -256,7 +256,7 @@ pub fn publish(state_dir: &Path, file: &ValidationFile) -> Result<PathBuf, DcvEr
 
 /// Removes the validation file `name` (`<MD5>.txt` or an ACME token) from the publish
 /// directory; true when there was one. Nothing but a validation file name is accepted.
-pub fn remove(state_dir: &Path, name: &str) -> Result<bool, DcvError> {
+pub(crate) fn remove(state_dir: &Path, name: &str) -> Result<bool, DcvError> {
     super::check_file_name(name)?;
     let path = dir_path(state_dir).join(name);
     match std::fs::remove_file(&path) {

@@ -39,7 +39,7 @@ const DIR_MODE: u32 = 0o755;
 /// Where the validation file of a certificate goes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Webroots {
+pub(crate) enum Webroots {
     /// One document root serves every domain of the certificate.
     One(PathBuf),
     /// Document root per domain; the file goes into each distinct one.
@@ -49,7 +49,7 @@ pub enum Webroots {
 impl Webroots {
     /// The distinct webroots for `domains`, in the order of first use. Every domain needs
     /// one; domain names are compared case-insensitively.
-    pub fn distinct_for(&self, domains: &[String]) -> Result<Vec<PathBuf>, DcvError> {
+    pub(crate) fn distinct_for(&self, domains: &[String]) -> Result<Vec<PathBuf>, DcvError> {
         let mut out: Vec<PathBuf> = Vec::new();
         for domain in domains {
             let root = match self {
@@ -88,18 +88,9 @@ impl Published {
     }
 }
 
-/// Publishes `file` into the webroot of every domain of the certificate (each distinct
-/// webroot once). On failure, whatever this call created is removed again before the error is
-/// returned.
-pub fn publish(
-    webroots: &Webroots,
-    domains: &[String],
-    file: &ValidationFile,
-) -> Result<Published, DcvError> {
-    publish_into(&webroots.distinct_for(domains)?, file)
-}
-
-/// Publishes `file` into each of `webroots` (absolute paths of existing directories).
+/// Publishes `file` into each of `webroots` (absolute paths of existing directories, one per
+/// distinct webroot: `Webroots::distinct_for`). On failure, whatever this call created is
+/// removed again before the error is returned.
 pub fn publish_into(webroots: &[PathBuf], file: &ValidationFile) -> Result<Published, DcvError> {
     let mut published = Published::default();
     for root in webroots {
@@ -135,7 +126,7 @@ fn publish_one(root: &Path, file: &ValidationFile, rec: &mut Published) -> Resul
 /// Idempotent: what is already gone is not an error. Paths that are not of the form publishing
 /// creates are refused, so a damaged record cannot delete anything else. Every entry is tried;
 /// the first error is returned.
-pub fn remove(published: &Published) -> Result<(), DcvError> {
+pub(crate) fn remove(published: &Published) -> Result<(), DcvError> {
     let mut first = None;
     for path in &published.files {
         if let Err(e) = remove_file(path) {
@@ -484,7 +475,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
         let f = file();
-        let result = publish(&Webroots::One(root.clone()), &["a.example".into()], &f);
+        let roots = Webroots::One(root.clone()).distinct_for(&["a.example".into()]);
+        let result = publish_into(&roots.unwrap(), &f);
         let published = result.unwrap();
         let wk = root.join(".well-known");
         let pv = wk.join("pki-validation");
@@ -622,7 +614,7 @@ mod tests {
             vec![a.clone(), b.clone()]
         );
         let f = file();
-        let published = publish(&map, &domains, &f).unwrap();
+        let published = publish_into(&map.distinct_for(&domains).unwrap(), &f).unwrap();
         assert_eq!(published.files.len(), 2);
         assert_eq!(published.dirs.len(), 4);
         for root in [&a, &b] {
@@ -634,7 +626,7 @@ mod tests {
         assert_eq!(fs::read_dir(&a).unwrap().count(), 0);
         assert_eq!(fs::read_dir(&b).unwrap().count(), 0);
 
-        let err = publish(&map, &["other.example.com".into()], &f).unwrap_err();
+        let err = map.distinct_for(&["other.example.com".into()]).unwrap_err();
         assert!(err.to_string().contains("other.example.com"), "{err}");
     }
 

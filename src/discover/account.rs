@@ -16,7 +16,7 @@ use crate::values::Decimal;
 
 /// The account's lists could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum AccountError {
+pub(crate) enum AccountError {
     #[error("could not read the account's certificate list")]
     Certificates(#[source] ApiError),
     #[error("could not read the product list")]
@@ -25,7 +25,7 @@ pub enum AccountError {
 
 /// What to do for each proposal (by name): the account's orders and products read once, each
 /// proposal matched against them on `today`.
-pub async fn match_account(
+pub(crate) async fn match_account(
     client: &Client,
     proposals: &[Proposal],
     today: Date,
@@ -50,7 +50,7 @@ pub async fn match_account(
 /// What to do for a site.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
-pub enum Match {
+pub(crate) enum Match {
     /// A live order covers every name: adopt it (no new order).
     Adopt {
         certificate_id: u64,

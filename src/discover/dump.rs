@@ -21,7 +21,7 @@ pub enum Server {
 
 /// The report could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum DumpError {
+pub(crate) enum DumpError {
     /// The saved output is not text (a usage error).
     #[error(
         "{} is not UTF-8 text (expected the output of `nginx -T` or `apachectl -S`)",
@@ -53,7 +53,7 @@ pub enum DumpError {
 
 impl DumpError {
     /// Whether the command was used wrongly (a file that is not a report, no server to ask).
-    pub fn is_usage(&self) -> bool {
+    pub(crate) fn is_usage(&self) -> bool {
         matches!(self, Self::NotText { .. } | Self::NoProgram { .. })
     }
 }
@@ -61,7 +61,7 @@ impl DumpError {
 /// The server's report and which server it is from: read from `from` (`-`: stdin) when given,
 /// else asked of the server (`server`, or nginx when it is installed, else Apache). A saved
 /// output is taken as nginx's when it has nginx's file markers.
-pub async fn read_dump(
+pub(crate) async fn read_dump(
     from: Option<&Path>,
     server: Option<Server>,
 ) -> Result<(Server, String), DumpError> {
@@ -129,7 +129,7 @@ async fn ask(server: Server) -> Result<String, DumpError> {
 /// tests: the same program and options (`-c`, `-p`, `-f`, `-d`, `-D`...) with `-t` replaced by
 /// `-T` (nginx) or `-S` (Apache); `None` when it is not such a command (a wrapper script, a
 /// shell line with more than words), so what that server loads cannot be asked.
-pub fn report_argv(server: Server, configtest: &[String]) -> Option<Vec<String>> {
+pub(crate) fn report_argv(server: Server, configtest: &[String]) -> Option<Vec<String>> {
     let program = configtest.first()?;
     let base = Path::new(program)
         .file_name()?
@@ -159,7 +159,7 @@ pub fn report_argv(server: Server, configtest: &[String]) -> Option<Vec<String>>
 }
 
 /// Runs the report command `argv` of `server` ([`report_argv`]).
-pub async fn ask_with(server: Server, argv: &[String]) -> Result<String, DumpError> {
+pub(crate) async fn ask_with(server: Server, argv: &[String]) -> Result<String, DumpError> {
     let command = argv.join(" ");
     let done = run(Command::new(argv, Duration::from_secs(60)).output_limit(DUMP_LIMIT))
         .await

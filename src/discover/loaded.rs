@@ -30,7 +30,7 @@ pub fn loaded_files(server: Server, text: &str) -> Result<Vec<NamedFile>, Discov
 
 /// [`loaded_files`], Apache's main configuration file being `apache_main` (its `-f`; a
 /// relative path is taken from `ServerRoot`) instead of the usual names under `ServerRoot`.
-pub fn loaded_files_with(
+pub(crate) fn loaded_files_with(
     server: Server,
     text: &str,
     apache_main: Option<&str>,

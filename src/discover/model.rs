@@ -10,7 +10,7 @@ use serde::Serialize;
 /// The document root proposed for names whose port 80 does not serve the validation path
 /// from a document root yet: the web server is to serve `/.well-known/pki-validation/` from
 /// here (the proposal's note says how).
-pub const VALIDATION_ROOT: &str = "/var/www/cert-agent";
+pub(crate) const VALIDATION_ROOT: &str = "/var/www/cert-agent";
 
 /// A place in a web server's configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -10,7 +10,7 @@ use crate::values::ServerKind;
 
 /// A configured certificate no virtual host serves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Orphan {
+pub(crate) struct Orphan {
     pub name: String,
     pub domains: Vec<String>,
 }
@@ -25,7 +25,7 @@ fn normal(name: &str) -> String {
 }
 
 /// The certificates of `config` for `server` whose names no virtual host of `found` has.
-pub fn orphans(found: &Discovery, server: Server, config: &Config) -> Vec<Orphan> {
+pub(crate) fn orphans(found: &Discovery, server: Server, config: &Config) -> Vec<Orphan> {
     let served: std::collections::HashSet<String> = found
         .vhosts
         .iter()

@@ -12,7 +12,7 @@ use crate::config::Config;
 
 /// `discover --json`: what was found, with the account's answer per proposal (when asked).
 #[derive(Debug, Serialize)]
-pub struct Report<'a> {
+pub(crate) struct Report<'a> {
     #[serde(flatten)]
     found: &'a Discovery,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -24,7 +24,7 @@ pub struct Report<'a> {
 
 impl<'a> Report<'a> {
     /// What was found, and the account's answers (empty: not asked).
-    pub fn new(found: &'a Discovery, account: &'a BTreeMap<String, Match>) -> Self {
+    pub(crate) fn new(found: &'a Discovery, account: &'a BTreeMap<String, Match>) -> Self {
         Self {
             found,
             account,
@@ -33,14 +33,14 @@ impl<'a> Report<'a> {
     }
 
     /// With the configured certificates no virtual host serves.
-    pub fn with_orphaned(mut self, orphaned: &'a [Orphan]) -> Self {
+    pub(crate) fn with_orphaned(mut self, orphaned: &'a [Orphan]) -> Self {
         self.orphaned = orphaned;
         self
     }
 }
 
 /// The configured certificates no virtual host serves, with the hint to retire them.
-pub fn orphans_text(orphaned: &[Orphan]) -> String {
+pub(crate) fn orphans_text(orphaned: &[Orphan]) -> String {
     let mut s = String::new();
     if orphaned.is_empty() {
         return s;
@@ -57,7 +57,7 @@ pub fn orphans_text(orphaned: &[Orphan]) -> String {
 }
 
 /// The text report, line by line; a proposal `configured` already has is said so.
-pub fn report_text(
+pub(crate) fn report_text(
     found: &Discovery,
     matches: &BTreeMap<String, Match>,
     configured: Option<&Config>,
@@ -162,7 +162,7 @@ fn proposal(s: &mut String, p: &Proposal, m: Option<&Match>, configured: Option<
 
 /// Logs (debug) how many virtual hosts do not serve the validation path, and for how many it
 /// cannot be told.
-pub fn log_validation_counts(found: &Discovery) {
+pub(crate) fn log_validation_counts(found: &Discovery) {
     let blocked = found
         .vhosts
         .iter()

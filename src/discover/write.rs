@@ -9,7 +9,7 @@ use crate::config::Config;
 
 /// A configuration file could not be written.
 #[derive(Debug, thiserror::Error)]
-pub enum WriteError {
+pub(crate) enum WriteError {
     #[error("could not create {}", dir.display())]
     CreateDir {
         dir: PathBuf,
@@ -26,7 +26,7 @@ pub enum WriteError {
 
 /// The certificate of `config` that `p` already is: one of the same name, or one naming one of
 /// its domains.
-pub fn configured_as(config: Option<&Config>, p: &Proposal) -> Option<String> {
+pub(crate) fn configured_as(config: Option<&Config>, p: &Proposal) -> Option<String> {
     config.and_then(|c| {
         c.certificates
             .iter()
@@ -37,7 +37,7 @@ pub fn configured_as(config: Option<&Config>, p: &Proposal) -> Option<String> {
 
 /// How the files are written.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct WriteOptions {
+pub(crate) struct WriteOptions {
     /// The product of every new order (else the account's match, else none).
     pub product_id: Option<u64>,
     /// Replace files that exist.
@@ -48,7 +48,7 @@ pub struct WriteOptions {
 /// with the account's answer (`matches`: the order to adopt, or the product to order); the
 /// files written, in order. A file that exists is kept (unless [`WriteOptions::force`]) and
 /// given to `kept`.
-pub fn write_fragments(
+pub(crate) fn write_fragments(
     dir: &Path,
     found: &Discovery,
     configured: Option<&Config>,

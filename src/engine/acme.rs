@@ -7,7 +7,7 @@
 //! any step (a crash, a timeout, SIGTERM) goes on with the same order, which is never placed
 //! twice for the same key. What was published is removed whatever the order's outcome.
 
-pub mod plan;
+pub(crate) mod plan;
 
 use std::path::PathBuf;
 
@@ -31,13 +31,13 @@ use super::report::Outcome;
 use plan::Action;
 
 /// Where the account of `ca` is kept: `state_dir/acme/NAME/`.
-pub fn account_dir(state_dir: &std::path::Path, ca: &str) -> PathBuf {
+pub(crate) fn account_dir(state_dir: &std::path::Path, ca: &str) -> PathBuf {
     acme::account_dir(state_dir, ca)
 }
 
 /// The directory of `ca` as the ACME issuer needs it, the External Account Binding's HMAC key
 /// read from its file (base64url, as CAs hand it out).
-pub fn directory_of(ca: &AcmeCa) -> Result<acme::Directory> {
+pub(crate) fn directory_of(ca: &AcmeCa) -> Result<acme::Directory> {
     let eab = match (&ca.eab_kid, &ca.eab_hmac_file) {
         (Some(kid), Some(file)) => {
             let credential = std::env::var_os("CREDENTIALS_DIRECTORY")
@@ -82,7 +82,7 @@ pub fn directory_of(ca: &AcmeCa) -> Result<acme::Directory> {
 }
 
 /// How the names of `method` are validated by an ACME CA.
-pub fn method_of(method: DcvMethod) -> Method {
+pub(crate) fn method_of(method: DcvMethod) -> Method {
     match method {
         DcvMethod::DnsTxt | DcvMethod::Cname => Method::Dns,
         DcvMethod::Http | DcvMethod::Https | DcvMethod::Email => Method::Http,
@@ -91,7 +91,7 @@ pub fn method_of(method: DcvMethod) -> Method {
 
 /// The account of the ACME CA `ca` kept under `state_dir` (registered first when there is
 /// none).
-pub async fn account_of(state_dir: &std::path::Path, ca: &AcmeCa) -> Result<Account> {
+pub(crate) async fn account_of(state_dir: &std::path::Path, ca: &AcmeCa) -> Result<Account> {
     let directory = directory_of(ca)?;
     acme::account(&directory, &account_dir(state_dir, &ca.name))
         .await
@@ -175,7 +175,7 @@ fn inputs<'a>(ctx: &Ctx<'_>, job: &'a Job<'_>, disk: Disk) -> plan::Inputs<'a> {
 
 /// The installed leaf's DER, read from its file (for Renewal Information, `replaces` and
 /// `cert-agent revoke`).
-pub fn installed_leaf_der(rec: &crate::store::CertRecord) -> Option<Vec<u8>> {
+pub(crate) fn installed_leaf_der(rec: &crate::store::CertRecord) -> Option<Vec<u8>> {
     let inst = rec.installed.as_ref()?;
     let pem = std::fs::read(inst.leaf_file.as_ref()?).ok()?;
     use rustls_pki_types::pem::PemObject;

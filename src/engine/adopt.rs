@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 
 /// What `adopt` did.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct AdoptSummary {
+pub(crate) struct AdoptSummary {
     pub name: String,
     pub certificate_id: u64,
     pub state: String,
@@ -21,7 +21,7 @@ pub struct AdoptSummary {
 }
 
 /// Records certificate `certificate_id` as the order of the configured certificate `name`.
-pub async fn adopt(
+pub(crate) async fn adopt(
     config: &Config,
     client: &Client,
     name: &str,

@@ -264,7 +264,7 @@ pub fn client_options(config: &Config) -> ClientOptions {
 }
 
 /// The API client as the configuration describes it.
-pub fn client(config: &Config) -> Result<Client> {
+pub(crate) fn client(config: &Config) -> Result<Client> {
     partner_configured(config)?;
     Client::new(client_options(config)).context("could not set up the Partner API client")
 }
@@ -281,7 +281,7 @@ fn partner_configured(config: &Config) -> Result<()> {
 }
 
 /// Progress for the person who runs the command (`opts.progress`), and the log.
-pub fn progress(opts: &RunOptions, message: &str) {
+pub(crate) fn progress(opts: &RunOptions, message: &str) {
     if opts.progress {
         eprintln!("{message}");
     }

@@ -27,17 +27,17 @@ use super::report::Outcome;
 
 /// A host clock this much behind the CA's installs at once: a leaf issued a moment ago is not
 /// "not yet valid".
-pub const CLOCK_TOLERANCE: time::Duration = time::Duration::minutes(5);
+pub(crate) const CLOCK_TOLERANCE: time::Duration = time::Duration::minutes(5);
 /// A checked certificate that begins at most this far after this host's clock is held and
 /// installed once it is valid; one that begins later is refused (a clock that far behind, or
 /// a CA's error).
-pub const HOLD_AT_MOST: time::Duration = time::Duration::days(1);
+pub(crate) const HOLD_AT_MOST: time::Duration = time::Duration::days(1);
 /// The largest bundle archive kept or read back while held.
-pub const HELD_ARCHIVE_MAX: u64 = 16 * 1024 * 1024;
+pub(crate) const HELD_ARCHIVE_MAX: u64 = 16 * 1024 * 1024;
 
 /// A bundle that passed every check.
 #[derive(Debug)]
-pub enum Checked {
+pub(crate) enum Checked {
     /// Valid now (or within [`CLOCK_TOLERANCE`]): install it.
     Valid(ValidatedBundle),
     /// Valid from `bundle.not_before`, less than [`HOLD_AT_MOST`] ahead: hold it until then.
@@ -165,7 +165,7 @@ pub(crate) fn check_archive_now(
 }
 
 /// Where certificate `cert` is installed.
-pub fn install_paths(cert: &CertificateConfig) -> InstallPaths {
+pub(crate) fn install_paths(cert: &CertificateConfig) -> InstallPaths {
     InstallPaths::resolve(
         cert.install.server,
         Path::new(install::DEFAULT_BASE_DIR),

@@ -265,7 +265,7 @@ fn options_of(opts: &RunOptions, in_fleet: bool) -> String {
 /// The express part of the summary ([`Express`]) for `config`: only for a configuration
 /// whose source digest is known, outside a fleet, without notifications or metrics (a run
 /// without the configuration does none of what they need).
-pub fn express_of(config: &Config) -> Option<Express> {
+pub(crate) fn express_of(config: &Config) -> Option<Express> {
     use std::os::unix::fs::MetadataExt as _;
     let a = &config.agent;
     if config.source_digest.is_none()

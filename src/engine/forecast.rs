@@ -43,19 +43,19 @@ fn sc081_on(date: Date) -> (i64, i64) {
 }
 
 /// The longest certificate lifetime (days) for a certificate issued on `date`.
-pub fn max_lifetime_days_on(date: Date) -> i64 {
+pub(crate) fn max_lifetime_days_on(date: Date) -> i64 {
     sc081_on(date).0
 }
 
 /// How many days a domain validation may be reused for a certificate issued on `date`.
-pub fn reuse_days_on(date: Date) -> i64 {
+pub(crate) fn reuse_days_on(date: Date) -> i64 {
     sc081_on(date).1
 }
 
 /// Whether a renewal is free or billed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum DueKind {
+pub(crate) enum DueKind {
     /// A reissue inside the paid subscription: free.
     Reissue,
     /// A new order (the subscription ends, no reissue can extend coverage, or there is no
@@ -65,7 +65,7 @@ pub enum DueKind {
 
 /// One renewal falling due.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Due {
+pub(crate) struct Due {
     pub at: OffsetDateTime,
     pub kind: DueKind,
     pub reason: String,
@@ -73,7 +73,7 @@ pub struct Due {
 
 /// What the projection needs besides the record.
 #[derive(Debug, Clone, Copy)]
-pub struct Knobs {
+pub(crate) struct Knobs {
     pub renew_before_days: u32,
     /// The configured order's `days` (a billed order's subscription).
     pub order_days: u32,
@@ -94,7 +94,7 @@ const MAX_STEPS: usize = 400;
 
 /// The renewals of `rec` that fall due from `now` until `until`, in order. A renewal already
 /// due is due `now`. An order or reissue in progress projects nothing until it is installed.
-pub fn upcoming(
+pub(crate) fn upcoming(
     rec: &CertRecord,
     knobs: Knobs,
     now: OffsetDateTime,
@@ -242,7 +242,7 @@ fn step(name: &str, term: &Term, knobs: Knobs, now: OffsetDateTime) -> (Due, Opt
 /// How the configured validation method is carried out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "UPPERCASE")]
-pub enum ValidationMethod {
+pub(crate) enum ValidationMethod {
     Http,
     Dns,
     Email,
@@ -250,7 +250,7 @@ pub enum ValidationMethod {
 
 impl ValidationMethod {
     /// How a configured `dcv` method validates.
-    pub fn of(method: crate::config::DcvMethod) -> Self {
+    pub(crate) fn of(method: crate::config::DcvMethod) -> Self {
         use crate::config::DcvMethod as M;
         match method {
             M::Http | M::Https => Self::Http,
@@ -260,7 +260,7 @@ impl ValidationMethod {
     }
 
     /// How a configured certificate validates, with `[validation] reuse_days`.
-    pub fn setup(
+    pub(crate) fn setup(
         cert: &crate::config::CertificateConfig,
         reuse_days: Option<u32>,
     ) -> ValidationSetup {
@@ -272,7 +272,7 @@ impl ValidationMethod {
     }
 
     /// `HTTP`, `DNS`, `EMAIL`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Http => "HTTP",
             Self::Dns => "DNS",
@@ -283,7 +283,7 @@ impl ValidationMethod {
 
 /// The next renewal that needs a fresh validation of some of its names.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct FreshValidation {
+pub(crate) struct FreshValidation {
     /// When that renewal falls due.
     #[serde(with = "time::serde::rfc3339")]
     pub due: OffsetDateTime,
@@ -299,7 +299,7 @@ pub struct FreshValidation {
 
 /// How a configured certificate validates.
 #[derive(Debug, Clone, Copy)]
-pub struct ValidationSetup {
+pub(crate) struct ValidationSetup {
     pub method: ValidationMethod,
     /// A DNS hook is configured.
     pub dns_hook: bool,
@@ -310,7 +310,7 @@ pub struct ValidationSetup {
 
 impl ValidationSetup {
     /// Whether the agent validates without a person.
-    pub fn automatic(self) -> bool {
+    pub(crate) fn automatic(self) -> bool {
         match self.method {
             ValidationMethod::Http => true,
             ValidationMethod::Dns => self.dns_hook,
@@ -319,7 +319,7 @@ impl ValidationSetup {
     }
 
     /// The reuse period for a certificate issued on `date`.
-    pub fn reuse_days_on(self, date: Date) -> i64 {
+    pub(crate) fn reuse_days_on(self, date: Date) -> i64 {
         // SC-090: from the end of email validation no earlier one may be reused either.
         if self.method == ValidationMethod::Email && super::sunset::email_ended_on(date) {
             return 0;
@@ -331,7 +331,7 @@ impl ValidationSetup {
 
 /// Names of `domains` whose last validation (`marks`) is older than the reuse period in force
 /// at `due`, or unknown.
-pub fn stale_domains(
+pub(crate) fn stale_domains(
     domains: &[String],
     marks: &BTreeMap<String, ValidationMark>,
     due: OffsetDateTime,
@@ -351,7 +351,7 @@ pub fn stale_domains(
 }
 
 /// The first of `dues` that needs a fresh validation, if any.
-pub fn fresh_validation(
+pub(crate) fn fresh_validation(
     dues: &[Due],
     domains: &[String],
     marks: &BTreeMap<String, ValidationMark>,
@@ -371,11 +371,11 @@ pub fn fresh_validation(
 }
 
 /// How far ahead `status` and `check` look for a renewal that needs a fresh validation.
-pub const FORESIGHT_DAYS: i64 = 400;
+pub(crate) const FORESIGHT_DAYS: i64 = 400;
 
 /// The next renewal of a configured certificate that needs a fresh validation, within
 /// [`FORESIGHT_DAYS`].
-pub fn next_fresh_validation(
+pub(crate) fn next_fresh_validation(
     config: &crate::config::Config,
     cert: &crate::config::CertificateConfig,
     rec: &CertRecord,
@@ -393,7 +393,7 @@ pub fn next_fresh_validation(
 impl FreshValidation {
     /// `fresh validation of a.example, b.example (EMAIL, needs a person) for the renewal due
     /// 2027-04-02`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         if self.method == ValidationMethod::Email && super::sunset::email_ended_on(self.due.date())
         {
             return format!(

@@ -50,7 +50,7 @@ pub(super) fn hold(
 }
 
 /// `certificate 123 issued (serial AB…), valid from T; installs then`.
-pub fn line(certificate_id: u64, serial: &str, not_before: OffsetDateTime) -> String {
+pub(crate) fn line(certificate_id: u64, serial: &str, not_before: OffsetDateTime) -> String {
     format!(
         "certificate {certificate_id} issued (serial {serial}), valid from {}; installs then",
         clock::rfc3339(not_before)

@@ -20,7 +20,7 @@ use super::plan;
 use super::report::{Outcome, RunReport};
 
 /// One configured certificate and its record.
-pub struct Job<'a> {
+pub(crate) struct Job<'a> {
     /// Its line in the run's report.
     pub idx: usize,
     pub cert: &'a CertificateConfig,
@@ -44,7 +44,7 @@ pub struct Job<'a> {
 
 impl<'a> Job<'a> {
     /// Reads the record of `cert`.
-    pub fn load(
+    pub(crate) fn load(
         store: &'a Store,
         cert: &'a CertificateConfig,
         idx: usize,
@@ -54,7 +54,7 @@ impl<'a> Job<'a> {
     }
 
     /// The job of `cert` with its record `rec`, as the state directory holds it now.
-    pub fn of(
+    pub(crate) fn of(
         store: &'a Store,
         cert: &'a CertificateConfig,
         idx: usize,
@@ -86,34 +86,34 @@ impl<'a> Job<'a> {
     }
 
     /// Whether the record carried failures when the run started.
-    pub fn backed_off(&self) -> bool {
+    pub(crate) fn backed_off(&self) -> bool {
         self.backed_off
     }
 
     /// Writes the record.
-    pub fn save(&self) -> Result<()> {
+    pub(crate) fn save(&self) -> Result<()> {
         Ok(self.store.save(&self.rec)?)
     }
 
     /// Writes the record, then appends `event` to the certificate's journal: a step that
     /// changed the record and must be on disk before the next one is taken.
-    pub fn record(&self, event: &str, detail: serde_json::Value) -> Result<()> {
+    pub(crate) fn record(&self, event: &str, detail: serde_json::Value) -> Result<()> {
         self.save()?;
         self.journal(event, detail)
     }
 
     /// The state directory the job's record lives in.
-    pub fn store(&self) -> &'a Store {
+    pub(crate) fn store(&self) -> &'a Store {
         self.store
     }
 
     /// Appends an event to the certificate's journal.
-    pub fn journal(&self, event: &str, detail: serde_json::Value) -> Result<()> {
+    pub(crate) fn journal(&self, event: &str, detail: serde_json::Value) -> Result<()> {
         Ok(self.store.journal(&self.cert.name, event, detail)?)
     }
 
     /// The certificate of the current order.
-    pub fn certificate_id(&self) -> Result<u64> {
+    pub(crate) fn certificate_id(&self) -> Result<u64> {
         self.rec
             .certificate_id()
             .ok_or_else(|| anyhow::anyhow!("no order recorded"))
@@ -122,7 +122,7 @@ impl<'a> Job<'a> {
     /// Records a failure with its backoff and turns it into an outcome. The failure is noted
     /// on the record as last saved: a step that failed half-way may have changed the record in
     /// memory without persisting it, and only what was persisted happened.
-    pub fn fail(&mut self, err: &anyhow::Error) -> Outcome {
+    pub(crate) fn fail(&mut self, err: &anyhow::Error) -> Outcome {
         let text = format!("{err:#}");
         match self.store.load(&self.cert.name) {
             Ok(saved) => self.rec = saved,
@@ -150,7 +150,7 @@ impl<'a> Job<'a> {
 
     /// A certificate that did not fail this run starts afresh: no backoff (unless it was left
     /// untouched while a backoff still runs).
-    pub fn clear_backoff_after(&mut self, outcome: &Outcome) {
+    pub(crate) fn clear_backoff_after(&mut self, outcome: &Outcome) {
         if !self.backed_off || matches!(outcome, Outcome::Failed { .. } | Outcome::Planned { .. }) {
             return;
         }
@@ -168,7 +168,7 @@ impl<'a> Job<'a> {
 
 /// The planner's inputs for an unattended run (the timer's `renew`, a daemon's run): no
 /// command's options, the backoff respected, billed orders as `config` allows.
-pub fn unattended_inputs<'a>(
+pub(crate) fn unattended_inputs<'a>(
     config: &Config,
     cert: &'a CertificateConfig,
     record: &'a CertRecord,
@@ -193,7 +193,7 @@ pub fn unattended_inputs<'a>(
 }
 
 /// What the configuration of `cert` asks for, as the planner sees it.
-pub fn wanted(cert: &CertificateConfig) -> plan::Wanted<'_> {
+pub(crate) fn wanted(cert: &CertificateConfig) -> plan::Wanted<'_> {
     plan::Wanted {
         product_id: cert.order.product_id,
         days: cert.order.days,

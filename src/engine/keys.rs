@@ -12,12 +12,12 @@ use crate::crypto::{self, Csr, KeyType, PrivateKey};
 use crate::store::{CertRecord, PendingKey, Store};
 
 /// The key type the configuration asks for.
-pub fn key_type(cert: &CertificateConfig) -> KeyType {
+pub(crate) fn key_type(cert: &CertificateConfig) -> KeyType {
     cert.order.key_type
 }
 
 /// Loads the pending key of `record`.
-pub fn load_pending(pending: &PendingKey) -> Result<PrivateKey> {
+pub(crate) fn load_pending(pending: &PendingKey) -> Result<PrivateKey> {
     crypto::read_key_file(&pending.key_file).with_context(|| {
         format!(
             "could not load the pending private key {}",
@@ -28,7 +28,7 @@ pub fn load_pending(pending: &PendingKey) -> Result<PrivateKey> {
 
 /// The pending key and CSR of `record`, generated and saved first when there is none (or when
 /// the stored one no longer matches the configured names and nothing was ordered with it).
-pub fn ensure_pending_key(
+pub(crate) fn ensure_pending_key(
     store: &Store,
     cert: &CertificateConfig,
     record: &mut CertRecord,
@@ -55,7 +55,7 @@ pub fn ensure_pending_key(
 }
 
 /// Writes `key` (0600) into the certificate's key directory and builds its CSR.
-pub fn save_new_key(
+pub(crate) fn save_new_key(
     store: &Store,
     cert: &CertificateConfig,
     key: &PrivateKey,
@@ -77,7 +77,7 @@ pub fn save_new_key(
 }
 
 /// True when the CSR lists exactly `domains` (common name first, any order of the rest).
-pub fn csr_names_match(csr_pem: &str, domains: &[String]) -> bool {
+pub(crate) fn csr_names_match(csr_pem: &str, domains: &[String]) -> bool {
     let Ok(info) = crypto::CsrInfo::from_pem(csr_pem.as_bytes()) else {
         return false;
     };
@@ -95,7 +95,7 @@ pub fn csr_names_match(csr_pem: &str, domains: &[String]) -> bool {
 }
 
 /// Removes a pending key file once its certificate is installed elsewhere.
-pub fn discard_key_file(path: &Path) {
+pub(crate) fn discard_key_file(path: &Path) {
     if let Err(e) = std::fs::remove_file(path)
         && e.kind() != std::io::ErrorKind::NotFound
     {

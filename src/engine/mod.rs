@@ -9,40 +9,45 @@
 //! `placeholder`, `retire`, the phases `start` and `poll`, and `run` over them. The engine knows
 //! nothing of monitoring or etcd: a fleet takes part through [`Lead`].
 
-pub mod acme;
-pub mod adopt;
+pub(crate) mod acme;
+pub(crate) mod adopt;
 mod context;
-pub mod deploy;
+pub(crate) mod deploy;
 mod due;
-pub mod forecast;
+pub(crate) mod forecast;
 mod held;
 mod job;
-pub mod keys;
+pub(crate) mod keys;
 mod lead;
-pub mod order;
-pub mod placeholder;
-pub mod plan;
+pub(crate) mod order;
+pub(crate) mod placeholder;
+pub(crate) mod plan;
 mod poll;
-pub mod preflight;
+pub(crate) mod preflight;
 mod publish;
 mod reissue;
 mod report;
-pub mod retire;
+pub(crate) mod retire;
 mod retire_guard;
 mod retire_own;
 mod run;
 mod start;
-pub mod sunset;
+pub(crate) mod sunset;
 
-pub use context::{RunOptions, client, client_options, progress};
-pub use deploy::install_paths;
-pub use due::express_of;
-pub use held::line as held_line;
-pub use job::{Job, Ready, unattended_inputs, wanted};
-pub use lead::{Installable, Lead, Live, Refusal};
-pub use poll::{polling_rule, until_next_check};
+pub use context::{RunOptions, client_options};
+pub(crate) use context::{client, progress};
+pub(crate) use deploy::install_paths;
+pub(crate) use held::line as held_line;
+pub(crate) use job::{Job, Ready, unattended_inputs, wanted};
+pub(crate) use lead::Installable;
+pub use lead::Lead;
+pub(crate) use lead::{Live, Refusal};
+pub(crate) use poll::{polling_rule, until_next_check};
 pub(crate) use publish::remove_published;
 pub(crate) use publish::webroots;
-pub use report::{CertReport, Outcome, RevocationNote, RunReport, RunStats, RunStatus};
-pub use run::{EngineRun, run};
+pub(crate) use report::{CertReport, RunReport, RunStats};
+pub use report::{Outcome, RunStatus};
+pub use run::run;
 pub(crate) use start::disk_state;
+#[cfg(test)]
+pub(crate) use {due::express_of, report::RevocationNote};

@@ -16,8 +16,8 @@ use anyhow::{Context, Result, anyhow};
 use time::OffsetDateTime;
 
 use crate::api::{self, ApiError, CertificateState, Client, Decimal, Product};
-use crate::config::{CertificateConfig, Config};
-use crate::crypto::{Csr, CsrInfo, PrivateKey};
+use crate::config::Config;
+use crate::crypto::CsrInfo;
 use crate::store::{OrderIntent, OrderRef, Store};
 
 use super::job::Job;
@@ -26,15 +26,15 @@ use super::lead::Lead;
 
 mod request;
 
-pub use request::{MAX_CLOCK_SKEW, order_price, order_request, period_years};
 use request::{check_clock, check_names, check_price};
+pub(crate) use request::{order_request, period_years};
 
 /// Most candidates whose details are read while reconciling one intent.
 const MAX_RECONCILE_DETAILS: usize = 25;
 
 /// Why an order was not placed; each is a refusal the operator can act on.
 #[derive(Debug, thiserror::Error)]
-pub enum OrderRefusal {
+pub(crate) enum OrderRefusal {
     #[error(
         "certificate '{name}' has no order yet and placing one is billed: run \
          `cert-agent issue {name} --yes`, or set `allow_orders = true` in [agent]"
@@ -106,7 +106,7 @@ pub enum OrderRefusal {
 
 /// The outcome of [`ensure_order`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ordered {
+pub(crate) enum Ordered {
     /// The record already had its order.
     Existing(u64),
     /// An order was placed by this call.
@@ -116,7 +116,7 @@ pub enum Ordered {
 }
 
 impl Ordered {
-    pub fn certificate_id(self) -> u64 {
+    pub(crate) fn certificate_id(self) -> u64 {
         match self {
             Self::Existing(id) | Self::Placed(id) | Self::Reconciled(id) => id,
         }
@@ -171,7 +171,7 @@ fn announcement(
 
 /// The product list, read at most once per run (prices and product types for every order).
 #[derive(Debug, Default)]
-pub struct ProductCache(tokio::sync::OnceCell<Vec<Product>>);
+pub(crate) struct ProductCache(tokio::sync::OnceCell<Vec<Product>>);
 
 impl ProductCache {
     pub(super) async fn get(&self, client: &Client) -> Result<&[Product]> {
@@ -443,12 +443,6 @@ pub(super) fn clear_intent(job: &mut Job<'_>) -> Result<bool> {
         serde_json::json!({ "csr_sha256": intent.csr_sha256 }),
     )?;
     Ok(true)
-}
-
-/// Builds a CSR for `cert` with `key`.
-pub fn csr_for(cert: &CertificateConfig, key: &PrivateKey) -> Result<Csr> {
-    Csr::new(key, &cert.domains)
-        .with_context(|| format!("could not build the CSR of certificate '{}'", cert.name))
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ const PLACEHOLDER_DAYS: i64 = 90;
 
 /// A placeholder that was written.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Placeholder {
+pub(crate) struct Placeholder {
     pub name: String,
     pub serial: String,
     pub files: Vec<PathBuf>,
@@ -56,7 +56,7 @@ fn all_missing(cert: &CertificateConfig) -> Result<bool> {
 
 /// Writes a placeholder for `cert` when none of its files exist; `None` when they all exist.
 /// The caller holds the run lock of `store`.
-pub fn ensure(
+pub(crate) fn ensure(
     store: &Store,
     cert: &CertificateConfig,
     now: OffsetDateTime,

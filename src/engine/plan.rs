@@ -30,11 +30,11 @@ use time::{Duration, OffsetDateTime};
 use crate::clock::short_time;
 use crate::store::{CertRecord, Installed, Subscription};
 
-pub use crate::config::Family;
+pub(crate) use crate::config::Family;
 
 /// The installed leaf as found on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Disk {
+pub(crate) enum Disk {
     /// Unchanged since cert-agent wrote it (or changed but holds the recorded serial).
     AsInstalled,
     /// Holds another certificate (serial), or cannot be read as one (`None`).
@@ -45,7 +45,7 @@ pub enum Disk {
 
 /// Everything the decision depends on.
 #[derive(Debug, Clone)]
-pub struct Inputs<'a> {
+pub(crate) struct Inputs<'a> {
     pub now: OffsetDateTime,
     pub record: &'a CertRecord,
     pub disk: Disk,
@@ -70,7 +70,7 @@ pub struct Inputs<'a> {
 
 /// What the configuration asks for: the product and the names.
 #[derive(Debug, Clone, Copy)]
-pub struct Wanted<'a> {
+pub(crate) struct Wanted<'a> {
     pub product_id: u64,
     pub days: u32,
     /// The configured names; the first is the common name.
@@ -79,7 +79,7 @@ pub struct Wanted<'a> {
 
 /// The order as the API reports it, read just before a reissue.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OrderFacts {
+pub(crate) struct OrderFacts {
     /// The subscription's end (`None` when the API reports none: the record's stands).
     pub subscription: Option<Subscription>,
     /// The names the order covers (empty when unknown: rule 2 is not checked).
@@ -88,7 +88,7 @@ pub struct OrderFacts {
 
 /// The next action.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Nothing to do before `next`; `warning` when the subscription ends soon.
     Idle {
         next: Option<OffsetDateTime>,
@@ -127,18 +127,18 @@ pub enum Action {
 
 /// A held certificate that begins within this much of `now` is installed (the tolerance for a
 /// host clock a little behind the CA's).
-pub const HELD_TOLERANCE: Duration = Duration::minutes(5);
+pub(crate) const HELD_TOLERANCE: Duration = Duration::minutes(5);
 /// Days before the end of the subscription in which no reissue is possible.
-pub const REISSUE_BLACKOUT_DAYS: i64 = 30;
+pub(crate) const REISSUE_BLACKOUT_DAYS: i64 = 30;
 /// Days before the end of the subscription from which every run warns.
-pub const SUBSCRIPTION_WARNING_DAYS: i64 = 60;
+pub(crate) const SUBSCRIPTION_WARNING_DAYS: i64 = 60;
 /// Longest spread window before the due moment.
-pub const MAX_SPREAD: Duration = Duration::days(7);
+pub(crate) const MAX_SPREAD: Duration = Duration::days(7);
 /// A reissue that would fall into the last week before the blackout is made at its start.
-pub const LAST_REISSUE_MARGIN: Duration = Duration::days(7);
+pub(crate) const LAST_REISSUE_MARGIN: Duration = Duration::days(7);
 
 /// Decides the next action for one certificate.
-pub fn decide(i: &Inputs<'_>) -> Action {
+pub(crate) fn decide(i: &Inputs<'_>) -> Action {
     let action = decide_from_record(i);
     let Action::Reissue { new_key, reason } = action else {
         return action;
@@ -160,7 +160,7 @@ pub fn decide(i: &Inputs<'_>) -> Action {
 /// and refused: a passing fault before the first order must not cost an hour), otherwise
 /// after [`backoff`] of the consecutive failures (counted from the second for such a
 /// certificate).
-pub fn retry_after(
+pub(crate) fn retry_after(
     record: &CertRecord,
     failures: u32,
     now: OffsetDateTime,
@@ -419,7 +419,7 @@ fn subscription_end(i: &Inputs<'_>, inst: &Installed) -> OffsetDateTime {
 /// the instant before which it stays so for the same record, installed files and knobs — the
 /// renewal check, or the start of the subscription's warning window when sooner. `None` for
 /// any other decision.
-pub fn quiet_until(i: &Inputs<'_>) -> Option<OffsetDateTime> {
+pub(crate) fn quiet_until(i: &Inputs<'_>) -> Option<OffsetDateTime> {
     let Action::Idle {
         next: Some(next),
         warning: None,
@@ -435,7 +435,7 @@ pub fn quiet_until(i: &Inputs<'_>) -> Option<OffsetDateTime> {
 /// When a certificate valid from `not_before` to `not_after` is renewed: the earlier of
 /// "`renew_before_days` left" and "a third of the lifetime left", moved earlier by a stable
 /// pseudo-random part of a window (a twelfth of the lifetime, at most 7 days).
-pub fn renewal_time(
+pub(crate) fn renewal_time(
     name: &str,
     serial: &str,
     not_before: OffsetDateTime,
@@ -521,7 +521,7 @@ fn names_cannot_change(
 }
 
 /// What a real run would do, for `--dry-run` and `status`.
-pub fn describe(action: &Action, wanted: Wanted<'_>) -> String {
+pub(crate) fn describe(action: &Action, wanted: Wanted<'_>) -> String {
     match action {
         Action::Idle { next: Some(at), .. } => format!("do nothing before {}", at.date()),
         Action::Idle { next: None, .. } => "do nothing".into(),
@@ -567,7 +567,7 @@ pub fn describe(action: &Action, wanted: Wanted<'_>) -> String {
 }
 
 /// Backoff after `failures` consecutive failed runs: 1 h, doubling, at most 24 h.
-pub fn backoff(failures: u32) -> Duration {
+pub(crate) fn backoff(failures: u32) -> Duration {
     let hours = 1i64 << failures.saturating_sub(1).min(5);
     Duration::hours(hours.min(24))
 }

@@ -192,7 +192,7 @@ fn waiting_lines(
 /// `5-minute polling rule` (`poll_interval_secs` = 300; the Partner API allows one status
 /// call per certificate every 5 minutes), or `polling every 20 s` for an interval that is not
 /// whole minutes.
-pub fn polling_rule(interval: Duration) -> String {
+pub(crate) fn polling_rule(interval: Duration) -> String {
     let secs = interval.as_secs();
     if secs >= 60 && secs.is_multiple_of(60) {
         format!("{}-minute polling rule", secs / 60)
@@ -318,7 +318,7 @@ async fn stop_waiting(ctx: &Ctx<'_>, work: &mut Work<'_>, report: &mut RunReport
 /// `interval` (`agent.poll_interval_secs`); zero when one was never checked or is due. `None`
 /// when none of them waits for the CA. What a fleet's run that gave the lead up between its
 /// rounds sleeps for.
-pub fn until_next_check<'r>(
+pub(crate) fn until_next_check<'r>(
     interval: Duration,
     records: impl IntoIterator<Item = &'r CertRecord>,
     now: OffsetDateTime,

@@ -17,7 +17,7 @@ use super::job::Job;
     "certificate '{name}': the pre-flight stops the {what} before it is sent (nothing is \
      billed; see docs/preflight.md): {why}"
 )]
-pub struct Stopped {
+pub(crate) struct Stopped {
     name: String,
     what: String,
     why: String,
@@ -27,7 +27,7 @@ pub struct Stopped {
 const RESOLV_CONF: &str = "/etc/resolv.conf";
 
 /// The settings of `config`'s `[preflight]` (the resolver: configured, else the system's).
-pub fn settings(config: &Config) -> Settings {
+pub(crate) fn settings(config: &Config) -> Settings {
     let p = &config.preflight;
     let resolver = p.resolver.unwrap_or_else(|| {
         std::fs::read_to_string(RESOLV_CONF)
@@ -46,7 +46,11 @@ pub fn settings(config: &Config) -> Settings {
 
 /// The CAA identities of a product's CA: `[preflight] caa_identities` for its issuer value
 /// or brand, else the built-in table's.
-pub fn identities(config: &Config, issuer: Option<&str>, brand: Option<&str>) -> Vec<String> {
+pub(crate) fn identities(
+    config: &Config,
+    issuer: Option<&str>,
+    brand: Option<&str>,
+) -> Vec<String> {
     let keys: Vec<String> = [issuer, brand]
         .into_iter()
         .flatten()
@@ -58,7 +62,7 @@ pub fn identities(config: &Config, issuer: Option<&str>, brand: Option<&str>) ->
 }
 
 /// The validation method as CAA's `validationmethods` names it.
-pub fn method(cert: &CertificateConfig) -> &'static str {
+pub(crate) fn method(cert: &CertificateConfig) -> &'static str {
     match cert.dcv.method {
         DcvMethod::Http | DcvMethod::Https => "http-01",
         DcvMethod::Cname | DcvMethod::DnsTxt => "dns-01",
@@ -69,7 +73,7 @@ pub fn method(cert: &CertificateConfig) -> &'static str {
 /// What the pre-flight asks beyond CAA for `cert`'s validation method: the name's addresses
 /// for HTTP, the validation record's zone for DNS (`_acme-challenge` at an ACME CA,
 /// `_pki-validation` for the Partner API's DNS_TXT_TOKEN).
-pub fn validation(cert: &CertificateConfig) -> Validation {
+pub(crate) fn validation(cert: &CertificateConfig) -> Validation {
     let acme = matches!(cert.order.issuer, Issuer::Acme(_));
     match cert.dcv.method {
         DcvMethod::Http | DcvMethod::Https => Validation::Http,
@@ -81,14 +85,14 @@ pub fn validation(cert: &CertificateConfig) -> Validation {
 }
 
 /// Whether any check of `[preflight]` is on.
-pub fn any_check(config: &Config) -> bool {
+pub(crate) fn any_check(config: &Config) -> bool {
     let p = &config.preflight;
     p.caa || p.dnssec || p.http
 }
 
 /// An ACME CA's CAA identities: `[preflight] caa_identities` for its name, else Let's
 /// Encrypt's for a directory there.
-pub fn acme_identities(config: &Config, name: &str) -> Vec<String> {
+pub(crate) fn acme_identities(config: &Config, name: &str) -> Vec<String> {
     if let Some(ids) = config
         .preflight
         .caa_identities
@@ -105,7 +109,7 @@ pub fn acme_identities(config: &Config, name: &str) -> Vec<String> {
 }
 
 /// The identities of a Partner product's CA.
-pub fn product_identities(config: &Config, product: &Product) -> Vec<String> {
+pub(crate) fn product_identities(config: &Config, product: &Product) -> Vec<String> {
     identities(config, product.issuer.as_deref(), product.brand.as_deref())
 }
 

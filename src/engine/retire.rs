@@ -25,14 +25,14 @@ use super::deploy::install_paths;
 pub use super::retire_own::Own;
 
 /// "cancel window after issuance: 28 days".
-pub const CANCEL_WINDOW_DAYS: i64 = 28;
+pub(crate) const CANCEL_WINDOW_DAYS: i64 = 28;
 
 /// The first line of an include file that `discover --write` wrote (and the agent owns).
 const DISCOVER_HEADER: &str = "# Written by `cert-agent discover`";
 
 /// What the operator asked for.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct RetireOptions {
+pub(crate) struct RetireOptions {
     pub cancel: bool,
     pub remove_files: bool,
     pub force: bool,
@@ -41,7 +41,7 @@ pub struct RetireOptions {
 /// Where the certificate's configuration entry lives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ConfigEntry {
+pub(crate) enum ConfigEntry {
     /// Not (or no longer) in the configuration.
     None,
     /// An include file `discover --write` wrote for this certificate alone: removed.
@@ -51,7 +51,7 @@ pub enum ConfigEntry {
 }
 
 /// What retiring a certificate will do, read before anything changes.
-pub struct Plan<'a> {
+pub(crate) struct Plan<'a> {
     pub name: String,
     pub cert: Option<&'a CertificateConfig>,
     pub record: CertRecord,
@@ -71,7 +71,7 @@ pub struct Plan<'a> {
 }
 
 /// Reads what retiring `name` involves; changes nothing. The caller holds the run lock.
-pub fn plan<'a>(
+pub(crate) fn plan<'a>(
     config: &'a Config,
     store: &Store,
     name: &str,
@@ -184,7 +184,7 @@ fn config_entry(config: &Config, name: &str) -> Result<ConfigEntry> {
 
 impl Plan<'_> {
     /// What will be done, one line each (for the confirmation and the report).
-    pub fn describe(&self, opts: RetireOptions) -> Vec<String> {
+    pub(crate) fn describe(&self, opts: RetireOptions) -> Vec<String> {
         let mut lines = Vec::new();
         match (opts.cancel, self.certificate_id) {
             (true, Some(id)) => lines.push(format!(
@@ -227,7 +227,7 @@ impl Plan<'_> {
 /// Whether a cancellation can be asked for, from the order's details.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
-pub enum CancelDecision {
+pub(crate) enum CancelDecision {
     /// Not issued yet, or issued within the window: ask.
     Ask,
     /// Issued more than 28 days ago: the API would refuse; not asked.
@@ -250,7 +250,7 @@ fn date_text<S: serde::Serializer>(d: &Date, s: S) -> Result<S::Ok, S::Error> {
 /// within 28 days of issuance"). The issuance is the subscription's start (the first
 /// issuance), else the current certificate's; dates are whole days, so the call is skipped
 /// only once the window has certainly passed and the API decides the day in between.
-pub fn cancel_decision(details: &CertificateDetails, now: OffsetDateTime) -> CancelDecision {
+pub(crate) fn cancel_decision(details: &CertificateDetails, now: OffsetDateTime) -> CancelDecision {
     let code = details.status.certificate.as_ref();
     if code.and_then(|c| c.pending()) == Some(PendingAction::Cancel) {
         return CancelDecision::Pending;
@@ -283,7 +283,7 @@ pub fn cancel_decision(details: &CertificateDetails, now: OffsetDateTime) -> Can
 
 /// What asking for the cancellation came to.
 #[derive(Debug, Clone, Serialize)]
-pub struct CancelReport {
+pub(crate) struct CancelReport {
     pub certificate_id: u64,
     pub decision: CancelDecision,
     /// Whether the cancel call was made.
@@ -295,7 +295,7 @@ pub struct CancelReport {
 
 impl CancelReport {
     /// What the cancellation came to, in one line.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let id = self.certificate_id;
         match &self.decision {
             CancelDecision::Ask => format!(
@@ -320,7 +320,7 @@ impl CancelReport {
 
 /// What retiring did.
 #[derive(Debug, Clone, Serialize)]
-pub struct RetireReport {
+pub(crate) struct RetireReport {
     pub name: String,
     pub certificate_id: Option<u64>,
     pub cancel: Option<CancelReport>,
@@ -372,7 +372,7 @@ async fn cancel(client: &Client, id: u64, now: OffsetDateTime) -> Result<CancelR
 
 /// Retires the certificate of `plan`: cancels (with `client`, when asked), removes, archives,
 /// journals. The caller holds the run lock.
-pub async fn carry_out(
+pub(crate) async fn carry_out(
     plan: Plan<'_>,
     store: &Store,
     client: Option<&Client>,
@@ -385,7 +385,7 @@ pub async fn carry_out(
 
 /// The API side of retiring: the cancellation asked for (with `client`) when `opts` asks and
 /// an order is recorded, inside the window; the answer journaled. `None`: not asked for.
-pub async fn ask_cancel(
+pub(crate) async fn ask_cancel(
     plan: &Plan<'_>,
     store: &Store,
     client: Option<&Client>,
@@ -417,7 +417,7 @@ pub async fn ask_cancel(
 /// This host's side of retiring, after [`ask_cancel`]: the published validation files and
 /// the placeholder removed, the installed files with `--remove-files`, the private leftovers,
 /// the include file `discover` wrote; the record archived and the retirement journaled.
-pub async fn finish(
+pub(crate) async fn finish(
     plan: Plan<'_>,
     store: &Store,
     cancel_report: Option<CancelReport>,

@@ -144,7 +144,7 @@ impl Plan<'_> {
     /// paths another certificate or record names are kept (whatever `--force` says), then
     /// the web servers are asked ([`Self::in_use`]). Run before the confirmation and
     /// again right after it.
-    pub async fn guard(
+    pub(crate) async fn guard(
         &mut self,
         config: &Config,
         store: &Store,
@@ -180,7 +180,7 @@ impl Plan<'_> {
     }
 
     /// Keeps the files that no longer hold this certificate's serial, key or chain.
-    pub fn keep_foreign(&mut self) {
+    pub(crate) fn keep_foreign(&mut self) {
         let mut kept = Vec::new();
         let own = &self.own;
         self.files.retain(|f| match own.foreign(f) {
@@ -202,7 +202,7 @@ impl Plan<'_> {
     }
 
     /// Keeps the paths that `others` (path, whose) name.
-    pub fn keep_named_elsewhere(&mut self, others: &[(PathBuf, String)]) {
+    pub(crate) fn keep_named_elsewhere(&mut self, others: &[(PathBuf, String)]) {
         let mut kept = Vec::new();
         let mut keep =
             |f: &PathBuf| match others.iter().find(|(p, _)| crate::fsutil::same_file(p, f)) {
@@ -220,7 +220,7 @@ impl Plan<'_> {
     /// Leaves alone the files a web server still loads (`named`): an installed file is
     /// refused (unless `force`) or, with `keep` (a host retiring what the fleet retired),
     /// kept; a placeholder is kept with the reason.
-    pub fn in_use(&mut self, named: &[NamedFile], force: bool, keep: bool) -> Result<()> {
+    pub(crate) fn in_use(&mut self, named: &[NamedFile], force: bool, keep: bool) -> Result<()> {
         let users = |f: &Path| -> Vec<String> {
             let mut at: Vec<String> = named
                 .iter()
@@ -268,7 +268,7 @@ impl Plan<'_> {
     }
 
     /// Keeps the placeholder files (whether the web server still names them is not known).
-    pub fn keep_placeholders(&mut self, reason: &str) {
+    pub(crate) fn keep_placeholders(&mut self, reason: &str) {
         for f in std::mem::take(&mut self.placeholder_files) {
             self.kept.push((f, format!("placeholder kept: {reason}")));
         }

@@ -9,15 +9,15 @@ use time::{Date, OffsetDateTime};
 use crate::config::{CertificateConfig, DcvMethod};
 
 /// The first day on which email validation (and the reuse of an earlier one) is forbidden.
-pub const EMAIL_SUNSET: Date = time::macros::date!(2028 - 03 - 15);
+pub(crate) const EMAIL_SUNSET: Date = time::macros::date!(2028 - 03 - 15);
 
 /// From this many days before [`EMAIL_SUNSET`] an email-validated certificate is CRITICAL.
-pub const CRITICAL_DAYS: i64 = 90;
+pub(crate) const CRITICAL_DAYS: i64 = 90;
 
 /// How close the end of email validation is for one certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Stage {
+pub(crate) enum Stage {
     /// More than [`CRITICAL_DAYS`] before the date.
     Warning,
     /// Within [`CRITICAL_DAYS`] of the date.
@@ -28,7 +28,7 @@ pub enum Stage {
 
 /// An email-validated certificate and how close the end of email validation is.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct EmailSunset {
+pub(crate) struct EmailSunset {
     pub stage: Stage,
     /// Days from `now` to [`EMAIL_SUNSET`] (negative once it has passed).
     pub days_left: i64,
@@ -38,13 +38,13 @@ pub struct EmailSunset {
 
 /// Whether `date` falls on or after [`EMAIL_SUNSET`]: an email validation cannot be made or
 /// reused then.
-pub fn email_ended_on(date: Date) -> bool {
+pub(crate) fn email_ended_on(date: Date) -> bool {
     date >= EMAIL_SUNSET
 }
 
 /// The sunset of `cert`'s email validation at `now`; `None` when it does not validate by
 /// email.
-pub fn email_sunset(cert: &CertificateConfig, now: OffsetDateTime) -> Option<EmailSunset> {
+pub(crate) fn email_sunset(cert: &CertificateConfig, now: OffsetDateTime) -> Option<EmailSunset> {
     if cert.dcv.method != DcvMethod::Email {
         return None;
     }

@@ -139,7 +139,7 @@ pub(super) fn check_files(entry: &DcvEntry) -> Result<bool> {
 
 /// The fleet's account with an ACME CA, as `cert-agent acme account` shows it.
 #[derive(Debug, Clone)]
-pub struct FleetAccount {
+pub(crate) struct FleetAccount {
     /// The etcd key it lives at.
     pub key: String,
     pub account_url: String,
@@ -152,7 +152,7 @@ pub struct FleetAccount {
 
 /// The fleet's account with the ACME CA `ca`, opened, checked and written as this host's
 /// account file under `state_dir`; `None` when no leader registered one yet.
-pub async fn fleet_account(
+pub(crate) async fn fleet_account(
     link: &FleetLink,
     ca: &AcmeCa,
     state_dir: &Path,

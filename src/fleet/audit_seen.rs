@@ -22,7 +22,7 @@ const MAX_FILE: u64 = 4 * 1024 * 1024;
 
 /// One host's audit log as `fleet status` shows it.
 #[derive(Debug, Clone, Serialize)]
-pub struct HostAudit {
+pub(crate) struct HostAudit {
     pub host: String,
     /// The last line its `seen` record names: none when it has no log, or its record is of
     /// an earlier version, does not open or is gone.
@@ -69,7 +69,11 @@ struct Witnessed {
 /// longer reports, and keeps the new highest lines. The highest line is kept when a log went
 /// back, so that the host stays reported until its log passes that line again. Returns what
 /// the operator is to be told besides (the file unreadable, unwritable).
-pub fn witness(state_dir: &Path, audits: &mut Vec<HostAudit>, now: OffsetDateTime) -> Vec<String> {
+pub(crate) fn witness(
+    state_dir: &Path,
+    audits: &mut Vec<HostAudit>,
+    now: OffsetDateTime,
+) -> Vec<String> {
     let path = state_dir.join(FILE);
     let mut warnings = Vec::new();
     let mut kept = match crate::fsutil::read_private(&path, MAX_FILE) {

@@ -96,7 +96,7 @@ fn judge(before: &Rewound, rows: &[HostAudit], own: &str) -> (Rewound, Vec<(Stri
 
 /// One look (see the module): the hosts whose audit log newly went back, each logged as a
 /// warning. The fleet unreachable or the key not the fleet's: an error, nothing changed.
-pub async fn look_at_audits(
+pub(crate) async fn look_at_audits(
     config: &Config,
     clock: crate::clock::Clock,
 ) -> Result<Vec<(String, String)>> {
@@ -120,7 +120,7 @@ pub async fn look_at_audits(
 
 /// For `check`: each host whose audit log went back as this host's daemon last saw it
 /// (`HOST: why`). Empty outside fleet mode.
-pub fn audit_alerts(config: &Config) -> Vec<String> {
+pub(crate) fn audit_alerts(config: &Config) -> Vec<String> {
     if config.fleet.is_none() {
         return Vec::new();
     }

@@ -28,7 +28,11 @@ const READ_BOUND: Duration = Duration::from_secs(5);
 /// certificate is newer than what this host installed, published more than `lag_alert_secs`
 /// ago: the warning, naming both serials and what to do. Empty without `[fleet]`; when etcd
 /// does not answer within 5 s, or a value does not open, that is logged and left out.
-pub async fn behind(config: &Config, names: &[String], clock: Clock) -> BTreeMap<String, String> {
+pub(crate) async fn behind(
+    config: &Config,
+    names: &[String],
+    clock: Clock,
+) -> BTreeMap<String, String> {
     if config.fleet.is_none() {
         return BTreeMap::new();
     }

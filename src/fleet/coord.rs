@@ -28,10 +28,9 @@ mod snapshot;
 
 use lease::Renewer;
 
-pub use batch::{PUTS_PER_TXN, Unwritten};
-pub use events::{Changes, FleetWatch, LeadEvent};
-pub use since::Since;
-pub use snapshot::Snapshot;
+pub(crate) use events::Changes;
+pub use events::{FleetWatch, LeadEvent};
+pub(crate) use snapshot::Snapshot;
 
 /// What went wrong with the fleet's store.
 #[derive(Debug, thiserror::Error)]

@@ -58,12 +58,12 @@ impl BootInstant {
 pub(super) type Held = Arc<Mutex<Option<BootInstant>>>;
 
 /// Why a leader's request to the Partner API was not sent: the lead's deadline passed.
-pub const LEAD_EXPIRED: &str =
+pub(crate) const LEAD_EXPIRED: &str =
     "this host's lead of the fleet expired (paused or cut off from etcd)";
 
 /// Why a leader's request to the Partner API was not sent: the lease was not renewed in time
 /// to leave the request its margin.
-pub const LEAD_EXPIRING: &str =
+pub(crate) const LEAD_EXPIRING: &str =
     "this host's lead of the fleet is about to expire (its lease was not renewed in time)";
 
 /// How long a renewal answered with `ttl` seconds lets the leader act: the TTL less a margin

@@ -22,7 +22,7 @@ use super::schema::{Current, current_key, decision_key, printable_capped};
 /// What a person decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// The halted waves go on; the host whose proof failed installs the serial again.
     Resume,
     /// No host installs the serial.
@@ -31,7 +31,7 @@ pub enum Verdict {
 
 /// A decision on the rollout of one serial of one certificate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Decision {
+pub(crate) struct Decision {
     pub verdict: Verdict,
     /// The serial decided on.
     pub serial: String,
@@ -43,7 +43,7 @@ pub struct Decision {
 
 impl Decision {
     /// `rollout of serial S resumed by HOST at T` (or `aborted`).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "rollout of serial {} {} by {} at {}",
             self.serial,
@@ -60,7 +60,7 @@ impl Decision {
 /// Writes `verdict` on the rollout of the fleet's current serial of certificate `name`,
 /// sealed, under this host's key; returns the decision written. The certificate must have a
 /// current certificate in the fleet that opens.
-pub async fn decide(link: &FleetLink, name: &str, verdict: Verdict) -> Result<Decision> {
+pub(crate) async fn decide(link: &FleetLink, name: &str, verdict: Verdict) -> Result<Decision> {
     let rel = current_key(name);
     let full = link.fleet.key(&rel);
     let Some((value, _)) = link.fleet.get(&rel).await? else {

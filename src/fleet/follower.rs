@@ -36,7 +36,7 @@ use keep::note_outcomes;
 
 /// What [`sync`] did for one certificate.
 #[derive(Debug)]
-pub struct Synced {
+pub(crate) struct Synced {
     pub name: String,
     pub outcome: Outcome,
 }
@@ -378,7 +378,7 @@ fn pending_csrs(
 
 /// What one [`follow`] read and whether it left anything to try again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Followed {
+pub(crate) struct Followed {
     /// The store's revision the fleet was read at.
     pub revision: i64,
     /// Every certificate installed or in step: nothing failed here, nothing is held until
@@ -392,7 +392,7 @@ pub struct Followed {
 /// configured certificate: installed, failed here, failing in the fleet, or in step) while
 /// the state directory's lock is still held. `None` when a run holds that lock (that run
 /// synchronises itself).
-pub async fn follow(
+pub(crate) async fn follow(
     config: &Config,
     link: &FleetLink,
     done: &impl AsyncFn(&Config, &Store, RunReport),
@@ -517,7 +517,7 @@ pub(crate) fn fleet_failures_of(
 /// Whether a change of `key` (relative to the prefix) concerns what [`sync`] does: a
 /// certificate published or retired, a validation file published or withdrawn, or — with a
 /// rollout in waves (`rollout`) — a host's proof written.
-pub fn concerns_hosts(key: &str, rollout: bool) -> bool {
+pub(crate) fn concerns_hosts(key: &str, rollout: bool) -> bool {
     // A host's proof may open the next wave of a rollout; without one, nothing waits for it.
     (rollout && is_proof(key))
         || key.starts_with("dcv/")
@@ -527,7 +527,7 @@ pub fn concerns_hosts(key: &str, rollout: bool) -> bool {
 /// Whether [`sync`] reads `key` (relative to the prefix): a change of it is read by the next
 /// resynchronisation (what other hosts report under `hosts/`, and the lead, are not; their
 /// proofs and rollout decisions are with a rollout in waves, `rollout`).
-pub fn read_by_sync(key: &str, rollout: bool) -> bool {
+pub(crate) fn read_by_sync(key: &str, rollout: bool) -> bool {
     (rollout && is_proof(key))
         || key.starts_with("certs/")
         || key.starts_with("dcv/")

@@ -12,7 +12,7 @@ use crate::store::CertRecord;
 
 /// One certificate's work left open at the CA, as its shared record tells it.
 #[derive(Debug, Clone, Serialize)]
-pub struct PendingWork {
+pub(crate) struct PendingWork {
     pub name: String,
     /// `reissue`, `order`, `order sent without a known answer` or `ACME order`.
     pub what: String,
@@ -71,7 +71,7 @@ fn open_at_ca(rec: &CertRecord, sealed_key: bool) -> Option<(&'static str, Offse
 
 /// Marks the work no run has led for longer than `bound` while no host leads; returns
 /// whether any is. With a leader, nothing is marked (it leads the work, or will).
-pub fn mark_unled(
+pub(crate) fn mark_unled(
     pending: &mut [PendingWork],
     leader: Option<&str>,
     now: OffsetDateTime,
@@ -87,7 +87,7 @@ pub fn mark_unled(
 
 /// The leader line of `fleet status` when no host leads: the open work and who takes it
 /// over, or `none (between runs)` when nothing is open.
-pub fn leaderless_line(pending: &[PendingWork]) -> String {
+pub(crate) fn leaderless_line(pending: &[PendingWork]) -> String {
     if pending.is_empty() {
         return "none (between runs)".to_owned();
     }

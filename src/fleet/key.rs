@@ -23,11 +23,11 @@ const ID_LABEL: &[u8] = b"cert-agent fleet key id";
 const FINGERPRINT_LABEL: &[u8] = b"cert-agent fleet key fingerprint";
 
 /// Length of the fleet key in bytes.
-pub const KEY_LEN: usize = 32;
+pub(crate) const KEY_LEN: usize = 32;
 
 /// Why a fleet key could not be read, or a sealed value not opened.
 #[derive(Debug, thiserror::Error)]
-pub enum KeyError {
+pub(crate) enum KeyError {
     #[error("the fleet key {path}: {reason}")]
     Unreadable { path: String, reason: String },
     #[error("the system's random source failed")]
@@ -35,7 +35,7 @@ pub enum KeyError {
 }
 
 /// The fleet key. Its bytes never appear in `Debug` output.
-pub struct FleetKey {
+pub(crate) struct FleetKey {
     key: LessSafeKey,
     id: u8,
     fingerprint: String,
@@ -49,7 +49,7 @@ impl std::fmt::Debug for FleetKey {
 
 impl FleetKey {
     /// A key from its 32 bytes.
-    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Option<Self> {
         if bytes.len() != KEY_LEN {
             return None;
         }
@@ -65,7 +65,7 @@ impl FleetKey {
     }
 
     /// The key's id: the first byte of HMAC-SHA256 under the key of a fixed label.
-    pub fn id(&self) -> u8 {
+    pub(crate) fn id(&self) -> u8 {
         self.id
     }
 
@@ -75,7 +75,7 @@ impl FleetKey {
     }
 
     /// Reads the key from `path`: exactly 32 bytes, not readable by group or others.
-    pub fn read(path: &Path) -> Result<Self, KeyError> {
+    pub(crate) fn read(path: &Path) -> Result<Self, KeyError> {
         use std::os::unix::fs::PermissionsExt;
         let bad = |reason: String| KeyError::Unreadable {
             path: path.display().to_string(),
@@ -136,7 +136,7 @@ impl FleetKey {
 
 /// Which of a host's fleet keys opened a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Which {
+pub(crate) enum Which {
     /// `secret_file`: the key everything is sealed with.
     Current,
     /// `previous_secret_file`: kept for reading while the fleet rotates its key.
@@ -146,7 +146,7 @@ pub enum Which {
 /// A host's fleet keys: the current one, which seals everything, and while the fleet
 /// rotates its key the previous one, which only opens.
 #[derive(Debug)]
-pub struct FleetKeys {
+pub(crate) struct FleetKeys {
     current: FleetKey,
     previous: Option<FleetKey>,
     /// Set once the fleet's key check is seen under the current key (the rotation is
@@ -155,7 +155,7 @@ pub struct FleetKeys {
 }
 
 impl FleetKeys {
-    pub fn new(current: FleetKey, previous: Option<FleetKey>) -> Self {
+    pub(crate) fn new(current: FleetKey, previous: Option<FleetKey>) -> Self {
         Self {
             current,
             previous,
@@ -176,12 +176,12 @@ impl FleetKeys {
     }
 
     /// The key every value is sealed with.
-    pub fn current(&self) -> &FleetKey {
+    pub(crate) fn current(&self) -> &FleetKey {
         &self.current
     }
 
     /// The key kept for reading, if any.
-    pub fn previous(&self) -> Option<&FleetKey> {
+    pub(crate) fn previous(&self) -> Option<&FleetKey> {
         self.previous.as_ref()
     }
 

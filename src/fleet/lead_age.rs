@@ -115,7 +115,7 @@ pub(super) async fn note(link: &FleetLink, dir: &Path) -> Option<LeadSeen> {
 }
 
 /// For `fleet status`: the lead noted now (see [`note`]) when it is stuck.
-pub async fn lead_stuck(link: &FleetLink, config: &Config) -> Option<String> {
+pub(crate) async fn lead_stuck(link: &FleetLink, config: &Config) -> Option<String> {
     let fc = config.fleet.as_ref()?;
     let lead = note(link, &config.agent.state_dir).await?;
     stuck(&lead, fc.lead_alert_secs).map(|(_, why)| why)
@@ -123,7 +123,7 @@ pub async fn lead_stuck(link: &FleetLink, config: &Config) -> Option<String> {
 
 /// For `check`: a lead this host's synchronisations saw held longer than `[fleet]
 /// lead_alert_secs` — whether past twice it (CRITICAL), and why. `None` outside fleet mode.
-pub fn lead_alert(config: &Config) -> Option<(bool, String)> {
+pub(crate) fn lead_alert(config: &Config) -> Option<(bool, String)> {
     let fc = config.fleet.as_ref()?;
     stuck(&read(&config.agent.state_dir)?, fc.lead_alert_secs)
 }

@@ -36,7 +36,7 @@ mod repaired;
 mod rounds;
 
 use rounds::Round;
-pub use rounds::{FleetRan, run};
+pub(crate) use rounds::run;
 
 pub(super) use reads::Now;
 

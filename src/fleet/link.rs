@@ -19,11 +19,11 @@ use super::schema::{KEY_CHECK, Kind, Spec, spec_key};
 use super::versions::Versions;
 
 /// The systemd credential holding the fleet key when `secret_file` is not set.
-pub const FLEET_KEY_CREDENTIAL: &str = "cert-agent-fleet-key";
+pub(crate) const FLEET_KEY_CREDENTIAL: &str = "cert-agent-fleet-key";
 
 /// The systemd credential holding the previous fleet key (while the fleet rotates its key)
 /// when `previous_secret_file` is not set; read only when passed.
-pub const FLEET_PREVIOUS_KEY_CREDENTIAL: &str = "cert-agent-fleet-key-previous";
+pub(crate) const FLEET_PREVIOUS_KEY_CREDENTIAL: &str = "cert-agent-fleet-key-previous";
 
 /// A host's connection to its fleet: etcd and the fleet key.
 pub struct FleetLink {
@@ -111,7 +111,7 @@ fn previous_key_path(fc: &FleetConfig) -> Option<PathBuf> {
 /// What `check` and `status` warn of while a previous fleet key is configured after the
 /// rotation ended on this host (as `fleet-versions.json` records it, at `now`): the file is
 /// to go. Reads only; `None` without a previous key, or while the rotation goes on.
-pub fn previous_key_warning(config: &Config, now: time::OffsetDateTime) -> Option<String> {
+pub(crate) fn previous_key_warning(config: &Config, now: time::OffsetDateTime) -> Option<String> {
     let fc = config.fleet.as_ref()?;
     let path = previous_key_path(fc)?;
     let key = FleetKey::read(&path).ok()?;

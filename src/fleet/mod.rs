@@ -37,7 +37,7 @@ mod acme;
 mod audit_seen;
 mod audit_watch;
 mod behind;
-pub mod coord;
+pub(crate) mod coord;
 mod deadline;
 mod decision;
 mod drift;
@@ -47,7 +47,7 @@ mod follower;
 #[doc(hidden)]
 pub mod fuzzing;
 mod gap;
-pub mod key;
+pub(crate) mod key;
 mod lead_age;
 mod leader;
 mod link;
@@ -66,27 +66,21 @@ mod unplaced;
 mod versions;
 mod watch;
 
-pub use acme::{FleetAccount, fleet_account};
-pub use audit_seen::{HostAudit, witness as witness_audit};
-pub use audit_watch::{audit_alerts, look_at_audits};
-pub use behind::behind;
-pub use coord::{
-    Changes, Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Snapshot, Written,
-};
-pub use deadline::{LEAD_EXPIRED, LEAD_EXPIRING};
-pub use decision::{Decision, Verdict, decide};
-pub use follower::{Followed, Synced, concerns_hosts, follow, read_by_sync};
-pub use gap::{PendingWork, leaderless_line, mark_unled};
-pub use key::{FleetKey, FleetKeys, KeyError};
-pub use lead_age::{lead_alert, lead_stuck};
-pub use leader::{FleetRan, run};
-pub use link::{
-    FLEET_KEY_CREDENTIAL, FLEET_PREVIOUS_KEY_CREDENTIAL, FleetLink, connect, previous_key_warning,
-};
-pub use options::{DEFAULT_PREFIX, FleetOptions};
-pub use proof::{Answer, Health, Proof, RolledBack};
-pub use retire::{LeadElsewhere, Retiring};
-pub use rotate::{Resealed, RotateReport, Unmoved, rotate_key};
-pub use status::{CertStatus, FleetStatus, FloorStatus, HostStatus, RetiredStatus, status};
-pub use takeover::{Takeover, open_work};
-pub use watch::follow_changes;
+pub(crate) use acme::fleet_account;
+pub(crate) use audit_seen::witness as witness_audit;
+pub(crate) use audit_watch::{audit_alerts, look_at_audits};
+pub(crate) use behind::behind;
+pub use coord::{Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Written};
+pub(crate) use decision::{Verdict, decide};
+pub(crate) use gap::{leaderless_line, mark_unled};
+pub(crate) use lead_age::{lead_alert, lead_stuck};
+pub(crate) use leader::run;
+pub use link::connect;
+pub(crate) use link::previous_key_warning;
+pub use options::FleetOptions;
+pub(crate) use retire::{LeadElsewhere, Retiring};
+pub(crate) use rotate::rotate_key;
+pub(crate) use status::{CertStatus, FleetStatus, status};
+pub(crate) use takeover::Takeover;
+pub use takeover::open_work;
+pub(crate) use watch::follow_changes;

@@ -50,7 +50,7 @@ impl FleetOptions {
 }
 
 /// The default key prefix.
-pub const DEFAULT_PREFIX: &str = "/cert-agent/";
+pub(crate) const DEFAULT_PREFIX: &str = "/cert-agent/";
 
 /// The TLS settings of `opts`; the client key (at most 64 KiB) must be private to its owner.
 /// The error names the key and the file.

@@ -43,7 +43,7 @@ const MAX_REASON: usize = 300;
 
 /// What a host proved it serves of one certificate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Proof {
+pub(crate) struct Proof {
     /// The host that made the proof (the one whose key it is written under).
     pub host: String,
     /// The serial the host installed and proves.
@@ -65,7 +65,7 @@ pub struct Proof {
 
 /// What a host serves again after it rolled back an install whose proof failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RolledBack {
+pub(crate) struct RolledBack {
     /// The serial it installed again (the one it served before).
     pub serial: String,
     /// Why it does not serve that serial again (its handshakes, or the rollback itself);
@@ -76,7 +76,7 @@ pub struct RolledBack {
 
 /// One handshake of a proof.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Answer {
+pub(crate) struct Answer {
     pub address: String,
     pub server_name: String,
     /// The serial served (none: the handshake failed).
@@ -92,7 +92,7 @@ pub struct Answer {
 
 /// What the health command did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Health {
+pub(crate) struct Health {
     /// Its exit code (none: killed by a signal, or it did not run to its end).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit: Option<i32>,
@@ -123,7 +123,7 @@ impl Answer {
 
 impl Proof {
     /// Why the proof fails, every reason joined (none: it passed).
-    pub fn failure(&self) -> Option<String> {
+    pub(crate) fn failure(&self) -> Option<String> {
         let mut why: Vec<String> = self
             .answers
             .iter()
@@ -142,7 +142,7 @@ impl Proof {
 
     /// The answers that served another serial than the one proved (drift):
     /// `ADDRESS (SNI NAME) serves SERIAL`, one per address and name.
-    pub fn served_elsewhere(&self) -> Vec<String> {
+    pub(crate) fn served_elsewhere(&self) -> Vec<String> {
         self.answers
             .iter()
             .filter_map(|a| {

@@ -29,13 +29,13 @@ use super::versions::Versions;
      '{name}' was not retired and nothing was written; run `cert-agent retire {name}` again \
      once its run is over (`cert-agent fleet status` shows the leader)"
 )]
-pub struct LeadElsewhere {
+pub(crate) struct LeadElsewhere {
     pub leader: String,
     pub name: String,
 }
 
 /// The fleet's lead, taken to retire a certificate.
-pub struct Retiring {
+pub(crate) struct Retiring {
     link: FleetLink,
     lead: Leadership,
 }
@@ -45,7 +45,12 @@ impl Retiring {
     /// record of `name` into this host's state directory, as a run's lead does, so that the
     /// order cancelled is the fleet's. A record that does not open is left aside (warned):
     /// this host's own record is retired.
-    pub async fn begin(config: &Config, store: &Store, name: &str, clock: Clock) -> Result<Self> {
+    pub(crate) async fn begin(
+        config: &Config,
+        store: &Store,
+        name: &str,
+        clock: Clock,
+    ) -> Result<Self> {
         let link = connect(config, clock)
             .await?
             .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
@@ -103,12 +108,12 @@ impl Retiring {
     }
 
     /// Gives the lead up without retiring anything.
-    pub async fn give_up(self) {
+    pub(crate) async fn give_up(self) {
         self.lead.resign().await;
     }
 
     /// A Partner API client whose every request first checks the lead.
-    pub fn client(&self, config: &Config) -> Result<Client> {
+    pub(crate) fn client(&self, config: &Config) -> Result<Client> {
         let mut options = crate::engine::client_options(config);
         options.guard = Some(self.lead.send_guard());
         Client::new(options).context("could not set up the Partner API client")
@@ -118,7 +123,7 @@ impl Retiring {
     /// `client`), the tombstone and the deletions in one fenced transaction, this host's
     /// side. When the transaction fails nothing changed here (the cancellation's answer is
     /// in the error and the journal).
-    pub async fn carry_out(
+    pub(crate) async fn carry_out(
         self,
         plan: Plan<'_>,
         store: &Store,

@@ -39,7 +39,7 @@ use super::versions::Versions;
 
 /// One value sealed again.
 #[derive(Debug, Serialize)]
-pub struct Resealed {
+pub(crate) struct Resealed {
     /// Its etcd key.
     pub key: String,
     /// What it is (the envelope's purpose).
@@ -51,7 +51,7 @@ pub struct Resealed {
 
 /// What `fleet rotate-key` did.
 #[derive(Debug, Serialize)]
-pub struct RotateReport {
+pub(crate) struct RotateReport {
     /// The id of the key everything is sealed under now, and of the previous key.
     pub key_id: u8,
     pub previous_key_id: u8,
@@ -72,7 +72,7 @@ pub struct RotateReport {
 
 /// A host still on the old key.
 #[derive(Debug, Serialize)]
-pub struct Unmoved {
+pub(crate) struct Unmoved {
     pub host: String,
     pub why: String,
 }
@@ -86,7 +86,7 @@ struct Sealed {
 }
 
 /// Re-seals every value under the prefix under the current key, as the leader.
-pub async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateReport> {
+pub(crate) async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateReport> {
     let link = connect(config, clock)
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;

@@ -23,7 +23,7 @@ use crate::store::FleetAttempt;
 
 /// The fleet as `cert-agent fleet status` shows it.
 #[derive(Debug, Serialize)]
-pub struct FleetStatus {
+pub(crate) struct FleetStatus {
     /// The host leading now (none between runs).
     pub leader: Option<String>,
     pub certificates: Vec<CertStatus>,
@@ -60,7 +60,7 @@ pub struct FleetStatus {
 /// The versions the fleet's manifest vouches for, for one certificate: what a host that has
 /// accepted nothing of it takes as its floor ([`super::floor`]).
 #[derive(Debug, Serialize)]
-pub struct FloorStatus {
+pub(crate) struct FloorStatus {
     /// The shared record's, the current certificate's and the tombstone's version (0: none).
     pub state: u64,
     pub current: u64,
@@ -71,7 +71,7 @@ pub struct FloorStatus {
 
 /// One certificate of the fleet.
 #[derive(Debug, Serialize)]
-pub struct CertStatus {
+pub(crate) struct CertStatus {
     pub name: String,
     /// Where the certificate comes from (`partner`, `acme:NAME`) as this host's configuration
     /// says; none when this host does not configure it.
@@ -106,7 +106,7 @@ pub struct CertStatus {
 
 /// A certificate's tombstone: retired for the whole fleet.
 #[derive(Debug, Serialize)]
-pub struct RetiredStatus {
+pub(crate) struct RetiredStatus {
     #[serde(with = "time::serde::rfc3339")]
     pub at: OffsetDateTime,
     /// The host that retired it.
@@ -120,7 +120,7 @@ pub struct RetiredStatus {
 
 /// What one host reported for a certificate.
 #[derive(Debug, Serialize)]
-pub struct HostStatus {
+pub(crate) struct HostStatus {
     pub host: String,
     /// The serial it installed, since when.
     pub serial: Option<String>,
@@ -196,7 +196,7 @@ fn drift_of(current: Option<&Current>, proof: Option<&Proof>) -> Vec<String> {
 /// Reads the fleet's state: the leader, every certificate's current serial, every host's
 /// result. Certificates of the fleet that this host's configuration does not list are shown
 /// too.
-pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
+pub(crate) async fn status(link: &FleetLink) -> Result<FleetStatus> {
     let leader = link.fleet.leader().await?.as_deref().map(printable);
     let now = link.clock.now();
     let lag = time::Duration::seconds(i64::try_from(link.config.lag_alert_secs).unwrap_or(900));

@@ -23,7 +23,7 @@ use super::versions::Versions;
 
 /// A lead that ended with its lease while work was open.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Takeover {
+pub(crate) struct Takeover {
     /// The host that held the lead, when this host saw it take it.
     pub leader: Option<String>,
     /// What is open, one line per certificate (`'NAME': what`).
@@ -32,7 +32,7 @@ pub struct Takeover {
 
 impl Takeover {
     /// One line for the log and the run's report and journal.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "the lead{} ended with its lease while work was open: {}",
             self.leader

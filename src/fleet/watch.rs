@@ -45,7 +45,7 @@ use retry::Retry;
 /// ended: killed, cut off, stalled), the shared records are read for open work
 /// ([`open_work`]); `lead_ended` receives it when there is any (the daemon then starts a
 /// run). Returns only when the configuration has no `[fleet]`.
-pub async fn follow_changes(
+pub(crate) async fn follow_changes(
     config_path: PathBuf,
     clock: Clock,
     done: impl AsyncFn(&Config, &Store, RunReport),

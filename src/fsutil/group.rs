@@ -35,7 +35,7 @@ pub enum SyncMode {
 
 /// From this many files on, a batch is synced with `syncfs` (where it reports errors): below,
 /// an `fsync` of each costs less than writing back whatever else is dirty on the file system.
-pub const SYNCFS_FROM: usize = 16;
+pub(crate) const SYNCFS_FROM: usize = 16;
 
 impl SyncMode {
     /// [`SyncMode::FileSystem`] for a batch of at least [`SYNCFS_FROM`] files where this

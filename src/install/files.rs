@@ -38,15 +38,15 @@ use super::staging::{
 use crate::fsutil::{SyncGroup, SyncMode};
 
 /// Mode of new certificate files.
-pub const CERT_MODE: u32 = 0o644;
+pub(crate) const CERT_MODE: u32 = 0o644;
 /// Mode of new key files.
-pub const KEY_MODE: u32 = 0o600;
+pub(crate) const KEY_MODE: u32 = 0o600;
 /// Mode of new key files when a group is configured.
-pub const KEY_MODE_GROUP: u32 = 0o640;
+pub(crate) const KEY_MODE_GROUP: u32 = 0o640;
 /// Mode of directories created for install paths.
-pub const DIR_MODE: u32 = 0o755;
+pub(crate) const DIR_MODE: u32 = 0o755;
 /// Mode of a directory created to hold only keys.
-pub const KEY_DIR_MODE: u32 = 0o700;
+pub(crate) const KEY_DIR_MODE: u32 = 0o700;
 
 /// A user or group, by numeric id or by name (resolved with the system's user database).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -121,7 +121,7 @@ pub async fn install_all(certs: &[CertInstall]) -> Vec<CertOutcome> {
 /// ([`InstallBatch::finish`]): a host installing thousands of certificates holds one slice's
 /// content at a time, and still switches once and reloads each web server once. Nothing live
 /// changes before `finish`; a batch dropped before it removes what it staged.
-pub struct InstallBatch {
+pub(crate) struct InstallBatch {
     /// Each certificate staged or refused so far, in order, without its content once staged.
     certs: Vec<CertInstall>,
     outcomes: Vec<CertOutcome>,
@@ -137,7 +137,7 @@ pub struct InstallBatch {
 impl InstallBatch {
     /// An empty batch of about `files` files (how its staged files are made durable: one
     /// `syncfs`, or an `fsync` of each for a few; see [`SyncGroup`]).
-    pub fn new(files: usize) -> Self {
+    pub(crate) fn new(files: usize) -> Self {
         InstallBatch {
             certs: Vec::new(),
             outcomes: Vec::new(),
@@ -151,7 +151,7 @@ impl InstallBatch {
     /// Stages the files of `certs` (the next ones of the batch, in order): a certificate that
     /// cannot be staged fails alone. Only what switching, testing, verifying and the deploy
     /// hooks need is kept of each (its content is written, and dropped).
-    pub fn stage(&mut self, certs: Vec<CertInstall>) {
+    pub(crate) fn stage(&mut self, certs: Vec<CertInstall>) {
         let base = self.certs.len();
         self.outcomes.extend(certs.iter().map(|c| CertOutcome {
             name: c.name.clone(),
@@ -174,7 +174,7 @@ impl InstallBatch {
 
     /// Switches, tests, reloads, verifies and commits everything staged (see
     /// [`install_all`]); one outcome per certificate staged, in order.
-    pub async fn finish(self) -> Vec<CertOutcome> {
+    pub(crate) async fn finish(self) -> Vec<CertOutcome> {
         let (outcomes, held) = self.finish_held().await;
         held.settle(&HashMap::new(), outcomes).await
     }
@@ -183,7 +183,7 @@ impl InstallBatch {
     /// whose files are live keep their previous versions ([`Held`]), so that a check of the
     /// caller's own can still roll each back. Their outcomes say installed (their deploy hooks
     /// not run yet): [`Held::settle`] commits or rolls back each, and runs the hooks.
-    pub async fn finish_held(self) -> (Vec<CertOutcome>, Held) {
+    pub(crate) async fn finish_held(self) -> (Vec<CertOutcome>, Held) {
         let InstallBatch {
             certs,
             mut outcomes,
@@ -222,7 +222,7 @@ impl InstallBatch {
 /// be rolled back — the previous files renamed back, the web server's config test and reload
 /// run again, as for a failed verification.
 #[derive(Default)]
-pub struct Held {
+pub(crate) struct Held {
     certs: Vec<CertInstall>,
     groups: Vec<(ServerCommands, Vec<Pending>)>,
 }
@@ -231,7 +231,7 @@ impl Held {
     /// Rolls back every held certificate named in `back` (name → why: its outcome becomes
     /// [`InstallError::Refused`] with that reason), commits the others and runs their deploy
     /// hooks; `outcomes` as [`InstallBatch::finish_held`] returned them.
-    pub async fn settle(
+    pub(crate) async fn settle(
         self,
         back: &HashMap<String, String>,
         mut outcomes: Vec<CertOutcome>,
@@ -574,7 +574,5 @@ async fn run_deploy_hook(
             path(cert.paths.combined.as_deref()),
         ),
     ];
-    run_command("deploy hook", hook, &env, commands.timeout)
-        .await
-        .map(drop)
+    run_command("deploy hook", hook, &env, commands.timeout).await
 }

@@ -9,20 +9,20 @@ mod error;
 mod files;
 mod flow;
 mod paths;
-pub mod server;
+pub(crate) mod server;
 mod staging;
-pub mod verify;
+pub(crate) mod verify;
 
 pub use error::InstallError;
-pub use files::{
-    CERT_MODE, CertMaterial, DIR_MODE, FileRole, InstallTx, KEY_DIR_MODE, KEY_MODE, KEY_MODE_GROUP,
-    Ownership, Principal,
-};
-pub use flow::{CertInstall, CertOutcome, Held, InstallBatch, install_all};
-pub use paths::{DEFAULT_BASE_DIR, InstallPaths, PathOverrides, ServerKind};
-pub use server::{DEFAULT_COMMAND_TIMEOUT, ServerCommands};
-pub use staging::CheckedDirs;
-pub use verify::{DEFAULT_VERIFY_ADDRESS, DEFAULT_VERIFY_TIMEOUT, VerifyTarget};
+pub(crate) use files::Principal;
+pub use files::{CertMaterial, InstallTx, Ownership};
+pub use flow::{CertInstall, install_all};
+pub(crate) use flow::{CertOutcome, Held, InstallBatch};
+pub(crate) use paths::DEFAULT_BASE_DIR;
+pub use paths::{InstallPaths, PathOverrides, ServerKind};
+pub use server::ServerCommands;
+pub(crate) use verify::DEFAULT_VERIFY_ADDRESS;
+pub use verify::VerifyTarget;
 
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 /// The directory under which default install paths live: `DEFAULT_BASE_DIR/NAME/...`.
-pub const DEFAULT_BASE_DIR: &str = "/etc/ssl/cert-agent";
+pub(crate) const DEFAULT_BASE_DIR: &str = "/etc/ssl/cert-agent";
 
 /// The kind of web server a certificate is installed for (one type with the bundle reader
 /// and the configuration's `server`).

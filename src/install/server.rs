@@ -11,7 +11,7 @@ use super::paths::ServerKind;
 use crate::process::{self, RunError};
 
 /// Default time limit for a config test, reload or deploy hook.
-pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How much of a command's stdout and of its stderr is kept (each).
 const OUTPUT_LIMIT: usize = 16 * 1024;
@@ -84,9 +84,7 @@ impl ServerCommands {
     /// Runs the config test, if any.
     pub async fn config_test(&self) -> Result<(), InstallError> {
         match &self.configtest {
-            Some(argv) => run_command("config test", argv, &[], self.timeout)
-                .await
-                .map(drop),
+            Some(argv) => run_command("config test", argv, &[], self.timeout).await,
             None => Ok(()),
         }
     }
@@ -94,32 +92,22 @@ impl ServerCommands {
     /// Runs the reload, if any.
     pub async fn reload(&self) -> Result<(), InstallError> {
         match &self.reload {
-            Some(argv) => run_command("reload", argv, &[], self.timeout)
-                .await
-                .map(drop),
+            Some(argv) => run_command("reload", argv, &[], self.timeout).await,
             None => Ok(()),
         }
     }
 }
 
-/// What a successful command printed (bounded).
-#[derive(Debug, Clone, Default)]
-pub struct CommandOutput {
-    /// Standard output, at most 16 KiB.
-    pub stdout: Vec<u8>,
-    /// Standard error, at most 16 KiB.
-    pub stderr: Vec<u8>,
-}
-
 /// Runs `argv` directly (no shell) with `env` added to the environment, stdin closed, and a
 /// time limit; `what` names the command in errors ("config test", "reload", "deploy hook").
-/// A bare program name is looked up in `PATH`, then in the sbin directories.
-pub async fn run_command(
+/// A bare program name is looked up in `PATH`, then in the sbin directories. What a command
+/// printed (at most 16 KiB of each stream) is quoted in the error when it fails.
+pub(crate) async fn run_command(
     what: &'static str,
     argv: &[String],
     env: &[(&str, OsString)],
     timeout: Duration,
-) -> Result<CommandOutput, InstallError> {
+) -> Result<(), InstallError> {
     let command = display_command(argv);
     let mut cmd = process::Command::new(argv, timeout).output_limit(OUTPUT_LIMIT);
     for (k, v) in env {
@@ -156,10 +144,7 @@ pub async fn run_command(
             output: quote_output(&done.stdout, &done.stderr),
         });
     }
-    Ok(CommandOutput {
-        stdout: done.stdout,
-        stderr: done.stderr,
-    })
+    Ok(())
 }
 
 /// `": <stderr and stdout>"` trimmed to the last [`QUOTE_LIMIT`] characters, or "" when the
@@ -188,7 +173,7 @@ fn quote_output(stdout: &[u8], stderr: &[u8]) -> String {
 }
 
 /// The command line as shown in messages: arguments with spaces or quotes are quoted.
-pub fn display_command(argv: &[String]) -> String {
+pub(crate) fn display_command(argv: &[String]) -> String {
     argv.iter()
         .map(|a| {
             if a.is_empty() || a.contains(|c: char| c.is_whitespace() || c == '"' || c == '\'') {
@@ -201,7 +186,7 @@ pub fn display_command(argv: &[String]) -> String {
         .join(" ")
 }
 
-pub use crate::process::find_program;
+pub(crate) use crate::process::find_program;
 
 #[cfg(test)]
 mod tests {
@@ -253,7 +238,8 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, InstallError::CommandTimeout { .. }), "{err}");
 
-        let out = run_command(
+        // More than the output limit printed: read to the end (no full pipe), not kept.
+        run_command(
             "deploy hook",
             &argv(&["sh", "-c", "head -c 100000 /dev/zero"]),
             &[],
@@ -261,20 +247,25 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(out.stdout.len(), OUTPUT_LIMIT);
     }
 
     #[tokio::test]
     async fn arguments_are_not_interpreted_by_a_shell() {
-        let out = run_command(
+        // ls names the paths it cannot find as it was given them: a shell would have
+        // expanded `$HOME`, ended the command at `;` and run `id`.
+        let err = run_command(
             "deploy hook",
-            &argv(&["echo", "$HOME;", "`id`"]),
+            &argv(&["ls", "--", "/nonexistent/$HOME;", "/nonexistent/`id`"]),
             &[],
             Duration::from_secs(10),
         )
         .await
-        .unwrap();
-        assert_eq!(out.stdout, b"$HOME; `id`\n");
+        .unwrap_err();
+        let InstallError::CommandFailed { output, .. } = &err else {
+            panic!("{err}");
+        };
+        assert!(output.contains("/nonexistent/$HOME;"), "{output}");
+        assert!(output.contains("/nonexistent/`id`"), "{output}");
     }
 
     #[test]

@@ -5,6 +5,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::files::{DIR_MODE, KEY_DIR_MODE, KEY_MODE, KEY_MODE_GROUP};
+use super::staging::CheckedDirs;
 use super::*;
 
 /// True when this process may change owners (root); otherwise a skip with a notice, or a

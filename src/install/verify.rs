@@ -15,9 +15,9 @@ use super::error::InstallError;
 use crate::crypto::Serial;
 
 /// Default address for the post-reload handshake.
-pub const DEFAULT_VERIFY_ADDRESS: &str = "127.0.0.1:443";
+pub(crate) const DEFAULT_VERIFY_ADDRESS: &str = "127.0.0.1:443";
 /// Default time a reloaded server gets to present the new certificate.
-pub const DEFAULT_VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Limit for one connection attempt and handshake.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Pause between attempts while a reload settles: the first after `FIRST_PAUSE`, doubling up
@@ -111,7 +111,7 @@ fn client_config() -> Result<rustls::ClientConfig, rustls::Error> {
 
 /// Connects to `address`, handshakes with SNI `server_name`, and returns the DER of the leaf
 /// the server presents.
-pub async fn served_leaf(
+pub(crate) async fn served_leaf(
     address: &str,
     server_name: &str,
     timeout: Duration,
@@ -122,7 +122,7 @@ pub async fn served_leaf(
 
 /// Connects to `address`, handshakes with SNI `server_name`, and returns the DER of every
 /// certificate the server presents, the leaf first (never empty).
-pub async fn served_chain(
+pub(crate) async fn served_chain(
     address: &str,
     server_name: &str,
     timeout: Duration,
@@ -218,7 +218,7 @@ pub fn serial_of_pem(pem: &[u8]) -> Result<Serial, String> {
 }
 
 /// The serial of a DER certificate.
-pub fn serial_of_der(der: &[u8]) -> Result<Serial, String> {
+pub(crate) fn serial_of_der(der: &[u8]) -> Result<Serial, String> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| e.to_string())?;
     Ok(Serial::from_bytes(cert.raw_serial()))
 }

@@ -12,9 +12,9 @@
 
 mod account_bytes;
 pub mod chain;
-pub mod http;
+pub(crate) mod http;
 
-pub use account_bytes::{check_account_bytes, read_account_bytes, write_account_bytes};
+pub(crate) use account_bytes::{check_account_bytes, read_account_bytes, write_account_bytes};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -32,7 +32,7 @@ use crate::dcv::{Challenge, HttpChallenge, ValidationFile, hook, quote_max};
 pub const ACCOUNT_FILE: &str = "account.json";
 
 /// Where the account of the `[acme.NAME]` CA `ca` is kept: `state_dir/acme/NAME/`.
-pub fn account_dir(state_dir: &Path, ca: &str) -> PathBuf {
+pub(crate) fn account_dir(state_dir: &Path, ca: &str) -> PathBuf {
     state_dir.join("acme").join(ca)
 }
 
@@ -176,7 +176,7 @@ pub fn account_file_directory(bytes: &[u8]) -> Result<String, String> {
 /// Writes an account registered elsewhere (its URL and its ECDSA P-256 key as PKCS#8 DER) to
 /// `dir/account.json` (`0600`, the directory `0700`) for the directory `directory_url`, in the
 /// form [`account`] reads. The key is never quoted in an error.
-pub fn write_account(
+pub(crate) fn write_account(
     dir: &Path,
     directory_url: &str,
     account_url: &str,

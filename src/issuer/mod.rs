@@ -11,14 +11,14 @@
 //! - [`acme`]: an ACME CA (RFC 8555): the account and an order from `newOrder` to the chain,
 //!   its `http-01` challenges handed out as neutral challenges.
 
-pub mod acme;
-pub mod partner;
+pub(crate) mod acme;
+pub(crate) mod partner;
 
 use crate::dcv::Challenge;
 
 /// What an issuer asks to be published for a certificate's validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Validation {
+pub(crate) enum Validation {
     /// Publish these, then wait for the CA.
     Publish(Vec<Challenge>),
     /// The CA does not say yet what to publish; ask again after the next poll.

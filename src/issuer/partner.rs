@@ -16,17 +16,17 @@ use crate::store::PendingKey;
 use super::Validation;
 
 /// The name of the CSR-hash validation file of the pending key's CSR (`<MD5>.txt`).
-pub fn validation_file_name(pending: &PendingKey) -> String {
+pub(crate) fn validation_file_name(pending: &PendingKey) -> String {
     format!("{}.txt", pending.csr_md5)
 }
 
 /// Where the CSR-hash validation files live below a web root's `.well-known`.
-pub const WELL_KNOWN: WellKnown = WellKnown::PkiValidation;
+pub(crate) const WELL_KNOWN: WellKnown = WellKnown::PkiValidation;
 
 /// Whether the order's details carry our CSR. `Ok(false)` while a reissue is not processed
 /// yet (the details still show the previous CSR); an order placed with another CSR is an
 /// error.
-pub fn carries_our_csr(
+pub(crate) fn carries_our_csr(
     certificate_id: u64,
     details: &CertificateDetails,
     ours: &CsrHashes,
@@ -49,7 +49,7 @@ pub fn carries_our_csr(
 
 /// What the order `certificate_id` asks to be published for its validation, by the
 /// configured method. Reads the DCV status where the method needs it.
-pub async fn challenges(
+pub(crate) async fn challenges(
     client: &Client,
     cert: &CertificateConfig,
     certificate_id: u64,

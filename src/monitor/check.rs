@@ -33,7 +33,7 @@ use super::served::{self, Served};
 /// A check's result, ordered from best to worst (the exit code of the plugin conventions).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "UPPERCASE")]
-pub enum Level {
+pub(crate) enum Level {
     #[default]
     Ok = 0,
     Warning = 1,
@@ -43,7 +43,7 @@ pub enum Level {
 
 impl Level {
     /// `OK`, `WARNING`, `CRITICAL`, `UNKNOWN`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Ok => "OK",
             Self::Warning => "WARNING",
@@ -55,7 +55,7 @@ impl Level {
 
 /// What to check.
 #[derive(Debug, Clone)]
-pub struct CheckOptions {
+pub(crate) struct CheckOptions {
     /// Certificates to check; empty: every configured one.
     pub names: Vec<String>,
     /// WARNING when fewer days than this are left.
@@ -76,7 +76,7 @@ pub struct CheckOptions {
 
 /// One certificate's result.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct CertCheck {
+pub(crate) struct CertCheck {
     pub name: String,
     pub level: Level,
     pub days_left: Option<i64>,
@@ -92,7 +92,7 @@ pub struct CertCheck {
 
 /// Whether the balance covers the billed orders ahead.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct MoneyCheck {
+pub(crate) struct MoneyCheck {
     pub level: Level,
     /// Why it is not OK (empty when OK).
     pub problems: Vec<String>,
@@ -106,7 +106,7 @@ pub struct MoneyCheck {
 
 /// The whole check.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct CheckReport {
+pub(crate) struct CheckReport {
     pub level: Level,
     pub certificates: Vec<CertCheck>,
     /// The balance against the billed orders ahead; `None` when none falls due in 30 days (or
@@ -132,7 +132,7 @@ pub struct CheckReport {
 impl CheckReport {
     /// The plugin output: the status line with performance data, then one line per
     /// certificate that is not OK.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let bad: Vec<&CertCheck> = {
             let mut v: Vec<&CertCheck> = self
                 .certificates
@@ -237,7 +237,7 @@ fn one_line(text: &str) -> String {
 }
 
 /// Checks the selected certificates.
-pub async fn check(
+pub(crate) async fn check(
     config: &Config,
     opts: &CheckOptions,
     clock: crate::clock::Clock,
@@ -374,7 +374,7 @@ fn retired(name: &str, archive: &std::path::Path) -> CertCheck {
 
 /// The level of one certificate from its record, its installed file and (when checked) what is
 /// served.
-pub fn assess(
+pub(crate) fn assess(
     rec: &CertRecord,
     disk: &Disk,
     served: Option<&Served>,
@@ -399,7 +399,7 @@ pub fn assess(
 
 /// A renewal whose fresh validation needs a person is a WARNING from `warning_days` before it
 /// falls due; one the agent validates itself is never a problem.
-pub fn validation_level(
+pub(crate) fn validation_level(
     fresh: &FreshValidation,
     now: OffsetDateTime,
     warning_days: u32,
@@ -414,7 +414,7 @@ pub fn validation_level(
 }
 
 /// The end of email validation: WARNING until 90 days before it, CRITICAL from then on.
-pub fn sunset_level(stage: crate::engine::sunset::Stage) -> Level {
+pub(crate) fn sunset_level(stage: crate::engine::sunset::Stage) -> Level {
     match stage {
         crate::engine::sunset::Stage::Warning => Level::Warning,
         _ => Level::Critical,
@@ -437,7 +437,7 @@ impl Findings {
 
 /// What the installed certificate's CRL says: revoked is CRITICAL (until a run installs its
 /// replacement), a CRL that could not be used is WARNING naming its URL.
-pub fn revocation(c: &mut CertCheck, status: &Status) {
+pub(crate) fn revocation(c: &mut CertCheck, status: &Status) {
     let level = match status {
         Status::Revoked { .. } => Level::Critical,
         Status::Unknown { .. } => Level::Warning,
@@ -488,9 +488,9 @@ fn expiry(
 }
 
 /// `check`'s default WARNING threshold in days.
-pub const DEFAULT_WARNING_DAYS: i64 = 14;
+pub(crate) const DEFAULT_WARNING_DAYS: i64 = 14;
 /// `check`'s default CRITICAL threshold in days.
-pub const DEFAULT_CRITICAL_DAYS: i64 = 7;
+pub(crate) const DEFAULT_CRITICAL_DAYS: i64 = 7;
 
 /// The WARNING and CRITICAL thresholds of an installed certificate: `warning_days` and
 /// `critical_days`; with the default thresholds never more than a quarter and a tenth of its
@@ -651,7 +651,7 @@ fn attention(found: &mut Findings, rec: &CertRecord, now: OffsetDateTime, renew_
 }
 
 /// Failures in a row from which a certificate is CRITICAL rather than WARNING.
-pub const FAILURES_CRITICAL: u32 = 3;
+pub(crate) const FAILURES_CRITICAL: u32 = 3;
 
 /// WARNING for a failure, CRITICAL from [`FAILURES_CRITICAL`] in a row.
 fn failing_level(failures: u32) -> Level {
@@ -673,4 +673,4 @@ mod balance;
 #[cfg(test)]
 mod tests;
 
-pub use balance::money_check;
+pub(crate) use balance::money_check;

@@ -63,7 +63,7 @@ pub(super) fn write(
 /// The metrics of `config`'s certificates from the state directory, and of `report` (the last
 /// run) when there is one — what `[agent] metrics_file` holds and `cert-agent run` serves on
 /// `metrics_listen`.
-pub fn text(config: &Config, report: Option<&RunReport>) -> String {
+pub(crate) fn text(config: &Config, report: Option<&RunReport>) -> String {
     render_with(
         config,
         &Store::existing(&config.agent.state_dir),

@@ -8,23 +8,22 @@
 //! the disk; the engine never calls it.
 
 mod announce;
-pub mod check;
+pub(crate) mod check;
 mod events;
 mod metrics;
-pub mod money;
+pub(crate) mod money;
 mod notify;
 mod served;
-pub mod status;
+pub(crate) mod status;
 
 #[doc(hidden)]
 pub use crate::store::served::fuzz_observations as fuzz_served;
-pub use check::{CheckOptions, CheckReport, Level, check};
 #[doc(hidden)]
 pub use events::fuzz_announced;
 #[doc(hidden)]
 pub use metrics::fuzz_kept_pass;
-pub use metrics::text as metrics_text;
-pub use status::{StatusRow, add_served, collect as status_rows};
+pub(crate) use metrics::text as metrics_text;
+pub(crate) use status::{add_served, collect as status_rows};
 
 use crate::config::Config;
 use crate::engine::RunReport;
@@ -97,7 +96,7 @@ fn facts(
 /// After `cert-agent retire NAME`: its `retired` event (`message`: what was done) to
 /// `notify_command` and `notify_url`, once — a run that finds NAME retired later says nothing
 /// more.
-pub async fn after_retire(
+pub(crate) async fn after_retire(
     config: &Config,
     store: &Store,
     name: &str,
@@ -123,7 +122,7 @@ pub async fn after_retire(
 
 /// After the daemon found other hosts' audit logs gone back (`new`: host, why; each found once):
 /// an `audit_rewound` event each to `notify_command` and `notify_url`.
-pub async fn after_audit_rewound(
+pub(crate) async fn after_audit_rewound(
     config: &Config,
     new: &[(String, String)],
     now: time::OffsetDateTime,
@@ -148,7 +147,7 @@ pub async fn after_audit_rewound(
 /// `notify_command` and `notify_url`, then the metrics file (the `cert_agent_last_run_*`
 /// families). `records`: the records the run holds as the state directory does (the others
 /// are read).
-pub async fn after_run(
+pub(crate) async fn after_run(
     config: &Config,
     store: &Store,
     (report, records): (&RunReport, &Records),
@@ -174,7 +173,7 @@ pub async fn after_run(
 /// (the `cert_agent_last_sync_*` families; `cert_agent_last_run_*` stay the last run's). The
 /// notifications are not sent here: the caller delivers the returned [`Delivery`] once it has
 /// released the lock, so that a slow `notify_command` or `notify_url` never holds up a run.
-pub fn after_sync(
+pub(crate) fn after_sync(
     config: &Config,
     store: &Store,
     report: &RunReport,
@@ -201,7 +200,7 @@ pub fn after_sync(
 
 /// The notifications of a synchronisation ([`after_sync`]), to send without the state
 /// directory's lock.
-pub struct Delivery {
+pub(crate) struct Delivery {
     config: Config,
     report: RunReport,
     events: Vec<events::Event>,
@@ -211,14 +210,14 @@ pub struct Delivery {
 
 impl Delivery {
     /// Whether there is anything to send.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.events.is_empty() && self.undelivered.is_empty()
     }
 
     /// Runs `notify_command` and posts to `notify_url`. Events `notify_url` did not take are
     /// put back into `state_dir/announced.json` (the lock taken for that, waiting for a run
     /// up to `lock_wait`), so the next run or synchronisation posts them again.
-    pub async fn deliver(self, lock_wait: std::time::Duration) {
+    pub(crate) async fn deliver(self, lock_wait: std::time::Duration) {
         if self.is_empty() {
             return;
         }

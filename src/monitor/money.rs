@@ -21,9 +21,9 @@ use crate::store::{CertRecord, Store};
 use crate::values::Decimal;
 
 /// `check` is WARNING when the balance does not cover the billed renewals of this many days.
-pub const WARNING_DAYS: i64 = 30;
+pub(crate) const WARNING_DAYS: i64 = 30;
 /// `check` is CRITICAL when the balance does not cover the billed renewals of this many days.
-pub const CRITICAL_DAYS: i64 = 7;
+pub(crate) const CRITICAL_DAYS: i64 = 7;
 
 /// The reason of a renewal, and for a certificate validated by email that falls due on or
 /// after the end of email validation, that it cannot be validated (nor reuse a validation)
@@ -44,7 +44,7 @@ fn sunset_reason(cert: &CertificateConfig, due: &Due) -> String {
 
 /// One renewal in the forecast.
 #[derive(Debug, Clone, Serialize)]
-pub struct Item {
+pub(crate) struct Item {
     /// The configured certificate.
     pub name: String,
     /// When it falls due.
@@ -63,7 +63,7 @@ pub struct Item {
 
 /// The forecast of the coming `days`.
 #[derive(Debug, Clone, Serialize)]
-pub struct Forecast {
+pub(crate) struct Forecast {
     #[serde(with = "time::serde::rfc3339")]
     pub generated_at: OffsetDateTime,
     pub days: u32,
@@ -86,7 +86,7 @@ pub struct Forecast {
 /// The renewals of the configured Partner API certificates due from `now` until `until`, from
 /// local state. A certificate retired (here or for the fleet) and not started again is no
 /// renewal: its configuration entry may stay until the operator edits it.
-pub fn dues(
+pub(crate) fn dues(
     config: &Config,
     store: &Store,
     now: OffsetDateTime,
@@ -116,7 +116,7 @@ pub fn dues(
 }
 
 /// Whether any billed order falls due from `now` until `until` (no API call).
-pub fn anything_billed(
+pub(crate) fn anything_billed(
     config: &Config,
     store: &Store,
     now: OffsetDateTime,
@@ -129,7 +129,7 @@ pub fn anything_billed(
 
 /// The forecast of the next `days`: local dates, the products call when something billed is
 /// due, one balance call.
-pub async fn forecast(
+pub(crate) async fn forecast(
     config: &Config,
     client: &Client,
     now: OffsetDateTime,
@@ -156,7 +156,7 @@ pub async fn forecast(
 }
 
 /// The forecast from its parts (pure).
-pub fn priced(
+pub(crate) fn priced(
     now: OffsetDateTime,
     days: u32,
     until: OffsetDateTime,
@@ -209,7 +209,7 @@ pub fn priced(
 
 impl Forecast {
     /// The billed spend due until `until` (known prices), and whether any price is unknown.
-    pub fn spend_until(&self, until: OffsetDateTime) -> (Decimal, bool) {
+    pub(crate) fn spend_until(&self, until: OffsetDateTime) -> (Decimal, bool) {
         let within: Vec<&Item> = self
             .items
             .iter()
@@ -277,7 +277,7 @@ fn remember(store: &Store, f: &Forecast, now: OffsetDateTime) {
 
 /// The figures last kept, if any (a damaged file counts as none), without the certificates
 /// retired since (here or for the fleet).
-pub fn last_snapshot(store: &Store) -> Option<Snapshot> {
+pub(crate) fn last_snapshot(store: &Store) -> Option<Snapshot> {
     let bytes = std::fs::read(store.dir().join(SNAPSHOT_FILE)).ok()?;
     let mut snap: Snapshot = serde_json::from_slice(&bytes).ok()?;
     let retired: Vec<String> = snap
@@ -317,7 +317,7 @@ pub(super) async fn refresh_after_run(config: &Config, now: OffsetDateTime) {
 
 /// `check`'s view of the money: `None` when nothing billed falls due in 30 days (no API call);
 /// otherwise the forecast of 30 days, or why the balance could not be read.
-pub async fn for_check(
+pub(crate) async fn for_check(
     config: &Config,
     now: OffsetDateTime,
 ) -> Option<Result<Forecast, anyhow::Error>> {

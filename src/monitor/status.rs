@@ -14,18 +14,18 @@ use super::served;
 
 mod views;
 
-pub use views::{MoneyView, RevocationView};
+pub(crate) use views::{MoneyView, RevocationView};
 
 /// The balance against the billed renewals of the 30 days after it was last read, from
 /// `state_dir/money.json` (`None` before one was written).
-pub fn money(config: &Config) -> Option<MoneyView> {
+pub(crate) fn money(config: &Config) -> Option<MoneyView> {
     super::money::last_snapshot(&Store::existing(&config.agent.state_dir))
         .map(|s| MoneyView::of(&s))
 }
 
 /// One configured certificate.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct StatusRow {
+pub(crate) struct StatusRow {
     pub name: String,
     /// Where the certificate comes from: `partner` or `acme:NAME`.
     pub issuer: String,
@@ -62,7 +62,7 @@ pub struct StatusRow {
 
 /// Fills [`StatusRow::served`]: whether each certificate's verify address serves the installed
 /// certificate (a TLS handshake per certificate with an installed one).
-pub async fn add_served(config: &Config, rows: &mut [StatusRow], now: OffsetDateTime) {
+pub(crate) async fn add_served(config: &Config, rows: &mut [StatusRow], now: OffsetDateTime) {
     let mut seen = Vec::new();
     for (cert, row) in config.certificates.iter().zip(rows.iter_mut()) {
         let Some(installed) = &row.serial else {
@@ -85,7 +85,7 @@ pub async fn add_served(config: &Config, rows: &mut [StatusRow], now: OffsetDate
 }
 
 /// Rows for every configured certificate.
-pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
+pub(crate) fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
     let store = Store::existing(&config.agent.state_dir);
     let mut rows = Vec::new();
     for cert in &config.certificates {

@@ -6,7 +6,7 @@
 use std::fmt;
 
 /// The critical flag of a CAA record (the high bit of the flags octet).
-pub const CRITICAL: u8 = 128;
+pub(crate) const CRITICAL: u8 = 128;
 /// Tags whose meaning the pre-flight knows (a critical record with another tag forbids).
 const KNOWN_TAGS: &[&str] = &[
     "issue",
@@ -70,7 +70,7 @@ pub fn parse(rdata: &[u8]) -> Result<Caa, CaaError> {
 }
 
 /// An `issue`/`issuewild` value as read: the issuer domain and the parameters in order.
-pub type IssuerValue = (Option<String>, Vec<(String, String)>);
+pub(crate) type IssuerValue = (Option<String>, Vec<(String, String)>);
 
 /// An `issue`/`issuewild` value: the issuer domain (`None` for `";"`, which names no CA) and
 /// its parameters, or `None` when the value is malformed (then it authorises no CA).

@@ -7,9 +7,9 @@
 //! A leaf: it knows DNS, not the configuration; the engine passes [`Settings`] and the
 //! CA's identities.
 
-pub mod caa;
+pub(crate) mod caa;
 mod resolve;
-pub mod wire;
+pub(crate) mod wire;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -17,12 +17,12 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-pub use caa::{Decision, Requester};
-pub use resolve::{LookupError, system_resolver};
+pub(crate) use caa::{Decision, Requester};
+pub(crate) use resolve::{LookupError, system_resolver};
 
 /// What the pre-flight checks and asks.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub(crate) struct Settings {
     pub caa: bool,
     pub dnssec: bool,
     /// A name validated over HTTP must resolve (A/AAAA).
@@ -34,7 +34,7 @@ pub struct Settings {
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Level {
+pub(crate) enum Level {
     Ok,
     Warning,
     Failure,
@@ -42,7 +42,7 @@ pub enum Level {
 
 /// How the certificate's names are validated, for what the pre-flight asks beyond CAA.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Validation {
+pub(crate) enum Validation {
     /// The validation file over HTTP: the name must resolve to an address.
     Http,
     /// A TXT record at `<label>.<name>` (`_pki-validation`, `_acme-challenge`): its answer
@@ -57,7 +57,7 @@ pub enum Validation {
 
 /// One finding for one name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Finding {
+pub(crate) struct Finding {
     pub name: String,
     pub level: Level,
     /// `caa`, `dnssec` or `http`.
@@ -71,7 +71,7 @@ pub struct Finding {
 
 /// The pre-flight of one certificate's names.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     pub findings: Vec<Finding>,
     /// DNS questions sent.
     pub queries: u32,
@@ -80,7 +80,7 @@ pub struct Report {
 
 impl Report {
     /// The failures, each on its own line: what stops the order.
-    pub fn failures(&self) -> Vec<&Finding> {
+    pub(crate) fn failures(&self) -> Vec<&Finding> {
         self.findings
             .iter()
             .filter(|f| f.level == Level::Failure)
@@ -88,7 +88,7 @@ impl Report {
     }
 
     /// The warnings.
-    pub fn warnings(&self) -> Vec<&Finding> {
+    pub(crate) fn warnings(&self) -> Vec<&Finding> {
         self.findings
             .iter()
             .filter(|f| f.level == Level::Warning)
@@ -128,7 +128,7 @@ const IDENTITIES: &[(&str, &[&str])] = &[
 
 /// The built-in CAA identities for the first of `keys` (issuer value, brand) the table
 /// knows; empty when none.
-pub fn known_identities<'a>(keys: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+pub(crate) fn known_identities<'a>(keys: impl IntoIterator<Item = &'a str>) -> Vec<String> {
     keys.into_iter()
         .find_map(|k| {
             IDENTITIES
@@ -140,7 +140,7 @@ pub fn known_identities<'a>(keys: impl IntoIterator<Item = &'a str>) -> Vec<Stri
 }
 
 /// Runs the pre-flight for `names` (a wildcard as `*.example.org`) validated by `validation`.
-pub async fn check(
+pub(crate) async fn check(
     settings: &Settings,
     names: &[String],
     who: &Requester<'_>,
@@ -209,7 +209,7 @@ pub async fn check(
 
 /// The addresses of `name` through the resolver of `settings`, for the self-check of the
 /// validation file; a bogus answer or none at all is an error.
-pub async fn addresses(settings: &Settings, name: &str) -> Result<Vec<IpAddr>, LookupError> {
+pub(crate) async fn addresses(settings: &Settings, name: &str) -> Result<Vec<IpAddr>, LookupError> {
     let resolver = resolve::Resolver {
         addr: settings.resolver,
         timeout: settings.timeout,

@@ -22,7 +22,7 @@ const MAX_CNAMES: usize = 16;
 
 /// Why a lookup gave no usable answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LookupError {
+pub(crate) enum LookupError {
     #[error("the resolver {resolver} did not answer {what} within {secs} s ({tries} tries)")]
     Timeout {
         resolver: SocketAddr,
@@ -441,7 +441,7 @@ fn type_name(rtype: u16) -> String {
 }
 
 /// The first `nameserver` of a resolv.conf text, on port 53.
-pub fn system_resolver(resolv_conf: &str) -> Option<SocketAddr> {
+pub(crate) fn system_resolver(resolv_conf: &str) -> Option<SocketAddr> {
     resolv_conf.lines().find_map(|l| {
         let mut words = l.split_whitespace();
         (words.next() == Some("nameserver"))

@@ -4,23 +4,23 @@
 //! checked; a message that does not parse is an error naming where it broke.
 
 /// RR type CNAME.
-pub const TYPE_CNAME: u16 = 5;
+pub(crate) const TYPE_CNAME: u16 = 5;
 /// RR type CAA (RFC 8659).
 pub const TYPE_CAA: u16 = 257;
 /// RR type RRSIG.
-pub const TYPE_RRSIG: u16 = 46;
+pub(crate) const TYPE_RRSIG: u16 = 46;
 /// RR type A.
-pub const TYPE_A: u16 = 1;
+pub(crate) const TYPE_A: u16 = 1;
 /// RR type AAAA.
-pub const TYPE_AAAA: u16 = 28;
+pub(crate) const TYPE_AAAA: u16 = 28;
 /// RR type TXT.
-pub const TYPE_TXT: u16 = 16;
+pub(crate) const TYPE_TXT: u16 = 16;
 const TYPE_OPT: u16 = 41;
 const CLASS_IN: u16 = 1;
 /// RCODE SERVFAIL.
-pub const RCODE_SERVFAIL: u8 = 2;
+pub(crate) const RCODE_SERVFAIL: u8 = 2;
 /// RCODE NXDOMAIN.
-pub const RCODE_NXDOMAIN: u8 = 3;
+pub(crate) const RCODE_NXDOMAIN: u8 = 3;
 /// Most compression pointers followed in one name (a loop ends here).
 const MAX_POINTERS: usize = 32;
 /// Most records read from one section.
@@ -73,7 +73,7 @@ pub struct Answer {
 
 /// A query for `name`/`rtype` with recursion desired, EDNS0 (4096 bytes) with DO when
 /// `dnssec_ok`, and CD when `checking_disabled`.
-pub fn query(
+pub(crate) fn query(
     id: u16,
     name: &str,
     rtype: u16,

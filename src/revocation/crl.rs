@@ -110,7 +110,7 @@ impl Crl {
 }
 
 /// RFC 5280 CRLReason name of a code.
-pub fn reason_name(code: u8) -> String {
+pub(crate) fn reason_name(code: u8) -> String {
     const NAMES: [&str; 11] = [
         "unspecified",
         "keyCompromise",

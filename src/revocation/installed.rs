@@ -29,7 +29,7 @@ pub struct InstalledCert {
 }
 
 /// Reads the installed files of `inst`; an error says what is missing or unreadable.
-pub fn read(inst: &Installed) -> Result<InstalledCert, String> {
+pub(crate) fn read(inst: &Installed) -> Result<InstalledCert, String> {
     let mut files: Vec<PathBuf> = inst.leaf_file.iter().cloned().collect();
     files.extend(
         inst.files

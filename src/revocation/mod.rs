@@ -14,7 +14,7 @@
 mod crl;
 mod fetch;
 mod installed;
-pub mod retry;
+pub(crate) mod retry;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -24,24 +24,27 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use tokio::sync::{Mutex, OnceCell};
 
-pub use crl::{Crl, CrlError, Entry, check as check_crl, reason_name};
-pub use installed::{InstalledCert, of_chain, read as read_installed};
+pub(crate) use crl::Entry;
+pub use crl::check as check_crl;
+pub use installed::of_chain;
+pub(crate) use installed::{InstalledCert, read as read_installed};
 
 use crate::clock::short_time;
 use crate::config::RevocationConfig;
 use crate::store::Installed;
 
 /// Directory of the kept CRLs, under the state directory.
-pub const CACHE_DIR: &str = "crl";
+pub(crate) const CACHE_DIR: &str = "crl";
 
-/// Where the CRL of `url` is kept under `state_dir`.
-pub fn cache_file(state_dir: &Path, url: &str) -> PathBuf {
+/// Where the CRL of `url` is kept under `state_dir` (the tests' view of the cache).
+#[cfg(test)]
+pub(crate) fn cache_file(state_dir: &Path, url: &str) -> PathBuf {
     fetch::cache_path(&state_dir.join(CACHE_DIR), url)
 }
 
 /// What the CRL says of an installed certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Status {
+pub(crate) enum Status {
     /// Not on a valid CRL, which is good until `next_update`.
     Good {
         url: String,
@@ -65,7 +68,7 @@ pub enum Status {
 
 impl Status {
     /// One line for the operator.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Status::Good {
                 url, next_update, ..
@@ -97,7 +100,7 @@ impl Status {
     }
 
     /// `good`, `revoked`, `unknown` or `no_crl`.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Status::Good { .. } => "good",
             Status::Revoked { .. } => "revoked",
@@ -125,7 +128,7 @@ struct Problem {
 /// CRL, and a revocation it lists, can first be seen. `None` when none is kept or usable (a
 /// run then fetches it anyway). Reads only the local copies, each CRL once for all the
 /// certificates that name it (a CA's CRL is shared by thousands of them).
-pub fn kept_next_update(
+pub(crate) fn kept_next_update(
     state_dir: &Path,
     config: &RevocationConfig,
     installed: impl Iterator<Item = Installed>,
@@ -159,7 +162,7 @@ pub fn kept_next_update(
 /// The CRLs kept in `state_dir/crl/`, read without any download, for a `renew` that reports
 /// the due summary's certificates without parsing the configuration: each kept CRL read and
 /// checked once, however many entries name it.
-pub struct KeptCrls {
+pub(crate) struct KeptCrls {
     dir: PathBuf,
     limits: fetch::CacheLimits,
     seen: HashMap<(String, String), Option<fetch::Fetched>>,
@@ -170,7 +173,7 @@ pub struct KeptCrls {
 impl KeptCrls {
     /// The kept CRLs under `state_dir`, used within `max_bytes` and `refresh_secs`; `read`
     /// are the CRLs the run that wrote the summary read and checked the entries against.
-    pub fn new(
+    pub(crate) fn new(
         state_dir: &Path,
         max_bytes: u64,
         refresh_secs: u64,
@@ -210,7 +213,7 @@ impl KeptCrls {
     /// Whether the certificate `crl` describes, found "not revoked" (or without a CRL) when
     /// its entry was made, still is by its first CRL kept and fresh at `now` (signed by
     /// `issuer_der`). `false` on any doubt: the full run decides.
-    pub fn still_good(
+    pub(crate) fn still_good(
         &mut self,
         crl: &crate::store::due::CrlRef,
         issuer_der: Option<&[u8]>,
@@ -239,7 +242,7 @@ impl KeptCrls {
 
 /// The CRL checks of one run or one `check`: each CRL URL read once, whatever the number of
 /// certificates naming it.
-pub struct Checker {
+pub(crate) struct Checker {
     state_dir: PathBuf,
     dir: PathBuf,
     max_bytes: u64,
@@ -269,7 +272,7 @@ impl std::fmt::Debug for Checker {
 
 impl Checker {
     /// A checker keeping its CRLs under `state_dir/crl/`.
-    pub fn new(state_dir: &Path, config: &RevocationConfig) -> Self {
+    pub(crate) fn new(state_dir: &Path, config: &RevocationConfig) -> Self {
         Self {
             state_dir: state_dir.to_path_buf(),
             dir: state_dir.join(CACHE_DIR),
@@ -290,7 +293,7 @@ impl Checker {
     /// downloaded), each with its kept file's stamp now: what the due summary keeps so that a
     /// run that does not parse the configuration trusts the verdicts while the file is
     /// unchanged ([`crate::store::due::KeptCrl`]).
-    pub fn fresh_crls(&self) -> Vec<crate::store::due::KeptCrl> {
+    pub(crate) fn fresh_crls(&self) -> Vec<crate::store::due::KeptCrl> {
         let fresh = self.fresh.lock().map(|f| f.clone()).unwrap_or_default();
         fresh
             .into_iter()
@@ -314,21 +317,21 @@ impl Checker {
     }
 
     /// The checker of `check`: a CRL in its backoff is tried now all the same.
-    pub fn trying_now(mut self) -> Self {
+    pub(crate) fn trying_now(mut self) -> Self {
         self.wait_backoff = false;
         self
     }
 
     /// A checker that downloads every CRL it needs instead of using a kept copy younger than
     /// `refresh_secs` (`check --refresh-crl`); what it downloads is kept as usual.
-    pub fn downloading(mut self) -> Self {
+    pub(crate) fn downloading(mut self) -> Self {
         self.download_now = true;
         self
     }
 
     /// Ends the run's checks: the retry book is written, and each CRL that could not be read
     /// is reported once, with the number of certificates it left unknown.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Some(book) = self
             .book
             .lock()
@@ -371,7 +374,7 @@ impl Checker {
     /// What the CRL says of the certificate a due summary entry describes (`crl`, with its
     /// issuer's certificate `issuer_der`), without reading its installed files; not counted
     /// ([`Checker::count`] counts it where it stands).
-    pub async fn status_of_ref(
+    pub(crate) async fn status_of_ref(
         &self,
         crl: &crate::store::due::CrlRef,
         issuer_der: &[u8],
@@ -419,7 +422,7 @@ impl Checker {
     }
 
     /// What the CRL says of the installed certificate `inst` at `now`.
-    pub async fn status(&self, inst: &Installed, now: OffsetDateTime) -> Status {
+    pub(crate) async fn status(&self, inst: &Installed, now: OffsetDateTime) -> Status {
         let cert = match installed::read(inst) {
             Ok(c) => c,
             Err(why) => return Status::Unknown { url: None, why },
@@ -429,14 +432,14 @@ impl Checker {
 
     /// What the CRL says of `cert` at `now`: the first distribution point that gives a usable
     /// CRL decides. An "unknown" is counted for the CRL's report ([`Checker::finish`]).
-    pub async fn status_of(&self, cert: &InstalledCert, now: OffsetDateTime) -> Status {
+    pub(crate) async fn status_of(&self, cert: &InstalledCert, now: OffsetDateTime) -> Status {
         let status = self.status_uncounted(cert, now).await;
         self.count(&status);
         status
     }
 
     /// Counts an "unknown" of a certificate for the report of its CRL.
-    pub fn count(&self, status: &Status) {
+    pub(crate) fn count(&self, status: &Status) {
         if let Status::Unknown { url: Some(url), .. } = status {
             self.problem(url, |p| p.unknown += 1);
         }

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 /// The file under `state_dir`.
-pub const RETRY_FILE: &str = "crl-retry.json";
+pub(crate) const RETRY_FILE: &str = "crl-retry.json";
 const FORMAT: u32 = 1;
 /// The wait after the second failure in a row.
 const FIRST_WAIT: Duration = Duration::from_secs(5 * 60);
@@ -166,7 +166,7 @@ impl Book {
 
 /// The wait after `failures` in a row: none after the first, then 5 minutes doubling, at
 /// most `refresh` (and never under 5 minutes).
-pub fn wait_after(failures: u32, refresh: Duration) -> Duration {
+pub(crate) fn wait_after(failures: u32, refresh: Duration) -> Duration {
     if failures <= 1 {
         return Duration::ZERO;
     }

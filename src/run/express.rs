@@ -24,7 +24,7 @@ use crate::store::Store;
 use crate::store::due::{DUE_FILE, ExpressSummary, Stamp};
 
 /// What the express run found.
-pub enum Express {
+pub(crate) enum Express {
     /// Every certificate reported unchanged; the configuration's warnings to print.
     Done(RunReport, Vec<String>),
     /// The full run is needed (why, for the debug log).
@@ -33,7 +33,11 @@ pub enum Express {
 
 /// The express run of `renew` over the configuration at `config_path`: the lock taken (waiting
 /// up to `lock_wait`) only once the summary was found to match.
-pub async fn renew(config_path: &Path, clock: Clock, lock_wait: Duration) -> Result<Express> {
+pub(crate) async fn renew(
+    config_path: &Path,
+    clock: Clock,
+    lock_wait: Duration,
+) -> Result<Express> {
     let started_at = clock.now();
     let started = tokio::time::Instant::now();
     let Some((store, read_stamp, summary)) = matching_summary(config_path) else {

@@ -26,24 +26,24 @@ use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
 /// The file's name in the state directory.
-pub const FILE: &str = "audit.log";
+pub(crate) const FILE: &str = "audit.log";
 
 /// `prev` of the first line.
-pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The tail read to find the last line (lines are far shorter; a longer one is found by
 /// reading the whole file).
 const TAIL: u64 = 64 * 1024;
 
 /// The longest line the reader accepts (the writer caps its details well below this).
-pub const MAX_LINE: usize = 64 * 1024;
+pub(crate) const MAX_LINE: usize = 64 * 1024;
 
 /// The suffix every line ends with: `,"hash":"` + 64 hex digits + `"}`.
 const HASH_SUFFIX_LEN: usize = 9 + 64 + 2;
 
 /// The action of an audited journal event, or `None` for events without effect (a failed
 /// reconciliation, an order seen ended).
-pub fn action_of(event: &str) -> Option<&'static str> {
+pub(crate) fn action_of(event: &str) -> Option<&'static str> {
     Some(match event {
         "order-intent"
         | "ordered"
@@ -137,7 +137,7 @@ pub enum LineError {
 }
 
 /// SHA-256 of `bytes`, lower-case hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
@@ -399,7 +399,7 @@ fn seq_break(line: u64, seq: u64, expected: u64) -> Broken {
 }
 
 /// The anchor's file in the state directory: where the log ended when it was last written.
-pub const ANCHOR_FILE: &str = "audit.anchor";
+pub(crate) const ANCHOR_FILE: &str = "audit.anchor";
 
 /// The anchor's length: a 20-digit `seq`, a space, 64 hex digits, a line break. Always the
 /// same, so that it is rewritten in place.
@@ -445,7 +445,7 @@ impl Anchor {
 /// `--expect-last-hash` show it), what a fleet host reports in its sealed `seen` record so
 /// that another host sees its log go back. `None` when the log is missing or empty. Only the
 /// log's tail is read; a last line cut short (no line break) is passed over.
-pub fn last_mark(dir: &Path) -> Result<Option<Anchor>, String> {
+pub(crate) fn last_mark(dir: &Path) -> Result<Option<Anchor>, String> {
     let path = dir.join(FILE);
     let shown = || path.display().to_string();
     let file = match OpenOptions::new()
@@ -495,7 +495,7 @@ pub fn last_mark(dir: &Path) -> Result<Option<Anchor>, String> {
 
 /// Reads `dir`'s anchor: `None` when there is none (or an empty one, as a crash can leave a
 /// file just created).
-pub fn read_anchor(dir: &Path) -> Result<Option<Anchor>, String> {
+pub(crate) fn read_anchor(dir: &Path) -> Result<Option<Anchor>, String> {
     let path = dir.join(ANCHOR_FILE);
     match std::fs::read(&path) {
         Ok(b) if b.is_empty() => Ok(None),
@@ -533,7 +533,7 @@ static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// Names this host in the audit lines it writes from now on: in fleet mode the fleet's
 /// `[fleet] host`, the name `fleet status` and the other hosts know it by, instead of the
 /// system's host name. Only the first name given before a line is written counts.
-pub fn name_host(name: &str) {
+pub(crate) fn name_host(name: &str) {
     let name = name.trim();
     if !name.is_empty() {
         let _ = HOST.set(name.to_owned());
@@ -639,7 +639,7 @@ struct SeqOnly {
 }
 
 /// What is appended.
-pub struct NewEntry<'a> {
+pub(crate) struct NewEntry<'a> {
     pub action: &'a str,
     pub event: &'a str,
     pub certificate: Option<&'a str>,
@@ -648,7 +648,7 @@ pub struct NewEntry<'a> {
 
 /// Appends one line to `dir/audit.log` (created 0600), fsyncs it, and sends it to the log;
 /// returns its number.
-pub fn append(dir: &Path, entry: &NewEntry<'_>) -> io::Result<u64> {
+pub(crate) fn append(dir: &Path, entry: &NewEntry<'_>) -> io::Result<u64> {
     append_all(dir, std::slice::from_ref(entry))
 }
 
@@ -656,7 +656,7 @@ pub fn append(dir: &Path, entry: &NewEntry<'_>) -> io::Result<u64> {
 /// the one before, in one write fsynced once, and sends them to the log; returns the number of
 /// the last one (0 for none). A crash during the write leaves a prefix of the lines, the last
 /// one possibly cut short (closed by the next append, as any interrupted write).
-pub fn append_all(dir: &Path, entries: &[NewEntry<'_>]) -> io::Result<u64> {
+pub(crate) fn append_all(dir: &Path, entries: &[NewEntry<'_>]) -> io::Result<u64> {
     if entries.is_empty() {
         return Ok(0);
     }

@@ -37,7 +37,7 @@ fn sync_error(path: &Path, dir: &Path, e: &io::Error) -> StoreError {
 }
 
 /// One event of a batch for the journal: the certificate, the event, its detail (no secret).
-pub type JournalEvent<'a> = (&'a str, &'a str, serde_json::Value);
+pub(crate) type JournalEvent<'a> = (&'a str, &'a str, serde_json::Value);
 
 impl Store {
     /// Replaces the record of each of `records` atomically and durably, as [`Store::save`]

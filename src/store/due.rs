@@ -26,7 +26,7 @@ use sha2::{Digest as _, Sha256};
 use super::{FileStamp, Store};
 
 /// The file under `state_dir`.
-pub const DUE_FILE: &str = "due.json";
+pub(crate) const DUE_FILE: &str = "due.json";
 /// Version of the file's layout.
 const FORMAT: u32 = 2;
 /// Largest summary read (about 25,000 certificates per MiB is far below this).
@@ -95,7 +95,7 @@ pub struct CrlRef {
 }
 
 /// Issuer certificates by the SHA-256 (hex) of their DER.
-pub type Issuers = BTreeMap<String, Vec<u8>>;
+pub(crate) type Issuers = BTreeMap<String, Vec<u8>>;
 
 /// A CRL the run read fresh and checked every kept serial naming it against, as it lies in
 /// `state_dir/crl/`: while the file keeps this stamp (a new copy is a new file), is younger
@@ -115,7 +115,7 @@ pub struct KeptCrl {
 /// The CRL part of a summary: the issuer certificates its entries name and the CRLs the run
 /// read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CrlParts {
+pub(crate) struct CrlParts {
     pub issuers: Issuers,
     pub crls: Vec<KeptCrl>,
 }
@@ -351,16 +351,17 @@ impl Entry {
     }
 }
 
-/// Writes the summary (0600, atomically); `entries` in any order. Failures are logged, not
-/// errors: the next run takes the full path.
-pub fn save(store: &Store, basis: &Basis, mut entries: Vec<Entry>) {
+/// Writes the summary (0600, atomically); `entries` in any order, no express part (the tests'
+/// shorthand for [`save_with`]). Failures are logged, not errors.
+#[cfg(test)]
+pub(crate) fn save(store: &Store, basis: &Basis, mut entries: Vec<Entry>) {
     entries.sort_unstable_by(|a, b| a.name.cmp(&b.name));
     save_with(store, basis, &entries, None, &CrlParts::default());
 }
 
 /// Writes the summary with its express part: `entries` in the configuration's order, with the
 /// issuers of `crl` that their [`CrlRef`]s name and the CRLs read.
-pub fn save_with(
+pub(crate) fn save_with(
     store: &Store,
     basis: &Basis,
     entries: &[Entry],
@@ -394,7 +395,7 @@ pub fn save_with(
 }
 
 /// Removes the summary (a run that cannot vouch for it).
-pub fn remove(store: &Store) {
+pub(crate) fn remove(store: &Store) {
     let _ = std::fs::remove_file(store.dir().join(DUE_FILE));
 }
 

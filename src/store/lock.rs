@@ -13,7 +13,7 @@ use super::{Store, StoreError};
 /// (`Duration::ZERO`: not at all). `waiting` is told once, with the holder, when the lock is
 /// taken at the first attempt; when the wait ends without the lock, the last
 /// [`StoreError::Locked`] (naming the holder then) is returned.
-pub async fn lock_waiting(
+pub(crate) async fn lock_waiting(
     store: &Store,
     wait: std::time::Duration,
     mut waiting: impl FnMut(&StoreError),

@@ -15,7 +15,7 @@ use super::Store;
 
 /// What the verify address served, when asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Served {
+pub(crate) enum Served {
     /// No verify address configured (`verify_address = ""`, or `server = "none"`).
     NotChecked,
     /// The serial of the leaf served for the certificate's common name.
@@ -31,7 +31,7 @@ const PROVED_FILE: &str = "proved.json";
 
 /// One look at what a certificate's verify address serves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Observation {
+pub(crate) struct Observation {
     /// When the handshake was made.
     #[serde(with = "time::serde::rfc3339")]
     pub at: OffsetDateTime,
@@ -51,7 +51,7 @@ pub struct Observation {
 
 impl Observation {
     /// What was seen at `at` for the installed `installed_serial`.
-    pub fn of(at: OffsetDateTime, installed_serial: &str, served: &Served) -> Option<Self> {
+    pub(crate) fn of(at: OffsetDateTime, installed_serial: &str, served: &Served) -> Option<Self> {
         let (served_serial, error) = match served {
             Served::NotChecked => return None,
             Served::Serial(s) => (Some(s.clone()), None),
@@ -68,7 +68,7 @@ impl Observation {
 
     /// Whether the served certificate was the installed one (a failed handshake, or a fleet
     /// proof that met another serial anywhere: no).
-    pub fn matches(&self) -> bool {
+    pub(crate) fn matches(&self) -> bool {
         self.elsewhere.as_ref().is_none_or(Vec::is_empty)
             && self
                 .served_serial
@@ -77,19 +77,19 @@ impl Observation {
     }
 
     /// Whether the observation was made for the certificate now installed with `serial`.
-    pub fn is_for(&self, serial: &str) -> bool {
+    pub(crate) fn is_for(&self, serial: &str) -> bool {
         crate::crypto::same_serial_hex(&self.installed_serial, serial)
     }
 }
 
 /// The observations of the handshakes with the common name kept in `store`'s directory (none
 /// when the file is missing or unreadable).
-pub fn load(store: &Store) -> BTreeMap<String, Observation> {
+pub(crate) fn load(store: &Store) -> BTreeMap<String, Observation> {
     load_file(store, FILE)
 }
 
 /// The observations of this host's fleet proofs kept in `store`'s directory.
-pub fn load_proved(store: &Store) -> BTreeMap<String, Observation> {
+pub(crate) fn load_proved(store: &Store) -> BTreeMap<String, Observation> {
     load_file(store, PROVED_FILE)
 }
 
@@ -103,12 +103,12 @@ fn load_file(store: &Store, file: &str) -> BTreeMap<String, Observation> {
 /// Adds `seen` (certificate name → observation) to the kept observations. A state directory
 /// the caller cannot write (a monitoring user) only loses the observations: the check itself
 /// does not fail for it.
-pub fn remember(store: &Store, seen: Vec<(String, Observation)>) {
+pub(crate) fn remember(store: &Store, seen: Vec<(String, Observation)>) {
     remember_in(store, FILE, seen);
 }
 
 /// Adds the observations of this host's fleet proofs.
-pub fn remember_proved(store: &Store, seen: Vec<(String, Observation)>) {
+pub(crate) fn remember_proved(store: &Store, seen: Vec<(String, Observation)>) {
     remember_in(store, PROVED_FILE, seen);
 }
 
@@ -130,7 +130,7 @@ fn remember_in(store: &Store, file: &str, seen: Vec<(String, Observation)>) {
 }
 
 /// The latest of `a` and `b` made for the installed `serial`.
-pub fn latest_for<'a>(
+pub(crate) fn latest_for<'a>(
     serial: &str,
     a: Option<&'a Observation>,
     b: Option<&'a Observation>,

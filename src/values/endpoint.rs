@@ -4,13 +4,13 @@
 use std::time::Duration;
 
 /// Default connect timeout.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default total timeout of one request (connect, send, receive the whole body).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Checks an `api.base_url` and returns it without a trailing slash. Errors are sentences
 /// ("must use https://").
-pub fn normalize_base_url(base_url: &str) -> Result<String, String> {
+pub(crate) fn normalize_base_url(base_url: &str) -> Result<String, String> {
     let url = reqwest::Url::parse(base_url).map_err(|e| format!("not a valid URL: {e}"))?;
     if url.scheme() != "https" {
         return Err(format!(

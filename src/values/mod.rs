@@ -4,12 +4,12 @@
 
 mod dcv_type;
 mod decimal;
-pub mod endpoint;
+pub(crate) mod endpoint;
 mod secret;
 mod server_kind;
-pub mod text;
+pub(crate) mod text;
 
 pub use dcv_type::DcvType;
-pub use decimal::{Decimal, InvalidDecimal};
-pub use secret::{MASK, Secret};
+pub(crate) use decimal::Decimal;
+pub use secret::Secret;
 pub use server_kind::ServerKind;

@@ -5,7 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// What a [`Secret`] shows instead of its value (Debug and Serialize).
-pub const MASK: &str = "********";
+pub(crate) const MASK: &str = "********";
 
 /// A credential. `Debug` and `Serialize` show [`MASK`]; there is no `Display`. Read the value
 /// only where it is sent or stored, with [`Secret::expose`].

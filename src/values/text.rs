@@ -6,7 +6,7 @@
 /// Whether `c` must not reach a terminal as it is: a control character (C0, DEL, C1: ESC, CSI,
 /// BEL, a carriage return, a line break), or a bidirectional mark, embedding, override or
 /// isolate (U+200E, U+200F, U+202A..U+202E, U+2066..U+2069).
-pub fn is_unsafe(c: char) -> bool {
+pub(crate) fn is_unsafe(c: char) -> bool {
     c.is_control()
         || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
@@ -24,12 +24,12 @@ fn push_escaped(out: &mut String, c: char) {
 }
 
 /// `text` with every unsafe character shown as an escape (see [`is_unsafe`]) and `\` as `\\`.
-pub fn printable(text: &str) -> String {
+pub(crate) fn printable(text: &str) -> String {
     printable_capped(text, usize::MAX)
 }
 
 /// [`printable`], at most `max` characters of `text` (an ellipsis marks the cut).
-pub fn printable_capped(text: &str, max: usize) -> String {
+pub(crate) fn printable_capped(text: &str, max: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max));
     for (n, c) in text.chars().enumerate() {
         if n >= max {
@@ -44,7 +44,7 @@ pub fn printable_capped(text: &str, max: usize) -> String {
 /// `text` as it is when nothing in it is unsafe, else [`printable`]: for text assembled from
 /// parts of which some were escaped already (a message quoting a value with
 /// [`quote_max`], a cell made printable before), which an escape of every `\` would double.
-pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn shown(text: &str) -> std::borrow::Cow<'_, str> {
     if text.chars().any(is_unsafe) {
         printable(text).into()
     } else {
@@ -55,7 +55,7 @@ pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
 /// [`shown`] line by line, keeping the line breaks and tabs (layout, harmless on a
 /// terminal): for a message of several lines (an error with its causes, a command's output)
 /// whose parts may hold untrusted text. Text with nothing unsafe is returned as it is.
-pub fn printable_lines(text: &str) -> String {
+pub(crate) fn printable_lines(text: &str) -> String {
     if !text
         .chars()
         .any(|c| is_unsafe(c) && !matches!(c, '\n' | '\t'))
@@ -79,7 +79,7 @@ pub fn printable_lines(text: &str) -> String {
 
 /// Untrusted text for a message, in double quotes: [`printable`], `"` as `\"`, at most `max`
 /// characters (an ellipsis after the closing quote marks the cut).
-pub fn quote_max(text: &str, max: usize) -> String {
+pub(crate) fn quote_max(text: &str, max: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max) + 2);
     out.push('"');
     for c in text.chars().take(max) {
@@ -100,7 +100,7 @@ pub fn quote_max(text: &str, max: usize) -> String {
 /// controls written as `\u` escapes too (`serde_json` escapes only C0): the same JSON value,
 /// safe to print to a terminal. Such characters only occur inside strings, where the escape
 /// means the same character.
-pub fn json_printable(json: &str) -> String {
+pub(crate) fn json_printable(json: &str) -> String {
     if !json.chars().any(is_unsafe) {
         return json.to_owned();
     }

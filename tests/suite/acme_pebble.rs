@@ -4,12 +4,12 @@
 
 use std::net::SocketAddr;
 
-use cert_agent::bundle::{Expected, ServerKind, validate_chain};
-use cert_agent::crypto::{Csr, KeyType, PrivateKey};
-use cert_agent::dcv::Challenge;
-use cert_agent::dcv::hook::{self, DnsHook, HookAction};
-use cert_agent::dcv::standalone::StandaloneServer;
-use cert_agent::issuer::acme::{self, AcmeError, Directory, Method};
+use cert_agent::testing::bundle::{Expected, ServerKind, validate_chain};
+use cert_agent::testing::crypto::{Csr, KeyType, PrivateKey};
+use cert_agent::testing::dcv::Challenge;
+use cert_agent::testing::dcv::hook::{self, DnsHook, HookAction};
+use cert_agent::testing::dcv::standalone::StandaloneServer;
+use cert_agent::testing::issuer::acme::{self, AcmeError, Directory, Method};
 
 use crate::support::pebble::{self, EAB_KID, Pebble};
 

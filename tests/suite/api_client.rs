@@ -5,7 +5,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use cert_agent::api::{
+use cert_agent::testing::api::{
     ApiError, Client, ClientOptions, ErrorBody, ListScope, Order, OrderRequest, PasswordSource,
     ReissueRequest, RetryPolicy, TOKEN_FILE, TransportKind,
 };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use cert_agent::api::{ApiError, Client, SendGuard};
+use cert_agent::testing::api::{ApiError, Client, SendGuard};
 use partner_sandbox::{Fault, FaultKind};
 
 use crate::support;

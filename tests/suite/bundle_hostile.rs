@@ -8,11 +8,11 @@
 
 use std::io::{Cursor, Write};
 
-use cert_agent::bundle::{
+use cert_agent::testing::bundle::{
     Archive, BundleError, EntryProblem, Expected, Limits, ServerKind, read_bundle, validate,
     validate_chain,
 };
-use cert_agent::crypto::{KeyType, PrivateKey};
+use cert_agent::testing::crypto::{KeyType, PrivateKey};
 use rcgen::{
     BasicConstraints, Certificate, CertificateParams, DistinguishedName, DnType, IsCa, Issuer,
     KeyPair, KeyUsagePurpose, SerialNumber,
@@ -230,7 +230,7 @@ fn read(
     zip: &[u8],
     server: ServerKind,
     pki: &Pki,
-) -> Result<cert_agent::bundle::ValidatedBundle, BundleError> {
+) -> Result<cert_agent::testing::bundle::ValidatedBundle, BundleError> {
     let names = domains();
     read_bundle(zip, server, &pki.expected(&names))
 }

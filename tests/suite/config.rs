@@ -4,8 +4,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use cert_agent::api::Client;
-use cert_agent::config::{Config, ConfigError};
+use cert_agent::testing::api::Client;
+use cert_agent::testing::config::{Config, ConfigError};
 use partner_sandbox::{Sandbox, SandboxConfig};
 
 fn write(path: &Path, text: &str, mode: u32) {
@@ -89,7 +89,7 @@ async fn a_configuration_drives_the_client_against_the_sandbox() {
     );
     let config = Config::load(&path).expect("valid");
     assert!(config.warnings.is_empty(), "{:?}", config.warnings);
-    let client = Client::new(cert_agent::engine::client_options(&config)).expect("client");
+    let client = Client::new(cert_agent::testing::engine::client_options(&config)).expect("client");
     let balance = client.balance().await.expect("balance");
     assert!(!balance.balance.currency.is_empty());
     assert!(state.join("token").exists());

@@ -1,4 +1,4 @@
-//! Daemon mode (`cert_agent::daemon::run_daemon`): the configuration is reloaded when its file
+//! Daemon mode (`cert_agent::testing::daemon::run_daemon`): the configuration is reloaded when its file
 //! changes (an invalid new one is reported and the old one kept), and SIGTERM/SIGINT stop the
 //! daemon within a bound — letting a run in progress finish, or abandoning it after the grace
 //! time.
@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use cert_agent::daemon::{DaemonEvent, DaemonOptions, run_daemon};
-use cert_agent::engine::RunStatus;
+use cert_agent::testing::daemon::{DaemonEvent, DaemonOptions, run_daemon};
+use cert_agent::testing::engine::RunStatus;
 use tokio::sync::{mpsc, watch};
 
 /// Signals reach every daemon of this process: tests that send them run one at a time.
@@ -95,7 +95,7 @@ fn options(events: mpsc::UnboundedSender<DaemonEvent>) -> DaemonOptions {
         handle_signals: false,
         stop: None,
         events: Some(events),
-        clock: cert_agent::clock::Clock::SYSTEM,
+        clock: cert_agent::testing::clock::Clock::SYSTEM,
         takeover_jitter: Duration::ZERO,
     }
 }
@@ -358,7 +358,7 @@ fn an_invalid_config_at_start_is_an_error() {
             .await
             .expect_err("invalid config");
         assert!(
-            err.downcast_ref::<cert_agent::config::ConfigError>()
+            err.downcast_ref::<cert_agent::testing::config::ConfigError>()
                 .is_some(),
             "{err:#}"
         );
@@ -564,7 +564,7 @@ async fn in_a_long_run(
 
 /// The run lock is free again: a new run can start.
 fn assert_lock_free(state_dir: &Path) {
-    let store = cert_agent::store::Store::open(state_dir).expect("store");
+    let store = cert_agent::testing::store::Store::open(state_dir).expect("store");
     let lock = store.lock();
     assert!(lock.is_ok(), "the run lock is still held");
 }

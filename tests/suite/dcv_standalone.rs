@@ -6,10 +6,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cert_agent::dcv::hook::{self, DnsHook, HookAction};
-use cert_agent::dcv::selfcheck::{SelfCheck, SelfCheckOutcome};
-use cert_agent::dcv::standalone::{ServerOptions, StandaloneServer};
-use cert_agent::dcv::{DcvError, ValidationFile};
+use cert_agent::testing::dcv::hook::{self, DnsHook, HookAction};
+use cert_agent::testing::dcv::selfcheck::{SelfCheck, SelfCheckOutcome};
+use cert_agent::testing::dcv::standalone::{ServerOptions, StandaloneServer};
+use cert_agent::testing::dcv::{DcvError, ValidationFile};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -406,7 +406,7 @@ async fn server_of_a_directory_serves_its_current_validation_files() {
     let line = "x".repeat(60) + "\n";
     std::fs::write(
         dir.path().join(big),
-        line.repeat(cert_agent::dcv::MAX_CONTENT_BYTES / line.len() + 1),
+        line.repeat(cert_agent::testing::dcv::MAX_CONTENT_BYTES / line.len() + 1),
     )
     .unwrap();
     let r = request(addr, "GET", &format!("/.well-known/pki-validation/{big}")).await;

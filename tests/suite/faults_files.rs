@@ -18,7 +18,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use cert_agent::install::{
+use cert_agent::testing::install::{
     CertMaterial, InstallPaths, InstallTx, Ownership, PathOverrides, ServerKind,
 };
 use support::env::{Publish, TestEnv, snapshot};

@@ -16,11 +16,11 @@ use std::io::{Cursor, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use cert_agent::bundle::Archive;
-use cert_agent::crypto::{Csr, KeyType, PrivateKey};
-use cert_agent::dcv::ValidationFile;
-use cert_agent::dcv::hook::txt_record;
-use cert_agent::dcv::webroot::publish_into;
+use cert_agent::testing::bundle::Archive;
+use cert_agent::testing::crypto::{Csr, KeyType, PrivateKey};
+use cert_agent::testing::dcv::ValidationFile;
+use cert_agent::testing::dcv::hook::txt_record;
+use cert_agent::testing::dcv::webroot::publish_into;
 use support::env::{Publish, TestEnv};
 use support::faults::{changed, entries, tree};
 use zip::write::SimpleFileOptions;
@@ -157,7 +157,7 @@ fn a_zip_nested_as_the_certificate_is_not_a_certificate() {
         "stored as opaque bytes, not expanded"
     );
     assert!(peak_rss_kib().saturating_sub(before) < 32 * 1024);
-    assert!(cert_agent::crypto::CertificateInfo::from_pem(&inner).is_err());
+    assert!(cert_agent::testing::crypto::CertificateInfo::from_pem(&inner).is_err());
 }
 
 // ---- DCV values from the API ----

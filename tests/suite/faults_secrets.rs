@@ -128,7 +128,7 @@ fn secrets_stay_out_of_logs_hooks_urls_and_state() {
     let third = run_env(&env, &["-vv", "status"], &trace);
     let fourth = run_env(&env, &["-vv", "balance"], &trace);
 
-    let token = fs::read_to_string(env.state_dir().join(cert_agent::api::TOKEN_FILE))
+    let token = fs::read_to_string(env.state_dir().join(cert_agent::testing::api::TOKEN_FILE))
         .expect("the token cache");
     let token: String = serde_json::from_str::<serde_json::Value>(&token)
         .ok()
@@ -167,7 +167,7 @@ fn secrets_stay_out_of_logs_hooks_urls_and_state() {
     }
     for rel in support::faults::entries(&env.state_dir()) {
         let p = env.state_dir().join(&rel);
-        if rel == Path::new(cert_agent::api::TOKEN_FILE) || !p.is_file() {
+        if rel == Path::new(cert_agent::testing::api::TOKEN_FILE) || !p.is_file() {
             continue;
         }
         let text = String::from_utf8_lossy(&fs::read(&p).unwrap()).into_owned();
@@ -237,11 +237,13 @@ fn find_token(v: &serde_json::Value) -> Option<String> {
 /// that formats a value holding one cannot reveal it.
 #[test]
 fn secrets_are_masked_when_formatted() {
-    let s = cert_agent::api::Secret::new(CANARY_PASSWORD.to_owned());
+    let s = cert_agent::testing::api::Secret::new(CANARY_PASSWORD.to_owned());
     let shown = format!("{s:?} {s:#?}");
     assert!(!shown.contains(CANARY_PASSWORD), "{shown}");
-    let key =
-        cert_agent::crypto::PrivateKey::generate(cert_agent::crypto::KeyType::default()).unwrap();
+    let key = cert_agent::testing::crypto::PrivateKey::generate(
+        cert_agent::testing::crypto::KeyType::default(),
+    )
+    .unwrap();
     let pem = key.secret_pem().to_owned();
     let shown = format!("{key:?} {key:#?}");
     for line in pem.lines().filter(|l| !l.starts_with("-----")) {
@@ -250,7 +252,7 @@ fn secrets_are_masked_when_formatted() {
     let result = std::panic::catch_unwind(|| {
         panic!(
             "failed with {:?}",
-            cert_agent::api::Secret::new(CANARY_PASSWORD.to_owned())
+            cert_agent::testing::api::Secret::new(CANARY_PASSWORD.to_owned())
         )
     });
     let msg = result

@@ -9,7 +9,9 @@ use crate::support;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use cert_agent::fleet::{Expect, Fleet, FleetError, FleetOptions, FleetWatch, LeadEvent, Written};
+use cert_agent::testing::fleet::{
+    Expect, Fleet, FleetError, FleetOptions, FleetWatch, LeadEvent, Written,
+};
 use support::etcd::{self, EtcdCluster};
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -350,7 +352,9 @@ fn etcd_over_tls_with_client_certificates_and_a_user() {
         o.cert_file = Some(tls.client_cert.clone());
         o.key_file = Some(tls.client_key.clone());
         o.user = Some("agent".into());
-        o.password = Some(cert_agent::values::Secret::new("agent-password".to_owned()));
+        o.password = Some(cert_agent::testing::values::Secret::new(
+            "agent-password".to_owned(),
+        ));
         let fleet = Fleet::connect(&o).await.unwrap();
         let lead = fleet.try_lead().await.unwrap().expect("leads over TLS");
         assert!(matches!(
@@ -363,7 +367,9 @@ fn etcd_over_tls_with_client_certificates_and_a_user() {
 
         // A wrong password is refused with etcd's reason; the password is not in the message.
         let mut bad = o.clone();
-        bad.password = Some(cert_agent::values::Secret::new("wrong-secret".to_owned()));
+        bad.password = Some(cert_agent::testing::values::Secret::new(
+            "wrong-secret".to_owned(),
+        ));
         let err = match Fleet::connect(&bad).await {
             Ok(f) => f.get("certs/www/state").await.unwrap_err(),
             Err(e) => e,

@@ -22,11 +22,11 @@ use futures_util::future::LocalBoxFuture;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use cert_agent::api::SendGuard;
-use cert_agent::config::{CertificateConfig, Config};
-use cert_agent::dcv::ValidationFile;
-use cert_agent::engine::{self, Lead, Outcome, RunOptions};
-use cert_agent::store::{CertRecord, Store};
+use cert_agent::testing::api::SendGuard;
+use cert_agent::testing::config::{CertificateConfig, Config};
+use cert_agent::testing::dcv::ValidationFile;
+use cert_agent::testing::engine::{self, Lead, Outcome, RunOptions};
+use cert_agent::testing::store::{CertRecord, Store};
 use support::env::{TestEnv, wait_exit, wait_until};
 
 const PREFIX: &str = "/pause/";

@@ -8,7 +8,7 @@ use crate::support;
 use std::fs;
 use std::time::{Duration, Instant};
 
-use cert_agent::fleet::{Fleet as Coord, FleetOptions, Leadership};
+use cert_agent::testing::fleet::{Fleet as Coord, FleetOptions, Leadership};
 use support::env::{AgentOutput, wait_until};
 use support::etcd::EtcdClient;
 use support::scenario;

@@ -139,7 +139,7 @@ fn a_killed_leader_daemon_is_taken_over_within_the_lease_without_a_second_order(
     // own), as a leader installing thousands of certificates is.
     let busy = [
         clock[0],
-        (cert_agent::failpoint::ENV, "dcv-placed:block=600"),
+        (cert_agent::testing::failpoint::ENV, "dcv-placed:block=600"),
     ];
     f.start_daemon_with(0, &busy);
     let led = wait_until(Duration::from_secs(120), || {
@@ -238,16 +238,16 @@ fn open_work_is_read_from_the_sealed_records_and_garbage_is_none() {
         return;
     }
     let mut f = Fleet::start(1);
-    let config = cert_agent::config::Config::load(&f.hosts[0].config).expect("the config");
+    let config = cert_agent::testing::config::Config::load(&f.hosts[0].config).expect("the config");
     let endpoints = f.cluster().endpoints();
     let rt = tokio::runtime::Runtime::new().expect("a runtime");
     rt.block_on(async {
-        let clock = cert_agent::clock::Clock::SYSTEM;
-        let link = cert_agent::fleet::connect(&config, clock)
+        let clock = cert_agent::testing::clock::Clock::SYSTEM;
+        let link = cert_agent::testing::fleet::connect(&config, clock)
             .await
             .expect("connects")
             .expect("a fleet");
-        let open = cert_agent::fleet::open_work(&config, &link).await;
+        let open = cert_agent::testing::fleet::open_work(&config, &link).await;
         assert_eq!(open.len(), 1, "{open:?}");
         assert!(open[0].starts_with("'www': no certificate yet"), "{open:?}");
 
@@ -258,7 +258,7 @@ fn open_work_is_read_from_the_sealed_records_and_garbage_is_none() {
             raw.put("/cert-agent/certs/www/state", garbage, None)
                 .await
                 .expect("put");
-            let open = cert_agent::fleet::open_work(&config, &link).await;
+            let open = cert_agent::testing::fleet::open_work(&config, &link).await;
             assert!(open.is_empty(), "{garbage:?}: {open:?}");
         }
         raw.delete("/cert-agent/certs/www/state", None)
@@ -282,11 +282,12 @@ fn open_work_is_read_from_the_sealed_records_and_garbage_is_none() {
             .first()
             .map(|kv| kv.value().to_vec())
             .expect("the leader shared its record");
-        let link = cert_agent::fleet::connect(&config, cert_agent::clock::Clock::SYSTEM)
-            .await
-            .expect("connects")
-            .expect("a fleet");
-        let open = cert_agent::fleet::open_work(&config, &link).await;
+        let link =
+            cert_agent::testing::fleet::connect(&config, cert_agent::testing::clock::Clock::SYSTEM)
+                .await
+                .expect("connects")
+                .expect("a fleet");
+        let open = cert_agent::testing::fleet::open_work(&config, &link).await;
         assert!(
             open.iter().any(|o| o.starts_with("'www': order")),
             "the order waits for its validation: {open:?}"
@@ -301,7 +302,11 @@ fn open_work_is_read_from_the_sealed_records_and_garbage_is_none() {
         raw.put("/cert-agent/certs/api/state", genuine, None)
             .await
             .expect("put");
-        assert!(cert_agent::fleet::open_work(&other, &link).await.is_empty());
+        assert!(
+            cert_agent::testing::fleet::open_work(&other, &link)
+                .await
+                .is_empty()
+        );
     });
 }
 
@@ -323,21 +328,22 @@ fn open_work_reads_a_current_certificate_only_when_etcd_changed_it() {
         out.stderr,
         f.logs()
     );
-    let config = cert_agent::config::Config::load(&f.hosts[0].config).expect("the config");
+    let config = cert_agent::testing::config::Config::load(&f.hosts[0].config).expect("the config");
     // This host's own record says its certificate ends tomorrow (the same serial): going by
     // it, the look finds a reissue due, which the fleet's value would not say.
-    let store = cert_agent::store::Store::open(&f.hosts[0].state).expect("the state");
+    let store = cert_agent::testing::store::Store::open(&f.hosts[0].state).expect("the state");
     let mut rec = store.load("www").expect("the record");
     let installed = rec.installed.as_mut().expect("installed");
     installed.not_after = time::OffsetDateTime::now_utc() + time::Duration::days(1);
     store.save(&rec).expect("saved");
     let rt = tokio::runtime::Runtime::new().expect("a runtime");
     rt.block_on(async {
-        let link = cert_agent::fleet::connect(&config, cert_agent::clock::Clock::SYSTEM)
-            .await
-            .expect("connects")
-            .expect("a fleet");
-        let open = cert_agent::fleet::open_work(&config, &link).await;
+        let link =
+            cert_agent::testing::fleet::connect(&config, cert_agent::testing::clock::Clock::SYSTEM)
+                .await
+                .expect("connects")
+                .expect("a fleet");
+        let open = cert_agent::testing::fleet::open_work(&config, &link).await;
         assert!(
             open.len() == 1 && open[0].starts_with("'www': a reissue is due"),
             "the look went by this host's install: {open:?}"
@@ -357,11 +363,11 @@ fn open_work_reads_a_current_certificate_only_when_etcd_changed_it() {
         // The same bytes put back: a new revision, so read and opened; the fleet's
         // certificate is far from its end.
         raw.put(key, genuine, None).await.expect("put");
-        let open = cert_agent::fleet::open_work(&config, &link).await;
+        let open = cert_agent::testing::fleet::open_work(&config, &link).await;
         assert!(open.is_empty(), "the value was read: {open:?}");
         // Garbage under the key: read, refused, left out.
         raw.put(key, b"garbage".to_vec(), None).await.expect("put");
-        let open = cert_agent::fleet::open_work(&config, &link).await;
+        let open = cert_agent::testing::fleet::open_work(&config, &link).await;
         assert!(open.is_empty(), "{open:?}");
     });
 }
@@ -398,7 +404,7 @@ fn killed_mid_reissue(n: usize) -> (Fleet, String, i64) {
     hold_validation(&f);
     let busy = [
         (CLOCK_OFFSET_ENV, offset.as_str()),
-        (cert_agent::failpoint::ENV, "dcv-placed:block=600"),
+        (cert_agent::testing::failpoint::ENV, "dcv-placed:block=600"),
     ];
     f.start_daemon_with(0, &busy);
     let led = wait_until(Duration::from_secs(120), || {

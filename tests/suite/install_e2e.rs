@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use cert_agent::install::{
+use cert_agent::testing::install::{
     CertInstall, CertMaterial, InstallError, InstallPaths, Ownership, PathOverrides,
     ServerCommands, ServerKind, VerifyTarget, install_all, verify::serial_of_pem,
 };
@@ -43,7 +43,7 @@ impl Ca {
     }
 
     /// A leaf for `names` (first one is the common name) with a new key.
-    fn issue(&self, names: &[&str]) -> (CertMaterial, cert_agent::crypto::Serial) {
+    fn issue(&self, names: &[&str]) -> (CertMaterial, cert_agent::testing::crypto::Serial) {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let mut p = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
             .unwrap();
@@ -169,7 +169,7 @@ fn assert_unchanged(before: &[(PathBuf, Vec<u8>)]) {
 async fn assert_serves(
     https: &str,
     name: &str,
-    serial: &cert_agent::crypto::Serial,
+    serial: &cert_agent::testing::crypto::Serial,
     logs: &dyn Fn() -> String,
 ) {
     webserver::wait_for_serial(https, name, serial, Duration::from_secs(10))

@@ -176,3 +176,7 @@ mod renew_scenarios;
 mod renew_time;
 /// Certificates dated near the end of year 9999: no command panics.
 mod renew_year_9999;
+
+// --- The code's shape ---
+/// src/lib.rs makes public only the binary's entry and `testing`, which only re-exports.
+mod surface;

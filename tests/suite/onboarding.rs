@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cert_agent::api::{Client, ClientOptions, PasswordSource, RetryPolicy};
+use cert_agent::testing::api::{Client, ClientOptions, PasswordSource, RetryPolicy};
 use support::env::{LOGIN, TestEnv};
 use support::webserver::{Server, require};
 

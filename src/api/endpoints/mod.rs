@@ -14,8 +14,6 @@ mod download;
 mod orders;
 mod reissue;
 
-pub use orders::PAGE_SIZE;
-
 /// The path of one certificate's resource, e.g. `/api/v1/ssl_certificates/12/status`.
 fn certificate_path(certificate_id: u64, suffix: &str) -> String {
     format!("/api/v1/ssl_certificates/{certificate_id}{suffix}")

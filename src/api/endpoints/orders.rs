@@ -17,7 +17,7 @@ use crate::api::types::{
 /// Most pages [`Client::list_all`] reads (50 certificates each).
 const MAX_PAGES: u32 = 10_000;
 /// Certificates per page of the list call ("page size: 50 certificates").
-pub const PAGE_SIZE: usize = 50;
+pub(crate) const PAGE_SIZE: usize = 50;
 
 impl Client {
     /// Endpoint 4, `GET /api/v1/ssl_certificates/{id}/status`. Poll at most once every 5 minutes.

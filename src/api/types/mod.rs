@@ -15,7 +15,8 @@
 use serde::Deserialize;
 use serde::de::Deserializer;
 
-pub use crate::values::{DcvType, Decimal, InvalidDecimal};
+pub use crate::values::DcvType;
+pub(crate) use crate::values::Decimal;
 
 mod account;
 mod catalogue;
@@ -23,17 +24,14 @@ mod certificate;
 mod dcv;
 mod order;
 
-pub use account::{ActionResult, Amount, Balance, SignInResponse};
-pub use catalogue::{Country, Price, Product, ProductOption, ProductType, ServerSoftware};
-pub use certificate::{
-    Certificate, CertificateDetails, CertificatePage, CertificateState, CertificateStatus,
-    ClientStatus, DetailsStatus, Download, ListScope, ListStatus, Pagination, PendingAction,
-    StateCode,
-};
-pub use dcv::{DcvEmails, DcvStatus, DomainDcv, ReportedCsrHashes};
-pub use order::{
-    CountryId, Order, OrderItem, OrderRequest, OrderResponse, Prolongation, ReissueRequest,
-};
+pub(crate) use account::Amount;
+pub use account::{ActionResult, Balance, SignInResponse};
+pub(crate) use catalogue::Price;
+pub use catalogue::{Country, Product, ProductType, ServerSoftware};
+pub use certificate::{Certificate, CertificateDetails, CertificateStatus, ListScope, Pagination};
+pub(crate) use certificate::{CertificatePage, CertificateState, Download, PendingAction};
+pub use dcv::{DcvEmails, DcvStatus};
+pub use order::{Order, OrderItem, OrderRequest, OrderResponse, Prolongation, ReissueRequest};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers

@@ -4,6 +4,7 @@ use super::error::{distance, suggest};
 use super::keys::*;
 use super::testing::MINIMAL;
 use super::*;
+use crate::crypto::KeyType;
 use crate::values::DcvType;
 
 /// The example of `docs/configuration.md`, with every commented key set.

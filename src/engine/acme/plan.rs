@@ -19,7 +19,7 @@ use super::super::plan::{Disk, renewal_time};
 
 /// Everything the decision depends on.
 #[derive(Debug, Clone)]
-pub struct Inputs<'a> {
+pub(crate) struct Inputs<'a> {
     pub now: OffsetDateTime,
     pub record: &'a CertRecord,
     pub disk: Disk,
@@ -32,7 +32,7 @@ pub struct Inputs<'a> {
 
 /// The next action.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Nothing to do before `next`.
     Idle { next: Option<OffsetDateTime> },
     /// Failed recently; no attempt before `until`.
@@ -46,7 +46,7 @@ pub enum Action {
 }
 
 /// Decides the next action.
-pub fn decide(i: &Inputs<'_>) -> Action {
+pub(crate) fn decide(i: &Inputs<'_>) -> Action {
     let r = i.record;
     let book = r.acme.as_ref();
     if !i.ignore_backoff
@@ -133,7 +133,7 @@ pub fn decide(i: &Inputs<'_>) -> Action {
 
 /// How long a quiet decision stands (the due summary's `quiet_until`): the next moment to
 /// look again when the decision is [`Action::Idle`].
-pub fn quiet_until(i: &Inputs<'_>) -> Option<OffsetDateTime> {
+pub(crate) fn quiet_until(i: &Inputs<'_>) -> Option<OffsetDateTime> {
     match decide(i) {
         Action::Idle { next } => next,
         _ => None,
@@ -141,7 +141,7 @@ pub fn quiet_until(i: &Inputs<'_>) -> Option<OffsetDateTime> {
 }
 
 /// In words, for `--dry-run`.
-pub fn describe(action: &Action) -> String {
+pub(crate) fn describe(action: &Action) -> String {
     match action {
         Action::Idle { next: Some(at) } => {
             format!("nothing to do before {}", crate::clock::short_time(*at))

@@ -10,7 +10,7 @@ use crate::config::{CertificateConfig, Config, DcvMethod};
 use super::OrderRefusal;
 
 /// Largest difference between the host's clock and the API's accepted before a billed order.
-pub const MAX_CLOCK_SKEW: time::Duration = time::Duration::hours(1);
+pub(crate) const MAX_CLOCK_SKEW: time::Duration = time::Duration::hours(1);
 
 /// Refuses a billed order when the host's clock disagrees badly with the API's (`Date`
 /// header): every decision about validity and renewal would be wrong.
@@ -111,7 +111,7 @@ pub(super) fn check_names(cert: &CertificateConfig, product: &Product) -> Result
 }
 
 /// Period in years of an order of `days` (365 is one year, 730 two).
-pub fn period_years(days: u32) -> u32 {
+pub(crate) fn period_years(days: u32) -> u32 {
     days.div_ceil(365).max(1)
 }
 
@@ -150,12 +150,20 @@ pub(super) fn check_price(
 /// fields, the names numbered `quantity_from..=quantity_to` (common name counted as the first)
 /// cost the option's price each: options of type null count the non-wildcard names, options
 /// of type `wildcard` the wildcard names. `None` when a needed price is missing or unreadable.
-pub fn order_price(cert: &CertificateConfig, product: &Product, years: u32) -> Option<Decimal> {
+pub(crate) fn order_price(
+    cert: &CertificateConfig,
+    product: &Product,
+    years: u32,
+) -> Option<Decimal> {
     crate::api::price_of_order(&cert.domains, product, years)
 }
 
 /// The order as the configuration describes it (`[defaults]` already merged).
-pub fn order_request(cert: &CertificateConfig, product: &Product, csr_pem: &str) -> OrderRequest {
+pub(crate) fn order_request(
+    cert: &CertificateConfig,
+    product: &Product,
+    csr_pem: &str,
+) -> OrderRequest {
     let is_ucc = product.product_type == Some(ProductType::Ucc);
     let additional = cert.additional_domains();
     let item = OrderItem {

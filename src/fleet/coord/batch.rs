@@ -7,7 +7,7 @@ use etcd_client::{Txn, TxnOp};
 use super::{Fleet, FleetError};
 
 /// The most puts one transaction carries: under etcd's default `--max-txn-ops` (128).
-pub const PUTS_PER_TXN: usize = 100;
+pub(crate) const PUTS_PER_TXN: usize = 100;
 /// The most bytes (keys and values) one transaction carries: under etcd's default
 /// `--max-request-bytes` (1.5 MiB).
 pub(super) const BYTES_PER_TXN: usize = 1024 * 1024;

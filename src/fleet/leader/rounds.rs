@@ -63,7 +63,7 @@ impl Round {
 /// requests of every round, and the records it holds as it left them in the state directory
 /// (those of a run of one round that led; after more rounds none, as what happens between
 /// rounds writes records too): for what runs after it, instead of reading them again.
-pub struct FleetRan {
+pub(crate) struct FleetRan {
     pub report: RunReport,
     pub requests: Vec<crate::api::RequestCount>,
     pub records: Records,
@@ -81,7 +81,7 @@ const MIN_BETWEEN_ROUNDS: Duration = Duration::from_secs(1);
 /// before: that host renews the fleet. The report holds each certificate's last outcome and
 /// the requests of every round. Without etcd (or its quorum) at the first round nothing is
 /// ordered and the run fails; what is installed stays.
-pub async fn run(
+pub(crate) async fn run(
     config: &Config,
     opts: &RunOptions,
     store: &Store,

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::{ACCOUNT_FILE, AcmeError, http, parse_account_file, quote_max};
 
 /// The bytes of the account file kept in `dir` (what a fleet shares sealed).
-pub fn read_account_bytes(dir: &Path) -> Result<Vec<u8>, AcmeError> {
+pub(crate) fn read_account_bytes(dir: &Path) -> Result<Vec<u8>, AcmeError> {
     let path = dir.join(ACCOUNT_FILE);
     crate::fsutil::read_private(&path, 64 * 1024)
         .map_err(|message| AcmeError::AccountFile { path, message })
@@ -14,7 +14,7 @@ pub fn read_account_bytes(dir: &Path) -> Result<Vec<u8>, AcmeError> {
 
 /// Checks account file bytes from elsewhere (a fleet's shared account) for the directory
 /// `directory_url`: the account's URL when they are an account file registered with it.
-pub fn check_account_bytes(bytes: &[u8], directory_url: &str) -> Result<String, String> {
+pub(crate) fn check_account_bytes(bytes: &[u8], directory_url: &str) -> Result<String, String> {
     let kept = parse_account_file(bytes)?;
     if kept.directory != directory_url {
         return Err(format!(
@@ -38,7 +38,7 @@ pub fn check_account_bytes(bytes: &[u8], directory_url: &str) -> Result<String, 
 
 /// Writes checked account file bytes ([`check_account_bytes`]) to `dir/account.json`
 /// (`0600`, the directory `0700`) unless it holds them already.
-pub fn write_account_bytes(dir: &Path, bytes: &[u8]) -> Result<(), AcmeError> {
+pub(crate) fn write_account_bytes(dir: &Path, bytes: &[u8]) -> Result<(), AcmeError> {
     let path = dir.join(ACCOUNT_FILE);
     if crate::fsutil::read_private(&path, 64 * 1024).is_ok_and(|b| b == bytes) {
         return Ok(());

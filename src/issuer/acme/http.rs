@@ -130,7 +130,7 @@ impl AcmeHttp {
 
 /// Whether `url` is at the same origin (scheme, host, port) as `directory`: where an order
 /// URL read back from the state may be sent with the account's signature.
-pub fn same_origin(url: &str, directory: &str) -> bool {
+pub(crate) fn same_origin(url: &str, directory: &str) -> bool {
     match (reqwest::Url::parse(url), reqwest::Url::parse(directory)) {
         (Ok(u), Ok(d)) => {
             u.scheme() == d.scheme()

@@ -10,7 +10,7 @@ use super::{Level, MoneyCheck};
 /// The balance against the billed orders due in 7 and 30 days: CRITICAL when it does not cover
 /// the 7 days, WARNING when not the 30 days, when a price is unknown or when the balance could
 /// not be read.
-pub fn money_check(forecast: Result<Forecast>, now: OffsetDateTime) -> MoneyCheck {
+pub(crate) fn money_check(forecast: Result<Forecast>, now: OffsetDateTime) -> MoneyCheck {
     let f = match forecast {
         Ok(f) => f,
         Err(e) => {

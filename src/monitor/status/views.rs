@@ -15,7 +15,7 @@ use super::super::money::{Snapshot, WARNING_DAYS};
 
 /// What the CRL last said of the installed certificate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RevocationView {
+pub(crate) struct RevocationView {
     /// `good`, `revoked`, `unknown` (the CRL was refused: revocation unknown), `no_crl` (the
     /// certificate names no CRL) or `not_checked` (no run read its CRL yet, or `[revocation]
     /// check = false`).
@@ -39,7 +39,7 @@ pub struct RevocationView {
 impl RevocationView {
     /// The view of `rec`'s installed certificate (`None`: nothing installed); `checking`:
     /// `[revocation] check`.
-    pub fn of(rec: &CertRecord, checking: bool) -> Option<Self> {
+    pub(crate) fn of(rec: &CertRecord, checking: bool) -> Option<Self> {
         let installed = rec.installed.as_ref()?;
         let seen = rec
             .revocation
@@ -73,7 +73,7 @@ impl RevocationView {
 
     /// The table's `CRL` column: `good`, `REVOKED 2027-03-02 keyCompromise`, `UNUSABLE`,
     /// `no CRL` or `not checked`.
-    pub fn column(&self) -> String {
+    pub(crate) fn column(&self) -> String {
         match self.state.as_str() {
             "good" => "good".into(),
             "revoked" => {
@@ -93,7 +93,7 @@ impl RevocationView {
     }
 
     /// Whether the operator needs the line under the table (revoked, or the CRL refused).
-    pub fn needs_attention(&self) -> bool {
+    pub(crate) fn needs_attention(&self) -> bool {
         matches!(self.state.as_str(), "revoked" | "unknown")
     }
 }
@@ -102,7 +102,7 @@ impl RevocationView {
 /// `state_dir/money.json` keeps them (`cert-agent forecast`, `check`, a run that talked to the
 /// API write it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MoneyView {
+pub(crate) struct MoneyView {
     /// When the balance was read (the 30 days count from then).
     #[serde(with = "time::serde::rfc3339")]
     pub read_at: OffsetDateTime,
@@ -117,7 +117,7 @@ pub struct MoneyView {
 }
 
 impl MoneyView {
-    pub fn of(s: &Snapshot) -> Self {
+    pub(crate) fn of(s: &Snapshot) -> Self {
         let available = s.available.as_ref().map(|a| a.sum.clone());
         let covered = available
             .as_ref()
@@ -132,7 +132,7 @@ impl MoneyView {
     }
 
     /// The line under the table.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let currency = self
             .currency
             .as_deref()

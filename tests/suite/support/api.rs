@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cert_agent::api::{
+use cert_agent::testing::api::{
     Client, ClientOptions, DcvType, Order, OrderItem, OrderRequest, PasswordSource, ProductType,
     RetryPolicy, TOKEN_FILE,
 };

@@ -71,7 +71,7 @@ www IN CAA 0 issue "OURS"
 pub(crate) fn require() -> bool {
     let missing: Vec<&str> = ["nsd", "unbound", "ldns-keygen", "ldns-signzone"]
         .into_iter()
-        .filter(|p| cert_agent::process::find_program(p).is_none())
+        .filter(|p| cert_agent::testing::process::find_program(p).is_none())
         .collect();
     if missing.is_empty() {
         return true;

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cert_agent::install::ServerCommands;
+use cert_agent::testing::install::ServerCommands;
 
 /// How long a server may take to start listening.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
@@ -817,25 +817,29 @@ fn make_world_reachable(base: &Path, webroot: &Path) -> io::Result<()> {
 pub(crate) async fn served_serial(
     address: &str,
     server_name: &str,
-) -> Result<cert_agent::crypto::Serial, String> {
-    cert_agent::install::verify::served_serial(address, server_name, Duration::from_secs(5))
-        .await
-        .map_err(|e| e.to_string())
+) -> Result<cert_agent::testing::crypto::Serial, String> {
+    cert_agent::testing::install::verify::served_serial(
+        address,
+        server_name,
+        Duration::from_secs(5),
+    )
+    .await
+    .map_err(|e| e.to_string())
 }
 
 /// Waits until `address` serves `serial` for `server_name` (reloads settle asynchronously).
 pub(crate) async fn wait_for_serial(
     address: &str,
     server_name: &str,
-    serial: &cert_agent::crypto::Serial,
+    serial: &cert_agent::testing::crypto::Serial,
     timeout: Duration,
 ) -> Result<(), String> {
-    let target = cert_agent::install::VerifyTarget {
+    let target = cert_agent::testing::install::VerifyTarget {
         address: address.to_string(),
         server_name: server_name.to_string(),
         timeout,
     };
-    cert_agent::install::verify::verify_served(&target, serial)
+    cert_agent::testing::install::verify::verify_served(&target, serial)
         .await
         .map_err(|e| e.to_string())
 }
