@@ -67,9 +67,12 @@ keys! { Section::Certificate(Part::Order) => CERTIFICATE_ORDER {
     }
     CERT_FAMILY {
         name: "family",
-        kind: Kind::Other("`\"S\"`, `\"D\"` or `\"C\"`"),
+        kind: Kind::Choice {
+            options: &["S", "D", "C"],
+            default: None,
+        },
         default: "none",
-        doc: "the CA family of the product's issuer (the `ISSUER` column of `products`; \
+        doc: "`S`, `D` or `C`: the CA family of the product's issuer (the `ISSUER` column of `products`; \
             which issuer belongs to which family is the reseller's information — in the \
             sandbox `s-one`/`s-two` are S, `d-one` D, `c-one` C). Enables the family's \
             rules: C always gets a new key (`reuse_key = true` is an error); S \
@@ -143,9 +146,10 @@ keys! { Section::Certificate(Part::Order) => CERTIFICATE_ORDER {
 keys! { Section::Certificate(Part::Key) => CERTIFICATE_KEY {
     CERT_KEY_TYPE {
         name: "key_type",
-        kind: Kind::String,
-        default: "`\"ecdsa-p256\"`",
-        doc: "`ecdsa-p256`, `ecdsa-p384`, `rsa-2048`, `rsa-3072`, `rsa-4096`",
+        kind: Kind::Choice {
+            options: &["ecdsa-p256", "ecdsa-p384", "rsa-2048", "rsa-3072", "rsa-4096"],
+            default: Some("ecdsa-p256"),
+        },
     }
     CERT_REUSE_KEY {
         name: "reuse_key",
@@ -158,8 +162,10 @@ keys! { Section::Certificate(Part::Key) => CERTIFICATE_KEY {
 keys! { Section::Certificate(Part::Dcv) => CERTIFICATE_DCV {
     CERT_DCV {
         name: "dcv",
-        kind: Kind::String,
-        default: "`\"http\"`",
+        kind: Kind::Choice {
+            options: &["http", "https", "cname", "dns-txt", "email"],
+            default: Some("http"),
+        },
         doc: "`http` (HTTP_CSR_HASH), `https` (HTTPS_CSR_HASH; family S, others treat it \
             as http), `cname` (CNAME_CSR_HASH), `dns-txt` (DNS_TXT_TOKEN), `email` \
             (EMAIL)",
@@ -209,8 +215,10 @@ keys! { Section::Certificate(Part::Dcv) => CERTIFICATE_DCV {
 keys! { Section::Certificate(Part::Install) => CERTIFICATE_INSTALL {
     CERT_SERVER {
         name: "server",
-        kind: Kind::String,
-        default: "`\"nginx\"`",
+        kind: Kind::Choice {
+            options: &["nginx", "apache", "none"],
+            default: Some("nginx"),
+        },
         doc: "`nginx`, `apache` or `none`: the file layout, the default commands and \
             verification",
     }
@@ -302,8 +310,10 @@ keys! { Section::Certificate(Part::Install) => CERTIFICATE_INSTALL {
     }
     CERT_CHAIN_TRUST {
         name: "chain_trust",
-        kind: Kind::String,
-        default: "`\"system\"`",
+        kind: Kind::Choice {
+            options: &["system", "ca_file", "none"],
+            default: Some("system"),
+        },
         doc: "what the chain of a Partner API certificate (downloaded, or the fleet's) \
             must end at before it is installed: `system` — a root of the system's store \
             (`SSL_CERT_FILE`, else the first of `/etc/ssl/certs/ca-certificates.crt`, \

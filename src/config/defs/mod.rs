@@ -90,6 +90,12 @@ pub(in crate::config) enum Kind {
         what: &'static str,
         example: &'static str,
     },
+    /// One of `options` (read as the enum whose serde names they are); `default` when
+    /// absent or not one of them.
+    Choice {
+        options: &'static [&'static str],
+        default: Option<&'static str>,
+    },
     /// A string (the reader says whether it may be empty).
     String,
     /// An absolute path.
@@ -109,7 +115,7 @@ impl Kind {
             Self::Int { .. } => "integer",
             Self::Seconds { .. } => "integer (seconds)",
             Self::Fraction { .. } => "float",
-            Self::String => "string",
+            Self::Choice { .. } | Self::String => "string",
             Self::Path => "path",
             Self::Command => "command",
             Self::Other(label) => label,

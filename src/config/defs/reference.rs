@@ -42,6 +42,9 @@ fn row(k: &Key) -> String {
     let default = match k.kind {
         Kind::Bool { default } => format!("`{default}`"),
         Kind::Fraction { default, .. } => format!("`{default}`"),
+        Kind::Choice {
+            default: Some(d), ..
+        } => format!("`{d:?}`"),
         Kind::Int {
             default: Some(d), ..
         }
@@ -62,6 +65,12 @@ fn row(k: &Key) -> String {
             joined(format!("{min} to {max}"), k.doc)
         }
         Kind::Fraction { .. } => joined("above 0, below 1".to_owned(), k.doc),
+        // Options explained by the sentence are not listed again.
+        Kind::Choice { options, .. } if k.doc.is_empty() => options
+            .iter()
+            .map(|o| format!("`{o}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
         _ => k.doc.to_owned(),
     };
     format!("| `{}` | {} | {default} | {rule} |", k.name, k.kind.label())

@@ -87,6 +87,10 @@ fn required(header: &str) -> &'static [(&'static str, &'static str)] {
             ("region", "\"Berlin\""),
             ("city", "\"Berlin\""),
             ("webroot", "\"/var/www\""),
+            // What the other validations and `server = "none"` need.
+            ("dns_hook", "[\"/bin/true\"]"),
+            ("dcv_email", "\"hostmaster@example.com\""),
+            ("key_path", "\"/etc/ssl/www.key\""),
         ],
         _ => &[],
     }
@@ -133,6 +137,7 @@ fn sample(k: &Key) -> String {
         Kind::Bool { .. } => "true".into(),
         Kind::Int { min, .. } | Kind::Seconds { min, .. } => min.to_string(),
         Kind::Fraction { default, .. } => format!("{default:?}"),
+        Kind::Choice { options, .. } => format!("{:?}", options.first().unwrap_or(&"")),
         Kind::Path => "\"/etc/cert-agent/x\"".into(),
         Kind::Command => "[\"/bin/true\"]".into(),
         Kind::String | Kind::Other(_) => "\"x\"".into(),
@@ -171,7 +176,7 @@ fn every_declared_key_is_read() {
 }
 
 #[test]
-fn every_number_and_boolean_is_checked_as_declared() {
+fn every_number_boolean_and_choice_is_checked_as_declared() {
     for k in defs::all() {
         let wrong: Vec<(String, String)> = match k.kind {
             Kind::Int { min, max, .. } | Kind::Seconds { min, max, .. } => {
@@ -189,6 +194,10 @@ fn every_number_and_boolean_is_checked_as_declared() {
             Kind::Fraction { .. } => vec![
                 ("1.0".into(), "above 0 and below 1".into()),
                 ("0".into(), "above 0 and below 1".into()),
+            ],
+            Kind::Choice { .. } => vec![
+                ("\"nope\"".into(), "\"nope\" is not one of".into()),
+                ("1".into(), "expected a string".into()),
             ],
             _ => continue,
         };
@@ -238,6 +247,9 @@ fn the_declared_defaults_are_the_effective_ones() {
                 default: Some(d), ..
             } => toml::Value::Integer(i64::try_from(d).expect("a default fits TOML")),
             Kind::Fraction { default, .. } => toml::Value::Float(default),
+            Kind::Choice {
+                default: Some(d), ..
+            } => toml::Value::String(d.to_owned()),
             _ => continue,
         };
         assert_eq!(
@@ -264,6 +276,32 @@ fn the_declared_defaults_are_the_effective_ones() {
             k.ident,
             k.default
         );
+    }
+}
+
+#[test]
+fn every_option_of_a_choice_is_read_as_itself_and_named_by_the_reference() {
+    for k in defs::all() {
+        let Kind::Choice { options, .. } = k.kind else {
+            continue;
+        };
+        for option in options {
+            let text = document(|o| (o.ident == k.ident).then(|| format!("{option:?}")));
+            let config = Config::parse(&text, Path::new("/etc/cert-agent/config.toml"))
+                .unwrap_or_else(|e| panic!("{} = {option:?}: {e:#}", k.ident));
+            let rendered = toml::Value::try_from(&config).expect("the configuration renders");
+            let read = rendered
+                .get("certificate")
+                .and_then(|c| c.get(0))
+                .and_then(|c| c.get(k.name))
+                .and_then(toml::Value::as_str);
+            assert_eq!(read, Some(*option), "{} = {option:?} is read as", k.ident);
+            assert!(
+                k.doc.is_empty() || k.doc.contains(&format!("`{option}`")),
+                "{}: the reference's sentence does not name `{option}`",
+                k.ident
+            );
+        }
     }
 }
 

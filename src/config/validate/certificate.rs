@@ -82,17 +82,7 @@ impl Checker<'_> {
         // Section "OrderItem": days "60 to 2200".
         let days = self.setting(s, &defs::CERT_DAYS);
         let key_type = self
-            .choice(
-                s,
-                "key_type",
-                &[
-                    ("ecdsa-p256", KeyType::EcdsaP256),
-                    ("ecdsa-p384", KeyType::EcdsaP384),
-                    ("rsa-2048", KeyType::Rsa2048),
-                    ("rsa-3072", KeyType::Rsa3072),
-                    ("rsa-4096", KeyType::Rsa4096),
-                ],
-            )
+            .choice(s, &defs::CERT_KEY_TYPE)
             .unwrap_or(KeyType::EcdsaP256);
         (product_id, days, key_type)
     }
@@ -105,11 +95,7 @@ impl Checker<'_> {
         partner: bool,
     ) -> Option<OrderSpec> {
         let reuse_key = self.flag(s, &defs::CERT_REUSE_KEY);
-        let family = self.choice(
-            s,
-            "family",
-            &[("S", Family::S), ("D", Family::D), ("C", Family::C)],
-        );
+        let family = self.choice(s, &defs::CERT_FAMILY);
         if reuse_key
             && family == Some(Family::C)
             && let Some(f) = s.get("reuse_key")
@@ -189,19 +175,7 @@ impl Checker<'_> {
 
     /// How domain control is validated, complete for the method.
     fn dcv_spec(&mut self, s: &Scope<'_, '_>, domains: Option<&[String]>) -> Option<DcvSpec> {
-        let dcv = self
-            .choice(
-                s,
-                "dcv",
-                &[
-                    ("http", DcvMethod::Http),
-                    ("https", DcvMethod::Https),
-                    ("cname", DcvMethod::Cname),
-                    ("dns-txt", DcvMethod::DnsTxt),
-                    ("email", DcvMethod::Email),
-                ],
-            )
-            .unwrap_or(DcvMethod::Http);
+        let dcv = self.choice(s, &defs::CERT_DCV).unwrap_or(DcvMethod::Http);
         let webroot = self.webroot(s);
         let standalone = self.flag(s, &defs::CERT_STANDALONE);
         let listen = match self.text(s, "listen") {
@@ -254,15 +228,7 @@ impl Checker<'_> {
     /// Where and how the certificate is installed.
     fn install_spec(&mut self, s: &Scope<'_, '_>) -> Option<InstallSpec> {
         let server = self
-            .choice(
-                s,
-                "server",
-                &[
-                    ("nginx", ServerKind::Nginx),
-                    ("apache", ServerKind::Apache),
-                    ("none", ServerKind::None),
-                ],
-            )
+            .choice(s, &defs::CERT_SERVER)
             .unwrap_or(ServerKind::Nginx);
 
         // Install.
@@ -344,17 +310,7 @@ impl Checker<'_> {
                 None => None,
             },
         };
-        let chain_trust = self
-            .choice(
-                s,
-                "chain_trust",
-                &[
-                    ("system", ChainTrust::System),
-                    ("ca_file", ChainTrust::CaFile),
-                    ("none", ChainTrust::None),
-                ],
-            )
-            .unwrap_or_default();
+        let chain_trust = self.choice(s, &defs::CERT_CHAIN_TRUST).unwrap_or_default();
         Some(InstallSpec {
             server,
             cert_path,

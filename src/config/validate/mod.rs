@@ -341,27 +341,36 @@ impl<'a> Checker<'a> {
         Some(PathBuf::from(v))
     }
 
-    fn choice<T: Copy>(
+    /// A choice declared in `defs/`: one of its options, read as the enum `T` whose serde
+    /// names they are; else its declared default (none: `None`). A value that is not one of
+    /// the options is reported, with a suggestion.
+    fn choice<T: serde::de::DeserializeOwned>(
         &mut self,
         s: &Scope<'_, '_>,
-        key: &str,
-        options: &[(&str, T)],
+        key: &Key,
     ) -> Option<T> {
-        let v = self.string(s, key)?;
-        if let Some((_, t)) = options.iter().find(|(name, _)| *name == v) {
-            return Some(*t);
-        }
-        let f = s.get(key)?;
-        let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
-        let hint = suggest(&v, &names)
-            .map(|n| format!(" (did you mean {n:?}?)"))
-            .unwrap_or_default();
-        self.bad(
-            s,
-            &f,
-            format!("{v:?} is not one of {}{hint}", names.join(", ")),
-        );
-        None
+        let Kind::Choice { options, default } = key.kind else {
+            return None;
+        };
+        let picked = match self.string(s, key.name) {
+            Some(v) if options.contains(&v.as_str()) => Some(v),
+            Some(v) => {
+                if let Some(f) = s.get(key.name) {
+                    let hint = suggest(&v, options)
+                        .map(|n| format!(" (did you mean {n:?}?)"))
+                        .unwrap_or_default();
+                    self.bad(
+                        s,
+                        &f,
+                        format!("{v:?} is not one of {}{hint}", options.join(", ")),
+                    );
+                }
+                None
+            }
+            None => None,
+        };
+        let name = picked.as_deref().or(default)?;
+        T::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(name)).ok()
     }
 
     fn command(&mut self, s: &Scope<'_, '_>, key: &str) -> Option<CommandLine> {
