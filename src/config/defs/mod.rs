@@ -1,10 +1,11 @@
 //! Every configuration key, declared once: its section, its name, its kind (with the range of
-//! a number), its default as the reference prints it and the reference's sentence. From these
-//! declarations come the keys each section accepts (any other is refused with a suggestion),
-//! the generic checks of the scalar keys (type, range, default: `Checker::number`,
-//! `Checker::flag`, `Checker::fraction`) and the key tables of `docs/configuration.md`
-//! (`reference.rs`, held to the page by a test). Checks that are not about one key alone
-//! (keys that need each other, paths, URLs, names) stay in `validate/`.
+//! a number, the options of a choice), its default as the reference prints it and the
+//! reference's sentence. From these declarations come the keys each section accepts (any other
+//! is refused with a suggestion), the generic checks of the scalar keys (type, range or
+//! options, default: `Checker::number`, `Checker::flag`, `Checker::fraction`,
+//! `Checker::choice`) and the key tables of `docs/configuration.md` (`reference.rs`, held to
+//! the page by a test). Checks that are not about one key alone (keys that need each other,
+//! paths, URLs, names) stay in `validate/`.
 //!
 //! - `service.rs`: `[api]`, `[agent]`, `[validation]`, `[revocation]`, `[preflight]`;
 //! - `fleet.rs`: `[fleet]`, `[acme.NAME]`;
