@@ -10,7 +10,9 @@
 //!
 //! - `types.rs`: the validated configuration;
 //! - `check/`: the checker, one file per section (`api.rs`, `agent.rs`, `certificate.rs`);
-//! - `keys.rs`: the keys each section accepts; `error.rs`: problems and "did you mean";
+//! - `defs/`: every key declared once (section, name, kind and range, default, the reference's
+//!   sentence): the keys each section accepts, the generic checks of numbers and booleans,
+//!   and the key tables of `docs/configuration.md`; `error.rs`: problems and "did you mean";
 //! - `rules.rs`: value rules the command line shares (domain names, certificate names, email);
 //! - `include.rs`: the files `[agent] include` names; `cache.rs`: their checked certificates,
 //!   kept between runs while the files are unchanged.
@@ -18,9 +20,9 @@
 //! Depends only on the foundation: `values`, `process`, `fsutil`, `crypto` (`KeyType`).
 
 mod cache;
+mod defs;
 mod error;
 mod include;
-mod keys;
 mod rollout;
 mod rules;
 mod select;
@@ -56,46 +58,14 @@ pub(crate) const CONFIG_ENV: &str = "CERT_AGENT_CONFIG";
 
 /// Default `agent.state_dir`.
 pub(crate) const DEFAULT_STATE_DIR: &str = "/var/lib/cert-agent";
-/// Default `agent.renew_before_days`.
-pub(crate) const DEFAULT_RENEW_BEFORE_DAYS: u32 = 30;
-/// Default `agent.poll_interval_secs` ("at most once every 5 minutes per certificate").
-pub(crate) const DEFAULT_POLL_INTERVAL_SECS: u64 = 300;
-/// Default `agent.concurrency` (certificates worked on at once).
-pub(crate) const DEFAULT_CONCURRENCY: u32 = 4;
-/// Default time limit of one `notify_url` attempt, in seconds.
-pub(crate) const DEFAULT_NOTIFY_TIMEOUT_SECS: u64 = 10;
-/// Default `validation.warning_days`: `check` warns three weeks before a renewal whose
-/// fresh validation needs a person.
-pub(crate) const DEFAULT_VALIDATION_WARNING_DAYS: u32 = 21;
 /// Default `agent.serve_user`: the user `cert-agent serve` runs as after binding its ports.
 pub(crate) const DEFAULT_SERVE_USER: &str = "cert-agent-serve";
 /// Default key prefix of a fleet in etcd.
 pub(crate) const DEFAULT_FLEET_PREFIX: &str = "/cert-agent/";
-/// Default lease of a fleet's leader, in seconds.
-pub(crate) const DEFAULT_FLEET_LEASE_TTL_SECS: u64 = 15;
-/// Default lag after which `fleet status` reports a host, in seconds.
-pub(crate) const DEFAULT_FLEET_LAG_ALERT_SECS: u64 = 900;
-/// Default age after which a fleet host proves again what it serves, in seconds.
-pub(crate) const DEFAULT_FLEET_PROOF_INTERVAL_SECS: u64 = 1800;
-/// `[fleet] lead_alert_secs`: a lead held longer than this (twice the longest run) is alerted.
-pub(crate) const DEFAULT_FLEET_LEAD_ALERT_SECS: u64 = 3600;
-/// Default `days` of an order (one year).
-pub(crate) const DEFAULT_DAYS: u32 = 365;
 /// Default `listen` of the standalone DCV server.
 pub(crate) const DEFAULT_LISTEN: &str = "0.0.0.0:80";
 /// Default `verify_address` when a web server is configured.
 pub(crate) const DEFAULT_VERIFY_ADDRESS: &str = "127.0.0.1:443";
-/// Default `api.retries` (repeats of idempotent calls after the first attempt).
-pub(crate) const DEFAULT_RETRIES: u32 = 3;
-/// `[revocation] max_crl_bytes`: 10 MiB.
-pub(crate) const DEFAULT_MAX_CRL_BYTES: u64 = 10 * 1024 * 1024;
-/// Default `[preflight] timeout_secs`.
-pub(crate) const DEFAULT_PREFLIGHT_TIMEOUT_SECS: u64 = 3;
-/// `[revocation] timeout_secs`.
-pub(crate) const DEFAULT_CRL_TIMEOUT_SECS: u64 = 30;
-/// Default `[revocation] refresh_secs`: a kept CRL is fetched again after six hours, before
-/// its `nextUpdate` (often days ahead) when the CA has published a newer one.
-pub(crate) const DEFAULT_CRL_REFRESH_SECS: u64 = 6 * 3600;
 
 /// The configuration file to use: `--config PATH`, else `$CERT_AGENT_CONFIG`, else
 /// [`DEFAULT_CONFIG_PATH`].

@@ -40,7 +40,3 @@ pub struct RolloutConfig {
     #[serde(rename = "rollout_deadline_fraction")]
     pub deadline_fraction: f64,
 }
-
-/// The default [`RolloutConfig::deadline_fraction`]: the last tenth of a certificate's
-/// lifetime, where `check` turns CRITICAL.
-pub(super) const DEFAULT_DEADLINE_FRACTION: f64 = 0.1;

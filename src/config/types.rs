@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::defs;
 use crate::values::{DcvType, Decimal, Secret};
 
 /// A validated configuration, `[defaults]` merged into every certificate.
@@ -215,8 +216,8 @@ impl ApiConfig {
             password: None,
             ca_file: None,
             order_site_url: None,
-            connect_timeout_secs: 10,
-            timeout_secs: 60,
+            connect_timeout_secs: defs::API_CONNECT_TIMEOUT_SECS.number_default(),
+            timeout_secs: defs::API_TIMEOUT_SECS.number_default(),
             retries: 0,
         }
     }
@@ -244,10 +245,10 @@ pub struct RevocationConfig {
 impl Default for RevocationConfig {
     fn default() -> Self {
         Self {
-            check: true,
-            max_crl_bytes: super::DEFAULT_MAX_CRL_BYTES,
-            timeout_secs: super::DEFAULT_CRL_TIMEOUT_SECS,
-            refresh_secs: super::DEFAULT_CRL_REFRESH_SECS,
+            check: defs::REVOCATION_CHECK.flag_default(),
+            max_crl_bytes: defs::REVOCATION_MAX_CRL_BYTES.number_default(),
+            timeout_secs: defs::REVOCATION_TIMEOUT_SECS.number_default(),
+            refresh_secs: defs::REVOCATION_REFRESH_SECS.number_default(),
         }
     }
 }
@@ -280,12 +281,12 @@ pub struct PreflightConfig {
 impl Default for PreflightConfig {
     fn default() -> Self {
         Self {
-            caa: true,
-            dnssec: true,
-            http: true,
-            email: true,
+            caa: defs::PREFLIGHT_CAA.flag_default(),
+            dnssec: defs::PREFLIGHT_DNSSEC.flag_default(),
+            http: defs::PREFLIGHT_HTTP.flag_default(),
+            email: defs::PREFLIGHT_EMAIL.flag_default(),
             resolver: None,
-            timeout_secs: super::DEFAULT_PREFLIGHT_TIMEOUT_SECS,
+            timeout_secs: defs::PREFLIGHT_TIMEOUT_SECS.number_default(),
             caa_identities: BTreeMap::new(),
         }
     }

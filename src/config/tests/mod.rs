@@ -1,7 +1,7 @@
 //! The configuration contract: every key, default, refusal and message.
 
+use super::defs;
 use super::error::{distance, suggest};
-use super::keys::*;
 use super::testing::MINIMAL;
 use super::*;
 use crate::crypto::KeyType;
@@ -440,8 +440,11 @@ fn config_path_resolution() {
 fn suggestions_use_edit_distance() {
     assert_eq!(distance("webrot", "webroot"), 1);
     assert_eq!(distance("kitten", "sitting"), 3);
-    assert_eq!(suggest("webrot", SHARED_KEYS), Some("webroot"));
-    assert_eq!(suggest("zzzzzz", SHARED_KEYS), None);
+    assert_eq!(
+        suggest("webrot", &defs::certificate_names()),
+        Some("webroot")
+    );
+    assert_eq!(suggest("zzzzzz", &defs::certificate_names()), None);
     assert_eq!(distance("agnet", "agent"), 1);
     assert_eq!(suggest("dns", &["http", "dns-txt"]), Some("dns-txt"));
 }

@@ -52,7 +52,7 @@ impl Checker<'_> {
 
     fn acme_ca(&mut self, name: &str, t: &DeTable<'_>, header: Range<usize>) -> Option<AcmeCa> {
         let context = format!("[acme.{name}]");
-        self.unknown_keys(t, &context, ACME_KEYS, "[acme.NAME]");
+        self.unknown_keys(t, &context, &defs::names(defs::ACME), "[acme.NAME]");
         let s = Scope {
             context,
             header,

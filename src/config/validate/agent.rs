@@ -4,7 +4,7 @@ use super::*;
 
 impl Checker<'_> {
     pub(super) fn agent(&mut self, t: &DeTable<'_>, header: Range<usize>) -> Option<AgentConfig> {
-        self.unknown_keys(t, "[agent]", AGENT_KEYS, "[agent]");
+        self.unknown_keys(t, "[agent]", &defs::names(defs::AGENT), "[agent]");
         let s = Scope {
             context: "[agent]".into(),
             header,
@@ -13,13 +13,9 @@ impl Checker<'_> {
         let state_dir = self
             .path(&s, "state_dir")
             .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
-        let renew_before_days = self
-            .uint(&s, "renew_before_days", 1, 180)
-            .unwrap_or(DEFAULT_RENEW_BEFORE_DAYS);
-        let poll_interval_secs = self
-            .uint(&s, "poll_interval_secs", 1, 86_400)
-            .unwrap_or(DEFAULT_POLL_INTERVAL_SECS);
-        if poll_interval_secs < DEFAULT_POLL_INTERVAL_SECS
+        let renew_before_days = self.setting(&s, &defs::AGENT_RENEW_BEFORE_DAYS);
+        let poll_interval_secs: u64 = self.setting(&s, &defs::AGENT_POLL_INTERVAL_SECS);
+        if poll_interval_secs < defs::AGENT_POLL_INTERVAL_SECS.number_default()
             && let Some(f) = s.get("poll_interval_secs")
         {
             let line = self.line(&f.key_span);
@@ -33,7 +29,7 @@ impl Checker<'_> {
                 ),
             });
         }
-        let allow_orders = self.boolean(&s, "allow_orders").unwrap_or(false);
+        let allow_orders = self.flag(&s, &defs::AGENT_ALLOW_ORDERS);
         let max_order_price = match s.get("max_order_price") {
             None => None,
             Some(f) => {
@@ -56,9 +52,7 @@ impl Checker<'_> {
                 }
             }
         };
-        let concurrency = self
-            .uint(&s, "concurrency", 1, 64)
-            .unwrap_or(DEFAULT_CONCURRENCY);
+        let concurrency = self.setting(&s, &defs::AGENT_CONCURRENCY);
         let notify_command = self.command(&s, "notify_command");
         let metrics_file = self.path(&s, "metrics_file");
         let notify_url = self.text(&s, "notify_url");
@@ -67,9 +61,7 @@ impl Checker<'_> {
         {
             self.bad(&s, &f, format!("{u:?} must be an http:// or https:// URL"));
         }
-        let notify_timeout_secs = self
-            .uint(&s, "notify_timeout_secs", 1, 300)
-            .unwrap_or(DEFAULT_NOTIFY_TIMEOUT_SECS);
+        let notify_timeout_secs = self.setting(&s, &defs::AGENT_NOTIFY_TIMEOUT_SECS);
         let metrics_listen = match self.text(&s, "metrics_listen") {
             Some(v) => match v.parse::<SocketAddr>() {
                 Ok(a) => Some(a),

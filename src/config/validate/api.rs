@@ -4,7 +4,7 @@ use super::*;
 
 impl Checker<'_> {
     pub(super) fn api(&mut self, t: &DeTable<'_>, header: Range<usize>) -> Option<ApiConfig> {
-        self.unknown_keys(t, "[api]", API_KEYS, "[api]");
+        self.unknown_keys(t, "[api]", &defs::names(defs::API), "[api]");
         let s = Scope {
             context: "[api]".into(),
             header,
@@ -57,13 +57,9 @@ impl Checker<'_> {
             self.bad(&s, &f, e);
         }
         let order_site_url = order_site_url.map(|u| u.trim_end_matches('/').to_owned());
-        let connect_timeout_secs = self
-            .uint(&s, "connect_timeout_secs", 1, 600)
-            .unwrap_or(DEFAULT_CONNECT_TIMEOUT.as_secs());
-        let timeout_secs = self
-            .uint(&s, "timeout_secs", 1, 3600)
-            .unwrap_or(DEFAULT_TIMEOUT.as_secs());
-        let retries = self.uint(&s, "retries", 0, 10).unwrap_or(DEFAULT_RETRIES);
+        let connect_timeout_secs = self.setting(&s, &defs::API_CONNECT_TIMEOUT_SECS);
+        let timeout_secs = self.setting(&s, &defs::API_TIMEOUT_SECS);
+        let retries = self.setting(&s, &defs::API_RETRIES);
         Some(ApiConfig {
             base_url: base_url?,
             login: login?,

@@ -21,8 +21,7 @@ impl Checker<'_> {
             Some(n) => format!("certificate '{n}'"),
             None => format!("certificate #{}", index + 1),
         };
-        let mut allowed: Vec<&str> = CERT_ONLY_KEYS.to_vec();
-        allowed.extend_from_slice(SHARED_KEYS);
+        let allowed = defs::certificate_names();
         self.unknown_keys(t, &context, &allowed, "[[certificate]]");
         let mut tables = vec![(t, false)];
         if let Some(d) = defaults {
@@ -72,7 +71,7 @@ impl Checker<'_> {
     /// The product, the lifetime and the key type of the order.
     /// `partner`: the Partner API's order (a product is required).
     fn product(&mut self, s: &Scope<'_, '_>, partner: bool) -> (Option<u64>, u32, KeyType) {
-        let product_id = self.uint::<u64>(s, "product_id", 1, i128::from(i64::MAX));
+        let product_id = self.number::<u64>(s, &defs::CERT_PRODUCT_ID);
         let product_id = match product_id {
             None if !partner => Some(0),
             other => other,
@@ -81,19 +80,9 @@ impl Checker<'_> {
             self.missing(s, "product_id");
         }
         // Section "OrderItem": days "60 to 2200".
-        let days = self.uint(s, "days", 60, 2200).unwrap_or(DEFAULT_DAYS);
+        let days = self.setting(s, &defs::CERT_DAYS);
         let key_type = self
-            .choice(
-                s,
-                "key_type",
-                &[
-                    ("ecdsa-p256", KeyType::EcdsaP256),
-                    ("ecdsa-p384", KeyType::EcdsaP384),
-                    ("rsa-2048", KeyType::Rsa2048),
-                    ("rsa-3072", KeyType::Rsa3072),
-                    ("rsa-4096", KeyType::Rsa4096),
-                ],
-            )
+            .choice(s, &defs::CERT_KEY_TYPE)
             .unwrap_or(KeyType::EcdsaP256);
         (product_id, days, key_type)
     }
@@ -105,12 +94,8 @@ impl Checker<'_> {
         (product_id, days, key_type): (Option<u64>, u32, KeyType),
         partner: bool,
     ) -> Option<OrderSpec> {
-        let reuse_key = self.boolean(s, "reuse_key").unwrap_or(false);
-        let family = self.choice(
-            s,
-            "family",
-            &[("S", Family::S), ("D", Family::D), ("C", Family::C)],
-        );
+        let reuse_key = self.flag(s, &defs::CERT_REUSE_KEY);
+        let family = self.choice(s, &defs::CERT_FAMILY);
         if reuse_key
             && family == Some(Family::C)
             && let Some(f) = s.get("reuse_key")
@@ -154,10 +139,8 @@ impl Checker<'_> {
         {
             self.bad(s, &f, "must be at most 20 letters and digits");
         }
-        let ssl_server_software_id = self
-            .uint(s, "ssl_server_software_id", 0, i128::from(i64::MAX))
-            .unwrap_or(0);
-        let certificate_id = self.uint(s, "certificate_id", 1, i128::from(i64::MAX));
+        let ssl_server_software_id = self.setting(s, &defs::CERT_SSL_SERVER_SOFTWARE_ID);
+        let certificate_id = self.number(s, &defs::CERT_CERTIFICATE_ID);
         // An ACME CA's order carries no order-item data.
         let (country, region, city) = if partner {
             (country, region, city)
@@ -192,21 +175,9 @@ impl Checker<'_> {
 
     /// How domain control is validated, complete for the method.
     fn dcv_spec(&mut self, s: &Scope<'_, '_>, domains: Option<&[String]>) -> Option<DcvSpec> {
-        let dcv = self
-            .choice(
-                s,
-                "dcv",
-                &[
-                    ("http", DcvMethod::Http),
-                    ("https", DcvMethod::Https),
-                    ("cname", DcvMethod::Cname),
-                    ("dns-txt", DcvMethod::DnsTxt),
-                    ("email", DcvMethod::Email),
-                ],
-            )
-            .unwrap_or(DcvMethod::Http);
+        let dcv = self.choice(s, &defs::CERT_DCV).unwrap_or(DcvMethod::Http);
         let webroot = self.webroot(s);
-        let standalone = self.boolean(s, "standalone").unwrap_or(false);
+        let standalone = self.flag(s, &defs::CERT_STANDALONE);
         let listen = match self.text(s, "listen") {
             Some(v) => match v.parse::<SocketAddr>() {
                 Ok(a) => Some(a),
@@ -257,15 +228,7 @@ impl Checker<'_> {
     /// Where and how the certificate is installed.
     fn install_spec(&mut self, s: &Scope<'_, '_>) -> Option<InstallSpec> {
         let server = self
-            .choice(
-                s,
-                "server",
-                &[
-                    ("nginx", ServerKind::Nginx),
-                    ("apache", ServerKind::Apache),
-                    ("none", ServerKind::None),
-                ],
-            )
+            .choice(s, &defs::CERT_SERVER)
             .unwrap_or(ServerKind::Nginx);
 
         // Install.
@@ -347,17 +310,7 @@ impl Checker<'_> {
                 None => None,
             },
         };
-        let chain_trust = self
-            .choice(
-                s,
-                "chain_trust",
-                &[
-                    ("system", ChainTrust::System),
-                    ("ca_file", ChainTrust::CaFile),
-                    ("none", ChainTrust::None),
-                ],
-            )
-            .unwrap_or_default();
+        let chain_trust = self.choice(s, &defs::CERT_CHAIN_TRUST).unwrap_or_default();
         Some(InstallSpec {
             server,
             cert_path,

@@ -7,11 +7,10 @@ use std::path::{Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
 
-use super::super::DEFAULT_VALIDATION_WARNING_DAYS;
+use super::super::defs;
 use super::super::error::Problem;
-use super::super::keys::{CERT_ONLY_KEYS, SHARED_KEYS, TOP_KEYS};
 use super::super::types::{
-    AgentConfig, CertificateConfig, Config, PreflightConfig, RevocationConfig, ValidationConfig,
+    AgentConfig, CertificateConfig, Config, PreflightConfig, RevocationConfig,
 };
 use super::super::{cache, include};
 use super::{Checker, breaks_of, type_name};
@@ -28,7 +27,7 @@ impl Checker<'_> {
             }
         };
         let root = root.get_ref();
-        self.unknown_keys(root, "top level", TOP_KEYS, "top level");
+        self.unknown_keys(root, "top level", defs::TOP_LEVEL, "top level");
 
         let section = |name: &str| root.iter().find(|(k, _)| k.get_ref() == name);
         let table_of = |c: &mut Self, name: &str| -> Option<(&DeTable<'_>, Range<usize>)> {
@@ -58,10 +57,8 @@ impl Checker<'_> {
         let defaults = table_of(self, "defaults");
         let validation = match table_of(self, "validation") {
             Some((t, header)) => self.validation(t, header),
-            None => Some(ValidationConfig {
-                reuse_days: None,
-                warning_days: DEFAULT_VALIDATION_WARNING_DAYS,
-            }),
+            // Absent: every key takes its declared default.
+            None => self.validation(&DeTable::default(), 0..0),
         };
 
         let api_missing = api.is_none() && section("api").is_none();
@@ -186,7 +183,7 @@ impl Checker<'_> {
     /// The keys of `[defaults]`: shared keys only.
     fn defaults(&mut self, t: &DeTable<'_>) {
         for (k, _) in t.iter() {
-            if CERT_ONLY_KEYS.contains(&k.get_ref().as_ref()) {
+            if defs::per_certificate(k.get_ref()) {
                 let msg = format!(
                     "`{}` cannot be set in [defaults]; set it in each [[certificate]]",
                     k.get_ref()
@@ -194,9 +191,7 @@ impl Checker<'_> {
                 self.report(&k.span(), "[defaults]", msg);
             }
         }
-        let mut allowed = SHARED_KEYS.to_vec();
-        allowed.extend_from_slice(CERT_ONLY_KEYS);
-        self.unknown_keys(t, "[defaults]", &allowed, "[defaults]");
+        self.unknown_keys(t, "[defaults]", &defs::certificate_names(), "[defaults]");
     }
 
     /// The files `[agent] include` names and their certificates, added to `certificates`:

@@ -5,13 +5,13 @@ use crate::config::{Canaries, RolloutConfig, WaveSize};
 
 impl Checker<'_> {
     pub(super) fn fleet(&mut self, t: &DeTable<'_>, header: Range<usize>) -> Option<FleetConfig> {
-        self.unknown_keys(t, "[fleet]", FLEET_KEYS, "[fleet]");
+        self.unknown_keys(t, "[fleet]", &defs::names(defs::FLEET), "[fleet]");
         let s = Scope {
             context: "[fleet]".into(),
             header,
             tables: vec![(t, false)],
         };
-        let insecure_plaintext = self.boolean(&s, "insecure_plaintext").unwrap_or(false);
+        let insecure_plaintext = self.flag(&s, &defs::FLEET_INSECURE_PLAINTEXT);
         let endpoints = self.endpoints(&s, insecure_plaintext);
         let ca_file = self.path(&s, "ca_file");
         let cert_file = self.path(&s, "cert_file");
@@ -95,7 +95,6 @@ impl Checker<'_> {
         };
         let secret_file = self.path(&s, "secret_file");
         let previous_secret_file = self.path(&s, "previous_secret_file");
-        let [lease_ttl_secs, lag_alert_secs, proof_interval_secs] = self.fleet_times(&s);
         let health_command = self.command(&s, "health_command");
         let rollout = self.rollout(&s);
         Some(FleetConfig {
@@ -110,28 +109,13 @@ impl Checker<'_> {
             host,
             secret_file,
             previous_secret_file,
-            lease_ttl_secs,
-            lag_alert_secs,
-            proof_interval_secs,
-            lead_alert_secs: self
-                .uint(&s, "lead_alert_secs", 10, 7 * 86_400)
-                .unwrap_or(DEFAULT_FLEET_LEAD_ALERT_SECS),
+            lease_ttl_secs: self.setting(&s, &defs::FLEET_LEASE_TTL_SECS),
+            lag_alert_secs: self.setting(&s, &defs::FLEET_LAG_ALERT_SECS),
+            proof_interval_secs: self.setting(&s, &defs::FLEET_PROOF_INTERVAL_SECS),
+            lead_alert_secs: self.setting(&s, &defs::FLEET_LEAD_ALERT_SECS),
             health_command,
             rollout,
         })
-    }
-
-    /// `lease_ttl_secs`, `lag_alert_secs`, `proof_interval_secs`, each in its range or its
-    /// default.
-    fn fleet_times(&mut self, s: &Scope<'_, '_>) -> [u64; 3] {
-        [
-            self.uint(s, "lease_ttl_secs", 5, 120)
-                .unwrap_or(DEFAULT_FLEET_LEASE_TTL_SECS),
-            self.uint(s, "lag_alert_secs", 60, 7 * 86_400)
-                .unwrap_or(DEFAULT_FLEET_LAG_ALERT_SECS),
-            self.uint(s, "proof_interval_secs", 0, 7 * 86_400)
-                .unwrap_or(DEFAULT_FLEET_PROOF_INTERVAL_SECS),
-        ]
     }
 
     /// `rollout_canaries` (host names, or a count), `rollout_wave` (a count, or a fraction),
@@ -209,41 +193,14 @@ impl Checker<'_> {
                 size
             }
         };
-        let pause_secs = self
-            .uint(s, "rollout_pause_secs", 0, 7 * 86_400)
-            .unwrap_or(0);
-        let deadline_fraction = self.deadline_fraction(s)?;
+        let pause_secs = self.setting(s, &defs::FLEET_ROLLOUT_PAUSE_SECS);
+        let deadline_fraction = self.fraction(s, &defs::FLEET_ROLLOUT_DEADLINE_FRACTION)?;
         Some(RolloutConfig {
             canaries: canaries?,
             wave: wave?,
             pause_secs,
             deadline_fraction,
         })
-    }
-
-    /// `rollout_deadline_fraction`: a fraction above 0 and below 1 (default
-    /// [`DEFAULT_DEADLINE_FRACTION`](rollout::DEFAULT_DEADLINE_FRACTION)).
-    fn deadline_fraction(&mut self, s: &Scope<'_, '_>) -> Option<f64> {
-        let Some(f) = s.get("rollout_deadline_fraction") else {
-            return Some(rollout::DEFAULT_DEADLINE_FRACTION);
-        };
-        let x = match f.value.get_ref() {
-            DeValue::Float(x) => x
-                .as_str()
-                .parse::<f64>()
-                .ok()
-                .filter(|x| *x > 0.0 && *x < 1.0),
-            _ => None,
-        };
-        if x.is_none() {
-            self.bad(
-                s,
-                &f,
-                "expected a fraction of a certificate's lifetime above 0 and below 1 (such as \
-                 0.1: the last tenth)",
-            );
-        }
-        x
     }
 
     /// `endpoints`: a non-empty array of `https://` URLs, or `http://` ones with

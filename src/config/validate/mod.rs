@@ -22,14 +22,14 @@ use serde::Serialize;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
+use super::defs::{self, Key, Kind};
 use super::error::{Problem, suggest};
-use super::keys::*;
 use super::rules::{
     check_program, program_to_check, validate_certificate_name, validate_domain, validate_email,
 };
 use super::types::*;
 use super::*;
-use crate::values::endpoint::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, normalize_base_url};
+use crate::values::endpoint::normalize_base_url;
 use crate::values::{Decimal, Secret};
 
 type Val<'i> = Spanned<DeValue<'i>>;
@@ -205,7 +205,7 @@ impl<'a> Checker<'a> {
             let mut msg = format!("unknown key `{key}`");
             if let Some(s) = suggest(key, known) {
                 msg.push_str(&format!(" (did you mean `{s}`?)"));
-            } else if let Some(home) = home_of(key).filter(|h| *h != section) {
+            } else if let Some(home) = defs::home_of(key).filter(|h| *h != section) {
                 msg.push_str(&format!(" (it belongs in {home})"));
             }
             self.report(&k.span(), context, msg);
@@ -271,14 +271,59 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn uint<T: TryFrom<i128>>(
-        &mut self,
-        s: &Scope<'_, '_>,
-        key: &str,
-        min: i128,
-        max: i128,
-    ) -> Option<T> {
-        self.int(s, key, min, max).and_then(|v| T::try_from(v).ok())
+    /// A number declared in `defs/` (`Int`, `Seconds`): its value when it is in the declared
+    /// range, else its declared default (none: the key is optional). A value of another type
+    /// or out of range is reported.
+    fn number<T: TryFrom<u64>>(&mut self, s: &Scope<'_, '_>, key: &Key) -> Option<T> {
+        let (min, max, default) = key.kind.range()?;
+        self.int(s, key.name, i128::from(min), i128::from(max))
+            .and_then(|v| u64::try_from(v).ok())
+            .or(default)
+            .and_then(|v| T::try_from(v).ok())
+    }
+
+    /// [`Checker::number`] of a key declared with a default (`T::default()` for one without:
+    /// a test holds every declared default to the effective configuration).
+    fn setting<T: TryFrom<u64> + Default>(&mut self, s: &Scope<'_, '_>, key: &Key) -> T {
+        self.number(s, key).unwrap_or_default()
+    }
+
+    /// A boolean declared in `defs/`: its value, else its declared default.
+    fn flag(&mut self, s: &Scope<'_, '_>, key: &Key) -> bool {
+        self.boolean(s, key.name)
+            .unwrap_or_else(|| key.flag_default())
+    }
+
+    /// A fraction declared in `defs/`: a float above 0 and below 1, else its declared
+    /// default; `None` when the value is wrong (reported).
+    fn fraction(&mut self, s: &Scope<'_, '_>, key: &Key) -> Option<f64> {
+        let Kind::Fraction {
+            default,
+            what,
+            example,
+        } = key.kind
+        else {
+            return None;
+        };
+        let Some(f) = s.get(key.name) else {
+            return Some(default);
+        };
+        let x = match f.value.get_ref() {
+            DeValue::Float(x) => x
+                .as_str()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| *x > 0.0 && *x < 1.0),
+            _ => None,
+        };
+        if x.is_none() {
+            self.bad(
+                s,
+                &f,
+                format!("expected a fraction {what} above 0 and below 1 (such as {example})"),
+            );
+        }
+        x
     }
 
     /// An absolute path.
@@ -296,27 +341,36 @@ impl<'a> Checker<'a> {
         Some(PathBuf::from(v))
     }
 
-    fn choice<T: Copy>(
+    /// A choice declared in `defs/`: one of its options, read as the enum `T` whose serde
+    /// names they are; else its declared default (none: `None`). A value that is not one of
+    /// the options is reported, with a suggestion.
+    fn choice<T: serde::de::DeserializeOwned>(
         &mut self,
         s: &Scope<'_, '_>,
-        key: &str,
-        options: &[(&str, T)],
+        key: &Key,
     ) -> Option<T> {
-        let v = self.string(s, key)?;
-        if let Some((_, t)) = options.iter().find(|(name, _)| *name == v) {
-            return Some(*t);
-        }
-        let f = s.get(key)?;
-        let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
-        let hint = suggest(&v, &names)
-            .map(|n| format!(" (did you mean {n:?}?)"))
-            .unwrap_or_default();
-        self.bad(
-            s,
-            &f,
-            format!("{v:?} is not one of {}{hint}", names.join(", ")),
-        );
-        None
+        let Kind::Choice { options, default } = key.kind else {
+            return None;
+        };
+        let picked = match self.string(s, key.name) {
+            Some(v) if options.contains(&v.as_str()) => Some(v),
+            Some(v) => {
+                if let Some(f) = s.get(key.name) {
+                    let hint = suggest(&v, options)
+                        .map(|n| format!(" (did you mean {n:?}?)"))
+                        .unwrap_or_default();
+                    self.bad(
+                        s,
+                        &f,
+                        format!("{v:?} is not one of {}{hint}", options.join(", ")),
+                    );
+                }
+                None
+            }
+            None => None,
+        };
+        let name = picked.as_deref().or(default)?;
+        T::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(name)).ok()
     }
 
     fn command(&mut self, s: &Scope<'_, '_>, key: &str) -> Option<CommandLine> {
@@ -371,19 +425,6 @@ impl<'a> Checker<'a> {
                 None
             }
         }
-    }
-}
-
-/// The section a key belongs to, for "it belongs in [agent]".
-fn home_of(key: &str) -> Option<&'static str> {
-    if API_KEYS.contains(&key) {
-        Some("[api]")
-    } else if AGENT_KEYS.contains(&key) {
-        Some("[agent]")
-    } else if SHARED_KEYS.contains(&key) || CERT_ONLY_KEYS.contains(&key) {
-        Some("[[certificate]]")
-    } else {
-        None
     }
 }
 

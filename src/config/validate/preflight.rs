@@ -9,13 +9,17 @@ impl Checker<'_> {
         t: &DeTable<'_>,
         header: Range<usize>,
     ) -> Option<PreflightConfig> {
-        self.unknown_keys(t, "[preflight]", PREFLIGHT_KEYS, "[preflight]");
+        self.unknown_keys(
+            t,
+            "[preflight]",
+            &defs::names(defs::PREFLIGHT),
+            "[preflight]",
+        );
         let s = Scope {
             context: "[preflight]".into(),
             header,
             tables: vec![(t, false)],
         };
-        let defaults = PreflightConfig::default();
         let resolver = match s.get("resolver") {
             None => None,
             Some(f) => {
@@ -34,14 +38,12 @@ impl Checker<'_> {
             }
         };
         Some(PreflightConfig {
-            caa: self.boolean(&s, "caa").unwrap_or(defaults.caa),
-            dnssec: self.boolean(&s, "dnssec").unwrap_or(defaults.dnssec),
-            http: self.boolean(&s, "http").unwrap_or(defaults.http),
-            email: self.boolean(&s, "email").unwrap_or(defaults.email),
+            caa: self.flag(&s, &defs::PREFLIGHT_CAA),
+            dnssec: self.flag(&s, &defs::PREFLIGHT_DNSSEC),
+            http: self.flag(&s, &defs::PREFLIGHT_HTTP),
+            email: self.flag(&s, &defs::PREFLIGHT_EMAIL),
             resolver,
-            timeout_secs: self
-                .uint(&s, "timeout_secs", 1, 60)
-                .unwrap_or(defaults.timeout_secs),
+            timeout_secs: self.setting(&s, &defs::PREFLIGHT_TIMEOUT_SECS),
             caa_identities: self.caa_identities(&s)?,
         })
     }

@@ -9,16 +9,19 @@ impl Checker<'_> {
         t: &DeTable<'_>,
         header: Range<usize>,
     ) -> Option<ValidationConfig> {
-        self.unknown_keys(t, "[validation]", VALIDATION_KEYS, "[validation]");
+        self.unknown_keys(
+            t,
+            "[validation]",
+            &defs::names(defs::VALIDATION),
+            "[validation]",
+        );
         let s = Scope {
             context: "[validation]".into(),
             header,
             tables: vec![(t, false)],
         };
-        let reuse_days = self.uint(&s, "reuse_days", 1, 398);
-        let warning_days = self
-            .uint(&s, "warning_days", 1, 365)
-            .unwrap_or(DEFAULT_VALIDATION_WARNING_DAYS);
+        let reuse_days = self.number(&s, &defs::VALIDATION_REUSE_DAYS);
+        let warning_days = self.setting(&s, &defs::VALIDATION_WARNING_DAYS);
         Some(ValidationConfig {
             reuse_days,
             warning_days,
