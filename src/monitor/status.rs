@@ -100,20 +100,20 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
         }
         let (disk, _) = disk_state(&rec);
         let action = plan::decide(&unattended_inputs(config, cert, &rec, disk, now));
-        let state = if let Some(ended) = &rec.partner.ended {
+        let state = if let Some(ended) = rec.partner.ended() {
             format!("order {ended}")
-        } else if rec.partner.intent.is_some() {
+        } else if rec.partner.intent().is_some() {
             "order outcome unknown".to_owned()
-        } else if rec.partner.order.is_none() && rec.placeholder.is_some() {
+        } else if rec.partner.order().is_none() && rec.placeholder.is_some() {
             "no order (placeholder installed)".to_owned()
-        } else if rec.partner.order.is_none() {
+        } else if rec.partner.order().is_none() {
             "no order".to_owned()
         } else if let Some(h) = &rec.held {
             format!(
                 "issued, valid from {}; installs then",
                 crate::clock::rfc3339(h.not_before)
             )
-        } else if rec.partner.reissue.is_some() {
+        } else if rec.partner.reissue().is_some() {
             "reissuing".to_owned()
         } else if rec.pending_key.is_some() {
             rec.last_state.clone().unwrap_or_else(|| "ordered".into())
@@ -134,7 +134,7 @@ pub fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<StatusRow>> {
             _ => None,
         };
         rows.push(StatusRow {
-            certificate_id: rec.partner.order.as_ref().map(|o| o.certificate_id),
+            certificate_id: rec.partner.order().map(|o| o.certificate_id),
             subscription_ends: rec.partner.subscription.as_ref().map(|s| s.ends),
             warning,
             validation: crate::engine::forecast::next_fresh_validation(config, cert, &rec, now),
