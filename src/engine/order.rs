@@ -195,16 +195,8 @@ pub(super) async fn ensure_order(
     lead: Option<&dyn Lead>,
 ) -> Result<Ordered> {
     let cert = job.cert;
-    match &job.rec.partner.stage {
-        PartnerStage::Ordered { order, .. } | PartnerStage::Ended { order, .. } => {
-            return Ok(Ordered::Existing(order.certificate_id));
-        }
-        PartnerStage::Intended(intent) => {
-            let intent = intent.clone();
-            let id = reconcile(job, client, &intent).await?;
-            return Ok(Ordered::Reconciled(id));
-        }
-        PartnerStage::NoOrder => {}
+    if let Some(known) = known_order(job, client).await? {
+        return Ok(known);
     }
     if !allow {
         return Err(OrderRefusal::NotAllowed {
@@ -320,6 +312,21 @@ pub(super) async fn ensure_order(
             )))
         }
     }
+}
+
+/// The order the record knows, or the one its intent placed (reconciled from the list);
+/// `None` when nothing was ordered.
+async fn known_order(job: &mut Job<'_>, client: &Client) -> Result<Option<Ordered>> {
+    Ok(match &job.rec.partner.stage {
+        PartnerStage::Ordered { order, .. } | PartnerStage::Ended { order, .. } => {
+            Some(Ordered::Existing(order.certificate_id))
+        }
+        PartnerStage::Intended(intent) => {
+            let intent = intent.clone();
+            Some(Ordered::Reconciled(reconcile(job, client, &intent).await?))
+        }
+        PartnerStage::NoOrder => None,
+    })
 }
 
 /// An answer that proves the order was not created: a 4xx with a documented body, a

@@ -109,11 +109,11 @@ fn stage_of(
             .map(|o| o.certificate_id)
             .or(reissue.as_ref().map(|r| r.certificate_id));
         return Err(Contradiction(format!(
-            "an order intent (CSR SHA-256 {}) beside {}: which one is current cannot be told; \
+            "an order intent (CSR SHA-256 {:?}) beside {}: which one is current cannot be told; \
              set `intent` to null if that is this certificate's order, else set `order`, \
              `reissue` and `ended` to null (the next run then finds the intent's order in the \
              certificate list)",
-            crate::values::text::printable_capped(&intent.csr_sha256, 80),
+            capped(&intent.csr_sha256),
             match id {
                 Some(id) => format!("the order of certificate {id}"),
                 None => "an ended order".to_owned(),
@@ -132,9 +132,9 @@ fn stage_of(
             return match ended {
                 None => Ok(PartnerStage::NoOrder),
                 Some(state) => Err(Contradiction(format!(
-                    "an ended order ({}) without the order: which certificate ended cannot be \
+                    "an ended order ({:?}) without the order: which certificate ended cannot be \
                      told; set `order` to it, or set `ended` to null to order anew",
-                    crate::values::text::printable_capped(&state, 40)
+                    capped(&state)
                 ))),
             };
         }
@@ -147,6 +147,12 @@ fn stage_of(
             reissue,
         },
     })
+}
+
+/// At most 64 characters of a stored value, for a message (shown with `{:?}`: control
+/// characters escaped).
+fn capped(text: &str) -> String {
+    text.chars().take(64).collect()
 }
 
 /// Fuzzing: stored Partner fields read into the bookkeeping must never panic; what reads
