@@ -240,7 +240,7 @@ pub(super) fn check_missing_state(
     local: &CertRecord,
 ) -> Result<()> {
     let v = versions.vouched_of(name);
-    if !v.live() || local.partner.order().is_some() || local.partner.intent().is_some() {
+    if !v.live() || !local.partner.is_unordered() {
         return Ok(());
     }
     let by = versions
