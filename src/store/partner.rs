@@ -4,7 +4,7 @@
 //! issuer (keys, installs, validation, failures).
 //!
 //! Stored flat inside the record in the format every version wrote (`intent`, `order`,
-//! `reissue`, `ended` beside the other fields; see [`wire`]): the stage is read from those four
+//! `reissue`, `ended` beside the other fields; see `wire.rs`): the stage is read from those four
 //! fields and written back into them, so that a record reads and writes byte for byte as
 //! before. A combination no run writes is mapped or refused there, each case with its reason.
 
@@ -100,7 +100,7 @@ pub enum PartnerStage {
 }
 
 /// What the Partner API issuer keeps of a certificate. Serialised flat inside the record, in
-/// the stored form of [`wire`].
+/// the stored form of `wire.rs`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "wire::PartnerBookWire", into = "wire::PartnerBookWire")]
 pub struct PartnerBook {
