@@ -229,12 +229,15 @@ fn build(a: &Args) -> Result<()> {
             version: RECORD_VERSION,
             name: name.clone(),
             partner: cert_agent::testing::store::PartnerBook {
-                order: Some(OrderRef {
-                    certificate_id: id,
-                    order_id: Some(id + 1_000_000),
-                    placed_at: not_before,
-                    adopted: false,
-                }),
+                stage: cert_agent::testing::store::PartnerStage::Ordered {
+                    order: OrderRef {
+                        certificate_id: id,
+                        order_id: Some(id + 1_000_000),
+                        placed_at: not_before,
+                        adopted: false,
+                    },
+                    reissue: None,
+                },
                 subscription: Some(Subscription {
                     ends: not_after,
                     multi_year: false,

@@ -38,7 +38,7 @@ pub(crate) use acme::RenewalWindow;
 pub(crate) use lock::{RunLock, lock_waiting};
 
 pub(crate) use partner::{OrderIntent, ReissueState};
-pub use partner::{OrderRef, PartnerBook, Subscription};
+pub use partner::{OrderRef, PartnerBook, PartnerStage, Subscription, fuzz_partner_book};
 pub(crate) use parts::{
     FleetAttempt, Held, PlaceholderMark, RevocationSeen, RolledBack, ValidationMark,
 };
@@ -58,6 +58,10 @@ pub enum StoreError {
     Write { path: PathBuf, source: io::Error },
     #[error("{} is damaged ({message}); move it aside to start this certificate's state afresh", path.display())]
     Corrupt { path: PathBuf, message: String },
+    /// The record's order bookkeeping contradicts itself (an edited or damaged file): moving
+    /// the file aside could lose an order, so it is to be mended.
+    #[error("{} holds {message}; nothing is ordered or reissued for this certificate until the file is mended", path.display())]
+    Contradictory { path: PathBuf, message: String },
     #[error("another cert-agent run holds {} (PID {pid}); try again when it has finished", path.display())]
     Locked { path: PathBuf, pid: String },
     #[error("could not lock {}: {source}", path.display())]
@@ -313,29 +317,21 @@ impl CertRecord {
     /// `issue --yes` on an ended order: the ended order becomes the one renewed and everything
     /// about it is dropped. Returns the ended state and the pending key to discard.
     pub fn replace_ended_order(&mut self) -> Option<(String, Option<PendingKey>)> {
-        let state = self.partner.ended.take()?;
-        self.partner.renews = self.certificate_id();
-        self.partner.order = None;
-        self.partner.subscription = None;
-        self.partner.reissue = None;
-        self.partner.prolong_prepared_at = None;
+        let state = self.partner.ended()?.to_owned();
+        self.partner.give_up_order();
         Some((state, self.pending_key.take()))
     }
 
     /// A new billed order replaces the current subscription: the current order becomes the
     /// one renewed. Returns its certificate ID.
     pub fn begin_subscription_renewal(&mut self) -> Option<u64> {
-        let old = self.certificate_id();
-        self.partner.renews = old;
-        self.partner.order = None;
-        self.partner.subscription = None;
-        self.partner.prolong_prepared_at = None;
-        old
+        self.partner.give_up_order()
     }
 
-    /// The API reports the order ended (`annulled`, `expired`).
-    pub fn mark_ended(&mut self, state: &str) {
-        self.partner.ended = Some(state.to_owned());
+    /// The API reports the order ended (`annulled`, `expired`); a record without an order
+    /// has nothing to end (`false`).
+    pub fn mark_ended(&mut self, state: &str) -> bool {
+        self.partner.mark_ended(state)
     }
 
     /// A certificate is installed and live: it is recorded, a finished reissue and earlier
@@ -354,7 +350,7 @@ impl CertRecord {
         if self.partner.subscription.is_none() && self.acme.is_none() {
             self.partner.subscription = Some(fallback);
         }
-        self.partner.reissue = None;
+        self.partner.end_reissue();
         if let Some(acme) = &mut self.acme {
             acme.order_url = None;
             acme.names.clear();
@@ -373,7 +369,7 @@ impl CertRecord {
     /// discard), so that the due rule decides on the installed certificate anew. The record's
     /// `rolled_back` keeps that serial refused here.
     pub fn close_refused(&mut self) -> Option<PendingKey> {
-        self.partner.reissue = None;
+        self.partner.end_reissue();
         if let Some(acme) = &mut self.acme {
             acme.order_url = None;
             acme.names.clear();
@@ -488,11 +484,20 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(CertRecord::new(name)),
             Err(source) => return Err(StoreError::Read { path, source }),
         };
-        let record: CertRecord =
-            serde_json::from_slice(&text).map_err(|e| StoreError::Corrupt {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
+        let record: CertRecord = serde_json::from_slice(&text).map_err(|e| {
+            let message = e.to_string();
+            if message.starts_with(partner::CONTRADICTION) {
+                StoreError::Contradictory {
+                    path: path.clone(),
+                    message,
+                }
+            } else {
+                StoreError::Corrupt {
+                    path: path.clone(),
+                    message,
+                }
+            }
+        })?;
         if record.name != name {
             return Err(StoreError::Corrupt {
                 path,
@@ -745,7 +750,7 @@ mod tests {
         assert_eq!(mode_of(store.dir()).unwrap(), 0o700);
         let mut rec = store.load("www").unwrap();
         assert_eq!(rec, CertRecord::new("www"));
-        rec.partner.intent = Some(OrderIntent {
+        rec.partner.stage = PartnerStage::Intended(OrderIntent {
             csr_sha256: "AB".repeat(32),
             common_name: "www.example.com".into(),
             created_at: now(),
@@ -756,8 +761,8 @@ mod tests {
         let path = store.dir().join("certs/www.json");
         assert_eq!(mode_of(&path).unwrap(), 0o600);
         assert_eq!(
-            store.load("www").unwrap().partner.intent,
-            rec.partner.intent
+            store.load("www").unwrap().partner.intent(),
+            rec.partner.intent()
         );
         assert_eq!(store.names().unwrap(), vec!["www".to_owned()]);
     }
@@ -791,11 +796,8 @@ mod tests {
         });
         let rec: CertRecord = serde_json::from_value(stored.clone()).unwrap();
         assert_eq!(rec.partner.certificate_id(), Some(7));
-        assert!(rec.partner.order.as_ref().is_some_and(|o| o.adopted));
-        assert_eq!(
-            rec.partner.reissue.as_ref().map(|r| r.confirmed),
-            Some(false)
-        );
+        assert!(rec.partner.order().is_some_and(|o| o.adopted));
+        assert_eq!(rec.partner.reissue().map(|r| r.confirmed), Some(false));
         assert_eq!(rec.partner.renews, Some(5));
         assert!(rec.partner.order_refused);
         assert!(rec.partner.prolong_prepared_at.is_some());

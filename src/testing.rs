@@ -204,8 +204,8 @@ pub mod revocation {
 /// The state directory.
 pub mod store {
     pub use crate::store::{
-        AcmeBook, CertRecord, FileStamp, Installed, OrderRef, PartnerBook, RECORD_VERSION, Store,
-        Subscription, check_name, mode_of,
+        AcmeBook, CertRecord, FileStamp, Installed, OrderRef, PartnerBook, PartnerStage,
+        RECORD_VERSION, Store, Subscription, check_name, fuzz_partner_book, mode_of,
     };
 
     /// The audit log.

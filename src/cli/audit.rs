@@ -226,8 +226,7 @@ fn acted_on(state_dir: &std::path::Path) -> Option<String> {
         .into_iter()
         .find(|name| match store.load(name) {
             Ok(r) => {
-                r.partner.order.is_some()
-                    || r.partner.intent.is_some()
+                !r.partner.is_unordered()
                     || r.pending_key.is_some()
                     || r.installed.is_some()
                     || r.placeholder.is_some()

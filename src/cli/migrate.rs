@@ -124,8 +124,8 @@ async fn change_current_order(
 ) -> Result<bool> {
     let store = crate::store::Store::existing(&config.agent.state_dir);
     let rec = store.load(&cert.name)?;
-    let in_progress = rec.installed.is_none() || rec.partner.reissue.is_some();
-    let Some(order) = rec.partner.order.as_ref().filter(|_| in_progress) else {
+    let in_progress = rec.installed.is_none() || rec.partner.reissue().is_some();
+    let Some(order) = rec.partner.order().filter(|_| in_progress) else {
         outln!(
             "certificate '{}': no order in progress, nothing to change at the CA; the next \
              order or reissue validates by the method the configuration names",

@@ -88,7 +88,7 @@ pub(super) async fn adopt_record(
         bail!("certificate {certificate_id} is {state}; it cannot be reissued");
     }
 
-    rec.partner.order = Some(OrderRef {
+    rec.partner.set_order(OrderRef {
         certificate_id,
         order_id: None,
         placed_at: now,
@@ -152,13 +152,13 @@ pub(super) async fn adopt_record(
 /// Refuses to adopt into a record that is busy (an order outcome unknown), belongs to another
 /// order, or an order that another configured certificate manages.
 fn check_free(store: &Store, rec: &CertRecord, name: &str, certificate_id: u64) -> Result<()> {
-    if rec.partner.intent.is_some() {
+    if rec.partner.intent().is_some() {
         bail!(
             "certificate '{name}' has an order whose outcome is unknown; resolve it first \
              (`cert-agent renew --name {name}` reconciles it)"
         );
     }
-    if let Some(o) = &rec.partner.order
+    if let Some(o) = rec.partner.order()
         && o.certificate_id != certificate_id
     {
         bail!(
@@ -175,10 +175,7 @@ fn check_free(store: &Store, rec: &CertRecord, name: &str, certificate_id: u64) 
     for other in store.names()? {
         if other != name
             && let Ok(r) = store.load(&other)
-            && r.partner
-                .order
-                .as_ref()
-                .is_some_and(|o| o.certificate_id == certificate_id)
+            && r.partner.certificate_id() == Some(certificate_id)
         {
             bail!(
                 "certificate {certificate_id} is already managed by '{other}'; one order \

@@ -101,7 +101,7 @@ pub(crate) fn upcoming(
     until: OffsetDateTime,
 ) -> Vec<Due> {
     let mut out = Vec::new();
-    let mut term = match (&rec.installed, &rec.partner.ended) {
+    let mut term = match (&rec.installed, rec.partner.ended()) {
         (_, Some(state)) => {
             out.push(Due {
                 at: now,
@@ -113,7 +113,7 @@ pub(crate) fn upcoming(
                 None => return out,
             }
         }
-        (None, None) if rec.partner.order.is_none() && rec.partner.intent.is_none() => {
+        (None, None) if rec.partner.is_unordered() => {
             out.push(Due {
                 at: now,
                 kind: DueKind::Order,
@@ -127,8 +127,8 @@ pub(crate) fn upcoming(
         (None, None) => return out,
         (Some(inst), None) => {
             if rec.pending_key.is_some()
-                || rec.partner.reissue.is_some()
-                || rec.partner.intent.is_some()
+                || rec.partner.reissue().is_some()
+                || rec.partner.intent().is_some()
             {
                 return out;
             }

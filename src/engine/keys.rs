@@ -36,7 +36,7 @@ pub(crate) fn ensure_pending_key(
 ) -> Result<PendingKey> {
     if let Some(p) = &record.pending_key {
         let usable = p.key_file.is_file() && csr_names_match(&p.csr_pem, &cert.domains);
-        if usable || record.partner.intent.is_some() || record.partner.order.is_some() {
+        if usable || !record.partner.is_unordered() {
             return Ok(p.clone());
         }
     }

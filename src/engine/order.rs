@@ -12,13 +12,13 @@
 //! certificate; the operator can clear the intent explicitly when the list proves that nothing
 //! was ordered.
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use time::OffsetDateTime;
 
 use crate::api::{self, ApiError, CertificateState, Client, Decimal, Product};
 use crate::config::Config;
 use crate::crypto::CsrInfo;
-use crate::store::{OrderIntent, OrderRef, Store};
+use crate::store::{OrderIntent, OrderRef, PartnerStage, Store};
 
 use super::job::Job;
 use super::keys;
@@ -195,12 +195,8 @@ pub(super) async fn ensure_order(
     lead: Option<&dyn Lead>,
 ) -> Result<Ordered> {
     let cert = job.cert;
-    if let Some(order) = &job.rec.partner.order {
-        return Ok(Ordered::Existing(order.certificate_id));
-    }
-    if let Some(intent) = job.rec.partner.intent.clone() {
-        let id = reconcile(job, client, &intent).await?;
-        return Ok(Ordered::Reconciled(id));
+    if let Some(known) = known_order(job, client).await? {
+        return Ok(known);
     }
     if !allow {
         return Err(OrderRefusal::NotAllowed {
@@ -227,13 +223,20 @@ pub(super) async fn ensure_order(
     let pending = keys::ensure_pending_key(job.store(), cert, &mut job.rec, now)?;
     let csr_pem = pending.csr_pem.clone();
 
-    job.rec.partner.intent = Some(OrderIntent {
+    let intended = job.rec.partner.intend(OrderIntent {
         csr_sha256: pending.csr_sha256.clone(),
         common_name: cert.common_name().to_owned(),
         created_at: now,
         product_id: cert.order.product_id,
         price: price.as_ref().map(|p| p.as_str().to_owned()),
     });
+    if !intended {
+        bail!(
+            "internal error: certificate '{}' gained an order or an order intent while its \
+             order was prepared; no order is placed",
+            cert.name
+        );
+    }
     job.record(
         "order-intent",
         serde_json::json!({
@@ -254,13 +257,12 @@ pub(super) async fn ensure_order(
     match client.order(&request).await {
         Ok(resp) => {
             crate::failpoint::hit("order-sent");
-            job.rec.partner.order = Some(OrderRef {
+            job.rec.partner.set_order(OrderRef {
                 certificate_id: resp.certificate,
                 order_id: Some(resp.order),
                 placed_at: now,
                 adopted: false,
             });
-            job.rec.partner.intent = None;
             job.rec.last_state = Some("new".to_owned());
             job.record(
                 "ordered",
@@ -281,7 +283,7 @@ pub(super) async fn ensure_order(
             Ok(Ordered::Placed(resp.certificate))
         }
         Err(err) if definitely_not_placed(&err) => {
-            let intent = job.rec.partner.intent.take();
+            let intent = job.rec.partner.withdraw_intent();
             job.rec.partner.order_refused |= matches!(err, ApiError::Http { .. });
             job.record(
                 "order-rejected",
@@ -310,6 +312,21 @@ pub(super) async fn ensure_order(
             )))
         }
     }
+}
+
+/// The order the record knows, or the one its intent placed (reconciled from the list);
+/// `None` when nothing was ordered.
+async fn known_order(job: &mut Job<'_>, client: &Client) -> Result<Option<Ordered>> {
+    Ok(match &job.rec.partner.stage {
+        PartnerStage::Ordered { order, .. } | PartnerStage::Ended { order, .. } => {
+            Some(Ordered::Existing(order.certificate_id))
+        }
+        PartnerStage::Intended(intent) => {
+            let intent = intent.clone();
+            Some(Ordered::Reconciled(reconcile(job, client, &intent).await?))
+        }
+        PartnerStage::NoOrder => None,
+    })
 }
 
 /// An answer that proves the order was not created: a 4xx with a documented body, a
@@ -389,13 +406,12 @@ async fn reconcile(job: &mut Job<'_>, client: &Client, intent: &OrderIntent) -> 
             .into())
         }
         [id] => {
-            job.rec.partner.order = Some(OrderRef {
+            job.rec.partner.set_order(OrderRef {
                 certificate_id: *id,
                 order_id: None,
                 placed_at: intent.created_at,
                 adopted: true,
             });
-            job.rec.partner.intent = None;
             job.record("reconciled", serde_json::json!({ "certificate_id": id }))?;
             tracing::warn!(
                 certificate = %cert.name,
@@ -425,9 +441,9 @@ fn known_certificate_ids(store: &Store, except: &str) -> Result<Vec<u64>> {
             continue;
         }
         if let Ok(r) = store.load(&name)
-            && let Some(o) = r.partner.order
+            && let Some(id) = r.partner.certificate_id()
         {
-            ids.push(o.certificate_id);
+            ids.push(id);
         }
     }
     Ok(ids)
@@ -435,7 +451,7 @@ fn known_certificate_ids(store: &Store, except: &str) -> Result<Vec<u64>> {
 
 /// Clears an unreconciled intent on the operator's word (the pending key is kept).
 pub(super) fn clear_intent(job: &mut Job<'_>) -> Result<bool> {
-    let Some(intent) = job.rec.partner.intent.take() else {
+    let Some(intent) = job.rec.partner.withdraw_intent() else {
         return Ok(false);
     };
     job.record(

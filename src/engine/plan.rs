@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
 
 use crate::clock::short_time;
-use crate::store::{CertRecord, Installed, Subscription};
+use crate::store::{CertRecord, Installed, PartnerStage, Subscription};
 
 pub(crate) use crate::config::Family;
 
@@ -144,7 +144,7 @@ pub(crate) fn decide(i: &Inputs<'_>) -> Action {
         return action;
     };
     match i.order_facts {
-        None if i.record.partner.order.is_some() => Action::ReadOrderFirst { new_key, reason },
+        None if i.record.partner.order().is_some() => Action::ReadOrderFirst { new_key, reason },
         Some(facts) => {
             match names_cannot_change(&i.record.name, i.wanted, i.family, &facts.names) {
                 Some(reason) => Action::CannotReissue { reason },
@@ -165,10 +165,8 @@ pub(crate) fn retry_after(
     failures: u32,
     now: OffsetDateTime,
 ) -> Option<OffsetDateTime> {
-    let never_ordered = record.partner.order.is_none()
-        && record.partner.intent.is_none()
+    let never_ordered = record.partner.stage == PartnerStage::NoOrder
         && !record.partner.order_refused
-        && record.partner.ended.is_none()
         && record.installed.is_none()
         && record.partner.renews.is_none();
     let counted = if never_ordered {
@@ -209,7 +207,8 @@ fn decide_from_record(i: &Inputs<'_>) -> Action {
 /// certificate's schedule decides.
 fn from_state(i: &Inputs<'_>) -> Option<Action> {
     let r = i.record;
-    if r.partner.intent.is_some() {
+    let stage = &r.partner.stage;
+    if let PartnerStage::Intended(_) = stage {
         return Some(Action::Reconcile);
     }
     // An issued certificate waits for its start, not for a backoff or a forced reissue.
@@ -221,8 +220,8 @@ fn from_state(i: &Inputs<'_>) -> Option<Action> {
         });
     }
     // A reissue sent without a known answer is resolved by reading the details: no reason to
-    // wait out a backoff for that.
-    if r.partner.reissue.as_ref().is_some_and(|x| !x.confirmed) {
+    // wait out a backoff for that (even of an order that ended meanwhile).
+    if r.partner.reissue().is_some_and(|x| !x.confirmed) {
         return Some(Action::Continue);
     }
     if !i.force
@@ -232,27 +231,30 @@ fn from_state(i: &Inputs<'_>) -> Option<Action> {
     {
         return Some(Action::Backoff { until });
     }
-    if let Some(state) = &r.partner.ended {
+    let reissue = match stage {
         // A revoked certificate of an ended order is an emergency: the order policy decides
         // on a new order without waiting for `issue --yes`.
-        return Some(
-            if (i.replace_ended || revoked(r).is_some()) && i.allow_orders {
+        PartnerStage::Ended { state, .. } => {
+            return Some(
+                if (i.replace_ended || revoked(r).is_some()) && i.allow_orders {
+                    Action::Order
+                } else {
+                    Action::Ended {
+                        state: state.clone(),
+                    }
+                },
+            );
+        }
+        PartnerStage::NoOrder | PartnerStage::Intended(_) => {
+            return Some(if i.allow_orders {
                 Action::Order
             } else {
-                Action::Ended {
-                    state: state.clone(),
-                }
-            },
-        );
-    }
-    if r.partner.order.is_none() {
-        return Some(if i.allow_orders {
-            Action::Order
-        } else {
-            Action::NeedsOrder
-        });
-    }
-    if r.pending_key.is_some() || r.partner.reissue.is_some() {
+                Action::NeedsOrder
+            });
+        }
+        PartnerStage::Ordered { reissue, .. } => reissue,
+    };
+    if r.pending_key.is_some() || reissue.is_some() {
         return Some(Action::Continue);
     }
     // Family C refuses a reused key (Reissue rule 4): asking for one is refused before any

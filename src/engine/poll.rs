@@ -19,7 +19,7 @@ use futures_util::StreamExt;
 use time::OffsetDateTime;
 
 use crate::api::{CertificateDetails, CertificateState, ListScope, PendingAction};
-use crate::store::CertRecord;
+use crate::store::{CertRecord, PartnerStage};
 
 use super::context::{Ctx, progress, stop_requested, stopped};
 use super::deploy::{self, Checked};
@@ -332,11 +332,12 @@ pub(crate) fn until_next_check<'r>(
 
 /// Whether `rec` waits for the CA: a status check can move it on.
 fn waits_for_ca(rec: &CertRecord) -> bool {
-    rec.partner.order.is_some()
-        && (rec.pending_key.is_some() || rec.partner.reissue.is_some())
-        && rec.held.is_none()
-        && rec.partner.ended.is_none()
-        && rec.partner.intent.is_none()
+    match &rec.partner.stage {
+        PartnerStage::Ordered { reissue, .. } => {
+            (rec.pending_key.is_some() || reissue.is_some()) && rec.held.is_none()
+        }
+        PartnerStage::NoOrder | PartnerStage::Intended(_) | PartnerStage::Ended { .. } => false,
+    }
 }
 
 fn until_allowed(last: Option<OffsetDateTime>, interval: Duration, t: OffsetDateTime) -> Duration {
@@ -542,12 +543,15 @@ mod tests {
         CertRecord {
             name: name.into(),
             partner: crate::store::PartnerBook {
-                order: Some(OrderRef {
-                    certificate_id: 7,
-                    order_id: None,
-                    placed_at: datetime!(2026-11-26 09:00 UTC),
-                    adopted: false,
-                }),
+                stage: PartnerStage::Ordered {
+                    order: OrderRef {
+                        certificate_id: 7,
+                        order_id: None,
+                        placed_at: datetime!(2026-11-26 09:00 UTC),
+                        adopted: false,
+                    },
+                    reissue: None,
+                },
                 ..Default::default()
             },
             pending_key: Some(PendingKey {
@@ -585,9 +589,9 @@ mod tests {
             not_before: now + time::Duration::days(1),
         });
         let mut ended = waiting("ended", None);
-        ended.partner.ended = Some("annulled".into());
+        ended.mark_ended("annulled");
         let mut intent = waiting("intent", None);
-        intent.partner.intent = Some(OrderIntent {
+        intent.partner.stage = PartnerStage::Intended(OrderIntent {
             csr_sha256: "BB".into(),
             common_name: "a.test".into(),
             created_at: now,

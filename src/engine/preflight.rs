@@ -182,7 +182,7 @@ pub(super) async fn gate(
 /// (before a first order) the record marked refused so that it backs off from the first
 /// failure.
 fn stop(job: &mut Job<'_>, what: &str, why: String, findings: serde_json::Value) -> Result<()> {
-    if job.rec.partner.order.is_none() {
+    if job.rec.partner.order().is_none() {
         job.rec.partner.order_refused = true;
     }
     job.record(

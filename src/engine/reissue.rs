@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 use crate::api::{ApiError, CertificateDetails, CertificateState, PendingAction, ReissueRequest};
 use crate::config::{CertificateConfig, DcvMethod, Family};
 use crate::crypto::{CsrInfo, PrivateKey};
-use crate::store::ReissueState;
+use crate::store::{PartnerStage, ReissueState};
 
 use super::context::Ctx;
 use super::job::Job;
@@ -43,9 +43,13 @@ pub(super) async fn start(
     now: OffsetDateTime,
 ) -> Result<Reissued> {
     let cert = job.cert;
-    let Some(order) = job.rec.partner.order.clone() else {
-        bail!("certificate '{}' has no order to reissue", cert.name);
+    let PartnerStage::Ordered { order, .. } = &job.rec.partner.stage else {
+        bail!(
+            "certificate '{}' has no order to reissue (none, or it has ended)",
+            cert.name
+        );
     };
+    let certificate_id = order.certificate_id;
     // Reissue rule 6: a family S certificate on DNS_TXT_TOKEN must name another method for
     // every domain.
     if cert.order.family == Some(Family::S) && cert.dcv.method == DcvMethod::DnsTxt {
@@ -88,17 +92,24 @@ pub(super) async fn start(
     };
     let pending = keys::save_new_key(ctx.store, cert, &key, now)?;
     job.rec.pending_key = Some(pending.clone());
-    job.rec.partner.reissue = Some(ReissueState {
-        certificate_id: order.certificate_id,
+    let begun = job.rec.partner.begin_reissue(ReissueState {
+        certificate_id,
         csr_sha256: pending.csr_sha256.clone(),
         previous_serial: job.rec.installed.as_ref().map(|i| i.serial.clone()),
         requested_at: now,
         confirmed: false,
     });
+    if !begun {
+        bail!(
+            "internal error: the order of certificate '{}' changed while its reissue was \
+             prepared; nothing was sent",
+            cert.name
+        );
+    }
     job.record(
         "reissue-intent",
         serde_json::json!({
-            "certificate_id": order.certificate_id,
+            "certificate_id": certificate_id,
             "csr_sha256": pending.csr_sha256,
             "new_key": new_key,
         }),
@@ -112,9 +123,10 @@ pub(super) async fn start(
 /// Sends the recorded reissue and confirms it.
 async fn send(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Reissued> {
     let cert = job.cert;
-    let (Some(reissue), Some(pending)) =
-        (job.rec.partner.reissue.clone(), job.rec.pending_key.clone())
-    else {
+    let (Some(reissue), Some(pending)) = (
+        job.rec.partner.reissue().cloned(),
+        job.rec.pending_key.clone(),
+    ) else {
         bail!("no reissue recorded for certificate '{}'", cert.name);
     };
     let request = ReissueRequest {
@@ -135,7 +147,7 @@ async fn send(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Reissued> {
             if let Some(p) = job.rec.pending_key.take() {
                 keys::discard_key_file(&p.key_file);
             }
-            job.rec.partner.reissue = None;
+            job.rec.partner.end_reissue();
             // Reissue rule 1: not for expired or annulled certificates. Such an order has
             // ended; only a new order helps, and that is the operator's call.
             if let Ok(status) = ctx.client()?.status(reissue.certificate_id).await
@@ -145,7 +157,7 @@ async fn send(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Reissued> {
                     CertificateState::Expired | CertificateState::Annulled
                 )
             {
-                job.rec.partner.ended = Some(state.as_str().to_owned());
+                job.rec.mark_ended(state.as_str());
             }
             job.record(
                 "reissue-refused",
@@ -213,7 +225,7 @@ fn refused(e: &ApiError) -> bool {
 /// Marks the reissue as received and follows a replacement ID.
 async fn confirm(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Reissued> {
     let cert = job.cert;
-    let Some(reissue) = job.rec.partner.reissue.as_mut() else {
+    let Some(reissue) = job.rec.partner.reissue_mut() else {
         bail!("no reissue recorded for certificate '{}'", cert.name);
     };
     reissue.confirmed = true;
@@ -229,12 +241,7 @@ async fn confirm(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Reissued> {
 /// details of the original and use it from now on.
 async fn follow_replacement(ctx: &Ctx<'_>, job: &mut Job<'_>, original: u64) -> Result<Reissued> {
     let cert = job.cert;
-    let current = job
-        .rec
-        .partner
-        .order
-        .as_ref()
-        .map_or(original, |o| o.certificate_id);
+    let current = job.rec.partner.certificate_id().unwrap_or(original);
     // Only family S gives a reissued certificate a new ID (Reissue rule 7).
     if cert.order.family.is_some_and(|f| f != Family::S) {
         return Ok(Reissued::id(current));
@@ -242,7 +249,7 @@ async fn follow_replacement(ctx: &Ctx<'_>, job: &mut Job<'_>, original: u64) -> 
     let details = ctx.client()?.details(original).await?;
     match details.replacement_id {
         Some(new_id) if new_id != current => {
-            if let Some(order) = job.rec.partner.order.as_mut() {
+            if let Some(order) = job.rec.partner.order_mut() {
                 order.certificate_id = new_id;
             }
             job.record(
@@ -267,16 +274,15 @@ async fn follow_replacement(ctx: &Ctx<'_>, job: &mut Job<'_>, original: u64) -> 
 /// Returns the certificate ID to follow.
 pub(super) async fn resume(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Reissued> {
     let cert = job.cert;
-    let Some(reissue) = job.rec.partner.reissue.clone() else {
+    let Some(reissue) = job.rec.partner.reissue().cloned() else {
         bail!("no reissue recorded for certificate '{}'", cert.name);
     };
     if reissue.confirmed {
         return Ok(Reissued::id(
             job.rec
                 .partner
-                .order
-                .as_ref()
-                .map_or(reissue.certificate_id, |o| o.certificate_id),
+                .certificate_id()
+                .unwrap_or(reissue.certificate_id),
         ));
     }
     let details = ctx.client()?.details(reissue.certificate_id).await?;

@@ -101,7 +101,7 @@ pub(crate) fn plan<'a>(
         }
     }
     let record = store.load(name)?;
-    if record.partner.intent.is_some() && !opts.force {
+    if record.partner.intent().is_some() && !opts.force {
         bail!(
             "an order for '{name}' was sent without a known answer: it may have been billed. \
              Run `cert-agent renew --name {name}` to find it in the certificate list first \

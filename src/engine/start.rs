@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::clock;
 use crate::revocation::Status;
-use crate::store::{CertRecord, FileStamp, RevocationSeen};
+use crate::store::{CertRecord, FileStamp, PartnerStage, RevocationSeen};
 
 use super::context::Ctx;
 use super::deploy;
@@ -28,8 +28,7 @@ pub(super) async fn start(
         tracing::warn!(certificate = %job.cert.name, "unreconciled order intent cleared by the operator");
     }
     if let Some(id) = job.cert.order.certificate_id
-        && job.rec.partner.order.is_none()
-        && job.rec.partner.intent.is_none()
+        && job.rec.partner.is_unordered()
     {
         if ctx.opts.dry_run {
             return Ok(Next::Done(Outcome::Planned {
@@ -141,12 +140,12 @@ pub(super) async fn check_revocation(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result
         .revocation
         .as_ref()
         .is_some_and(|s| s.revokes(&inst.serial));
-    if revoked
-        || r.partner.intent.is_some()
-        || r.pending_key.is_some()
-        || r.partner.reissue.is_some()
-        || r.partner.ended.is_some()
-    {
+    let replacing = match &r.partner.stage {
+        PartnerStage::NoOrder => false,
+        PartnerStage::Intended(_) | PartnerStage::Ended { .. } => true,
+        PartnerStage::Ordered { reissue, .. } => reissue.is_some(),
+    };
+    if revoked || replacing || r.pending_key.is_some() {
         // Its replacement is under way (or waits for the order policy): what was seen stands.
         job.revocation = r
             .revocation
@@ -384,13 +383,7 @@ pub(super) fn backoff_message(
 
 /// Continues an order or reissue pending at the CA: validate, poll, download.
 async fn continue_pending(ctx: &Ctx<'_>, job: &mut Job<'_>) -> Result<Next> {
-    if job.rec.partner.reissue.is_some() {
-        let previous = job
-            .rec
-            .partner
-            .reissue
-            .as_ref()
-            .and_then(|r| r.previous_serial.clone());
+    if let Some(previous) = job.rec.partner.reissue().map(|r| r.previous_serial.clone()) {
         let reissued = Box::pin(reissue::resume(ctx, job)).await?;
         Ok(wait_reissued(&job.rec, reissued, previous))
     } else {

@@ -240,7 +240,7 @@ pub(super) fn check_missing_state(
     local: &CertRecord,
 ) -> Result<()> {
     let v = versions.vouched_of(name);
-    if !v.live() || local.partner.order.is_some() || local.partner.intent.is_some() {
+    if !v.live() || !local.partner.is_unordered() {
         return Ok(());
     }
     let by = versions
@@ -353,7 +353,7 @@ mod tests {
             "{err}"
         );
         // This host knows the order: its lead shares its record again.
-        local.partner.order = Some(crate::store::OrderRef {
+        local.partner.set_order(crate::store::OrderRef {
             certificate_id: 7,
             order_id: None,
             placed_at: OffsetDateTime::UNIX_EPOCH,
@@ -361,7 +361,7 @@ mod tests {
         });
         assert!(check_missing_state("k", &v, "www", &local).is_ok());
         // Retired since (a tombstone above the record): a new order is the bring-back's.
-        local.partner.order = None;
+        local.partner.stage = crate::store::PartnerStage::NoOrder;
         v.accept_tombstone("www", "k", 5, b"tomb").unwrap();
         assert!(check_missing_state("k", &v, "www", &local).is_ok());
     }

@@ -50,16 +50,16 @@ pub(super) fn pending_of(name: &str, shared: &SharedState) -> Option<PendingWork
 /// What `rec` has open at the CA and since when. `sealed_key`: the shared record carries a
 /// pending key (its path is each host's own).
 fn open_at_ca(rec: &CertRecord, sealed_key: bool) -> Option<(&'static str, OffsetDateTime)> {
-    if rec.partner.ended.is_some() || rec.held.is_some() {
+    if rec.partner.ended().is_some() || rec.held.is_some() {
         return None;
     }
-    if let Some(i) = &rec.partner.intent {
+    if let Some(i) = rec.partner.intent() {
         return Some(("order sent without a known answer", i.created_at));
     }
-    if let Some(r) = &rec.partner.reissue {
+    if let Some(r) = rec.partner.reissue() {
         return Some(("reissue", r.requested_at));
     }
-    if let Some(o) = &rec.partner.order
+    if let Some(o) = rec.partner.order()
         && (rec.pending_key.is_some() || sealed_key)
     {
         return Some(("order", o.placed_at));
@@ -139,25 +139,25 @@ mod tests {
     fn the_work_open_at_the_ca_is_named_with_its_start() {
         let mut rec = CertRecord::default();
         assert!(pending_of("www", &shared(rec.clone())).is_none(), "nothing");
-        rec.partner.order = Some(order());
+        rec.partner.set_order(order());
         assert!(pending_of("www", &shared(rec.clone())).is_none(), "issued");
-        rec.partner.reissue = Some(ReissueState {
+        assert!(rec.partner.begin_reissue(ReissueState {
             certificate_id: 7,
             csr_sha256: "AA".into(),
             previous_serial: None,
             requested_at: T - time::Duration::minutes(3),
             confirmed: true,
-        });
+        }));
         let p = pending_of("www", &shared(rec.clone())).expect("a reissue");
         assert_eq!(
             (p.what.as_str(), p.since),
             ("reissue", T - time::Duration::minutes(3))
         );
         assert_eq!((p.last_led, p.last_led_by.as_str()), (T, "web1"));
-        rec.partner.ended = Some("annulled".into());
+        rec.mark_ended("annulled");
         assert!(pending_of("www", &shared(rec.clone())).is_none(), "ended");
         let mut first = CertRecord::default();
-        first.partner.intent = Some(OrderIntent {
+        first.partner.stage = crate::store::PartnerStage::Intended(OrderIntent {
             csr_sha256: "BB".into(),
             common_name: "www.example.test".into(),
             created_at: T,
@@ -167,7 +167,7 @@ mod tests {
         let p = pending_of("www", &shared(first)).expect("an intent");
         assert_eq!(p.what, "order sent without a known answer");
         let mut placed = CertRecord::default();
-        placed.partner.order = Some(order());
+        placed.partner.set_order(order());
         let mut s = shared(placed);
         s.pending_key = Some("sealed".into());
         assert_eq!(pending_of("www", &s).expect("an order").what, "order");
@@ -176,14 +176,14 @@ mod tests {
     #[test]
     fn work_is_unled_only_without_a_leader_and_past_the_bound() {
         let mut rec = CertRecord::default();
-        rec.partner.order = Some(order());
-        rec.partner.reissue = Some(ReissueState {
+        rec.partner.set_order(order());
+        assert!(rec.partner.begin_reissue(ReissueState {
             certificate_id: 7,
             csr_sha256: "AA".into(),
             previous_serial: None,
             requested_at: T,
             confirmed: true,
-        });
+        }));
         let mut p = vec![pending_of("www", &shared(rec)).expect("a reissue")];
         let bound = time::Duration::seconds(900);
         let later = T + time::Duration::seconds(901);

@@ -390,11 +390,7 @@ pub(super) async fn import(
     check_keeps(&link.fleet.key(&rel), &local, &opened.shared.record)?;
     let shared = opened.shared;
     let mut next = shared.record.clone();
-    if let Some(intent) = next
-        .partner
-        .intent
-        .as_ref()
-        .filter(|_| next.partner.order.is_none())
+    if let Some(intent) = next.partner.intent()
         && let Some(host) = super::unplaced::noted_by(link, &cert.name, intent).await?
     {
         tracing::info!(
@@ -407,7 +403,7 @@ pub(super) async fn import(
             "fleet-intent-withdrawn",
             serde_json::json!({ "noted_by": host, "csr_sha256": intent.csr_sha256 }),
         )?;
-        next.partner.intent = None;
+        next.partner.withdraw_intent();
     }
     if shared_view(&local) == next {
         let attempt = Some(shared.attempt());

@@ -255,7 +255,7 @@ mod tests {
         assert!(held_state(&v, "www", &rec, at(3, 5)).is_err());
         // The record changed since (not shared): not the copy accepted.
         let mut changed = rec.clone();
-        changed.partner.order = Some(crate::store::OrderRef {
+        changed.partner.set_order(crate::store::OrderRef {
             certificate_id: 7,
             order_id: None,
             placed_at: time::OffsetDateTime::UNIX_EPOCH,

@@ -105,7 +105,7 @@ pub(super) fn check_pending(domains: &[String], p: &PendingKey, key: &PrivateKey
 
 /// An import keeps what this host knows: an order or an order intent is never dropped.
 pub(super) fn check_keeps(what: &str, local: &CertRecord, shared: &CertRecord) -> Result<()> {
-    if local.partner.order.is_some() && shared.partner.order.is_none() {
+    if local.partner.order().is_some() && shared.partner.order().is_none() {
         bail!(
             "the fleet's record {what} has no order, but this host knows order {}; refused \
              (an import never drops an order)",
@@ -114,9 +114,9 @@ pub(super) fn check_keeps(what: &str, local: &CertRecord, shared: &CertRecord) -
                 .map_or_else(|| "?".to_owned(), |id| id.to_string())
         );
     }
-    if local.partner.intent.is_some()
-        && shared.partner.intent.is_none()
-        && shared.partner.order.is_none()
+    if local.partner.intent().is_some()
+        && shared.partner.intent().is_none()
+        && shared.partner.order().is_none()
     {
         bail!(
             "the fleet's record {what} has neither an order nor an order intent, but this \
@@ -285,12 +285,15 @@ mod tests {
         let known = CertRecord {
             name: "www".into(),
             partner: crate::store::PartnerBook {
-                order: Some(OrderRef {
-                    certificate_id: 7,
-                    order_id: None,
-                    placed_at: time::OffsetDateTime::UNIX_EPOCH,
-                    adopted: false,
-                }),
+                stage: crate::store::PartnerStage::Ordered {
+                    order: OrderRef {
+                        certificate_id: 7,
+                        order_id: None,
+                        placed_at: time::OffsetDateTime::UNIX_EPOCH,
+                        adopted: false,
+                    },
+                    reissue: None,
+                },
                 ..Default::default()
             },
             ..CertRecord::default()

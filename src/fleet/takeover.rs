@@ -216,7 +216,7 @@ fn installed(current: &Current) -> Installed {
 fn describe(record: &CertRecord, action: Action) -> Option<String> {
     Some(match action {
         Action::Reconcile => "an order sent without a known answer".to_owned(),
-        Action::Continue => match &record.partner.reissue {
+        Action::Continue => match record.partner.reissue() {
             Some(r) if !r.confirmed => "a reissue sent without a known answer".to_owned(),
             Some(r) => format!(
                 "a reissue of certificate {} pending at the CA (validation, issuance)",
@@ -294,12 +294,15 @@ mod tests {
         CertRecord {
             name: "www".into(),
             partner: crate::store::PartnerBook {
-                order: Some(OrderRef {
-                    certificate_id: 7,
-                    order_id: Some(7),
-                    placed_at: now - Duration::days(199 - days_left),
-                    adopted: false,
-                }),
+                stage: crate::store::PartnerStage::Ordered {
+                    order: OrderRef {
+                        certificate_id: 7,
+                        order_id: Some(7),
+                        placed_at: now - Duration::days(199 - days_left),
+                        adopted: false,
+                    },
+                    reissue: None,
+                },
                 subscription: Some(Subscription {
                     ends: now + Duration::days(400),
                     multi_year: true,
@@ -316,20 +319,20 @@ mod tests {
         let now = OffsetDateTime::now_utc();
         let mut r = issued(now, 150);
         assert_eq!(decide(&r, now), None, "nothing due");
-        r.partner.reissue = Some(ReissueState {
+        assert!(r.partner.begin_reissue(ReissueState {
             certificate_id: 7,
             csr_sha256: "AB".into(),
             previous_serial: Some("0A".into()),
             requested_at: now,
             confirmed: true,
-        });
+        }));
         let open = decide(&r, now).unwrap_or_default();
         assert!(open.contains("reissue of certificate 7 pending"), "{open}");
         // A backoff holds a confirmed reissue back (the planner's rule)…
         r.retry_after = Some(now + Duration::hours(1));
         assert_eq!(decide(&r, now), None);
         // …but not one sent without a known answer.
-        if let Some(x) = r.partner.reissue.as_mut() {
+        if let Some(x) = r.partner.reissue_mut() {
             x.confirmed = false;
         }
         let open = decide(&r, now).unwrap_or_default();
@@ -347,13 +350,8 @@ mod tests {
         };
         let open = decide(&none, now).unwrap_or_default();
         assert!(open.contains("first order"), "{open}");
-        let ended = CertRecord {
-            partner: crate::store::PartnerBook {
-                ended: Some("annulled".into()),
-                ..issued(now, 20).partner
-            },
-            ..issued(now, 20)
-        };
+        let mut ended = issued(now, 20);
+        ended.mark_ended("annulled");
         assert_eq!(
             decide(&ended, now),
             None,

@@ -461,9 +461,9 @@ fn expiry(
     let acme_order = rec.acme.as_ref().is_some_and(|b| b.order_url.is_some());
     match (&rec.installed, days_left) {
         (None, _) => {
-            let why = match &rec.partner.ended {
+            let why = match rec.partner.ended() {
                 Some(state) => format!("no certificate installed (order {state})"),
-                None if rec.partner.order.is_some() || acme_order => {
+                None if rec.partner.order().is_some() || acme_order => {
                     "no certificate installed yet (issuance pending)".into()
                 }
                 None => "no certificate installed (no order yet)".into(),
@@ -621,7 +621,7 @@ fn attention(found: &mut Findings, rec: &CertRecord, now: OffsetDateTime, renew_
     if let Some(h) = &rec.rollout_halted {
         found.raise(Level::Critical, h.clone());
     }
-    if rec.partner.intent.is_some() {
+    if rec.partner.intent().is_some() {
         found.raise(
             Level::Warning,
             "an order whose outcome is unknown waits for reconciliation".into(),

@@ -5,7 +5,7 @@ use anyhow::Result;
 use time::OffsetDateTime;
 
 use crate::config::Config;
-use crate::store::Store;
+use crate::store::{CertRecord, PartnerStage, Store};
 
 use crate::engine::plan::{self, Action};
 use crate::engine::{disk_state, unattended_inputs, wanted};
@@ -100,41 +100,13 @@ pub(crate) fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<Status
         }
         let (disk, _) = disk_state(&rec);
         let action = plan::decide(&unattended_inputs(config, cert, &rec, disk, now));
-        let state = if let Some(ended) = &rec.partner.ended {
-            format!("order {ended}")
-        } else if rec.partner.intent.is_some() {
-            "order outcome unknown".to_owned()
-        } else if rec.partner.order.is_none() && rec.placeholder.is_some() {
-            "no order (placeholder installed)".to_owned()
-        } else if rec.partner.order.is_none() {
-            "no order".to_owned()
-        } else if let Some(h) = &rec.held {
-            format!(
-                "issued, valid from {}; installs then",
-                crate::clock::rfc3339(h.not_before)
-            )
-        } else if rec.partner.reissue.is_some() {
-            "reissuing".to_owned()
-        } else if rec.pending_key.is_some() {
-            rec.last_state.clone().unwrap_or_else(|| "ordered".into())
-        } else if rec.installed.as_ref().is_some_and(|i| i.files.is_empty()) {
-            "adopted (not installed here yet)".to_owned()
-        } else if rec.installed.is_some() {
-            "installed".to_owned()
-        } else if rec.placeholder.is_some() {
-            format!(
-                "{} (placeholder installed)",
-                rec.last_state.as_deref().unwrap_or("ordered")
-            )
-        } else {
-            rec.last_state.clone().unwrap_or_else(|| "ordered".into())
-        };
+        let state = partner_state(&rec);
         let warning = match &action {
             Action::Idle { warning, .. } => warning.clone(),
             _ => None,
         };
         rows.push(StatusRow {
-            certificate_id: rec.partner.order.as_ref().map(|o| o.certificate_id),
+            certificate_id: rec.partner.order().map(|o| o.certificate_id),
             subscription_ends: rec.partner.subscription.as_ref().map(|s| s.ends),
             warning,
             validation: crate::engine::forecast::next_fresh_validation(config, cert, &rec, now),
@@ -156,7 +128,7 @@ pub(crate) fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<Status
 fn row(
     config: &Config,
     cert: &crate::config::CertificateConfig,
-    rec: &crate::store::CertRecord,
+    rec: &CertRecord,
     now: OffsetDateTime,
     state: String,
     next_action: String,
@@ -186,10 +158,44 @@ fn row(
 
 /// A certificate of an ACME CA: its order in progress or what is installed, and what its
 /// planner does next.
+/// The state column of a Partner certificate: the order's stage, then what is under way.
+fn partner_state(rec: &CertRecord) -> String {
+    let reissuing = match &rec.partner.stage {
+        PartnerStage::Ended { state, .. } => return format!("order {state}"),
+        PartnerStage::Intended(_) => return "order outcome unknown".to_owned(),
+        PartnerStage::NoOrder if rec.placeholder.is_some() => {
+            return "no order (placeholder installed)".to_owned();
+        }
+        PartnerStage::NoOrder => return "no order".to_owned(),
+        PartnerStage::Ordered { reissue, .. } => reissue.is_some(),
+    };
+    if let Some(h) = &rec.held {
+        format!(
+            "issued, valid from {}; installs then",
+            crate::clock::rfc3339(h.not_before)
+        )
+    } else if reissuing {
+        "reissuing".to_owned()
+    } else if rec.pending_key.is_some() {
+        rec.last_state.clone().unwrap_or_else(|| "ordered".into())
+    } else if rec.installed.as_ref().is_some_and(|i| i.files.is_empty()) {
+        "adopted (not installed here yet)".to_owned()
+    } else if rec.installed.is_some() {
+        "installed".to_owned()
+    } else if rec.placeholder.is_some() {
+        format!(
+            "{} (placeholder installed)",
+            rec.last_state.as_deref().unwrap_or("ordered")
+        )
+    } else {
+        rec.last_state.clone().unwrap_or_else(|| "ordered".into())
+    }
+}
+
 fn acme_row(
     config: &Config,
     cert: &crate::config::CertificateConfig,
-    rec: &crate::store::CertRecord,
+    rec: &CertRecord,
     now: OffsetDateTime,
 ) -> StatusRow {
     use crate::engine::acme::plan as acme_plan;
@@ -249,7 +255,7 @@ fn retired(name: &str, archive: &std::path::Path) -> StatusRow {
 
 /// The record's last error, this host's own in fleet mode, and the fleet's last failed
 /// attempt, each when it is another.
-fn last_error(rec: &crate::store::CertRecord) -> Option<String> {
+fn last_error(rec: &CertRecord) -> Option<String> {
     let mut parts: Vec<String> = rec.last_error.iter().cloned().collect();
     if let Some(e) = rec.host_error.as_ref().filter(|_| rec.host_failures > 0)
         && !parts.contains(e)

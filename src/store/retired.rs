@@ -40,7 +40,7 @@ impl Store {
     /// its live record, has no order and no order intent): runs, `status` and `check` then
     /// leave it alone and say so, while the configuration still lists it.
     pub fn retired_and_idle(&self, name: &str, rec: &CertRecord) -> Option<PathBuf> {
-        if rec.partner.order.is_some() || rec.partner.intent.is_some() {
+        if !rec.partner.is_unordered() {
             return None;
         }
         self.retired(name)

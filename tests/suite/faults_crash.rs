@@ -447,3 +447,54 @@ fn crash_after_a_batch_of_records_is_written() {
 fn crash_after_the_first_record_of_a_batch_is_renamed() {
     batch_crash("record-renamed", 1);
 }
+
+/// A state file edited (or damaged) into order bookkeeping no run writes: an intent beside the
+/// known order is refused naming the file, and a reissue left without its order is followed
+/// as that order's reissue. Neither leads to a second billed order.
+#[test]
+fn an_edited_record_never_orders_a_second_time() {
+    let (env, _server) = webroot_env("edited.faults-crash.test");
+    renew_with(&env, &[]).expect_code(0);
+    assert_eq!(env.billed(), 1);
+    let rec = record(&env, "www");
+    let id = rec["order"]["certificate_id"].as_u64().unwrap();
+    let serial = rec["installed"]["serial"].clone();
+
+    env.edit_record("www", |r| {
+        r["intent"] = serde_json::json!({"csr_sha256": "AB".repeat(32),
+            "common_name": "edited.faults-crash.test", "created_at": "2026-01-01T00:00:00Z",
+            "product_id": 1, "price": null});
+    });
+    let out = run_env(&env, &["--json", "renew", "--wait", "5", "--force"], &[]);
+    let error = out.outcome("www")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let path = env.state_dir().join("certs/www.json");
+    assert!(
+        error.contains(&path.display().to_string())
+            && error.contains("contradictory order bookkeeping")
+            && error.contains(&format!("certificate {id}"))
+            && !error.contains("move it aside"),
+        "{}",
+        out.describe()
+    );
+    assert_ne!(out.code, Some(0));
+    assert_eq!((env.billed(), env.order_posts()), (1, 1), "nothing ordered");
+
+    // The order gone, a confirmed reissue of it left: read as that order's reissue.
+    env.edit_record("www", |r| {
+        r["intent"] = serde_json::Value::Null;
+        r["order"] = serde_json::Value::Null;
+        r["reissue"] = serde_json::json!({"certificate_id": id, "csr_sha256": "CD".repeat(32),
+            "previous_serial": serial, "requested_at": "2026-01-01T00:00:00Z",
+            "confirmed": true});
+    });
+    let out = run_env(&env, &["--json", "renew", "--wait", "5", "--force"], &[]);
+    assert_eq!(
+        (env.billed(), env.order_posts()),
+        (1, 1),
+        "no second order\n{}",
+        out.describe()
+    );
+}

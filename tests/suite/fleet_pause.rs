@@ -151,7 +151,7 @@ impl Lead for LostAtIntent {
         _cert: &'a CertificateConfig,
         rec: &'a CertRecord,
     ) -> LocalBoxFuture<'a, anyhow::Result<()>> {
-        if rec.partner.intent.is_some() {
+        if rec.partner.intent().is_some() {
             self.lost.store(true, Ordering::SeqCst);
         }
         Box::pin(async { Ok(()) })

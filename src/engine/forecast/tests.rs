@@ -17,12 +17,15 @@ fn installed(from: i64, until: i64, sub: i64) -> CertRecord {
     CertRecord {
         name: "www".into(),
         partner: crate::store::PartnerBook {
-            order: Some(OrderRef {
-                certificate_id: 7,
-                order_id: Some(1),
-                placed_at: day(from),
-                adopted: false,
-            }),
+            stage: crate::store::PartnerStage::Ordered {
+                order: OrderRef {
+                    certificate_id: 7,
+                    order_id: Some(1),
+                    placed_at: day(from),
+                    adopted: false,
+                },
+                reissue: None,
+            },
             subscription: Some(Subscription {
                 ends: day(sub),
                 multi_year: false,
@@ -97,7 +100,7 @@ fn no_order_or_an_ended_order_is_billed_now() {
     assert_eq!((dues[0].at, dues[0].kind), (day(0), DueKind::Order));
 
     let mut ended = installed(0, 90, 365);
-    ended.partner.ended = Some("annulled".into());
+    ended.mark_ended("annulled");
     let dues = upcoming(&ended, KNOBS, day(10), day(30));
     assert_eq!((dues[0].at, dues[0].kind), (day(10), DueKind::Order));
     assert!(dues[0].reason.contains("annulled"));

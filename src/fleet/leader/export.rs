@@ -119,8 +119,8 @@ pub(super) async fn export(
         // A reissue or order in flight: the fleet gets its certificate once issued (the
         // order's download may already be the new certificate, not the one installed here).
         if rec.pending_key.is_some()
-            || rec.partner.reissue.is_some()
-            || rec.partner.intent.is_some()
+            || rec.partner.reissue().is_some()
+            || rec.partner.intent().is_some()
         {
             return None;
         }

@@ -64,7 +64,7 @@ pub(super) fn unchanged_imports(
             continue;
         };
         let rel = state_key(&cert.name);
-        let waiting = local.partner.intent.is_some() && local.partner.order.is_none();
+        let waiting = local.partner.intent().is_some();
         if let Some(rev) = kept.unread_at(&rel)
             && !waiting
             && versions.import_changes_nothing(&cert.name, rev, &record_digest(&local))

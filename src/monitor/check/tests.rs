@@ -24,12 +24,15 @@ fn installed(until: i64) -> CertRecord {
     CertRecord {
         name: "www".into(),
         partner: crate::store::PartnerBook {
-            order: Some(OrderRef {
-                certificate_id: 7,
-                order_id: Some(1),
-                placed_at: t(0),
-                adopted: false,
-            }),
+            stage: crate::store::PartnerStage::Ordered {
+                order: OrderRef {
+                    certificate_id: 7,
+                    order_id: Some(1),
+                    placed_at: t(0),
+                    adopted: false,
+                },
+                reissue: None,
+            },
             subscription: Some(Subscription {
                 ends: t(365),
                 multi_year: false,
@@ -85,7 +88,7 @@ fn levels() {
     let mut none = installed(90);
     none.installed = None;
     let mut ended = none.clone();
-    ended.partner.ended = Some("annulled".into());
+    ended.mark_ended("annulled");
     let mut sub_ends = installed(90);
     sub_ends.partner.subscription = Some(Subscription {
         ends: t(90),

@@ -224,10 +224,10 @@ fn certificate(
         labels,
         f64::from(rec.consecutive_failures()),
     );
-    let waiting = rec.partner.intent.is_some()
-        || rec.partner.reissue.is_some()
+    let waiting = rec.partner.intent().is_some()
+        || rec.partner.reissue().is_some()
         || rec.acme.as_ref().is_some_and(|b| b.order_url.is_some())
-        || (rec.pending_key.is_some() && rec.partner.order.is_some());
+        || (rec.pending_key.is_some() && rec.partner.order().is_some());
     samples.put(Metric::Pending, labels, if waiting { 1.0 } else { 0.0 });
     if let Some((_, outcome)) = this_run {
         let with_outcome = format!("{},outcome=\"{}\"", samples.labels[labels], outcome.kind());

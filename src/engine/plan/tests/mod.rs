@@ -15,12 +15,15 @@ fn installed(life: i64, sub: Option<i64>) -> CertRecord {
     CertRecord {
         name: "www".into(),
         partner: crate::store::PartnerBook {
-            order: Some(OrderRef {
-                certificate_id: 7,
-                order_id: Some(1),
-                placed_at: t(0),
-                adopted: false,
-            }),
+            stage: PartnerStage::Ordered {
+                order: OrderRef {
+                    certificate_id: 7,
+                    order_id: Some(1),
+                    placed_at: t(0),
+                    adopted: false,
+                },
+                reissue: None,
+            },
             subscription: sub.map(|d| Subscription {
                 ends: t(d),
                 multi_year: true,
@@ -145,7 +148,7 @@ fn reissue_is_decided_again_with_the_order_read() {
     // Without an order there is nothing to read: adopted keys are reissued directly only
     // with an order, so a record without one never asks.
     let mut no_order = rec.clone();
-    no_order.partner.order = None;
+    no_order.partner.stage = PartnerStage::NoOrder;
     no_order.installed = None;
     let i = Inputs {
         order_facts: None,
@@ -189,7 +192,7 @@ fn a_first_failure_before_any_order_is_retried_on_the_next_run() {
     assert_eq!(retry_after(&fresh, 3, now), Some(now + Duration::hours(2)));
     // an order sent without an answer is not "never ordered"
     let mut intent = fresh.clone();
-    intent.partner.intent = Some(OrderIntent {
+    intent.partner.stage = PartnerStage::Intended(OrderIntent {
         csr_sha256: "AA".into(),
         common_name: "www.example.com".into(),
         created_at: now,
@@ -297,7 +300,7 @@ fn records() -> Records {
         ..CertRecord::default()
     };
     let mut with_intent = no_order.clone();
-    with_intent.partner.intent = Some(OrderIntent {
+    with_intent.partner.stage = PartnerStage::Intended(OrderIntent {
         csr_sha256: "AA".into(),
         common_name: "www.example.com".into(),
         created_at: t(0),
@@ -308,13 +311,13 @@ fn records() -> Records {
     pending.installed = None;
     pending.pending_key = Some(pending_key());
     let mut reissuing = installed(200, Some(1825));
-    reissuing.partner.reissue = Some(ReissueState {
+    assert!(reissuing.partner.begin_reissue(ReissueState {
         certificate_id: 7,
         csr_sha256: "BB".into(),
         previous_serial: Some("0A".into()),
         requested_at: t(100),
         confirmed: true,
-    });
+    }));
     let mut adopted = installed(200, None);
     adopted.installed = None;
     let mut failing = installed(200, Some(1825));
@@ -504,7 +507,7 @@ fn a_held_certificate_waits_for_its_start_then_installs_without_backoff_or_force
     assert_eq!(decide(&almost), Action::InstallHeld);
     assert_eq!(decide(&inputs(&rec, t(11))), Action::InstallHeld);
     // An open order intent is resolved first.
-    rec.partner.intent = Some(OrderIntent {
+    rec.partner.stage = PartnerStage::Intended(OrderIntent {
         csr_sha256: "AA".into(),
         common_name: "www.example.com".into(),
         created_at: t(9),
@@ -581,7 +584,7 @@ fn a_revoked_certificate_is_replaced_at_once() {
     ));
 
     // The order is annulled: a new order where allowed, else reported.
-    late.partner.ended = Some("annulled".into());
+    late.mark_ended("annulled");
     assert_eq!(
         decide(&Inputs {
             allow_orders: true,
@@ -602,4 +605,105 @@ fn a_revoked_certificate_is_replaced_at_once() {
         }),
         Action::Ended { .. }
     ));
+}
+
+/// The stages of an order that ended with a reissue in flight: a reissue whose answer is not
+/// known is resolved first (even in a backoff), a confirmed one waits with the order for the
+/// operator, and only `issue --yes` (orders allowed) orders anew.
+#[test]
+fn an_ended_order_with_a_reissue_in_flight() {
+    let mut rec = installed(200, Some(1825));
+    assert!(rec.partner.begin_reissue(ReissueState {
+        certificate_id: 7,
+        csr_sha256: "BB".into(),
+        previous_serial: Some("0A".into()),
+        requested_at: t(100),
+        confirmed: false,
+    }));
+    assert!(rec.mark_ended("expired"));
+    rec.retry_after = Some(t(150) + Duration::hours(2));
+    fn allowed(r: &CertRecord) -> Inputs<'_> {
+        Inputs {
+            allow_orders: true,
+            ..inputs(r, t(150))
+        }
+    }
+    assert_eq!(decide(&allowed(&rec)), Action::Continue, "unconfirmed");
+    if let Some(r) = rec.partner.reissue_mut() {
+        r.confirmed = true;
+    }
+    rec.retry_after = None;
+    assert_eq!(
+        decide(&allowed(&rec)),
+        Action::Ended {
+            state: "expired".into()
+        },
+        "confirmed"
+    );
+    assert_eq!(
+        decide(&Inputs {
+            replace_ended: true,
+            ..allowed(&rec)
+        }),
+        Action::Order,
+        "issue --yes"
+    );
+    // `issue --yes` gives the ended order up: renewed by the next order, nothing of it kept.
+    let (state, _) = rec.replace_ended_order().expect("an ended order");
+    assert_eq!(state, "expired");
+    assert_eq!(rec.partner.stage, PartnerStage::NoOrder);
+    assert_eq!(rec.partner.renews, Some(7));
+    assert!(rec.partner.subscription.is_none());
+}
+
+/// A state file holding a reissue without its order (edited, or damaged) is read as the order
+/// of the certificate the reissue was sent for: the planner follows the reissue and never
+/// places a second billed order for it.
+#[test]
+fn a_stored_reissue_without_its_order_never_orders_again() {
+    let mut stored = serde_json::to_value(installed(200, Some(1825))).unwrap();
+    stored["order"] = serde_json::Value::Null;
+    stored["reissue"] = serde_json::json!({"certificate_id": 7, "csr_sha256": "BB",
+        "previous_serial": "0A", "requested_at": "2027-01-15T08:01:00Z", "confirmed": true});
+    let rec: CertRecord = serde_json::from_value(stored).unwrap();
+    assert_eq!(rec.certificate_id(), Some(7));
+    for now in [t(0), t(150), t(199)] {
+        let a = decide(&Inputs {
+            allow_orders: true,
+            ..inputs(&rec, now)
+        });
+        assert_eq!(a, Action::Continue, "at {now}");
+    }
+}
+
+/// An intent is never beside an order: recording one needs no order, the order's answer
+/// replaces it, and a refusal withdraws it.
+#[test]
+fn an_intent_becomes_the_order_or_is_withdrawn() {
+    let intent = OrderIntent {
+        csr_sha256: "AA".into(),
+        common_name: "www.example.com".into(),
+        created_at: t(0),
+        product_id: 1,
+        price: None,
+    };
+    let mut rec = installed(200, None);
+    assert!(!rec.partner.intend(intent.clone()), "beside an order");
+    assert!(rec.partner.order().is_some() && rec.partner.intent().is_none());
+    assert_eq!(rec.begin_subscription_renewal(), Some(7));
+    assert!(rec.partner.intend(intent.clone()));
+    assert_eq!(decide(&inputs(&rec, t(0))), Action::Reconcile);
+    let order = OrderRef {
+        certificate_id: 9,
+        order_id: None,
+        placed_at: t(0),
+        adopted: true,
+    };
+    assert_eq!(rec.partner.set_order(order.clone()), Some(intent.clone()));
+    assert_eq!(rec.partner.intent(), None);
+    assert_eq!(rec.partner.renews, Some(7));
+    let mut refused = CertRecord::default();
+    assert!(refused.partner.intend(intent.clone()));
+    assert_eq!(refused.partner.withdraw_intent(), Some(intent));
+    assert_eq!(refused.partner.stage, PartnerStage::NoOrder);
 }

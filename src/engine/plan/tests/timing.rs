@@ -129,7 +129,7 @@ fn force_reissues_now_but_never_orders() {
 #[test]
 fn an_ended_order_is_reported_until_issue_replaces_it() {
     let mut rec = installed(200, Some(1825));
-    rec.partner.ended = Some("annulled".into());
+    rec.mark_ended("annulled");
     let mut i = inputs(&rec, t(10));
     i.allow_orders = true;
     assert!(matches!(decide(&i), Action::Ended { .. }));
@@ -239,13 +239,13 @@ fn only_a_quiet_idle_has_an_instant() {
         None
     );
     let mut pending = rec.clone();
-    pending.partner.reissue = Some(ReissueState {
+    assert!(pending.partner.begin_reissue(ReissueState {
         certificate_id: 7,
         csr_sha256: "AB".repeat(32),
         previous_serial: Some("0A".into()),
         requested_at: t(0),
         confirmed: true,
-    });
+    }));
     assert_eq!(
         quiet_until(&Inputs {
             order_facts: None,
