@@ -16,23 +16,23 @@ use crate::store::{FleetAttempt, Store};
 
 use super::coord::Snapshot;
 use super::envelope::{self, Place, Purpose};
-use super::floor;
 use super::link::{FleetLink, check_specs, spec_digest};
+use super::manifest;
+use super::open_shared::{check_dcv, open_state};
 use super::schema::{
     DcvEntry, HostResult, KEY_CHECK, current_key, dcv_key, retired_key, state_key,
 };
-use super::shared::{check_dcv, open_state};
 use super::versions::{Seen, Versions};
 
 mod current;
 pub(super) mod hosts;
-mod keep;
+mod install_or_keep;
 pub(super) mod retired;
 mod slices;
 
 pub(super) use hosts::report_host;
 use hosts::{report_hosts, report_problems, report_seen};
-use keep::note_outcomes;
+use install_or_keep::note_outcomes;
 
 /// What [`sync`] did for one certificate.
 #[derive(Debug)]
@@ -243,7 +243,7 @@ pub(super) async fn sync(
     } = slices::take_slices(link, config, store, &given, &mut view, &mut results).await?;
     view.note_revisions();
     view.versions.save()?;
-    floor::publish(link, &mut view.versions).await;
+    manifest::publish(link, &mut view.versions).await;
     // A failed install is counted by the install itself.
     let mut counted = BTreeSet::new();
     let mut proved = Vec::new();
@@ -316,7 +316,7 @@ pub(super) async fn sync(
 }
 
 /// The floor of each configured certificate this host has accepted nothing of and took no
-/// floor for yet ([`floor::establish`]): taken before any of its values is opened, and before
+/// floor for yet ([`manifest::establish`]): taken before any of its values is opened, and before
 /// a lead could take the certificate for one never ordered (its values deleted from etcd).
 async fn take_floors(link: &FleetLink, config: &Config, view: &mut View) -> Result<()> {
     let mut names = Vec::new();
@@ -337,7 +337,7 @@ async fn take_floors(link: &FleetLink, config: &Config, view: &mut View) -> Resu
             held.insert(c.name.clone());
         }
     }
-    floor::establish(link, names, &held, &mut view.versions).await
+    manifest::establish(link, names, &held, &mut view.versions).await
 }
 
 /// The fleet's pending CSR of each certificate (its hashes), from the shared record opened

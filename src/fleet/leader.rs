@@ -18,30 +18,30 @@ use super::coord::{Expect, Leadership, Written};
 use super::envelope::{self, Place, Purpose};
 use super::follower::{read_fleet, report_host, sync};
 use super::link::{FleetLink, check_specs, connect};
+use super::open_shared::{check_keeps, open_state};
 use super::repair;
 use super::schema::{
     Current, HostResult, SharedState, b64, current_key, dcv_key, shared_view, state_key,
 };
-use super::shared::{check_keeps, open_state};
 use super::versions::Versions;
 
 mod acme;
-mod around;
+mod bookkeeping;
 mod export;
 mod imports;
 mod outcomes;
-mod reads;
+mod records_now;
 mod repaired;
 mod rounds;
 
 use rounds::Round;
 pub use rounds::{FleetRan, run};
 
-pub(super) use reads::Now;
+pub(super) use records_now::Now;
 
 pub(super) use imports::Imports;
 
-use around::{announce_lead, merge_requests, not_leading, note_host_failure, record_attempts};
+use bookkeeping::{announce_lead, merge_requests, not_leading, note_host_failure, record_attempts};
 use export::export;
 use outcomes::{from_sync, set_outcome, take_engine_outcomes};
 
@@ -191,7 +191,7 @@ impl Lead for FleetRun<'_> {
                 ),
                 Err(e) => {
                     tracing::warn!(certificate = %cert.name, "{e:#}");
-                    super::unplaced::note(self.link, &cert.name, intent).await;
+                    super::unplaced_intent::note(self.link, &cert.name, intent).await;
                 }
             }
         })
@@ -335,7 +335,7 @@ pub(super) async fn import(
             Some(local) => local,
             None => store.load(&cert.name)?,
         };
-        super::floor::check_missing_state(&link.fleet.key(&rel), versions, &cert.name, &local)?;
+        super::manifest::check_missing_state(&link.fleet.key(&rel), versions, &cert.name, &local)?;
         return Ok(None);
     };
     let opened =
@@ -352,7 +352,7 @@ pub(super) async fn import(
             versions.hold_state(&cert.name, held.0, held.1.clone());
         }
         if let Some(rev) = revision.filter(|_| shared_view(saved) == *fleet) {
-            versions.imported(&cert.name, rev, &reads::record_digest(saved));
+            versions.imported(&cert.name, rev, &records_now::record_digest(saved));
         }
     };
     check_keeps(&link.fleet.key(&rel), &local, &opened.shared.record)?;
@@ -363,7 +363,7 @@ pub(super) async fn import(
         .intent
         .as_ref()
         .filter(|_| next.partner.order.is_none())
-        && let Some(host) = super::unplaced::noted_by(link, &cert.name, intent).await?
+        && let Some(host) = super::unplaced_intent::noted_by(link, &cert.name, intent).await?
     {
         tracing::info!(
             certificate = %cert.name,
@@ -463,7 +463,7 @@ struct Imported<'c> {
 async fn import_round<'c>(
     link: &FleetLink,
     store: &Store,
-    (kept, (mut versions, known)): (reads::Kept, (Versions, Records)),
+    (kept, (mut versions, known)): (records_now::Kept, (Versions, Records)),
     certs: &[&'c CertificateConfig],
     skip: &dyn Fn(&str) -> bool,
     report: &mut RunReport,
@@ -471,7 +471,8 @@ async fn import_round<'c>(
     let mut eligible: Vec<&CertificateConfig> = Vec::new();
     let mut imported = BTreeMap::new();
     let mut records = BTreeMap::new();
-    let (unchanged, mut locals) = reads::unchanged_imports(store, &versions, &kept, certs, known);
+    let (unchanged, mut locals) =
+        records_now::unchanged_imports(store, &versions, &kept, certs, known);
     let mut imports = Imports::default();
     let mut repaired = std::collections::BTreeSet::new();
     let docs = kept.now(link, unchanged).await?;
@@ -547,7 +548,7 @@ async fn round(
     let snap = read_fleet(&link, config, versions.as_ref().ok()).await?;
     let mut versions = versions?;
     let mut refused = check_specs(&link, config, &snap, &mut versions).await?;
-    let kept = reads::Kept::of(&snap);
+    let kept = records_now::Kept::of(&snap);
     let synced = sync(&link, config, store, &refused, (snap, versions)).await?;
     let fleet_has = synced.fleet_has;
     let retired = synced.retired;
@@ -617,7 +618,7 @@ async fn round(
     let mut versions = fr.versions.take();
     drop(fr);
     // What this lead accepted and wrote, vouched for in its manifest entry.
-    super::floor::publish(&link, &mut versions).await;
+    super::manifest::publish(&link, &mut versions).await;
     let host = link.fleet.host();
     rounds::mark_waiting(
         (&lead, host, marked),

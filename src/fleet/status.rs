@@ -13,7 +13,7 @@ use crate::crypto;
 use super::audit_seen::HostAudit;
 use super::decision::Decisions;
 use super::envelope::{self, Place, Purpose};
-use super::gap::{PendingWork, pending_of};
+use super::leaderless_gap::{PendingWork, pending_of};
 use super::link::FleetLink;
 use super::proof::Proof;
 use super::schema::{
@@ -58,7 +58,7 @@ pub struct FleetStatus {
 }
 
 /// The versions the fleet's manifest vouches for, for one certificate: what a host that has
-/// accepted nothing of it takes as its floor ([`super::floor`]).
+/// accepted nothing of it takes as its floor ([`super::manifest`]).
 #[derive(Debug, Serialize)]
 pub struct FloorStatus {
     /// The shared record's, the current certificate's and the tombstone's version (0: none).
@@ -209,9 +209,9 @@ pub async fn status(link: &FleetLink) -> Result<FleetStatus> {
     } = read_certs(link).await?;
     let (results, hosts, audit, mut proofs, decisions) = read_hosts(link, now).await?;
     let (mut unproven, mut drifting) = (Vec::new(), Vec::new());
-    let (entries, _) = super::floor::read_entries(link).await?;
+    let (entries, _) = super::manifest::read_entries(link).await?;
     let names: Vec<String> = currents.keys().cloned().collect();
-    let mut floors = super::floor::floors(&entries, &names);
+    let mut floors = super::manifest::floors(&entries, &names);
     let leader_alert = suspect_lead(link, leader.as_deref(), &hosts);
     let mut lagging = std::collections::BTreeSet::new();
     let mut failing = Vec::new();

@@ -38,7 +38,7 @@ pub(super) fn from_sync(
         held: std::collections::BTreeSet::new(),
         not_here: std::collections::BTreeSet::new(),
     };
-    let lines = super::around::lines_by_name(report);
+    let lines = super::bookkeeping::lines_by_name(report);
     for s in synced {
         out.decided.insert(s.name.clone());
         if matches!(s.outcome, Outcome::Pending { .. }) {
@@ -73,7 +73,7 @@ pub(super) fn take_engine_outcomes(
     engine: Vec<engine::CertReport>,
     from_sync: &std::collections::BTreeSet<String>,
 ) {
-    let lines = super::around::lines_by_name(report);
+    let lines = super::bookkeeping::lines_by_name(report);
     for c in engine {
         let keep_sync =
             matches!(c.outcome, Outcome::Unchanged { .. }) && from_sync.contains(&c.name);
