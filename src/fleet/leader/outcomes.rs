@@ -26,10 +26,8 @@ pub(super) struct FromSync {
 /// installed here, whatever else failed: a refused shared record is not an install's fault).
 pub(super) fn from_sync(
     synced: Vec<crate::fleet::follower::Synced>,
-    (fleet_has, records): (
-        &BTreeMap<String, (String, time::OffsetDateTime)>,
-        &crate::store::Records,
-    ),
+    fleet_has: &BTreeMap<String, (String, time::OffsetDateTime)>,
+    records: &crate::store::Records,
     force: bool,
     report: &mut RunReport,
 ) -> FromSync {
