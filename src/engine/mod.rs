@@ -34,7 +34,7 @@ mod run;
 mod start;
 pub mod sunset;
 
-pub use context::{RunOptions, client, client_options, progress};
+pub use context::{RunOptions, client, client_guarded, client_options, progress};
 pub use deploy::install_paths;
 pub use due::express_of;
 pub use held::line as held_line;

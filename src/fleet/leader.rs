@@ -78,10 +78,7 @@ impl FleetRun<'_> {
         if let Some(c) = self.client.get() {
             return Ok(c);
         }
-        let mut options = engine::client_options(self.config);
-        options.guard = Some(self.lead.send_guard());
-        let c =
-            crate::api::Client::new(options).context("could not set up the Partner API client")?;
+        let c = engine::client_guarded(self.config, Some(self.lead.send_guard()))?;
         Ok(self.client.get_or_init(|| c))
     }
 
