@@ -11,7 +11,7 @@ use anyhow::{Context, Result, anyhow};
 
 use crate::config::{CertificateConfig, Config};
 use crate::crypto::CsrHashes;
-use crate::dcv::ValidationFile;
+use crate::dcv::{ValidationFile, WellKnown};
 use crate::engine::Job;
 use crate::fleet::envelope::{self, Place, Purpose};
 use crate::fleet::link::FleetLink;
@@ -100,12 +100,12 @@ pub(super) fn sync_dcv(
                 served.insert(name.clone(), done);
                 tracing::info!(certificate = %name, "serving the fleet's validation file {}", entry.file_name);
                 let well_known = if crate::fleet::acme::is_acme(entry) {
-                    "acme-challenge"
+                    WellKnown::AcmeChallenge
                 } else {
-                    "pki-validation"
+                    WellKnown::PkiValidation
                 };
                 let details = serde_json::json!({
-                    "file": format!("/.well-known/{well_known}/{}", entry.file_name),
+                    "file": format!("{}/{}", well_known.url_dir(), entry.file_name),
                     "for": "fleet",
                 });
                 if let Err(e) = store.audit(Some(name), "dcv-published", &details) {
