@@ -24,8 +24,9 @@
 //! | `open_shared` | the shared record and the current certificate opened and checked |
 //! | `proof`, `drift` | what a host proves it serves after an install; proved again on a schedule |
 //! | `rollout`, `rollback`, `decision` | canaries and waves; a host's install whose proof failed rolled back; a person's resume or abort |
-//! | `follower` | every host: install what the fleet publishes, report under `hosts/HOST/` |
-//! | `leader` | the host that leads: import, run the engine, share, publish (`repair`: a value the leader refuses written back from its own accepted copy) |
+//! | `follower` | every host: install what the fleet publishes (`follower/current`: the current certificates opened, `slices`: a slice at a time, `install_or_keep`, `validation_files`, `retired`), report under `hosts/HOST/` (`hosts`) |
+//! | `leader` | the host that leads, a round in steps (`leader/rounds`): import (`import`, `imports`: written together, `records_now`), run the engine, share and publish (`export`, `outcomes`, `bookkeeping`: the lead announced and attempts recorded, `acme`, `repaired`) |
+//! | `repair` | a value the leader refuses written back from its own accepted copy |
 //! | `unplaced_intent` | an order intent never placed, noted and withdrawn |
 //! | `lead_age`, `takeover`, `leaderless_gap` | how long the lead has been held; what a lead that ended with its lease left open; work open at the CA while no host leads |
 //! | `host_behind` | this host's certificates older than the fleet's current ones |
