@@ -48,7 +48,7 @@ pub struct FleetStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leader_alert: Option<String>,
     /// Work the shared records leave open at the CA (an order, a reissue), since when, and
-    /// whether no run has led it for too long ([`super::gap`]).
+    /// whether no run has led it for too long ([`super::leaderless_gap`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<PendingWork>,
     /// Why the lead looks stuck: this host saw it held longer than `[fleet] lead_alert_secs`
