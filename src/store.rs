@@ -47,6 +47,9 @@ pub(crate) use retired::Retired;
 /// Version of the record format.
 pub const RECORD_VERSION: u32 = 1;
 
+/// The directory of the records under the state directory.
+const RECORDS_DIR: &str = "certs";
+
 /// Errors of the state store; each names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -399,7 +402,7 @@ pub struct Store {
 impl Store {
     /// Opens (and creates, 0700) the state directory.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        for d in [dir.to_path_buf(), dir.join("certs"), dir.join("keys")] {
+        for d in [dir.to_path_buf(), dir.join(RECORDS_DIR), dir.join("keys")] {
             if !d.is_dir() {
                 fsutil::ensure_private_dir(&d, 0o700).map_err(|source| StoreError::CreateDir {
                     path: d.clone(),
@@ -426,9 +429,15 @@ impl Store {
         &self.dir
     }
 
-    fn record_path(&self, name: &str) -> Result<PathBuf, StoreError> {
+    /// The directory of the records, `state_dir/certs`.
+    pub fn records_dir(&self) -> PathBuf {
+        self.dir.join(RECORDS_DIR)
+    }
+
+    /// The record file of certificate `name`, `state_dir/certs/NAME.json` (`name` checked).
+    pub fn record_path(&self, name: &str) -> Result<PathBuf, StoreError> {
         check_name(name)?;
-        Ok(self.dir.join("certs").join(format!("{name}.json")))
+        Ok(self.records_dir().join(format!("{name}.json")))
     }
 
     /// The record of `name` from `records` (records the run holds, each as on disk) where it
@@ -513,7 +522,7 @@ impl Store {
         self.certs_dir
             .get_or_init(|| {
                 open(
-                    &self.dir.join("certs"),
+                    &self.records_dir(),
                     OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
                     nix::sys::stat::Mode::empty(),
                 )
@@ -582,7 +591,7 @@ impl Store {
 
     /// Names of every stored record.
     pub fn names(&self) -> Result<Vec<String>, StoreError> {
-        let dir = self.dir.join("certs");
+        let dir = self.records_dir();
         let entries = fs::read_dir(&dir).map_err(|source| StoreError::Read {
             path: dir.clone(),
             source,

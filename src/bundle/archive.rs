@@ -11,6 +11,7 @@ use std::fmt;
 use std::io::{Cursor, Read};
 
 use super::BundleError;
+use crate::values::text::quote_max;
 
 /// Bounds for [`Archive::unpack_with_limits`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,7 +138,7 @@ impl Archive {
         let mut total: u64 = 0;
         for (index, entry) in entries.iter().enumerate() {
             let problem = |problem| BundleError::Entry {
-                name: quote(&entry.name),
+                name: quote_max(&entry.name, NAME_CHARS),
                 problem,
             };
             let mut file = archive
@@ -146,7 +147,7 @@ impl Archive {
             if file.name_raw() != entry.name.as_bytes() {
                 return Err(problem(EntryProblem::Inconsistent(format!(
                     "the ZIP reader sees entry {index} as {}",
-                    quote_bytes(file.name_raw())
+                    quote_max(&String::from_utf8_lossy(file.name_raw()), NAME_CHARS)
                 ))));
             }
             if entry.is_dir {
@@ -280,7 +281,7 @@ fn central_directory(zip: &[u8], limits: &Limits) -> Result<Vec<CdEntry>, Bundle
         at += CDH_LEN + name_len + extra_len + comment_len;
 
         let entry_err = |problem| BundleError::Entry {
-            name: quote_bytes(name_raw),
+            name: quote_max(&String::from_utf8_lossy(name_raw), NAME_CHARS),
             problem,
         };
         let name = check_name(name_raw, limits).map_err(entry_err)?;
@@ -347,14 +348,8 @@ fn check_name(raw: &[u8], limits: &Limits) -> Result<String, EntryProblem> {
     Ok(name.to_owned())
 }
 
-/// A name from the archive for an error message: escaped, at most 100 characters.
-pub(super) fn quote(s: &str) -> String {
-    crate::values::text::quote_max(s, 100)
-}
-
-fn quote_bytes(b: &[u8]) -> String {
-    quote(&String::from_utf8_lossy(b))
-}
+/// How many characters of a name from the archive an error message quotes.
+pub(super) const NAME_CHARS: usize = 100;
 
 #[cfg(test)]
 mod tests {

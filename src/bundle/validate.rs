@@ -11,9 +11,10 @@ use x509_parser::prelude::{FromDer, X509Certificate};
 pub use crate::values::ServerKind;
 
 use super::BundleError;
-use super::archive::{Archive, quote};
+use super::archive::{Archive, NAME_CHARS};
 use crate::clock::rfc3339;
 use crate::crypto::{pem_encode, same_public_key, san_dns_names, serial_hex};
+use crate::values::text::quote_max;
 
 /// What the certificate in a bundle must match.
 #[derive(Debug, Clone, Copy)]
@@ -73,7 +74,7 @@ pub fn validate(
 ) -> Result<ValidatedBundle, BundleError> {
     let file = |name: &str| {
         archive.get(name).ok_or_else(|| BundleError::MissingFile {
-            file: quote(name),
+            file: quote_max(name, NAME_CHARS),
             server,
         })
     };
@@ -88,7 +89,7 @@ pub fn validate(
             let leaf = read_pem(leaf_name, file(leaf_name)?)?;
             if leaf.len() != 1 {
                 return Err(BundleError::NotSingleCertificate {
-                    file: quote(leaf_name),
+                    file: quote_max(leaf_name, NAME_CHARS),
                     count: leaf.len(),
                 });
             }
@@ -116,7 +117,7 @@ pub fn validate_chain(
     let sources = read_pem("certificate chain", pem)?;
     if sources.len() > MAX_CERTIFICATES {
         return Err(BundleError::BadPem {
-            file: quote("certificate chain"),
+            file: quote_max("certificate chain", NAME_CHARS),
             problem: format!(
                 "{} certificates, more than the {MAX_CERTIFICATES} a chain may hold",
                 sources.len()
@@ -206,7 +207,7 @@ fn check_sources(
 /// error.
 fn read_pem(file: &str, data: &[u8]) -> Result<Vec<Source>, BundleError> {
     let bad = |problem: String| BundleError::BadPem {
-        file: quote(file),
+        file: quote_max(file, NAME_CHARS),
         problem,
     };
     let mut out = Vec::new();
@@ -229,7 +230,7 @@ fn read_pem(file: &str, data: &[u8]) -> Result<Vec<Source>, BundleError> {
 
 fn parse(s: &Source) -> Result<X509Certificate<'_>, BundleError> {
     let bad = |message: String| BundleError::BadCertificate {
-        file: quote(&s.file),
+        file: quote_max(&s.file, NAME_CHARS),
         index: s.index,
         message,
     };
@@ -250,7 +251,7 @@ fn check_leaf(
     let bc = leaf
         .basic_constraints()
         .map_err(|e| BundleError::BadCertificate {
-            file: quote(&source.file),
+            file: quote_max(&source.file, NAME_CHARS),
             index: source.index,
             message: format!("basicConstraints: {e}"),
         })?;
@@ -271,7 +272,7 @@ fn check_leaf(
                 } else {
                     names
                         .iter()
-                        .map(|n| quote(n))
+                        .map(|n| quote_max(n, NAME_CHARS))
                         .collect::<Vec<_>>()
                         .join(", ")
                 },
@@ -300,7 +301,7 @@ fn check_leaf(
 
 fn dns_names(cert: &X509Certificate<'_>, source: &Source) -> Result<Vec<String>, BundleError> {
     san_dns_names(cert).map_err(|message| BundleError::BadCertificate {
-        file: quote(&source.file),
+        file: quote_max(&source.file, NAME_CHARS),
         index: source.index,
         message,
     })
@@ -510,7 +511,7 @@ fn check_subset(archive: &Archive, known: &[Vec<u8>]) -> Result<(), BundleError>
                     let subject = parse(&s)?.subject().to_string();
                     return Err(BundleError::Inconsistent(format!(
                         "{} holds {subject}, which is not in the chain of \"pem/fullchain.pem\"",
-                        quote(name)
+                        quote_max(name, NAME_CHARS)
                     )));
                 }
             }
@@ -539,7 +540,7 @@ fn check_leaf_files(archive: &Archive, leaf_der: &[u8]) -> Result<(), BundleErro
         if certs.len() != 1 || certs[0].der != leaf_der {
             return Err(BundleError::Inconsistent(format!(
                 "{} is not the server certificate of \"pem/fullchain.pem\"",
-                quote(name)
+                quote_max(name, NAME_CHARS)
             )));
         }
     }

@@ -23,7 +23,7 @@ pub(crate) fn check_free(store: &Store, name: &str) -> Result<()> {
         bail!(
             "'{name}' already has a record in {} (cert-agent manages a certificate of that \
              name); it is not taken over",
-            store.dir().join("certs").display()
+            store.records_dir().display()
         );
     }
     Ok(())

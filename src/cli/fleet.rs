@@ -13,6 +13,7 @@ use super::output::{Output, or_dash};
 use super::table::Table;
 use crate::config::Config;
 use crate::fleet::Verdict;
+use crate::values::text::printable;
 
 mod rollout;
 
@@ -339,7 +340,7 @@ pub(super) async fn rotate_key(
         } else {
             format!("{} -> {}", r.from, r.to)
         };
-        t.row(vec![shown(&r.key), r.what.to_owned(), version]);
+        t.row(vec![printable(&r.key), r.what.to_owned(), version]);
     }
     if !report.resealed.is_empty() {
         out.table(&t);
@@ -353,10 +354,14 @@ pub(super) async fn rotate_key(
         report.already.len()
     );
     for (key, why) in &report.left {
-        outln!("left as it is: {}: {}", shown(key), shown(why));
+        outln!("left as it is: {}: {}", printable(key), printable(why));
     }
     for u in &report.unmoved {
-        outln!("not moved yet: {}: {}", shown(&u.host), shown(&u.why));
+        outln!(
+            "not moved yet: {}: {}",
+            printable(&u.host),
+            printable(&u.why)
+        );
     }
     if report.complete {
         outln!(
@@ -372,17 +377,4 @@ pub(super) async fn rotate_key(
         );
     }
     Ok(code)
-}
-
-/// A text read from etcd, its control characters escaped.
-fn shown(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
 }

@@ -11,6 +11,7 @@ use super::output::Output;
 use crate::clock::Clock;
 use crate::config::UnknownCertificate;
 use crate::config::{CertificateConfig, Config, ServerKind};
+use crate::dcv::DCV_URL_DIR;
 use crate::engine::install_paths;
 use crate::store::Store;
 
@@ -111,10 +112,10 @@ fn nginx(cert: &CertificateConfig) -> String {
     match validation_note(cert) {
         Some(note) => s.push_str(&note),
         None => {
-            s.push_str(
-                "# Port 80: the CA fetches http://NAME/.well-known/pki-validation/<hash>.txt \
-                 without following redirects.\n",
-            );
+            s.push_str(&format!(
+                "# Port 80: the CA fetches http://NAME{DCV_URL_DIR}/<hash>.txt without \
+                 following redirects.\n",
+            ));
             for (root, domains) in by_root(cert) {
                 let location = match (&root, cert.dcv.standalone) {
                     (_, true) => format!("proxy_pass http://{};", standalone_target(cert)),
@@ -127,7 +128,7 @@ fn nginx(cert: &CertificateConfig) -> String {
                 };
                 s.push_str(&format!(
                     "server {{\n    listen 80;\n    listen [::]:80;\n    server_name {};\n\n    \
-                     location ^~ /.well-known/pki-validation/ {{\n        {location}\n    }}\n    \
+                     location ^~ {DCV_URL_DIR}/ {{\n        {location}\n    }}\n    \
                      location / {{\n        return 301 https://$host$request_uri;\n    }}\n}}\n\n",
                     domains.join(" ")
                 ));
@@ -167,11 +168,11 @@ fn apache(cert: &CertificateConfig) -> String {
     match validation_note(cert) {
         Some(note) => s.push_str(&note),
         None => {
-            s.push_str(
-                "# Port 80: the CA fetches http://NAME/.well-known/pki-validation/<hash>.txt \
-                 without following redirects (a2enmod rewrite alias; proxy_http for the \
-                 standalone server).\n",
-            );
+            s.push_str(&format!(
+                "# Port 80: the CA fetches http://NAME{DCV_URL_DIR}/<hash>.txt without \
+                 following redirects (a2enmod rewrite alias; proxy_http for the standalone \
+                 server).\n",
+            ));
             let mut roots: BTreeMap<String, Vec<String>> = BTreeMap::new();
             for (root, domains) in by_root(cert) {
                 let key = root.map_or(String::new(), |r| r.display().to_string());
@@ -188,15 +189,15 @@ fn apache(cert: &CertificateConfig) -> String {
                 };
                 let serve = if cert.dcv.standalone {
                     format!(
-                        "    ProxyPass /.well-known/pki-validation/ http://{}/.well-known/pki-validation/\n",
+                        "    ProxyPass {DCV_URL_DIR}/ http://{}{DCV_URL_DIR}/\n",
                         standalone_target(cert)
                     )
                 } else if root.is_empty() {
                     "    # no webroot configured for these names\n".to_owned()
                 } else {
                     format!(
-                        "    Alias /.well-known/pki-validation/ {root}/.well-known/pki-validation/\n    \
-                         <Directory {root}/.well-known/pki-validation/>\n        Require all granted\n    \
+                        "    Alias {DCV_URL_DIR}/ {root}{DCV_URL_DIR}/\n    \
+                         <Directory {root}{DCV_URL_DIR}/>\n        Require all granted\n    \
                          </Directory>\n"
                     )
                 };

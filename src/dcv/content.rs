@@ -6,9 +6,23 @@
 //! character set, and error messages quote it escaped and shortened.
 
 use crate::crypto::CsrHashes;
+use crate::values::text::quote;
+
+/// The name of the Partner API's validation files' directory below `/.well-known/`: its one
+/// spelling, from which [`DCV_DIR_NAME`], [`DCV_URL_DIR`] and any other constant path with
+/// it are made (`concat!`).
+macro_rules! pki_validation {
+    () => {
+        "pki-validation"
+    };
+}
+pub(crate) use pki_validation;
+
+/// The directory of validation files below `/.well-known/`.
+pub(crate) const DCV_DIR_NAME: &str = pki_validation!();
 
 /// The directory of validation files, as a URL path.
-pub(crate) const DCV_URL_DIR: &str = "/.well-known/pki-validation";
+pub(crate) const DCV_URL_DIR: &str = concat!("/.well-known/", pki_validation!());
 
 /// Longest `dcv_content` accepted (the real content is about 100 bytes).
 pub(crate) const MAX_DCV_CONTENT_BYTES: usize = 1024;
@@ -186,12 +200,6 @@ pub fn check_api_hashes(
         }
     }
     Ok(())
-}
-
-/// Untrusted text for an error message: escaped (no control characters reach a terminal)
-/// and cut to 80 characters.
-fn quote(s: &str) -> String {
-    crate::values::text::quote_max(s, 80)
 }
 
 #[cfg(test)]

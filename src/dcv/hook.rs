@@ -21,9 +21,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{DcvError, quote, quote_max};
+use super::DcvError;
 use crate::crypto::CsrHashes;
 use crate::process::{self, RunError};
+use crate::values::text::{quote, quote_max};
 
 /// Most bytes of the hook's stderr (and stdout) kept.
 const MAX_CAPTURE: usize = 4096;

@@ -29,10 +29,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::crypto::CsrHashes;
+use crate::values::text::quote;
 
 pub use challenge::Challenge;
 pub(crate) use challenge::HttpChallenge;
-pub(crate) use content::DCV_URL_DIR;
+pub(crate) use content::pki_validation;
+pub(crate) use content::{DCV_DIR_NAME, DCV_URL_DIR};
 
 /// Longest validation file content accepted (same bound as the API check).
 pub const MAX_CONTENT_BYTES: usize = content::MAX_DCV_CONTENT_BYTES;
@@ -68,7 +70,7 @@ impl WellKnown {
     /// The directory's name below `.well-known`.
     pub fn dir_name(self) -> &'static str {
         match self {
-            Self::PkiValidation => "pki-validation",
+            Self::PkiValidation => DCV_DIR_NAME,
             Self::AcmeChallenge => "acme-challenge",
         }
     }
@@ -257,17 +259,6 @@ fn check_content(content: &str) -> Result<(), DcvError> {
         }
     }
     Ok(())
-}
-
-/// Untrusted text for a message: escaped (no control character reaches a terminal or a log)
-/// and cut to `max` characters.
-pub(crate) fn quote_max(s: &str, max: usize) -> String {
-    crate::values::text::quote_max(s, max)
-}
-
-/// [`quote_max`] with 80 characters.
-pub(crate) fn quote(s: &str) -> String {
-    quote_max(s, 80)
 }
 
 /// Errors of domain control validation. Each variant names the operation and the path,

@@ -9,7 +9,8 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::{DcvError, ValidationFile, quote};
+use super::{DCV_URL_DIR, DcvError, ValidationFile};
+use crate::values::text::quote;
 
 /// Most bytes of the answer read.
 const MAX_BODY: usize = 8 * 1024;
@@ -43,16 +44,18 @@ impl SelfCheckOutcome {
                 (wrong vhost or webroot), or a cache or proxy serves an old copy"
                 .to_owned(),
             Self::Redirect(_, location) if location.trim_matches('"').starts_with("https:") => {
-                "the web server redirects HTTP to HTTPS; the CA fetches over plain HTTP, so \
-                 exempt /.well-known/pki-validation/ from the redirect"
-                    .to_owned()
+                format!(
+                    "the web server redirects HTTP to HTTPS; the CA fetches over plain HTTP, \
+                     so exempt {DCV_URL_DIR}/ from the redirect"
+                )
             }
-            Self::Redirect(..) => "the web server redirects this path; serve \
-                /.well-known/pki-validation/ directly"
-                .to_owned(),
-            Self::Status(401 | 403) => "authentication or an access rule protects the path; \
-                allow /.well-known/pki-validation/ without authentication"
-                .to_owned(),
+            Self::Redirect(..) => {
+                format!("the web server redirects this path; serve {DCV_URL_DIR}/ directly")
+            }
+            Self::Status(401 | 403) => format!(
+                "authentication or an access rule protects the path; allow {DCV_URL_DIR}/ \
+                 without authentication"
+            ),
             Self::Status(404 | 410) => "the file is not served from this webroot: the \
                 domain's virtual host uses another document root (wrong vhost or webroot), or \
                 a rewrite rule catches the path"

@@ -111,7 +111,7 @@ impl Source {
                     Err(e) => {
                         tracing::warn!(
                             "standalone DCV server: could not read {}: {e}",
-                            super::quote(name)
+                            crate::values::text::quote(name)
                         );
                         None
                     }
@@ -330,7 +330,7 @@ fn respond(files: &Source, req: &Request<Incoming>, peer: SocketAddr) -> Respons
     };
     tracing::debug!(
         "standalone DCV server: {peer} {method} {} -> {}",
-        super::quote(path),
+        crate::values::text::quote(path),
         if found.is_some() { 200 } else { 404 }
     );
     let (status, content) = match found {

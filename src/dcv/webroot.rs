@@ -27,7 +27,14 @@ use nix::sys::stat::{FileStat, Mode, SFlag, fchmod, fstatat, mkdirat};
 use nix::unistd::{UnlinkatFlags, unlinkat};
 use serde::{Deserialize, Serialize};
 
-use super::{DcvError, ValidationFile, WellKnown};
+use super::{DcvError, ValidationFile, WellKnown, pki_validation};
+
+/// Why a path is refused that is in neither validation directory.
+const NOT_VALIDATION_DIR: &str = concat!(
+    "not in a ",
+    pki_validation!(),
+    " or acme-challenge directory"
+);
 
 /// First directory below the webroot.
 const WELL_KNOWN: &str = ".well-known";
@@ -151,7 +158,7 @@ fn remove_file(path: &Path) -> Result<(), DcvError> {
         .file_name()
         .and_then(|n| n.to_str())
         .and_then(WellKnown::of_dir_name)
-        .ok_or_else(|| foreign("not in a pki-validation or acme-challenge directory"))?;
+        .ok_or_else(|| foreign(NOT_VALIDATION_DIR))?;
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -239,9 +246,7 @@ fn open_chain(pv_path: &Path, op: &'static str) -> Result<Option<OwnedFd>, DcvEr
         .and_then(WellKnown::of_dir_name)
         .map(WellKnown::dir_name)
     else {
-        return Err(foreign(
-            "not in a pki-validation or acme-challenge directory",
-        ));
+        return Err(foreign(NOT_VALIDATION_DIR));
     };
     let wk_path = pv_path.parent().ok_or_else(|| foreign("no parent"))?;
     let Some(wk) = open_chain_well_known(wk_path)? else {

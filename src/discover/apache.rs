@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{At, DiscoverError, Listen, Validation, Vhost};
+use crate::dcv::DCV_URL_DIR;
 
 /// The main server's document root, `Main DocumentRoot: "DIR"` in `apachectl -S`: a virtual
 /// host without `DocumentRoot` of its own serves from there.
@@ -272,9 +273,7 @@ fn validation_directive(l: &Line, first: &str, here: &At, seen: &mut Seen) {
             }
         }
         "alias"
-            if first
-                .trim_end_matches('/')
-                .ends_with("/.well-known/pki-validation")
+            if first.trim_end_matches('/').ends_with(DCV_URL_DIR)
                 || first.trim_end_matches('/').ends_with("/.well-known") =>
         {
             seen.alias = Some((l.args.get(1).cloned().unwrap_or_default(), l.line));
@@ -329,13 +328,13 @@ fn validation(v: &Vhost, at: &At, seen: Seen) -> Validation {
         (Some((dir, line)), _) => {
             let t = dir.trim_end_matches('/');
             match t
-                .strip_suffix("/.well-known/pki-validation")
+                .strip_suffix(DCV_URL_DIR)
                 .or_else(|| t.strip_suffix("/.well-known"))
             {
                 Some(base) => Validation::Served(PathBuf::from(base)),
                 None => Validation::Blocked(format!(
                     "Alias at {}:{line} maps the validation path to {dir}: point it at \
-                     DIR/.well-known/pki-validation so that DIR can be the webroot",
+                     DIR{DCV_URL_DIR} so that DIR can be the webroot",
                     at.file
                 )),
             }

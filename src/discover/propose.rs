@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use super::existing::read_existing;
 use super::{Discovery, Existing, Proposal, Skipped, VALIDATION_ROOT, Validation, Vhost};
 use crate::config::validate_domain;
+use crate::dcv::DCV_URL_DIR;
 
 /// Why a server name cannot be managed, or `None`.
 pub(super) fn unmanageable(name: &str) -> Option<String> {
@@ -196,13 +197,13 @@ fn validation_roots(
                     webroot.insert(d.clone(), root.clone());
                 }
                 Validation::Blocked(why) => notes.push(format!(
-                    "{d}: port {port} ({}) does not serve /.well-known/pki-validation/ from a \
+                    "{d}: port {port} ({}) does not serve {DCV_URL_DIR}/ from a \
                      document root: {why}; serve it from {VALIDATION_ROOT} there ({})",
                     h.at,
                     validation_hint(server)
                 )),
                 Validation::Unknown(why) => notes.push(format!(
-                    "{d}: whether port {port} ({}) serves /.well-known/pki-validation/ from a \
+                    "{d}: whether port {port} ({}) serves {DCV_URL_DIR}/ from a \
                      document root is unknown: {why}; or serve it from {VALIDATION_ROOT} \
                      there ({})",
                     h.at,
@@ -212,7 +213,7 @@ fn validation_roots(
             None => notes.push(format!(
                 "{d}: no virtual host on port {port} serves this name (the CA fetches the \
                  validation file over HTTP on port {port}); serve \
-                 /.well-known/pki-validation/ from {VALIDATION_ROOT} there ({})",
+                 {DCV_URL_DIR}/ from {VALIDATION_ROOT} there ({})",
                 validation_hint(server)
             )),
         }
@@ -431,11 +432,11 @@ fn not_a_file(p: &Path) -> bool {
 fn validation_hint(server: &str) -> String {
     if server == "apache" {
         format!(
-            "`Alias /.well-known/pki-validation/ {VALIDATION_ROOT}/.well-known/pki-validation/` \
+            "`Alias {DCV_URL_DIR}/ {VALIDATION_ROOT}{DCV_URL_DIR}/` \
              before any Redirect or RewriteRule"
         )
     } else {
-        format!("`location ^~ /.well-known/pki-validation/ {{ root {VALIDATION_ROOT}; }}`")
+        format!("`location ^~ {DCV_URL_DIR}/ {{ root {VALIDATION_ROOT}; }}`")
     }
 }
 

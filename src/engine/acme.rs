@@ -383,7 +383,7 @@ fn journaled_order(job: &mut Job<'_>, ca: &AcmeCa) -> Result<Option<String>> {
             tracing::warn!(
                 certificate = %cert.name,
                 "the journaled ACME order {} is not at the CA's directory {}: it is dropped and a new order placed",
-                crate::dcv::quote_max(&url, 200),
+                crate::values::text::quote_max(&url, 200),
                 ca.directory
             );
             forget_order(job)?;

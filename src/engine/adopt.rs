@@ -165,11 +165,7 @@ fn check_free(store: &Store, rec: &CertRecord, name: &str, certificate_id: u64) 
             "certificate '{name}' already belongs to order {}; adopting {certificate_id} would \
              abandon it (remove {} to start afresh)",
             o.certificate_id,
-            store
-                .dir()
-                .join("certs")
-                .join(format!("{name}.json"))
-                .display()
+            store.record_path(name)?.display()
         );
     }
     for other in store.names()? {

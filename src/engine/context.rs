@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::api::{Client, ClientOptions, PasswordSource};
+use crate::api::{Client, ClientOptions, PasswordSource, SendGuard};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::dcv::standalone::StandaloneServer;
@@ -236,9 +236,7 @@ impl Ctx<'_> {
             return Ok(c);
         }
         partner_configured(self.config)?;
-        let mut options = client_options(self.config);
-        options.guard = self.lead.and_then(Lead::send_guard);
-        let c = Client::new(options).context("could not set up the Partner API client")?;
+        let c = client_guarded(self.config, self.lead.and_then(Lead::send_guard))?;
         Ok(self.client.get_or_init(|| c))
     }
 }
@@ -266,7 +264,16 @@ pub fn client_options(config: &Config) -> ClientOptions {
 /// The API client as the configuration describes it.
 pub(crate) fn client(config: &Config) -> Result<Client> {
     partner_configured(config)?;
-    Client::new(client_options(config)).context("could not set up the Partner API client")
+    client_guarded(config, None)
+}
+
+/// The one set-up of a Partner API client: [`client_options`], with `guard` asked before
+/// every request (a fleet's lead: the engine's client as its leader, the leader's own calls,
+/// `retire` in a fleet). Every client of the agent is made here.
+pub(crate) fn client_guarded(config: &Config, guard: Option<SendGuard>) -> Result<Client> {
+    let mut options = client_options(config);
+    options.guard = guard;
+    Client::new(options).context("could not set up the Partner API client")
 }
 
 /// Refuses a configuration without `[api]` (every certificate from an ACME CA).

@@ -35,7 +35,7 @@ mod start;
 pub(crate) mod sunset;
 
 pub use context::{RunOptions, client_options};
-pub(crate) use context::{client, progress};
+pub(crate) use context::{client, client_guarded, progress};
 pub(crate) use deploy::install_paths;
 pub(crate) use held::line as held_line;
 pub(crate) use job::{Job, Ready, unattended_inputs, wanted};

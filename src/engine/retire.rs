@@ -78,8 +78,7 @@ pub(crate) fn plan<'a>(
     opts: RetireOptions,
 ) -> Result<Plan<'a>> {
     let cert = config.certificates.iter().find(|c| c.name == name);
-    let record_file = store.dir().join("certs").join(format!("{name}.json"));
-    crate::store::check_name(name)?;
+    let record_file = store.record_path(name)?;
     if !record_file.exists() {
         if let Some(archive) = store.retired(name) {
             bail!(

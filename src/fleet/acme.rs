@@ -130,7 +130,7 @@ pub(super) fn check_files(entry: &DcvEntry) -> Result<bool> {
         if !is_acme_file(name, content) {
             bail!(
                 "holds a file that is not an ACME http-01 token and key authorization ({})",
-                crate::dcv::quote_max(name, 80)
+                crate::values::text::quote(name)
             );
         }
     }

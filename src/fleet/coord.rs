@@ -17,13 +17,13 @@ use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
 };
 
-use super::deadline::{self, BootInstant, Held, deadline_of, lock};
+use super::lead_deadline::{self, BootInstant, Held, deadline_of, lock};
 use super::options::{FleetOptions, tls};
 
 mod batch;
+mod changed_since;
 mod events;
 mod lease;
-mod since;
 mod snapshot;
 
 use lease::Renewer;
@@ -573,10 +573,10 @@ impl Leadership {
     }
 
     /// The check a Partner API client of this leader makes before each request (see
-    /// [`deadline::send_guard`]): a leader paused, suspended or cut off past its lease sends
+    /// [`lead_deadline::send_guard`]): a leader paused, suspended or cut off past its lease sends
     /// nothing, and a request not sent within the time left before the deadline is abandoned.
     pub fn send_guard(&self) -> crate::api::SendGuard {
-        deadline::send_guard(self.held.clone(), self.fleet.lease_ttl)
+        lead_deadline::send_guard(self.held.clone(), self.fleet.lease_ttl)
     }
 
     /// The time left before this host must stop acting as the leader.

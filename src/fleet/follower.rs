@@ -3,36 +3,34 @@
 //! publishes, report what this host did under `hosts/HOST/`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::Result;
 use time::OffsetDateTime;
 
-use crate::config::{CertificateConfig, Config};
+use crate::config::Config;
 use crate::crypto::CsrHashes;
-use crate::dcv::ValidationFile;
 use crate::engine::{Job, Outcome, RunReport, RunStats};
-use crate::store::{FleetAttempt, Store};
+use crate::store::{FleetAttempt, Records, Store};
 
 use super::coord::Snapshot;
-use super::envelope::{self, Place, Purpose};
-use super::floor;
 use super::link::{FleetLink, check_specs, spec_digest};
-use super::schema::{
-    DcvEntry, HostResult, KEY_CHECK, current_key, dcv_key, retired_key, state_key,
-};
-use super::shared::{check_dcv, open_state};
+use super::manifest;
+use super::open_shared::open_state;
+use super::schema::{HostResult, KEY_CHECK, current_key, retired_key, state_key};
 use super::versions::{Seen, Versions};
 
 mod current;
 pub(super) mod hosts;
-mod keep;
+mod install_or_keep;
 pub(super) mod retired;
 mod slices;
+mod validation_files;
 
 pub(super) use hosts::report_host;
 use hosts::{report_hosts, report_problems, report_seen};
-use keep::note_outcomes;
+use install_or_keep::note_outcomes;
+use validation_files::remove_own_leftovers;
+use validation_files::sync_dcv;
 
 /// What [`sync`] did for one certificate.
 #[derive(Debug)]
@@ -52,7 +50,7 @@ pub(super) struct SyncReport {
     pub(super) retired: BTreeSet<String>,
     /// Each record as the synchronisation left it in the state directory (one that could
     /// not be read or written is not here): for the leader's imports, not read again.
-    pub(super) records: crate::store::Records,
+    pub(super) records: Records,
     /// The versions this host accepted, as the synchronisation wrote them.
     pub(super) versions: Versions,
 }
@@ -243,50 +241,19 @@ pub(super) async fn sync(
     } = slices::take_slices(link, config, store, &given, &mut view, &mut results).await?;
     view.note_revisions();
     view.versions.save()?;
-    floor::publish(link, &mut view.versions).await;
-    // A failed install is counted by the install itself.
-    let mut counted = BTreeSet::new();
-    let mut proved = Vec::new();
+    manifest::publish(link, &mut view.versions).await;
     // With a rollout in waves, each install is proved before it is committed, and rolled
     // back when its proof fails.
     let held = batch.finish_held().await;
     let checked = super::rollback::check(link, config, &held, (&published, &overridden)).await;
     let back = checked.as_ref().map(|c| c.back.clone()).unwrap_or_default();
-    for (mut job, outcome, _warning) in held.settle(&back).await {
-        super::rollback::note(&mut job, checked.as_ref(), link.clock.now());
-        if let (Outcome::Installed { .. }, Some(i)) = (&outcome, &job.rec.installed) {
-            let version = published.get(&job.cert.name).copied().unwrap_or(0);
-            proved.push((job.cert.name.clone(), i.serial.clone(), version));
-        }
-        if matches!(outcome, Outcome::Failed { .. }) {
-            counted.insert(job.cert.name.clone());
-        }
-        // The install wrote the record: read again unless it is the one it saved.
-        records.remove(&job.cert.name);
-        // The record as the install left it (saved): not read again.
-        let installed = job.rec.installed.as_ref();
-        results.push((
-            job.cert.name.clone(),
-            HostResult {
-                serial: installed.map(|i| i.serial.clone()),
-                version: published.get(&job.cert.name).copied().unwrap_or(0),
-                at: link.clock.now(),
-                since: installed.map(|i| i.installed_at),
-                error: match &outcome {
-                    Outcome::Failed { error } => Some(error.clone()),
-                    _ => None,
-                },
-                skipped: None,
-            },
-        ));
-        if matches!(outcome, Outcome::Installed { .. }) {
-            records.insert(job.cert.name.clone(), job.rec);
-        }
-        out.push(Synced {
-            name: job.cert.name.clone(),
-            outcome,
-        });
-    }
+    let settled = held.settle(&back).await;
+    let mut taken = Taken {
+        out: &mut out,
+        records: &mut records,
+        results: &mut results,
+    };
+    let Settled { proved, counted } = taken.settled(link, settled, checked.as_ref(), &published);
     report_problems(link, store, view.problems, &mut out, &mut results);
     report_hosts(link, &host, results).await;
     match checked {
@@ -315,8 +282,77 @@ pub(super) async fn sync(
     })
 }
 
+/// What a synchronisation gathers of each certificate as it goes: its outcome, its record as
+/// the state directory holds it, and its result for `hosts/HOST/`.
+struct Taken<'t> {
+    out: &'t mut Vec<Synced>,
+    records: &'t mut Records,
+    results: &'t mut Vec<(String, HostResult)>,
+}
+
+/// What the installs of a synchronisation came to once settled.
+struct Settled {
+    /// What each installed certificate is to be proved serving: name, serial, version.
+    proved: Vec<(String, String, u64)>,
+    /// The certificates whose failed install counted its failure itself.
+    counted: BTreeSet<String>,
+}
+
+impl Taken<'_> {
+    /// Takes the settled installs (`settled`: each committed, failed or rolled back, see
+    /// [`super::rollback`] and `checked`): each one's outcome, its record (an installed one as
+    /// the install saved it) and its result at the version it was `published` at.
+    fn settled(
+        &mut self,
+        link: &FleetLink,
+        settled: Vec<(Job<'_>, Outcome, Option<String>)>,
+        checked: Option<&super::rollback::Checked>,
+        published: &BTreeMap<String, u64>,
+    ) -> Settled {
+        // A failed install is counted by the install itself.
+        let mut counted = BTreeSet::new();
+        let mut proved = Vec::new();
+        for (mut job, outcome, _warning) in settled {
+            super::rollback::note(&mut job, checked, link.clock.now());
+            let version = published.get(&job.cert.name).copied().unwrap_or(0);
+            if let (Outcome::Installed { .. }, Some(i)) = (&outcome, &job.rec.installed) {
+                proved.push((job.cert.name.clone(), i.serial.clone(), version));
+            }
+            if matches!(outcome, Outcome::Failed { .. }) {
+                counted.insert(job.cert.name.clone());
+            }
+            // The install wrote the record: read again unless it is the one it saved.
+            self.records.remove(&job.cert.name);
+            // The record as the install left it (saved): not read again.
+            let installed = job.rec.installed.as_ref();
+            self.results.push((
+                job.cert.name.clone(),
+                HostResult {
+                    serial: installed.map(|i| i.serial.clone()),
+                    version,
+                    at: link.clock.now(),
+                    since: installed.map(|i| i.installed_at),
+                    error: match &outcome {
+                        Outcome::Failed { error } => Some(error.clone()),
+                        _ => None,
+                    },
+                    skipped: None,
+                },
+            ));
+            if matches!(outcome, Outcome::Installed { .. }) {
+                self.records.insert(job.cert.name.clone(), job.rec);
+            }
+            self.out.push(Synced {
+                name: job.cert.name.clone(),
+                outcome,
+            });
+        }
+        Settled { proved, counted }
+    }
+}
+
 /// The floor of each configured certificate this host has accepted nothing of and took no
-/// floor for yet ([`floor::establish`]): taken before any of its values is opened, and before
+/// floor for yet ([`manifest::establish`]): taken before any of its values is opened, and before
 /// a lead could take the certificate for one never ordered (its values deleted from etcd).
 async fn take_floors(link: &FleetLink, config: &Config, view: &mut View) -> Result<()> {
     let mut names = Vec::new();
@@ -337,7 +373,7 @@ async fn take_floors(link: &FleetLink, config: &Config, view: &mut View) -> Resu
             held.insert(c.name.clone());
         }
     }
-    floor::establish(link, names, &held, &mut view.versions).await
+    manifest::establish(link, names, &held, &mut view.versions).await
 }
 
 /// The fleet's pending CSR of each certificate (its hashes), from the shared record opened
@@ -541,197 +577,4 @@ fn is_proof(key: &str) -> bool {
         key.split('/').collect::<Vec<_>>().as_slice(),
         ["hosts", _, "proof" | "rollout", _]
     )
-}
-
-/// The validation files this host serves for the fleet, by certificate: kept in
-/// `state_dir/fleet-dcv.json` so that withdrawn ones are removed, after a restart too.
-pub(super) type Served = BTreeMap<String, (DcvEntry, Vec<PathBuf>, Vec<PathBuf>)>;
-
-pub(super) const SERVED_FILE: &str = "fleet-dcv.json";
-
-/// The ACME validation files this host serves, by certificate.
-type AcmeServed = Vec<(String, DcvEntry)>;
-
-/// Serves the published validation files, removes withdrawn ones; the names of the
-/// certificates with a published file, and the ACME files this host serves (which it says
-/// it serves, for the leader to answer the challenge). A file is served only when it opens and is the
-/// fleet's pending CSR's (`pending`); one that is not is refused and treated as withdrawn,
-/// failing its certificate only.
-pub(super) fn sync_dcv(
-    link: &FleetLink,
-    config: &Config,
-    store: &Store,
-    refused: &BTreeMap<String, String>,
-    pending: &BTreeMap<String, CsrHashes>,
-    view: &mut View,
-) -> Result<(BTreeSet<String>, AcmeServed)> {
-    let path = store.dir().join(SERVED_FILE);
-    let mut served: Served = std::fs::read(&path)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default();
-    let before = served.clone();
-    let mut published: BTreeMap<String, DcvEntry> = BTreeMap::new();
-    let raw = std::mem::take(&mut view.dcv);
-    for (name, value) in &raw {
-        let Some(cert) = config.certificate(name) else {
-            continue;
-        };
-        if refused.contains_key(name) {
-            continue;
-        }
-        match open_dcv(link, cert, pending.get(name), value) {
-            Ok(entry) => {
-                published.insert(name.clone(), entry);
-            }
-            Err(e) => view.problem(name, format!("{e:#}")),
-        }
-    }
-    view.dcv = raw;
-    // Withdrawn or replaced: removed.
-    served.retain(|name, (entry, files, dirs)| {
-        if published.get(name) == Some(entry) {
-            return true;
-        }
-        let gone = crate::dcv::webroot::Published {
-            files: std::mem::take(files),
-            dirs: std::mem::take(dirs),
-        };
-        if let Err(e) = crate::dcv::webroot::remove(&gone) {
-            tracing::warn!(certificate = %name, "could not remove a validation file: {e}");
-        }
-        for (file_name, _) in entry.files() {
-            if let Err(e) = crate::dcv::serve_dir::remove(store.dir(), file_name) {
-                tracing::debug!(certificate = %name, "{e}");
-            }
-        }
-        false
-    });
-    for (name, entry) in &published {
-        if served.contains_key(name) {
-            continue;
-        }
-        let Some(cert) = config.certificate(name) else {
-            continue;
-        };
-        if !cert.dcv.method.is_http() {
-            continue;
-        }
-        match serve_dcv(store, cert, entry) {
-            Ok(done) => {
-                served.insert(name.clone(), done);
-                tracing::info!(certificate = %name, "serving the fleet's validation file {}", entry.file_name);
-                let well_known = if super::acme::is_acme(entry) {
-                    "acme-challenge"
-                } else {
-                    "pki-validation"
-                };
-                let details = serde_json::json!({
-                    "file": format!("/.well-known/{well_known}/{}", entry.file_name),
-                    "for": "fleet",
-                });
-                if let Err(e) = store.audit(Some(name), "dcv-published", &details) {
-                    view.problem(name, format!("{e:#}"));
-                }
-            }
-            Err(e) => view.problem(name, format!("{e:#}")),
-        }
-    }
-    if served != before {
-        crate::fsutil::write_atomic(&path, &serde_json::to_vec(&served)?, 0o600)
-            .map_err(|e| anyhow!("{}: {}", path.display(), crate::fsutil::io_text(&e)))?;
-    }
-    let acme_served = served
-        .iter()
-        .filter(|(_, (entry, _, _))| super::acme::is_acme(entry))
-        .map(|(name, (entry, _, _))| (name.clone(), entry.clone()))
-        .collect();
-    Ok((published.into_keys().collect(), acme_served))
-}
-
-/// Opens the validation file `value` of `cert` and checks it against the fleet's pending CSR.
-fn open_dcv(
-    link: &FleetLink,
-    cert: &CertificateConfig,
-    pending: Option<&CsrHashes>,
-    value: &[u8],
-) -> Result<DcvEntry> {
-    let rel = dcv_key(&cert.name);
-    let place = Place::new(Purpose::Dcv, &rel, &cert.name);
-    let (_, entry): (u64, DcvEntry) = envelope::open_json(&link.key, &link.fleet, &place, value)?;
-    let hashes = pending.ok_or_else(|| {
-        anyhow!(
-            "the fleet's validation file {} is for no pending CSR of the fleet's record; \
-             not served",
-            link.fleet.key(&rel)
-        )
-    })?;
-    let acme = super::acme::check_files(&entry).with_context(|| {
-        format!(
-            "the fleet's validation file {}; not served",
-            link.fleet.key(&rel)
-        )
-    })?;
-    if acme {
-        // ACME tokens and their key authorizations (their shapes checked: no path
-        // characters), while the fleet's record holds a pending CSR for the order.
-        return Ok(entry);
-    }
-    check_dcv(hashes, &entry).with_context(|| {
-        format!(
-            "the fleet's validation file {} is not the pending CSR's; not served",
-            link.fleet.key(&rel)
-        )
-    })?;
-    Ok(entry)
-}
-
-/// Serves `entry` for `cert`: in the standalone directory or the certificate's web roots.
-fn serve_dcv(
-    store: &Store,
-    cert: &CertificateConfig,
-    entry: &DcvEntry,
-) -> Result<(DcvEntry, Vec<PathBuf>, Vec<PathBuf>)> {
-    let name = &cert.name;
-    let (mut files, mut dirs) = (Vec::new(), Vec::new());
-    for (file_name, content) in entry.files() {
-        let file = ValidationFile::from_parts(file_name, content)?;
-        if cert.dcv.standalone {
-            crate::dcv::serve_dir::publish(store.dir(), &file).with_context(|| {
-                format!("could not serve the fleet's validation file of '{name}'")
-            })?;
-        } else {
-            let roots = crate::engine::webroots(cert)?
-                .distinct_for(&cert.domains)
-                .context("could not publish the fleet's validation file")?;
-            let done = crate::dcv::webroot::publish_into(&roots, &file)
-                .context("could not publish the fleet's validation file")?;
-            files.extend(done.files);
-            dirs.extend(done.dirs);
-        }
-    }
-    Ok((entry.clone(), files, dirs))
-}
-
-/// Validation files this host published itself while it led, for a validation the fleet no
-/// longer waits for (it stopped leading half-way, killed or cut off): removed. Whether the
-/// record on disk is `job`'s (false: its write failed).
-pub(super) fn remove_own_leftovers(job: &mut Job<'_>) -> bool {
-    if job.rec.dcv.files.is_empty() && job.rec.dcv.dirs.is_empty() {
-        return true;
-    }
-    let gone = crate::dcv::webroot::Published {
-        files: std::mem::take(&mut job.rec.dcv.files),
-        dirs: std::mem::take(&mut job.rec.dcv.dirs),
-    };
-    if let Err(e) = crate::dcv::webroot::remove(&gone) {
-        tracing::warn!(certificate = %job.cert.name, "could not remove a validation file: {e}");
-    }
-    match job.save() {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::warn!(certificate = %job.cert.name, "{e:#}");
-            false
-        }
-    }
 }

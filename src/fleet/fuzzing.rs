@@ -9,8 +9,8 @@
 use std::path::PathBuf;
 
 use super::envelope::{self, Place, Purpose};
-use super::floor::{ManifestEntry, floors};
 use super::key::{FleetKey, FleetKeys, KEY_LEN};
+use super::manifest::{ManifestEntry, floors};
 use super::schema::{
     Current, DcvEntry, HostResult, HostSeen, Kind, SharedState, Spec, Tombstone, Unplaced,
 };

@@ -3,7 +3,7 @@
 //! call shared first, fenced by the lead), publish validation files and the new certificate,
 //! hand over what this host installed before it joined, give the lead up.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result, anyhow, bail};
 use futures_util::future::LocalBoxFuture;
@@ -22,29 +22,31 @@ use super::repair;
 use super::schema::{
     Current, HostResult, SharedState, b64, current_key, dcv_key, shared_view, state_key,
 };
-use super::shared::{check_keeps, open_state};
 use super::versions::Versions;
 
 mod acme;
-mod around;
+mod bookkeeping;
 mod export;
 mod held;
+mod import;
 mod imports;
 mod outcomes;
-mod reads;
+mod records_now;
 mod repaired;
 mod rounds;
 
 use rounds::Round;
 pub(crate) use rounds::run;
 
-pub(super) use reads::Now;
+pub(super) use records_now::Now;
 
+pub(super) use import::import;
+use import::{ForImports, Imported, import_round};
 pub(super) use imports::Imports;
 
-use around::{announce_lead, merge_requests, not_leading, note_host_failure, record_attempts};
+use bookkeeping::{announce_lead, merge_requests, not_leading, note_host_failure, record_attempts};
 use export::export;
-use outcomes::{from_sync, set_outcome, take_engine_outcomes};
+use outcomes::{FromSync, from_sync, set_outcome, take_engine_outcomes};
 
 /// While a run shares and publishes, the versions it accepted are written at least this often
 /// (and once at the end of its export): not after every certificate (the file holds every
@@ -67,7 +69,7 @@ pub(super) struct FleetRun<'a> {
     /// The ACME validation files this run published, by certificate.
     acme_published: std::cell::RefCell<BTreeMap<String, super::schema::DcvEntry>>,
     /// The certificates whose refused current value this run wrote back ([`repaired`]).
-    repaired_current: std::cell::RefCell<std::collections::BTreeSet<String>>,
+    repaired_current: std::cell::RefCell<BTreeSet<String>>,
     /// With a rollout in waves: the proofs of the installs the engine held, published once
     /// the batch is settled ([`held`]).
     held_proofs: std::cell::RefCell<Option<super::rollback::Checked>>,
@@ -82,10 +84,7 @@ impl FleetRun<'_> {
         if let Some(c) = self.client.get() {
             return Ok(c);
         }
-        let mut options = engine::client_options(self.config);
-        options.guard = Some(self.lead.send_guard());
-        let c =
-            crate::api::Client::new(options).context("could not set up the Partner API client")?;
+        let c = engine::client_guarded(self.config, Some(self.lead.send_guard()))?;
         Ok(self.client.get_or_init(|| c))
     }
 
@@ -197,7 +196,7 @@ impl Lead for FleetRun<'_> {
                 ),
                 Err(e) => {
                     tracing::warn!(certificate = %cert.name, "{e:#}");
-                    super::unplaced::note(self.link, &cert.name, intent).await;
+                    super::unplaced_intent::note(self.link, &cert.name, intent).await;
                 }
             }
         })
@@ -339,218 +338,18 @@ impl FleetRun<'_> {
     }
 }
 
-/// Before the leader's engine runs: the shared record of each certificate, opened and
-/// checked (its version, its name, its pending CSR against its pending key; it keeps every
-/// order and intent this host knows), replaces what this host's state directory holds of it
-/// (the installed files and published validation files stay this host's); a pending key that
-/// is not here yet is written to the key directory. Returns the record as the fleet holds it
-/// (`None`: the fleet has none yet). `docs`: the values under `certs/`, read once the lead
-/// was taken (one request for every certificate). The record and its journal line are
-/// written with the run's other imports, by [`Imports::write`], before anything reads them.
-pub(super) async fn import(
-    link: &FleetLink,
-    store: &Store,
-    versions: &mut Versions,
-    cert: &CertificateConfig,
-    now: &Now,
-    local: Option<CertRecord>,
-    imports: &mut Imports,
-) -> Result<Option<CertRecord>> {
-    let rel = state_key(&cert.name);
-    let Some(bytes) = now.states.get(&rel) else {
-        // Not read: at the revision this host imported, its record as that import left it.
-        if now.unchanged.contains(&rel) {
-            return Ok(local.map(|local| shared_view(&local)));
-        }
-        // None: a first order, unless the fleet vouches for a record this host does not know.
-        let local = match local {
-            Some(local) => local,
-            None => store.load(&cert.name)?,
-        };
-        super::floor::check_missing_state(&link.fleet.key(&rel), versions, &cert.name, &local)?;
-        return Ok(None);
-    };
-    let opened =
-        open_state(link, versions, cert, bytes).map_err(|e| anyhow!(repair::Refused(e)))?;
-    let local = match local {
-        Some(local) => local,
-        None => store.load(&cert.name)?,
-    };
-    // Once this host's record is what the fleet's says, the import of this revision is done.
-    let revision = now.revisions.get(&rel).copied();
-    let held = (opened.version, repair::view_digest(&opened.shared.record));
-    let mut imported = |saved: &CertRecord, fleet: &CertRecord| {
-        if shared_view(saved) == *fleet {
-            versions.hold_state(&cert.name, held.0, held.1.clone());
-        }
-        if let Some(rev) = revision.filter(|_| shared_view(saved) == *fleet) {
-            versions.imported(&cert.name, rev, &reads::record_digest(saved));
-        }
-    };
-    check_keeps(&link.fleet.key(&rel), &local, &opened.shared.record)?;
-    let shared = opened.shared;
-    let mut next = shared.record.clone();
-    if let Some(intent) = next.partner.intent()
-        && let Some(host) = super::unplaced::noted_by(link, &cert.name, intent).await?
-    {
-        tracing::info!(
-            certificate = %cert.name,
-            "{host} noted that the fleet's order intent was never placed: withdrawn, the \
-             certificate is ordered normally"
-        );
-        store.journal(
-            &cert.name,
-            "fleet-intent-withdrawn",
-            serde_json::json!({ "noted_by": host, "csr_sha256": intent.csr_sha256 }),
-        )?;
-        next.partner.withdraw_intent();
-    }
-    if shared_view(&local) == next {
-        let attempt = Some(shared.attempt());
-        let mut local = local;
-        let noted = local.fleet != attempt;
-        local.fleet = attempt;
-        imported(&local, &shared.record);
-        if noted {
-            imports.save(local);
-        }
-        return Ok(Some(shared.record));
-    }
-    next.fleet = Some(shared.attempt());
-    next.host_failures = local.host_failures;
-    next.host_error.clone_from(&local.host_error);
-    next.rollout_halted.clone_from(&local.rollout_halted);
-    next.rolled_back.clone_from(&local.rolled_back);
-    next.rollout_overridden
-        .clone_from(&local.rollout_overridden);
-    next.installed.clone_from(&local.installed);
-    next.dcv = local.dcv.clone();
-    next.revocation.clone_from(&local.revocation);
-    // A certificate this host holds until it is valid stays held while the fleet still waits
-    // for the same pending key (the archive is this host's).
-    let same_pending = matches!(
-        (&local.pending_key, &next.pending_key),
-        (Some(l), Some(n)) if l.csr_sha256 == n.csr_sha256
-    );
-    if same_pending {
-        next.held.clone_from(&local.held);
-    } else if local.held.is_some() {
-        store.discard_held(&cert.name);
-    }
-    if let Some(sp) = &mut next.pending_key {
-        match (&local.pending_key, &opened.pending_key) {
-            (Some(lp), _) if lp.csr_sha256 == sp.csr_sha256 && lp.key_file.is_file() => {
-                sp.key_file.clone_from(&lp.key_file);
-            }
-            (_, Some(key)) => {
-                let dir = store.key_dir(&cert.name)?;
-                let file = dir.join(format!(
-                    "{}-{}.key",
-                    sp.created_at.unix_timestamp(),
-                    sp.csr_sha256.get(..16).unwrap_or("fleet")
-                ));
-                crypto::write_key_file(&file, key, None)?;
-                sp.key_file = file;
-            }
-            (_, None) => bail!(
-                "the fleet's record {} has a pending CSR but not its key",
-                link.fleet.key(&rel)
-            ),
-        }
-    }
-    imported(&next, &shared.record);
-    imports.import(
-        next,
-        serde_json::json!({ "written_by": shared.written_by, "version": opened.version }),
-    );
-    Ok(Some(shared.record))
-}
-
-/// What the imports of a round leave for the rest of the run.
-struct Imported<'c> {
-    /// The certificates the engine works on.
-    eligible: Vec<&'c CertificateConfig>,
-    /// Each one's record as the fleet holds it.
-    imported: BTreeMap<String, Option<CertRecord>>,
-    /// The versions accepted (saved).
-    versions: Versions,
-    /// Each one's record as this host's state directory holds it after the imports (read or
-    /// written by them; a certificate whose record could not be read is not here): handed
-    /// to the engine, and to the export for what the engine neither read nor wrote, instead
-    /// of read again.
-    records: Records,
-    /// The certificates whose refused shared record this host writes back ([`repair`]).
-    repaired: std::collections::BTreeSet<String>,
-}
-
-/// The imports of a round this host leads: every certificate of `certs` but those `skip`
-/// names, imported from the shared records as etcd holds them now (another leader may have
-/// written since the synchronisation's read: what was written since, read in one request),
-/// their records and journal lines written together. `versions` and `known`: this host's
-/// versions and records as the round's synchronisation left them (not read again).
-async fn import_round<'c>(
-    link: &FleetLink,
-    store: &Store,
-    (kept, (mut versions, known)): (reads::Kept, (Versions, Records)),
-    certs: &[&'c CertificateConfig],
-    skip: &dyn Fn(&str) -> bool,
-    report: &mut RunReport,
-) -> Result<Imported<'c>> {
-    let mut eligible: Vec<&CertificateConfig> = Vec::new();
-    let mut imported = BTreeMap::new();
-    let mut records = BTreeMap::new();
-    let (unchanged, mut locals) = reads::unchanged_imports(store, &versions, &kept, certs, known);
-    let mut imports = Imports::default();
-    let mut repaired = std::collections::BTreeSet::new();
-    let docs = kept.now(link, unchanged).await?;
-    for cert in certs.iter().filter(|c| !skip(&c.name)) {
-        let local = locals.remove(&cert.name);
-        // As read: what the import writes replaces it below.
-        if let Some(local) = &local {
-            records.insert(cert.name.clone(), local.clone());
-        }
-        match import(link, store, &mut versions, cert, &docs, local, &mut imports).await {
-            Ok(view) => {
-                imported.insert(cert.name.clone(), view);
-                eligible.push(*cert);
-            }
-            Err(e)
-                if repair::state(
-                    link,
-                    store,
-                    &versions,
-                    records.get(&cert.name),
-                    &cert.name,
-                    &e,
-                )
-                .await =>
-            {
-                // The fleet holds none this host accepts: the export shares this host's.
-                imported.insert(cert.name.clone(), None);
-                eligible.push(*cert);
-                repaired.insert(cert.name.clone());
-            }
-            Err(e) => {
-                records.remove(&cert.name);
-                let error = format!("{e:#}");
-                note_host_failure(store, &cert.name, &error);
-                set_outcome(report, &cert.name, Outcome::Failed { error });
-            }
-        }
-    }
-    let failed = imports.write_for_run(store, &mut eligible, &mut imported, &mut records);
-    for (name, error) in failed {
-        set_outcome(report, &name, Outcome::Failed { error });
-    }
-    versions.save()?;
-    store.debug_check_held(&records, "after the imports");
-    Ok(Imported {
-        eligible,
-        imported,
-        versions,
-        records,
-        repaired,
-    })
+/// What a round's synchronisation leaves for the rest of the round: the link and what it
+/// decided (what it read for the imports is a [`ForImports`] beside it).
+struct Synchronised {
+    link: FleetLink,
+    /// The certificates whose spec this host refuses, with why.
+    refused: BTreeMap<String, String>,
+    /// The certificates retired for the fleet.
+    retired: BTreeSet<String>,
+    /// The fleet's current certificates as read (serial and `not_before`, by name).
+    fleet_has: BTreeMap<String, (String, time::OffsetDateTime)>,
+    /// What this host's install of the fleet's work decided (each outcome set in the report).
+    decided: FromSync,
 }
 
 /// One round of a run on a fleet host ([`rounds::run`] repeats them while the run waits):
@@ -568,109 +367,233 @@ async fn round(
     marked: &std::cell::Cell<bool>,
     follows: bool,
 ) -> Result<Round> {
+    let mut report = RunReport::not_started(certs);
+    let (mut synced, for_imports) =
+        synchronise(config, opts, store, opts.force || follows, &mut report).await?;
+    let Some(lead) = synced.link.fleet.try_lead_exclusive().await? else {
+        let decided = &synced.decided.decided;
+        not_leading(&synced.link, store, &mut report, decided).await?;
+        return Ok(Round::followed(report));
+    };
+    announce_lead(&synced.link, &lead, opts, store, certs, &mut report).await;
+    let imported = import_led(&mut synced, for_imports, &lead, store, certs, &mut report).await?;
+    let Synchronised {
+        link,
+        fleet_has,
+        decided,
+        ..
+    } = synced;
+    let leading = Leading {
+        link: &link,
+        lead,
+        config,
+        opts,
+        store,
+    };
+    let mut led = leading
+        .run_engine(imported, &fleet_has, &decided.decided, &mut report)
+        .await;
+    leading.give_up(marked, &mut led).await;
+    let Led {
+        mut records,
+        not_shared,
+        imported,
+        requests,
+        ..
+    } = led;
+    record_attempts(store, &link, &mut records, &imported, &not_shared);
+    crate::fleet::follower::fleet_failures_of(store, &mut report, &records);
+    store.debug_check_held(&records, "after the leader's round");
+    Ok(Round::led(report, requests, records))
+}
+
+/// The round's first step, on every host: the fleet read once and checked against this
+/// host's specs, then what the fleet has installed here ([`sync`]); each outcome it decided
+/// is set in `report` (`follow_up`: `--force`, or a later round of the run, see
+/// [`from_sync`]). Returns it with what it read for the imports of a lead that follows.
+async fn synchronise(
+    config: &Config,
+    opts: &RunOptions,
+    store: &Store,
+    follow_up: bool,
+    report: &mut RunReport,
+) -> Result<(Synchronised, ForImports)> {
     let link = connect(config, opts.clock)
         .await?
         .ok_or_else(|| anyhow!("no [fleet] in {}", config.path.display()))?;
     let versions = Versions::load(store.dir());
     let snap = read_fleet(&link, config, versions.as_ref().ok()).await?;
     let mut versions = versions?;
-    let mut refused = check_specs(&link, config, &snap, &mut versions).await?;
-    let kept = reads::Kept::of(&snap);
+    let refused = check_specs(&link, config, &snap, &mut versions).await?;
+    let kept = records_now::Kept::of(&snap);
     let synced = sync(&link, config, store, &refused, (snap, versions)).await?;
-    let fleet_has = synced.fleet_has;
-    let retired = synced.retired;
-    let from_run = (synced.versions, synced.records);
-    let mut report = RunReport::not_started(certs);
-    let mut sync_decided = from_sync(
+    let decided = from_sync(
         synced.synced,
-        (&fleet_has, &from_run.1),
-        opts.force || follows,
-        &mut report,
+        &synced.fleet_has,
+        &synced.records,
+        follow_up,
+        report,
     );
-    let Some(lead) = link.fleet.try_lead_exclusive().await? else {
-        not_leading(&link, store, &mut report, &sync_decided.decided).await?;
-        return Ok(Round::followed(report));
+    let for_imports = ForImports {
+        kept,
+        versions: synced.versions,
+        records: synced.records,
     };
-    announce_lead(&link, &lead, opts, store, certs, &mut report).await;
-    let specs = repair::specs(&link, &lead, store, &from_run.0, certs, &mut refused).await;
-    sync_decided.decided.retain(|name| !specs.contains(name));
-    let skip = |name: &str| sync_decided.leaves_alone(name, &refused, &retired);
-    let Imported {
-        eligible,
-        imported,
-        versions,
-        records,
-        repaired,
-    } = import_round(&link, store, (kept, from_run), certs, &skip, &mut report).await?;
-    // A value refused by this host's synchronisation and written back: the engine's outcome.
-    sync_decided.decided.retain(|name| !repaired.contains(name));
-    let fr = FleetRun {
-        link: &link,
-        lead: &lead,
-        config,
-        client: std::cell::OnceCell::new(),
-        versions: std::cell::RefCell::new(versions),
-        saved_at: std::cell::Cell::new(std::time::Instant::now()),
-        records: std::cell::RefCell::new(records),
-        acme_published: std::cell::RefCell::default(),
-        repaired_current: std::cell::RefCell::default(),
-        held_proofs: std::cell::RefCell::default(),
-        fleetwide: std::cell::RefCell::default(),
+    let synchronised = Synchronised {
+        link,
+        refused,
+        retired: synced.retired,
+        fleet_has: synced.fleet_has,
+        decided,
     };
-    let done = engine::run(config, store, opts, &eligible, Some(&fr)).await;
-    take_engine_outcomes(&mut report, done.report.certificates, &sync_decided.decided);
-    let mut not_shared = std::collections::BTreeSet::new();
-    let exported = export(
-        &fr,
-        store,
-        &eligible,
-        &imported,
-        &fleet_has,
-        export::Ran {
+    Ok((synchronised, for_imports))
+}
+
+/// The round's step once this host leads: a spec it refuses written back from its own
+/// accepted copy ([`repair::specs`]), then the imports of every certificate the lead does
+/// not leave alone ([`import_round`]). What the synchronisation decided of a certificate
+/// whose refused value is written back becomes the engine's outcome.
+async fn import_led<'c>(
+    synced: &mut Synchronised,
+    for_imports: ForImports,
+    lead: &Leadership,
+    store: &Store,
+    certs: &[&'c CertificateConfig],
+    report: &mut RunReport,
+) -> Result<Imported<'c>> {
+    let Synchronised {
+        link,
+        refused,
+        retired,
+        decided,
+        ..
+    } = synced;
+    let specs = repair::specs(link, lead, store, &for_imports.versions, certs, refused).await;
+    decided.decided.retain(|name| !specs.contains(name));
+    let skip = |name: &str| decided.leaves_alone(name, refused, retired);
+    let imported = import_round(link, store, for_imports, certs, &skip, report).await?;
+    decided
+        .decided
+        .retain(|name| !imported.repaired.contains(name));
+    Ok(imported)
+}
+
+/// The lead of one round, as its steps after the imports see it.
+struct Leading<'a> {
+    link: &'a FleetLink,
+    lead: Leadership,
+    config: &'a Config,
+    opts: &'a RunOptions,
+    store: &'a Store,
+}
+
+/// What the leader's engine and export leave for the end of the round.
+struct Led<'c> {
+    /// The certificates the engine worked on.
+    eligible: Vec<&'c CertificateConfig>,
+    /// Each one's record as the fleet held it at the import.
+    imported: BTreeMap<String, Option<CertRecord>>,
+    /// The records as the round leaves them in the state directory.
+    records: Records,
+    /// The certificates whose change could not be shared (this host's failure).
+    not_shared: BTreeSet<String>,
+    /// The versions accepted, as the run's writes left them.
+    versions: Versions,
+    /// The Partner API requests of the engine and of the leader's own calls.
+    requests: Vec<crate::api::RequestCount>,
+}
+
+impl Leading<'_> {
+    /// The engine run as the leader over what the imports left, then the export: what
+    /// changed shared, what was installed published. The engine's outcomes are set in
+    /// `report` (what the synchronisation `decided` stays when the engine changed nothing);
+    /// a certificate whose change could not be shared fails here.
+    async fn run_engine<'c>(
+        &self,
+        imported: Imported<'c>,
+        fleet_has: &BTreeMap<String, (String, time::OffsetDateTime)>,
+        decided: &BTreeSet<String>,
+        report: &mut RunReport,
+    ) -> Led<'c> {
+        let Imported {
+            eligible,
+            imported,
+            versions,
+            records,
+            ..
+        } = imported;
+        let (store, config) = (self.store, self.config);
+        let fr = FleetRun {
+            link: self.link,
+            lead: &self.lead,
+            config,
+            client: std::cell::OnceCell::new(),
+            versions: std::cell::RefCell::new(versions),
+            saved_at: std::cell::Cell::new(std::time::Instant::now()),
+            records: std::cell::RefCell::new(records),
+            acme_published: std::cell::RefCell::default(),
+            repaired_current: std::cell::RefCell::default(),
+            held_proofs: std::cell::RefCell::default(),
+            fleetwide: std::cell::RefCell::default(),
+        };
+        let done = engine::run(config, store, self.opts, &eligible, Some(&fr)).await;
+        take_engine_outcomes(report, done.report.certificates, decided);
+        let mut not_shared = BTreeSet::new();
+        let ran = export::Ran {
             installed: &done.installed,
             untouched: &done.untouched,
             records: fr.records.take(),
-        },
-    )
-    .await;
-    let mut records = exported.records;
-    for (name, error) in exported.errors {
-        tracing::warn!(certificate = %name, "{error}");
-        not_shared.insert(name.clone());
-        // Written again below: read where needed.
-        records.remove(&name);
-        note_host_failure(store, &name, &error);
-        set_outcome(&mut report, &name, Outcome::Failed { error });
+        };
+        let exported = export(&fr, store, &eligible, &imported, fleet_has, ran).await;
+        let mut records = exported.records;
+        for (name, error) in exported.errors {
+            tracing::warn!(certificate = %name, "{error}");
+            not_shared.insert(name.clone());
+            // Written again below: read where needed.
+            records.remove(&name);
+            note_host_failure(store, &name, &error);
+            set_outcome(report, &name, Outcome::Failed { error });
+        }
+        outcomes::written_back(report, &fr.repaired_current.take(), &not_shared);
+        let own = fr.client.get().map(crate::api::Client::request_counts);
+        let versions = fr.versions.take();
+        drop(fr);
+        let mut requests = done.requests;
+        if let Some(own) = own {
+            merge_requests(&mut requests, own);
+        }
+        Led {
+            eligible,
+            imported,
+            records,
+            not_shared,
+            versions,
+            requests,
+        }
     }
-    outcomes::written_back(&mut report, &fr.repaired_current.take(), &not_shared);
-    let own = fr.client.get().map(crate::api::Client::request_counts);
-    let mut versions = fr.versions.take();
-    drop(fr);
-    // What this lead accepted and wrote, vouched for in its manifest entry.
-    super::floor::publish(&link, &mut versions).await;
-    let host = link.fleet.host();
-    rounds::mark_waiting(
-        (&lead, host, marked),
-        opts,
-        (store, &records),
-        config,
-        &eligible,
-    )
-    .await;
-    lead.resign().await;
-    if let Err(e) = store.audit(
-        None,
-        "fleet-lead-given",
-        &serde_json::json!({ "host": link.fleet.host() }),
-    ) {
-        tracing::warn!("{e}");
+
+    /// The round's last step as the leader: what this lead accepted and wrote vouched for in
+    /// its manifest entry, the fleet told whether this run still waits for the CA, the lead
+    /// given up (and said in the audit log).
+    async fn give_up(self, marked: &std::cell::Cell<bool>, led: &mut Led<'_>) {
+        let (link, store) = (self.link, self.store);
+        super::manifest::publish(link, &mut led.versions).await;
+        let host = link.fleet.host();
+        rounds::mark_waiting(
+            (&self.lead, host, marked),
+            self.opts,
+            (store, &led.records),
+            self.config,
+            &led.eligible,
+        )
+        .await;
+        self.lead.resign().await;
+        if let Err(e) = store.audit(
+            None,
+            "fleet-lead-given",
+            &serde_json::json!({ "host": host }),
+        ) {
+            tracing::warn!("{e}");
+        }
     }
-    record_attempts(store, &link, &mut records, &imported, &not_shared);
-    crate::fleet::follower::fleet_failures_of(store, &mut report, &records);
-    let mut requests = done.requests;
-    if let Some(own) = own {
-        merge_requests(&mut requests, own);
-    }
-    store.debug_check_held(&records, "after the leader's round");
-    Ok(Round::led(report, requests, records))
 }

@@ -10,47 +10,52 @@
 //! through its own web server's config test, reload, verification and rollback. The daemon
 //! follows the fleet's changes between runs ([`watch`]).
 //!
-//! The room, bottom up: `deadline` (the lead's local deadline, the guard of the leader's
-//! Partner API requests), `coord` (etcd: connection, lease, fenced transactions, watches),
-//! `key` (the fleet key), `envelope` (every value sealed for its purpose, key, certificate
-//! and version), `schema` (what lives under the prefix), `versions` (the versions this host
-//! accepted), `link` (connect, key and spec agreement), `floor` (the fleet's manifest, and
-//! the floor of a host that has accepted nothing yet), `shared` (the shared record and the
-//! current certificate opened and checked), `proof` (what a host proves it serves after an
-//! install), `drift` (proved again on a schedule: another serial served later), `rollout`
-//! (canaries and waves: whether a host installs a new certificate yet),
-//! `rollback` (a host's install whose proof failed, rolled back before it is committed),
-//! `decision` (a person's resume or abort of a rollout),
-//! `follower`, `lead_age` (how long the lead has been held, as this host saw it), `leader`
-//! (`repair`: a value the leader refuses written back from its own accepted copy), `status`,
-//! `takeover` (what a lead that ended with its lease left open), `gap` (work left open at the
-//! CA while no host leads), `behind` (this host's certificates older than the fleet's current
-//! ones), `audit_seen` (the hosts' audit logs seen from here; `audit_watch`: the daemon's look
-//! at them), `watch`,
-//! `acme` (the fleet's ACME account, and the hosts' word that they serve an ACME validation
-//! file), `rotate` (every value sealed again under a new fleet key), `unplaced` (an order intent
-//! never placed, withdrawn), `retire` (`cert-agent retire` for the fleet: its tombstone;
-//! `follower/retired.rs` retires it on every other host). It calls the engine; the engine
-//! sees the leader only through [`crate::engine::Lead`].
+//! The room, file by file, bottom up (each file's own header says more):
+//!
+//! | file | what it does |
+//! |---|---|
+//! | `lead_deadline` | the lead's local deadline: the guard of the leader's Partner API requests |
+//! | `coord` | etcd: connection, lease, fenced transactions, watches (`coord/changed_since`: the keys written since a revision) |
+//! | `key`, `envelope` | the fleet key; every value sealed for its purpose, key, certificate and version |
+//! | `schema` | what lives under the prefix (the protocol) |
+//! | `versions` | the versions this host accepted (`state_dir/fleet-versions.json`) |
+//! | `link` | [`FleetLink`]: connect, and the key and spec agreement every host checks |
+//! | `manifest` | the fleet's manifest, and the floor of a host that has accepted nothing yet |
+//! | `open_shared` | the shared record and the current certificate opened and checked |
+//! | `proof`, `drift` | what a host proves it serves after an install; proved again on a schedule |
+//! | `rollout`, `rollback`, `decision` | canaries and waves; a host's install whose proof failed rolled back; a person's resume or abort |
+//! | `follower` | every host: install what the fleet publishes (`follower/current`: the current certificates opened, `slices`: a slice at a time, `install_or_keep`, `validation_files`, `retired`), report under `hosts/HOST/` (`hosts`) |
+//! | `leader` | the host that leads, a round in steps (`leader/rounds`): import (`import`, `imports`: written together, `records_now`), run the engine, share and publish (`export`, `outcomes`, `bookkeeping`: the lead announced and attempts recorded, `acme`, `repaired`; `held`: with a rollout, its own install proved before it is committed and rolled back when the proof fails) |
+//! | `repair` | a value the leader refuses written back from its own accepted copy |
+//! | `unplaced_intent` | an order intent never placed, noted and withdrawn |
+//! | `lead_age`, `takeover`, `leaderless_gap` | how long the lead has been held; what a lead that ended with its lease left open; work open at the CA while no host leads |
+//! | `host_behind` | this host's certificates older than the fleet's current ones |
+//! | `audit_seen`, `audit_watch` | the hosts' audit logs seen from here; the daemon's look at them |
+//! | `watch` | the daemon follows the fleet's changes between runs (`watch/waiting_run`: a run waiting for the CA that stalled) |
+//! | `acme` | the fleet's ACME account, and the hosts' word that they serve an ACME validation file |
+//! | `status`, `rotate`, `retire` | `fleet status`; `fleet rotate-key`; `cert-agent retire` for the fleet (`follower/retired.rs` retires it on every other host) |
+//!
+//! It calls the engine; the engine sees the leader only through [`crate::engine::Lead`].
 
 mod acme;
 mod audit_seen;
 mod audit_watch;
-mod behind;
 pub(crate) mod coord;
-mod deadline;
 mod decision;
 mod drift;
 mod envelope;
-mod floor;
 mod follower;
 #[doc(hidden)]
 pub mod fuzzing;
-mod gap;
+mod host_behind;
 pub(crate) mod key;
 mod lead_age;
+mod lead_deadline;
 mod leader;
+mod leaderless_gap;
 mod link;
+mod manifest;
+mod open_shared;
 mod options;
 mod proof;
 mod repair;
@@ -59,22 +64,21 @@ mod rollback;
 mod rollout;
 mod rotate;
 mod schema;
-mod shared;
 mod status;
 mod takeover;
-mod unplaced;
+mod unplaced_intent;
 mod versions;
 mod watch;
 
 pub(crate) use acme::fleet_account;
 pub(crate) use audit_seen::witness as witness_audit;
 pub(crate) use audit_watch::{audit_alerts, look_at_audits};
-pub(crate) use behind::behind;
 pub use coord::{Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Written};
 pub(crate) use decision::{Verdict, decide};
-pub(crate) use gap::{leaderless_line, mark_unled};
+pub(crate) use host_behind::behind;
 pub(crate) use lead_age::{lead_alert, lead_stuck};
 pub(crate) use leader::run;
+pub(crate) use leaderless_gap::{leaderless_line, mark_unled};
 pub use link::connect;
 pub(crate) use link::previous_key_warning;
 pub use options::FleetOptions;

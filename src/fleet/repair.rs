@@ -16,8 +16,8 @@ use anyhow::Result;
 
 use super::coord::{Expect, Leadership, Written};
 use super::envelope::{self, Place, Purpose};
-use super::floor;
 use super::link::{FleetLink, spec_digest};
+use super::manifest;
 use super::schema::{Spec, shared_view, spec_key};
 use super::versions::{Versions, Vouched, digest};
 use crate::config::CertificateConfig;
@@ -53,8 +53,8 @@ pub(super) fn view_digest(rec: &CertRecord) -> String {
 /// The highest versions of `name` any entry of the fleet's manifest vouches for (entries that
 /// do not open vouch for nothing).
 async fn fleet_vouched(link: &FleetLink, name: &str) -> Result<Vouched> {
-    let (entries, _) = floor::read_entries(link).await?;
-    let floors = floor::floors(&entries, &[name.to_owned()]);
+    let (entries, _) = manifest::read_entries(link).await?;
+    let floors = manifest::floors(&entries, &[name.to_owned()]);
     Ok(floors.get(name).map(|f| f.versions).unwrap_or_default())
 }
 

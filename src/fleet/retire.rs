@@ -114,9 +114,7 @@ impl Retiring {
 
     /// A Partner API client whose every request first checks the lead.
     pub(crate) fn client(&self, config: &Config) -> Result<Client> {
-        let mut options = crate::engine::client_options(config);
-        options.guard = Some(self.lead.send_guard());
-        Client::new(options).context("could not set up the Partner API client")
+        crate::engine::client_guarded(config, Some(self.lead.send_guard()))
     }
 
     /// Retires `plan` for the fleet, then gives the lead up: the cancellation (with

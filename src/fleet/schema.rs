@@ -18,7 +18,7 @@
 //! | `hosts/HOST/proof/NAME` | what HOST proved it serves of NAME after its last install: the serial, each address's and name's answer (served serial, whether the chain verifies), the health command's exit, the time ([`super::proof`]) | HOST |
 //! | `hosts/HOST/rollout/NAME` | a person's decision on the rollout of NAME's serial, made on HOST (`cert-agent fleet rollout resume\|abort`): resume or abort, the serial, the host, the time ([`super::decision`]) | HOST |
 //! | `hosts/HOST/unplaced/NAME` | an order intent of NAME whose order HOST did not place (its lead ended before it was sent, or the API refused it) | HOST |
-//! | `manifest/HOST` | HOST's entry of the fleet's manifest: per certificate, the highest versions of the shared record, the current certificate and the tombstone HOST accepted; a host that has accepted nothing of a certificate takes the highest of all entries as its floor ([`super::floor`]) | HOST |
+//! | `manifest/HOST` | HOST's entry of the fleet's manifest: per certificate, the highest versions of the shared record, the current certificate and the tombstone HOST accepted; a host that has accepted nothing of a certificate takes the highest of all entries as its floor ([`super::manifest`]) | HOST |
 //!
 //! Every value but `leader`, `resigned` and `waiting` is sealed in the fleet's envelope
 //! ([`super::envelope`]); the private keys inside the record and the certificate are sealed once

@@ -2,7 +2,7 @@
 //! current serial, each host's result, the hosts that lag, the certificates retired. Every text read from etcd is
 //! made [`printable`] here, so neither the table nor the JSON carries a terminal control.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 use serde::Serialize;
@@ -13,7 +13,7 @@ use crate::crypto;
 use super::audit_seen::HostAudit;
 use super::decision::Decisions;
 use super::envelope::{self, Place, Purpose};
-use super::gap::{PendingWork, pending_of};
+use super::leaderless_gap::{PendingWork, pending_of};
 use super::link::FleetLink;
 use super::proof::Proof;
 use super::schema::{
@@ -48,7 +48,7 @@ pub(crate) struct FleetStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leader_alert: Option<String>,
     /// Work the shared records leave open at the CA (an order, a reissue), since when, and
-    /// whether no run has led it for too long ([`super::gap`]).
+    /// whether no run has led it for too long ([`super::leaderless_gap`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<PendingWork>,
     /// Why the lead looks stuck: this host saw it held longer than `[fleet] lead_alert_secs`
@@ -58,7 +58,7 @@ pub(crate) struct FleetStatus {
 }
 
 /// The versions the fleet's manifest vouches for, for one certificate: what a host that has
-/// accepted nothing of it takes as its floor ([`super::floor`]).
+/// accepted nothing of it takes as its floor ([`super::manifest`]).
 #[derive(Debug, Serialize)]
 pub(crate) struct FloorStatus {
     /// The shared record's, the current certificate's and the tombstone's version (0: none).
@@ -207,71 +207,41 @@ pub(crate) async fn status(link: &FleetLink) -> Result<FleetStatus> {
         mut retired,
         pending,
     } = read_certs(link).await?;
-    let (results, hosts, audit, mut proofs, decisions) = read_hosts(link, now).await?;
-    let (mut unproven, mut drifting) = (Vec::new(), Vec::new());
-    let (entries, _) = super::floor::read_entries(link).await?;
+    let HostResults {
+        results,
+        hosts,
+        audit,
+        proofs,
+        decisions,
+    } = read_hosts(link, now).await?;
+    let (entries, _) = super::manifest::read_entries(link).await?;
     let names: Vec<String> = currents.keys().cloned().collect();
-    let mut floors = super::floor::floors(&entries, &names);
+    let mut floors = super::manifest::floors(&entries, &names);
     let leader_alert = suspect_lead(link, leader.as_deref(), &hosts);
-    let mut lagging = std::collections::BTreeSet::new();
+    let mut rows = Rows {
+        now,
+        lag,
+        proofs,
+        decisions,
+        lagging: BTreeSet::new(),
+        unproven: Vec::new(),
+        drifting: Vec::new(),
+    };
     let mut failing = Vec::new();
     let mut certificates = Vec::new();
     for (name, current) in currents {
         let of_cert = results.get(&name);
         let tombstone = retired.remove(name.as_str());
-        let mut host_rows = Vec::new();
         // A retired certificate has no host rows: no host installs it any more (its results
         // were deleted with the tombstone; "never installed" would say the wrong thing).
-        for host in hosts.iter().filter(|_| tombstone.is_none()) {
-            let r = of_cert.and_then(|m| m.get(host));
-            let serial = r.and_then(|r| r.serial.as_deref());
-            let serves_current = match (&current, serial) {
-                (Some(c), Some(s)) => crypto::same_serial_hex(&c.serial, s),
-                (None, _) => true,
-                (Some(_), None) => false,
-            };
-            let late = current
-                .as_ref()
-                .is_some_and(|c| !serves_current && now - c.published_at > lag);
-            if late {
-                lagging.insert(printable(host));
-            }
-            let error = r
-                .and_then(|r| r.error.as_deref())
-                .map(|e| printable_capped(e, FleetAttempt::MAX_ERROR));
-            let skipped = r
-                .and_then(|r| r.skipped.as_deref())
-                .filter(|_| !serves_current)
-                .map(|e| printable_capped(e, FleetAttempt::MAX_ERROR));
-            let mut state = host_state(
-                error.as_deref(),
-                skipped.as_deref(),
-                serial.is_some(),
-                serves_current,
-                late,
-            );
-            let (proof, proof_failure) = host_proof(&mut proofs, &name, host);
-            let aborted = aborted(&decisions, &name, proof.as_ref());
-            if let Some(why) = proof_failure.as_ref().filter(|_| !aborted) {
-                unproven.push(format!("{}: {}: {why}", printable(host), printable(&name)));
-            }
-            let drift = drift_of(current.as_ref(), proof.as_ref());
-            if let Some(line) = drifts(&mut state, &drift) {
-                drifting.push(format!("{}: {}: {line}", printable(host), printable(&name)));
-            }
-            host_rows.push(HostStatus {
-                proof,
-                proof_failure,
-                drift,
-                host: printable(host),
-                serial: serial.map(printable),
-                since: r.and_then(|r| r.since),
-                error,
-                skipped,
-                lagging: late,
-                state,
-            });
-        }
+        let host_rows: Vec<HostStatus> = hosts
+            .iter()
+            .filter(|_| tombstone.is_none())
+            .map(|host| {
+                let r = of_cert.and_then(|m| m.get(host));
+                rows.host_row(&name, current.as_ref(), host, r)
+            })
+            .collect();
         let error = errors.remove(name.as_str()).map(|e| e.join("; "));
         let failure = failures.remove(name.as_str());
         if error.is_some() || failure.is_some() {
@@ -307,16 +277,91 @@ pub(crate) async fn status(link: &FleetLink) -> Result<FleetStatus> {
     Ok(FleetStatus {
         leader,
         certificates,
-        lagging: lagging.into_iter().collect(),
+        lagging: rows.lagging.into_iter().collect(),
         failing,
-        unproven,
-        drifting,
+        unproven: rows.unproven,
+        drifting: rows.drifting,
         warnings: Vec::new(),
         audit,
         leader_alert,
         pending,
         lead_stuck: None,
     })
+}
+
+/// The host rows of `fleet status`: what each is judged against (the time, the lag allowed,
+/// the hosts' proofs and the rollout decisions), and what the rows add to the fleet's lists.
+struct Rows {
+    now: OffsetDateTime,
+    lag: time::Duration,
+    proofs: BTreeMap<String, BTreeMap<String, Result<Proof, String>>>,
+    decisions: Decisions,
+    /// The hosts that have not installed a current certificate in time.
+    lagging: BTreeSet<String>,
+    /// `HOST: NAME: why` of each failed proof (not of a serial whose rollout was aborted).
+    unproven: Vec<String>,
+    /// `HOST: NAME: where another serial is served` of each host that drifts.
+    drifting: Vec<String>,
+}
+
+impl Rows {
+    /// The row of `host` for certificate `name`, whose fleet's current certificate is
+    /// `current` and whose result this host reported is `r`; every text made printable.
+    fn host_row(
+        &mut self,
+        name: &str,
+        current: Option<&Current>,
+        host: &str,
+        r: Option<&HostResult>,
+    ) -> HostStatus {
+        let serial = r.and_then(|r| r.serial.as_deref());
+        let serves_current = match (current, serial) {
+            (Some(c), Some(s)) => crypto::same_serial_hex(&c.serial, s),
+            (None, _) => true,
+            (Some(_), None) => false,
+        };
+        let late = current.is_some_and(|c| !serves_current && self.now - c.published_at > self.lag);
+        if late {
+            self.lagging.insert(printable(host));
+        }
+        let error = r
+            .and_then(|r| r.error.as_deref())
+            .map(|e| printable_capped(e, FleetAttempt::MAX_ERROR));
+        let skipped = r
+            .and_then(|r| r.skipped.as_deref())
+            .filter(|_| !serves_current)
+            .map(|e| printable_capped(e, FleetAttempt::MAX_ERROR));
+        let mut state = host_state(
+            error.as_deref(),
+            skipped.as_deref(),
+            serial.is_some(),
+            serves_current,
+            late,
+        );
+        let (proof, proof_failure) = host_proof(&mut self.proofs, name, host);
+        let aborted = aborted(&self.decisions, name, proof.as_ref());
+        if let Some(why) = proof_failure.as_ref().filter(|_| !aborted) {
+            self.unproven
+                .push(format!("{}: {}: {why}", printable(host), printable(name)));
+        }
+        let drift = drift_of(current, proof.as_ref());
+        if let Some(line) = drifts(&mut state, &drift) {
+            self.drifting
+                .push(format!("{}: {}: {line}", printable(host), printable(name)));
+        }
+        HostStatus {
+            proof,
+            proof_failure,
+            drift,
+            host: printable(host),
+            serial: serial.map(printable),
+            since: r.and_then(|r| r.since),
+            error,
+            skipped,
+            lagging: late,
+            state,
+        }
+    }
 }
 
 /// What `certs/` holds: each certificate's current certificate (when it opens), why a value
@@ -399,7 +444,7 @@ async fn read_certs(link: &FleetLink) -> Result<Certs> {
 fn suspect_lead(
     link: &FleetLink,
     leader: Option<&str>,
-    hosts: &std::collections::BTreeSet<String>,
+    hosts: &BTreeSet<String>,
 ) -> Option<String> {
     leader
         .filter(|l| !hosts.iter().any(|h| printable(h) == *l))
@@ -413,20 +458,23 @@ fn suspect_lead(
         })
 }
 
-/// Every host's result per certificate (a result that does not open is an error), the
-/// hosts that reported anything, the audit line of each host's `seen` record, and every
-/// host's proof per certificate (or why it does not open).
-type HostResults = (
-    BTreeMap<String, BTreeMap<String, HostResult>>,
-    std::collections::BTreeSet<String>,
-    Vec<HostAudit>,
-    BTreeMap<String, BTreeMap<String, Result<Proof, String>>>,
-    Decisions,
-);
+/// What `hosts/` holds.
+struct HostResults {
+    /// Every host's result per certificate (a result that does not open is an error).
+    results: BTreeMap<String, BTreeMap<String, HostResult>>,
+    /// The hosts that reported anything.
+    hosts: BTreeSet<String>,
+    /// The audit line of each host's `seen` record.
+    audit: Vec<HostAudit>,
+    /// Every host's proof per certificate (or why it does not open).
+    proofs: BTreeMap<String, BTreeMap<String, Result<Proof, String>>>,
+    /// The rollout decisions.
+    decisions: Decisions,
+}
 
 async fn read_hosts(link: &FleetLink, now: OffsetDateTime) -> Result<HostResults> {
     let mut results: BTreeMap<String, BTreeMap<String, HostResult>> = BTreeMap::new();
-    let mut hosts = std::collections::BTreeSet::new();
+    let mut hosts = BTreeSet::new();
     let mut audit = Vec::new();
     let mut proofs: BTreeMap<String, BTreeMap<String, Result<Proof, String>>> = BTreeMap::new();
     let mut decisions = Decisions::new();
@@ -481,7 +529,13 @@ async fn read_hosts(link: &FleetLink, now: OffsetDateTime) -> Result<HostResults
             _ => {}
         }
     }
-    Ok((results, hosts, audit, proofs, decisions))
+    Ok(HostResults {
+        results,
+        hosts,
+        audit,
+        proofs,
+        decisions,
+    })
 }
 
 /// A host's state for one certificate: its error first, then a skipped install, then

@@ -76,7 +76,7 @@ pub(super) struct CertVersions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) tombstone: Option<u64>,
     /// The versions the fleet's hosts vouched for when this host had accepted nothing of the
-    /// certificate ([`super::floor`]): nothing below them is accepted.
+    /// certificate ([`super::manifest`]): nothing below them is accepted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) floor: Option<Floor>,
     /// The shared record this host's state directory holds as of a version it accepted (it
@@ -177,7 +177,7 @@ struct File {
         with = "since_map"
     )]
     rotating_since: BTreeMap<String, OffsetDateTime>,
-    /// The digest of the manifest entry this host last wrote ([`super::floor::publish`]).
+    /// The digest of the manifest entry this host last wrote ([`super::manifest::publish`]).
     #[serde(default, rename = "@manifest", skip_serializing_if = "Option::is_none")]
     manifest: Option<String>,
     /// The highest version this host opened of each host's proof and rollout decision, by its

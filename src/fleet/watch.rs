@@ -17,7 +17,7 @@ use super::schema::printable;
 use super::takeover::{Takeover, open_work};
 
 mod retry;
-mod stall;
+mod waiting_run;
 
 use retry::Retry;
 
@@ -67,7 +67,7 @@ pub(crate) async fn follow_changes(
             }
         };
         let mut leader = link.fleet.leader().await.ok().flatten();
-        let (mut waiting, stall_after) = (stall::not_yet(), stall::after(&config_path));
+        let (mut waiting, stall_after) = (waiting_run::not_yet(), waiting_run::after(&config_path));
         // At a (re)connection: a full read unless the watch replays nothing that matters.
         let mut due = Due::Check;
         let mut awaiting = false;
@@ -402,7 +402,7 @@ impl<F: Fn(Takeover)> Seen<'_, F> {
     async fn take(&mut self, state: &mut Following, changes: Changes) -> bool {
         let concerns = state.changed(&changes);
         let now = tokio::time::Instant::now();
-        if changes.keys.iter().any(|k| k == stall::WAITING_KEY) {
+        if changes.keys.iter().any(|k| k == waiting_run::WAITING_KEY) {
             *self.waiting = Some(now + self.stall_after);
         }
         let taken = |_: &str| {
@@ -422,7 +422,7 @@ impl<F: Fn(Takeover)> Seen<'_, F> {
     }
 
     /// Looks whether a run that waits between its rounds went on when the time for it came
-    /// (see [`stall`]); whether the follow loop's own wake time (`base`) is still to come.
+    /// (see [`waiting_run`]); whether the follow loop's own wake time (`base`) is still to come.
     async fn look_if_due(&mut self, base: tokio::time::Instant) -> bool {
         if self
             .waiting
@@ -435,12 +435,12 @@ impl<F: Fn(Takeover)> Seen<'_, F> {
 
     async fn look(&mut self) {
         *self.waiting = None;
-        match stall::look(self.config_path, self.link).await {
-            stall::Stall::Open(t) => (self.lead_ended)(t),
-            stall::Stall::No { again: true } => {
+        match waiting_run::look(self.config_path, self.link).await {
+            waiting_run::Stall::Open(t) => (self.lead_ended)(t),
+            waiting_run::Stall::No { again: true } => {
                 *self.waiting = Some(tokio::time::Instant::now() + self.stall_after);
             }
-            stall::Stall::No { again: false } => {}
+            waiting_run::Stall::No { again: false } => {}
         }
     }
 

@@ -26,7 +26,8 @@ use instant_acme::{
     Identifier, NewAccount, NewOrder, Order, OrderStatus, RetryPolicy,
 };
 
-use crate::dcv::{Challenge, HttpChallenge, ValidationFile, hook, quote_max};
+use crate::dcv::{Challenge, HttpChallenge, ValidationFile, hook};
+use crate::values::text::quote_max;
 
 /// The account's file in its directory under the state directory.
 pub const ACCOUNT_FILE: &str = "account.json";

@@ -50,7 +50,7 @@ impl Store {
         let mut results: Vec<Option<Result<(), StoreError>>> =
             records.iter().map(|_| None).collect();
         let group = SyncGroup::for_files(records.len());
-        let certs = self.dir.join("certs");
+        let certs = self.records_dir();
         if let Err(source) = group.watch(&certs) {
             return records
                 .iter()

@@ -413,7 +413,7 @@ impl Store {
             )
             .ok()
             .map(|s| Stamp::of(&s)),
-            None => Stamp::of_path(&self.dir().join("certs").join(file)),
+            None => Stamp::of_path(&self.records_dir().join(file)),
         }
     }
 }

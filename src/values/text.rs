@@ -77,6 +77,14 @@ pub(crate) fn printable_lines(text: &str) -> String {
     out
 }
 
+/// How many characters of an untrusted value a message quotes ([`quote`]).
+pub(crate) const QUOTE_CHARS: usize = 80;
+
+/// Untrusted text for a message: [`quote_max`] with [`QUOTE_CHARS`] characters.
+pub(crate) fn quote(text: &str) -> String {
+    quote_max(text, QUOTE_CHARS)
+}
+
 /// Untrusted text for a message, in double quotes: [`printable`], `"` as `\"`, at most `max`
 /// characters (an ellipsis after the closing quote marks the cut).
 pub(crate) fn quote_max(text: &str, max: usize) -> String {

@@ -4,6 +4,7 @@
 use super::PROBE;
 use super::regexes::Regexes;
 use super::tree::Directive;
+use crate::dcv::DCV_URL_DIR;
 
 /// The forms of `location`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -123,7 +124,7 @@ pub(super) fn lookup<'d>(
                 return Err(format!(
                     "{}: nginx may choose it, and its regular expression cannot be evaluated \
                      here ({why}); check by hand which location serves \
-                     /.well-known/pki-validation/",
+                     {DCV_URL_DIR}/",
                     describe(d)
                 ));
             }

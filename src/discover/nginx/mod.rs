@@ -29,4 +29,8 @@ pub(super) use tree::main_file;
 
 /// The request nginx chooses a `location` for: a validation file, named by the MD5 of a CSR in
 /// upper-case hexadecimal.
-const PROBE: &str = "/.well-known/pki-validation/0123456789ABCDEF0123456789ABCDEF.txt";
+const PROBE: &str = concat!(
+    "/.well-known/",
+    crate::dcv::pki_validation!(),
+    "/0123456789ABCDEF0123456789ABCDEF.txt"
+);

@@ -9,6 +9,7 @@ use super::location::{Kind, body, describe, location_kind, lookup};
 use super::regexes::Regexes;
 use super::rewrite::{host_condition, rewrite_phase};
 use super::tree::Directive;
+use crate::dcv::DCV_URL_DIR;
 use crate::discover::Validation;
 
 /// Whether `/.well-known/pki-validation/` of the server whose directives are `list` is
@@ -132,7 +133,7 @@ fn alias(location: &Directive, dir: &str) -> Validation {
     }
     Validation::Blocked(format!(
         "{} uses `alias {dir}`: write `root` instead so that the file is at \
-         ROOT/.well-known/pki-validation/",
+         ROOT{DCV_URL_DIR}/",
         describe(location)
     ))
 }

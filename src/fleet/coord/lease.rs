@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
 
-use super::super::deadline::{BootInstant, Held, deadline_of, lock};
+use super::super::lead_deadline::{BootInstant, Held, deadline_of, lock};
 
 /// The renewal of a leader's lease, on a thread and an etcd client of its own: the lead is
 /// held for as long as the process lives and answers, also while the run's own thread is busy

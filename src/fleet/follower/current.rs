@@ -9,14 +9,14 @@ use std::collections::BTreeMap;
 use anyhow::{Result, anyhow};
 use time::OffsetDateTime;
 
-use super::keep::{Keep, keeps, skip_result};
+use super::install_or_keep::{Keep, keeps, skip_result};
 use super::{Synced, View};
 use crate::config::CertificateConfig;
 use crate::engine::{Job, Outcome, Ready};
 use crate::fleet::link::FleetLink;
+use crate::fleet::open_shared::{OpenedCurrent, open_current};
 use crate::fleet::schema::HostResult;
 use crate::fleet::schema::current_key;
-use crate::fleet::shared::{OpenedCurrent, open_current};
 use crate::fleet::versions::Seen;
 
 /// The fleet's current certificate of `cert` as this host sees it.

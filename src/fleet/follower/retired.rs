@@ -147,7 +147,7 @@ async fn archive(
     t: &Tombstone,
 ) -> Result<bool> {
     let name = cert.name.as_str();
-    let live = store.dir().join("certs").join(format!("{name}.json"));
+    let live = store.record_path(name)?;
     if !live.exists() && store.retired(name).is_some() {
         return Ok(false);
     }

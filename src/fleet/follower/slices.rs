@@ -15,7 +15,7 @@ use anyhow::Result;
 use time::OffsetDateTime;
 
 use super::current::{self, Step, take_steps};
-use super::keep::skip_result;
+use super::install_or_keep::skip_result;
 use super::retired;
 use super::{Synced, View, remove_own_leftovers};
 use crate::config::{CertificateConfig, Config};
@@ -44,7 +44,7 @@ pub(super) fn slice_size() -> usize {
 /// What the slices of a synchronisation found: the outcomes so far (in order), the batch to
 /// install, the version published of each certificate in it, the fleet's certificates as
 /// read (serial and `not_before`), and each record read as the state directory holds it
-/// (for [`note_outcomes`](super::keep::note_outcomes), not read again).
+/// (for [`note_outcomes`](super::install_or_keep::note_outcomes), not read again).
 pub(super) struct Sliced<'a> {
     pub(super) out: Vec<Synced>,
     pub(super) batch: deploy::ReadyBatch<'a>,
@@ -133,7 +133,7 @@ pub(super) async fn take_slices<'a>(
             &mut taken.overridden,
         );
         // The fleet's last attempt goes into the record the install writes: not written
-        // again after it ([`note_outcomes`](super::keep::note_outcomes)).
+        // again after it ([`note_outcomes`](super::install_or_keep::note_outcomes)).
         for (job, _) in &mut ready {
             if let Some(a) = view.attempts.get(&job.cert.name) {
                 job.rec.fleet = Some(a.clone());

@@ -48,7 +48,7 @@ impl Imports {
             imported.remove(&name);
             records.remove(&name);
             let error = format!("{e:#}");
-            super::around::note_host_failure(store, &name, &error);
+            super::bookkeeping::note_host_failure(store, &name, &error);
             failed.push((name, error));
         }
         failed

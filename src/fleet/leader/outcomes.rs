@@ -26,10 +26,8 @@ pub(super) struct FromSync {
 /// installed here, whatever else failed: a refused shared record is not an install's fault).
 pub(super) fn from_sync(
     synced: Vec<crate::fleet::follower::Synced>,
-    (fleet_has, records): (
-        &BTreeMap<String, (String, time::OffsetDateTime)>,
-        &crate::store::Records,
-    ),
+    fleet_has: &BTreeMap<String, (String, time::OffsetDateTime)>,
+    records: &crate::store::Records,
     force: bool,
     report: &mut RunReport,
 ) -> FromSync {
@@ -38,7 +36,7 @@ pub(super) fn from_sync(
         held: std::collections::BTreeSet::new(),
         not_here: std::collections::BTreeSet::new(),
     };
-    let lines = super::around::lines_by_name(report);
+    let lines = super::bookkeeping::lines_by_name(report);
     for s in synced {
         out.decided.insert(s.name.clone());
         if matches!(s.outcome, Outcome::Pending { .. }) {
@@ -73,7 +71,7 @@ pub(super) fn take_engine_outcomes(
     engine: Vec<engine::CertReport>,
     from_sync: &std::collections::BTreeSet<String>,
 ) {
-    let lines = super::around::lines_by_name(report);
+    let lines = super::bookkeeping::lines_by_name(report);
     for c in engine {
         let keep_sync =
             matches!(c.outcome, Outcome::Unchanged { .. }) && from_sync.contains(&c.name);

@@ -16,7 +16,7 @@ use crate::config::{CertificateConfig, Config};
 use crate::engine::{self, Outcome, RunOptions, RunReport};
 use crate::store::{Records, Store};
 
-use super::around::merge_requests;
+use super::bookkeeping::merge_requests;
 use super::round;
 use crate::fleet::coord::{Expect, Leadership};
 use crate::fleet::link::connect;
@@ -265,7 +265,7 @@ fn still_waiting<'c>(
     waiting: &mut BTreeMap<String, String>,
 ) -> Vec<&'c CertificateConfig> {
     let mut open = Vec::new();
-    let lines = super::around::lines_by_name(report);
+    let lines = super::bookkeeping::lines_by_name(report);
     for cert in certs {
         let Some(line) = lines
             .get(&cert.name)
@@ -300,7 +300,7 @@ fn merge_round(
     led: bool,
     waiting: &BTreeMap<String, String>,
 ) {
-    let lines = super::around::lines_by_name(report);
+    let lines = super::bookkeeping::lines_by_name(report);
     for c in round.certificates {
         let Some(line) = lines
             .get(&c.name)

@@ -25,7 +25,7 @@ use instant_acme::Order;
 
 use super::http::{AcmeHttp, allowed_url};
 use super::{ACCOUNT_FILE, AcmeError, Directory, parse_account_file};
-use crate::dcv::quote_max;
+use crate::values::text::quote_max;
 
 /// Most alternate chains looked at (Let's Encrypt offers one or two).
 pub const MAX_ALTERNATES: usize = 8;

@@ -91,7 +91,7 @@ impl AcmeHttp {
         if !allowed_url(url) {
             return Err(format!(
                 "refusing to send to {}: not an https:// URL",
-                crate::dcv::quote_max(url, 200)
+                crate::values::text::quote_max(url, 200)
             ));
         }
         let mut request = self.http.request(method, url).body(body);
@@ -104,7 +104,7 @@ impl AcmeHttp {
         let too_large = || {
             format!(
                 "the answer from {} is larger than {MAX_ANSWER_BYTES} bytes",
-                crate::dcv::quote_max(url, 200)
+                crate::values::text::quote_max(url, 200)
             )
         };
         if answer
