@@ -81,7 +81,12 @@ pub fn main() -> ExitCode {
             return ExitCode::from(exit::ERROR);
         }
     };
-    match runtime.block_on(run(&cli)) {
+    let ran = runtime.block_on(run(&cli));
+    // What is left on the runtime's blocking threads — a name lookup of a self-check the run
+    // let go, waiting for a resolver that does not answer — does not hold the exit (the run
+    // awaited everything it writes).
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match ran {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             // The chain may carry what the API, a file or a command said.

@@ -243,9 +243,9 @@ pub(super) struct Waiting {
     /// When it was last checked, as this run counts it (a round's end once it was in one);
     /// written to the record when the run leaves it pending.
     pub last_poll: Option<OffsetDateTime>,
-    /// Its download was tried once it left the list of certificates in progress
-    /// ([`super::poll`]'s list watch) and it was not issued yet: not tried again that way.
-    pub left_list_tried: bool,
+    /// How often its download was tried because it was missing from the list of certificates
+    /// in progress ([`super::poll`]'s list watch) and it was not issued yet.
+    pub left_list_tries: u8,
 }
 
 /// Where a certificate stands after a phase.

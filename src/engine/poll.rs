@@ -7,7 +7,7 @@
 //! Between status checks, a run that waits for new orders in progress whose validation is
 //! published watches the list of certificates in progress (the list call, not the status
 //! call the polling rule limits): 1 s after the wait begins, then 2, 4, 8 … s apart, at most
-//! `poll_interval_secs`. An order that left the list was issued (or ended): its certificate is
+//! `poll_interval_secs`, and 1 s after a look that found an order gone from the list. An order that left the list was issued (or ended): its certificate is
 //! downloaded at once — a download, not a status call — and when it is not issued yet, the
 //! order waits for its next status check as before.
 
@@ -80,8 +80,12 @@ pub(super) async fn rounds<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut 
                 }
             }
             if look.is_some() {
-                watch.gap = (watch.gap * 2).min(interval);
-                look_at_list(ctx, work, report).await;
+                // While orders leave the list, the next look comes soon again.
+                watch.gap = if look_at_list(ctx, work, report).await {
+                    WATCH_FIRST.min(interval)
+                } else {
+                    (watch.gap * 2).min(interval)
+                };
                 continue;
             }
         }
@@ -108,29 +112,36 @@ struct Watch {
     announced: bool,
 }
 
+/// How often the list watch downloads an order missing from the list that is not issued yet.
+/// The list is read a page at a time, so an order can be missed while others leave the pages
+/// before its own; an order that left it without being issued (ended) waits for its status
+/// check.
+const WATCH_TRIES: u8 = 3;
+
 /// Whether the list watch looks out for `job`: a new order (not a reissue: a reissued
 /// certificate is not in the list of certificates in progress) whose validation is
-/// published, last seen in progress, and not already tried when it left the list.
+/// published, last seen in progress, and not tried [`WATCH_TRIES`] times already.
 fn watched(job: &Job<'_>, w: &Waiting) -> bool {
     matches!(w.mode, Mode::Issue)
         && w.published
-        && !w.left_list_tried
+        && w.left_list_tries < WATCH_TRIES
         && job.rec.last_state.as_deref() == Some("in_progress")
 }
 
 /// One look of the list watch: the orders watched that left the list of certificates in
 /// progress are downloaded (up to `agent.concurrency` at once); those not issued yet wait
-/// for their status check. A list that cannot be read changes nothing.
-async fn look_at_list<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut RunReport) {
+/// for their status check. A list that cannot be read changes nothing. Whether an order
+/// left the list.
+async fn look_at_list<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut RunReport) -> bool {
     let Some(in_progress) = in_progress_ids(ctx).await else {
-        return;
+        return false;
     };
     let (left, stay): (Vec<_>, Vec<_>) = std::mem::take(&mut work.waiting)
         .into_iter()
         .partition(|(j, w)| watched(j, w) && !in_progress.contains(&w.certificate_id));
     work.waiting = stay;
     if left.is_empty() {
-        return;
+        return false;
     }
     tracing::debug!(
         "{} order(s) left the list of certificates in progress",
@@ -138,7 +149,7 @@ async fn look_at_list<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut RunRe
     );
     let mut downloading = futures_util::stream::iter(left)
         .map(|(mut job, mut w)| async move {
-            w.left_list_tried = true;
+            w.left_list_tries += 1;
             let next = issued(ctx, &mut job, w, None).await;
             (job, next)
         })
@@ -146,6 +157,7 @@ async fn look_at_list<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut RunRe
     while let Some((job, next)) = downloading.next().await {
         work.settle(ctx.opts.dry_run, job, next, report);
     }
+    true
 }
 
 /// Certificates waiting at once that are announced one line each; more share one line.

@@ -499,7 +499,7 @@ fn wait_reissued(
         published: false,
         prefetched: reissued.details,
         last_poll: rec.last_poll,
-        left_list_tried: false,
+        left_list_tries: 0,
     })
 }
 
@@ -510,7 +510,7 @@ fn wait(rec: &CertRecord, certificate_id: u64, mode: Mode) -> Next {
         published: false,
         prefetched: None,
         last_poll: rec.last_poll,
-        left_list_tried: false,
+        left_list_tries: 0,
     })
 }
 
