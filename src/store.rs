@@ -353,25 +353,18 @@ impl CertRecord {
         if self.partner.subscription.is_none() && self.acme.is_none() {
             self.partner.subscription = Some(fallback);
         }
-        self.partner.end_reissue();
-        if let Some(acme) = &mut self.acme {
-            acme.order_url = None;
-            acme.names.clear();
-            acme.placed_at = None;
-            acme.window = None;
-        }
         self.held = None;
         self.failures = 0;
         self.retry_after = None;
         self.last_error = None;
-        self.pending_key.take()
+        self.close_in_flight()
     }
 
-    /// A certificate obtained, then refused for good on this host (its rollout aborted): the
-    /// reissue or ACME order that brought it is closed and its pending key returned (to
-    /// discard), so that the due rule decides on the installed certificate anew. The record's
-    /// `rolled_back` keeps that serial refused here.
-    pub fn close_refused(&mut self) -> Option<PendingKey> {
+    /// Closes the reissue or ACME order in flight and returns its pending key (to discard):
+    /// its certificate was installed ([`CertRecord::mark_installed`]), or refused for good on
+    /// this host (its rollout aborted; the record's `rolled_back` keeps that serial refused
+    /// here), so that the due rule decides on the installed certificate anew.
+    pub fn close_in_flight(&mut self) -> Option<PendingKey> {
         self.partner.end_reissue();
         if let Some(acme) = &mut self.acme {
             acme.order_url = None;

@@ -227,25 +227,13 @@ pub(crate) async fn install_ready<'a>(
     if ready.is_empty() {
         return Vec::new();
     }
-    let files = ready
-        .iter()
-        .map(|(_, r)| r.install.paths.all().count())
-        .sum();
-    let mut batch = ReadyBatch::new(files);
-    batch.stage(ready);
-    batch.finish().await
+    ReadyBatch::of(ready).finish().await
 }
 
 /// [`install_ready`] up to the verification of what is served, without committing or
 /// recording anything ([`ReadyBatch::finish_held`]).
 pub(crate) async fn hold_ready(ready: Vec<(Job<'_>, Ready)>) -> HeldBatch<'_> {
-    let files = ready
-        .iter()
-        .map(|(_, r)| r.install.paths.all().count())
-        .sum();
-    let mut batch = ReadyBatch::new(files);
-    batch.stage(ready);
-    batch.finish_held().await
+    ReadyBatch::of(ready).finish_held().await
 }
 
 /// [`install_ready`] with the certificates staged a slice at a time ([`ReadyBatch::stage`]):
@@ -265,6 +253,17 @@ impl<'a> ReadyBatch<'a> {
             install: install::InstallBatch::new(files),
             ready: Vec::new(),
         }
+    }
+
+    /// A batch of `ready`, staged at once.
+    fn of(ready: Vec<(Job<'a>, Ready)>) -> Self {
+        let files = ready
+            .iter()
+            .map(|(_, r)| r.install.paths.all().count())
+            .sum();
+        let mut batch = ReadyBatch::new(files);
+        batch.stage(ready);
+        batch
     }
 
     /// Stages the files of `ready` (the next certificates of the batch, in order).

@@ -180,10 +180,10 @@ async fn keep_refused<'a>(
 }
 
 /// Closes the order or reissue of `job`'s certificate whose certificate a person refused for
-/// good ([`crate::store::CertRecord::close_refused`]): journalled, the record saved, its
+/// good ([`crate::store::CertRecord::close_in_flight`]): journalled, the record saved, its
 /// pending key discarded.
 fn close_refused(job: &mut Job<'_>) {
-    let key = job.rec.close_refused();
+    let key = job.rec.close_in_flight();
     if let Err(e) = job.journal("rollout-refused", serde_json::json!({})) {
         tracing::warn!(certificate = %job.cert.name, "could not journal the refusal: {e:#}");
     }

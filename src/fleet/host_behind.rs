@@ -89,21 +89,10 @@ async fn read(config: &Config, names: &[String], clock: Clock) -> Result<BTreeMa
         installed.insert(key, (cert.name.clone(), inst));
     }
     let keys: Vec<String> = installed.keys().cloned().collect();
-    let mut values = link
+    let values = link
         .fleet
-        .read_at(&keys, 0, |k| held.contains_key(k))
+        .read_fresh(&keys, |k| held.get(k).copied())
         .await?;
-    let changed: Vec<String> = values
-        .iter()
-        .filter(|(k, (_, rev))| held.get(*k).is_some_and(|h| h != rev))
-        .map(|(k, _)| k.clone())
-        .collect();
-    if !changed.is_empty() {
-        for k in &changed {
-            values.remove(k);
-        }
-        values.extend(link.fleet.values_at(&changed, 0).await?);
-    }
     let lag = time::Duration::seconds(i64::try_from(link.config.lag_alert_secs).unwrap_or(900));
     let now = clock.now();
     let mut out = BTreeMap::new();

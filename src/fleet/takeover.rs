@@ -114,23 +114,9 @@ async fn read_chunk(
         .iter()
         .flat_map(|c| [state_key(&c.name), current_key(&c.name)])
         .collect();
-    // Revision 0: the values as etcd holds them now.
-    let mut values = link
-        .fleet
-        .read_at(&keys, 0, |k| held.contains_key(k))
-        .await?;
-    let changed: Vec<String> = held
-        .iter()
-        .filter(|(k, (rev, _))| values.get(*k).is_some_and(|(_, at)| at != rev))
-        .map(|(k, _)| k.clone())
-        .collect();
-    if !changed.is_empty() {
-        for k in &changed {
-            values.remove(k);
-        }
-        values.extend(link.fleet.values_at(&changed, 0).await?);
-    }
-    Ok(values)
+    link.fleet
+        .read_fresh(&keys, |k| held.get(k).map(|(rev, _)| *rev))
+        .await
 }
 
 /// The current certificate of `name` as this host holds it: the revision it accepted the

@@ -43,22 +43,14 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_rolls_back_and
         .collect();
     for (h, log) in f.hosts.iter().zip(&notified) {
         let log = log.display().to_string();
-        let mut config = fs::read_to_string(&h.config).unwrap().replacen(
+        let config = fs::read_to_string(&h.config).unwrap().replacen(
             "state_dir = ",
             &format!("notify_command = [\"/bin/sh\", \"-c\", \"cat >> '{log}'\"]\nstate_dir = "),
             1,
         );
-        config
-            .push_str("rollout_canaries = [\"web2\"]\nrollout_wave = 1\nrollout_pause_secs = 2\n");
         fs::write(&h.config, config).unwrap();
     }
-    let resync = [("CERT_AGENT_TEST_FLEET_RESYNC_SECS", "1")];
-    f.start_daemon_with(1, &resync);
-    f.start_daemon_with(2, &resync);
-    let out = f.agent(0, &["--json", "renew", "--wait", "60"]);
-    out.expect_code(0);
-    let first = out.installed_serial("www");
-    f.wait_all_serve(&first, Duration::from_secs(60));
+    let (first, resync) = first_issuance(&mut f, 2);
 
     // Waves: [web2] (the canary), [web1], [web3]. web3 installed after both proofs, and
     // after the pause that followed the later one.
@@ -315,6 +307,28 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_rolls_back_and
     assert_eq!(f.installed(1).as_deref(), Some(second.as_str()));
 }
 
+/// The rollout of these tests on every host (web2 the canary, then one host per wave, a
+/// pause of `pause` seconds), the daemons of web2 and web3 started (synchronising every
+/// second: the environment returned), and the first certificate issued by web1 and served by
+/// every host: its serial.
+fn first_issuance(f: &mut Fleet, pause: u32) -> (String, [(&'static str, &'static str); 1]) {
+    for h in &f.hosts {
+        let mut config = fs::read_to_string(&h.config).unwrap();
+        config.push_str(&format!(
+            "rollout_canaries = [\"web2\"]\nrollout_wave = 1\nrollout_pause_secs = {pause}\n"
+        ));
+        fs::write(&h.config, config).unwrap();
+    }
+    let resync = [("CERT_AGENT_TEST_FLEET_RESYNC_SECS", "1")];
+    f.start_daemon_with(1, &resync);
+    f.start_daemon_with(2, &resync);
+    let out = f.agent(0, &["--json", "renew", "--wait", "60"]);
+    out.expect_code(0);
+    let first = out.installed_serial("www");
+    f.wait_all_serve(&first, Duration::from_secs(60));
+    (first, resync)
+}
+
 /// Host `i`'s record of certificate `www`.
 fn record(f: &Fleet, i: usize) -> serde_json::Value {
     let text = fs::read_to_string(f.hosts[i].state.join("certs/www.json")).unwrap();
@@ -346,19 +360,7 @@ fn a_leader_whose_proof_fails_rolls_its_own_install_back_and_halts_the_waves_aft
         return;
     }
     let mut f = Fleet::start_under("/cert-agent/", &[Server::Nginx; 3], &[("www", NAMES)]);
-    for h in &f.hosts {
-        let mut config = fs::read_to_string(&h.config).unwrap();
-        config
-            .push_str("rollout_canaries = [\"web2\"]\nrollout_wave = 1\nrollout_pause_secs = 1\n");
-        fs::write(&h.config, config).unwrap();
-    }
-    let resync = [("CERT_AGENT_TEST_FLEET_RESYNC_SECS", "1")];
-    f.start_daemon_with(1, &resync);
-    f.start_daemon_with(2, &resync);
-    let out = f.agent(0, &["--json", "renew", "--wait", "60"]);
-    out.expect_code(0);
-    let first = out.installed_serial("www");
-    f.wait_all_serve(&first, Duration::from_secs(60));
+    let (first, _) = first_issuance(&mut f, 1);
 
     stale_vhost(&f, 0, "shop.fleet.test");
     let re = f.agent(0, &["--json", "reissue", "www", "--wait", "60"]);

@@ -217,6 +217,29 @@ impl Fleet {
         self.read_at(keys, revision, |_| false).await
     }
 
+    /// The values of `keys` as etcd holds them now; of a key whose value this host holds at a
+    /// revision (`held`), only that revision first, and the value only when etcd holds it at
+    /// another: what a look that may already hold the values needs.
+    pub(crate) async fn read_fresh(
+        &self,
+        keys: &[String],
+        held: impl Fn(&str) -> Option<i64>,
+    ) -> Result<BTreeMap<String, (Vec<u8>, i64)>, FleetError> {
+        let mut values = self.read_at(keys, 0, |k| held(k).is_some()).await?;
+        let changed: Vec<String> = values
+            .iter()
+            .filter(|(k, (_, rev))| held(k).is_some_and(|h| h != *rev))
+            .map(|(k, _)| k.clone())
+            .collect();
+        if !changed.is_empty() {
+            for k in &changed {
+                values.remove(k);
+            }
+            values.extend(self.values_at(&changed, 0).await?);
+        }
+        Ok(values)
+    }
+
     /// [`Fleet::values_at`], reading only the modification revision (an empty value) of the
     /// keys `revision_only` names: what a look that may already hold their values needs.
     pub async fn read_at(
