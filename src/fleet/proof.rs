@@ -514,7 +514,8 @@ pub(super) fn open_at(keys: &FleetKeys, full: &str, rel: &str, value: &[u8]) -> 
             printable_capped(&proof.host, 255)
         ));
     }
-    if u64::try_from(proof.at.unix_timestamp()).ok() != Some(version) {
+    // As sealed: a time before 1970 is version 0.
+    if u64::try_from(proof.at.unix_timestamp()).unwrap_or(0) != version {
         return Err(anyhow!(
             "the fleet's host proof {full} says it was made at {}, sealed as version \
              {version}; refused",

@@ -142,6 +142,11 @@ fn a_sealed_proof_opens_only_at_its_own_hosts_key_and_names_the_key_when_refused
     let v = envelope::seal_json(&k, &place, 99, &p).unwrap();
     let e = format!("{:#}", open_at(&k, "/ca/x", rel2, &v).unwrap_err());
     assert!(e.contains("sealed as version 99; refused"), "{e}");
+    // Dated before 1970 (version 0, as sealed): opens back.
+    let mut old = p.clone();
+    old.at = time::macros::datetime!(1013-11-28 19:00 UTC);
+    let (rel0, v) = seal(&k, "www", &old).unwrap();
+    assert_eq!(open_at(&k, "/ca/x", &rel0, &v).unwrap().at, old.at);
     // A replayed proof of an older time opens here (the gates refuse it against the version
     // this host opened before, [`crate::fleet::rollout::gather`]): the version carries its
     // time.
