@@ -88,8 +88,9 @@ pub trait Lead {
     }
 
     /// Why this host does not install `serial` of the certificate of `rec` now: it rolled that
-    /// serial back here after its proof failed, and no one resumed the rollout since (`None`:
-    /// install it).
+    /// serial back here after its proof failed, and no one resumed the rollout since; or the
+    /// fleet publishes that serial already (another leader obtained it) and the rollout keeps
+    /// it from this host, as it keeps it from any host (`None`: install it).
     fn refuses<'a>(
         &'a self,
         _rec: &'a CertRecord,
@@ -123,6 +124,8 @@ pub struct Refusal {
     pub reason: String,
     /// Refused for good (its rollout aborted): the order or reissue that brought it is closed.
     pub aborted: bool,
+    /// Not yet (this host's wave has not come): pending work, not a refusal.
+    pub waiting: bool,
 }
 
 /// A certificate the engine installed, as a leader publishes it to the other hosts.

@@ -166,12 +166,18 @@ async fn keep_refused<'a>(
         match lead.refuses(&job.rec, &r.bundle.serial_hex).await {
             Some(refusal) => {
                 let reason = refusal.reason;
-                tracing::warn!(certificate = %job.cert.name, serial = %r.bundle.serial_hex, "{reason}; not installed");
                 let mut job = job;
+                let outcome = if refusal.waiting {
+                    tracing::info!(certificate = %job.cert.name, serial = %r.bundle.serial_hex, "{reason}");
+                    Outcome::Pending { reason }
+                } else {
+                    tracing::warn!(certificate = %job.cert.name, serial = %r.bundle.serial_hex, "{reason}; not installed");
+                    Outcome::Unchanged { reason }
+                };
                 if refusal.aborted && !dry_run {
                     close_refused(&mut job);
                 }
-                work.finish(dry_run, job, Outcome::Unchanged { reason }, report);
+                work.finish(dry_run, job, outcome, report);
             }
             None => go.push((job, r)),
         }

@@ -75,6 +75,9 @@ pub(super) struct FleetRun<'a> {
     held_proofs: std::cell::RefCell<Option<super::rollback::Checked>>,
     /// The fleet's proofs and decisions, read once a run when a rolled back serial is met.
     fleetwide: std::cell::RefCell<Option<std::rc::Rc<super::rollout::Fleetwide>>>,
+    /// The fleet's current certificates as the round's synchronisation read them (serial and
+    /// `not_before`, by name).
+    fleet_has: &'a BTreeMap<String, (String, time::OffsetDateTime)>,
 }
 
 impl FleetRun<'_> {
@@ -535,6 +538,7 @@ impl Leading<'_> {
             repaired_current: std::cell::RefCell::default(),
             held_proofs: std::cell::RefCell::default(),
             fleetwide: std::cell::RefCell::default(),
+            fleet_has,
         };
         let done = engine::run(config, store, self.opts, &eligible, Some(&fr)).await;
         take_engine_outcomes(report, done.report.certificates, decided);

@@ -52,6 +52,16 @@ pub(crate) struct Proof {
     pub version: u64,
     #[serde(with = "time::serde::rfc3339")]
     pub at: OffsetDateTime,
+    /// A proof that passed: since when this host has proved this serial served without a
+    /// failed proof in between — the time of its first passing proof of it, kept by the
+    /// drift proofs that pass again — so that they do not restart a wave's pause. None: it
+    /// failed (or a proof of an older version: its `at`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub since: Option<OffsetDateTime>,
     /// One answer per address and name.
     pub answers: Vec<Answer>,
     /// The health command's outcome (none configured: `None`).
@@ -168,6 +178,7 @@ impl Proof {
             served_serial: first.served.clone(),
             error: first.error.clone(),
             elsewhere: Some(self.served_elsewhere()),
+            proved_since: self.since,
         })
     }
 
@@ -249,14 +260,39 @@ pub(super) async fn prove(
         Some(c) => Some(run_health(c, &cert.name, serial).await),
         None => None,
     };
-    Proof {
+    let mut proof = Proof {
         host: host.to_owned(),
         serial: serial.to_owned(),
         version,
         at: now,
+        since: None,
         answers,
         health,
         rolled_back: None,
+    };
+    proof.since = proof.failure().is_none().then_some(now);
+    proof
+}
+
+impl Proof {
+    /// When the pause after this host's wave starts, as far as this proof goes: since when it
+    /// has proved the serial (never after the proof itself).
+    pub(super) fn proved_since(&self) -> OffsetDateTime {
+        self.since.map_or(self.at, |s| s.min(self.at))
+    }
+
+    /// A passing proof keeps the time since which this host proved the same serial without a
+    /// failed proof in between (`kept`: what this host kept of its last proof).
+    pub(super) fn carry_since(&mut self, kept: Option<&Observation>) {
+        if self.failure().is_some() {
+            self.since = None;
+            return;
+        }
+        let before = kept
+            .filter(|o| o.is_for(&self.serial))
+            .and_then(|o| o.proved_since)
+            .filter(|s| *s <= self.at);
+        self.since = Some(before.unwrap_or(self.at));
     }
 }
 
@@ -404,15 +440,29 @@ pub(super) async fn prove_installed(
     config: &crate::config::Config,
     installed: &[(String, String, u64)],
 ) {
+    let proofs = prove_all(link, config, installed).await;
+    publish_all(link, config, proofs).await;
+}
+
+/// Publishes `proofs` (certificate name, proof) made by this host, each passing one keeping
+/// since when this host proved its serial ([`Proof::carry_since`]), and keeps what each saw
+/// in the state directory.
+pub(super) async fn publish_all(
+    link: &FleetLink,
+    config: &crate::config::Config,
+    proofs: Vec<(String, Proof)>,
+) {
+    let store = crate::store::Store::existing(&config.agent.state_dir);
+    let kept = crate::store::served::load_proved(&store);
     let mut seen = Vec::new();
-    for (name, proof) in prove_all(link, config, installed).await {
+    for (name, mut proof) in proofs {
+        proof.carry_since(kept.get(&name));
         publish(link, &name, &proof).await;
         let cert = config.certificates.iter().find(|c| c.name == name);
         if let Some(o) = cert.and_then(|c| proof.observation(c.common_name())) {
             seen.push((name, o));
         }
     }
-    let store = crate::store::Store::existing(&config.agent.state_dir);
     crate::store::served::remember_proved(&store, seen);
 }
 

@@ -186,9 +186,7 @@ pub(super) async fn publish(link: &FleetLink, config: &Config, checked: Checked)
             failure,
         });
     }
-    for (name, p) in &proofs {
-        proof::publish(link, name, p).await;
-    }
+    proof::publish_all(link, config, proofs).await;
 }
 
 /// The proofs that this host serves again the serials of `again` (name, serial, version):
@@ -226,6 +224,7 @@ mod tests {
                 error: None,
             }],
             health: None,
+            since: None,
             rolled_back: None,
         }
     }

@@ -68,7 +68,8 @@ pub(super) enum Gate {
 
 /// Whether `host` may install `serial` now: every host of the waves before its own must have
 /// a proof of `serial` that passed (a failed one halts the rollout), and `pause_secs` must
-/// have passed since the last of them. A host that does not announce itself is in the last
+/// have passed since the last of those hosts proved it ([`Proof::proved_since`]: a drift
+/// proof that passes again does not restart the pause). A host that does not announce itself is in the last
 /// wave. `proofs`: each host's last proof of this certificate.
 ///
 /// `decision`: the newest decision made on `serial` ([`super::decision::newest`]): abort
@@ -104,7 +105,7 @@ pub(super) fn gate(
     for (i, wave) in earlier.iter().enumerate() {
         for h in wave {
             match proofs.get(h).filter(|p| same_serial_hex(&p.serial, serial)) {
-                Some(p) => last = last.max(Some(p.at)),
+                Some(p) => last = last.max(Some(p.proved_since())),
                 None => {
                     return Gate::Wait(format!(
                         "waiting for its wave ({own} of {}): {h} (wave {i}) has not proved \

@@ -47,6 +47,14 @@ pub(crate) struct Observation {
     /// one (`ADDRESS (SNI NAME) serves SERIAL`); none for a look of another kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elsewhere: Option<Vec<String>>,
+    /// A fleet proof that passed: since when this host has proved `installed_serial` served
+    /// without a failed proof in between (none: it failed, or a look of another kind).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub proved_since: Option<OffsetDateTime>,
 }
 
 impl Observation {
@@ -63,6 +71,7 @@ impl Observation {
             served_serial,
             error,
             elsewhere: None,
+            proved_since: None,
         })
     }
 

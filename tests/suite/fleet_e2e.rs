@@ -52,6 +52,11 @@ pub(crate) struct Fleet {
 
 pub(crate) const DOMAIN: &str = "www.fleet.test";
 
+/// `run`'s arguments for a daemon that only follows the fleet for the length of a test: its
+/// first scheduled run (which may lead, and carry on an order another host's run placed)
+/// comes after an hour.
+pub(crate) const FOLLOW_ONLY: &[&str] = &["--first-run-delay", "3600"];
+
 /// A fleet's `n` certificates `c0`, `c1`, … for `c0.fleet.test`, `c1.fleet.test`, …: (name,
 /// domain).
 pub(crate) fn numbered(n: usize) -> Vec<(String, String)> {

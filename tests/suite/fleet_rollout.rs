@@ -16,7 +16,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::fleet_e2e::{Fleet, ready};
+use crate::fleet_e2e::{FOLLOW_ONLY, Fleet, ready};
 use crate::fleet_proof::{NAMES, fix_vhost, proved, row, stale_vhost, status};
 use crate::support::env::{norm_serial, wait_until};
 use crate::support::webserver::Server;
@@ -249,7 +249,7 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_rolls_back_and
     // its clock moved into the last half of the lifetime of the certificate it serves,
     // installs the new serial at once all the same, and says why (log, `rollout_overridden`).
     // (Every host serves the validation file: the sandbox checks all of them.)
-    f.start_daemon_with(1, &resync);
+    f.start_daemon_args(1, FOLLOW_ONLY, &resync);
     stale_vhost(&f, 1, "shop.fleet.test");
     let re = f.agent(0, &["--json", "reissue", "www", "--wait", "60"]);
     re.expect_code(0);
@@ -320,8 +320,8 @@ fn first_issuance(f: &mut Fleet, pause: u32) -> (String, [(&'static str, &'stati
         fs::write(&h.config, config).unwrap();
     }
     let resync = [("CERT_AGENT_TEST_FLEET_RESYNC_SECS", "1")];
-    f.start_daemon_with(1, &resync);
-    f.start_daemon_with(2, &resync);
+    f.start_daemon_args(1, FOLLOW_ONLY, &resync);
+    f.start_daemon_args(2, FOLLOW_ONLY, &resync);
     let out = f.agent(0, &["--json", "renew", "--wait", "60"]);
     out.expect_code(0);
     let first = out.installed_serial("www");
@@ -360,7 +360,7 @@ fn a_leader_whose_proof_fails_rolls_its_own_install_back_and_halts_the_waves_aft
         return;
     }
     let mut f = Fleet::start_under("/cert-agent/", &[Server::Nginx; 3], &[("www", NAMES)]);
-    let (first, _) = first_issuance(&mut f, 1);
+    let (first, resync) = first_issuance(&mut f, 1);
 
     stale_vhost(&f, 0, "shop.fleet.test");
     let re = f.agent(0, &["--json", "reissue", "www", "--wait", "60"]);
@@ -373,10 +373,12 @@ fn a_leader_whose_proof_fails_rolls_its_own_install_back_and_halts_the_waves_aft
         "{}",
         re.describe()
     );
-    // The leader serves the previous certificate on every name, and its record says why.
+    // The leader serves the previous certificate on every name (once the old workers of the
+    // reload that installed the new one are gone), and its record says why.
     let web1 = f.hosts[0].web.https_addr();
     for name in ["www.fleet.test", "shop.fleet.test"] {
-        let leaf = f.env.served_leaf(&web1, name).expect("a handshake");
+        let leaf = f.env.served_leaf_with_serial(&web1, name, &first);
+        let leaf = leaf.expect("a handshake");
         assert_eq!(leaf.serial, first, "web1 {name}\n{}", f.logs());
     }
     assert_eq!(f.installed(0).as_deref(), Some(first.as_str()));
@@ -408,6 +410,40 @@ fn a_leader_whose_proof_fails_rolls_its_own_install_back_and_halts_the_waves_aft
             .is_some_and(|s| s.starts_with("rollout halted at wave 1: web1: "))
     });
     assert!(held, "{v:#}\n{}", f.logs());
+    assert_eq!(
+        f.installed(2).as_deref(),
+        Some(first.as_str()),
+        "{}",
+        f.logs()
+    );
+    // web3 leading does not carry the leader's reissue, still open, into an install of its
+    // own: the rollout keeps the serial from a leader as from any host.
+    f.kill_daemon(2);
+    let mut out = None;
+    let led = wait_until(Duration::from_secs(30), || {
+        let o = f.agent(2, &["-v", "--json", "renew"]);
+        let led = o.text().contains("leading the fleet for this run");
+        out = Some(o);
+        led
+    });
+    let out = out.expect("a run");
+    assert!(led, "{}", out.describe());
+    assert_eq!(
+        f.installed(2).as_deref(),
+        Some(first.as_str()),
+        "{}",
+        out.describe()
+    );
+    let reason = out.outcome("www")["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        reason.starts_with("rollout halted at wave 1: web1: "),
+        "{}",
+        out.describe()
+    );
+    f.start_daemon_args(2, FOLLOW_ONLY, &resync);
     let (code, v) = status(&f, 0);
     assert_eq!(code, Some(1), "{v:#}");
 
@@ -430,13 +466,13 @@ fn a_leader_whose_proof_fails_rolls_its_own_install_back_and_halts_the_waves_aft
     fix_vhost(&f, 0);
     f.agent(0, &["fleet", "rollout", "resume", "www"])
         .expect_code(0);
-    let resumed = f.agent(0, &["--json", "renew"]);
-    assert_eq!(
-        f.installed(0).as_deref(),
-        Some(second.as_str()),
-        "{}",
-        resumed.describe()
-    );
+    // (A run while the pause after the canary's wave lasts leaves it pending: run again.)
+    let mut resumed = String::new();
+    let installed = wait_until(Duration::from_secs(30), || {
+        resumed = f.agent(0, &["--json", "renew"]).describe();
+        f.installed(0).as_deref() == Some(second.as_str())
+    });
+    assert!(installed, "{resumed}");
     f.wait_all_serve(&second, Duration::from_secs(30));
     assert_eq!(billed_or_reissued(&f), calls, "nothing ordered again");
 

@@ -19,7 +19,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::fleet_batch::{count_reloads, reloads};
-use crate::fleet_e2e::{Fleet, ready};
+use crate::fleet_e2e::{FOLLOW_ONLY, Fleet, ready};
 use crate::fleet_proof::{NAMES, proved, row, status};
 use crate::support::env::wait_until;
 use crate::support::webserver::Server;
@@ -104,7 +104,7 @@ fn five_hosts_one_of_them_apache_install_wave_after_wave_and_a_bundle_without_it
     let counted: Vec<PathBuf> = (0..5).map(|i| count_reloads(&f, i)).collect();
     let resync = [("CERT_AGENT_TEST_FLEET_RESYNC_SECS", "1")];
     for i in 1..5 {
-        f.start_daemon_with(i, &resync);
+        f.start_daemon_args(i, FOLLOW_ONLY, &resync);
     }
 
     // The fleet's first certificate, rolled out in its waves.

@@ -24,6 +24,7 @@ fn proof(answers: Vec<Answer>) -> Proof {
         at: OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000),
         answers,
         health: None,
+        since: None,
         rolled_back: None,
     }
 }

@@ -16,7 +16,7 @@ use crate::engine::Refusal;
 use crate::store::CertRecord;
 
 use super::super::rollback;
-use super::super::rollout::{self, Fleetwide};
+use super::super::rollout::{self, Fleetwide, Gate};
 use super::FleetRun;
 
 impl FleetRun<'_> {
@@ -81,33 +81,77 @@ impl FleetRun<'_> {
         }
     }
 
-    /// Why the leader does not install `serial` of `rec`'s certificate: it rolled it back here
-    /// and no one resumed the rollout since ([`rollback::refused_here`]). An abort keeps it
-    /// refused; a certificate near its end is installed whatever (unless aborted).
+    /// Why the leader does not install `serial` of `rec`'s certificate now, as the rollout
+    /// decides for any host: an abort refuses it for good (the order or reissue that brought
+    /// it is then closed); it rolled it back here and no one resumed the rollout since
+    /// ([`rollback::refused_here`]); or the fleet publishes it already — another run's leader
+    /// obtained it, and this run continues that order or reissue — and this host's wave has
+    /// not come ([`rollout::gate`]: waiting) or an earlier wave's failed proof halted it. A
+    /// serial obtained by this run is not published yet: the leader installs it first, and
+    /// proves it. A certificate near its end is installed whatever (unless aborted).
     pub(super) async fn refuses(&self, rec: &CertRecord, serial: &str) -> Option<Refusal> {
+        use super::super::decision::Verdict;
         let config = self.link.config.rollout.as_ref()?;
-        // Only a serial rolled back here is refused: no read of the fleet otherwise.
-        rec.rolled_back
-            .as_ref()
-            .filter(|rb| crate::crypto::same_serial_hex(&rb.serial, serial))?;
+        let same = |s: &str| crate::crypto::same_serial_hex(s, serial);
+        let here = rec.rolled_back.as_ref().is_some_and(|rb| same(&rb.serial));
+        let published = self.fleet_has.get(&rec.name).is_some_and(|(s, _)| same(s));
+        // Neither: no read of the fleet.
+        if !here && !published {
+            return None;
+        }
         let fleet = self.fleetwide().await;
         let decision = fleet.as_ref().and_then(|f| f.decision(&rec.name, serial));
-        let aborted = decision.is_some_and(|d| d.verdict == super::super::decision::Verdict::Abort);
+        if let Some(d) = decision.filter(|d| d.verdict == Verdict::Abort) {
+            return Some(Refusal {
+                reason: format!("{}: serial {serial} is refused", d.describe()),
+                aborted: true,
+                waiting: false,
+            });
+        }
         let serving = rec
             .installed
             .as_ref()
             .map(|i| (i.serial.as_str(), i.not_before, i.not_after));
-        if !aborted
-            && let Some(why) = rollout::overdue(config, serving, serial, self.link.clock.now())
-        {
+        if let Some(why) = rollout::overdue(config, serving, serial, self.link.clock.now()) {
             tracing::warn!(certificate = %rec.name, serial = %serial, "rollout_overridden: {why}");
             return None;
         }
-        let reason = rollback::refused_here(rec, serial, decision)?;
-        let reason = match decision.filter(|_| aborted) {
-            Some(d) => format!("{}: serial {serial} is refused", d.describe()),
-            None => reason,
+        let refused = |reason, waiting| {
+            Some(Refusal {
+                reason,
+                aborted: false,
+                waiting,
+            })
         };
-        Some(Refusal { reason, aborted })
+        if here && let Some(reason) = rollback::refused_here(rec, serial, decision) {
+            return refused(reason, false);
+        }
+        if !published {
+            return None;
+        }
+        let Some(fleet) = fleet.as_ref() else {
+            return refused(
+                format!(
+                    "serial {serial} is the fleet's, rolled out in waves, and this host could \
+                     not read the fleet's proofs to tell whether its wave came; the next run \
+                     reads them again"
+                ),
+                true,
+            );
+        };
+        let none = BTreeMap::new();
+        let proofs = fleet.proofs.get(&rec.name).unwrap_or(&none);
+        let host = (self.link.fleet.host(), serial);
+        match rollout::gate(
+            config,
+            &fleet.hosts,
+            host,
+            (proofs, decision),
+            self.link.clock.now(),
+        ) {
+            Gate::Go => None,
+            Gate::Wait(reason) => refused(reason, true),
+            Gate::Halted(reason) => refused(reason, false),
+        }
     }
 }

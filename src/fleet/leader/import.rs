@@ -103,6 +103,16 @@ pub(in crate::fleet) async fn import(
     let key = opened.pending_key.as_ref();
     let record_key = link.fleet.key(&rel);
     place_pending_key(store, &cert.name, &record_key, &local, key, &mut next)?;
+    // A pending key of this host's that the fleet's record no longer holds (its order or
+    // reissue closed by another leader): nothing refers to it once the import is written.
+    if let Some(lp) = &local.pending_key
+        && next
+            .pending_key
+            .as_ref()
+            .is_none_or(|n| n.key_file != lp.key_file)
+    {
+        imports.drop_key(&cert.name, lp.key_file.clone());
+    }
     done.note(versions, &cert.name, &next, &shared.record);
     imports.import(
         next,

@@ -17,12 +17,22 @@ pub(in crate::fleet) struct Imports {
     records: Vec<CertRecord>,
     /// The detail of each certificate's `fleet-imported` line (its record is among `records`).
     imported: Vec<(String, serde_json::Value)>,
+    /// Pending key files the imported records no longer refer to, by certificate: removed
+    /// once that certificate's record is written (until then the record on disk refers to
+    /// them).
+    dropped_keys: Vec<(String, std::path::PathBuf)>,
 }
 
 impl Imports {
     /// `record` to be written (the fleet's attempt noted, nothing else changed).
     pub(super) fn save(&mut self, record: CertRecord) {
         self.records.push(record);
+    }
+
+    /// The pending key file `key` of certificate `name`, removed once its imported record is
+    /// written.
+    pub(super) fn drop_key(&mut self, name: &str, key: std::path::PathBuf) {
+        self.dropped_keys.push((name.to_owned(), key));
     }
 
     /// `record` to be written, then its `fleet-imported` line.
@@ -80,6 +90,11 @@ impl Imports {
             for (name, _, _) in &events {
                 into.remove(*name);
                 failed.push(((*name).to_owned(), anyhow!("{e}")));
+            }
+        }
+        for (name, key) in &self.dropped_keys {
+            if !failed.iter().any(|(f, _)| f == name) {
+                crate::engine::keys::discard_key_file(key);
             }
         }
         failed

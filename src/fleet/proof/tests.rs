@@ -32,6 +32,7 @@ fn proof(answers: Vec<Answer>, health: Option<Health>) -> Proof {
         at: OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000),
         answers,
         health,
+        since: None,
         rolled_back: None,
     }
 }
@@ -279,4 +280,42 @@ async fn the_names_of_a_proof_are_asked_side_by_side_within_one_bound() {
     assert!(p.answers.iter().all(|a| a.error.is_some()), "{p:?}");
     // One after the other, eight names would take 1 s + 7 × 0.5 s.
     assert!(took < Duration::from_millis(2_500), "{took:?}");
+}
+
+/// A passing proof keeps the `since` of this host's last passing proof of the same serial; a
+/// failed proof has none, and the next passing one starts again from its own time.
+#[test]
+fn a_passing_proof_keeps_since_when_its_serial_was_proved_without_a_break() {
+    let at = OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
+    let earlier = at - time::Duration::hours(2);
+    let passing = proof(vec![answer_of(Some("0A1B"), None, None)], None);
+    let kept = |serial: &str, since: Option<OffsetDateTime>| Observation {
+        at: earlier,
+        installed_serial: serial.into(),
+        served_serial: Some(serial.into()),
+        error: None,
+        elsewhere: Some(Vec::new()),
+        proved_since: since,
+    };
+    let rows: [(Option<Observation>, Option<OffsetDateTime>); 5] = [
+        (None, Some(at)),
+        (Some(kept("0a1b", Some(earlier))), Some(earlier)),
+        // After a failed proof (none kept), of another serial, or dated after this one.
+        (Some(kept("0A1B", None)), Some(at)),
+        (Some(kept("0A1C", Some(earlier))), Some(at)),
+        (
+            Some(kept("0A1B", Some(at + time::Duration::hours(1)))),
+            Some(at),
+        ),
+    ];
+    for (k, want) in rows {
+        let mut p = passing.clone();
+        p.carry_since(k.as_ref());
+        assert_eq!(p.since, want, "{k:?}");
+        assert_eq!(p.observation("www.test").and_then(|o| o.proved_since), want);
+    }
+    let mut failed = proof(vec![answer_of(Some("99"), None, None)], None);
+    failed.since = Some(earlier);
+    failed.carry_since(Some(&kept("0A1B", Some(earlier))));
+    assert_eq!(failed.since, None);
 }

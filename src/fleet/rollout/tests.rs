@@ -39,6 +39,7 @@ fn proof(host: &str, serial: &str, at: i64, served: &str) -> (String, Proof) {
                 error: None,
             }],
             health: None,
+            since: None,
             rolled_back: None,
         },
     )
@@ -292,4 +293,36 @@ fn a_certificate_near_its_end_is_not_held_back_by_the_waves() {
     };
     assert!(overdue(&half, serving, "0A", day(50)).is_some());
     assert_eq!(overdue(&half, serving, "0A", day(49)), None);
+}
+
+/// A drift proof that passes again keeps the time since which its host proved the serial: the
+/// pause after its wave counts from then, not from each new proof (with `proof_interval_secs`
+/// shorter than `rollout_pause_secs`, each drift proof would otherwise restart the pause and the
+/// next wave would never come).
+#[test]
+fn the_pause_counts_from_when_a_host_first_proved_the_serial_not_from_its_drift_proofs() {
+    let c = config(Canaries::Count(1), WaveSize::Count(1), 3600);
+    let h = hosts(2);
+    let (_, mut again) = proof("web01", "0A", 3000, "0A");
+    again.since = Some(t(100));
+    let proofs = BTreeMap::from([("web01".to_owned(), again.clone())]);
+    assert_eq!(
+        gate(&c, &h, ("web02", "0A"), (&proofs, None), t(3701)),
+        Gate::Go
+    );
+    match gate(&c, &h, ("web02", "0A"), (&proofs, None), t(3600)) {
+        Gate::Wait(why) => assert!(why.contains("lasts until"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // A `since` after the proof itself counts as the proof's time.
+    again.since = Some(t(9000));
+    let proofs = BTreeMap::from([("web01".to_owned(), again)]);
+    assert!(matches!(
+        gate(&c, &h, ("web02", "0A"), (&proofs, None), t(6000)),
+        Gate::Wait(_)
+    ));
+    assert_eq!(
+        gate(&c, &h, ("web02", "0A"), (&proofs, None), t(6601)),
+        Gate::Go
+    );
 }
