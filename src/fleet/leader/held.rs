@@ -81,6 +81,20 @@ impl FleetRun<'_> {
         }
     }
 
+    /// The serial of the fleet's current certificate `name` as etcd holds it now (`None`:
+    /// none yet).
+    async fn published_now(&self, name: &str) -> anyhow::Result<Option<String>> {
+        use super::super::envelope::{self, Place, Purpose};
+        let rel = super::super::schema::current_key(name);
+        let Some((value, _)) = self.link.fleet.get(&rel).await? else {
+            return Ok(None);
+        };
+        let place = Place::new(Purpose::Current, &rel, name);
+        let (_, current): (u64, super::super::schema::Current) =
+            envelope::open_json(&self.link.key, &self.link.fleet, &place, &value)?;
+        Ok(Some(current.serial))
+    }
+
     /// Why the leader does not install `serial` of `rec`'s certificate now, as the rollout
     /// decides for any host: an abort refuses it for good (the order or reissue that brought
     /// it is then closed); it rolled it back here and no one resumed the rollout since
@@ -94,8 +108,26 @@ impl FleetRun<'_> {
         let config = self.link.config.rollout.as_ref()?;
         let same = |s: &str| crate::crypto::same_serial_hex(s, serial);
         let here = rec.rolled_back.as_ref().is_some_and(|rb| same(&rb.serial));
-        let published = self.fleet_has.get(&rec.name).is_some_and(|(s, _)| same(s));
-        // Neither: no read of the fleet.
+        let read = self.fleet_has.get(&rec.name).is_some_and(|(s, _)| same(s));
+        // Published since the round's synchronisation read the fleet (by the leader before
+        // this one), or obtained by this run (not published): asked of etcd.
+        let published = read
+            || here
+            || match self.published_now(&rec.name).await {
+                Ok(now) => now.is_some_and(|s| same(&s)),
+                Err(e) => {
+                    return Some(Refusal {
+                        reason: format!(
+                            "serial {serial} is not installed: with a rollout in waves this host \
+                             installs only what its wave allows, and it could not read the \
+                             fleet's current certificate: {e:#}; the next run asks again"
+                        ),
+                        aborted: false,
+                        waiting: true,
+                    });
+                }
+            };
+        // Neither: no read of the fleet's proofs.
         if !here && !published {
             return None;
         }
