@@ -255,7 +255,7 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl CertRecord {
-    fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         Self {
             version: RECORD_VERSION,
             name: name.to_owned(),

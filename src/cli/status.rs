@@ -26,10 +26,19 @@ pub(super) async fn run(config: &Config, served: bool, out: &Output, clock: Cloc
             });
         }
     }
+    // A record that does not read: every row shown, and the command fails.
+    let code = if rows
+        .iter()
+        .any(|r| r.state == crate::monitor::UNREADABLE_RECORD)
+    {
+        exit::ERROR
+    } else {
+        exit::OK
+    };
     if out.json {
         // An array of the certificates, as it always was; the money in `forecast --json`.
         out.print_json(&rows)?;
-        return Ok(exit::OK);
+        return Ok(code);
     }
     let money = crate::monitor::status::money(config);
     let mut headers = vec![
@@ -89,5 +98,5 @@ pub(super) async fn run(config: &Config, served: bool, out: &Output, clock: Cloc
     if let Some(m) = &money {
         outln!("{}", m.describe());
     }
-    Ok(exit::OK)
+    Ok(code)
 }

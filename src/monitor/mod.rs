@@ -23,7 +23,7 @@ pub use events::fuzz_announced;
 #[doc(hidden)]
 pub use metrics::fuzz_kept_pass;
 pub(crate) use metrics::text as metrics_text;
-pub(crate) use status::{add_served, collect as status_rows};
+pub(crate) use status::{UNREADABLE as UNREADABLE_RECORD, add_served, collect as status_rows};
 
 use crate::config::Config;
 use crate::engine::RunReport;

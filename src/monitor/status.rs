@@ -89,7 +89,14 @@ pub(crate) fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<Status
     let store = Store::existing(&config.agent.state_dir);
     let mut rows = Vec::new();
     for cert in &config.certificates {
-        let rec = store.load(&cert.name)?;
+        // One record that does not read hides no other certificate: its row says why.
+        let rec = match store.load(&cert.name) {
+            Ok(rec) => rec,
+            Err(e) => {
+                rows.push(unreadable(config, cert, &format!("{e:#}"), now));
+                continue;
+            }
+        };
         if let Some(archive) = store.retired_and_idle(&cert.name, &rec) {
             rows.push(retired(&cert.name, &archive));
             continue;
@@ -121,6 +128,33 @@ pub(crate) fn collect(config: &Config, now: OffsetDateTime) -> Result<Vec<Status
         });
     }
     Ok(rows)
+}
+
+/// The state of a certificate whose record does not read ([`collect`]).
+pub(crate) const UNREADABLE: &str = "record unreadable";
+
+/// The row of a certificate whose record does not read: `why` (naming the file) as its last
+/// error; no run works on it until the record is repaired or moved aside.
+fn unreadable(
+    config: &Config,
+    cert: &crate::config::CertificateConfig,
+    why: &str,
+    now: OffsetDateTime,
+) -> StatusRow {
+    StatusRow {
+        last_error: Some(why.to_owned()),
+        failures: 0,
+        ..row(
+            config,
+            cert,
+            &CertRecord::new(&cert.name),
+            now,
+            UNREADABLE.to_owned(),
+            "none: each run fails on this certificate until its record is repaired or moved \
+             aside (a run then starts it anew)"
+                .to_owned(),
+        )
+    }
 }
 
 /// What every configured certificate's row says of its record; the issuer's own parts

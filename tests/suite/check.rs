@@ -148,3 +148,44 @@ fn check_against_a_real_nginx() {
         unknown.describe()
     );
 }
+
+/// `status` with one record that does not read: every certificate's row is shown (the other
+/// one as usual), the unreadable one says so and names its file, and the command exits 1.
+#[test]
+fn status_shows_every_certificate_when_one_record_does_not_read() {
+    let mut env = TestEnv::new();
+    for name in ["good", "torn"] {
+        let mut spec = env.cert_spec(name, &[&format!("{name}.status.test")], "none");
+        spec.publish = Publish::Webroot(env.path("www"));
+        env.certs.push(spec);
+    }
+    env.agent(["status"]).run().expect_code(0);
+    let torn = env.state_dir().join("certs/torn.json");
+    fs::create_dir_all(torn.parent().unwrap()).unwrap();
+    fs::write(&torn, "{ torn").unwrap();
+    let out = env.agent(["status"]).run();
+    out.expect_code(1);
+    let line = |name: &str| {
+        out.stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(line("good").contains("no order"), "{}", out.describe());
+    assert!(
+        line("torn").contains("record unreadable"),
+        "{}",
+        out.describe()
+    );
+    assert!(
+        out.stdout.contains("torn: last error: ") && out.stdout.contains("torn.json"),
+        "{}",
+        out.describe()
+    );
+    let json = env.agent(["--json", "status"]).run();
+    json.expect_code(1);
+    let rows: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(rows[0]["state"], "no order", "{}", json.describe());
+    assert_eq!(rows[1]["state"], "record unreadable", "{}", json.describe());
+}
