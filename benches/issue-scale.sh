@@ -3,7 +3,7 @@
 # (`poll_interval_secs = 300`): N new orders against the sandbox (`--instant`: the CA issues
 # as soon as the validation file is fetched), then `cert-agent renew` — wall time, peak RSS,
 # and the sandbox's call log by endpoint. Binds 127.0.0.1 only; a temporary directory is
-# removed at the end (BENCH_KEEP=1 keeps it).
+# removed at the end (BENCH_KEEP=1 keeps it). BENCH_CONCURRENCY=N sets `[agent] concurrency`.
 #
 #   benches/issue-scale.sh              # N = 1000
 #   BENCH_ISSUE_N=100 benches/issue-scale.sh
@@ -69,6 +69,10 @@ F=$W/fleet
 # The names are the benchmark's own (no DNS): the pre-flight's DNS checks are left out, as
 # the HTTP one is (bench_fleet), so that the figure is the agent's and the API's.
 sed -i 's/^http = false$/http = false\ncaa = false\ndnssec = false/' "$F/agent/config.toml"
+# BENCH_CONCURRENCY: `[agent] concurrency` (default: the agent's, 4).
+if [ -n "${BENCH_CONCURRENCY:-}" ]; then
+  sed -i "s/^\[agent\]$/[agent]\nconcurrency = $BENCH_CONCURRENCY/" "$F/agent/config.toml"
+fi
 curl -sf --cacert "$SB_CA" -X POST "$SB/_sandbox/calls/clear" >/dev/null
 log "issuing $N certificates in one run (poll_interval_secs = $POLL)"
 start=$(date +%s.%N); date -u +%H:%M:%S.%N >&2
