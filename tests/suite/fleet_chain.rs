@@ -141,6 +141,17 @@ fn an_archive_value_is_still_installed_and_rewritten_in_place_without_a_reinstal
         return;
     }
     let f = fleet("/chain-migrate/", 2);
+    // `www` with the default EC P-256 key, `other` with an RSA 2048 key.
+    for h in &f.hosts {
+        let text = fs::read_to_string(&h.config).unwrap();
+        let rsa = text.replacen(
+            "product_id = 1201",
+            "product_id = 1201\nkey_type = \"rsa-2048\"",
+            1,
+        );
+        assert_ne!(text, rsa);
+        fs::write(&h.config, rsa).unwrap();
+    }
     let counted = count_reloads(&f, 1);
     // A leader of the earlier version: the API's archive.
     let before = |i: usize, args: &[&str]| {
@@ -155,7 +166,8 @@ fn an_archive_value_is_still_installed_and_rewritten_in_place_without_a_reinstal
     let (v1, current) = opened(&f, "certs/www/current");
     assert_ne!(current["archive"], "", "{current}");
     assert!(named(&current).is_empty(), "{current}");
-    let old_size = f.etcd().get("certs/www/current").unwrap().len();
+    let size = |rel: &str| f.etcd().get(rel).unwrap().len();
+    let old_sizes = [size("certs/www/current"), size("certs/other/current")];
     // This version's follower reads the archive (and, as that version's leader would, leaves
     // it as it is).
     before(1, &["--json", "renew"]).expect_code(0);
@@ -179,9 +191,17 @@ fn an_archive_value_is_still_installed_and_rewritten_in_place_without_a_reinstal
         support::env::norm_serial(current["serial"].as_str().unwrap()),
         serial
     );
-    let new_size = f.etcd().get("certs/www/current").unwrap().len();
-    eprintln!("certs/www/current: {old_size} bytes as an archive, {new_size} bytes as a chain");
-    assert!(new_size * 2 < old_size, "{old_size} -> {new_size}");
+    let new_sizes = [size("certs/www/current"), size("certs/other/current")];
+    for (i, what) in ["www (EC P-256)", "other (RSA 2048)"].iter().enumerate() {
+        let (old, new) = (old_sizes[i], new_sizes[i]);
+        eprintln!("current of {what}: {old} bytes as an archive, {new} bytes as a chain");
+        assert!(new * 2 < old, "{what}: {old} -> {new}");
+    }
+    let (_, other) = opened(&f, "certs/other/current");
+    assert!(!named(&other).is_empty(), "{other}");
+    for rel in named(&current).iter().chain(&named(&other)) {
+        eprintln!("{rel}: {} bytes", size(rel));
+    }
 
     // The follower accepts the new version and installs nothing.
     f.agent(1, &["--json", "renew"]).expect_code(0);
