@@ -838,6 +838,23 @@ mod tests {
     }
 
     #[test]
+    fn an_intermediate_older_than_one_opened_before_is_refused_after_a_restart_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut v = Versions::load(dir.path()).unwrap();
+        let (a, b) = ("a".repeat(64), "b".repeat(64));
+        assert_eq!(v.accept_chain(&a, 1), Ok(()));
+        assert_eq!(v.accept_chain(&a, 1), Ok(()), "the same value again");
+        assert_eq!(v.accept_chain(&a, 7), Ok(()));
+        assert_eq!(v.accept_chain(&b, 1), Ok(()), "another hash: its own floor");
+        assert!(!v.chains_migrated());
+        v.set_chains_migrated(true);
+        v.save().unwrap();
+        let mut v = Versions::load(dir.path()).unwrap();
+        assert_eq!(v.accept_chain(&a, 1), Err(7));
+        assert!(v.chains_migrated());
+    }
+
+    #[test]
     fn a_rotation_ends_after_its_grace_period_from_the_recorded_start_after_a_restart_too() {
         let dir = tempfile::tempdir().unwrap();
         let start = OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
