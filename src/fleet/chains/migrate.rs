@@ -5,7 +5,7 @@
 //! once for it, and again after its host accepted a value in the old format (a host of the
 //! earlier version led meanwhile); both are recorded in `fleet-versions.json`. A value it could
 //! not rewrite (it no longer passes the checks: expired, say) is reported and rewritten at its
-//! next publication.
+//! next publication; a pass a failed write ended (etcd, the lead) is taken up by the next lead.
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -28,8 +28,9 @@ use super::{is_old, split, store};
 const CHUNK: usize = 100;
 
 /// As the leader: rewrites each configured certificate's `current` value still in the old
-/// format (see the module's documentation); how many it rewrote. A value it cannot rewrite is
-/// reported and left for the next run.
+/// format (see the module's documentation); how many it rewrote. A value that no longer passes
+/// the checks is reported and left for its next publication; a write that fails (etcd, the
+/// lead) ends the pass, which the next lead takes up again.
 pub(crate) async fn migrate(
     link: &FleetLink,
     lead: &Leadership,
@@ -54,18 +55,22 @@ pub(crate) async fn migrate(
             let Some((value, rev)) = values.get(&current_key(&cert.name)) else {
                 continue;
             };
-            match rewrite(link, lead, cert, (value, *rev), versions, known).await {
-                Ok(true) => rewritten += 1,
-                Ok(false) => {}
+            let rewrite = match checked(link, cert, value) {
+                Ok(Some(r)) => r,
+                Ok(None) => continue,
                 Err(e) => {
                     left += 1;
                     tracing::warn!(certificate = %cert.name, "fleet: not rewritten in the chain format: {e:#}");
+                    continue;
                 }
+            };
+            if let Err(e) = write(link, lead, cert, (rewrite, *rev), versions, known).await {
+                tracing::warn!(certificate = %cert.name, "fleet: the rewrite in the chain format stops here: {e:#}");
+                return rewritten;
             }
+            rewritten += 1;
         }
     }
-    // A value that could not be rewritten is rewritten at its next publication: the pass
-    // reads every current value once, not at every run.
     versions.borrow_mut().set_chains_migrated(true);
     if left > 0 {
         tracing::warn!(
@@ -82,23 +87,24 @@ pub(crate) async fn migrate(
     rewritten
 }
 
-/// Rewrites the value of `cert` read at `rev` when it is in the old format (`false`: it is
-/// not).
-async fn rewrite(
-    link: &FleetLink,
-    lead: &Leadership,
-    cert: &CertificateConfig,
-    (value, rev): (&[u8], i64),
-    versions: &RefCell<Versions>,
-    known: &RefCell<BTreeSet<String>>,
-) -> Result<bool> {
+/// A value in the old format, opened and checked.
+struct Rewrite {
+    version: u64,
+    before: Current,
+    key_pem: Vec<u8>,
+    leaf: String,
+    ders: Vec<Vec<u8>>,
+}
+
+/// The value of `cert`, opened and checked, when it is in the old format (`None`: it is not).
+fn checked(link: &FleetLink, cert: &CertificateConfig, value: &[u8]) -> Result<Option<Rewrite>> {
     let rel = current_key(&cert.name);
     let what = link.fleet.key(&rel);
     let place = Place::new(Purpose::Current, &rel, &cert.name);
     let (version, before): (u64, Current) =
         envelope::open_json(&link.key, &link.fleet, &place, value)?;
     if !is_old(&before) {
-        return Ok(false);
+        return Ok(None);
     }
     let key_place = Place::new(Purpose::CurrentKey, &rel, &cert.name);
     let (at, key_pem) = envelope::open(
@@ -121,17 +127,39 @@ async fn rewrite(
     .with_context(|| format!("the fleet's certificate {what}"))?;
     let (Checked::Valid(bundle) | Checked::NotYet(bundle)) = checked;
     let (leaf, ders) = split(&bundle)?;
-    let intermediates = store(link, lead, &ders, known).await?;
-    let next = versions.borrow().next_current(&cert.name, version)?;
-    let sealed_key = envelope::seal(&link.key, &key_place, next, &key_pem)?;
+    Ok(Some(Rewrite {
+        version,
+        before,
+        key_pem,
+        leaf,
+        ders,
+    }))
+}
+
+/// Writes `r` in the chain format at the next version, over the value read at `rev`.
+async fn write(
+    link: &FleetLink,
+    lead: &Leadership,
+    cert: &CertificateConfig,
+    (r, rev): (Rewrite, i64),
+    versions: &RefCell<Versions>,
+    known: &RefCell<BTreeSet<String>>,
+) -> Result<()> {
+    let rel = current_key(&cert.name);
+    let what = link.fleet.key(&rel);
+    let intermediates = store(link, lead, &r.ders, known).await?;
+    let next = versions.borrow().next_current(&cert.name, r.version)?;
+    let key_place = Place::new(Purpose::CurrentKey, &rel, &cert.name);
+    let sealed_key = envelope::seal(&link.key, &key_place, next, &r.key_pem)?;
     let doc = Current {
         version: next,
         archive: String::new(),
-        chain: Some(leaf),
+        chain: Some(r.leaf),
         intermediates,
         key: b64(&sealed_key),
-        ..before
+        ..r.before
     };
+    let place = Place::new(Purpose::Current, &rel, &cert.name);
     let sealed = envelope::seal_json(&link.key, &place, next, &doc)?;
     match lead
         .put(&rel, sealed.clone(), Expect::Revision(rev))
@@ -149,7 +177,7 @@ async fn rewrite(
             )?;
             v.wrote_current(&cert.name, at);
             tracing::info!(certificate = %cert.name, version = next, "rewritten in the chain format");
-            Ok(true)
+            Ok(())
         }
         Written::Conflict(_) => Err(anyhow!("{what} changed while this host rewrote it")),
     }
