@@ -124,7 +124,7 @@ pub mod failpoint {
 pub mod fleet {
     pub use crate::fleet::{
         Expect, Fleet, FleetError, FleetOptions, FleetWatch, LeadEvent, Leadership, Written,
-        connect, fuzzing, open_work,
+        connect, fuzzing, open_value, open_work, seal_value,
     };
 }
 

@@ -107,6 +107,23 @@ pub(crate) fn check_chain(
     })
 }
 
+/// [`check_archive`] for the chain (PEM: the leaf, then its issuers) a fleet shares in place
+/// of the Partner API's archive: the same checks of the leaf, the links and the trust anchors
+/// `chain_trust` names. What only concerns the archive (its files agreeing with each other)
+/// was checked by the leader before it shared the chain.
+pub(crate) fn check_chain_anchored(
+    cert: &CertificateConfig,
+    chain: &[u8],
+    key: &PrivateKey,
+    now: time::OffsetDateTime,
+) -> Result<Checked> {
+    let anchors = bundle::trust_anchors(cert.install.chain_trust, cert.install.ca_file.as_deref())
+        .map_err(|e| anyhow!("certificate '{}': {e}", cert.name))?;
+    check_with(cert, key, now, &anchors, |expected| {
+        bundle::validate_chain(chain, cert.install.server, expected)
+    })
+}
+
 /// The checks of [`check_archive`] with `read` reading the certificate, its chain ending at
 /// one of `anchors` (none: linked only).
 fn check_with(

@@ -40,6 +40,7 @@ pub(super) enum Purpose {
     DcvServed,
     Proof,
     RolloutDecision,
+    ChainCert,
 }
 
 impl Purpose {
@@ -62,6 +63,7 @@ impl Purpose {
             Self::DcvServed => "validation-served",
             Self::Proof => "host-proof",
             Self::RolloutDecision => "rollout-decision",
+            Self::ChainCert => "chain-certificate",
         }
     }
 }

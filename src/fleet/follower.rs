@@ -84,6 +84,8 @@ pub(super) struct View {
     pub(super) problems: BTreeMap<String, Vec<String>>,
     /// The fleet's last attempt of each certificate whose shared record was opened.
     pub(super) attempts: BTreeMap<String, FleetAttempt>,
+    /// The issuer certificates of the fleet's chains read so far, each once.
+    pub(super) chains: crate::fleet::chains::Intermediates,
 }
 
 impl View {
@@ -104,6 +106,7 @@ impl View {
             versions,
             problems: BTreeMap::new(),
             attempts: BTreeMap::new(),
+            chains: Default::default(),
         }
     }
 

@@ -3,7 +3,9 @@
 //! `state_dir/fleet-versions.json`, on any bytes; and, for the fuzz target `fleet_manifest`
 //! (fuzz/fuzz_targets/fleet_manifest.rs), a host's entry of the fleet's manifest and the floor
 //! taken from it; and, for the fuzz target `fleet_acme_account`
-//! (fuzz/fuzz_targets/fleet_acme_account.rs), the fleet's ACME account value. Each must refuse what it cannot read, never
+//! (fuzz/fuzz_targets/fleet_acme_account.rs), the fleet's ACME account value; and, for the fuzz
+//! target `fleet_chain` (fuzz/fuzz_targets/fleet_chain.rs), an issuer certificate's value at
+//! `chains/SHA256`. Each must refuse what it cannot read, never
 //! panic, and read back what it writes. Not an interface of the agent.
 
 use std::path::PathBuf;
@@ -40,6 +42,7 @@ pub fn envelope(data: &[u8]) {
         "hosts/web1/dcv/www",
         "hosts/web1/proof/www",
         "hosts/web1/rollout/www",
+        "chains/0000000000000000000000000000000000000000000000000000000000000000",
     ] {
         let Some(kind) = Kind::of(rel) else {
             panic!("{rel} is a key of the fleet");
@@ -320,8 +323,64 @@ pub fn acme_account(data: &[u8]) {
     assert!(super::acme::check_account_value(&keys, full, "other", dir, &value).is_err());
 }
 
+/// `data` as the value at `chains/SHA256` (for its own hash, another, and a key that is no
+/// hash), and as a certificate's DER sealed there: it opens back only at its own hash, as
+/// sealed, and the chain rebuilt with it is read without a panic.
+pub fn chain_value(data: &[u8]) {
+    use super::chains;
+    let Some(current) = FleetKey::from_bytes(&[0x5a; KEY_LEN]) else {
+        panic!("a key of {KEY_LEN} bytes is a key");
+    };
+    let keys = FleetKeys::new(current, None);
+    let hash = chains::hash_of(data);
+    let other = chains::hash_of(b"another certificate");
+    let _ = chains::open_raw(&keys, &hash, data);
+    let _ = chains::open_raw(&keys, &other, data);
+    if let Ok(text) = std::str::from_utf8(data) {
+        assert!(chains::open_raw(&keys, text, data).is_err() || chains::is_hash(text));
+    }
+    let Ok((rel, sealed)) = chains::seal(&keys, data, 2) else {
+        panic!("sealing does not fail");
+    };
+    assert_eq!(rel, format!("chains/{hash}"));
+    match chains::open_raw(&keys, &hash, &sealed) {
+        Ok((2, der)) => assert_eq!(der, data, "opens back as sealed"),
+        other => panic!("a sealed value does not open back: {other:?}"),
+    }
+    if hash != other {
+        assert!(
+            chains::open_raw(&keys, &other, &sealed).is_err(),
+            "opens at another hash"
+        );
+    }
+    let pem = chains::chain_pem("", &[data]);
+    let expected = crate::bundle::Expected {
+        public_key_der: &[],
+        domains: &[],
+        now: time::OffsetDateTime::UNIX_EPOCH,
+        trust_anchors: &[],
+    };
+    let _ =
+        crate::bundle::validate_chain(pem.as_bytes(), crate::bundle::ServerKind::Nginx, &expected);
+}
+
 #[cfg(test)]
 mod tests {
+    /// The issuer certificates' seeds, whole and cut: none panics.
+    #[test]
+    fn the_chain_fuzz_seeds_read_without_a_panic() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/fleet_chain");
+        let mut seeds = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let data = std::fs::read(entry.unwrap().path()).unwrap();
+            seeds += 1;
+            for cut in [data.len(), data.len() / 2, 0] {
+                super::chain_value(&data[..cut]);
+            }
+        }
+        assert!(seeds >= 3);
+    }
+
     /// The seeds of the fuzz target, and a few cut or altered: none panics.
     #[test]
     fn the_fuzz_seeds_read_without_a_panic() {

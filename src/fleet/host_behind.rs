@@ -180,6 +180,7 @@ mod tests {
             published_at: not_before,
             archive: String::new(),
             chain: None,
+            intermediates: Vec::new(),
             key: String::new(),
         }
     }

@@ -70,6 +70,8 @@ pub(super) struct FleetRun<'a> {
     acme_published: std::cell::RefCell<BTreeMap<String, super::schema::DcvEntry>>,
     /// The certificates whose refused current value this run wrote back ([`repaired`]).
     repaired_current: std::cell::RefCell<BTreeSet<String>>,
+    /// The issuer certificates this run found or stored at `chains/` ([`super::chains`]).
+    chains_known: std::cell::RefCell<BTreeSet<String>>,
     /// With a rollout in waves: the proofs of the installs the engine held, published once
     /// the batch is settled ([`held`]).
     held_proofs: std::cell::RefCell<Option<super::rollback::Checked>>,
@@ -280,6 +282,8 @@ impl FleetRun<'_> {
             None => (0, Expect::Absent),
         };
         let version = self.versions.borrow().next_current(&cert.name, seen)?;
+        let shared =
+            super::chains::shared_form(self.link, self.lead, cert, r, &self.chains_known).await?;
         let key_place = Place::new(Purpose::CurrentKey, &rel, &cert.name);
         let sealed_key = envelope::seal(&self.link.key, &key_place, version, &r.key_pem)?;
         let doc = Current {
@@ -290,11 +294,9 @@ impl FleetRun<'_> {
             not_after: r.not_after,
             published_by: self.link.fleet.host().to_owned(),
             published_at: self.link.clock.now(),
-            archive: b64(&r.archive),
-            chain: r
-                .chain
-                .as_ref()
-                .map(|c| String::from_utf8_lossy(c).into_owned()),
+            archive: shared.archive,
+            chain: shared.chain,
+            intermediates: shared.intermediates,
             key: b64(&sealed_key),
         };
         let sealed = envelope::seal_json(&self.link.key, &place, version, &doc)?;
@@ -536,6 +538,7 @@ impl Leading<'_> {
             records: std::cell::RefCell::new(records),
             acme_published: std::cell::RefCell::default(),
             repaired_current: std::cell::RefCell::default(),
+            chains_known: std::cell::RefCell::default(),
             held_proofs: std::cell::RefCell::default(),
             fleetwide: std::cell::RefCell::default(),
             fleet_has,
@@ -549,6 +552,7 @@ impl Leading<'_> {
             records: fr.records.take(),
         };
         let exported = export(&fr, store, &eligible, &imported, fleet_has, ran).await;
+        super::chains::migrate(fr.link, fr.lead, config, &fr.versions, &fr.chains_known).await;
         let mut records = exported.records;
         for (name, error) in exported.errors {
             tracing::warn!(certificate = %name, "{error}");

@@ -21,6 +21,7 @@
 //! | `versions` | the versions this host accepted (`state_dir/fleet-versions.json`) |
 //! | `link` | [`FleetLink`]: connect, and the key and spec agreement every host checks |
 //! | `manifest` | the fleet's manifest, and the floor of a host that has accepted nothing yet |
+//! | `chains` | the issuer certificates of the fleet's chains, stored once per fleet by SHA-256 and read once per synchronisation |
 //! | `open_shared` | the shared record and the current certificate opened and checked |
 //! | `proof`, `drift` | what a host proves it serves after an install; proved again on a schedule |
 //! | `rollout`, `rollback`, `decision` | canaries and waves; a host's install whose proof failed rolled back; a person's resume or abort |
@@ -40,6 +41,7 @@
 mod acme;
 mod audit_seen;
 mod audit_watch;
+mod chains;
 pub(crate) mod coord;
 mod decision;
 mod drift;
@@ -73,6 +75,7 @@ mod watch;
 pub(crate) use acme::fleet_account;
 pub(crate) use audit_seen::witness as witness_audit;
 pub(crate) use audit_watch::{audit_alerts, look_at_audits};
+pub use chains::{open_value, seal_value};
 pub use coord::{Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Written};
 pub(crate) use decision::{Verdict, decide};
 pub(crate) use host_behind::behind;

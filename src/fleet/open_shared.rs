@@ -10,6 +10,7 @@ use crate::crypto::{self, CsrHashes, CsrInfo, PrivateKey};
 use crate::engine::{Ready, deploy, keys};
 use crate::store::{CertRecord, PendingKey};
 
+use super::chains::Intermediates;
 use super::envelope::{self, Place, Purpose};
 use super::link::FleetLink;
 use super::schema::{Current, DcvEntry, SharedState, current_key, state_key, unb64};
@@ -140,15 +141,32 @@ pub(super) struct OpenedCurrent {
     pub(super) ready: Ready,
     /// It begins after this host's clock (less than a day ahead): held until then.
     pub(super) not_yet: bool,
+    /// It is in the format of a version before `chains/` (a leader rewrites it).
+    pub(super) old_format: bool,
+}
+
+/// The issuer certificates the current certificate `value` of `cert` names (none when it
+/// does not open: [`open_current`] says why).
+pub(super) fn named_intermediates(
+    link: &FleetLink,
+    cert: &CertificateConfig,
+    value: &[u8],
+) -> Vec<String> {
+    let rel = current_key(&cert.name);
+    let place = Place::new(Purpose::Current, &rel, &cert.name);
+    envelope::open_json::<Current>(&link.key, &link.fleet, &place, value)
+        .map(|(_, c)| c.intermediates)
+        .unwrap_or_default()
 }
 
 /// Opens the current certificate `value` of `cert` and checks it for this host: its version,
 /// and what it would install (the key opened, the bundle checked against it, the names and
-/// the chain).
+/// the chain, its issuer certificates from `chains`).
 pub(super) fn open_current(
     link: &FleetLink,
     cert: &CertificateConfig,
     value: &[u8],
+    chains: &Intermediates,
 ) -> Result<OpenedCurrent> {
     let rel = current_key(&cert.name);
     let place = Place::new(Purpose::Current, &rel, &cert.name);
@@ -161,11 +179,12 @@ pub(super) fn open_current(
             current.version
         );
     }
-    let (ready, not_yet) = prepare(link, cert, &rel, version, &current)?;
+    let (ready, not_yet) = prepare(link, cert, (&rel, version), &current, chains)?;
     Ok(OpenedCurrent {
         version,
         ready,
         not_yet,
+        old_format: super::chains::is_old(&current),
     })
 }
 
@@ -173,9 +192,9 @@ pub(super) fn open_current(
 fn prepare(
     link: &FleetLink,
     cert: &CertificateConfig,
-    rel: &str,
-    version: u64,
+    (rel, version): (&str, u64),
     current: &Current,
+    chains: &Intermediates,
 ) -> Result<(Ready, bool)> {
     let place = Place::new(Purpose::CurrentKey, rel, &cert.name);
     let (at, pem) = envelope::open(&link.key, &link.fleet, &place, &unb64("key", &current.key)?)?;
@@ -188,13 +207,27 @@ fn prepare(
     let key = PrivateKey::from_pem(&pem, "the fleet's record")
         .with_context(|| format!("the fleet's key of certificate '{}'", cert.name))?;
     let archive = unb64("archive", &current.archive)?;
+    let now = link.clock.now();
+    let named = !current.intermediates.is_empty();
     let checked = match &current.chain {
-        // A certificate of an ACME CA: its chain, checked as the leader checked it.
-        Some(chain) if archive.is_empty() => {
-            deploy::check_chain(cert, chain.as_bytes(), &key, link.clock.now())
+        Some(_) if !archive.is_empty() => {
+            Err(anyhow!("it holds both an archive and a chain; refused"))
         }
-        Some(_) => Err(anyhow!("it holds both an archive and a chain; refused")),
-        None => deploy::check_archive(cert, &archive, &key, link.clock.now()),
+        // The leaf, its issuers stored once for the fleet: checked as the archive or the
+        // ACME CA's chain it came from.
+        Some(leaf) if named => chains
+            .chain(leaf, &current.intermediates)
+            .and_then(|chain| match cert.order.issuer.acme() {
+                Some(_) => deploy::check_chain(cert, chain.as_bytes(), &key, now),
+                None => deploy::check_chain_anchored(cert, chain.as_bytes(), &key, now),
+            }),
+        // A certificate of an ACME CA as an earlier version shared it: its chain, checked as
+        // the leader checked it.
+        Some(chain) => deploy::check_chain(cert, chain.as_bytes(), &key, now),
+        None if named => Err(anyhow!(
+            "it names intermediate certificates but holds no leaf; refused"
+        )),
+        None => deploy::check_archive(cert, &archive, &key, now),
     }
     .with_context(|| {
         format!(

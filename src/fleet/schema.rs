@@ -8,7 +8,8 @@
 //! | `keycheck` | a known text | the first host; `fleet rotate-key` |
 //! | `certs/NAME/spec` | names, product and key type every host must agree on | the first host |
 //! | `certs/NAME/state` | the certificate's record (intent, order, reissue, subscription, backoff) and its pending key | the leader, fenced |
-//! | `certs/NAME/current` | the certificate to serve: version, serial, the API's archive (from an ACME CA: the checked chain, PEM) and the key | the leader, fenced |
+//! | `certs/NAME/current` | the certificate to serve: version, serial, its leaf (PEM), the SHA-256 of each issuer certificate of its checked chain, in order, and the key (a value of an earlier version: the API's archive, or an ACME CA's whole chain) | the leader, fenced |
+//! | `chains/SHA256` | an issuer certificate (intermediate, or a root a bundle carries) named by some `current`, its DER stored once per fleet under its SHA-256 ([`super::chains`]) | the leader, fenced, when absent |
 //! | `certs/NAME/retired` | the tombstone of a certificate `cert-agent retire` retired for the fleet: when, by which host, whether the installed files go, what the cancellation came to | the leader, fenced (with the deletion of the certificate's state, current certificate, validation file, host results, hosts' word on ACME validation files and unplaced notes) |
 //! | `acme/CA/account` | the fleet's account with the ACME CA `[acme.CA]`: its directory and URL, and its credentials (with the account's private key) sealed once more | the first leader that needs it, fenced, once |
 //! | `dcv/NAME` | the validation file to serve while the CA checks | the leader, fenced |
@@ -59,6 +60,9 @@ pub(super) fn current_key(name: &str) -> String {
 pub(super) fn retired_key(name: &str) -> String {
     format!("certs/{name}/retired")
 }
+pub(super) fn chain_key(hash: &str) -> String {
+    format!("chains/{hash}")
+}
 pub(super) fn dcv_key(name: &str) -> String {
     format!("dcv/{name}")
 }
@@ -108,6 +112,7 @@ pub(super) enum Kind<'a> {
     DcvServed(&'a str),
     Proof(&'a str),
     Decision(&'a str),
+    Chain(&'a str),
 }
 
 impl<'a> Kind<'a> {
@@ -128,6 +133,7 @@ impl<'a> Kind<'a> {
             ["hosts", _, "dcv", name] => Self::DcvServed(name),
             ["hosts", _, "proof", name] => Self::Proof(name),
             ["hosts", _, "rollout", name] => Self::Decision(name),
+            ["chains", hash] => Self::Chain(hash),
             _ => return None,
         })
     }
@@ -149,6 +155,7 @@ impl<'a> Kind<'a> {
             Self::DcvServed(n) => (Purpose::DcvServed, n),
             Self::Proof(n) => (Purpose::Proof, n),
             Self::Decision(n) => (Purpose::RolloutDecision, n),
+            Self::Chain(hash) => (Purpose::ChainCert, hash),
         };
         Place::new(purpose, rel, name)
     }
@@ -170,6 +177,7 @@ impl<'a> Kind<'a> {
             Kind::DcvServed(_) => "validation file served",
             Kind::Proof(_) => "host proof",
             Kind::Decision(_) => "rollout decision",
+            Kind::Chain(_) => "intermediate certificate",
         }
     }
 }
@@ -249,13 +257,21 @@ pub(super) struct Current {
     pub published_by: String,
     #[serde(with = "time::serde::rfc3339")]
     pub published_at: OffsetDateTime,
-    /// The archive the API sent (base64); empty when `chain` holds the certificate.
+    /// The archive the API sent (base64), as a leader of an earlier version published it;
+    /// empty when `chain` holds the certificate.
     pub(super) archive: String,
-    /// The checked chain (PEM: the leaf, then the intermediates), for a certificate of an
-    /// ACME CA. A host of a version without it reads an empty archive and refuses the
-    /// certificate, naming it, without installing anything.
+    /// The certificate's leaf (PEM) when `intermediates` names its issuers; else, as an
+    /// earlier version published a certificate of an ACME CA, its checked chain (the leaf,
+    /// then the intermediates). A host of a version without it reads an empty archive and
+    /// refuses the certificate, naming it, without installing anything; a host of a version
+    /// without `intermediates` finds no issuer of the leaf and refuses it too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) chain: Option<String>,
+    /// The hex SHA-256 of each issuer certificate of the chain, nearest first (the root last
+    /// when the bundle held one): each stored once per fleet at `chains/SHA256`
+    /// ([`super::chains`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) intermediates: Vec<String>,
     /// The private key's PEM, sealed for this key, name and version (base64).
     pub(super) key: String,
 }

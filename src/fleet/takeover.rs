@@ -275,6 +275,7 @@ mod tests {
             published_at: now,
             archive: String::new(),
             chain: None,
+            intermediates: Vec::new(),
             key: String::new(),
         };
         CertRecord {

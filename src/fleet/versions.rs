@@ -189,6 +189,22 @@ struct File {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     rollout: BTreeMap<String, u64>,
+    /// The highest version this host opened of each issuer certificate of the fleet's chains,
+    /// by its hash (`chains/SHA256`): an older value put back there is refused as a replay.
+    #[serde(
+        default,
+        rename = "@chains",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    chains: BTreeMap<String, u64>,
+    /// Whether this host's last lead found every current value in the chain format
+    /// ([`super::chains::migrate`]), and it accepted none in the old format since.
+    #[serde(
+        default,
+        rename = "@chains_migrated",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    chains_migrated: bool,
     #[serde(flatten)]
     certs: BTreeMap<String, CertVersions>,
 }
@@ -295,6 +311,33 @@ impl Versions {
             self.changed = true;
         }
         Ok(())
+    }
+
+    /// Accepts `version` of the issuer certificate of `hash` unless this host opened a higher
+    /// one of it before (`Err`: that version).
+    pub(super) fn accept_chain(&mut self, hash: &str, version: u64) -> Result<(), u64> {
+        let floor = self.file.chains.entry(hash.to_owned()).or_insert(0);
+        if version < *floor {
+            return Err(*floor);
+        }
+        if version > *floor {
+            *floor = version;
+            self.changed = true;
+        }
+        Ok(())
+    }
+
+    /// Whether every current value was found in the chain format (see the field).
+    pub(super) fn chains_migrated(&self) -> bool {
+        self.file.chains_migrated
+    }
+
+    /// Records whether every current value is in the chain format.
+    pub(super) fn set_chains_migrated(&mut self, migrated: bool) {
+        if self.file.chains_migrated != migrated {
+            self.file.chains_migrated = migrated;
+            self.changed = true;
+        }
     }
 
     pub(super) fn of(&self, name: &str) -> CertVersions {
@@ -792,6 +835,23 @@ mod tests {
         assert_eq!(v.accept_rollout(key, 50), Err(100));
         assert_eq!(v.accept_rollout(key, 101), Ok(()));
         assert_eq!(v.accept_rollout(key, 100), Err(101));
+    }
+
+    #[test]
+    fn an_intermediate_older_than_one_opened_before_is_refused_after_a_restart_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut v = Versions::load(dir.path()).unwrap();
+        let (a, b) = ("a".repeat(64), "b".repeat(64));
+        assert_eq!(v.accept_chain(&a, 1), Ok(()));
+        assert_eq!(v.accept_chain(&a, 1), Ok(()), "the same value again");
+        assert_eq!(v.accept_chain(&a, 7), Ok(()));
+        assert_eq!(v.accept_chain(&b, 1), Ok(()), "another hash: its own floor");
+        assert!(!v.chains_migrated());
+        v.set_chains_migrated(true);
+        v.save().unwrap();
+        let mut v = Versions::load(dir.path()).unwrap();
+        assert_eq!(v.accept_chain(&a, 1), Err(7));
+        assert!(v.chains_migrated());
     }
 
     #[test]

@@ -74,6 +74,9 @@ mod fleet_balancer;
 /// A follower installs a catch-up and a leader's burst of certificates with one reload each.
 mod fleet_batch;
 mod fleet_catchup;
+/// The current value as a leaf and intermediates stored once per fleet; the archive format
+/// still read and rewritten in place; a missing, forged or older intermediate refused.
+mod fleet_chain;
 /// A fleet host's daemon: its synchronisations are not runs; their notifications hold no lock.
 mod fleet_daemon;
 /// docs/fleet.md run as printed: etcd with TLS and auth, three hosts with nginx, the sandbox.

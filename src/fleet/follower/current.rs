@@ -14,7 +14,7 @@ use super::{Synced, View};
 use crate::config::CertificateConfig;
 use crate::engine::{Job, Outcome, Ready};
 use crate::fleet::link::FleetLink;
-use crate::fleet::open_shared::{OpenedCurrent, open_current};
+use crate::fleet::open_shared::{OpenedCurrent, named_intermediates, open_current};
 use crate::fleet::schema::HostResult;
 use crate::fleet::schema::current_key;
 use crate::fleet::versions::Seen;
@@ -88,9 +88,25 @@ pub(super) fn plan(
     )
 }
 
+/// Reads the issuer certificates the current values of `certs` name that this
+/// synchronisation has not read yet (most certificates name the same one or two).
+pub(super) async fn read_intermediates(
+    link: &FleetLink,
+    view: &mut View,
+    certs: &[&CertificateConfig],
+) -> Result<()> {
+    let named: Vec<String> = certs
+        .iter()
+        .filter_map(|c| view.docs.get(&current_key(&c.name)).map(|v| (c, v)))
+        .flat_map(|(c, v)| named_intermediates(link, c, v))
+        .filter(|h| crate::fleet::chains::is_hash(h))
+        .collect();
+    view.chains.fetch(link, &mut view.versions, named).await
+}
+
 /// Opens and checks the current value of each certificate of `certs` (each one the fleet
-/// has a value of: [`plan`] said so) on a few threads at once; the results in order, each
-/// error naming its certificate.
+/// has a value of: [`plan`] said so) on a few threads at once, with the issuer certificates
+/// [`read_intermediates`] read; the results in order, each error naming its certificate.
 pub(super) fn open_all(
     link: &FleetLink,
     view: &View,
@@ -104,7 +120,7 @@ pub(super) fn open_all(
                 link.fleet.key(&rel)
             )
         })?;
-        open_current(link, cert, value)
+        open_current(link, cert, value, &view.chains)
     })
 }
 
@@ -145,6 +161,10 @@ pub(super) fn finish(
         .ok_or_else(|| anyhow!("the fleet's certificate {key} was not read"))?;
     view.versions
         .accept_current(&cert.name, &key, version, &value, &serial, not_before)?;
+    if opened.old_format {
+        // A leader of an earlier version published it: this host's next lead rewrites it.
+        view.versions.set_chains_migrated(false);
+    }
     let mut seen = CurrentSeen {
         version,
         serial,

@@ -122,6 +122,7 @@ pub(super) async fn take_slices<'a>(
         // A value accepted before but not installed here is opened again: read when left out.
         view.fill(link, to_open.iter().map(|c| current_key(&c.name)).collect())
             .await?;
+        current::read_intermediates(link, view, &to_open).await?;
         let mut opened = current::open_all(link, view, to_open).into_iter();
         let (mut out, ready, published, fleet_has) =
             take_steps(link, steps, &mut opened, view, results);
