@@ -30,6 +30,7 @@ use lease::Renewer;
 
 pub(crate) use events::Changes;
 pub use events::{FleetWatch, LeadEvent};
+pub(crate) use lease::take_lost as take_leads_lost;
 pub(crate) use snapshot::Snapshot;
 
 /// What went wrong with the fleet's store.
@@ -414,12 +415,19 @@ impl Fleet {
         let held = Arc::new(Mutex::new(Some(
             asked.saturating_add(deadline_of(grant.ttl())),
         )));
-        let renewing = Renewer::start(&self.reconnect, lease, self.lease_ttl, held.clone());
+        let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let renewing = Renewer::start(
+            &self.reconnect,
+            lease,
+            self.lease_ttl,
+            (held.clone(), lost.clone()),
+        );
         Ok(Some(Leadership {
             fleet: self.clone(),
             lease,
             revision,
             held,
+            lost,
             renewing,
         }))
     }
@@ -531,6 +539,8 @@ pub struct Leadership {
     lease: i64,
     revision: i64,
     held: Held,
+    /// Set once the lead is lost (counted once: [`lease::lose`]).
+    lost: Arc<std::sync::atomic::AtomicBool>,
     renewing: Renewer,
 }
 
@@ -704,6 +714,11 @@ impl Leadership {
     /// host's name at `resigned` (the other hosts tell a lead given up from one whose lease
     /// ended, [`Fleet::resigned_at`]), then the lease is revoked.
     pub async fn resign(mut self) {
+        // A lead that ended before it was given up (its deadline passed while this process
+        // was stopped, another host leads) is lost, whether or not the renewal saw it first.
+        if !self.is_held() {
+            lease::lose(&self.lost);
+        }
         *lock(&self.held) = None;
         self.renewing.abort();
         let leader = self.fleet.key(LEADER);
