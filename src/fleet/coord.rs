@@ -428,6 +428,7 @@ impl Fleet {
             revision,
             held,
             lost,
+            given_up: false,
             renewing,
         }))
     }
@@ -541,6 +542,8 @@ pub struct Leadership {
     held: Held,
     /// Set once the lead is lost (counted once: [`lease::lose`]).
     lost: Arc<std::sync::atomic::AtomicBool>,
+    /// Given up ([`Leadership::resign`]).
+    given_up: bool,
     renewing: Renewer,
 }
 
@@ -555,6 +558,11 @@ impl std::fmt::Debug for Leadership {
 
 impl Drop for Leadership {
     fn drop(&mut self) {
+        // A lead dropped without being given up after it ended (an error on its way out) is
+        // lost as well.
+        if !self.given_up && !self.is_held() {
+            lease::lose(&self.lost);
+        }
         self.renewing.abort();
     }
 }
@@ -719,6 +727,7 @@ impl Leadership {
         if !self.is_held() {
             lease::lose(&self.lost);
         }
+        self.given_up = true;
         *lock(&self.held) = None;
         self.renewing.abort();
         let leader = self.fleet.key(LEADER);

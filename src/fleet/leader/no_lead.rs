@@ -76,9 +76,13 @@ pub(super) async fn leads(
     false
 }
 
-/// An unattended run over every certificate, or one an operator asked for.
+/// An unattended run over every certificate, or one an operator asked for (in debug builds,
+/// `CERT_AGENT_TEST_LEAD_NO_OP=1` too: the tests of a leader's run with nothing to do).
 fn asked(opts: &RunOptions, follows: bool) -> Asked {
-    let plain = !follows
+    let always = cfg!(debug_assertions)
+        && std::env::var("CERT_AGENT_TEST_LEAD_NO_OP").is_ok_and(|v| v == "1");
+    let plain = !always
+        && !follows
         && opts.names.is_empty()
         && !opts.force
         && !opts.clear_intent
