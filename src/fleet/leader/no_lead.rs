@@ -14,7 +14,7 @@ use crate::store::{CertRecord, Store};
 
 use super::import::ForImports;
 use super::records_now::record_digest;
-use super::wanted::{Asked, Facts, Said, Shared, wanted};
+use super::wanted::{Asked, Facts, Run, Said, Shared, wanted};
 use super::{FromSync, Synchronised};
 
 /// What the report says of a certificate the synchronisation left as it was.
@@ -45,13 +45,21 @@ pub(super) async fn leads(
                 .then_some(config.revocation.refresh_secs),
             now,
         );
-    let why = if asked == Asked::Explicit || crl_due {
-        wanted(config, asked, crl_due, &[], now)
+    let run = Run {
+        asked,
+        crl_due,
+        key_check_forged: link
+            .forged_key_check
+            .load(std::sync::atomic::Ordering::SeqCst)
+            != 0,
+    };
+    let why = if asked == Asked::Explicit || crl_due || run.key_check_forged {
+        wanted(config, run, &[], now)
     } else {
         match facts(synced, for_imports, store, certs, report).await {
             Ok(facts) => {
                 let facts: Vec<Facts<'_>> = facts.iter().map(Gathered::facts).collect();
-                wanted(config, asked, false, &facts, now)
+                wanted(config, run, &facts, now)
             }
             Err(e) => Some(format!("the shared records were not read: {e:#}")),
         }

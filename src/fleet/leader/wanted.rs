@@ -63,20 +63,31 @@ pub(super) enum Asked {
     Explicit,
 }
 
-/// Why a leader is needed now (`None`: nothing for one). `crl_due`: the fleet's CRL checks
-/// are this host's to make now (see the run's lead file).
+/// What the run is and what it found for the whole fleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Run {
+    pub(super) asked: Asked,
+    /// The fleet's CRL checks are this host's to make now (see [`crate::fleet::leads`]).
+    pub(super) crl_due: bool,
+    /// The fleet's key check was refused as not the fleet's: a leader seals it again.
+    pub(super) key_check_forged: bool,
+}
+
+/// Why a leader is needed now (`None`: nothing for one).
 pub(super) fn wanted(
     config: &Config,
-    asked: Asked,
-    crl_due: bool,
+    run: Run,
     certs: &[Facts<'_>],
     now: time::OffsetDateTime,
 ) -> Option<String> {
-    if asked == Asked::Explicit {
+    if run.asked == Asked::Explicit {
         return Some("an operator's command, a takeover or a later round".into());
     }
-    if crl_due {
+    if run.crl_due {
         return Some("the CRLs of the fleet's certificates are due to be read".into());
+    }
+    if run.key_check_forged {
+        return Some("the fleet's key check is not the fleet's (a leader seals it again)".into());
     }
     certs
         .iter()

@@ -28,6 +28,12 @@ key_path = "/tmp/www.key"
     Config::parse(text, std::path::Path::new("/tmp/x.toml")).unwrap()
 }
 
+const UNATTENDED: Run = Run {
+    asked: Asked::Unattended,
+    crl_due: false,
+    key_check_forged: false,
+};
+
 fn now() -> OffsetDateTime {
     time::macros::datetime!(2027-01-01 00:00 UTC)
 }
@@ -84,7 +90,7 @@ fn ask(config: &Config, said: Said, shared: Shared, local: &CertRecord) -> Optio
         fleet_has: Some(("0a", nb)),
         local: Some(local),
     }];
-    wanted(config, Asked::Unattended, false, &facts, now())
+    wanted(config, UNATTENDED, &facts, now())
 }
 
 fn record(r: &CertRecord) -> Shared {
@@ -201,20 +207,20 @@ fn in_doubt_a_run_leads() {
         fleet_has: None,
         local: Some(&local),
     }];
-    assert!(wanted(&config, Asked::Unattended, false, &none, now()).is_some());
+    assert!(wanted(&config, UNATTENDED, &none, now()).is_some());
     let refused = [Facts {
         refused: Some("names differ"),
         fleet_has: Some(("0a", now())),
         ..none[0].clone_for_test()
     }];
-    let why = wanted(&config, Asked::Unattended, false, &refused, now()).unwrap_or_default();
+    let why = wanted(&config, UNATTENDED, &refused, now()).unwrap_or_default();
     assert!(why.contains("names differ"), "{why}");
     let unread = [Facts {
         local: None,
         fleet_has: Some(("0a", now())),
         ..none[0].clone_for_test()
     }];
-    assert!(wanted(&config, Asked::Unattended, false, &unread, now()).is_some());
+    assert!(wanted(&config, UNATTENDED, &unread, now()).is_some());
 }
 
 #[test]
@@ -232,12 +238,36 @@ fn an_operators_command_or_the_crl_checks_lead_whatever_the_certificates() {
         )),
         local: Some(&local),
     }];
-    assert_eq!(
-        wanted(&config, Asked::Unattended, false, &facts, now()),
-        None
+    assert_eq!(wanted(&config, UNATTENDED, &facts, now()), None);
+    assert!(
+        wanted(
+            &config,
+            Run {
+                asked: Asked::Explicit,
+                ..UNATTENDED
+            },
+            &facts,
+            now()
+        )
+        .is_some()
     );
-    assert!(wanted(&config, Asked::Explicit, false, &facts, now()).is_some());
-    assert!(wanted(&config, Asked::Unattended, true, &facts, now()).is_some());
+    assert!(
+        wanted(
+            &config,
+            Run {
+                crl_due: true,
+                ..UNATTENDED
+            },
+            &facts,
+            now()
+        )
+        .is_some()
+    );
+    let forged = Run {
+        key_check_forged: true,
+        ..UNATTENDED
+    };
+    assert!(wanted(&config, forged, &facts, now()).is_some());
 }
 
 impl<'a> Facts<'a> {
