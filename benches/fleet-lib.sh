@@ -102,14 +102,15 @@ login = "partner@sandbox.test"
 password_file = "$W/password"
 ca_file = "$SB_CA"
 
+# The bench's names are in no DNS: the sandbox reaches the hosts by port.
+[preflight]
+http = false
+
+# Last: the callers append [agent] keys.
 [agent]
 state_dir = "$d/state"
 allow_orders = true
 poll_interval_secs = 2
-
-# The bench's names are in no DNS: the sandbox reaches the hosts by port.
-[preflight]
-http = false
 EOF
 }
 
