@@ -415,20 +415,12 @@ impl Fleet {
         let held = Arc::new(Mutex::new(Some(
             asked.saturating_add(deadline_of(grant.ttl())),
         )));
-        let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let renewing = Renewer::start(
-            &self.reconnect,
-            lease,
-            self.lease_ttl,
-            (held.clone(), lost.clone()),
-        );
+        let renewing = Renewer::start(&self.reconnect, lease, self.lease_ttl, held.clone());
         Ok(Some(Leadership {
             fleet: self.clone(),
             lease,
             revision,
             held,
-            lost,
-            given_up: false,
             renewing,
         }))
     }
@@ -540,10 +532,6 @@ pub struct Leadership {
     lease: i64,
     revision: i64,
     held: Held,
-    /// Set once the lead is lost (counted once: [`lease::lose`]).
-    lost: Arc<std::sync::atomic::AtomicBool>,
-    /// Given up ([`Leadership::resign`]).
-    given_up: bool,
     renewing: Renewer,
 }
 
@@ -558,12 +546,9 @@ impl std::fmt::Debug for Leadership {
 
 impl Drop for Leadership {
     fn drop(&mut self) {
-        // A lead dropped without being given up after it ended (an error on its way out) is
+        // A lead dropped after it ended, without being given up (an error on its way out), is
         // lost as well.
-        if !self.given_up && !self.is_held() {
-            lease::lose(&self.lost);
-        }
-        self.renewing.abort();
+        self.renewing.end(!self.is_held());
     }
 }
 
@@ -724,12 +709,9 @@ impl Leadership {
     pub async fn resign(mut self) {
         // A lead that ended before it was given up (its deadline passed while this process
         // was stopped, another host leads) is lost, whether or not the renewal saw it first.
-        if !self.is_held() {
-            lease::lose(&self.lost);
-        }
-        self.given_up = true;
+        let ended = !self.is_held();
         *lock(&self.held) = None;
-        self.renewing.abort();
+        self.renewing.end(ended);
         let leader = self.fleet.key(LEADER);
         let txn = Txn::new()
             .when([Compare::create_revision(

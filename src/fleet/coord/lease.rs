@@ -13,7 +13,7 @@ static LOST: AtomicU64 = AtomicU64::new(0);
 
 /// Counts the lead of `lost` as lost: once per lead, whether the renewal or the leader's own
 /// end of it saw it first.
-pub(super) fn lose(lost: &AtomicBool) {
+fn lose(lost: &AtomicBool) {
     if !lost.swap(true, Ordering::SeqCst) {
         LOST.fetch_add(1, Ordering::SeqCst);
     }
@@ -31,6 +31,8 @@ pub(crate) fn take_lost() -> u64 {
 pub(super) struct Renewer {
     /// Dropped to stop the renewal at once.
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Set once the lead is lost (by the renewal, or at its end: [`Renewer::end`]).
+    lost: Arc<AtomicBool>,
 }
 
 impl Renewer {
@@ -38,9 +40,11 @@ impl Renewer {
         (endpoints, options): &(Vec<String>, ConnectOptions),
         lease: i64,
         ttl: Duration,
-        (held, lost): (Held, Arc<AtomicBool>),
+        held: Held,
     ) -> Self {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let lost = Arc::new(AtomicBool::new(false));
+        let lost_here = lost.clone();
         let (endpoints, options) = (endpoints.clone(), options.clone());
         let spawned = std::thread::Builder::new()
             .name("fleet-lease".into())
@@ -56,6 +60,7 @@ impl Renewer {
                     }
                 };
                 let mut stopped = stopped;
+                let lost = lost_here;
                 runtime.block_on(async move {
                     let client = tokio::select! {
                         c = Client::connect(&endpoints, Some(options)) => c,
@@ -79,11 +84,18 @@ impl Renewer {
         if let Err(e) = spawned {
             tracing::warn!("fleet: the leader's lease cannot be renewed: {e}");
         }
-        Renewer { stop: Some(stop) }
+        Renewer {
+            stop: Some(stop),
+            lost,
+        }
     }
 
-    pub(super) fn abort(&mut self) {
-        self.stop.take();
+    /// Stops the renewal at once (the first call); a lead that `ended` before (its deadline
+    /// passed, another host leads) is counted lost, once.
+    pub(super) fn end(&mut self, ended: bool) {
+        if self.stop.take().is_some() && ended {
+            lose(&self.lost);
+        }
     }
 }
 
