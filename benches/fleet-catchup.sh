@@ -16,7 +16,9 @@
 # Results: OUT/catchup.csv, OUT/summary.txt, OUT/strace-BUILD-C.txt, OUT/perf-C.txt,
 # OUT/heaptrack-C.txt.
 # Usage: benches/fleet-catchup.sh [OUT_DIR]   (default benches/results/fleet-catchup-DATE)
-#   SIZES="1000" REPEAT=3 STRACE=0 PERF=0 HEAPTRACK=0 PROFILE=release|debug AGENT_BIN=PATH BASELINE=PATH
+#   SIZES="1000" REPEAT=3 JOINERS=0 STRACE=0 PERF=0 HEAPTRACK=0 PROFILE=release|debug AGENT_BIN=PATH BASELINE=PATH
+# With JOINERS=N, N more fresh hosts join at once after the repetitions (each build in turn):
+# OUT/mass-join.txt gives the time until the last one's first run ended and the leads taken.
 # Needs etcd, nginx, openssl, python3, curl (strace, perf when asked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,6 +66,24 @@ for C in $SIZES; do
       timed "${b%%:*}" "${b#*:}" "$d" "$C" "$r"
     done
   done
+  if [ "${JOINERS:-0}" -gt 0 ]; then
+    # JOINERS fresh hosts join at once (each build in turn): until the last first run ended,
+    # the leads they took, the runs that failed.
+    for b in "${BUILDS[@]}"; do
+      pids=()
+      for j in $(seq "$JOINERS"); do joiner "$B/mass-${b%%:*}-$j" "$PREFIX" "$C" "$DOM"; done
+      t0=$(date +%s.%N)
+      for j in $(seq "$JOINERS"); do
+        d=$B/mass-${b%%:*}-$j
+        "${b#*:}" --config "$d/config.toml" renew > "$d/renew.log" 2>&1 & pids+=($!)
+      done
+      fails=0
+      for p in "${pids[@]}"; do wait "$p" || fails=$((fails + 1)); done
+      t1=$(date +%s.%N)
+      leads=$(cat "$B"/mass-"${b%%:*}"-*/state/audit.log 2>/dev/null | grep -c '"event":"fleet-lead-taken"' || true)
+      echo "C=$C ${b%%:*}: $JOINERS joiners at once: $(python3 -c "print(f'{$t1 - $t0:.2f}')") s until the last first run ended, ${leads:-0} lead(s) taken, $fails run(s) failed" | tee -a "$OUT/mass-join.txt"
+    done
+  fi
   if [ "${STRACE:-0}" = 1 ]; then
     for b in "${BUILDS[@]}"; do
       d=$B/strace-${b%%:*}; joiner "$d" "$PREFIX" "$C" "$DOM"
