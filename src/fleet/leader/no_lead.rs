@@ -53,16 +53,22 @@ pub(super) async fn leads(
             .load(std::sync::atomic::Ordering::SeqCst)
             != 0,
     };
-    let why = if asked == Asked::Explicit || crl_due || run.key_check_forged {
-        wanted(config, run, &[], now)
+    let gathered = if asked == Asked::Explicit || crl_due || run.key_check_forged {
+        None
     } else {
-        match facts(synced, for_imports, store, certs, report).await {
-            Ok(facts) => {
-                let facts: Vec<Facts<'_>> = facts.iter().map(Gathered::facts).collect();
-                wanted(config, run, &facts, now)
-            }
-            Err(e) => Some(format!("the shared records were not read: {e:#}")),
+        Some(facts(synced, for_imports, store, certs, report).await)
+    };
+    let why = match &gathered {
+        None => wanted(config, run, &[], now),
+        Some(Err(e)) => Some(format!("the shared records were not read: {e:#}")),
+        Some(Ok(g)) => {
+            let facts: Vec<Facts<'_>> = g.iter().map(Gathered::facts).collect();
+            wanted(config, run, &facts, now)
         }
+    };
+    let why = match (why, &gathered) {
+        (None, Some(Ok(g))) if config.revocation.check => revoked(config, store, g, now).await,
+        (why, _) => why,
     };
     if let Some(why) = why {
         tracing::debug!("fleet: this run takes the lead when it is free: {why}");
@@ -82,6 +88,33 @@ pub(super) async fn leads(
     }
     crate::fleet::follower::fleet_failures(store, report);
     false
+}
+
+/// The first of `gathered` whose installed certificate its CRL lists as revoked (the CRLs as
+/// the engine reads them: a kept copy within `refresh_secs`, each read once): work for a
+/// leader, which replaces it.
+async fn revoked(
+    config: &Config,
+    store: &Store,
+    gathered: &[Gathered<'_>],
+    now: time::OffsetDateTime,
+) -> Option<String> {
+    let checker = crate::revocation::Checker::new(store.dir(), &config.revocation);
+    let mut found = None;
+    for g in gathered {
+        let Some(inst) = g.local.as_ref().and_then(|r| r.installed.as_ref()) else {
+            continue;
+        };
+        if let crate::revocation::Status::Revoked { .. } = checker.status(inst, now).await {
+            found = Some(format!(
+                "'{}': its CRL lists the installed certificate as revoked",
+                g.cert.name
+            ));
+            break;
+        }
+    }
+    checker.finish();
+    found
 }
 
 /// An unattended run over every certificate, or one an operator asked for (in debug builds,
