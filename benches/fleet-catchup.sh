@@ -8,15 +8,17 @@
 # (`strace -c -f`, one extra run; its fsync, fdatasync, syncfs, openat, rename, statx and
 # unlink calls listed), with PERF=1 a `perf record -g` profile (one extra run), with
 # HEAPTRACK=1 the largest allocations at the heap's peak (`heaptrack`, one extra run).
-# The joiner's first run takes the free lead: a leader's run synchronises first, as a
-# follower's does, then finds nothing due.
+# The joiner's first run installs what the fleet has and finds no work for a leader: it does
+# not take the lead (the `leads` column: `fleet-lead-taken` lines in its audit log).
 # With BASELINE=PATH (another cert-agent build) each repetition also times a fresh joiner
 # with it (the same fleet: before and after a change, under the same load); the leader is
 # always AGENT.
 # Results: OUT/catchup.csv, OUT/summary.txt, OUT/strace-BUILD-C.txt, OUT/perf-C.txt,
 # OUT/heaptrack-C.txt.
 # Usage: benches/fleet-catchup.sh [OUT_DIR]   (default benches/results/fleet-catchup-DATE)
-#   SIZES="1000" REPEAT=3 STRACE=0 PERF=0 HEAPTRACK=0 PROFILE=release|debug AGENT_BIN=PATH BASELINE=PATH
+#   SIZES="1000" REPEAT=3 JOINERS=0 STRACE=0 PERF=0 HEAPTRACK=0 PROFILE=release|debug AGENT_BIN=PATH BASELINE=PATH
+# With JOINERS=N, N more fresh hosts join at once after the repetitions (each build in turn):
+# OUT/mass-join.txt gives the time until the last one's first run ended and the leads taken.
 # Needs etcd, nginx, openssl, python3, curl (strace, perf when asked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,17 +41,18 @@ timed() {
   local build=$1 bin=$2 d=$3 c=$4 r=$5
   /usr/bin/time -f '%e %U %S %M' -o "$d/time" "$bin" --config "$d/config.toml" renew > "$d/renew.log" 2>&1 \
     || { cp "$d/renew.log" "$OUT/renew-failed-$build-$c.log"; tail -n 20 "$d/renew.log" >&2; exit 1; }
-  local n rl wall user sys rss
+  local n rl wall user sys rss leads
   n=$(ls "$d/out" | grep -c -e '^c[0-9]*\.pem$' -e '^fullchain\.pem$' || true)
+  leads=$(grep -c '"event":"fleet-lead-taken"' "$d/state/audit.log" 2>/dev/null || true)
   rl=$( [ -f "$d/reloads" ] && wc -l < "$d/reloads" || echo 0)
   read -r wall user sys rss < "$d/time"
-  echo "C=$c $build run $r: ${wall} s wall, ${user} s user, ${sys} s sys, $((rss / 1024)) MiB peak RSS, $rl reloads, $n of $c installed"
-  echo "$build,$c,$r,$wall,$user,$sys,$rss,$rl,$n" >> "$OUT/catchup.csv"
+  echo "C=$c $build run $r: ${wall} s wall, ${user} s user, ${sys} s sys, $((rss / 1024)) MiB peak RSS, $rl reloads, $n of $c installed, ${leads:-0} lead(s) taken"
+  echo "$build,$c,$r,$wall,$user,$sys,$rss,$rl,$n,${leads:-0}" >> "$OUT/catchup.csv"
 }
 BUILDS=("agent:$AGENT")
 [ -z "${BASELINE:-}" ] || BUILDS=("baseline:$BASELINE" "agent:$AGENT")
 
-echo "build,certs,run,wall_s,user_s,sys_s,peak_rss_kib,reloads,installed" > "$OUT/catchup.csv"
+echo "build,certs,run,wall_s,user_s,sys_s,peak_rss_kib,reloads,installed,leads" > "$OUT/catchup.csv"
 for C in $SIZES; do
   PREFIX=/catchup-$C/; DOM=k$C.bench.test; B=$W/c$C
   scale_host "$B/host1" host1 "$PREFIX" "$C" nginx "$DOM"
@@ -63,6 +66,24 @@ for C in $SIZES; do
       timed "${b%%:*}" "${b#*:}" "$d" "$C" "$r"
     done
   done
+  if [ "${JOINERS:-0}" -gt 0 ]; then
+    # JOINERS fresh hosts join at once (each build in turn): until the last first run ended,
+    # the leads they took, the runs that failed.
+    for b in "${BUILDS[@]}"; do
+      pids=()
+      for j in $(seq "$JOINERS"); do joiner "$B/mass-${b%%:*}-$j" "$PREFIX" "$C" "$DOM"; done
+      t0=$(date +%s.%N)
+      for j in $(seq "$JOINERS"); do
+        d=$B/mass-${b%%:*}-$j
+        "${b#*:}" --config "$d/config.toml" renew > "$d/renew.log" 2>&1 & pids+=($!)
+      done
+      fails=0
+      for p in "${pids[@]}"; do wait "$p" || fails=$((fails + 1)); done
+      t1=$(date +%s.%N)
+      leads=$(cat "$B"/mass-"${b%%:*}"-*/state/audit.log 2>/dev/null | grep -c '"event":"fleet-lead-taken"' || true)
+      echo "C=$C ${b%%:*}: $JOINERS joiners at once: $(python3 -c "print(f'{$t1 - $t0:.2f}')") s until the last first run ended, ${leads:-0} lead(s) taken, $fails run(s) failed" | tee -a "$OUT/mass-join.txt"
+    done
+  fi
   if [ "${STRACE:-0}" = 1 ]; then
     for b in "${BUILDS[@]}"; do
       d=$B/strace-${b%%:*}; joiner "$d" "$PREFIX" "$C" "$DOM"
@@ -91,12 +112,12 @@ import csv, statistics, sys
 out, profile = sys.argv[1:]
 rows = list(csv.DictReader(open(f"{out}/catchup.csv")))
 print(f"a fresh host's first renew ({profile} build, sandbox --instant, server = \"none\")")
-print("| build | certificates | wall (median, min-max) | user CPU | sys CPU | peak RSS | reloads | installed |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|")
+print("| build | certificates | wall (median, min-max) | user CPU | sys CPU | peak RSS | reloads | installed | leads taken |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for b in dict.fromkeys(r["build"] for r in rows):
     for c in sorted({int(r["certs"]) for r in rows if r["build"] == b}):
         rs = [r for r in rows if int(r["certs"]) == c and r["build"] == b]
         wall = [float(r["wall_s"]) for r in rs]
         med = lambda k: statistics.median(float(r[k]) for r in rs)
-        print(f"| {b} | {c} | {statistics.median(wall):.2f} s ({min(wall):.2f}-{max(wall):.2f}) | {med('user_s'):.2f} s | {med('sys_s'):.2f} s | {max(int(r['peak_rss_kib']) for r in rs) / 1024:.0f} MiB | {max(int(r['reloads']) for r in rs)} | {min(int(r['installed']) for r in rs)} |")
+        print(f"| {b} | {c} | {statistics.median(wall):.2f} s ({min(wall):.2f}-{max(wall):.2f}) | {med('user_s'):.2f} s | {med('sys_s'):.2f} s | {max(int(r['peak_rss_kib']) for r in rs) / 1024:.0f} MiB | {max(int(r['reloads']) for r in rs)} | {min(int(r['installed']) for r in rs)} | {sum(int(r.get('leads') or 0) for r in rs)} of {len(rs)} runs |")
 EOF

@@ -1,6 +1,6 @@
 //! The fleet files a host keeps for its checks in its state directory: the lead it saw
-//! (`fleet-lead.json`) and the hosts whose audit log went back (`fleet-audit-rewound.json`);
-//! the first byte picks the file. Must never panic; what reads is written and read back the
+//! (`fleet-lead.json`), the hosts whose audit log went back (`fleet-audit-rewound.json`) and
+//! this host's leads (`fleet-leads.json`); the first byte picks the file. Must never panic; what reads is written and read back the
 //! same.
 #![no_main]
 

@@ -63,6 +63,7 @@ pub(super) async fn status(
     let kept = crate::fleet::witness_audit(&config.agent.state_dir, &mut status.audit, clock.now());
     status.warnings.extend(kept);
     status.lead_stuck = crate::fleet::lead_stuck(&link, config).await;
+    status.leads_lost = crate::fleet::leads_lost(&config.agent.state_dir);
     let rewound = status.audit.iter().any(|a| a.rewound.is_some());
     let unled = crate::fleet::mark_unled(
         &mut status.pending,
@@ -88,6 +89,12 @@ pub(super) async fn status(
     match status.leader.as_deref() {
         Some(l) => outln!("leader: {l}"),
         None => outln!("leader: {}", crate::fleet::leaderless_line(&status.pending)),
+    }
+    if status.leads_lost > 0 {
+        outln!(
+            "leads lost by this host: {} (its lease not renewed in time: see lease_ttl_secs)",
+            status.leads_lost
+        );
     }
     out.table(&table(&status));
     for c in &status.certificates {

@@ -30,6 +30,7 @@ use lease::Renewer;
 
 pub(crate) use events::Changes;
 pub use events::{FleetWatch, LeadEvent};
+pub(crate) use lease::take_lost as take_leads_lost;
 pub(crate) use snapshot::Snapshot;
 
 /// What went wrong with the fleet's store.
@@ -545,7 +546,9 @@ impl std::fmt::Debug for Leadership {
 
 impl Drop for Leadership {
     fn drop(&mut self) {
-        self.renewing.abort();
+        // A lead dropped after it ended, without being given up (an error on its way out), is
+        // lost as well.
+        self.renewing.end(!self.is_held());
     }
 }
 
@@ -704,8 +707,11 @@ impl Leadership {
     /// host's name at `resigned` (the other hosts tell a lead given up from one whose lease
     /// ended, [`Fleet::resigned_at`]), then the lease is revoked.
     pub async fn resign(mut self) {
+        // A lead that ended before it was given up (its deadline passed while this process
+        // was stopped, another host leads) is lost, whether or not the renewal saw it first.
+        let ended = !self.is_held();
         *lock(&self.held) = None;
-        self.renewing.abort();
+        self.renewing.end(ended);
         let leader = self.fleet.key(LEADER);
         let txn = Txn::new()
             .when([Compare::create_revision(

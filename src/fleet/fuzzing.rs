@@ -247,15 +247,20 @@ pub fn versions(data: &[u8]) {
 }
 
 /// `data` as the state directory's own fleet files the checks read: the lead this host saw
-/// (`fleet-lead.json`; the first byte even) or the hosts whose audit log went back
-/// (`fleet-audit-rewound.json`; odd). Never panics; what reads is written and read back the
-/// same, and a lead that reads is judged against any limit without a panic.
+/// (`fleet-lead.json`; the first byte 0 modulo 4), the hosts whose audit log went back
+/// (`fleet-audit-rewound.json`; odd) or this host's leads (`fleet-leads.json`; 2 modulo 4).
+/// Never panics; what reads is written and read back the same, a lead that reads is judged
+/// against any limit, and the leads' CRL turn at any time, without a panic.
 pub fn local(data: &[u8]) {
     let Some((&which, rest)) = data.split_first() else {
         return;
     };
     if which % 2 == 1 {
         super::audit_watch::fuzz(rest);
+        return;
+    }
+    if which % 4 == 2 {
+        leads(rest);
         return;
     }
     let Some(lead) = super::lead_age::parse(rest) else {
@@ -271,6 +276,28 @@ pub fn local(data: &[u8]) {
     );
     for limit in [0, 10, u64::MAX] {
         let _ = super::lead_age::stuck(&lead, limit);
+    }
+}
+
+/// `data` as `fleet-leads.json`: what reads is written and read back the same, and its CRL
+/// turn is judged at any time and interval without a panic.
+fn leads(data: &[u8]) {
+    let Some(leads) = super::leads::parse(data) else {
+        return;
+    };
+    let Ok(bytes) = serde_json::to_vec(&leads) else {
+        panic!("what reads is written");
+    };
+    assert_eq!(
+        super::leads::parse(&bytes),
+        Some(leads.clone()),
+        "reads back the same"
+    );
+    let t = time::OffsetDateTime::UNIX_EPOCH;
+    for now in [t, t + time::Duration::days(20_000)] {
+        for refresh in [None, Some(0), Some(1), Some(u64::MAX)] {
+            let _ = super::leads::due(&leads, "web1", refresh, now);
+        }
     }
 }
 
@@ -412,7 +439,7 @@ mod tests {
                 super::local(&data[..cut]);
             }
         }
-        assert!(seeds >= 2);
+        assert!(seeds >= 3);
     }
 
     /// The manifest's seeds, whole and cut: none panics.

@@ -30,10 +30,12 @@ mod export;
 mod held;
 mod import;
 mod imports;
+mod no_lead;
 mod outcomes;
 mod records_now;
 mod repaired;
 mod rounds;
+mod wanted;
 
 use rounds::Round;
 pub(crate) use rounds::run;
@@ -375,11 +377,16 @@ async fn round(
     let mut report = RunReport::not_started(certs);
     let (mut synced, for_imports) =
         synchronise(config, opts, store, opts.force || follows, &mut report).await?;
+    let given = (config, opts, store);
+    if !no_lead::leads(&synced, &for_imports, given, certs, follows, &mut report).await {
+        return Ok(Round::followed(report));
+    }
     let Some(lead) = synced.link.fleet.try_lead_exclusive().await? else {
         let decided = &synced.decided.decided;
         not_leading(&synced.link, store, &mut report, decided).await?;
         return Ok(Round::followed(report));
     };
+    super::leads::note_led(store.dir(), synced.link.clock.now());
     announce_lead(&synced.link, &lead, opts, store, certs, &mut report).await;
     let imported = import_led(&mut synced, for_imports, &lead, store, certs, &mut report).await?;
     let Synchronised {

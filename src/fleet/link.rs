@@ -35,7 +35,7 @@ pub struct FleetLink {
     pub clock: Clock,
     /// The modification revision of a key check refused as not the fleet's (0: none): the
     /// next leader seals it again.
-    forged_key_check: std::sync::atomic::AtomicI64,
+    pub(super) forged_key_check: std::sync::atomic::AtomicI64,
     /// This host's instance id, once its state directory was read ([`check_instance`]).
     pub(super) instance: std::sync::OnceLock<String>,
 }

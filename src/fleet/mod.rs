@@ -26,10 +26,11 @@
 //! | `proof`, `drift` | what a host proves it serves after an install; proved again on a schedule |
 //! | `rollout`, `rollback`, `decision` | canaries and waves; a host's install whose proof failed rolled back; a person's resume or abort |
 //! | `follower` | every host: install what the fleet publishes (`follower/current`: the current certificates opened, `slices`: a slice at a time, `install_or_keep`, `validation_files`, `retired`), report under `hosts/HOST/` (`hosts`) |
-//! | `leader` | the host that leads, a round in steps (`leader/rounds`): import (`import`, `imports`: written together, `records_now`), run the engine, share and publish (`export`, `outcomes`, `bookkeeping`: the lead announced and attempts recorded, `acme`, `repaired`; `held`: with a rollout, its own install proved before it is committed and rolled back when the proof fails) |
+//! | `leader` | the host that leads, a round in steps (`leader/rounds`): whether the fleet has work for a leader (`wanted`, `no_lead`: no lead taken when none), import (`import`, `imports`: written together, `records_now`), run the engine, share and publish (`export`, `outcomes`, `bookkeeping`: the lead announced and attempts recorded, `acme`, `repaired`; `held`: with a rollout, its own install proved before it is committed and rolled back when the proof fails) |
 //! | `repair` | a value the leader refuses written back from its own accepted copy |
 //! | `unplaced_intent` | an order intent never placed, noted and withdrawn |
 //! | `lead_age`, `takeover`, `leaderless_gap` | how long the lead has been held; what a lead that ended with its lease left open; work open at the CA while no host leads |
+//! | `leads` | this host's leads across runs: those lost, the last one, the CRL checks that fall to it |
 //! | `host_behind` | this host's certificates older than the fleet's current ones |
 //! | `audit_seen`, `audit_watch` | the hosts' audit logs seen from here; the daemon's look at them |
 //! | `watch` | the daemon follows the fleet's changes between runs (`watch/waiting_run`: a run waiting for the CA that stalled) |
@@ -55,6 +56,7 @@ mod lead_age;
 mod lead_deadline;
 mod leader;
 mod leaderless_gap;
+mod leads;
 mod link;
 mod manifest;
 mod open_shared;
@@ -82,6 +84,7 @@ pub(crate) use host_behind::behind;
 pub(crate) use lead_age::{lead_alert, lead_stuck};
 pub(crate) use leader::run;
 pub(crate) use leaderless_gap::{leaderless_line, mark_unled};
+pub(crate) use leads::lost as leads_lost;
 pub use link::connect;
 pub(crate) use link::previous_key_warning;
 pub use options::FleetOptions;

@@ -55,6 +55,9 @@ pub(crate) struct FleetStatus {
     /// (set by the command, which knows the state directory: [`super::lead_stuck`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lead_stuck: Option<String>,
+    /// The leads this host lost (`cert_agent_fleet_leads_lost_total`; set by the command,
+    /// which knows the state directory).
+    pub leads_lost: u64,
 }
 
 /// The versions the fleet's manifest vouches for, for one certificate: what a host that has
@@ -286,6 +289,7 @@ pub(crate) async fn status(link: &FleetLink) -> Result<FleetStatus> {
         leader_alert,
         pending,
         lead_stuck: None,
+        leads_lost: 0,
     })
 }
 

@@ -199,7 +199,7 @@ fn installed(current: &Current) -> Installed {
 
 /// The open work behind `action`, in words; `None` when a leader would do nothing now (idle,
 /// backing off, an ended order, an order not allowed).
-fn describe(record: &CertRecord, action: Action) -> Option<String> {
+pub(super) fn describe(record: &CertRecord, action: Action) -> Option<String> {
     Some(match action {
         Action::Reconcile => "an order sent without a known answer".to_owned(),
         Action::Continue => match record.partner.reissue() {

@@ -9,7 +9,8 @@
 //! and outcomes (each kept in the state directory, so either shows what the other wrote last);
 //! the account's available balance and the billed renewals of
 //! the next 30 days as last read (`state_dir/money.json`, refreshed by `forecast`, by `check`
-//! when it reads the balance, and after a run that talked to the API). Names and help texts
+//! when it reads the balance, and after a run that talked to the API); in a fleet the leads
+//! this host lost (`state_dir/fleet-leads.json`). Names and help texts
 //! follow
 //! the Prometheus conventions (`promtool check metrics` passes).
 
@@ -118,6 +119,9 @@ fn render_with<'a>(
     let money = super::money::last_snapshot(store);
     let (mut text, successes) = render(&records, &seen, &kept, facts.as_ref());
     text.push_str(&passes_text(store));
+    if config.fleet.is_some() {
+        text.push_str(&leads_lost_text(crate::fleet::leads_lost(store.dir())));
+    }
     if let Some(m) = &money {
         text.push_str(&money_text(m));
     }
@@ -126,6 +130,23 @@ fn render_with<'a>(
     }
     text
 }
+
+/// The counter of the leads this host lost (`state_dir/fleet-leads.json`, kept across runs).
+fn leads_lost_text(lost: u64) -> String {
+    let (name, help) = LEADS_LOST;
+    let mut out = format!("# HELP {name} {help}\n# TYPE {name} counter\n{name} ");
+    samples::push_value(&mut out, lost as f64);
+    out.push('\n');
+    out
+}
+
+/// The fleet's counter of leads lost: name and help text.
+pub(super) const LEADS_LOST: (&str, &str) = (
+    "cert_agent_fleet_leads_lost_total",
+    "In a fleet: leads of this host that ended before it gave them up (the lease not renewed \
+     in time or ended, e.g. the process paused or etcd answering late, or another host \
+     leading), counted since the state directory was made.",
+);
 
 /// The balance and the projected spend last read.
 fn money_text(m: &super::money::Snapshot) -> String {

@@ -663,7 +663,13 @@ fn a_host_that_cannot_install_the_fleets_certificate_does_not_renew_it_when_it_l
         "configtest_command = [\"/bin/false\", ",
     );
     let calls = f.env.calls().len();
-    let failed = f.agent(1, &["--json", "renew"]);
+    // Nothing else due: a run leads only when the fleet has work (fleet_join), this one
+    // leads all the same (debug builds) to show what its lead does.
+    let failed = f
+        .env
+        .agent_at(&f.hosts[1].config, ["--json", "renew"])
+        .env("CERT_AGENT_TEST_LEAD_NO_OP", "1")
+        .run();
     assert_ne!(failed.code, Some(0), "{}", failed.describe());
     assert!(
         failed.text().contains("leaves it to the fleet"),

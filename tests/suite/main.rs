@@ -95,6 +95,8 @@ mod fleet_floor;
 mod fleet_follow;
 /// An idle follower reads nothing per certificate until the fleet changes, then installs.
 mod fleet_idle;
+/// A run leads only when the fleet has work for a leader; a lead lost is counted.
+mod fleet_join;
 /// A lead held longer than `lead_alert_secs`: `LEAD STUCK` in `fleet status`, a `check` warning.
 mod fleet_lead;
 /// A leader paused past its lease: no API call and no write after it resumes.

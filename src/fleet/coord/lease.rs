@@ -1,10 +1,28 @@
-//! The leader's lease, renewed while this host leads.
+//! The leader's lease, renewed while this host leads; the leads this process lost, counted.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
 
 use super::super::lead_deadline::{BootInstant, Held, deadline_of, lock};
+
+/// Leads this process lost since [`take_lost`] was last asked.
+static LOST: AtomicU64 = AtomicU64::new(0);
+
+/// Counts the lead of `lost` as lost: once per lead, whether the renewal or the leader's own
+/// end of it saw it first.
+fn lose(lost: &AtomicBool) {
+    if !lost.swap(true, Ordering::SeqCst) {
+        LOST.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// The leads this process lost since it was last asked (counted afresh from 0).
+pub(crate) fn take_lost() -> u64 {
+    LOST.swap(0, Ordering::SeqCst)
+}
 
 /// The renewal of a leader's lease, on a thread and an etcd client of its own: the lead is
 /// held for as long as the process lives and answers, also while the run's own thread is busy
@@ -13,6 +31,8 @@ use super::super::lead_deadline::{BootInstant, Held, deadline_of, lock};
 pub(super) struct Renewer {
     /// Dropped to stop the renewal at once.
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Set once the lead is lost (by the renewal, or at its end: [`Renewer::end`]).
+    lost: Arc<AtomicBool>,
 }
 
 impl Renewer {
@@ -23,6 +43,8 @@ impl Renewer {
         held: Held,
     ) -> Self {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let lost = Arc::new(AtomicBool::new(false));
+        let lost_here = lost.clone();
         let (endpoints, options) = (endpoints.clone(), options.clone());
         let spawned = std::thread::Builder::new()
             .name("fleet-lease".into())
@@ -38,6 +60,7 @@ impl Renewer {
                     }
                 };
                 let mut stopped = stopped;
+                let lost = lost_here;
                 runtime.block_on(async move {
                     let client = tokio::select! {
                         c = Client::connect(&endpoints, Some(options)) => c,
@@ -45,31 +68,46 @@ impl Renewer {
                     };
                     match client {
                         Ok(client) => tokio::select! {
-                            () = renew(client, lease, ttl, held) => {}
+                            () = renew(client, lease, ttl, (held, lost)) => {}
                             _ = &mut stopped => {}
                         },
-                        Err(e) => tracing::warn!(
-                            "fleet: the leader's lease cannot be renewed (etcd: {e}); the lead \
-                             ends with it"
-                        ),
+                        Err(e) => {
+                            lose(&lost);
+                            tracing::warn!(
+                                "fleet: the leader's lease cannot be renewed (etcd: {e}); the \
+                                 lead ends with it"
+                            );
+                        }
                     }
                 });
             });
         if let Err(e) = spawned {
             tracing::warn!("fleet: the leader's lease cannot be renewed: {e}");
         }
-        Renewer { stop: Some(stop) }
+        Renewer {
+            stop: Some(stop),
+            lost,
+        }
     }
 
-    pub(super) fn abort(&mut self) {
-        self.stop.take();
+    /// Stops the renewal at once (the first call); a lead that `ended` before (its deadline
+    /// passed, another host leads) is counted lost, once.
+    pub(super) fn end(&mut self, ended: bool) {
+        if self.stop.take().is_some() && ended {
+            lose(&self.lost);
+        }
     }
 }
 
 /// Renews `lease` three times per TTL, moving the deadline on after each answered renewal
 /// (counted from when it was sent, on the boot clock). A renewal answered "no such lease", or no answer before
-/// the deadline, loses the lead for good.
-async fn renew(mut client: Client, lease: i64, ttl: Duration, held: Held) {
+/// the deadline, loses the lead for good (counted: [`lose`]).
+async fn renew(
+    mut client: Client,
+    lease: i64,
+    ttl: Duration,
+    (held, lost): (Held, Arc<AtomicBool>),
+) {
     let every = (ttl / 3).max(Duration::from_millis(500));
     let mut channel = None;
     loop {
@@ -79,6 +117,7 @@ async fn renew(mut client: Client, lease: i64, ttl: Duration, held: Held) {
         };
         if BootInstant::now() >= deadline {
             *lock(&held) = None;
+            lose(&lost);
             tracing::warn!(
                 "fleet: the leader's lease could not be renewed in time; this host stops leading"
             );
@@ -109,6 +148,7 @@ async fn renew(mut client: Client, lease: i64, ttl: Duration, held: Held) {
             }
             Ok(Ok(Some(_))) => {
                 *lock(&held) = None;
+                lose(&lost);
                 tracing::warn!("fleet: the leader's lease has ended; this host stops leading");
                 return;
             }

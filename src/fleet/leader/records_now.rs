@@ -131,6 +131,22 @@ impl Kept {
             .and_then(|_| self.revisions.get(rel).copied())
     }
 
+    /// The shared record at `rel` as the snapshot read it.
+    pub(super) fn state(&self, rel: &str) -> Option<&[u8]> {
+        self.states.get(rel).map(Vec::as_slice)
+    }
+
+    /// The shared records at `keys` that the snapshot left out, read at its revision (one
+    /// that is gone since is not there).
+    pub(super) async fn read_unread(
+        &self,
+        link: &FleetLink,
+        keys: &[String],
+    ) -> Result<BTreeMap<String, Vec<u8>>> {
+        let values = link.fleet.values_at(keys, self.revision).await?;
+        Ok(values.into_iter().map(|(k, (v, _))| (k, v)).collect())
+    }
+
     /// The shared records as etcd holds them now (read after the lead was taken): the kept
     /// ones, those the snapshot left out read at its revision (but `unchanged`: records whose
     /// import would change nothing, not read), and every value written since put in, when no

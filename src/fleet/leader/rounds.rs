@@ -98,7 +98,9 @@ pub(crate) async fn run(
     // Whether the fleet's `waiting` key may be this run's to delete: a takeover's run follows
     // up a run that left it.
     let marked = std::cell::Cell::new(opts.takeover.is_some());
-    let first = round(config, &each, store, certs, &marked, false).await?;
+    let first = round(config, &each, store, certs, &marked, false).await;
+    crate::fleet::leads::keep_lost(store.dir());
+    let first = first?;
     let mut report = first.report;
     let mut requests = first.requests;
     if !first.led {
@@ -170,6 +172,7 @@ pub(crate) async fn run(
                 false
             }
         };
+        crate::fleet::leads::keep_lost(store.dir());
         open = still_waiting(store, interval, opts, &open, &report, &mut waiting);
     }
     tracing::debug!("fleet run: {rounds} round(s)");

@@ -398,3 +398,19 @@ fn the_latest_look_decides_and_a_proof_shows_drift() {
     let (text, _) = render(&facts(&config, recs()), &looks, &Default::default(), None);
     assert_eq!(sample(&text, matches, "old"), None, "{text}");
 }
+
+/// The fleet's leads lost: a counter (`_total`), documented for operators.
+#[test]
+fn the_leads_lost_are_a_documented_counter() {
+    let text = super::leads_lost_text(3);
+    assert!(
+        text.contains("# TYPE cert_agent_fleet_leads_lost_total counter\n"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("\ncert_agent_fleet_leads_lost_total 3\n"),
+        "{text}"
+    );
+    let doc = include_str!("../../../docs/monitoring.md");
+    assert!(doc.contains("`cert_agent_fleet_leads_lost_total`"));
+}
