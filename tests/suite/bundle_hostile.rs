@@ -436,11 +436,19 @@ fn rejects_symlink_entries() {
 
 /// Sets the Unix mode (external attributes, host system Unix) of the central directory
 /// record named `name`: the zip writer only writes regular files, directories and symlinks.
-fn set_unix_mode(mut zip: Vec<u8>, name: &[u8], mode: u32) -> Vec<u8> {
-    let mut at = zip
+/// Where `zip`'s central directory begins, as its end record says (the last `PK\x05\x06`, no
+/// comment: the files' data, random keys and certificates, may hold `PK\x01\x02` by chance).
+fn central_directory(zip: &[u8]) -> usize {
+    let end = zip
         .windows(4)
-        .position(|w| w == [0x50, 0x4b, 0x01, 0x02])
-        .unwrap();
+        .rposition(|w| w == [0x50, 0x4b, 0x05, 0x06])
+        .expect("an end of central directory record");
+    let offset = u32::from_le_bytes([zip[end + 16], zip[end + 17], zip[end + 18], zip[end + 19]]);
+    usize::try_from(offset).unwrap()
+}
+
+fn set_unix_mode(mut zip: Vec<u8>, name: &[u8], mode: u32) -> Vec<u8> {
+    let mut at = central_directory(&zip);
     loop {
         assert_eq!(
             &zip[at..at + 4],
@@ -508,10 +516,7 @@ fn rejects_encrypted_entries() {
     let zip = pki.good_zip();
     // Set the "encrypted" flag of the first central directory record.
     let mut zip = zip;
-    let cd = zip
-        .windows(4)
-        .position(|w| w == [0x50, 0x4b, 0x01, 0x02])
-        .unwrap();
+    let cd = central_directory(&zip);
     zip[cd + 8] |= 1;
     let (name, p) = entry_problem(read(&zip, ServerKind::Nginx, &pki));
     assert_eq!(p, EntryProblem::Encrypted);
@@ -620,10 +625,7 @@ fn rejects_truncated_zips() {
         );
     }
     // Central directory intact but a file's data cut short: the read fails on that entry.
-    let cd = zip
-        .windows(4)
-        .position(|w| w == [0x50, 0x4b, 0x01, 0x02])
-        .unwrap();
+    let cd = central_directory(&zip);
     let mut damaged = zip.clone();
     for b in &mut damaged[40..cd] {
         *b = 0;
