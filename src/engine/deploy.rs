@@ -86,11 +86,18 @@ pub(crate) fn check_archive(
     key: &PrivateKey,
     now: time::OffsetDateTime,
 ) -> Result<Checked> {
-    let anchors = bundle::trust_anchors(cert.install.chain_trust, cert.install.ca_file.as_deref())
-        .map_err(|e| anyhow!("certificate '{}': {e}", cert.name))?;
+    let anchors = anchors_of(cert)?;
     check_with(cert, key, now, &anchors, |expected| {
         bundle::read_bundle(archive, cert.install.server, expected)
     })
+}
+
+/// The roots `cert`'s chain must end at (`chain_trust`, `ca_file`).
+fn anchors_of(
+    cert: &CertificateConfig,
+) -> Result<std::sync::Arc<Vec<rustls_pki_types::CertificateDer<'static>>>> {
+    bundle::trust_anchors(cert.install.chain_trust, cert.install.ca_file.as_deref())
+        .map_err(|e| anyhow!("certificate '{}': {e}", cert.name))
 }
 
 /// [`check_archive`] for a chain (PEM: the leaf, then the intermediates), as an ACME CA
@@ -117,8 +124,7 @@ pub(crate) fn check_chain_anchored(
     key: &PrivateKey,
     now: time::OffsetDateTime,
 ) -> Result<Checked> {
-    let anchors = bundle::trust_anchors(cert.install.chain_trust, cert.install.ca_file.as_deref())
-        .map_err(|e| anyhow!("certificate '{}': {e}", cert.name))?;
+    let anchors = anchors_of(cert)?;
     check_with(cert, key, now, &anchors, |expected| {
         bundle::validate_chain(chain, cert.install.server, expected)
     })
