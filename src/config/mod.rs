@@ -125,12 +125,23 @@ impl Config {
         Self::parse_checked(text, path, false)
     }
 
+    /// [`Config::parse`], with a document of any size read in parts (`true`) or whole
+    /// (`false`) whatever its size: both must give the same result (the tests and the fuzz
+    /// target compare them).
+    pub fn parse_in_parts(text: &str, path: &Path, in_parts: bool) -> Result<Config, ConfigError> {
+        Self::parse_with(validate::Checker::new(text, false).split(in_parts), path)
+    }
+
     fn parse_checked(text: &str, path: &Path, programs: bool) -> Result<Config, ConfigError> {
         // Read from a file: the files it includes are read too.
         let mut c = validate::Checker::new(text, programs);
         if programs {
             c = c.with_includes();
         }
+        Self::parse_with(c, path)
+    }
+
+    fn parse_with(mut c: validate::Checker<'_>, path: &Path) -> Result<Config, ConfigError> {
         let result = c.document(path);
         if c.problems.is_empty()
             && let Some(mut config) = result

@@ -22,10 +22,10 @@ impl Checker<'_> {
         } = spec;
         let (dcv, standalone) = (*dcv, *standalone);
         let dcv_field = s.get("dcv");
-        let dcv_span = dcv_field
-            .as_ref()
-            .map(|f| f.key_span.clone())
-            .unwrap_or_else(|| s.header.clone());
+        let dcv_line = dcv_field.as_ref().map_or_else(
+            || self.line(&s.header),
+            |f| self.field_line(&f.key_span, f.from_defaults),
+        );
         let dcv_name = serde_plain(dcv);
         if dcv.is_http() {
             match (&webroot, standalone) {
@@ -38,8 +38,8 @@ impl Checker<'_> {
                         );
                     }
                 }
-                (None, false) if s.get("webroot").is_none() => self.report(
-                    &dcv_span,
+                (None, false) if s.get("webroot").is_none() => self.report_at(
+                    dcv_line,
                     &s.context,
                     format!("`dcv` = {dcv_name:?} needs `webroot` or `standalone = true`"),
                 ),
@@ -50,8 +50,8 @@ impl Checker<'_> {
                 .as_ref()
                 .and_then(|d| d.iter().find(|d| d.starts_with("*.")))
             {
-                self.report(
-                    &dcv_span,
+                self.report_at(
+                    dcv_line,
                     &s.context,
                     format!(
                         "`dcv` = {dcv_name:?} cannot validate the wildcard {d:?}; use \"dns-txt\", \
@@ -75,8 +75,8 @@ impl Checker<'_> {
             }
         }
         if dcv.is_dns() && dns_hook.is_none() && s.get("dns_hook").is_none() {
-            self.report(
-                &dcv_span,
+            self.report_at(
+                dcv_line,
                 &s.context,
                 format!(
                     "`dcv` = {dcv_name:?} needs `dns_hook` (the program that sets DNS records)"
@@ -84,8 +84,8 @@ impl Checker<'_> {
             );
         }
         if dcv == DcvMethod::Email && dcv_email.is_none() && s.get("dcv_email").is_none() {
-            self.report(
-                &dcv_span,
+            self.report_at(
+                dcv_line,
                 &s.context,
                 "`dcv` = \"email\" needs `dcv_email` (an address from `cert-agent dcv emails`)",
             );

@@ -5,6 +5,7 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::super::defs;
@@ -13,20 +14,47 @@ use super::super::types::{
     AgentConfig, CertificateConfig, Config, PreflightConfig, RevocationConfig,
 };
 use super::super::{cache, include};
-use super::{Checker, breaks_of, type_name};
+use super::{Checker, breaks_of, split, type_name};
 
 impl Checker<'_> {
     pub(in crate::config) fn document(&mut self, path: &Path) -> Option<Config> {
-        let root = match DeTable::parse(self.text) {
+        if self.text.len() >= self.split_from
+            && let Some(parts) = split::parts(self.text)
+        {
+            let mark = (self.problems.len(), self.warnings.len());
+            match self.document_of(path, Some(&parts)) {
+                Ok(config) => return config,
+                Err(Whole) => {
+                    self.problems.truncate(mark.0);
+                    self.warnings.truncate(mark.1);
+                    self.base = 0;
+                }
+            }
+        }
+        self.document_of(path, None).unwrap_or(None)
+    }
+
+    /// The document, read whole or in `parts` ([`split`]); `Err` when the parts do not read
+    /// as the whole would.
+    pub(super) fn document_of(
+        &mut self,
+        path: &Path,
+        parts: Option<&split::Parts>,
+    ) -> Result<Option<Config>, Whole> {
+        let root = match DeTable::parse(parts.map_or(self.text, |p| p.head.as_str())) {
             Ok(root) => root,
+            Err(_) if parts.is_some() => return Err(Whole),
             Err(e) => {
                 let span = e.span().unwrap_or(0..0);
                 let msg = format!("invalid TOML: {}", e.message().trim());
                 self.report(&span, "syntax", msg);
-                return None;
+                return Ok(None);
             }
         };
         let root = root.get_ref();
+        if parts.is_some() && root.iter().any(|(k, _)| k.get_ref() == "certificate") {
+            return Err(Whole);
+        }
         self.unknown_keys(root, "top level", defs::TOP_LEVEL, "top level");
 
         let section = |name: &str| root.iter().find(|(k, _)| k.get_ref() == name);
@@ -76,7 +104,10 @@ impl Checker<'_> {
         }
         let defaults_table = defaults.map(|(t, _)| t);
 
-        let mut certificates = self.certificates_of(root, defaults_table);
+        let mut certificates = match parts {
+            None => self.certificates_of(root, defaults_table),
+            Some(p) => self.certificates_in_parts(p, defaults_table)?,
+        };
         let mut included = Included::default();
         if self.includes
             && let Some(a) = &agent
@@ -117,13 +148,15 @@ impl Checker<'_> {
             })
             .flatten();
 
-        let agent = agent?;
-        let api = api?;
-        let fleet = fleet?;
-        let validation = validation?;
-        let revocation = revocation?;
-        let preflight = preflight.unwrap_or_else(|| Some(PreflightConfig::default()))?;
-        Some(Config {
+        let (Some(agent), Some(api), Some(fleet), Some(validation), Some(revocation)) =
+            (agent, api, fleet, validation, revocation)
+        else {
+            return Ok(None);
+        };
+        let Some(preflight) = preflight.unwrap_or_else(|| Some(PreflightConfig::default())) else {
+            return Ok(None);
+        };
+        Ok(Some(Config {
             path: path.to_path_buf(),
             api,
             agent,
@@ -136,7 +169,7 @@ impl Checker<'_> {
             fragments,
             source_digest,
             warnings: Vec::new(),
-        })
+        }))
     }
 
     /// `[acme.NAME]` tables (none without the section); their names are what `issuer` takes.
@@ -263,21 +296,7 @@ impl Checker<'_> {
         };
         match v.get_ref() {
             DeValue::Array(items) if items.iter().all(|i| i.get_ref().is_table()) => {
-                for (i, item) in items.iter().enumerate() {
-                    if let DeValue::Table(t) = item.get_ref()
-                        && let Some(c) = self.certificate(i, t, item.span(), defaults)
-                    {
-                        let span = t
-                            .iter()
-                            .find(|(k, _)| k.get_ref() == "name")
-                            .map_or(item.span(), |(k, _)| k.span());
-                        let origin = Origin {
-                            file: self.file.clone(),
-                            line: self.line(&span),
-                        };
-                        out.push((c, origin));
-                    }
-                }
+                self.certificates_in(items, 0, defaults, &mut out);
             }
             _ => {
                 self.report(
@@ -288,6 +307,61 @@ impl Checker<'_> {
             }
         }
         out
+    }
+
+    /// The certificate tables `items`, the first of them the document's `first`th.
+    fn certificates_in(
+        &mut self,
+        items: &[Spanned<DeValue<'_>>],
+        first: usize,
+        defaults: Option<&DeTable<'_>>,
+        out: &mut Vec<(CertificateConfig, Origin)>,
+    ) {
+        for (i, item) in items.iter().enumerate() {
+            if let DeValue::Table(t) = item.get_ref()
+                && let Some(c) = self.certificate(first + i, t, item.span(), defaults)
+            {
+                let span = t
+                    .iter()
+                    .find(|(k, _)| k.get_ref() == "name")
+                    .map_or(item.span(), |(k, _)| k.span());
+                let origin = Origin {
+                    file: self.file.clone(),
+                    line: self.line(&span),
+                };
+                out.push((c, origin));
+            }
+        }
+    }
+
+    /// The certificate tables of a document read in parts, one part at a time (each part's
+    /// spanned document dropped before the next is read); `Err` when a part does not read or
+    /// holds anything but certificate tables.
+    fn certificates_in_parts(
+        &mut self,
+        parts: &split::Parts,
+        defaults: Option<&DeTable<'_>>,
+    ) -> Result<Vec<(CertificateConfig, Origin)>, Whole> {
+        let text = self.text;
+        let mut out = Vec::new();
+        let mut first = 0;
+        for range in &parts.tables {
+            let part = text.get(range.clone()).ok_or(Whole)?;
+            let root = DeTable::parse(part).map_err(|_| Whole)?;
+            let mut keys = root.get_ref().iter();
+            let items = match (keys.next(), keys.next()) {
+                (Some((k, v)), None) if k.get_ref() == "certificate" => match v.get_ref() {
+                    DeValue::Array(items) if items.iter().all(|i| i.get_ref().is_table()) => items,
+                    _ => return Err(Whole),
+                },
+                _ => return Err(Whole),
+            };
+            self.base = range.start;
+            self.certificates_in(items, first, defaults, &mut out);
+            self.base = 0;
+            first += items.len();
+        }
+        Ok(out)
     }
 
     /// Reads an included file: `[[certificate]]` tables only, `[defaults]` of the main file
@@ -324,6 +398,8 @@ impl Checker<'_> {
             file: Some(file.to_path_buf()),
             main_text: Some(self.text),
             breaks: breaks_of(&text),
+            base: 0,
+            split_from: usize::MAX,
             checked: std::mem::take(&mut self.checked),
             acme_names: self.acme_names.clone(),
         };
@@ -370,6 +446,9 @@ impl Checker<'_> {
         }
     }
 }
+
+/// A document read in parts does not read as the whole would: it is read whole.
+pub(super) struct Whole;
 
 /// The included files of a document.
 #[derive(Default)]

@@ -10,6 +10,7 @@ mod document;
 mod fleet;
 mod preflight;
 mod revocation;
+mod split;
 mod validation;
 
 use std::collections::{BTreeMap, HashMap};
@@ -96,6 +97,11 @@ pub(super) struct Checker<'a> {
     main_text: Option<&'a str>,
     /// Offsets of the text's line breaks, for line numbers in O(log n).
     breaks: Vec<usize>,
+    /// Where in the text the tables being read begin: the spans of a part of a document read
+    /// in parts ([`split`]) count from it; 0 otherwise.
+    base: usize,
+    /// Documents from this size on are read in parts ([`split::SPLIT_FROM`]).
+    split_from: usize,
     /// Each program checked so far, and what its check found: thousands of certificates
     /// naming the same reload command cost one check of it.
     checked: HashMap<String, Result<(), &'static str>>,
@@ -132,6 +138,8 @@ impl<'a> Checker<'a> {
             file: None,
             main_text: None,
             breaks: breaks_of(text),
+            base: 0,
+            split_from: split::SPLIT_FROM,
             checked: HashMap::new(),
             acme_names: Vec::new(),
         }
@@ -153,18 +161,45 @@ impl<'a> Checker<'a> {
         self
     }
 
-    fn line(&self, span: &Range<usize>) -> usize {
-        self.breaks.partition_point(|&b| b < span.start) + 1
+    /// Reads a document of any size in parts (`true`) or whole (`false`): the tests and the
+    /// fuzz target compare the two.
+    pub(super) fn split(mut self, always: bool) -> Self {
+        self.split_from = if always { 0 } else { usize::MAX };
+        self
     }
 
-    fn report(&mut self, span: &Range<usize>, context: &str, message: impl Into<String>) {
-        let line = self.line(span);
+    /// The line of `span`, a span of the tables being read.
+    fn line(&self, span: &Range<usize>) -> usize {
+        self.line_at(self.base + span.start)
+    }
+
+    /// The line of the text's byte `offset`.
+    fn line_at(&self, offset: usize) -> usize {
+        self.breaks.partition_point(|&b| b < offset) + 1
+    }
+
+    /// The line of the key of `f`: a key of `[defaults]` counts from the document's start
+    /// (the rest of a document read in parts is read at its own offsets).
+    fn field_line(&self, key_span: &Range<usize>, from_defaults: bool) -> usize {
+        if from_defaults {
+            self.line_at(key_span.start)
+        } else {
+            self.line(key_span)
+        }
+    }
+
+    /// A problem at `line` of the file being read.
+    fn report_at(&mut self, line: usize, context: &str, message: impl Into<String>) {
         self.problems.push(Problem {
             file: self.file.clone(),
             line,
             context: context.to_owned(),
             message: message.into(),
         });
+    }
+
+    fn report(&mut self, span: &Range<usize>, context: &str, message: impl Into<String>) {
+        self.report_at(self.line(span), context, message);
     }
 
     /// A problem with a field's value, reported at its key.
@@ -187,7 +222,8 @@ impl<'a> Checker<'a> {
             });
             return;
         }
-        self.report(&f.key_span, &scope.context, msg);
+        let line = self.field_line(&f.key_span, f.from_defaults);
+        self.report_at(line, &scope.context, msg);
     }
 
     fn missing(&mut self, scope: &Scope<'_, '_>, key: &str) {
