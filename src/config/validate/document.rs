@@ -22,12 +22,15 @@ impl Checker<'_> {
             && let Some(parts) = split::parts(self.text)
         {
             let mark = (self.problems.len(), self.warnings.len());
-            match self.document_of(path, Some(&parts)) {
+            self.head_breaks = Some(breaks_of(&parts.head));
+            let read = self.document_of(path, Some(&parts));
+            self.base = None;
+            self.head_breaks = None;
+            match read {
                 Ok(config) => return config,
                 Err(Whole) => {
                     self.problems.truncate(mark.0);
                     self.warnings.truncate(mark.1);
-                    self.base = 0;
                 }
             }
         }
@@ -356,9 +359,9 @@ impl Checker<'_> {
                 },
                 _ => return Err(Whole),
             };
-            self.base = range.start;
+            self.base = Some(range.start);
             self.certificates_in(items, first, defaults, &mut out);
-            self.base = 0;
+            self.base = None;
             first += items.len();
         }
         Ok(out)
@@ -396,9 +399,10 @@ impl Checker<'_> {
             programs: self.programs,
             includes: false,
             file: Some(file.to_path_buf()),
-            main_text: Some(self.text),
+            main_breaks: Some(self.head_breaks.as_deref().unwrap_or(&self.breaks)),
             breaks: breaks_of(&text),
-            base: 0,
+            base: None,
+            head_breaks: None,
             split_from: usize::MAX,
             checked: std::mem::take(&mut self.checked),
             acme_names: self.acme_names.clone(),

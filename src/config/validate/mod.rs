@@ -93,13 +93,17 @@ pub(super) struct Checker<'a> {
     includes: bool,
     /// The included file being read; `None`: the main file.
     file: Option<PathBuf>,
-    /// The main file's text while an included file is read: `[defaults]` lines are in it.
-    main_text: Option<&'a str>,
+    /// The line breaks of the main file (of the rest of it, when it is read in parts) while
+    /// an included file is read: `[defaults]` lines are in it.
+    main_breaks: Option<&'a [usize]>,
     /// Offsets of the text's line breaks, for line numbers in O(log n).
     breaks: Vec<usize>,
-    /// Where in the text the tables being read begin: the spans of a part of a document read
-    /// in parts ([`split`]) count from it; 0 otherwise.
-    base: usize,
+    /// While a part of a document read in parts ([`split`]) is read: where in the text it
+    /// begins (its spans count from there).
+    base: Option<usize>,
+    /// The line breaks of the rest of a document read in parts (its spans are offsets of
+    /// [`split::Parts::head`]).
+    head_breaks: Option<Vec<usize>>,
     /// Documents from this size on are read in parts ([`split::SPLIT_FROM`]).
     split_from: usize,
     /// Each program checked so far, and what its check found: thousands of certificates
@@ -117,14 +121,9 @@ fn breaks_of(text: &str) -> Vec<usize> {
         .collect()
 }
 
-/// 1-based line of `span` in `text`.
-fn line_in(text: &str, span: &Range<usize>) -> usize {
-    let end = span.start.min(text.len());
-    text.as_bytes()[..end]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
+/// 1-based line of the byte `offset` of a text whose line breaks are `breaks`.
+fn line_in(breaks: &[usize], offset: usize) -> usize {
+    breaks.partition_point(|&b| b < offset) + 1
 }
 
 impl<'a> Checker<'a> {
@@ -136,9 +135,10 @@ impl<'a> Checker<'a> {
             programs,
             includes: false,
             file: None,
-            main_text: None,
+            main_breaks: None,
             breaks: breaks_of(text),
-            base: 0,
+            base: None,
+            head_breaks: None,
             split_from: split::SPLIT_FROM,
             checked: HashMap::new(),
             acme_names: Vec::new(),
@@ -170,19 +170,27 @@ impl<'a> Checker<'a> {
 
     /// The line of `span`, a span of the tables being read.
     fn line(&self, span: &Range<usize>) -> usize {
-        self.line_at(self.base + span.start)
+        match self.base {
+            Some(base) => line_in(&self.breaks, base + span.start),
+            None => self.head_line(span.start),
+        }
     }
 
-    /// The line of the text's byte `offset`.
-    fn line_at(&self, offset: usize) -> usize {
-        self.breaks.partition_point(|&b| b < offset) + 1
+    /// The line breaks of the document outside its parts: of the rest of it when it is read
+    /// in parts, else of the text.
+    fn head_breaks(&self) -> &[usize] {
+        self.head_breaks.as_deref().unwrap_or(&self.breaks)
     }
 
-    /// The line of the key of `f`: a key of `[defaults]` counts from the document's start
-    /// (the rest of a document read in parts is read at its own offsets).
+    /// The line of `offset` in the document outside its parts.
+    fn head_line(&self, offset: usize) -> usize {
+        line_in(self.head_breaks(), offset)
+    }
+
+    /// The line of a key: a key of `[defaults]` is in the document outside its parts.
     fn field_line(&self, key_span: &Range<usize>, from_defaults: bool) -> usize {
         if from_defaults {
-            self.line_at(key_span.start)
+            self.head_line(key_span.start)
         } else {
             self.line(key_span)
         }
@@ -212,11 +220,11 @@ impl<'a> Checker<'a> {
         let msg = format!("`{}`{from}: {message}", f.key);
         // A value from [defaults] is in the main file, also while an included file is read.
         if f.from_defaults
-            && let Some(main) = self.main_text
+            && let Some(main) = self.main_breaks
         {
             self.problems.push(Problem {
                 file: None,
-                line: line_in(main, &f.key_span),
+                line: line_in(main, f.key_span.start),
                 context: scope.context.clone(),
                 message: msg,
             });

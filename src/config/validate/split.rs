@@ -7,8 +7,8 @@
 //! `[[certificate]]` header and ends before the next header that is neither another one nor
 //! a `[certificate.KEY]` / `[[certificate.KEY]]` sub-table. Only headers spelled plainly (bare
 //! keys, a comment after them at most) count; any other line that begins with `[` ends a
-//! region. The rest of the document is read with the regions blanked (every byte a space but
-//! the line breaks, so its offsets and lines are the document's own).
+//! region. The rest of the document is read with each region replaced by its line breaks
+//! only (so its lines are the document's own, and it costs nothing to read).
 //!
 //! A line that only looks like a header (inside a multi-line string or array) splits the
 //! construct it is in, and the part before it no longer reads: when the rest of the document
@@ -26,7 +26,7 @@ const PER_PART: usize = 256;
 
 /// A document's parts.
 pub(super) struct Parts {
-    /// The document with its certificate tables blanked.
+    /// The document with each region of certificate tables replaced by its line breaks.
     pub(super) head: String,
     /// The certificate tables, in the document's order, each range at most [`PER_PART`]
     /// tables and beginning at a `[[certificate]]` header.
@@ -129,15 +129,15 @@ pub(super) fn parts(text: &str) -> Option<Parts> {
     if tables.is_empty() {
         return None;
     }
-    let mut head = text.as_bytes().to_vec();
+    let mut head = String::new();
+    let mut from = 0;
     for r in &blanked {
-        for b in &mut head[r.clone()] {
-            if *b != b'\n' {
-                *b = b' ';
-            }
-        }
+        head.push_str(text.get(from..r.start)?);
+        let lines = text.get(r.clone())?.bytes().filter(|b| *b == b'\n').count();
+        head.extend(std::iter::repeat_n('\n', lines));
+        from = r.end;
     }
-    let head = String::from_utf8(head).ok()?;
+    head.push_str(text.get(from..)?);
     Some(Parts { head, tables })
 }
 
