@@ -30,6 +30,7 @@ mod export;
 mod held;
 mod import;
 mod imports;
+mod kept_crl;
 mod no_lead;
 mod outcomes;
 mod records_now;

@@ -27,6 +27,9 @@ use super::{FileStamp, Store};
 
 /// The file under `state_dir`.
 pub(crate) const DUE_FILE: &str = "due.json";
+/// The file of the same layout that a fleet host's runs that do not lead keep for their CRL
+/// check (no express part, no CRLs): what each installed certificate's check needs.
+pub(crate) const FOLLOWER_FILE: &str = "due-follower.json";
 /// Version of the file's layout.
 const FORMAT: u32 = 2;
 /// Largest summary read (about 25,000 certificates per MiB is far below this).
@@ -298,7 +301,13 @@ impl DueSummary {
 
     /// The summary in `store` if it matches `basis`; empty otherwise.
     pub fn load(store: &Store, basis: &Basis) -> Self {
-        let path = store.dir().join(DUE_FILE);
+        Self::load_file(store, DUE_FILE, basis)
+    }
+
+    /// The summary `file` under `store` ([`DUE_FILE`], [`FOLLOWER_FILE`]) if it matches
+    /// `basis`; empty otherwise.
+    pub(crate) fn load_file(store: &Store, file: &str, basis: &Basis) -> Self {
+        let path = store.dir().join(file);
         match read_own(&path) {
             Some(bytes) => Self::parse(&bytes, basis).unwrap_or_else(|| {
                 tracing::debug!("{} does not match this run: not used", path.display());
@@ -368,6 +377,18 @@ pub(crate) fn save_with(
     express: Option<&Express>,
     crl: &CrlParts,
 ) {
+    save_to(store, DUE_FILE, basis, entries, express, crl);
+}
+
+/// [`save_with`] into `file` under `state_dir`.
+pub(crate) fn save_to(
+    store: &Store,
+    file: &str,
+    basis: &Basis,
+    entries: &[Entry],
+    express: Option<&Express>,
+    crl: &CrlParts,
+) {
     let issuers = &crl.issuers;
     let keys: std::collections::BTreeSet<&str> = entries
         .iter()
@@ -385,7 +406,7 @@ pub(crate) fn save_with(
         issuers: named,
         crls: &crl.crls,
     };
-    let path = store.dir().join(DUE_FILE);
+    let path = store.dir().join(file);
     let written = serde_json::to_vec(&stored)
         .map_err(std::io::Error::other)
         .and_then(|json| crate::fsutil::write_atomic(&path, &json, 0o600));

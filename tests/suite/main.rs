@@ -77,13 +77,14 @@ mod fleet_catchup;
 /// The current value as a leaf and intermediates stored once per fleet; the archive format
 /// still read and rewritten in place; a missing, forged or older intermediate refused.
 mod fleet_chain;
+/// A fleet leader's quiet runs use the due summary; every change between two runs is seen.
+mod fleet_crl;
 /// A fleet host's daemon: its synchronisations are not runs; their notifications hold no lock.
 mod fleet_daemon;
 /// docs/fleet.md run as printed: etcd with TLS and auth, three hosts with nginx, the sandbox.
 mod fleet_docs;
 /// A file replaced by hand on a follower: drift on fleet status, the metric and check.
 mod fleet_drift;
-/// A fleet leader's quiet runs use the due summary; every change between two runs is seen.
 mod fleet_due;
 /// Three hosts with nginx: one order, every host serves it, reissue, quorum loss.
 mod fleet_e2e;

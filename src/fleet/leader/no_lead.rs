@@ -67,7 +67,13 @@ pub(super) async fn leads(
         }
     };
     let why = match (why, &gathered) {
-        (None, Some(Ok(g))) if config.revocation.check => revoked(config, store, g, now).await,
+        (None, Some(Ok(g))) if config.revocation.check => {
+            let installed = g.iter().filter_map(|g| {
+                let inst = g.local.as_ref()?.installed.as_ref()?;
+                Some((g.cert.name.as_str(), inst))
+            });
+            super::kept_crl::revoked(config, store, installed, now).await
+        }
         (why, _) => why,
     };
     if let Some(why) = why {
@@ -88,33 +94,6 @@ pub(super) async fn leads(
     }
     crate::fleet::follower::fleet_failures(store, report);
     false
-}
-
-/// The first of `gathered` whose installed certificate its CRL lists as revoked (the CRLs as
-/// the engine reads them: a kept copy within `refresh_secs`, each read once): work for a
-/// leader, which replaces it.
-async fn revoked(
-    config: &Config,
-    store: &Store,
-    gathered: &[Gathered<'_>],
-    now: time::OffsetDateTime,
-) -> Option<String> {
-    let checker = crate::revocation::Checker::new(store.dir(), &config.revocation);
-    let mut found = None;
-    for g in gathered {
-        let Some(inst) = g.local.as_ref().and_then(|r| r.installed.as_ref()) else {
-            continue;
-        };
-        if let crate::revocation::Status::Revoked { .. } = checker.status(inst, now).await {
-            found = Some(format!(
-                "'{}': its CRL lists the installed certificate as revoked",
-                g.cert.name
-            ));
-            break;
-        }
-    }
-    checker.finish();
-    found
 }
 
 /// An unattended run over every certificate, or one an operator asked for (in debug builds,
