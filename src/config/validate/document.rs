@@ -118,25 +118,12 @@ impl Checker<'_> {
         {
             included = self.included(path, a, agent_table, defaults_table, &mut certificates);
         }
-        let Included {
-            fragments,
-            stamps,
-            from_cache,
-        } = included;
-        if !from_cache {
-            self.across_certificates(&certificates, path);
-            if self.problems.is_empty()
-                && stamps.len() == fragments.len()
-                && !fragments.is_empty()
-                && let Some(a) = &agent
-            {
-                let kept: Vec<(&CertificateConfig, Option<&Path>)> = certificates
-                    .iter()
-                    .map(|(c, o)| (c, o.file.as_deref()))
-                    .collect();
-                cache::store(&a.state_dir, path, self.text, &stamps, &kept);
-            }
+        if !included.from_cache {
+            self.across_and_keep(path, agent.as_ref(), &certificates, &included);
         }
+        let Included {
+            fragments, stamps, ..
+        } = included;
         let api = self.issuers_across(&certificates, api, api_missing);
         let certificates = with_ca_file(certificates, api.as_ref());
         // Read from files (every included file with its stamp): what the due summary is
@@ -310,6 +297,29 @@ impl Checker<'_> {
             }
         }
         out
+    }
+
+    /// The checks across `certificates`; when they pass and every included file was read,
+    /// the certificates kept for the next read ([`cache`]).
+    fn across_and_keep(
+        &mut self,
+        path: &Path,
+        agent: Option<&AgentConfig>,
+        certificates: &[(CertificateConfig, Origin)],
+        included: &Included,
+    ) {
+        self.across_certificates(certificates, path);
+        if self.problems.is_empty()
+            && included.stamps.len() == included.fragments.len()
+            && !included.fragments.is_empty()
+            && let Some(a) = agent
+        {
+            let kept: Vec<(&CertificateConfig, Option<&Path>)> = certificates
+                .iter()
+                .map(|(c, o)| (c, o.file.as_deref()))
+                .collect();
+            cache::store(&a.state_dir, path, self.text, &included.stamps, &kept);
+        }
     }
 
     /// The certificate tables `items`, the first of them the document's `first`th.
