@@ -246,6 +246,9 @@ pub(super) struct Waiting {
     /// How often its download was tried because it was missing from the list of certificates
     /// in progress ([`super::poll`]'s list watch) and it was not issued yet.
     pub left_list_tries: u8,
+    /// First checked by the run right after it placed the order ([`super::poll::first_check`]),
+    /// before the run's rounds began.
+    pub checked_at_start: bool,
 }
 
 /// Where a certificate stands after a phase.

@@ -38,8 +38,10 @@ pub(super) async fn rounds<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut 
     let mut rounds_done = 0u32;
     let mut watch = Watch {
         gap: WATCH_FIRST.min(interval),
+        last: ctx.started,
         announced: false,
     };
+    share_start_stamps(&mut work.waiting);
     while !work.waiting.is_empty() {
         // One clock reading for the whole set, so that certificates checked together stay
         // together.
@@ -58,7 +60,7 @@ pub(super) async fn rounds<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut 
         // The list watch's next look, when an order is watched and it comes before the next
         // status check, within the run's wait.
         let look = (soonest > Duration::ZERO && work.waiting.iter().any(|(j, w)| watched(j, w)))
-            .then_some(watch.gap)
+            .then(|| until_look(watch.gap, watch.last.elapsed()))
             .filter(|gap| *gap < soonest && *gap <= remaining);
         // The wait is over (at least one round was made), or the next check comes after it.
         if look.is_none() && (soonest > remaining || (remaining.is_zero() && rounds_done > 0)) {
@@ -80,12 +82,9 @@ pub(super) async fn rounds<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut 
                 }
             }
             if look.is_some() {
-                // While orders leave the list, the next look comes soon again.
-                watch.gap = if look_at_list(ctx, work, report).await {
-                    WATCH_FIRST.min(interval)
-                } else {
-                    (watch.gap * 2).min(interval)
-                };
+                watch.last = tokio::time::Instant::now();
+                let found = look_at_list(ctx, work, report).await;
+                watch.gap = next_gap(found, watch.gap, interval);
                 continue;
             }
         }
@@ -101,15 +100,71 @@ pub(super) async fn rounds<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut 
     }
 }
 
-/// The list watch's first look, after the wait begins; each later one comes twice as long
-/// after the one before, up to `poll_interval_secs`.
+/// The list watch's first look, after the run begins; each later one comes twice as long
+/// after the one before began, up to `poll_interval_secs`, and this long after one that found
+/// an order gone began.
 const WATCH_FIRST: Duration = Duration::from_secs(1);
 
-/// The list watch of one run: the gap to its next look, and whether the waiting lines were
-/// printed for the status check the looks come before.
+/// The list watch of one run: the gap to its next look, when the last one began (before the
+/// first: when the run began), and whether the waiting lines were printed for the status
+/// check the looks come before.
 struct Watch {
     gap: Duration,
+    last: tokio::time::Instant,
     announced: bool,
+}
+
+/// How long until the list watch's next look: `gap` after the last one began, `since_last`
+/// ago; at once when that has passed (the downloads of a look that found orders gone took
+/// longer than the gap).
+fn until_look(gap: Duration, since_last: Duration) -> Duration {
+    gap.saturating_sub(since_last)
+}
+
+/// The gap after a look: [`WATCH_FIRST`] again when orders had left the list (`found`: while
+/// orders leave it, the next look comes soon), else twice the last one; at most `interval`.
+fn next_gap(found: bool, gap: Duration, interval: Duration) -> Duration {
+    if found {
+        WATCH_FIRST.min(interval)
+    } else {
+        (gap * 2).min(interval)
+    }
+}
+
+/// Whether a certificate the run just started has its first check at once
+/// ([`first_check`]): a new order, never checked, its validation not published yet.
+pub(super) fn first_check_now(w: &Waiting) -> bool {
+    matches!(w.mode, Mode::Issue) && !w.published && w.last_poll.is_none() && w.prefetched.is_none()
+}
+
+/// A new order's first check, right after it was placed, as the first round would make it (the
+/// details call, which says what to publish, then the validation published): the CA then
+/// validates it while the run places the next orders, and the run's first round is not
+/// needed for it.
+pub(super) async fn first_check(ctx: &Ctx<'_>, job: &mut Job<'_>, w: Waiting) -> Result<Next> {
+    let mut next = step(ctx, job, w, None).await;
+    if let Ok(Next::Wait(w)) = &mut next {
+        w.checked_at_start = true;
+    }
+    next
+}
+
+/// The certificates first checked while the run started them ([`first_check`], each at its
+/// own time) all count as checked at the latest of those times: never earlier than its own
+/// check, so that the polling rule holds, and together, so that they stay in one round — and
+/// one list call — for as long as they wait.
+fn share_start_stamps(waiting: &mut [(Job<'_>, Waiting)]) {
+    let latest = waiting
+        .iter()
+        .filter(|(_, w)| w.checked_at_start)
+        .filter_map(|(_, w)| w.last_poll)
+        .max();
+    let Some(latest) = latest else {
+        return;
+    };
+    for (_, w) in waiting.iter_mut().filter(|(_, w)| w.checked_at_start) {
+        w.last_poll = Some(latest);
+    }
 }
 
 /// How often the list watch downloads an order missing from the list that is not issued yet.
@@ -490,7 +545,7 @@ async fn issued(
     match deploy::download_checked(ctx, job.cert, id, &key, previous.as_deref()).await? {
         Some((Checked::Valid(bundle), archive)) => {
             crate::failpoint::hit("download");
-            publish::cleanup_dcv(ctx, job.cert, &mut job.rec).await;
+            publish::cleanup_dcv_before_install(ctx, job.cert, &mut job.rec).await;
             let install = deploy::cert_install(job.cert, &bundle, &key);
             Ok(Next::Ready(Box::new(Ready {
                 certificate_id: id,
