@@ -102,6 +102,17 @@ impl<'a> Job<'a> {
         self.journal(event, detail)
     }
 
+    /// [`Job::record`] for several events: the record written once, then the events
+    /// journalled together, in order (one write and one sync of the journal).
+    pub(crate) fn record_all(&self, events: Vec<(&str, serde_json::Value)>) -> Result<()> {
+        self.save()?;
+        let events: Vec<crate::store::JournalEvent<'_>> = events
+            .into_iter()
+            .map(|(event, detail)| (self.cert.name.as_str(), event, detail))
+            .collect();
+        Ok(self.store.journal_all(&events)?)
+    }
+
     /// The state directory the job's record lives in.
     pub(crate) fn store(&self) -> &'a Store {
         self.store

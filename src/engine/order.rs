@@ -220,7 +220,12 @@ pub(super) async fn ensure_order(
     super::preflight::email_gate(config, job, now, "order")?;
     super::preflight::gate(config, job, &ids, None, "order").await?;
 
-    let pending = keys::ensure_pending_key(job.store(), cert, &mut job.rec, now)?;
+    // A new key's file is written first; the record names it together with the intent (one
+    // write, and one journal write for both events), before the CSR is sent.
+    let (pending, generated) = keys::pending_key_unsaved(job.store(), cert, &mut job.rec, now)?;
+    if generated.is_some() {
+        crate::failpoint::hit("key-saved");
+    }
     let csr_pem = pending.csr_pem.clone();
 
     let intended = job.rec.partner.intend(OrderIntent {
@@ -237,15 +242,18 @@ pub(super) async fn ensure_order(
             cert.name
         );
     }
-    job.record(
-        "order-intent",
-        serde_json::json!({
-            "csr_sha256": pending.csr_sha256,
-            "product_id": cert.order.product_id,
-            "days": cert.order.days,
-            "price": price.as_ref().map(Decimal::as_str),
-        }),
-    )?;
+    let intent = serde_json::json!({
+        "csr_sha256": pending.csr_sha256,
+        "product_id": cert.order.product_id,
+        "days": cert.order.days,
+        "price": price.as_ref().map(Decimal::as_str),
+    });
+    let events: Vec<(&str, serde_json::Value)> = generated
+        .map(|key| ("key-generated", key))
+        .into_iter()
+        .chain([("order-intent", intent)])
+        .collect();
+    job.record_all(events)?;
 
     // In a fleet the intent (and the key) reach etcd before the order is placed: a leader
     // that dies after this is followed by one that reconciles the intent.
