@@ -102,6 +102,17 @@ impl<'a> Job<'a> {
         self.journal(event, detail)
     }
 
+    /// [`Job::record`] for several events: the record written once, then the events
+    /// journalled together, in order (one write and one sync of the journal).
+    pub(crate) fn record_all(&self, events: Vec<(&str, serde_json::Value)>) -> Result<()> {
+        self.save()?;
+        let events: Vec<crate::store::JournalEvent<'_>> = events
+            .into_iter()
+            .map(|(event, detail)| (self.cert.name.as_str(), event, detail))
+            .collect();
+        Ok(self.store.journal_all(&events)?)
+    }
+
     /// The state directory the job's record lives in.
     pub(crate) fn store(&self) -> &'a Store {
         self.store
@@ -246,6 +257,9 @@ pub(super) struct Waiting {
     /// How often its download was tried because it was missing from the list of certificates
     /// in progress ([`super::poll`]'s list watch) and it was not issued yet.
     pub left_list_tries: u8,
+    /// First checked by the run right after it placed the order ([`super::poll::first_check`]),
+    /// before the run's rounds began.
+    pub checked_at_start: bool,
 }
 
 /// Where a certificate stands after a phase.

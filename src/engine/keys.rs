@@ -34,24 +34,38 @@ pub(crate) fn ensure_pending_key(
     record: &mut CertRecord,
     now: OffsetDateTime,
 ) -> Result<PendingKey> {
+    let (pending, generated) = pending_key_unsaved(store, cert, record, now)?;
+    if let Some(detail) = generated {
+        store.save(record)?;
+        crate::failpoint::hit("key-saved");
+        store.journal(&cert.name, "key-generated", detail)?;
+    }
+    Ok(pending)
+}
+
+/// [`ensure_pending_key`] without writing the record: a new key's file is written (0600,
+/// synced) and `record` names it in memory only. With the detail of its `key-generated`
+/// journal event when a key was generated: the caller writes the record and journals the
+/// event before the CSR leaves the host (an order's intent is written with them, in one write).
+pub(crate) fn pending_key_unsaved(
+    store: &Store,
+    cert: &CertificateConfig,
+    record: &mut CertRecord,
+    now: OffsetDateTime,
+) -> Result<(PendingKey, Option<serde_json::Value>)> {
     if let Some(p) = &record.pending_key {
         let usable = p.key_file.is_file() && csr_names_match(&p.csr_pem, &cert.domains);
         if usable || !record.partner.is_unordered() {
-            return Ok(p.clone());
+            return Ok((p.clone(), None));
         }
     }
     let key = PrivateKey::generate(key_type(cert))
         .with_context(|| format!("could not generate the key of certificate '{}'", cert.name))?;
     let pending = save_new_key(store, cert, &key, now)?;
     record.pending_key = Some(pending.clone());
-    store.save(record)?;
-    crate::failpoint::hit("key-saved");
-    store.journal(
-        &cert.name,
-        "key-generated",
-        serde_json::json!({ "key_file": pending.key_file, "csr_sha256": pending.csr_sha256 }),
-    )?;
-    Ok(pending)
+    let detail =
+        serde_json::json!({ "key_file": pending.key_file, "csr_sha256": pending.csr_sha256 });
+    Ok((pending, Some(detail)))
 }
 
 /// Writes `key` (0600) into the certificate's key directory and builds its CSR.

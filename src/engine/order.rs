@@ -220,32 +220,7 @@ pub(super) async fn ensure_order(
     super::preflight::email_gate(config, job, now, "order")?;
     super::preflight::gate(config, job, &ids, None, "order").await?;
 
-    let pending = keys::ensure_pending_key(job.store(), cert, &mut job.rec, now)?;
-    let csr_pem = pending.csr_pem.clone();
-
-    let intended = job.rec.partner.intend(OrderIntent {
-        csr_sha256: pending.csr_sha256.clone(),
-        common_name: cert.common_name().to_owned(),
-        created_at: now,
-        product_id: cert.order.product_id,
-        price: price.as_ref().map(|p| p.as_str().to_owned()),
-    });
-    if !intended {
-        bail!(
-            "internal error: certificate '{}' gained an order or an order intent while its \
-             order was prepared; no order is placed",
-            cert.name
-        );
-    }
-    job.record(
-        "order-intent",
-        serde_json::json!({
-            "csr_sha256": pending.csr_sha256,
-            "product_id": cert.order.product_id,
-            "days": cert.order.days,
-            "price": price.as_ref().map(Decimal::as_str),
-        }),
-    )?;
+    let csr_pem = record_intent(job, price.as_ref(), now)?;
 
     // In a fleet the intent (and the key) reach etcd before the order is placed: a leader
     // that dies after this is followed by one that reconciles the intent.
@@ -312,6 +287,48 @@ pub(super) async fn ensure_order(
             )))
         }
     }
+}
+
+/// The order's intent for `job`, recorded before anything is sent: a new key's file is
+/// written first, then the record names the key and the intent in one write, with
+/// `key-generated` and `order-intent` journalled together. The CSR to send.
+fn record_intent(
+    job: &mut Job<'_>,
+    price: Option<&Decimal>,
+    now: OffsetDateTime,
+) -> Result<String> {
+    let cert = job.cert;
+    let (pending, generated) = keys::pending_key_unsaved(job.store(), cert, &mut job.rec, now)?;
+    if generated.is_some() {
+        crate::failpoint::hit("key-saved");
+    }
+    let intended = job.rec.partner.intend(OrderIntent {
+        csr_sha256: pending.csr_sha256.clone(),
+        common_name: cert.common_name().to_owned(),
+        created_at: now,
+        product_id: cert.order.product_id,
+        price: price.map(|p| p.as_str().to_owned()),
+    });
+    if !intended {
+        bail!(
+            "internal error: certificate '{}' gained an order or an order intent while its \
+             order was prepared; no order is placed",
+            cert.name
+        );
+    }
+    let intent = serde_json::json!({
+        "csr_sha256": pending.csr_sha256,
+        "product_id": cert.order.product_id,
+        "days": cert.order.days,
+        "price": price.map(Decimal::as_str),
+    });
+    let events: Vec<(&str, serde_json::Value)> = generated
+        .map(|key| ("key-generated", key))
+        .into_iter()
+        .chain([("order-intent", intent)])
+        .collect();
+    job.record_all(events)?;
+    Ok(pending.csr_pem)
 }
 
 /// The order the record knows, or the one its intent placed (reconciled from the list);

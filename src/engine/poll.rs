@@ -4,12 +4,16 @@
 //! calls. Validation is published once the API says what to publish; an issued certificate is
 //! downloaded and checked, and then ready to install.
 //!
-//! Between status checks, a run that waits for new orders in progress whose validation is
-//! published watches the list of certificates in progress (the list call, not the status
-//! call the polling rule limits): 1 s after the wait begins, then 2, 4, 8 … s apart, at most
-//! `poll_interval_secs`, and 1 s after a look that found an order gone from the list. An order that left the list was issued (or ended): its certificate is
-//! downloaded at once — a download, not a status call — and when it is not issued yet, the
-//! order waits for its next status check as before.
+//! A new order is checked once right after it is placed ([`first_check`]: the details call,
+//! then validation published), so that the CA validates it while the run places the next
+//! ones. Between status checks, a run that waits for new orders in progress whose validation
+//! is published watches the list of certificates in progress (the list call, not the status
+//! call the polling rule limits): 1 s after the run began, then 2, 4, 8 … s after the last
+//! look began, at most `poll_interval_secs`, and 1 s after the start of a look that found an
+//! order gone from the list (at once when its downloads took longer). An order that left the
+//! list was issued (or ended): its certificate is downloaded at once — a download, not a
+//! status call — and when it is not issued yet, the order waits for its next status check as
+//! before.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -38,8 +42,10 @@ pub(super) async fn rounds<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut 
     let mut rounds_done = 0u32;
     let mut watch = Watch {
         gap: WATCH_FIRST.min(interval),
+        last: ctx.started,
         announced: false,
     };
+    share_start_stamps(&mut work.waiting.iter_mut().map(|(_, w)| w).collect::<Vec<_>>());
     while !work.waiting.is_empty() {
         // One clock reading for the whole set, so that certificates checked together stay
         // together.
@@ -58,7 +64,7 @@ pub(super) async fn rounds<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut 
         // The list watch's next look, when an order is watched and it comes before the next
         // status check, within the run's wait.
         let look = (soonest > Duration::ZERO && work.waiting.iter().any(|(j, w)| watched(j, w)))
-            .then_some(watch.gap)
+            .then(|| until_look(watch.gap, watch.last.elapsed()))
             .filter(|gap| *gap < soonest && *gap <= remaining);
         // The wait is over (at least one round was made), or the next check comes after it.
         if look.is_none() && (soonest > remaining || (remaining.is_zero() && rounds_done > 0)) {
@@ -80,12 +86,9 @@ pub(super) async fn rounds<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut 
                 }
             }
             if look.is_some() {
-                // While orders leave the list, the next look comes soon again.
-                watch.gap = if look_at_list(ctx, work, report).await {
-                    WATCH_FIRST.min(interval)
-                } else {
-                    (watch.gap * 2).min(interval)
-                };
+                watch.last = tokio::time::Instant::now();
+                let found = look_at_list(ctx, work, report).await;
+                watch.gap = next_gap(found, watch.gap, interval);
                 continue;
             }
         }
@@ -101,15 +104,71 @@ pub(super) async fn rounds<'a>(ctx: &Ctx<'_>, work: &mut Work<'a>, report: &mut 
     }
 }
 
-/// The list watch's first look, after the wait begins; each later one comes twice as long
-/// after the one before, up to `poll_interval_secs`.
+/// The list watch's first look, after the run begins; each later one comes twice as long
+/// after the one before began, up to `poll_interval_secs`, and this long after one that found
+/// an order gone began.
 const WATCH_FIRST: Duration = Duration::from_secs(1);
 
-/// The list watch of one run: the gap to its next look, and whether the waiting lines were
-/// printed for the status check the looks come before.
+/// The list watch of one run: the gap to its next look, when the last one began (before the
+/// first: when the run began), and whether the waiting lines were printed for the status
+/// check the looks come before.
 struct Watch {
     gap: Duration,
+    last: tokio::time::Instant,
     announced: bool,
+}
+
+/// How long until the list watch's next look: `gap` after the last one began, `since_last`
+/// ago; at once when that has passed (the downloads of a look that found orders gone took
+/// longer than the gap).
+fn until_look(gap: Duration, since_last: Duration) -> Duration {
+    gap.saturating_sub(since_last)
+}
+
+/// The gap after a look: [`WATCH_FIRST`] again when orders had left the list (`found`: while
+/// orders leave it, the next look comes soon), else twice the last one; at most `interval`.
+fn next_gap(found: bool, gap: Duration, interval: Duration) -> Duration {
+    if found {
+        WATCH_FIRST.min(interval)
+    } else {
+        (gap * 2).min(interval)
+    }
+}
+
+/// Whether a certificate the run just started has its first check at once
+/// ([`first_check`]): a new order, never checked, its validation not published yet.
+pub(super) fn first_check_now(w: &Waiting) -> bool {
+    matches!(w.mode, Mode::Issue) && !w.published && w.last_poll.is_none() && w.prefetched.is_none()
+}
+
+/// A new order's first check, right after it was placed, as the first round would make it (the
+/// details call, which says what to publish, then the validation published): the CA then
+/// validates it while the run places the next orders, and the run's first round is not
+/// needed for it.
+pub(super) async fn first_check(ctx: &Ctx<'_>, job: &mut Job<'_>, w: Waiting) -> Result<Next> {
+    let mut next = step(ctx, job, w, None).await;
+    if let Ok(Next::Wait(w)) = &mut next {
+        w.checked_at_start = true;
+    }
+    next
+}
+
+/// The certificates first checked while the run started them ([`first_check`], each at its
+/// own time) all count as checked at the latest of those times: never earlier than its own
+/// check, so that the polling rule holds, and together, so that they stay in one round — and
+/// one list call — for as long as they wait.
+fn share_start_stamps(waiting: &mut [&mut Waiting]) {
+    let latest = waiting
+        .iter()
+        .filter(|w| w.checked_at_start)
+        .filter_map(|w| w.last_poll)
+        .max();
+    let Some(latest) = latest else {
+        return;
+    };
+    for w in waiting.iter_mut().filter(|w| w.checked_at_start) {
+        w.last_poll = Some(latest);
+    }
 }
 
 /// How often the list watch downloads an order missing from the list that is not issued yet.
@@ -490,7 +549,7 @@ async fn issued(
     match deploy::download_checked(ctx, job.cert, id, &key, previous.as_deref()).await? {
         Some((Checked::Valid(bundle), archive)) => {
             crate::failpoint::hit("download");
-            publish::cleanup_dcv(ctx, job.cert, &mut job.rec).await;
+            publish::cleanup_dcv_before_install(ctx, job.cert, &mut job.rec).await;
             let install = deploy::cert_install(job.cert, &bundle, &key);
             Ok(Next::Ready(Box::new(Ready {
                 certificate_id: id,
@@ -621,6 +680,132 @@ mod tests {
             until_next_check(five, [&held, &a], now),
             Some(Duration::from_secs(240))
         );
+    }
+
+    /// When the list watch's looks begin (seconds after the run began), for a wait that begins
+    /// at `wait_begins` and looks that each find orders gone or not and take so long (the
+    /// list call and the downloads of what left it).
+    fn look_times(wait_begins: f64, interval: Duration, looks: &[(bool, f64)]) -> Vec<f64> {
+        let secs = Duration::from_secs_f64;
+        let (mut now, mut last, mut gap) = (wait_begins, 0.0, WATCH_FIRST.min(interval));
+        let mut began = Vec::new();
+        for &(found, took) in looks {
+            now += until_look(gap, secs(now - last)).as_secs_f64();
+            began.push((now * 1000.0).round() / 1000.0);
+            last = now;
+            now += took;
+            gap = next_gap(found, gap, interval);
+        }
+        began
+    }
+
+    #[test]
+    fn the_list_watch_looks_at_once_while_orders_leave_the_list_faster_than_it_reads_them() {
+        let five = Duration::from_secs(300);
+        // The run placed orders for 7 s, each published at once: the first look comes as the
+        // wait begins; its downloads took 2.5 s, so the next comes at once, then 1 s after
+        // the start of one that found orders gone, then twice as long after each that found
+        // none.
+        let looks = [
+            (true, 2.5),
+            (true, 0.3),
+            (false, 0.1),
+            (false, 0.1),
+            (false, 0.1),
+            (true, 0.1),
+            (false, 0.1),
+        ];
+        assert_eq!(
+            look_times(7.0, five, &looks),
+            [7.0, 9.5, 10.5, 12.5, 16.5, 24.5, 25.5]
+        );
+        // A wait that begins right after the run began: the first look 1 s after the run's
+        // start, not after the wait's.
+        assert_eq!(look_times(0.25, five, &[(false, 0.1)]), [1.0]);
+    }
+
+    #[test]
+    fn the_list_watch_gap_doubles_up_to_the_polling_interval() {
+        let twenty = Duration::from_secs(20);
+        let none = [(false, 0.0); 7];
+        assert_eq!(
+            look_times(1.0, twenty, &none),
+            [1.0, 3.0, 7.0, 15.0, 31.0, 51.0, 71.0]
+        );
+        // An interval shorter than the first gap bounds every gap.
+        let half = Duration::from_millis(500);
+        assert_eq!(next_gap(true, half, half), half);
+        assert_eq!(next_gap(false, half, half), half);
+        assert_eq!(
+            until_look(Duration::from_secs(1), Duration::from_secs(3)),
+            Duration::ZERO
+        );
+    }
+
+    fn first_checked(at: Option<OffsetDateTime>, at_start: bool) -> Waiting {
+        Waiting {
+            certificate_id: 7,
+            mode: Mode::Issue,
+            published: true,
+            prefetched: None,
+            last_poll: at,
+            left_list_tries: 0,
+            checked_at_start: at_start,
+        }
+    }
+
+    #[test]
+    fn orders_checked_as_they_were_placed_share_the_latest_check_and_one_round() {
+        let t = datetime!(2026-11-26 10:00 UTC);
+        let s = |n: i64| Some(t + time::Duration::seconds(n));
+        let mut a = first_checked(s(0), true);
+        let mut b = first_checked(s(7), true);
+        let mut c = first_checked(s(3), true);
+        // Checked by an earlier run: its own stamp stays.
+        let mut d = first_checked(s(-100), false);
+        share_start_stamps(&mut [&mut a, &mut b, &mut c, &mut d]);
+        assert_eq!(
+            [a.last_poll, b.last_poll, c.last_poll, d.last_poll],
+            [s(7), s(7), s(7), s(-100)]
+        );
+        // Never earlier than a certificate's own check: the next status check of each comes
+        // a whole interval after its own at the soonest, all of them in one round.
+        let five = Duration::from_secs(300);
+        let now = t + time::Duration::seconds(10);
+        let delays: Vec<_> = [&a, &b, &c]
+            .iter()
+            .map(|w| until_allowed(w.last_poll, five, now))
+            .collect();
+        assert_eq!(delays, [Duration::from_secs(297); 3]);
+        // None checked at the start: nothing changes.
+        let mut e = first_checked(None, false);
+        share_start_stamps(&mut [&mut e]);
+        assert_eq!(e.last_poll, None);
+    }
+
+    #[test]
+    fn a_new_order_is_checked_at_once_unless_it_was_checked_or_published_before() {
+        assert!(first_check_now(&Waiting {
+            published: false,
+            ..first_checked(None, false)
+        }));
+        let t = datetime!(2026-11-26 10:00 UTC);
+        for w in [
+            first_checked(None, false),
+            Waiting {
+                published: false,
+                ..first_checked(Some(t), false)
+            },
+            Waiting {
+                published: false,
+                mode: Mode::Reissue {
+                    previous_serial: None,
+                },
+                ..first_checked(None, false)
+            },
+        ] {
+            assert!(!first_check_now(&w), "{w:?}");
+        }
     }
 
     #[test]

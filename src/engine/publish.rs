@@ -166,6 +166,8 @@ fn publish_webroots(
     ctx.store.save(rec)?;
     let published = dcv::webroot::publish_into(&roots, file)
         .context("could not publish the validation file")?;
+    // Written again only when the files or directories differ from those recorded first.
+    let before = (rec.dcv.files.len(), rec.dcv.dirs.len());
     for f in published.files {
         if !rec.dcv.files.contains(&f) {
             rec.dcv.files.push(f);
@@ -176,7 +178,9 @@ fn publish_webroots(
             rec.dcv.dirs.push(d);
         }
     }
-    ctx.store.save(rec)?;
+    if (rec.dcv.files.len(), rec.dcv.dirs.len()) != before {
+        ctx.store.save(rec)?;
+    }
     Ok(())
 }
 
@@ -419,13 +423,42 @@ pub(crate) fn webroots(cert: &CertificateConfig) -> Result<dcv::webroot::Webroot
 
 /// Removes what was published for validation (files, directories, DNS records).
 pub(super) async fn cleanup_dcv(ctx: &Ctx<'_>, cert: &CertificateConfig, rec: &mut CertRecord) {
+    cleanup_dcv_then(ctx, cert, rec, Save::Now).await;
+}
+
+/// [`cleanup_dcv`] for a certificate about to be installed: the record without what was
+/// published is written with the install's ([`super::deploy::install_ready`] writes every
+/// record of a batch together), not on its own. Until then the record on disk still names
+/// the removed files, which a later run's cleanup finds gone: never a file left that the
+/// record does not name.
+pub(super) async fn cleanup_dcv_before_install(
+    ctx: &Ctx<'_>,
+    cert: &CertificateConfig,
+    rec: &mut CertRecord,
+) {
+    cleanup_dcv_then(ctx, cert, rec, Save::WithInstall).await;
+}
+
+/// When a cleanup's record is written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Save {
+    Now,
+    WithInstall,
+}
+
+async fn cleanup_dcv_then(
+    ctx: &Ctx<'_>,
+    cert: &CertificateConfig,
+    rec: &mut CertRecord,
+    save: Save,
+) {
     let names: Vec<String> = rec
         .pending_key
         .as_ref()
         .map(partner::validation_file_name)
         .into_iter()
         .collect();
-    cleanup_challenges(ctx, cert, rec, &names).await;
+    cleanup_challenges_then(ctx, cert, rec, &names, save).await;
 }
 
 /// Removes what was published for a validation: the files `names` from the run's standalone
@@ -436,6 +469,16 @@ pub(super) async fn cleanup_challenges(
     rec: &mut CertRecord,
     names: &[String],
 ) {
+    cleanup_challenges_then(ctx, cert, rec, names, Save::Now).await;
+}
+
+async fn cleanup_challenges_then(
+    ctx: &Ctx<'_>,
+    cert: &CertificateConfig,
+    rec: &mut CertRecord,
+    names: &[String],
+    save: Save,
+) {
     if let Some(lead) = ctx.lead {
         lead.remove_dcv(cert).await;
     }
@@ -444,7 +487,12 @@ pub(super) async fn cleanup_challenges(
             server.remove_file(name);
         }
     }
-    remove_published(ctx.store, cert, rec).await;
+    if remove_unsaved(ctx.store, cert, rec).await
+        && save == Save::Now
+        && let Err(e) = ctx.store.save(rec)
+    {
+        tracing::warn!(certificate = %cert.name, "{e}");
+    }
 }
 
 /// Removes what was published for validation on this host — the files in web roots and in
@@ -455,6 +503,15 @@ pub(crate) async fn remove_published(
     cert: &CertificateConfig,
     rec: &mut CertRecord,
 ) {
+    if remove_unsaved(store, cert, rec).await
+        && let Err(e) = store.save(rec)
+    {
+        tracing::warn!(certificate = %cert.name, "{e}");
+    }
+}
+
+/// [`remove_published`] without writing the record: whether it changed.
+async fn remove_unsaved(store: &Store, cert: &CertificateConfig, rec: &mut CertRecord) -> bool {
     let mut files = std::mem::take(&mut rec.dcv.files);
     // The standalone file in the publish directory of `cert-agent serve`, whether or not one
     // runs now: the pending CSR's name and the recorded one.
@@ -492,7 +549,7 @@ pub(crate) async fn remove_published(
         }
     }
     if files.is_empty() && rec.dcv.is_empty() {
-        return;
+        return false;
     }
     let published = dcv::webroot::Published {
         files,
@@ -527,7 +584,5 @@ pub(crate) async fn remove_published(
         }
     }
     rec.dcv = PublishedDcv::default();
-    if let Err(e) = store.save(rec) {
-        tracing::warn!(certificate = %cert.name, "{e}");
-    }
+    true
 }

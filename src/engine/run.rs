@@ -301,7 +301,14 @@ async fn start_all<'a>(
             let cert = job.cert;
             let next = match cert.order.issuer.acme() {
                 Some(ca) => Box::pin(super::acme::start(ctx, &mut job, ca)).await,
-                None => start(ctx, &mut job, &mut warning).await,
+                None => match start(ctx, &mut job, &mut warning).await {
+                    // A new order's first check (what to publish) follows at once, so that
+                    // the CA validates it while the run places the next ones.
+                    Ok(Next::Wait(w)) if poll::first_check_now(&w) => {
+                        poll::first_check(ctx, &mut job, w).await
+                    }
+                    next => next,
+                },
             };
             (idx, Started::Done(job, next, warning))
         })

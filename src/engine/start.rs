@@ -500,6 +500,7 @@ fn wait_reissued(
         prefetched: reissued.details,
         last_poll: rec.last_poll,
         left_list_tries: 0,
+        checked_at_start: false,
     })
 }
 
@@ -511,6 +512,7 @@ fn wait(rec: &CertRecord, certificate_id: u64, mode: Mode) -> Next {
         prefetched: None,
         last_poll: rec.last_poll,
         left_list_tries: 0,
+        checked_at_start: false,
     })
 }
 

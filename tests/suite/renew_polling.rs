@@ -345,3 +345,46 @@ fn orders_that_leave_the_in_progress_list_are_installed_before_the_next_status_c
         "{lists:?}"
     );
 }
+
+/// A new order's validation is published right after the order is placed, before the run
+/// places the next one (one at a time: order, details, order, details …), so that the CA
+/// validates the first orders while the run places the others; no round of list calls comes
+/// between the orders and the list watch, and no order gets a status call.
+#[test]
+fn each_new_order_is_published_before_the_next_order_is_placed() {
+    let mut env = TestEnv::new();
+    env.agent_extra = "concurrency = 1\n".into();
+    let port = free_port();
+    env.sandbox.set_dcv_ports(port, 0);
+    for i in 0..4 {
+        let name = format!("p{i}");
+        let mut spec = env.cert_spec(&name, &[&format!("{name}.first-check.test")], "none");
+        spec.publish = Publish::Standalone(port);
+        env.certs.push(spec);
+    }
+    env.poll_interval_secs = 300;
+    let out = env.agent(["--json", "renew", "--wait", "60"]).run();
+    out.expect_code(0);
+    for i in 0..4 {
+        out.installed_serial(&format!("p{i}"));
+    }
+    let calls = env.calls();
+    let kinds: Vec<&str> = calls
+        .iter()
+        .filter_map(|c| match c.method.as_str() {
+            "POST" if c.path == "/api/v1/order" => Some("order"),
+            "GET" if path_matches("/api/v1/ssl_certificates/*", &c.path) => Some("details"),
+            "GET" if c.path == LIST => Some("list"),
+            "GET" if path_matches(STATUS, &c.path) => Some("status"),
+            _ => None,
+        })
+        .collect();
+    let placed = ["order", "details"].repeat(4);
+    assert_eq!(kinds[..8], placed[..], "{kinds:?}");
+    assert!(
+        kinds[8..].iter().all(|k| *k == "list"),
+        "only list looks after the orders: {kinds:?}"
+    );
+    assert!(kinds.len() > 8, "the list was watched: {kinds:?}");
+    assert_eq!(matching(&calls, "GET", STATUS).len(), 0, "no status call");
+}
