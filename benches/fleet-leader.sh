@@ -64,12 +64,14 @@ wait_same() {
 }
 reloads() { [ -f "$1/reloads" ] && wc -l < "$1/reloads" || echo 0; }
 leads() { grep -c '"fleet-lead-taken"' "$1/state/audit.log" 2>/dev/null || echo 0; }
-# led DIR LOG ARGS...: a `renew` on DIR that took the lead (tried again while host2 leads);
+# led DIR LOG ARGS...: a `renew` on DIR that took the lead (the lead a scheduled run takes once
+# per refresh_secs, crl_lead_due; tried again while host2 leads);
 # prints its seconds. WRAP: a command the run is started under (strace, perf: what it
 # writes is the leading run's, each attempt writing it again).
 led() {
   local d=$1 log=$2; shift 2
   for _ in $(seq 100); do
+    crl_lead_due "$d"
     local before t; before=$(leads "$d"); t=$(now)
     # shellcheck disable=SC2086 # WRAP: a measuring command and its arguments, split.
     ${WRAP:-} "${RUN_AGENT:-$AGENT}" --config "$d/config.toml" renew "$@" > "$log" 2>&1 \

@@ -267,3 +267,25 @@ etcd_compact_defrag() {
   ETCDCTL_API=3 etcdctl --endpoints "$eps" --command-timeout 120s defrag >/dev/null
   echo "$rev"
 }
+
+# crl_lead_due DIR: the next `renew` on DIR takes the lead as a scheduled run does once per
+# `[revocation] refresh_secs` to record the CRLs' verdicts (a run with nothing else due no
+# longer leads): the times of its last lead and of its first run without one are set back.
+crl_lead_due() {
+  python3 - "$1/state/fleet-leads.json" <<'PY'
+import json, os, sys
+f = sys.argv[1]
+try:
+    d = json.load(open(f))
+except (OSError, ValueError):
+    sys.exit(0)
+for k in ("led_at", "idle_since"):
+    if d.get(k) is not None:
+        d[k] = 0
+tmp = f + ".tmp"
+with open(tmp, "w") as o:
+    json.dump(d, o)
+os.chmod(tmp, 0o600)
+os.rename(tmp, f)
+PY
+}

@@ -133,12 +133,14 @@ EOF
 }
 reloads() { [ -f "$1/reloads" ] && wc -l < "$1/reloads" || echo 0; }
 leads() { grep -c '"fleet-lead-taken"' "$1/state/audit.log" 2>/dev/null || echo 0; }
-# led_run DIR ARGS...: a `renew` on DIR that took the lead (tried again for about five
-# minutes while a daemon's run leads); prints its seconds. $W/led.msgs: the etcd messages
+# led_run DIR ARGS...: a `renew` on DIR that took the lead (the lead a scheduled run takes
+# once per refresh_secs, crl_lead_due; tried again for about five minutes while a daemon's
+# run leads); prints its seconds. $W/led.msgs: the etcd messages
 # received during it; $W/led.rss: its peak RSS (KiB).
 led_run() {
   local d=$1; shift
   for _ in $(seq 150); do
+    crl_lead_due "$d"
     local before t; before=$(leads "$d"); etcd_messages > "$W/led.m0"; t=$(now)
     /usr/bin/time -f %M -o "$W/led.rss" "$AGENT" --config "$d/config.toml" renew "$@" > "$d/renew.log" 2>&1 \
       || { echo "renew $* on $d failed (log: $OUT/renew-failed.log):" >&2
