@@ -263,7 +263,9 @@ etcd_compact_defrag() {
   local eps rev; eps=$(IFS=,; echo "${EP[*]}")
   rev=$(ETCDCTL_API=3 etcdctl --endpoints "${EP[0]}" endpoint status -w json |
     python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["header"]["revision"])')
-  ETCDCTL_API=3 etcdctl --endpoints "$eps" compact "$rev" >/dev/null
+  # --physical: each member has freed the compacted revisions before it is defragmented (a
+  # member defragmented before that keeps them: its file was found twice the others').
+  ETCDCTL_API=3 etcdctl --endpoints "$eps" compact --physical "$rev" >/dev/null
   ETCDCTL_API=3 etcdctl --endpoints "$eps" --command-timeout 120s defrag >/dev/null
   echo "$rev"
 }
