@@ -255,8 +255,9 @@ fn replaced_token_between_runs_is_renewed() {
     );
 }
 
-/// Guards transient API failures on reads: 503s on the status call and the bundle download
-/// are retried within the run (idempotent calls), and the run still installs with one order.
+/// Guards transient API failures on reads: a 503 on the details call (a new order's first
+/// check, right after it is placed) and 502s on the bundle download are retried within the
+/// run (idempotent calls), and the run still installs with one order.
 #[test]
 fn transient_server_errors_on_reads_are_retried() {
     use partner_sandbox::{Fault, FaultKind};
@@ -266,7 +267,7 @@ fn transient_server_errors_on_reads_are_retried() {
     env.sandbox.inject(
         Fault::new(FaultKind::Status { status: 503 })
             .method("GET")
-            .path("/api/v1/ssl_certificates/*/status"),
+            .path("/api/v1/ssl_certificates/*"),
     );
     env.sandbox.inject(
         Fault::new(FaultKind::Status { status: 502 })
@@ -277,7 +278,11 @@ fn transient_server_errors_on_reads_are_retried() {
     out.expect_code(0);
     out.installed_serial("www");
     assert_eq!(env.billed(), 1);
-    assert!(env.sandbox.faults().is_empty(), "every fault was hit");
+    assert!(
+        env.sandbox.faults().is_empty(),
+        "every fault was hit: {:?}",
+        env.sandbox.faults()
+    );
 }
 
 /// Guards issued-but-not-downloadable: the bundle answers 422 "PEM data is not available";
