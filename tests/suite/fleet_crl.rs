@@ -3,7 +3,7 @@
 //! certificate file, check the kept serial against the CRL read once, and still see a
 //! revocation — the run then takes the lead and replaces the certificate for the fleet.
 
-use crate::fleet_e2e::{Fleet, ready};
+use crate::fleet_e2e::{Fleet, ready, revoke_www};
 
 use std::fs;
 use std::time::Duration;
@@ -69,19 +69,7 @@ fn a_run_that_does_not_lead_checks_the_crl_without_opening_the_certificate() {
 
     // The CA revokes it: web2's next run sees it through the kept serial, takes the lead and
     // replaces the certificate for the fleet (one new order).
-    let id = {
-        let text = fs::read_to_string(f.hosts[0].state.join("certs/www.json")).unwrap();
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        v["order"]["certificate_id"].as_u64().unwrap()
-    };
-    f.env
-        .sandbox
-        .revoke(
-            partner_sandbox::state::RevokeTarget::CertificateId(id),
-            "keyCompromise",
-            false,
-        )
-        .unwrap();
+    revoke_www(&f);
     // A CRL kept from before stands until its nextUpdate: dropping it stands for that.
     let _ = fs::remove_dir_all(f.hosts[1].state.join("crl"));
     f.env.sandbox.set_dcv_ports(f.hosts[1].web.http_port(), 0);

@@ -368,6 +368,21 @@ fn norm(s: &str) -> String {
     norm_serial(s)
 }
 
+/// The CA revokes the certificate `www` that host 0's record names (key compromise).
+pub(crate) fn revoke_www(f: &Fleet) {
+    let text = fs::read_to_string(f.hosts[0].state.join("certs/www.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let id = v["order"]["certificate_id"].as_u64().unwrap();
+    f.env
+        .sandbox
+        .revoke(
+            partner_sandbox::state::RevokeTarget::CertificateId(id),
+            "keyCompromise",
+            false,
+        )
+        .unwrap();
+}
+
 pub(crate) fn ready() -> bool {
     etcd::require() && require(Server::Nginx)
 }
@@ -911,19 +926,7 @@ fn a_revoked_certificate_is_replaced_once_for_the_whole_fleet() {
     f.wait_all_serve(&first, Duration::from_secs(30));
     assert_eq!(f.env.billed(), 1);
 
-    let id = {
-        let text = fs::read_to_string(f.hosts[0].state.join("certs/www.json")).unwrap();
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        v["order"]["certificate_id"].as_u64().unwrap()
-    };
-    f.env
-        .sandbox
-        .revoke(
-            partner_sandbox::state::RevokeTarget::CertificateId(id),
-            "keyCompromise",
-            false,
-        )
-        .unwrap();
+    revoke_www(&f);
     for i in 0..3 {
         // A CRL kept from before stands until its nextUpdate: dropping it stands for that.
         let _ = fs::remove_dir_all(f.hosts[i].state.join("crl"));

@@ -310,6 +310,20 @@ fn issue_says_what_it_waits_for_and_until_when_without_a_terminal() {
     }
 }
 
+/// Four certificates `{prefix}0` … `{prefix}3` for `{prefix}N.{domain}`, validated by the
+/// agent's own standalone server, under the Partner API's 5-minute polling rule.
+fn four_new_orders(env: &mut TestEnv, prefix: &str, domain: &str) {
+    let port = free_port();
+    env.sandbox.set_dcv_ports(port, 0);
+    for i in 0..4 {
+        let name = format!("{prefix}{i}");
+        let mut spec = env.cert_spec(&name, &[&format!("{name}.{domain}")], "none");
+        spec.publish = Publish::Standalone(port);
+        env.certs.push(spec);
+    }
+    env.poll_interval_secs = 300;
+}
+
 /// Under the 5-minute polling rule, new orders whose validation passes are installed in the
 /// same run within seconds, not after the next status check: the run watches the list of
 /// certificates in progress (1 s, 2 s, 4 s … apart) and downloads each order that left it.
@@ -317,15 +331,7 @@ fn issue_says_what_it_waits_for_and_until_when_without_a_terminal() {
 #[test]
 fn orders_that_leave_the_in_progress_list_are_installed_before_the_next_status_check() {
     let mut env = TestEnv::new();
-    let port = free_port();
-    env.sandbox.set_dcv_ports(port, 0);
-    for i in 0..4 {
-        let name = format!("w{i}");
-        let mut spec = env.cert_spec(&name, &[&format!("{name}.watch.test")], "none");
-        spec.publish = Publish::Standalone(port);
-        env.certs.push(spec);
-    }
-    env.poll_interval_secs = 300;
+    four_new_orders(&mut env, "w", "watch.test");
     // A wait far shorter than the polling interval: only the list watch can finish the run.
     let out = env.agent(["--json", "renew", "--wait", "60"]).run();
     out.expect_code(0);
@@ -354,15 +360,7 @@ fn orders_that_leave_the_in_progress_list_are_installed_before_the_next_status_c
 fn each_new_order_is_published_before_the_next_order_is_placed() {
     let mut env = TestEnv::new();
     env.agent_extra = "concurrency = 1\n".into();
-    let port = free_port();
-    env.sandbox.set_dcv_ports(port, 0);
-    for i in 0..4 {
-        let name = format!("p{i}");
-        let mut spec = env.cert_spec(&name, &[&format!("{name}.first-check.test")], "none");
-        spec.publish = Publish::Standalone(port);
-        env.certs.push(spec);
-    }
-    env.poll_interval_secs = 300;
+    four_new_orders(&mut env, "p", "first-check.test");
     let out = env.agent(["--json", "renew", "--wait", "60"]).run();
     out.expect_code(0);
     for i in 0..4 {

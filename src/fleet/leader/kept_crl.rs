@@ -23,7 +23,7 @@ const OPTIONS: &str = "fleet-follower-crl";
 
 /// The kept reference of the certificate `name` installed as `inst`, and its issuer (DER),
 /// when it still describes what is installed at `now`.
-pub(super) fn kept<'k>(
+fn kept<'k>(
     kept: &'k DueSummary,
     name: &str,
     inst: &Installed,
