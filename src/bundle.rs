@@ -14,6 +14,7 @@ mod anchors;
 mod archive;
 mod validate;
 
+pub use anchors::subject_both_ways;
 pub(crate) use anchors::trust_anchors;
 pub use archive::{Archive, EntryProblem, Limits};
 pub use validate::{Expected, ServerKind, ValidatedBundle, validate, validate_chain};

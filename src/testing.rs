@@ -19,7 +19,7 @@ pub mod api {
 pub mod bundle {
     pub use crate::bundle::{
         Archive, BundleError, EntryProblem, Expected, Limits, ServerKind, ValidatedBundle,
-        read_bundle, validate, validate_chain,
+        read_bundle, subject_both_ways, validate, validate_chain,
     };
 }
 

@@ -3,6 +3,8 @@
 //! never panic. What parses must read back the same way: the DER of a certificate or CSR on
 //! its own, a key from the PEM the agent would write for it (same public key). `retire`'s
 //! judgement of an installed file's content (its serial, chain or key) never panics either.
+//! The subject a trust anchor is matched by, found by walking its outer fields, is the one
+//! the parser reads.
 #![no_main]
 
 use cert_agent::testing::crypto::{CertificateInfo, CsrHashes, CsrInfo, PrivateKey};
@@ -25,6 +27,10 @@ fn csr(info: Result<CsrInfo, impl Sized>) {
 }
 
 fuzz_target!(|data: &[u8]| {
+    // A trust anchor's subject found without parsing it is the one the parser reads.
+    if let (Some(walked), Some(parsed)) = cert_agent::testing::bundle::subject_both_ways(data) {
+        assert_eq!(walked, parsed.as_slice());
+    }
     let mut own = cert_agent::testing::engine::retire::Own::with_serial(Some("0A"));
     own.learn(data);
     let _ = own.judge(data);

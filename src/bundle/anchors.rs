@@ -2,12 +2,14 @@
 //! system's root store plus `api.ca_file` (the default), `api.ca_file` alone, or none (the
 //! chain's links and signatures only). Each combination is read once per process.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
+use sha2::{Digest, Sha256};
+use x509_parser::prelude::{FromDer, X509Certificate};
 
 use crate::config::ChainTrust;
 
@@ -102,7 +104,113 @@ fn read_bundle(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     if certs.is_empty() {
         return Err(fail("it holds no PEM certificate".to_owned()));
     }
+    // Each root is read whole once here: the checks of each certificate's chain then look
+    // at a root's subject only ([`subject_der`]) unless it names the chain's issuer.
+    for (i, der) in certs.iter().enumerate() {
+        if let Err(e) = X509Certificate::from_der(der.as_ref()) {
+            return Err(fail(format!("certificate {} is unreadable: {e}", i + 1)));
+        }
+    }
     Ok(certs)
+}
+
+/// The subject of certificate `der` as it is encoded there (tag and length included), found
+/// by walking the certificate's outer fields only: its bytes equal an issuer's encoding
+/// (`X509Name::as_raw`) when the names are the same. `None` when `der` is not laid out as a
+/// certificate.
+pub(crate) fn subject_der(der: &[u8]) -> Option<&[u8]> {
+    let (cert, _) = element(der, SEQUENCE)?;
+    let (tbs, _) = element(content(cert)?, SEQUENCE)?;
+    let mut rest = content(tbs)?;
+    if rest.first() == Some(&VERSION) {
+        rest = element(rest, VERSION)?.1;
+    }
+    for tag in [INTEGER, SEQUENCE, SEQUENCE, SEQUENCE] {
+        // The serial number, the signature algorithm, the issuer, the validity.
+        rest = element(rest, tag)?.1;
+    }
+    element(rest, SEQUENCE).map(|(subject, _)| subject)
+}
+
+/// The (certificate, anchor) pairs whose signature this process verified, by the SHA-256
+/// of both encodings: the certificates of one CA end at the same intermediate, whose
+/// signature by the root is then verified once, not once per certificate.
+static VERIFIED: Mutex<Option<HashSet<[u8; 32]>>> = Mutex::new(None);
+
+/// The most pairs kept (a CA has a handful of intermediates); past it the set starts again.
+const MAX_VERIFIED: usize = 1024;
+
+/// Whether `anchor`'s key signed `top` (verified once per process for the same two
+/// certificates; only a signature that verifies is remembered).
+pub(crate) fn signed_by(top: &X509Certificate<'_>, anchor: &X509Certificate<'_>) -> bool {
+    let mut h = Sha256::new();
+    h.update((top.as_raw().len() as u64).to_be_bytes());
+    h.update(top.as_raw());
+    h.update(anchor.as_raw());
+    let pair: [u8; 32] = h.finalize().into();
+    let known = VERIFIED
+        .lock()
+        .ok()
+        .is_some_and(|v| v.as_ref().is_some_and(|v| v.contains(&pair)));
+    if known {
+        return true;
+    }
+    let verified = top.verify_signature(Some(anchor.public_key())).is_ok();
+    if verified && let Ok(mut v) = VERIFIED.lock() {
+        let v = v.get_or_insert_with(HashSet::new);
+        if v.len() >= MAX_VERIFIED {
+            v.clear();
+        }
+        v.insert(pair);
+    }
+    verified
+}
+
+/// What [`subject_der`] finds in `der` beside the subject x509-parser reads there (the fuzz
+/// target compares them: where both find one, they must be the same bytes).
+pub fn subject_both_ways(der: &[u8]) -> (Option<&[u8]>, Option<Vec<u8>>) {
+    let parsed = X509Certificate::from_der(der)
+        .ok()
+        .map(|(_, c)| c.subject().as_raw().to_vec());
+    (subject_der(der), parsed)
+}
+
+const SEQUENCE: u8 = 0x30;
+const INTEGER: u8 = 0x02;
+/// `[0] EXPLICIT Version`.
+const VERSION: u8 = 0xa0;
+
+/// The DER element at the start of `der` with tag `tag` (tag, length and content) and what
+/// follows it.
+fn element(der: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
+    if *der.first()? != tag {
+        return None;
+    }
+    let first = *der.get(1)?;
+    let (len, header) = if first < 0x80 {
+        (usize::from(first), 2)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 {
+            return None;
+        }
+        let bytes = der.get(2..2 + n)?;
+        let len = bytes.iter().fold(0usize, |l, &b| (l << 8) | usize::from(b));
+        (len, 2 + n)
+    };
+    let end = header.checked_add(len)?;
+    Some((der.get(..end)?, der.get(end..)?))
+}
+
+/// The content of an element [`element`] returned.
+fn content(element: &[u8]) -> Option<&[u8]> {
+    let first = *element.get(1)?;
+    let header = if first < 0x80 {
+        2
+    } else {
+        2 + usize::from(first & 0x7f)
+    };
+    element.get(header..)
 }
 
 #[cfg(test)]
@@ -113,7 +221,8 @@ mod tests {
     fn each_choice_names_its_roots_and_a_missing_or_garbage_file_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let ca = dir.path().join("ca.pem");
-        let pem = crate::crypto::pem_encode("CERTIFICATE", b"\x30\x03\x02\x01\x01");
+        let root = self_signed("Root");
+        let pem = crate::crypto::pem_encode("CERTIFICATE", &root);
         std::fs::write(&ca, &pem).unwrap();
         assert!(
             trust_anchors(ChainTrust::None, Some(&ca))
@@ -133,8 +242,103 @@ mod tests {
             e.contains("garbage.pem") && e.contains("no PEM certificate"),
             "{e}"
         );
+        // PEM around bytes that are not a certificate: named with the file and its place.
+        let bad = dir.path().join("bad.pem");
+        let not_x509 = crate::crypto::pem_encode("CERTIFICATE", b"\x30\x03\x02\x01\x01");
+        std::fs::write(&bad, format!("{pem}{not_x509}")).unwrap();
+        let e = trust_anchors(ChainTrust::CaFile, Some(&bad)).unwrap_err();
+        assert!(
+            e.contains("bad.pem") && e.contains("certificate 2 is unreadable"),
+            "{e}"
+        );
         let gone = dir.path().join("gone.pem");
         let e = trust_anchors(ChainTrust::System, Some(&gone)).unwrap_err();
         assert!(e.contains("gone.pem"), "{e}");
+    }
+
+    /// The DER of a self-signed certificate named `cn`.
+    fn self_signed(cn: &str) -> Vec<u8> {
+        let mut params = rcgen::CertificateParams::default();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        let key = rcgen::KeyPair::generate().unwrap();
+        params.self_signed(&key).unwrap().der().to_vec()
+    }
+
+    #[test]
+    fn the_subject_is_found_as_the_parser_reads_it() {
+        // Short names, and names long enough for one- and two-byte long-form lengths.
+        for cn in ["R", &"r".repeat(100), &"x".repeat(300)] {
+            let der = self_signed(cn);
+            let (_, parsed) = X509Certificate::from_der(&der).unwrap();
+            assert_eq!(subject_der(&der), Some(parsed.subject().as_raw()), "{cn}");
+        }
+        // A system's roots, where it has them.
+        for path in SYSTEM_BUNDLES.iter().map(Path::new).filter(|p| p.is_file()) {
+            for der in read_bundle(path).unwrap() {
+                let (_, parsed) = X509Certificate::from_der(der.as_ref()).unwrap();
+                assert_eq!(subject_der(der.as_ref()), Some(parsed.subject().as_raw()));
+            }
+        }
+    }
+
+    #[test]
+    fn garbage_and_truncated_certificates_have_no_subject() {
+        let der = self_signed("Truncated Root");
+        // Cut anywhere: the certificate's own length no longer fits, so no subject is found
+        // (never a panic, never a part of the subject).
+        for n in 0..der.len() {
+            assert_eq!(subject_der(&der[..n]), None, "cut at {n}");
+        }
+        for garbage in [
+            &b""[..],
+            b"\x30",
+            b"\x30\x80",
+            b"\x30\x85\x01\x01\x01\x01\x01",
+            b"\x30\x84\xff\xff\xff\xff",
+            b"\x31\x03\x02\x01\x01",
+            b"\x30\x03\x02\x01\x01",
+            b"not a certificate at all",
+        ] {
+            assert_eq!(subject_der(garbage), None, "{garbage:?}");
+        }
+        // Another outer tag: not a certificate.
+        let mut flipped = der.clone();
+        flipped[0] = 0x31;
+        assert_eq!(subject_der(&flipped), None);
+    }
+
+    #[test]
+    fn a_verified_signature_is_remembered_for_that_pair_only() {
+        let root_key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::default();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "Pair Root");
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let issuer = rcgen::Issuer::new(params.clone(), &root_key);
+        let root = params.self_signed(&root_key).unwrap().der().to_vec();
+        // The same name under another key: a forged root.
+        let forged = params
+            .self_signed(&rcgen::KeyPair::generate().unwrap())
+            .unwrap()
+            .der()
+            .to_vec();
+        let mut int = rcgen::CertificateParams::default();
+        int.distinguished_name = rcgen::DistinguishedName::new();
+        int.distinguished_name
+            .push(rcgen::DnType::CommonName, "Pair Intermediate");
+        let int_key = rcgen::KeyPair::generate().unwrap();
+        let int = int.signed_by(&int_key, &issuer).unwrap().der().to_vec();
+        let (_, int) = X509Certificate::from_der(&int).unwrap();
+        let (_, root) = X509Certificate::from_der(&root).unwrap();
+        let (_, forged) = X509Certificate::from_der(&forged).unwrap();
+        for _ in 0..2 {
+            assert!(signed_by(&int, &root));
+            assert!(!signed_by(&int, &forged));
+        }
     }
 }

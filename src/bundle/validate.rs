@@ -552,14 +552,6 @@ fn check_anchor(
     root: Option<RootRef<'_>>,
     anchors: &[CertificateDer<'_>],
 ) -> Result<(), BundleError> {
-    let mut parsed = Vec::with_capacity(anchors.len());
-    for (i, a) in anchors.iter().enumerate() {
-        let (_, cert) =
-            X509Certificate::from_der(a.as_ref()).map_err(|e| BundleError::Untrusted {
-                detail: format!("trust anchor {} is unreadable: {e}", i + 1),
-            })?;
-        parsed.push(cert);
-    }
     if let Some(root) = root {
         if anchors.iter().any(|a| a.as_ref() == root.der()) {
             return Ok(());
@@ -577,21 +569,29 @@ fn check_anchor(
     if anchors.iter().any(|a| a.as_ref() == top.as_raw()) {
         return Ok(());
     }
-    let issued = parsed.iter().any(|a| {
-        a.subject().as_raw() == top.issuer().as_raw()
-            && top.verify_signature(Some(a.public_key())).is_ok()
-    });
-    if issued {
-        Ok(())
-    } else {
-        Err(BundleError::Untrusted {
-            detail: format!(
-                "no configured trust anchor issued {} (issuer {})",
-                top.subject(),
-                top.issuer()
-            ),
-        })
+    // Only an anchor whose subject is the top certificate's issuer can have issued it: the
+    // others are passed over by their subject's bytes, without parsing them (a system root
+    // store holds about 150 roots, and every installed certificate is checked against it).
+    let issuer = top.issuer().as_raw();
+    for (i, a) in anchors.iter().enumerate() {
+        if super::anchors::subject_der(a.as_ref()).is_some_and(|s| s != issuer) {
+            continue;
+        }
+        let (_, anchor) =
+            X509Certificate::from_der(a.as_ref()).map_err(|e| BundleError::Untrusted {
+                detail: format!("trust anchor {} is unreadable: {e}", i + 1),
+            })?;
+        if anchor.subject().as_raw() == issuer && super::anchors::signed_by(top, &anchor) {
+            return Ok(());
+        }
     }
+    Err(BundleError::Untrusted {
+        detail: format!(
+            "no configured trust anchor issued {} (issuer {})",
+            top.subject(),
+            top.issuer()
+        ),
+    })
 }
 
 /// SHA-1 signatures verify (x509-parser accepts them for legacy use) but are not accepted

@@ -293,6 +293,39 @@ fn good_bundle_passes_with_the_trust_anchor() {
     }
 }
 
+/// A store of many roots, as a system's is: the chain's root among them vouches for it
+/// wherever it stands; a root that only carries its name (another key) vouches for nothing.
+#[test]
+fn among_many_anchors_only_the_roots_key_vouches_for_the_chain() {
+    let pki = Pki::new();
+    let zip = pki.good_zip();
+    let names = domains();
+    let der = |ca: &Ca| CertificateDer::from(ca.cert.der().to_vec());
+    let mut store: Vec<CertificateDer<'static>> = (0..30)
+        .map(|i| der(&Ca::root(&format!("Other Root {i}"))))
+        .collect();
+    store.insert(10, der(&Ca::root("Sandbox Root")));
+    let refused = Expected {
+        trust_anchors: &store,
+        ..pki.expected(&names)
+    };
+    for server in [ServerKind::Nginx, ServerKind::Apache, ServerKind::None] {
+        let err = read_bundle(&zip, server, &refused).unwrap_err();
+        assert!(
+            matches!(err, BundleError::Untrusted { .. }),
+            "{server}: {err}"
+        );
+    }
+    store.insert(20, der(&pki.root));
+    let trusted = Expected {
+        trust_anchors: &store,
+        ..pki.expected(&names)
+    };
+    for server in [ServerKind::Nginx, ServerKind::Apache, ServerKind::None] {
+        read_bundle(&zip, server, &trusted).unwrap_or_else(|e| panic!("{server}: {e}"));
+    }
+}
+
 #[test]
 fn wildcard_and_subset_of_names() {
     let pki = Pki::new();
