@@ -6,6 +6,7 @@
 //! state directory (`state_dir/proved.json`). A proof that does not open, or
 //! one written under another host's key, is refused naming its etcd key.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
@@ -404,17 +405,8 @@ async fn run_health(command: &CommandLine, name: &str, serial: &str) -> Health {
     }
 }
 
-/// Writes `proof` of certificate `name`, sealed, under this host's key
-/// `hosts/HOST/proof/NAME`; a failure to write is logged (the proof stays in the log).
-pub(super) async fn publish(link: &FleetLink, name: &str, proof: &Proof) {
-    let written = match seal(&link.key, name, proof) {
-        Ok((rel, sealed)) => link
-            .fleet
-            .put_own(&rel, sealed)
-            .await
-            .map_err(|e| anyhow!(e)),
-        Err(e) => Err(e),
-    };
+/// Logs `proof` of certificate `name` (what this host proved it serves, or why not).
+fn log_proof(name: &str, proof: &Proof) {
     match proof.failure() {
         Some(why) => tracing::warn!(
             certificate = %name,
@@ -428,8 +420,41 @@ pub(super) async fn publish(link: &FleetLink, name: &str, proof: &Proof) {
             "this host proved what it serves"
         ),
     }
-    if let Err(e) = written {
-        tracing::warn!(certificate = %name, "could not write this host's proof to the fleet: {e:#}");
+}
+
+/// Writes `proofs`, each sealed under this host's key `hosts/HOST/proof/NAME`, in
+/// transactions of at most [`PUTS_PER_TXN`](crate::fleet::coord::PUTS_PER_TXN) puts, not one
+/// request each; a failure to write is logged naming the certificates left (each proof stays
+/// in the log).
+async fn publish(link: &FleetLink, proofs: &[(String, Proof)]) {
+    let mut names = Vec::with_capacity(proofs.len());
+    let mut puts = Vec::with_capacity(proofs.len());
+    for (name, proof) in proofs {
+        log_proof(name, proof);
+        match seal(&link.key, name, proof) {
+            Ok(put) => {
+                names.push(name.as_str());
+                puts.push(put);
+            }
+            Err(e) => {
+                tracing::warn!(certificate = %name, "could not write this host's proof to the fleet: {e:#}");
+            }
+        }
+    }
+    if let Err(e) = link.fleet.put_own_all(puts).await {
+        let left = &names[e.written.min(names.len())..];
+        let shown: Vec<&str> = left.iter().take(5).copied().collect();
+        let more = if left.len() > shown.len() {
+            ", …"
+        } else {
+            ""
+        };
+        tracing::warn!(
+            "could not write {} of this host's proofs to the fleet ({}{more}): {}",
+            left.len(),
+            shown.join(", "),
+            e.error
+        );
     }
 }
 
@@ -454,11 +479,16 @@ pub(super) async fn publish_all(
 ) {
     let store = crate::store::Store::existing(&config.agent.state_dir);
     let kept = crate::store::served::load_proved(&store);
+    let mut proofs = proofs;
+    for (name, proof) in &mut proofs {
+        proof.carry_since(kept.get(name));
+    }
+    publish(link, &proofs).await;
+    again::note_published(&store, &proofs);
+    let configured = by_name(config);
     let mut seen = Vec::new();
-    for (name, mut proof) in proofs {
-        proof.carry_since(kept.get(&name));
-        publish(link, &name, &proof).await;
-        let cert = config.certificates.iter().find(|c| c.name == name);
+    for (name, proof) in proofs {
+        let cert = configured.get(name.as_str());
         if let Some(o) = cert.and_then(|c| proof.observation(c.common_name())) {
             seen.push((name, o));
         }
@@ -475,10 +505,11 @@ pub(super) async fn prove_all(
 ) -> Vec<(String, Proof)> {
     let health = link.config.health_command.as_ref();
     let deadline = Instant::now() + PROOF_WAIT;
+    let configured = by_name(config);
     let proving: Vec<_> = installed
         .iter()
         .filter_map(|(name, serial, version)| {
-            let cert = config.certificates.iter().find(|c| &c.name == name)?;
+            let cert = *configured.get(name.as_str())?;
             let proving = prove(
                 cert,
                 (serial, *version),
@@ -495,44 +526,18 @@ pub(super) async fn prove_all(
         .await
 }
 
+/// The configured certificates by name.
+fn by_name(config: &crate::config::Config) -> HashMap<&str, &CertificateConfig> {
+    config
+        .certificates
+        .iter()
+        .map(|c| (c.name.as_str(), c))
+        .collect()
+}
+
 /// The proof `proving` makes, with the name of its certificate.
 async fn named(name: &str, proving: impl Future<Output = Proof>) -> (&str, Proof) {
     (name, proving.await)
-}
-
-/// Proves again each configured certificate whose last proof by this host failed while this
-/// host still serves the serial it was about (a vhost fixed since, a health check that
-/// recovered): at each synchronisation until it passes, so that a rollout it halted goes on.
-/// `just`: the certificates proved by this synchronisation already.
-pub(super) async fn prove_again(
-    link: &FleetLink,
-    config: &crate::config::Config,
-    records: &crate::store::Records,
-    just: &[(String, String, u64)],
-) {
-    let own = format!("hosts/{}/proof/", link.fleet.host());
-    let listed = match link.fleet.list(&own).await {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::warn!("could not read this host's proofs: {e}");
-            return;
-        }
-    };
-    let mut again = Vec::new();
-    for (rel, value) in listed {
-        let Ok(p) = open(link, &rel, &value) else {
-            continue;
-        };
-        let name = rel.rsplit('/').next().unwrap_or_default();
-        let serves = records
-            .get(name)
-            .and_then(|r| r.installed.as_ref())
-            .is_some_and(|i| same_serial_hex(&i.serial, &p.serial));
-        if p.failure().is_some() && serves && !just.iter().any(|(n, _, _)| n == name) {
-            again.push((name.to_owned(), p.serial.clone(), p.version));
-        }
-    }
-    prove_installed(link, config, &again).await;
 }
 
 /// Opens the proof at `rel` (`hosts/HOST/proof/NAME`): it must open for that key and have
@@ -584,6 +589,10 @@ pub(super) fn seal(keys: &FleetKeys, name: &str, proof: &Proof) -> Result<(Strin
     let sealed = envelope::seal_json(keys, &place, version, proof)?;
     Ok((rel, sealed))
 }
+
+mod again;
+
+pub(super) use again::prove_again;
 
 #[cfg(test)]
 mod tests;

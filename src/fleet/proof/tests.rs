@@ -319,3 +319,34 @@ fn a_passing_proof_keeps_since_when_its_serial_was_proved_without_a_break() {
     failed.carry_since(Some(&kept("0A1B", Some(earlier))));
     assert_eq!(failed.since, None);
 }
+
+#[test]
+fn the_failed_proofs_are_kept_as_they_fail_and_pass_and_a_damaged_file_is_not_read() {
+    use super::again::Failed;
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::store::Store::existing(dir.path());
+    assert_eq!(Failed::load(&store), None, "no file");
+    let failing = proof(vec![answer_of(Some("0B"), None, None)], None);
+    let passing = proof(vec![answer_of(Some("0A1B"), None, None)], None);
+    assert!(failing.failure().is_some() && passing.failure().is_none());
+    super::again::note_published(
+        &store,
+        &[
+            ("www".to_owned(), failing.clone()),
+            ("shop".to_owned(), passing.clone()),
+        ],
+    );
+    let kept = Failed::load(&store).unwrap();
+    assert_eq!(kept.names.iter().collect::<Vec<_>>(), ["www"]);
+    assert_eq!(kept.listed_at, 0, "never listed whole: the next look lists");
+    super::again::note_published(
+        &store,
+        &[("www".to_owned(), passing), ("blog".to_owned(), failing)],
+    );
+    let kept = Failed::load(&store).unwrap();
+    assert_eq!(kept.names.iter().collect::<Vec<_>>(), ["blog"]);
+    for garbage in [&b""[..], b"{", b"[]", b"{\"listed_at\":\"x\",\"names\":[]}"] {
+        std::fs::write(dir.path().join("proofs-failed.json"), garbage).unwrap();
+        assert_eq!(Failed::load(&store), None, "{garbage:?}");
+    }
+}
