@@ -214,7 +214,10 @@ pub(crate) fn read_secret(path: &Path, max: u64, private: bool) -> Result<Vec<u8
             "has mode {mode:04o}: it must not be readable by group or others (chmod 600 it)"
         ));
     }
-    let mut data = Vec::new();
+    // Sized from the file's length, so that a file is read in one call (and a last one
+    // that finds its end), not in calls that double a buffer from 32 bytes.
+    let expected = usize::try_from(meta.len().min(max).saturating_add(1)).unwrap_or(0);
+    let mut data = Vec::with_capacity(expected);
     (&mut file)
         .take(max + 1)
         .read_to_end(&mut data)

@@ -255,7 +255,11 @@ pub(crate) fn read_key_file(path: &Path) -> Result<PrivateKey, CryptoError> {
         source,
     };
     let file = File::open(path).map_err(io_err)?;
-    let mut bytes = Vec::new();
+    let len = file
+        .metadata()
+        .map_or(0, |m| m.len())
+        .min(MAX_KEY_FILE_BYTES);
+    let mut bytes = Vec::with_capacity(usize::try_from(len + 1).unwrap_or(0));
     file.take(MAX_KEY_FILE_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(io_err)?;
