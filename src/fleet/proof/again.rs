@@ -81,7 +81,7 @@ pub(super) fn note_published(store: &Store, proofs: &[(String, Proof)]) {
 /// host still serves the serial it was about (a vhost fixed since, a health check that
 /// recovered): at each synchronisation until it passes, so that a rollout it halted goes on.
 /// `just`: the certificates proved by this synchronisation already.
-pub(in crate::fleet) async fn prove_again(
+pub(crate) async fn prove_again(
     link: &FleetLink,
     config: &crate::config::Config,
     records: &crate::store::Records,

@@ -329,7 +329,7 @@ fn the_failed_proofs_are_kept_as_they_fail_and_pass_and_a_damaged_file_is_not_re
     let failing = proof(vec![answer_of(Some("0B"), None, None)], None);
     let passing = proof(vec![answer_of(Some("0A1B"), None, None)], None);
     assert!(failing.failure().is_some() && passing.failure().is_none());
-    super::again::note_published(
+    again::note_published(
         &store,
         &[
             ("www".to_owned(), failing.clone()),
@@ -339,7 +339,7 @@ fn the_failed_proofs_are_kept_as_they_fail_and_pass_and_a_damaged_file_is_not_re
     let kept = Failed::load(&store).unwrap();
     assert_eq!(kept.names.iter().collect::<Vec<_>>(), ["www"]);
     assert_eq!(kept.listed_at, 0, "never listed whole: the next look lists");
-    super::again::note_published(
+    again::note_published(
         &store,
         &[("www".to_owned(), passing), ("blog".to_owned(), failing)],
     );
