@@ -247,8 +247,9 @@ pub fn versions(data: &[u8]) {
 }
 
 /// `data` as the state directory's own fleet files the checks read: the lead this host saw
-/// (`fleet-lead.json`; the first byte 0 modulo 4), the hosts whose audit log went back
-/// (`fleet-audit-rewound.json`; odd) or this host's leads (`fleet-leads.json`; 2 modulo 4).
+/// (`fleet-lead.json`; the first byte 0 modulo 8), the hosts whose audit log went back
+/// (`fleet-audit-rewound.json`; odd), this host's leads (`fleet-leads.json`; 2 modulo 4) or
+/// the certificates whose last proof here failed (`proofs-failed.json`; 4 modulo 8).
 /// Never panics; what reads is written and read back the same, a lead that reads is judged
 /// against any limit, and the leads' CRL turn at any time, without a panic.
 pub fn local(data: &[u8]) {
@@ -261,6 +262,10 @@ pub fn local(data: &[u8]) {
     }
     if which % 4 == 2 {
         leads(rest);
+        return;
+    }
+    if which % 8 == 4 {
+        super::proof::fuzz_failed(rest);
         return;
     }
     let Some(lead) = super::lead_age::parse(rest) else {

@@ -592,7 +592,7 @@ pub(super) fn seal(keys: &FleetKeys, name: &str, proof: &Proof) -> Result<(Strin
 
 mod again;
 
-pub(super) use again::prove_again;
+pub(super) use again::{fuzz as fuzz_failed, prove_again};
 
 #[cfg(test)]
 mod tests;

@@ -35,7 +35,23 @@ impl Failed {
     /// The file in `store`; `None` when it is missing or unreadable.
     pub(crate) fn load(store: &Store) -> Option<Self> {
         let bytes = crate::fsutil::read_secret(&store.dir().join(FILE), MAX_FILE, false).ok()?;
-        serde_json::from_slice(&bytes).ok()
+        Self::parse(&bytes)
+    }
+
+    /// `bytes` as the file: accepted only whole, each name one a certificate can have.
+    pub(crate) fn parse(bytes: &[u8]) -> Option<Self> {
+        let failed: Self = serde_json::from_slice(bytes).ok()?;
+        failed
+            .names
+            .iter()
+            .all(|n| crate::store::check_name(n).is_ok())
+            .then_some(failed)
+    }
+
+    /// Whether the file stands in for a listing at `now` (Unix seconds): listed less than
+    /// [`RELIST_AFTER`] before, and not after `now`.
+    pub(crate) fn fresh_at(&self, now: i64) -> bool {
+        (0..RELIST_AFTER).contains(&now.saturating_sub(self.listed_at))
     }
 
     /// Writes the file (a state directory this host cannot write only loses the hint).
@@ -89,7 +105,7 @@ pub(crate) async fn prove_again(
 ) {
     let store = Store::existing(&config.agent.state_dir);
     let now = link.clock.now().unix_timestamp();
-    let kept = Failed::load(&store).filter(|f| (0..RELIST_AFTER).contains(&(now - f.listed_at)));
+    let kept = Failed::load(&store).filter(|f| f.fresh_at(now));
     let Some(proofs) = (match kept {
         Some(kept) => read_failed(link, &kept).await,
         None => list_all(link, now).await,
@@ -164,4 +180,23 @@ async fn list_all(link: &FleetLink, now: i64) -> Option<(i64, Vec<(String, Proof
         out.push((name, p));
     }
     Some((now, out))
+}
+
+/// `data` as `state_dir/proofs-failed.json`: never panics; what reads is written and read
+/// back the same, and is judged fresh or not at any time.
+pub(crate) fn fuzz(data: &[u8]) {
+    let Some(failed) = Failed::parse(data) else {
+        return;
+    };
+    let Ok(bytes) = serde_json::to_vec(&failed) else {
+        panic!("what reads is written");
+    };
+    assert_eq!(
+        Failed::parse(&bytes),
+        Some(failed.clone()),
+        "reads back the same"
+    );
+    for now in [i64::MIN, -1, 0, 1, RELIST_AFTER, i64::MAX] {
+        let _ = failed.fresh_at(now);
+    }
 }

@@ -345,7 +345,28 @@ fn the_failed_proofs_are_kept_as_they_fail_and_pass_and_a_damaged_file_is_not_re
     );
     let kept = Failed::load(&store).unwrap();
     assert_eq!(kept.names.iter().collect::<Vec<_>>(), ["blog"]);
-    for garbage in [&b""[..], b"{", b"[]", b"{\"listed_at\":\"x\",\"names\":[]}"] {
+    // Fresh for an hour after the listing; a time before it (a clock set back, a forged
+    // time) or past the hour means listing again.
+    let listed = Failed {
+        listed_at: 1_000_000,
+        names: std::collections::BTreeSet::new(),
+    };
+    assert!(listed.fresh_at(1_000_000) && listed.fresh_at(1_003_599));
+    assert!(!listed.fresh_at(1_003_600) && !listed.fresh_at(999_999));
+    let forged = Failed {
+        listed_at: i64::MIN,
+        ..listed
+    };
+    assert!(!forged.fresh_at(i64::MAX) && !forged.fresh_at(0));
+    for garbage in [
+        &b""[..],
+        b"{",
+        b"[]",
+        b"{\"listed_at\":\"x\",\"names\":[]}",
+        // A name no certificate can have: the file is not read.
+        b"{\"listed_at\":1,\"names\":[\"../www\"]}",
+        b"{\"listed_at\":1,\"names\":[\"a/b\"]}",
+    ] {
         std::fs::write(dir.path().join("proofs-failed.json"), garbage).unwrap();
         assert_eq!(Failed::load(&store), None, "{garbage:?}");
     }
