@@ -119,17 +119,16 @@ fn read_bundle(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
 /// (`X509Name::as_raw`) when the names are the same. `None` when `der` is not laid out as a
 /// certificate.
 pub(crate) fn subject_der(der: &[u8]) -> Option<&[u8]> {
-    let (cert, _) = element(der, SEQUENCE)?;
-    let (tbs, _) = element(content(cert)?, SEQUENCE)?;
-    let mut rest = content(tbs)?;
+    let (_, cert, _) = element(der, SEQUENCE)?;
+    let (_, mut rest, _) = element(cert, SEQUENCE)?;
     if rest.first() == Some(&VERSION) {
-        rest = element(rest, VERSION)?.1;
+        rest = element(rest, VERSION)?.2;
     }
     for tag in [INTEGER, SEQUENCE, SEQUENCE, SEQUENCE] {
         // The serial number, the signature algorithm, the issuer, the validity.
-        rest = element(rest, tag)?.1;
+        rest = element(rest, tag)?.2;
     }
-    element(rest, SEQUENCE).map(|(subject, _)| subject)
+    element(rest, SEQUENCE).map(|(subject, _, _)| subject)
 }
 
 /// The (certificate, anchor) pairs whose signature this process verified, by the SHA-256
@@ -174,7 +173,7 @@ pub fn subject_both_ways(der: &[u8]) -> (Option<&[u8]>, Option<Vec<u8>>) {
     let parsed = X509Certificate::from_der(der)
         .ok()
         .map(|(_, c)| c.subject().as_raw().to_vec())
-        .filter(|raw| element(raw, SEQUENCE).is_some_and(|(_, rest)| rest.is_empty()));
+        .filter(|raw| element(raw, SEQUENCE).is_some_and(|(_, _, rest)| rest.is_empty()));
     (subject_der(der), parsed)
 }
 
@@ -183,9 +182,9 @@ const INTEGER: u8 = 0x02;
 /// `[0] EXPLICIT Version`.
 const VERSION: u8 = 0xa0;
 
-/// The DER element at the start of `der` with tag `tag` (tag, length and content) and what
-/// follows it.
-fn element(der: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
+/// The DER element at the start of `der` with tag `tag`: the whole element (tag, length and
+/// content), its content, and what follows it.
+fn element(der: &[u8], tag: u8) -> Option<(&[u8], &[u8], &[u8])> {
     if *der.first()? != tag {
         return None;
     }
@@ -202,18 +201,7 @@ fn element(der: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
         (len, 2 + n)
     };
     let end = header.checked_add(len)?;
-    Some((der.get(..end)?, der.get(end..)?))
-}
-
-/// The content of an element [`element`] returned.
-fn content(element: &[u8]) -> Option<&[u8]> {
-    let first = *element.get(1)?;
-    let header = if first < 0x80 {
-        2
-    } else {
-        2 + usize::from(first & 0x7f)
-    };
-    element.get(header..)
+    Some((der.get(..end)?, der.get(header..end)?, der.get(end..)?))
 }
 
 #[cfg(test)]

@@ -442,17 +442,9 @@ async fn publish(link: &FleetLink, proofs: &[(String, Proof)]) {
         }
     }
     if let Err(e) = link.fleet.put_own_all(puts).await {
-        let left = &names[e.written.min(names.len())..];
-        let shown: Vec<&str> = left.iter().take(5).copied().collect();
-        let more = if left.len() > shown.len() {
-            ", …"
-        } else {
-            ""
-        };
+        let (count, shown) = e.left(&names);
         tracing::warn!(
-            "could not write {} of this host's proofs to the fleet ({}{more}): {}",
-            left.len(),
-            shown.join(", "),
+            "could not write {count} of this host's proofs to the fleet ({shown}): {}",
             e.error
         );
     }

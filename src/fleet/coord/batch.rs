@@ -20,6 +20,21 @@ pub struct Unwritten {
     pub error: FleetError,
 }
 
+impl Unwritten {
+    /// How many of `names` (one per put, in order) were left unwritten, and the first five of
+    /// them as a list (`a, b, c, …`).
+    pub fn left(&self, names: &[&str]) -> (usize, String) {
+        let left = &names[self.written.min(names.len())..];
+        let shown: Vec<&str> = left.iter().take(5).copied().collect();
+        let more = if left.len() > shown.len() {
+            ", …"
+        } else {
+            ""
+        };
+        (left.len(), format!("{}{more}", shown.join(", ")))
+    }
+}
+
 impl Fleet {
     /// Refuses `rel` unless it is under this host's `hosts/HOST/` or is its manifest entry
     /// `manifest/HOST`.
@@ -124,5 +139,17 @@ mod tests {
             vec![1, 1, 1]
         );
         assert_eq!(batch_lengths(&[10, 10, 10], 2, 1 << 20), vec![2, 1]);
+    }
+
+    #[test]
+    fn the_names_left_unwritten_are_counted_and_the_first_five_shown() {
+        let e = |written| Unwritten {
+            written,
+            error: FleetError::Setup("down".into()),
+        };
+        let names = ["a", "b", "c", "d", "e", "f", "g"];
+        assert_eq!(e(0).left(&names), (7, "a, b, c, d, e, …".to_owned()));
+        assert_eq!(e(5).left(&names), (2, "f, g".to_owned()));
+        assert_eq!(e(9).left(&names), (0, String::new()));
     }
 }

@@ -67,17 +67,9 @@ pub(super) async fn report_hosts(link: &FleetLink, host: &str, results: Vec<(Str
         }
     }
     if let Err(e) = link.fleet.put_own_all(puts).await {
-        let left = &names[e.written.min(names.len())..];
-        let shown: Vec<&str> = left.iter().take(5).copied().collect();
+        let (count, shown) = e.left(&names);
         tracing::warn!(
-            "could not report {} results to the fleet ({}{}): {}",
-            left.len(),
-            shown.join(", "),
-            if left.len() > shown.len() {
-                ", …"
-            } else {
-                ""
-            },
+            "could not report {count} results to the fleet ({shown}): {}",
             e.error
         );
     }

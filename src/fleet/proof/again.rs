@@ -105,9 +105,9 @@ pub(crate) async fn prove_again(
 ) {
     let store = Store::existing(&config.agent.state_dir);
     let now = link.clock.now().unix_timestamp();
-    let kept = Failed::load(&store).filter(|f| f.fresh_at(now));
-    let Some(proofs) = (match kept {
-        Some(kept) => read_failed(link, &kept).await,
+    let loaded = Failed::load(&store);
+    let Some(proofs) = (match loaded.as_ref().filter(|f| f.fresh_at(now)) {
+        Some(kept) => read_failed(link, kept).await,
         None => list_all(link, now).await,
     }) else {
         return;
@@ -121,7 +121,7 @@ pub(crate) async fn prove_again(
             .map(|(n, _)| n.clone())
             .collect(),
     };
-    if Failed::load(&store).as_ref() != Some(&failed) {
+    if loaded.as_ref() != Some(&failed) {
         failed.save(&store);
     }
     let just: HashSet<&str> = just.iter().map(|(n, _, _)| n.as_str()).collect();
