@@ -348,26 +348,27 @@ impl EtcdClient {
     /// The value of `PREFIX + rel`, if any.
     pub(crate) fn get(&mut self, rel: &str) -> Option<Vec<u8>> {
         let key = self.key(rel);
-        let resp = self.read(|mut c| {
+        let resp = self.retried(|mut c| {
             let key = key.clone();
             async move { c.get(key, None).await }
         });
         resp.kvs().first().map(|kv| kv.value().to_vec())
     }
 
-    /// A read, tried again for up to ten seconds while the member the client picked does not
-    /// take the connection (a loaded machine: the cluster keeps its quorum meanwhile).
-    fn read<F, Fut>(&mut self, call: F) -> etcd_client::GetResponse
+    /// A read, or a write that may be made twice (a put of one value, a delete), tried again
+    /// for up to ten seconds while the member the client picked does not take the connection
+    /// or times the request out (a loaded machine: the cluster keeps its quorum meanwhile).
+    fn retried<F, Fut, R>(&mut self, call: F) -> R
     where
         F: Fn(etcd_client::Client) -> Fut,
-        Fut: Future<Output = Result<etcd_client::GetResponse, etcd_client::Error>>,
+        Fut: Future<Output = Result<R, etcd_client::Error>>,
     {
         let until = Instant::now() + Duration::from_secs(10);
         loop {
             match self.rt.block_on(call(self.client.clone())) {
                 Ok(resp) => return resp,
                 Err(e) if Instant::now() < until => {
-                    eprintln!("etcd read failed, trying again: {e}");
+                    eprintln!("etcd call failed, trying again: {e}");
                     std::thread::sleep(Duration::from_millis(300));
                 }
                 Err(e) => panic!("etcd answers: {e}"),
@@ -377,16 +378,19 @@ impl EtcdClient {
 
     pub(crate) fn put(&mut self, rel: &str, value: impl Into<Vec<u8>>) {
         let key = self.key(rel);
-        self.rt
-            .block_on(self.client.put(key, value.into(), None))
-            .expect("etcd answers");
+        let value = value.into();
+        self.retried(|mut c| {
+            let (key, value) = (key.clone(), value.clone());
+            async move { c.put(key, value, None).await }
+        });
     }
 
     pub(crate) fn delete(&mut self, rel: &str) {
         let key = self.key(rel);
-        self.rt
-            .block_on(self.client.delete(key, None))
-            .expect("etcd answers");
+        self.retried(|mut c| {
+            let key = key.clone();
+            async move { c.delete(key, None).await }
+        });
     }
 
     /// Puts `value` on a lease of `ttl_secs` of its own (as another host's lead would hold the
@@ -415,7 +419,7 @@ impl EtcdClient {
     /// Every key under the prefix (full keys) with its modification revision.
     pub(crate) fn revisions(&mut self) -> BTreeMap<String, i64> {
         let prefix = self.prefix.clone();
-        let resp = self.read(|mut c| {
+        let resp = self.retried(|mut c| {
             let prefix = prefix.clone();
             async move {
                 c.get(prefix, Some(etcd_client::GetOptions::new().with_prefix()))
