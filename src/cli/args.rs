@@ -649,6 +649,28 @@ pub enum FleetCommand {
     /// it again re-seals only what is still under the old key, until the rotation has ended on
     /// this host).
     RotateKey,
+    /// Take a host that left the fleet for good (decommissioned, renamed) out of etcd, so it
+    /// stops counting: no rollout wave waits for its proofs, `fleet status` no longer lists
+    /// it as lagging, `fleet rotate-key` no longer waits for it to move.
+    ///
+    /// Deletes, as the fleet's leader, in one transaction: what it installed
+    /// (`hosts/HOST/certs/`), proved (`hosts/HOST/proof/`), its word on ACME validation files
+    /// (`hosts/HOST/dcv/`), its `hosts/HOST/seen` record, and its manifest entry — unless
+    /// that entry alone vouches for a version of some certificate (the floor that keeps an
+    /// older value put back out: kept, and said). Its rollout decisions and its notes of
+    /// order intents never placed stay (they bind the fleet). Refused while HOST is live (it
+    /// synchronised less than 10 minutes ago), for this host itself, and while another host
+    /// leads (run it again after that run).
+    ///
+    /// Makes no Partner API call. Exits 0 when the host was forgotten, 1 otherwise (nothing
+    /// deleted). A host that runs again later announces itself and writes its values again.
+    ///
+    /// Example: `cert-agent fleet forget-host web07` after `systemctl disable --now
+    /// cert-agent-daemon` on web07 and ten minutes.
+    ForgetHost {
+        /// The host's name, as its [fleet] host named it.
+        host: String,
+    },
     /// A person's decision on a rollout in waves ([fleet] rollout_canaries) that a host's
     /// failed proof halted: resume it, or abort it.
     #[command(subcommand)]

@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::fleet::Verdict;
 use crate::values::text::printable;
 
+mod forget;
 mod rollout;
 
 /// `cert-agent fleet …`, with the configuration at `path`.
@@ -27,6 +28,9 @@ pub(super) async fn run(
     match command {
         FleetCommand::Status => status(&super::load_config_quietly(path)?, out, clock).await,
         FleetCommand::RotateKey => rotate_key(&super::load_config(path)?, out, clock).await,
+        FleetCommand::ForgetHost { host } => {
+            forget::forget(&super::load_config(path)?, host, out, clock).await
+        }
         FleetCommand::Rollout(decision) => {
             let (name, verdict) = match decision {
                 RolloutCommand::Resume { name } => (name, Verdict::Resume),
@@ -379,7 +383,7 @@ pub(super) async fn rotate_key(
         outln!(
             "the rotation is not complete: {} host(s) still open values with the previous key; \
              run `cert-agent fleet rotate-key` again after their next run (a host that will not \
-             run again: delete its hosts/HOST/ keys)",
+             run again: `cert-agent fleet forget-host HOST`)",
             report.unmoved.len()
         );
     }

@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 
 pub use error::ConfigError;
 pub(crate) use rollout::{Canaries, RolloutConfig, WaveSize};
-pub(crate) use rules::{validate_certificate_name, validate_domain};
+pub(crate) use rules::{valid_host_name, validate_certificate_name, validate_domain};
 pub(crate) use select::UnknownCertificate;
 pub(crate) use types::{
     AcmeCa, ApiConfig, ChainTrust, CommandLine, DcvMethod, Family, FleetConfig, Issuer,

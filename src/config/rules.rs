@@ -124,3 +124,11 @@ pub(super) fn check_program(program: &str) -> Result<(), &'static str> {
         .map(|_| ())
         .ok_or("was not found in PATH or the sbin directories")
 }
+
+/// A host name as `[fleet] host` takes it: usable as an etcd key segment.
+pub(crate) fn valid_host_name(h: &str) -> bool {
+    !h.is_empty()
+        && h.len() <= 253
+        && h.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+}

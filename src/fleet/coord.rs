@@ -23,6 +23,7 @@ use super::options::{FleetOptions, tls};
 mod batch;
 mod changed_since;
 mod events;
+mod fenced;
 mod lease;
 mod snapshot;
 
@@ -626,36 +627,7 @@ impl Leadership {
             .when(when)
             .and_then([op])
             .or_else([TxnOp::get(leader, None), TxnOp::get(key, None)]);
-        let resp = self
-            .fleet
-            .call(|mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
-        if resp.succeeded() {
-            return Ok(Written::Done(
-                resp.header().map(|h| h.revision()).unwrap_or_default(),
-            ));
-        }
-        let ops = resp.op_responses();
-        let get = |i: usize| match ops.get(i) {
-            Some(TxnOpResponse::Get(g)) => g.kvs().first().cloned(),
-            _ => None,
-        };
-        let leader_now = get(0);
-        if leader_now
-            .as_ref()
-            .map(etcd_client::KeyValue::create_revision)
-            != Some(self.revision)
-        {
-            *lock(&self.held) = None;
-            return Err(FleetError::NotLeader {
-                host: self.fleet.host.clone(),
-                now: leader_now.map(|kv| String::from_utf8_lossy(kv.value()).into_owned()),
-            });
-        }
-        Ok(Written::Conflict(get(1).map(|kv| kv.value().to_vec())))
+        self.written(txn).await
     }
 
     /// Writes `puts` and deletes `deletes` (keys relative to the prefix) in one transaction,

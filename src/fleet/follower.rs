@@ -27,7 +27,7 @@ mod slices;
 mod validation_files;
 
 pub(super) use hosts::report_host;
-use hosts::{report_hosts, report_problems, report_seen};
+use hosts::{report_hosts, report_problems, report_seen, report_served_again};
 use install_or_keep::note_outcomes;
 use validation_files::remove_own_leftovers;
 use validation_files::sync_dcv;
@@ -242,6 +242,10 @@ pub(super) async fn sync(
         halted,
         overridden,
     } = slices::take_slices(link, config, store, &given, &mut view, &mut results).await?;
+    if link.unannounced.load(std::sync::atomic::Ordering::Relaxed) {
+        report_served_again(link, config, store, &view.versions, &mut results);
+        view.versions.forget_manifest_written();
+    }
     view.note_revisions();
     view.versions.save()?;
     manifest::publish(link, &mut view.versions).await;

@@ -38,6 +38,10 @@ pub struct FleetLink {
     pub(super) forged_key_check: std::sync::atomic::AtomicI64,
     /// This host's instance id, once its state directory was read ([`check_instance`]).
     pub(super) instance: std::sync::OnceLock<String>,
+    /// Whether etcd held no `seen` record of this host when [`check_instance`] last looked (a
+    /// host new to the fleet, or one `fleet forget-host` forgot): the synchronisation then
+    /// reports every certificate it serves and its manifest entry again.
+    pub(super) unannounced: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for FleetLink {
@@ -93,6 +97,7 @@ pub async fn connect(config: &Config, clock: Clock) -> Result<Option<FleetLink>>
         config: fc.clone(),
         clock,
         forged_key_check: std::sync::atomic::AtomicI64::new(0),
+        unannounced: std::sync::atomic::AtomicBool::new(false),
         instance: std::sync::OnceLock::new(),
     }))
 }
@@ -228,7 +233,10 @@ pub(super) async fn check_instance(link: &FleetLink, versions: &Versions) -> Res
     let mine = versions.instance()?;
     let host = link.fleet.host();
     let rel = super::schema::seen_key(host);
-    if let Some((value, _)) = link.fleet.get(&rel).await? {
+    let seen = link.fleet.get(&rel).await?;
+    link.unannounced
+        .store(seen.is_none(), std::sync::atomic::Ordering::Relaxed);
+    if let Some((value, _)) = seen {
         let place = Place::new(Purpose::HostSeen, &rel, "");
         if let Ok((_, seen)) =
             envelope::open_json::<super::schema::HostSeen>(&link.key, &link.fleet, &place, &value)
@@ -432,6 +440,20 @@ pub(super) async fn reseal_forged_key_check(link: &FleetLink, lead: &Leadership)
 /// The text of the key check.
 pub(super) const KEY_CHECK_TEXT: &[u8] = b"cert-agent fleet key";
 
+/// The fleet's lead for a command that acts as the leader (`what` it did not do, and the
+/// `command` to run again, are named when another host leads).
+pub(super) async fn lead_for(link: &FleetLink, what: &str, command: &str) -> Result<Leadership> {
+    if let Some(lead) = link.fleet.try_lead_exclusive().await? {
+        return Ok(lead);
+    }
+    let leader = link
+        .fleet
+        .leader()
+        .await?
+        .unwrap_or_else(|| "another host".into());
+    bail!("{leader} leads the fleet now; nothing was {what}: run `{command}` again after its run")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -458,3 +480,4 @@ mod tests {
         assert!(err.contains("is empty"), "{err}");
     }
 }
+

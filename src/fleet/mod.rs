@@ -35,7 +35,7 @@
 //! | `audit_seen`, `audit_watch` | the hosts' audit logs seen from here; the daemon's look at them |
 //! | `watch` | the daemon follows the fleet's changes between runs (`watch/waiting_run`: a run waiting for the CA that stalled) |
 //! | `acme` | the fleet's ACME account, and the hosts' word that they serve an ACME validation file |
-//! | `status`, `rotate`, `retire` | `fleet status`; `fleet rotate-key`; `cert-agent retire` for the fleet (`follower/retired.rs` retires it on every other host) |
+//! | `status`, `rotate`, `retire`, `forget` | `fleet status`; `fleet rotate-key`; `cert-agent retire` for the fleet (`follower/retired.rs` retires it on every other host); `fleet forget-host` |
 //!
 //! It calls the engine; the engine sees the leader only through [`crate::engine::Lead`].
 
@@ -48,6 +48,7 @@ mod decision;
 mod drift;
 mod envelope;
 mod follower;
+mod forget;
 #[doc(hidden)]
 pub mod fuzzing;
 mod host_behind;
@@ -80,6 +81,7 @@ pub(crate) use audit_watch::{audit_alerts, look_at_audits};
 pub use chains::{open_value, seal_value};
 pub use coord::{Expect, Fleet, FleetError, FleetWatch, LeadEvent, Leadership, Written};
 pub(crate) use decision::{Verdict, decide};
+pub(crate) use forget::{Part as ForgottenPart, forget_host};
 pub(crate) use host_behind::behind;
 pub(crate) use lead_age::{lead_alert, lead_stuck};
 pub(crate) use leader::run;

@@ -31,8 +31,8 @@ use super::envelope::{self, Place, Purpose};
 use super::follower::hosts::report_seen;
 use super::key::Which;
 use super::link::{
-    FleetLink, KEY_CHECK_TEXT, check_instance, check_key, connect, reseal_forged_key_check,
-    retire_previous_key,
+    FleetLink, KEY_CHECK_TEXT, check_instance, check_key, connect, lead_for,
+    reseal_forged_key_check, retire_previous_key,
 };
 use super::schema::{AcmeAccountDoc, Current, HostSeen, KEY_CHECK, Kind, SharedState, b64, unb64};
 use super::versions::Versions;
@@ -113,17 +113,7 @@ pub(crate) async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateRe
     retire_previous_key(&link, &mut versions, None)?;
     let seen = check_key(&link, None).await?;
     retire_previous_key(&link, &mut versions, seen)?;
-    let Some(lead) = link.fleet.try_lead_exclusive().await? else {
-        let leader = link
-            .fleet
-            .leader()
-            .await?
-            .unwrap_or_else(|| "another host".into());
-        bail!(
-            "{leader} leads the fleet now; nothing was re-sealed: run `fleet rotate-key` again \
-             after its run"
-        );
-    };
+    let lead = lead_for(&link, "re-sealed", "fleet rotate-key").await?;
     reseal_forged_key_check(&link, &lead).await;
     let mut report = RotateReport {
         key_id: link.key.current().id(),

@@ -687,6 +687,13 @@ impl Versions {
         self.file.manifest.as_deref() == Some(digest)
     }
 
+    /// Its manifest entry is to be written again whatever it vouches for (etcd lost it).
+    pub(super) fn forget_manifest_written(&mut self) {
+        if self.file.manifest.take().is_some() {
+            self.changed = true;
+        }
+    }
+
     /// After this host wrote its manifest entry of `digest`.
     pub(super) fn wrote_manifest(&mut self, digest: &str) {
         self.file.manifest = Some(digest.to_owned());

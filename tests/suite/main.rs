@@ -94,6 +94,7 @@ mod fleet_failures;
 mod fleet_floor;
 /// The daemon's follow loop: a failing synchronisation backs off.
 mod fleet_follow;
+mod fleet_forget;
 /// An idle follower reads nothing per certificate until the fleet changes, then installs.
 mod fleet_idle;
 /// A run leads only when the fleet has work for a leader; a lead lost is counted.

@@ -1,7 +1,7 @@
 //! `[fleet]`: the etcd cluster of the hosts sharing the certificates, and this host's name.
 
 use super::*;
-use crate::config::{Canaries, RolloutConfig, WaveSize};
+use crate::config::{Canaries, RolloutConfig, WaveSize, valid_host_name};
 
 impl Checker<'_> {
     pub(super) fn fleet(&mut self, t: &DeTable<'_>, header: Range<usize>) -> Option<FleetConfig> {
@@ -263,12 +263,4 @@ impl Checker<'_> {
         }
         Some(out)
     }
-}
-
-/// A host name usable as an etcd key segment.
-fn valid_host_name(h: &str) -> bool {
-    !h.is_empty()
-        && h.len() <= 253
-        && h.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
 }

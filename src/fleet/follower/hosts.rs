@@ -2,15 +2,17 @@
 //! (installed, kept, failed and why), sealed, and when it last synchronised with which fleet
 //! keys.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 
 use super::Synced;
+use crate::config::Config;
 use crate::engine::Outcome;
 use crate::fleet::envelope::{self, Place, Purpose};
 use crate::fleet::link::FleetLink;
 use crate::fleet::schema::{AuditMark, HostResult, HostSeen, host_key, seen_key};
+use crate::fleet::versions::Versions;
 use crate::store::Store;
 
 /// Each certificate that met a bad value: failed in the run's outcome (unless its install
@@ -87,6 +89,46 @@ fn seal_result(
     let version = u64::try_from(result.at.unix_timestamp()).unwrap_or(0);
     let sealed = envelope::seal_json(&link.key, &place, version, result)?;
     Ok((rel, sealed))
+}
+
+/// What this host serves of each configured certificate that has no result in `results`
+/// yet, as a result: for a synchronisation that found no `seen` record of this host in etcd
+/// (a host new to the fleet, or one `fleet forget-host` forgot and that runs again), so that
+/// `fleet status` and the rollouts see what it serves without waiting for its next install.
+pub(super) fn report_served_again(
+    link: &FleetLink,
+    config: &Config,
+    store: &Store,
+    versions: &Versions,
+    results: &mut Vec<(String, HostResult)>,
+) {
+    let reported: BTreeSet<String> = results.iter().map(|(n, _)| n.clone()).collect();
+    for cert in &config.certificates {
+        if reported.contains(&cert.name) {
+            continue;
+        }
+        let Ok(rec) = store.load(&cert.name) else {
+            continue;
+        };
+        let Some(installed) = rec.installed.as_ref() else {
+            continue;
+        };
+        let version = versions
+            .accepted_current(&cert.name)
+            .filter(|a| a.serial == installed.serial)
+            .map_or(0, |a| a.value.version);
+        results.push((
+            cert.name.clone(),
+            HostResult {
+                serial: Some(installed.serial.clone()),
+                version,
+                at: link.clock.now(),
+                since: Some(installed.installed_at),
+                error: None,
+                skipped: None,
+            },
+        ));
+    }
 }
 
 /// Records when this host last synchronised, the ids of the fleet keys it opens values
