@@ -480,4 +480,3 @@ mod tests {
         assert!(err.contains("is empty"), "{err}");
     }
 }
-

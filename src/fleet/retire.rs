@@ -187,7 +187,7 @@ impl Retiring {
         let place = Place::new(Purpose::Retired, &rel, name);
         let sealed = envelope::seal_json(&self.link.key, &place, version, doc)?;
         let mut deletes = vec![state_key(name), current_key(name), dcv_key(name)];
-        for (key, _) in fleet.list("hosts/").await? {
+        for key in fleet.list_keys("hosts/").await? {
             let parts: Vec<&str> = key.split('/').collect();
             if let [
                 "hosts",

@@ -55,7 +55,8 @@ pub(super) async fn noted_by(
     intent: &OrderIntent,
 ) -> Result<Option<String>> {
     let wanted = Unplaced::of(intent);
-    for (rel, value) in link.fleet.list("hosts/").await? {
+    // The keys only: every host's results and proofs are under `hosts/` too.
+    for rel in link.fleet.list_keys("hosts/").await? {
         let parts: Vec<&str> = rel.split('/').collect();
         let ["hosts", host, "unplaced", of] = parts.as_slice() else {
             continue;
@@ -63,6 +64,9 @@ pub(super) async fn noted_by(
         if *of != name {
             continue;
         }
+        let Some((value, _)) = link.fleet.get(&rel).await? else {
+            continue;
+        };
         let place = Place::new(Purpose::Unplaced, &rel, name);
         match envelope::open_json::<Unplaced>(&link.key, &link.fleet, &place, &value) {
             Ok((_, doc)) if doc == wanted => return Ok(Some((*host).to_owned())),
