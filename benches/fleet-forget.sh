@@ -3,20 +3,25 @@
 # (--instant), a fleet of C certificates. host1 (its own nginx) orders them all (the first
 # day); HOSTS other hosts (`server = "none"`) join with one `renew` each (their results,
 # proofs where they prove, `seen` records, manifest entries); then the last of them is
-# forgotten by host1, its clock moved eleven minutes on (the forgotten host stopped ten
-# minutes before). Measured: the keys under the prefix and the etcd database before and after
-# (each after a compaction at the current revision and a defragmentation), the forget's wall
-# time and peak RSS, and host1's next no-op `renew` (the daemons' and hosts' watch sees one
-# revision of deletions). Results: OUT/results.txt.
+# forgotten by host1 once ten minutes have passed since its last synchronisation (a live
+# host is refused). Meanwhile host1's no-op `renew` (it leads: `fleet-leads.json` set back as
+# a CRL refresh would) is measured RUNS times: wall time and peak RSS; PERF=1 records one
+# more with `perf record --call-graph fp` (PERF_AGENT: a build with frame pointers, default
+# AGENT; OUT/noop.perf.txt). Measured then: the keys under the prefix and the etcd database
+# before and after (each after a compaction at the current revision and a defragmentation),
+# the forget's wall time and peak RSS, and host1's no-op runs again. Results:
+# OUT/results.txt.
 # Usage: benches/fleet-forget.sh [OUT_DIR]   (default benches/results/fleet-forget)
-#   C=10000 HOSTS=2 TIMEOUT=1800, and fleet-lib.sh's knobs (PROFILE, AGENT, SANDBOX, BUILD,
-#   KEEP).
+#   C=10000 HOSTS=2 RUNS=3 PERF=0 TIMEOUT=1800, and fleet-lib.sh's knobs (PROFILE, AGENT,
+#   SANDBOX, BUILD, KEEP).
 # Needs etcd, etcdctl, nginx, openssl, python3, curl, /usr/bin/time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-benches/results/fleet-forget}
 C=${C:-10000}
 HOSTS=${HOSTS:-2}
+RUNS=${RUNS:-3}
+PERF=${PERF:-0}
 TIMEOUT=${TIMEOUT:-1800}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -46,18 +51,40 @@ for i in $(seq 2 $((HOSTS + 1))); do
   log "host$i joined: $(since "$t") s"
 done
 GONE=host$((HOSTS + 1))
+left=$(date +%s)
+# noop LABEL: RUNS no-op runs of host1 that lead, each's wall time and peak RSS.
+noop() {
+  local r
+  for r in $(seq "$RUNS"); do
+    crl_lead_due "$W/host1"
+    t=$(now)
+    /usr/bin/time -f %M -o "$W/noop.rss" "$AGENT" --config "$W/host1/config.toml" renew \
+      > "$W/host1/noop.log" 2>&1 || { tail -n 20 "$W/host1/noop.log" >&2; exit 1; }
+    log "$1: host1's no-op renew $r: $(since "$t") s, peak RSS $(tail -n 1 "$W/noop.rss") KiB"
+  done
+}
+noop "with $GONE"
+if [ "$PERF" = 1 ]; then
+  crl_lead_due "$W/host1"
+  perf record -F 1000 --call-graph fp -o "$W/noop.perf.data" \
+    "${PERF_AGENT:-$AGENT}" --config "$W/host1/config.toml" renew > /dev/null 2>&1
+  perf report -i "$W/noop.perf.data" --no-children --percent-limit 0.5 --stdio 2>/dev/null \
+    | grep -v '^$' | head -n 400 > "$OUT/noop.perf.txt"
+  perf report -i "$W/noop.perf.data" --children --percent-limit 2 --stdio -g none 2>/dev/null \
+    | grep -v '^$' | head -n 120 > "$OUT/noop.perf-children.txt"
+fi
+# The forgotten host stopped at its join: ten minutes on, it is no longer live.
+wait_s=$((left + 610 - $(date +%s)))
+[ "$wait_s" -le 0 ] || sleep "$wait_s"
 etcd_compact_defrag >/dev/null
 read -r db use < <(etcd_db)
 log "before: $(keys "$PREFIX") keys under the prefix, $(keys "${PREFIX}hosts/$GONE/") under hosts/$GONE/; etcd database $db bytes ($use in use)"
 t=$(now)
-CERT_AGENT_TEST_CLOCK_OFFSET_SECS=660 /usr/bin/time -f %M -o "$W/forget.rss" \
+/usr/bin/time -f %M -o "$W/forget.rss" \
   "$AGENT" --config "$W/host1/config.toml" fleet forget-host "$GONE" > "$W/forget.log" 2>&1 \
   || { cat "$W/forget.log" >&2; exit 1; }
 log "forget-host $GONE: $(since "$t") s, peak RSS $(tail -n 1 "$W/forget.rss") KiB: $(head -n 1 "$W/forget.log")"
 etcd_compact_defrag >/dev/null
 read -r db use < <(etcd_db)
 log "after: $(keys "$PREFIX") keys under the prefix, $(keys "${PREFIX}hosts/$GONE/") under hosts/$GONE/; etcd database $db bytes ($use in use)"
-t=$(now)
-"$AGENT" --config "$W/host1/config.toml" renew > "$W/host1/noop.log" 2>&1 \
-  || { tail -n 20 "$W/host1/noop.log" >&2; exit 1; }
-log "host1's next no-op renew: $(since "$t") s"
+noop "without $GONE"
