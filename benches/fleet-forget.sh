@@ -68,10 +68,12 @@ if [ "$PERF" = 1 ]; then
   crl_lead_due "$W/host1"
   perf record -F 1000 --call-graph fp -o "$W/noop.perf.data" \
     "${PERF_AGENT:-$AGENT}" --config "$W/host1/config.toml" renew > /dev/null 2>&1
-  perf report -i "$W/noop.perf.data" --no-children --percent-limit 0.5 --stdio 2>/dev/null \
-    | grep -v '^$' | head -n 400 > "$OUT/noop.perf.txt"
-  perf report -i "$W/noop.perf.data" --children --percent-limit 2 --stdio -g none 2>/dev/null \
-    | grep -v '^$' | head -n 120 > "$OUT/noop.perf-children.txt"
+  perf report -i "$W/noop.perf.data" --no-children --percent-limit 0.5 --stdio \
+    > "$W/perf.txt" 2>/dev/null || true
+  grep -v '^$' "$W/perf.txt" | sed -n 1,400p > "$OUT/noop.perf.txt" || true
+  perf report -i "$W/noop.perf.data" --children --percent-limit 2 --stdio -g none \
+    > "$W/perf-children.txt" 2>/dev/null || true
+  grep -v '^$' "$W/perf-children.txt" | sed -n 1,120p > "$OUT/noop.perf-children.txt" || true
 fi
 # The forgotten host stopped at its join: ten minutes on, it is no longer live.
 wait_s=$((left + 610 - $(date +%s)))
