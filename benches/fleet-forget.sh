@@ -85,7 +85,7 @@ t=$(now)
 /usr/bin/time -f %M -o "$W/forget.rss" \
   "$AGENT" --config "$W/host1/config.toml" fleet forget-host "$GONE" > "$W/forget.log" 2>&1 \
   || { cat "$W/forget.log" >&2; exit 1; }
-log "forget-host $GONE: $(since "$t") s, peak RSS $(tail -n 1 "$W/forget.rss") KiB: $(head -n 1 "$W/forget.log")"
+log "forget-host $GONE: $(since "$t") s, peak RSS $(tail -n 1 "$W/forget.rss") KiB: $(grep -v " WARN " "$W/forget.log" | head -n 1)"
 etcd_compact_defrag >/dev/null
 read -r db use < <(etcd_db)
 log "after: $(keys "$PREFIX") keys under the prefix, $(keys "${PREFIX}hosts/$GONE/") under hosts/$GONE/; etcd database $db bytes ($use in use)"
