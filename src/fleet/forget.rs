@@ -27,11 +27,11 @@ use time::OffsetDateTime;
 
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
 use super::coord::Written;
 use super::envelope::{self, Place, Purpose};
-use super::link::{FleetLink, LIVE_FOR, check_instance, check_key, connect, lead_for};
+use super::link::{FleetLink, LIVE_FOR, check_instance, check_key, connect, hold_state, lead_for};
 use super::manifest::{ManifestEntry, read_entries};
 use super::schema::{HostSeen, manifest_key, seen_key};
 use super::versions::{Versions, Vouched};
@@ -117,15 +117,7 @@ pub(crate) async fn forget_host(config: &Config, clock: Clock, host: &str) -> Re
         );
     }
     let store = Store::open(&config.agent.state_dir)?;
-    let _lock = match store.lock() {
-        Ok(l) => l,
-        Err(StoreError::Locked { .. }) => bail!(
-            "a run of this host holds its state directory ({}); run `fleet forget-host` again \
-             once it has ended",
-            config.agent.state_dir.display()
-        ),
-        Err(e) => return Err(e.into()),
-    };
+    let _lock = hold_state(&store, config, "fleet forget-host")?;
     let versions = Versions::load(store.dir())?;
     check_instance(&link, &versions).await?;
     if check_key(&link, None).await?.is_none() {

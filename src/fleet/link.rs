@@ -454,6 +454,24 @@ pub(super) async fn lead_for(link: &FleetLink, what: &str, command: &str) -> Res
     bail!("{leader} leads the fleet now; nothing was {what}: run `{command}` again after its run")
 }
 
+/// This host's state directory held for a fleet command (`command`, named when a run of this
+/// host holds it: run the command again once it has ended).
+pub(super) fn hold_state(
+    store: &crate::store::Store,
+    config: &Config,
+    command: &str,
+) -> Result<crate::store::RunLock> {
+    match store.lock() {
+        Ok(l) => Ok(l),
+        Err(crate::store::StoreError::Locked { .. }) => bail!(
+            "a run of this host holds its state directory ({}); run `{command}` again once it \
+             has ended",
+            config.agent.state_dir.display()
+        ),
+        Err(e) => Err(e.into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,14 +24,14 @@ use serde::Serialize;
 
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
 use super::coord::{Expect, Leadership, RESIGNED, Written};
 use super::envelope::{self, Place, Purpose};
 use super::follower::hosts::report_seen;
 use super::key::Which;
 use super::link::{
-    FleetLink, KEY_CHECK_TEXT, check_instance, check_key, connect, lead_for,
+    FleetLink, KEY_CHECK_TEXT, check_instance, check_key, connect, hold_state, lead_for,
     reseal_forged_key_check, retire_previous_key,
 };
 use super::schema::{AcmeAccountDoc, Current, HostSeen, KEY_CHECK, Kind, SharedState, b64, unb64};
@@ -99,15 +99,7 @@ pub(crate) async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateRe
     };
     let previous_key_id = previous.id();
     let store = Store::open(&config.agent.state_dir)?;
-    let _lock = match store.lock() {
-        Ok(l) => l,
-        Err(StoreError::Locked { .. }) => bail!(
-            "a run of this host holds its state directory ({}); run `fleet rotate-key` again \
-             once it has ended",
-            config.agent.state_dir.display()
-        ),
-        Err(e) => return Err(e.into()),
-    };
+    let _lock = hold_state(&store, config, "fleet rotate-key")?;
     let mut versions = Versions::load(store.dir())?;
     check_instance(&link, &versions).await?;
     retire_previous_key(&link, &mut versions, None)?;

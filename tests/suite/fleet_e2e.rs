@@ -88,6 +88,20 @@ impl Fleet {
         Self::start_under(prefix, &[Server::Nginx, Server::Nginx], &[("www", DOMAIN)])
     }
 
+    /// [`pair`](Self::pair) once both hosts serve `www`: web1 ordered it (serving the
+    /// validation file), web2 installed it; returns the fleet and the serial both serve.
+    pub(crate) fn pair_serving(prefix: &str) -> (Self, String) {
+        let f = Self::pair(prefix);
+        f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
+        f.agent(0, &["--json", "renew", "--wait", "60"])
+            .expect_code(0);
+        f.agent(1, &["--json", "renew"]).expect_code(0);
+        // web2 just reloaded: every later handshake must meet the new certificate.
+        let serial = f.installed(0).expect("web1 installed");
+        f.wait_all_settled(&serial, Duration::from_secs(30));
+        (f, serial)
+    }
+
     pub(crate) fn cluster(&mut self) -> &mut EtcdCluster {
         self.own_cluster.as_mut().expect("a cluster of its own")
     }

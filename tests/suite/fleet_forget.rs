@@ -13,7 +13,6 @@ use crate::support;
 use crate::support::env::AgentOutput;
 
 use std::fs;
-use std::time::Duration;
 
 use serde_json::Value;
 
@@ -45,13 +44,7 @@ fn a_host_that_left_is_forgotten_once_it_is_not_live_and_comes_back_when_it_runs
     if !crate::fleet_e2e::ready() {
         return;
     }
-    let f = Fleet::pair(PREFIX);
-    f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
-    f.agent(0, &["--json", "renew", "--wait", "60"])
-        .expect_code(0);
-    f.agent(1, &["--json", "renew"]).expect_code(0);
-    let serial = f.installed(0).expect("web1 installed");
-    f.wait_all_settled(&serial, Duration::from_secs(30));
+    let (f, serial) = Fleet::pair_serving(PREFIX);
     let before = keys_of(&f, "web2");
     for key in ["hosts/web2/seen", "hosts/web2/certs/www", "manifest/web2"] {
         assert!(

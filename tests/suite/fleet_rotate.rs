@@ -19,7 +19,6 @@ use crate::support;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
 use aws_lc_rs::hmac;
@@ -67,14 +66,7 @@ pub(crate) fn set_fleet_keys(f: &Fleet, i: usize, current: &Path, previous: Opti
 
 impl Rotation {
     fn start() -> Self {
-        let f = Fleet::pair(PREFIX);
-        f.env.sandbox.set_dcv_ports(f.hosts[0].web.http_port(), 0);
-        f.agent(0, &["--json", "renew", "--wait", "60"])
-            .expect_code(0);
-        f.agent(1, &["--json", "renew"]).expect_code(0);
-        // web2 just reloaded: every later handshake must meet the new certificate.
-        let serial = f.installed(0).expect("web1 installed");
-        f.wait_all_settled(&serial, Duration::from_secs(30));
+        let (f, _) = Fleet::pair_serving(PREFIX);
         let etcd = f.etcd();
         let old_key = f.env.path("fleet.key");
         let new_key = f.env.path("fleet-new.key");
