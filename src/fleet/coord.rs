@@ -657,22 +657,18 @@ impl Leadership {
             )])
             .and_then(ops)
             .or_else([TxnOp::get(leader, None)]);
-        let resp = self
-            .fleet
-            .call(|mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
-        if resp.succeeded() {
-            return Ok(resp.header().map(|h| h.revision()).unwrap_or_default());
+        match self.written(txn).await? {
+            Written::Done(revision) => Ok(revision),
+            // Only the lead is compared: a transaction refused with the lead still this
+            // host's is not expected; nothing was written either way.
+            Written::Conflict(_) => {
+                *lock(&self.held) = None;
+                Err(FleetError::NotLeader {
+                    host: self.fleet.host.clone(),
+                    now: None,
+                })
+            }
         }
-        *lock(&self.held) = None;
-        Err(FleetError::NotLeader {
-            host: self.fleet.host.clone(),
-            now: first_value(&resp.op_responses())
-                .map(|(v, _)| String::from_utf8_lossy(&v).into_owned()),
-        })
     }
 
     /// Gives the lead up now: the leader key is deleted in a transaction that writes this

@@ -242,8 +242,10 @@ pub(super) async fn sync(
         halted,
         overridden,
     } = slices::take_slices(link, config, store, &given, &mut view, &mut results).await?;
-    if link.unannounced.load(std::sync::atomic::Ordering::Relaxed) {
-        report_served_again(link, config, store, &view.versions, &mut results);
+    // No `seen` record of this host in etcd (new, or forgotten): its manifest entry and what
+    // it serves are reported again.
+    let unannounced = link.unannounced.load(std::sync::atomic::Ordering::Relaxed);
+    if unannounced {
         view.versions.forget_manifest_written();
     }
     view.note_revisions();
@@ -262,6 +264,10 @@ pub(super) async fn sync(
     };
     let Settled { proved, counted } = taken.settled(link, settled, checked.as_ref(), &published);
     report_problems(link, store, view.problems, &mut out, &mut results);
+    if unannounced {
+        let given = (refused, &view.versions, &records);
+        report_served_again(link, config, store, given, &mut results);
+    }
     report_hosts(link, &host, results).await;
     match checked {
         Some(checked) => super::rollback::publish(link, config, checked).await,

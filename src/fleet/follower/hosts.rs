@@ -13,7 +13,7 @@ use crate::fleet::envelope::{self, Place, Purpose};
 use crate::fleet::link::FleetLink;
 use crate::fleet::schema::{AuditMark, HostResult, HostSeen, host_key, seen_key};
 use crate::fleet::versions::Versions;
-use crate::store::Store;
+use crate::store::{Records, Store};
 
 /// Each certificate that met a bad value: failed in the run's outcome (unless its install
 /// already failed) and reported under `hosts/HOST/`.
@@ -92,23 +92,29 @@ fn seal_result(
 }
 
 /// What this host serves of each configured certificate that has no result in `results`
-/// yet, as a result: for a synchronisation that found no `seen` record of this host in etcd
-/// (a host new to the fleet, or one `fleet forget-host` forgot and that runs again), so that
-/// `fleet status` and the rollouts see what it serves without waiting for its next install.
+/// yet (installed, skipped or failed at this synchronisation) and was not refused, as a
+/// result: for a synchronisation that found no `seen` record of this host in etcd (a host
+/// new to the fleet, or one `fleet forget-host` forgot and that runs again), so that `fleet
+/// status` and the rollouts see what it serves without waiting for its next install. A
+/// record the synchronisation holds (`records`) is not read again.
 pub(super) fn report_served_again(
     link: &FleetLink,
     config: &Config,
     store: &Store,
-    versions: &Versions,
+    (refused, versions, records): (&BTreeMap<String, String>, &Versions, &Records),
     results: &mut Vec<(String, HostResult)>,
 ) {
     let reported: BTreeSet<String> = results.iter().map(|(n, _)| n.clone()).collect();
     for cert in &config.certificates {
-        if reported.contains(&cert.name) {
+        if reported.contains(&cert.name) || refused.contains_key(&cert.name) {
             continue;
         }
-        let Ok(rec) = store.load(&cert.name) else {
-            continue;
+        let rec = match records.get(&cert.name) {
+            Some(rec) => std::borrow::Cow::Borrowed(rec),
+            None => match store.load(&cert.name) {
+                Ok(rec) => std::borrow::Cow::Owned(rec),
+                Err(_) => continue,
+            },
         };
         let Some(installed) = rec.installed.as_ref() else {
             continue;
