@@ -55,12 +55,9 @@ pub(super) fn fuzz(data: &[u8]) {
 /// Every host's audit row from its `seen` record (one that does not open is an error row).
 async fn read_rows(link: &FleetLink) -> Result<Vec<HostAudit>> {
     let mut rows = Vec::new();
-    for rel in link.fleet.list_keys("hosts/").await? {
+    for (rel, value) in link.fleet.hosts_under("seen").await? {
         let parts: Vec<&str> = rel.split('/').collect();
         let ["hosts", host, "seen"] = parts.as_slice() else {
-            continue;
-        };
-        let Some((value, _)) = link.fleet.get(&rel).await? else {
             continue;
         };
         let place = Place::new(Purpose::HostSeen, &rel, "");

@@ -24,6 +24,7 @@ mod batch;
 mod changed_since;
 mod events;
 mod fenced;
+mod hosts;
 mod lease;
 mod snapshot;
 
@@ -173,7 +174,8 @@ impl Fleet {
     /// values of one certificate take about 17 KiB).
     pub async fn list(&self, rel: &str) -> Result<Vec<(String, Vec<u8>)>, FleetError> {
         let mut out = Vec::new();
-        self.list_pages(rel, self.key(rel).into_bytes(), 0, &mut out)
+        let end = range_end(self.key(rel).as_bytes());
+        self.list_pages(self.key(rel).into_bytes(), &end, 0, &mut out)
             .await?;
         Ok(out)
     }
@@ -206,20 +208,19 @@ impl Fleet {
         }
     }
 
-    /// The keys under `rel` from `from` on (a full key, inclusive) in pages of [`LIST_PAGE`],
-    /// appended to `out` relative to the prefix; at `revision` (0: the revision of the first
-    /// page's answer, returned).
+    /// The keys from `from` (a full key, inclusive) up to `end` (exclusive) in pages of
+    /// [`LIST_PAGE`], appended to `out` relative to the prefix; at `revision` (0: the revision
+    /// of the first page's answer, returned).
     async fn list_pages(
         &self,
-        rel: &str,
         mut from: Vec<u8>,
+        end: &[u8],
         mut revision: i64,
         out: &mut Vec<(String, Vec<u8>)>,
     ) -> Result<i64, FleetError> {
-        let end = range_end(self.key(rel).as_bytes());
         loop {
             let mut opts = GetOptions::new()
-                .with_range(end.clone())
+                .with_range(end.to_vec())
                 .with_limit(LIST_PAGE);
             if revision > 0 {
                 opts = opts.with_revision(revision);

@@ -22,6 +22,10 @@ use super::schema::{
 };
 use super::versions::Versions;
 
+/// Deletions per transaction of a retirement: with the tombstone, under etcd's default
+/// `--max-txn-ops` (128).
+const TOMBSTONE_DELETES: usize = 120;
+
 /// Another host leads the fleet: nothing was done (exit code 75: try again).
 #[derive(Debug, thiserror::Error)]
 #[error(
@@ -187,24 +191,37 @@ impl Retiring {
         let place = Place::new(Purpose::Retired, &rel, name);
         let sealed = envelope::seal_json(&self.link.key, &place, version, doc)?;
         let mut deletes = vec![state_key(name), current_key(name), dcv_key(name)];
-        for key in fleet.list_keys("hosts/").await? {
+        // Each host's values of this name only (not its values of every other certificate).
+        let kinds = ["certs", "unplaced", "dcv", "proof", "rollout"].map(|k| format!("{k}/{name}"));
+        let ranges: Vec<(&str, &str)> = kinds.iter().map(|k| (k.as_str(), k.as_str())).collect();
+        for (key, _) in fleet.hosts_ranges(&ranges).await? {
             let parts: Vec<&str> = key.split('/').collect();
-            if let [
-                "hosts",
-                _,
-                "certs" | "unplaced" | "dcv" | "proof" | "rollout",
-                n,
-            ] = parts.as_slice()
+            if let ["hosts", _, _, n] = parts.as_slice()
                 && *n == name
             {
-                deletes.push(key.clone());
+                deletes.push(key);
             }
         }
+        // The tombstone, the shared values and as many hosts' values as etcd takes in one
+        // transaction (`--max-txn-ops`, 128 by default) together; a fleet of more hosts has the
+        // rest deleted after, fenced the same way.
+        let (first, rest) = deletes.split_at(deletes.len().min(TOMBSTONE_DELETES));
         self.lead
-            .write_all(vec![(rel.clone(), sealed.clone())], &deletes)
+            .write_all(vec![(rel.clone(), sealed.clone())], first)
             .await?;
         tracing::info!(certificate = %name, key = %fleet.key(&rel), "retired for the fleet");
         versions.accept_tombstone(name, &fleet.key(&rel), version, &sealed)?;
-        versions.save()
+        versions.save()?;
+        for (i, chunk) in rest.chunks(TOMBSTONE_DELETES).enumerate() {
+            if let Err(e) = self.lead.write_all(Vec::new(), chunk).await {
+                tracing::warn!(
+                    certificate = %name,
+                    "retired, but {} values the hosts wrote of it were not deleted: {e:#}",
+                    rest.len() - i * TOMBSTONE_DELETES
+                );
+                break;
+            }
+        }
+        Ok(())
     }
 }

@@ -215,11 +215,17 @@ impl Fleetwide {
     }
 }
 
-/// Reads [`Fleetwide`] (one range read of `hosts/`). A proof or decision older than one this
-/// host opened at its key before (`versions`) is refused as a replay, naming its key.
+/// Reads [`Fleetwide`]: each host's proofs, decisions and `seen` record, at one revision, not
+/// its results ([`listed`]). A proof or decision older than one this host opened at its key
+/// before (`versions`) is refused as a replay, naming its key.
 pub(super) async fn read(link: &FleetLink, versions: &mut Versions) -> Result<Fleetwide> {
-    let listed = link.fleet.list("hosts/").await?;
-    Ok(gather(link, listed, versions))
+    Ok(gather(link, listed(link).await?, versions))
+}
+
+/// What [`gather`] takes: the keys of every host from `proof/` through `seen` (`proof/`,
+/// `rollout/`, `seen`).
+pub(super) async fn listed(link: &FleetLink) -> Result<Vec<(String, Vec<u8>)>, super::FleetError> {
+    link.fleet.hosts_between("proof/", "seen").await
 }
 
 /// Whether the proof or decision at `key` (made at `at`) is no older than the one this host

@@ -153,17 +153,13 @@ pub(crate) async fn rotate_key(config: &Config, clock: Clock) -> Result<RotateRe
 async fn unmoved_hosts(link: &FleetLink) -> Result<Vec<Unmoved>> {
     let current = link.key.current().id();
     let mut out = Vec::new();
-    // The keys only, then each `seen` record: every host's results and proofs are under
-    // `hosts/` too.
-    for rel in link.fleet.list_keys("hosts/").await? {
+    // Each host's `seen` record only: its results and proofs are under `hosts/` too.
+    for (rel, value) in link.fleet.hosts_under("seen").await? {
         let Some(host) = rel
             .strip_prefix("hosts/")
             .and_then(|r| r.strip_suffix("/seen"))
             .filter(|h| !h.contains('/'))
         else {
-            continue;
-        };
-        let Some((value, _)) = link.fleet.get(&rel).await? else {
             continue;
         };
         let place = Place::new(Purpose::HostSeen, &rel, "");

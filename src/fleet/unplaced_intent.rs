@@ -55,8 +55,8 @@ pub(super) async fn noted_by(
     intent: &OrderIntent,
 ) -> Result<Option<String>> {
     let wanted = Unplaced::of(intent);
-    // The keys only: every host's results and proofs are under `hosts/` too.
-    for rel in link.fleet.list_keys("hosts/").await? {
+    // Each host's notes of this name only: its results and proofs are under `hosts/` too.
+    for (rel, value) in link.fleet.hosts_under(&format!("unplaced/{name}")).await? {
         let parts: Vec<&str> = rel.split('/').collect();
         let ["hosts", host, "unplaced", of] = parts.as_slice() else {
             continue;
@@ -64,9 +64,6 @@ pub(super) async fn noted_by(
         if *of != name {
             continue;
         }
-        let Some((value, _)) = link.fleet.get(&rel).await? else {
-            continue;
-        };
         let place = Place::new(Purpose::Unplaced, &rel, name);
         match envelope::open_json::<Unplaced>(&link.key, &link.fleet, &place, &value) {
             Ok((_, doc)) if doc == wanted => return Ok(Some((*host).to_owned())),

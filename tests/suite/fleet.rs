@@ -2,7 +2,8 @@
 //! a time; a leader whose lease ended cannot write (fencing) and is told who leads; a leader
 //! that stops renewing (a killed host) is replaced within the lease; one member down keeps
 //! the quorum and the work going; two down stop every write with a clear error, and the
-//! fleet resumes when they return.
+//! fleet resumes when they return. Lists are read whole across answers; a part of every
+//! host's keys is read without the rest.
 
 use crate::support;
 
@@ -436,6 +437,91 @@ fn a_list_larger_than_one_answer_may_be_is_read_whole_and_in_order() {
             assert_eq!(value.len(), 40 * 1024);
             assert_eq!(value[0], u8::try_from(i % 251).unwrap());
         }
+        lead.resign().await;
+    });
+}
+
+#[test]
+fn each_hosts_part_is_read_without_the_rest_of_its_values() {
+    if !etcd::require() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = EtcdCluster::start(dir.path(), 3);
+    runtime().block_on(async {
+        let a = Fleet::connect(&options(&cluster, "web1", "/t8/"))
+            .await
+            .unwrap();
+        let lead = a.try_lead().await.unwrap().expect("web1 leads");
+        // Hosts whose names sort around each other's keys (`-` sorts before `/`, `0` after),
+        // a key directly under `hosts/`, and one just past it.
+        let keys = [
+            "hosts/odd",
+            "hosts/web1-x/certs/www",
+            "hosts/web1-x/seen",
+            "hosts/web1/certs/www",
+            "hosts/web1/dcv/www",
+            "hosts/web1/proof/shop",
+            "hosts/web1/proof/www",
+            "hosts/web1/rollout/www",
+            "hosts/web1/seen",
+            "hosts/web1/unplaced/www",
+            "hosts/web10/proof/www",
+            "hosts/web10/unplaced/www",
+            "hosts/web10/unplaced/wwwx",
+            "hosts0/seen",
+        ];
+        for k in keys {
+            lead.put(k, k.as_bytes().to_vec(), Expect::Any)
+                .await
+                .unwrap();
+        }
+        let (hosts, revision) = a.children("hosts/").await.unwrap();
+        assert_eq!(hosts, ["odd", "web1-x", "web1", "web10"]);
+        assert!(revision > 0);
+        let read = |v: Vec<(String, Vec<u8>)>| -> Vec<String> {
+            v.into_iter()
+                .map(|(k, value)| {
+                    assert_eq!(k.as_bytes(), value, "each key with its own value");
+                    k
+                })
+                .collect()
+        };
+        assert_eq!(
+            read(a.hosts_between("proof/", "seen").await.unwrap()),
+            [
+                "hosts/web1-x/seen",
+                "hosts/web1/proof/shop",
+                "hosts/web1/proof/www",
+                "hosts/web1/rollout/www",
+                "hosts/web1/seen",
+                "hosts/web10/proof/www",
+            ]
+        );
+        assert_eq!(
+            read(a.hosts_under("unplaced/www").await.unwrap()),
+            [
+                "hosts/web1/unplaced/www",
+                "hosts/web10/unplaced/www",
+                "hosts/web10/unplaced/wwwx",
+            ]
+        );
+        assert!(a.hosts_under("nothing").await.unwrap().is_empty());
+        // 250 hosts of 3 keys: each read once, in order.
+        for h in 0..250 {
+            for part in ["certs/www", "proof/www", "seen"] {
+                let k = format!("hosts/h{h:03}/{part}");
+                lead.put(&k, k.as_bytes().to_vec(), Expect::Any)
+                    .await
+                    .unwrap();
+            }
+        }
+        let (hosts, _) = a.children("hosts/").await.unwrap();
+        assert_eq!(hosts.len(), 254);
+        let seen = read(a.hosts_under("seen").await.unwrap());
+        assert_eq!(seen.len(), 252);
+        assert_eq!(seen[0], "hosts/h000/seen");
+        assert_eq!(seen[249], "hosts/h249/seen");
         lead.resign().await;
     });
 }

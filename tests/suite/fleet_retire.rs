@@ -7,8 +7,9 @@
 //! the documented way back (the tombstone deleted with etcdctl, the archive moved aside) and
 //! the old tombstone then refused as a replay. A tombstone that does not open (garbage, not
 //! sealed, another certificate's, another purpose's) is refused with its key named and the
-//! certificate goes on renewing. While another host leads, `retire` exits 75 and writes
-//! nothing.
+//! certificate goes on renewing. A certificate with values under more hosts than one etcd
+//! transaction takes has them all deleted, and no other value. While another host leads,
+//! `retire` exits 75 and writes nothing.
 
 use crate::fleet_e2e::ready;
 use crate::fleet_rotate::set_fleet_keys;
@@ -274,8 +275,35 @@ fn a_tombstone_that_does_not_open_is_refused_and_the_certificate_keeps_renewing(
         return;
     }
     let mut t = Trial::start();
+    // Values of shop under 70 more hosts (as if written by hosts that served it): with the
+    // tombstone, more deletions than etcd takes in one transaction (128 operations). Values
+    // of other certificates, of a name that starts with shop's, and outside `hosts/` stay.
+    for h in 0..70 {
+        for kind in ["certs", "proof"] {
+            t.etcd.put(&format!("hosts/gone{h:02}/{kind}/shop"), "x");
+        }
+    }
+    let kept = [
+        "hosts/gone00/certs/shopping",
+        "hosts/gone00/certs/www",
+        "hosts/gone00/seen",
+        "hosts0/certs/shop",
+    ];
+    for k in kept {
+        t.etcd.put(k, "x");
+    }
     // A real tombstone of another certificate: shop retired for the fleet.
     t.f.agent(0, &["retire", "shop", "--yes"]).expect_code(0);
+    let keys = keys_of(&mut t);
+    let left: Vec<_> = keys
+        .iter()
+        .filter(|k| k.starts_with("hosts/") && k.ends_with("/shop"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    for k in kept {
+        assert!(keys.iter().any(|x| x == k), "{k}: {keys:?}");
+        t.etcd.delete(k);
+    }
     let shop = t.etcd.get("certs/shop/retired").unwrap();
     let current = t.etcd.get("certs/www/current").unwrap();
     let unsealed = serde_json::to_vec(&serde_json::json!({

@@ -134,7 +134,8 @@ impl Fleet {
         if let Some(g) = get(1) {
             self.append_relative(g.kvs(), &mut dcv);
             if let Some(last) = g.kvs().last().filter(|_| g.more()) {
-                self.list_pages("dcv/", after(last.key()), revision, &mut dcv)
+                let end = range_end(self.key("dcv/").as_bytes());
+                self.list_pages(after(last.key()), &end, revision, &mut dcv)
                     .await?;
             }
         }

@@ -17,7 +17,7 @@ use crate::fleet::envelope::{self, Place, Purpose};
 use crate::fleet::link::LIVE_FOR;
 use crate::fleet::schema::{
     AcmeAccountDoc, DcvEntry, DcvFile, DcvServed, HostSeen, acme_account_key, b64, dcv_key,
-    dcv_served_key, seen_key,
+    dcv_served_key,
 };
 
 /// How long a leader waits, within a run, for every live host to serve an ACME validation
@@ -159,16 +159,12 @@ impl FleetRun<'_> {
         let link = self.link;
         let me = link.fleet.host();
         let mut out = Vec::new();
-        for key in link.fleet.list_keys("hosts/").await? {
-            let Some(host) = key
+        for (rel, value) in link.fleet.hosts_under("seen").await? {
+            let Some(host) = rel
                 .strip_prefix("hosts/")
                 .and_then(|k| k.strip_suffix("/seen"))
                 .filter(|h| !h.contains('/') && *h != me)
             else {
-                continue;
-            };
-            let rel = seen_key(host);
-            let Some((value, _)) = link.fleet.get(&rel).await? else {
                 continue;
             };
             let place = Place::new(Purpose::HostSeen, &rel, "");

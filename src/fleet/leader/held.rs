@@ -31,7 +31,7 @@ impl FleetRun<'_> {
         if let Some(f) = self.fleetwide.borrow().as_ref() {
             return Some(Rc::clone(f));
         }
-        match self.link.fleet.list("hosts/").await {
+        match rollout::listed(self.link).await {
             Ok(listed) => {
                 let f = rollout::gather(self.link, listed, &mut self.versions.borrow_mut());
                 let f = Rc::new(f);
