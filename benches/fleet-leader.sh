@@ -7,7 +7,8 @@
 #   - first day: host1's `renew --wait` orders all C certificates; host2 installs them;
 #   - leader no-op: host1's `renew` with nothing due (each of RUNS runs that led; the median);
 #     PERF=1 records one more no-op run with `perf record -g` (OUT/noop.perf.data, and the
-#     top of `perf report` in OUT/noop.perf.txt), STRACE=1 one with `strace -c -f`
+#     top of `perf report` in OUT/noop.perf.txt; PERF_CALLGRAPH="--call-graph dwarf" records
+#     the callers of the C library's copies too, OUT/noop-C-LABEL.perf-callers.txt), STRACE=1 one with `strace -c -f`
 #     (OUT/noop.strace.txt, and OUT/noop-C-LABEL.files.txt: openat, read, fsync only);
 #     the etcd messages (by method) and bytes sent during the RUNS no-op runs, and the
 #     values the leader's read of the fleet read (OUT/noop-etcd.txt), the CPU time of one
@@ -125,8 +126,13 @@ for C in $SIZES; do
       done
     fi
     if [ "${PERF:-0}" = 1 ]; then
-      WRAP="perf record -g -o $OUT/noop-$C-$label.perf.data --" led "$B/host1" /dev/null >/dev/null
+      WRAP="perf record ${PERF_CALLGRAPH:--g} -o $OUT/noop-$C-$label.perf.data --" led "$B/host1" /dev/null >/dev/null
       perf report -i "$OUT/noop-$C-$label.perf.data" --children --stdio -g none --percent-limit 1 2>/dev/null | head -n 150 > "$OUT/noop-$C-$label.perf.txt"
+      # The callers of the C library's copies and allocations (which have no frame pointers:
+      # PERF_CALLGRAPH="--call-graph dwarf" finds them).
+      perf report -i "$OUT/noop-$C-$label.perf.data" --no-children --stdio -G --percent-limit 2 \
+        --symbols __memmove_avx512_unaligned_erms,__memmove_avx_unaligned_erms,__memcmp_evex_movbe,_int_malloc 2>/dev/null \
+        | head -n 400 > "$OUT/noop-$C-$label.perf-callers.txt" || true
     fi
     if [ "${STRACE:-0}" = 1 ]; then
       WRAP="strace -c -f -o $OUT/noop-$C-$label.strace.txt" led "$B/host1" /dev/null >/dev/null

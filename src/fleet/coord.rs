@@ -30,6 +30,9 @@ mod snapshot;
 
 use lease::Renewer;
 
+#[cfg(test)]
+mod tests;
+
 pub(crate) use events::Changes;
 pub use events::{FleetWatch, LeadEvent};
 pub(crate) use lease::take_lost as take_leads_lost;
@@ -44,10 +47,15 @@ pub enum FleetError {
     )]
     Unavailable { endpoints: String, detail: String },
     #[error(
-        "the fleet's etcd refused {what}: {detail}; check [fleet] user, password_file and the \
-         user's permissions on the prefix; this host places no order and no reissue"
+        "the fleet's etcd refused {what}: {detail}; {hint}; this host places no order and no \
+         reissue"
     )]
-    Refused { what: String, detail: String },
+    Refused {
+        what: String,
+        detail: String,
+        /// What to check, by the kind of refusal.
+        hint: &'static str,
+    },
     #[error("{0}")]
     Setup(String),
     #[error(
@@ -487,19 +495,24 @@ fn retriable(e: &etcd_client::Error) -> bool {
 /// The error of a failed request: refused by etcd (authentication, permissions), or etcd out
 /// of reach.
 fn unavailable(endpoints: &str, e: &etcd_client::Error) -> FleetError {
-    if let etcd_client::Error::GRpcStatus(s) = e
-        && matches!(
-            s.code(),
-            tonic::Code::Unauthenticated
-                | tonic::Code::PermissionDenied
-                | tonic::Code::InvalidArgument
-                | tonic::Code::FailedPrecondition
-        )
-    {
-        return FleetError::Refused {
-            what: format!("a request ({endpoints})"),
-            detail: s.message().to_owned(),
+    if let etcd_client::Error::GRpcStatus(s) = e {
+        let hint = match s.code() {
+            tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => {
+                "check [fleet] user, password_file and the user's permissions on the prefix"
+            }
+            tonic::Code::InvalidArgument | tonic::Code::FailedPrecondition => {
+                "etcd's limits (--max-txn-ops, --max-request-bytes) or its version do not take \
+                 this request"
+            }
+            _ => "",
         };
+        if !hint.is_empty() {
+            return FleetError::Refused {
+                what: format!("a request ({endpoints})"),
+                detail: s.message().to_owned(),
+                hint,
+            };
+        }
     }
     FleetError::Unavailable {
         endpoints: endpoints.to_owned(),

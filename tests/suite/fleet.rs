@@ -378,6 +378,7 @@ fn etcd_over_tls_with_client_certificates_and_a_user() {
         let text = err.to_string();
         assert!(matches!(err, FleetError::Refused { .. }), "{text}");
         assert!(text.contains("authentication failed"), "{text}");
+        assert!(text.contains("[fleet] user, password_file"), "{text}");
         assert!(!text.contains("wrong-secret"), "{text}");
 
         // Without the client certificate the TLS handshake fails.
