@@ -68,5 +68,5 @@ for pair in $COMPARE; do
     bytes+=("$((b1 - b0))"); msgs+=("$(( $(msg_total "$W/m1") - $(msg_total "$W/m0") ))")
     grep -q "took the lead\|fleet-lead-taken" "$W/h2/run-$label.log" && echo "$label: a run led" >&2
   done
-  echo "$label: host2 renew (no-op, rollout gates read): wall median $(median "${walls[@]}") s (${walls[*]}); etcd sent median $(median "${bytes[@]}") bytes (${bytes[*]}); messages received ${msgs[*]}" | tee -a "$OUT/summary.txt"
+  echo "$label: host2 renew (no-op, rollout gates read): wall median $(median "${walls[@]}") s (${walls[*]}); etcd sent median $(median "${bytes[@]}" | cut -d. -f1) bytes (${bytes[*]}); messages received ${msgs[*]}" | tee -a "$OUT/summary.txt"
 done
