@@ -127,12 +127,15 @@ for C in $SIZES; do
     fi
     if [ "${PERF:-0}" = 1 ]; then
       WRAP="perf record ${PERF_CALLGRAPH:--g} -o $OUT/noop-$C-$label.perf.data --" led "$B/host1" /dev/null >/dev/null
-      perf report -i "$OUT/noop-$C-$label.perf.data" --children --stdio -g none --percent-limit 1 2>/dev/null | head -n 150 > "$OUT/noop-$C-$label.perf.txt"
-      # The callers of the C library's copies and allocations (which have no frame pointers:
-      # PERF_CALLGRAPH="--call-graph dwarf" finds them).
-      perf report -i "$OUT/noop-$C-$label.perf.data" --no-children --stdio -G --percent-limit 2 \
-        --symbols __memmove_avx512_unaligned_erms,__memmove_avx_unaligned_erms,__memcmp_evex_movbe,_int_malloc 2>/dev/null \
-        | head -n 400 > "$OUT/noop-$C-$label.perf-callers.txt" || true
+      # Written whole before it is cut (no broken pipe under pipefail).
+      perf report -i "$OUT/noop-$C-$label.perf.data" --children --stdio -g none --percent-limit 1 > "$W/perf.txt" 2>/dev/null || true
+      sed -n 1,150p "$W/perf.txt" > "$OUT/noop-$C-$label.perf.txt"
+      # With PERF_CALLGRAPH="--call-graph dwarf": the C library's copies and allocations by
+      # their callers (they have no frame pointers), and the share under each function.
+      if [ "${PERF_CALLGRAPH:-}" = "--call-graph dwarf" ]; then
+        perf script -i "$OUT/noop-$C-$label.perf.data" 2>/dev/null > "$W/perf-script.txt" || true
+        python3 benches/perf-callers.py 70 < "$W/perf-script.txt" > "$OUT/noop-$C-$label.perf-callers.txt" || true
+      fi
     fi
     if [ "${STRACE:-0}" = 1 ]; then
       WRAP="strace -c -f -o $OUT/noop-$C-$label.strace.txt" led "$B/host1" /dev/null >/dev/null
