@@ -227,27 +227,39 @@ impl Fleet {
         out: &mut Vec<(String, Vec<u8>)>,
     ) -> Result<i64, FleetError> {
         loop {
-            let mut opts = GetOptions::new()
+            let opts = GetOptions::new()
                 .with_range(end.to_vec())
                 .with_limit(LIST_PAGE);
-            if revision > 0 {
-                opts = opts.with_revision(revision);
-            }
-            let resp = self
-                .call(|mut c| {
-                    let (from, opts) = (from.clone(), opts.clone());
-                    async move { c.get(from, Some(opts)).await }
-                })
-                .await?;
-            if revision == 0 {
-                revision = resp.header().map_or(0, |h| h.revision());
-            }
+            let resp = self.get_at(&from, opts, &mut revision).await?;
             self.append_relative(resp.kvs(), out);
             match resp.kvs().last() {
                 Some(last) if resp.more() => from = after(last.key()),
                 _ => return Ok(revision),
             }
         }
+    }
+
+    /// One read from `from` (a full key) with `opts`, at `*revision` (0: the current revision,
+    /// which `*revision` then takes from the answer).
+    async fn get_at(
+        &self,
+        from: &[u8],
+        mut opts: GetOptions,
+        revision: &mut i64,
+    ) -> Result<etcd_client::GetResponse, FleetError> {
+        if *revision > 0 {
+            opts = opts.with_revision(*revision);
+        }
+        let resp = self
+            .call(|mut c| {
+                let (from, opts) = (from.to_vec(), opts.clone());
+                async move { c.get(from, Some(opts)).await }
+            })
+            .await?;
+        if *revision == 0 {
+            *revision = resp.header().map_or(0, |h| h.revision());
+        }
+        Ok(resp)
     }
 
     /// `kvs` appended to `out` with their keys relative to the prefix.

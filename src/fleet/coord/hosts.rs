@@ -27,22 +27,11 @@ impl Fleet {
         let mut from = base.clone();
         let mut out: Vec<String> = Vec::new();
         loop {
-            let mut opts = GetOptions::new()
+            let opts = GetOptions::new()
                 .with_range(end.clone())
                 .with_limit(1)
                 .with_keys_only();
-            if revision > 0 {
-                opts = opts.with_revision(revision);
-            }
-            let resp = self
-                .call(|mut c| {
-                    let (from, opts) = (from.clone(), opts.clone());
-                    async move { c.get(from, Some(opts)).await }
-                })
-                .await?;
-            if revision == 0 {
-                revision = resp.header().map_or(0, |h| h.revision());
-            }
+            let resp = self.get_at(&from, opts, &mut revision).await?;
             let Some(kv) = resp.kvs().first() else {
                 return Ok((out, revision));
             };
