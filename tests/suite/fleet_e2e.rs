@@ -316,6 +316,16 @@ impl Fleet {
             .map(|l| l.serial)
     }
 
+    /// The serial host `i`'s nginx serves for the domain once it serves `serial` (up to 10 s:
+    /// right after a reload, nginx's old workers may still take a connection), or the last
+    /// one it served.
+    pub(crate) fn served_settled(&self, i: usize, serial: &str) -> Option<String> {
+        self.env
+            .served_leaf_with_serial(&self.hosts[i].web.https_addr(), DOMAIN, serial)
+            .ok()
+            .map(|l| l.serial)
+    }
+
     /// Waits until every host serves `serial` and has recorded it.
     pub(crate) fn wait_all_serve(&self, serial: &str, limit: Duration) {
         let ok = wait_until(limit, || {

@@ -293,7 +293,7 @@ fn the_canary_then_each_wave_after_the_proofs_and_a_failed_canary_rolls_back_and
         "{}",
         over.describe()
     );
-    assert_eq!(f.served(2).as_deref(), Some(third.as_str()));
+    assert_eq!(f.served_settled(2, &third).as_deref(), Some(third.as_str()));
     assert!(
         over.describe()
             .contains("rollout_overridden: installed serial "),
