@@ -508,13 +508,25 @@ fn retriable(e: &etcd_client::Error) -> bool {
 /// of reach.
 fn unavailable(endpoints: &str, e: &etcd_client::Error) -> FleetError {
     if let etcd_client::Error::GRpcStatus(s) = e {
+        const ACCESS: &str =
+            "check [fleet] user, password_file and the user's permissions on the prefix";
+        // etcd answers a failed login with InvalidArgument: its message tells it apart.
+        let message = s.message().to_ascii_lowercase();
+        let about = |words: &[&str]| words.iter().any(|w| message.contains(w));
         let hint = match s.code() {
-            tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => {
-                "check [fleet] user, password_file and the user's permissions on the prefix"
+            tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => ACCESS,
+            tonic::Code::InvalidArgument | tonic::Code::FailedPrecondition
+                if about(&["authenticat", "permission", "password", "user", "token"]) =>
+            {
+                ACCESS
+            }
+            tonic::Code::InvalidArgument | tonic::Code::FailedPrecondition
+                if about(&["too many", "too large", "exceed"]) =>
+            {
+                "etcd's limits (--max-txn-ops, --max-request-bytes) do not take this request"
             }
             tonic::Code::InvalidArgument | tonic::Code::FailedPrecondition => {
-                "etcd's limits (--max-txn-ops, --max-request-bytes) or its version do not take \
-                 this request"
+                "check etcd's version and limits, and [fleet] user and password_file"
             }
             _ => "",
         };

@@ -19,6 +19,13 @@ fn a_refusal_names_what_to_check_by_its_kind() {
     );
     assert!(text.contains("--max-txn-ops"), "{text}");
     assert!(!text.contains("password_file"), "{text}");
+    // etcd's answer to a wrong password.
+    let text = refused(
+        tonic::Code::InvalidArgument,
+        "etcdserver: authentication failed, invalid user ID or password",
+    );
+    assert!(text.contains("[fleet] user, password_file"), "{text}");
+    assert!(!text.contains("--max-txn-ops"), "{text}");
     let e = etcd_client::Error::GRpcStatus(tonic::Status::new(tonic::Code::Unavailable, "x"));
     assert!(matches!(
         unavailable("e", &e),
