@@ -76,10 +76,12 @@ fn named(current: &serde_json::Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The serial host `i`'s nginx serves for `domain`.
-fn served(f: &Fleet, i: usize, domain: &str) -> Option<String> {
+/// The serial host `i`'s nginx serves for `domain` once it serves `expected` (up to 10 s:
+/// right after a reload, nginx's old workers may still take a connection), or the last one
+/// it served.
+fn served(f: &Fleet, i: usize, domain: &str, expected: &str) -> Option<String> {
     f.env
-        .served_leaf(&f.hosts[i].web.https_addr(), domain)
+        .served_leaf_with_serial(&f.hosts[i].web.https_addr(), domain, expected)
         .ok()
         .map(|l| l.serial)
 }
@@ -108,8 +110,8 @@ fn three_hosts_serve_what_the_leader_publishes_as_a_leaf_and_intermediates_store
         f.agent(i, &["--json", "renew"]).expect_code(0);
         assert_eq!(installed(&f, i, "www").as_ref(), Some(&www), "{}", f.logs());
         assert_eq!(installed(&f, i, "other").as_ref(), Some(&other));
-        assert_eq!(served(&f, i, DOMAIN).as_ref(), Some(&www));
-        assert_eq!(served(&f, i, OTHER).as_ref(), Some(&other));
+        assert_eq!(served(&f, i, DOMAIN, &www).as_ref(), Some(&www));
+        assert_eq!(served(&f, i, OTHER, &other).as_ref(), Some(&other));
     }
     let mut all = BTreeSet::new();
     for name in ["www", "other"] {
@@ -177,7 +179,7 @@ fn an_archive_value_is_still_installed_and_rewritten_in_place_without_a_reinstal
         "{}",
         f.logs()
     );
-    assert_eq!(served(&f, 1, DOMAIN).as_ref(), Some(&serial));
+    assert_eq!(served(&f, 1, DOMAIN, &serial).as_ref(), Some(&serial));
     assert_eq!(reloads(&counted), 1);
     let since = installed_at(&f, 1, "www");
 
@@ -215,7 +217,7 @@ fn an_archive_value_is_still_installed_and_rewritten_in_place_without_a_reinstal
     assert_eq!(versions["www"]["current"]["version"], v2, "{versions}");
     assert_eq!(reloads(&counted), 1, "{}", f.logs());
     assert_eq!(installed_at(&f, 1, "www"), since);
-    assert_eq!(served(&f, 1, DOMAIN).as_ref(), Some(&serial));
+    assert_eq!(served(&f, 1, DOMAIN, &serial).as_ref(), Some(&serial));
 }
 
 /// Host 1's run while another host holds the lead (it only follows): its output.
@@ -241,7 +243,7 @@ fn www_refused_other_installed(f: &Fleet, key: &str, why: &str, other: &str) {
         "{}",
         out.describe()
     );
-    assert_eq!(served(f, 1, OTHER).as_deref(), Some(other));
+    assert_eq!(served(f, 1, OTHER, other).as_deref(), Some(other));
 }
 
 #[test]
@@ -279,7 +281,7 @@ fn a_missing_forged_moved_or_older_intermediate_refuses_only_the_certificates_na
     follow(&f).expect_code(0);
     let www = first.installed_serial("www");
     assert_eq!(installed(&f, 1, "www").as_ref(), Some(&www), "{}", f.logs());
-    assert_eq!(served(&f, 1, DOMAIN).as_ref(), Some(&www));
+    assert_eq!(served(&f, 1, DOMAIN, &www).as_ref(), Some(&www));
 
     // The older value put back, and a new certificate of each: the one naming it refused.
     f.etcd().put(&www_rel, original);
