@@ -1,8 +1,9 @@
 //! Reads of a part of every host's keys without the rest: the rollout gates need each host's
 //! `seen` record, proofs and decisions, not its results (`hosts/H/certs/`), which are as many
 //! as its proofs and larger. The hosts are found by skipping from one to the next (one read
-//! of one key each, whatever each holds), then each host's part is one range read, all at the
-//! revision of the first answer (one consistent view, as one read of `hosts/` would give).
+//! of one key each: what is sent does not grow with what each holds, though etcd 3.4 walks
+//! the keys after it in its index to answer), then each host's part is one range read, all at
+//! the revision of the first answer (one consistent view, as one read of `hosts/` would give).
 
 use etcd_client::GetOptions;
 
@@ -11,7 +12,7 @@ use super::{Fleet, FleetError, after, range_end};
 impl Fleet {
     /// The names directly under `rel` (which ends in `/`), in key order, each once, and the
     /// revision they were read at. Each read asks for the first key after the keys of the
-    /// name found before, keys only, so the cost grows with the names, not with their keys.
+    /// name found before, keys only: one key is sent per name, whatever each holds.
     pub async fn children(&self, rel: &str) -> Result<(Vec<String>, i64), FleetError> {
         self.children_at(rel, 0).await
     }
