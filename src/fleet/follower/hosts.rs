@@ -109,12 +109,8 @@ pub(super) fn report_served_again(
         if reported.contains(&cert.name) || refused.contains_key(&cert.name) {
             continue;
         }
-        let rec = match records.get(&cert.name) {
-            Some(rec) => std::borrow::Cow::Borrowed(rec),
-            None => match store.load(&cert.name) {
-                Ok(rec) => std::borrow::Cow::Owned(rec),
-                Err(_) => continue,
-            },
+        let Ok(rec) = store.held_or_load(records, &cert.name) else {
+            continue;
         };
         let Some(installed) = rec.installed.as_ref() else {
             continue;
