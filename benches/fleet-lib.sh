@@ -18,7 +18,9 @@ if [ "${BUILD:-1}" = 1 ]; then
     cargo build --locked -q --bin cert-agent
   fi
 fi
-TARGET=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+if [ -z "${AGENT:-${AGENT_BIN:-}}" ] || [ -z "${SANDBOX:-}" ]; then
+  TARGET=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+fi
 AGENT=${AGENT:-${AGENT_BIN:-$TARGET/$PROFILE/cert-agent}}
 SANDBOX=${SANDBOX:-$TARGET/$PROFILE/partner-sandbox}
 
@@ -256,6 +258,31 @@ etcd_db() {
     [ "$u" -gt "$use" ] && use=$u
   done
   echo "$total $use"
+}
+# etcd_census OUTFILE: the keys under the fleet's prefix by kind (the path with the host's and
+# the certificate's names taken out: `certs/*/state`, `hosts/*/proof/*`), each kind's count
+# and its bytes of key and value as etcd holds them (sealed), one line per kind.
+etcd_census() {
+  ETCDCTL_API=3 etcdctl --endpoints "${EP[0]}" get --prefix "$PREFIX" -w json |
+    python3 -c '
+import base64, collections, json, re, sys
+prefix = sys.argv[1]
+kinds = collections.OrderedDict()
+for kv in json.load(sys.stdin).get("kvs", []):
+    key = base64.b64decode(kv["key"]).decode("utf-8", "replace")[len(prefix):]
+    value = base64.b64decode(kv.get("value", ""))
+    p = key.split("/")
+    if p[0] == "certs" and len(p) == 3: kind = "certs/*/" + p[2]
+    elif p[0] == "hosts" and len(p) == 3: kind = "hosts/*/" + p[2]
+    elif p[0] == "hosts" and len(p) == 4: kind = "hosts/*/" + p[2] + "/*"
+    elif p[0] in ("chains", "manifest", "dcv", "acme") and len(p) >= 2: kind = p[0] + "/*"
+    else: kind = key
+    n, k, v = kinds.get(kind, (0, 0, 0))
+    kinds[kind] = (n + 1, k + len(key) + len(prefix), v + len(value))
+print("kind count key_bytes value_bytes value_mean")
+for kind, (n, k, v) in sorted(kinds.items()):
+    print(f"{kind} {n} {k} {v} {v / n:.0f}")
+' "$PREFIX" > "$1"
 }
 # etcd_compact_defrag: the history (every superseded value) compacted away at the current
 # revision, then every member's file defragmented. Prints the revision.

@@ -25,7 +25,8 @@
 #     C certificates; the leader's run time, the time until every host has installed every new
 #     certificate (convergence), and the reloads each host made meanwhile;
 #   - the etcd database size (the largest member's) and its size in use, then again after a
-#     compaction at the current revision and a defragmentation;
+#     compaction at the current revision and a defragmentation; the keys by kind, their
+#     counts and bytes (OUT/census-C-H.txt);
 #   - the daemons' peak RSS (VmHWM, the largest over the hosts) and the leader's (host1's runs).
 # Each fleet's keys are deleted once its sizes are measured (the next compaction frees them).
 # Results: OUT/results.csv (a row per C and H, written as soon as measured), OUT/summary.txt
@@ -252,6 +253,7 @@ for C in $SIZES; do
       log "C=$C H=$H: mass reissue: leader ${reissue} s, every host serving in ${converged} s, reloads per host median $med, max $max"
     fi
     read -r db use < <(etcd_db)
+    etcd_census "$OUT/census-$C-$H.txt"
     rev=$(etcd_compact_defrag)
     read -r db2 _ < <(etcd_db)
     rss=$(peak_rss "${DAEMONS[@]}")

@@ -178,14 +178,15 @@ pub(super) fn open_raw(
     }
 }
 
-/// [`seal`] of a document's JSON.
-pub(super) fn seal_json<T: Serialize>(
+/// [`seal`] of a document's JSON, without the entries its reader fills in by itself
+/// ([`super::compact`]).
+pub(super) fn seal_json<T: Serialize + DeserializeOwned>(
     key: &FleetKeys,
     place: &Place<'_>,
     version: u64,
     doc: &T,
 ) -> Result<Vec<u8>> {
-    seal(key, place, version, &serde_json::to_vec(doc)?)
+    seal(key, place, version, &super::compact::to_vec(doc)?)
 }
 
 /// [`open`] of a document's JSON.

@@ -6,7 +6,7 @@
 //! (fuzz/fuzz_targets/fleet_acme_account.rs), the fleet's ACME account value; and, for the fuzz
 //! target `fleet_chain` (fuzz/fuzz_targets/fleet_chain.rs), an issuer certificate's value at
 //! `chains/SHA256`. Each must refuse what it cannot read, never
-//! panic, and read back what it writes. Not an interface of the agent.
+//! panic, and read back what it writes (a document's compact JSON too). Not an interface of the agent.
 
 use std::path::PathBuf;
 
@@ -17,6 +17,24 @@ use super::schema::{
     Current, DcvEntry, HostResult, HostSeen, Kind, SharedState, Spec, Tombstone, Unplaced,
 };
 use super::versions::Versions;
+
+/// `data` read as a `T`; when it is one, its JSON as the fleet writes it ([`super::compact`])
+/// reads back as the same document.
+fn compact_reads_back<T: serde::Serialize + serde::de::DeserializeOwned>(data: &[u8]) {
+    let Ok(doc) = serde_json::from_slice::<T>(data) else {
+        return;
+    };
+    let Ok(compact) = super::compact::to_vec(&doc) else {
+        panic!("a document read is written back");
+    };
+    let back = serde_json::from_slice::<T>(&compact)
+        .unwrap_or_else(|e| panic!("the compact JSON does not read back: {e}"));
+    assert_eq!(
+        serde_json::to_value(&back).ok(),
+        serde_json::to_value(&doc).ok(),
+        "the compact JSON reads back as another document"
+    );
+}
 
 /// `data` as a value read from etcd at every kind of key; and `data` sealed, opened back.
 pub fn envelope(data: &[u8]) {
@@ -57,12 +75,12 @@ pub fn envelope(data: &[u8]) {
         Ok((7, plain, _)) => assert_eq!(plain, data, "opens back as sealed"),
         other => panic!("a sealed value does not open back: {other:?}"),
     }
-    let _ = serde_json::from_slice::<SharedState>(data);
-    let _ = serde_json::from_slice::<Current>(data);
-    let _ = serde_json::from_slice::<DcvEntry>(data);
-    let _ = serde_json::from_slice::<HostResult>(data);
-    let _ = serde_json::from_slice::<Spec>(data);
-    let _ = serde_json::from_slice::<Unplaced>(data);
+    compact_reads_back::<SharedState>(data);
+    compact_reads_back::<Current>(data);
+    compact_reads_back::<DcvEntry>(data);
+    compact_reads_back::<HostResult>(data);
+    compact_reads_back::<Spec>(data);
+    compact_reads_back::<Unplaced>(data);
     host_seen(&keys, data);
     tombstone(&keys, data);
     proof(&keys, data);

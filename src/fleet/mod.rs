@@ -43,6 +43,7 @@ mod acme;
 mod audit_seen;
 mod audit_watch;
 mod chains;
+mod compact;
 pub(crate) mod coord;
 mod decision;
 mod drift;
