@@ -7,14 +7,14 @@
 # wall and CPU time (median), its peak RSS (the largest of the repetitions), its reloads, and — with STRACE=1 — its syscalls
 # (`strace -c -f`, one extra run; its fsync, fdatasync, syncfs, openat, rename, statx and
 # unlink calls listed), with PERF=1 a `perf record -g` profile (one extra run), with
-# HEAPTRACK=1 the largest allocations at the heap's peak (`heaptrack`, one extra run).
+# HEAPTRACK=1 the heap's peak and its largest allocations (`heaptrack`, one extra run per build).
 # The joiner's first run installs what the fleet has and finds no work for a leader: it does
 # not take the lead (the `leads` column: `fleet-lead-taken` lines in its audit log).
 # With BASELINE=PATH (another cert-agent build) each repetition also times a fresh joiner
 # with it (the same fleet: before and after a change, under the same load); the leader is
 # always AGENT.
 # Results: OUT/catchup.csv, OUT/summary.txt, OUT/strace-BUILD-C.txt, OUT/perf-C.txt,
-# OUT/heaptrack-C.txt.
+# OUT/heaptrack-BUILD-C.txt.
 # Usage: benches/fleet-catchup.sh [OUT_DIR]   (default benches/results/fleet-catchup-DATE)
 #   SIZES="1000" REPEAT=3 JOINERS=0 STRACE=0 PERF=0 HEAPTRACK=0 PROFILE=release|debug AGENT_BIN=PATH BASELINE=PATH
 # With JOINERS=N, N more fresh hosts join at once after the repetitions (each build in turn):
@@ -95,11 +95,18 @@ for C in $SIZES; do
     done
   fi
   if [ "${HEAPTRACK:-0}" = 1 ]; then
-    # Where the peak of the heap goes (one extra run): the largest allocators at the peak.
-    d=$B/heaptrack; joiner "$d" "$PREFIX" "$C" "$DOM"
-    heaptrack -o "$W/heaptrack-$C" "$AGENT" --config "$d/config.toml" renew > "$d/renew.log" 2>&1 || true
-    heaptrack_print -f "$W/heaptrack-$C".* --print-peaks 1 --print-allocators 0 --print-leaks 0 \
-      --print-temporary 0 -n 25 2>/dev/null | head -n 400 > "$OUT/heaptrack-$C.txt" || true
+    # Where the peak of the heap goes (one extra run per build): the heap's peak and the
+    # peak RSS first, then the largest allocators at the peak.
+    for build in agent ${BASELINE:+baseline}; do
+      bin=$AGENT; [ "$build" = baseline ] && bin=$BASELINE
+      d=$B/heaptrack-$build; joiner "$d" "$PREFIX" "$C" "$DOM"
+      heaptrack -o "$W/heaptrack-$build-$C" "$bin" --config "$d/config.toml" renew > "$d/renew.log" 2>&1 || true
+      heaptrack_print -f "$W/heaptrack-$build-$C".* --print-peaks 1 --print-allocators 0 --print-leaks 0 \
+        --print-temporary 0 -n 25 2>/dev/null > "$W/heaptrack-$build-$C.txt" || true
+      { grep -E "^(peak heap memory consumption|peak RSS|total memory leaked|calls to allocation)" \
+          "$W/heaptrack-$build-$C.txt"; head -n 400 "$W/heaptrack-$build-$C.txt"; } \
+        > "$OUT/heaptrack-$build-$C.txt" || true
+    done
   fi
   if [ "${PERF:-0}" = 1 ]; then
     d=$B/perf; joiner "$d" "$PREFIX" "$C" "$DOM"
