@@ -266,14 +266,8 @@ pub(crate) async fn hold_ready(ready: Vec<(Job<'_>, Ready)>) -> HeldBatch<'_> {
 /// tested, reloaded and recorded together ([`ReadyBatch::finish`]).
 pub(crate) struct ReadyBatch<'a> {
     install: install::InstallBatch,
-    ready: Vec<Staged<'a>>,
+    ready: Vec<(Job<'a>, Ready)>,
 }
-
-/// A certificate staged in a batch: its job and what is kept of its [`Ready`] ([`slim`]),
-/// boxed, so that the batch's lists of thousands move pointers (a job and its install are
-/// about 2.5 KB: a list of them held inline grew by doubling, and each step held the old
-/// list and the new one at once).
-type Staged<'a> = Box<(Job<'a>, Ready)>;
 
 impl<'a> ReadyBatch<'a> {
     /// An empty batch of about `files` files ([`install::InstallBatch::new`]).
@@ -301,7 +295,7 @@ impl<'a> ReadyBatch<'a> {
         for (job, r) in ready {
             let (install, kept) = slim(r);
             installs.push(install);
-            self.ready.push(Box::new((job, kept)));
+            self.ready.push((job, kept));
         }
         self.install.stage(installs);
     }
@@ -328,7 +322,7 @@ impl<'a> ReadyBatch<'a> {
 /// A batch whose installs are live but neither committed nor recorded
 /// ([`ReadyBatch::finish_held`]).
 pub(crate) struct HeldBatch<'a> {
-    ready: Vec<Staged<'a>>,
+    ready: Vec<(Job<'a>, Ready)>,
     results: Vec<install::CertOutcome>,
     held: install::Held,
 }
@@ -340,8 +334,7 @@ impl<'a> HeldBatch<'a> {
             .iter()
             .zip(&self.results)
             .filter(|(_, r)| r.installed())
-            .map(|(staged, _)| (&staged.0, &staged.1))
-            .map(|(job, r)| Live {
+            .map(|((job, r), _)| Live {
                 name: job.cert.name.clone(),
                 serial: r.bundle.serial_hex.clone(),
                 previous: job.rec.installed.as_ref().map(|i| i.serial.clone()),
@@ -407,22 +400,21 @@ fn slim(r: Ready) -> (CertInstall, Ready) {
 /// The results of a batch's install (`results`, one per entry of `ready`, in order),
 /// recorded ([`record_installs`]).
 fn installed<'a>(
-    ready: Vec<Staged<'a>>,
+    ready: Vec<(Job<'a>, Ready)>,
     results: Vec<install::CertOutcome>,
 ) -> Vec<(Job<'a>, Outcome, Option<String>)> {
     let mut done = Vec::with_capacity(ready.len());
-    let mut live = Vec::with_capacity(ready.len());
-    for (idx, (staged, result)) in ready.into_iter().zip(results).enumerate() {
+    let mut live = Vec::new();
+    for (idx, ((mut job, r), result)) in ready.into_iter().zip(results).enumerate() {
         if result.installed() {
             let mut warning = None;
             if let Err(e) = &result.result {
-                tracing::warn!(certificate = %staged.0.cert.name, "deploy hook failed: {e}");
+                tracing::warn!(certificate = %job.cert.name, "deploy hook failed: {e}");
                 warning = Some(format!("deploy hook failed: {e}"));
             }
-            live.push((idx, staged, warning));
+            live.push((idx, job, r, warning));
             continue;
         }
-        let (mut job, r) = *staged;
         let err = match result.result {
             Err(e) => anyhow!(e),
             Ok(()) => anyhow!("the install did not complete"),
@@ -441,7 +433,7 @@ fn installed<'a>(
         let outcome = job.fail(&err);
         done.push((idx, (job, outcome, None)));
     }
-    record_installs(live, &mut done);
+    done.extend(record_installs(live));
     done.sort_by_key(|(idx, _)| *idx);
     done.into_iter().map(|(_, d)| d).collect()
 }
@@ -457,19 +449,14 @@ type Done<'a> = (usize, (Job<'a>, Outcome, Option<String>));
 /// written together ([`Store::save_all`](crate::store::Store::save_all): whatever the moment
 /// of a crash, each record is either as it was or installed); then the used pending keys
 /// and held archives removed. A journal or a record that could not be written fails its
-/// certificates (their files stay live; the next run installs them again). Each result is
-/// appended to `done`, with its place in the batch.
-fn record_installs<'a>(
-    mut live: Vec<(usize, Staged<'a>, Option<String>)>,
-    done: &mut Vec<Done<'a>>,
-) {
-    let Some(store) = live.first().map(|(_, staged, _)| staged.0.store()) else {
-        return;
+/// certificates (their files stay live; the next run installs them again).
+fn record_installs<'a>(mut live: Vec<(usize, Job<'a>, Ready, Option<String>)>) -> Vec<Done<'a>> {
+    let Some(store) = live.first().map(|(_, job, _, _)| job.store()) else {
+        return Vec::new();
     };
     let events: Vec<crate::store::JournalEvent<'_>> = live
         .iter()
-        .map(|(_, staged, _)| (&staged.0, &staged.1))
-        .map(|(job, r)| {
+        .map(|(_, job, r, _)| {
             (
                 job.cert.name.as_str(),
                 "installed",
@@ -482,31 +469,26 @@ fn record_installs<'a>(
         .collect();
     let journalled = store.journal_all(&events);
     drop(events);
+    let mut done = Vec::with_capacity(live.len());
     if let Err(e) = journalled {
         let e = anyhow!(e).context("the installs could not be journalled");
-        for (idx, staged, warning) in live {
-            let (mut job, _) = *staged;
+        for (idx, mut job, _, warning) in live {
             let outcome = job.fail(&e);
             done.push((idx, (job, outcome, warning)));
         }
-        return;
+        return done;
     }
     crate::failpoint::hit("installs-journalled");
     let keys: Vec<Option<PathBuf>> = live
         .iter_mut()
-        .map(|(_, staged, _)| {
-            let (job, r) = &mut **staged;
-            mark_installed(job, r)
-        })
+        .map(|(_, job, r, _)| mark_installed(job, r))
         .collect();
-    let records: Vec<&crate::store::CertRecord> =
-        live.iter().map(|(_, staged, _)| &staged.0.rec).collect();
+    let records: Vec<&crate::store::CertRecord> = live.iter().map(|(_, j, _, _)| &j.rec).collect();
     let saved = store.save_all(&records);
     // What the install's own verification saw served (it rolls back when it sees another).
     let mut seen = Vec::new();
     for ((entry, saved), key) in live.into_iter().zip(saved).zip(keys) {
-        let (idx, staged, warning) = entry;
-        let (mut job, r) = *staged;
+        let (idx, mut job, r, warning) = entry;
         let outcome = match saved {
             Err(e) => job.fail(&anyhow!(e)),
             Ok(()) => {
@@ -531,6 +513,7 @@ fn record_installs<'a>(
         done.push((idx, (job, outcome, warning)));
     }
     crate::store::served::remember(store, seen);
+    done
 }
 
 /// Marks the record of a successful install (not written): the installed certificate and the

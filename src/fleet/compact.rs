@@ -1,4 +1,5 @@
-//! A document's JSON as the fleet stores it: without the entries its reader fills in by itself.
+//! A shared record's JSON as the fleet stores it: without the entries its reader fills in by
+//! itself.
 //!
 //! Every value under the prefix is a document's JSON, sealed. Written whole, a certificate's
 //! shared record carries about 300 bytes of `null`, `false`, `0` and empty lists (no reissue,
@@ -7,7 +8,10 @@
 //! document's own reader gives back the same document without it: the JSON is read back and
 //! written again, and must equal what was written whole. An entry that the reader cannot do
 //! without (it names the missing field) is kept wherever it occurs; a document that does not
-//! come back the same is written whole.
+//! come back the same is written whole. The check reads and writes the document once more
+//! (its JSON as a tree, a few dozen allocations): it is made for the shared records, written
+//! by the leader when a record changes, not for the hosts' results and proofs (nothing to
+//! leave out, and thousands written by a host that joins).
 //!
 //! A host of an earlier version reads such a value too: every entry left out is of a field
 //! that every version reads as absent in the same way (an `Option` or a field with its

@@ -178,9 +178,21 @@ pub(super) fn open_raw(
     }
 }
 
-/// [`seal`] of a document's JSON, without the entries its reader fills in by itself
-/// ([`super::compact`]).
-pub(super) fn seal_json<T: Serialize + DeserializeOwned>(
+/// [`seal`] of a document's JSON.
+pub(super) fn seal_json<T: Serialize>(
+    key: &FleetKeys,
+    place: &Place<'_>,
+    version: u64,
+    doc: &T,
+) -> Result<Vec<u8>> {
+    seal(key, place, version, &serde_json::to_vec(doc)?)
+}
+
+/// [`seal`] of a document's JSON without the entries its reader fills in by itself
+/// ([`super::compact`]): for the shared records, one per certificate, whose defaults are a
+/// third of their JSON. (The hosts' results and proofs have none to leave out; a host
+/// writes thousands of them when it joins.)
+pub(super) fn seal_json_lean<T: Serialize + DeserializeOwned>(
     key: &FleetKeys,
     place: &Place<'_>,
     version: u64,

@@ -137,7 +137,7 @@ impl FleetRun<'_> {
             written_at: self.link.clock.now(),
         };
         let place = Place::new(Purpose::State, &rel, &cert.name);
-        let sealed = envelope::seal_json(&self.link.key, &place, version, &doc)?;
+        let sealed = envelope::seal_json_lean(&self.link.key, &place, version, &doc)?;
         let written = self
             .lead
             .put(&rel, sealed.clone(), Expect::Any)

@@ -332,7 +332,7 @@ fn reseal_state(
     }
     let place = Place::new(Purpose::State, rel, name);
     Ok(Some(Sealed {
-        value: envelope::seal_json(&link.key, &place, to, &doc)?,
+        value: envelope::seal_json_lean(&link.key, &place, to, &doc)?,
         what: "shared record",
         from: version,
         to,

@@ -21,9 +21,9 @@
 //! | `hosts/HOST/unplaced/NAME` | an order intent of NAME whose order HOST did not place (its lead ended before it was sent, or the API refused it) | HOST |
 //! | `manifest/HOST` | HOST's entry of the fleet's manifest: per certificate, the highest versions of the shared record, the current certificate and the tombstone HOST accepted; a host that has accepted nothing of a certificate takes the highest of all entries as its floor ([`super::manifest`]) | HOST |
 //!
-//! Every value but `leader`, `resigned` and `waiting` is a document's JSON (without the entries
-//! its reader fills in by itself, [`super::compact`]) sealed in the fleet's envelope
-//! ([`super::envelope`]); the private keys inside the record and the certificate are sealed once
+//! Every value but `leader`, `resigned` and `waiting` is a document's JSON (a shared record's
+//! without the entries its reader fills in by itself, [`super::compact`]) sealed in the
+//! fleet's envelope ([`super::envelope`]); the private keys inside the record and the certificate are sealed once
 //! more, each under its own purpose. The three host names carry no secret: a forged `resigned`
 //! could only make the hosts leave a dead leader's work to their next scheduled run, as a host
 //! with write access to the prefix could anyway; a forged `waiting` only makes the daemons read
