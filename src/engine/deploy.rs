@@ -398,26 +398,31 @@ fn slim(r: Ready) -> (CertInstall, Ready) {
 }
 
 /// The results of a batch's install (`results`, one per entry of `ready`, in order),
-/// recorded ([`record_installs`]).
+/// recorded ([`record_installs`]). Each job is recorded where it stands in `ready`, and the
+/// list of results is made in that list's place: a batch of thousands (about 2.5 KB each)
+/// is never held twice.
 fn installed<'a>(
-    ready: Vec<(Job<'a>, Ready)>,
+    mut ready: Vec<(Job<'a>, Ready)>,
     results: Vec<install::CertOutcome>,
 ) -> Vec<(Job<'a>, Outcome, Option<String>)> {
-    let mut done = Vec::with_capacity(ready.len());
+    let mut outcomes: Vec<Option<(Outcome, Option<String>)>> = Vec::with_capacity(ready.len());
     let mut live = Vec::new();
-    for (idx, ((mut job, r), result)) in ready.into_iter().zip(results).enumerate() {
-        if result.installed() {
+    let mut results = results.into_iter();
+    for (idx, (job, r)) in ready.iter_mut().enumerate() {
+        let result = results.next();
+        if let Some(result) = result.as_ref().filter(|r| r.installed()) {
             let mut warning = None;
             if let Err(e) = &result.result {
                 tracing::warn!(certificate = %job.cert.name, "deploy hook failed: {e}");
                 warning = Some(format!("deploy hook failed: {e}"));
             }
-            live.push((idx, job, r, warning));
+            live.push((idx, warning));
+            outcomes.push(None);
             continue;
         }
-        let err = match result.result {
-            Err(e) => anyhow!(e),
-            Ok(()) => anyhow!("the install did not complete"),
+        let err = match result.map(|r| r.result) {
+            Some(Err(e)) => anyhow!(e),
+            Some(Ok(())) | None => anyhow!("the install did not complete"),
         };
         let err = err.context("install failed");
         if let Err(e) = job.journal(
@@ -430,33 +435,51 @@ fn installed<'a>(
         ) {
             tracing::warn!(certificate = %job.cert.name, "could not journal the failed install: {e:#}");
         }
-        let outcome = job.fail(&err);
-        done.push((idx, (job, outcome, None)));
+        outcomes.push(Some((job.fail(&err), None)));
     }
-    done.extend(record_installs(live));
-    done.sort_by_key(|(idx, _)| *idx);
-    done.into_iter().map(|(_, d)| d).collect()
+    record_installs(&mut ready, live, &mut outcomes);
+    // In place where the standard library can (a result is smaller than the job and install
+    // it replaces).
+    ready
+        .into_iter()
+        .enumerate()
+        .map(|(idx, (mut job, _))| {
+            let (outcome, warning) = outcomes
+                .get_mut(idx)
+                .and_then(Option::take)
+                .unwrap_or_else(|| (job.fail(&anyhow!("the install was not recorded")), None));
+            (job, outcome, warning)
+        })
+        .collect()
 }
 
-/// One certificate's result in [`install_ready`], with its place in the input.
-type Done<'a> = (usize, (Job<'a>, Outcome, Option<String>));
-
-/// Records the installs of a batch whose files are live: the `installed` lines of all of
-/// them journalled and audited together (one write and one sync each: the journal holds
+/// Records the installs of a batch whose files are live (`live`: their places in `batch`, and
+/// the deploy hook's warning): the `installed` lines of all of them journalled and audited
+/// together (one write and one sync each: the journal holds
 /// every install whose files went live before any record says so, and a crash before the
 /// records are written leaves a line the next run's install repeats, never an install
 /// without its line); then each record marked installed ([`mark_installed`]) and all of them
 /// written together ([`Store::save_all`](crate::store::Store::save_all): whatever the moment
 /// of a crash, each record is either as it was or installed); then the used pending keys
 /// and held archives removed. A journal or a record that could not be written fails its
-/// certificates (their files stay live; the next run installs them again).
-fn record_installs<'a>(mut live: Vec<(usize, Job<'a>, Ready, Option<String>)>) -> Vec<Done<'a>> {
-    let Some(store) = live.first().map(|(_, job, _, _)| job.store()) else {
-        return Vec::new();
+/// certificates (their files stay live; the next run installs them again). Each one's
+/// outcome and warning go to its place in `outcomes`.
+fn record_installs(
+    batch: &mut [(Job<'_>, Ready)],
+    live: Vec<(usize, Option<String>)>,
+    outcomes: &mut [Option<(Outcome, Option<String>)>],
+) {
+    let live: Vec<(usize, Option<String>)> = live
+        .into_iter()
+        .filter(|(idx, _)| *idx < batch.len() && *idx < outcomes.len())
+        .collect();
+    let Some(store) = live.first().map(|(idx, _)| batch[*idx].0.store()) else {
+        return;
     };
     let events: Vec<crate::store::JournalEvent<'_>> = live
         .iter()
-        .map(|(_, job, r, _)| {
+        .map(|(idx, _)| {
+            let (job, r) = &batch[*idx];
             (
                 job.cert.name.as_str(),
                 "installed",
@@ -469,26 +492,29 @@ fn record_installs<'a>(mut live: Vec<(usize, Job<'a>, Ready, Option<String>)>) -
         .collect();
     let journalled = store.journal_all(&events);
     drop(events);
-    let mut done = Vec::with_capacity(live.len());
     if let Err(e) = journalled {
         let e = anyhow!(e).context("the installs could not be journalled");
-        for (idx, mut job, _, warning) in live {
-            let outcome = job.fail(&e);
-            done.push((idx, (job, outcome, warning)));
+        for (idx, warning) in live {
+            outcomes[idx] = Some((batch[idx].0.fail(&e), warning));
         }
-        return done;
+        return;
     }
     crate::failpoint::hit("installs-journalled");
     let keys: Vec<Option<PathBuf>> = live
-        .iter_mut()
-        .map(|(_, job, r, _)| mark_installed(job, r))
+        .iter()
+        .map(|(idx, _)| {
+            let (job, r) = &mut batch[*idx];
+            mark_installed(job, r)
+        })
         .collect();
-    let records: Vec<&crate::store::CertRecord> = live.iter().map(|(_, j, _, _)| &j.rec).collect();
+    let records: Vec<&crate::store::CertRecord> =
+        live.iter().map(|(idx, _)| &batch[*idx].0.rec).collect();
     let saved = store.save_all(&records);
+    drop(records);
     // What the install's own verification saw served (it rolls back when it sees another).
     let mut seen = Vec::new();
-    for ((entry, saved), key) in live.into_iter().zip(saved).zip(keys) {
-        let (idx, mut job, r, warning) = entry;
+    for (((idx, warning), saved), key) in live.into_iter().zip(saved).zip(keys) {
+        let (job, r) = &mut batch[idx];
         let outcome = match saved {
             Err(e) => job.fail(&anyhow!(e)),
             Ok(()) => {
@@ -510,10 +536,9 @@ fn record_installs<'a>(mut live: Vec<(usize, Job<'a>, Ready, Option<String>)>) -
                 }
             }
         };
-        done.push((idx, (job, outcome, warning)));
+        outcomes[idx] = Some((outcome, warning));
     }
     crate::store::served::remember(store, seen);
-    done
 }
 
 /// Marks the record of a successful install (not written): the installed certificate and the
