@@ -463,16 +463,12 @@ fn installed<'a>(
 /// of a crash, each record is either as it was or installed); then the used pending keys
 /// and held archives removed. A journal or a record that could not be written fails its
 /// certificates (their files stay live; the next run installs them again). Each one's
-/// outcome and warning go to its place in `outcomes`.
+/// outcome and warning go to its place in `outcomes` (as long as `batch`).
 fn record_installs(
     batch: &mut [(Job<'_>, Ready)],
     live: Vec<(usize, Option<String>)>,
     outcomes: &mut [Option<(Outcome, Option<String>)>],
 ) {
-    let live: Vec<(usize, Option<String>)> = live
-        .into_iter()
-        .filter(|(idx, _)| *idx < batch.len() && *idx < outcomes.len())
-        .collect();
     let Some(store) = live.first().map(|(idx, _)| batch[*idx].0.store()) else {
         return;
     };

@@ -51,7 +51,7 @@ fn leanest<T: Serialize + DeserializeOwned>(full: &Value, lean: Lean) -> Option<
     loop {
         let mut compact = full.clone();
         strip(&mut compact, lean, &needed);
-        match serde_json::from_value::<T>(compact.clone()) {
+        match T::deserialize(&compact) {
             Ok(back) => {
                 return (serde_json::to_value(&back).ok().as_ref() == Some(full))
                     .then_some(compact);

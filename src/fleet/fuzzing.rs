@@ -5,8 +5,8 @@
 //! taken from it; and, for the fuzz target `fleet_acme_account`
 //! (fuzz/fuzz_targets/fleet_acme_account.rs), the fleet's ACME account value; and, for the fuzz
 //! target `fleet_chain` (fuzz/fuzz_targets/fleet_chain.rs), an issuer certificate's value at
-//! `chains/SHA256`. Each must refuse what it cannot read, never
-//! panic, and read back what it writes (a document's compact JSON too). Not an interface of the agent.
+//! `chains/SHA256`. Each must refuse what it cannot read, never panic, and read back what it
+//! writes (a document's lean JSON too, [`super::compact`]). Not an interface of the agent.
 
 use std::path::PathBuf;
 
