@@ -100,8 +100,8 @@ fn demo() -> Result<u8> {
         "[api]\nbase_url = {:?}\nlogin = \"partner@sandbox.test\"\npassword_file = {password:?}\n\
          ca_file = {:?}\n\n[agent]\nstate_dir = {:?}\npoll_interval_secs = 1\nallow_orders = true\n\
          max_order_price = \"20.00\"\n\n\
-         # The sandbox's names are in no DNS: the pre-flight's address check is off.\n\
-         [preflight]\nhttp = false\n\n[defaults]\ncountry = \"DE\"\nregion = \"Berlin\"\n\
+         # The sandbox's names are in no DNS: the pre-flight's DNS checks are off.\n\
+         [preflight]\ncaa = false\ndnssec = false\nhttp = false\n\n[defaults]\ncountry = \"DE\"\nregion = \"Berlin\"\n\
          city = \"Berlin\"\n\n[[certificate]]\nname = \"www\"\ndomains = [{DOMAIN:?}]\n\
          product_id = 1101\ndays = 365\n{server_part}",
         sandbox.base_url(),

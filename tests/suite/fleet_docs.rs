@@ -202,7 +202,12 @@ fn run_page(script: &str, sandbox: &Path) -> PageRun {
     let began = Instant::now();
     let mut child = Command::new("bash")
         .arg("-c")
-        .arg(format!("set -euo pipefail\n{script}\n"))
+        .arg(format!(
+            r#"set -euo pipefail
+trap 'echo "exit $? at line $((LINENO - 2)) of the marked blocks: $BASH_COMMAND" >&2' ERR
+{script}
+"#
+        ))
         .current_dir(root)
         .env("PATH", std::env::join_paths(path).expect("PATH"))
         .env("ETC", root.join("etc"))
@@ -248,8 +253,9 @@ fn run_page(script: &str, sandbox: &Path) -> PageRun {
         }
         text
     };
+    // The page's own error comes last: a long report is cut in the middle when shown.
     let describe = format!(
-        "after {elapsed:?}: {status:?}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}\n{}",
+        "{}--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}\n--- the page's commands ended after {elapsed:?}: {status:?}",
         logs()
     );
     PageRun {
