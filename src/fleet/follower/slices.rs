@@ -270,11 +270,14 @@ async fn plan_slice<'a>(
             }
         };
         let on_disk = given.validating.contains(&cert.name) || remove_own_leftovers(&mut job);
-        if on_disk {
-            records.insert(cert.name.clone(), job.rec.clone());
-        }
-        if let Some(planned) = current::plan(link, cert, &job, view) {
-            steps.push(Step::Current(Box::new((job, planned))));
+        match current::plan(link, cert, &job, view) {
+            // Its install keeps the record it saves; a step that ends otherwise leaves it to be
+            // read again where needed (no copy held beside the job meanwhile).
+            Some(planned) => steps.push(Step::Current(Box::new((job, planned)))),
+            None if on_disk => {
+                records.insert(cert.name.clone(), job.rec);
+            }
+            None => {}
         }
     }
     steps
