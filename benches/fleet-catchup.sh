@@ -12,9 +12,9 @@
 # not take the lead (the `leads` column: `fleet-lead-taken` lines in its audit log).
 # With BASELINE=PATH (another cert-agent build) each repetition also times a fresh joiner
 # with it (the same fleet: before and after a change, under the same load); the leader is
-# always AGENT.
+# always AGENT. EXTRA="NAME:PATH …" adds more builds to the repetitions the same way.
 # Results: OUT/catchup.csv, OUT/summary.txt, OUT/strace-BUILD-C.txt, OUT/perf-C.txt,
-# OUT/heaptrack-BUILD-C.txt.
+# OUT/heaptrack-BUILD-C.txt (and heaptrack's data, OUT/heaptrack-BUILD-C.zst).
 # Usage: benches/fleet-catchup.sh [OUT_DIR]   (default benches/results/fleet-catchup-DATE)
 #   SIZES="1000" REPEAT=3 JOINERS=0 STRACE=0 PERF=0 HEAPTRACK=0 PROFILE=release|debug AGENT_BIN=PATH BASELINE=PATH
 # With JOINERS=N, N more fresh hosts join at once after the repetitions (each build in turn):
@@ -51,6 +51,9 @@ timed() {
 }
 BUILDS=("agent:$AGENT")
 [ -z "${BASELINE:-}" ] || BUILDS=("baseline:$BASELINE" "agent:$AGENT")
+# EXTRA="NAME:PATH …": more builds (or wrappers that set an environment and exec one).
+[ -z "${EXTRA:-}" ] || read -r -a extra <<<"$EXTRA"
+[ -z "${EXTRA:-}" ] || BUILDS+=("${extra[@]}")
 
 echo "build,certs,run,wall_s,user_s,sys_s,peak_rss_kib,reloads,installed,leads" > "$OUT/catchup.csv"
 for C in $SIZES; do
@@ -101,6 +104,8 @@ for C in $SIZES; do
       bin=$AGENT; [ "$build" = baseline ] && bin=$BASELINE
       d=$B/heaptrack-$build; joiner "$d" "$PREFIX" "$C" "$DOM"
       heaptrack -o "$W/heaptrack-$build-$C" "$bin" --config "$d/config.toml" renew > "$d/renew.log" 2>&1 || true
+      # The data itself, for heaptrack_print's other views (-M: the heap over time).
+      cp "$W/heaptrack-$build-$C".* "$OUT/" 2>/dev/null || true
       heaptrack_print -f "$W/heaptrack-$build-$C".* --print-peaks 1 --print-allocators 0 --print-leaks 0 \
         --print-temporary 0 -n 25 2>/dev/null > "$W/heaptrack-$build-$C.txt" || true
       { grep -E "^(peak heap memory consumption|peak RSS|total memory leaked|calls to allocation)" \
