@@ -42,56 +42,19 @@ fn the_getting_started_sandbox_walk_runs_as_printed() {
         return;
     }
     let sandbox = sandbox_binary();
-    let dir = tempfile::tempdir().expect("temp dir");
-    // nginx's workers (nobody, when run as root) must reach the web root.
-    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let trial = dir.path().join("try");
-    let _started = Started(vec![trial.join("sandbox.pid"), trial.join("nginx.pid")]);
-    let mut path = vec![
-        sandbox.parent().expect("bin dir").to_path_buf(),
-        PathBuf::from(env!("CARGO_BIN_EXE_cert-agent"))
-            .parent()
-            .expect("bin dir")
-            .to_path_buf(),
-    ];
-    path.extend(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    ));
-    path.extend(["/usr/sbin", "/sbin"].map(PathBuf::from));
-    let (http, https) = free_port_pair();
-    let mut child = Command::new("bash")
-        .arg("-c")
-        .arg(format!("set -euo pipefail\n{script}\n"))
-        .current_dir(dir.path())
-        .env("PATH", std::env::join_paths(path).expect("PATH"))
-        .env("TRY", &trial)
-        .env("SANDBOX_PORT", free_port().to_string())
-        .env("HTTP_PORT", http.to_string())
-        .env("HTTPS_PORT", https.to_string())
-        .env_remove("CERT_AGENT_CONFIG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("bash runs");
-    let status = support::env::wait_exit(&mut child, Duration::from_secs(180));
-    if status.is_none() {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+    // Ports are chosen free but released before the page binds them: a port taken meanwhile
+    // by a parallel test is tried again on other ports. nginx and the sandbox say "Address
+    // already in use".
+    let mut walk = walk_page(&script, &sandbox);
+    for _ in 0..2 {
+        if walk.succeeded || !walk.describe.contains("Address already in use") {
+            break;
+        }
+        drop(walk);
+        walk = walk_page(&script, &sandbox);
     }
-    let out = child.wait_with_output().expect("output");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let describe = format!(
-        "{status:?}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}\n--- sandbox.log ---\n{}",
-        fs::read_to_string(trial.join("sandbox.log")).unwrap_or_default()
-    );
-    assert!(
-        status.is_some_and(|s| s.success()),
-        "the page's commands failed\n{describe}"
-    );
+    let (stdout, stderr, describe) = (&walk.stdout, &walk.stderr, &walk.describe);
+    assert!(walk.succeeded, "the page's commands failed\n{describe}");
     // The installed file's serial, then the served one: the same.
     let serials: Vec<&str> = stdout
         .lines()
@@ -115,4 +78,78 @@ fn the_getting_started_sandbox_walk_runs_as_printed() {
         .find(|l| l.starts_with("www.try.test ") && l.contains(" installed "))
         .unwrap_or_else(|| panic!("no installed row in status\n{describe}"));
     assert!(status_row.contains(serials[0]), "{status_row}");
+}
+
+/// One walk through the page's commands, its processes ended when dropped.
+struct Walk {
+    /// Kept until the walk's processes are ended (dropped first).
+    _started: Started,
+    succeeded: bool,
+    stdout: String,
+    stderr: String,
+    describe: String,
+    _dir: tempfile::TempDir,
+}
+
+fn walk_page(script: &str, sandbox: &Path) -> Walk {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // nginx's workers (nobody, when run as root) must reach the web root.
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let trial = dir.path().join("try");
+    let started = Started(vec![trial.join("sandbox.pid"), trial.join("nginx.pid")]);
+    let mut path = vec![
+        sandbox.parent().expect("bin dir").to_path_buf(),
+        PathBuf::from(env!("CARGO_BIN_EXE_cert-agent"))
+            .parent()
+            .expect("bin dir")
+            .to_path_buf(),
+    ];
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    path.extend(["/usr/sbin", "/sbin"].map(PathBuf::from));
+    let (http, https) = free_port_pair();
+    let mut child = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            r#"set -euo pipefail
+trap 'echo "exit $? at line $((LINENO - 2)) of the marked blocks: $BASH_COMMAND" >&2' ERR
+{script}
+"#
+        ))
+        .current_dir(dir.path())
+        .env("PATH", std::env::join_paths(path).expect("PATH"))
+        .env("TRY", &trial)
+        .env("SANDBOX_PORT", free_port().to_string())
+        .env("HTTP_PORT", http.to_string())
+        .env("HTTPS_PORT", https.to_string())
+        .env_remove("CERT_AGENT_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("bash runs");
+    let status = support::env::wait_exit(&mut child, Duration::from_secs(180));
+    if status.is_none() {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let out = child.wait_with_output().expect("output");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    // The page's own error comes last: a long report is cut in the middle when shown.
+    let describe = format!(
+        "--- sandbox.log ---\n{}--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}\n--- the page's commands ended: {status:?}",
+        fs::read_to_string(trial.join("sandbox.log")).unwrap_or_default()
+    );
+    Walk {
+        _started: started,
+        succeeded: status.is_some_and(|s| s.success()),
+        stdout,
+        stderr,
+        describe,
+        _dir: dir,
+    }
 }
