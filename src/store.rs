@@ -174,7 +174,7 @@ pub(crate) type Records = std::collections::BTreeMap<String, CertRecord>;
 pub struct CertRecord {
     pub version: u32,
     pub name: String,
-    pub pending_key: Option<PendingKey>,
+    pub pending_key: Option<Box<PendingKey>>,
     pub installed: Option<Installed>,
     #[serde(default)]
     pub dcv: PublishedDcv,
@@ -206,14 +206,14 @@ pub struct CertRecord {
     /// An ACME CA's bookkeeping: the order in progress and the renewal window (certificates
     /// of an ACME CA only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub acme: Option<AcmeBook>,
+    pub acme: Option<Box<AcmeBook>>,
     /// Per domain (lower case), its last successful validation: when a reissue or order will
     /// need a fresh one.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub validations: std::collections::BTreeMap<String, ValidationMark>,
     /// A self-signed placeholder is at the install paths (until the first real install).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placeholder: Option<PlaceholderMark>,
+    pub placeholder: Option<Box<PlaceholderMark>>,
     /// Fleet mode: the fleet's last attempt at this certificate (the leader's, from the shared
     /// record), as this host last read it. Never shared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -235,7 +235,7 @@ pub struct CertRecord {
     /// Fleet mode, with a rollout in waves: the fleet's serial this host rolled back after its
     /// proof failed (not installed again here while its rollout stays halted). Never shared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rolled_back: Option<RolledBack>,
+    pub rolled_back: Option<Box<RolledBack>>,
     /// Fleet mode, with a rollout in waves: why this host's last install of the fleet's
     /// certificate did not wait for its wave (the certificate it served neared its end). Never
     /// shared.
@@ -244,7 +244,7 @@ pub struct CertRecord {
     /// An issued and checked certificate that begins after this host's clock: its archive is
     /// kept in `held/NAME.zip` and installed once it is valid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub held: Option<Held>,
+    pub held: Option<Box<Held>>,
     /// What the CRL last said of the installed certificate (kept when it changes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revocation: Option<RevocationSeen>,
@@ -322,7 +322,7 @@ impl CertRecord {
     pub fn replace_ended_order(&mut self) -> Option<(String, Option<PendingKey>)> {
         let state = self.partner.ended()?.to_owned();
         self.partner.give_up_order();
-        Some((state, self.pending_key.take()))
+        Some((state, self.pending_key.take().map(|p| *p)))
     }
 
     /// A new billed order replaces the current subscription: the current order becomes the
@@ -372,7 +372,7 @@ impl CertRecord {
             acme.placed_at = None;
             acme.window = None;
         }
-        self.pending_key.take()
+        self.pending_key.take().map(|p| *p)
     }
 }
 

@@ -60,10 +60,10 @@ pub(crate) fn take_over(
         leaf_stamp: FileStamp::of(&leaf_file),
         leaf_file: Some(leaf_file),
     });
-    rec.acme = Some(AcmeBook {
+    rec.acme = Some(Box::new(AcmeBook {
         ca: ca.to_owned(),
         ..AcmeBook::default()
-    });
+    }));
     store.save(&rec)?;
     store.journal(
         &lineage.name,

@@ -167,11 +167,11 @@ mod tests {
         let store = crate::store::Store::open(&state).expect("state");
         assert_eq!(until_held_valid(&config, Clock::SYSTEM), None);
         let mut rec = store.load("www").expect("record");
-        rec.held = Some(crate::store::Held {
+        rec.held = Some(Box::new(crate::store::Held {
             certificate_id: 7,
             serial: "0A".into(),
             not_before: Clock::SYSTEM.now() + time::Duration::minutes(10),
-        });
+        }));
         store.save(&rec).expect("saved");
         let wait = until_held_valid(&config, Clock::SYSTEM).expect("a wake-up");
         assert!(

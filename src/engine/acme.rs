@@ -232,12 +232,14 @@ async fn ask_window(ctx: &Ctx<'_>, job: &mut Job<'_>, ca: &AcmeCa) -> Result<()>
 /// The record's ACME part for `ca` (made when missing; a certificate moved to another CA
 /// starts afresh).
 fn book<'r>(job: &'r mut Job<'_>, ca: &AcmeCa) -> &'r mut AcmeBook {
-    let b = job.rec.acme.get_or_insert_with(|| AcmeBook {
-        ca: ca.name.clone(),
-        ..AcmeBook::default()
+    let b = job.rec.acme.get_or_insert_with(|| {
+        Box::new(AcmeBook {
+            ca: ca.name.clone(),
+            ..AcmeBook::default()
+        })
     });
     if b.ca != ca.name {
-        *b = AcmeBook {
+        **b = AcmeBook {
             ca: ca.name.clone(),
             ..AcmeBook::default()
         };

@@ -25,11 +25,11 @@ pub(super) fn hold(
     archive: &[u8],
 ) -> Result<Next> {
     job.store().save_held(&job.cert.name, archive)?;
-    job.rec.held = Some(Held {
+    job.rec.held = Some(Box::new(Held {
         certificate_id,
         serial: bundle.serial_hex.clone(),
         not_before: bundle.not_before,
-    });
+    }));
     job.record(
         "held",
         serde_json::json!({

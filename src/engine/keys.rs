@@ -56,13 +56,13 @@ pub(crate) fn pending_key_unsaved(
     if let Some(p) = &record.pending_key {
         let usable = p.key_file.is_file() && csr_names_match(&p.csr_pem, &cert.domains);
         if usable || !record.partner.is_unordered() {
-            return Ok((p.clone(), None));
+            return Ok((PendingKey::clone(p), None));
         }
     }
     let key = PrivateKey::generate(key_type(cert))
         .with_context(|| format!("could not generate the key of certificate '{}'", cert.name))?;
     let pending = save_new_key(store, cert, &key, now)?;
-    record.pending_key = Some(pending.clone());
+    record.pending_key = Some(Box::new(pending.clone()));
     let detail =
         serde_json::json!({ "key_file": pending.key_file, "csr_sha256": pending.csr_sha256 });
     Ok((pending, Some(detail)))

@@ -99,10 +99,10 @@ pub(crate) fn ensure(
         files.push(p.clone());
     }
     let mut rec = store.load(&cert.name)?;
-    rec.placeholder = Some(PlaceholderMark {
+    rec.placeholder = Some(Box::new(PlaceholderMark {
         serial: serial.clone(),
         written_at: now,
-    });
+    }));
     store.save(&rec)?;
     store.journal(
         &cert.name,

@@ -625,13 +625,13 @@ mod tests {
                 },
                 ..Default::default()
             },
-            pending_key: Some(PendingKey {
+            pending_key: Some(Box::new(PendingKey {
                 key_file: "k".into(),
                 csr_pem: String::new(),
                 csr_md5: "AA".into(),
                 csr_sha256: "BB".into(),
                 created_at: datetime!(2026-11-26 09:00 UTC),
-            }),
+            })),
             last_poll,
             ..Default::default()
         }
@@ -654,11 +654,11 @@ mod tests {
         assert_eq!(until_next_check(five, [&d], now), Some(Duration::ZERO));
         // Records that no status check moves on are not counted.
         let mut held = waiting("held", None);
-        held.held = Some(Held {
+        held.held = Some(Box::new(Held {
             certificate_id: 7,
             serial: "01".into(),
             not_before: now + time::Duration::days(1),
-        });
+        }));
         let mut ended = waiting("ended", None);
         ended.mark_ended("annulled");
         let mut intent = waiting("intent", None);

@@ -454,7 +454,7 @@ async fn cleanup_dcv_then(
 ) {
     let names: Vec<String> = rec
         .pending_key
-        .as_ref()
+        .as_deref()
         .map(partner::validation_file_name)
         .into_iter()
         .collect();
@@ -517,7 +517,7 @@ async fn remove_unsaved(store: &Store, cert: &CertificateConfig, rec: &mut CertR
     // runs now: the pending CSR's name and the recorded one.
     let served = rec
         .pending_key
-        .as_ref()
+        .as_deref()
         .map(partner::validation_file_name)
         .into_iter()
         .chain(rec.dcv.standalone_file.as_ref().map(|(n, _)| n.clone()));

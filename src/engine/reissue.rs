@@ -91,7 +91,7 @@ pub(super) async fn start(
         super::deploy::installed_key(cert)?
     };
     let pending = keys::save_new_key(ctx.store, cert, &key, now)?;
-    job.rec.pending_key = Some(pending.clone());
+    job.rec.pending_key = Some(Box::new(pending.clone()));
     let begun = job.rec.partner.begin_reissue(ReissueState {
         certificate_id,
         csr_sha256: pending.csr_sha256.clone(),

@@ -231,11 +231,11 @@ async fn install_proved<'a>(
         // Not a failure to retry on a backoff: the serial is refused here until a person
         // decides, which each run reports (unchanged, with why).
         job.rec.clear_failures();
-        job.rec.rolled_back = Some(crate::store::RolledBack {
+        job.rec.rolled_back = Some(Box::new(crate::store::RolledBack {
             serial: l.serial.clone(),
             reason: why.clone(),
             at: now,
-        });
+        }));
         if let Err(e) = job.save() {
             tracing::warn!(certificate = %job.cert.name, "could not record the rollback: {e:#}");
         }

@@ -44,11 +44,11 @@ pub(super) fn note(job: &mut Job<'_>, checked: Option<&Checked>, now: OffsetDate
     else {
         return;
     };
-    job.rec.rolled_back = Some(crate::store::RolledBack {
+    job.rec.rolled_back = Some(Box::new(crate::store::RolledBack {
         serial,
         reason: why.clone(),
         at: now,
-    });
+    }));
     if let Err(e) = job.save() {
         tracing::warn!(certificate = %job.cert.name, "could not record the rollback: {e:#}");
     }

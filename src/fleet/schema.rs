@@ -515,13 +515,13 @@ mod tests {
             ..CertRecord::default()
         };
         rec.dcv.files.push(PathBuf::from("/var/www/x.txt"));
-        rec.pending_key = Some(PendingKey {
+        rec.pending_key = Some(Box::new(PendingKey {
             key_file: PathBuf::from("/var/lib/cert-agent/keys/www/1.key"),
             csr_pem: "csr".into(),
             csr_md5: "M".into(),
             csr_sha256: "S".into(),
             created_at: OffsetDateTime::UNIX_EPOCH,
-        });
+        }));
         rec.fleet = Some(FleetAttempt::default());
         rec.host_failures = 3;
         rec.host_error = Some("certs/www/current does not open".into());

@@ -182,7 +182,7 @@ mod tests {
             "last_state": null, "last_error": null, "retry_after": null, "last_poll": null
         }))
         .expect("a record");
-        r.acme = book;
+        r.acme = book.map(Box::new);
         r.installed = inst;
         r
     }

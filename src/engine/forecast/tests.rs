@@ -109,13 +109,13 @@ fn no_order_or_an_ended_order_is_billed_now() {
 #[test]
 fn work_in_progress_projects_nothing() {
     let mut rec = installed(0, 90, 365);
-    rec.pending_key = Some(PendingKey {
+    rec.pending_key = Some(Box::new(PendingKey {
         key_file: "/k".into(),
         csr_pem: String::new(),
         csr_md5: String::new(),
         csr_sha256: String::new(),
         created_at: day(0),
-    });
+    }));
     assert!(upcoming(&rec, KNOBS, day(70), day(400)).is_empty());
 }
 

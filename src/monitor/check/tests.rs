@@ -78,13 +78,13 @@ fn levels() {
     failed.last_error = Some("could not read certificate 7".into());
     failed.retry_after = Some(t(10) + time::Duration::hours(2));
     let mut pending = installed(90);
-    pending.pending_key = Some(PendingKey {
+    pending.pending_key = Some(Box::new(PendingKey {
         key_file: "/k".into(),
         csr_pem: String::new(),
         csr_md5: String::new(),
         csr_sha256: String::new(),
         created_at: t(5),
-    });
+    }));
     let mut none = installed(90);
     none.installed = None;
     let mut ended = none.clone();

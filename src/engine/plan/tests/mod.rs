@@ -171,7 +171,7 @@ fn install_again_overrides_intact_files() {
     // Nothing installed yet: `install` continues the order instead.
     let mut pending = rec.clone();
     pending.installed = None;
-    pending.pending_key = Some(pending_key());
+    pending.pending_key = Some(Box::new(pending_key()));
     let i = Inputs {
         reinstall: true,
         ..inputs(&pending, t(10))
@@ -309,7 +309,7 @@ fn records() -> Records {
     });
     let mut pending = installed(200, Some(1825));
     pending.installed = None;
-    pending.pending_key = Some(pending_key());
+    pending.pending_key = Some(Box::new(pending_key()));
     let mut reissuing = installed(200, Some(1825));
     assert!(reissuing.partner.begin_reissue(ReissueState {
         certificate_id: 7,
@@ -487,11 +487,11 @@ mod timing;
 #[test]
 fn a_held_certificate_waits_for_its_start_then_installs_without_backoff_or_force() {
     let mut rec = installed(200, Some(1825));
-    rec.held = Some(crate::store::Held {
+    rec.held = Some(Box::new(crate::store::Held {
         certificate_id: 7,
         serial: "0B".into(),
         not_before: t(10),
-    });
+    }));
     rec.retry_after = Some(t(20));
     rec.failures = 1;
     let before = inputs(&rec, t(10) - Duration::hours(1));
