@@ -271,9 +271,17 @@ async fn plan_slice<'a>(
         };
         let on_disk = given.validating.contains(&cert.name) || remove_own_leftovers(&mut job);
         match current::plan(link, cert, &job, view) {
-            // Its install keeps the record it saves; a step that ends otherwise leaves it to be
-            // read again where needed (no copy held beside the job meanwhile).
-            Some(planned) => steps.push(Step::Current(Box::new((job, planned)))),
+            // A step that installs keeps no copy beside its job: the install keeps the record
+            // it saves, and one that ends before it is read where needed (the run's records
+            // are completed from the state directory when the outcomes are noted). A step
+            // that installs nothing keeps its copy: a quiet synchronisation reads no record
+            // twice.
+            Some(planned) => {
+                if on_disk && !planned.opens() {
+                    records.insert(cert.name.clone(), job.rec.clone());
+                }
+                steps.push(Step::Current(Box::new((job, planned))));
+            }
             None if on_disk => {
                 records.insert(cert.name.clone(), job.rec);
             }
