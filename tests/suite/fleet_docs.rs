@@ -146,6 +146,64 @@ pub(crate) fn require_programs(names: &[&str]) -> bool {
     false
 }
 
+/// `bash -c` of a page's marked blocks in its own process group, its output piped: it stops at
+/// the first command that fails and names it on stderr (`exit N at line L of the marked
+/// blocks: COMMAND`); `PATH` leads to `sandbox` and the tests' cert-agent first.
+pub(crate) fn page_command(script: &str, sandbox: &Path) -> Command {
+    let mut path = vec![
+        sandbox.parent().expect("bin dir").to_path_buf(),
+        PathBuf::from(env!("CARGO_BIN_EXE_cert-agent"))
+            .parent()
+            .expect("bin dir")
+            .to_path_buf(),
+    ];
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    path.extend(["/usr/sbin", "/sbin"].map(PathBuf::from));
+    let mut command = Command::new("bash");
+    command
+        .arg("-c")
+        .arg(format!(
+            r#"set -euo pipefail
+trap 'echo "exit $? at line $((LINENO - 2)) of the marked blocks: $BASH_COMMAND" >&2' ERR
+{script}
+"#
+        ))
+        .env("PATH", std::env::join_paths(path).expect("PATH"))
+        .env_remove("CERT_AGENT_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    command
+}
+
+/// Runs a [`page_command`] for at most `bound` (its process group killed past it): its exit
+/// status (`None` when killed) and output.
+pub(crate) fn page_output(
+    mut command: Command,
+    bound: Duration,
+) -> (Option<std::process::ExitStatus>, std::process::Output) {
+    let mut child = command.spawn().expect("bash runs");
+    let status = support::env::wait_exit(&mut child, bound);
+    if status.is_none() {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    (status, child.wait_with_output().expect("output"))
+}
+
+/// Whether a page's report says a port it was given was taken meanwhile (a parallel test
+/// bound it): etcd says "address already in use", nginx and the sandbox "Address already in
+/// use".
+pub(crate) fn port_taken(report: &str) -> bool {
+    report
+        .to_ascii_lowercase()
+        .contains("address already in use")
+}
+
 /// One run of the page's script in a fresh directory, with fresh ports.
 struct PageRun {
     /// Kept until the run's processes are ended (dropped first).
@@ -188,48 +246,17 @@ fn run_page(script: &str, sandbox: &Path) -> PageRun {
     pid_files.push(trial.join("sandbox.pid"));
     let started = Started(pid_files);
 
-    let mut path = vec![
-        sandbox.parent().expect("bin dir").to_path_buf(),
-        PathBuf::from(env!("CARGO_BIN_EXE_cert-agent"))
-            .parent()
-            .expect("bin dir")
-            .to_path_buf(),
-    ];
-    path.extend(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    ));
-    path.extend(["/usr/sbin", "/sbin"].map(PathBuf::from));
     let began = Instant::now();
-    let mut child = Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            r#"set -euo pipefail
-trap 'echo "exit $? at line $((LINENO - 2)) of the marked blocks: $BASH_COMMAND" >&2' ERR
-{script}
-"#
-        ))
+    let mut command = page_command(script, sandbox);
+    command
         .current_dir(root)
-        .env("PATH", std::env::join_paths(path).expect("PATH"))
         .env("ETC", root.join("etc"))
         .env("PKI", root.join("pki"))
         .env("TRY", &trial)
         .env("MEMBERS", members.join(" "))
         .env("SANDBOX_PORT", free_port().to_string())
-        .env("HOSTS", hosts.join(" "))
-        .env_remove("CERT_AGENT_CONFIG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("bash runs");
-    let status = support::env::wait_exit(&mut child, Duration::from_secs(240));
-    if status.is_none() {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-    let out = child.wait_with_output().expect("output");
+        .env("HOSTS", hosts.join(" "));
+    let (status, out) = page_output(command, Duration::from_secs(240));
     let elapsed = began.elapsed();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -299,15 +326,10 @@ fn the_fleet_page_runs_as_printed() {
     let sandbox = sandbox_binary();
 
     // Ports are chosen free but released before the page binds them: a port taken meanwhile
-    // by a parallel test is tried again on other ports (as the etcd support does). etcd says
-    // "address already in use", nginx and the sandbox "Address already in use".
+    // by a parallel test is tried again on other ports (as the etcd support does).
     let mut run = run_page(&script, &sandbox);
     for _ in 0..2 {
-        let taken = run
-            .describe
-            .to_ascii_lowercase()
-            .contains("address already in use");
-        if run.succeeded || !taken {
+        if run.succeeded || !port_taken(&run.describe) {
             break;
         }
         drop(run);

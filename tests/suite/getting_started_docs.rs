@@ -8,12 +8,12 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::time::Duration;
 
-use crate::fleet_docs::{Started, marked_blocks, require_programs, sandbox_binary};
+use crate::fleet_docs::{
+    Started, marked_blocks, page_command, page_output, port_taken, require_programs, sandbox_binary,
+};
 use crate::support;
 use support::webserver::{Server, free_port, free_port_pair, require};
 
@@ -43,11 +43,10 @@ fn the_getting_started_sandbox_walk_runs_as_printed() {
     }
     let sandbox = sandbox_binary();
     // Ports are chosen free but released before the page binds them: a port taken meanwhile
-    // by a parallel test is tried again on other ports. nginx and the sandbox say "Address
-    // already in use".
+    // by a parallel test is tried again on other ports.
     let mut walk = walk_page(&script, &sandbox);
     for _ in 0..2 {
-        if walk.succeeded || !walk.describe.contains("Address already in use") {
+        if walk.succeeded || !port_taken(&walk.describe) {
             break;
         }
         drop(walk);
@@ -97,46 +96,15 @@ fn walk_page(script: &str, sandbox: &Path) -> Walk {
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let trial = dir.path().join("try");
     let started = Started(vec![trial.join("sandbox.pid"), trial.join("nginx.pid")]);
-    let mut path = vec![
-        sandbox.parent().expect("bin dir").to_path_buf(),
-        PathBuf::from(env!("CARGO_BIN_EXE_cert-agent"))
-            .parent()
-            .expect("bin dir")
-            .to_path_buf(),
-    ];
-    path.extend(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    ));
-    path.extend(["/usr/sbin", "/sbin"].map(PathBuf::from));
     let (http, https) = free_port_pair();
-    let mut child = Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            r#"set -euo pipefail
-trap 'echo "exit $? at line $((LINENO - 2)) of the marked blocks: $BASH_COMMAND" >&2' ERR
-{script}
-"#
-        ))
+    let mut command = page_command(script, sandbox);
+    command
         .current_dir(dir.path())
-        .env("PATH", std::env::join_paths(path).expect("PATH"))
         .env("TRY", &trial)
         .env("SANDBOX_PORT", free_port().to_string())
         .env("HTTP_PORT", http.to_string())
-        .env("HTTPS_PORT", https.to_string())
-        .env_remove("CERT_AGENT_CONFIG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("bash runs");
-    let status = support::env::wait_exit(&mut child, Duration::from_secs(180));
-    if status.is_none() {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-    let out = child.wait_with_output().expect("output");
+        .env("HTTPS_PORT", https.to_string());
+    let (status, out) = page_output(command, Duration::from_secs(180));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     // The page's own error comes last: a long report is cut in the middle when shown.
