@@ -5,7 +5,10 @@
 //! published value does not open on a joining host (following while another host leads) fails
 //! alone, reported with its error, the others installed. A catch-up taken in several slices
 //! (`CERT_AGENT_TEST_SYNC_SLICE`) refuses a forged and a garbage value of later slices and
-//! installs the rest with one reload. Real etcd (three members), real nginx on every host.
+//! installs the rest with one reload. A catch-up in slices holds one slice's bundles at a time:
+//! its heap's peak (counted by the debug build's allocator, `CERT_AGENT_TEST_HEAP_PEAK`) is
+//! below that of the same catch-up taken whole by more than the bundles of the slices it did
+//! not hold. Real etcd (three members), real nginx on every host.
 
 use crate::support;
 
@@ -219,6 +222,76 @@ fn a_catch_up_in_slices_refuses_bad_values_of_later_slices_with_one_reload() {
         );
     }
     assert_eq!(reloads(&counted), 1, "one reload for three slices");
+}
+
+/// Certificates of [`a_catch_up_in_slices_holds_one_slice_of_bundles_at_a_time`], and the
+/// slice of the run taken in slices.
+const HELD: usize = 60;
+const HELD_SLICE: usize = 6;
+
+/// The most bytes of heap `host`'s `renew` held at once while it caught up on the fleet's
+/// certificates taken `slice` at a time (another host leads: the run only follows).
+fn catch_up_heap_peak(f: &Fleet, etcd: &mut EtcdClient, host: usize, slice: usize) -> usize {
+    let report = f.env.path(&format!("heap-peak-{}", f.hosts[host].name));
+    let lease = etcd.put_on_lease("leader", "web1", 600);
+    let out = f
+        .env
+        .agent_at(&f.hosts[host].config, ["--json", "renew"])
+        .env("CERT_AGENT_TEST_SYNC_SLICE", slice.to_string())
+        .env("CERT_AGENT_TEST_HEAP_PEAK", &report)
+        .run_within(LIMIT);
+    etcd.revoke(lease);
+    out.expect_code(0);
+    for name in names_of(HELD) {
+        out.installed_serial(&name);
+    }
+    let text = std::fs::read_to_string(&report)
+        .unwrap_or_else(|e| panic!("no heap report at {}: {e}", report.display()));
+    text.trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("heap report {text:?}: {e}"))
+}
+
+/// The issue's bound on memory: a host catching up holds one slice of the opened bundles at
+/// a time, not every one. The same catch-up of [`HELD`] certificates, taken whole (web2)
+/// and a [`HELD_SLICE`] at a time (web3, which also reads web2's results): the sliced run's
+/// heap peaks lower by more than the PEM of the bundles it never held together (each
+/// certificate's full chain as installed, counted once, though an opened bundle holds it
+/// more than once: leaf, chain and full chain, their DER, the sealed value and its key).
+#[test]
+fn a_catch_up_in_slices_holds_one_slice_of_bundles_at_a_time() {
+    if !ready() {
+        return;
+    }
+    let env = support::env::TestEnv::new();
+    let cluster = EtcdCluster::start(env.dir.path(), 3);
+    let servers = [Server::Nginx, Server::Nginx, Server::Nginx];
+    let f = Fleet::numbered(env, &cluster.endpoints(), "/held/", &servers, HELD);
+    run(&f, 0, &["--json", "renew", "--wait", "300"]).expect_code(0);
+    let mut etcd = EtcdClient::connect(cluster.endpoints(), "/held/");
+    let whole = catch_up_heap_peak(&f, &mut etcd, 1, HELD);
+    let sliced = catch_up_heap_peak(&f, &mut etcd, 2, HELD_SLICE);
+    let out = f.hosts[0].state.parent().expect("host dir").join("out");
+    let pem: usize = names_of(HELD)
+        .iter()
+        .map(|n| {
+            std::fs::metadata(out.join(n).join("fullchain.pem"))
+                .map(|m| m.len() as usize)
+                .unwrap_or_else(|e| panic!("{n}'s full chain on web1: {e}"))
+        })
+        .sum();
+    let never_together = pem / HELD * (HELD - HELD_SLICE);
+    eprintln!(
+        "heap peak: whole {whole} bytes, in slices of {HELD_SLICE} {sliced} bytes \
+         (a full chain {} bytes, {never_together} bytes never held together)",
+        pem / HELD
+    );
+    assert!(
+        sliced.saturating_add(never_together) < whole,
+        "a catch-up in slices of {HELD_SLICE} peaked at {sliced} bytes of heap, the same \
+         catch-up whole at {whole}: it held the bundles of more than one slice at once \
+         ({never_together} bytes of full chains never needed together)"
+    );
 }
 
 fn names_of(n: usize) -> Vec<String> {
