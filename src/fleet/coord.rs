@@ -36,7 +36,7 @@ mod tests;
 pub(crate) use events::Changes;
 pub use events::{FleetWatch, LeadEvent};
 pub(crate) use lease::take_lost as take_leads_lost;
-pub(crate) use snapshot::Snapshot;
+pub(crate) use snapshot::{Listed, Snapshot};
 
 /// What went wrong with the fleet's store.
 #[derive(Debug, thiserror::Error)]
@@ -125,6 +125,11 @@ impl Fleet {
     /// This host's name.
     pub fn host(&self) -> &str {
         &self.host
+    }
+
+    /// The fleet's prefix in etcd.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// The full key of `rel` under the prefix.

@@ -22,6 +22,8 @@ use super::versions::{Seen, Versions};
 mod current;
 pub(super) mod hosts;
 mod install_or_keep;
+mod listing;
+pub(super) use listing::fuzz as fuzz_listing;
 pub(super) mod retired;
 mod slices;
 mod validation_files;
@@ -79,6 +81,8 @@ pub(super) struct View {
     /// The modification revision of every key under `certs/`, and the revision of the read.
     revisions: BTreeMap<String, i64>,
     revision: i64,
+    /// The id of the etcd cluster the read was made from.
+    cluster: u64,
     pub(super) dcv: BTreeMap<String, Vec<u8>>,
     pub(super) versions: Versions,
     pub(super) problems: BTreeMap<String, Vec<String>>,
@@ -98,6 +102,7 @@ impl View {
             deferred: snap.deferred,
             revisions: snap.revisions,
             revision: snap.revision,
+            cluster: snap.cluster,
             dcv: snap
                 .dcv
                 .into_iter()
@@ -250,6 +255,13 @@ pub(super) async fn sync(
     }
     view.note_revisions();
     view.versions.save()?;
+    // The next read lists only what changed since this one, against the versions saved.
+    listing::keep(
+        store.dir(),
+        (link.fleet.prefix(), view.cluster, view.revision),
+        &view.revisions,
+        &known_of(link, config, &view.versions),
+    );
     manifest::publish(link, &mut view.versions).await;
     // With a rollout in waves, each install is proved before it is committed, and rolled
     // back when its proof fails.
@@ -512,23 +524,32 @@ pub(super) async fn read_fleet(
     config: &Config,
     versions: Option<&Versions>,
 ) -> Result<Snapshot> {
-    let known = match versions {
+    let (known, prior) = match versions {
         Some(versions) => {
-            let configs = config
-                .certificates
-                .iter()
-                .map(|c| (c.name.clone(), spec_digest(link, c)))
-                .collect();
-            versions.known(&configs)
+            let known = known_of(link, config, versions);
+            let prior = listing::prior(&config.agent.state_dir, link.fleet.prefix(), &known);
+            (known, prior)
         }
-        None => BTreeMap::new(),
+        None => (BTreeMap::new(), None),
     };
     // The certificates' bundles are read a slice at a time by the synchronisation.
     let snap = link
         .fleet
-        .snapshot_deferring(KEY_CHECK, &known, |k| k.ends_with("/current"))
+        .snapshot_deferring(KEY_CHECK, &known, prior, |k| k.ends_with("/current"))
         .await?;
     Ok(snap)
+}
+
+/// The revision this host accepted each value of the fleet at, by key (relative to the
+/// prefix), for the configured certificates (a specification only when it is the one this
+/// host's configuration gives).
+fn known_of(link: &FleetLink, config: &Config, versions: &Versions) -> BTreeMap<String, i64> {
+    let configs = config
+        .certificates
+        .iter()
+        .map(|c| (c.name.clone(), spec_digest(link, c)))
+        .collect();
+    versions.known(&configs)
 }
 
 /// A certificate this host did not fail on, whose fleet's last attempt failed (a follower,

@@ -265,9 +265,10 @@ pub fn versions(data: &[u8]) {
 }
 
 /// `data` as the state directory's own fleet files the checks read: the lead this host saw
-/// (`fleet-lead.json`; the first byte 0 modulo 8), the hosts whose audit log went back
+/// (`fleet-lead.json`; the first byte 0 modulo 16), the hosts whose audit log went back
 /// (`fleet-audit-rewound.json`; odd), this host's leads (`fleet-leads.json`; 2 modulo 4) or
-/// the certificates whose last proof here failed (`proofs-failed.json`; 4 modulo 8).
+/// the certificates whose last proof here failed (`proofs-failed.json`; 4 modulo 8) or the
+/// listing of the last synchronisation (`fleet-listing.json`; 8 modulo 16).
 /// Never panics; what reads is written and read back the same, a lead that reads is judged
 /// against any limit, and the leads' CRL turn at any time, without a panic.
 pub fn local(data: &[u8]) {
@@ -284,6 +285,10 @@ pub fn local(data: &[u8]) {
     }
     if which % 8 == 4 {
         super::proof::fuzz_failed(rest);
+        return;
+    }
+    if which % 16 == 8 {
+        super::follower::fuzz_listing(rest);
         return;
     }
     let Some(lead) = super::lead_age::parse(rest) else {

@@ -67,6 +67,21 @@ fn left_to_slices(out: &AgentOutput) -> usize {
         .unwrap_or_else(|_| panic!("no count of values left to slices: {line}"))
 }
 
+/// How many keys under `certs/` changed since the listing web2 kept, when the read of the
+/// fleet in `out` (a run with `-v`) made its listing from it; `None` when it listed every key.
+fn listed_since(out: &AgentOutput) -> Option<usize> {
+    let text = out.text();
+    let line = text
+        .lines()
+        .find(|l| l.contains("the keys under certs/ as listed at revision"))?;
+    let head = line.split(" changed since").next().unwrap_or_default();
+    let word = head.split_whitespace().last().unwrap_or_default();
+    Some(
+        word.parse()
+            .unwrap_or_else(|_| panic!("no count of changed keys: {line}")),
+    )
+}
+
 /// web2's `renew -v`, leading whatever the fleet has for a leader (debug builds): its reads
 /// as a leader are watched too.
 fn led(t: &Trial) -> AgentOutput {
@@ -99,6 +114,8 @@ fn a_host_reads_only_what_changed_and_still_refuses_forged_and_replayed_values()
     assert_eq!(keys, 6, "{}", out.describe());
     assert!(read.is_empty(), "read again: {read:?}\n{}", out.describe());
     assert_eq!(unread, 6, "{}", out.describe());
+    // Nor lists them: the listing its last run kept stands, and etcd says nothing changed.
+    assert_eq!(listed_since(&out), Some(0), "{}", out.describe());
     // Nor, once it leads, the shared records its lead imported before (its records are as
     // those imports left them).
     assert!(
@@ -123,6 +140,7 @@ fn a_host_reads_only_what_changed_and_still_refuses_forged_and_replayed_values()
         out.describe()
     );
     assert_eq!(unread, 4, "{}", out.describe());
+    assert_eq!(listed_since(&out), Some(2), "{}", out.describe());
     assert!(
         out.text()
             .contains("1 shared record(s) as this host imported them (not read)"),
@@ -131,6 +149,27 @@ fn a_host_reads_only_what_changed_and_still_refuses_forged_and_replayed_values()
     );
     let installed = t.installed(1, "shop").unwrap();
     assert_eq!(norm_serial(installed["serial"].as_str().unwrap()), shop);
+
+    // A key added under certs/ and deleted again between two runs (no certificate of
+    // web2's): the count tells the deletion, and every key is listed; then the listing
+    // stands again.
+    t.etcd.put("certs/other/state", GARBAGE.to_vec());
+    let out = led(&t);
+    out.expect_code(0);
+    assert_eq!(listed_since(&out), Some(1), "{}", out.describe());
+    t.etcd.delete("certs/other/state");
+    let out = led(&t);
+    out.expect_code(0);
+    assert_eq!(listed_since(&out), None, "{}", out.describe());
+    assert!(
+        out.text().contains("every key is listed"),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(read_of(&out).0, 6, "{}", out.describe());
+    let out = led(&t);
+    out.expect_code(0);
+    assert_eq!(listed_since(&out), Some(0), "{}", out.describe());
 
     // Under an existing key, at a new revision: a forgery and two replays of older sealed
     // values are read and refused exactly as without the revisions.

@@ -47,6 +47,18 @@ pub struct Snapshot {
     pub dcv: BTreeMap<String, Vec<u8>>,
     /// The key check's value and modification revision, if there is one.
     pub key_check: Option<(Vec<u8>, i64)>,
+    /// The id of the etcd cluster that answered (0 when its answer carried none).
+    pub cluster: u64,
+}
+
+/// The keys under `certs/` (relative to the prefix) as a read of the fleet listed them at
+/// `revision` of the etcd cluster `cluster`, each with its modification revision: from it a
+/// later read lists only the keys changed since ([`Fleet::snapshot_deferring`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub cluster: u64,
+    pub revision: i64,
+    pub keys: BTreeMap<String, i64>,
 }
 
 /// The keys whose value a snapshot reads: every key of `listed` (key, modification revision)
@@ -74,35 +86,50 @@ impl Fleet {
         key_check: &str,
         known: &BTreeMap<String, i64>,
     ) -> Result<Snapshot, FleetError> {
-        self.snapshot_deferring(key_check, known, |_| false).await
+        self.snapshot_deferring(key_check, known, None, |_| false)
+            .await
     }
 
     /// [`Fleet::snapshot`], leaving the values of the keys `defer` names (relative to the
     /// prefix) unread: in [`Snapshot::deferred`], to be read by [`Fleet::values_listed`] at
     /// the snapshot's revision, a slice at a time (a fresh host's ten thousand bundles are
     /// never all held at once).
+    ///
+    /// With `prior` (the keys under `certs/` as an earlier read of this prefix listed them),
+    /// the same transaction lists only the keys modified after `prior`'s revision and counts
+    /// the keys under `certs/`: when the changed keys fit in one page, the cluster is the
+    /// same and the count is that of `prior`'s keys with the changed ones, no key was deleted
+    /// and the listing is `prior`'s with the changes; otherwise every key is listed, as
+    /// without `prior`.
     pub async fn snapshot_deferring(
         &self,
         key_check: &str,
         known: &BTreeMap<String, i64>,
+        prior: Option<Listed>,
         defer: impl Fn(&str) -> bool,
     ) -> Result<Snapshot, FleetError> {
-        let txn = Txn::new().and_then([
-            TxnOp::get(
-                self.key("certs/"),
-                Some(
-                    GetOptions::new()
-                        .with_prefix()
-                        .with_keys_only()
-                        .with_limit(KEYS_PAGE),
-                ),
-            ),
+        let mut listing = GetOptions::new()
+            .with_prefix()
+            .with_keys_only()
+            .with_limit(KEYS_PAGE);
+        if let Some(p) = &prior {
+            listing = listing.with_min_mod_revision(p.revision.saturating_add(1));
+        }
+        let mut ops = vec![
+            TxnOp::get(self.key("certs/"), Some(listing)),
             TxnOp::get(
                 self.key("dcv/"),
                 Some(GetOptions::new().with_prefix().with_limit(LIST_PAGE)),
             ),
             TxnOp::get(self.key(key_check), None),
-        ]);
+        ];
+        if prior.is_some() {
+            ops.push(TxnOp::get(
+                self.key("certs/"),
+                Some(GetOptions::new().with_prefix().with_count_only()),
+            ));
+        }
+        let txn = Txn::new().and_then(ops);
         let resp = self
             .call(|mut c| {
                 let txn = txn.clone();
@@ -117,19 +144,18 @@ impl Fleet {
                 key: self.key(""),
                 detail: "the answer to a read carries no revision".into(),
             })?;
+        let cluster = resp
+            .header()
+            .map_or(0, etcd_client::ResponseHeader::cluster_id);
         let ops = resp.op_responses();
         let get = |i: usize| match ops.get(i) {
             Some(TxnOpResponse::Get(g)) => Some(g),
             _ => None,
         };
-        let mut revisions = BTreeMap::new();
-        if let Some(g) = get(0) {
-            self.append_revisions(g.kvs(), &mut revisions);
-            if let Some(last) = g.kvs().last().filter(|_| g.more()) {
-                self.key_pages("certs/", after(last.key()), revision, &mut revisions)
-                    .await?;
-            }
-        }
+        let count = get(3).map(etcd_client::GetResponse::count);
+        let revisions = self
+            .listing(prior, get(0), count, (cluster, revision))
+            .await?;
         let mut dcv = Vec::new();
         if let Some(g) = get(1) {
             self.append_relative(g.kvs(), &mut dcv);
@@ -173,7 +199,90 @@ impl Fleet {
             revisions,
             dcv: dcv.into_iter().collect(),
             key_check,
+            cluster,
         })
+    }
+
+    /// The keys under `certs/` at `revision` of `cluster`, each with its modification
+    /// revision: from `first` (the first page of every key, or with `prior` the first page of
+    /// the keys changed since it, and `count` the keys under `certs/`), and the further pages
+    /// when they are needed ([`Fleet::snapshot_deferring`]).
+    async fn listing(
+        &self,
+        prior: Option<Listed>,
+        first: Option<&etcd_client::GetResponse>,
+        count: Option<i64>,
+        (cluster, revision): (u64, i64),
+    ) -> Result<BTreeMap<String, i64>, FleetError> {
+        let mut revisions = BTreeMap::new();
+        if let Some(prior) = prior {
+            let changed = first.map(|g| (g.kvs(), g.more()));
+            if let Some(listed) = self.listed_since(prior, (cluster, revision), changed, count) {
+                return Ok(listed);
+            }
+            let from = self.key("certs/").into_bytes();
+            self.key_pages("certs/", from, revision, &mut revisions)
+                .await?;
+            return Ok(revisions);
+        }
+        if let Some(g) = first {
+            self.append_revisions(g.kvs(), &mut revisions);
+            if let Some(last) = g.kvs().last().filter(|_| g.more()) {
+                self.key_pages("certs/", after(last.key()), revision, &mut revisions)
+                    .await?;
+            }
+        }
+        Ok(revisions)
+    }
+
+    /// The keys under `certs/` at `revision` of `cluster`, made up from `prior` and the keys
+    /// `changed` since it (one page, and whether more were left): `None` when `prior` is of
+    /// another cluster or of a later revision, when more keys changed than a page holds, or
+    /// when the keys under `certs/` (`count`) are not `prior`'s with the changed ones (a key
+    /// was deleted).
+    fn listed_since(
+        &self,
+        prior: Listed,
+        (cluster, revision): (u64, i64),
+        changed: Option<(&[etcd_client::KeyValue], bool)>,
+        count: Option<i64>,
+    ) -> Option<BTreeMap<String, i64>> {
+        let (kvs, more) = changed?;
+        let why = if prior.cluster != cluster || cluster == 0 {
+            Some("another etcd cluster".to_owned())
+        } else if prior.revision > revision {
+            Some(format!("a revision ahead of the store's ({})", revision))
+        } else if more {
+            Some(format!("more than {KEYS_PAGE} keys changed since"))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            tracing::debug!(
+                "fleet: the listing of revision {} is not used: {why}; every key is listed",
+                prior.revision
+            );
+            return None;
+        }
+        let mut keys = prior.keys;
+        self.append_revisions(kvs, &mut keys);
+        if count != Some(keys.len() as i64) {
+            tracing::debug!(
+                "fleet: the listing of revision {} with the {} key(s) changed since makes {} \
+                 where etcd counts {}: every key is listed",
+                prior.revision,
+                kvs.len(),
+                keys.len(),
+                count.unwrap_or(-1),
+            );
+            return None;
+        }
+        tracing::debug!(
+            "fleet: the keys under certs/ as listed at revision {}, {} changed since",
+            prior.revision,
+            kvs.len()
+        );
+        Some(keys)
     }
 
     /// The values of `keys` (relative to the prefix) at `revision`, where the listing of that
