@@ -291,11 +291,11 @@ mod tests {
         assert!(prior(dir.path(), "/fleet/", &known).is_none());
     }
 
-    /// The fuzz target's seed (`fuzz/corpus/fleet_local/listing-made-up`) reaches a listing.
+    /// The fuzz target's seed (`fuzz/corpus/fleet_local/seed-listing-made-up`) reaches a listing.
     #[test]
     fn the_fuzz_seed_makes_up_a_listing() {
-        let path =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/fleet_local/listing-made-up");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fuzz/corpus/fleet_local/seed-listing-made-up");
         let seed = std::fs::read(path).unwrap();
         let file: File = serde_json::from_slice(&seed[1..]).unwrap();
         let known = map(&[("certs/b/spec", 1), ("certs/x/state", 2)]);
