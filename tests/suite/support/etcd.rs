@@ -397,23 +397,31 @@ impl EtcdClient {
     /// leader key); returns the lease, for [`revoke`](Self::revoke).
     pub(crate) fn put_on_lease(&mut self, rel: &str, value: &str, ttl_secs: i64) -> i64 {
         let key = self.key(rel);
+        // A lease granted twice (the first answer lost) only leaves a spare lease to expire.
         let lease = self
-            .rt
-            .block_on(self.client.lease_grant(ttl_secs, None))
-            .expect("etcd answers")
+            .retried(|mut c| async move { c.lease_grant(ttl_secs, None).await })
             .id();
-        let options = etcd_client::PutOptions::new().with_lease(lease);
-        self.rt
-            .block_on(self.client.put(key, value, Some(options)))
-            .expect("etcd answers");
+        self.retried(|mut c| {
+            let (key, value) = (key.clone(), value.to_owned());
+            let options = etcd_client::PutOptions::new().with_lease(lease);
+            async move { c.put(key, value, Some(options)).await }
+        });
         lease
     }
 
     /// Ends `lease`: the keys put on it are deleted.
     pub(crate) fn revoke(&mut self, lease: i64) {
-        self.rt
-            .block_on(self.client.lease_revoke(lease))
-            .expect("etcd answers");
+        self.retried(|mut c| async move {
+            match c.lease_revoke(lease).await {
+                // Revoked by an earlier try whose answer was lost.
+                Err(etcd_client::Error::GRpcStatus(s))
+                    if s.message().contains("lease not found") =>
+                {
+                    Ok(())
+                }
+                other => other.map(drop),
+            }
+        });
     }
 
     /// Every key under the prefix (full keys) with its modification revision.
