@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::auth::PasswordSource;
 pub(crate) use crate::values::endpoint::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, normalize_base_url,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, IDLE_CONNECTION_REUSE, normalize_base_url,
 };
 
 /// Largest JSON answer accepted.
@@ -145,6 +145,9 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     /// Total time of one attempt, body included.
     pub timeout: Duration,
+    /// How long an idle connection may wait for the next request; one idle longer is closed
+    /// and the request connects anew (default [`IDLE_CONNECTION_REUSE`], 4 s).
+    pub idle_reuse: Duration,
     pub retry: RetryPolicy,
     pub max_json_bytes: usize,
     pub max_zip_bytes: usize,
@@ -167,6 +170,7 @@ impl ClientOptions {
             state_dir: None,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             timeout: DEFAULT_TIMEOUT,
+            idle_reuse: IDLE_CONNECTION_REUSE,
             retry: RetryPolicy::default(),
             max_json_bytes: MAX_JSON_BYTES,
             max_zip_bytes: MAX_ZIP_BYTES,

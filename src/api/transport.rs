@@ -125,7 +125,8 @@ impl Transport {
             .https_only(true)
             .referer(false)
             .connect_timeout(options.connect_timeout)
-            .timeout(options.timeout);
+            .timeout(options.timeout)
+            .pool_idle_timeout(options.idle_reuse);
         if let Some(path) = &options.ca_file {
             let fail =
                 |m: String| ApiError::Config(format!("api.ca_file '{}': {m}", path.display()));

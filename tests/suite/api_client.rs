@@ -669,3 +669,131 @@ async fn garbage_on_the_list_is_retried() {
         );
     }
 }
+
+/// A TCP relay in front of the sandbox that behaves like a server (or a load balancer) whose
+/// idle timer has run out while the client still holds the connection: bytes a client sends
+/// after `drop_after` without traffic are never delivered, and the connection is cut. Counts
+/// the requests so lost (not a client's own goodbye on a connection it closes).
+struct IdleDropper {
+    addr: std::net::SocketAddr,
+    lost: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl IdleDropper {
+    async fn start(upstream: std::net::SocketAddr, drop_after: Duration) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let lost = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = lost.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                tokio::spawn(Self::relay(client, upstream, drop_after, count.clone()));
+            }
+        });
+        Self { addr, lost }
+    }
+
+    async fn relay(
+        client: tokio::net::TcpStream,
+        upstream: std::net::SocketAddr,
+        drop_after: Duration,
+        lost: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
+            return;
+        };
+        let (mut cr, mut cw) = client.into_split();
+        let (mut sr, mut sw) = server.into_split();
+        let (mut from_client, mut from_server) = ([0u8; 16384], [0u8; 16384]);
+        let mut last = tokio::time::Instant::now();
+        loop {
+            tokio::select! {
+                n = cr.read(&mut from_client) => match n {
+                    Ok(n) if n > 0 => {
+                        if last.elapsed() >= drop_after {
+                            // A client closing its idle connection says goodbye (TLS
+                            // close_notify) and hangs up; one that sent a request waits for
+                            // an answer that never comes.
+                            let next = tokio::time::timeout(
+                                Duration::from_millis(500),
+                                cr.read(&mut from_client),
+                            );
+                            if !matches!(next.await, Ok(Ok(0))) {
+                                lost.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            }
+                            return;
+                        }
+                        if sw.write_all(&from_client[..n]).await.is_err() {
+                            return;
+                        }
+                        last = tokio::time::Instant::now();
+                    }
+                    _ => return,
+                },
+                n = sr.read(&mut from_server) => match n {
+                    Ok(n) if n > 0 => {
+                        if cw.write_all(&from_server[..n]).await.is_err() {
+                            return;
+                        }
+                        last = tokio::time::Instant::now();
+                    }
+                    _ => return,
+                },
+            }
+        }
+    }
+
+    fn lost(&self) -> usize {
+        self.lost.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A connection idle past the server's keep-alive time is never used again: an order placed
+/// after a pause goes out on a new connection and is answered, where a request on the old one
+/// would be lost in flight (its outcome unknown). The relay in front of the sandbox shows it
+/// loses such requests: a client that keeps idle connections for a minute loses one.
+#[tokio::test]
+async fn a_call_after_a_pause_takes_a_new_connection_so_no_order_is_lost_in_flight() {
+    let env = Env::start();
+    let relay = IdleDropper::start(env.sandbox.addr(), Duration::from_millis(1500)).await;
+    let through_relay = |idle_reuse: Duration| {
+        let mut o = env.options(PARTNER, PASSWORD);
+        o.base_url = format!("https://localhost:{}", relay.addr.port());
+        o.idle_reuse = idle_reuse;
+        Client::new(o).expect("client builds")
+    };
+    let pause = Duration::from_millis(2500);
+
+    let client = through_relay(Duration::from_secs(1));
+    let domain = "after-a-pause.example.com";
+    let product = dv_product(&client).await;
+    let emails = client.dcv_emails(domain, None).await.expect("dcv emails");
+    let email = emails.all().first().expect("an address").to_string();
+    tokio::time::sleep(pause).await;
+    let placed = client
+        .order(&order_request(product, domain, Some(email)))
+        .await
+        .expect("the order is answered");
+    assert!(placed.order > 0);
+    assert_eq!(
+        relay.lost(),
+        0,
+        "no request sent on a connection idle too long"
+    );
+    assert_eq!(env.calls_to("/api/v1/order").len(), 1);
+
+    // The same pause with idle connections kept for a minute: the next request goes out on
+    // the stale connection and the relay loses it (a read, so it is tried again).
+    let keeping = through_relay(Duration::from_secs(60));
+    keeping.balance().await.expect("balance");
+    tokio::time::sleep(pause).await;
+    keeping.balance().await.expect("balance, tried again");
+    assert_eq!(
+        relay.lost(),
+        1,
+        "the relay loses a request on a stale connection"
+    );
+}

@@ -37,7 +37,8 @@ impl AcmeHttp {
             .retry(reqwest::retry::never())
             .referer(false)
             .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(EXCHANGE_TIMEOUT);
+            .timeout(EXCHANGE_TIMEOUT)
+            .pool_idle_timeout(crate::values::endpoint::IDLE_CONNECTION_REUSE);
         if let Some(path) = ca_file {
             let fail = |m: String| AcmeError::Config(format!("ca_file '{}': {m}", path.display()));
             let pem = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
