@@ -152,6 +152,17 @@ pub(crate) fn keep(
             unlisted,
         });
     let result = match file {
+        // The same listing kept at an earlier revision of the cluster still holds: no key
+        // under `certs/` was written or deleted between the two listings (either would show),
+        // so what changed since the one is what changed since the other. Not written again.
+        Some(file)
+            if read(&path)
+                .ok()
+                .flatten()
+                .is_some_and(|kept| same_at_or_before(&kept, &file)) =>
+        {
+            Ok(())
+        }
         Some(file) => serde_json::to_vec(&file)
             .map_err(std::io::Error::other)
             .and_then(|bytes| crate::fsutil::write_atomic(&path, &bytes, 0o600)),
@@ -167,6 +178,27 @@ pub(crate) fn keep(
             crate::fsutil::io_text(&e)
         );
     }
+}
+
+/// Is `kept` the listing `new` says, made at the same or an earlier revision of one cluster?
+fn same_at_or_before(kept: &File, new: &File) -> bool {
+    let File {
+        format,
+        prefix,
+        cluster,
+        revision,
+        known_sha256,
+        apart,
+        unlisted,
+    } = new;
+    0 < kept.revision
+        && kept.revision <= *revision
+        && kept.format == *format
+        && kept.prefix == *prefix
+        && kept.cluster == *cluster
+        && kept.known_sha256 == *known_sha256
+        && kept.apart == *apart
+        && kept.unlisted == *unlisted
 }
 
 /// What `listing` says beyond `known`: the keys at another revision or not accepted, and the
@@ -307,6 +339,35 @@ mod tests {
         ]);
         assert_eq!(listed.keys, expected);
         fuzz(&seed[1..]);
+    }
+
+    #[test]
+    fn the_same_listing_at_a_later_revision_leaves_the_file_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LISTING_FILE);
+        let known = map(&[("certs/a/current", 10), ("certs/a/state", 11)]);
+        let listing = map(&[("certs/a/current", 10), ("certs/a/state", 12)]);
+        keep(dir.path(), ("/fleet/", 7, 40), &listing, &known);
+        let first = std::fs::read(&path).unwrap();
+        // Nothing under certs/ changed: the listing at 45 is the one at 40.
+        keep(dir.path(), ("/fleet/", 7, 45), &listing, &known);
+        assert_eq!(std::fs::read(&path).unwrap(), first, "not written again");
+        assert_eq!(prior(dir.path(), "/fleet/", &known).unwrap().revision, 40);
+        // An earlier revision than the kept one, another cluster or another listing: written.
+        for (cluster, revision, listing) in [
+            (7, 39, listing.clone()),
+            (8, 50, listing.clone()),
+            (
+                7,
+                60,
+                map(&[("certs/a/current", 10), ("certs/a/state", 55)]),
+            ),
+        ] {
+            keep(dir.path(), ("/fleet/", cluster, revision), &listing, &known);
+            let prior = prior(dir.path(), "/fleet/", &known).unwrap();
+            assert_eq!((prior.cluster, prior.revision), (cluster, revision));
+            assert_eq!(prior.keys, listing);
+        }
     }
 
     #[test]
