@@ -754,18 +754,20 @@ impl IdleDropper {
 /// A connection idle past the server's keep-alive time is never used again: an order placed
 /// after a pause goes out on a new connection and is answered, where a request on the old one
 /// would be lost in flight (its outcome unknown). The relay in front of the sandbox shows it
-/// loses such requests: a client that keeps idle connections for a minute loses one.
+/// loses such requests: a client that keeps idle connections for a minute loses one. The
+/// relay's bound (2 s) is well above the client's (1 s): a loaded machine's delay between an
+/// answer and its connection's return to the pool stays inside the margin.
 #[tokio::test]
 async fn a_call_after_a_pause_takes_a_new_connection_so_no_order_is_lost_in_flight() {
     let env = Env::start();
-    let relay = IdleDropper::start(env.sandbox.addr(), Duration::from_millis(1500)).await;
+    let relay = IdleDropper::start(env.sandbox.addr(), Duration::from_secs(2)).await;
     let through_relay = |idle_reuse: Duration| {
         let mut o = env.options(PARTNER, PASSWORD);
         o.base_url = format!("https://localhost:{}", relay.addr.port());
         o.idle_reuse = idle_reuse;
         Client::new(o).expect("client builds")
     };
-    let pause = Duration::from_millis(2500);
+    let pause = Duration::from_secs(3);
 
     let client = through_relay(Duration::from_secs(1));
     let domain = "after-a-pause.example.com";
@@ -791,9 +793,8 @@ async fn a_call_after_a_pause_takes_a_new_connection_so_no_order_is_lost_in_flig
     keeping.balance().await.expect("balance");
     tokio::time::sleep(pause).await;
     keeping.balance().await.expect("balance, tried again");
-    assert_eq!(
-        relay.lost(),
-        1,
+    assert!(
+        relay.lost() >= 1,
         "the relay loses a request on a stale connection"
     );
 }
