@@ -7,7 +7,8 @@ use std::time::Duration;
 pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default total timeout of one request (connect, send, receive the whole body).
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long an idle connection is kept for the next request. Below the shortest keep-alive
+/// How long an idle connection is kept for the next request, by the Partner API client and
+/// the ACME client alike. Below the shortest keep-alive
 /// time servers commonly use (Apache's 5 s): a request is never sent on a connection the
 /// server, or a load balancer on the way, may be closing or may have dropped without a word.
 /// Such a request is lost in flight, and for an order that means an outcome nobody knows.

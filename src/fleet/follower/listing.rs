@@ -353,6 +353,21 @@ mod tests {
         keep(dir.path(), ("/fleet/", 7, 45), &listing, &known);
         assert_eq!(std::fs::read(&path).unwrap(), first, "not written again");
         assert_eq!(prior(dir.path(), "/fleet/", &known).unwrap().revision, 40);
+        // A file found damaged, or forged (another prefix, other versions, a listing of
+        // other keys, a revision ahead of this one), is written over, not trusted.
+        let forged = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            keep(dir.path(), ("/fleet/", 7, 45), &listing, &known);
+            let made = prior(dir.path(), "/fleet/", &known).expect(text);
+            assert_eq!((made.revision, &made.keys), (45, &listing), "{text}");
+        };
+        let kept = String::from_utf8(first.clone()).unwrap();
+        forged("{\"format\":1,");
+        forged("\u{0}\u{ff} not JSON");
+        forged(&kept.replace("\"/fleet/\"", "\"/other/\""));
+        forged(&kept.replace("\"known_sha256\":\"", "\"known_sha256\":\"00"));
+        forged(&kept.replace("certs/a/state", "certs/b/state"));
+        forged(&kept.replace("\"revision\":40", "\"revision\":50"));
         // An earlier revision than the kept one, another cluster or another listing: written.
         for (cluster, revision, listing) in [
             (7, 39, listing.clone()),
